@@ -1,0 +1,241 @@
+//! Congestion control: one trait, many controllers.
+//!
+//! Controllers are transport-agnostic: they see packets (not DCCP headers), so
+//! the same code is the per-subflow CC of the tunnel and the end-to-end CC of a
+//! simulated inner TCP flow. Units: windows in packets, times as `Duration`,
+//! rates in bytes per second, sizes in bytes.
+//!
+//! The transport (a DCCP subflow, or a simulated TCP sender) owns loss
+//! detection and acknowledgement processing, keeps an [`RttEstimator`] and a
+//! [`DeliveryRateEstimator`], and feeds the controller events in this order:
+//!
+//! 1. [`CongestionController::on_packet_sent`] for every data packet sent;
+//! 2. per acknowledgement, [`CongestionController::on_ack`] with the packets it
+//!    newly acknowledged and a delivery-rate sample;
+//! 3. [`CongestionController::on_loss`] when packets are declared lost
+//!    (CCID2: three later packets acknowledged, RFC 4341 §5);
+//! 4. [`CongestionController::on_rto`] when the retransmission timer fires.
+//!
+//! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
+//! `paths`, a read-only [`CoupledView`] of every path of their connection,
+//! built from each controller's [`CongestionController::snapshot`];
+//! uncoupled ones ignore it.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use crate::path::PathId;
+use crate::time::Instant;
+
+mod rate;
+mod rtt;
+
+pub use rate::{DeliveryRateEstimator, PacketRateState};
+pub use rtt::RttEstimator;
+
+/// Names used everywhere (config, CLI, results).
+pub const CC_NAMES: &[&str] = &[
+    "ccid2",
+    "ccid5",
+    "cubic",
+    "bbr3",
+    "lia",
+    "olia",
+    "balia",
+    "coupled-cubic",
+    "reno",
+];
+
+/// Settings shared by every controller; controller-specific knobs live in
+/// their own config structs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CcConfig {
+    /// Maximum segment (packet) size, bytes.
+    pub mss_bytes: u32,
+    /// Initial window in packets; `None` = the controller's own default
+    /// (CCID2: RFC 3390 by MSS; BBR: 10).
+    pub initial_cwnd_pkts: Option<u32>,
+    /// Smallest window the controller may use, packets.
+    pub min_cwnd_pkts: u32,
+    /// Largest window, packets (guards memory on absurd inputs).
+    pub max_cwnd_pkts: u32,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        CcConfig {
+            mss_bytes: 1400,
+            initial_cwnd_pkts: None,
+            min_cwnd_pkts: 1,
+            max_cwnd_pkts: 1_000_000,
+        }
+    }
+}
+
+/// One data packet handed to the network.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SentPacket {
+    /// Transport sequence number (DCCP 48-bit seq, or TCP segment index).
+    pub seq: u64,
+    pub bytes: u32,
+    /// Packets in flight after this one was sent.
+    pub in_flight_pkts: u32,
+    /// True when the sender had no more data queued after this packet and
+    /// the window was not full (the application limited the rate).
+    pub app_limited: bool,
+}
+
+/// A delivery-rate sample (draft-cheng-iccrg-delivery-rate-estimation §3.3).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateSample {
+    /// Packets delivered over `interval`.
+    pub delivered_pkts: u64,
+    /// Bytes delivered over `interval`.
+    pub delivered_bytes: u64,
+    /// max(send elapsed, ack elapsed).
+    pub interval: Duration,
+    /// The connection's delivered count when the newest acked packet was sent
+    /// (BBR uses it to detect round boundaries).
+    pub prior_delivered_pkts: u64,
+    /// True if the sample was taken while the sender was application limited;
+    /// such samples must not lower a bandwidth estimate.
+    pub is_app_limited: bool,
+    /// RTT of the newest acknowledged packet.
+    pub rtt: Duration,
+}
+
+impl RateSample {
+    /// Delivery rate in bytes per second; 0 for a zero interval.
+    pub fn delivery_rate_bytes_per_s(&self) -> f64 {
+        let secs = self.interval.as_secs_f64();
+        if secs > 0.0 {
+            self.delivered_bytes as f64 / secs
+        } else {
+            0.0
+        }
+    }
+    /// Delivery rate in packets per second; 0 for a zero interval.
+    pub fn delivery_rate_pkts_per_s(&self) -> f64 {
+        let secs = self.interval.as_secs_f64();
+        if secs > 0.0 {
+            self.delivered_pkts as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What one acknowledgement newly acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AckEvent {
+    /// Packets newly acknowledged by this ack.
+    pub acked_pkts: u32,
+    pub acked_bytes: u64,
+    /// Packets in flight before this ack was processed.
+    pub prior_in_flight_pkts: u32,
+    /// Packets in flight after it.
+    pub in_flight_pkts: u32,
+    /// RTT sample from the newest acknowledged packet, if valid.
+    pub rtt: Option<Duration>,
+    /// The transport's smoothed RTT after the sample.
+    pub srtt: Duration,
+    /// The transport's minimum RTT.
+    pub min_rtt: Duration,
+    /// Delivery-rate sample, when one could be formed.
+    pub rate: Option<RateSample>,
+    /// Total packets delivered on this path so far (after this ack).
+    pub delivered_pkts: u64,
+    /// Total packets declared lost on this path so far.
+    pub lost_pkts_total: u64,
+    /// Send time of the newest acknowledged packet.
+    pub largest_acked_sent_time: Instant,
+}
+
+/// Packets declared lost in one detection pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossEvent {
+    pub lost_pkts: u32,
+    pub lost_bytes: u64,
+    /// Packets in flight after removing the lost ones.
+    pub in_flight_pkts: u32,
+    /// Send time of the newest lost packet: a controller reduces at most once
+    /// per window of data, e.g. not again for losses sent before its last
+    /// reduction (RFC 4341 §5, RFC 9438 §4.6).
+    pub largest_lost_sent_time: Instant,
+    /// Total packets delivered on this path so far.
+    pub delivered_pkts: u64,
+}
+
+/// The numbers other paths' coupled controllers need from this one.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct CcSnapshot {
+    pub path: PathId,
+    /// Congestion window, packets (fractional windows allowed).
+    pub cwnd_pkts: f64,
+    /// Smoothed RTT; zero before the first sample.
+    pub srtt: Duration,
+    /// False while the path is not established or is failed; coupled
+    /// algorithms only sum over established paths.
+    pub established: bool,
+    /// OLIA: bytes acked between the last two losses (l1) and since the last
+    /// loss (l2), packets. Zero for other controllers.
+    pub olia_l1_pkts: f64,
+    pub olia_l2_pkts: f64,
+    /// Coupled CUBIC: the virtual Reno window standing in for this path in
+    /// LIA's alpha; equals `cwnd_pkts` for Reno-like paths.
+    pub virtual_reno_cwnd_pkts: f64,
+}
+
+/// Read-only view over all paths of a connection, for coupled controllers.
+pub type CoupledView<'a> = &'a [CcSnapshot];
+
+/// The congestion-control trait. See the module docs for the call order.
+pub trait CongestionController: Send + Debug {
+    /// The name used in config and results (one of [`CC_NAMES`]).
+    fn name(&self) -> &'static str;
+
+    fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket);
+
+    fn on_ack(&mut self, now: Instant, ack: &AckEvent, paths: CoupledView<'_>);
+
+    fn on_loss(&mut self, now: Instant, loss: &LossEvent, paths: CoupledView<'_>);
+
+    /// The retransmission timer fired (RFC 6298 §5.5 semantics: collapse).
+    fn on_rto(&mut self, now: Instant);
+
+    /// Congestion window, whole packets (≥ the configured minimum).
+    fn cwnd_pkts(&self) -> u32;
+
+    /// Pacing rate in bytes per second, or `None` if this controller does not
+    /// pace. The transport releases packets no earlier than this allows.
+    fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
+        None
+    }
+
+    /// Packets the pacer may release back to back (TSO-style send quantum).
+    fn send_quantum_pkts(&self) -> u32 {
+        1
+    }
+
+    /// Name of the current state ("slow_start", "congestion_avoidance",
+    /// "startup", "probe_bw", ...).
+    fn state(&self) -> &'static str;
+
+    /// Slow-start threshold in packets, if the controller has one.
+    fn ssthresh_pkts(&self) -> Option<u32> {
+        None
+    }
+
+    /// What coupled peers read about this path.
+    fn snapshot(&self, path: PathId, srtt: Duration, established: bool) -> CcSnapshot {
+        let cwnd = self.cwnd_pkts() as f64;
+        CcSnapshot {
+            path,
+            cwnd_pkts: cwnd,
+            srtt,
+            established,
+            virtual_reno_cwnd_pkts: cwnd,
+            ..CcSnapshot::default()
+        }
+    }
+}

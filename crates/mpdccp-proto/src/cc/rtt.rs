@@ -1,0 +1,103 @@
+//! RTT estimation per RFC 6298 (SRTT, RTTVAR, RTO) plus a running minimum.
+
+use std::time::Duration;
+
+/// RFC 6298 estimator. The RTO floor and ceiling are parameters because DCCP
+/// CCID2 uses a 200 ms floor (RFC 4341 §5, following Linux) where TCP uses 1 s.
+#[derive(Clone, Debug)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    min_rtt: Option<Duration>,
+    latest: Option<Duration>,
+    min_rto: Duration,
+    max_rto: Duration,
+    initial_rto: Duration,
+}
+
+/// Clock granularity G of RFC 6298 §2; we have nanosecond clocks, so 1 ms is a
+/// conservative stand-in that keeps RTO above RTT on jitter-free links.
+const GRANULARITY: Duration = Duration::from_millis(1);
+
+impl RttEstimator {
+    pub fn new(initial_rto: Duration, min_rto: Duration, max_rto: Duration) -> Self {
+        RttEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            min_rtt: None,
+            latest: None,
+            min_rto,
+            max_rto,
+            initial_rto,
+        }
+    }
+
+    /// RFC 6298 §2.2 / §2.3.
+    pub fn on_sample(&mut self, rtt: Duration) {
+        self.latest = Some(rtt);
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                // RTTVAR <- 3/4 RTTVAR + 1/4 |SRTT - R'|; SRTT <- 7/8 SRTT + 1/8 R'
+                let diff = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+    pub fn latest(&self) -> Option<Duration> {
+        self.latest
+    }
+
+    /// RTO = SRTT + max(G, 4·RTTVAR), clamped to [min_rto, max_rto]
+    /// (RFC 6298 §2.3, §2.4); the initial RTO before any sample (§2.1).
+    pub fn rto(&self) -> Duration {
+        match self.srtt {
+            None => self.initial_rto,
+            Some(srtt) => (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min_rto, self.max_rto),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_rfc6298_formulas() {
+        let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200), Duration::from_secs(60));
+        assert_eq!(e.rto(), Duration::from_secs(1));
+        e.on_sample(Duration::from_millis(100));
+        assert_eq!(e.srtt(), Some(Duration::from_millis(100)));
+        assert_eq!(e.rttvar(), Duration::from_millis(50));
+        assert_eq!(e.rto(), Duration::from_millis(300));
+        e.on_sample(Duration::from_millis(200));
+        // rttvar = (3*50 + 100)/4 = 62.5 ms; srtt = (7*100 + 200)/8 = 112.5 ms
+        assert_eq!(e.rttvar(), Duration::from_micros(62_500));
+        assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
+        assert_eq!(e.min_rtt(), Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn rto_has_a_floor() {
+        let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200), Duration::from_secs(60));
+        for _ in 0..50 {
+            e.on_sample(Duration::from_millis(10));
+        }
+        assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,10 @@
+//! `mpdccp reproduce` (placeholder until its issue lands).
+
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`mpdccp reproduce` is not implemented yet")
+}
