@@ -122,8 +122,6 @@ impl PathView {
     /// True when the path could send a packet at `now`: usable, cwnd room and
     /// the pacer allows it.
     pub fn can_send(&self, now: Instant) -> bool {
-        self.is_usable()
-            && self.has_cwnd_room()
-            && self.next_send_time.map_or(true, |t| t <= now)
+        self.is_usable() && self.has_cwnd_room() && self.next_send_time.is_none_or(|t| t <= now)
     }
 }

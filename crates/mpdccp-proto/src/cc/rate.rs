@@ -70,7 +70,12 @@ impl DeliveryRateEstimator {
     }
 
     /// Draft §3.2. `in_flight_pkts` is the count *before* this packet.
-    pub fn on_packet_sent(&mut self, now: Instant, bytes: u32, in_flight_pkts: u32) -> PacketRateState {
+    pub fn on_packet_sent(
+        &mut self,
+        now: Instant,
+        bytes: u32,
+        in_flight_pkts: u32,
+    ) -> PacketRateState {
         if in_flight_pkts == 0 {
             self.first_sent_time = now;
             self.delivered_time = now;
@@ -163,7 +168,10 @@ mod tests {
         }
         let s = last.expect("a sample");
         let rate = s.delivery_rate_bytes_per_s();
-        assert!((rate - 1_000_000.0).abs() / 1_000_000.0 < 0.02, "rate {rate}");
+        assert!(
+            (rate - 1_000_000.0).abs() / 1_000_000.0 < 0.02,
+            "rate {rate}"
+        );
         assert!(!s.is_app_limited);
         assert_eq!(s.rtt, rtt);
     }

@@ -43,7 +43,7 @@ impl RttEstimator {
             }
             Some(srtt) => {
                 // RTTVAR <- 3/4 RTTVAR + 1/4 |SRTT - R'|; SRTT <- 7/8 SRTT + 1/8 R'
-                let diff = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                let diff = srtt.abs_diff(rtt);
                 self.rttvar = (self.rttvar * 3 + diff) / 4;
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }
@@ -68,7 +68,9 @@ impl RttEstimator {
     pub fn rto(&self) -> Duration {
         match self.srtt {
             None => self.initial_rto,
-            Some(srtt) => (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min_rto, self.max_rto),
+            Some(srtt) => {
+                (srtt + GRANULARITY.max(self.rttvar * 4)).clamp(self.min_rto, self.max_rto)
+            }
         }
     }
 }
@@ -79,7 +81,11 @@ mod tests {
 
     #[test]
     fn follows_rfc6298_formulas() {
-        let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200), Duration::from_secs(60));
+        let mut e = RttEstimator::new(
+            Duration::from_secs(1),
+            Duration::from_millis(200),
+            Duration::from_secs(60),
+        );
         assert_eq!(e.rto(), Duration::from_secs(1));
         e.on_sample(Duration::from_millis(100));
         assert_eq!(e.srtt(), Some(Duration::from_millis(100)));
@@ -94,7 +100,11 @@ mod tests {
 
     #[test]
     fn rto_has_a_floor() {
-        let mut e = RttEstimator::new(Duration::from_secs(1), Duration::from_millis(200), Duration::from_secs(60));
+        let mut e = RttEstimator::new(
+            Duration::from_secs(1),
+            Duration::from_millis(200),
+            Duration::from_secs(60),
+        );
         for _ in 0..50 {
             e.on_sample(Duration::from_millis(10));
         }

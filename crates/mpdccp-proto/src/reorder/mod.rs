@@ -79,7 +79,13 @@ pub trait Reorder: Send + Debug {
     /// A data packet arrived. `paths` gives the sender-side view the
     /// receiver has of each path (RTT, one-way delay estimates);
     /// `rx` the per-path receive state for fast loss detection.
-    fn push(&mut self, now: Instant, item: ReorderItem, paths: &[PathView], rx: &[PathReceiveState]);
+    fn push(
+        &mut self,
+        now: Instant,
+        item: ReorderItem,
+        paths: &[PathView],
+        rx: &[PathReceiveState],
+    );
 
     /// Next packet ready for delivery at `now`, if any.
     fn pop(&mut self, now: Instant) -> Option<Delivered>;
