@@ -291,6 +291,7 @@ proptest! {
         prop_assert_eq!(p.mp_seq(), repr.mp_seq());
         prop_assert_eq!(p.ack_vector().map(|a| a.to_owned()), repr.ack_vector().cloned());
         prop_assert_eq!(p.ack(), repr.ack());
+        prop_assert_eq!(p.kind(), repr.kind);
     }
 
     #[test]

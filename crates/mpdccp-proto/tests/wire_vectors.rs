@@ -365,6 +365,11 @@ fn feature_negotiation_encodings() {
         }
         other => panic!("{other:?}"),
     }
+    // The value byte carries the version in its high nibble (§3.1, Figure 3).
+    use mpdccp_proto::wire::mp::{mp_capable_value, mp_capable_version, MP_VERSION};
+    assert_eq!(mp_capable_value(MP_VERSION), 0x00);
+    assert_eq!(mp_capable_value(1), 0x10);
+    assert_eq!(mp_capable_version(0x1f), 1, "unassigned bits ignored");
     // Empty Confirm: no agreement / not understood.
     assert_eq!(
         opts(&[35, 3, 10], ty).unwrap(),
