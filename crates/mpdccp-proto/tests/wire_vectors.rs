@@ -856,3 +856,24 @@ fn udp_encapsulation_frames_and_checks() {
         WireError::BadFraming
     );
 }
+
+#[test]
+fn sequence_arithmetic_and_short_extension() {
+    use mpdccp_proto::wire::seq;
+    let top = (1u64 << 48) - 1;
+    assert_eq!(seq::add(top, 2), 1);
+    assert_eq!(seq::sub(0, 1), top);
+    assert_eq!(seq::delta(1, top), 2);
+    assert_eq!(seq::delta(top, 1), -2);
+    assert!(seq::before(top, 0));
+    assert!(!seq::before(0, top));
+    assert!(seq::in_window(1, top - 5, 10));
+    assert!(!seq::in_window(11, top - 5, 10));
+    // §7.6: low 24 bits replaced, nearest to the reference wins.
+    assert_eq!(seq::extend_short(0x00_0005, 0x12_ffff_fff0), 0x13_0000_0005);
+    assert_eq!(seq::extend_short(0xff_fff0, 0x13_0000_0005), 0x12_ffff_fff0);
+    assert_eq!(seq::extend_short(0x12_3456, 0x77_0012_3400), 0x77_0012_3456);
+    // Across the 48-bit wrap.
+    assert_eq!(seq::extend_short(0x00_0001, top), 1);
+    assert_eq!(seq::extend_short(0xff_ffff, 2), top);
+}
