@@ -28,6 +28,7 @@ use crate::path::PathId;
 use crate::time::Instant;
 
 mod aimd;
+pub mod bbr;
 mod ccid2;
 pub mod cubic;
 mod rate;
@@ -35,6 +36,7 @@ mod reno;
 mod round;
 mod rtt;
 
+pub use bbr::Bbr;
 pub use ccid2::Ccid2;
 pub use cubic::Cubic;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
@@ -48,12 +50,13 @@ pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionControll
         "ccid2" => Box::new(Ccid2::new(config)),
         "reno" => Box::new(Reno::new(config)),
         "cubic" => Box::new(Cubic::new(config)),
+        "ccid5" | "bbr" => Box::new(Bbr::new(config)),
         _ => return Err(UnknownName(name.to_string())),
     })
 }
 
 /// Names [`build`] accepts today, in the order error messages list them.
-pub const BUILD_NAMES: &[&str] = &["ccid2", "cubic", "reno"];
+pub const BUILD_NAMES: &[&str] = &["ccid2", "ccid5", "cubic", "reno", "bbr"];
 
 /// A congestion-control name that [`build`] does not know.
 #[derive(Clone, Debug, PartialEq, Eq)]
