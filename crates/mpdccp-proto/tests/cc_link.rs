@@ -638,3 +638,29 @@ fn bbr_app_limited_samples_do_not_lower_the_estimate() {
     eprintln!("app-limited: max bw before {bw:.0} after {after:.0} B/s");
     assert!(after >= 0.97 * bw, "estimate dropped to {after}");
 }
+
+/// With one subflow, LIA, OLIA and BALIA are Reno and Coupled CUBIC is
+/// CUBIC: identical cwnd traces over a closed-loop run with drop-tail
+/// losses, the harness passing each controller its own snapshot as the
+/// coupled view.
+#[test]
+fn single_subflow_coupled_controllers_match_their_parents_in_the_harness() {
+    let spec = LinkSpec::bottleneck(20.0, 30, 60);
+    let run = |name: &str| {
+        let mut sim = Sim::new(Boxed(cc::build(name, &config(None)).unwrap()), spec.clone());
+        sim.run(secs(8.0));
+        assert!(sim.queue_drops > 0, "{name}: the run has losses");
+        sim.cwnd_trace
+    };
+    for (child, parent) in [
+        ("lia", "reno"),
+        ("olia", "reno"),
+        ("balia", "reno"),
+        ("coupled-cubic", "cubic"),
+    ] {
+        let (a, b) = (run(child), run(parent));
+        assert_eq!(a.len(), b.len(), "{child}");
+        let first_diff = a.iter().zip(&b).position(|(x, y)| x != y);
+        assert_eq!(first_diff, None, "{child} vs {parent}");
+    }
+}

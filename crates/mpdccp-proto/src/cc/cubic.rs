@@ -131,6 +131,15 @@ impl HyStart {
     }
 }
 
+/// How a [`CubicCore`] grows in congestion avoidance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum CaRule {
+    /// RFC 9438 §4.2–4.5, the increase scaled by `coupling` (1 = CUBIC).
+    Cubic { coupling: f64 },
+    /// A fixed increase per acknowledged packet (LIA, RFC 6356 §3).
+    Linear { per_pkt: f64 },
+}
+
 /// The CUBIC window state machine (RFC 9438 §4).
 #[derive(Clone, Debug)]
 pub(crate) struct CubicCore {
@@ -153,6 +162,9 @@ pub(crate) struct CubicCore {
     hystart: Option<HyStart>,
     rounds: RoundTracker,
     fast_convergence: bool,
+    /// The window in use is `window_scale × cwnd` (Coupled CUBIC scales its
+    /// CUBIC window; 1 otherwise).
+    pub window_scale: f64,
     pub min_cwnd: f64,
     pub max_cwnd: f64,
 }
@@ -189,6 +201,7 @@ impl CubicCore {
             }),
             rounds: RoundTracker::default(),
             fast_convergence: config.cubic_fast_convergence,
+            window_scale: 1.0,
             min_cwnd,
             max_cwnd,
         }
@@ -211,13 +224,13 @@ impl CubicCore {
         self.last_send_time = Some(now);
         self.rounds.on_packet_sent(now);
         let in_flight = pkt.in_flight_pkts as f64;
-        self.cwnd_limited = in_flight >= self.cwnd.floor()
-            || (self.in_slow_start() && 2.0 * in_flight >= self.cwnd.floor());
+        let window = (self.window_scale * self.cwnd).floor();
+        self.cwnd_limited =
+            in_flight >= window || (self.in_slow_start() && 2.0 * in_flight >= window);
     }
 
-    /// One acknowledgement. `coupling` scales the congestion-avoidance
-    /// increase (1 for plain CUBIC).
-    pub fn on_ack(&mut self, now: Instant, ack: &AckEvent, coupling: f64) {
+    /// One acknowledgement; congestion avoidance follows `ca`.
+    pub fn on_ack(&mut self, now: Instant, ack: &AckEvent, ca: CaRule) {
         if !ack.srtt.is_zero() {
             self.srtt = ack.srtt;
         }
@@ -249,7 +262,18 @@ impl CubicCore {
             self.cwnd = (self.cwnd + increase.min(room)).min(self.max_cwnd);
         }
         if acked > 0.0 && !self.in_slow_start() {
-            self.congestion_avoidance(now, acked, coupling);
+            match ca {
+                CaRule::Cubic { coupling } => self.congestion_avoidance(now, acked, coupling),
+                CaRule::Linear { per_pkt } => {
+                    // A Reno-like (LIA) increase; the next CUBIC epoch
+                    // starts afresh from whatever window this leaves.
+                    self.t_epoch = None;
+                    if per_pkt.is_finite() && per_pkt > 0.0 {
+                        self.cwnd += acked * per_pkt;
+                    }
+                    self.clamp();
+                }
+            }
         }
     }
 
@@ -326,7 +350,6 @@ impl CubicCore {
         self.t_epoch = None;
     }
 
-    #[allow(dead_code)] // used by Coupled CUBIC
     /// Halving for the LIA mode of Coupled CUBIC (RFC 6356 §3: as Reno).
     pub fn halve(&mut self) {
         self.cwnd_prior = self.cwnd;
@@ -334,12 +357,6 @@ impl CubicCore {
         self.cwnd /= 2.0;
         self.clamp();
         self.ssthresh = self.cwnd.max(2.0);
-        self.t_epoch = None;
-    }
-
-    #[allow(dead_code)] // used by Coupled CUBIC
-    /// Ends the current epoch (Coupled CUBIC switching modes).
-    pub fn reset_epoch(&mut self) {
         self.t_epoch = None;
     }
 
@@ -365,7 +382,9 @@ impl CubicCore {
     }
 
     pub fn cwnd_pkts(&self) -> u32 {
-        self.cwnd.clamp(self.min_cwnd, self.max_cwnd).floor() as u32
+        (self.window_scale * self.cwnd)
+            .clamp(self.min_cwnd, self.max_cwnd)
+            .floor() as u32
     }
 
     pub fn ssthresh_pkts(&self) -> Option<u32> {
@@ -392,7 +411,7 @@ impl CubicCore {
             return None;
         }
         let gain = if self.in_slow_start() { 2.0 } else { 1.2 };
-        let rate = gain * self.cwnd * mss_bytes as f64 / srtt;
+        let rate = gain * self.window_scale * self.cwnd * mss_bytes as f64 / srtt;
         Some((rate.min(u64::MAX as f64 / 2.0) as u64).max(1))
     }
 }
@@ -430,7 +449,7 @@ impl CongestionController for Cubic {
     }
 
     fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
-        self.core.on_ack(now, ack, 1.0);
+        self.core.on_ack(now, ack, CaRule::Cubic { coupling: 1.0 });
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {

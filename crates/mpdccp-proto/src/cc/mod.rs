@@ -30,6 +30,7 @@ use crate::time::Instant;
 mod aimd;
 pub mod bbr;
 mod ccid2;
+pub mod coupled;
 pub mod cubic;
 mod rate;
 mod reno;
@@ -38,6 +39,7 @@ mod rtt;
 
 pub use bbr::Bbr;
 pub use ccid2::Ccid2;
+pub use coupled::{CoupledCubic, CoupledReno};
 pub use cubic::Cubic;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
 pub use reno::Reno;
@@ -51,12 +53,26 @@ pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionControll
         "reno" => Box::new(Reno::new(config)),
         "cubic" => Box::new(Cubic::new(config)),
         "ccid5" | "bbr" => Box::new(Bbr::new(config)),
+        "lia" => Box::new(CoupledReno::lia(config)),
+        "olia" => Box::new(CoupledReno::olia(config)),
+        "balia" => Box::new(CoupledReno::balia(config)),
+        "coupled-cubic" => Box::new(CoupledCubic::new(config)),
         _ => return Err(UnknownName(name.to_string())),
     })
 }
 
 /// Names [`build`] accepts today, in the order error messages list them.
-pub const BUILD_NAMES: &[&str] = &["ccid2", "ccid5", "cubic", "reno", "bbr"];
+pub const BUILD_NAMES: &[&str] = &[
+    "ccid2",
+    "ccid5",
+    "cubic",
+    "lia",
+    "olia",
+    "balia",
+    "coupled-cubic",
+    "reno",
+    "bbr",
+];
 
 /// A congestion-control name that [`build`] does not know.
 #[derive(Clone, Debug, PartialEq, Eq)]
