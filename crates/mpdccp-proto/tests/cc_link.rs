@@ -33,6 +33,8 @@ struct LinkSpec {
     drop_seq: Option<u64>,
     /// The application offers data at this rate (bytes/s); `None` = bulk.
     source_rate_bytes_per_s: Option<f64>,
+    /// ECN: mark CE on packets that find at least this many queued.
+    ecn_mark_above_pkts: Option<usize>,
 }
 
 impl LinkSpec {
@@ -44,6 +46,7 @@ impl LinkSpec {
             drop_every: None,
             drop_seq: None,
             source_rate_bytes_per_s: None,
+            ecn_mark_above_pkts: None,
         }
     }
     fn bdp_pkts(&self) -> f64 {
@@ -67,8 +70,8 @@ struct Sim<C: CongestionController> {
     next_seq: u64,
     /// Sent, not yet acknowledged or declared lost; in sequence order.
     in_flight: VecDeque<InFlight>,
-    /// (arrival time at the sender, seq), in time order.
-    acks: VecDeque<(Instant, u64)>,
+    /// (arrival time at the sender, seq, CE mark), in time order.
+    acks: VecDeque<(Instant, u64, bool)>,
     /// Departure times from the bottleneck of queued packets.
     queue: VecDeque<Instant>,
     link_free_at: Instant,
@@ -80,6 +83,7 @@ struct Sim<C: CongestionController> {
     delivered_pkts: u64,
     sent_pkts: u64,
     queue_drops: u64,
+    ce_marks: u64,
     cwnd_trace: Vec<u32>,
     /// Per-ack (time, cwnd, state) samples when enabled.
     record: bool,
@@ -111,6 +115,7 @@ impl<C: CongestionController> Sim<C> {
             delivered_pkts: 0,
             sent_pkts: 0,
             queue_drops: 0,
+            ce_marks: 0,
             cwnd_trace: Vec::new(),
             record: false,
             states: Vec::new(),
@@ -191,10 +196,17 @@ impl<C: CongestionController> Sim<C> {
                 d
             }
         };
-        self.acks.push_back((depart + self.spec.prop_rtt, seq));
+        let ce = self
+            .spec
+            .ecn_mark_above_pkts
+            .is_some_and(|k| self.queue.len() > k);
+        if ce {
+            self.ce_marks += 1;
+        }
+        self.acks.push_back((depart + self.spec.prop_rtt, seq, ce));
     }
 
-    fn handle_ack(&mut self, seq: u64) {
+    fn handle_ack(&mut self, seq: u64, ce: bool) {
         let Ok(idx) = self.in_flight.binary_search_by_key(&seq, |p| p.seq) else {
             return; // already declared lost (after an RTO)
         };
@@ -232,6 +244,10 @@ impl<C: CongestionController> Sim<C> {
         };
         let view = self.view();
         self.cc.on_ack(self.now, &ack, &view);
+        if ce {
+            let view = self.view();
+            self.cc.on_ecn(self.now, 1, &ack, &view);
+        }
         if let Some(largest) = largest_lost_sent {
             let view = self.view();
             self.cc.on_loss(
@@ -270,7 +286,7 @@ impl<C: CongestionController> Sim<C> {
             }
             let rto_at = (!self.in_flight.is_empty()).then(|| self.last_progress + self.rtt.rto());
             let mut next = end;
-            if let Some(&(t, _)) = self.acks.front() {
+            if let Some(&(t, _, _)) = self.acks.front() {
                 next = next.min(t);
             }
             if (self.in_flight.len() as u32) < self.cc.cwnd_pkts() {
@@ -284,17 +300,17 @@ impl<C: CongestionController> Sim<C> {
             if let Some(t) = rto_at {
                 next = next.min(t);
             }
-            if next <= self.now && self.acks.front().is_none_or(|&(t, _)| t > self.now) {
+            if next <= self.now && self.acks.front().is_none_or(|&(t, _, _)| t > self.now) {
                 // Only a send was due but nothing could go: nudge time.
                 next = self.now + Duration::from_micros(1);
             }
             self.now = next.max(self.now);
-            while let Some(&(t, seq)) = self.acks.front() {
+            while let Some(&(t, seq, ce)) = self.acks.front() {
                 if t > self.now {
                     break;
                 }
                 self.acks.pop_front();
-                self.handle_ack(seq);
+                self.handle_ack(seq, ce);
                 each_ack(self);
             }
             if let Some(t) = rto_at {
@@ -346,6 +362,7 @@ fn average_window_under_periodic_loss(
         drop_every: Some((1.0 / p).round() as u64),
         drop_seq: Some((1.3 * expected) as u64),
         source_rate_bytes_per_s: None,
+        ecn_mark_above_pkts: None,
     };
     let mut sim = Sim::new(cc, spec);
     sim.run(secs(warmup_s));
@@ -663,4 +680,111 @@ fn single_subflow_coupled_controllers_match_their_parents_in_the_harness() {
         let first_diff = a.iter().zip(&b).position(|(x, y)| x != y);
         assert_eq!(first_diff, None, "{child} vs {parent}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// BBRv3.
+
+/// Runs `cc` for 25 s and measures 5–25 s: (utilization, mean queue in
+/// BDP, retransmission-worthy loss rate, CE marks, states seen).
+fn steady<C: CongestionController>(
+    cc: C,
+    spec: LinkSpec,
+) -> (f64, f64, f64, u64, Vec<&'static str>) {
+    let bdp = spec.bdp_pkts();
+    let link_pps = spec.rate_bytes_per_s.unwrap() / MSS as f64;
+    let mut sim = Sim::new(cc, spec);
+    sim.record = true;
+    sim.run(secs(5.0));
+    let (d0, s0, l0, q0, c0) = (
+        sim.delivered_pkts,
+        sim.sent_pkts,
+        sim.queue_drops,
+        sim.queue_samples.len(),
+        sim.ce_marks,
+    );
+    sim.run(secs(25.0));
+    let util = (sim.delivered_pkts - d0) as f64 / (link_pps * 20.0);
+    let q = &sim.queue_samples[q0..];
+    let mean_q = q.iter().sum::<usize>() as f64 / q.len().max(1) as f64 / bdp;
+    let loss = (sim.queue_drops - l0) as f64 / (sim.sent_pkts - s0) as f64;
+    let mut states: Vec<&'static str> = sim.states.iter().map(|&(_, s)| s).collect();
+    states.sort_unstable();
+    states.dedup();
+    (util, mean_q, loss, sim.ce_marks - c0, states)
+}
+
+#[test]
+fn bbr3_fills_the_link_and_cycles_through_probe_bw_phases() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 2 * 67);
+    let (util, mean_q, loss, _, states) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("bbr3: utilization {util:.3}, mean queue {mean_q:.2} BDP, loss {loss:.4}, states {states:?}");
+    assert!(util >= 0.90);
+    assert!(mean_q <= 1.0);
+    for phase in [
+        "probe_bw_down",
+        "probe_bw_cruise",
+        "probe_bw_refill",
+        "probe_bw_up",
+        "probe_rtt",
+    ] {
+        assert!(states.contains(&phase), "never in {phase}");
+    }
+}
+
+/// A shallow buffer (0.25 BDP): BBRv1 ignores loss and keeps probing into
+/// it; BBRv3 learns inflight_hi from the 2 % loss threshold and loses far
+/// less while still using the link.
+#[test]
+fn bbr3_bounds_inflight_on_loss_where_bbr1_does_not() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 17);
+    let (u1, _, loss1, _, _) = steady(bbr(10), spec.clone());
+    let (u3, _, loss3, _, _) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("shallow buffer: bbr1 utilization {u1:.3} loss {loss1:.4}; bbr3 utilization {u3:.3} loss {loss3:.4}");
+    assert!(u3 >= 0.80);
+    assert!(loss3 < 0.5 * loss1, "bbr3 loss {loss3} vs bbr1 {loss1}");
+}
+
+/// ECN (CE above a 10-packet queue): BBRv3 cuts inflight on marked rounds
+/// and keeps the queue near the marking threshold; BBRv1 ignores marks.
+#[test]
+fn bbr3_reacts_to_ecn_marks() {
+    let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
+    spec.ecn_mark_above_pkts = Some(10);
+    let (u1, q1, _, ce1, _) = steady(bbr(10), spec.clone());
+    let (u3, q3, _, ce3, _) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("ecn: bbr1 utilization {u1:.3} queue {q1:.3} BDP marks {ce1}; bbr3 utilization {u3:.3} queue {q3:.3} BDP marks {ce3}");
+    assert!(u3 >= 0.85);
+    assert!(ce3 < ce1, "bbr3 {ce3} marks vs bbr1 {ce1}");
+}
+
+/// BBRv3 ProbeRTT (§4.3.4): every 5 s without a lower RTT, cwnd drops to
+/// half a BDP (not 4 packets) for at least 200 ms.
+#[test]
+fn bbr3_probe_rtt_every_five_seconds_at_half_a_bdp() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 400);
+    let bdp = spec.bdp_pkts();
+    let mut sim = Sim::new(cc::Bbr3::new(&config(Some(10))), spec);
+    let mut entries = Vec::new();
+    let mut max_cwnd_in = 0;
+    let mut in_probe = false;
+    sim.run_until(secs(12.0), |s| {
+        let now_in = s.cc.bbr_state() == cc::bbr3::Bbr3State::ProbeRtt;
+        if now_in && !in_probe {
+            entries.push(s.now);
+        }
+        if now_in {
+            max_cwnd_in = max_cwnd_in.max(s.cc.cwnd_pkts());
+        }
+        in_probe = now_in;
+    });
+    eprintln!("bbr3 probe_rtt entries {entries:?}, max cwnd inside {max_cwnd_in} (BDP {bdp:.0})");
+    assert!(entries.len() >= 2);
+    let gap = entries[1] - entries[0];
+    assert!(
+        gap >= Duration::from_secs(5) && gap < Duration::from_secs(6),
+        "{gap:?}"
+    );
+    assert!((max_cwnd_in as f64) <= 0.5 * bdp + 4.0);
+    assert!(max_cwnd_in > 4);
 }

@@ -690,6 +690,9 @@ impl CongestionController for Bbr {
         self.cwnd = self.min_cwnd.max(1);
     }
 
+    /// BBRv1 (Linux `tcp_bbr.c`) does not react to ECN marks.
+    fn on_ecn(&mut self, _now: Instant, _ce_pkts: u32, _ack: &AckEvent, _paths: CoupledView<'_>) {}
+
     fn cwnd_pkts(&self) -> u32 {
         self.cwnd
     }

@@ -14,7 +14,9 @@
 //!    newly acknowledged and a delivery-rate sample;
 //! 3. [`CongestionController::on_loss`] when packets are declared lost
 //!    (CCID2: three later packets acknowledged, RFC 4341 §5);
-//! 4. [`CongestionController::on_rto`] when the retransmission timer fires.
+//! 4. [`CongestionController::on_rto`] when the retransmission timer fires;
+//! 5. [`CongestionController::on_ecn`] after `on_ack` when the acknowledged
+//!    packets carried ECN CE marks.
 //!
 //! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
@@ -29,6 +31,7 @@ use crate::time::Instant;
 
 mod aimd;
 pub mod bbr;
+pub mod bbr3;
 mod ccid2;
 pub mod coupled;
 pub mod cubic;
@@ -38,6 +41,7 @@ mod round;
 mod rtt;
 
 pub use bbr::Bbr;
+pub use bbr3::Bbr3;
 pub use ccid2::Ccid2;
 pub use coupled::{CoupledCubic, CoupledReno};
 pub use cubic::Cubic;
@@ -53,6 +57,7 @@ pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionControll
         "reno" => Box::new(Reno::new(config)),
         "cubic" => Box::new(Cubic::new(config)),
         "ccid5" | "bbr" => Box::new(Bbr::new(config)),
+        "bbr3" => Box::new(Bbr3::new(config)),
         "lia" => Box::new(CoupledReno::lia(config)),
         "olia" => Box::new(CoupledReno::olia(config)),
         "balia" => Box::new(CoupledReno::balia(config)),
@@ -66,6 +71,7 @@ pub const BUILD_NAMES: &[&str] = &[
     "ccid2",
     "ccid5",
     "cubic",
+    "bbr3",
     "lia",
     "olia",
     "balia",
@@ -289,6 +295,26 @@ pub trait CongestionController: Send + Debug {
 
     /// The retransmission timer fired (RFC 6298 §5.5 semantics: collapse).
     fn on_rto(&mut self, now: Instant);
+
+    /// `ce_pkts` of the packets acknowledged by `ack` (already passed to
+    /// [`CongestionController::on_ack`]) arrived with ECN Congestion
+    /// Experienced marks (RFC 4340 §12.2, RFC 3168). The default treats the
+    /// marks as losses of packets sent at `ack.largest_acked_sent_time`
+    /// (RFC 3168 §6.1.2, RFC 4341 §5: one reduction per window of data);
+    /// ECN-aware controllers (BBRv3) override it, and BBRv1 ignores marks.
+    fn on_ecn(&mut self, now: Instant, ce_pkts: u32, ack: &AckEvent, paths: CoupledView<'_>) {
+        if ce_pkts == 0 {
+            return;
+        }
+        let loss = LossEvent {
+            lost_pkts: ce_pkts,
+            lost_bytes: 0,
+            in_flight_pkts: ack.in_flight_pkts,
+            largest_lost_sent_time: ack.largest_acked_sent_time,
+            delivered_pkts: ack.delivered_pkts,
+        };
+        self.on_loss(now, &loss, paths);
+    }
 
     /// Congestion window, whole packets (≥ the configured minimum).
     fn cwnd_pkts(&self) -> u32;
