@@ -22,6 +22,20 @@
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
 //! built from each controller's [`CongestionController::snapshot`];
 //! uncoupled ones ignore it.
+//!
+//! | name | type | specification | paces |
+//! |---|---|---|---|
+//! | `ccid2` | [`Ccid2`] | RFC 4341 §5 (window arithmetic) | no |
+//! | `reno` | [`Reno`] | RFC 5681 / RFC 6582 | no |
+//! | `cubic` | [`Cubic`] | RFC 9438 + HyStart++ (RFC 9406) | optional ([`CcConfig::pacing`]) |
+//! | `ccid5` (`bbr`) | [`Bbr`] | BBRv1: draft-cardwell-iccrg-bbr-congestion-control-00 as Linux `tcp_bbr.c`; draft-romo-iccrg-ccid5 | yes |
+//! | `bbr3` | [`Bbr3`] | draft-ietf-ccwg-bbr (loss and ECN aware) | yes |
+//! | `lia` / `olia` / `balia` | [`CoupledReno`] | RFC 6356; Khalili et al. 2013; Peng et al. 2016 | no |
+//! | `coupled-cubic` | [`CoupledCubic`] | Lee, Kim, Kwon, Han, CSSE 45(1) 2023 | optional |
+//!
+//! Every controller is deterministic: no clock (time is the `now`
+//! argument) and no OS randomness (BBR's random PROBE_BW phase comes from
+//! [`CcConfig::seed`]).
 
 use std::fmt::Debug;
 use std::time::Duration;
