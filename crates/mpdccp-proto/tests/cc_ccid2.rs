@@ -186,7 +186,7 @@ fn ecn_marks_halve_the_window_like_a_loss() {
         let t = Instant::from_millis(50);
         c.on_ecn(Instant::from_millis(100), 2, &ack(2, 30, t), &[]);
         let after = c.cwnd_pkts();
-        assert!(after < 40 && after >= 20, "{name}: {after}");
+        assert!((20..40).contains(&after), "{name}: {after}");
         c.on_ecn(Instant::from_millis(110), 1, &ack(1, 30, t), &[]);
         assert_eq!(c.cwnd_pkts(), after, "{name}: same window of data");
         c.on_ecn(
