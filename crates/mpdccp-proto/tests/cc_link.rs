@@ -788,3 +788,288 @@ fn bbr3_probe_rtt_every_five_seconds_at_half_a_bdp() {
     assert!((max_cwnd_in as f64) <= 0.5 * bdp + 4.0);
     assert!(max_cwnd_in > 4);
 }
+
+// ---------------------------------------------------------------------------
+// Several flows through one bottleneck: coupled subflows against a regular
+// flow (RFC 6356 §2 goal 2: a multipath connection takes no more than one
+// single-path flow would on a shared bottleneck).
+
+mod shared {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, VecDeque};
+    use std::time::Duration;
+
+    use mpdccp_proto::cc::{
+        AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, RttEstimator,
+        SentPacket,
+    };
+    use mpdccp_proto::{Instant, PathId};
+
+    use super::{InFlight, MSS};
+
+    pub struct Flow {
+        pub cc: Box<dyn CongestionController>,
+        /// Flows with the same group are subflows of one connection and see
+        /// each other in the coupled view.
+        pub group: usize,
+        pub prop_rtt: Duration,
+        rtt: RttEstimator,
+        rate: DeliveryRateEstimator,
+        in_flight: VecDeque<InFlight>,
+        next_seq: u64,
+        next_send_at: Instant,
+        last_progress: Instant,
+        lost_total: u64,
+        pub delivered: u64,
+    }
+
+    impl Flow {
+        pub fn new(cc: Box<dyn CongestionController>, group: usize, prop_rtt: Duration) -> Self {
+            Flow {
+                cc,
+                group,
+                prop_rtt,
+                rtt: RttEstimator::new(
+                    Duration::from_secs(1),
+                    Duration::from_millis(200),
+                    Duration::from_secs(60),
+                ),
+                rate: DeliveryRateEstimator::new(),
+                in_flight: VecDeque::new(),
+                next_seq: 0,
+                next_send_at: Instant::ZERO,
+                last_progress: Instant::ZERO,
+                lost_total: 0,
+                delivered: 0,
+            }
+        }
+        fn can_send(&self, now: Instant) -> bool {
+            (self.in_flight.len() as u32) < self.cc.cwnd_pkts()
+                && (self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now)
+        }
+        fn snapshot(&self, id: usize) -> CcSnapshot {
+            self.cc
+                .snapshot(PathId(id as u32), self.rtt.srtt().unwrap_or_default(), true)
+        }
+    }
+
+    pub struct Shared {
+        pub flows: Vec<Flow>,
+        rate_bytes_per_s: f64,
+        buffer_pkts: usize,
+        queue: VecDeque<Instant>,
+        link_free_at: Instant,
+        /// (arrival, tie-break, flow, seq)
+        acks: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+        tie: u64,
+        pub now: Instant,
+    }
+
+    impl Shared {
+        pub fn new(flows: Vec<Flow>, mbps: f64, buffer_pkts: usize) -> Self {
+            Shared {
+                flows,
+                rate_bytes_per_s: mbps * 1e6 / 8.0,
+                buffer_pkts,
+                queue: VecDeque::new(),
+                link_free_at: Instant::ZERO,
+                acks: BinaryHeap::new(),
+                tie: 0,
+                now: Instant::ZERO,
+            }
+        }
+
+        fn view(&self, group: usize) -> Vec<CcSnapshot> {
+            self.flows
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.group == group)
+                .map(|(i, f)| f.snapshot(i))
+                .collect()
+        }
+
+        fn send(&mut self, i: usize) {
+            let now = self.now;
+            let f = &mut self.flows[i];
+            let in_flight = f.in_flight.len() as u32;
+            let seq = f.next_seq;
+            f.next_seq += 1;
+            let rate = f.rate.on_packet_sent(now, MSS, in_flight);
+            f.in_flight.push_back(InFlight {
+                seq,
+                rate,
+                sent: now,
+            });
+            f.cc.on_packet_sent(
+                now,
+                &SentPacket {
+                    seq,
+                    bytes: MSS,
+                    in_flight_pkts: in_flight + 1,
+                    app_limited: false,
+                },
+            );
+            if let Some(r) = f.cc.pacing_rate_bytes_per_s() {
+                let gap = MSS as f64 / r as f64;
+                let quantum = f.cc.send_quantum_pkts().max(1) as f64;
+                let earliest = now - Duration::from_secs_f64(quantum * gap);
+                f.next_send_at = f.next_send_at.max(earliest) + Duration::from_secs_f64(gap);
+            }
+            let prop = f.prop_rtt;
+            while self.queue.front().is_some_and(|&d| d <= now) {
+                self.queue.pop_front();
+            }
+            if self.queue.len() >= self.buffer_pkts {
+                return;
+            }
+            let d = now.max(self.link_free_at)
+                + Duration::from_secs_f64(MSS as f64 / self.rate_bytes_per_s);
+            self.link_free_at = d;
+            self.queue.push_back(d);
+            self.tie += 1;
+            self.acks.push(Reverse((d + prop, self.tie, i, seq)));
+        }
+
+        fn ack(&mut self, i: usize, seq: u64) {
+            let now = self.now;
+            let group = self.flows[i].group;
+            let view = self.view(group);
+            let f = &mut self.flows[i];
+            let Ok(idx) = f.in_flight.binary_search_by_key(&seq, |p| p.seq) else {
+                return;
+            };
+            let p = f.in_flight.remove(idx).unwrap();
+            let prior = f.in_flight.len() as u32 + 1;
+            f.last_progress = now;
+            let sample = now - p.sent;
+            f.rtt.on_sample(sample);
+            f.rate.on_packet_delivered(now, &p.rate);
+            f.delivered += 1;
+            let mut lost = 0;
+            let mut newest = None;
+            while f.in_flight.front().is_some_and(|l| l.seq + 3 <= seq) {
+                let l = f.in_flight.pop_front().unwrap();
+                newest = Some(l.sent);
+                lost += 1;
+            }
+            f.lost_total += lost as u64;
+            let rs = f.rate.take_sample(f.rtt.min_rtt());
+            let ev = AckEvent {
+                acked_pkts: 1,
+                acked_bytes: MSS as u64,
+                prior_in_flight_pkts: prior,
+                in_flight_pkts: f.in_flight.len() as u32,
+                rtt: Some(sample),
+                srtt: f.rtt.srtt().unwrap_or(sample),
+                min_rtt: f.rtt.min_rtt().unwrap_or(sample),
+                rate: rs,
+                delivered_pkts: f.rate.delivered_pkts(),
+                lost_pkts_total: f.lost_total,
+                largest_acked_sent_time: p.sent,
+            };
+            // One view for the ack and the losses it reveals, as conn does.
+            f.cc.on_ack(now, &ev, &view);
+            if let Some(t) = newest {
+                let loss = LossEvent {
+                    lost_pkts: lost,
+                    lost_bytes: lost as u64 * MSS as u64,
+                    in_flight_pkts: f.in_flight.len() as u32,
+                    largest_lost_sent_time: t,
+                    delivered_pkts: f.rate.delivered_pkts(),
+                };
+                f.cc.on_loss(now, &loss, &view);
+            }
+        }
+
+        pub fn run(&mut self, end: Instant) {
+            while self.now < end {
+                for i in 0..self.flows.len() {
+                    while self.flows[i].can_send(self.now) {
+                        self.send(i);
+                    }
+                }
+                let mut next = end;
+                if let Some(Reverse((t, ..))) = self.acks.peek() {
+                    next = next.min(*t);
+                }
+                for f in &self.flows {
+                    if (f.in_flight.len() as u32) < f.cc.cwnd_pkts() {
+                        next = next.min(f.next_send_at.max(self.now));
+                    }
+                    if !f.in_flight.is_empty() {
+                        next = next.min(f.last_progress + f.rtt.rto());
+                    }
+                }
+                if next <= self.now
+                    && self
+                        .acks
+                        .peek()
+                        .is_none_or(|Reverse((t, ..))| *t > self.now)
+                {
+                    next = self.now + Duration::from_micros(1);
+                }
+                self.now = next.max(self.now);
+                while let Some(&Reverse((t, _, i, seq))) = self.acks.peek() {
+                    if t > self.now {
+                        break;
+                    }
+                    self.acks.pop();
+                    self.ack(i, seq);
+                }
+                for f in &mut self.flows {
+                    if !f.in_flight.is_empty() && f.last_progress + f.rtt.rto() <= self.now {
+                        f.lost_total += f.in_flight.len() as u64;
+                        f.in_flight.clear();
+                        f.cc.on_rto(self.now);
+                        f.last_progress = self.now;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Share of the bottleneck taken by group 0 (two subflows of `name`) against
+/// one single-path `single` flow, over 20–80 s.
+fn two_subflows_vs_one(name: &str, single: &str, mbps: f64, rtt_ms: u64, buffer: usize) -> f64 {
+    use shared::{Flow, Shared};
+    let rtt = Duration::from_millis(rtt_ms);
+    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let flows = vec![
+        Flow::new(mk(name), 0, rtt),
+        Flow::new(mk(name), 0, rtt),
+        Flow::new(mk(single), 1, rtt),
+    ];
+    let mut net = Shared::new(flows, mbps, buffer);
+    net.run(secs(20.0));
+    let before: Vec<u64> = net.flows.iter().map(|f| f.delivered).collect();
+    net.run(secs(80.0));
+    let d: Vec<f64> = net
+        .flows
+        .iter()
+        .zip(&before)
+        .map(|(f, b)| (f.delivered - b) as f64)
+        .collect();
+    (d[0] + d[1]) / (d[0] + d[1] + d[2])
+}
+
+/// RFC 6356 §2 goals: two coupled subflows sharing a bottleneck with one
+/// regular flow take about half of it (uncoupled subflows take two thirds).
+#[test]
+fn coupled_subflows_take_one_flows_share_of_a_shared_bottleneck() {
+    let uncoupled = two_subflows_vs_one("reno", "reno", 20.0, 40, 67);
+    eprintln!("shared bottleneck: 2 uncoupled reno subflows take {uncoupled:.3}");
+    assert!(uncoupled > 0.6);
+    for name in ["lia", "olia", "balia"] {
+        let share = two_subflows_vs_one(name, "reno", 20.0, 40, 67);
+        eprintln!("shared bottleneck: 2 {name} subflows vs 1 reno take {share:.3}");
+        assert!((0.40..=0.60).contains(&share), "{name}: {share}");
+    }
+    // Large BDP (100 Mbit/s × 40 ms = 333 packets ≥ the 100-packet
+    // threshold): Coupled CUBIC against one CUBIC flow.
+    let uncoupled = two_subflows_vs_one("cubic", "cubic", 100.0, 40, 333);
+    let share = two_subflows_vs_one("coupled-cubic", "cubic", 100.0, 40, 333);
+    eprintln!("shared bottleneck: 2 cubic subflows take {uncoupled:.3}, 2 coupled-cubic subflows take {share:.3}");
+    assert!(share < uncoupled - 0.05);
+    assert!((0.35..=0.62).contains(&share), "coupled-cubic: {share}");
+}
