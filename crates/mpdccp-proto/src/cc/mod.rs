@@ -111,6 +111,14 @@ impl std::fmt::Display for UnknownName {
 
 impl std::error::Error for UnknownName {}
 
+/// Largest Ack Ratio a receiver may use with a window of `cwnd_pkts`:
+/// RFC 4341 §6.1.2 keeps it at most ceil(cwnd/2), so at least two acks
+/// arrive per window — which also keeps BBR's PROBE_RTT (cwnd 4) fed with
+/// acks, the caveat of draft-romo-iccrg-ccid5.
+pub fn max_ack_ratio(cwnd_pkts: u32) -> u32 {
+    cwnd_pkts.div_ceil(2).max(1)
+}
+
 /// Initial window in packets per RFC 3390 §1:
 /// min(4·MSS, max(2·MSS, 4380 bytes)) — 4 / 3 / 2 packets for an MSS of
 /// 536 / 1460 / 4000 bytes (RFC 4341 §5 adopts it for CCID2).
