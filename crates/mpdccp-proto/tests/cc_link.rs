@@ -1101,3 +1101,30 @@ fn bbr_keeps_the_link_full_under_ack_aggregation() {
         assert!(util >= 0.90, "{name}");
     }
 }
+
+/// A flow that starts late on the driver's clock behaves as one starting at
+/// zero: no filter "expires" before it has a sample.
+#[test]
+fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 134);
+    let start = Duration::from_secs(1000);
+    for name in ["ccid5", "bbr3"] {
+        let mut sim = Sim::new(
+            Boxed(cc::build(name, &config(Some(10))).unwrap()),
+            spec.clone(),
+        );
+        sim.now = Instant::ZERO + start;
+        sim.next_send_at = sim.now;
+        sim.last_progress = sim.now;
+        sim.link_free_at = sim.now;
+        sim.record = true;
+        sim.run(Instant::ZERO + start + Duration::from_secs(3));
+        let states: Vec<&str> = sim.states.iter().map(|&(_, s)| s).collect();
+        eprintln!("{name} starting at {start:?}: {states:?}");
+        assert!(!states.contains(&"probe_rtt"), "{name}: {states:?}");
+        assert!(
+            states.iter().any(|s| s.starts_with("probe_bw")),
+            "{name}: {states:?}"
+        );
+    }
+}

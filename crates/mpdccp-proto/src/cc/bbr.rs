@@ -543,7 +543,9 @@ impl Bbr {
     }
 
     fn update_min_rtt(&mut self, now: Instant, ack: &AckEvent) {
-        let expired = now > self.min_rtt_stamp + MIN_RTT_WINDOW;
+        // (No estimate yet is not an expired one: a flow may start at any
+        // `now`.)
+        let expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
         if let Some(rtt) = ack.rtt {
             if self.min_rtt.is_none_or(|m| rtt < m) || expired {
                 self.min_rtt = Some(rtt);

@@ -568,14 +568,15 @@ impl Bbr3 {
 
     fn update_min_rtt(&mut self, now: Instant, ack: &AckEvent) {
         // §4.3.4: ProbeRTT is scheduled by a 5 s window; min_rtt keeps 10 s.
-        let probe_expired = now > self.probe_rtt_min_stamp + PROBE_RTT_INTERVAL;
+        let probe_expired = self.probe_rtt_min_delay.is_some()
+            && now > self.probe_rtt_min_stamp + PROBE_RTT_INTERVAL;
         if let Some(rtt) = ack.rtt {
             if self.probe_rtt_min_delay.is_none_or(|m| rtt < m) || probe_expired {
                 self.probe_rtt_min_delay = Some(rtt);
                 self.probe_rtt_min_stamp = now;
             }
         }
-        let min_expired = now > self.min_rtt_stamp + MIN_RTT_WINDOW;
+        let min_expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
         if let Some(d) = self.probe_rtt_min_delay {
             if self.min_rtt.is_none_or(|m| d < m) || min_expired {
                 self.min_rtt = Some(d);
