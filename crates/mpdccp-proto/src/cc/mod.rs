@@ -14,12 +14,28 @@
 //!    newly acknowledged and a delivery-rate sample;
 //! 3. [`CongestionController::on_loss`] when packets are declared lost
 //!    (CCID2: three later packets acknowledged, RFC 4341 §5);
-//! 4. [`CongestionController::on_rto`] when the retransmission timer fires.
+//! 4. [`CongestionController::on_rto`] when the retransmission timer fires;
+//! 5. [`CongestionController::on_ecn`] after `on_ack` when the acknowledged
+//!    packets carried ECN CE marks.
 //!
 //! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
 //! built from each controller's [`CongestionController::snapshot`];
 //! uncoupled ones ignore it.
+//!
+//! | name | type | specification | paces |
+//! |---|---|---|---|
+//! | `ccid2` | [`Ccid2`] | RFC 4341 §5 (window arithmetic) | no |
+//! | `reno` | [`Reno`] | RFC 5681 / RFC 6582 | no |
+//! | `cubic` | [`Cubic`] | RFC 9438 + HyStart++ (RFC 9406) | optional ([`CcConfig::pacing`]) |
+//! | `ccid5` (`bbr`) | [`Bbr`] | BBRv1: draft-cardwell-iccrg-bbr-congestion-control-00 as Linux `tcp_bbr.c`; draft-romo-iccrg-ccid5 | yes |
+//! | `bbr3` | [`Bbr3`] | draft-ietf-ccwg-bbr (loss and ECN aware) | yes |
+//! | `lia` / `olia` / `balia` | [`CoupledReno`] | RFC 6356; Khalili et al. 2013; Peng et al. 2016 | no |
+//! | `coupled-cubic` | [`CoupledCubic`] | Lee, Kim, Kwon, Han, CSSE 45(1) 2023 | optional |
+//!
+//! Every controller is deterministic: no clock (time is the `now`
+//! argument) and no OS randomness (BBR's random PROBE_BW phase comes from
+//! [`CcConfig::seed`]).
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -27,11 +43,90 @@ use std::time::Duration;
 use crate::path::PathId;
 use crate::time::Instant;
 
+mod aimd;
+pub mod bbr;
+pub mod bbr3;
+mod ccid2;
+pub mod coupled;
+pub mod cubic;
 mod rate;
+mod reno;
+mod round;
 mod rtt;
 
+pub use bbr::Bbr;
+pub use bbr3::Bbr3;
+pub use ccid2::Ccid2;
+pub use coupled::{CoupledCubic, CoupledReno};
+pub use cubic::Cubic;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
+pub use reno::Reno;
 pub use rtt::RttEstimator;
+
+/// Builds the controller called `name` (one of [`CC_NAMES`], or `bbr`, an
+/// alias of `ccid5` for inner TCP flows).
+pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionController>, UnknownName> {
+    Ok(match name {
+        "ccid2" => Box::new(Ccid2::new(config)),
+        "reno" => Box::new(Reno::new(config)),
+        "cubic" => Box::new(Cubic::new(config)),
+        "ccid5" | "bbr" => Box::new(Bbr::new(config)),
+        "bbr3" => Box::new(Bbr3::new(config)),
+        "lia" => Box::new(CoupledReno::lia(config)),
+        "olia" => Box::new(CoupledReno::olia(config)),
+        "balia" => Box::new(CoupledReno::balia(config)),
+        "coupled-cubic" => Box::new(CoupledCubic::new(config)),
+        _ => return Err(UnknownName(name.to_string())),
+    })
+}
+
+/// Names [`build`] accepts today, in the order error messages list them.
+pub const BUILD_NAMES: &[&str] = &[
+    "ccid2",
+    "ccid5",
+    "cubic",
+    "bbr3",
+    "lia",
+    "olia",
+    "balia",
+    "coupled-cubic",
+    "reno",
+    "bbr",
+];
+
+/// A congestion-control name that [`build`] does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownName(pub String);
+
+impl std::fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown congestion control `{}` (expected one of {})",
+            self.0,
+            BUILD_NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// Largest Ack Ratio a receiver may use with a window of `cwnd_pkts`:
+/// RFC 4341 §6.1.2 keeps it at most ceil(cwnd/2), so at least two acks
+/// arrive per window — which also keeps BBR's PROBE_RTT (cwnd 4) fed with
+/// acks, the caveat of draft-romo-iccrg-ccid5.
+pub fn max_ack_ratio(cwnd_pkts: u32) -> u32 {
+    cwnd_pkts.div_ceil(2).max(1)
+}
+
+/// Initial window in packets per RFC 3390 §1:
+/// min(4·MSS, max(2·MSS, 4380 bytes)) — 4 / 3 / 2 packets for an MSS of
+/// 536 / 1460 / 4000 bytes (RFC 4341 §5 adopts it for CCID2).
+pub fn rfc3390_initial_window_pkts(mss_bytes: u32) -> u32 {
+    let mss = mss_bytes.max(1) as u64;
+    let bytes = (4 * mss).min((2 * mss).max(4380));
+    (bytes / mss).max(1) as u32
+}
 
 /// Names used everywhere (config, CLI, results).
 pub const CC_NAMES: &[&str] = &[
@@ -59,6 +154,21 @@ pub struct CcConfig {
     pub min_cwnd_pkts: u32,
     /// Largest window, packets (guards memory on absurd inputs).
     pub max_cwnd_pkts: u32,
+    /// Seed for controllers that randomise (BBR's first PROBE_BW phase);
+    /// controllers never use OS randomness.
+    pub seed: u64,
+    /// Pace the window-based controllers (CUBIC, Coupled CUBIC) at
+    /// cwnd/srtt × 2 in slow start and × 1.2 after (the Linux defaults).
+    /// The BBR family always paces.
+    pub pacing: bool,
+    /// Use HyStart++ (RFC 9406) in CUBIC's initial slow start.
+    pub hystart: bool,
+    /// CUBIC fast convergence (RFC 9438 §4.7, a SHOULD). The response
+    /// function of RFC 9438 §5.1 (Tables 1–2) is derived without it.
+    pub cubic_fast_convergence: bool,
+    /// Coupled CUBIC: paths whose bandwidth-delay product (packets) is at
+    /// least this run coupled CUBIC; smaller ones run LIA (Lee et al. 2023).
+    pub coupled_cubic_bdp_threshold_pkts: f64,
 }
 
 impl Default for CcConfig {
@@ -68,6 +178,11 @@ impl Default for CcConfig {
             initial_cwnd_pkts: None,
             min_cwnd_pkts: 1,
             max_cwnd_pkts: 1_000_000,
+            seed: 0,
+            pacing: false,
+            hystart: true,
+            cubic_fast_convergence: true,
+            coupled_cubic_bdp_threshold_pkts: 100.0,
         }
     }
 }
@@ -202,6 +317,26 @@ pub trait CongestionController: Send + Debug {
 
     /// The retransmission timer fired (RFC 6298 §5.5 semantics: collapse).
     fn on_rto(&mut self, now: Instant);
+
+    /// `ce_pkts` of the packets acknowledged by `ack` (already passed to
+    /// [`CongestionController::on_ack`]) arrived with ECN Congestion
+    /// Experienced marks (RFC 4340 §12.2, RFC 3168). The default treats the
+    /// marks as losses of packets sent at `ack.largest_acked_sent_time`
+    /// (RFC 3168 §6.1.2, RFC 4341 §5: one reduction per window of data);
+    /// ECN-aware controllers (BBRv3) override it, and BBRv1 ignores marks.
+    fn on_ecn(&mut self, now: Instant, ce_pkts: u32, ack: &AckEvent, paths: CoupledView<'_>) {
+        if ce_pkts == 0 {
+            return;
+        }
+        let loss = LossEvent {
+            lost_pkts: ce_pkts,
+            lost_bytes: 0,
+            in_flight_pkts: ack.in_flight_pkts,
+            largest_lost_sent_time: ack.largest_acked_sent_time,
+            delivered_pkts: ack.delivered_pkts,
+        };
+        self.on_loss(now, &loss, paths);
+    }
 
     /// Congestion window, whole packets (≥ the configured minimum).
     fn cwnd_pkts(&self) -> u32;
