@@ -93,6 +93,8 @@ struct Sim<C: CongestionController> {
     record: bool,
     states: Vec<(Instant, &'static str)>,
     queue_samples: Vec<usize>,
+    /// The handshake (DCCP Request/Response) has given its RTT sample.
+    handshake_done: bool,
 }
 
 impl<C: CongestionController> Sim<C> {
@@ -124,6 +126,19 @@ impl<C: CongestionController> Sim<C> {
             record: false,
             states: Vec::new(),
             queue_samples: Vec::new(),
+            handshake_done: false,
+        }
+    }
+
+    /// The connection handshake before any data: one RTT sample of the
+    /// empty path, fed to the estimator and the controller as a transport
+    /// does (RFC 4340 §8.1.1 Request/Response; TCP's SYN/SYN-ACK).
+    fn handshake(&mut self) {
+        if !self.handshake_done {
+            self.handshake_done = true;
+            let rtt = self.spec.prop_rtt;
+            self.rtt.on_sample(rtt);
+            self.cc.on_initial_rtt(self.now, rtt);
         }
     }
 
@@ -253,6 +268,9 @@ impl<C: CongestionController> Sim<C> {
         };
         let view = self.view();
         self.cc.on_ack(self.now, &ack, &view);
+        if self.cc.marks_app_limited() {
+            self.rate.on_app_limited(self.in_flight.len() as u32);
+        }
         if ce {
             let view = self.view();
             self.cc.on_ecn(self.now, 1, &ack, &view);
@@ -289,6 +307,7 @@ impl<C: CongestionController> Sim<C> {
 
     /// Runs until `end`; `each_ack` sees the simulator after every ack.
     fn run_until(&mut self, end: Instant, mut each_ack: impl FnMut(&Self)) {
+        self.handshake();
         while self.now < end {
             while self.can_send() {
                 self.send_one();
@@ -473,15 +492,45 @@ fn bbr(iw: u32) -> cc::Bbr {
     cc::Bbr::new(&config(Some(iw)))
 }
 
-/// STARTUP at 100 Mbit/s, 40 ms, IW 10, 1500 B: doubling from 10 packets to
-/// a 333-packet BDP takes ~5 rounds, plus 3 rounds without 25 % growth
-/// (draft §4.2.3.2) ⇒ ≈ 8 rounds; the bandwidth filter then holds the link
-/// rate within 2 %.
+/// The round in which BBR's full-pipe check (draft §4.2.3.2) fires for an
+/// ideal STARTUP that doubles its flight every round: round k's samples
+/// measure flight k = min(IW·2^(k−1), BDP) packets per round trip, and the
+/// check at the start of round k+1 sees them; three checks in a row without
+/// 25 % growth end STARTUP.
+fn ideal_startup_exit_round(bdp_pkts: f64, iw: f64) -> u64 {
+    let (mut full_bw, mut count, mut max) = (0.0f64, 0, 0.0f64);
+    for round in 1u64.. {
+        if round >= 2 {
+            if max >= 1.25 * full_bw {
+                full_bw = max;
+                count = 0;
+            } else {
+                count += 1;
+                if count == 3 {
+                    return round;
+                }
+            }
+        }
+        max = max.max((iw * 2f64.powi(round as i32 - 1)).min(bdp_pkts));
+    }
+    unreachable!()
+}
+
+/// STARTUP at 100 Mbit/s, 40 ms, IW 10, 1500 B: ≈ 8 rounds (±2) by the
+/// reference; exactly the round an ideal doubling STARTUP ends in (±1); the
+/// bandwidth filter then holds the link rate within 2 %.
+///
+/// The ideal doubling needs the initial window paced over a round trip
+/// (2.885 × IW / RTT, from the handshake's RTT sample): a burst IW makes
+/// round 2's rate samples span the idle gap after the burst, so pacing
+/// (2.885 × those samples) cannot double round 3 and the run ends a round
+/// late (measured 11 here before the harness fed the handshake RTT).
 #[test]
 fn bbr_startup_takes_about_eight_rounds_and_finds_the_link_rate() {
     for (mbps, rtt_ms) in [(100.0, 40), (10.0, 40), (50.0, 100)] {
         let spec = LinkSpec::bottleneck(mbps, rtt_ms, 2000);
         let link = spec.rate_bytes_per_s.unwrap();
+        let ideal = ideal_startup_exit_round(spec.bdp_pkts(), 10.0);
         let mut sim = Sim::new(bbr(10), spec);
         let mut exit = None;
         let mut round = 0;
@@ -503,24 +552,27 @@ fn bbr_startup_takes_about_eight_rounds_and_finds_the_link_rate() {
         });
         let (round, max_bw) = exit.expect("STARTUP ended");
         eprintln!(
-            "bbr {mbps} Mbit/s {rtt_ms} ms: STARTUP ended in round {round}, max bw {:.4} of link",
+            "bbr {mbps} Mbit/s {rtt_ms} ms: STARTUP ended in round {round} (ideal doubling: {ideal}), max bw {:.4} of link",
             max_bw / link
         );
         assert!(
             (max_bw - link).abs() / link <= 0.02,
             "max bw {max_bw} vs {link}"
         );
+        assert!(round.abs_diff(ideal) <= 1, "round {round}, ideal {ideal}");
         if mbps == 100.0 {
-            // 5 doublings + 3 flat rounds ≈ 8 by the reference's estimate.
-            // Measured: 11 — the delivery-rate estimate lags the sending
-            // rate by a round, so pacing (2.885 × the lagged estimate)
-            // holds round 3 to ~1.7× growth, and 333 packets sits on a
-            // doubling boundary (round 7 reaches 79 % of the link, round 8
-            // 100 %: a 27 % step that restarts the 3-round count). We
-            // accept 8 ± 3.
-            assert!((5..=11).contains(&round), "round {round}");
+            assert!((6..=10).contains(&round), "round {round}");
         }
     }
+}
+
+#[test]
+fn ideal_startup_model_counts_rounds_as_the_full_pipe_check_does() {
+    // BDP 333: flights 10..320 grow ≥ 25 % through round 6, round 7 is
+    // the first without growth; its check runs at the start of round 8.
+    assert_eq!(ideal_startup_exit_round(333.3, 10.0), 10);
+    assert_eq!(ideal_startup_exit_round(33.3, 10.0), 7);
+    assert_eq!(ideal_startup_exit_round(416.7, 10.0), 11);
 }
 
 /// Steady state: ≥ 90 % of the link with a standing queue of at most about
@@ -586,6 +638,12 @@ impl CongestionController for Boxed {
     fn on_rto(&mut self, now: Instant) {
         self.0.on_rto(now)
     }
+    fn on_initial_rtt(&mut self, now: Instant, rtt: Duration) {
+        self.0.on_initial_rtt(now, rtt)
+    }
+    fn marks_app_limited(&self) -> bool {
+        self.0.marks_app_limited()
+    }
     fn cwnd_pkts(&self) -> u32 {
         self.0.cwnd_pkts()
     }
@@ -618,7 +676,18 @@ fn bbr_enters_probe_rtt_after_ten_seconds_without_a_lower_rtt() {
     let mut entered = None;
     let mut left = None;
     let mut max_cwnd_in_probe_rtt = 0;
+    let (mut probe_rtt_acks, mut unmarked) = (0, 0);
     sim.run_until(secs(14.0), |s| {
+        // Linux marks PROBE_RTT's samples app limited (the controller asks
+        // the transport to, through `marks_app_limited`).
+        if s.cc.mode() == cc::bbr::BbrMode::ProbeRtt {
+            probe_rtt_acks += 1;
+            if !s.cc.marks_app_limited() || !s.rate.is_app_limited() {
+                unmarked += 1;
+            }
+        } else if s.cc.marks_app_limited() {
+            unmarked += 1;
+        }
         if entered.is_none() && (min_rtt.is_none() || s.cc.min_rtt() < min_rtt) {
             min_rtt = s.cc.min_rtt();
             last_min_rtt_change = s.now;
@@ -641,6 +710,10 @@ fn bbr_enters_probe_rtt_after_ten_seconds_without_a_lower_rtt() {
     eprintln!("probe_rtt: min RTT last lowered at {last_min_rtt_change:?}, entered {entered:?} ({since:?} later), left {left:?}, max cwnd {max_cwnd_in_probe_rtt}");
     assert!(since >= Duration::from_secs(10) && since < Duration::from_millis(10_100));
     assert!(max_cwnd_in_probe_rtt <= 4);
+    assert!(
+        probe_rtt_acks > 0 && unmarked == 0,
+        "{unmarked} of {probe_rtt_acks}"
+    );
     assert!(left - entered >= Duration::from_millis(200));
     assert!(left - entered < Duration::from_millis(400));
     assert!(sim.cc.cwnd_pkts() > 4, "window restored");
@@ -831,6 +904,7 @@ mod shared {
         last_progress: Instant,
         lost_total: u64,
         pub delivered: u64,
+        handshake_done: bool,
     }
 
     impl Flow {
@@ -851,6 +925,7 @@ mod shared {
                 last_progress: Instant::ZERO,
                 lost_total: 0,
                 delivered: 0,
+                handshake_done: false,
             }
         }
         fn can_send(&self, now: Instant) -> bool {
@@ -979,6 +1054,9 @@ mod shared {
             };
             // One view for the ack and the losses it reveals, as conn does.
             f.cc.on_ack(now, &ev, &view);
+            if f.cc.marks_app_limited() {
+                f.rate.on_app_limited(f.in_flight.len() as u32);
+            }
             if let Some(t) = newest {
                 let loss = LossEvent {
                     lost_pkts: lost,
@@ -992,6 +1070,14 @@ mod shared {
         }
 
         pub fn run(&mut self, end: Instant) {
+            for f in &mut self.flows {
+                if !f.handshake_done {
+                    // The handshake's RTT sample (see `Sim::handshake`).
+                    f.handshake_done = true;
+                    f.rtt.on_sample(f.prop_rtt);
+                    f.cc.on_initial_rtt(self.now, f.prop_rtt);
+                }
+            }
             while self.now < end {
                 for i in 0..self.flows.len() {
                     while self.flows[i].can_send(self.now) {
