@@ -16,6 +16,7 @@ fn path(cwnd: f64, rtt_s: f64) -> CoupledPath {
         rtt_s,
         l1_pkts: 0.0,
         l2_pkts: 0.0,
+        cubic: false,
     }
 }
 
@@ -161,6 +162,7 @@ fn snap(cwnd: f64, rtt_ms: u64, l1: f64, l2: f64) -> CcSnapshot {
         olia_l1_pkts: l1,
         olia_l2_pkts: l2,
         virtual_reno_cwnd_pkts: cwnd,
+        virtual_reno_is_cubic: false,
     }
 }
 
@@ -325,11 +327,19 @@ fn coupled_cubic_switches_on_the_bdp_threshold() {
         plain.cwnd_pkts(),
         s.virtual_reno_cwnd_pkts
     );
-    // α1 over virtual windows (≈280, 400) at equal RTT = 400/680 ≈ 0.59,
-    // f = √(0.59·280/680) ≈ 0.49: about half of CUBIC's window.
+    // α1 over the virtual windows (≈280, 400) at equal RTT = 400/680 ≈
+    // 0.59, and the window in use is α1·W_CUBIC: about 0.6 of CUBIC's.
+    let alpha1 = lia_alpha(&[path(s.virtual_reno_cwnd_pkts, 0.1), path(400.0, 0.1)]);
+    // W_CUBIC back from W_Reno: p̂ = 3/(2 W_Reno²), W = 1.054·RTT^0.75/p̂^0.75.
+    let p_hat = 1.5 / (s.virtual_reno_cwnd_pkts * s.virtual_reno_cwnd_pkts);
+    let w_cubic = 1.054 * 0.1f64.powf(0.75) / p_hat.powf(0.75);
+    let coupling = s.cwnd_pkts / w_cubic;
+    assert!(
+        (coupling - alpha1).abs() < 0.01,
+        "{coupling} vs α1 {alpha1}"
+    );
     let ratio = c.cwnd_pkts() as f64 / plain.cwnd_pkts() as f64;
-    assert!((0.4..=0.6).contains(&ratio), "ratio {ratio}");
-    let w_cubic = s.cwnd_pkts / ratio;
+    assert!((0.5..=0.65).contains(&ratio), "ratio {ratio}");
     assert!(s.virtual_reno_cwnd_pkts < w_cubic);
     let mut direct = cc::CoupledCubic::new(&CcConfig::default());
     assert_eq!(direct.coupling(), 1.0);

@@ -895,6 +895,8 @@ mod shared {
         /// Flows with the same group are subflows of one connection and see
         /// each other in the coupled view.
         pub group: usize,
+        /// The bottleneck link this flow crosses.
+        pub link: usize,
         pub prop_rtt: Duration,
         rtt: RttEstimator,
         rate: DeliveryRateEstimator,
@@ -912,6 +914,7 @@ mod shared {
             Flow {
                 cc,
                 group,
+                link: 0,
                 prop_rtt,
                 rtt: RttEstimator::new(
                     Duration::from_secs(1),
@@ -938,12 +941,55 @@ mod shared {
         }
     }
 
-    pub struct Shared {
-        pub flows: Vec<Flow>,
+    /// A drop-tail bottleneck.
+    pub struct Link {
         rate_bytes_per_s: f64,
         buffer_pkts: usize,
+        /// Drop every N-th packet arriving (deterministic loss, p = 1/N).
+        drop_every: Option<u64>,
+        arrivals: u64,
         queue: VecDeque<Instant>,
         link_free_at: Instant,
+    }
+
+    impl Link {
+        pub fn new(mbps: f64, buffer_pkts: usize, drop_every: Option<u64>) -> Self {
+            Link {
+                rate_bytes_per_s: mbps * 1e6 / 8.0,
+                buffer_pkts,
+                drop_every,
+                arrivals: 0,
+                queue: VecDeque::new(),
+                link_free_at: Instant::ZERO,
+            }
+        }
+
+        /// Departure time of a packet arriving `now`, or `None` if dropped.
+        fn admit(&mut self, now: Instant) -> Option<Instant> {
+            self.arrivals += 1;
+            if self
+                .drop_every
+                .is_some_and(|n| self.arrivals.is_multiple_of(n))
+            {
+                return None;
+            }
+            while self.queue.front().is_some_and(|&d| d <= now) {
+                self.queue.pop_front();
+            }
+            if self.queue.len() >= self.buffer_pkts {
+                return None;
+            }
+            let d = now.max(self.link_free_at)
+                + Duration::from_secs_f64(MSS as f64 / self.rate_bytes_per_s);
+            self.link_free_at = d;
+            self.queue.push_back(d);
+            Some(d)
+        }
+    }
+
+    pub struct Shared {
+        pub flows: Vec<Flow>,
+        links: Vec<Link>,
         /// (arrival, tie-break, flow, seq)
         acks: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
         tie: u64,
@@ -951,13 +997,17 @@ mod shared {
     }
 
     impl Shared {
+        /// All flows through one bottleneck.
         pub fn new(flows: Vec<Flow>, mbps: f64, buffer_pkts: usize) -> Self {
+            Self::with_links(flows, vec![Link::new(mbps, buffer_pkts, None)])
+        }
+
+        /// Flows cross the links their `link` names.
+        pub fn with_links(flows: Vec<Flow>, links: Vec<Link>) -> Self {
+            assert!(flows.iter().all(|f| f.link < links.len()));
             Shared {
                 flows,
-                rate_bytes_per_s: mbps * 1e6 / 8.0,
-                buffer_pkts,
-                queue: VecDeque::new(),
-                link_free_at: Instant::ZERO,
+                links,
                 acks: BinaryHeap::new(),
                 tie: 0,
                 now: Instant::ZERO,
@@ -1001,16 +1051,9 @@ mod shared {
                 f.next_send_at = f.next_send_at.max(earliest) + Duration::from_secs_f64(gap);
             }
             let prop = f.prop_rtt;
-            while self.queue.front().is_some_and(|&d| d <= now) {
-                self.queue.pop_front();
-            }
-            if self.queue.len() >= self.buffer_pkts {
+            let Some(d) = self.links[f.link].admit(now) else {
                 return;
-            }
-            let d = now.max(self.link_free_at)
-                + Duration::from_secs_f64(MSS as f64 / self.rate_bytes_per_s);
-            self.link_free_at = d;
-            self.queue.push_back(d);
+            };
             self.tie += 1;
             self.acks.push(Reverse((d + prop, self.tie, i, seq)));
         }
@@ -1211,6 +1254,68 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
         assert!(
             states.iter().any(|s| s.starts_with("probe_bw")),
             "{name}: {states:?}"
+        );
+    }
+}
+
+/// E4 of SCENARIOS.md in miniature (Lee et al. 2023, Tab. 3): a multipath
+/// flow over a large-BDP path 1 (50 Mbit/s, 300 ms RTT, buffer 1 BDP,
+/// periodic loss `p1`) and a small-BDP path 2 (10 Mbit/s, 40 ms, buffer
+/// 1 BDP) shared with one single-path `single` flow. Returns (subflow 1
+/// Mbit/s, subflow 2 share of path 2, single flow Mbit/s) over
+/// `warm_s`..`end_s`.
+fn e4_miniature(name: &str, single: &str, p1: f64, warm_s: f64, end_s: f64) -> (f64, f64, f64) {
+    use shared::{Flow, Link, Shared};
+    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let rtt1 = Duration::from_millis(300);
+    let rtt2 = Duration::from_millis(40);
+    let bdp =
+        |mbps: f64, rtt: Duration| (mbps * 1e6 / 8.0 * rtt.as_secs_f64() / MSS as f64) as usize;
+    let mut sub1 = Flow::new(mk(name), 0, rtt1);
+    sub1.link = 0;
+    let mut sub2 = Flow::new(mk(name), 0, rtt2);
+    sub2.link = 1;
+    let mut other = Flow::new(mk(single), 1, rtt2);
+    other.link = 1;
+    let links = vec![
+        Link::new(50.0, bdp(50.0, rtt1), Some((1.0 / p1).round() as u64)),
+        Link::new(10.0, bdp(10.0, rtt2), None),
+    ];
+    let mut net = Shared::with_links(vec![sub1, sub2, other], links);
+    net.run(secs(warm_s));
+    let before: Vec<u64> = net.flows.iter().map(|f| f.delivered).collect();
+    net.run(secs(end_s));
+    let d: Vec<f64> = net
+        .flows
+        .iter()
+        .zip(&before)
+        .map(|(f, b)| (f.delivered - b) as f64)
+        .collect();
+    let mbps = |pkts: f64| pkts * MSS as f64 * 8.0 / 1e6 / (end_s - warm_s);
+    (mbps(d[0]), d[1] / (d[1] + d[2]), mbps(d[2]))
+}
+
+/// E4 in miniature: on the large-BDP path (Reno's response function at
+/// p = 3e-5 and 300 ms is ~220 packets, a quarter of the 1250-packet BDP;
+/// CUBIC's is ~1050) Coupled CUBIC's subflow carries at least 3× LIA's
+/// (the paper: ≈ 4×, 397–402 vs 95 Mbit/s), while on the shared small-BDP
+/// path its LIA-mode subflow, coupled through α2 over the virtual Reno
+/// windows, keeps LIA's share of the single-path flow within ±30 %.
+#[test]
+fn coupled_cubic_uses_the_large_bdp_path_and_stays_fair_on_the_shared_one() {
+    for single in ["reno", "cubic"] {
+        let (lia1, lia_share, lia_other) = e4_miniature("lia", single, 3e-5, 60.0, 240.0);
+        let (cc1, cc_share, cc_other) = e4_miniature("coupled-cubic", single, 3e-5, 60.0, 240.0);
+        eprintln!(
+            "E4 vs {single}: subflow 1 lia {lia1:.2} / coupled-cubic {cc1:.2} Mbit/s ({:.2}×); \
+             subflow 2 share of path 2 lia {lia_share:.3} / coupled-cubic {cc_share:.3}; \
+             single flow {lia_other:.2} / {cc_other:.2} Mbit/s",
+            cc1 / lia1
+        );
+        assert!(cc1 >= 3.0 * lia1, "{single}: {cc1} vs {lia1}");
+        assert!(
+            (cc_share - lia_share).abs() <= 0.3 * lia_share,
+            "{single}: share {cc_share} vs {lia_share}"
         );
     }
 }

@@ -305,6 +305,10 @@ pub struct CcSnapshot {
     /// Coupled CUBIC: the virtual Reno window standing in for this path in
     /// LIA's alpha; equals `cwnd_pkts` for Reno-like paths.
     pub virtual_reno_cwnd_pkts: f64,
+    /// True when `virtual_reno_cwnd_pkts` is the virtual Reno window of an
+    /// (uncoupled) CUBIC window — a Coupled CUBIC subflow on a large-BDP
+    /// path — rather than a real Reno-like window.
+    pub virtual_reno_is_cubic: bool,
 }
 
 /// Read-only view over all paths of a connection, for coupled controllers.
