@@ -427,27 +427,105 @@ fn reno_average_window_follows_mathis() {
     }
 }
 
+/// CUBIC under deterministic loss (a drop every 1/p packets, fixed RTT, no
+/// queue), measured over whole loss cycles: (average window = packets
+/// delivered between the first and last window reduction after `warm_s`
+/// × RTT / that time, cycles, window peaks). Slow start ends at a drop of
+/// packet `first_peak_pkts`, which leaves W_max ≈ that many packets.
+fn cubic_cycle_average(
+    fast_convergence: bool,
+    rtt_ms: u64,
+    p: f64,
+    first_peak_pkts: f64,
+    warm_s: f64,
+    end_s: f64,
+) -> (f64, usize, Vec<u32>) {
+    let cc = cc::Cubic::new(&CcConfig {
+        cubic_fast_convergence: fast_convergence,
+        ..config(None)
+    });
+    let spec = LinkSpec {
+        rate_bytes_per_s: None,
+        prop_rtt: Duration::from_millis(rtt_ms),
+        buffer_pkts: usize::MAX,
+        drop_every: Some((1.0 / p).round() as u64),
+        drop_seq: Some(first_peak_pkts as u64),
+        source_rate_bytes_per_s: None,
+        ecn_mark_above_pkts: None,
+        ack_batch: None,
+    };
+    let mut sim = Sim::new(cc, spec);
+    let mut last = 0u32;
+    let mut cuts: Vec<(Instant, u64, u32)> = Vec::new();
+    sim.run_until(secs(end_s), |s| {
+        let cwnd = s.cc.cwnd_pkts();
+        if cwnd + 1 < last && s.now > secs(warm_s) {
+            cuts.push((s.now, s.delivered_pkts, last));
+        }
+        last = cwnd;
+    });
+    assert!(cuts.len() >= 3, "only {} reductions", cuts.len());
+    let (t0, d0, _) = cuts[0];
+    let (t1, d1, _) = cuts[cuts.len() - 1];
+    let avg = (d1 - d0) as f64 * rtt_ms as f64 / 1000.0 / (t1 - t0).as_secs_f64();
+    (avg, cuts.len() - 1, cuts.iter().map(|c| c.2).collect())
+}
+
 /// RFC 9438 §5.1 Tables 1 and 2: CUBIC's average window under periodic
-/// loss (CUBIC column where it exceeds Reno, else the Reno-friendly value).
+/// loss (the CUBIC column where it exceeds Reno, else the Reno-friendly
+/// value 1.2/√p).
+///
+/// The tables come from a fluid cycle with W_max fixed from cycle to cycle
+/// and the loss exactly at t = K (avg = (3+β)/4 · W_max, 1/p packets per
+/// cycle). A packet-level run meets them only under those assumptions:
+/// * fast convergence (§4.7) is off — with it W_max drops to 0.85 × the
+///   peak whenever a peak falls short, and the same runs average 12 %
+///   less (asserted below; 9–11 % less from a slow-start overshoot);
+/// * the run starts on the model's cycle, W_max = 4/(3+β) × the table
+///   value. That cycle is a neutral equilibrium: with W_max off by ε the
+///   loss moves to where the cubic is flat (t ≈ K), so the next W_max
+///   differs by C·δt³ only, and a run stays near whatever W_max slow start
+///   left it (measured: from 1.3× the table value +14…+17 % after 20
+///   cycles, from 1.0× −5…−7 %, drifting 0.1–0.3 % a cycle);
+/// * the average is taken over whole cycles (reduction to reduction).
+///
+/// Then the CUBIC rows hold within 2 %. The Reno-friendly row measures
+/// +5 %: its AIMD(0.53, 0.7) averages √(0.53·1.7/(0.6p)) = 1.22/√p, which
+/// the table rounds to Mathis's 1.2/√p, and the packet-level sawtooth adds
+/// ~3 % as it does for Reno (see `reno_average_window_follows_mathis`).
 #[test]
 fn cubic_average_window_matches_rfc9438_tables() {
     let cases = [
-        // (p, rtt_ms, expected, warmup_s, measure_s)
-        (1e-4, 100, 187.0, 60.0, 120.0),
-        (1e-5, 100, 1054.0, 100.0, 200.0),
-        (1e-6, 100, 5926.0, 100.0, 100.0),
-        (1e-6, 10, 1200.0, 60.0, 60.0),
-        (1e-7, 10, 5926.0, 50.0, 50.0),
+        // (p, rtt_ms, table value, CUBIC region, warm_s, end_s)
+        (1e-4, 100, 187.0, true, 10.0, 60.0),
+        (1e-5, 100, 1054.0, true, 15.0, 100.0),
+        (1e-6, 100, 5926.0, true, 20.0, 110.0),
+        (1e-6, 10, 1200.0, false, 20.0, 60.0),
+        (1e-7, 10, 5926.0, true, 20.0, 75.0),
     ];
-    for (p, rtt_ms, expected, warm, meas) in cases {
-        let cc = cc::Cubic::new(&config(None));
-        let w = average_window_under_periodic_loss(cc, rtt_ms, p, expected, warm, meas);
-        // RFC 9438 §5.1 derives the response function with W_max fixed from
-        // cycle to cycle; fast convergence (§4.7, enabled here as deployed)
-        // lowers W_max after a cycle whose peak fell short, which costs
-        // about 10 % in this deterministic model (measured −9…−11 % in the
-        // CUBIC region, +5 % in the Reno-friendly row). Hence 12 %.
-        assert_within(w, expected, 0.12, &format!("cubic p={p} rtt={rtt_ms}ms"));
+    for (p, rtt_ms, expected, cubic_region, warm, end) in cases {
+        let w_max = if cubic_region {
+            expected * 4.0 / (3.0 + 0.7)
+        } else {
+            expected
+        };
+        let what = format!("cubic p={p} rtt={rtt_ms}ms");
+        let (avg, cycles, peaks) = cubic_cycle_average(false, rtt_ms, p, w_max, warm, end);
+        eprintln!("{what}: {cycles} cycles, peaks {peaks:?}");
+        assert_within(avg, expected, if cubic_region { 0.02 } else { 0.10 }, &what);
+        if cubic_region && p >= 1e-5 {
+            // The deployed default (fast convergence on), same start.
+            let (fc, _, _) = cubic_cycle_average(true, rtt_ms, p, w_max, warm, end);
+            let drop = 1.0 - fc / avg;
+            eprintln!(
+                "{what} with fast convergence: {fc:.1} ({:.1} % lower)",
+                drop * 100.0
+            );
+            assert!(
+                (0.05..=0.15).contains(&drop),
+                "{what}: fast convergence {drop}"
+            );
+        }
     }
 }
 
