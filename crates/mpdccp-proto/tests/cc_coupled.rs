@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use mpdccp_proto::cc::coupled::{
-    cubic_equivalent_loss_rate, lia_alpha, virtual_reno_window, CoupledPath,
+    coupled_cubic_alphas, cubic_equivalent_loss_rate, lia_alpha, virtual_reno_window, CoupledPath,
 };
 use mpdccp_proto::cc::{
     self, AckEvent, CcConfig, CcSnapshot, CongestionController, LossEvent, SentPacket,
@@ -18,6 +18,32 @@ fn path(cwnd: f64, rtt_s: f64) -> CoupledPath {
         l2_pkts: 0.0,
         cubic: false,
     }
+}
+
+/// Coupled CUBIC's two α steps: α1 over the virtual windows, the CUBIC
+/// subflows scaled by min(α1, 1), α2 over the windows with each CUBIC
+/// subflow at W_Reno·α1.
+#[test]
+fn coupled_cubic_alphas_follow_the_two_steps() {
+    let cubic = |w: f64, rtt: f64| CoupledPath {
+        cubic: true,
+        ..path(w, rtt)
+    };
+    // Two identical CUBIC subflows: α1 = α2 = ½ (α is scale free), and the
+    // α2 windows sum to one subflow's virtual window.
+    let (a1, scale, a2, total2) = coupled_cubic_alphas(&[cubic(300.0, 0.1), cubic(300.0, 0.1)]);
+    assert!((a1 - 0.5).abs() < 1e-12 && (scale - 0.5).abs() < 1e-12);
+    assert!((a2 - 0.5).abs() < 1e-12 && (total2 - 300.0).abs() < 1e-9);
+    // A CUBIC and a LIA subflow, 400 packets each at 100 ms: α1 = ½; the
+    // CUBIC one counts 200 in step 2, so α2 = 600·(400/0.01)/(6000²) = ⅔.
+    let (a1, scale, a2, total2) = coupled_cubic_alphas(&[cubic(400.0, 0.1), path(400.0, 0.1)]);
+    assert!((a1 - 0.5).abs() < 1e-12 && (scale - 0.5).abs() < 1e-12);
+    assert!((a2 - 2.0 / 3.0).abs() < 1e-12, "α2 = {a2}");
+    assert!((total2 - 600.0).abs() < 1e-9);
+    // α1 above 1 (the LIA subflow has the best w/rtt²): the CUBIC window is
+    // not scaled up (RFC 6356's cap at the single-path increase).
+    let (a1, scale, _, _) = coupled_cubic_alphas(&[cubic(10.0, 0.1), path(40.0, 0.02)]);
+    assert!((a1 - 1.1338).abs() < 5e-5 && scale == 1.0);
 }
 
 #[test]
