@@ -319,13 +319,17 @@ impl Active {
             }
             return;
         }
-        if self.held.contains_key(&seq) {
+        // At or above `next` a seq was never delivered, so the window's
+        // "seen" means "held now"; beyond the window only `held` can tell.
+        let duplicate = match self.dedup.insert(seq) {
+            Seen::Duplicate => true,
+            Seen::New => false,
+            Seen::TooOld => self.held.contains_key(&seq),
+        };
+        if duplicate {
             self.stats.duplicates += 1;
             return;
         }
-        // Held and future seqs are judged by `held`; the window serves once
-        // they are below `next`.
-        self.dedup.insert(seq);
         self.note_path_highest(item.path, seq);
         self.update_fast_loss(paths, rx);
 
