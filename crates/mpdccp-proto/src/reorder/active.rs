@@ -244,7 +244,8 @@ impl Active {
                 break;
             }
             self.deadlines.pop();
-            if self.held.contains_key(&s) {
+            // Held seqs are exactly those at or above `next` with an entry.
+            if s >= next {
                 force_upto = Some(force_upto.map_or(s, |f| f.max(s)));
                 expired = true;
             }
@@ -357,8 +358,10 @@ impl Active {
     /// Drop stale heap tops so `poll_timeout` is exact; rebuild the heap when
     /// stale entries outnumber live ones (bounded memory).
     fn tidy_deadlines(&mut self) {
+        // Released seqs are below `next`; every entry at or above it is live.
+        let next = self.next.unwrap_or(0);
         while let Some(&Reverse((_, s))) = self.deadlines.peek() {
-            if self.held.contains_key(&s) {
+            if s >= next {
                 break;
             }
             self.deadlines.pop();
