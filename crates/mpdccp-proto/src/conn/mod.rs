@@ -701,10 +701,22 @@ impl Connection {
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += data.len() as u64;
+        let mut idx = self.idx(path);
         if self.state == ConnState::Closed {
+            // A closed connection still answers a retransmitted Close (our
+            // Reset was lost) so the peer can finish (RFC 4340 §8.3).
+            if let (Some(i), Ok(seg)) = (idx, Segment::parse(data, None)) {
+                let sf = &mut self.paths[i];
+                if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
+                    && sf.have_isr
+                    && sf.pend.reset.is_none()
+                {
+                    sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
+                    sf.pend.reset = Some(reset_code::CLOSED);
+                }
+            }
             return;
         }
-        let mut idx = self.idx(path);
         let addrs = idx.and_then(|i| {
             let c = &self.paths[i].cfg;
             match (c.remote, c.local) {
@@ -1143,7 +1155,14 @@ impl Connection {
     fn handle_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         let state = self.paths[i].state;
         if state == SubState::Closed || state == SubState::TimeWait {
-            if seg.ptype != PacketType::Reset && state == SubState::Closed {
+            let sf = &mut self.paths[i];
+            if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
+                && sf.have_isr
+                && sf.pend.reset.is_none()
+            {
+                sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
+                sf.pend.reset = Some(reset_code::CLOSED);
+            } else if seg.ptype != PacketType::Reset && state == SubState::Closed {
                 self.stats.rx_unexpected += 1;
             }
             return;
@@ -1827,7 +1846,7 @@ impl Connection {
                     return None;
                 }
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Request, seq);
                 s.service_code = self.config.service_code;
@@ -1895,7 +1914,7 @@ impl Connection {
             SubState::PartOpen if sf.pend.handshake_ack => {
                 sf.pend.handshake_ack = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Ack, seq);
                 let n = sf
@@ -1926,7 +1945,7 @@ impl Connection {
             SubState::CloseReq if sf.pend.closereq => {
                 sf.pend.closereq = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::CloseReq, seq);
                 if self.closing_mp {
@@ -1937,7 +1956,7 @@ impl Connection {
             SubState::Closing if sf.pend.close => {
                 sf.pend.close = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Close, seq);
                 if self.closing_mp {
@@ -2155,6 +2174,12 @@ fn removeaddr_hmac(d_key: &[u8; 16], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
 
 fn verify_removeaddr(d_key: &[u8; 16], r: &MpRemoveAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
     keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
+}
+
+/// Exponential backoff of handshake/close retransmissions, each interval
+/// capped at 4 s so a bounded number of tries ends in bounded time.
+fn retx_backoff(base: Duration, tries: u32) -> Duration {
+    (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
 }
 
 fn ip_bytes(ip: IpAddr) -> [u8; 16] {

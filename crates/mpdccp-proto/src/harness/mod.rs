@@ -201,6 +201,13 @@ impl Harness {
         }
     }
 
+    pub fn conn_ref(&self, side: Side) -> &Connection {
+        match side {
+            Side::Client => &self.client,
+            Side::Server => &self.server,
+        }
+    }
+
     pub fn events(&self, side: Side) -> &[Event] {
         match side {
             Side::Client => &self.client_events,
