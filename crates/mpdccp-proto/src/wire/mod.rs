@@ -21,8 +21,8 @@
 //!   need not equal `b`.
 //!
 //! Module map: [`packet`] (generic header, §5), [`option`] (§5.8, §6),
-//! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9),
-//! [`udp_encap`] (RFC 6773), [`pcap`].
+//! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9), [`seq`]
+//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`].
 
 pub mod ackvec;
 pub mod checksum;
@@ -30,6 +30,7 @@ pub mod mp;
 pub mod option;
 pub mod packet;
 pub mod pcap;
+pub mod seq;
 pub mod udp_encap;
 
 pub use ackvec::{AckState, AckVector, AckVectorBuilder, AckVectorIter, AckVectorRef};
