@@ -27,11 +27,78 @@ use std::time::Duration;
 use crate::path::PathId;
 use crate::time::Instant;
 
+mod aimd;
+pub mod bbr;
+mod ccid2;
+pub mod coupled;
+pub mod cubic;
 mod rate;
+mod reno;
+mod round;
 mod rtt;
 
+pub use bbr::Bbr;
+pub use ccid2::Ccid2;
+pub use coupled::{CoupledCubic, CoupledReno};
+pub use cubic::Cubic;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
+pub use reno::Reno;
 pub use rtt::RttEstimator;
+
+/// Builds the controller called `name` (one of [`CC_NAMES`], or `bbr`, an
+/// alias of `ccid5` for inner TCP flows).
+pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionController>, UnknownName> {
+    Ok(match name {
+        "ccid2" => Box::new(Ccid2::new(config)),
+        "reno" => Box::new(Reno::new(config)),
+        "cubic" => Box::new(Cubic::new(config)),
+        "ccid5" | "bbr" => Box::new(Bbr::new(config)),
+        "lia" => Box::new(CoupledReno::lia(config)),
+        "olia" => Box::new(CoupledReno::olia(config)),
+        "balia" => Box::new(CoupledReno::balia(config)),
+        "coupled-cubic" => Box::new(CoupledCubic::new(config)),
+        _ => return Err(UnknownName(name.to_string())),
+    })
+}
+
+/// Names [`build`] accepts today, in the order error messages list them.
+pub const BUILD_NAMES: &[&str] = &[
+    "ccid2",
+    "ccid5",
+    "cubic",
+    "lia",
+    "olia",
+    "balia",
+    "coupled-cubic",
+    "reno",
+    "bbr",
+];
+
+/// A congestion-control name that [`build`] does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownName(pub String);
+
+impl std::fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown congestion control `{}` (expected one of {})",
+            self.0,
+            BUILD_NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// Initial window in packets per RFC 3390 §1:
+/// min(4·MSS, max(2·MSS, 4380 bytes)) — 4 / 3 / 2 packets for an MSS of
+/// 536 / 1460 / 4000 bytes (RFC 4341 §5 adopts it for CCID2).
+pub fn rfc3390_initial_window_pkts(mss_bytes: u32) -> u32 {
+    let mss = mss_bytes.max(1) as u64;
+    let bytes = (4 * mss).min((2 * mss).max(4380));
+    (bytes / mss).max(1) as u32
+}
 
 /// Names used everywhere (config, CLI, results).
 pub const CC_NAMES: &[&str] = &[
@@ -59,6 +126,21 @@ pub struct CcConfig {
     pub min_cwnd_pkts: u32,
     /// Largest window, packets (guards memory on absurd inputs).
     pub max_cwnd_pkts: u32,
+    /// Seed for controllers that randomise (BBR's first PROBE_BW phase);
+    /// controllers never use OS randomness.
+    pub seed: u64,
+    /// Pace the window-based controllers (CUBIC, Coupled CUBIC) at
+    /// cwnd/srtt × 2 in slow start and × 1.2 after (the Linux defaults).
+    /// The BBR family always paces.
+    pub pacing: bool,
+    /// Use HyStart++ (RFC 9406) in CUBIC's initial slow start.
+    pub hystart: bool,
+    /// CUBIC fast convergence (RFC 9438 §4.7, a SHOULD). The response
+    /// function of RFC 9438 §5.1 (Tables 1–2) is derived without it.
+    pub cubic_fast_convergence: bool,
+    /// Coupled CUBIC: paths whose bandwidth-delay product (packets) is at
+    /// least this run coupled CUBIC; smaller ones run LIA (Lee et al. 2023).
+    pub coupled_cubic_bdp_threshold_pkts: f64,
 }
 
 impl Default for CcConfig {
@@ -68,6 +150,11 @@ impl Default for CcConfig {
             initial_cwnd_pkts: None,
             min_cwnd_pkts: 1,
             max_cwnd_pkts: 1_000_000,
+            seed: 0,
+            pacing: false,
+            hystart: true,
+            cubic_fast_convergence: true,
+            coupled_cubic_bdp_threshold_pkts: 100.0,
         }
     }
 }
