@@ -448,7 +448,11 @@ fn build_accepts_every_name_and_alias_and_rejects_others() {
 #[test]
 fn ratio_forgets_a_closed_path_and_keeps_the_split_of_the_rest() {
     let mut s = Ratio::new(&[2, 1, 1]);
-    let all = [path(0, 3, 10, 1000, 0), path(1, 3, 10, 1000, 0), path(2, 3, 10, 1000, 0)];
+    let all = [
+        path(0, 3, 10, 1000, 0),
+        path(1, 3, 10, 1000, 0),
+        path(2, 3, 10, 1000, 0),
+    ];
     for _ in 0..40 {
         pick(&mut s, T0, &all);
     }
