@@ -1,0 +1,663 @@
+//! The connection's compact view of one DCCP packet, built on [`crate::wire`].
+//!
+//! [`Segment`] holds the header fields and exactly the options the
+//! connection acts on, in fixed-size fields (no option `Vec` per packet).
+//! All bytes are read and written by `wire`: [`Segment::parse`] walks a
+//! [`Packet`] view and its lazy [`crate::wire::OptionIter`] (MP_SEQ and the
+//! Ack Vector are read without allocating; the rarer control sub-options go
+//! through [`MpOption::parse`]), and [`Segment::emit`] writes each option
+//! with [`DccpOption::emit`] / [`MpOption::emit`], the fixed header with
+//! [`DccpRepr::emit`] and the checksum with [`Packet::fill_checksum`].
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::wire::mp::{subtype, MpKey as WireMpKey, RttType};
+use crate::wire::option::kind;
+pub use crate::wire::{
+    AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, Packet,
+    PacketType, ResetCode, WireError,
+};
+
+/// One feature-negotiation option (Change/Confirm L/R). Values are the
+/// non-negotiable value or the first entry of a server-priority list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatOpt {
+    /// `kind::CHANGE_L`, `CONFIRM_L`, `CHANGE_R` or `CONFIRM_R`.
+    pub kind: u8,
+    pub feature: FeatureNum,
+    pub value: u64,
+    /// False for an empty value ("not understood" / no agreement, §6.6.7).
+    pub has_value: bool,
+}
+
+impl Default for FeatOpt {
+    fn default() -> Self {
+        FeatOpt {
+            kind: 0,
+            feature: FeatureNum::Other(0),
+            value: 0,
+            has_value: false,
+        }
+    }
+}
+
+pub const MAX_FEATS: usize = 8;
+
+/// MP_KEY (RFC 9897 §3.2.4): connection identifier and the sender's plain
+/// 64-bit key; the third handshake packet also echoes the receiver's key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpKey {
+    /// True when the option offered a plain-text (type 0) key.
+    pub plain: bool,
+    pub ci: u32,
+    pub key: [u8; 8],
+    pub peer_key: Option<[u8; 8]>,
+}
+
+/// MP_JOIN (RFC 9897 §3.2.2): address id, path token (peer CI), nonce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpJoin {
+    pub addr_id: u8,
+    pub token: u32,
+    pub nonce: u32,
+}
+
+/// MP_RTT (RFC 9897 §3.2.7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpRtt {
+    /// 0 raw (latest), 1 min, 2 max, 3 smoothed.
+    pub kind: u8,
+    pub rtt_ms: u32,
+    pub age_ms: u32,
+}
+
+/// MP_ADDADDR (RFC 9897 §3.2.8); its HMAC travels in the packet's MP_HMAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpAddAddr {
+    pub addr_id: u8,
+    pub nonce: u32,
+    pub ip: IpAddr,
+    pub port: Option<u16>,
+}
+
+/// MP_REMOVEADDR (RFC 9897 §3.2.9); its HMAC travels in the packet's MP_HMAC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpRemoveAddr {
+    pub addr_id: u8,
+    pub nonce: u32,
+}
+
+/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConfirmItem {
+    /// The confirmed sub-option (`subtype::PRIO`, `ADDADDR`, `REMOVEADDR`).
+    pub kind: u8,
+    /// Address id (ADDADDR/REMOVEADDR) or priority value (PRIO).
+    pub id: u8,
+    pub nonce: u32,
+    /// ADDADDR's address and port.
+    pub addr: Option<(IpAddr, Option<u16>)>,
+}
+
+impl ConfirmItem {
+    fn to_wire(self) -> Option<MpOption> {
+        Some(match self.kind {
+            subtype::PRIO => MpOption::Prio(self.id),
+            subtype::REMOVEADDR => MpOption::RemoveAddr {
+                addr_id: self.id,
+                nonce: Some(self.nonce),
+            },
+            subtype::ADDADDR => {
+                let (addr, port) = self.addr?;
+                MpOption::AddAddr {
+                    addr_id: self.id,
+                    nonce: Some(self.nonce),
+                    addr,
+                    port,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    fn from_wire(o: &MpOption) -> Option<ConfirmItem> {
+        Some(match *o {
+            MpOption::Prio(p) => ConfirmItem {
+                kind: subtype::PRIO,
+                id: p,
+                ..Default::default()
+            },
+            MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
+                kind: subtype::REMOVEADDR,
+                id: addr_id,
+                nonce: nonce.unwrap_or(0),
+                addr: None,
+            },
+            MpOption::AddAddr {
+                addr_id,
+                nonce,
+                addr,
+                port,
+            } => ConfirmItem {
+                kind: subtype::ADDADDR,
+                id: addr_id,
+                nonce: nonce.unwrap_or(0),
+                addr: Some((addr, port)),
+            },
+            _ => return None,
+        })
+    }
+}
+
+pub const MAX_CONFIRMS: usize = 4;
+
+/// The MP sub-options of one packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpOpts {
+    pub key: Option<MpKey>,
+    pub join: Option<MpJoin>,
+    pub hmac: Option<[u8; 20]>,
+    pub seq: Option<u64>,
+    pub rtt: Option<MpRtt>,
+    pub addaddr: Option<MpAddAddr>,
+    pub removeaddr: Option<MpRemoveAddr>,
+    pub prio: Option<u8>,
+    /// MP_CLOSE carries the receiver's key (RFC 9897 §3.2.11).
+    pub close: Option<[u8; 8]>,
+    /// MP_FAST_CLOSE carries the receiver's key (RFC 9897 §3.2.3).
+    pub fast_close: Option<[u8; 8]>,
+    pub confirms: [ConfirmItem; MAX_CONFIRMS],
+    pub n_confirms: u8,
+}
+
+impl MpOpts {
+    pub fn confirms(&self) -> &[ConfirmItem] {
+        &self.confirms[..self.n_confirms as usize]
+    }
+    pub fn push_confirm(&mut self, c: ConfirmItem) -> bool {
+        if (self.n_confirms as usize) < MAX_CONFIRMS {
+            self.confirms[self.n_confirms as usize] = c;
+            self.n_confirms += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One DCCP packet as the connection sees it.
+#[derive(Clone, Debug)]
+pub struct Segment<'a> {
+    pub ptype: PacketType,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// 48-bit sequence number (24-bit when `short_seq`).
+    pub seq: u64,
+    pub ack: Option<u64>,
+    pub short_seq: bool,
+    pub service_code: u32,
+    pub reset_code: ResetCode,
+    pub feats: [FeatOpt; MAX_FEATS],
+    pub n_feats: u8,
+    /// Ack Vector cells (RFC 4340 §11.4) of a parsed packet.
+    pub ack_vector: Option<&'a [u8]>,
+    /// Ack Vector to emit (moved into the option while writing, then back).
+    pub ack_vector_out: Option<AckVector>,
+    pub mp: MpOpts,
+    /// Options that could not be decoded (counted, otherwise ignored).
+    pub bad_opts: u8,
+    pub payload: &'a [u8],
+}
+
+impl<'a> Segment<'a> {
+    pub fn new(ptype: PacketType, seq: u64) -> Self {
+        Segment {
+            ptype,
+            src_port: 0,
+            dst_port: 0,
+            seq,
+            ack: None,
+            short_seq: false,
+            service_code: 0,
+            reset_code: ResetCode::Unspecified,
+            feats: [FeatOpt::default(); MAX_FEATS],
+            n_feats: 0,
+            ack_vector: None,
+            ack_vector_out: None,
+            mp: MpOpts::default(),
+            bad_opts: 0,
+            payload: &[],
+        }
+    }
+
+    pub fn feats(&self) -> &[FeatOpt] {
+        &self.feats[..self.n_feats as usize]
+    }
+
+    /// Adds a feature option; `value: None` is an empty value.
+    pub fn push_feat(&mut self, kind: u8, feature: FeatureNum, value: Option<u64>) {
+        if (self.n_feats as usize) < MAX_FEATS {
+            self.feats[self.n_feats as usize] = FeatOpt {
+                kind,
+                feature,
+                value: value.unwrap_or(0),
+                has_value: value.is_some(),
+            };
+            self.n_feats += 1;
+        }
+    }
+
+    /// First feature option of `kind` for `feature`.
+    pub fn feat(&self, kind: u8, feature: FeatureNum) -> Option<FeatOpt> {
+        self.feats()
+            .iter()
+            .copied()
+            .find(|f| f.kind == kind && f.feature == feature)
+    }
+
+    /// Parses untrusted bytes with `wire`. `addrs` = (source, destination)
+    /// for checksum verification, `None` to skip it.
+    pub fn parse(data: &'a [u8], addrs: Option<(IpAddr, IpAddr)>) -> Result<Self, WireError> {
+        let p = Packet::new_checked(data)?;
+        if let Some(a) = addrs {
+            p.verify_checksum(a)?;
+        }
+        let mut s = Segment::new(p.packet_type(), p.seq());
+        s.src_port = p.src_port();
+        s.dst_port = p.dst_port();
+        s.short_seq = p.short_seq();
+        s.ack = p.ack();
+        s.service_code = p.service_code().unwrap_or(0);
+        if let Some((code, _)) = p.reset() {
+            s.reset_code = code;
+        }
+        // Borrow options and payload from `data` itself (the view is a copy).
+        let hl = p.header_len();
+        let fixed = if s.short_seq { 12 } else { 16 } + s.ptype.subheader_len(s.short_seq);
+        let area = data.get(fixed..hl).ok_or(WireError::BadDataOffset)?;
+        for o in crate::wire::OptionIter::new(area) {
+            let o = o?;
+            match o.kind {
+                kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
+                    match o.to_option() {
+                        Ok(DccpOption::ChangeL { feature, value })
+                        | Ok(DccpOption::ConfirmL { feature, value })
+                        | Ok(DccpOption::ChangeR { feature, value })
+                        | Ok(DccpOption::ConfirmR { feature, value }) => {
+                            let v = match value {
+                                FeatureValue::Empty => None,
+                                FeatureValue::NonNegotiable(v) => Some(v),
+                                FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
+                                    l.first().map(|&b| b as u64)
+                                }
+                            };
+                            s.push_feat(o.kind, feature, v);
+                        }
+                        _ => s.bad_opts = s.bad_opts.saturating_add(1),
+                    }
+                }
+                kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
+                    s.ack_vector = Some(o.data);
+                }
+                kind::MULTIPATH => {
+                    if let Some(seq) = o.mp_seq() {
+                        s.mp.seq = Some(seq);
+                    } else if MpOption::parse(o.data).is_ok_and(|m| absorb_mp(&mut s.mp, &m)) {
+                    } else {
+                        s.bad_opts = s.bad_opts.saturating_add(1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        s.payload = &data[hl..];
+        Ok(s)
+    }
+
+    /// Writes the packet into `buf` with the checksum for `addrs` =
+    /// (source, destination); returns its length, or `None` when `buf` is
+    /// too small or the header would exceed 1020 bytes.
+    pub fn emit(&mut self, buf: &mut [u8], addrs: (IpAddr, IpAddr)) -> Option<usize> {
+        let fixed = 16 + self.ptype.subheader_len(false);
+        // Options first, right after the fixed header.
+        let mut p = fixed;
+        for f in self.feats() {
+            let value = match (f.has_value, f.feature.nn_len()) {
+                (false, _) => FeatureValue::Empty,
+                (true, Some(_)) => FeatureValue::NonNegotiable(f.value),
+                (true, None) => FeatureValue::ServerPriority(vec![f.value as u8]),
+            };
+            let (feature, value) = (f.feature, value);
+            let o = match f.kind {
+                kind::CHANGE_L => DccpOption::ChangeL { feature, value },
+                kind::CONFIRM_L => DccpOption::ConfirmL { feature, value },
+                kind::CHANGE_R => DccpOption::ChangeR { feature, value },
+                _ => DccpOption::ConfirmR { feature, value },
+            };
+            p += o.emit(buf.get_mut(p..)?).ok()?;
+        }
+        if let Some(av) = self.ack_vector_out.take() {
+            let o = DccpOption::AckVector(av);
+            let r = buf.get_mut(p..).and_then(|b| o.emit(b).ok());
+            if let DccpOption::AckVector(av) = o {
+                self.ack_vector_out = Some(av);
+            }
+            p += r?;
+        }
+        p = emit_mp(&self.mp, buf, p)?;
+        let hl = p.div_ceil(4) * 4;
+        let total = hl + self.payload.len();
+        if hl > crate::wire::MAX_HEADER_LEN || buf.len() < total {
+            return None;
+        }
+        buf[p..hl].fill(0); // Padding options
+        buf[hl..total].copy_from_slice(self.payload);
+        let kind = self.kind();
+        let repr = DccpRepr {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            seq: self.seq & crate::wire::SEQ_MASK,
+            kind,
+            ..DccpRepr::default()
+        };
+        // Fixed header only (no options, no payload): `repr.options` is empty.
+        repr.emit(&mut buf[..fixed], &[], None).ok()?;
+        let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+        pkt.set_data_offset((hl / 4) as u8);
+        pkt.fill_checksum(addrs).ok()?;
+        Some(total)
+    }
+
+    fn kind(&self) -> DccpKind {
+        let ack = self.ack.unwrap_or(0) & crate::wire::SEQ_MASK;
+        match self.ptype {
+            PacketType::Request => DccpKind::Request {
+                service_code: self.service_code,
+            },
+            PacketType::Response => DccpKind::Response {
+                ack,
+                service_code: self.service_code,
+            },
+            PacketType::Data => DccpKind::Data,
+            PacketType::Ack => DccpKind::Ack { ack },
+            PacketType::DataAck => DccpKind::DataAck { ack },
+            PacketType::CloseReq => DccpKind::CloseReq { ack },
+            PacketType::Close => DccpKind::Close { ack },
+            PacketType::Reset => DccpKind::Reset {
+                ack,
+                code: self.reset_code,
+                data: [0; 3],
+            },
+            PacketType::Sync => DccpKind::Sync { ack },
+            PacketType::SyncAck => DccpKind::SyncAck { ack },
+        }
+    }
+}
+
+/// Folds one parsed MP sub-option into `m`; false for sub-options the
+/// connection does not use in this form.
+fn absorb_mp(m: &mut MpOpts, o: &MpOption) -> bool {
+    match o {
+        MpOption::Key { ci, keys } => {
+            let mut plain = keys.iter().filter_map(|k| k.plain_key());
+            let first = plain.next();
+            m.key = Some(MpKey {
+                plain: first.is_some(),
+                ci: *ci,
+                key: first.unwrap_or(0).to_be_bytes(),
+                peer_key: plain.next().map(u64::to_be_bytes),
+            });
+        }
+        MpOption::Join { addr_id, ci, nonce } => {
+            m.join = Some(MpJoin {
+                addr_id: *addr_id,
+                token: *ci,
+                nonce: *nonce,
+            })
+        }
+        MpOption::Hmac(h) => m.hmac = Some(*h),
+        MpOption::Seq(s) => m.seq = Some(*s),
+        MpOption::Rtt {
+            rtt_type,
+            rtt_ms,
+            age_ms,
+        } => {
+            m.rtt = Some(MpRtt {
+                kind: rtt_type.to_u8(),
+                rtt_ms: *rtt_ms,
+                age_ms: *age_ms,
+            })
+        }
+        MpOption::AddAddr {
+            addr_id,
+            nonce,
+            addr,
+            port,
+        } => {
+            m.addaddr = Some(MpAddAddr {
+                addr_id: *addr_id,
+                nonce: nonce.unwrap_or(0),
+                ip: *addr,
+                port: *port,
+            })
+        }
+        MpOption::RemoveAddr { addr_id, nonce } => {
+            m.removeaddr = Some(MpRemoveAddr {
+                addr_id: *addr_id,
+                nonce: nonce.unwrap_or(0),
+            })
+        }
+        MpOption::Prio(p) => m.prio = Some(*p),
+        MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
+        MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
+        MpOption::Confirm(items) => {
+            for i in items.iter().filter_map(ConfirmItem::from_wire) {
+                m.push_confirm(i);
+            }
+        }
+        MpOption::Exp(_) => {}
+    }
+    true
+}
+
+/// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
+/// new offset.
+fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
+    let mut put = |o: MpOption, p: &mut usize| -> Option<()> {
+        *p += o.emit(buf.get_mut(*p..)?).ok()?;
+        Some(())
+    };
+    if let Some(k) = m.key {
+        let mut keys = vec![WireMpKey::plain(u64::from_be_bytes(k.key))];
+        if let Some(pk) = k.peer_key {
+            keys.push(WireMpKey::plain(u64::from_be_bytes(pk)));
+        }
+        put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
+    }
+    if let Some(j) = m.join {
+        put(
+            MpOption::Join {
+                addr_id: j.addr_id,
+                ci: j.token,
+                nonce: j.nonce,
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(h) = m.hmac {
+        put(MpOption::Hmac(h), &mut p)?;
+    }
+    if let Some(s) = m.seq {
+        put(MpOption::Seq(s & crate::wire::SEQ_MASK), &mut p)?;
+    }
+    if let Some(r) = m.rtt {
+        put(
+            MpOption::Rtt {
+                rtt_type: RttType::from_u8(r.kind),
+                rtt_ms: r.rtt_ms,
+                age_ms: r.age_ms,
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(a) = m.addaddr {
+        put(
+            MpOption::AddAddr {
+                addr_id: a.addr_id,
+                nonce: Some(a.nonce),
+                addr: a.ip,
+                port: a.port,
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(r) = m.removeaddr {
+        put(
+            MpOption::RemoveAddr {
+                addr_id: r.addr_id,
+                nonce: Some(r.nonce),
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(pr) = m.prio {
+        put(MpOption::Prio(pr), &mut p)?;
+    }
+    if let Some(k) = m.close {
+        put(
+            MpOption::Close {
+                key_data: k.to_vec(),
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(k) = m.fast_close {
+        put(
+            MpOption::FastClose {
+                key_data: k.to_vec(),
+            },
+            &mut p,
+        )?;
+    }
+    if m.n_confirms > 0 {
+        let items = m.confirms().iter().filter_map(|c| c.to_wire()).collect();
+        put(MpOption::Confirm(items), &mut p)?;
+    }
+    Some(p)
+}
+
+/// Pseudo-header addresses of a path: its configured local/remote IPs, or the
+/// unspecified IPv4 address when the driver did not give them.
+pub fn path_ips(local: Option<SocketAddr>, remote: Option<SocketAddr>) -> (IpAddr, IpAddr) {
+    let un = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    (local.map_or(un, |a| a.ip()), remote.map_or(un, |a| a.ip()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4() -> (IpAddr, IpAddr) {
+        ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
+    }
+
+    #[test]
+    fn round_trip_through_wire() {
+        let mut s = Segment::new(PacketType::DataAck, 0xABCD_EF01_2345);
+        s.ack = Some(77);
+        s.push_feat(kind::CHANGE_L, FeatureNum::AckRatio, Some(3));
+        s.push_feat(kind::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
+        s.push_feat(kind::CONFIRM_R, FeatureNum::Ccid, None);
+        let av = [0x05u8, 0xC1, 0x03];
+        s.ack_vector_out = Some(AckVector {
+            nonce: 0,
+            cells: av.to_vec(),
+        });
+        s.mp.seq = Some((1 << 48) - 1);
+        s.mp.hmac = Some([7; 20]);
+        s.mp.key = Some(MpKey {
+            plain: true,
+            ci: 0xdead_beef,
+            key: [1; 8],
+            peer_key: Some([2; 8]),
+        });
+        s.mp.addaddr = Some(MpAddAddr {
+            addr_id: 3,
+            nonce: 9,
+            ip: "192.0.2.7".parse().unwrap(),
+            port: Some(4242),
+        });
+        s.mp.push_confirm(ConfirmItem {
+            kind: subtype::PRIO,
+            id: 2,
+            ..ConfirmItem::default()
+        });
+        s.mp.push_confirm(ConfirmItem {
+            kind: subtype::ADDADDR,
+            id: 4,
+            nonce: 77,
+            addr: Some(("2001:db8::1".parse().unwrap(), None)),
+        });
+        s.payload = b"hello";
+        let mut buf = [0u8; 1500];
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let p = Segment::parse(&buf[..n], Some(v4())).unwrap();
+        assert_eq!(p.ptype, PacketType::DataAck);
+        assert_eq!(p.seq, s.seq);
+        assert_eq!(p.ack, Some(77));
+        assert_eq!(p.feats(), s.feats());
+        assert_eq!(p.ack_vector, Some(&av[..]));
+        assert_eq!(p.mp, s.mp);
+        assert_eq!(p.payload, b"hello");
+        assert_eq!(p.bad_opts, 0);
+        // wire's owned parser agrees.
+        let (repr, hl) = DccpRepr::parse(&buf[..n], Some(v4())).unwrap();
+        assert_eq!(repr.mp_seq(), Some((1 << 48) - 1));
+        assert_eq!(&buf[hl..n], b"hello");
+        // A flipped payload bit breaks the checksum.
+        buf[n - 1] ^= 1;
+        assert_eq!(
+            Segment::parse(&buf[..n], Some(v4())).unwrap_err(),
+            WireError::BadChecksum
+        );
+    }
+
+    #[test]
+    fn every_type_round_trips() {
+        for t in 0..10u8 {
+            let ty = PacketType::from_u8(t).unwrap();
+            let mut s = Segment::new(ty, 5);
+            if ty.has_ack() {
+                s.ack = Some(4);
+            }
+            s.reset_code = ResetCode::MpFastClose;
+            s.service_code = 42;
+            let mut buf = [0u8; 64];
+            let n = s.emit(&mut buf, v4()).unwrap();
+            let p = Segment::parse(&buf[..n], Some(v4())).unwrap();
+            assert_eq!((p.ptype, p.seq, p.ack), (ty, 5, s.ack));
+            if ty == PacketType::Reset {
+                assert_eq!(p.reset_code, ResetCode::MpFastClose);
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_bytes_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut buf = [0u8; 96];
+        for _ in 0..20_000 {
+            let n = rng.gen_range(0..buf.len());
+            rng.fill(&mut buf[..n]);
+            if n > 8 {
+                buf[4] = rng.gen_range(0..(n as u8 / 4 + 2));
+                buf[8] = (rng.gen_range(0..10u8) << 1) | 1;
+                if rng.gen_bool(0.5) {
+                    buf[16.min(n - 1)] = 46;
+                }
+            }
+            let _ = Segment::parse(&buf[..n], None);
+        }
+    }
+}
