@@ -160,7 +160,7 @@ impl Default for ConnectionConfig {
             seq_window_pkts: 10_000,
             ack_ratio: 2,
             ack_delay: Duration::from_millis(10),
-            ackvec_cover_pkts: 256,
+            ackvec_cover_pkts: 64,
             initial_rto: Duration::from_secs(1),
             handshake_rto: Duration::from_millis(500),
             max_handshake_tries: 7,
