@@ -75,6 +75,7 @@ fn other_paths() -> impl Strategy<Value = Vec<CcSnapshot>> {
                 olia_l1_pkts: l1,
                 olia_l2_pkts: l2,
                 virtual_reno_cwnd_pkts: vreno,
+                virtual_reno_is_cubic: l1 > l2,
             }),
         0..4,
     )

@@ -758,6 +758,23 @@ impl CongestionController for Bbr {
         self.cwnd = self.min_cwnd.max(1);
     }
 
+    /// PROBE_RTT's small flight is not the path's capacity: its samples
+    /// are marked application limited (tcp_bbr.c `bbr_update_min_rtt`).
+    fn marks_app_limited(&self) -> bool {
+        self.mode == BbrMode::ProbeRtt
+    }
+
+    /// tcp_bbr.c `bbr_init_pacing_rate_from_rtt`: with the handshake's RTT
+    /// the initial window is paced at high_gain × IW / RTT (spread over
+    /// RTT/2.885) instead of the 1 ms fallback, so the rate samples of the
+    /// next rounds grow smoothly.
+    fn on_initial_rtt(&mut self, _now: Instant, rtt: Duration) {
+        if !self.has_seen_rtt && !rtt.is_zero() {
+            self.has_seen_rtt = true;
+            self.init_pacing_rate(rtt);
+        }
+    }
+
     /// BBRv1 (Linux `tcp_bbr.c`) does not react to ECN marks.
     fn on_ecn(&mut self, _now: Instant, _ce_pkts: u32, _ack: &AckEvent, _paths: CoupledView<'_>) {}
 

@@ -791,6 +791,23 @@ impl CongestionController for Bbr3 {
     /// ECN-aware (draft-ietf-ccwg-bbr, ECN): CE marks count per round; a
     /// round with more than half its deliveries marked means inflight is
     /// too high, and marks cut inflight_lo at the round end.
+    /// PROBE_RTT's small flight is not the path's capacity: its samples
+    /// are marked application limited (draft-ietf-ccwg-bbr BBRHandleProbeRTT (MarkConnectionAppLimited)).
+    fn marks_app_limited(&self) -> bool {
+        self.state == Bbr3State::ProbeRtt
+    }
+
+    /// tcp_bbr.c `bbr_init_pacing_rate_from_rtt`: with the handshake's RTT
+    /// the initial window is paced at high_gain × IW / RTT (spread over
+    /// RTT/2.885) instead of the 1 ms fallback, so the rate samples of the
+    /// next rounds grow smoothly.
+    fn on_initial_rtt(&mut self, _now: Instant, rtt: Duration) {
+        if !self.has_seen_rtt && !rtt.is_zero() {
+            self.has_seen_rtt = true;
+            self.init_pacing_rate(rtt);
+        }
+    }
+
     fn on_ecn(&mut self, now: Instant, ce_pkts: u32, ack: &AckEvent, _paths: CoupledView<'_>) {
         if ce_pkts == 0 {
             return;

@@ -18,6 +18,12 @@
 //! 5. [`CongestionController::on_ecn`] after `on_ack` when the acknowledged
 //!    packets carried ECN CE marks.
 //!
+//! Two optional hooks a transport should honour: call
+//! [`CongestionController::on_initial_rtt`] once with the handshake's RTT
+//! before sending data, and after every ack, if
+//! [`CongestionController::marks_app_limited`] is true, call
+//! [`DeliveryRateEstimator::on_app_limited`] with the packets in flight.
+//!
 //! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
 //! built from each controller's [`CongestionController::snapshot`];
@@ -299,6 +305,10 @@ pub struct CcSnapshot {
     /// Coupled CUBIC: the virtual Reno window standing in for this path in
     /// LIA's alpha; equals `cwnd_pkts` for Reno-like paths.
     pub virtual_reno_cwnd_pkts: f64,
+    /// True when `virtual_reno_cwnd_pkts` is the virtual Reno window of an
+    /// (uncoupled) CUBIC window — a Coupled CUBIC subflow on a large-BDP
+    /// path — rather than a real Reno-like window.
+    pub virtual_reno_is_cubic: bool,
 }
 
 /// Read-only view over all paths of a connection, for coupled controllers.
@@ -336,6 +346,24 @@ pub trait CongestionController: Send + Debug {
             delivered_pkts: ack.delivered_pkts,
         };
         self.on_loss(now, &loss, paths);
+    }
+
+    /// The transport measured `rtt` before any data was acknowledged (the
+    /// DCCP Request/Response exchange, RFC 4340 §8.1.1; a TCP SYN/SYN-ACK).
+    /// Call it once, before the first [`CongestionController::on_packet_sent`].
+    /// Pacing controllers use it to pace the initial window over a round
+    /// trip instead of bursting it (tcp_bbr.c `bbr_init_pacing_rate_from_rtt`
+    /// reads the handshake's srtt); the default ignores it.
+    fn on_initial_rtt(&mut self, _now: Instant, _rtt: Duration) {}
+
+    /// True while the controller deliberately keeps the flight below what
+    /// the path can carry (BBR's PROBE_RTT). After each acknowledgement the
+    /// transport then calls [`DeliveryRateEstimator::on_app_limited`] with
+    /// the packets in flight, so the low rate samples of this phase are
+    /// marked application limited and cannot lower a bandwidth estimate
+    /// (tcp_bbr.c `bbr_update_min_rtt` sets `tp->app_limited`).
+    fn marks_app_limited(&self) -> bool {
+        false
     }
 
     /// Congestion window, whole packets (≥ the configured minimum).
