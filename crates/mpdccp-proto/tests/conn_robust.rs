@@ -311,3 +311,67 @@ fn a_pacing_controller_spreads_departures() {
         "ccid2 (window only): {unpaced:.3} back to back"
     );
 }
+
+/// Goodput (Mbit/s over 2–10 s) and p95 of the sender's smoothed RTT for
+/// one backlogged 10 Mbit/s, 10 ms RTT path.
+fn single_path_goodput(cc: &str) -> (f64, Duration) {
+    use mpdccp_proto::ConnectionConfig;
+    let conf = ConnectionConfig {
+        cc: cc.into(),
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(5),
+            rate_bps: Some(10_000_000),
+            buffer_bytes: 100_000,
+            ..Default::default()
+        }],
+        client: conf.clone(),
+        server: conf,
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    let mut srtts = Vec::new();
+    let mut bytes_at_2s = 0;
+    while h.now < Instant::from_millis(10_100) {
+        let now = h.now;
+        while h.client.send_queue_len() < 20 {
+            h.client.send(now, &[0u8; 1200]).unwrap();
+        }
+        h.drive_for(Duration::from_millis(1));
+        if h.now >= Instant::from_millis(2_100) {
+            if bytes_at_2s == 0 {
+                bytes_at_2s = h.server.stats().delivered_bytes;
+            }
+            if let Some(s) = h.client.paths()[0].srtt {
+                srtts.push(s);
+            }
+        }
+    }
+    let bytes = h.server.stats().delivered_bytes - bytes_at_2s;
+    srtts.sort_unstable();
+    let p95 = srtts[srtts.len() * 95 / 100];
+    (bytes as f64 * 8.0 / 8.0 / 1e6, p95)
+}
+
+#[test]
+fn ccid5_fills_a_single_path_with_low_delay() {
+    let (mbps, p95) = single_path_goodput("ccid5");
+    // Payload goodput: 1200 of ~1240 bytes per packet on the wire.
+    assert!(
+        mbps >= 9.5 * 1200.0 / 1260.0,
+        "ccid5 goodput {mbps:.2} Mbit/s"
+    );
+    assert!(p95 <= Duration::from_millis(35), "ccid5 srtt p95 {p95:?}");
+}
+
+#[test]
+fn ccid2_fills_a_single_path() {
+    let (mbps, _) = single_path_goodput("ccid2");
+    assert!(
+        mbps >= 9.0 * 1200.0 / 1260.0,
+        "ccid2 goodput {mbps:.2} Mbit/s"
+    );
+}

@@ -1368,6 +1368,7 @@ impl Connection {
             sf.set_isr(seg.seq);
             if let Some(a) = seg.ack {
                 sf.gar = sf.unwrap_ack(a);
+                sf.on_handshake_ack(now, sf.gar);
             }
         }
         let join = self.paths[i].join;
@@ -1431,6 +1432,9 @@ impl Connection {
                 }
                 if !self.verify_third_packet(i, seg) {
                     return;
+                }
+                if let Some(a) = ackn {
+                    self.paths[i].on_handshake_ack(now, a);
                 }
                 self.mark_open(i);
                 // The 4th packet of the handshake: lets the client leave PARTOPEN.
@@ -1947,6 +1951,7 @@ impl Connection {
                 sf.retx_tries += 1;
                 sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
+                sf.hs_probe = Some((seq, now));
                 let mut s = Self::base_segment(sf, PacketType::Request, seq);
                 s.service_code = self.config.service_code;
                 s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
@@ -1979,6 +1984,7 @@ impl Connection {
             SubState::Respond if sf.pend.response => {
                 sf.pend.response = false;
                 let seq = sf.next_seq();
+                sf.hs_probe = Some((seq, now));
                 let mut s = Self::base_segment(sf, PacketType::Response, seq);
                 s.service_code = self.config.service_code;
                 s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));

@@ -125,6 +125,10 @@ pub(crate) struct Subflow {
     pub retx_tries: u32,
     pub retx_interval: Duration,
     pub timewait_until: Option<Instant>,
+    /// Sequence number and send time of our latest Request (client) or
+    /// Response (server): the packet acknowledging exactly it gives the
+    /// handshake RTT sample (RFC 4340 §8.1).
+    pub hs_probe: Option<(u64, Instant)>,
     pub probe_at: Option<Instant>,
     pub last_sync_sent: Option<Instant>,
 
@@ -216,6 +220,7 @@ impl Subflow {
             retx_tries: 0,
             retx_interval: conf.handshake_rto,
             timewait_until: None,
+            hs_probe: None,
             probe_at: None,
             last_sync_sent: None,
             pend: PendingCtrl::default(),
@@ -420,6 +425,11 @@ impl Subflow {
         }
         self.detect_losses(now, coupled);
         self.trim();
+        // BBR's PROBE_RTT keeps the flight low on purpose: mark the samples
+        // of this phase application limited (cc/mod.rs contract).
+        if self.cc.marks_app_limited() {
+            self.rate.on_app_limited(self.pipe);
+        }
         if acked_pkts > 0 {
             self.rto_at = (self.pipe > 0).then(|| now + self.rto());
         }
@@ -502,6 +512,19 @@ impl Subflow {
         false
     }
 
+    /// The handshake acknowledged `ack` at `now`: one RTT sample for the
+    /// estimator and the controller's initial RTT (before any data).
+    pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
+        if let Some((seq, sent)) = self.hs_probe.take() {
+            if seq == ack {
+                let rtt = now - sent;
+                self.rtt.on_sample(rtt);
+                self.last_rtt_sample_at = Some(now);
+                self.cc.on_initial_rtt(now, rtt);
+            }
+        }
+    }
+
     /// Ack Ratio to request from the peer: at most ceil(cwnd/2) and at most
     /// the configured value (RFC 4341 §6.1.2).
     pub fn desired_ack_ratio(&self, configured: u32) -> u32 {
@@ -578,7 +601,12 @@ impl Subflow {
             delivery_rate_bytes_per_s: self.delivery_rate,
             loss_rate: self.loss_rate,
             cc_state: self.cc.state(),
-            next_send_time: pacing.map(|_| self.next_send_at),
+            // The per-path queue absorbs what the pacer holds back: report
+            // the pacer as binding only once a small backlog waits, so a
+            // paced path is not mistaken for a full one by schedulers.
+            next_send_time: pacing
+                .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
+                .map(|_| self.next_send_at),
             mss_bytes: self.mss_bytes,
         }
     }
@@ -591,6 +619,10 @@ impl Subflow {
         )
     }
 }
+
+/// Packets a paced path may hold in its own queue before schedulers see the
+/// pacer as the binding constraint.
+const PACED_BACKLOG_PKTS: usize = 2;
 
 fn insert_top(top: &mut [u64; 3], seq: u64) {
     if seq > top[0] {
