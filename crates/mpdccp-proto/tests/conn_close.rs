@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use mpdccp_proto::conn::codec::mp;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::{Event, PathId};
 
 fn two_path_session() -> Harness {

@@ -4,9 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mpdccp_proto::conn::codec::mp;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::{ConnError, ConnectionConfig, Event, PathId, PathState};
 
 fn links(n: usize, delay_ms: &[u64]) -> Vec<LinkSpec> {

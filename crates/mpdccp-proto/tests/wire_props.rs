@@ -345,9 +345,22 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(
-        bytes in prop::collection::vec(any::<u8>(), 0..160),
+        mut bytes in prop::collection::vec(any::<u8>(), 0..160),
         addrs in addrs_strategy(),
+        patch in any::<bool>(),
+        ty in 0u8..10,
+        off_seed in any::<u8>(),
     ) {
+        // Half the cases get a plausible type, X=1 and Data Offset so the
+        // random tail reaches the sub-header and option parsers instead of
+        // failing the first structural check.
+        if patch && bytes.len() >= 28 {
+            bytes[8] = (ty << 1) | 1;
+            let min_words = 7; // largest fixed part (Reset/Response): 28 bytes
+            let max_words = bytes.len() / 4;
+            bytes[4] = (min_words + usize::from(off_seed) % (max_words - min_words + 1)) as u8;
+            bytes[5] &= 0xf0; // CsCov 0: coverage always fits
+        }
         hammer(&bytes, addrs);
     }
 }
