@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
-use mpdccp_proto::conn::codec::{feat, opt, MpJoin, MpKey, PacketType, Segment};
+use mpdccp_proto::conn::codec::{FeatureNum, MpJoin, MpKey, PacketType, Segment};
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::reorder::ReorderConfig;
+use mpdccp_proto::wire::option::kind;
 use mpdccp_proto::{
     Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig, PathId,
     PathState, Role,
@@ -175,14 +176,14 @@ fn mp_key_request(rng: &mut ChaCha8Rng) -> Vec<u8> {
     s.service_code = SERVICE_CODE;
     s.src_port = rng.gen();
     s.dst_port = 4242;
-    s.push_feat(opt::CHANGE_L, feat::MULTIPATH_CAPABLE, 0, 1);
+    s.push_feat(kind::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
     s.mp.key = Some(MpKey {
-        key_type: 0,
+        plain: true,
         ci: rng.gen(),
         key: rng.gen(),
         peer_key: None,
     });
-    let mut b = vec![0u8; s.buffer_len()];
+    let mut b = vec![0u8; 2048];
     let un = std::net::IpAddr::from([0u8, 0, 0, 0]);
     let n = s.emit(&mut b, (un, un)).unwrap();
     b.truncate(n);
@@ -280,7 +281,7 @@ fn join_flood_with_the_real_token_stays_bounded() {
             token,
             nonce: rng.gen(),
         });
-        let mut b = vec![0u8; s.buffer_len()];
+        let mut b = vec![0u8; 2048];
         let un = std::net::IpAddr::from([0u8, 0, 0, 0]);
         let n = s.emit(&mut b, (un, un)).unwrap();
         net.attack(i, &b[..n]);
@@ -382,7 +383,7 @@ fn out_of_window_data_flood_gets_rate_limited_syncs() {
         seg.payload = &payload;
         seg.src_port = 4242;
         seg.dst_port = 4242;
-        let mut b = vec![0u8; seg.buffer_len()];
+        let mut b = vec![0u8; 2048];
         let n = seg.emit(&mut b, (c.ip(), s.ip())).unwrap();
         let now = h.now;
         h.server.handle_datagram_from(now, PathId(0), s, c, &b[..n]);
@@ -430,7 +431,7 @@ fn out_of_window_sync_flood_is_not_answered() {
         };
         let mut seg = Segment::new(ptype, rng.gen::<u64>() & SEQ_MASK);
         seg.ack = Some(rng.gen::<u64>() & SEQ_MASK);
-        let mut b = vec![0u8; seg.buffer_len()];
+        let mut b = vec![0u8; 2048];
         let n = seg.emit(&mut b, (c.ip(), s.ip())).unwrap();
         let now = h.now;
         h.server.handle_datagram_from(now, PathId(1), s, c, &b[..n]);

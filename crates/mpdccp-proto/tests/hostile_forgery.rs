@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::{
-    reset_code, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, PacketType, Segment,
+    FeatureNum, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, PacketType, ResetCode, Segment,
 };
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
@@ -84,10 +84,10 @@ fn addrs(path: usize, from: Side) -> (SocketAddr, SocketAddr) {
 /// Emits `seg` as if sent by `from` on `path`, with a correct checksum.
 fn emit(seg: &Segment<'_>, path: usize, from: Side) -> Vec<u8> {
     let (src, dst) = addrs(path, from);
-    let mut seg = *seg;
+    let mut seg = seg.clone();
     seg.src_port = src.port();
     seg.dst_port = dst.port();
-    let mut b = vec![0u8; seg.buffer_len()];
+    let mut b = vec![0u8; 2048];
     let n = seg
         .emit(&mut b, (src.ip(), dst.ip()))
         .expect("forgery fits");
@@ -251,7 +251,7 @@ fn join_with_forged_hmac_is_rejected_every_time() {
             .find(|s| s.ptype == PacketType::Reset);
         assert_eq!(
             reset.map(|r| r.reset_code),
-            Some(reset_code::OPTION_ERROR),
+            Some(ResetCode::OptionError),
             "round {k}"
         );
     }
@@ -310,7 +310,7 @@ fn join_with_unknown_token_is_reset_every_time() {
             h.server.stats().join_unknown_token,
             stats0.join_unknown_token + u64::from(k) + 1
         );
-        let codes: Vec<u8> = inbox
+        let codes: Vec<ResetCode> = inbox
             .borrow()
             .iter()
             .filter_map(|b| Segment::parse(b, None).ok())
@@ -319,7 +319,7 @@ fn join_with_unknown_token_is_reset_every_time() {
                 s.reset_code
             })
             .collect();
-        assert_eq!(codes, vec![reset_code::NO_CONNECTION], "round {k}");
+        assert_eq!(codes, vec![ResetCode::NoConnection], "round {k}");
     }
     assert_eq!(open_paths(&h, Side::Server), 2);
     assert!(h.server.paths().len() <= 3);
@@ -560,13 +560,13 @@ fn off_path_prio_close_fast_close_and_reset_are_rejected_every_time() {
             }
             3 => {
                 let mut s = Segment::new(PacketType::Reset, seq);
-                s.reset_code = reset_code::MP_FAST_CLOSE;
+                s.reset_code = ResetCode::MpFastClose;
                 s.mp.fast_close = Some(rng.gen());
                 s
             }
             4 => {
                 let mut s = Segment::new(PacketType::Reset, seq);
-                s.reset_code = rng.gen_range(0..14);
+                s.reset_code = ResetCode::from_u8(rng.gen_range(0..14));
                 s
             }
             _ => {
@@ -631,9 +631,9 @@ fn second_mp_key_handshake_on_a_live_connection_is_refused() {
     for k in 0..ROUNDS {
         let mut req = Segment::new(PacketType::Request, rng.gen::<u64>() & SEQ_MASK);
         req.service_code = SERVICE_CODE;
-        req.push_feat(32, 10, 0, 1); // Change L(Multipath Capable)
+        req.push_feat(32, FeatureNum::MultipathCapable, Some(0)); // Change L(Multipath Capable)
         req.mp.key = Some(MpKey {
-            key_type: 0,
+            plain: true,
             ci: rng.gen(),
             key: rng.gen(),
             peer_key: None,
