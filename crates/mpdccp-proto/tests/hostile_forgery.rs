@@ -709,3 +709,70 @@ fn close_on_a_closed_subflow_is_counted() {
         h.drive_for(Duration::from_millis(1));
     }
 }
+
+/// The MP_JOIN handshakes of earlier sessions (their Request with path
+/// token and nonce, and the Ack with MP_HMAC), replayed at a live server on
+/// a new path 1000 times: the token is not this connection's identifier,
+/// so every Request is reset (No Connection) and counted, and the replayed
+/// Ack never opens a subflow.
+#[test]
+fn replayed_mp_join_from_earlier_sessions_is_rejected_every_time() {
+    let mut joins: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for seed in 200..220 {
+        let (e, _) = session(seed);
+        let c2s: Vec<&Vec<u8>> = e
+            .wire
+            .iter()
+            .filter(|w| w.from == Side::Client && w.path == PathId(1))
+            .map(|w| &w.bytes)
+            .collect();
+        let req = c2s
+            .iter()
+            .find(|b| Segment::parse(b, None).is_ok_and(|s| s.mp.join.is_some()))
+            .expect("join Request");
+        let ack = c2s
+            .iter()
+            .find(|b| Segment::parse(b, None).is_ok_and(|s| s.mp.hmac.is_some()))
+            .expect("join Ack with MP_HMAC");
+        joins.push(((*req).clone(), (*ack).clone()));
+    }
+    let (mut h, inbox) = session(8);
+    let s0 = h.server.stats();
+    let ev0 = h.server_events.len();
+    let (src, dst) = addrs(ATTACK_PATH, Side::Client);
+    for k in 0..ROUNDS {
+        let (req, ack) = &joins[k as usize % joins.len()];
+        inbox.borrow_mut().clear();
+        for b in [req, ack] {
+            let mut b = b.clone();
+            mpdccp_proto::harness::inspect::fix_checksum(&mut b, src.ip(), dst.ip());
+            inject(&mut h, Side::Server, ATTACK_PATH, &b);
+        }
+        h.drive_for(Duration::from_millis(1));
+        let s = h.server.stats();
+        assert_eq!(
+            s.join_unknown_token - s0.join_unknown_token,
+            u64::from(k) + 1,
+            "round {k}"
+        );
+        assert!(
+            inbox
+                .borrow()
+                .iter()
+                .filter_map(|b| Segment::parse(b, None).ok())
+                .all(|s| s.ptype == PacketType::Reset && s.reset_code == ResetCode::NoConnection),
+            "round {k}: only Reset (No Connection) answers"
+        );
+    }
+    let s = h.server.stats();
+    assert_eq!(s.join_bad_hmac, s0.join_bad_hmac, "no HMAC ever checked");
+    let evs = server_events_since(&h, ev0);
+    assert!(
+        !evs.iter().any(|e| matches!(e, Event::PathEstablished(_))),
+        "{evs:?}"
+    );
+    assert_eq!(open_paths(&h, Side::Server), 2);
+    assert!(h.server.paths().len() <= 3);
+    h.tamper = None;
+    assert_delivers(&mut h, 50, 0xA7);
+}
