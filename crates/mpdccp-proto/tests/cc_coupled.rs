@@ -51,18 +51,22 @@ impl Script {
 }
 
 /// Drives one controller through the script; returns its cwnd trace.
-/// `view` decides what coupled view the controller sees: none or its own
-/// snapshot only.
+/// `own_view` decides what coupled view the controller sees: none, or its
+/// own snapshot — refreshed only every third event, as a transport reuses
+/// one view for the ack and the losses of a datagram.
 fn trace(mut cc: Box<dyn CongestionController>, seed: u64, own_view: bool) -> Vec<u32> {
     let mut s = Script(seed);
     let mut out = Vec::new();
     let mut now = Instant::ZERO;
     let mut seq = 0;
     let rtt = Duration::from_millis(50);
-    for _ in 0..5000 {
+    let mut cached = [cc.snapshot(PathId(0), rtt, true)];
+    for step in 0..5000 {
         now += Duration::from_micros(200 + s.next() % 2000);
-        let view = [cc.snapshot(PathId(0), rtt, true)];
-        let view: &[CcSnapshot] = if own_view { &view } else { &[] };
+        if step % 3 == 0 {
+            cached = [cc.snapshot(PathId(0), rtt, true)];
+        }
+        let view: &[CcSnapshot] = if own_view { &cached } else { &[] };
         match s.next() % 100 {
             0..=44 => {
                 let w = cc.cwnd_pkts();

@@ -33,6 +33,11 @@ struct LinkSpec {
     drop_seq: Option<u64>,
     /// The application offers data at this rate (bytes/s); `None` = bulk.
     source_rate_bytes_per_s: Option<f64>,
+    /// ECN: mark CE on packets that find at least this many queued.
+    ecn_mark_above_pkts: Option<usize>,
+    /// ACK aggregation: acks reach the sender only at multiples of this
+    /// (a Wi-Fi/cellular uplink, or a large Ack Ratio).
+    ack_batch: Option<Duration>,
 }
 
 impl LinkSpec {
@@ -44,6 +49,8 @@ impl LinkSpec {
             drop_every: None,
             drop_seq: None,
             source_rate_bytes_per_s: None,
+            ecn_mark_above_pkts: None,
+            ack_batch: None,
         }
     }
     fn bdp_pkts(&self) -> f64 {
@@ -67,8 +74,8 @@ struct Sim<C: CongestionController> {
     next_seq: u64,
     /// Sent, not yet acknowledged or declared lost; in sequence order.
     in_flight: VecDeque<InFlight>,
-    /// (arrival time at the sender, seq), in time order.
-    acks: VecDeque<(Instant, u64)>,
+    /// (arrival time at the sender, seq, CE mark), in time order.
+    acks: VecDeque<(Instant, u64, bool)>,
     /// Departure times from the bottleneck of queued packets.
     queue: VecDeque<Instant>,
     link_free_at: Instant,
@@ -80,6 +87,7 @@ struct Sim<C: CongestionController> {
     delivered_pkts: u64,
     sent_pkts: u64,
     queue_drops: u64,
+    ce_marks: u64,
     cwnd_trace: Vec<u32>,
     /// Per-ack (time, cwnd, state) samples when enabled.
     record: bool,
@@ -111,6 +119,7 @@ impl<C: CongestionController> Sim<C> {
             delivered_pkts: 0,
             sent_pkts: 0,
             queue_drops: 0,
+            ce_marks: 0,
             cwnd_trace: Vec::new(),
             record: false,
             states: Vec::new(),
@@ -191,10 +200,22 @@ impl<C: CongestionController> Sim<C> {
                 d
             }
         };
-        self.acks.push_back((depart + self.spec.prop_rtt, seq));
+        let ce = self
+            .spec
+            .ecn_mark_above_pkts
+            .is_some_and(|k| self.queue.len() > k);
+        if ce {
+            self.ce_marks += 1;
+        }
+        let mut at = depart + self.spec.prop_rtt;
+        if let Some(b) = self.spec.ack_batch {
+            let b = b.as_nanos() as u64;
+            at = Instant::from_nanos(at.as_nanos().div_ceil(b) * b);
+        }
+        self.acks.push_back((at, seq, ce));
     }
 
-    fn handle_ack(&mut self, seq: u64) {
+    fn handle_ack(&mut self, seq: u64, ce: bool) {
         let Ok(idx) = self.in_flight.binary_search_by_key(&seq, |p| p.seq) else {
             return; // already declared lost (after an RTO)
         };
@@ -232,6 +253,10 @@ impl<C: CongestionController> Sim<C> {
         };
         let view = self.view();
         self.cc.on_ack(self.now, &ack, &view);
+        if ce {
+            let view = self.view();
+            self.cc.on_ecn(self.now, 1, &ack, &view);
+        }
         if let Some(largest) = largest_lost_sent {
             let view = self.view();
             self.cc.on_loss(
@@ -270,7 +295,7 @@ impl<C: CongestionController> Sim<C> {
             }
             let rto_at = (!self.in_flight.is_empty()).then(|| self.last_progress + self.rtt.rto());
             let mut next = end;
-            if let Some(&(t, _)) = self.acks.front() {
+            if let Some(&(t, _, _)) = self.acks.front() {
                 next = next.min(t);
             }
             if (self.in_flight.len() as u32) < self.cc.cwnd_pkts() {
@@ -284,17 +309,17 @@ impl<C: CongestionController> Sim<C> {
             if let Some(t) = rto_at {
                 next = next.min(t);
             }
-            if next <= self.now && self.acks.front().is_none_or(|&(t, _)| t > self.now) {
+            if next <= self.now && self.acks.front().is_none_or(|&(t, _, _)| t > self.now) {
                 // Only a send was due but nothing could go: nudge time.
                 next = self.now + Duration::from_micros(1);
             }
             self.now = next.max(self.now);
-            while let Some(&(t, seq)) = self.acks.front() {
+            while let Some(&(t, seq, ce)) = self.acks.front() {
                 if t > self.now {
                     break;
                 }
                 self.acks.pop_front();
-                self.handle_ack(seq);
+                self.handle_ack(seq, ce);
                 each_ack(self);
             }
             if let Some(t) = rto_at {
@@ -346,6 +371,8 @@ fn average_window_under_periodic_loss(
         drop_every: Some((1.0 / p).round() as u64),
         drop_seq: Some((1.3 * expected) as u64),
         source_rate_bytes_per_s: None,
+        ecn_mark_above_pkts: None,
+        ack_batch: None,
     };
     let mut sim = Sim::new(cc, spec);
     sim.run(secs(warmup_s));
@@ -662,5 +689,442 @@ fn single_subflow_coupled_controllers_match_their_parents_in_the_harness() {
         assert_eq!(a.len(), b.len(), "{child}");
         let first_diff = a.iter().zip(&b).position(|(x, y)| x != y);
         assert_eq!(first_diff, None, "{child} vs {parent}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// BBRv3.
+
+/// Runs `cc` for 25 s and measures 5–25 s: (utilization, mean queue in
+/// BDP, retransmission-worthy loss rate, CE marks, states seen).
+fn steady<C: CongestionController>(
+    cc: C,
+    spec: LinkSpec,
+) -> (f64, f64, f64, u64, Vec<&'static str>) {
+    let bdp = spec.bdp_pkts();
+    let link_pps = spec.rate_bytes_per_s.unwrap() / MSS as f64;
+    let mut sim = Sim::new(cc, spec);
+    sim.record = true;
+    sim.run(secs(5.0));
+    let (d0, s0, l0, q0, c0) = (
+        sim.delivered_pkts,
+        sim.sent_pkts,
+        sim.queue_drops,
+        sim.queue_samples.len(),
+        sim.ce_marks,
+    );
+    sim.run(secs(25.0));
+    let util = (sim.delivered_pkts - d0) as f64 / (link_pps * 20.0);
+    let q = &sim.queue_samples[q0..];
+    let mean_q = q.iter().sum::<usize>() as f64 / q.len().max(1) as f64 / bdp;
+    let loss = (sim.queue_drops - l0) as f64 / (sim.sent_pkts - s0) as f64;
+    let mut states: Vec<&'static str> = sim.states.iter().map(|&(_, s)| s).collect();
+    states.sort_unstable();
+    states.dedup();
+    (util, mean_q, loss, sim.ce_marks - c0, states)
+}
+
+#[test]
+fn bbr3_fills_the_link_and_cycles_through_probe_bw_phases() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 2 * 67);
+    let (util, mean_q, loss, _, states) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("bbr3: utilization {util:.3}, mean queue {mean_q:.2} BDP, loss {loss:.4}, states {states:?}");
+    assert!(util >= 0.90);
+    assert!(mean_q <= 1.0);
+    for phase in [
+        "probe_bw_down",
+        "probe_bw_cruise",
+        "probe_bw_refill",
+        "probe_bw_up",
+        "probe_rtt",
+    ] {
+        assert!(states.contains(&phase), "never in {phase}");
+    }
+}
+
+/// A shallow buffer (0.25 BDP): BBRv1 ignores loss and keeps probing into
+/// it; BBRv3 learns inflight_hi from the 2 % loss threshold and loses far
+/// less while still using the link.
+#[test]
+fn bbr3_bounds_inflight_on_loss_where_bbr1_does_not() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 17);
+    let (u1, _, loss1, _, _) = steady(bbr(10), spec.clone());
+    let (u3, _, loss3, _, _) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("shallow buffer: bbr1 utilization {u1:.3} loss {loss1:.4}; bbr3 utilization {u3:.3} loss {loss3:.4}");
+    assert!(u3 >= 0.80);
+    assert!(loss3 < 0.5 * loss1, "bbr3 loss {loss3} vs bbr1 {loss1}");
+}
+
+/// ECN (CE above a 10-packet queue): BBRv3 cuts inflight on marked rounds
+/// and keeps the queue near the marking threshold; BBRv1 ignores marks.
+#[test]
+fn bbr3_reacts_to_ecn_marks() {
+    let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
+    spec.ecn_mark_above_pkts = Some(10);
+    let (u1, q1, _, ce1, _) = steady(bbr(10), spec.clone());
+    let (u3, q3, _, ce3, _) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("ecn: bbr1 utilization {u1:.3} queue {q1:.3} BDP marks {ce1}; bbr3 utilization {u3:.3} queue {q3:.3} BDP marks {ce3}");
+    assert!(u3 >= 0.85);
+    assert!(ce3 < ce1, "bbr3 {ce3} marks vs bbr1 {ce1}");
+}
+
+/// BBRv3 ProbeRTT (§4.3.4): every 5 s without a lower RTT, cwnd drops to
+/// half a BDP (not 4 packets) for at least 200 ms.
+#[test]
+fn bbr3_probe_rtt_every_five_seconds_at_half_a_bdp() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 400);
+    let bdp = spec.bdp_pkts();
+    let mut sim = Sim::new(cc::Bbr3::new(&config(Some(10))), spec);
+    let mut entries = Vec::new();
+    let mut max_cwnd_in = 0;
+    let mut in_probe = false;
+    sim.run_until(secs(12.0), |s| {
+        let now_in = s.cc.bbr_state() == cc::bbr3::Bbr3State::ProbeRtt;
+        if now_in && !in_probe {
+            entries.push(s.now);
+        }
+        if now_in {
+            max_cwnd_in = max_cwnd_in.max(s.cc.cwnd_pkts());
+        }
+        in_probe = now_in;
+    });
+    eprintln!("bbr3 probe_rtt entries {entries:?}, max cwnd inside {max_cwnd_in} (BDP {bdp:.0})");
+    assert!(entries.len() >= 2);
+    let gap = entries[1] - entries[0];
+    assert!(
+        gap >= Duration::from_secs(5) && gap < Duration::from_secs(6),
+        "{gap:?}"
+    );
+    assert!((max_cwnd_in as f64) <= 0.5 * bdp + 4.0);
+    assert!(max_cwnd_in > 4);
+}
+
+// ---------------------------------------------------------------------------
+// Several flows through one bottleneck: coupled subflows against a regular
+// flow (RFC 6356 §2 goal 2: a multipath connection takes no more than one
+// single-path flow would on a shared bottleneck).
+
+mod shared {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, VecDeque};
+    use std::time::Duration;
+
+    use mpdccp_proto::cc::{
+        AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, RttEstimator,
+        SentPacket,
+    };
+    use mpdccp_proto::{Instant, PathId};
+
+    use super::{InFlight, MSS};
+
+    pub struct Flow {
+        pub cc: Box<dyn CongestionController>,
+        /// Flows with the same group are subflows of one connection and see
+        /// each other in the coupled view.
+        pub group: usize,
+        pub prop_rtt: Duration,
+        rtt: RttEstimator,
+        rate: DeliveryRateEstimator,
+        in_flight: VecDeque<InFlight>,
+        next_seq: u64,
+        next_send_at: Instant,
+        last_progress: Instant,
+        lost_total: u64,
+        pub delivered: u64,
+    }
+
+    impl Flow {
+        pub fn new(cc: Box<dyn CongestionController>, group: usize, prop_rtt: Duration) -> Self {
+            Flow {
+                cc,
+                group,
+                prop_rtt,
+                rtt: RttEstimator::new(
+                    Duration::from_secs(1),
+                    Duration::from_millis(200),
+                    Duration::from_secs(60),
+                ),
+                rate: DeliveryRateEstimator::new(),
+                in_flight: VecDeque::new(),
+                next_seq: 0,
+                next_send_at: Instant::ZERO,
+                last_progress: Instant::ZERO,
+                lost_total: 0,
+                delivered: 0,
+            }
+        }
+        fn can_send(&self, now: Instant) -> bool {
+            (self.in_flight.len() as u32) < self.cc.cwnd_pkts()
+                && (self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now)
+        }
+        fn snapshot(&self, id: usize) -> CcSnapshot {
+            self.cc
+                .snapshot(PathId(id as u32), self.rtt.srtt().unwrap_or_default(), true)
+        }
+    }
+
+    pub struct Shared {
+        pub flows: Vec<Flow>,
+        rate_bytes_per_s: f64,
+        buffer_pkts: usize,
+        queue: VecDeque<Instant>,
+        link_free_at: Instant,
+        /// (arrival, tie-break, flow, seq)
+        acks: BinaryHeap<Reverse<(Instant, u64, usize, u64)>>,
+        tie: u64,
+        pub now: Instant,
+    }
+
+    impl Shared {
+        pub fn new(flows: Vec<Flow>, mbps: f64, buffer_pkts: usize) -> Self {
+            Shared {
+                flows,
+                rate_bytes_per_s: mbps * 1e6 / 8.0,
+                buffer_pkts,
+                queue: VecDeque::new(),
+                link_free_at: Instant::ZERO,
+                acks: BinaryHeap::new(),
+                tie: 0,
+                now: Instant::ZERO,
+            }
+        }
+
+        fn view(&self, group: usize) -> Vec<CcSnapshot> {
+            self.flows
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.group == group)
+                .map(|(i, f)| f.snapshot(i))
+                .collect()
+        }
+
+        fn send(&mut self, i: usize) {
+            let now = self.now;
+            let f = &mut self.flows[i];
+            let in_flight = f.in_flight.len() as u32;
+            let seq = f.next_seq;
+            f.next_seq += 1;
+            let rate = f.rate.on_packet_sent(now, MSS, in_flight);
+            f.in_flight.push_back(InFlight {
+                seq,
+                rate,
+                sent: now,
+            });
+            f.cc.on_packet_sent(
+                now,
+                &SentPacket {
+                    seq,
+                    bytes: MSS,
+                    in_flight_pkts: in_flight + 1,
+                    app_limited: false,
+                },
+            );
+            if let Some(r) = f.cc.pacing_rate_bytes_per_s() {
+                let gap = MSS as f64 / r as f64;
+                let quantum = f.cc.send_quantum_pkts().max(1) as f64;
+                let earliest = now - Duration::from_secs_f64(quantum * gap);
+                f.next_send_at = f.next_send_at.max(earliest) + Duration::from_secs_f64(gap);
+            }
+            let prop = f.prop_rtt;
+            while self.queue.front().is_some_and(|&d| d <= now) {
+                self.queue.pop_front();
+            }
+            if self.queue.len() >= self.buffer_pkts {
+                return;
+            }
+            let d = now.max(self.link_free_at)
+                + Duration::from_secs_f64(MSS as f64 / self.rate_bytes_per_s);
+            self.link_free_at = d;
+            self.queue.push_back(d);
+            self.tie += 1;
+            self.acks.push(Reverse((d + prop, self.tie, i, seq)));
+        }
+
+        fn ack(&mut self, i: usize, seq: u64) {
+            let now = self.now;
+            let group = self.flows[i].group;
+            let view = self.view(group);
+            let f = &mut self.flows[i];
+            let Ok(idx) = f.in_flight.binary_search_by_key(&seq, |p| p.seq) else {
+                return;
+            };
+            let p = f.in_flight.remove(idx).unwrap();
+            let prior = f.in_flight.len() as u32 + 1;
+            f.last_progress = now;
+            let sample = now - p.sent;
+            f.rtt.on_sample(sample);
+            f.rate.on_packet_delivered(now, &p.rate);
+            f.delivered += 1;
+            let mut lost = 0;
+            let mut newest = None;
+            while f.in_flight.front().is_some_and(|l| l.seq + 3 <= seq) {
+                let l = f.in_flight.pop_front().unwrap();
+                newest = Some(l.sent);
+                lost += 1;
+            }
+            f.lost_total += lost as u64;
+            let rs = f.rate.take_sample(f.rtt.min_rtt());
+            let ev = AckEvent {
+                acked_pkts: 1,
+                acked_bytes: MSS as u64,
+                prior_in_flight_pkts: prior,
+                in_flight_pkts: f.in_flight.len() as u32,
+                rtt: Some(sample),
+                srtt: f.rtt.srtt().unwrap_or(sample),
+                min_rtt: f.rtt.min_rtt().unwrap_or(sample),
+                rate: rs,
+                delivered_pkts: f.rate.delivered_pkts(),
+                lost_pkts_total: f.lost_total,
+                largest_acked_sent_time: p.sent,
+            };
+            // One view for the ack and the losses it reveals, as conn does.
+            f.cc.on_ack(now, &ev, &view);
+            if let Some(t) = newest {
+                let loss = LossEvent {
+                    lost_pkts: lost,
+                    lost_bytes: lost as u64 * MSS as u64,
+                    in_flight_pkts: f.in_flight.len() as u32,
+                    largest_lost_sent_time: t,
+                    delivered_pkts: f.rate.delivered_pkts(),
+                };
+                f.cc.on_loss(now, &loss, &view);
+            }
+        }
+
+        pub fn run(&mut self, end: Instant) {
+            while self.now < end {
+                for i in 0..self.flows.len() {
+                    while self.flows[i].can_send(self.now) {
+                        self.send(i);
+                    }
+                }
+                let mut next = end;
+                if let Some(Reverse((t, ..))) = self.acks.peek() {
+                    next = next.min(*t);
+                }
+                for f in &self.flows {
+                    if (f.in_flight.len() as u32) < f.cc.cwnd_pkts() {
+                        next = next.min(f.next_send_at.max(self.now));
+                    }
+                    if !f.in_flight.is_empty() {
+                        next = next.min(f.last_progress + f.rtt.rto());
+                    }
+                }
+                if next <= self.now
+                    && self
+                        .acks
+                        .peek()
+                        .is_none_or(|Reverse((t, ..))| *t > self.now)
+                {
+                    next = self.now + Duration::from_micros(1);
+                }
+                self.now = next.max(self.now);
+                while let Some(&Reverse((t, _, i, seq))) = self.acks.peek() {
+                    if t > self.now {
+                        break;
+                    }
+                    self.acks.pop();
+                    self.ack(i, seq);
+                }
+                for f in &mut self.flows {
+                    if !f.in_flight.is_empty() && f.last_progress + f.rtt.rto() <= self.now {
+                        f.lost_total += f.in_flight.len() as u64;
+                        f.in_flight.clear();
+                        f.cc.on_rto(self.now);
+                        f.last_progress = self.now;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Share of the bottleneck taken by group 0 (two subflows of `name`) against
+/// one single-path `single` flow, over 20–80 s.
+fn two_subflows_vs_one(name: &str, single: &str, mbps: f64, rtt_ms: u64, buffer: usize) -> f64 {
+    use shared::{Flow, Shared};
+    let rtt = Duration::from_millis(rtt_ms);
+    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let flows = vec![
+        Flow::new(mk(name), 0, rtt),
+        Flow::new(mk(name), 0, rtt),
+        Flow::new(mk(single), 1, rtt),
+    ];
+    let mut net = Shared::new(flows, mbps, buffer);
+    net.run(secs(20.0));
+    let before: Vec<u64> = net.flows.iter().map(|f| f.delivered).collect();
+    net.run(secs(80.0));
+    let d: Vec<f64> = net
+        .flows
+        .iter()
+        .zip(&before)
+        .map(|(f, b)| (f.delivered - b) as f64)
+        .collect();
+    (d[0] + d[1]) / (d[0] + d[1] + d[2])
+}
+
+/// RFC 6356 §2 goals: two coupled subflows sharing a bottleneck with one
+/// regular flow take about half of it (uncoupled subflows take two thirds).
+#[test]
+fn coupled_subflows_take_one_flows_share_of_a_shared_bottleneck() {
+    let uncoupled = two_subflows_vs_one("reno", "reno", 20.0, 40, 67);
+    eprintln!("shared bottleneck: 2 uncoupled reno subflows take {uncoupled:.3}");
+    assert!(uncoupled > 0.6);
+    for name in ["lia", "olia", "balia"] {
+        let share = two_subflows_vs_one(name, "reno", 20.0, 40, 67);
+        eprintln!("shared bottleneck: 2 {name} subflows vs 1 reno take {share:.3}");
+        assert!((0.40..=0.60).contains(&share), "{name}: {share}");
+    }
+    // Large BDP (100 Mbit/s × 40 ms = 333 packets ≥ the 100-packet
+    // threshold): Coupled CUBIC against one CUBIC flow.
+    let uncoupled = two_subflows_vs_one("cubic", "cubic", 100.0, 40, 333);
+    let share = two_subflows_vs_one("coupled-cubic", "cubic", 100.0, 40, 333);
+    eprintln!("shared bottleneck: 2 cubic subflows take {uncoupled:.3}, 2 coupled-cubic subflows take {share:.3}");
+    assert!(share < uncoupled - 0.05);
+    assert!((0.35..=0.62).contains(&share), "coupled-cubic: {share}");
+}
+
+/// ACK aggregation (acks arrive in 10 ms bursts, a quarter of the RTT):
+/// both BBRs still fill the link (cwnd gain 2 plus the extra_acked headroom).
+#[test]
+fn bbr_keeps_the_link_full_under_ack_aggregation() {
+    let mut spec = LinkSpec::bottleneck(20.0, 40, 2 * 67);
+    spec.ack_batch = Some(Duration::from_millis(10));
+    for (name, (util, mean_q, _, _, _)) in [
+        ("ccid5", steady(bbr(10), spec.clone())),
+        (
+            "bbr3",
+            steady(cc::Bbr3::new(&config(Some(10))), spec.clone()),
+        ),
+    ] {
+        eprintln!("ack aggregation: {name} utilization {util:.3}, mean queue {mean_q:.2} BDP");
+        assert!(util >= 0.90, "{name}");
+    }
+}
+
+/// A flow that starts late on the driver's clock behaves as one starting at
+/// zero: no filter "expires" before it has a sample.
+#[test]
+fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
+    let spec = LinkSpec::bottleneck(20.0, 40, 134);
+    let start = Duration::from_secs(1000);
+    for name in ["ccid5", "bbr3"] {
+        let mut sim = Sim::new(
+            Boxed(cc::build(name, &config(Some(10))).unwrap()),
+            spec.clone(),
+        );
+        sim.now = Instant::ZERO + start;
+        sim.next_send_at = sim.now;
+        sim.last_progress = sim.now;
+        sim.link_free_at = sim.now;
+        sim.record = true;
+        sim.run(Instant::ZERO + start + Duration::from_secs(3));
+        let states: Vec<&str> = sim.states.iter().map(|&(_, s)| s).collect();
+        eprintln!("{name} starting at {start:?}: {states:?}");
+        assert!(!states.contains(&"probe_rtt"), "{name}: {states:?}");
+        assert!(
+            states.iter().any(|s| s.starts_with("probe_bw")),
+            "{name}: {states:?}"
+        );
     }
 }

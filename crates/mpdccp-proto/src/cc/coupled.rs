@@ -4,14 +4,17 @@
 //! 2016) and Coupled CUBIC (Lee, Kim, Kwon, Han, CSSE 45(1), 2023).
 //!
 //! Each path's controller reads the connection's [`CoupledView`]: the
-//! [`CcSnapshot`] of every path *including its own* (taken before the event).
-//! A controller finds its own entry by its window numbers; if the view lacks
-//! it (a transport that passes `&[]`), the controller adds itself. Only
+//! [`CcSnapshot`] of every path *including its own* (possibly taken before
+//! an earlier event of the same datagram). A controller recognises its own
+//! entry by the [`PathId`] it was last asked to snapshot under (else by its
+//! window numbers) and uses its current state there; if the view lacks it (a
+//! transport that passes `&[]`), the controller adds itself. Only
 //! established paths with an RTT sample are coupled. With one such path each
 //! controller reduces exactly to its single-path parent (Reno for LIA, OLIA
 //! and BALIA, CUBIC for Coupled CUBIC), bit for bit: the coupled formula is
 //! mathematically the parent's there, and is skipped to avoid rounding.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use super::aimd::Aimd;
@@ -75,12 +78,17 @@ pub fn virtual_reno_window(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
 fn coupled_set(
     view: CoupledView<'_>,
     own: CoupledPath,
+    own_path: Option<PathId>,
     matches: impl Fn(&CcSnapshot) -> bool,
 ) -> (Vec<CoupledPath>, usize) {
     let mut set = Vec::with_capacity(view.len() + 1);
     let mut own_idx = None;
     for snap in view {
-        if own_idx.is_none() && matches(snap) {
+        let is_own = match own_path {
+            Some(id) => snap.path == id,
+            None => matches(snap),
+        };
+        if own_idx.is_none() && is_own {
             own_idx = Some(set.len());
             set.push(own);
             continue;
@@ -135,6 +143,9 @@ pub struct CoupledReno {
     l1_pkts: f64,
     l2_pkts: f64,
     srtt: Duration,
+    /// The path id this controller's snapshots carry (learnt from
+    /// `snapshot`), to find itself in the view.
+    own_path: Cell<Option<PathId>>,
 }
 
 impl CoupledReno {
@@ -155,6 +166,7 @@ impl CoupledReno {
             l1_pkts: 0.0,
             l2_pkts: 0.0,
             srtt: Duration::ZERO,
+            own_path: Cell::new(None),
         }
     }
 
@@ -169,7 +181,7 @@ impl CoupledReno {
 
     fn set(&self, view: CoupledView<'_>, rtt_s: f64) -> (Vec<CoupledPath>, usize) {
         let (cwnd, l1, l2) = (self.window.cwnd, self.l1_pkts, self.l2_pkts);
-        coupled_set(view, self.own(rtt_s), |s| {
+        coupled_set(view, self.own(rtt_s), self.own_path.get(), |s| {
             s.cwnd_pkts == cwnd && s.olia_l1_pkts == l1 && s.olia_l2_pkts == l2
         })
     }
@@ -316,6 +328,7 @@ impl CongestionController for CoupledReno {
     }
 
     fn snapshot(&self, path: PathId, srtt: Duration, established: bool) -> CcSnapshot {
+        self.own_path.set(Some(path));
         CcSnapshot {
             path,
             cwnd_pkts: self.window.cwnd,
@@ -353,6 +366,7 @@ pub struct CoupledCubic {
     cubic_mode: bool,
     pacing: bool,
     mss_bytes: u32,
+    own_path: Cell<Option<PathId>>,
 }
 
 impl CoupledCubic {
@@ -364,6 +378,7 @@ impl CoupledCubic {
             cubic_mode: true,
             pacing: config.pacing,
             mss_bytes: config.mss_bytes.max(1),
+            own_path: Cell::new(None),
         }
     }
 
@@ -400,7 +415,7 @@ impl CoupledCubic {
             l2_pkts: 0.0,
         };
         let (cwnd, vreno) = (self.window(), self.virtual_reno_cwnd_pkts());
-        coupled_set(view, own, |s| {
+        coupled_set(view, own, self.own_path.get(), |s| {
             s.cwnd_pkts == cwnd && s.virtual_reno_cwnd_pkts == vreno
         })
     }
@@ -516,6 +531,7 @@ impl CongestionController for CoupledCubic {
     }
 
     fn snapshot(&self, path: PathId, srtt: Duration, established: bool) -> CcSnapshot {
+        self.own_path.set(Some(path));
         CcSnapshot {
             path,
             cwnd_pkts: self.window(),

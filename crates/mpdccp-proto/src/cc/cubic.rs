@@ -1,8 +1,8 @@
 //! CUBIC (RFC 9438) with HyStart++ (RFC 9406), in packets.
 //!
-//! The window core ([`CubicCore`]) is shared with Coupled CUBIC, which scales
-//! its congestion-avoidance increase by a coupling factor; plain CUBIC uses a
-//! factor of exactly 1.
+//! The window core is shared with Coupled CUBIC, which scales the window it
+//! uses by its coupling factor, or replaces congestion avoidance by LIA's
+//! increase on small-BDP paths; plain CUBIC uses neither.
 
 use std::time::Duration;
 
