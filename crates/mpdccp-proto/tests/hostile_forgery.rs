@@ -809,3 +809,85 @@ fn refused_forged_request_does_not_poison_the_path_id() {
     );
     assert_eq!(open_paths(&h, Side::Server), 3, "{:?}", h.server_events);
 }
+
+/// The client's side of MP_JOIN: an on-path attacker intercepts each join
+/// Request and answers with a Response carrying a forged MP_HMAC (random,
+/// missing, or the genuine one of path 1's join). The client rejects the
+/// Response every time (`join_bad_hmac`, Reset Option Error), the path
+/// never opens, and the established paths carry on.
+#[test]
+fn forged_join_response_is_rejected_by_the_client_every_time() {
+    let (mut h, _inbox) = session(18);
+    let genuine_resp_hmac = h
+        .wire
+        .iter()
+        .filter(|w| w.path == PathId(1) && w.from == Side::Server)
+        .find_map(|w| Segment::parse(&w.bytes, None).unwrap().mp.hmac)
+        .unwrap();
+    // Intercept (and drop) everything the client sends on the attacker's path.
+    let taken: Inbox = Rc::default();
+    let sink = taken.clone();
+    h.tamper = Some(Box::new(move |from, path, bytes| {
+        if from == Side::Client && path == PathId(ATTACK_PATH as u32) {
+            sink.borrow_mut().push(bytes.clone());
+            return false;
+        }
+        true
+    }));
+    let mut rng = ChaCha8Rng::seed_from_u64(0x4E5);
+    let c0 = h.client.stats();
+    let ev0 = h.client_events.len();
+    for k in 0..ROUNDS {
+        taken.borrow_mut().clear();
+        h.open_path(ATTACK_PATH);
+        h.drive_for(Duration::from_millis(1));
+        let req = {
+            let t = taken.borrow();
+            let s = Segment::parse(t.first().expect("join Request sent"), None).unwrap();
+            assert_eq!(s.ptype, PacketType::Request, "round {k}");
+            (s.seq, s.mp.join.expect("MP_JOIN"))
+        };
+        let mut resp = Segment::new(PacketType::Response, rng.gen::<u64>() & SEQ_MASK);
+        resp.ack = Some(req.0);
+        resp.service_code = SERVICE_CODE;
+        resp.mp.join = Some(MpJoin {
+            addr_id: rng.gen(),
+            token: h.client.local_ci(),
+            nonce: rng.gen(),
+        });
+        resp.mp.hmac = match k % 3 {
+            0 => Some(rng.gen()),
+            1 => None,
+            _ => Some(genuine_resp_hmac),
+        };
+        inject(
+            &mut h,
+            Side::Client,
+            ATTACK_PATH,
+            &emit(&resp, ATTACK_PATH, Side::Server),
+        );
+        h.drive_for(Duration::from_millis(1));
+        assert_eq!(
+            h.client.stats().join_bad_hmac - c0.join_bad_hmac,
+            u64::from(k) + 1,
+            "round {k} rejected"
+        );
+        // The client tells the (fake) server with Reset (Option Error).
+        let t = taken.borrow();
+        let reset = t
+            .iter()
+            .filter_map(|b| Segment::parse(b, None).ok())
+            .find(|s| s.ptype == PacketType::Reset);
+        assert_eq!(reset.map(|s| s.reset_code), Some(ResetCode::OptionError));
+    }
+    let evs = &h.client_events[ev0..];
+    assert!(
+        !evs.iter()
+            .any(|e| *e == Event::PathEstablished(PathId(ATTACK_PATH as u32))),
+        "{evs:?}"
+    );
+    assert_eq!(open_paths(&h, Side::Client), 2);
+    assert!(h.client.is_established());
+    h.tamper = None;
+    assert_delivers(&mut h, 50, 0xA8);
+}
