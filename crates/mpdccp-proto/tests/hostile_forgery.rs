@@ -882,8 +882,7 @@ fn forged_join_response_is_rejected_by_the_client_every_time() {
     }
     let evs = &h.client_events[ev0..];
     assert!(
-        !evs.iter()
-            .any(|e| *e == Event::PathEstablished(PathId(ATTACK_PATH as u32))),
+        !evs.contains(&Event::PathEstablished(PathId(ATTACK_PATH as u32))),
         "{evs:?}"
     );
     assert_eq!(open_paths(&h, Side::Client), 2);
