@@ -252,3 +252,62 @@ fn ccid2_detects_loss_from_the_ack_vector_and_halves_cwnd() {
     );
     assert_eq!(ssthresh, Some(after.max(2)), "ssthresh = halved cwnd");
 }
+
+/// Fraction of back-to-back (same-instant) departures among the client's
+/// data packets in a bulk transfer with controller `cc`.
+fn burstiness(cc: &str) -> (f64, usize) {
+    use mpdccp_proto::ConnectionConfig;
+    let conf = ConnectionConfig {
+        cc: cc.into(),
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(20),
+            rate_bps: Some(10_000_000),
+            buffer_bytes: 200_000,
+            ..Default::default()
+        }],
+        client: conf.clone(),
+        server: conf,
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(200));
+    for _ in 0..2000 {
+        let now = h.now;
+        // Keep the queue full: the controller, not the source, sets the pace.
+        while h.client.send_queue_len() < 50 {
+            h.client.send(now, &[0u8; 1000]).unwrap();
+        }
+        h.drive_for(Duration::from_millis(1));
+    }
+    let times: Vec<Instant> = h
+        .wire
+        .iter()
+        .filter(|w| {
+            w.from == Side::Client
+                && w.time > Instant::from_millis(1200)
+                && inspect::packet_type(&w.bytes) == Some(PacketType::DataAck)
+        })
+        .map(|w| w.time)
+        .collect();
+    let same = times.windows(2).filter(|w| w[0] == w[1]).count();
+    (same as f64 / times.len().max(1) as f64, times.len())
+}
+
+#[test]
+fn a_pacing_controller_spreads_departures() {
+    let (paced, n_paced) = burstiness("ccid5");
+    let (unpaced, n_unpaced) = burstiness("ccid2");
+    assert!(n_paced > 500 && n_unpaced > 500, "{n_paced} {n_unpaced}");
+    assert!(
+        paced < 0.05,
+        "ccid5 (paced): {paced:.3} of departures back to back"
+    );
+    assert!(
+        unpaced > 0.3,
+        "ccid2 (window only): {unpaced:.3} back to back"
+    );
+}

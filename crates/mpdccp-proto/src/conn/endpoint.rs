@@ -6,6 +6,7 @@
 //! a flood of Requests cannot exhaust memory.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 
 use super::codec::{PacketType, ResetCode, Segment};
 use super::{Connection, ConnectionConfig, Event, Role, Transmit};
@@ -120,6 +121,29 @@ impl<K: Ord + Clone> Endpoint<K> {
         remote: K,
         data: &[u8],
     ) -> Option<ConnectionHandle> {
+        self.handle_datagram_from(now, remote, None, data)
+    }
+
+    /// As [`Endpoint::handle_datagram`], with the (local, remote) socket
+    /// addresses the datagram travelled between: a path created by it takes
+    /// them for its checksums' pseudo-header (the client verifies them).
+    pub fn handle_datagram_from(
+        &mut self,
+        now: Instant,
+        remote: K,
+        addrs: Option<(SocketAddr, SocketAddr)>,
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let h = self.dispatch(now, remote.clone(), data)?;
+        if let (Some((l, r)), Some(&(_, pid))) = (addrs, self.routes.get(&remote)) {
+            if let Some(slot) = self.conns.get_mut(&h) {
+                slot.conn.set_path_addresses(pid, Some(l), Some(r));
+            }
+        }
+        Some(h)
+    }
+
+    fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
             if let Some(slot) = self.conns.get_mut(&h) {
                 slot.conn.handle_datagram(now, pid, data);

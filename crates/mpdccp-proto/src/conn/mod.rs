@@ -393,6 +393,8 @@ pub struct Connection {
     rx_states: Vec<PathReceiveState>,
     sched_out: Vec<PathId>,
     rr_next: usize,
+    /// Latest `now` seen on any input (timers in the past are not re-armed).
+    last_now: Instant,
 }
 
 impl std::fmt::Debug for Connection {
@@ -484,6 +486,7 @@ impl Connection {
             rx_states: Vec::new(),
             sched_out: Vec::new(),
             rr_next: 0,
+            last_now: Instant::ZERO,
         })
     }
 
@@ -703,6 +706,7 @@ impl Connection {
 
     /// Processes one received DCCP packet (a UDP payload under RFC 6773).
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
+        self.last_now = self.last_now.max(now);
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += data.len() as u64;
         let mut idx = self.idx(path);
@@ -766,6 +770,7 @@ impl Connection {
 
     /// Processes timers; call when [`Connection::poll_timeout`] is reached.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
         for i in 0..self.paths.len() {
             self.subflow_timers(now, i);
         }
@@ -782,6 +787,7 @@ impl Connection {
 
     /// The next packet to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.last_now = self.last_now.max(now);
         if self.state == ConnState::Closed && self.paths.iter().all(|p| !p.has_pending_reset()) {
             return None;
         }
@@ -828,9 +834,14 @@ impl Connection {
             if sf.pend.prio.is_some() {
                 upd(sf.pend.prio_retx_at);
             }
+            // The pacer's next release matters only while data waits, the
+            // window has room and the release is still in the future
+            // (a past one is already sendable: no timer needed).
             if (backlog || !sf.queue.is_empty())
                 && sf.cc.pacing_rate_bytes_per_s().is_some()
                 && sf.is_open()
+                && sf.cwnd_room()
+                && sf.next_send_at > self.last_now
             {
                 upd(Some(sf.next_send_at));
             }
@@ -1450,7 +1461,9 @@ impl Connection {
         let m = &seg.mp;
         if let Some(r) = m.rtt {
             let age = Duration::from_millis(r.age_ms as u64);
-            if age < Duration::from_secs(10) {
+            // Raw and smoothed reports stand in for our own estimate until
+            // we have one; min/max reports are not an RTT estimate.
+            if matches!(r.kind, 0 | 3) && age < Duration::from_secs(10) {
                 self.paths[i].peer_rtt = Some(Duration::from_millis(r.rtt_ms as u64));
             }
         }
@@ -2065,11 +2078,28 @@ impl Connection {
                     .last_mp_rtt_sent
                     .is_none_or(|t| now - t >= self.config.mp_rtt_interval);
                 if let (true, Some(srtt)) = (due, sf.rtt.srtt()) {
+                    // RFC 9897 §3.2.7: cycle raw (with its age), min and
+                    // smoothed RTT reports.
                     sf.last_mp_rtt_sent = Some(now);
+                    let kind = sf.mp_rtt_next_kind;
+                    sf.mp_rtt_next_kind = match kind {
+                        0 => 1,
+                        1 => 3,
+                        _ => 0,
+                    };
+                    let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
+                    let (rtt, age) = match kind {
+                        0 => (
+                            sf.rtt.latest().unwrap_or(srtt),
+                            sf.last_rtt_sample_at.map_or(Duration::ZERO, |t| now - t),
+                        ),
+                        1 => (sf.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
+                        _ => (srtt, Duration::ZERO),
+                    };
                     s.mp.rtt = Some(codec::MpRtt {
-                        kind: 3,
-                        rtt_ms: srtt.as_millis().min(u32::MAX as u128) as u32,
-                        age_ms: 0,
+                        kind,
+                        rtt_ms: ms(rtt),
+                        age_ms: ms(age),
                     });
                 }
             }

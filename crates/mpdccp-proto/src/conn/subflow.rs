@@ -114,6 +114,11 @@ pub(crate) struct Subflow {
     pub next_send_at: Instant,
     pub lost_total: u64,
     pub loss_rate: f64,
+    /// Latest delivery-rate sample not limited by the application.
+    pub delivery_rate: Option<u64>,
+    pub last_rtt_sample_at: Option<Instant>,
+    /// MP_RTT type to report next (cycles raw, min, smoothed).
+    pub mp_rtt_next_kind: u8,
 
     // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
     pub retx_at: Option<Instant>,
@@ -204,6 +209,9 @@ impl Subflow {
             next_send_at: Instant::ZERO,
             lost_total: 0,
             loss_rate: 0.0,
+            delivery_rate: None,
+            last_rtt_sample_at: None,
+            mp_rtt_next_kind: 0,
             retx_at: None,
             retx_tries: 0,
             retx_interval: conf.handshake_rto,
@@ -378,6 +386,7 @@ impl Subflow {
         }
         if let Some(r) = rtt_sample {
             self.rtt.on_sample(r);
+            self.last_rtt_sample_at = Some(now);
         }
         let recovered = if acked_pkts > 0 {
             self.recover()
@@ -386,6 +395,13 @@ impl Subflow {
         };
         if acked_pkts > 0 {
             let sample = self.rate.take_sample(self.rtt.min_rtt());
+            if let Some(rs) = sample {
+                let r = rs.delivery_rate_bytes_per_s() as u64;
+                // App-limited samples may only raise the estimate.
+                if !rs.is_app_limited || self.delivery_rate.is_none_or(|d| r > d) {
+                    self.delivery_rate = Some(r);
+                }
+            }
             let ev = AckEvent {
                 acked_pkts,
                 acked_bytes,
@@ -559,7 +575,7 @@ impl Subflow {
             rttvar: self.rtt.rttvar(),
             owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
             pacing_rate_bytes_per_s: pacing,
-            delivery_rate_bytes_per_s: None,
+            delivery_rate_bytes_per_s: self.delivery_rate,
             loss_rate: self.loss_rate,
             cc_state: self.cc.state(),
             next_send_time: pacing.map(|_| self.next_send_at),

@@ -299,7 +299,14 @@ impl Harness {
         }
     }
 
+    /// The next event strictly after `self.now` (a stale timer at or
+    /// before `now` was already served by `step_now`).
     fn next_event(&self) -> Option<Instant> {
+        self.next_event_raw()
+            .map(|t| t.max(self.now + Duration::from_nanos(1)))
+    }
+
+    fn next_event_raw(&self) -> Option<Instant> {
         let mut t = [self.client.poll_timeout(), self.server.poll_timeout()]
             .into_iter()
             .flatten()
@@ -345,9 +352,12 @@ impl Harness {
             for side in [Side::Client, Side::Server] {
                 let now = self.now;
                 let c = self.conn(side);
-                if c.poll_timeout().is_some_and(|t| t <= now) {
+                let before = c.poll_timeout();
+                if before.is_some_and(|t| t <= now) {
                     c.handle_timeout(now);
-                    progress = true;
+                    // A timer that neither fired anything nor moved is not
+                    // progress (guards against spinning on a stale timer).
+                    progress |= c.poll_timeout() != before;
                 }
             }
             for side in [Side::Client, Side::Server] {
