@@ -436,9 +436,14 @@ impl EpNet {
             let mut progress = false;
             while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
                 let seg = t.segment_size.unwrap_or(t.size).max(1);
+                let (c, s) = Harness::path_addrs(t.path.0 as usize);
                 for d in self.buf[..t.size].chunks(seg) {
-                    self.ep
-                        .handle_datagram(now, CLIENT_KEY + u64::from(t.path.0), d);
+                    self.ep.handle_datagram_from(
+                        now,
+                        CLIENT_KEY + u64::from(t.path.0),
+                        Some((s, c)),
+                        d,
+                    );
                 }
                 progress = true;
             }
@@ -518,7 +523,9 @@ proptest! {
         let mut net = EpNet::new(cfg.clone(), seed);
         for p in 0..2 {
             let now = net.now;
-            net.client.add_path(now, PathId(p), PathConfig::default()).unwrap();
+            let (c, s) = Harness::path_addrs(p as usize);
+            let cfg = PathConfig { local: Some(c), remote: Some(s), ..Default::default() };
+            net.client.add_path(now, PathId(p), cfg).unwrap();
             net.run_for(Duration::from_millis(50));
         }
         prop_assert!(net.client.is_established());
@@ -537,8 +544,12 @@ proptest! {
                     known_uncounted(net.ep.connection(h).unwrap(), p.0 as usize, &bytes)
                 });
             let before = net.ep.connection(h).map(|c| rejections(&c.stats()));
+            // The addresses the datagram claims: the spoofed client's path,
+            // or an attacker address on path `inj.path`'s server side.
+            let (c, s) = Harness::path_addrs(if *key >= 10 { (key - 10) as usize } else { inj.path });
+            let c = if *key >= 10 { c } else { SocketAddr::new(IpAddr::from([198, 18, 0, *key as u8]), 4242) };
             let now = net.now;
-            net.ep.handle_datagram(now, remote, &bytes);
+            net.ep.handle_datagram_from(now, remote, Some((s, c)), &bytes);
             if to_genuine {
                 let after = net.ep.connection(h).map(|c| rejections(&c.stats()));
                 prop_assert!(after > before || uncounted, "{inj:?} not counted");
