@@ -266,7 +266,7 @@ fn request_flood_does_not_lock_out_new_clients_forever() {
 /// connection's path table and the endpoint's routes must stay bounded,
 /// and a genuine join must still succeed afterwards.
 #[test]
-#[ignore = "BUG: each forged MP_JOIN Request from a new remote adds a route and a subflow that are never removed (endpoint.rs handle_datagram join branch, conn accept_request), and RESPOND joins never time out, so max_paths half-open joins refuse genuine joins (Reset 9) forever"]
+#[ignore = "BUG: each forged MP_JOIN Request from a new remote adds a route and a subflow that are never removed (endpoint.rs dispatch, MP_JOIN branch; conn accept_request), and RESPOND joins never time out, so max_paths half-open joins refuse genuine joins (Reset 9) forever"]
 fn join_flood_with_the_real_token_stays_bounded() {
     let mut net = EpNet::new(EndpointConfig::default());
     net.connect(1);
