@@ -139,6 +139,9 @@ pub struct ConnectionConfig {
     /// Verify DCCP checksums when the path's addresses are known.
     pub verify_checksums: bool,
     pub service_code: u32,
+    /// Data packets of equal size `poll_transmit` may batch for one path
+    /// (UDP GSO); 1 = one datagram per `Transmit`.
+    pub max_gso_segments: usize,
 }
 
 impl Default for ConnectionConfig {
@@ -170,6 +173,7 @@ impl Default for ConnectionConfig {
             initial_mp_seq: None,
             verify_checksums: true,
             service_code: SERVICE_CODE,
+            max_gso_segments: 1,
         }
     }
 }
@@ -395,6 +399,9 @@ pub struct Connection {
     rr_next: usize,
     /// Latest `now` seen on any input (timers in the past are not re-armed).
     last_now: Instant,
+    /// A datagram built for a GSO batch that did not match its segment size.
+    held: Option<(PathId, usize)>,
+    held_buf: Vec<u8>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -487,6 +494,8 @@ impl Connection {
             sched_out: Vec::new(),
             rr_next: 0,
             last_now: Instant::ZERO,
+            held: None,
+            held_buf: Vec::new(),
         })
     }
 
@@ -788,6 +797,19 @@ impl Connection {
     /// The next packet to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.last_now = self.last_now.max(now);
+        // A datagram set aside by the previous GSO batch goes first.
+        if let Some((path, n)) = self.held.take() {
+            if buf.len() >= n {
+                buf[..n].copy_from_slice(&self.held_buf[..n]);
+                return Some(Transmit {
+                    path,
+                    size: n,
+                    segment_size: None,
+                });
+            }
+            self.held = Some((path, n));
+            return None;
+        }
         if self.state == ConnState::Closed && self.paths.iter().all(|p| !p.has_pending_reset()) {
             return None;
         }
@@ -795,21 +817,53 @@ impl Connection {
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            if let Some(size) = self.emit_on(now, i, buf) {
-                self.rr_next = (i + 1) % n.max(1);
-                self.stats.tx_datagrams += 1;
-                self.stats.tx_bytes += size as u64;
-                let sf = &mut self.paths[i];
-                sf.stats.tx_pkts += 1;
-                sf.stats.tx_bytes += size as u64;
-                return Some(Transmit {
-                    path: sf.id,
-                    size,
-                    segment_size: None,
-                });
+            let Some(size) = self.emit_on(now, i, buf, false) else {
+                continue;
+            };
+            self.rr_next = (i + 1) % n.max(1);
+            self.count_tx(i, size);
+            let id = self.paths[i].id;
+            // GSO batch: more data packets of the same size for this path.
+            let mut total = size;
+            let mut segments = 1;
+            let mss = self.config.mss_bytes as usize;
+            while segments < self.config.max_gso_segments && buf.len() - total >= mss {
+                self.schedule(now);
+                let Some(m) = self.emit_on(now, i, &mut buf[total..], true) else {
+                    break;
+                };
+                self.count_tx(i, m);
+                if m == size {
+                    total += m;
+                    segments += 1;
+                } else if m < size {
+                    // The last segment may be shorter.
+                    total += m;
+                    segments += 1;
+                    break;
+                } else {
+                    // Larger: it goes out alone on the next call.
+                    self.held_buf.clear();
+                    self.held_buf.extend_from_slice(&buf[total..total + m]);
+                    self.held = Some((id, m));
+                    break;
+                }
             }
+            return Some(Transmit {
+                path: id,
+                size: total,
+                segment_size: (segments > 1).then_some(size),
+            });
         }
         None
+    }
+
+    fn count_tx(&mut self, i: usize, size: usize) {
+        self.stats.tx_datagrams += 1;
+        self.stats.tx_bytes += size as u64;
+        let sf = &mut self.paths[i];
+        sf.stats.tx_pkts += 1;
+        sf.stats.tx_bytes += size as u64;
     }
 
     /// When [`Connection::handle_timeout`] must be called next.
@@ -1849,11 +1903,30 @@ impl Connection {
     }
 
     /// Builds the next packet due on path `i`, if any.
-    fn emit_on(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
+    /// With `data_only`, only a data packet (for a GSO batch) is built.
+    fn emit_on(
+        &mut self,
+        now: Instant,
+        i: usize,
+        buf: &mut [u8],
+        data_only: bool,
+    ) -> Option<usize> {
         let mp_on = self.mp == Some(true);
         let keys = self.d_keys();
         let sf = &mut self.paths[i];
         let addrs = codec::path_ips(sf.cfg.local, sf.cfg.remote);
+        if data_only
+            && !(sf.state == SubState::Open
+                && sf.pend.reset.is_none()
+                && sf.pend.sync.is_none()
+                && sf.pend.syncack.is_none()
+                && !sf.failed
+                && !sf.queue.is_empty()
+                && sf.cwnd_room()
+                && sf.pacing_ok(now))
+        {
+            return None;
+        }
 
         // 1. Reset (refusals, closes, fast close).
         if let Some(code) = sf.pend.reset.take() {

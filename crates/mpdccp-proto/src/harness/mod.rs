@@ -136,6 +136,10 @@ pub struct Harness {
     pub record: bool,
     pub wire: Vec<WireRecord>,
     pub tamper: Option<Tamper>,
+    /// Transmits that carried several datagrams (GSO batches), and the
+    /// datagrams in them.
+    pub gso_batches: u64,
+    pub gso_segments: u64,
     /// [client→server, server→client] per path.
     links: Vec<[Link; 2]>,
     rng: ChaCha8Rng,
@@ -163,6 +167,8 @@ impl Harness {
             record: false,
             wire: Vec::new(),
             tamper: None,
+            gso_batches: 0,
+            gso_segments: 0,
             links,
             rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0x4841_524e),
             buf: vec![0u8; 65_536],
@@ -390,6 +396,10 @@ impl Harness {
             return false;
         };
         let seg = t.segment_size.unwrap_or(t.size).max(1);
+        if t.segment_size.is_some() {
+            self.gso_batches += 1;
+            self.gso_segments += t.size.div_ceil(seg) as u64;
+        }
         let mut off = 0;
         while off < t.size {
             let end = (off + seg).min(t.size);
