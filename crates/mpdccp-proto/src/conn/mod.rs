@@ -84,6 +84,12 @@ pub const SERVICE_CODE: u32 = 0x4D50_4443;
 /// tunnelled packet [`Connection::send`] accepts.
 pub const DATA_HEADER_MAX: usize = 136;
 
+/// Consistent implausible MP_SEQ packets that confirm a renumbering.
+const MP_SEQ_RESYNC_PKTS: u32 = 16;
+
+/// MP_SEQ this far behind the highest seen cannot come from a slow path.
+const MP_SEQ_MAX_LAG: u64 = 1 << 24;
+
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
 const ACKVEC_MAX_CELLS: usize = 48;
 
@@ -142,6 +148,14 @@ pub struct ConnectionConfig {
     /// Data packets of equal size `poll_transmit` may batch for one path
     /// (UDP GSO); 1 = one datagram per `Transmit`.
     pub max_gso_segments: usize,
+    /// A server subflow stuck in RESPOND (no Ack to its Response) is
+    /// dropped after this long (RFC 4340 §8.1.3 allows up to 4 MSL); bounds
+    /// half-open state under Request floods.
+    pub respond_timeout: Duration,
+    /// MP_SEQ more than this far ahead of the highest seen is implausible
+    /// (dropped and counted) unless a run of consistent packets confirms
+    /// the jump; keeps one forged MP_SEQ from pushing the reorderer ahead.
+    pub max_mp_seq_jump: u64,
 }
 
 impl Default for ConnectionConfig {
@@ -174,6 +188,8 @@ impl Default for ConnectionConfig {
             verify_checksums: true,
             service_code: SERVICE_CODE,
             max_gso_segments: 1,
+            respond_timeout: Duration::from_secs(30),
+            max_mp_seq_jump: 8192,
         }
     }
 }
@@ -339,6 +355,12 @@ pub struct ConnStats {
     pub handshake_timeouts: u64,
     /// Requests on a new path refused while the connection is closing.
     pub rx_request_refused: u64,
+    /// Data with an implausible MP_SEQ jump (dropped).
+    pub rx_mp_seq_implausible: u64,
+    /// MP_SEQ resynchronisations after a run of consistent jumps.
+    pub mp_seq_resyncs: u64,
+    /// Server subflows dropped after `respond_timeout` in RESPOND.
+    pub respond_timeouts: u64,
 }
 
 /// Meta-connection life cycle.
@@ -402,6 +424,10 @@ pub struct Connection {
     /// A datagram built for a GSO batch that did not match its segment size.
     held: Option<(PathId, usize)>,
     held_buf: Vec<u8>,
+    /// A far-ahead MP_SEQ and how many consistent ones followed it.
+    mp_jump_probe: Option<(u64, u32)>,
+    /// A subflow was ever created (a server closes when its only attempt died).
+    ever_had_path: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -496,6 +522,8 @@ impl Connection {
             last_now: Instant::ZERO,
             held: None,
             held_buf: Vec::new(),
+            mp_jump_probe: None,
+            ever_had_path: false,
         })
     }
 
@@ -706,10 +734,13 @@ impl Connection {
         remote: SocketAddr,
         data: &[u8],
     ) {
-        let known = self.idx(path).is_some();
         self.handle_datagram(now, path, data);
-        if !known {
-            self.set_path_addresses(path, Some(local), Some(remote));
+        // A path this datagram created (or re-created after a closed
+        // subflow) learns its addresses; configured ones are kept.
+        if let Some(i) = self.idx(path) {
+            let c = &mut self.paths[i].cfg;
+            c.local = c.local.or(Some(local));
+            c.remote = c.remote.or(Some(remote));
         }
     }
 
@@ -775,11 +806,13 @@ impl Connection {
             None => self.stats.rx_unknown_path += 1,
         }
         self.check_closed();
+        self.reap();
     }
 
     /// Processes timers; call when [`Connection::poll_timeout`] is reached.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
+        self.reap();
         for i in 0..self.paths.len() {
             self.subflow_timers(now, i);
         }
@@ -792,6 +825,7 @@ impl Connection {
             }
         }
         self.check_closed();
+        self.reap();
     }
 
     /// The next packet to send, written into `buf`.
@@ -999,6 +1033,7 @@ impl Connection {
     }
 
     fn insert_path(&mut self, sf: Subflow) -> usize {
+        self.ever_had_path = true;
         let pos = self.paths.partition_point(|p| p.id < sf.id);
         self.paths.insert(pos, sf);
         pos
@@ -1100,10 +1135,7 @@ impl Connection {
             }
             ConnState::Handshaking => {
                 // Every subflow attempt died before the connection opened.
-                if !self.paths.is_empty()
-                    && self.paths.iter().all(|p| p.state == SubState::Closed)
-                    && self.role == Role::Client
-                {
+                if self.ever_had_path && self.paths.iter().all(|p| p.state == SubState::Closed) {
                     self.close_reason
                         .get_or_insert_with(|| "handshake failed".into());
                     self.finish_close();
@@ -1119,6 +1151,26 @@ impl Connection {
             }
             ConnState::Closed => {}
         }
+    }
+
+    /// Forgets subflows that died before ever opening and owe nothing
+    /// (refused or timed-out handshakes): forged Requests leave no state.
+    fn reap(&mut self) {
+        let before = self.paths.len();
+        self.paths.retain(|p| {
+            !(p.state == SubState::Closed
+                && !p.announced
+                && p.pend.reset.is_none()
+                && p.queue.is_empty())
+        });
+        if self.paths.len() != before {
+            self.rr_next = 0;
+        }
+    }
+
+    /// True when a subflow with this id exists.
+    pub fn has_path(&self, id: PathId) -> bool {
+        self.idx(id).is_some()
     }
 
     fn finish_close(&mut self) {
@@ -1156,7 +1208,6 @@ impl Connection {
     // ---------------------------------------------------------------------
 
     fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
-        let _ = now;
         if matches!(self.state, ConnState::Closing | ConnState::Closed) {
             self.stats.rx_request_refused += 1;
             return;
@@ -1213,6 +1264,7 @@ impl Connection {
         } else {
             sf.state = SubState::Respond;
             sf.pend.response = true;
+            sf.retx_at = Some(now + self.config.respond_timeout);
             // RFC 4340 §6: features the client asked us to confirm.
             if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::SequenceWindow) {
                 sf.seq_window = sf.seq_window.max(f.value.clamp(32, 1 << 46));
@@ -1231,9 +1283,9 @@ impl Connection {
             {
                 sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
                 sf.pend.reset = Some(ResetCode::Closed);
-            } else if seg.ptype != PacketType::Reset && state == SubState::Closed {
-                self.stats.rx_unexpected += 1;
             }
+            // Nothing is expected on a closed subflow; count everything.
+            self.stats.rx_unexpected += 1;
             return;
         }
         if state == SubState::Request {
@@ -1644,6 +1696,32 @@ impl Connection {
             None => wire,
             Some(r) => unwrap48(r, wire),
         };
+        if let Some(r) = self.rx_mp_ref {
+            let jump = self.config.max_mp_seq_jump.max(1);
+            // Far ahead of the highest MP_SEQ seen, or absurdly far behind
+            // it (behind by less is just a slow path: the reorderer judges).
+            let implausible = seq > r.saturating_add(jump) || r - seq.min(r) > MP_SEQ_MAX_LAG;
+            if implausible {
+                // One forged or corrupt MP_SEQ must not drag the numbering
+                // away; a run of mutually consistent packets (a genuine
+                // renumbering, or a forged first reference) resynchronises.
+                let n = match self.mp_jump_probe {
+                    Some((p, n)) if p.abs_diff(seq) <= jump => n + 1,
+                    _ => 1,
+                };
+                if n < MP_SEQ_RESYNC_PKTS {
+                    self.mp_jump_probe = Some((seq, n));
+                    self.stats.rx_mp_seq_implausible += 1;
+                    return;
+                }
+                self.mp_jump_probe = None;
+                self.stats.mp_seq_resyncs += 1;
+                self.rx_mp_ref = Some(seq);
+                if let Ok(fresh) = reorder::build(&self.config.reorder) {
+                    self.reorder = fresh;
+                }
+            }
+        }
         self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
         let sf = &mut self.paths[i];
         sf.highest_mp_seq = Some(sf.highest_mp_seq.map_or(seq, |h| h.max(seq)));
@@ -1775,6 +1853,15 @@ impl Connection {
                     return;
                 }
                 SubState::PartOpen => sf.pend.handshake_ack = true,
+                SubState::Respond => {
+                    // RFC 4340 §8.1.3: give up on a handshake that never
+                    // completed (spoofed Requests hold no state for long).
+                    self.stats.respond_timeouts += 1;
+                    sf.state = SubState::Closed;
+                    sf.retx_at = None;
+                    sf.pend = Default::default();
+                    return;
+                }
                 SubState::Closing | SubState::CloseReq if sf.retx_tries >= max_tries => {
                     sf.state = SubState::Closed;
                     sf.retx_at = None;
