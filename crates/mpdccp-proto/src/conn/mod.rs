@@ -128,8 +128,12 @@ pub struct ConnectionConfig {
     pub handshake_rto: Duration,
     /// Transmissions of Request / PARTOPEN Ack / Close before giving up.
     pub max_handshake_tries: u32,
-    /// Consecutive RTOs before a path is reported failed.
+    /// Consecutive RTOs before a path is reported failed when it is the
+    /// only usable path.
     pub fail_after_rtos: u32,
+    /// As `fail_after_rtos` while another path is up: failing over early
+    /// costs little when traffic has somewhere to go (handover).
+    pub fail_after_rtos_with_backup: u32,
     /// Largest interval between probes of a failed path.
     pub max_probe_interval: Duration,
     /// Time in TIMEWAIT (RFC 4340 says 2 MSL; a tunnel uses much less).
@@ -179,6 +183,7 @@ impl Default for ConnectionConfig {
             handshake_rto: Duration::from_millis(500),
             max_handshake_tries: 7,
             fail_after_rtos: 3,
+            fail_after_rtos_with_backup: 1,
             max_probe_interval: Duration::from_secs(1),
             timewait: Duration::from_secs(1),
             mp_option_rto: Duration::from_millis(300),
@@ -1874,10 +1879,18 @@ impl Connection {
                 _ => {}
             }
         }
-        if sf.pipe > 0
-            && sf.rto_at.is_some_and(|t| t <= now)
-            && sf.on_rto(now, self.config.fail_after_rtos)
-        {
+        let id = sf.id;
+        let backup_up = self
+            .paths
+            .iter()
+            .any(|p| p.id != id && p.is_open() && !p.failed && p.priority != 0);
+        let fail_after = if backup_up {
+            self.config.fail_after_rtos_with_backup
+        } else {
+            self.config.fail_after_rtos
+        };
+        let sf = &mut self.paths[i];
+        if sf.pipe > 0 && sf.rto_at.is_some_and(|t| t <= now) && sf.on_rto(now, fail_after.max(1)) {
             {
                 let id = sf.id;
                 self.events.push_back(Event::PathFailed(id));
@@ -1938,6 +1951,13 @@ impl Connection {
             self.sched_out.clear();
             self.scheduler
                 .select(now, &meta, &self.views, &mut self.sched_out);
+            // A usable path that could not take this packet (window or pacer)
+            // has more demand than it carries: not application limited.
+            for (k, v) in self.views.iter().enumerate() {
+                if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&v.id) {
+                    self.paths[k].blocked_at = Some(now);
+                }
+            }
             // Keep only paths that can carry data and are not hopelessly backlogged.
             let paths = &self.paths;
             self.sched_out.retain(|id| {
@@ -2320,7 +2340,14 @@ impl Connection {
         if let Some((_, q)) = data {
             let bytes = q.data.len() as u32;
             if result.is_some() {
-                let app_limited = sf.queue.is_empty() && self.queue.len() == 0;
+                // Draft-cheng §3.4, per path: nothing waiting here or in the
+                // connection queue, window not full, and no packet diverted
+                // away from this path within the last round trip.
+                let rtt = sf.rtt.srtt().unwrap_or(self.config.initial_rto);
+                let app_limited = sf.queue.is_empty()
+                    && self.queue.len() == 0
+                    && sf.pipe + 1 < sf.cc.cwnd_pkts()
+                    && sf.blocked_at.is_none_or(|t| now - t > rtt);
                 sf.on_data_sent(now, seq, bytes, app_limited);
                 self.stats.tx_data_pkts += 1;
             } else {

@@ -117,6 +117,9 @@ pub(crate) struct Subflow {
     /// Latest delivery-rate sample not limited by the application.
     pub delivery_rate: Option<u64>,
     pub last_rtt_sample_at: Option<Instant>,
+    /// Last time the scheduler had to send elsewhere because this path was
+    /// blocked by its window or pacer.
+    pub blocked_at: Option<Instant>,
     /// MP_RTT type to report next (cycles raw, min, smoothed).
     pub mp_rtt_next_kind: u8,
 
@@ -215,6 +218,7 @@ impl Subflow {
             loss_rate: 0.0,
             delivery_rate: None,
             last_rtt_sample_at: None,
+            blocked_at: None,
             mp_rtt_next_kind: 0,
             retx_at: None,
             retx_tries: 0,
