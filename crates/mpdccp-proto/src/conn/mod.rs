@@ -1500,6 +1500,20 @@ impl Connection {
             SubState::PartOpen => {
                 self.mark_open(i);
             }
+            SubState::Open if seg.ptype == PacketType::Ack => {
+                // The peer repeats its third handshake packet (MP_HMAC of a
+                // join, or the MP_KEY echo): our OPEN-confirming Ack was
+                // lost and it is still in PARTOPEN (RFC 4340 §8.1.5).
+                let sf = &self.paths[i];
+                let repeat = (sf.join
+                    && seg.mp.hmac.is_some()
+                    && seg.mp.addaddr.is_none()
+                    && seg.mp.removeaddr.is_none())
+                    || seg.mp.key.is_some_and(|k| k.peer_key.is_some());
+                if repeat && !sf.initiator {
+                    self.paths[i].ack_now = true;
+                }
+            }
             _ => {}
         }
         // Options that matter in OPEN.
