@@ -447,3 +447,51 @@ fn cpf_fills_the_preferred_path_before_spilling_with_a_paced_controller() {
         q0 + q1
     );
 }
+
+#[test]
+fn ack_ratio_follows_half_the_window_and_is_confirmed() {
+    use mpdccp_proto::conn::codec::Segment;
+    use mpdccp_proto::wire::option::kind;
+    use mpdccp_proto::wire::FeatureNum;
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(10),
+            outages: vec![(Instant::from_millis(1000), Instant::from_millis(1600))],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    while h.now < Instant::from_millis(3000) {
+        let now = h.now;
+        h.client.send(now, &[5u8; 300]).unwrap();
+        h.drive_for(Duration::from_millis(2));
+    }
+    let feats = |from: Side, k: u8| -> Vec<(Instant, u64)> {
+        h.wire
+            .iter()
+            .filter(|w| w.from == from && !w.dropped)
+            .filter_map(|w| {
+                let s = Segment::parse(&w.bytes, None).ok()?;
+                s.feat(k, FeatureNum::AckRatio).map(|f| (w.time, f.value))
+            })
+            .collect()
+    };
+    let changes = feats(Side::Client, kind::CHANGE_L);
+    let confirms = feats(Side::Server, kind::CONFIRM_R);
+    // Default Ack Ratio 2 while cwnd >= 3, confirmed by the receiver.
+    assert!(changes.iter().any(|c| c.1 == 2), "{changes:?}");
+    assert!(confirms.iter().any(|c| c.1 == 2), "{confirms:?}");
+    // The outage collapses cwnd to 1: Ack Ratio must drop to ceil(1/2) = 1.
+    assert!(h.client.stats().rtos >= 1);
+    let after: Vec<_> = changes
+        .iter()
+        .filter(|c| c.0 >= Instant::from_millis(1000))
+        .collect();
+    assert!(after.iter().any(|c| c.1 == 1), "{after:?}");
+    assert!(confirms.iter().any(|c| c.1 == 1), "{confirms:?}");
+    // Never above ceil(cwnd/2) for the windows seen (cwnd >= 1): values 1 or 2.
+    assert!(changes.iter().all(|c| c.1 == 1 || c.1 == 2));
+}
