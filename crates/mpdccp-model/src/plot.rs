@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::results::{TimeSeries, TsKind};
+use crate::results::{TimeSeries, TsKind, TsRow};
 
 /// The family name plots use for the embedded font.
 const FONT: &str = "sans-serif";
@@ -65,73 +65,75 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// A per-row value of the time series drawn as one line.
+type Field = fn(&TsRow) -> Option<f64>;
+
+/// One per-run plot: file, caption suffix, y-axis label, and the lines, in
+/// legend order — each `(kind, label, field)` draws one line per flow or
+/// path of that kind (in `TimeSeries` order), labelled "`name label`".
+type PlotSpec = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(TsKind, &'static str, Field)],
+);
+
+/// The plots of [`plot_time_series`] (listed in the module doc).
+const RUN_PLOTS: &[PlotSpec] = &[
+    (
+        "latency.png",
+        "latency",
+        "delay (ms)",
+        &[
+            (TsKind::Flow, "OWD", |r| r.owd_ms),
+            (TsKind::Path, "RTT", |r| r.rtt_ms),
+        ],
+    ),
+    (
+        "throughput.png",
+        "throughput",
+        "Mbit/s",
+        &[
+            (TsKind::Path, "throughput", |r| Some(r.throughput_mbps)),
+            (TsKind::Flow, "goodput", |r| Some(r.throughput_mbps)),
+        ],
+    ),
+    (
+        "cwnd.png",
+        "congestion window",
+        "cwnd (packets)",
+        &[(TsKind::Path, "cwnd", |r| r.cwnd_pkts)],
+    ),
+    (
+        "queue.png",
+        "queueing delay",
+        "delay (ms)",
+        &[(TsKind::Path, "queueing delay", |r| r.queue_delay_ms)],
+    ),
+];
+
 /// Writes the per-run plots (see the module doc) into `dir`.
 pub fn plot_time_series(dir: &Path, title: &str, ts: &TimeSeries) -> io::Result<()> {
-    let flow = |name: &String, label: &str, f: fn(&crate::results::TsRow) -> Option<f64>| Series {
-        label: format!("{name} {label}"),
-        points: ts.series(TsKind::Flow, name, f),
-    };
-    let path = |name: &String, label: &str, f: fn(&crate::results::TsRow) -> Option<f64>| Series {
-        label: format!("{name} {label}"),
-        points: ts.series(TsKind::Path, name, f),
-    };
-    let mut latency: Vec<Series> = ts
-        .flows
-        .iter()
-        .map(|n| flow(n, "OWD", |r| r.owd_ms))
-        .collect();
-    latency.extend(ts.paths.iter().map(|n| path(n, "RTT", |r| r.rtt_ms)));
-    plot_lines(
-        &dir.join("latency.png"),
-        &format!("{title}: latency"),
-        "time (s)",
-        "delay (ms)",
-        &latency,
-    )?;
-
-    let mut tput: Vec<Series> = ts
-        .paths
-        .iter()
-        .map(|n| path(n, "throughput", |r| Some(r.throughput_mbps)))
-        .collect();
-    tput.extend(
-        ts.flows
-            .iter()
-            .map(|n| flow(n, "goodput", |r| Some(r.throughput_mbps))),
-    );
-    plot_lines(
-        &dir.join("throughput.png"),
-        &format!("{title}: throughput"),
-        "time (s)",
-        "Mbit/s",
-        &tput,
-    )?;
-
-    let cwnd: Vec<Series> = ts
-        .paths
-        .iter()
-        .map(|n| path(n, "cwnd", |r| r.cwnd_pkts))
-        .collect();
-    plot_lines(
-        &dir.join("cwnd.png"),
-        &format!("{title}: congestion window"),
-        "time (s)",
-        "cwnd (packets)",
-        &cwnd,
-    )?;
-
-    let queue: Vec<Series> = ts
-        .paths
-        .iter()
-        .map(|n| path(n, "queueing delay", |r| r.queue_delay_ms))
-        .collect();
-    plot_lines(
-        &dir.join("queue.png"),
-        &format!("{title}: queueing delay"),
-        "time (s)",
-        "delay (ms)",
-        &queue,
-    )?;
+    for &(file, caption, y_label, lines) in RUN_PLOTS {
+        let mut series = Vec::new();
+        for &(kind, label, field) in lines {
+            let names = match kind {
+                TsKind::Flow => &ts.flows,
+                TsKind::Path => &ts.paths,
+            };
+            series.extend(names.iter().map(|name| Series {
+                label: format!("{name} {label}"),
+                points: ts.series(kind, name, field),
+            }));
+        }
+        plot_lines(
+            &dir.join(file),
+            &format!("{title}: {caption}"),
+            "time (s)",
+            y_label,
+            &series,
+        )?;
+    }
     Ok(())
 }
 

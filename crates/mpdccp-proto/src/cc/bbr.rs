@@ -43,7 +43,7 @@ const FULL_BW_COUNT: u32 = 3;
 /// tcp_bbr.c pacing margin: pace 1 % below the estimate to avoid a queue.
 const PACING_MARGIN: f64 = 0.01;
 /// Initial window when none is configured (tcp_bbr.c `TCP_INIT_CWND`).
-const DEFAULT_IW_PKTS: u32 = 10;
+pub(crate) const DEFAULT_IW_PKTS: u32 = 10;
 /// ACK aggregation (tcp_bbr.c `bbr_update_ack_aggregation`): the extra
 /// window that lets a sender keep sending while acks arrive in bursts
 /// (Ack Ratio > 1, Wi-Fi/cellular aggregation) is the max excess of acked
@@ -128,6 +128,66 @@ impl WindowedMax {
     #[allow(dead_code)]
     pub fn reset(&mut self) {
         self.samples.clear();
+    }
+}
+
+// --- model arithmetic shared with BBRv3 (`bbr3.rs`) -----------------------
+
+/// Initial pacing rate, bytes/s: `gain × cwnd × mss / rtt` (draft §4.2.1
+/// BBRInitPacingRate; tcp_bbr.c `bbr_init_pacing_rate_from_rtt`).
+pub(crate) fn initial_pacing_rate(gain: f64, cwnd_pkts: u32, mss_bytes: f64, rtt: Duration) -> f64 {
+    let rtt = rtt.as_secs_f64().max(1e-6);
+    gain * f64::from(cwnd_pkts) * mss_bytes / rtt
+}
+
+/// BDP × gain in packets (draft §4.2.3.2 BBRInflight; BBRv3's
+/// BBRBDPMultiple); the default IW before any RTT sample.
+pub(crate) fn bdp_pkts(min_rtt: Option<Duration>, bw: f64, gain: f64, mss_bytes: f64) -> f64 {
+    match min_rtt {
+        None => f64::from(DEFAULT_IW_PKTS),
+        Some(rtt) => (bw * rtt.as_secs_f64() * gain / mss_bytes).ceil(),
+    }
+}
+
+/// The new pacing rate for `gain × bw`, paced `PACING_MARGIN` below the
+/// estimate, or `None` to keep the current one: before the pipe is known
+/// full the rate is never lowered, so a low early sample cannot throttle
+/// STARTUP (draft §4.2.1 BBRSetPacingRateWithGain).
+pub(crate) fn gained_pacing_rate(
+    current: f64,
+    bw: f64,
+    gain: f64,
+    full_bw_reached: bool,
+) -> Option<f64> {
+    if bw <= 0.0 || !bw.is_finite() {
+        return None;
+    }
+    let rate = gain * bw * (1.0 - PACING_MARGIN);
+    (full_bw_reached || rate > current).then_some(rate)
+}
+
+/// Pacing rate as reported to the transport: whole bytes/s, at least 1.
+pub(crate) fn reported_pacing_rate(pacing_rate: f64) -> u64 {
+    (pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1)
+}
+
+/// tcp_bbr.c `bbr_tso_segs_goal` / BBRv3 BBRSetSendQuantum: about
+/// 1 ms of data at the pacing rate, between 2 packets (1 below 1.2 Mbit/s)
+/// and 64 KB.
+pub(crate) fn send_quantum_pkts(pacing_rate: f64, mss_bytes: f64) -> u32 {
+    let min_segs = if pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
+    let bytes = (pacing_rate * 1e-3).min(65536.0);
+    let max_segs = ((65536.0 / mss_bytes) as u32).max(min_segs);
+    ((bytes / mss_bytes) as u32).clamp(min_segs, max_segs)
+}
+
+/// draft §4.2.3.6 BBRSaveCwnd: remember the window to restore after
+/// recovery or PROBE_RTT; while already in either, keep the larger one.
+pub(crate) fn saved_cwnd(prior_cwnd: u32, cwnd: u32, in_recovery_or_probe_rtt: bool) -> u32 {
+    if in_recovery_or_probe_rtt {
+        prior_cwnd.max(cwnd)
+    } else {
+        cwnd
     }
 }
 
@@ -292,16 +352,12 @@ impl Bbr {
     }
 
     fn init_pacing_rate(&mut self, rtt: Duration) {
-        let rtt = rtt.as_secs_f64().max(1e-6);
-        self.pacing_rate = HIGH_GAIN * self.cwnd as f64 * self.mss_bytes / rtt;
+        self.pacing_rate = initial_pacing_rate(HIGH_GAIN, self.cwnd, self.mss_bytes, rtt);
     }
 
     /// BDP × gain in packets (§4.2.3.2 BBRInflight); IW before any RTT.
     fn bdp_pkts(&self, bw: f64, gain: f64) -> f64 {
-        match self.min_rtt {
-            None => DEFAULT_IW_PKTS as f64,
-            Some(rtt) => (bw * rtt.as_secs_f64() * gain / self.mss_bytes).ceil(),
-        }
+        bdp_pkts(self.min_rtt, bw, gain, self.mss_bytes)
     }
 
     /// tcp_bbr.c `bbr_quantization_budget`: room for the send quanta in
@@ -322,11 +378,8 @@ impl Bbr {
 
     /// §4.2.3.6 BBRSaveCwnd.
     fn save_cwnd(&mut self) {
-        if !self.in_recovery && self.mode != BbrMode::ProbeRtt {
-            self.prior_cwnd = self.cwnd;
-        } else {
-            self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
-        }
+        let holding = self.in_recovery || self.mode == BbrMode::ProbeRtt;
+        self.prior_cwnd = saved_cwnd(self.prior_cwnd, self.cwnd, holding);
     }
 
     /// tcp_bbr.c `bbr_reset_probe_bw_mode`: enter PROBE_BW at a random
@@ -392,11 +445,7 @@ impl Bbr {
     /// §4.2.1 BBRSetPacingRateWithGain: never lower the rate before the pipe
     /// is known full (a low early sample must not throttle STARTUP).
     fn set_pacing_rate(&mut self, bw: f64, gain: f64) {
-        if bw <= 0.0 {
-            return;
-        }
-        let rate = gain * bw * (1.0 - PACING_MARGIN);
-        if self.full_bw_reached || rate > self.pacing_rate {
+        if let Some(rate) = gained_pacing_rate(self.pacing_rate, bw, gain, self.full_bw_reached) {
             self.pacing_rate = rate;
         }
     }
@@ -783,16 +832,13 @@ impl CongestionController for Bbr {
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
-        Some((self.pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1))
+        Some(reported_pacing_rate(self.pacing_rate))
     }
 
     /// tcp_bbr.c `bbr_tso_segs_goal`: about 1 ms of data at the pacing rate,
     /// between 2 packets (1 below 1.2 Mbit/s) and 64 KB.
     fn send_quantum_pkts(&self) -> u32 {
-        let min_segs = if self.pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
-        let bytes = (self.pacing_rate * 1e-3).min(65536.0);
-        let max_segs = ((65536.0 / self.mss_bytes) as u32).max(min_segs);
-        ((bytes / self.mss_bytes) as u32).clamp(min_segs, max_segs)
+        send_quantum_pkts(self.pacing_rate, self.mss_bytes)
     }
 
     fn state(&self) -> &'static str {
