@@ -191,6 +191,59 @@ pub(crate) fn saved_cwnd(prior_cwnd: u32, cwnd: u32, in_recovery_or_probe_rtt: b
     }
 }
 
+/// What the PROBE_RTT hold decided for one ack (see [`probe_rtt_hold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProbeRttStep {
+    /// Nothing to do yet.
+    Wait,
+    /// The flight reached the PROBE_RTT window: the hold began; the caller
+    /// starts a new round so "one round" is measured from here.
+    HoldStarted,
+    /// The hold is over: the caller exits PROBE_RTT.
+    Done,
+}
+
+/// The PROBE_RTT hold shared by BBRv1 and BBRv3 (draft §4.2.3.5 /
+/// draft-ietf-ccwg-bbr BBRHandleProbeRTT): once the flight is down to the
+/// PROBE_RTT window (`at_target`), hold for max(`PROBE_RTT_DURATION`, one
+/// round trip), then exit.
+pub(crate) fn probe_rtt_hold(
+    done_stamp: &mut Option<Instant>,
+    round_done: &mut bool,
+    now: Instant,
+    at_target: bool,
+    round_start: bool,
+) -> ProbeRttStep {
+    match *done_stamp {
+        None if at_target => {
+            *done_stamp = Some(now + PROBE_RTT_DURATION);
+            *round_done = false;
+            ProbeRttStep::HoldStarted
+        }
+        Some(done) => {
+            if round_start {
+                *round_done = true;
+            }
+            if *round_done && now > done {
+                ProbeRttStep::Done
+            } else {
+                ProbeRttStep::Wait
+            }
+        }
+        None => ProbeRttStep::Wait,
+    }
+}
+
+/// Restarting from idle inside PROBE_RTT (tcp_bbr.c `bbr_check_probe_rtt_done`
+/// from CA_EVENT_TX_START): true when the hold has already run its course.
+pub(crate) fn probe_rtt_hold_over(
+    done_stamp: Option<Instant>,
+    round_done: bool,
+    now: Instant,
+) -> bool {
+    done_stamp.is_some_and(|done| round_done && now > done)
+}
+
 #[derive(Clone, Debug, Default)]
 struct LongTermBw {
     sampling: bool,
@@ -608,22 +661,17 @@ impl Bbr {
             self.probe_rtt_done_stamp = None;
         }
         if self.mode == BbrMode::ProbeRtt {
-            match self.probe_rtt_done_stamp {
-                None if ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS => {
-                    // Hold for max(200 ms, one round).
-                    self.probe_rtt_done_stamp = Some(now + PROBE_RTT_DURATION);
-                    self.probe_rtt_round_done = false;
-                    self.next_round_delivered = self.delivered;
-                }
-                Some(done) => {
-                    if self.round_start {
-                        self.probe_rtt_round_done = true;
-                    }
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
-                None => {}
+            // Hold for max(200 ms, one round).
+            match probe_rtt_hold(
+                &mut self.probe_rtt_done_stamp,
+                &mut self.probe_rtt_round_done,
+                now,
+                ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS,
+                self.round_start,
+            ) {
+                ProbeRttStep::HoldStarted => self.next_round_delivered = self.delivered,
+                ProbeRttStep::Done => self.exit_probe_rtt(now),
+                ProbeRttStep::Wait => {}
             }
         }
         if ack.acked_pkts > 0 {
@@ -723,12 +771,10 @@ impl CongestionController for Bbr {
                 // §4.2.1: pace at the estimated rate, not the probe gain.
                 let bw = self.bw_bytes_per_s();
                 self.set_pacing_rate(bw, 1.0);
-            } else if self.mode == BbrMode::ProbeRtt {
-                if let Some(done) = self.probe_rtt_done_stamp {
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
+            } else if self.mode == BbrMode::ProbeRtt
+                && probe_rtt_hold_over(self.probe_rtt_done_stamp, self.probe_rtt_round_done, now)
+            {
+                self.exit_probe_rtt(now);
             }
         }
         self.last_app_limited = pkt.app_limited;

@@ -20,8 +20,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::bbr::{
-    bdp_pkts, gained_pacing_rate, initial_pacing_rate, reported_pacing_rate, saved_cwnd,
-    send_quantum_pkts, WindowedMax, DEFAULT_IW_PKTS,
+    bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
+    reported_pacing_rate, saved_cwnd, send_quantum_pkts, ProbeRttStep, WindowedMax,
+    DEFAULT_IW_PKTS,
 };
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
@@ -587,21 +588,17 @@ impl Bbr3 {
             self.start_round();
         }
         if self.state == Bbr3State::ProbeRtt {
-            match self.probe_rtt_done_stamp {
-                None if ack.in_flight_pkts as f64 <= self.probe_rtt_cwnd() => {
-                    self.probe_rtt_done_stamp = Some(now + PROBE_RTT_DURATION);
-                    self.probe_rtt_round_done = false;
-                    self.start_round();
-                }
-                Some(done) => {
-                    if self.round_start {
-                        self.probe_rtt_round_done = true;
-                    }
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
-                None => {}
+            let at_target = ack.in_flight_pkts as f64 <= self.probe_rtt_cwnd();
+            match probe_rtt_hold(
+                &mut self.probe_rtt_done_stamp,
+                &mut self.probe_rtt_round_done,
+                now,
+                at_target,
+                self.round_start,
+            ) {
+                ProbeRttStep::HoldStarted => self.start_round(),
+                ProbeRttStep::Done => self.exit_probe_rtt(now),
+                ProbeRttStep::Wait => {}
             }
         }
         if ack.acked_pkts > 0 {
@@ -700,12 +697,10 @@ impl CongestionController for Bbr3 {
             self.idle_restart = true;
             if self.state.is_probe_bw() {
                 self.set_pacing_rate(1.0);
-            } else if self.state == Bbr3State::ProbeRtt {
-                if let Some(done) = self.probe_rtt_done_stamp {
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
+            } else if self.state == Bbr3State::ProbeRtt
+                && probe_rtt_hold_over(self.probe_rtt_done_stamp, self.probe_rtt_round_done, now)
+            {
+                self.exit_probe_rtt(now);
             }
         }
         self.last_app_limited = pkt.app_limited;
