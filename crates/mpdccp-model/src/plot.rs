@@ -15,6 +15,7 @@ use std::io;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
@@ -137,6 +138,20 @@ pub fn plot_time_series(dir: &Path, title: &str, ts: &TimeSeries) -> io::Result<
     Ok(())
 }
 
+/// The frame every plot shares: title, margin and axis-label areas.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'static, DB> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, (FONT, 22).into_font())
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65);
+    builder
+}
+
 /// A line plot of several series on shared axes (y from 0), with a legend.
 /// Empty series still get a legend entry; an all-empty plot gets unit axes.
 pub fn plot_lines(
@@ -164,11 +179,7 @@ pub fn plot_lines(
 
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FONT, 22).into_font())
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+    let mut chart = frame(&root, title)
         .build_cartesian_2d(x_min..x_max, 0.0..y_max)
         .map_err(plot_err)?;
     chart
@@ -233,11 +244,7 @@ pub fn plot_bars(
     let n = bars.len().max(1);
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FONT, 22).into_font())
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+    let mut chart = frame(&root, title)
         .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
         .map_err(plot_err)?;
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
