@@ -124,11 +124,6 @@ impl WindowedMax {
     pub fn max(&self) -> f64 {
         self.samples.front().map_or(0.0, |&(_, v)| v)
     }
-
-    #[allow(dead_code)]
-    pub fn reset(&mut self) {
-        self.samples.clear();
-    }
 }
 
 // --- model arithmetic shared with BBRv3 (`bbr3.rs`) -----------------------
