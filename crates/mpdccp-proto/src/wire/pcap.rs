@@ -115,14 +115,8 @@ impl<W: Write> PcapWriter<W> {
         let addrs = match (src, dst) {
             (IpAddr::V4(_), IpAddr::V4(_)) => (src, dst),
             (s, d) => (
-                IpAddr::V6(match s {
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                    IpAddr::V6(a) => a,
-                }),
-                IpAddr::V6(match d {
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                    IpAddr::V6(a) => a,
-                }),
+                IpAddr::V6(checksum::as_ipv6(s)),
+                IpAddr::V6(checksum::as_ipv6(d)),
             ),
         };
         if let Ok(mut p) = Packet::new_checked(&mut pkt[ip_len..]) {
