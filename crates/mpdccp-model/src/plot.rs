@@ -15,10 +15,11 @@ use std::io;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::results::{TimeSeries, TsKind};
+use crate::results::{TimeSeries, TsKind, TsRow};
 
 /// The family name plots use for the embedded font.
 const FONT: &str = "sans-serif";
@@ -65,74 +66,90 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// A per-row value of the time series drawn as one line.
+type Field = fn(&TsRow) -> Option<f64>;
+
+/// One per-run plot: file, caption suffix, y-axis label, and the lines, in
+/// legend order — each `(kind, label, field)` draws one line per flow or
+/// path of that kind (in `TimeSeries` order), labelled "`name label`".
+type PlotSpec = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(TsKind, &'static str, Field)],
+);
+
+/// The plots of [`plot_time_series`] (listed in the module doc).
+const RUN_PLOTS: &[PlotSpec] = &[
+    (
+        "latency.png",
+        "latency",
+        "delay (ms)",
+        &[
+            (TsKind::Flow, "OWD", |r| r.owd_ms),
+            (TsKind::Path, "RTT", |r| r.rtt_ms),
+        ],
+    ),
+    (
+        "throughput.png",
+        "throughput",
+        "Mbit/s",
+        &[
+            (TsKind::Path, "throughput", |r| Some(r.throughput_mbps)),
+            (TsKind::Flow, "goodput", |r| Some(r.throughput_mbps)),
+        ],
+    ),
+    (
+        "cwnd.png",
+        "congestion window",
+        "cwnd (packets)",
+        &[(TsKind::Path, "cwnd", |r| r.cwnd_pkts)],
+    ),
+    (
+        "queue.png",
+        "queueing delay",
+        "delay (ms)",
+        &[(TsKind::Path, "queueing delay", |r| r.queue_delay_ms)],
+    ),
+];
+
 /// Writes the per-run plots (see the module doc) into `dir`.
 pub fn plot_time_series(dir: &Path, title: &str, ts: &TimeSeries) -> io::Result<()> {
-    let flow = |name: &String, label: &str, f: fn(&crate::results::TsRow) -> Option<f64>| Series {
-        label: format!("{name} {label}"),
-        points: ts.series(TsKind::Flow, name, f),
-    };
-    let path = |name: &String, label: &str, f: fn(&crate::results::TsRow) -> Option<f64>| Series {
-        label: format!("{name} {label}"),
-        points: ts.series(TsKind::Path, name, f),
-    };
-    let mut latency: Vec<Series> = ts
-        .flows
-        .iter()
-        .map(|n| flow(n, "OWD", |r| r.owd_ms))
-        .collect();
-    latency.extend(ts.paths.iter().map(|n| path(n, "RTT", |r| r.rtt_ms)));
-    plot_lines(
-        &dir.join("latency.png"),
-        &format!("{title}: latency"),
-        "time (s)",
-        "delay (ms)",
-        &latency,
-    )?;
-
-    let mut tput: Vec<Series> = ts
-        .paths
-        .iter()
-        .map(|n| path(n, "throughput", |r| Some(r.throughput_mbps)))
-        .collect();
-    tput.extend(
-        ts.flows
-            .iter()
-            .map(|n| flow(n, "goodput", |r| Some(r.throughput_mbps))),
-    );
-    plot_lines(
-        &dir.join("throughput.png"),
-        &format!("{title}: throughput"),
-        "time (s)",
-        "Mbit/s",
-        &tput,
-    )?;
-
-    let cwnd: Vec<Series> = ts
-        .paths
-        .iter()
-        .map(|n| path(n, "cwnd", |r| r.cwnd_pkts))
-        .collect();
-    plot_lines(
-        &dir.join("cwnd.png"),
-        &format!("{title}: congestion window"),
-        "time (s)",
-        "cwnd (packets)",
-        &cwnd,
-    )?;
-
-    let queue: Vec<Series> = ts
-        .paths
-        .iter()
-        .map(|n| path(n, "queueing delay", |r| r.queue_delay_ms))
-        .collect();
-    plot_lines(
-        &dir.join("queue.png"),
-        &format!("{title}: queueing delay"),
-        "time (s)",
-        "delay (ms)",
-        &queue,
-    )?;
+    for &(file, caption, y_label, lines) in RUN_PLOTS {
+        let mut series = Vec::new();
+        for &(kind, label, field) in lines {
+            let names = match kind {
+                TsKind::Flow => &ts.flows,
+                TsKind::Path => &ts.paths,
+            };
+            series.extend(names.iter().map(|name| Series {
+                label: format!("{name} {label}"),
+                points: ts.series(kind, name, field),
+            }));
+        }
+        plot_lines(
+            &dir.join(file),
+            &format!("{title}: {caption}"),
+            "time (s)",
+            y_label,
+            &series,
+        )?;
+    }
     Ok(())
+}
+
+/// The frame every plot shares: title, margin and axis-label areas.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'static, DB> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, (FONT, 22).into_font())
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65);
+    builder
 }
 
 /// A line plot of several series on shared axes (y from 0), with a legend.
@@ -162,11 +179,7 @@ pub fn plot_lines(
 
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FONT, 22).into_font())
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+    let mut chart = frame(&root, title)
         .build_cartesian_2d(x_min..x_max, 0.0..y_max)
         .map_err(plot_err)?;
     chart
@@ -231,11 +244,7 @@ pub fn plot_bars(
     let n = bars.len().max(1);
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FONT, 22).into_font())
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+    let mut chart = frame(&root, title)
         .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
         .map_err(plot_err)?;
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();

@@ -168,6 +168,23 @@ fn unknown_names_are_rejected_with_the_list() {
     let err = cc::build("vegas", &CcConfig::default()).unwrap_err();
     let msg = err.to_string();
     assert!(msg.starts_with("unknown congestion control `vegas` (expected one of ccid2"));
+    // The list names every controller users may configure, each of which
+    // builds and reports that name (`bbr` is the alias of `ccid5`).
+    let list: Vec<&str> = msg
+        .split_once("(expected one of ")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .expect("a parenthesised list")
+        .split(", ")
+        .collect();
+    for name in cc::CC_NAMES {
+        assert!(list.contains(name), "`{name}` missing from {list:?}");
+        let c = cc::build(name, &CcConfig::default()).expect("listed names build");
+        assert_eq!(c.name(), *name);
+    }
+    assert_eq!(
+        cc::build("bbr", &CcConfig::default()).unwrap().name(),
+        "ccid5"
+    );
 }
 
 /// RFC 3168 §6.1.2 / RFC 4341 §5: a CE mark is a congestion signal like a

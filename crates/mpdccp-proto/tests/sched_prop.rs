@@ -1,8 +1,10 @@
 //! Property test: every scheduler, fed arbitrary (even absurd) path views,
-//! never panics and only ever picks paths it may use.
+//! never panics and only ever picks paths it may use (usable, with room,
+//! and never a standby path while a better one is usable).
 
 use std::time::Duration;
 
+use mpdccp_proto::path::priority;
 use mpdccp_proto::sched::{self, PacketMeta, SchedulerConfig, SCHEDULER_NAMES};
 use mpdccp_proto::{Instant, PathId, PathState, PathView};
 use proptest::prelude::*;
@@ -92,11 +94,19 @@ proptest! {
             if name != "redundant" {
                 prop_assert!(out.len() <= 1);
             }
+            // RFC 9897 MP_PRIO 1 = standby: only while nothing better is usable.
+            let better_usable = paths
+                .iter()
+                .any(|p| p.is_usable() && p.priority > priority::STANDBY);
             for id in &out {
                 let p = paths.iter().find(|p| p.id == *id);
                 prop_assert!(p.is_some(), "{} picked unknown {:?}", name, id);
                 let p = p.unwrap();
                 prop_assert!(p.is_usable(), "{} picked unusable {:?}", name, p);
+                prop_assert!(
+                    !better_usable || p.priority > priority::STANDBY,
+                    "{} picked standby {:?} while a better path was usable", name, p
+                );
                 if name != "otias" {
                     // Only OTIAS queues onto a full path by design.
                     prop_assert!(p.can_send(now), "{} picked a full path {:?}", name, p);

@@ -78,14 +78,7 @@ impl Aimd {
     /// True (and remembers `now`) if a loss of a packet sent at
     /// `largest_lost_sent_time` starts a new congestion event.
     pub fn new_congestion_event(&mut self, now: Instant, largest_lost_sent_time: Instant) -> bool {
-        if self
-            .recovery_start
-            .is_some_and(|start| largest_lost_sent_time <= start)
-        {
-            return false;
-        }
-        self.recovery_start = Some(now);
-        true
+        super::starts_congestion_event(&mut self.recovery_start, now, largest_lost_sent_time)
     }
 
     /// Multiplies the window by `factor` (0.5 for Reno, RFC 5681 §3.1 eq. 4)

@@ -43,7 +43,7 @@ const FULL_BW_COUNT: u32 = 3;
 /// tcp_bbr.c pacing margin: pace 1 % below the estimate to avoid a queue.
 const PACING_MARGIN: f64 = 0.01;
 /// Initial window when none is configured (tcp_bbr.c `TCP_INIT_CWND`).
-const DEFAULT_IW_PKTS: u32 = 10;
+pub(crate) const DEFAULT_IW_PKTS: u32 = 10;
 /// ACK aggregation (tcp_bbr.c `bbr_update_ack_aggregation`): the extra
 /// window that lets a sender keep sending while acks arrive in bursts
 /// (Ack Ratio > 1, Wi-Fi/cellular aggregation) is the max excess of acked
@@ -124,11 +124,119 @@ impl WindowedMax {
     pub fn max(&self) -> f64 {
         self.samples.front().map_or(0.0, |&(_, v)| v)
     }
+}
 
-    #[allow(dead_code)]
-    pub fn reset(&mut self) {
-        self.samples.clear();
+// --- model arithmetic shared with BBRv3 (`bbr3.rs`) -----------------------
+
+/// Initial pacing rate, bytes/s: `gain × cwnd × mss / rtt` (draft §4.2.1
+/// BBRInitPacingRate; tcp_bbr.c `bbr_init_pacing_rate_from_rtt`).
+pub(crate) fn initial_pacing_rate(gain: f64, cwnd_pkts: u32, mss_bytes: f64, rtt: Duration) -> f64 {
+    let rtt = rtt.as_secs_f64().max(1e-6);
+    gain * f64::from(cwnd_pkts) * mss_bytes / rtt
+}
+
+/// BDP × gain in packets (draft §4.2.3.2 BBRInflight; BBRv3's
+/// BBRBDPMultiple); the default IW before any RTT sample.
+pub(crate) fn bdp_pkts(min_rtt: Option<Duration>, bw: f64, gain: f64, mss_bytes: f64) -> f64 {
+    match min_rtt {
+        None => f64::from(DEFAULT_IW_PKTS),
+        Some(rtt) => (bw * rtt.as_secs_f64() * gain / mss_bytes).ceil(),
     }
+}
+
+/// The new pacing rate for `gain × bw`, paced `PACING_MARGIN` below the
+/// estimate, or `None` to keep the current one: before the pipe is known
+/// full the rate is never lowered, so a low early sample cannot throttle
+/// STARTUP (draft §4.2.1 BBRSetPacingRateWithGain).
+pub(crate) fn gained_pacing_rate(
+    current: f64,
+    bw: f64,
+    gain: f64,
+    full_bw_reached: bool,
+) -> Option<f64> {
+    if bw <= 0.0 || !bw.is_finite() {
+        return None;
+    }
+    let rate = gain * bw * (1.0 - PACING_MARGIN);
+    (full_bw_reached || rate > current).then_some(rate)
+}
+
+/// Pacing rate as reported to the transport: whole bytes/s, at least 1.
+pub(crate) fn reported_pacing_rate(pacing_rate: f64) -> u64 {
+    (pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1)
+}
+
+/// tcp_bbr.c `bbr_tso_segs_goal` / BBRv3 BBRSetSendQuantum: about
+/// 1 ms of data at the pacing rate, between 2 packets (1 below 1.2 Mbit/s)
+/// and 64 KB.
+pub(crate) fn send_quantum_pkts(pacing_rate: f64, mss_bytes: f64) -> u32 {
+    let min_segs = if pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
+    let bytes = (pacing_rate * 1e-3).min(65536.0);
+    let max_segs = ((65536.0 / mss_bytes) as u32).max(min_segs);
+    ((bytes / mss_bytes) as u32).clamp(min_segs, max_segs)
+}
+
+/// draft §4.2.3.6 BBRSaveCwnd: remember the window to restore after
+/// recovery or PROBE_RTT; while already in either, keep the larger one.
+pub(crate) fn saved_cwnd(prior_cwnd: u32, cwnd: u32, in_recovery_or_probe_rtt: bool) -> u32 {
+    if in_recovery_or_probe_rtt {
+        prior_cwnd.max(cwnd)
+    } else {
+        cwnd
+    }
+}
+
+/// What the PROBE_RTT hold decided for one ack (see [`probe_rtt_hold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProbeRttStep {
+    /// Nothing to do yet.
+    Wait,
+    /// The flight reached the PROBE_RTT window: the hold began; the caller
+    /// starts a new round so "one round" is measured from here.
+    HoldStarted,
+    /// The hold is over: the caller exits PROBE_RTT.
+    Done,
+}
+
+/// The PROBE_RTT hold shared by BBRv1 and BBRv3 (draft §4.2.3.5 /
+/// draft-ietf-ccwg-bbr BBRHandleProbeRTT): once the flight is down to the
+/// PROBE_RTT window (`at_target`), hold for max(`PROBE_RTT_DURATION`, one
+/// round trip), then exit.
+pub(crate) fn probe_rtt_hold(
+    done_stamp: &mut Option<Instant>,
+    round_done: &mut bool,
+    now: Instant,
+    at_target: bool,
+    round_start: bool,
+) -> ProbeRttStep {
+    match *done_stamp {
+        None if at_target => {
+            *done_stamp = Some(now + PROBE_RTT_DURATION);
+            *round_done = false;
+            ProbeRttStep::HoldStarted
+        }
+        Some(done) => {
+            if round_start {
+                *round_done = true;
+            }
+            if *round_done && now > done {
+                ProbeRttStep::Done
+            } else {
+                ProbeRttStep::Wait
+            }
+        }
+        None => ProbeRttStep::Wait,
+    }
+}
+
+/// Restarting from idle inside PROBE_RTT (tcp_bbr.c `bbr_check_probe_rtt_done`
+/// from CA_EVENT_TX_START): true when the hold has already run its course.
+pub(crate) fn probe_rtt_hold_over(
+    done_stamp: Option<Instant>,
+    round_done: bool,
+    now: Instant,
+) -> bool {
+    done_stamp.is_some_and(|done| round_done && now > done)
 }
 
 #[derive(Clone, Debug, Default)]
@@ -292,16 +400,12 @@ impl Bbr {
     }
 
     fn init_pacing_rate(&mut self, rtt: Duration) {
-        let rtt = rtt.as_secs_f64().max(1e-6);
-        self.pacing_rate = HIGH_GAIN * self.cwnd as f64 * self.mss_bytes / rtt;
+        self.pacing_rate = initial_pacing_rate(HIGH_GAIN, self.cwnd, self.mss_bytes, rtt);
     }
 
     /// BDP × gain in packets (§4.2.3.2 BBRInflight); IW before any RTT.
     fn bdp_pkts(&self, bw: f64, gain: f64) -> f64 {
-        match self.min_rtt {
-            None => DEFAULT_IW_PKTS as f64,
-            Some(rtt) => (bw * rtt.as_secs_f64() * gain / self.mss_bytes).ceil(),
-        }
+        bdp_pkts(self.min_rtt, bw, gain, self.mss_bytes)
     }
 
     /// tcp_bbr.c `bbr_quantization_budget`: room for the send quanta in
@@ -322,11 +426,8 @@ impl Bbr {
 
     /// §4.2.3.6 BBRSaveCwnd.
     fn save_cwnd(&mut self) {
-        if !self.in_recovery && self.mode != BbrMode::ProbeRtt {
-            self.prior_cwnd = self.cwnd;
-        } else {
-            self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
-        }
+        let holding = self.in_recovery || self.mode == BbrMode::ProbeRtt;
+        self.prior_cwnd = saved_cwnd(self.prior_cwnd, self.cwnd, holding);
     }
 
     /// tcp_bbr.c `bbr_reset_probe_bw_mode`: enter PROBE_BW at a random
@@ -392,11 +493,7 @@ impl Bbr {
     /// §4.2.1 BBRSetPacingRateWithGain: never lower the rate before the pipe
     /// is known full (a low early sample must not throttle STARTUP).
     fn set_pacing_rate(&mut self, bw: f64, gain: f64) {
-        if bw <= 0.0 {
-            return;
-        }
-        let rate = gain * bw * (1.0 - PACING_MARGIN);
-        if self.full_bw_reached || rate > self.pacing_rate {
+        if let Some(rate) = gained_pacing_rate(self.pacing_rate, bw, gain, self.full_bw_reached) {
             self.pacing_rate = rate;
         }
     }
@@ -559,22 +656,17 @@ impl Bbr {
             self.probe_rtt_done_stamp = None;
         }
         if self.mode == BbrMode::ProbeRtt {
-            match self.probe_rtt_done_stamp {
-                None if ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS => {
-                    // Hold for max(200 ms, one round).
-                    self.probe_rtt_done_stamp = Some(now + PROBE_RTT_DURATION);
-                    self.probe_rtt_round_done = false;
-                    self.next_round_delivered = self.delivered;
-                }
-                Some(done) => {
-                    if self.round_start {
-                        self.probe_rtt_round_done = true;
-                    }
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
-                None => {}
+            // Hold for max(200 ms, one round).
+            match probe_rtt_hold(
+                &mut self.probe_rtt_done_stamp,
+                &mut self.probe_rtt_round_done,
+                now,
+                ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS,
+                self.round_start,
+            ) {
+                ProbeRttStep::HoldStarted => self.next_round_delivered = self.delivered,
+                ProbeRttStep::Done => self.exit_probe_rtt(now),
+                ProbeRttStep::Wait => {}
             }
         }
         if ack.acked_pkts > 0 {
@@ -674,12 +766,10 @@ impl CongestionController for Bbr {
                 // §4.2.1: pace at the estimated rate, not the probe gain.
                 let bw = self.bw_bytes_per_s();
                 self.set_pacing_rate(bw, 1.0);
-            } else if self.mode == BbrMode::ProbeRtt {
-                if let Some(done) = self.probe_rtt_done_stamp {
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
+            } else if self.mode == BbrMode::ProbeRtt
+                && probe_rtt_hold_over(self.probe_rtt_done_stamp, self.probe_rtt_round_done, now)
+            {
+                self.exit_probe_rtt(now);
             }
         }
         self.last_app_limited = pkt.app_limited;
@@ -783,16 +873,13 @@ impl CongestionController for Bbr {
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
-        Some((self.pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1))
+        Some(reported_pacing_rate(self.pacing_rate))
     }
 
     /// tcp_bbr.c `bbr_tso_segs_goal`: about 1 ms of data at the pacing rate,
     /// between 2 packets (1 below 1.2 Mbit/s) and 64 KB.
     fn send_quantum_pkts(&self) -> u32 {
-        let min_segs = if self.pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
-        let bytes = (self.pacing_rate * 1e-3).min(65536.0);
-        let max_segs = ((65536.0 / self.mss_bytes) as u32).max(min_segs);
-        ((bytes / self.mss_bytes) as u32).clamp(min_segs, max_segs)
+        send_quantum_pkts(self.pacing_rate, self.mss_bytes)
     }
 
     fn state(&self) -> &'static str {

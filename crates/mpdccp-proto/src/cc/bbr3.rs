@@ -19,7 +19,11 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::bbr::WindowedMax;
+use super::bbr::{
+    bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
+    reported_pacing_rate, saved_cwnd, send_quantum_pkts, ProbeRttStep, WindowedMax,
+    DEFAULT_IW_PKTS,
+};
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
 
@@ -56,8 +60,6 @@ pub const PROBE_RTT_INTERVAL: Duration = Duration::from_secs(5);
 pub const PROBE_RTT_DURATION: Duration = Duration::from_millis(200);
 /// §4.3.4: ProbeRTT holds cwnd at half the BDP.
 pub const PROBE_RTT_CWND_GAIN: f64 = 0.5;
-const PACING_MARGIN: f64 = 0.01;
-const DEFAULT_IW_PKTS: u32 = 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bbr3State {
@@ -248,16 +250,14 @@ impl Bbr3 {
         self.full_bw_reached
     }
 
+    /// draft-ietf-ccwg-bbr BBRInitPacingRate.
     fn init_pacing_rate(&mut self, rtt: Duration) {
-        let rtt = rtt.as_secs_f64().max(1e-6);
-        self.pacing_rate = STARTUP_PACING_GAIN * self.cwnd as f64 * self.mss_bytes / rtt;
+        self.pacing_rate = initial_pacing_rate(STARTUP_PACING_GAIN, self.cwnd, self.mss_bytes, rtt);
     }
 
+    /// draft-ietf-ccwg-bbr BBRBDPMultiple (the IW before any RTT sample).
     fn bdp_pkts(&self, bw: f64, gain: f64) -> f64 {
-        match self.min_rtt {
-            None => DEFAULT_IW_PKTS as f64,
-            Some(rtt) => (bw * rtt.as_secs_f64() * gain / self.mss_bytes).ceil(),
-        }
+        bdp_pkts(self.min_rtt, bw, gain, self.mss_bytes)
     }
 
     /// §4.6.4.2 BBRQuantizationBudget.
@@ -291,12 +291,10 @@ impl Bbr3 {
         (self.inflight_hi - headroom).max(MIN_PIPE_CWND_PKTS as f64)
     }
 
+    /// draft-ietf-ccwg-bbr BBRSaveCwnd.
     fn save_cwnd(&mut self) {
-        if !self.in_recovery && self.state != Bbr3State::ProbeRtt {
-            self.prior_cwnd = self.cwnd;
-        } else {
-            self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
-        }
+        let holding = self.in_recovery || self.state == Bbr3State::ProbeRtt;
+        self.prior_cwnd = saved_cwnd(self.prior_cwnd, self.cwnd, holding);
     }
 
     fn start_round(&mut self) {
@@ -590,21 +588,17 @@ impl Bbr3 {
             self.start_round();
         }
         if self.state == Bbr3State::ProbeRtt {
-            match self.probe_rtt_done_stamp {
-                None if ack.in_flight_pkts as f64 <= self.probe_rtt_cwnd() => {
-                    self.probe_rtt_done_stamp = Some(now + PROBE_RTT_DURATION);
-                    self.probe_rtt_round_done = false;
-                    self.start_round();
-                }
-                Some(done) => {
-                    if self.round_start {
-                        self.probe_rtt_round_done = true;
-                    }
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
-                None => {}
+            let at_target = ack.in_flight_pkts as f64 <= self.probe_rtt_cwnd();
+            match probe_rtt_hold(
+                &mut self.probe_rtt_done_stamp,
+                &mut self.probe_rtt_round_done,
+                now,
+                at_target,
+                self.round_start,
+            ) {
+                ProbeRttStep::HoldStarted => self.start_round(),
+                ProbeRttStep::Done => self.exit_probe_rtt(now),
+                ProbeRttStep::Wait => {}
             }
         }
         if ack.acked_pkts > 0 {
@@ -644,13 +638,10 @@ impl Bbr3 {
         self.cwnd_gain = c;
     }
 
+    /// draft-ietf-ccwg-bbr BBRSetPacingRateWithGain.
     fn set_pacing_rate(&mut self, gain: f64) {
         let bw = self.bw_bytes_per_s();
-        if bw <= 0.0 || !bw.is_finite() {
-            return;
-        }
-        let rate = gain * bw * (1.0 - PACING_MARGIN);
-        if self.full_bw_reached || rate > self.pacing_rate {
+        if let Some(rate) = gained_pacing_rate(self.pacing_rate, bw, gain, self.full_bw_reached) {
             self.pacing_rate = rate;
         }
     }
@@ -706,12 +697,10 @@ impl CongestionController for Bbr3 {
             self.idle_restart = true;
             if self.state.is_probe_bw() {
                 self.set_pacing_rate(1.0);
-            } else if self.state == Bbr3State::ProbeRtt {
-                if let Some(done) = self.probe_rtt_done_stamp {
-                    if self.probe_rtt_round_done && now > done {
-                        self.exit_probe_rtt(now);
-                    }
-                }
+            } else if self.state == Bbr3State::ProbeRtt
+                && probe_rtt_hold_over(self.probe_rtt_done_stamp, self.probe_rtt_round_done, now)
+            {
+                self.exit_probe_rtt(now);
             }
         }
         self.last_app_limited = pkt.app_limited;
@@ -779,6 +768,10 @@ impl CongestionController for Bbr3 {
     }
 
     fn on_rto(&mut self, now: Instant) {
+        // draft-ietf-ccwg-bbr BBROnEnterRTO ("Modulating cwnd in Loss
+        // Recovery"): save the window, count the round as lossy, restart
+        // full-pipe detection, and fall to the transport's 1-packet loss
+        // window (RFC 5681 §3.1).
         self.save_cwnd();
         self.in_recovery = true;
         self.recovery_start = now;
@@ -788,9 +781,6 @@ impl CongestionController for Bbr3 {
         self.cwnd = self.min_cwnd.max(1);
     }
 
-    /// ECN-aware (draft-ietf-ccwg-bbr, ECN): CE marks count per round; a
-    /// round with more than half its deliveries marked means inflight is
-    /// too high, and marks cut inflight_lo at the round end.
     /// PROBE_RTT's small flight is not the path's capacity: its samples
     /// are marked application limited (draft-ietf-ccwg-bbr BBRHandleProbeRTT (MarkConnectionAppLimited)).
     fn marks_app_limited(&self) -> bool {
@@ -808,6 +798,9 @@ impl CongestionController for Bbr3 {
         }
     }
 
+    /// ECN-aware (draft-ietf-ccwg-bbr, ECN): CE marks count per round; a
+    /// round with more than half its deliveries marked means inflight is
+    /// too high, and marks cut inflight_lo at the round end.
     fn on_ecn(&mut self, now: Instant, ce_pkts: u32, ack: &AckEvent, _paths: CoupledView<'_>) {
         if ce_pkts == 0 {
             return;
@@ -836,16 +829,13 @@ impl CongestionController for Bbr3 {
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
-        Some((self.pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1))
+        Some(reported_pacing_rate(self.pacing_rate))
     }
 
     /// §4.6.3 BBRSetSendQuantum: ~1 ms at the pacing rate, 1–2 packets
     /// minimum, 64 KB maximum.
     fn send_quantum_pkts(&self) -> u32 {
-        let min_segs = if self.pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
-        let bytes = (self.pacing_rate * 1e-3).min(65536.0);
-        let max_segs = ((65536.0 / self.mss_bytes) as u32).max(min_segs);
-        ((bytes / self.mss_bytes) as u32).clamp(min_segs, max_segs)
+        send_quantum_pkts(self.pacing_rate, self.mss_bytes)
     }
 
     fn state(&self) -> &'static str {

@@ -96,13 +96,13 @@ impl CongestionController for Ccid2 {
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
-        if self
-            .recovery_start
-            .is_some_and(|start| loss.largest_lost_sent_time <= start)
-        {
+        if !super::starts_congestion_event(
+            &mut self.recovery_start,
+            now,
+            loss.largest_lost_sent_time,
+        ) {
             return;
         }
-        self.recovery_start = Some(now);
         // RFC 4341 §5: halve cwnd (and set ssthresh to it) on a lost or
         // ECN-marked packet.
         self.cwnd = (self.cwnd / 2).clamp(self.min_cwnd, self.max_cwnd);

@@ -42,12 +42,18 @@ pub struct CoupledPath {
 /// RFC 6356 §3 eq. (2): α = cwnd_total · max_i(cwnd_i/rtt_i²) /
 /// (Σ_i cwnd_i/rtt_i)². Returns 1 for an empty or degenerate set.
 pub fn lia_alpha(paths: &[CoupledPath]) -> f64 {
-    let total: f64 = paths.iter().map(|p| p.cwnd_pkts).sum();
+    lia_alpha_of(paths.iter().copied())
+}
+
+/// [`lia_alpha`] over any re-iterable set (lets the coupled CUBIC steps
+/// evaluate α over transformed windows without collecting them).
+fn lia_alpha_of(paths: impl Iterator<Item = CoupledPath> + Clone) -> f64 {
+    let total: f64 = paths.clone().map(|p| p.cwnd_pkts).sum();
     let best = paths
-        .iter()
+        .clone()
         .map(|p| p.cwnd_pkts / (p.rtt_s * p.rtt_s))
         .fold(0.0, f64::max);
-    let sum: f64 = paths.iter().map(|p| p.cwnd_pkts / p.rtt_s).sum();
+    let sum: f64 = paths.map(|p| p.cwnd_pkts / p.rtt_s).sum();
     let alpha = total * best / (sum * sum);
     if alpha.is_finite() && alpha > 0.0 {
         alpha
@@ -92,32 +98,33 @@ pub fn virtual_reno_window(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
 pub fn coupled_cubic_alphas(set: &[CoupledPath]) -> (f64, f64, f64, f64) {
     let alpha1 = lia_alpha(set);
     let scale = alpha1.min(1.0);
-    let coupled: Vec<CoupledPath> = set
-        .iter()
-        .map(|p| CoupledPath {
-            cwnd_pkts: if p.cubic {
-                p.cwnd_pkts * scale
-            } else {
-                p.cwnd_pkts
-            },
-            ..*p
-        })
-        .collect();
-    let alpha2 = lia_alpha(&coupled);
-    let total2 = coupled.iter().map(|p| p.cwnd_pkts).sum();
+    // Called per ack: the coupled windows are mapped lazily, not collected.
+    let coupled = set.iter().map(|p| CoupledPath {
+        cwnd_pkts: if p.cubic {
+            p.cwnd_pkts * scale
+        } else {
+            p.cwnd_pkts
+        },
+        ..*p
+    });
+    let alpha2 = lia_alpha_of(coupled.clone());
+    let total2 = coupled.map(|p| p.cwnd_pkts).sum();
     (alpha1, scale, alpha2, total2)
 }
 
-/// The coupled set from the view plus this path: returns the set and the
-/// index of this path in it. `own` carries this path's current numbers;
-/// `matches` recognises its (possibly slightly older) view entry.
+/// The coupled set from the view plus this path, written into `set` (the
+/// controller's reused buffer: no allocation per ack once it has grown to
+/// the path count); returns the index of this path in it. `own` carries
+/// this path's current numbers; `matches` recognises its (possibly slightly
+/// older) view entry.
 fn coupled_set(
+    set: &mut Vec<CoupledPath>,
     view: CoupledView<'_>,
     own: CoupledPath,
     own_path: Option<PathId>,
     matches: impl Fn(&CcSnapshot) -> bool,
-) -> (Vec<CoupledPath>, usize) {
-    let mut set = Vec::with_capacity(view.len() + 1);
+) -> usize {
+    set.clear();
     let mut own_idx = None;
     for snap in view {
         let is_own = match own_path {
@@ -141,11 +148,10 @@ fn coupled_set(
             });
         }
     }
-    let idx = own_idx.unwrap_or_else(|| {
+    own_idx.unwrap_or_else(|| {
         set.push(own);
         set.len() - 1
-    });
-    (set, idx)
+    })
 }
 
 fn srtt_s(ack: &AckEvent) -> f64 {
@@ -183,6 +189,8 @@ pub struct CoupledReno {
     /// The path id this controller's snapshots carry (learnt from
     /// `snapshot`), to find itself in the view.
     own_path: Cell<Option<PathId>>,
+    /// Reused buffer for the coupled set (see `coupled_set`).
+    scratch: Vec<CoupledPath>,
 }
 
 impl CoupledReno {
@@ -204,6 +212,7 @@ impl CoupledReno {
             l2_pkts: 0.0,
             srtt: Duration::ZERO,
             own_path: Cell::new(None),
+            scratch: Vec::new(),
         }
     }
 
@@ -217,11 +226,15 @@ impl CoupledReno {
         }
     }
 
-    fn set(&self, view: CoupledView<'_>, rtt_s: f64) -> (Vec<CoupledPath>, usize) {
+    /// The coupled set (taken out of `scratch`; hand it back with
+    /// `self.scratch = set`) and this path's index in it.
+    fn set(&mut self, view: CoupledView<'_>, rtt_s: f64) -> (Vec<CoupledPath>, usize) {
         let (cwnd, l1, l2) = (self.window.cwnd, self.l1_pkts, self.l2_pkts);
-        coupled_set(view, self.own(rtt_s), self.own_path.get(), |s| {
+        let mut set = std::mem::take(&mut self.scratch);
+        let me = coupled_set(&mut set, view, self.own(rtt_s), self.own_path.get(), |s| {
             s.cwnd_pkts == cwnd && s.olia_l1_pkts == l1 && s.olia_l2_pkts == l2
-        })
+        });
+        (set, me)
     }
 
     /// Congestion-avoidance increase for `acked` packets.
@@ -331,6 +344,7 @@ impl CongestionController for CoupledReno {
             }
         }
         self.l2_pkts += ack.acked_pkts as f64;
+        self.scratch = set;
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, paths: CoupledView<'_>) {
@@ -341,6 +355,7 @@ impl CongestionController for CoupledReno {
             let (set, me) = self.set(paths, self.srtt.as_secs_f64());
             let new = self.decrease(&set, me);
             self.window.reduce_to(new);
+            self.scratch = set;
             // OLIA: a new inter-loss interval begins.
             self.l1_pkts = self.l2_pkts;
             self.l2_pkts = 0.0;
@@ -421,6 +436,8 @@ pub struct CoupledCubic {
     pacing: bool,
     mss_bytes: u32,
     own_path: Cell<Option<PathId>>,
+    /// Reused buffer for the coupled set (see `coupled_set`).
+    scratch: Vec<CoupledPath>,
 }
 
 impl CoupledCubic {
@@ -433,6 +450,7 @@ impl CoupledCubic {
             pacing: config.pacing,
             mss_bytes: config.mss_bytes.max(1),
             own_path: Cell::new(None),
+            scratch: Vec::new(),
         }
     }
 
@@ -467,7 +485,9 @@ impl CoupledCubic {
         self.core.window_scale * self.core.cwnd
     }
 
-    fn set(&self, view: CoupledView<'_>, rtt_s: f64) -> (Vec<CoupledPath>, usize) {
+    /// The coupled set (taken out of `scratch`; hand it back with
+    /// `self.scratch = set`) and this path's index in it.
+    fn set(&mut self, view: CoupledView<'_>, rtt_s: f64) -> (Vec<CoupledPath>, usize) {
         let own = CoupledPath {
             cwnd_pkts: self.virtual_reno_cwnd_pkts(),
             rtt_s,
@@ -476,9 +496,11 @@ impl CoupledCubic {
             cubic: self.virtual_reno_is_cubic(),
         };
         let (cwnd, vreno) = (self.window(), self.virtual_reno_cwnd_pkts());
-        coupled_set(view, own, self.own_path.get(), |s| {
+        let mut set = std::mem::take(&mut self.scratch);
+        let me = coupled_set(&mut set, view, own, self.own_path.get(), |s| {
             s.cwnd_pkts == cwnd && s.virtual_reno_cwnd_pkts == vreno
-        })
+        });
+        (set, me)
     }
 
     fn update_bdp(&mut self, ack: &AckEvent) {
@@ -552,6 +574,7 @@ impl CongestionController for CoupledCubic {
                 }
             }
         };
+        self.scratch = set;
         self.core.on_ack(now, ack, rule);
     }
 

@@ -329,13 +329,9 @@ impl CubicCore {
     /// True (and remembers `now`) if this loss starts a new congestion event
     /// (§4.6: one reduction per window of data).
     pub fn new_congestion_event(&mut self, now: Instant, largest_lost_sent_time: Instant) -> bool {
-        if self
-            .recovery_start
-            .is_some_and(|start| largest_lost_sent_time <= start)
-        {
+        if !super::starts_congestion_event(&mut self.recovery_start, now, largest_lost_sent_time) {
             return false;
         }
-        self.recovery_start = Some(now);
         if let Some(hs) = &mut self.hystart {
             // RFC 9406 §4.2: a loss ends slow start and CSS.
             hs.phase = HyStartPhase::Done;

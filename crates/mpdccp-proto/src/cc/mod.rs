@@ -134,6 +134,23 @@ pub fn rfc3390_initial_window_pkts(mss_bytes: u32) -> u32 {
     (bytes / mss).max(1) as u32
 }
 
+/// The "one reduction per window of data" rule shared by the loss-based
+/// controllers (RFC 5681 §3.2 / RFC 6582 recovery, RFC 4341 §5 "at most
+/// once per window", RFC 9438 §4.6): a loss starts a new congestion event
+/// unless the lost packet was sent before the current event began. On a new
+/// event `recovery_start` becomes `now`.
+pub(crate) fn starts_congestion_event(
+    recovery_start: &mut Option<Instant>,
+    now: Instant,
+    largest_lost_sent_time: Instant,
+) -> bool {
+    if recovery_start.is_some_and(|start| largest_lost_sent_time <= start) {
+        return false;
+    }
+    *recovery_start = Some(now);
+    true
+}
+
 /// Names used everywhere (config, CLI, results).
 pub const CC_NAMES: &[&str] = &[
     "ccid2",

@@ -250,19 +250,16 @@ impl Active {
     }
 
     fn queue_ready(&mut self, item: ReorderItem, now: Instant, after_gap: bool) {
-        if self.ready.len() >= super::ready_cap(self.max_hold_pkts) {
-            // The caller is not draining `pop`: shed the oldest, counted.
-            self.ready.pop_front();
-            self.stats.overflow_drops += 1;
-        }
-        self.ready.push_back(Delivered {
+        let d = Delivered {
             seq: item.seq,
             path: item.path,
             arrival: item.arrival,
             held: now.saturating_duration_since(item.arrival),
             after_gap,
             payload: item.payload,
-        });
+        };
+        let cap = super::ready_cap(self.max_hold_pkts);
+        super::push_ready(&mut self.ready, cap, &mut self.stats, d);
     }
 
     /// Release what may go at `now`; gaps at or below `force_upto` are given

@@ -252,6 +252,22 @@ pub(crate) fn ready_cap(max_hold_pkts: usize) -> usize {
     max_hold_pkts.saturating_mul(2).max(64)
 }
 
+/// Append a released packet to a ready queue bounded at `cap`: when full
+/// (the caller is not draining [`Reorder::pop`]) the oldest is shed and
+/// counted in `overflow_drops`, so memory never grows without bound.
+pub(crate) fn push_ready(
+    ready: &mut std::collections::VecDeque<Delivered>,
+    cap: usize,
+    stats: &mut ReorderStats,
+    d: Delivered,
+) {
+    if ready.len() >= cap {
+        ready.pop_front();
+        stats.overflow_drops += 1;
+    }
+    ready.push_back(d);
+}
+
 fn nonzero_or(d: Duration, default: Duration) -> Duration {
     if d.is_zero() {
         default

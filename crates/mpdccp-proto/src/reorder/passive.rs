@@ -63,19 +63,15 @@ impl Reorder for Passive {
         // In order = exactly the next number after the highest delivered.
         let after_gap = self.highest.is_some_and(|h| item.seq != h.wrapping_add(1));
         self.highest = Some(self.highest.map_or(item.seq, |h| h.max(item.seq)));
-        if self.ready.len() >= self.max_ready_pkts {
-            // The caller is not draining: shed the oldest rather than grow.
-            self.ready.pop_front();
-            self.stats.overflow_drops += 1;
-        }
-        self.ready.push_back(Delivered {
+        let d = Delivered {
             seq: item.seq,
             path: item.path,
             arrival: item.arrival,
             held: Duration::ZERO,
             after_gap,
             payload: item.payload,
-        });
+        };
+        super::push_ready(&mut self.ready, self.max_ready_pkts, &mut self.stats, d);
     }
 
     fn pop(&mut self, _now: Instant) -> Option<Delivered> {

@@ -216,6 +216,14 @@ pub(crate) fn eligible(p: &PathView, standby_excluded: bool) -> bool {
     p.is_usable() && !(standby_excluded && p.priority <= priority::STANDBY)
 }
 
+/// The shared "usable path with room" test: eligible under the module rules
+/// (standby excluded while a better path is usable) and [`PathView::can_send`]
+/// at `now`. Computes the standby rule once per decision.
+pub(crate) fn ready(paths: &[PathView], now: Instant) -> impl Fn(&PathView) -> bool + Copy {
+    let no_standby = standby_excluded(paths);
+    move |p: &PathView| eligible(p, no_standby) && p.can_send(now)
+}
+
 /// Smoothed RTT for ranking; a path without a sample ranks after every path
 /// with one.
 pub(crate) fn srtt_rank(p: &PathView) -> Duration {

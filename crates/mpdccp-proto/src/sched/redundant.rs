@@ -5,7 +5,7 @@
 //! holding the others back: redundancy is for latency and loss, and the
 //! fastest copy should leave at once. Standby paths follow the module rule.
 
-use super::{eligible, standby_excluded, PacketMeta, Scheduler};
+use super::{ready, PacketMeta, Scheduler};
 use crate::path::{PathId, PathView};
 use crate::time::Instant;
 
@@ -30,12 +30,7 @@ impl Scheduler for Redundant {
         paths: &[PathView],
         out: &mut Vec<PathId>,
     ) {
-        let no_standby = standby_excluded(paths);
-        out.extend(
-            paths
-                .iter()
-                .filter(|p| eligible(p, no_standby) && p.can_send(now))
-                .map(|p| p.id),
-        );
+        let ready = ready(paths, now);
+        out.extend(paths.iter().filter(|p| ready(p)).map(|p| p.id));
     }
 }

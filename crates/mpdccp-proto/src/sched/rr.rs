@@ -5,7 +5,7 @@
 //! short when its path fills. Standby paths take part only when no better
 //! path is usable (see the module rules).
 
-use super::{eligible, standby_excluded, PacketMeta, Scheduler};
+use super::{ready, PacketMeta, Scheduler};
 use crate::path::{PathId, PathView};
 use crate::time::Instant;
 
@@ -40,8 +40,7 @@ impl Scheduler for RoundRobin {
         paths: &[PathView],
         out: &mut Vec<PathId>,
     ) {
-        let no_standby = standby_excluded(paths);
-        let ok = |p: &PathView| eligible(p, no_standby) && p.can_send(now);
+        let ok = ready(paths, now);
         // Continue the current turn while its burst lasts and the path has room.
         if let Some(cur) = self.current {
             if self.sent_in_turn < self.burst && paths.iter().any(|p| p.id == cur && ok(p)) {

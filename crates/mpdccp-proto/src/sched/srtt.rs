@@ -4,7 +4,7 @@
 //! Ties on SRTT prefer the higher MP_PRIO, then the lower `PathId`. A path
 //! without an RTT sample ranks after every path with one.
 
-use super::{eligible, srtt_rank, standby_excluded, PacketMeta, Scheduler};
+use super::{ready, srtt_rank, PacketMeta, Scheduler};
 use crate::path::{PathId, PathView};
 use crate::time::Instant;
 
@@ -29,13 +29,10 @@ impl Scheduler for MinSrtt {
         paths: &[PathView],
         out: &mut Vec<PathId>,
     ) {
-        let no_standby = standby_excluded(paths);
+        let ready = ready(paths, now);
         let key = |p: &PathView| (srtt_rank(p), std::cmp::Reverse(p.priority));
         let mut best: Option<&PathView> = None;
-        for p in paths
-            .iter()
-            .filter(|p| eligible(p, no_standby) && p.can_send(now))
-        {
+        for p in paths.iter().filter(|p| ready(p)) {
             if best.is_none_or(|b| key(p) < key(b)) {
                 best = Some(p);
             }

@@ -209,8 +209,10 @@ pub(crate) fn parse_body(kind: u8, data: &[u8]) -> Result<AckVectorRef<'_>, Wire
     if data.is_empty() {
         return Err(WireError::BadOptionLength { kind });
     }
+    // Option 38 carries ECN Nonce Sum 0, option 39 Nonce Sum 1 (RFC 4340
+    // §11.4); the low bit says which (no subtraction that could wrap).
     Ok(AckVectorRef {
-        nonce: kind - 38,
+        nonce: kind & 1,
         cells: data,
     })
 }

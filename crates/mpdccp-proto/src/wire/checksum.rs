@@ -8,12 +8,21 @@
 //! IPv6 = src(16) ‖ dst(16) ‖ DCCP length(4) ‖ 0(3) ‖ 33.
 //! The length is always the whole DCCP packet, whatever the coverage.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use super::{IpPair, WireError};
 
 /// IP protocol number of DCCP.
 pub const IPPROTO_DCCP: u8 = 33;
+
+/// `ip` as IPv6: an IPv4 address becomes its IPv4-mapped form (RFC 4291
+/// §2.5.5.2). Shared by the mixed-family pseudo-header and pcap framing.
+pub(crate) fn as_ipv6(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
 
 /// Sum of the pseudo-header as 16-bit words (unfolded). Mixed address
 /// families are treated as IPv6 with the IPv4 address mapped, so the
@@ -29,14 +38,7 @@ pub fn pseudo_header_sum(addrs: IpPair, dccp_len: usize, proto: u8) -> u64 {
             sum
         }
         (s, d) => {
-            let s6 = match s {
-                IpAddr::V4(a) => a.to_ipv6_mapped(),
-                IpAddr::V6(a) => a,
-            };
-            let d6 = match d {
-                IpAddr::V4(a) => a.to_ipv6_mapped(),
-                IpAddr::V6(a) => a,
-            };
+            let (s6, d6) = (as_ipv6(s), as_ipv6(d));
             let mut sum = data_sum(&s6.octets()) + data_sum(&d6.octets());
             let len = dccp_len as u64 & 0xffff_ffff;
             sum += (len >> 16) + (len & 0xffff);

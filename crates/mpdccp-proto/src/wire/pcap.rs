@@ -97,14 +97,7 @@ impl<W: Write> PcapWriter<W> {
                 pkt.extend_from_slice(&h);
             }
             (s, d) => {
-                let s6 = match s {
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                    IpAddr::V6(a) => a,
-                };
-                let d6 = match d {
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                    IpAddr::V6(a) => a,
-                };
+                let (s6, d6) = (checksum::as_ipv6(s), checksum::as_ipv6(d));
                 let plen = u16::try_from(dccp.len())
                     .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "packet too large"))?;
                 let mut h = [0u8; 40];
@@ -122,14 +115,8 @@ impl<W: Write> PcapWriter<W> {
         let addrs = match (src, dst) {
             (IpAddr::V4(_), IpAddr::V4(_)) => (src, dst),
             (s, d) => (
-                IpAddr::V6(match s {
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                    IpAddr::V6(a) => a,
-                }),
-                IpAddr::V6(match d {
-                    IpAddr::V4(a) => a.to_ipv6_mapped(),
-                    IpAddr::V6(a) => a,
-                }),
+                IpAddr::V6(checksum::as_ipv6(s)),
+                IpAddr::V6(checksum::as_ipv6(d)),
             ),
         };
         if let Ok(mut p) = Packet::new_checked(&mut pkt[ip_len..]) {

@@ -28,7 +28,7 @@ pub fn dist(from: u64, to: u64) -> u64 {
 pub fn delta(a: u64, b: u64) -> i64 {
     let d = dist(b, a);
     if d > HALF {
-        // d ≤ 2^48, so d - 2^48 fits in i64.
+        // 2^47 < d < 2^48, so d - 2^48 lies in (-2^47, 0) and fits in i64.
         d as i64 - (1i64 << 48)
     } else {
         d as i64
