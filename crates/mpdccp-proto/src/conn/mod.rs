@@ -1411,6 +1411,18 @@ impl Connection {
             }
         }
         let sf = &mut self.paths[i];
+        // The Request-to-Response time of an unrepeated Request (Karn) is
+        // the first RTT sample (RFC 4340 §8.1); pacing controllers spread
+        // the initial window over it (cc/mod.rs transport contract).
+        if sf.retx_tries == 1 {
+            if let Some(sent) = sf
+                .retx_at
+                .and_then(|t| t.checked_sub(retx_backoff(sf.retx_interval, 1)))
+            {
+                sf.cc
+                    .on_initial_rtt(now, now.saturating_duration_since(sent));
+            }
+        }
         sf.rx.record(sf.gsr);
         sf.state = SubState::PartOpen;
         sf.pend.handshake_ack = true;
@@ -1862,6 +1874,13 @@ impl Connection {
             if self.sched_out.is_empty() {
                 break;
             }
+            // Data goes elsewhere while these paths have no room: they are
+            // cwnd- or pacing-limited, not application limited.
+            for (p, v) in self.paths.iter_mut().zip(&self.views) {
+                if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&p.id) {
+                    p.passed_over = true;
+                }
+            }
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
             let seq = if self.mp == Some(true) {
@@ -2227,7 +2246,15 @@ impl Connection {
         if let Some((_, q)) = data {
             let bytes = q.data.len() as u32;
             if result.is_some() {
-                let app_limited = sf.queue.is_empty() && self.queue.len() == 0;
+                // draft-cheng-iccrg-delivery-rate-estimation §3.4: nothing
+                // more to send, window not full, and no data went to another
+                // path for want of room here (then the scheduler, not the
+                // application, kept this path's queue empty).
+                let passed_over = std::mem::take(&mut sf.passed_over);
+                let app_limited = sf.queue.is_empty()
+                    && self.queue.len() == 0
+                    && !passed_over
+                    && sf.pipe + 1 < sf.cc.cwnd_pkts();
                 sf.on_data_sent(now, seq, bytes, app_limited);
                 self.stats.tx_data_pkts += 1;
             } else {

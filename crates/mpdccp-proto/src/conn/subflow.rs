@@ -142,6 +142,10 @@ pub(crate) struct Subflow {
     pub highest_mp_seq: Option<u64>,
     /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
     pub queue: VecDeque<(u64, Queued)>,
+    /// Since the last data packet left, the scheduler placed data elsewhere
+    /// while this path was out of cwnd or pacing room: the path is then
+    /// not application limited even with empty queues.
+    pub passed_over: bool,
 
     pub stats: PathStats,
 }
@@ -227,6 +231,7 @@ impl Subflow {
             peer_rtt: None,
             highest_mp_seq: None,
             queue: VecDeque::new(),
+            passed_over: false,
             stats: PathStats::default(),
         }
     }
@@ -312,7 +317,14 @@ impl Subflow {
         }
         if let Some(rate) = self.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
             let gap = Duration::from_nanos((bytes as u64).saturating_mul(1_000_000_000) / rate);
-            self.next_send_at = self.next_send_at.max(now) + gap;
+            // A token bucket one send quantum deep (plus half a gap, as
+            // Linux `tcp_update_skb_after_send` allows for OS jitter): a
+            // release that comes late — a coarse driver timer, or a packet
+            // offered between two slots — keeps its credit instead of
+            // losing it, which would cap the rate below the pacing rate.
+            let quantum = self.cc.send_quantum_pkts().max(1);
+            let depth = gap * (quantum - 1) + gap / 2;
+            self.next_send_at = self.next_send_at.max(now.saturating_sub(depth)) + gap;
         }
         self.stats.tx_data_pkts += 1;
     }
@@ -416,6 +428,11 @@ impl Subflow {
                 largest_acked_sent_time: newest_sent,
             };
             self.cc.on_ack(now, &ev, coupled);
+            // BBR's PROBE_RTT: its deliberately small flight must not lower
+            // the bandwidth estimate (cc/mod.rs transport contract).
+            if self.cc.marks_app_limited() {
+                self.rate.on_app_limited(self.pipe);
+            }
             self.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
         }
         self.detect_losses(now, coupled);
