@@ -281,11 +281,23 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.events.pop_front()
     }
 
-    /// Moves a connection's events out and forgets it once closed.
+    /// Moves a connection's events out, drops routes of subflows the
+    /// connection forgot (refused or expired joins), and forgets the
+    /// connection once closed.
     fn collect(&mut self, h: ConnectionHandle) {
         let Some(s) = self.conns.get_mut(&h) else {
             return;
         };
+        let gone: Vec<_> = self
+            .reverse
+            .range((h, PathId(0))..=(h, PathId(u32::MAX)))
+            .filter(|((_, pid), _)| !s.conn.has_path(*pid))
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        for (rk, remote) in gone {
+            self.reverse.remove(&rk);
+            self.routes.remove(&remote);
+        }
         let mut closed = false;
         while let Some(e) = s.conn.poll_event() {
             if matches!(e, Event::Closed { .. }) {

@@ -117,6 +117,9 @@ pub(crate) struct Subflow {
     /// Latest delivery-rate sample not limited by the application.
     pub delivery_rate: Option<u64>,
     pub last_rtt_sample_at: Option<Instant>,
+    /// Last time the scheduler had to send elsewhere because this path was
+    /// blocked by its window or pacer.
+    pub blocked_at: Option<Instant>,
     /// MP_RTT type to report next (cycles raw, min, smoothed).
     pub mp_rtt_next_kind: u8,
 
@@ -125,6 +128,10 @@ pub(crate) struct Subflow {
     pub retx_tries: u32,
     pub retx_interval: Duration,
     pub timewait_until: Option<Instant>,
+    /// Sequence number and send time of our latest Request (client) or
+    /// Response (server): the packet acknowledging exactly it gives the
+    /// handshake RTT sample (RFC 4340 §8.1).
+    pub hs_probe: Option<(u64, Instant)>,
     pub probe_at: Option<Instant>,
     pub last_sync_sent: Option<Instant>,
 
@@ -142,10 +149,6 @@ pub(crate) struct Subflow {
     pub highest_mp_seq: Option<u64>,
     /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
     pub queue: VecDeque<(u64, Queued)>,
-    /// Since the last data packet left, the scheduler placed data elsewhere
-    /// while this path was out of cwnd or pacing room: the path is then
-    /// not application limited even with empty queues.
-    pub passed_over: bool,
 
     pub stats: PathStats,
 }
@@ -215,11 +218,13 @@ impl Subflow {
             loss_rate: 0.0,
             delivery_rate: None,
             last_rtt_sample_at: None,
+            blocked_at: None,
             mp_rtt_next_kind: 0,
             retx_at: None,
             retx_tries: 0,
             retx_interval: conf.handshake_rto,
             timewait_until: None,
+            hs_probe: None,
             probe_at: None,
             last_sync_sent: None,
             pend: PendingCtrl::default(),
@@ -231,7 +236,6 @@ impl Subflow {
             peer_rtt: None,
             highest_mp_seq: None,
             queue: VecDeque::new(),
-            passed_over: false,
             stats: PathStats::default(),
         }
     }
@@ -428,15 +432,15 @@ impl Subflow {
                 largest_acked_sent_time: newest_sent,
             };
             self.cc.on_ack(now, &ev, coupled);
-            // BBR's PROBE_RTT: its deliberately small flight must not lower
-            // the bandwidth estimate (cc/mod.rs transport contract).
-            if self.cc.marks_app_limited() {
-                self.rate.on_app_limited(self.pipe);
-            }
             self.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
         }
         self.detect_losses(now, coupled);
         self.trim();
+        // BBR's PROBE_RTT keeps the flight low on purpose: mark the samples
+        // of this phase application limited (cc/mod.rs contract).
+        if self.cc.marks_app_limited() {
+            self.rate.on_app_limited(self.pipe);
+        }
         if acked_pkts > 0 {
             self.rto_at = (self.pipe > 0).then(|| now + self.rto());
         }
@@ -519,6 +523,19 @@ impl Subflow {
         false
     }
 
+    /// The handshake acknowledged `ack` at `now`: one RTT sample for the
+    /// estimator and the controller's initial RTT (before any data).
+    pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
+        if let Some((seq, sent)) = self.hs_probe.take() {
+            if seq == ack {
+                let rtt = now - sent;
+                self.rtt.on_sample(rtt);
+                self.last_rtt_sample_at = Some(now);
+                self.cc.on_initial_rtt(now, rtt);
+            }
+        }
+    }
+
     /// Ack Ratio to request from the peer: at most ceil(cwnd/2) and at most
     /// the configured value (RFC 4341 §6.1.2).
     pub fn desired_ack_ratio(&self, configured: u32) -> u32 {
@@ -595,7 +612,12 @@ impl Subflow {
             delivery_rate_bytes_per_s: self.delivery_rate,
             loss_rate: self.loss_rate,
             cc_state: self.cc.state(),
-            next_send_time: pacing.map(|_| self.next_send_at),
+            // The per-path queue absorbs what the pacer holds back: report
+            // the pacer as binding only once a small backlog waits, so a
+            // paced path is not mistaken for a full one by schedulers.
+            next_send_time: pacing
+                .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
+                .map(|_| self.next_send_at),
             mss_bytes: self.mss_bytes,
         }
     }
@@ -608,6 +630,10 @@ impl Subflow {
         )
     }
 }
+
+/// Packets a paced path may hold in its own queue before schedulers see the
+/// pacer as the binding constraint.
+const PACED_BACKLOG_PKTS: usize = 2;
 
 fn insert_top(top: &mut [u64; 3], seq: u64) {
     if seq > top[0] {
