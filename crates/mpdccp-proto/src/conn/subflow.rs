@@ -321,7 +321,14 @@ impl Subflow {
         }
         if let Some(rate) = self.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
             let gap = Duration::from_nanos((bytes as u64).saturating_mul(1_000_000_000) / rate);
-            self.next_send_at = self.next_send_at.max(now) + gap;
+            // A token bucket one send quantum deep (plus half a gap, as
+            // Linux `tcp_update_skb_after_send` allows for OS jitter): a
+            // release that comes late — a coarse driver timer, or a packet
+            // offered between two slots — keeps its credit instead of
+            // losing it, which would cap the rate below the pacing rate.
+            let quantum = self.cc.send_quantum_pkts().max(1);
+            let depth = gap * (quantum - 1) + gap / 2;
+            self.next_send_at = self.next_send_at.max(now.saturating_sub(depth)) + gap;
         }
         self.stats.tx_data_pkts += 1;
     }
