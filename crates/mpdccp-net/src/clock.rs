@@ -29,6 +29,22 @@ pub fn set_precise_timers() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Moves this thread to `SCHED_FIFO` at `priority` (1..=99) so timer wake-ups
+/// are not queued behind ordinary processes on a busy host (emulated delays
+/// and pacing would stretch by a scheduler time slice, several ms). The
+/// kernel's RT throttling still leaves 5 % of each CPU to others. Needs root;
+/// returns the error otherwise and the caller carries on without it.
+pub fn set_realtime(priority: i32) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority.clamp(1, 99),
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 = this thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// How long to wait in the kernel before `deadline`; below [`SPIN_BELOW`] the
 /// caller should spin (yielding) instead, since a kernel sleep that short
 /// overshoots by more than it waits.

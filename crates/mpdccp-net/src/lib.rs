@@ -17,9 +17,13 @@
 //! * [`udp`] — per-path UDP sockets, `recvmmsg`/`sendmmsg`/GSO.
 //! * [`mtu`] — tunnel MTU from the path MTU.
 //! * [`netns`] — namespaces, veth pairs, child processes (RAII).
+//! * [`emu`] — the userspace link emulator (`mpdccp netem`).
+//! * [`topo`] — client / router-per-path / server namespace topology.
 
 pub mod clock;
+pub mod emu;
 pub mod mtu;
 pub mod netns;
+pub mod topo;
 pub mod tun;
 pub mod udp;
