@@ -27,11 +27,55 @@ use std::time::Duration;
 use crate::path::PathId;
 use crate::time::Instant;
 
+mod aimd;
+mod ccid2;
 mod rate;
+mod reno;
 mod rtt;
 
+pub use ccid2::Ccid2;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
+pub use reno::Reno;
 pub use rtt::RttEstimator;
+
+/// Builds the controller called `name` (one of [`CC_NAMES`], or `bbr`, an
+/// alias of `ccid5` for inner TCP flows).
+pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionController>, UnknownName> {
+    Ok(match name {
+        "ccid2" => Box::new(Ccid2::new(config)),
+        "reno" => Box::new(Reno::new(config)),
+        _ => return Err(UnknownName(name.to_string())),
+    })
+}
+
+/// Names [`build`] accepts today, in the order error messages list them.
+pub const BUILD_NAMES: &[&str] = &["ccid2", "reno"];
+
+/// A congestion-control name that [`build`] does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownName(pub String);
+
+impl std::fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown congestion control `{}` (expected one of {})",
+            self.0,
+            BUILD_NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// Initial window in packets per RFC 3390 §1:
+/// min(4·MSS, max(2·MSS, 4380 bytes)) — 4 / 3 / 2 packets for an MSS of
+/// 536 / 1460 / 4000 bytes (RFC 4341 §5 adopts it for CCID2).
+pub fn rfc3390_initial_window_pkts(mss_bytes: u32) -> u32 {
+    let mss = mss_bytes.max(1) as u64;
+    let bytes = (4 * mss).min((2 * mss).max(4380));
+    (bytes / mss).max(1) as u32
+}
 
 /// Names used everywhere (config, CLI, results).
 pub const CC_NAMES: &[&str] = &[
@@ -59,6 +103,9 @@ pub struct CcConfig {
     pub min_cwnd_pkts: u32,
     /// Largest window, packets (guards memory on absurd inputs).
     pub max_cwnd_pkts: u32,
+    /// Seed for controllers that randomise (BBR's first PROBE_BW phase);
+    /// controllers never use OS randomness.
+    pub seed: u64,
 }
 
 impl Default for CcConfig {
@@ -68,6 +115,7 @@ impl Default for CcConfig {
             initial_cwnd_pkts: None,
             min_cwnd_pkts: 1,
             max_cwnd_pkts: 1_000_000,
+            seed: 0,
         }
     }
 }

@@ -1,0 +1,136 @@
+//! CCID2, TCP-like congestion control for DCCP (RFC 4341), window in packets.
+//!
+//! The transport (the `conn` subflow) owns the Ack Vector, loss detection
+//! (a packet is lost once three later packets are acknowledged, RFC 4341 §5)
+//! and the RTO timer; this type owns only the window arithmetic.
+
+use super::{
+    rfc3390_initial_window_pkts, AckEvent, CcConfig, CongestionController, CoupledView, LossEvent,
+    SentPacket,
+};
+use crate::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct Ccid2 {
+    cwnd: u32,
+    ssthresh: u32,
+    /// Packets acknowledged in congestion avoidance since the last increase.
+    ca_acked: u32,
+    /// Time of the last halving: losses of packets sent before it are part
+    /// of the same congestion event (RFC 4341 §5: halve at most once per
+    /// window of data).
+    recovery_start: Option<Instant>,
+    cwnd_limited: bool,
+    min_cwnd: u32,
+    max_cwnd: u32,
+}
+
+impl Ccid2 {
+    pub fn new(config: &CcConfig) -> Self {
+        let min_cwnd = config.min_cwnd_pkts.max(1);
+        let max_cwnd = config.max_cwnd_pkts.max(min_cwnd);
+        // RFC 4341 §5: initial cwnd per RFC 3390 (4 / 3 / 2 packets for
+        // MSS 536 / 1460 / 4000 bytes).
+        let iw = config
+            .initial_cwnd_pkts
+            .unwrap_or_else(|| rfc3390_initial_window_pkts(config.mss_bytes));
+        Ccid2 {
+            cwnd: iw.clamp(min_cwnd, max_cwnd),
+            ssthresh: u32::MAX,
+            ca_acked: 0,
+            recovery_start: None,
+            cwnd_limited: false,
+            min_cwnd,
+            max_cwnd,
+        }
+    }
+
+    /// Largest Ack Ratio the receiver may use with this window: RFC 4341
+    /// §6.1.2 keeps it at most ceil(cwnd/2) so that at least two acks arrive
+    /// per window.
+    pub fn max_ack_ratio(&self) -> u32 {
+        self.cwnd.div_ceil(2).max(1)
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+}
+
+impl CongestionController for Ccid2 {
+    fn name(&self) -> &'static str {
+        "ccid2"
+    }
+
+    fn on_packet_sent(&mut self, _now: Instant, pkt: &SentPacket) {
+        // RFC 4341 §5 defers to RFC 2861/7661 for application-limited
+        // periods: only a window the sender fills may grow.
+        self.cwnd_limited = pkt.in_flight_pkts >= self.cwnd
+            || (self.in_slow_start() && pkt.in_flight_pkts.saturating_mul(2) >= self.cwnd);
+    }
+
+    fn on_ack(&mut self, _now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+        if !self.cwnd_limited {
+            return;
+        }
+        let mut acked = ack.acked_pkts;
+        if self.in_slow_start() {
+            // RFC 4341 §5: slow start, cwnd += 1 per newly acked packet.
+            let room = self.ssthresh - self.cwnd;
+            let step = acked.min(room);
+            self.cwnd = self.cwnd.saturating_add(step).min(self.max_cwnd);
+            acked -= step;
+        }
+        if acked > 0 && !self.in_slow_start() {
+            // RFC 4341 §5: congestion avoidance, cwnd += 1 per window of
+            // acknowledged packets.
+            self.ca_acked = self.ca_acked.saturating_add(acked);
+            while self.ca_acked >= self.cwnd && self.cwnd < self.max_cwnd {
+                self.ca_acked -= self.cwnd;
+                self.cwnd += 1;
+            }
+            if self.cwnd >= self.max_cwnd {
+                self.ca_acked = 0;
+            }
+        }
+    }
+
+    fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        if self
+            .recovery_start
+            .is_some_and(|start| loss.largest_lost_sent_time <= start)
+        {
+            return;
+        }
+        self.recovery_start = Some(now);
+        // RFC 4341 §5: halve cwnd (and set ssthresh to it) on a lost or
+        // ECN-marked packet.
+        self.cwnd = (self.cwnd / 2).clamp(self.min_cwnd, self.max_cwnd);
+        self.ssthresh = self.cwnd.max(2);
+        self.ca_acked = 0;
+    }
+
+    fn on_rto(&mut self, now: Instant) {
+        // RFC 4341 §5 (TCP's RFC 5681 §3.1): ssthresh = cwnd/2, cwnd = 1.
+        self.ssthresh = (self.cwnd / 2).max(2);
+        self.cwnd = self.min_cwnd;
+        self.ca_acked = 0;
+        self.recovery_start = Some(now);
+    }
+
+    fn cwnd_pkts(&self) -> u32 {
+        self.cwnd
+    }
+
+    fn state(&self) -> &'static str {
+        if self.in_slow_start() {
+            "slow_start"
+        } else {
+            "congestion_avoidance"
+        }
+    }
+
+    fn ssthresh_pkts(&self) -> Option<u32> {
+        (self.ssthresh != u32::MAX).then_some(self.ssthresh)
+    }
+}
