@@ -19,8 +19,10 @@
 //! * [`netns`] — namespaces, veth pairs, child processes (RAII).
 //! * [`emu`] — the userspace link emulator (`mpdccp netem`).
 //! * [`topo`] — client / router-per-path / server namespace topology.
+//! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
 
 pub mod clock;
+pub mod daemon;
 pub mod emu;
 pub mod mtu;
 pub mod netns;

@@ -11,8 +11,10 @@
 /// Bytes of DCCP header in front of every data packet (extended sequence
 /// numbers + acknowledgement sub-header).
 pub const DCCP_HEADER_BYTES: u32 = 16 + 8;
-/// Option space reserved in every data packet by default.
-pub const DEFAULT_OPTIONS_BUDGET_BYTES: u32 = 48;
+/// Option space reserved in every data packet by default: what the core
+/// reserves ([`mpdccp_proto::conn::DATA_HEADER_MAX`]) minus the fixed header.
+pub const DEFAULT_OPTIONS_BUDGET_BYTES: u32 =
+    mpdccp_proto::conn::DATA_HEADER_MAX as u32 - DCCP_HEADER_BYTES;
 pub const UDP_HEADER_BYTES: u32 = 8;
 pub const IPV4_HEADER_BYTES: u32 = 20;
 pub const IPV6_HEADER_BYTES: u32 = 40;
@@ -73,6 +75,13 @@ impl std::fmt::Display for MtuPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_budget_matches_the_core() {
+        let p = MtuPlan::new(1500, false, DEFAULT_OPTIONS_BUDGET_BYTES);
+        assert_eq!(p.dccp_bytes as usize, mpdccp_proto::conn::DATA_HEADER_MAX);
+        assert_eq!(p.tun_mtu, 1472 - p.dccp_bytes);
+    }
 
     #[test]
     fn ethernet_ipv4_path() {

@@ -130,6 +130,29 @@ impl Netns {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Like [`Netns::spawn`], with stdout and stderr appended to `log`.
+    pub fn spawn_logged(
+        &self,
+        prog: &str,
+        args: &[&str],
+        log: &std::path::Path,
+    ) -> anyhow::Result<Proc> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        let child = self
+            .command(prog)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone()?)
+            .stderr(f)
+            .spawn()
+            .with_context(|| format!("cannot start `{prog}` in {}", self.name))?;
+        Ok(Proc::new(format!("{prog}@{}", self.name), child))
+    }
+
     /// Spawns `prog ARGS…` inside the namespace; the process is stopped when the
     /// returned guard drops.
     pub fn spawn(&self, prog: &str, args: &[&str]) -> anyhow::Result<Proc> {

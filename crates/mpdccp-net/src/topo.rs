@@ -176,6 +176,166 @@ impl Topology {
     }
 }
 
+/// Tunnel settings for [`Topology::start_tunnel`].
+#[derive(Clone, Debug)]
+pub struct TunnelOpts {
+    pub cc: String,
+    pub scheduler: String,
+    pub reorder: String,
+    pub reorder_timeout_ms: u64,
+    /// Extra TOML lines appended to the `[tunnel]` table of both ends.
+    pub extra_tunnel: String,
+    /// Paths (0-based) the client uses; empty = all.
+    pub paths: Vec<usize>,
+    /// Wait until this many paths are established (0 = all used paths).
+    pub wait_paths: usize,
+    /// `RUST_LOG` for the daemons.
+    pub log: String,
+}
+
+impl Default for TunnelOpts {
+    fn default() -> Self {
+        TunnelOpts {
+            cc: "ccid2".into(),
+            scheduler: "cpf".into(),
+            reorder: "active-fixed".into(),
+            reorder_timeout_ms: 15,
+            extra_tunnel: String::new(),
+            paths: Vec::new(),
+            wait_paths: 0,
+            log: "info".into(),
+        }
+    }
+}
+
+/// Inner (tunnel) addresses.
+pub const SERVER_TUN_V4: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
+pub const CLIENT_TUN_V4: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
+pub const SERVER_TUN_V6: &str = "fd99::1";
+pub const CLIENT_TUN_V6: &str = "fd99::2";
+/// The server's UDP port.
+pub const SERVER_PORT: u16 = 6773;
+
+impl Topology {
+    pub fn control_socket(&self, server: bool) -> PathBuf {
+        self.dir
+            .join(if server { "server.sock" } else { "client.sock" })
+    }
+
+    pub fn log_file(&self, server: bool) -> PathBuf {
+        self.dir
+            .join(if server { "server.log" } else { "client.log" })
+    }
+
+    /// Starts `mpdccp server` and `mpdccp client` and waits until the
+    /// connection is established on the requested paths.
+    pub fn start_tunnel(&mut self, exe: &Path, opts: &TunnelOpts) -> anyhow::Result<()> {
+        let tunnel = format!(
+            "[tunnel]\ncc = \"{}\"\nscheduler = \"{}\"\nreorder = \"{}\"\nreorder_timeout_ms = {}\n{}\n",
+            opts.cc, opts.scheduler, opts.reorder, opts.reorder_timeout_ms, opts.extra_tunnel
+        );
+        let server_cfg = format!(
+            "listen = \"0.0.0.0:{SERVER_PORT}\"\nseed = 7\n[tun]\nname = \"mpd0\"\naddresses = [\"{SERVER_TUN_V4}/24\", \"{SERVER_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
+            self.control_socket(true).display()
+        );
+        let used: Vec<usize> = if opts.paths.is_empty() {
+            (0..self.paths.len()).collect()
+        } else {
+            opts.paths.clone()
+        };
+        let mut client_cfg = format!(
+            "seed = 9\nrejoin_backoff_ms = 200\n[tun]\nname = \"mpd0\"\naddresses = [\"{CLIENT_TUN_V4}/24\", \"{CLIENT_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
+            self.control_socket(false).display()
+        );
+        for &i in &used {
+            let a = &self.paths[i];
+            client_cfg.push_str(&format!(
+                "[[path]]\nname = \"{}\"\ninterface = \"{}\"\nremote = \"{}:{SERVER_PORT}\"\n",
+                a.iface, a.iface, a.server_ip
+            ));
+        }
+        let sc = self.dir.join("server.toml");
+        let cc = self.dir.join("client.toml");
+        std::fs::write(&sc, server_cfg)?;
+        std::fs::write(&cc, client_cfg)?;
+        let exe_s = exe.to_string_lossy().into_owned();
+        let env_log = format!("RUST_LOG={}", opts.log);
+        let (sc_s, cc_s) = (
+            sc.to_string_lossy().into_owned(),
+            cc.to_string_lossy().into_owned(),
+        );
+        let p = self.server.spawn_logged(
+            "env",
+            &[&env_log, &exe_s, "server", "--config", &sc_s],
+            &self.log_file(true),
+        )?;
+        self.procs.push(p);
+        wait_for(Duration::from_secs(10), || {
+            self.control_socket(true).exists()
+        })
+        .with_context(|| format!("server did not start; log:\n{}", self.log_tail(true)))?;
+        let p = self.client.spawn_logged(
+            "env",
+            &[&env_log, &exe_s, "client", "--config", &cc_s],
+            &self.log_file(false),
+        )?;
+        self.procs.push(p);
+        let want = if opts.wait_paths == 0 {
+            used.len()
+        } else {
+            opts.wait_paths
+        };
+        wait_for(Duration::from_secs(15), || self.established_paths() >= want).with_context(
+            || {
+                format!(
+                    "tunnel not established on {want} paths; client log:\n{}\nserver log:\n{}",
+                    self.log_tail(false),
+                    self.log_tail(true)
+                )
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Paths of the client's connection in state Active.
+    pub fn established_paths(&self) -> usize {
+        let Ok(v) = self.status(false) else { return 0 };
+        v["connections"][0]["paths"]
+            .as_array()
+            .map(|ps| ps.iter().filter(|p| p["state"] == "Active").count())
+            .unwrap_or(0)
+    }
+
+    /// The JSON status of the server or client daemon.
+    pub fn status(&self, server: bool) -> anyhow::Result<serde_json::Value> {
+        Ok(crate::daemon::ops::query(
+            &self.control_socket(server),
+            "status",
+        )?)
+    }
+
+    /// The last lines of a daemon's log, for error messages.
+    pub fn log_tail(&self, server: bool) -> String {
+        let s = std::fs::read_to_string(self.log_file(server)).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// Polls `cond` every 50 ms until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = StdInstant::now() + timeout;
+    loop {
+        if cond() {
+            return Ok(());
+        }
+        if StdInstant::now() > deadline {
+            bail!("timed out after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 impl Drop for Topology {
     fn drop(&mut self) {
         // Stop processes in reverse start order before namespaces go.
