@@ -20,12 +20,14 @@
 //! * [`emu`] — the userspace link emulator (`mpdccp netem`).
 //! * [`topo`] — client / router-per-path / server namespace topology.
 //! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
+//! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 
 pub mod clock;
 pub mod daemon;
 pub mod emu;
 pub mod mtu;
 pub mod netns;
+pub mod probe;
 pub mod topo;
 pub mod tun;
 pub mod udp;

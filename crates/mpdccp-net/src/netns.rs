@@ -71,6 +71,33 @@ pub fn sysctl_in(ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
     )
 }
 
+/// Moves the calling thread into network namespace `name` (only this thread:
+/// `setns` on a thread of a multi-threaded process affects that thread).
+/// Sockets it creates afterwards live in that namespace. Use it on a thread
+/// made for the purpose (see [`spawn_in_netns`]).
+pub fn enter_netns(name: &str) -> anyhow::Result<()> {
+    let path = format!("/var/run/netns/{name}");
+    let f = std::fs::File::open(&path).with_context(|| format!("cannot open {path}"))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: `f` is an open namespace file; CLONE_NEWNET restricts the kind.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        bail!("setns({name}): {}", io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Runs `f` on a new thread inside network namespace `name`.
+pub fn spawn_in_netns<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> std::thread::JoinHandle<anyhow::Result<T>> {
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        enter_netns(&name)?;
+        f()
+    })
+}
+
 /// A network namespace, deleted on drop.
 #[derive(Debug)]
 pub struct Netns {
