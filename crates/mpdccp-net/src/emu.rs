@@ -88,20 +88,29 @@ pub struct EmuStats {
     pub down: DirStats,
 }
 
-/// One periodic sample, written as a JSON line.
-#[derive(Serialize)]
-struct Sample<'a> {
-    t_s: f64,
-    path: &'a str,
-    dir: &'a str,
-    queue_bytes: usize,
-    queue_pkts: usize,
-    delivered_bytes: u64,
-    dropped_pkts: u64,
-    /// Largest / mean queueing delay (sojourn minus propagation delay) of the
+/// One periodic sample of one direction, written as a JSON line (`--stats-out`).
+/// Counters are cumulative; queueing delays are of the packets delivered
+/// during the interval.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct Sample {
+    /// Seconds since the emulator's epoch.
+    pub t_s: f64,
+    pub path: String,
+    /// `up` (client → server) or `down`.
+    pub dir: String,
+    pub queue_bytes: usize,
+    pub queue_pkts: usize,
+    pub received_pkts: u64,
+    pub received_bytes: u64,
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    pub dropped_pkts: u64,
+    /// Largest / mean time waiting in the buffer (before serialization) of the
     /// packets delivered in the interval, ms.
-    qdelay_max_ms: f64,
-    qdelay_mean_ms: f64,
+    pub qdelay_max_ms: f64,
+    pub qdelay_mean_ms: f64,
+    /// Packets those delays are over.
+    pub qdelay_n: u64,
 }
 
 /// A packet in the link: its ring sequence number.
@@ -380,10 +389,13 @@ pub fn run_with(
 fn write_sample(w: &mut impl Write, now: Instant, path: &str, d: &mut Dir) -> anyhow::Result<()> {
     let s = Sample {
         t_s: now.as_secs_f64(),
-        path,
-        dir: d.name,
+        path: path.to_string(),
+        dir: d.name.to_string(),
         queue_bytes: d.link.queue_bytes(),
         queue_pkts: d.link.queue_pkts(),
+        received_pkts: d.stats.received_pkts,
+        received_bytes: d.stats.received_bytes,
+        delivered_pkts: d.stats.delivered_pkts,
         delivered_bytes: d.stats.delivered_bytes,
         dropped_pkts: d.stats.dropped_buffer_pkts
             + d.stats.dropped_loss_pkts
@@ -395,6 +407,7 @@ fn write_sample(w: &mut impl Write, now: Instant, path: &str, d: &mut Dir) -> an
         } else {
             0.0
         },
+        qdelay_n: d.iv_n,
     };
     serde_json::to_writer(&mut *w, &s)?;
     w.write_all(b"\n")?;

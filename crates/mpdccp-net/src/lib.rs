@@ -21,13 +21,17 @@
 //! * [`topo`] — client / router-per-path / server namespace topology.
 //! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
+//! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
+//! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
 
+pub mod bench;
 pub mod clock;
 pub mod daemon;
 pub mod emu;
 pub mod mtu;
 pub mod netns;
 pub mod probe;
+pub mod testbed;
 pub mod topo;
 pub mod tun;
 pub mod udp;

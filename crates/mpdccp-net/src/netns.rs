@@ -132,8 +132,13 @@ impl Netns {
 
     /// A command that runs `prog` inside this namespace.
     pub fn command(&self, prog: &str) -> Command {
+        Netns::command_in(&self.name, prog)
+    }
+
+    /// A command that runs `prog` inside namespace `name`.
+    pub fn command_in(name: &str, prog: &str) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, prog]);
+        c.args(["netns", "exec", name, prog]);
         c
     }
 

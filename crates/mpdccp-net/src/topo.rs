@@ -191,6 +191,8 @@ pub struct TunnelOpts {
     pub wait_paths: usize,
     /// `RUST_LOG` for the daemons.
     pub log: String,
+    /// MP_PRIO per used path (default 3).
+    pub priorities: Vec<u8>,
 }
 
 impl Default for TunnelOpts {
@@ -204,6 +206,7 @@ impl Default for TunnelOpts {
             paths: Vec::new(),
             wait_paths: 0,
             log: "info".into(),
+            priorities: Vec::new(),
         }
     }
 }
@@ -247,11 +250,14 @@ impl Topology {
             "seed = 9\nrejoin_backoff_ms = 200\n[tun]\nname = \"mpd0\"\naddresses = [\"{CLIENT_TUN_V4}/24\", \"{CLIENT_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
             self.control_socket(false).display()
         );
-        for &i in &used {
+        for (k, &i) in used.iter().enumerate() {
             let a = &self.paths[i];
             client_cfg.push_str(&format!(
-                "[[path]]\nname = \"{}\"\ninterface = \"{}\"\nremote = \"{}:{SERVER_PORT}\"\n",
-                a.iface, a.iface, a.server_ip
+                "[[path]]\nname = \"{}\"\ninterface = \"{}\"\nremote = \"{}:{SERVER_PORT}\"\npriority = {}\n",
+                a.iface,
+                a.iface,
+                a.server_ip,
+                opts.priorities.get(k).copied().unwrap_or(3)
             ));
         }
         let sc = self.dir.join("server.toml");

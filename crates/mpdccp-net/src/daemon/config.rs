@@ -58,6 +58,8 @@ pub struct TunnelConfig {
     pub max_paths: usize,
     /// Smallest MTU of any path's network (outer IP packets), bytes.
     pub path_mtu: u32,
+    /// false = plain single-path DCCP (no Multipath Capable feature).
+    pub multipath: bool,
 }
 
 impl Default for TunnelConfig {
@@ -71,6 +73,7 @@ impl Default for TunnelConfig {
             send_queue_pkts: 1000,
             max_paths: 8,
             path_mtu: 1500,
+            multipath: true,
         }
     }
 }
@@ -94,6 +97,7 @@ impl TunnelConfig {
             send_queue_bytes: self.send_queue_pkts.saturating_mul(mss_bytes as usize),
             max_paths: self.max_paths,
             mss_bytes,
+            multipath: self.multipath,
             ..Default::default()
         }
     }
