@@ -6,8 +6,30 @@
 //! each arriving data packet, then drains [`Reorder::pop`]; it arms a timer at
 //! [`Reorder::poll_timeout`] and calls [`Reorder::handle_timeout`] when it
 //! fires, so a deadline expires on time even if no other packet arrives.
+//!
+//! Strategies ([`REORDER_NAMES`], built by [`build`] from a [`ReorderConfig`]):
+//! * `passive` — arrival order, exact duplicates dropped;
+//! * `active-fixed` — MP_SEQ order, a gap holds delivery at most `timeout`;
+//! * `active-adaptive` — as fixed, timeout = slowest minus fastest path
+//!   latency plus `offset`, capped at `max_timeout`;
+//! * `equalized` — per arrival path: slowest path latency minus this path's
+//!   (plus `offset`, capped);
+//! * `delay-equalization` — every packet from a faster path is held until the
+//!   slowest path's delay is matched, then released in MP_SEQ order.
+//!
+//! Guarantees of every strategy: memory is bounded (`max_hold_pkts`,
+//! `max_hold_bytes`; overflow forces delivery and is counted), a sequence
+//! number is delivered at most once (a bounded duplicate window; a packet too
+//! old to be judged is dropped and counted `late`, never delivered twice),
+//! and every deadline is reported by [`Reorder::poll_timeout`].
 
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
+use std::time::Duration;
+
+mod dedup;
+mod passive;
+
+pub use passive::Passive;
 
 use crate::path::{PathId, PathView};
 use crate::time::Instant;
@@ -57,6 +79,9 @@ pub struct ReorderStats {
     /// Packets currently held.
     pub held_pkts: u64,
     pub held_bytes: u64,
+    /// Released packets discarded because the caller did not drain
+    /// [`Reorder::pop`] before the ready queue reached the packet cap.
+    pub overflow_drops: u64,
 }
 
 /// Per-path receiver-side facts the connection supplies with each push: the
@@ -97,4 +122,153 @@ pub trait Reorder: Send + Debug {
     fn handle_timeout(&mut self, now: Instant);
 
     fn stats(&self) -> ReorderStats;
+}
+
+/// Reorder strategy names accepted by [`build`].
+pub const REORDER_NAMES: &[&str] = &["passive"];
+
+/// Default gap timeout of `active-fixed`, and the fallback of the adaptive
+/// strategies before any path latency is known.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default cap on any computed timeout.
+pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_millis(500);
+/// Default `offset` of the adaptive strategies (covers jitter).
+pub const DEFAULT_OFFSET: Duration = Duration::from_millis(5);
+/// Default buffer caps.
+pub const DEFAULT_MAX_HOLD_PKTS: usize = 4096;
+pub const DEFAULT_MAX_HOLD_BYTES: usize = 8 << 20;
+/// Default duplicate-detection window, in sequence numbers.
+pub const DEFAULT_DUP_WINDOW: usize = 16384;
+
+/// Settings for every strategy; each reads the fields it needs. Zero values
+/// mean "use the default" (the `DEFAULT_*` constants), so `Default` works.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReorderConfig {
+    /// Strategy name (see [`REORDER_NAMES`]); "" = "passive".
+    pub name: String,
+    /// `active-fixed`: longest a gap holds delivery. 0 = [`DEFAULT_TIMEOUT`].
+    /// Also the fallback of the adaptive strategies while no latency is known.
+    pub timeout: Duration,
+    /// Cap on the number of held packets; 0 = [`DEFAULT_MAX_HOLD_PKTS`].
+    pub max_hold_pkts: usize,
+    /// Cap on held payload bytes; 0 = [`DEFAULT_MAX_HOLD_BYTES`].
+    pub max_hold_bytes: usize,
+    /// Adaptive strategies: margin added to the latency difference (jitter);
+    /// 0 = [`DEFAULT_OFFSET`]. Use [`ReorderConfig::no_offset`] for none.
+    pub offset: Duration,
+    /// Explicitly no offset (overrides `offset`).
+    pub no_offset: bool,
+    /// Adaptive strategies: cap on a computed timeout; 0 = [`DEFAULT_MAX_TIMEOUT`].
+    pub max_timeout: Duration,
+    /// Sequence numbers remembered for duplicate detection; 0 = [`DEFAULT_DUP_WINDOW`].
+    pub dup_window: usize,
+    /// First MP_SEQ the peer sends, when the connection knows it (RFC 9897
+    /// starts at 0 after the handshake); `None` = learn from the first arrival.
+    pub initial_seq: Option<u64>,
+    /// Drop packets that arrive after their gap was given up (counted `late`)
+    /// instead of delivering them out of order (the default, which spares an
+    /// inner TCP a retransmission).
+    pub drop_late: bool,
+    /// Fast loss detection rule.
+    pub fast_loss: FastLoss,
+}
+
+/// When a gap may be declared lost before its deadline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FastLoss {
+    /// Only deadlines and overflow end a gap.
+    Off,
+    /// Each path is FIFO (one access link): a path that has delivered a
+    /// higher MP_SEQ will not deliver the gap any more.
+    #[default]
+    Fifo,
+    /// A path excludes the gap only when it has delivered a higher MP_SEQ
+    /// and its DCCP sequence numbers show no hole
+    /// ([`PathReceiveState::in_order`]): safe with reordering inside a path.
+    Strict,
+}
+
+#[allow(dead_code)] // used by the active strategies (next commit)
+impl ReorderConfig {
+    /// Config for `name` with every other field at its default.
+    pub fn named(name: &str) -> Self {
+        ReorderConfig {
+            name: name.to_owned(),
+            ..ReorderConfig::default()
+        }
+    }
+    pub(crate) fn timeout(&self) -> Duration {
+        nonzero_or(self.timeout, DEFAULT_TIMEOUT)
+    }
+    pub(crate) fn max_timeout(&self) -> Duration {
+        nonzero_or(self.max_timeout, DEFAULT_MAX_TIMEOUT)
+    }
+    pub(crate) fn offset(&self) -> Duration {
+        if self.no_offset {
+            Duration::ZERO
+        } else {
+            nonzero_or(self.offset, DEFAULT_OFFSET)
+        }
+    }
+    pub(crate) fn max_hold_pkts(&self) -> usize {
+        if self.max_hold_pkts == 0 {
+            DEFAULT_MAX_HOLD_PKTS
+        } else {
+            self.max_hold_pkts
+        }
+    }
+    pub(crate) fn max_hold_bytes(&self) -> usize {
+        if self.max_hold_bytes == 0 {
+            DEFAULT_MAX_HOLD_BYTES
+        } else {
+            self.max_hold_bytes
+        }
+    }
+    pub(crate) fn dup_window(&self) -> usize {
+        if self.dup_window == 0 {
+            DEFAULT_DUP_WINDOW
+        } else {
+            self.dup_window
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn nonzero_or(d: Duration, default: Duration) -> Duration {
+    if d.is_zero() {
+        default
+    } else {
+        d
+    }
+}
+
+/// `build` was given a name it does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownName(pub String);
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown reorder strategy `{}` (expected one of {})",
+            self.0,
+            REORDER_NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// Build the strategy `config.name` selects.
+pub fn build(config: &ReorderConfig) -> Result<Box<dyn Reorder>, UnknownName> {
+    let name = config.name.trim();
+    let name = if name.is_empty() { "passive" } else { name };
+    let name = REORDER_NAMES
+        .iter()
+        .find(|n| n.eq_ignore_ascii_case(name) || n.replace('-', "_").eq_ignore_ascii_case(name))
+        .ok_or_else(|| UnknownName(config.name.clone()))?;
+    Ok(match *name {
+        "passive" => Box::new(Passive::new(config)),
+        _ => return Err(UnknownName(config.name.clone())),
+    })
 }

@@ -12,10 +12,32 @@
 //!   the packet once).
 //!
 //! The MP_SEQ is assigned after the decision, in application order.
+//!
+//! Every scheduler is built from a [`SchedulerConfig`] by [`build`]; the names
+//! are listed in [`SCHEDULER_NAMES`] (plus the 3GPP ATSSS steering-mode
+//! aliases of [`ATSSS_ALIASES`], TS 23.501 §5.32.8).
+//!
+//! Shared rules (every scheduler, unless its docs say otherwise):
+//! * a path is *usable* when [`PathView::is_usable`] (Active, MP_PRIO ≠ 0);
+//! * RFC 9897 MP_PRIO 1 marks a standby (backup) path: it is used only
+//!   while no usable path of higher priority exists, the way MPTCP treats
+//!   backup subflows (RFC 8684 §3.3.8);
+//! * a path *has room* when [`PathView::can_send`] (cwnd and pacing budget);
+//! * decisions are deterministic: ties break towards the lower `PathId`; no
+//!   allocation happens per decision (`out` is the caller's reused vector).
+//! * Schedulers update their own state (round-robin position, ratio credit)
+//!   inside `select`: a non-empty decision is assumed to be carried out.
 
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
+use std::time::Duration;
 
-use crate::path::{PathId, PathView};
+mod cpf;
+mod rr;
+
+pub use cpf::Cpf;
+pub use rr::RoundRobin;
+
+use crate::path::{priority, PathId, PathView};
 use crate::time::Instant;
 
 /// What the scheduler knows about the packet it places.
@@ -45,4 +67,114 @@ pub trait Scheduler: Send + Debug {
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
+}
+
+/// Scheduler names accepted by [`build`] (config, CLI and results use these).
+pub const SCHEDULER_NAMES: &[&str] = &["cpf", "rr"];
+
+/// 3GPP ATSSS steering modes (TS 23.501 §5.32.8) and the scheduler each maps to.
+pub const ATSSS_ALIASES: &[(&str, &str)] = &[
+    ("active-standby", "handover"),
+    ("smallest-delay", "srtt"),
+    ("load-balancing", "ratio"),
+    ("priority-based", "cpf"),
+];
+
+/// Settings for every scheduler; each reads the fields it needs.
+/// `Default` gives CPF with the documented defaults (zero = "use the default").
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SchedulerConfig {
+    /// Scheduler name (see [`SCHEDULER_NAMES`], [`ATSSS_ALIASES`]); "" = "cpf".
+    pub name: String,
+    /// `ratio`: weight of each path, by position in the `PathId`-ordered path
+    /// list (the order paths were configured in). Empty = equal weights; a
+    /// path beyond the list gets weight 0 (used only to spill).
+    pub weights: Vec<u32>,
+    /// `rr`: packets sent on one path before moving to the next; 0 = 1.
+    pub rr_burst: u32,
+}
+
+impl SchedulerConfig {
+    /// Config for `name` with every other field at its default.
+    pub fn named(name: &str) -> Self {
+        SchedulerConfig {
+            name: name.to_owned(),
+            ..SchedulerConfig::default()
+        }
+    }
+
+    /// The canonical scheduler name this config selects (aliases resolved).
+    pub fn canonical_name(&self) -> Option<&'static str> {
+        canonical(&self.name)
+    }
+}
+
+/// `build` was given a name it does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownName(pub String);
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown scheduler `{}` (expected one of ", self.0)?;
+        for (i, n) in SCHEDULER_NAMES.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(n)?;
+        }
+        for (alias, _) in ATSSS_ALIASES {
+            write!(f, ", {alias}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// Resolve `name` (case-insensitive, `_` accepted for `-`) to a canonical name.
+fn canonical(name: &str) -> Option<&'static str> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Some("cpf");
+    }
+    let norm =
+        |s: &str| s.eq_ignore_ascii_case(name) || s.replace('-', "_").eq_ignore_ascii_case(name);
+    if let Some(n) = SCHEDULER_NAMES.iter().find(|n| norm(n)) {
+        return Some(n);
+    }
+    ATSSS_ALIASES
+        .iter()
+        .find(|(alias, _)| norm(alias))
+        .and_then(|(_, target)| SCHEDULER_NAMES.iter().find(|n| *n == target))
+        .copied()
+}
+
+/// Build the scheduler `config.name` selects.
+pub fn build(config: &SchedulerConfig) -> Result<Box<dyn Scheduler>, UnknownName> {
+    let unknown = || UnknownName(config.name.clone());
+    Ok(match canonical(&config.name).ok_or_else(unknown)? {
+        "cpf" => Box::new(Cpf::new()),
+        "rr" => Box::new(RoundRobin::new(config.rr_burst)),
+        _ => return Err(unknown()),
+    })
+}
+
+/// True when some usable path has a priority above standby: standby paths
+/// are then excluded (RFC 9897 MP_PRIO 1 = backup, cf. RFC 8684 §3.3.8).
+pub(crate) fn standby_excluded(paths: &[PathView]) -> bool {
+    paths
+        .iter()
+        .any(|p| p.is_usable() && p.priority > priority::STANDBY)
+}
+
+/// A path this scheduler may consider at all (usable, and not a standby path
+/// while a better one is usable).
+pub(crate) fn eligible(p: &PathView, standby_excluded: bool) -> bool {
+    p.is_usable() && !(standby_excluded && p.priority <= priority::STANDBY)
+}
+
+/// Smoothed RTT for ranking; a path without a sample ranks after every path
+/// with one.
+pub(crate) fn srtt_rank(p: &PathView) -> Duration {
+    p.srtt.unwrap_or(Duration::MAX)
 }
