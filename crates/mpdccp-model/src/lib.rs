@@ -1,7 +1,20 @@
 //! # mpdccp-model — shared by the simulator and the real testbed
 //!
-//! * `scenario` — the scenario TOML files (`../shared/SCENARIOS.md`);
-//! * `link` — the sans-IO link model (rate schedule, delay, drop-tail buffer,
-//!   seeded loss, outages, trace links) that the simulator steps on a virtual
-//!   clock and `mpdccp netem` steps on the real one;
-//! * `results` — the result contract: `summary.json`, `timeseries.csv`, plots.
+//! * [`scenario`] — the scenario TOML files (`../shared/SCENARIOS.md`): types,
+//!   loading, validation, `--set` overrides;
+//! * [`link`] — the sans-IO link model (rate schedule, delay schedule, drop-tail
+//!   buffer, seeded loss, outages, mahimahi trace links) that the simulator
+//!   steps on a virtual clock and `mpdccp netem` steps on the real one
+//!   ([`netem`] maps the OS clock onto it).
+//!
+//! Nothing here reads a clock or OS randomness except [`netem::WallClock`].
+
+pub mod link;
+pub mod netem;
+pub mod scenario;
+
+pub use link::{Delivery, Link, LinkDrop, LinkStats};
+pub use scenario::{
+    DelayPoint, Direction, FlowKind, FlowSpec, Outage, PathSpec, RatePoint, Scenario,
+    ScenarioError, Trace, TunnelSpec, WindowSpec,
+};
