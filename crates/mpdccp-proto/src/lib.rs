@@ -16,6 +16,7 @@
 //! Module map (top-down):
 //! * [`wire`]    — packet and option parsing/emitting (RFC 4340, 9897, 6773).
 //! * [`conn`]    — `Connection` (MP-DCCP meta state) and its DCCP subflows.
+//! * [`harness`] — a deterministic N-path test harness on a virtual clock.
 //! * [`cc`]      — the congestion-control trait and every controller.
 //! * [`sched`]   — the scheduler trait and the schedulers.
 //! * [`reorder`] — the receiver reordering trait and its strategies.
@@ -23,11 +24,16 @@
 
 pub mod cc;
 pub mod conn;
+pub mod harness;
 pub mod path;
 pub mod reorder;
 pub mod sched;
 pub mod time;
 pub mod wire;
 
+pub use conn::{
+    ConnError, ConnStats, Connection, ConnectionConfig, DropPolicy, Endpoint, EndpointConfig,
+    Event, PathConfig, Role, SendError, Transmit,
+};
 pub use path::{PathId, PathState, PathView};
 pub use time::Instant;

@@ -26,9 +26,11 @@
 use std::fmt::{self, Debug};
 use std::time::Duration;
 
+mod active;
 mod dedup;
 mod passive;
 
+pub use active::{Active, ActiveMode};
 pub use passive::Passive;
 
 use crate::path::{PathId, PathView};
@@ -70,9 +72,11 @@ pub struct ReorderStats {
     pub duplicates: u64,
     /// Packets arriving below the delivery point after it moved past them.
     pub late: u64,
-    /// Gaps given up on when their deadline passed.
+    /// Gaps given up on when their deadline passed (counted in missing
+    /// sequence numbers).
     pub gaps_timed_out: u64,
-    /// Gaps declared lost early (fast loss detection).
+    /// Gaps declared lost early (fast loss detection), in missing sequence
+    /// numbers.
     pub gaps_fast_lost: u64,
     /// Deliveries forced because the buffer cap was reached.
     pub overflow_releases: u64,
@@ -82,6 +86,9 @@ pub struct ReorderStats {
     /// Released packets discarded because the caller did not drain
     /// [`Reorder::pop`] before the ready queue reached the packet cap.
     pub overflow_drops: u64,
+    /// Missing sequence numbers given up because the buffer cap forced
+    /// delivery past them.
+    pub gaps_overflow: u64,
 }
 
 /// Per-path receiver-side facts the connection supplies with each push: the
@@ -125,7 +132,13 @@ pub trait Reorder: Send + Debug {
 }
 
 /// Reorder strategy names accepted by [`build`].
-pub const REORDER_NAMES: &[&str] = &["passive"];
+pub const REORDER_NAMES: &[&str] = &[
+    "passive",
+    "active-fixed",
+    "active-adaptive",
+    "equalized",
+    "delay-equalization",
+];
 
 /// Default gap timeout of `active-fixed`, and the fallback of the adaptive
 /// strategies before any path latency is known.
@@ -188,7 +201,6 @@ pub enum FastLoss {
     Strict,
 }
 
-#[allow(dead_code)] // used by the active strategies (next commit)
 impl ReorderConfig {
     /// Config for `name` with every other field at its default.
     pub fn named(name: &str) -> Self {
@@ -233,7 +245,6 @@ impl ReorderConfig {
     }
 }
 
-#[allow(dead_code)]
 fn nonzero_or(d: Duration, default: Duration) -> Duration {
     if d.is_zero() {
         default
@@ -269,6 +280,10 @@ pub fn build(config: &ReorderConfig) -> Result<Box<dyn Reorder>, UnknownName> {
         .ok_or_else(|| UnknownName(config.name.clone()))?;
     Ok(match *name {
         "passive" => Box::new(Passive::new(config)),
+        "active-fixed" => Box::new(Active::new(ActiveMode::Fixed, config)),
+        "active-adaptive" => Box::new(Active::new(ActiveMode::Adaptive, config)),
+        "equalized" => Box::new(Active::new(ActiveMode::Equalized, config)),
+        "delay-equalization" => Box::new(Active::new(ActiveMode::DelayEqualization, config)),
         _ => return Err(UnknownName(config.name.clone())),
     })
 }

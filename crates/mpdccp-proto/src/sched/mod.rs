@@ -31,11 +31,25 @@
 use std::fmt::{self, Debug};
 use std::time::Duration;
 
+mod acpf;
 mod cpf;
+mod ecf;
+mod handover;
+mod otias;
+mod ratio;
+mod redundant;
 mod rr;
+mod srtt;
 
+pub use acpf::Acpf;
 pub use cpf::Cpf;
+pub use ecf::Ecf;
+pub use handover::Handover;
+pub use otias::Otias;
+pub use ratio::Ratio;
+pub use redundant::Redundant;
 pub use rr::RoundRobin;
+pub use srtt::MinSrtt;
 
 use crate::path::{priority, PathId, PathView};
 use crate::time::Instant;
@@ -70,7 +84,17 @@ pub trait Scheduler: Send + Debug {
 }
 
 /// Scheduler names accepted by [`build`] (config, CLI and results use these).
-pub const SCHEDULER_NAMES: &[&str] = &["cpf", "rr"];
+pub const SCHEDULER_NAMES: &[&str] = &[
+    "cpf",
+    "rr",
+    "srtt",
+    "ratio",
+    "redundant",
+    "otias",
+    "handover",
+    "acpf",
+    "ecf",
+];
 
 /// 3GPP ATSSS steering modes (TS 23.501 §5.32.8) and the scheduler each maps to.
 pub const ATSSS_ALIASES: &[(&str, &str)] = &[
@@ -92,6 +116,14 @@ pub struct SchedulerConfig {
     pub weights: Vec<u32>,
     /// `rr`: packets sent on one path before moving to the next; 0 = 1.
     pub rr_burst: u32,
+    /// `acpf`: standing queueing delay (SRTT − min RTT) tolerated on a path
+    /// before spilling; zero = `max(min_rtt / 4, 1 ms)` per path.
+    pub acpf_queue_delay: Duration,
+    /// `otias`: windows' worth of packets a full path may queue; 0 = 2.
+    pub otias_max_queue_rounds: u32,
+    /// `handover`: how long a returning higher-priority path must stay usable
+    /// before traffic switches back to it; zero = at once.
+    pub handover_switch_back_delay: Duration,
 }
 
 impl SchedulerConfig {
@@ -155,6 +187,13 @@ pub fn build(config: &SchedulerConfig) -> Result<Box<dyn Scheduler>, UnknownName
     Ok(match canonical(&config.name).ok_or_else(unknown)? {
         "cpf" => Box::new(Cpf::new()),
         "rr" => Box::new(RoundRobin::new(config.rr_burst)),
+        "srtt" => Box::new(MinSrtt::new()),
+        "ratio" => Box::new(Ratio::new(&config.weights)),
+        "redundant" => Box::new(Redundant::new()),
+        "otias" => Box::new(Otias::new(config.otias_max_queue_rounds)),
+        "handover" => Box::new(Handover::new(config.handover_switch_back_delay)),
+        "acpf" => Box::new(Acpf::new(config.acpf_queue_delay)),
+        "ecf" => Box::new(Ecf::new()),
         _ => return Err(unknown()),
     })
 }

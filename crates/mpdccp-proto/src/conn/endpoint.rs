@@ -1,0 +1,310 @@
+//! A server endpoint for many clients: demultiplexes datagrams to
+//! connections by a driver-supplied remote-address key `K` (e.g. the UDP
+//! source `SocketAddr`), creates connections for MP_KEY (or plain)
+//! Requests, routes MP_JOIN Requests by their path token (the server's
+//! connection identifier), and bounds the number of half-open connections so
+//! a flood of Requests cannot exhaust memory.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::codec::{reset_code, PacketType, Segment};
+use super::{Connection, ConnectionConfig, Event, Role, Transmit};
+use crate::path::PathId;
+use crate::time::Instant;
+
+/// Endpoint settings.
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    /// Settings of every accepted connection.
+    pub conn: ConnectionConfig,
+    /// Most connections at once (new Requests beyond get Reset 9).
+    pub max_connections: usize,
+    /// Most connections that have not reached OPEN yet.
+    pub max_half_open: usize,
+    /// Stateless Resets waiting to be sent, at most.
+    pub max_pending_resets: usize,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            conn: ConnectionConfig::default(),
+            max_connections: 1024,
+            max_half_open: 64,
+            max_pending_resets: 64,
+        }
+    }
+}
+
+/// Identifies a connection of an [`Endpoint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionHandle(pub u64);
+
+/// Endpoint counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointStats {
+    pub accepted: u64,
+    pub joins_routed: u64,
+    pub unknown_token: u64,
+    pub refused_half_open: u64,
+    pub refused_max_connections: u64,
+    /// Non-Request datagrams from unknown remotes.
+    pub unknown_remote: u64,
+    pub malformed: u64,
+    pub resets_dropped: u64,
+    pub closed_connections: u64,
+}
+
+/// A multi-client server endpoint. `K` is the driver's remote-address key.
+pub struct Endpoint<K: Ord + Clone> {
+    config: EndpointConfig,
+    seed: u64,
+    next_handle: u64,
+    conns: BTreeMap<ConnectionHandle, Slot>,
+    routes: BTreeMap<K, (ConnectionHandle, PathId)>,
+    reverse: BTreeMap<(ConnectionHandle, PathId), K>,
+    by_ci: BTreeMap<u32, ConnectionHandle>,
+    resets: VecDeque<(K, [u8; 28], usize)>,
+    events: VecDeque<(ConnectionHandle, Event)>,
+    stats: EndpointStats,
+}
+
+struct Slot {
+    conn: Connection,
+    next_path: u32,
+}
+
+impl<K: Ord + Clone> Endpoint<K> {
+    pub fn new(config: EndpointConfig, seed: u64) -> Self {
+        Endpoint {
+            config,
+            seed,
+            next_handle: 0,
+            conns: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            reverse: BTreeMap::new(),
+            by_ci: BTreeMap::new(),
+            resets: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.conns.get(&h).map(|s| &s.conn)
+    }
+
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.conns.get_mut(&h).map(|s| &mut s.conn)
+    }
+
+    /// Handles of all live connections, in order.
+    pub fn connections(&self) -> Vec<ConnectionHandle> {
+        self.conns.keys().copied().collect()
+    }
+
+    /// The connection and path a remote key is routed to.
+    pub fn route(&self, remote: &K) -> Option<(ConnectionHandle, PathId)> {
+        self.routes.get(remote).copied()
+    }
+
+    /// Processes one datagram from `remote`; returns the connection it went to.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        remote: K,
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        if let Some(&(h, pid)) = self.routes.get(&remote) {
+            if let Some(slot) = self.conns.get_mut(&h) {
+                slot.conn.handle_datagram(now, pid, data);
+                self.collect(h);
+                return Some(h);
+            }
+        }
+        let seg = match Segment::parse(data, None) {
+            Ok(s) => s,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return None;
+            }
+        };
+        if seg.ptype != PacketType::Request {
+            self.stats.unknown_remote += 1;
+            if seg.ptype != PacketType::Reset {
+                self.queue_reset(remote, &seg, reset_code::NO_CONNECTION);
+            }
+            return None;
+        }
+        if let Some(j) = seg.mp.join {
+            let Some(&h) = self.by_ci.get(&j.token) else {
+                self.stats.unknown_token += 1;
+                self.queue_reset(remote, &seg, reset_code::NO_CONNECTION);
+                return None;
+            };
+            let slot = self.conns.get_mut(&h)?;
+            let pid = PathId(slot.next_path);
+            slot.next_path += 1;
+            self.routes.insert(remote.clone(), (h, pid));
+            self.reverse.insert((h, pid), remote);
+            slot.conn.handle_datagram(now, pid, data);
+            self.stats.joins_routed += 1;
+            self.collect(h);
+            return Some(h);
+        }
+        // A new connection.
+        if self.conns.len() >= self.config.max_connections {
+            self.stats.refused_max_connections += 1;
+            self.queue_reset(remote, &seg, reset_code::TOO_BUSY);
+            return None;
+        }
+        let half_open = self
+            .conns
+            .values()
+            .filter(|s| !s.conn.is_established() && !s.conn.is_closed())
+            .count();
+        if half_open >= self.config.max_half_open {
+            self.stats.refused_half_open += 1;
+            self.queue_reset(remote, &seg, reset_code::TOO_BUSY);
+            return None;
+        }
+        let h = ConnectionHandle(self.next_handle);
+        self.next_handle += 1;
+        let seed = self
+            .seed
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(h.0);
+        let mut conn = Connection::new(Role::Server, self.config.conn.clone(), now, seed);
+        conn.handle_datagram(now, PathId(0), data);
+        self.by_ci.insert(conn.local_ci(), h);
+        self.routes.insert(remote.clone(), (h, PathId(0)));
+        self.reverse.insert((h, PathId(0)), remote);
+        self.conns.insert(h, Slot { conn, next_path: 1 });
+        self.stats.accepted += 1;
+        self.collect(h);
+        Some(h)
+    }
+
+    /// Queues one tunnelled packet on a connection.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        packet: &[u8],
+    ) -> Result<(), super::SendError> {
+        match self.conns.get_mut(&h) {
+            Some(s) => s.conn.send(now, packet),
+            None => Err(super::SendError::Closed),
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let hs: Vec<_> = self.conns.keys().copied().collect();
+        for h in hs {
+            if let Some(s) = self.conns.get_mut(&h) {
+                if s.conn.poll_timeout().is_some_and(|t| t <= now) {
+                    s.conn.handle_timeout(now);
+                }
+            }
+            self.collect(h);
+        }
+    }
+
+    /// Next datagram to send, with the remote key it goes to.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(K, Transmit)> {
+        if let Some((k, b, n)) = self.resets.pop_front() {
+            if buf.len() >= n {
+                buf[..n].copy_from_slice(&b[..n]);
+                return Some((
+                    k,
+                    Transmit {
+                        path: PathId(u32::MAX),
+                        size: n,
+                        segment_size: None,
+                    },
+                ));
+            }
+        }
+        let hs: Vec<_> = self.conns.keys().copied().collect();
+        for h in hs {
+            let Some(s) = self.conns.get_mut(&h) else {
+                continue;
+            };
+            if let Some(t) = s.conn.poll_transmit(now, buf) {
+                self.collect(h);
+                if let Some(k) = self.reverse.get(&(h, t.path)) {
+                    return Some((k.clone(), t));
+                }
+            }
+            self.collect(h);
+        }
+        None
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.conns
+            .values()
+            .filter_map(|s| s.conn.poll_timeout())
+            .min()
+    }
+
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        self.events.pop_front()
+    }
+
+    /// Moves a connection's events out and forgets it once closed.
+    fn collect(&mut self, h: ConnectionHandle) {
+        let Some(s) = self.conns.get_mut(&h) else {
+            return;
+        };
+        let mut closed = false;
+        while let Some(e) = s.conn.poll_event() {
+            if matches!(e, Event::Closed { .. }) {
+                closed = true;
+            }
+            self.events.push_back((h, e));
+        }
+        if closed || s.conn.is_closed() {
+            // Keep the connection until its final Resets have gone out.
+            if s.conn.poll_timeout().is_none() {
+                let ci = s.conn.local_ci();
+                self.conns.remove(&h);
+                self.by_ci.remove(&ci);
+                let keys: Vec<_> = self
+                    .reverse
+                    .range((h, PathId(0))..=(h, PathId(u32::MAX)))
+                    .map(|(k, v)| (*k, v.clone()))
+                    .collect();
+                for (rk, remote) in keys {
+                    self.reverse.remove(&rk);
+                    self.routes.remove(&remote);
+                }
+                self.stats.closed_connections += 1;
+            }
+        }
+    }
+
+    /// RFC 4340 §8.3.1: a packet for no connection is answered with Reset,
+    /// seq = its ack + 1 (0 if none), ack = its seq.
+    fn queue_reset(&mut self, remote: K, seg: &Segment<'_>, code: u8) {
+        if self.resets.len() >= self.config.max_pending_resets {
+            self.stats.resets_dropped += 1;
+            return;
+        }
+        let mut s = Segment::new(PacketType::Reset, seg.ack.map_or(0, |a| a + 1));
+        s.src_port = seg.dst_port;
+        s.dst_port = seg.src_port;
+        s.ack = Some(seg.seq);
+        s.reset_code = code;
+        let mut b = [0u8; 28];
+        let un = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        if let Some(n) = s.emit(&mut b, (un, un)) {
+            self.resets.push_back((remote, b, n));
+        }
+    }
+}

@@ -1,0 +1,590 @@
+//! One DCCP subflow: RFC 4340 state, sequence/acknowledgement windows and the
+//! CCID2 (RFC 4341) transport machinery — Ack Vector bookkeeping, loss after
+//! three later acknowledgements, RTO, Ack Ratio, pacing — feeding a
+//! [`CongestionController`].
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::ackvec::{self, RecvHistory};
+use super::queue::Queued;
+use super::seq::{unwrap48, SEQ_MASK};
+use super::PathConfig;
+use crate::cc::{
+    AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
+    RttEstimator, SentPacket,
+};
+use crate::path::{PathId, PathState, PathView};
+use crate::time::Instant;
+
+/// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
+/// a Request arrives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubState {
+    Request,
+    Respond,
+    PartOpen,
+    Open,
+    CloseReq,
+    Closing,
+    TimeWait,
+    Closed,
+}
+
+/// A data packet awaiting acknowledgement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    pub seq: u64,
+    pub bytes: u32,
+    pub rate: PacketRateState,
+    pub acked: bool,
+    pub lost: bool,
+}
+
+/// Control items waiting for the next packet on this subflow.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingCtrl {
+    pub response: bool,
+    pub handshake_ack: bool,
+    /// Sync to send, acknowledging this (wire) sequence number.
+    pub sync: Option<u64>,
+    pub syncack: Option<u64>,
+    pub close: bool,
+    pub closereq: bool,
+    pub reset: Option<u8>,
+    /// MP_PRIO to (re)send until confirmed.
+    pub prio: Option<u8>,
+    pub prio_retx_at: Option<Instant>,
+    pub prio_tries: u32,
+    /// MP_CONFIRM items owed to the peer.
+    pub confirms: Vec<super::codec::ConfirmItem>,
+    /// Confirm R(Ack Ratio, v) owed.
+    pub confirm_ack_ratio: Option<u64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Subflow {
+    pub id: PathId,
+    pub cfg: PathConfig,
+    pub state: SubState,
+    /// We sent the Request.
+    pub initiator: bool,
+    /// Joined with MP_JOIN (not the first subflow).
+    pub join: bool,
+    /// Believed broken after repeated timeouts.
+    pub failed: bool,
+    /// Reported `PathEstablished` already (for recovery events).
+    pub announced: bool,
+    pub mss_bytes: u32,
+
+    // RFC 4340 §7: sequence state, unwrapped to 64 bits.
+    pub iss: u64,
+    pub gss: u64,
+    pub isr: u64,
+    pub gsr: u64,
+    pub gar: u64,
+    pub have_isr: bool,
+    /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
+    pub seq_window: u64,
+    pub rx: RecvHistory,
+
+    // HC-receiver: acknowledgements we owe.
+    pub data_since_ack: u32,
+    pub ack_due: Option<Instant>,
+    pub ack_now: bool,
+    /// Ack Ratio the peer asked us to use.
+    pub ack_ratio_rx: u32,
+    /// Ack Ratio we ask the peer to use (RFC 4341 §6.1.2).
+    pub ack_ratio_tx: u32,
+    pub ack_ratio_unconfirmed: bool,
+    /// GSR when each of the last two acknowledgements left: the Ack Vector
+    /// reaches back to the older one, so one lost ack loses no information
+    /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
+    pub acked_high: [u64; 2],
+
+    // HC-sender (CCID2).
+    pub sent: VecDeque<Sent>,
+    pub pipe: u32,
+    top_acked: [u64; 3],
+    pub cc: Box<dyn CongestionController>,
+    pub rtt: RttEstimator,
+    pub rate: DeliveryRateEstimator,
+    pub rto_at: Option<Instant>,
+    pub rto_count: u32,
+    pub next_send_at: Instant,
+    pub lost_total: u64,
+    pub loss_rate: f64,
+
+    // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
+    pub retx_at: Option<Instant>,
+    pub retx_tries: u32,
+    pub retx_interval: Duration,
+    pub timewait_until: Option<Instant>,
+    pub probe_at: Option<Instant>,
+    pub last_sync_sent: Option<Instant>,
+
+    pub pend: PendingCtrl,
+
+    // MP-DCCP per-subflow state.
+    pub local_nonce: u32,
+    pub remote_nonce: u32,
+    pub local_addr_id: u8,
+    pub remote_addr_id: u8,
+    pub priority: u8,
+    pub last_mp_rtt_sent: Option<Instant>,
+    pub peer_rtt: Option<Duration>,
+    /// Highest MP_SEQ received on this path, for the reorderer.
+    pub highest_mp_seq: Option<u64>,
+    /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
+    pub queue: VecDeque<(u64, Queued)>,
+
+    pub stats: PathStats,
+}
+
+/// Counters of one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub tx_data_pkts: u64,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+    pub rx_data_pkts: u64,
+    pub lost_pkts: u64,
+    pub rtos: u64,
+    pub acks_sent: u64,
+}
+
+impl Subflow {
+    pub fn new(
+        id: PathId,
+        cfg: PathConfig,
+        iss: u64,
+        cc: Box<dyn CongestionController>,
+        conf: &super::ConnectionConfig,
+    ) -> Self {
+        let iss = iss & SEQ_MASK;
+        Subflow {
+            id,
+            priority: cfg.priority,
+            cfg,
+            state: SubState::Closed,
+            initiator: false,
+            join: false,
+            failed: false,
+            announced: false,
+            mss_bytes: conf.mss_bytes,
+            iss,
+            gss: iss,
+            isr: 0,
+            gsr: 0,
+            gar: iss,
+            have_isr: false,
+            seq_window: conf.seq_window_pkts.max(32),
+            rx: RecvHistory::new(0),
+            data_since_ack: 0,
+            ack_due: None,
+            ack_now: false,
+            ack_ratio_rx: 1,
+            ack_ratio_tx: conf.ack_ratio.max(1),
+            ack_ratio_unconfirmed: conf.ack_ratio.max(1) != 1,
+            acked_high: [0; 2],
+            sent: VecDeque::new(),
+            pipe: 0,
+            top_acked: [0; 3],
+            cc,
+            rtt: RttEstimator::new(
+                conf.initial_rto,
+                Duration::from_millis(200),
+                Duration::from_secs(60),
+            ),
+            rate: DeliveryRateEstimator::new(),
+            rto_at: None,
+            rto_count: 0,
+            next_send_at: Instant::ZERO,
+            lost_total: 0,
+            loss_rate: 0.0,
+            retx_at: None,
+            retx_tries: 0,
+            retx_interval: conf.handshake_rto,
+            timewait_until: None,
+            probe_at: None,
+            last_sync_sent: None,
+            pend: PendingCtrl::default(),
+            local_nonce: 0,
+            remote_nonce: 0,
+            local_addr_id: 0,
+            remote_addr_id: 0,
+            last_mp_rtt_sent: None,
+            peer_rtt: None,
+            highest_mp_seq: None,
+            queue: VecDeque::new(),
+            stats: PathStats::default(),
+        }
+    }
+
+    /// Next sequence number to send (and consumes it).
+    pub fn next_seq(&mut self) -> u64 {
+        self.gss += 1;
+        self.gss
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state == SubState::Open
+    }
+
+    pub fn is_gone(&self) -> bool {
+        matches!(self.state, SubState::Closed | SubState::TimeWait)
+    }
+
+    pub fn path_state(&self) -> PathState {
+        match self.state {
+            SubState::Request | SubState::Respond | SubState::PartOpen => PathState::Establishing,
+            SubState::Open if self.failed => PathState::Failed,
+            SubState::Open => PathState::Active,
+            _ => PathState::Closed,
+        }
+    }
+
+    /// Records the peer's initial sequence number.
+    pub fn set_isr(&mut self, wire_seq: u64) {
+        self.isr = wire_seq;
+        self.gsr = wire_seq;
+        self.have_isr = true;
+        self.rx = RecvHistory::new(wire_seq);
+    }
+
+    /// Unwraps a received 48-bit sequence number near GSR.
+    pub fn unwrap_seq(&self, wire: u64) -> u64 {
+        unwrap48(self.gsr, wire)
+    }
+    /// Unwraps a received 48-bit acknowledgement number near GSS.
+    pub fn unwrap_ack(&self, wire: u64) -> u64 {
+        unwrap48(self.gss, wire)
+    }
+
+    /// RFC 4340 §7.5.1 sequence validity window [SWL, SWH].
+    pub fn seq_window(&self) -> (u64, u64) {
+        let w = self.seq_window;
+        let swl = (self.gsr + 1).saturating_sub(w / 4).max(self.isr);
+        let swh = self.gsr + (3 * w).div_ceil(4);
+        (swl, swh)
+    }
+    /// RFC 4340 §7.5.1 acknowledgement validity window [AWL, AWH].
+    pub fn ack_window(&self) -> (u64, u64) {
+        let awl = (self.gss + 1).saturating_sub(self.seq_window).max(self.iss);
+        (awl, self.gss)
+    }
+
+    /// Sender side: one data packet leaves.
+    pub fn on_data_sent(&mut self, now: Instant, seq: u64, bytes: u32, app_limited: bool) {
+        let rs = self.rate.on_packet_sent(now, bytes, self.pipe);
+        self.sent.push_back(Sent {
+            seq,
+            bytes,
+            rate: rs,
+            acked: false,
+            lost: false,
+        });
+        self.pipe += 1;
+        if app_limited {
+            self.rate.on_app_limited(self.pipe);
+        }
+        self.cc.on_packet_sent(
+            now,
+            &SentPacket {
+                seq,
+                bytes,
+                in_flight_pkts: self.pipe,
+                app_limited,
+            },
+        );
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto());
+        }
+        if let Some(rate) = self.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
+            let gap = Duration::from_nanos((bytes as u64).saturating_mul(1_000_000_000) / rate);
+            self.next_send_at = self.next_send_at.max(now) + gap;
+        }
+        self.stats.tx_data_pkts += 1;
+    }
+
+    pub fn rto(&self) -> Duration {
+        let backoff = 1u32 << self.rto_count.min(6);
+        (self.rtt.rto() * backoff).min(Duration::from_secs(60))
+    }
+
+    /// Sender side: processes an acknowledgement (`ack` unwrapped) with its
+    /// optional Ack Vector. Returns true when the path came back from failure.
+    pub fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: u64,
+        cells: Option<&[u8]>,
+        coupled: &[CcSnapshot],
+    ) -> bool {
+        if ack > self.gar {
+            self.gar = ack;
+        }
+        let prior_in_flight = self.pipe;
+        let mut acked_pkts = 0u32;
+        let mut acked_bytes = 0u64;
+        let mut rtt_sample = None;
+        let mut newest_sent = Instant::ZERO;
+        let Some(front_seq) = self.sent.front().map(|s| s.seq) else {
+            return self.recover();
+        };
+        {
+            let sent = &mut self.sent;
+            let pipe = &mut self.pipe;
+            let rate = &mut self.rate;
+            let top = &mut self.top_acked;
+            let mut mark = |hi: u64, lo: u64| {
+                if hi < front_seq {
+                    return;
+                }
+                let lo = lo.max(front_seq);
+                // Index of the first entry with seq >= lo (entries sorted).
+                let start = sent.partition_point(|s| s.seq < lo);
+                for s in sent.iter_mut().skip(start) {
+                    if s.seq > hi {
+                        break;
+                    }
+                    if s.acked || s.lost {
+                        continue;
+                    }
+                    s.acked = true;
+                    *pipe = pipe.saturating_sub(1);
+                    acked_pkts += 1;
+                    acked_bytes += s.bytes as u64;
+                    rate.on_packet_delivered(now, &s.rate);
+                    if s.seq == ack {
+                        rtt_sample = Some(now - s.rate.sent_time);
+                    }
+                    if s.rate.sent_time > newest_sent {
+                        newest_sent = s.rate.sent_time;
+                    }
+                    insert_top(top, s.seq);
+                }
+            };
+            match cells {
+                Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, st| {
+                    if st != ackvec::STATE_NOT_RECEIVED {
+                        mark(hi, lo);
+                    }
+                }),
+                None => mark(ack, ack),
+            }
+        }
+        if let Some(r) = rtt_sample {
+            self.rtt.on_sample(r);
+        }
+        let recovered = if acked_pkts > 0 {
+            self.recover()
+        } else {
+            false
+        };
+        if acked_pkts > 0 {
+            let sample = self.rate.take_sample(self.rtt.min_rtt());
+            let ev = AckEvent {
+                acked_pkts,
+                acked_bytes,
+                prior_in_flight_pkts: prior_in_flight,
+                in_flight_pkts: self.pipe,
+                rtt: rtt_sample,
+                srtt: self.rtt.srtt().unwrap_or(Duration::ZERO),
+                min_rtt: self.rtt.min_rtt().unwrap_or(Duration::ZERO),
+                rate: sample,
+                delivered_pkts: self.rate.delivered_pkts(),
+                lost_pkts_total: self.lost_total,
+                largest_acked_sent_time: newest_sent,
+            };
+            self.cc.on_ack(now, &ev, coupled);
+            self.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
+        }
+        self.detect_losses(now, coupled);
+        self.trim();
+        if acked_pkts > 0 {
+            self.rto_at = (self.pipe > 0).then(|| now + self.rto());
+        }
+        recovered
+    }
+
+    fn recover(&mut self) -> bool {
+        self.rto_count = 0;
+        self.probe_at = None;
+        if self.failed {
+            self.failed = false;
+            return true;
+        }
+        false
+    }
+
+    /// RFC 4341 §5: a packet is lost when at least three packets sent after it
+    /// have been acknowledged — i.e. its number is below the third-highest
+    /// acknowledged number.
+    fn detect_losses(&mut self, now: Instant, coupled: &[CcSnapshot]) {
+        let thresh = self.top_acked[2];
+        if thresh == 0 {
+            return;
+        }
+        let mut lost = 0u32;
+        let mut lost_bytes = 0u64;
+        let mut newest = Instant::ZERO;
+        for s in self.sent.iter_mut() {
+            if s.seq >= thresh {
+                break;
+            }
+            if !s.acked && !s.lost {
+                s.lost = true;
+                lost += 1;
+                lost_bytes += s.bytes as u64;
+                newest = newest.max(s.rate.sent_time);
+            }
+        }
+        if lost > 0 {
+            self.pipe = self.pipe.saturating_sub(lost);
+            self.lost_total += lost as u64;
+            self.stats.lost_pkts += lost as u64;
+            self.loss_rate = (self.loss_rate + lost as f64 / 64.0).min(1.0);
+            let ev = LossEvent {
+                lost_pkts: lost,
+                lost_bytes,
+                in_flight_pkts: self.pipe,
+                largest_lost_sent_time: newest,
+                delivered_pkts: self.rate.delivered_pkts(),
+            };
+            self.cc.on_loss(now, &ev, coupled);
+        }
+    }
+
+    fn trim(&mut self) {
+        while self.sent.front().is_some_and(|s| s.acked || s.lost) {
+            self.sent.pop_front();
+        }
+    }
+
+    /// The retransmission timer fired: every packet in flight is lost and the
+    /// controller collapses its window (RFC 4341 §5, RFC 6298 §5.5).
+    /// Returns true when this timeout marks the path failed.
+    pub fn on_rto(&mut self, now: Instant, fail_after: u32) -> bool {
+        self.rto_at = None;
+        let lost = self.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
+        self.sent.clear();
+        self.pipe = 0;
+        self.lost_total += lost;
+        self.stats.lost_pkts += lost;
+        self.stats.rtos += 1;
+        self.top_acked = [0; 3];
+        self.cc.on_rto(now);
+        self.rto_count += 1;
+        if !self.failed && self.rto_count >= fail_after {
+            self.failed = true;
+            self.probe_at = Some(now + self.rto());
+            return true;
+        }
+        false
+    }
+
+    /// Ack Ratio to request from the peer: at most ceil(cwnd/2) and at most
+    /// the configured value (RFC 4341 §6.1.2).
+    pub fn desired_ack_ratio(&self, configured: u32) -> u32 {
+        let half = self.cc.cwnd_pkts().div_ceil(2).max(1);
+        configured.max(1).min(half)
+    }
+
+    /// Receiver side: a packet with (unwrapped) `seq` arrived; returns false
+    /// for a duplicate.
+    pub fn on_packet_received(&mut self, seq: u64) -> bool {
+        let in_order = seq == self.gsr + 1;
+        if seq > self.gsr {
+            self.gsr = seq;
+        }
+        let fresh = self.rx.record(seq);
+        if !in_order && fresh {
+            // Reordering or loss: tell the sender quickly.
+            self.ack_now = true;
+        }
+        fresh
+    }
+
+    /// Receiver side: a data-carrying packet arrived; schedules the ack.
+    pub fn on_data_received(&mut self, now: Instant, ack_delay: Duration) {
+        self.data_since_ack += 1;
+        if self.data_since_ack >= self.ack_ratio_rx {
+            self.ack_now = true;
+        } else if self.ack_due.is_none() {
+            self.ack_due = Some(now + ack_delay);
+        }
+    }
+
+    /// Sequence numbers the next Ack Vector must cover.
+    pub fn ack_cover(&self, min_cover: u64) -> u64 {
+        let since = self.gsr.saturating_sub(self.acked_high[1]) + 1;
+        since.max(min_cover)
+    }
+
+    /// An acknowledgement was just sent.
+    pub fn on_ack_sent(&mut self) {
+        self.acked_high = [self.gsr, self.acked_high[0]];
+        self.data_since_ack = 0;
+        self.ack_due = None;
+        self.ack_now = false;
+        self.stats.acks_sent += 1;
+    }
+
+    pub fn wants_ack(&self, now: Instant) -> bool {
+        self.ack_now || self.ack_due.is_some_and(|t| t <= now)
+    }
+
+    pub fn cwnd_room(&self) -> bool {
+        self.pipe < self.cc.cwnd_pkts().max(1)
+    }
+
+    pub fn pacing_ok(&self, now: Instant) -> bool {
+        self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now
+    }
+
+    pub fn view(&self) -> PathView {
+        let pacing = self.cc.pacing_rate_bytes_per_s();
+        PathView {
+            id: self.id,
+            state: self.path_state(),
+            priority: self.priority,
+            cwnd_pkts: self.cc.cwnd_pkts(),
+            in_flight_pkts: self.pipe,
+            queued_pkts: self.queue.len() as u32,
+            srtt: self.rtt.srtt().or(self.peer_rtt),
+            min_rtt: self.rtt.min_rtt(),
+            rttvar: self.rtt.rttvar(),
+            owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
+            pacing_rate_bytes_per_s: pacing,
+            delivery_rate_bytes_per_s: None,
+            loss_rate: self.loss_rate,
+            cc_state: self.cc.state(),
+            next_send_time: pacing.map(|_| self.next_send_at),
+            mss_bytes: self.mss_bytes,
+        }
+    }
+
+    pub fn snapshot(&self) -> CcSnapshot {
+        self.cc.snapshot(
+            self.id,
+            self.rtt.srtt().unwrap_or(Duration::ZERO),
+            self.is_open() && !self.failed,
+        )
+    }
+}
+
+fn insert_top(top: &mut [u64; 3], seq: u64) {
+    if seq > top[0] {
+        top[2] = top[1];
+        top[1] = top[0];
+        top[0] = seq;
+    } else if seq > top[1] && seq != top[0] {
+        top[2] = top[1];
+        top[1] = seq;
+    } else if seq > top[2] && seq != top[1] && seq != top[0] {
+        top[2] = seq;
+    }
+}

@@ -1,0 +1,515 @@
+//! A deterministic N-path test harness: two [`Connection`]s (client and
+//! server) joined by emulated paths, driven on a virtual clock (quinn's
+//! `Pair`, generalised to several paths).
+//!
+//! Each path has, per direction, a one-way latency, an optional bottleneck
+//! rate with a drop-tail buffer, seeded random loss and outage windows.
+//! [`Harness::drive_until`] advances time event by event: it delivers due
+//! datagrams, fires due timers and drains both endpoints' transmissions,
+//! always in the same order, so a run is a pure function of its seed.
+//! Delivered packets and events are collected per side; every datagram on
+//! the wire can be recorded (for pcap) and a test may tamper with or drop
+//! datagrams in flight.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
+use crate::path::PathId;
+use crate::time::Instant;
+
+/// One emulated path (both directions alike).
+#[derive(Clone, Debug)]
+pub struct LinkSpec {
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Bottleneck rate, bits per second; `None` = unlimited.
+    pub rate_bps: Option<u64>,
+    /// Drop-tail buffer in front of the bottleneck, bytes.
+    pub buffer_bytes: usize,
+    /// Random loss probability per datagram, 0.0..=1.0 (seeded).
+    pub loss: f64,
+    /// Windows during which everything sent on the path is lost.
+    pub outages: Vec<(Instant, Instant)>,
+    /// Priority given to the path at `add_path`.
+    pub priority: u8,
+}
+
+impl Default for LinkSpec {
+    fn default() -> Self {
+        LinkSpec {
+            delay: Duration::from_millis(10),
+            rate_bps: None,
+            buffer_bytes: 1_000_000,
+            loss: 0.0,
+            outages: Vec::new(),
+            priority: crate::path::priority::PRIMARY,
+        }
+    }
+}
+
+/// Which endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+impl Side {
+    pub fn peer(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// A datagram seen on the wire (recorded when [`Harness::record`] is set).
+#[derive(Clone, Debug)]
+pub struct WireRecord {
+    pub time: Instant,
+    pub path: PathId,
+    pub from: Side,
+    pub bytes: Vec<u8>,
+    /// Source and destination addresses of the path in this direction.
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// Lost on the way (random loss, outage or full buffer).
+    pub dropped: bool,
+}
+
+/// Tamper hook: may rewrite a datagram in flight; return false to drop it.
+pub type Tamper = Box<dyn FnMut(Side, PathId, &mut Vec<u8>) -> bool>;
+
+/// Per-direction link state.
+#[derive(Debug, Default)]
+struct Link {
+    in_flight: VecDeque<(Instant, Vec<u8>)>,
+    /// When the bottleneck is free again.
+    busy_until: Instant,
+    queued_bytes: usize,
+    sent: u64,
+    dropped: u64,
+}
+
+/// Counters of one direction of one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub sent: u64,
+    pub dropped: u64,
+}
+
+/// Settings of a [`Harness`].
+#[derive(Clone, Debug)]
+pub struct HarnessConfig {
+    pub client: ConnectionConfig,
+    pub server: ConnectionConfig,
+    pub paths: Vec<LinkSpec>,
+    pub seed: u64,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            client: ConnectionConfig::default(),
+            server: ConnectionConfig::default(),
+            paths: vec![LinkSpec::default(), LinkSpec::default()],
+            seed: 1,
+        }
+    }
+}
+
+/// Two connections over N emulated paths on a virtual clock.
+pub struct Harness {
+    pub now: Instant,
+    pub client: Connection,
+    pub server: Connection,
+    pub specs: Vec<LinkSpec>,
+    /// Events per side, in order.
+    pub client_events: Vec<Event>,
+    pub server_events: Vec<Event>,
+    /// Record every datagram (with its fate) into `wire`.
+    pub record: bool,
+    pub wire: Vec<WireRecord>,
+    pub tamper: Option<Tamper>,
+    /// [client→server, server→client] per path.
+    links: Vec<[Link; 2]>,
+    rng: ChaCha8Rng,
+    buf: Vec<u8>,
+}
+
+impl Harness {
+    pub fn new(config: HarnessConfig) -> Self {
+        let now = Instant::ZERO;
+        let client = Connection::new(Role::Client, config.client, now, config.seed);
+        let server = Connection::new(
+            Role::Server,
+            config.server,
+            now,
+            config.seed.wrapping_add(0x5eed),
+        );
+        let links = config.paths.iter().map(|_| Default::default()).collect();
+        Harness {
+            now,
+            client,
+            server,
+            specs: config.paths,
+            client_events: Vec::new(),
+            server_events: Vec::new(),
+            record: false,
+            wire: Vec::new(),
+            tamper: None,
+            links,
+            rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0x4841_524e),
+            buf: vec![0u8; 65_536],
+        }
+    }
+
+    /// Addresses of path `i`: client 10.0.i.1, server 10.0.i.2, port 4242.
+    pub fn path_addrs(i: usize) -> (SocketAddr, SocketAddr) {
+        let i = (i % 250) as u8;
+        (
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, i, 1), 4242)),
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, i, 2), 4242)),
+        )
+    }
+
+    /// Opens path `i` from the client (first call: the initial handshake).
+    pub fn open_path(&mut self, i: usize) {
+        let (c, s) = Self::path_addrs(i);
+        let prio = self
+            .specs
+            .get(i)
+            .map_or(crate::path::priority::PRIMARY, |l| l.priority);
+        let cfg = PathConfig {
+            priority: prio,
+            local: Some(c),
+            remote: Some(s),
+        };
+        let r = self.client.add_path(self.now, PathId(i as u32), cfg);
+        debug_assert!(r.is_ok(), "add_path {i}: {r:?}");
+    }
+
+    pub fn conn(&mut self, side: Side) -> &mut Connection {
+        match side {
+            Side::Client => &mut self.client,
+            Side::Server => &mut self.server,
+        }
+    }
+
+    pub fn events(&self, side: Side) -> &[Event] {
+        match side {
+            Side::Client => &self.client_events,
+            Side::Server => &self.server_events,
+        }
+    }
+
+    /// Payloads delivered to `side`, with their MP_SEQ, in delivery order.
+    pub fn delivered(&self, side: Side) -> Vec<(u64, &[u8])> {
+        self.events(side)
+            .iter()
+            .filter_map(|e| match e {
+                Event::Delivered { seq, data } => Some((*seq, data.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn link_stats(&self, path: usize, from: Side) -> LinkStats {
+        let l = &self.links[path][from as usize];
+        LinkStats {
+            sent: l.sent,
+            dropped: l.dropped,
+        }
+    }
+
+    /// Runs until `deadline` (virtual time).
+    pub fn drive_until(&mut self, deadline: Instant) {
+        loop {
+            self.step_now();
+            match self.next_event() {
+                Some(t) if t <= deadline => self.now = t.max(self.now),
+                _ => {
+                    self.now = self.now.max(deadline);
+                    self.step_now();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn drive_for(&mut self, d: Duration) {
+        let t = self.now + d;
+        self.drive_until(t);
+    }
+
+    /// Runs until nothing is in flight and no timer is due within `max`,
+    /// or `max` has passed.
+    pub fn drive(&mut self, max: Duration) {
+        let deadline = self.now + max;
+        loop {
+            self.step_now();
+            let in_flight = self
+                .links
+                .iter()
+                .any(|l| l.iter().any(|d| !d.in_flight.is_empty()));
+            match self.next_event() {
+                Some(t)
+                    if t <= deadline && (in_flight || t <= self.now + Duration::from_secs(1)) =>
+                {
+                    self.now = t.max(self.now)
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Runs until `pred` holds or `max` passes; returns whether it held.
+    pub fn drive_until_pred(
+        &mut self,
+        max: Duration,
+        mut pred: impl FnMut(&Harness) -> bool,
+    ) -> bool {
+        let deadline = self.now + max;
+        loop {
+            self.step_now();
+            if pred(self) {
+                return true;
+            }
+            match self.next_event() {
+                Some(t) if t <= deadline => self.now = t.max(self.now),
+                _ => {
+                    self.now = deadline;
+                    self.step_now();
+                    return pred(self);
+                }
+            }
+        }
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        let mut t = [self.client.poll_timeout(), self.server.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        for l in &self.links {
+            for d in l {
+                if let Some((at, _)) = d.in_flight.front() {
+                    t = Some(t.map_or(*at, |t| t.min(*at)));
+                }
+            }
+        }
+        t
+    }
+
+    /// Processes everything due at `self.now` until quiescent.
+    fn step_now(&mut self) {
+        for _ in 0..1_000_000 {
+            let mut progress = false;
+            // Deliveries due now (in path order, client→server first).
+            for p in 0..self.links.len() {
+                for dir in 0..2 {
+                    while let Some((at, _)) = self.links[p][dir].in_flight.front() {
+                        if *at > self.now {
+                            break;
+                        }
+                        // Invariant: front() just returned Some.
+                        let (_, bytes) = self.links[p][dir].in_flight.pop_front().expect("front");
+                        let to = if dir == 0 { Side::Server } else { Side::Client };
+                        let now = self.now;
+                        let (c, s) = Self::path_addrs(p);
+                        let (local, remote) = if to == Side::Server { (s, c) } else { (c, s) };
+                        self.conn(to).handle_datagram_from(
+                            now,
+                            PathId(p as u32),
+                            local,
+                            remote,
+                            &bytes,
+                        );
+                        progress = true;
+                    }
+                }
+            }
+            for side in [Side::Client, Side::Server] {
+                let now = self.now;
+                let c = self.conn(side);
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    c.handle_timeout(now);
+                    progress = true;
+                }
+            }
+            for side in [Side::Client, Side::Server] {
+                while self.transmit_one(side) {
+                    progress = true;
+                }
+            }
+            self.collect_events();
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    fn collect_events(&mut self) {
+        while let Some(e) = self.client.poll_event() {
+            self.client_events.push(e);
+        }
+        while let Some(e) = self.server.poll_event() {
+            self.server_events.push(e);
+        }
+    }
+
+    fn transmit_one(&mut self, side: Side) -> bool {
+        let now = self.now;
+        let mut buf = std::mem::take(&mut self.buf);
+        let t = self.conn(side).poll_transmit(now, &mut buf);
+        let Some(t) = t else {
+            self.buf = buf;
+            return false;
+        };
+        let seg = t.segment_size.unwrap_or(t.size).max(1);
+        let mut off = 0;
+        while off < t.size {
+            let end = (off + seg).min(t.size);
+            let bytes = buf[off..end].to_vec();
+            self.put_on_link(side, t.path, bytes);
+            off = end;
+        }
+        self.buf = buf;
+        true
+    }
+
+    fn put_on_link(&mut self, from: Side, path: PathId, mut bytes: Vec<u8>) {
+        let p = path.0 as usize;
+        let Some(spec) = self.specs.get(p) else {
+            return;
+        };
+        let dir = from as usize;
+        let now = self.now;
+        let mut keep = true;
+        if let Some(t) = self.tamper.as_mut() {
+            keep = t(from, path, &mut bytes);
+        }
+        let in_outage = spec.outages.iter().any(|(a, b)| now >= *a && now < *b);
+        let lost = spec.loss > 0.0 && self.rng.gen::<f64>() < spec.loss;
+        let link = &mut self.links[p][dir];
+        link.sent += 1;
+        // Drop-tail bottleneck.
+        let (deliver_at, overflow) = match spec.rate_bps {
+            Some(rate) if rate > 0 => {
+                let start = link.busy_until.max(now);
+                let backlog = start - now;
+                let backlog_bytes = (backlog.as_secs_f64() * rate as f64 / 8.0) as usize;
+                if backlog_bytes + bytes.len() > spec.buffer_bytes {
+                    (now, true)
+                } else {
+                    let tx = Duration::from_nanos(
+                        (bytes.len() as u64 * 8).saturating_mul(1_000_000_000) / rate,
+                    );
+                    link.busy_until = start + tx;
+                    (start + tx + spec.delay, false)
+                }
+            }
+            _ => (now + spec.delay, false),
+        };
+        let dropped = !keep || in_outage || lost || overflow;
+        if self.record {
+            let (c, s) = Self::path_addrs(p);
+            let (src, dst) = if from == Side::Client { (c, s) } else { (s, c) };
+            self.wire.push(WireRecord {
+                time: now,
+                path,
+                from,
+                bytes: bytes.clone(),
+                src,
+                dst,
+                dropped,
+            });
+        }
+        let link = &mut self.links[p][dir];
+        if dropped {
+            link.dropped += 1;
+            return;
+        }
+        link.queued_bytes = link.queued_bytes.saturating_add(0);
+        // FIFO per direction: delivery times are non-decreasing because the
+        // delay is constant and the bottleneck serialises.
+        let at = link
+            .in_flight
+            .back()
+            .map_or(deliver_at, |(b, _)| deliver_at.max(*b));
+        link.in_flight.push_back((at, bytes));
+    }
+}
+
+/// Helpers for tests that inspect or rewrite raw DCCP packets.
+pub mod inspect {
+    use crate::conn::codec::{opt, PacketType, Segment};
+
+    /// The packet type of a raw DCCP packet.
+    pub fn packet_type(bytes: &[u8]) -> Option<PacketType> {
+        Segment::parse(bytes, None).ok().map(|s| s.ptype)
+    }
+
+    /// Byte range of the body of the first MP sub-option `subtype`
+    /// (after its 3-byte header) in a raw DCCP packet.
+    pub fn find_mp_suboption(bytes: &[u8], subtype: u8) -> Option<std::ops::Range<usize>> {
+        let hlen = *bytes.get(4)? as usize * 4;
+        let x = bytes.get(8)? & 1 == 1;
+        let ptype = PacketType::from_u8((bytes[8] >> 1) & 0x0f)?;
+        let mut p = if x { 16 } else { 12 };
+        if ptype.has_ack() {
+            p += if x { 8 } else { 4 };
+        }
+        if matches!(
+            ptype,
+            PacketType::Request | PacketType::Response | PacketType::Reset
+        ) {
+            p += 4;
+        }
+        while p < hlen.min(bytes.len()) {
+            let kind = bytes[p];
+            if kind < 32 {
+                p += 1;
+                continue;
+            }
+            let len = *bytes.get(p + 1)? as usize;
+            if len < 2 {
+                return None;
+            }
+            if kind == opt::MULTIPATH && bytes.get(p + 2) == Some(&subtype) {
+                return Some(p + 3..p + len);
+            }
+            p += len;
+        }
+        None
+    }
+
+    /// Recomputes the checksum of a raw DCCP packet after tampering.
+    pub fn fix_checksum(bytes: &mut [u8], src: std::net::IpAddr, dst: std::net::IpAddr) {
+        if bytes.len() < 8 {
+            return;
+        }
+        bytes[6] = 0;
+        bytes[7] = 0;
+        let c = crate::conn::codec::checksum(bytes, (src, dst));
+        bytes[6..8].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Sets the 48-bit sequence number of a raw DCCP packet (X=1).
+    pub fn set_seq(bytes: &mut [u8], seq: u64) {
+        if bytes.len() >= 16 {
+            crate::conn::codec::put48(&mut bytes[10..16], seq);
+        }
+    }
+
+    /// Reads the 48-bit sequence number of a raw DCCP packet (X=1).
+    pub fn seq(bytes: &[u8]) -> Option<u64> {
+        Segment::parse(bytes, None).ok().map(|s| s.seq)
+    }
+}

@@ -1,0 +1,94 @@
+//! `acpf` — adaptive cheapest path first (Pieska, Rabitsch, Brunstrom,
+//! Kassler, Amend: "Adaptive Cheapest Path First Scheduling in a
+//! Transport-Layer Multi-Path Tunnel Context", ANRW '21).
+//!
+//! Plain CPF fills the preferred path up to its congestion window; with a
+//! loss-based tunnel CC that window includes a standing queue at the
+//! bottleneck, which inflates the RTT the end-to-end (inner) congestion
+//! control sees and keeps traffic off the secondary path. ACPF limits the
+//! queue it builds on a path and spills earlier.
+//!
+//! Our formulation: the queueing delay of a path is `srtt − min_rtt`
+//! (saturating — a fresh SRTT sample below the windowed minimum must not
+//! wrap around; the reference computed this difference in mixed units and
+//! unsigned arithmetic). With the window delivering about `cwnd / srtt`
+//! packets per second, allowing at most `target` of queueing delay means at
+//! most `cwnd × (min_rtt + target) / srtt` packets in the pipe. That is the
+//! path's *effective window* while its queueing delay exceeds `target`;
+//! otherwise the full window applies. `target` is `acpf_queue_delay`, or by
+//! default `max(min_rtt / 4, 1 ms)` (a quarter of the base RTT, so the limit
+//! scales from LAN to satellite paths).
+//!
+//! Selection is CPF over effective windows; if every path is at its
+//! effective window, CPF over full windows (the capacity is still there, and
+//! idling it would lose throughput).
+
+use std::time::Duration;
+
+use super::cpf::cheapest;
+use super::{PacketMeta, Scheduler};
+use crate::path::{PathId, PathView};
+use crate::time::Instant;
+
+/// Floor of the default queueing-delay target.
+const MIN_TARGET: Duration = Duration::from_millis(1);
+
+#[derive(Clone, Debug)]
+pub struct Acpf {
+    /// Fixed queueing-delay target; `None` = adaptive default.
+    queue_delay: Option<Duration>,
+}
+
+impl Acpf {
+    /// `queue_delay`: largest standing queue tolerated on a path before
+    /// spilling; zero = `max(min_rtt / 4, 1 ms)` per path.
+    pub fn new(queue_delay: Duration) -> Self {
+        Acpf {
+            queue_delay: (!queue_delay.is_zero()).then_some(queue_delay),
+        }
+    }
+
+    /// Packets this path may have in flight plus queued before ACPF spills.
+    pub fn effective_window(&self, p: &PathView) -> u32 {
+        let (Some(srtt), Some(min_rtt)) = (p.srtt, p.min_rtt) else {
+            // No RTT knowledge yet: behave like CPF.
+            return p.cwnd_pkts;
+        };
+        let target = self
+            .queue_delay
+            .unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        let queue_delay = srtt.saturating_sub(min_rtt);
+        if queue_delay <= target || srtt.is_zero() {
+            return p.cwnd_pkts;
+        }
+        // cwnd × (min_rtt + target) / srtt, in u128 nanoseconds: no overflow,
+        // and srtt > min_rtt + target here, so the result is < cwnd.
+        let budget = min_rtt.saturating_add(target).as_nanos();
+        let eff = u128::from(p.cwnd_pkts) * budget / srtt.as_nanos();
+        // At least one packet, so a path with room is never starved entirely.
+        (eff as u32).max(1)
+    }
+}
+
+impl Scheduler for Acpf {
+    fn name(&self) -> &'static str {
+        "acpf"
+    }
+
+    fn select(
+        &mut self,
+        now: Instant,
+        _pkt: &PacketMeta,
+        paths: &[PathView],
+        out: &mut Vec<PathId>,
+    ) {
+        let below_limit = |p: &PathView| {
+            p.can_send(now)
+                && p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
+        };
+        let pick = cheapest(paths, below_limit).or_else(|| cheapest(paths, |p| p.can_send(now)));
+        if let Some(p) = pick {
+            out.push(p.id);
+        }
+    }
+}

@@ -1,0 +1,591 @@
+//! The Multipath option, DCCP option type 46 (RFC 9897 §3.2), and its
+//! sub-options ("MP_OPT").
+//!
+//! ```text
+//! +--------+--------+--------+--------+--------
+//! |00101110| Length | MP_OPT | Value(s) ...
+//! +--------+--------+--------+--------+--------
+//! ```
+//!
+//! `Length` counts the whole option (type, length, MP_OPT and body).
+//!
+//! # Layout choices where the specification is ambiguous
+//!
+//! The text was read from draft-ietf-tsvwg-multipath-dccp (the -12 text was
+//! available offline); RFC 9897 differs from it in a few places we know of
+//! (nonces in MP_ADDADDR/MP_REMOVEADDR, key type 255). We chose:
+//!
+//! * **MP_CONFIRM** (0): the list of confirmations is "the received MP_SEQ
+//!   followed by the related sub-option(s), copied verbatim". We encode each
+//!   element as a complete Multipath option (46, len, MP_OPT, …), so the
+//!   list is self-delimiting and one parser reads it: typically
+//!   `MP_SEQ, MP_PRIO` or `MP_SEQ, MP_ADDADDR, MP_SEQ, MP_PRIO`. Nested
+//!   MP_CONFIRM is rejected (bounded recursion).
+//! * **MP_KEY** (3): `resvd(1) | CI(4) | {Key Type(1) | Key Data}…`. Key type
+//!   0 (plain) has 8 bytes of key data; 1 and 2 (the draft's ECDHE types)
+//!   32 and 64; type 255 (experimental, RFC 9897) has no defined length, so
+//!   it takes the rest of the option and must be the last key offered. Any
+//!   other key type cannot be delimited and the option is rejected. The
+//!   reserved byte is emitted as 0 and ignored on parse.
+//! * **MP_ADDADDR** (7): `Address ID(1) | Nonce(4) | Address(4|16) |
+//!   Port(2, optional)` (RFC 9897 adds the nonce after the Address ID).
+//!   The draft form without a nonce is also parsed: the eight possible
+//!   lengths (8, 10, 20, 22 without nonce; 12, 14, 24, 26 with) are all
+//!   distinct, so `nonce` is `None` exactly for the draft/Telekom form.
+//! * **MP_REMOVEADDR** (8): `Address ID(1) | Nonce(4)` (length 8), or the
+//!   draft form `Address ID(1)` (length 4) with `nonce: None`.
+//! * **MP_FAST_CLOSE** (2) and **MP_CLOSE** (10): variable-length Key Data,
+//!   at least 1 byte (8 with a plain-text key).
+//! * **MP_PRIO** (9): `resvd(4 bits) | prio(4 bits)`; reserved bits are
+//!   ignored on parse and emitted as 0.
+//! * **MP_EXP** (11): up to 252 bytes of opaque data (the option's 255-byte
+//!   maximum minus its 3-byte header).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::WireError;
+
+/// DCCP option type of the Multipath option.
+pub const MP_OPTION_TYPE: u8 = 46;
+
+/// Sub-option numbers (MP_OPT).
+pub mod subtype {
+    pub const CONFIRM: u8 = 0;
+    pub const JOIN: u8 = 1;
+    pub const FAST_CLOSE: u8 = 2;
+    pub const KEY: u8 = 3;
+    pub const SEQ: u8 = 4;
+    pub const HMAC: u8 = 5;
+    pub const RTT: u8 = 6;
+    pub const ADDADDR: u8 = 7;
+    pub const REMOVEADDR: u8 = 8;
+    pub const PRIO: u8 = 9;
+    pub const CLOSE: u8 = 10;
+    pub const EXP: u8 = 11;
+}
+
+/// Length of the truncated HMAC-SHA256 in MP_HMAC (leftmost 160 bits).
+pub const HMAC_LEN: usize = 20;
+
+/// MP_KEY key types (RFC 9897 §3.2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyType {
+    /// 0: plain-text 64-bit key.
+    Plain,
+    /// 1: ECDHE with SHA256 and Curve25519 (draft versions; 32 bytes).
+    EcdheC25519Sha256,
+    /// 2: ECDHE with SHA512 and Curve25519 (draft versions; 64 bytes).
+    EcdheC25519Sha512,
+    /// 255: experimental, private use (RFC 9897); any length.
+    Experimental,
+}
+
+impl KeyType {
+    pub fn from_u8(v: u8) -> Option<KeyType> {
+        match v {
+            0 => Some(KeyType::Plain),
+            1 => Some(KeyType::EcdheC25519Sha256),
+            2 => Some(KeyType::EcdheC25519Sha512),
+            255 => Some(KeyType::Experimental),
+            _ => None,
+        }
+    }
+
+    pub fn to_u8(self) -> u8 {
+        match self {
+            KeyType::Plain => 0,
+            KeyType::EcdheC25519Sha256 => 1,
+            KeyType::EcdheC25519Sha512 => 2,
+            KeyType::Experimental => 255,
+        }
+    }
+
+    /// Key data length, `None` for the variable-length experimental type.
+    pub fn key_len(self) -> Option<usize> {
+        match self {
+            KeyType::Plain => Some(8),
+            KeyType::EcdheC25519Sha256 => Some(32),
+            KeyType::EcdheC25519Sha512 => Some(64),
+            KeyType::Experimental => None,
+        }
+    }
+}
+
+/// One key offered in MP_KEY.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpKey {
+    pub key_type: KeyType,
+    pub data: Vec<u8>,
+}
+
+impl MpKey {
+    /// A plain-text (type 0) key.
+    pub fn plain(key: u64) -> MpKey {
+        MpKey {
+            key_type: KeyType::Plain,
+            data: key.to_be_bytes().to_vec(),
+        }
+    }
+
+    /// The key as a u64 if it is a plain-text key.
+    pub fn plain_key(&self) -> Option<u64> {
+        if self.key_type != KeyType::Plain {
+            return None;
+        }
+        let b: [u8; 8] = self.data.as_slice().try_into().ok()?;
+        Some(u64::from_be_bytes(b))
+    }
+}
+
+/// MP_RTT RTT types (RFC 9897 §3.2.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RttType {
+    /// 0: raw RTT of the last datagram round trip.
+    Raw,
+    /// 1: minimum over a period.
+    Min,
+    /// 2: maximum over a period.
+    Max,
+    /// 3: smoothed RTT.
+    Smoothed,
+    /// Anything else, preserved.
+    Other(u8),
+}
+
+impl RttType {
+    pub fn from_u8(v: u8) -> RttType {
+        match v {
+            0 => RttType::Raw,
+            1 => RttType::Min,
+            2 => RttType::Max,
+            3 => RttType::Smoothed,
+            o => RttType::Other(o),
+        }
+    }
+    pub fn to_u8(self) -> u8 {
+        match self {
+            RttType::Raw => 0,
+            RttType::Min => 1,
+            RttType::Max => 2,
+            RttType::Smoothed => 3,
+            RttType::Other(o) => o,
+        }
+    }
+}
+
+/// One Multipath sub-option (RFC 9897 §3.2.1–§3.2.12).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MpOption {
+    /// MP_CONFIRM (0): confirms MP_ADDADDR / MP_REMOVEADDR / MP_PRIO. Each
+    /// element is a complete sub-option; see the module doc for the layout.
+    Confirm(Vec<MpOption>),
+    /// MP_JOIN (1), length 12: the sender's Address ID, the peer's
+    /// Connection Identifier and a fresh 32-bit nonce.
+    Join { addr_id: u8, ci: u32, nonce: u32 },
+    /// MP_FAST_CLOSE (2): the peer's key data, sent on Reset code 13.
+    FastClose { key_data: Vec<u8> },
+    /// MP_KEY (3): the sender's Connection Identifier and one or more keys
+    /// (several only in the first Request).
+    Key { ci: u32, keys: Vec<MpKey> },
+    /// MP_SEQ (4), length 9: 48-bit connection-level sequence number.
+    Seq(u64),
+    /// MP_HMAC (5), length 23: leftmost 20 bytes of HMAC-SHA256.
+    Hmac([u8; HMAC_LEN]),
+    /// MP_RTT (6), length 12: RTT and age of the measurement, milliseconds.
+    Rtt {
+        rtt_type: RttType,
+        rtt_ms: u32,
+        age_ms: u32,
+    },
+    /// MP_ADDADDR (7): announce an address (optional port; nonce in the RFC
+    /// form, absent in the draft form).
+    AddAddr {
+        addr_id: u8,
+        nonce: Option<u32>,
+        addr: IpAddr,
+        port: Option<u16>,
+    },
+    /// MP_REMOVEADDR (8).
+    RemoveAddr { addr_id: u8, nonce: Option<u32> },
+    /// MP_PRIO (9), length 4: 0 = do not use … 3–15 primary.
+    Prio(u8),
+    /// MP_CLOSE (10): the peer's key data, on the first Close/CloseReq of
+    /// each subflow.
+    Close { key_data: Vec<u8> },
+    /// MP_EXP (11): experimental, private use, ≤ 252 bytes.
+    Exp(Vec<u8>),
+}
+
+impl MpOption {
+    pub fn subtype(&self) -> u8 {
+        match self {
+            MpOption::Confirm(_) => subtype::CONFIRM,
+            MpOption::Join { .. } => subtype::JOIN,
+            MpOption::FastClose { .. } => subtype::FAST_CLOSE,
+            MpOption::Key { .. } => subtype::KEY,
+            MpOption::Seq(_) => subtype::SEQ,
+            MpOption::Hmac(_) => subtype::HMAC,
+            MpOption::Rtt { .. } => subtype::RTT,
+            MpOption::AddAddr { .. } => subtype::ADDADDR,
+            MpOption::RemoveAddr { .. } => subtype::REMOVEADDR,
+            MpOption::Prio(_) => subtype::PRIO,
+            MpOption::Close { .. } => subtype::CLOSE,
+            MpOption::Exp(_) => subtype::EXP,
+        }
+    }
+
+    /// Encoded length of the whole option including type and length bytes.
+    pub fn buffer_len(&self) -> usize {
+        3 + match self {
+            MpOption::Confirm(items) => items.iter().map(|i| i.buffer_len()).sum(),
+            MpOption::Join { .. } => 9,
+            MpOption::FastClose { key_data } | MpOption::Close { key_data } => key_data.len(),
+            MpOption::Key { keys, .. } => 5 + keys.iter().map(|k| 1 + k.data.len()).sum::<usize>(),
+            MpOption::Seq(_) => 6,
+            MpOption::Hmac(_) => HMAC_LEN,
+            MpOption::Rtt { .. } => 9,
+            MpOption::AddAddr {
+                nonce, addr, port, ..
+            } => {
+                1 + nonce.map_or(0, |_| 4)
+                    + match addr {
+                        IpAddr::V4(_) => 4,
+                        IpAddr::V6(_) => 16,
+                    }
+                    + port.map_or(0, |_| 2)
+            }
+            MpOption::RemoveAddr { nonce, .. } => 1 + nonce.map_or(0, |_| 4),
+            MpOption::Prio(_) => 1,
+            MpOption::Exp(d) => d.len(),
+        }
+    }
+
+    /// Parse the body of option 46 (the bytes after type and length).
+    pub fn parse(body: &[u8]) -> Result<MpOption, WireError> {
+        Self::parse_depth(body, 0)
+    }
+
+    fn parse_depth(body: &[u8], depth: u8) -> Result<MpOption, WireError> {
+        let (&st, rest) = body
+            .split_first()
+            .ok_or(WireError::BadMpOption { subtype: 255 })?;
+        let bad = WireError::BadMpOption { subtype: st };
+        let be32 = |b: &[u8]| -> u32 { u32::from_be_bytes([b[0], b[1], b[2], b[3]]) };
+        Ok(match st {
+            subtype::CONFIRM => {
+                if depth > 0 {
+                    return Err(bad);
+                }
+                // Each element is a full option: 46, len, MP_OPT, body.
+                let mut items = Vec::with_capacity(rest.len() / 4);
+                let mut r = rest;
+                while !r.is_empty() {
+                    if r.len() < 3 || r[0] != MP_OPTION_TYPE {
+                        return Err(bad);
+                    }
+                    let len = usize::from(r[1]);
+                    if len < 3 || len > r.len() {
+                        return Err(bad);
+                    }
+                    items.push(Self::parse_depth(&r[2..len], depth + 1)?);
+                    r = &r[len..];
+                }
+                MpOption::Confirm(items)
+            }
+            subtype::JOIN => {
+                if rest.len() != 9 {
+                    return Err(bad);
+                }
+                MpOption::Join {
+                    addr_id: rest[0],
+                    ci: be32(&rest[1..5]),
+                    nonce: be32(&rest[5..9]),
+                }
+            }
+            subtype::FAST_CLOSE | subtype::CLOSE => {
+                if rest.is_empty() {
+                    return Err(bad);
+                }
+                let key_data = rest.to_vec();
+                if st == subtype::CLOSE {
+                    MpOption::Close { key_data }
+                } else {
+                    MpOption::FastClose { key_data }
+                }
+            }
+            subtype::KEY => {
+                if rest.len() < 5 + 1 {
+                    return Err(bad);
+                }
+                let ci = be32(&rest[1..5]);
+                let mut r = &rest[5..];
+                let mut keys = Vec::with_capacity(r.len() / 9 + 1);
+                while let Some((&kt, after)) = r.split_first() {
+                    let key_type = KeyType::from_u8(kt).ok_or(bad)?;
+                    let n = key_type.key_len().unwrap_or(after.len());
+                    if n == 0 || after.len() < n {
+                        return Err(bad);
+                    }
+                    keys.push(MpKey {
+                        key_type,
+                        data: after[..n].to_vec(),
+                    });
+                    r = &after[n..];
+                }
+                MpOption::Key { ci, keys }
+            }
+            subtype::SEQ => {
+                if rest.len() != 6 {
+                    return Err(bad);
+                }
+                MpOption::Seq(read_u48(rest))
+            }
+            subtype::HMAC => {
+                let h: [u8; HMAC_LEN] = rest.try_into().map_err(|_| bad)?;
+                MpOption::Hmac(h)
+            }
+            subtype::RTT => {
+                if rest.len() != 9 {
+                    return Err(bad);
+                }
+                MpOption::Rtt {
+                    rtt_type: RttType::from_u8(rest[0]),
+                    rtt_ms: be32(&rest[1..5]),
+                    age_ms: be32(&rest[5..9]),
+                }
+            }
+            subtype::ADDADDR => {
+                let (nonce_len, addr_len, port_len) = match rest.len() {
+                    5 => (0, 4, 0),
+                    7 => (0, 4, 2),
+                    17 => (0, 16, 0),
+                    19 => (0, 16, 2),
+                    9 => (4, 4, 0),
+                    11 => (4, 4, 2),
+                    21 => (4, 16, 0),
+                    23 => (4, 16, 2),
+                    _ => return Err(bad),
+                };
+                let addr_id = rest[0];
+                let nonce = (nonce_len == 4).then(|| be32(&rest[1..5]));
+                let a = &rest[1 + nonce_len..1 + nonce_len + addr_len];
+                let addr = if addr_len == 4 {
+                    IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
+                } else {
+                    let mut b = [0u8; 16];
+                    b.copy_from_slice(a);
+                    IpAddr::V6(Ipv6Addr::from(b))
+                };
+                let p = 1 + nonce_len + addr_len;
+                let port = (port_len == 2).then(|| u16::from_be_bytes([rest[p], rest[p + 1]]));
+                MpOption::AddAddr {
+                    addr_id,
+                    nonce,
+                    addr,
+                    port,
+                }
+            }
+            subtype::REMOVEADDR => match rest.len() {
+                1 => MpOption::RemoveAddr {
+                    addr_id: rest[0],
+                    nonce: None,
+                },
+                5 => MpOption::RemoveAddr {
+                    addr_id: rest[0],
+                    nonce: Some(be32(&rest[1..5])),
+                },
+                _ => return Err(bad),
+            },
+            subtype::PRIO => {
+                if rest.len() != 1 {
+                    return Err(bad);
+                }
+                MpOption::Prio(rest[0] & 0x0f)
+            }
+            subtype::EXP => MpOption::Exp(rest.to_vec()),
+            _ => return Err(bad),
+        })
+    }
+
+    /// Check that the option can be encoded (lengths fit the 8-bit length
+    /// byte, fields in range, no nested MP_CONFIRM).
+    pub fn validate(&self) -> Result<(), WireError> {
+        if self.buffer_len() > 255 {
+            return Err(WireError::OptionsTooLong);
+        }
+        match self {
+            MpOption::Confirm(items) => {
+                for i in items {
+                    if matches!(i, MpOption::Confirm(_)) {
+                        return Err(WireError::FieldOutOfRange);
+                    }
+                    i.validate()?;
+                }
+            }
+            MpOption::FastClose { key_data } | MpOption::Close { key_data }
+                if key_data.is_empty() =>
+            {
+                return Err(WireError::FieldOutOfRange);
+            }
+            MpOption::Key { keys, .. } => {
+                if keys.is_empty() {
+                    return Err(WireError::FieldOutOfRange);
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    match k.key_type.key_len() {
+                        Some(n) if n != k.data.len() => return Err(WireError::FieldOutOfRange),
+                        None if i + 1 != keys.len() || k.data.is_empty() => {
+                            return Err(WireError::FieldOutOfRange)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            MpOption::Seq(s) if *s > super::SEQ_MASK => return Err(WireError::FieldOutOfRange),
+            MpOption::Prio(p) if *p > 15 => return Err(WireError::FieldOutOfRange),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Emit the whole option (type 46, length, MP_OPT, body) into `buf`;
+    /// returns the number of bytes written.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        self.validate()?;
+        let len = self.buffer_len();
+        let buf = buf.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
+        buf[0] = MP_OPTION_TYPE;
+        // `len` ≤ 255 checked by validate().
+        buf[1] = len as u8;
+        buf[2] = self.subtype();
+        let b = &mut buf[3..];
+        match self {
+            MpOption::Confirm(items) => {
+                let mut off = 0;
+                for i in items {
+                    off += i.emit(&mut b[off..])?;
+                }
+            }
+            MpOption::Join { addr_id, ci, nonce } => {
+                b[0] = *addr_id;
+                b[1..5].copy_from_slice(&ci.to_be_bytes());
+                b[5..9].copy_from_slice(&nonce.to_be_bytes());
+            }
+            MpOption::FastClose { key_data } | MpOption::Close { key_data } => {
+                b.copy_from_slice(key_data);
+            }
+            MpOption::Key { ci, keys } => {
+                b[0] = 0;
+                b[1..5].copy_from_slice(&ci.to_be_bytes());
+                let mut off = 5;
+                for k in keys {
+                    b[off] = k.key_type.to_u8();
+                    b[off + 1..off + 1 + k.data.len()].copy_from_slice(&k.data);
+                    off += 1 + k.data.len();
+                }
+            }
+            MpOption::Seq(s) => write_u48(b, *s),
+            MpOption::Hmac(h) => b.copy_from_slice(h),
+            MpOption::Rtt {
+                rtt_type,
+                rtt_ms,
+                age_ms,
+            } => {
+                b[0] = rtt_type.to_u8();
+                b[1..5].copy_from_slice(&rtt_ms.to_be_bytes());
+                b[5..9].copy_from_slice(&age_ms.to_be_bytes());
+            }
+            MpOption::AddAddr {
+                addr_id,
+                nonce,
+                addr,
+                port,
+            } => {
+                b[0] = *addr_id;
+                let mut off = 1;
+                if let Some(n) = nonce {
+                    b[1..5].copy_from_slice(&n.to_be_bytes());
+                    off = 5;
+                }
+                match addr {
+                    IpAddr::V4(a) => {
+                        b[off..off + 4].copy_from_slice(&a.octets());
+                        off += 4;
+                    }
+                    IpAddr::V6(a) => {
+                        b[off..off + 16].copy_from_slice(&a.octets());
+                        off += 16;
+                    }
+                }
+                if let Some(p) = port {
+                    b[off..off + 2].copy_from_slice(&p.to_be_bytes());
+                }
+            }
+            MpOption::RemoveAddr { addr_id, nonce } => {
+                b[0] = *addr_id;
+                if let Some(n) = nonce {
+                    b[1..5].copy_from_slice(&n.to_be_bytes());
+                }
+            }
+            MpOption::Prio(p) => b[0] = *p,
+            MpOption::Exp(d) => b.copy_from_slice(d),
+        }
+        Ok(len)
+    }
+
+    /// The HMAC message RFC 9897 §3.2.6 defines for MP_ADDADDR
+    /// (Address ID ‖ [nonce] ‖ address ‖ port, port 0 when absent) and for
+    /// MP_REMOVEADDR (Address ID ‖ [nonce]), in network byte order.
+    /// `None` for other sub-options (MP_JOIN's message is the two nonces,
+    /// which only the connection knows).
+    pub fn hmac_message(&self) -> Option<Vec<u8>> {
+        match self {
+            MpOption::AddAddr {
+                addr_id,
+                nonce,
+                addr,
+                port,
+            } => {
+                let mut m = Vec::with_capacity(23);
+                m.push(*addr_id);
+                if let Some(n) = nonce {
+                    m.extend_from_slice(&n.to_be_bytes());
+                }
+                match addr {
+                    IpAddr::V4(a) => m.extend_from_slice(&a.octets()),
+                    IpAddr::V6(a) => m.extend_from_slice(&a.octets()),
+                }
+                m.extend_from_slice(&port.unwrap_or(0).to_be_bytes());
+                Some(m)
+            }
+            MpOption::RemoveAddr { addr_id, nonce } => {
+                let mut m = vec![*addr_id];
+                if let Some(n) = nonce {
+                    m.extend_from_slice(&n.to_be_bytes());
+                }
+                Some(m)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Read MP_SEQ from the body of a Multipath option without allocating:
+/// `Some(seq)` if `body` is a well-formed MP_SEQ.
+pub fn parse_seq(body: &[u8]) -> Option<u64> {
+    match body {
+        [subtype::SEQ, rest @ ..] if rest.len() == 6 => Some(read_u48(rest)),
+        _ => None,
+    }
+}
+
+pub(crate) fn read_u48(b: &[u8]) -> u64 {
+    b[..6]
+        .iter()
+        .fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+pub(crate) fn write_u48(b: &mut [u8], v: u64) {
+    let bytes = (v & super::SEQ_MASK).to_be_bytes();
+    b[..6].copy_from_slice(&bytes[2..8]);
+}

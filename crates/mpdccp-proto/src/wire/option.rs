@@ -1,0 +1,625 @@
+//! DCCP options (RFC 4340 §5.8, Table 3) and feature negotiation (§6).
+//!
+//! Options 0–31 are single bytes; 32–255 carry a length byte that counts
+//! the type and length bytes too, so it is ≥ 2 (§5.8). Lengths the RFC
+//! fixes are enforced ([`WireError::BadOptionValue`], Reset code 5);
+//! unknown options are preserved as [`DccpOption::Unknown`] (§5.8: ignored
+//! unless preceded by Mandatory).
+//!
+//! [`OptionIter`] walks an options area without allocating; it is what
+//! [`super::Packet::options`] returns. [`DccpOption`] is the owned form.
+
+use super::ackvec::{self, AckVector};
+use super::mp::{self, MpOption};
+use super::packet::PacketType;
+use super::WireError;
+
+/// Option type numbers (§5.8 Table 3; 46 from RFC 9897).
+pub mod kind {
+    pub const PADDING: u8 = 0;
+    pub const MANDATORY: u8 = 1;
+    pub const SLOW_RECEIVER: u8 = 2;
+    pub const CHANGE_L: u8 = 32;
+    pub const CONFIRM_L: u8 = 33;
+    pub const CHANGE_R: u8 = 34;
+    pub const CONFIRM_R: u8 = 35;
+    pub const INIT_COOKIE: u8 = 36;
+    pub const NDP_COUNT: u8 = 37;
+    pub const ACK_VECTOR_0: u8 = 38;
+    pub const ACK_VECTOR_1: u8 = 39;
+    pub const DATA_DROPPED: u8 = 40;
+    pub const TIMESTAMP: u8 = 41;
+    pub const TIMESTAMP_ECHO: u8 = 42;
+    pub const ELAPSED_TIME: u8 = 43;
+    pub const MULTIPATH: u8 = 46;
+}
+
+/// Feature numbers (§6.4 Table 4; 10 = Multipath Capable, RFC 9897 §3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FeatureNum {
+    /// 1, server-priority: the half-connection's CCID.
+    Ccid,
+    /// 2, server-priority boolean.
+    AllowShortSeqnos,
+    /// 3, non-negotiable, 48-bit value (6 bytes).
+    SequenceWindow,
+    /// 4, server-priority boolean.
+    EcnIncapable,
+    /// 5, non-negotiable, 16-bit value (2 bytes).
+    AckRatio,
+    /// 6, server-priority boolean.
+    SendAckVector,
+    /// 7, server-priority boolean.
+    SendNdpCount,
+    /// 8, server-priority, 0–15.
+    MinChecksumCoverage,
+    /// 9, server-priority boolean.
+    CheckDataChecksum,
+    /// 10, server-priority list of MP-DCCP versions (RFC 9897 §3.1).
+    MultipathCapable,
+    /// Any other number: 0 and 11–127 reserved, 128–255 CCID-specific.
+    Other(u8),
+}
+
+impl FeatureNum {
+    pub fn from_u8(v: u8) -> FeatureNum {
+        match v {
+            1 => FeatureNum::Ccid,
+            2 => FeatureNum::AllowShortSeqnos,
+            3 => FeatureNum::SequenceWindow,
+            4 => FeatureNum::EcnIncapable,
+            5 => FeatureNum::AckRatio,
+            6 => FeatureNum::SendAckVector,
+            7 => FeatureNum::SendNdpCount,
+            8 => FeatureNum::MinChecksumCoverage,
+            9 => FeatureNum::CheckDataChecksum,
+            10 => FeatureNum::MultipathCapable,
+            o => FeatureNum::Other(o),
+        }
+    }
+
+    pub fn to_u8(self) -> u8 {
+        match self {
+            FeatureNum::Ccid => 1,
+            FeatureNum::AllowShortSeqnos => 2,
+            FeatureNum::SequenceWindow => 3,
+            FeatureNum::EcnIncapable => 4,
+            FeatureNum::AckRatio => 5,
+            FeatureNum::SendAckVector => 6,
+            FeatureNum::SendNdpCount => 7,
+            FeatureNum::MinChecksumCoverage => 8,
+            FeatureNum::CheckDataChecksum => 9,
+            FeatureNum::MultipathCapable => 10,
+            FeatureNum::Other(o) => o,
+        }
+    }
+
+    /// Value length in bytes of a non-negotiable feature (§6.3.2), `None`
+    /// for server-priority and unknown features.
+    pub fn nn_len(self) -> Option<usize> {
+        match self {
+            FeatureNum::SequenceWindow => Some(6),
+            FeatureNum::AckRatio => Some(2),
+            _ => None,
+        }
+    }
+
+    /// Whether we know this feature to be server-priority (§6.3.1).
+    pub fn is_server_priority(self) -> bool {
+        !matches!(
+            self,
+            FeatureNum::SequenceWindow | FeatureNum::AckRatio | FeatureNum::Other(_)
+        )
+    }
+}
+
+/// The value carried by a Change or Confirm option (§6.1, §6.3).
+///
+/// * Server-priority features: a Change carries the sender's preference
+///   list; a Confirm carries the selected value followed by the sender's
+///   preference list — both are `ServerPriority(bytes)` (first byte of a
+///   Confirm's list is the selected value; see [`FeatureValue::selected`]).
+/// * Non-negotiable features (Sequence Window, Ack Ratio): one value of a
+///   fixed width.
+/// * An option with no value bytes parses as `Empty` (an empty Confirm
+///   means "feature not understood" or, for Multipath Capable, "no
+///   agreement", RFC 9897 §3.1). `ServerPriority(vec![])` emits the same
+///   bytes and therefore parses back as `Empty`.
+/// * Unknown features keep their raw bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeatureValue {
+    Empty,
+    ServerPriority(Vec<u8>),
+    NonNegotiable(u64),
+    Unknown(Vec<u8>),
+}
+
+impl FeatureValue {
+    /// For a Confirm of a server-priority feature: the selected value.
+    pub fn selected(&self) -> Option<u8> {
+        match self {
+            FeatureValue::ServerPriority(v) => v.first().copied(),
+            _ => None,
+        }
+    }
+
+    fn encoded_len(&self, feature: FeatureNum) -> usize {
+        match self {
+            FeatureValue::Empty => 0,
+            FeatureValue::ServerPriority(v) | FeatureValue::Unknown(v) => v.len(),
+            FeatureValue::NonNegotiable(_) => feature.nn_len().unwrap_or(8),
+        }
+    }
+
+    fn parse(feature: FeatureNum, data: &[u8]) -> Result<FeatureValue, WireError> {
+        if data.is_empty() {
+            return Ok(FeatureValue::Empty);
+        }
+        if let Some(n) = feature.nn_len() {
+            // §6.3.2: NN values have a fixed width; anything else is an
+            // Option Error.
+            if data.len() != n {
+                return Err(WireError::BadFeatureValue {
+                    feature: feature.to_u8(),
+                });
+            }
+            return Ok(FeatureValue::NonNegotiable(
+                data.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b)),
+            ));
+        }
+        if feature.is_server_priority() {
+            Ok(FeatureValue::ServerPriority(data.to_vec()))
+        } else {
+            Ok(FeatureValue::Unknown(data.to_vec()))
+        }
+    }
+}
+
+/// One DCCP option, owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DccpOption {
+    /// 0 (§5.8.1). Dropped by parse; emit writes one zero byte.
+    Padding,
+    /// 1 (§5.8.2): the next option must be understood or the connection
+    /// reset with Mandatory Error.
+    Mandatory,
+    /// 2 (§11.6).
+    SlowReceiver,
+    /// 32 (§6.1): the sender asks the receiver to change its value of
+    /// `feature` (the sender's feature "L"ocation).
+    ChangeL {
+        feature: FeatureNum,
+        value: FeatureValue,
+    },
+    /// 33 (§6.2).
+    ConfirmL {
+        feature: FeatureNum,
+        value: FeatureValue,
+    },
+    /// 34 (§6.1).
+    ChangeR {
+        feature: FeatureNum,
+        value: FeatureValue,
+    },
+    /// 35 (§6.2).
+    ConfirmR {
+        feature: FeatureNum,
+        value: FeatureValue,
+    },
+    /// 36 (§8.1.4): 1–253 opaque bytes.
+    InitCookie(Vec<u8>),
+    /// 37 (§7.7): 1–6 bytes on the wire; emitted in the fewest bytes.
+    NdpCount(u64),
+    /// 38/39 (§11.4).
+    AckVector(AckVector),
+    /// 40 (§11.7): raw Drop Vector bytes.
+    DataDropped(Vec<u8>),
+    /// 41 (§13.1): 32-bit timestamp, units of 10 µs.
+    Timestamp(u32),
+    /// 42 (§13.3): echoed timestamp and optional elapsed time (10 µs
+    /// units; 2 bytes on the wire if < 65536, else 4).
+    TimestampEcho {
+        timestamp: u32,
+        elapsed: Option<u32>,
+    },
+    /// 43 (§13.2): elapsed time in 10 µs units (2 or 4 bytes on the wire).
+    ElapsedTime(u32),
+    /// 46: the Multipath option (RFC 9897).
+    Multipath(MpOption),
+    /// Any other option, preserved: reserved single-byte types 3–31 (with
+    /// empty `data`), reserved 44–45 and 47–127, CCID-specific 128–255.
+    Unknown { kind: u8, data: Vec<u8> },
+}
+
+/// One option as it sits in the packet, borrowed. Single-byte options have
+/// empty `data`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawOption<'a> {
+    pub kind: u8,
+    pub data: &'a [u8],
+}
+
+/// Lazy iterator over an options area. Yields `Err` once on a malformed
+/// length and then stops. Padding is yielded (callers usually skip it).
+#[derive(Clone, Debug)]
+pub struct OptionIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> OptionIter<'a> {
+    pub fn new(area: &'a [u8]) -> Self {
+        OptionIter { rest: area }
+    }
+}
+
+impl<'a> Iterator for OptionIter<'a> {
+    type Item = Result<RawOption<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (&k, after) = self.rest.split_first()?;
+        if k < 32 {
+            self.rest = after;
+            return Some(Ok(RawOption { kind: k, data: &[] }));
+        }
+        let len = match after.first() {
+            Some(&l) => usize::from(l),
+            None => {
+                self.rest = &[];
+                return Some(Err(WireError::BadOptionLength { kind: k }));
+            }
+        };
+        if len < 2 || len > self.rest.len() {
+            self.rest = &[];
+            return Some(Err(WireError::BadOptionLength { kind: k }));
+        }
+        let data = &self.rest[2..len];
+        self.rest = &self.rest[len..];
+        Some(Ok(RawOption { kind: k, data }))
+    }
+}
+
+impl<'a> RawOption<'a> {
+    /// The Multipath sub-option's MP_SEQ, without allocating.
+    pub fn mp_seq(&self) -> Option<u64> {
+        if self.kind == kind::MULTIPATH {
+            mp::parse_seq(self.data)
+        } else {
+            None
+        }
+    }
+
+    /// Convert to the owned form, checking the lengths Table 3 fixes.
+    pub fn to_option(&self) -> Result<DccpOption, WireError> {
+        let k = self.kind;
+        let d = self.data;
+        let bad = WireError::BadOptionValue { kind: k };
+        let be = |b: &[u8]| b.iter().fold(0u64, |a, &x| (a << 8) | u64::from(x));
+        Ok(match k {
+            kind::PADDING => DccpOption::Padding,
+            kind::MANDATORY => DccpOption::Mandatory,
+            kind::SLOW_RECEIVER => DccpOption::SlowReceiver,
+            kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
+                let (&f, v) = d.split_first().ok_or(bad)?;
+                let feature = FeatureNum::from_u8(f);
+                let value = FeatureValue::parse(feature, v)?;
+                match k {
+                    kind::CHANGE_L => DccpOption::ChangeL { feature, value },
+                    kind::CONFIRM_L => DccpOption::ConfirmL { feature, value },
+                    kind::CHANGE_R => DccpOption::ChangeR { feature, value },
+                    _ => DccpOption::ConfirmR { feature, value },
+                }
+            }
+            kind::INIT_COOKIE => {
+                if d.is_empty() {
+                    return Err(bad);
+                }
+                DccpOption::InitCookie(d.to_vec())
+            }
+            kind::NDP_COUNT => {
+                if d.is_empty() || d.len() > 6 {
+                    return Err(bad);
+                }
+                DccpOption::NdpCount(be(d))
+            }
+            kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 => {
+                DccpOption::AckVector(ackvec::parse_body(k, d)?.to_owned())
+            }
+            kind::DATA_DROPPED => {
+                if d.is_empty() {
+                    return Err(bad);
+                }
+                DccpOption::DataDropped(d.to_vec())
+            }
+            kind::TIMESTAMP => {
+                if d.len() != 4 {
+                    return Err(bad);
+                }
+                DccpOption::Timestamp(be(d) as u32)
+            }
+            kind::TIMESTAMP_ECHO => {
+                let elapsed = match d.len() {
+                    4 => None,
+                    6 | 8 => Some(be(&d[4..]) as u32),
+                    _ => return Err(bad),
+                };
+                DccpOption::TimestampEcho {
+                    timestamp: be(&d[..4]) as u32,
+                    elapsed,
+                }
+            }
+            kind::ELAPSED_TIME => match d.len() {
+                2 | 4 => DccpOption::ElapsedTime(be(d) as u32),
+                _ => return Err(bad),
+            },
+            kind::MULTIPATH => DccpOption::Multipath(MpOption::parse(d)?),
+            _ => DccpOption::Unknown {
+                kind: k,
+                data: d.to_vec(),
+            },
+        })
+    }
+}
+
+/// Whether RFC 4340 tells the receiver to ignore option `k` on a packet of
+/// type `ty` (Table 3's "DCCP-Data?" column; §8.1.4 for Init Cookie on
+/// Requests; Ack Vector needs an Acknowledgement Number to anchor it).
+pub fn ignored_on(ty: PacketType, k: u8) -> bool {
+    match ty {
+        PacketType::Data => matches!(
+            k,
+            kind::MANDATORY
+                | kind::CHANGE_L
+                | kind::CONFIRM_L
+                | kind::CHANGE_R
+                | kind::CONFIRM_R
+                | kind::INIT_COOKIE
+                | kind::ACK_VECTOR_0
+                | kind::ACK_VECTOR_1
+                | kind::DATA_DROPPED
+                | kind::ELAPSED_TIME
+        ),
+        PacketType::Request => matches!(
+            k,
+            kind::INIT_COOKIE | kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 | kind::ELAPSED_TIME
+        ),
+        _ => false,
+    }
+}
+
+/// Whether we understand option `k` well enough to honour a Mandatory in
+/// front of it. CCID-specific options (128–255) are passed to the caller,
+/// whose CCID decides; reserved types are not understood.
+fn understood(k: u8) -> bool {
+    matches!(k, 0..=2 | 32..=43 | kind::MULTIPATH | 128..=255)
+}
+
+/// Parse an options area into owned options for a packet of type `ty`.
+/// Padding is dropped; options the RFC says to ignore on `ty` are dropped
+/// and counted in `*ignored`.
+pub fn parse_options(
+    area: &[u8],
+    ty: PacketType,
+    ignored: &mut u64,
+) -> Result<Vec<DccpOption>, WireError> {
+    // Every option takes at least one byte; most take far more. A quarter
+    // of the area bounds the common case without over-reserving.
+    let mut out = Vec::with_capacity(area.len().min(64) / 4);
+    let mut mandatory_pending = false;
+    for raw in OptionIter::new(area) {
+        let raw = raw?;
+        if raw.kind == kind::PADDING {
+            if mandatory_pending {
+                return Err(WireError::BadOptionValue {
+                    kind: kind::MANDATORY,
+                });
+            }
+            continue;
+        }
+        if ignored_on(ty, raw.kind) {
+            *ignored += 1;
+            continue;
+        }
+        if raw.kind == kind::MANDATORY {
+            // §5.8.2: Mandatory before Mandatory is an Option Error.
+            if mandatory_pending {
+                return Err(WireError::BadOptionValue {
+                    kind: kind::MANDATORY,
+                });
+            }
+            mandatory_pending = true;
+            out.push(DccpOption::Mandatory);
+            continue;
+        }
+        if mandatory_pending && !understood(raw.kind) {
+            return Err(WireError::MandatoryFailure { kind: raw.kind });
+        }
+        // Known options with bad lengths are Option Errors (§5.8).
+        let opt = raw.to_option()?;
+        mandatory_pending = false;
+        out.push(opt);
+    }
+    if mandatory_pending {
+        // §5.8.2: Mandatory as the last option is an Option Error.
+        return Err(WireError::BadOptionValue {
+            kind: kind::MANDATORY,
+        });
+    }
+    Ok(out)
+}
+
+impl DccpOption {
+    pub fn kind(&self) -> u8 {
+        match self {
+            DccpOption::Padding => kind::PADDING,
+            DccpOption::Mandatory => kind::MANDATORY,
+            DccpOption::SlowReceiver => kind::SLOW_RECEIVER,
+            DccpOption::ChangeL { .. } => kind::CHANGE_L,
+            DccpOption::ConfirmL { .. } => kind::CONFIRM_L,
+            DccpOption::ChangeR { .. } => kind::CHANGE_R,
+            DccpOption::ConfirmR { .. } => kind::CONFIRM_R,
+            DccpOption::InitCookie(_) => kind::INIT_COOKIE,
+            DccpOption::NdpCount(_) => kind::NDP_COUNT,
+            DccpOption::AckVector(av) => kind::ACK_VECTOR_0 + (av.nonce & 1),
+            DccpOption::DataDropped(_) => kind::DATA_DROPPED,
+            DccpOption::Timestamp(_) => kind::TIMESTAMP,
+            DccpOption::TimestampEcho { .. } => kind::TIMESTAMP_ECHO,
+            DccpOption::ElapsedTime(_) => kind::ELAPSED_TIME,
+            DccpOption::Multipath(_) => kind::MULTIPATH,
+            DccpOption::Unknown { kind, .. } => *kind,
+        }
+    }
+
+    /// Encoded length in bytes.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            DccpOption::Padding | DccpOption::Mandatory | DccpOption::SlowReceiver => 1,
+            DccpOption::ChangeL { feature, value }
+            | DccpOption::ConfirmL { feature, value }
+            | DccpOption::ChangeR { feature, value }
+            | DccpOption::ConfirmR { feature, value } => 3 + value.encoded_len(*feature),
+            DccpOption::InitCookie(d) | DccpOption::DataDropped(d) => 2 + d.len(),
+            DccpOption::NdpCount(n) => 2 + min_bytes(*n).max(1),
+            DccpOption::AckVector(av) => 2 + av.cells.len(),
+            DccpOption::Timestamp(_) => 6,
+            DccpOption::TimestampEcho { elapsed, .. } => match elapsed {
+                None => 6,
+                Some(e) if *e <= 0xffff => 8,
+                Some(_) => 10,
+            },
+            DccpOption::ElapsedTime(e) => {
+                if *e <= 0xffff {
+                    4
+                } else {
+                    6
+                }
+            }
+            DccpOption::Multipath(m) => m.buffer_len(),
+            DccpOption::Unknown { kind, data } => {
+                if *kind < 32 {
+                    1
+                } else {
+                    2 + data.len()
+                }
+            }
+        }
+    }
+
+    /// Emit into `buf`; returns bytes written.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        if let DccpOption::Multipath(m) = self {
+            return m.emit(buf);
+        }
+        let len = self.buffer_len();
+        let k = self.kind();
+        if len > 255 {
+            return Err(WireError::OptionsTooLong);
+        }
+        let out = buf.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
+        out[0] = k;
+        if len == 1 {
+            if let DccpOption::Unknown { data, .. } = self {
+                if !data.is_empty() {
+                    return Err(WireError::FieldOutOfRange);
+                }
+            }
+            return Ok(1);
+        }
+        if k < 32 {
+            // A length-carrying variant with a single-byte type number.
+            return Err(WireError::FieldOutOfRange);
+        }
+        // `len` ≤ 255 checked above.
+        out[1] = len as u8;
+        let b = &mut out[2..];
+        match self {
+            DccpOption::ChangeL { feature, value }
+            | DccpOption::ConfirmL { feature, value }
+            | DccpOption::ChangeR { feature, value }
+            | DccpOption::ConfirmR { feature, value } => {
+                b[0] = feature.to_u8();
+                match value {
+                    FeatureValue::Empty => {}
+                    FeatureValue::ServerPriority(v) | FeatureValue::Unknown(v) => {
+                        b[1..].copy_from_slice(v)
+                    }
+                    FeatureValue::NonNegotiable(n) => {
+                        if feature.nn_len().is_none() {
+                            return Err(WireError::FieldOutOfRange);
+                        }
+                        let w = b.len() - 1;
+                        if w < 8 && *n >> (8 * w) != 0 {
+                            return Err(WireError::FieldOutOfRange);
+                        }
+                        b[1..].copy_from_slice(&n.to_be_bytes()[8 - w..]);
+                    }
+                }
+            }
+            DccpOption::InitCookie(d) | DccpOption::DataDropped(d) => {
+                if d.is_empty() {
+                    return Err(WireError::FieldOutOfRange);
+                }
+                b.copy_from_slice(d)
+            }
+            DccpOption::NdpCount(n) => {
+                let w = b.len();
+                if w > 6 {
+                    return Err(WireError::FieldOutOfRange);
+                }
+                b.copy_from_slice(&n.to_be_bytes()[8 - w..]);
+            }
+            DccpOption::AckVector(av) => {
+                if av.cells.is_empty() || av.nonce > 1 {
+                    return Err(WireError::FieldOutOfRange);
+                }
+                b.copy_from_slice(&av.cells)
+            }
+            DccpOption::Timestamp(t) => b.copy_from_slice(&t.to_be_bytes()),
+            DccpOption::TimestampEcho { timestamp, elapsed } => {
+                b[..4].copy_from_slice(&timestamp.to_be_bytes());
+                match (elapsed, b.len()) {
+                    (Some(e), 6) => b[4..].copy_from_slice(&(*e as u16).to_be_bytes()),
+                    (Some(e), 8) => b[4..].copy_from_slice(&e.to_be_bytes()),
+                    _ => {}
+                }
+            }
+            DccpOption::ElapsedTime(e) => {
+                if b.len() == 2 {
+                    b.copy_from_slice(&(*e as u16).to_be_bytes())
+                } else {
+                    b.copy_from_slice(&e.to_be_bytes())
+                }
+            }
+            DccpOption::Unknown { data, .. } => b.copy_from_slice(data),
+            DccpOption::Padding
+            | DccpOption::Mandatory
+            | DccpOption::SlowReceiver
+            | DccpOption::Multipath(_) => {}
+        }
+        Ok(len)
+    }
+}
+
+/// Bytes needed to hold `n` (0 for 0).
+fn min_bytes(n: u64) -> usize {
+    (64 - n.leading_zeros() as usize).div_ceil(8)
+}
+
+/// Total encoded length of `opts`, padded to a multiple of 4 (§5.8:
+/// options are padded so Data Offset stays a whole number of words).
+pub fn options_len(opts: &[DccpOption]) -> usize {
+    let n: usize = opts.iter().map(|o| o.buffer_len()).sum();
+    (n + 3) & !3
+}
+
+/// Emit `opts` followed by Padding up to a 4-byte boundary.
+pub fn emit_options(opts: &[DccpOption], buf: &mut [u8]) -> Result<usize, WireError> {
+    let mut off = 0;
+    for o in opts {
+        off += o.emit(buf.get_mut(off..).ok_or(WireError::BufferTooSmall)?)?;
+    }
+    let padded = (off + 3) & !3;
+    buf.get_mut(off..padded)
+        .ok_or(WireError::BufferTooSmall)?
+        .fill(kind::PADDING);
+    Ok(padded)
+}

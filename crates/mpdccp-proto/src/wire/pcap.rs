@@ -1,0 +1,1 @@
+//! pcap writer. Filled in below.

@@ -1,0 +1,1 @@
+//! DCCP-UDP encapsulation (RFC 6773). Filled in below.
