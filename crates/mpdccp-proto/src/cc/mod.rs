@@ -28,12 +28,19 @@ use crate::path::PathId;
 use crate::time::Instant;
 
 mod aimd;
+pub mod bbr;
 mod ccid2;
+pub mod coupled;
+pub mod cubic;
 mod rate;
 mod reno;
+mod round;
 mod rtt;
 
+pub use bbr::Bbr;
 pub use ccid2::Ccid2;
+pub use coupled::{CoupledCubic, CoupledReno};
+pub use cubic::Cubic;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
 pub use reno::Reno;
 pub use rtt::RttEstimator;
@@ -44,12 +51,28 @@ pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionControll
     Ok(match name {
         "ccid2" => Box::new(Ccid2::new(config)),
         "reno" => Box::new(Reno::new(config)),
+        "cubic" => Box::new(Cubic::new(config)),
+        "ccid5" | "bbr" => Box::new(Bbr::new(config)),
+        "lia" => Box::new(CoupledReno::lia(config)),
+        "olia" => Box::new(CoupledReno::olia(config)),
+        "balia" => Box::new(CoupledReno::balia(config)),
+        "coupled-cubic" => Box::new(CoupledCubic::new(config)),
         _ => return Err(UnknownName(name.to_string())),
     })
 }
 
 /// Names [`build`] accepts today, in the order error messages list them.
-pub const BUILD_NAMES: &[&str] = &["ccid2", "reno"];
+pub const BUILD_NAMES: &[&str] = &[
+    "ccid2",
+    "ccid5",
+    "cubic",
+    "lia",
+    "olia",
+    "balia",
+    "coupled-cubic",
+    "reno",
+    "bbr",
+];
 
 /// A congestion-control name that [`build`] does not know.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +129,18 @@ pub struct CcConfig {
     /// Seed for controllers that randomise (BBR's first PROBE_BW phase);
     /// controllers never use OS randomness.
     pub seed: u64,
+    /// Pace the window-based controllers (CUBIC, Coupled CUBIC) at
+    /// cwnd/srtt × 2 in slow start and × 1.2 after (the Linux defaults).
+    /// The BBR family always paces.
+    pub pacing: bool,
+    /// Use HyStart++ (RFC 9406) in CUBIC's initial slow start.
+    pub hystart: bool,
+    /// CUBIC fast convergence (RFC 9438 §4.7, a SHOULD). The response
+    /// function of RFC 9438 §5.1 (Tables 1–2) is derived without it.
+    pub cubic_fast_convergence: bool,
+    /// Coupled CUBIC: paths whose bandwidth-delay product (packets) is at
+    /// least this run coupled CUBIC; smaller ones run LIA (Lee et al. 2023).
+    pub coupled_cubic_bdp_threshold_pkts: f64,
 }
 
 impl Default for CcConfig {
@@ -116,6 +151,10 @@ impl Default for CcConfig {
             min_cwnd_pkts: 1,
             max_cwnd_pkts: 1_000_000,
             seed: 0,
+            pacing: false,
+            hystart: true,
+            cubic_fast_convergence: true,
+            coupled_cubic_bdp_threshold_pkts: 100.0,
         }
     }
 }

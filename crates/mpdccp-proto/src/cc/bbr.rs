@@ -1,0 +1,713 @@
+//! CCID5 = BBRv1 (draft-cardwell-iccrg-bbr-congestion-control-00, behaving
+//! as Linux `tcp_bbr.c`), over DCCP as draft-romo-iccrg-ccid5 profiles it.
+//!
+//! Units: windows in packets, bandwidth in bytes per second, times as
+//! `Duration`. Round trips are counted with the delivery-rate sample's
+//! `prior_delivered_pkts` (draft §4.1.1.3), so the transport must feed the
+//! [`super::DeliveryRateEstimator`] samples in every [`AckEvent`].
+//!
+//! CCID5 note (draft-romo-iccrg-ccid5 §4): acks are exactly those of CCID2
+//! (Ack Vector, Ack Ratio); since PROBE_RTT holds cwnd at 4 packets the
+//! transport must keep the Ack Ratio ≤ ceil(cwnd/2) = 2 there, or PROBE_RTT
+//! starves of acks. The conn layer applies that rule to every controller.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
+use crate::time::Instant;
+
+/// §4.2.3.2 / tcp_bbr.c `bbr_high_gain`: 2/ln 2, the smallest gain that
+/// doubles the sending rate every round.
+pub const HIGH_GAIN: f64 = 2.885;
+/// §4.2.3.3: the inverse of the STARTUP gain drains the queue in one round.
+pub const DRAIN_GAIN: f64 = 1.0 / HIGH_GAIN;
+/// §4.2.3.4: cwnd gain in PROBE_BW.
+pub const CWND_GAIN: f64 = 2.0;
+/// §4.2.3.4: the eight-phase PROBE_BW pacing-gain cycle.
+pub const PACING_GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// §4.1.1.4: the max-bandwidth filter window, in rounds.
+pub const BW_FILTER_ROUNDS: u64 = 10;
+/// §4.1.2.3: the min-RTT filter window.
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+/// §4.2.3.5: time spent in PROBE_RTT at the minimum window.
+pub const PROBE_RTT_DURATION: Duration = Duration::from_millis(200);
+/// §4.2.3.5 / `bbr_cwnd_min_target`: the minimum window, packets.
+pub const MIN_PIPE_CWND_PKTS: u32 = 4;
+/// §4.2.3.2: full pipe = bandwidth grew < 25 % for three rounds.
+const FULL_BW_THRESH: f64 = 1.25;
+const FULL_BW_COUNT: u32 = 3;
+/// tcp_bbr.c pacing margin: pace 1 % below the estimate to avoid a queue.
+const PACING_MARGIN: f64 = 0.01;
+/// Initial window when none is configured (tcp_bbr.c `TCP_INIT_CWND`).
+const DEFAULT_IW_PKTS: u32 = 10;
+
+/// Long-term ("policer") bandwidth detection, tcp_bbr.c `bbr_lt_bw_sampling`:
+/// intervals of 4..16 rounds that end in loss with a loss rate ≥ 20 %; two
+/// consecutive such intervals with bandwidth within 1/8 (or 4 kbit/s) mean a
+/// token-bucket policer, whose rate is then used for 48 rounds.
+const LT_INTERVAL_MIN_ROUNDS: u32 = 4;
+const LT_LOSS_THRESH: f64 = 50.0 / 256.0;
+const LT_BW_RATIO: f64 = 1.0 / 8.0;
+const LT_BW_DIFF_BYTES_PER_S: f64 = 4000.0 / 8.0;
+const LT_BW_MAX_ROUNDS: u32 = 48;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BbrMode {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+impl BbrMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BbrMode::Startup => "startup",
+            BbrMode::Drain => "drain",
+            BbrMode::ProbeBw => "probe_bw",
+            BbrMode::ProbeRtt => "probe_rtt",
+        }
+    }
+}
+
+/// Windowed maximum over the last `window` rounds (exact, bounded to one
+/// entry per round by keeping only a decreasing staircase).
+#[derive(Clone, Debug)]
+pub(crate) struct WindowedMax {
+    window: u64,
+    samples: VecDeque<(u64, f64)>,
+}
+
+impl WindowedMax {
+    pub fn new(window: u64) -> Self {
+        WindowedMax {
+            window,
+            samples: VecDeque::new(),
+        }
+    }
+
+    pub fn update(&mut self, round: u64, value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        while self.samples.back().is_some_and(|&(_, v)| v <= value) {
+            self.samples.pop_back();
+        }
+        if self.samples.back().is_none_or(|&(r, _)| r != round) {
+            self.samples.push_back((round, value));
+        }
+        self.expire(round);
+    }
+
+    pub fn expire(&mut self, round: u64) {
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(r, _)| r + self.window <= round)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    pub fn max(&self) -> f64 {
+        self.samples.front().map_or(0.0, |&(_, v)| v)
+    }
+
+    #[allow(dead_code)]
+    pub fn reset(&mut self) {
+        self.samples.clear();
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct LongTermBw {
+    sampling: bool,
+    rounds: u32,
+    use_bw: bool,
+    bw: f64,
+    last_delivered: u64,
+    last_lost: u64,
+    last_stamp: Instant,
+}
+
+/// BBRv1 (`ccid5`; `bbr` for inner TCP flows).
+#[derive(Clone, Debug)]
+pub struct Bbr {
+    mss_bytes: f64,
+    min_cwnd: u32,
+    max_cwnd: u32,
+    mode: BbrMode,
+    rng: ChaCha8Rng,
+
+    // Model.
+    bw_filter: WindowedMax,
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Instant,
+    lt: LongTermBw,
+
+    // Rounds (§4.1.1.3).
+    round_count: u64,
+    next_round_delivered: u64,
+    round_start: bool,
+
+    // Full pipe (§4.2.3.2).
+    full_bw: f64,
+    full_bw_count: u32,
+    full_bw_reached: bool,
+    startup_exit_round: Option<u64>,
+    max_bw_at_startup_exit: f64,
+
+    // PROBE_BW cycle (§4.2.3.4).
+    cycle_idx: usize,
+    cycle_stamp: Instant,
+
+    // PROBE_RTT (§4.2.3.5).
+    probe_rtt_done_stamp: Option<Instant>,
+    probe_rtt_round_done: bool,
+    idle_restart: bool,
+
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    pacing_rate: f64,
+    has_seen_rtt: bool,
+    cwnd: u32,
+    prior_cwnd: u32,
+
+    // Loss recovery (§4.2.3.6): packet conservation for one round, then
+    // restore the window saved on entry.
+    in_recovery: bool,
+    recovery_start: Instant,
+    packet_conservation: bool,
+
+    delivered: u64,
+    lost: u64,
+    last_app_limited: bool,
+}
+
+impl Bbr {
+    pub fn new(config: &CcConfig) -> Self {
+        let min_cwnd = config.min_cwnd_pkts.max(1);
+        let max_cwnd = config.max_cwnd_pkts.max(MIN_PIPE_CWND_PKTS).max(min_cwnd);
+        let iw = config
+            .initial_cwnd_pkts
+            .unwrap_or(DEFAULT_IW_PKTS)
+            .clamp(min_cwnd, max_cwnd);
+        let mss = config.mss_bytes.max(1) as f64;
+        let mut bbr = Bbr {
+            mss_bytes: mss,
+            min_cwnd,
+            max_cwnd,
+            mode: BbrMode::Startup,
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            bw_filter: WindowedMax::new(BW_FILTER_ROUNDS),
+            min_rtt: None,
+            min_rtt_stamp: Instant::ZERO,
+            lt: LongTermBw::default(),
+            round_count: 0,
+            next_round_delivered: 0,
+            round_start: false,
+            full_bw: 0.0,
+            full_bw_count: 0,
+            full_bw_reached: false,
+            startup_exit_round: None,
+            max_bw_at_startup_exit: 0.0,
+            cycle_idx: 0,
+            cycle_stamp: Instant::ZERO,
+            probe_rtt_done_stamp: None,
+            probe_rtt_round_done: false,
+            idle_restart: false,
+            pacing_gain: HIGH_GAIN,
+            cwnd_gain: HIGH_GAIN,
+            pacing_rate: 0.0,
+            has_seen_rtt: false,
+            cwnd: iw,
+            prior_cwnd: 0,
+            in_recovery: false,
+            recovery_start: Instant::ZERO,
+            packet_conservation: false,
+            delivered: 0,
+            lost: 0,
+            last_app_limited: false,
+        };
+        // §4.2.1: before an RTT sample, pace at high_gain·IW per 1 ms.
+        bbr.init_pacing_rate(Duration::from_millis(1));
+        bbr
+    }
+
+    pub fn mode(&self) -> BbrMode {
+        self.mode
+    }
+    /// The bandwidth estimate in use (long-term bandwidth when policed).
+    pub fn bw_bytes_per_s(&self) -> f64 {
+        if self.lt.use_bw {
+            self.lt.bw
+        } else {
+            self.bw_filter.max()
+        }
+    }
+    /// The windowed-max filter output.
+    pub fn max_bw_bytes_per_s(&self) -> f64 {
+        self.bw_filter.max()
+    }
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+    pub fn round_count(&self) -> u64 {
+        self.round_count
+    }
+    pub fn full_bw_reached(&self) -> bool {
+        self.full_bw_reached
+    }
+    /// The round in which STARTUP ended and the max bandwidth at that time.
+    pub fn startup_exit(&self) -> Option<(u64, f64)> {
+        self.startup_exit_round
+            .map(|r| (r, self.max_bw_at_startup_exit))
+    }
+    pub fn long_term_bw_bytes_per_s(&self) -> Option<f64> {
+        self.lt.use_bw.then_some(self.lt.bw)
+    }
+
+    fn init_pacing_rate(&mut self, rtt: Duration) {
+        let rtt = rtt.as_secs_f64().max(1e-6);
+        self.pacing_rate = HIGH_GAIN * self.cwnd as f64 * self.mss_bytes / rtt;
+    }
+
+    /// BDP × gain in packets (§4.2.3.2 BBRInflight); IW before any RTT.
+    fn bdp_pkts(&self, bw: f64, gain: f64) -> f64 {
+        match self.min_rtt {
+            None => DEFAULT_IW_PKTS as f64,
+            Some(rtt) => (bw * rtt.as_secs_f64() * gain / self.mss_bytes).ceil(),
+        }
+    }
+
+    /// tcp_bbr.c `bbr_quantization_budget`: room for the send quanta in
+    /// flight at the sender, receiver and in between, rounded up to an even
+    /// count, plus 2 while probing up so the gain can take effect.
+    fn quantization_budget(&self, cwnd: f64) -> f64 {
+        let mut w = cwnd + 3.0 * self.send_quantum_pkts() as f64;
+        w = (w / 2.0).ceil() * 2.0;
+        if self.mode == BbrMode::ProbeBw && self.cycle_idx == 0 {
+            w += 2.0;
+        }
+        w
+    }
+
+    fn inflight_pkts(&self, bw: f64, gain: f64) -> f64 {
+        self.quantization_budget(self.bdp_pkts(bw, gain))
+    }
+
+    /// §4.2.3.6 BBRSaveCwnd.
+    fn save_cwnd(&mut self) {
+        if !self.in_recovery && self.mode != BbrMode::ProbeRtt {
+            self.prior_cwnd = self.cwnd;
+        } else {
+            self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
+        }
+    }
+
+    /// tcp_bbr.c `bbr_reset_probe_bw_mode`: enter PROBE_BW at a random
+    /// phase other than the 3/4 drain phase.
+    fn enter_probe_bw(&mut self, now: Instant) {
+        self.mode = BbrMode::ProbeBw;
+        let r = self.rng.gen_range(0..7usize);
+        self.cycle_idx = (PACING_GAIN_CYCLE.len() - 1 - r) % PACING_GAIN_CYCLE.len();
+        self.advance_cycle_phase(now);
+    }
+
+    fn reset_mode(&mut self, now: Instant) {
+        if self.full_bw_reached {
+            self.enter_probe_bw(now);
+        } else {
+            self.mode = BbrMode::Startup;
+        }
+    }
+
+    fn advance_cycle_phase(&mut self, now: Instant) {
+        self.cycle_idx = (self.cycle_idx + 1) % PACING_GAIN_CYCLE.len();
+        self.cycle_stamp = now;
+    }
+
+    /// tcp_bbr.c `bbr_is_next_cycle_phase` (§4.2.3.4).
+    fn is_next_cycle_phase(&self, now: Instant, prior_in_flight: u32, losses: bool) -> bool {
+        let full_length = self
+            .min_rtt
+            .is_some_and(|rtt| now.saturating_duration_since(self.cycle_stamp) > rtt);
+        let gain = self.pacing_gain;
+        let bw = self.bw_bytes_per_s();
+        let inflight = prior_in_flight as f64;
+        if gain == 1.0 {
+            full_length
+        } else if gain > 1.0 {
+            // Probe until the pipe holds gain × BDP (or losses say it
+            // cannot).
+            full_length && (losses || inflight >= self.inflight_pkts(bw, gain))
+        } else {
+            // Drain until the queue we made is gone.
+            full_length || inflight <= self.inflight_pkts(bw, 1.0)
+        }
+    }
+
+    fn update_gains(&mut self) {
+        let (p, c) = match self.mode {
+            BbrMode::Startup => (HIGH_GAIN, HIGH_GAIN),
+            BbrMode::Drain => (DRAIN_GAIN, HIGH_GAIN),
+            BbrMode::ProbeBw => (
+                if self.lt.use_bw {
+                    1.0
+                } else {
+                    PACING_GAIN_CYCLE[self.cycle_idx]
+                },
+                CWND_GAIN,
+            ),
+            BbrMode::ProbeRtt => (1.0, 1.0),
+        };
+        self.pacing_gain = p;
+        self.cwnd_gain = c;
+    }
+
+    /// §4.2.1 BBRSetPacingRateWithGain: never lower the rate before the pipe
+    /// is known full (a low early sample must not throttle STARTUP).
+    fn set_pacing_rate(&mut self, bw: f64, gain: f64) {
+        if bw <= 0.0 {
+            return;
+        }
+        let rate = gain * bw * (1.0 - PACING_MARGIN);
+        if self.full_bw_reached || rate > self.pacing_rate {
+            self.pacing_rate = rate;
+        }
+    }
+
+    // --- long-term bandwidth (policer) detection -------------------------
+
+    fn lt_reset_interval(&mut self, now: Instant) {
+        self.lt.last_stamp = now;
+        self.lt.last_delivered = self.delivered;
+        self.lt.last_lost = self.lost;
+        self.lt.rounds = 0;
+    }
+
+    fn lt_reset(&mut self, now: Instant) {
+        self.lt.bw = 0.0;
+        self.lt.use_bw = false;
+        self.lt.sampling = false;
+        self.lt_reset_interval(now);
+    }
+
+    fn lt_interval_done(&mut self, now: Instant, bw: f64) {
+        if self.lt.bw > 0.0 {
+            let diff = (bw - self.lt.bw).abs();
+            if diff <= LT_BW_RATIO * self.lt.bw || diff <= LT_BW_DIFF_BYTES_PER_S {
+                // Two consistent lossy intervals: a policer. Use the
+                // average of both.
+                self.lt.bw = (bw + self.lt.bw) / 2.0;
+                self.lt.use_bw = true;
+                self.pacing_gain = 1.0;
+                self.lt.rounds = 0;
+                return;
+            }
+        }
+        self.lt.bw = bw;
+        self.lt_reset_interval(now);
+    }
+
+    fn lt_sampling(&mut self, now: Instant, losses: bool, app_limited: bool) {
+        if self.lt.use_bw {
+            if self.mode == BbrMode::ProbeBw && self.round_start {
+                self.lt.rounds += 1;
+                if self.lt.rounds >= LT_BW_MAX_ROUNDS {
+                    self.lt_reset(now);
+                    self.enter_probe_bw(now);
+                }
+            }
+            return;
+        }
+        if !self.lt.sampling {
+            // Intervals start at a loss, when a policer would be dropping.
+            if !losses {
+                return;
+            }
+            self.lt_reset_interval(now);
+            self.lt.sampling = true;
+        }
+        if app_limited {
+            self.lt_reset(now);
+            return;
+        }
+        if self.round_start {
+            self.lt.rounds += 1;
+        }
+        if self.lt.rounds < LT_INTERVAL_MIN_ROUNDS {
+            return;
+        }
+        if self.lt.rounds > 4 * LT_INTERVAL_MIN_ROUNDS {
+            self.lt_reset(now);
+            return;
+        }
+        // Intervals end at a loss.
+        if !losses {
+            return;
+        }
+        let lost = self.lost - self.lt.last_lost;
+        let delivered = self.delivered - self.lt.last_delivered;
+        if delivered == 0 || (lost as f64) < LT_LOSS_THRESH * delivered as f64 {
+            return;
+        }
+        let t = now
+            .saturating_duration_since(self.lt.last_stamp)
+            .as_secs_f64();
+        if t < 1e-3 {
+            return;
+        }
+        let bw = delivered as f64 * self.mss_bytes / t;
+        self.lt_interval_done(now, bw);
+    }
+
+    // --- the per-ack model update (tcp_bbr.c `bbr_update_model`) ---------
+
+    fn update_bw(&mut self, now: Instant, ack: &AckEvent) {
+        self.round_start = false;
+        let Some(rs) = ack.rate else { return };
+        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
+            return;
+        }
+        // §4.1.1.3: a round ends when a packet sent after the round began
+        // is acknowledged.
+        if rs.prior_delivered_pkts >= self.next_round_delivered {
+            self.next_round_delivered = self.delivered;
+            self.round_count += 1;
+            self.round_start = true;
+            self.packet_conservation = false;
+        }
+        self.lt_sampling(now, false, rs.is_app_limited);
+        let bw = rs.delivery_rate_bytes_per_s();
+        // §4.1.1.5: app-limited samples only count when they raise the
+        // estimate.
+        // While app limited the filter is frozen, old maximum included.
+        if !rs.is_app_limited || bw >= self.bw_filter.max() {
+            self.bw_filter.update(self.round_count, bw);
+        }
+    }
+
+    fn check_full_bw_reached(&mut self, ack: &AckEvent) {
+        let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
+        if self.full_bw_reached || !self.round_start || app_limited {
+            return;
+        }
+        let max = self.bw_filter.max();
+        if max >= self.full_bw * FULL_BW_THRESH {
+            self.full_bw = max;
+            self.full_bw_count = 0;
+            return;
+        }
+        self.full_bw_count += 1;
+        if self.full_bw_count >= FULL_BW_COUNT {
+            self.full_bw_reached = true;
+            self.startup_exit_round = Some(self.round_count);
+            self.max_bw_at_startup_exit = max;
+        }
+    }
+
+    fn check_drain(&mut self, now: Instant, ack: &AckEvent) {
+        if self.mode == BbrMode::Startup && self.full_bw_reached {
+            self.mode = BbrMode::Drain;
+        }
+        if self.mode == BbrMode::Drain
+            && (ack.in_flight_pkts as f64) <= self.inflight_pkts(self.bw_bytes_per_s(), 1.0)
+        {
+            self.enter_probe_bw(now);
+        }
+    }
+
+    fn update_min_rtt(&mut self, now: Instant, ack: &AckEvent) {
+        let expired = now > self.min_rtt_stamp + MIN_RTT_WINDOW;
+        if let Some(rtt) = ack.rtt {
+            if self.min_rtt.is_none_or(|m| rtt < m) || expired {
+                self.min_rtt = Some(rtt);
+                self.min_rtt_stamp = now;
+            }
+        }
+        if expired && !self.idle_restart && self.mode != BbrMode::ProbeRtt {
+            // §4.2.3.5: no lower RTT for 10 s — drain the queue to measure.
+            self.mode = BbrMode::ProbeRtt;
+            self.save_cwnd();
+            self.probe_rtt_done_stamp = None;
+        }
+        if self.mode == BbrMode::ProbeRtt {
+            match self.probe_rtt_done_stamp {
+                None if ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS => {
+                    // Hold for max(200 ms, one round).
+                    self.probe_rtt_done_stamp = Some(now + PROBE_RTT_DURATION);
+                    self.probe_rtt_round_done = false;
+                    self.next_round_delivered = self.delivered;
+                }
+                Some(done) => {
+                    if self.round_start {
+                        self.probe_rtt_round_done = true;
+                    }
+                    if self.probe_rtt_round_done && now > done {
+                        self.exit_probe_rtt(now);
+                    }
+                }
+                None => {}
+            }
+        }
+        if ack.acked_pkts > 0 {
+            self.idle_restart = false;
+        }
+    }
+
+    fn exit_probe_rtt(&mut self, now: Instant) {
+        self.min_rtt_stamp = now;
+        self.cwnd = self.cwnd.max(self.prior_cwnd);
+        self.reset_mode(now);
+    }
+
+    /// §4.2.3.6 BBRSetCwnd.
+    fn set_cwnd(&mut self, ack: &AckEvent) {
+        let acked = ack.acked_pkts;
+        if acked > 0 {
+            if self.packet_conservation {
+                // One round of packet conservation after entering recovery.
+                self.cwnd = self.cwnd.max(ack.in_flight_pkts.saturating_add(acked));
+            } else {
+                let target = self
+                    .quantization_budget(self.bdp_pkts(self.bw_bytes_per_s(), self.cwnd_gain))
+                    .min(u32::MAX as f64) as u32;
+                let grown = self.cwnd.saturating_add(acked);
+                if self.full_bw_reached {
+                    self.cwnd = grown.min(target);
+                } else if self.cwnd < target || self.delivered < DEFAULT_IW_PKTS as u64 {
+                    self.cwnd = grown;
+                }
+                self.cwnd = self.cwnd.max(MIN_PIPE_CWND_PKTS);
+            }
+        }
+        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+        if self.mode == BbrMode::ProbeRtt {
+            self.cwnd = self.cwnd.min(MIN_PIPE_CWND_PKTS.max(self.min_cwnd));
+        }
+    }
+}
+
+impl CongestionController for Bbr {
+    fn name(&self) -> &'static str {
+        "ccid5"
+    }
+
+    fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        // tcp_bbr.c CA_EVENT_TX_START: restarting from idle after an
+        // application-limited period.
+        if pkt.in_flight_pkts <= 1 && self.last_app_limited {
+            self.idle_restart = true;
+            if self.mode == BbrMode::ProbeBw {
+                // §4.2.1: pace at the estimated rate, not the probe gain.
+                let bw = self.bw_bytes_per_s();
+                self.set_pacing_rate(bw, 1.0);
+            } else if self.mode == BbrMode::ProbeRtt {
+                if let Some(done) = self.probe_rtt_done_stamp {
+                    if self.probe_rtt_round_done && now > done {
+                        self.exit_probe_rtt(now);
+                    }
+                }
+            }
+        }
+        self.last_app_limited = pkt.app_limited;
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+        self.delivered = ack.delivered_pkts;
+        if !self.has_seen_rtt && !ack.srtt.is_zero() {
+            self.has_seen_rtt = true;
+            self.init_pacing_rate(ack.srtt);
+        }
+        if self.in_recovery && ack.largest_acked_sent_time > self.recovery_start {
+            // Recovery (or RTO loss state) is over: restore the window.
+            self.in_recovery = false;
+            self.packet_conservation = false;
+            self.cwnd = self.cwnd.max(self.prior_cwnd);
+        }
+        self.update_bw(now, ack);
+        if self.mode == BbrMode::ProbeBw
+            && self.is_next_cycle_phase(now, ack.prior_in_flight_pkts, false)
+        {
+            self.advance_cycle_phase(now);
+        }
+        self.check_full_bw_reached(ack);
+        self.check_drain(now, ack);
+        self.update_min_rtt(now, ack);
+        self.update_gains();
+        let bw = self.bw_bytes_per_s();
+        self.set_pacing_rate(bw, self.pacing_gain);
+        self.set_cwnd(ack);
+    }
+
+    fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        self.lost += loss.lost_pkts as u64;
+        self.delivered = self.delivered.max(loss.delivered_pkts);
+        // §4.2.3.6: each lost packet leaves the network; take it out of
+        // the window.
+        self.cwnd = self.cwnd.saturating_sub(loss.lost_pkts).max(1);
+        if !self.in_recovery {
+            self.save_cwnd();
+            self.in_recovery = true;
+            self.recovery_start = now;
+            // Packet conservation for the first round of recovery.
+            self.packet_conservation = true;
+            self.next_round_delivered = self.delivered;
+            self.cwnd = loss.in_flight_pkts.saturating_add(1);
+        }
+        // A lossy PROBE_BW gain phase ends early (`bbr_is_next_cycle_phase`).
+        if self.mode == BbrMode::ProbeBw
+            && self.pacing_gain > 1.0
+            && self.is_next_cycle_phase(now, loss.in_flight_pkts, true)
+        {
+            self.advance_cycle_phase(now);
+            self.update_gains();
+        }
+        self.lt_sampling(now, true, false);
+        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+        if self.mode == BbrMode::ProbeRtt {
+            self.cwnd = self.cwnd.min(MIN_PIPE_CWND_PKTS.max(self.min_cwnd));
+        }
+    }
+
+    fn on_rto(&mut self, now: Instant) {
+        // tcp_bbr.c on TCP_CA_Loss: save the window, restart full-pipe
+        // detection of the current bandwidth, count it as a lossy round;
+        // the transport's loss window is 1 packet (RFC 5681 §3.1).
+        self.save_cwnd();
+        self.in_recovery = true;
+        self.recovery_start = now;
+        self.packet_conservation = false;
+        self.full_bw = 0.0;
+        self.round_start = true;
+        self.lost += 1;
+        self.lt_sampling(now, true, false);
+        self.cwnd = self.min_cwnd.max(1);
+    }
+
+    fn cwnd_pkts(&self) -> u32 {
+        self.cwnd
+    }
+
+    fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
+        Some((self.pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1))
+    }
+
+    /// tcp_bbr.c `bbr_tso_segs_goal`: about 1 ms of data at the pacing rate,
+    /// between 2 packets (1 below 1.2 Mbit/s) and 64 KB.
+    fn send_quantum_pkts(&self) -> u32 {
+        let min_segs = if self.pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
+        let bytes = (self.pacing_rate * 1e-3).min(65536.0);
+        let max_segs = ((65536.0 / self.mss_bytes) as u32).max(min_segs);
+        ((bytes / self.mss_bytes) as u32).clamp(min_segs, max_segs)
+    }
+
+    fn state(&self) -> &'static str {
+        self.mode.as_str()
+    }
+}
