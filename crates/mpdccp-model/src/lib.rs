@@ -5,15 +5,26 @@
 //! * [`link`] — the sans-IO link model (rate schedule, delay schedule, drop-tail
 //!   buffer, seeded loss, outages, mahimahi trace links) that the simulator
 //!   steps on a virtual clock and `mpdccp netem` steps on the real one
-//!   ([`netem`] maps the OS clock onto it).
+//!   ([`netem`] maps the OS clock onto it);
+//! * [`results`] — the result contract: the [`Recorder`] both drivers feed,
+//!   `summary.json` ([`Summary`]), `timeseries.csv` ([`TimeSeries`]) and
+//!   [`write_outputs`];
+//! * [`plot`] — PNG plots with an embedded font.
 //!
 //! Nothing here reads a clock or OS randomness except [`netem::WallClock`].
 
 pub mod link;
 pub mod netem;
+pub mod plot;
+pub mod results;
 pub mod scenario;
 
 pub use link::{Delivery, Link, LinkDrop, LinkStats};
+pub use plot::{plot_bars, plot_comparison, plot_lines, plot_time_series, Series};
+pub use results::{
+    write_outputs, FlowSummary, LatencyMs, PathSummary, Recorder, Summary, TimeSeries, TsKind,
+    TsRow, WindowSummary,
+};
 pub use scenario::{
     DelayPoint, Direction, FlowKind, FlowSpec, Outage, PathSpec, RatePoint, Scenario,
     ScenarioError, Trace, TunnelSpec, WindowSpec,
