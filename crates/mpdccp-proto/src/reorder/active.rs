@@ -218,7 +218,7 @@ impl Active {
     }
 
     fn queue_ready(&mut self, item: ReorderItem, now: Instant, after_gap: bool) {
-        if self.ready.len() >= self.max_hold_pkts {
+        if self.ready.len() >= super::ready_cap(self.max_hold_pkts) {
             // The caller is not draining `pop`: shed the oldest, counted.
             self.ready.pop_front();
             self.stats.overflow_drops += 1;
@@ -289,31 +289,8 @@ impl Active {
         self.tidy_deadlines();
     }
 
-    /// Drop stale heap tops so `poll_timeout` is exact; rebuild the heap when
-    /// stale entries outnumber live ones (bounded memory).
-    fn tidy_deadlines(&mut self) {
-        while let Some(&Reverse((_, s))) = self.deadlines.peek() {
-            if self.held.contains_key(&s) {
-                break;
-            }
-            self.deadlines.pop();
-        }
-        if self.deadlines.len() > 2 * self.held.len() + 64 {
-            self.deadlines = self
-                .held
-                .iter()
-                .map(|(&s, h)| Reverse((h.deadline, s)))
-                .collect();
-        }
-    }
-}
-
-impl Reorder for Active {
-    fn name(&self) -> &'static str {
-        self.mode.name()
-    }
-
-    fn push(
+    /// Classify one arriving packet: duplicate, late, delivered at once, or held.
+    fn admit(
         &mut self,
         now: Instant,
         item: ReorderItem,
@@ -371,6 +348,41 @@ impl Reorder for Active {
                 },
             );
         }
+    }
+
+    /// Drop stale heap tops so `poll_timeout` is exact; rebuild the heap when
+    /// stale entries outnumber live ones (bounded memory).
+    fn tidy_deadlines(&mut self) {
+        while let Some(&Reverse((_, s))) = self.deadlines.peek() {
+            if self.held.contains_key(&s) {
+                break;
+            }
+            self.deadlines.pop();
+        }
+        if self.deadlines.len() > 2 * self.held.len() + 64 {
+            self.deadlines = self
+                .held
+                .iter()
+                .map(|(&s, h)| Reverse((h.deadline, s)))
+                .collect();
+        }
+    }
+}
+
+impl Reorder for Active {
+    fn name(&self) -> &'static str {
+        self.mode.name()
+    }
+
+    fn push(
+        &mut self,
+        now: Instant,
+        item: ReorderItem,
+        paths: &[PathView],
+        rx: &[PathReceiveState],
+    ) {
+        self.admit(now, item, paths, rx);
+        // Deadlines due by now expire here too, whatever became of this packet.
         self.release(now, None, Skip::Deadline);
         // Bounded memory: force the oldest out until under both caps.
         while self.held.len() > self.max_hold_pkts || self.held_bytes > self.max_hold_bytes {

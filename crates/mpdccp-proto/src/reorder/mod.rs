@@ -245,6 +245,13 @@ impl ReorderConfig {
     }
 }
 
+/// Released packets kept for [`Reorder::pop`]: one push can release the whole
+/// hold buffer plus the packet itself, so a caller that drains after every
+/// push never loses one; a caller that never drains cannot grow memory.
+pub(crate) fn ready_cap(max_hold_pkts: usize) -> usize {
+    max_hold_pkts.saturating_mul(2).max(64)
+}
+
 fn nonzero_or(d: Duration, default: Duration) -> Duration {
     if d.is_zero() {
         default

@@ -28,7 +28,7 @@ impl Passive {
         Passive {
             dedup: DedupWindow::new(config.dup_window()),
             ready: VecDeque::new(),
-            max_ready_pkts: config.max_hold_pkts(),
+            max_ready_pkts: super::ready_cap(config.max_hold_pkts()),
             highest: None,
             stats: ReorderStats::default(),
         }
