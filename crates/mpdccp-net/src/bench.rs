@@ -74,14 +74,21 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         .as_f64()
         .unwrap_or(0.0)
         / 1e6;
-    let udp = iperf(t, dst, &["-u", "-b", "3G", "-l", "1200"], secs)?;
-    let udp_mbps = udp["end"]["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
+    let udp = iperf(t, dst, &["-u", "-b", "1G", "-l", "1200"], secs)?;
+    // Received rate: `sum_received` (iperf3 >= 3.12), else sent x (1 - loss).
     let udp_loss = udp["end"]["sum"]["lost_percent"].as_f64().unwrap_or(0.0);
+    let udp_mbps = udp["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(
+            udp["end"]["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) * (1.0 - udp_loss / 100.0),
+        )
+        / 1e6;
     let rtt = ping_avg_ms(t, dst)?;
     Ok(json!({
         "tcp_mbps": tcp_mbps,
         "tcp_retransmits": tcp["end"]["sum_sent"]["retransmits"],
         "daemon_cpu_share_of_one_core_during_tcp": if pids.is_empty() { Value::Null } else { json!((cpu1 - cpu0) / secs as f64) },
+        "udp_offered_mbps": 1000,
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
         "ping_rtt_ms_light_load": rtt,
@@ -98,6 +105,58 @@ pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
     if abort.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted");
     }
+    // The link emulator alone on path 2: unshaped (10 Gbit/s), 1 ms each way.
+    let stats = t.dir.join("bench-emu.jsonl");
+    let stats_s = stats.to_string_lossy().into_owned();
+    let emu_idx = t.procs.len();
+    t.start_emulator(
+        exe,
+        1,
+        &[
+            "--delay-ms",
+            "1",
+            "--rate-mbps",
+            "10000",
+            "--buffer-bytes",
+            "4000000",
+            "--stats-out",
+            &stats_s,
+        ],
+    )?;
+    let emu_dst = t.paths[1].server_ip.to_string();
+    let emu_tcp = iperf(&mut t, &emu_dst, &[], secs)?;
+    let emu_udp = iperf(&mut t, &emu_dst, &["-u", "-b", "1G", "-l", "1400"], secs)?;
+    let emu_rtt = ping_avg_ms(&t, &emu_dst)?;
+    // Stop the emulator (it removes its capture rules) so both tunnel paths are unshaped.
+    t.procs.remove(emu_idx).stop();
+    let samples: Vec<crate::emu::Sample> = std::fs::read_to_string(&stats)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let late_max = samples.iter().map(|s| s.late_max_us).max().unwrap_or(0);
+    let mut lates: Vec<u64> = samples
+        .iter()
+        .filter(|s| s.qdelay_n > 0)
+        .map(|s| s.late_max_us)
+        .collect();
+    lates.sort_unstable();
+    let late_p50 = lates.get(lates.len() / 2).copied().unwrap_or(0);
+    let emu_loss = emu_udp["end"]["sum"]["lost_percent"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let emulator = json!({
+        "setup": "one path through mpdccp netem: 1 ms each way, 10 Gbit/s, 4 MB buffer",
+        "tcp_mbps": emu_tcp["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        "udp_offered_mbps": 1000,
+        "udp_received_mbps": emu_udp["end"]["sum_received"]["bits_per_second"].as_f64()
+            .unwrap_or(emu_udp["end"]["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) * (1.0 - emu_loss / 100.0)) / 1e6,
+        "udp_loss_percent": emu_loss,
+        "ping_rtt_ms_light_load": emu_rtt,
+        "expected_rtt_ms": 2.0,
+        "delivery_lateness_us_max": late_max,
+        "delivery_lateness_us_p50_of_100ms_maxima": late_p50,
+    });
     let opts = TunnelOpts {
         scheduler: "rr".into(),
         reorder: "active-fixed".into(),
@@ -118,6 +177,7 @@ pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
         "direct_one_veth": direct,
         "tunnel_two_paths": tunnel,
         "tunnel_added_rtt_ms": added,
+        "emulator_one_path": emulator,
         "client_daemon_stats": client_status["daemon"],
     }))
 }

@@ -111,6 +111,10 @@ pub struct Sample {
     pub qdelay_mean_ms: f64,
     /// Packets those delays are over.
     pub qdelay_n: u64,
+    /// Largest lateness of a delivery against the model's schedule in the
+    /// interval, µs (how much the emulator's timers distort delays).
+    #[serde(default)]
+    pub late_max_us: u64,
 }
 
 /// A packet in the link: its ring sequence number.
@@ -165,6 +169,7 @@ struct Dir {
     iv_qdelay_max: Duration,
     iv_qdelay_sum: Duration,
     iv_n: u64,
+    iv_late_max_us: u64,
 }
 
 impl Dir {
@@ -235,6 +240,7 @@ impl Dir {
             let late = wall_now().saturating_duration_since(d.delivered_at);
             let late_us = late.as_micros() as u64;
             self.stats.max_late_us = self.stats.max_late_us.max(late_us);
+            self.iv_late_max_us = self.iv_late_max_us.max(late_us);
             self.late_sum_us += late_us as f64;
         }
     }
@@ -277,6 +283,7 @@ pub fn run_with(
             iv_qdelay_max: Duration::ZERO,
             iv_qdelay_sum: Duration::ZERO,
             iv_n: 0,
+            iv_late_max_us: 0,
         })
     };
     // Distinct seeds per direction so the two loss processes are independent.
@@ -408,12 +415,14 @@ fn write_sample(w: &mut impl Write, now: Instant, path: &str, d: &mut Dir) -> an
             0.0
         },
         qdelay_n: d.iv_n,
+        late_max_us: d.iv_late_max_us,
     };
     serde_json::to_writer(&mut *w, &s)?;
     w.write_all(b"\n")?;
     d.iv_qdelay_max = Duration::ZERO;
     d.iv_qdelay_sum = Duration::ZERO;
     d.iv_n = 0;
+    d.iv_late_max_us = 0;
     Ok(())
 }
 

@@ -50,9 +50,14 @@ impl PathSocket {
             socket.bind_device(Some(dev.as_bytes()))?;
         }
         if config.buffer_bytes > 0 {
-            // Best effort: the kernel clamps to net.core.[rw]mem_max.
-            let _ = socket.set_recv_buffer_size(config.buffer_bytes);
-            let _ = socket.set_send_buffer_size(config.buffer_bytes);
+            // Root may exceed net.core.[rw]mem_max (SO_*BUFFORCE); otherwise
+            // best effort, the kernel clamps.
+            if !force_buffer(&socket, libc::SO_RCVBUFFORCE, config.buffer_bytes) {
+                let _ = socket.set_recv_buffer_size(config.buffer_bytes);
+            }
+            if !force_buffer(&socket, libc::SO_SNDBUFFORCE, config.buffer_bytes) {
+                let _ = socket.set_send_buffer_size(config.buffer_bytes);
+            }
         }
         socket.bind(&SockAddr::from(local))?;
         let local = socket
@@ -211,6 +216,20 @@ impl PathSocket {
         }
         batch.len = n as usize;
         Ok(batch.len)
+    }
+}
+
+fn force_buffer(socket: &Socket, opt: libc::c_int, bytes: usize) -> bool {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: `v` is a valid c_int for the duration of the call.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            mem::size_of::<libc::c_int>() as u32,
+        ) == 0
     }
 }
 
