@@ -170,6 +170,7 @@ pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
     let added = tunnel["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0)
         - direct["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0);
     let client_status = t.status(false).unwrap_or(Value::Null);
+    let server_status = t.status(true).unwrap_or(Value::Null);
     Ok(json!({
         "setup": "2 unshaped veth paths through kernel-forwarding routers; tunnel cc ccid2, scheduler rr, reorder active-fixed",
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
@@ -179,5 +180,10 @@ pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
         "tunnel_added_rtt_ms": added,
         "emulator_one_path": emulator,
         "client_daemon_stats": client_status["daemon"],
+        "client_conn_stats": client_status["connections"][0]["stats"],
+        "client_paths": client_status["connections"][0]["paths"],
+        "server_daemon_stats": server_status["daemon"],
+        "server_conn_stats": server_status["connections"][0]["stats"],
+        "server_reorder": server_status["connections"][0]["reorder"],
     }))
 }
