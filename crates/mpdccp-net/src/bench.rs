@@ -96,7 +96,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
 }
 
 /// Runs the benchmark; returns the report.
-pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
+pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow::Result<Value> {
     let secs = secs.max(2);
     let mut t = Topology::build(2)?;
     // Direct: over path 1's veths, forwarded by its router in the kernel.
@@ -161,7 +161,7 @@ pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
         scheduler: "rr".into(),
         reorder: "active-fixed".into(),
         log: "warn".into(),
-        extra_tunnel: "send_queue_pkts = 4000\n".into(),
+        extra_tunnel: format!("send_queue_pkts = 4000\nsocket_buffer_bytes = {sock_buf}\n"),
         ..Default::default()
     };
     t.start_tunnel(exe, &opts)?;
@@ -173,6 +173,7 @@ pub fn run(exe: &Path, secs: u32, abort: &AtomicBool) -> anyhow::Result<Value> {
     let server_status = t.status(true).unwrap_or(Value::Null);
     Ok(json!({
         "setup": "2 unshaped veth paths through kernel-forwarding routers; tunnel cc ccid2, scheduler rr, reorder active-fixed",
+        "socket_buffer_bytes": sock_buf,
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "secs": secs,
         "direct_one_veth": direct,

@@ -97,6 +97,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         .collect();
 
     let mut d = Client {
+        sock_buf: config.tunnel.socket_buffer_bytes,
         conn: Connection::new(Role::Client, conn_cfg.clone(), clock::now(), seed),
         conn_gen: 0,
         next_path_id: 0,
@@ -263,6 +264,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
 }
 
 struct Client {
+    sock_buf: usize,
     conn: Connection,
     conn_gen: u64,
     next_path_id: u32,
@@ -315,7 +317,7 @@ impl Client {
             let sock_cfg = PathSocketConfig {
                 device: Some(p.iface.clone()),
                 local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
-                buffer_bytes: 4 << 20,
+                buffer_bytes: self.sock_buf,
             };
             let sock = match PathSocket::bind(&sock_cfg, p.remote) {
                 Ok(s) => s,

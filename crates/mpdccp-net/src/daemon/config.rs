@@ -60,6 +60,11 @@ pub struct TunnelConfig {
     pub path_mtu: u32,
     /// false = plain single-path DCCP (no Multipath Capable feature).
     pub multipath: bool,
+    /// Kernel send/receive buffer of each UDP socket, bytes. Packets waiting
+    /// here are invisible to congestion control: a large buffer hides a slow
+    /// receiver behind queueing delay (and reordering timeouts) instead of
+    /// loss. Root may exceed net.core.rmem_max.
+    pub socket_buffer_bytes: usize,
 }
 
 impl Default for TunnelConfig {
@@ -74,6 +79,7 @@ impl Default for TunnelConfig {
             max_paths: 8,
             path_mtu: 1500,
             multipath: true,
+            socket_buffer_bytes: 256 << 10,
         }
     }
 }

@@ -37,11 +37,12 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         1,
     )
     .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
+    let sock_buf = config.tunnel.socket_buffer_bytes;
     let sock = PathSocket::bind(
         &PathSocketConfig {
             device: None,
             local: Some(config.listen),
-            buffer_bytes: 8 << 20,
+            buffer_bytes: sock_buf,
         },
         config.listen,
     )?;

@@ -20,7 +20,8 @@ use mpdccp_net::daemon::config::ClientConfig;
 ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
 ///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers)
 ///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
-///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500
+///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
+///            multipath = true, socket_buffer_bytes = 262144
 ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9191"
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]

@@ -15,7 +15,8 @@ use mpdccp_net::daemon::config::ServerConfig;
 ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.1/24", "fd99::1/64"],
 ///            routes = [], mtu = 0 (0 = path_mtu minus all headers)
 ///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
-///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500
+///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
+///            multipath = true, socket_buffer_bytes = 262144
 ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9190"
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]

@@ -44,6 +44,9 @@ pub struct Args {
     /// Seconds per benchmark measurement.
     #[arg(long, default_value_t = 5)]
     bench_secs: u32,
+    /// UDP socket buffer of the daemons in the benchmark (`tunnel.socket_buffer_bytes`).
+    #[arg(long, default_value_t = 256 << 10)]
+    bench_socket_buffer: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -52,7 +55,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&abort))?;
     let exe = std::env::current_exe().context("cannot find the mpdccp binary")?;
     if args.bench {
-        let report = mpdccp_net::bench::run(&exe, args.bench_secs, &abort)?;
+        let report =
+            mpdccp_net::bench::run(&exe, args.bench_secs, args.bench_socket_buffer, &abort)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
         if let Some(out) = &args.out {
             std::fs::create_dir_all(out)?;
