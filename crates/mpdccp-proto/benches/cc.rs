@@ -93,6 +93,7 @@ fn bench(crit: &mut Criterion) {
                     olia_l1_pkts: 100.0,
                     olia_l2_pkts: 10.0,
                     virtual_reno_cwnd_pkts: 50.0,
+                    virtual_reno_is_cubic: false,
                 };
                 let view = [c.snapshot(PathId(0), RTT, true), other];
                 c.on_ack(now, black_box(&ack(now, i, w)), black_box(&view));

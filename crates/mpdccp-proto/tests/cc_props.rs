@@ -30,6 +30,10 @@ enum Op {
         sent_ago_us: u64,
     },
     Rto,
+    Ecn {
+        ce: u32,
+        in_flight: u32,
+    },
     Idle {
         gap_ms: u64,
     },
@@ -48,6 +52,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u32..100, 0u32..5000, 0u64..3_000_000)
             .prop_map(|(lost, in_flight, sent_ago_us)| Op::Loss { lost, in_flight, sent_ago_us }),
         1 => Just(Op::Rto),
+        1 => (0u32..64, 0u32..5000).prop_map(|(ce, in_flight)| Op::Ecn { ce, in_flight }),
         1 => (0u64..20_000).prop_map(|gap_ms| Op::Idle { gap_ms }),
     ]
 }
@@ -70,6 +75,7 @@ fn other_paths() -> impl Strategy<Value = Vec<CcSnapshot>> {
                 olia_l1_pkts: l1,
                 olia_l2_pkts: l2,
                 virtual_reno_cwnd_pkts: vreno,
+                virtual_reno_is_cubic: l1 > l2,
             }),
         0..4,
     )
@@ -174,6 +180,22 @@ proptest! {
                         }, &view);
                     }
                     Op::Rto => c.on_rto(now),
+                    Op::Ecn { ce, in_flight } => {
+                        let rtt = Duration::from_millis(30);
+                        c.on_ecn(now, ce, &AckEvent {
+                            acked_pkts: ce,
+                            acked_bytes: ce as u64 * mss as u64,
+                            prior_in_flight_pkts: in_flight.saturating_add(ce),
+                            in_flight_pkts: in_flight,
+                            rtt: Some(rtt),
+                            srtt: rtt,
+                            min_rtt: rtt,
+                            rate: None,
+                            delivered_pkts: delivered,
+                            lost_pkts_total: 0,
+                            largest_acked_sent_time: now.saturating_sub(rtt),
+                        }, &view);
+                    }
                     Op::Idle { gap_ms } => now += Duration::from_millis(gap_ms),
                 }
                 check(c.as_ref(), &config)?;

@@ -27,6 +27,11 @@ enum Op {
     Timeout {
         dt_us: u64,
     },
+    /// A path's latency estimate changes (deadlines stop being monotone).
+    SetOwd {
+        path: usize,
+        owd_ms: Option<u64>,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -35,6 +40,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(seq, path, len, dt_us, in_order)| Op::Push { seq, path, len, dt_us, in_order }),
         1 => (0u64..50_000).prop_map(|dt_us| Op::Pop { dt_us }),
         2 => (0u64..200_000).prop_map(|dt_us| Op::Timeout { dt_us }),
+        1 => (0usize..3, proptest::option::of(0u64..300))
+            .prop_map(|(path, owd_ms)| Op::SetOwd { path, owd_ms }),
     ]
 }
 
@@ -108,7 +115,7 @@ proptest! {
             ..ReorderConfig::default()
         };
         let mut r = reorder::build(&config).unwrap();
-        let paths: Vec<PathView> = (0..3)
+        let mut paths: Vec<PathView> = (0..3)
             .map(|i| PathView {
                 owd: s.owd_ms[i].map(Duration::from_millis),
                 state: if s.failed[i] { PathState::Failed } else { PathState::Active },
@@ -148,6 +155,10 @@ proptest! {
                     r.push(now, item, &paths, &rx);
                 }
                 Op::Pop { dt_us } => now += Duration::from_micros(dt_us),
+                Op::SetOwd { path, owd_ms } => {
+                    paths[path].owd = owd_ms.map(Duration::from_millis);
+                    continue;
+                }
                 Op::Timeout { dt_us } => {
                     now += Duration::from_micros(dt_us);
                     if r.poll_timeout().is_some_and(|t| t <= now) {

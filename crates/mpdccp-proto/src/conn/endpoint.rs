@@ -6,8 +6,9 @@
 //! a flood of Requests cannot exhaust memory.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 
-use super::codec::{reset_code, PacketType, Segment};
+use super::codec::{PacketType, ResetCode, Segment};
 use super::{Connection, ConnectionConfig, Event, Role, Transmit};
 use crate::path::PathId;
 use crate::time::Instant;
@@ -120,6 +121,29 @@ impl<K: Ord + Clone> Endpoint<K> {
         remote: K,
         data: &[u8],
     ) -> Option<ConnectionHandle> {
+        self.handle_datagram_from(now, remote, None, data)
+    }
+
+    /// As [`Endpoint::handle_datagram`], with the (local, remote) socket
+    /// addresses the datagram travelled between: a path created by it takes
+    /// them for its checksums' pseudo-header (the client verifies them).
+    pub fn handle_datagram_from(
+        &mut self,
+        now: Instant,
+        remote: K,
+        addrs: Option<(SocketAddr, SocketAddr)>,
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let h = self.dispatch(now, remote.clone(), data)?;
+        if let (Some((l, r)), Some(&(_, pid))) = (addrs, self.routes.get(&remote)) {
+            if let Some(slot) = self.conns.get_mut(&h) {
+                slot.conn.set_path_addresses(pid, Some(l), Some(r));
+            }
+        }
+        Some(h)
+    }
+
+    fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
             if let Some(slot) = self.conns.get_mut(&h) {
                 slot.conn.handle_datagram(now, pid, data);
@@ -137,14 +161,14 @@ impl<K: Ord + Clone> Endpoint<K> {
         if seg.ptype != PacketType::Request {
             self.stats.unknown_remote += 1;
             if seg.ptype != PacketType::Reset {
-                self.queue_reset(remote, &seg, reset_code::NO_CONNECTION);
+                self.queue_reset(remote, &seg, ResetCode::NoConnection);
             }
             return None;
         }
         if let Some(j) = seg.mp.join {
             let Some(&h) = self.by_ci.get(&j.token) else {
                 self.stats.unknown_token += 1;
-                self.queue_reset(remote, &seg, reset_code::NO_CONNECTION);
+                self.queue_reset(remote, &seg, ResetCode::NoConnection);
                 return None;
             };
             let slot = self.conns.get_mut(&h)?;
@@ -160,7 +184,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         // A new connection.
         if self.conns.len() >= self.config.max_connections {
             self.stats.refused_max_connections += 1;
-            self.queue_reset(remote, &seg, reset_code::TOO_BUSY);
+            self.queue_reset(remote, &seg, ResetCode::TooBusy);
             return None;
         }
         let half_open = self
@@ -170,7 +194,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             .count();
         if half_open >= self.config.max_half_open {
             self.stats.refused_half_open += 1;
-            self.queue_reset(remote, &seg, reset_code::TOO_BUSY);
+            self.queue_reset(remote, &seg, ResetCode::TooBusy);
             return None;
         }
         let h = ConnectionHandle(self.next_handle);
@@ -291,7 +315,7 @@ impl<K: Ord + Clone> Endpoint<K> {
 
     /// RFC 4340 §8.3.1: a packet for no connection is answered with Reset,
     /// seq = its ack + 1 (0 if none), ack = its seq.
-    fn queue_reset(&mut self, remote: K, seg: &Segment<'_>, code: u8) {
+    fn queue_reset(&mut self, remote: K, seg: &Segment<'_>, code: ResetCode) {
         if self.resets.len() >= self.config.max_pending_resets {
             self.stats.resets_dropped += 1;
             return;

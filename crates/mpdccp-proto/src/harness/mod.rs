@@ -136,6 +136,10 @@ pub struct Harness {
     pub record: bool,
     pub wire: Vec<WireRecord>,
     pub tamper: Option<Tamper>,
+    /// Transmits that carried several datagrams (GSO batches), and the
+    /// datagrams in them.
+    pub gso_batches: u64,
+    pub gso_segments: u64,
     /// [client→server, server→client] per path.
     links: Vec<[Link; 2]>,
     rng: ChaCha8Rng,
@@ -163,6 +167,8 @@ impl Harness {
             record: false,
             wire: Vec::new(),
             tamper: None,
+            gso_batches: 0,
+            gso_segments: 0,
             links,
             rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0x4841_524e),
             buf: vec![0u8; 65_536],
@@ -198,6 +204,13 @@ impl Harness {
         match side {
             Side::Client => &mut self.client,
             Side::Server => &mut self.server,
+        }
+    }
+
+    pub fn conn_ref(&self, side: Side) -> &Connection {
+        match side {
+            Side::Client => &self.client,
+            Side::Server => &self.server,
         }
     }
 
@@ -292,7 +305,14 @@ impl Harness {
         }
     }
 
+    /// The next event strictly after `self.now` (a stale timer at or
+    /// before `now` was already served by `step_now`).
     fn next_event(&self) -> Option<Instant> {
+        self.next_event_raw()
+            .map(|t| t.max(self.now + Duration::from_nanos(1)))
+    }
+
+    fn next_event_raw(&self) -> Option<Instant> {
         let mut t = [self.client.poll_timeout(), self.server.poll_timeout()]
             .into_iter()
             .flatten()
@@ -338,9 +358,12 @@ impl Harness {
             for side in [Side::Client, Side::Server] {
                 let now = self.now;
                 let c = self.conn(side);
-                if c.poll_timeout().is_some_and(|t| t <= now) {
+                let before = c.poll_timeout();
+                if before.is_some_and(|t| t <= now) {
                     c.handle_timeout(now);
-                    progress = true;
+                    // A timer that neither fired anything nor moved is not
+                    // progress (guards against spinning on a stale timer).
+                    progress |= c.poll_timeout() != before;
                 }
             }
             for side in [Side::Client, Side::Server] {
@@ -373,6 +396,10 @@ impl Harness {
             return false;
         };
         let seg = t.segment_size.unwrap_or(t.size).max(1);
+        if t.segment_size.is_some() {
+            self.gso_batches += 1;
+            self.gso_segments += t.size.div_ceil(seg) as u64;
+        }
         let mut off = 0;
         while off < t.size {
             let end = (off + seg).min(t.size);
@@ -449,7 +476,8 @@ impl Harness {
 
 /// Helpers for tests that inspect or rewrite raw DCCP packets.
 pub mod inspect {
-    use crate::conn::codec::{opt, PacketType, Segment};
+    use crate::conn::codec::{PacketType, Segment};
+    use crate::wire::option::kind as opt;
 
     /// The packet type of a raw DCCP packet.
     pub fn packet_type(bytes: &[u8]) -> Option<PacketType> {
@@ -461,7 +489,7 @@ pub mod inspect {
     pub fn find_mp_suboption(bytes: &[u8], subtype: u8) -> Option<std::ops::Range<usize>> {
         let hlen = *bytes.get(4)? as usize * 4;
         let x = bytes.get(8)? & 1 == 1;
-        let ptype = PacketType::from_u8((bytes[8] >> 1) & 0x0f)?;
+        let ptype = PacketType::from_u8((bytes[8] >> 1) & 0x0f).ok()?;
         let mut p = if x { 16 } else { 12 };
         if ptype.has_ack() {
             p += if x { 8 } else { 4 };
@@ -495,16 +523,15 @@ pub mod inspect {
         if bytes.len() < 8 {
             return;
         }
-        bytes[6] = 0;
-        bytes[7] = 0;
-        let c = crate::conn::codec::checksum(bytes, (src, dst));
-        bytes[6..8].copy_from_slice(&c.to_be_bytes());
+        let mut p = crate::wire::Packet::new_unchecked(bytes);
+        let _ = p.fill_checksum((src, dst));
     }
 
     /// Sets the 48-bit sequence number of a raw DCCP packet (X=1).
     pub fn set_seq(bytes: &mut [u8], seq: u64) {
         if bytes.len() >= 16 {
-            crate::conn::codec::put48(&mut bytes[10..16], seq);
+            let v = seq & crate::wire::SEQ_MASK;
+            bytes[10..16].copy_from_slice(&v.to_be_bytes()[2..]);
         }
     }
 

@@ -26,10 +26,10 @@
 //! increasing order — so they are declared lost at once instead of waiting
 //! for the deadline.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::deadline::DeadlineQueue;
 use super::dedup::{DedupWindow, Seen};
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
@@ -87,8 +87,8 @@ pub struct Active {
     held: BTreeMap<u64, Held>,
     held_bytes: usize,
     /// Deadlines of held packets; entries of released packets are skipped
-    /// lazily and the heap is rebuilt when stale entries dominate.
-    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// lazily and the queue is rebuilt when stale entries dominate.
+    deadlines: DeadlineQueue,
     ready: VecDeque<Delivered>,
     dedup: DedupWindow,
     /// Highest MP_SEQ seen per path (PathId order), for fast loss detection.
@@ -114,7 +114,7 @@ impl Active {
             next: config.initial_seq,
             held: BTreeMap::new(),
             held_bytes: 0,
-            deadlines: BinaryHeap::new(),
+            deadlines: DeadlineQueue::default(),
             ready: VecDeque::new(),
             dedup: DedupWindow::new(config.dup_window()),
             path_highest: Vec::new(),
@@ -239,12 +239,13 @@ impl Active {
         let Some(mut next) = self.next else { return };
         // Expired deadlines force everything up to the highest expired seq.
         let mut expired = false;
-        while let Some(&Reverse((t, s))) = self.deadlines.peek() {
+        while let Some((t, s)) = self.deadlines.peek() {
             if t > now {
                 break;
             }
             self.deadlines.pop();
-            if self.held.contains_key(&s) {
+            // Held seqs are exactly those at or above `next` with an entry.
+            if s >= next {
                 force_upto = Some(force_upto.map_or(s, |f| f.max(s)));
                 expired = true;
             }
@@ -319,13 +320,17 @@ impl Active {
             }
             return;
         }
-        if self.held.contains_key(&seq) {
+        // At or above `next` a seq was never delivered, so the window's
+        // "seen" means "held now"; beyond the window only `held` can tell.
+        let duplicate = match self.dedup.insert(seq) {
+            Seen::Duplicate => true,
+            Seen::New => false,
+            Seen::TooOld => self.held.contains_key(&seq),
+        };
+        if duplicate {
             self.stats.duplicates += 1;
             return;
         }
-        // Held and future seqs are judged by `held`; the window serves once
-        // they are below `next`.
-        self.dedup.insert(seq);
         self.note_path_highest(item.path, seq);
         self.update_fast_loss(paths, rx);
 
@@ -338,7 +343,7 @@ impl Active {
             self.queue_ready(item, now, gap);
         } else {
             self.held_bytes += item.payload.len();
-            self.deadlines.push(Reverse((deadline, seq)));
+            self.deadlines.push(item.path, deadline, seq);
             self.held.insert(
                 seq,
                 Held {
@@ -350,21 +355,14 @@ impl Active {
         }
     }
 
-    /// Drop stale heap tops so `poll_timeout` is exact; rebuild the heap when
-    /// stale entries outnumber live ones (bounded memory).
+    /// Drop stale entries at the front so `poll_timeout` is exact; rebuild
+    /// when stale entries outnumber live ones (bounded memory).
     fn tidy_deadlines(&mut self) {
-        while let Some(&Reverse((_, s))) = self.deadlines.peek() {
-            if self.held.contains_key(&s) {
-                break;
-            }
-            self.deadlines.pop();
-        }
+        // Released seqs are below `next`; every entry at or above it is live.
+        self.deadlines.drop_stale(self.next.unwrap_or(0));
         if self.deadlines.len() > 2 * self.held.len() + 64 {
-            self.deadlines = self
-                .held
-                .iter()
-                .map(|(&s, h)| Reverse((h.deadline, s)))
-                .collect();
+            self.deadlines
+                .rebuild(self.held.iter().map(|(&s, h)| (h.item.path, h.deadline, s)));
         }
     }
 }
@@ -404,7 +402,7 @@ impl Reorder for Active {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((t, _))| *t)
+        self.deadlines.peek().map(|(t, _)| t)
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -27,6 +27,7 @@ use std::fmt::{self, Debug};
 use std::time::Duration;
 
 mod active;
+mod deadline;
 mod dedup;
 mod passive;
 
