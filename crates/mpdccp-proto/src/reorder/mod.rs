@@ -27,7 +27,6 @@ use std::fmt::{self, Debug};
 use std::time::Duration;
 
 mod active;
-mod deadline;
 mod dedup;
 mod passive;
 
