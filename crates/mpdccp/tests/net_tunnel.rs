@@ -275,7 +275,7 @@ fn poke(t: &Topology, datagrams: Vec<Vec<u8>>, wait: Duration) -> Vec<Vec<u8>> {
     .expect("poke")
 }
 
-fn emit(seg: &mpdccp_proto::conn::codec::Segment) -> Vec<u8> {
+fn emit(seg: &mut mpdccp_proto::conn::codec::Segment) -> Vec<u8> {
     let mut buf = vec![0u8; 512];
     let un = "0.0.0.0".parse().expect("ip");
     let n = seg.emit(&mut buf, (un, un)).expect("emit");
@@ -323,7 +323,7 @@ fn hostile_input_is_counted_and_harmless() {
             token,
             nonce: 0x1234_5678,
         });
-        emit(&seg)
+        emit(&mut seg)
     };
     poke(
         &t,
@@ -351,7 +351,7 @@ fn hostile_input_is_counted_and_harmless() {
         ack.src_port = resp.dst_port;
         ack.dst_port = resp.src_port;
         ack.mp.hmac = Some([0x5a; 20]);
-        s.send_to(&emit(&ack), dst)?;
+        s.send_to(&emit(&mut ack), dst)?;
         std::thread::sleep(Duration::from_millis(100));
         Ok(true)
     })
