@@ -1,10 +1,110 @@
-//! `mpdccp bench` (placeholder until its issue lands).
+//! `mpdccp bench sim`: simulator speed — simulated packets per wall-clock
+//! second on the E4 scenario (the heaviest: 500 + 100 Mbit/s), and optionally
+//! the wall time of a whole `mpdccp reproduce`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use mpdccp_sim::reproduce;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`mpdccp bench` is not implemented yet")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum What {
+    /// Simulator speed on E4 (Coupled CUBIC), plus optionally a full reproduce.
+    Sim(SimArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SimArgs {
+    /// Simulated seconds of E4 to run (the scenario has 1000).
+    #[arg(long, default_value_t = 30.0)]
+    pub duration_s: f64,
+    /// Scenario to measure [default: the built-in e4-coupled-cubic].
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// Also time `reproduce` (add `--quick` to time the quick variant).
+    #[arg(long)]
+    pub reproduce: bool,
+    #[arg(long)]
+    pub quick: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let What::Sim(a) = args.what;
+    let mut s = match &a.scenario {
+        Some(p) => super::sim::load(p, &[])?,
+        None => reproduce::load_scenario(None, "e4-coupled-cubic", false)?,
+    };
+    if a.duration_s < s.duration_s {
+        let d = a.duration_s.to_string();
+        // Shorten windows that would end after the run, then the run.
+        let names: Vec<String> = s.window.iter().map(|w| w.name.clone()).collect();
+        for n in names {
+            s.apply_set(&format!("window.{n}.from_s"), "0")?;
+            s.apply_set(&format!("window.{n}.to_s"), &d)?;
+        }
+        s.apply_set("duration_s", &d)?;
+    }
+    let t0 = std::time::Instant::now();
+    let out = mpdccp_sim::run(&s, None, |_| {})?;
+    let wall = t0.elapsed().as_secs_f64();
+    let pkts_per_s = out.stats.link_pkts as f64 / wall;
+    let events_per_s = out.stats.events as f64 / wall;
+    let mut result = serde_json::json!({
+        "scenario": s.name,
+        "simulated_s": s.duration_s,
+        "wall_s": wall,
+        "link_pkts": out.stats.link_pkts,
+        "events": out.stats.events,
+        "sim_pkts_per_wall_s": pkts_per_s,
+        "events_per_wall_s": events_per_s,
+        "realtime_factor": s.duration_s / wall,
+        "projected_wall_s_for_1000_s": wall * 1000.0 / s.duration_s,
+    });
+    if a.reproduce {
+        let dir =
+            std::env::temp_dir().join(format!("mpdccp-bench-reproduce-{}", std::process::id()));
+        let t1 = std::time::Instant::now();
+        let rep = reproduce::reproduce(&reproduce::ReproduceOptions {
+            scenarios_dir: None,
+            out: dir.clone(),
+            quick: a.quick,
+            only: Vec::new(),
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            progress: false,
+        })?;
+        result["reproduce_wall_s"] = t1.elapsed().as_secs_f64().into();
+        result["reproduce_quick"] = a.quick.into();
+        result["reproduce_failed_checks"] = rep
+            .checks
+            .iter()
+            .filter(|c| c.verdict == reproduce::Verdict::Fail)
+            .count()
+            .into();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        println!(
+            "{}: {:.0} simulated s in {:.2} wall s — {:.0} packets/s, {:.0} events/s, {:.1}× real time; 1000 s would take ≈{:.0} s",
+            s.name, s.duration_s, wall, pkts_per_s, events_per_s, s.duration_s / wall, wall * 1000.0 / s.duration_s
+        );
+        if let Some(r) = result.get("reproduce_wall_s") {
+            println!(
+                "reproduce{}: {:.1} s wall",
+                if a.quick { " --quick" } else { "" },
+                r.as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,44 @@
-//! `mpdccp client` (placeholder until its issue lands).
+//! `mpdccp client --config FILE`: the CPE end of the tunnel (see
+//! `mpdccp_net::daemon::client` and `crates/mpdccp-net/README.md`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use mpdccp_net::daemon::config::ClientConfig;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`mpdccp client` is not implemented yet")
+/// Configuration file (TOML), all keys optional unless marked:
+///
+///   server = "192.0.2.1:6773"          default server address for every path
+///   rejoin_backoff_ms = 200             first rejoin delay (doubles, max 30 s)
+///   seed = 0                            0 = OS randomness
+///   [[path]]                            (at least one) one per access network
+///     interface = "wlan0"               (required) SO_BINDTODEVICE
+///     name = "wifi"                     for logs/status (default: interface)
+///     source = "192.168.1.10"           default: the interface's address
+///     remote = "192.0.2.1:6773"         default: `server`
+///     priority = 3                      MP_PRIO: 1 standby, 2 secondary, 3..15 primary
+///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
+///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers)
+///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
+///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
+///            multipath = true, socket_buffer_bytes = 262144
+///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9191"
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Client configuration (TOML); see `--help` and crates/mpdccp-net/README.md.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Override `ops.control_socket`.
+    #[arg(long)]
+    control_socket: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut cfg = ClientConfig::load(&args.config)?;
+    if let Some(s) = args.control_socket {
+        cfg.ops.control_socket = s;
+    }
+    mpdccp_net::daemon::client::run(cfg)?;
+    Ok(ExitCode::SUCCESS)
 }

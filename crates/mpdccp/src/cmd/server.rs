@@ -1,10 +1,39 @@
-//! `mpdccp server` (placeholder until its issue lands).
+//! `mpdccp server --config FILE`: the aggregation server (see
+//! `mpdccp_net::daemon::server` and `crates/mpdccp-net/README.md`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use mpdccp_net::daemon::config::ServerConfig;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`mpdccp server` is not implemented yet")
+/// Configuration file (TOML), all keys optional unless marked:
+///
+///   listen = "0.0.0.0:6773"            (required) UDP address:port for all clients
+///   max_clients = 256                   most connections at once
+///   max_learned_addresses = 65536       inner addresses remembered for routing
+///   seed = 0                            0 = OS randomness
+///   [tun]    name = "mpdccp0", addresses = ["10.99.0.1/24", "fd99::1/64"],
+///            routes = [], mtu = 0 (0 = path_mtu minus all headers)
+///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
+///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
+///            multipath = true, socket_buffer_bytes = 262144
+///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9190"
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Server configuration (TOML); see `--help` and crates/mpdccp-net/README.md.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Override `ops.control_socket`.
+    #[arg(long)]
+    control_socket: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut cfg = ServerConfig::load(&args.config)?;
+    if let Some(s) = args.control_socket {
+        cfg.ops.control_socket = s;
+    }
+    mpdccp_net::daemon::server::run(cfg)?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,162 @@
-//! `mpdccp sim` (placeholder until its issue lands).
+//! `mpdccp sim`: run one scenario in the deterministic simulator and write
+//! `summary.json`, `timeseries.csv` and plots (the result contract of
+//! `SCENARIOS.md`).
 
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use anyhow::Context;
+use mpdccp_model::scenario::Scenario;
+use serde_json::Value;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`mpdccp sim` is not implemented yet")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Scenario file (TOML, see SCENARIOS.md).
+    pub scenario: PathBuf,
+    /// Seed (overrides the scenario's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output directory [default: sim-out/<scenario name>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Override a scenario field, e.g. `tunnel.cc=ccid5`, `path.0.delay_ms=20`,
+    /// `flow.app.rate_mbps=10` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the summary as JSON on stdout instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let scenario = load(&args.scenario, &args.set)?;
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("sim-out").join(&scenario.name));
+    let tty = std::io::stderr().is_terminal();
+    let t0 = std::time::Instant::now();
+    let mut last_pct = u32::MAX;
+    let out = mpdccp_sim::run(&scenario, args.seed, |frac| {
+        if tty {
+            let pct = (frac * 100.0).round() as u32;
+            if pct != last_pct {
+                last_pct = pct;
+                progress_bar(&scenario.name, frac, t0.elapsed().as_secs_f64());
+            }
+        }
+    })
+    .with_context(|| format!("simulating {}", args.scenario.display()))?;
+    if tty {
+        eprintln!();
+    }
+    mpdccp_sim::write(&out_dir, &out).with_context(|| format!("writing {}", out_dir.display()))?;
+    let summary = serde_json::to_value(&out.summary)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", tables(&summary));
+        println!(
+            "{} simulated s in {:.2} wall s ({} link packets); results in {}",
+            scenario.duration_s,
+            t0.elapsed().as_secs_f64(),
+            out.stats.link_pkts,
+            out_dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Loads a scenario and applies `--set` overrides in order.
+pub fn load(path: &std::path::Path, sets: &[String]) -> anyhow::Result<Scenario> {
+    let mut s = Scenario::load(path).with_context(|| format!("loading {}", path.display()))?;
+    for kv in sets {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--set `{kv}`: expected KEY=VALUE"))?;
+        s.apply_set(k.trim(), v.trim())?;
+    }
+    Ok(s)
+}
+
+fn progress_bar(name: &str, frac: f64, wall_s: f64) {
+    let width = 30;
+    let filled = ((frac * width as f64).round() as usize).min(width);
+    let mut e = std::io::stderr().lock();
+    let _ = write!(
+        e,
+        "\r{name} [{}{}] {:>3.0}% {:.1}s",
+        "#".repeat(filled),
+        "-".repeat(width - filled),
+        frac * 100.0,
+        wall_s
+    );
+    let _ = e.flush();
+}
+
+fn f(v: &Value, path: &str) -> String {
+    let mut cur = v;
+    for p in path.split('.') {
+        match cur.get(p) {
+            Some(x) => cur = x,
+            None => return "-".into(),
+        }
+    }
+    match cur.as_f64() {
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "-".into(),
+    }
+}
+
+/// The short flow and path tables printed after a run.
+pub fn tables(summary: &Value) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{:<14} {:>9} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+        "flow", "Mbit/s", "sent", "delivered", "lost", "ooo", "owd p50", "owd p95", "owd max"
+    ));
+    for fl in summary
+        .get("flows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        s.push_str(&format!(
+            "{:<14} {:>9} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+            fl.get("name").and_then(Value::as_str).unwrap_or("?"),
+            f(fl, "goodput_mbps"),
+            f(fl, "sent_pkts"),
+            f(fl, "delivered_pkts"),
+            f(fl, "lost_pkts"),
+            f(fl, "out_of_order_pkts"),
+            f(fl, "owd_ms.p50"),
+            f(fl, "owd_ms.p95"),
+            f(fl, "owd_ms.max"),
+        ));
+    }
+    s.push_str(&format!(
+        "{:<14} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
+        "path", "Mbit/s", "sent", "lost", "rtt p50", "rtt p95", "rtt max", "qdel p95"
+    ));
+    for p in summary
+        .get("paths")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        s.push_str(&format!(
+            "{:<14} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
+            p.get("name").and_then(Value::as_str).unwrap_or("?"),
+            f(p, "throughput_mbps"),
+            f(p, "sent_pkts"),
+            f(p, "lost_pkts"),
+            f(p, "rtt_ms.p50"),
+            f(p, "rtt_ms.p95"),
+            f(p, "rtt_ms.max"),
+            f(p, "queue_delay_ms.p95"),
+        ));
+    }
+    s
 }

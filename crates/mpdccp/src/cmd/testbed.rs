@@ -1,10 +1,98 @@
-//! `mpdccp testbed` (placeholder until its issue lands).
+//! `mpdccp testbed SCENARIO.toml [--out DIR]`: the scenario on the real
+//! tunnel in network namespaces (see `mpdccp_net::testbed`). Needs root.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+use mpdccp_model::results::write_outputs;
+use mpdccp_model::scenario::Scenario;
+use mpdccp_net::testbed::{self, TestbedConfig};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "Builds client, one emulated router per path (mpdccp netem) and server as \
+network namespaces, runs the scenario's flows with real tools (probe generator, iperf3, the \
+kernel's TCP), writes summary.json, timeseries.csv and plots, and removes everything it made, \
+also on error or Ctrl-C. Needs root and iperf3 (for tcp flows).\n\n\
+With --bench, SCENARIO is not needed: measures the tunnel over two unshaped paths instead."
+)]
+pub struct Args {
+    /// Scenario file (TOML, see shared/SCENARIOS.md).
+    scenario: Option<PathBuf>,
+    /// Output directory (default: testbed-out/<scenario name>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Override a scenario field, e.g. `--set tunnel.cc=ccid5` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Seconds between emulator start and scenario time 0 (tunnel set-up).
+    #[arg(long, default_value_t = 3.0)]
+    setup_s: f64,
+    /// RUST_LOG of the daemons (their logs are copied to the output dir).
+    #[arg(long, default_value = "info")]
+    daemon_log: String,
+    /// Print summary.json on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Benchmark the tunnel (TCP/UDP throughput, CPU, added latency) over two
+    /// unshaped veth paths, beside the same over one plain veth path.
+    #[arg(long)]
+    bench: bool,
+    /// Seconds per benchmark measurement.
+    #[arg(long, default_value_t = 5)]
+    bench_secs: u32,
+    /// UDP socket buffer of the daemons in the benchmark (`tunnel.socket_buffer_bytes`).
+    #[arg(long, default_value_t = 256 << 10)]
+    bench_socket_buffer: usize,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`mpdccp testbed` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let abort = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&abort))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&abort))?;
+    let exe = std::env::current_exe().context("cannot find the mpdccp binary")?;
+    if args.bench {
+        let report =
+            mpdccp_net::bench::run(&exe, args.bench_secs, args.bench_socket_buffer, &abort)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        if let Some(out) = &args.out {
+            std::fs::create_dir_all(out)?;
+            std::fs::write(
+                out.join("bench.json"),
+                serde_json::to_string_pretty(&report)?,
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let file = args.scenario.context("give a SCENARIO.toml (or --bench)")?;
+    let mut sc = Scenario::load(&file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    for kv in &args.set {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--set `{kv}`: expected KEY=VALUE"))?;
+        sc.apply_set(k, v)
+            .map_err(|e| anyhow::anyhow!("--set {kv}: {e}"))?;
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("testbed-out").join(&sc.name));
+    let cfg = TestbedConfig {
+        scenario: sc,
+        exe,
+        setup_s: args.setup_s,
+        log: args.daemon_log,
+        keep_dir: Some(out.clone()),
+    };
+    let (summary, ts) = testbed::run(&cfg, &abort)?;
+    write_outputs(&out, &summary, &ts).with_context(|| format!("writing {}", out.display()))?;
+    if args.json {
+        println!("{}", summary.to_json());
+    } else {
+        print!("{}", testbed::summary_table(&summary));
+        println!("results in {}", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,495 @@
+//! `mpdccp client`: the CPE end. One UDP socket per configured access network,
+//! bound to its interface; a path manager that follows the interfaces.
+//!
+//! Path manager rules:
+//! * at start, the first usable path opens the connection (MP_KEY); the
+//!   others join (MP_JOIN) once it is established — whichever path is up
+//!   first, so the connection never depends on a particular path;
+//! * an interface that goes down (or loses its address) is reported to the
+//!   core at once (`set_path_down`) and its socket closed;
+//! * when it comes back, the path rejoins after a backoff (doubling on each
+//!   failed attempt up to 30 s, reset once the join succeeds), as a new
+//!   subflow with a fresh `PathId` and a fresh UDP port;
+//! * a configured interface that appears later joins the same way;
+//! * if the whole connection closes (server gone), a new one is made.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use mpdccp_proto::conn::{Connection, Event, PathConfig, Role};
+use mpdccp_proto::{Instant, PathId};
+use serde_json::{json, Value};
+use tracing::{debug, info, warn};
+
+use super::config::ClientConfig;
+use super::iface::{iface_state, LinkWatcher};
+use super::ops::{conn_json, OpsServer};
+use super::{open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use crate::clock;
+use crate::tun::Tun;
+use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
+
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Interfaces are re-checked at least this often even without netlink events.
+const RECHECK: Duration = Duration::from_secs(1);
+/// How long a graceful close may take before the daemon exits anyway.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+struct PathRt {
+    name: String,
+    iface: String,
+    remote: SocketAddr,
+    source: Option<IpAddr>,
+    priority: u8,
+    /// Interface usable (up, with an address of the server's family).
+    usable: bool,
+    socket: Option<PathSocket>,
+    batch: SendBatch,
+    /// Subflow in the core, while joined.
+    id: Option<PathId>,
+    established: bool,
+    next_try: Instant,
+    backoff: Duration,
+}
+
+/// Runs the client until SIGTERM/SIGINT (or `close` on the control socket).
+pub fn run(config: ClientConfig) -> anyhow::Result<()> {
+    clock::set_precise_timers();
+    let ipv6_outer = config
+        .path
+        .iter()
+        .any(|p| p.remote.or(config.server).is_some_and(|r| r.is_ipv6()));
+    let (tun, plan) = open_tun(&config.tun, config.tunnel.path_mtu, ipv6_outer)?;
+    let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
+    // Validate names (cc, scheduler, reorder) before touching the network.
+    Connection::try_new(Role::Client, conn_cfg.clone(), clock::now(), 1)
+        .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
+    let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
+    let signals = SignalPipe::new()?;
+    let watcher = LinkWatcher::new().context("netlink")?;
+    let base_backoff = Duration::from_millis(config.rejoin_backoff_ms.max(1));
+    let seed = super::os_seed(config.seed);
+
+    let mut paths: Vec<PathRt> = config
+        .path
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PathRt {
+            name: config.path_name(i),
+            iface: p.interface.clone(),
+            remote: p
+                .remote
+                .or(config.server)
+                .expect("validated: remote or server is set"),
+            source: p.source,
+            priority: p.priority,
+            usable: false,
+            socket: None,
+            batch: SendBatch::new(BATCH),
+            id: None,
+            established: false,
+            next_try: Instant::ZERO,
+            backoff: base_backoff,
+        })
+        .collect();
+
+    let mut d = Client {
+        sock_buf: config.tunnel.socket_buffer_bytes,
+        conn: Connection::new(Role::Client, conn_cfg.clone(), clock::now(), seed),
+        conn_gen: 0,
+        next_path_id: 0,
+        stats: DaemonStats::default(),
+        tun,
+        started: clock::now(),
+        tun_mtu: plan.tun_mtu,
+    };
+    let mut rx = RecvBatch::new(BATCH);
+    let mut txbuf = vec![0u8; 65_536];
+    let mut tunbuf = vec![0u8; 65_536];
+    let mut poll = PollSet::with_capacity(8 + paths.len());
+    let mut closing: Option<Instant> = None;
+    let mut next_check = Instant::ZERO;
+    let mut reconnect_at: Option<Instant> = None;
+
+    loop {
+        let now = clock::now();
+        // Path manager.
+        if now >= next_check
+            || paths
+                .iter()
+                .any(|p| p.usable && p.id.is_none() && p.next_try <= now)
+        {
+            if closing.is_none() {
+                d.manage_paths(now, &mut paths, base_backoff);
+            }
+            next_check = now + RECHECK;
+        }
+        // Timers.
+        if d.conn.poll_timeout().is_some_and(|t| t <= now) {
+            d.conn.handle_timeout(now);
+        }
+        // Events.
+        while let Some(ev) = d.conn.poll_event() {
+            match ev {
+                Event::Delivered { data, .. } => match d.tun.send(&data) {
+                    Ok(_) => {
+                        d.stats.tun_tx_pkts += 1;
+                        d.stats.tun_tx_bytes += data.len() as u64;
+                    }
+                    Err(_) => d.stats.tun_tx_errors += 1,
+                },
+                Event::Connected => info!("connected"),
+                Event::PathEstablished(id) => {
+                    if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
+                        info!(path = %p.name, %id, "path established");
+                        p.established = true;
+                        p.backoff = base_backoff;
+                        d.stats.path_up_events += 1;
+                    }
+                }
+                Event::PathFailed(id) | Event::PathClosed(id) => {
+                    if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
+                        if !p.established {
+                            // The join itself failed: retry later, with a longer wait.
+                            warn!(path = %p.name, %id, "join failed; retrying in {:?}", p.backoff);
+                            p.id = None;
+                            p.socket = None;
+                            p.next_try = now + p.backoff;
+                            p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                        } else {
+                            warn!(path = %p.name, %id, "path failing");
+                        }
+                    }
+                }
+                Event::Closed { reason } => {
+                    if closing.is_some() {
+                        info!(%reason, "connection closed");
+                    } else {
+                        warn!(%reason, "connection closed; reconnecting");
+                        reconnect_at = Some(now + base_backoff);
+                    }
+                }
+                other => debug!(?other, "event"),
+            }
+        }
+        if closing.is_some() && (d.conn.is_closed() || closing.is_some_and(|t| now >= t)) {
+            d.flush(now, &mut paths, &mut txbuf);
+            break;
+        }
+        if let Some(t) = reconnect_at {
+            if now >= t && closing.is_none() {
+                reconnect_at = None;
+                d.conn_gen += 1;
+                d.conn = Connection::new(
+                    Role::Client,
+                    conn_cfg.clone(),
+                    now,
+                    seed.wrapping_add(d.conn_gen),
+                );
+                for p in paths.iter_mut() {
+                    p.id = None;
+                    p.socket = None;
+                    p.established = false;
+                    p.next_try = now;
+                }
+                next_check = now;
+                continue;
+            }
+        }
+        d.flush(now, &mut paths, &mut txbuf);
+
+        // Wait.
+        poll.clear();
+        let i_tun = poll.add(d.tun.as_raw_fd());
+        let i_sig = poll.add(signals.as_raw_fd());
+        let i_nl = poll.add(watcher.as_raw_fd());
+        let (cfd, pfd) = ops.fds();
+        let i_ctl = poll.add(cfd);
+        let i_prom = pfd.map(|f| poll.add(f));
+        let mut i_sock = [usize::MAX; 16];
+        for (k, p) in paths.iter().enumerate().take(16) {
+            if let Some(s) = &p.socket {
+                i_sock[k] = poll.add(s.as_raw_fd());
+            }
+        }
+        let mut deadline = next_check;
+        if let Some(t) = d.conn.poll_timeout() {
+            deadline = deadline.min(t);
+        }
+        for p in &paths {
+            if p.usable && p.id.is_none() {
+                deadline = deadline.min(p.next_try);
+            }
+        }
+        if let Some(t) = reconnect_at {
+            deadline = deadline.min(t);
+        }
+        if let Some(t) = closing {
+            deadline = deadline.min(t);
+        }
+        poll.wait(clock::now(), Some(deadline))?;
+        let now = clock::now();
+
+        if poll.readable(i_sig) && signals.take() && closing.is_none() {
+            info!("signal: closing gracefully (MP_CLOSE)");
+            d.conn.close(now);
+            closing = Some(now + CLOSE_GRACE);
+        }
+        if poll.readable(i_nl) && watcher.drain() {
+            next_check = now;
+        }
+        if poll.readable(i_ctl) {
+            let status = || d.status(&paths);
+            if ops.handle_control(&status) && closing.is_none() {
+                d.conn.close(now);
+                closing = Some(now + CLOSE_GRACE);
+            }
+        }
+        if i_prom.is_some_and(|i| poll.readable(i)) {
+            ops.handle_prometheus(&|| d.status(&paths));
+        }
+        for (k, p) in paths.iter().enumerate().take(16) {
+            if i_sock[k] != usize::MAX && poll.readable(i_sock[k]) {
+                d.handle_socket(now, p, &mut rx);
+            }
+        }
+        if poll.readable(i_tun) && closing.is_none() {
+            d.handle_tun(now, &mut tunbuf);
+        }
+    }
+    Ok(())
+}
+
+struct Client {
+    sock_buf: usize,
+    conn: Connection,
+    conn_gen: u64,
+    next_path_id: u32,
+    stats: DaemonStats,
+    tun: Tun,
+    started: Instant,
+    tun_mtu: u32,
+}
+
+impl Client {
+    /// Brings paths up and down to match their interfaces.
+    fn manage_paths(&mut self, now: Instant, paths: &mut [PathRt], base_backoff: Duration) {
+        for p in paths.iter_mut() {
+            let st = iface_state(&p.iface);
+            let usable = st.usable_for(p.remote.ip());
+            if p.usable && !usable {
+                info!(path = %p.name, iface = %p.iface, "interface down: path marked down");
+                self.stats.path_down_events += 1;
+                if let Some(id) = p.id.take() {
+                    self.conn.set_path_down(now, id);
+                }
+                p.socket = None;
+                p.established = false;
+                p.usable = false;
+                p.backoff = base_backoff;
+                continue;
+            }
+            if !p.usable && usable {
+                info!(path = %p.name, iface = %p.iface, "interface usable");
+                p.usable = true;
+                // A returning interface waits one backoff (links flap when they return).
+                p.next_try = if self.stats.path_down_events == 0 {
+                    now
+                } else {
+                    now + p.backoff
+                };
+            }
+            if !p.usable || p.id.is_some() || now < p.next_try {
+                continue;
+            }
+            // The first subflow (MP_KEY) may go on any path; joins need an established connection.
+            let first = self.conn.paths().is_empty();
+            if !first && !self.conn.is_established() {
+                continue;
+            }
+            let local_ip = p.source.or(match p.remote.ip() {
+                IpAddr::V4(_) => st.ipv4.map(IpAddr::V4),
+                IpAddr::V6(_) => st.ipv6.map(IpAddr::V6),
+            });
+            let sock_cfg = PathSocketConfig {
+                device: Some(p.iface.clone()),
+                local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
+                buffer_bytes: self.sock_buf,
+            };
+            let sock = match PathSocket::bind(&sock_cfg, p.remote) {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(path = %p.name, "cannot open socket: {e}");
+                    p.next_try = now + p.backoff;
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            };
+            let id = PathId(self.next_path_id);
+            self.next_path_id += 1;
+            // No addresses for the DCCP checksum pseudo-header: the server's
+            // `Endpoint` does not learn its local address per datagram, so
+            // both ends checksum with unspecified addresses (the outer UDP
+            // checksum still covers every byte, RFC 6773 §4).
+            let cfg = PathConfig {
+                priority: p.priority,
+                local: None,
+                remote: None,
+            };
+            match self.conn.add_path(now, id, cfg) {
+                Ok(()) => {
+                    info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
+                    self.stats.joins_started += 1;
+                    p.id = Some(id);
+                    p.socket = Some(sock);
+                    p.established = false;
+                }
+                Err(e) => {
+                    warn!(path = %p.name, "add_path: {e}");
+                    p.next_try = now + p.backoff;
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    fn handle_socket(&mut self, now: Instant, p: &PathRt, rx: &mut RecvBatch) {
+        let (Some(sock), Some(id)) = (&p.socket, p.id) else {
+            return;
+        };
+        for _ in 0..4 {
+            let n = match sock.recv_batch(rx) {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+            for i in 0..n {
+                let Some((data, from, truncated)) = rx.datagram(i) else {
+                    continue;
+                };
+                self.stats.udp_rx_datagrams += 1;
+                self.stats.udp_rx_bytes += data.len() as u64;
+                if truncated {
+                    self.stats.udp_rx_truncated += 1;
+                    continue;
+                }
+                if from != Some(p.remote) {
+                    self.stats.udp_rx_foreign += 1;
+                    continue;
+                }
+                self.conn.handle_datagram(now, id, data);
+            }
+            if n < rx.capacity() {
+                return;
+            }
+        }
+    }
+
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
+        for _ in 0..BATCH {
+            let n = match self.tun.recv(buf) {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+            self.stats.tun_rx_pkts += 1;
+            self.stats.tun_rx_bytes += n as u64;
+            if super::inner_dst(&buf[..n]).is_none() {
+                self.stats.tun_rx_malformed += 1;
+                continue;
+            }
+            if self.conn.send(now, &buf[..n]).is_err() {
+                self.stats.send_rejected += 1;
+            }
+        }
+    }
+
+    /// Sends everything the core has for the network.
+    fn flush(&mut self, now: Instant, paths: &mut [PathRt], buf: &mut [u8]) {
+        while let Some(t) = self.conn.poll_transmit(now, buf) {
+            let Some(p) = paths.iter_mut().find(|p| p.id == Some(t.path)) else {
+                self.stats.udp_tx_no_socket += 1;
+                continue;
+            };
+            let Some(sock) = &p.socket else {
+                self.stats.udp_tx_no_socket += 1;
+                continue;
+            };
+            let data = &buf[..t.size];
+            match t.segment_size {
+                Some(seg) if seg < t.size => {
+                    let segs = t.size.div_ceil(seg) as u64;
+                    match sock.send_segments(data, seg, p.remote) {
+                        Ok(()) => self.stats.udp_tx_datagrams += segs,
+                        Err(_) => self.stats.udp_tx_errors += segs,
+                    }
+                }
+                _ => {
+                    if p.batch.is_full() {
+                        flush_batch(sock, &mut p.batch, &mut self.stats);
+                    }
+                    let slot = p.batch.next_buf();
+                    if slot.len() >= data.len() {
+                        slot[..data.len()].copy_from_slice(data);
+                        p.batch.commit(data.len(), p.remote);
+                    } else {
+                        self.stats.udp_tx_errors += 1;
+                    }
+                }
+            }
+        }
+        for p in paths.iter_mut() {
+            if let Some(sock) = &p.socket {
+                flush_batch(sock, &mut p.batch, &mut self.stats);
+            } else {
+                p.batch.clear();
+            }
+        }
+    }
+
+    fn status(&self, paths: &[PathRt]) -> Value {
+        let name_of = |id: u32| {
+            paths
+                .iter()
+                .find(|p| p.id == Some(PathId(id)))
+                .map(|p| p.name.clone())
+        };
+        let cfg_paths: Vec<Value> = paths
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name, "interface": p.iface, "remote": p.remote.to_string(),
+                    "usable": p.usable, "path_id": p.id.map(|i| i.0), "established": p.established,
+                    "local": p.socket.as_ref().map(|s| s.local_addr().to_string()),
+                })
+            })
+            .collect();
+        json!({
+            "role": "client",
+            "uptime_s": (clock::now() - self.started).as_secs_f64(),
+            "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
+            "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
+            "configured_paths": cfg_paths,
+            "connections": [conn_json(&self.conn, self.conn_gen, &name_of)],
+        })
+    }
+}
+
+pub(super) fn flush_batch(sock: &PathSocket, batch: &mut SendBatch, stats: &mut DaemonStats) {
+    while !batch.is_empty() {
+        match sock.send_batch(batch) {
+            Ok(n) if n > 0 => stats.udp_tx_datagrams += n as u64,
+            _ => {
+                // Socket buffer full or error: the core treats it as loss.
+                stats.udp_tx_errors += batch.len() as u64;
+                batch.clear();
+            }
+        }
+    }
+}
+
+/// For `mpdccp status`: where a client's control socket is by default.
+pub fn default_control_socket() -> PathBuf {
+    PathBuf::from("/run/mpdccp.sock")
+}

@@ -1,0 +1,273 @@
+//! The tunnel daemon: `mpdccp server` and `mpdccp client`.
+//!
+//! One thread, one `ppoll` loop per daemon (the core is single-threaded and
+//! the packet path is short, so a second thread would only add hand-offs):
+//! the TUN fd, the UDP path sockets, the netlink watcher (client), the
+//! control/metrics listeners and a signal pipe. Each wake-up drains inputs in
+//! batches (TUN reads until empty, `recvmmsg`), lets the core act
+//! (`handle_timeout` when `poll_timeout` has passed), writes delivered packets
+//! to the TUN and flushes `poll_transmit` output with `sendmmsg` / UDP GSO.
+//! The sleep is until the core's next deadline, with 1 µs timer slack, so
+//! pacing and timers are honoured to within the scheduler's wake-up latency.
+//! Buffers are allocated once at start; the daemon itself allocates nothing
+//! per packet (the core's `Event::Delivered` carries its own `Vec`).
+
+pub mod client;
+pub mod config;
+pub mod iface;
+pub mod ops;
+pub mod server;
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use mpdccp_proto::Instant;
+use serde::Serialize;
+use tracing::info;
+
+use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
+use crate::netns;
+use crate::tun::Tun;
+use config::{parse_cidr, TunConfig};
+
+/// Packets drained from one fd per wake-up before looking at the others.
+pub const BATCH: usize = 64;
+
+/// Daemon-level counters (the core has its own, see `ConnStats`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DaemonStats {
+    pub tun_rx_pkts: u64,
+    pub tun_rx_bytes: u64,
+    pub tun_tx_pkts: u64,
+    pub tun_tx_bytes: u64,
+    pub tun_tx_errors: u64,
+    /// TUN packets the core refused (queue full, too large, closed).
+    pub send_rejected: u64,
+    /// TUN packets that were not IPv4/IPv6 or too short to route.
+    pub tun_rx_malformed: u64,
+    /// Server: TUN packets for an inner address no client owns.
+    pub no_route: u64,
+    pub udp_rx_datagrams: u64,
+    pub udp_rx_bytes: u64,
+    /// Datagrams larger than a receive slot (cut, dropped).
+    pub udp_rx_truncated: u64,
+    /// Client: datagrams not from the path's server address (dropped).
+    pub udp_rx_foreign: u64,
+    pub udp_tx_datagrams: u64,
+    pub udp_tx_errors: u64,
+    /// Core output for a path whose socket is gone (interface down).
+    pub udp_tx_no_socket: u64,
+    pub path_down_events: u64,
+    pub path_up_events: u64,
+    pub joins_started: u64,
+}
+
+/// Opens and configures the TUN device; returns it with the MTU plan used.
+pub fn open_tun(
+    cfg: &TunConfig,
+    path_mtu: u32,
+    ipv6_outer: bool,
+) -> anyhow::Result<(Tun, MtuPlan)> {
+    let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
+    let mtu = if cfg.mtu > 0 {
+        cfg.mtu.min(plan.tun_mtu)
+    } else {
+        plan.tun_mtu
+    };
+    let tun = Tun::open(&cfg.name)?;
+    let name = tun.name().to_string();
+    netns::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
+    let mut v6 = false;
+    for a in &cfg.addresses {
+        let (ip, _) = parse_cidr(a)?;
+        if ip.is_ipv6() {
+            v6 = true;
+            // No duplicate address detection on a point-to-point tunnel: the
+            // address is usable at once.
+            netns::ip(&["-6", "addr", "add", a, "dev", &name, "nodad"])?;
+        } else {
+            netns::ip(&["addr", "add", a, "dev", &name])?;
+        }
+    }
+    for r in &cfg.routes {
+        netns::ip(&["route", "replace", r, "dev", &name])?;
+    }
+    info!(tun = %name, mtu, "{plan}");
+    eprintln!("tunnel {name}: {plan}; MTU set to {mtu}");
+    if v6 && mtu < crate::mtu::IPV6_MIN_MTU {
+        tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
+    }
+    Ok((
+        tun,
+        MtuPlan {
+            tun_mtu: mtu,
+            ..plan
+        },
+    ))
+}
+
+/// SIGTERM/SIGINT delivered as readable bytes on a socket, for the poll loop.
+pub struct SignalPipe {
+    rx: UnixStream,
+    _tx: UnixStream,
+}
+
+impl SignalPipe {
+    pub fn new() -> io::Result<SignalPipe> {
+        let (rx, tx) = UnixStream::pair()?;
+        rx.set_nonblocking(true)?;
+        tx.set_nonblocking(true)?;
+        for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::low_level::pipe::register(sig, tx.try_clone()?)?;
+        }
+        Ok(SignalPipe { rx, _tx: tx })
+    }
+
+    /// Whether a signal arrived since the last call.
+    pub fn take(&self) -> bool {
+        use std::io::Read;
+        let mut buf = [0u8; 16];
+        let mut any = false;
+        while let Ok(n) = (&self.rx).read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            any = true;
+        }
+        any
+    }
+}
+
+impl AsRawFd for SignalPipe {
+    fn as_raw_fd(&self) -> RawFd {
+        self.rx.as_raw_fd()
+    }
+}
+
+/// The poll set of one loop iteration; fds are registered in a fixed order
+/// and looked up by the index `add` returned.
+pub struct PollSet {
+    fds: Vec<libc::pollfd>,
+}
+
+impl PollSet {
+    pub fn with_capacity(n: usize) -> PollSet {
+        PollSet {
+            fds: Vec::with_capacity(n),
+        }
+    }
+    pub fn clear(&mut self) {
+        self.fds.clear();
+    }
+    pub fn add(&mut self, fd: RawFd) -> usize {
+        self.fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        self.fds.len() - 1
+    }
+    pub fn readable(&self, i: usize) -> bool {
+        self.fds
+            .get(i)
+            .is_some_and(|p| p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
+    }
+    /// Waits until an fd is readable or `deadline` (absolute, `clock::now`
+    /// time base) passes.
+    pub fn wait(&mut self, now: Instant, deadline: Option<Instant>) -> io::Result<usize> {
+        let d = match deadline {
+            Some(t) => t.saturating_duration_since(now).min(Duration::from_secs(1)),
+            None => Duration::from_secs(1),
+        };
+        let ts = libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        for p in self.fds.iter_mut() {
+            p.revents = 0;
+        }
+        // SAFETY: `fds` is a valid array of its length; `ts` a valid timespec.
+        let r = unsafe {
+            libc::ppoll(
+                self.fds.as_mut_ptr(),
+                self.fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(e);
+        }
+        Ok(r as usize)
+    }
+}
+
+/// The inner source address of an IP packet (IPv4 or IPv6), if well formed.
+pub fn inner_src(pkt: &[u8]) -> Option<std::net::IpAddr> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => Some(std::net::IpAddr::from(
+            <[u8; 4]>::try_from(&pkt[12..16]).ok()?,
+        )),
+        6 if pkt.len() >= 40 => Some(std::net::IpAddr::from(
+            <[u8; 16]>::try_from(&pkt[8..24]).ok()?,
+        )),
+        _ => None,
+    }
+}
+
+/// The inner destination address of an IP packet.
+pub fn inner_dst(pkt: &[u8]) -> Option<std::net::IpAddr> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => Some(std::net::IpAddr::from(
+            <[u8; 4]>::try_from(&pkt[16..20]).ok()?,
+        )),
+        6 if pkt.len() >= 40 => Some(std::net::IpAddr::from(
+            <[u8; 16]>::try_from(&pkt[24..40]).ok()?,
+        )),
+        _ => None,
+    }
+}
+
+/// A seed from the OS when the config gives none (keys must be unpredictable).
+pub fn os_seed(configured: u64) -> u64 {
+    if configured != 0 {
+        return configured;
+    }
+    let mut b = [0u8; 8];
+    // SAFETY: `b` is valid for 8 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        crate::clock::now().as_nanos() ^ u64::from(std::process::id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inner_addresses() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        v4[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        assert_eq!(inner_src(&v4), Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(inner_dst(&v4), Some("10.0.0.2".parse().unwrap()));
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        v6[23] = 1;
+        v6[39] = 2;
+        assert_eq!(inner_src(&v6), Some("::1".parse().unwrap()));
+        assert_eq!(inner_dst(&v6), Some("::2".parse().unwrap()));
+        assert_eq!(inner_dst(&v4[..10]), None);
+        assert_eq!(inner_dst(&[0x10; 40]), None);
+    }
+}

@@ -1,0 +1,280 @@
+//! Operations: the status document, the unix control socket behind
+//! `mpdccp status`, and the Prometheus text endpoint.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mpdccp_proto::conn::Connection;
+use mpdccp_proto::PathView;
+use serde_json::{json, Map, Value};
+use tracing::warn;
+
+/// Converts the `Debug` form of a flat counter struct (`Name { a: 1, b: 2 }`)
+/// into a JSON object of numbers. The core's `*Stats` types are plain
+/// counters without serde; this keeps every counter they gain visible in
+/// `mpdccp status` without touching this file.
+pub fn stats_json(debug: &str) -> Value {
+    let mut m = Map::new();
+    let inner = match (debug.find('{'), debug.rfind('}')) {
+        (Some(a), Some(b)) if a < b => &debug[a + 1..b],
+        _ => return Value::Object(m),
+    };
+    for field in inner.split(',') {
+        let Some((k, v)) = field.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if let Ok(n) = v.parse::<u64>() {
+            m.insert(k.to_string(), json!(n));
+        } else if let Ok(f) = v.parse::<f64>() {
+            m.insert(k.to_string(), json!(f));
+        } else if v == "true" || v == "false" {
+            m.insert(k.to_string(), json!(v == "true"));
+        }
+    }
+    Value::Object(m)
+}
+
+fn ms(d: Option<Duration>) -> Value {
+    d.map(|d| json!(d.as_secs_f64() * 1e3))
+        .unwrap_or(Value::Null)
+}
+
+/// One path's status entry.
+pub fn path_json(conn: &Connection, v: &PathView, name: Option<&str>) -> Value {
+    let stats = conn
+        .path_stats(v.id)
+        .map(|s| stats_json(&format!("{s:?}")))
+        .unwrap_or(Value::Null);
+    json!({
+        "id": v.id.0,
+        "name": name,
+        "state": format!("{:?}", v.state),
+        "priority": v.priority,
+        "cc_state": v.cc_state,
+        "cwnd_pkts": v.cwnd_pkts,
+        "in_flight_pkts": v.in_flight_pkts,
+        "queued_pkts": v.queued_pkts,
+        "srtt_ms": ms(v.srtt),
+        "min_rtt_ms": ms(v.min_rtt),
+        "rttvar_ms": v.rttvar.as_secs_f64() * 1e3,
+        "pacing_rate_bps": v.pacing_rate_bytes_per_s.map(|r| r * 8),
+        "delivery_rate_bps": v.delivery_rate_bytes_per_s.map(|r| r * 8),
+        "loss_rate": v.loss_rate,
+        "stats": stats,
+    })
+}
+
+/// One connection's status entry; `name_of` names paths (client side).
+pub fn conn_json(conn: &Connection, handle: u64, name_of: &dyn Fn(u32) -> Option<String>) -> Value {
+    let paths: Vec<Value> = conn
+        .paths()
+        .iter()
+        .map(|v| path_json(conn, v, name_of(v.id.0).as_deref()))
+        .collect();
+    json!({
+        "handle": handle,
+        "established": conn.is_established(),
+        "closed": conn.is_closed(),
+        "multipath": conn.is_multipath(),
+        "local_ci": conn.local_ci(),
+        "remote_ci": conn.remote_ci(),
+        "send_queue_pkts": conn.send_queue_len(),
+        "stats": stats_json(&format!("{:?}", conn.stats())),
+        "reorder": stats_json(&format!("{:?}", conn.reorder_stats())),
+        "paths": paths,
+    })
+}
+
+/// Prometheus text exposition of a status document: every number becomes a
+/// gauge `mpdccp_<section>_<name>` labelled with connection and path.
+pub fn prometheus_text(status: &Value) -> String {
+    let mut out = String::new();
+    let mut emit = |name: &str, labels: &str, v: &Value| {
+        if let Some(n) = v.as_f64() {
+            out.push_str(&format!("mpdccp_{name}{{{labels}}} {n}\n"));
+        } else if let Some(b) = v.as_bool() {
+            out.push_str(&format!("mpdccp_{name}{{{labels}}} {}\n", b as u8));
+        }
+    };
+    for sect in ["daemon", "endpoint"] {
+        if let Some(o) = status[sect].as_object() {
+            for (k, v) in o {
+                emit(&format!("{sect}_{k}"), "", v);
+            }
+        }
+    }
+    for c in status["connections"].as_array().into_iter().flatten() {
+        let cl = format!("conn=\"{}\"", c["handle"]);
+        for key in ["established", "send_queue_pkts"] {
+            emit(&format!("conn_{key}"), &cl, &c[key]);
+        }
+        for sect in ["stats", "reorder"] {
+            for (k, v) in c[sect].as_object().into_iter().flatten() {
+                emit(&format!("conn_{sect}_{k}"), &cl, v);
+            }
+        }
+        for p in c["paths"].as_array().into_iter().flatten() {
+            let pl = format!("{cl},path=\"{}\",name={}", p["id"], p["name"]);
+            for (k, v) in p.as_object().into_iter().flatten() {
+                if k == "stats" {
+                    for (k2, v2) in v.as_object().into_iter().flatten() {
+                        emit(&format!("path_{k2}"), &pl, v2);
+                    }
+                } else if k != "id" {
+                    emit(&format!("path_{k}"), &pl, v);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The listening sockets for operations.
+pub struct OpsServer {
+    control: UnixListener,
+    control_path: PathBuf,
+    prometheus: Option<TcpListener>,
+}
+
+impl OpsServer {
+    pub fn bind(control: &Path, prometheus: Option<SocketAddr>) -> anyhow::Result<OpsServer> {
+        if let Some(dir) = control.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        // A stale socket from a previous run would make bind fail.
+        if UnixStream::connect(control).is_err() {
+            let _ = std::fs::remove_file(control);
+        }
+        let l = UnixListener::bind(control)
+            .map_err(|e| anyhow::anyhow!("control socket {}: {e}", control.display()))?;
+        l.set_nonblocking(true)?;
+        let prometheus = match prometheus {
+            Some(a) => {
+                let t = TcpListener::bind(a).map_err(|e| anyhow::anyhow!("prometheus {a}: {e}"))?;
+                t.set_nonblocking(true)?;
+                Some(t)
+            }
+            None => None,
+        };
+        Ok(OpsServer {
+            control: l,
+            control_path: control.to_path_buf(),
+            prometheus,
+        })
+    }
+
+    pub fn fds(&self) -> (RawFd, Option<RawFd>) {
+        (
+            self.control.as_raw_fd(),
+            self.prometheus.as_ref().map(|p| p.as_raw_fd()),
+        )
+    }
+
+    /// Answers pending control requests. Each request is one line (`status`,
+    /// or `close` to shut the daemon down gracefully) answered with one JSON
+    /// document. Returns true if a `close` was requested.
+    pub fn handle_control(&self, status: &dyn Fn() -> Value) -> bool {
+        let mut close = false;
+        while let Ok((s, _)) = self.control.accept() {
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
+            let mut line = String::new();
+            let mut r = BufReader::new(s.take(256));
+            let _ = r.read_line(&mut line);
+            let mut s = r.into_inner().into_inner();
+            let reply = match line.trim() {
+                "" | "status" => status(),
+                "close" => {
+                    close = true;
+                    json!({"ok": true, "closing": true})
+                }
+                other => json!({"error": format!("unknown command `{other}` (status | close)")}),
+            };
+            let _ = writeln!(s, "{reply}");
+        }
+        close
+    }
+
+    /// Answers pending Prometheus scrapes.
+    pub fn handle_prometheus(&self, status: &dyn Fn() -> Value) {
+        let Some(l) = &self.prometheus else { return };
+        while let Ok((mut s, _)) = l.accept() {
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
+            let mut req = [0u8; 1024];
+            let _ = s.read(&mut req);
+            let body = prometheus_text(&status());
+            let _ = write!(
+                s,
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    }
+}
+
+impl Drop for OpsServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.control_path);
+    }
+}
+
+/// Client side of the control socket (`mpdccp status`).
+pub fn query(control: &Path, command: &str) -> io::Result<Value> {
+    let mut s = UnixStream::connect(control)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    writeln!(s, "{command}")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    serde_json::from_str(out.trim()).map_err(|e| {
+        warn!("bad status reply: {e}");
+        io::Error::new(io::ErrorKind::InvalidData, e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    struct S {
+        a: u64,
+        b_ms: f64,
+        c: bool,
+    }
+
+    #[test]
+    fn debug_counters_to_json() {
+        let v = stats_json(&format!(
+            "{:?}",
+            S {
+                a: 7,
+                b_ms: 1.5,
+                c: true
+            }
+        ));
+        assert_eq!(v, json!({"a": 7, "b_ms": 1.5, "c": true}));
+    }
+
+    #[test]
+    fn prometheus_lines() {
+        let st = json!({"daemon": {"udp_rx_malformed": 3}, "connections": [
+            {"handle": 0, "established": true, "send_queue_pkts": 0, "stats": {"rx_bytes": 5}, "reorder": {},
+             "paths": [{"id": 1, "name": "p1", "cwnd_pkts": 10, "stats": {"lost_pkts": 2}}]}]});
+        let t = prometheus_text(&st);
+        assert!(t.contains("mpdccp_daemon_udp_rx_malformed{} 3\n"), "{t}");
+        assert!(
+            t.contains("mpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"p1\"} 10\n"),
+            "{t}"
+        );
+        assert!(t.contains("mpdccp_conn_established{conn=\"0\"} 1\n"), "{t}");
+    }
+}

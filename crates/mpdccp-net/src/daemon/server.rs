@@ -1,0 +1,279 @@
+//! `mpdccp server`: the aggregation end. One UDP port for every client and
+//! path (RFC 6773); the core's `Endpoint` demultiplexes datagrams by the
+//! remote address and routes MP_JOINs by their token. One TUN for all
+//! clients: a packet read from it goes to the client that owns its inner
+//! destination address, learned from the inner source addresses that client
+//! sent (bounded table; with a single client everything goes to it).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event};
+use mpdccp_proto::Instant;
+use serde_json::{json, Value};
+use tracing::{debug, info, warn};
+
+use super::client::flush_batch;
+use super::config::ServerConfig;
+use super::ops::{conn_json, stats_json, OpsServer};
+use super::{inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use crate::clock;
+use crate::tun::Tun;
+use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
+
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+/// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
+pub fn run(config: ServerConfig) -> anyhow::Result<()> {
+    clock::set_precise_timers();
+    let (tun, plan) = open_tun(&config.tun, config.tunnel.path_mtu, config.listen.is_ipv6())?;
+    let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
+    mpdccp_proto::conn::Connection::try_new(
+        mpdccp_proto::conn::Role::Server,
+        conn_cfg.clone(),
+        clock::now(),
+        1,
+    )
+    .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
+    let sock_buf = config.tunnel.socket_buffer_bytes;
+    let sock = PathSocket::bind(
+        &PathSocketConfig {
+            device: None,
+            local: Some(config.listen),
+            buffer_bytes: sock_buf,
+        },
+        config.listen,
+    )?;
+    info!(listen = %sock.local_addr(), "server listening");
+    eprintln!("server listening on udp {}", sock.local_addr());
+    let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
+    let signals = SignalPipe::new()?;
+    let ep_cfg = EndpointConfig {
+        conn: conn_cfg,
+        max_connections: config.max_clients,
+        ..Default::default()
+    };
+    let mut s = Server {
+        ep: Endpoint::new(ep_cfg, super::os_seed(config.seed)),
+        owners: BTreeMap::new(),
+        max_owners: config.max_learned_addresses,
+        stats: DaemonStats::default(),
+        tun,
+        started: clock::now(),
+        tun_mtu: plan.tun_mtu,
+    };
+    let mut rx = RecvBatch::new(BATCH);
+    let mut batch = SendBatch::new(BATCH);
+    let mut txbuf = vec![0u8; 65_536];
+    let mut tunbuf = vec![0u8; 65_536];
+    let mut poll = PollSet::with_capacity(8);
+    let mut closing: Option<Instant> = None;
+
+    loop {
+        let now = clock::now();
+        if s.ep.poll_timeout().is_some_and(|t| t <= now) {
+            s.ep.handle_timeout(now);
+        }
+        s.handle_events();
+        s.flush(now, &sock, &mut batch, &mut txbuf);
+        if let Some(t) = closing {
+            if s.ep.connections().is_empty() || now >= t {
+                break;
+            }
+        }
+        poll.clear();
+        let i_tun = poll.add(s.tun.as_raw_fd());
+        let i_sock = poll.add(sock.as_raw_fd());
+        let i_sig = poll.add(signals.as_raw_fd());
+        let (cfd, pfd) = ops.fds();
+        let i_ctl = poll.add(cfd);
+        let i_prom = pfd.map(|f| poll.add(f));
+        let mut deadline = s.ep.poll_timeout();
+        if let Some(t) = closing {
+            deadline = Some(deadline.map_or(t, |d| d.min(t)));
+        }
+        poll.wait(clock::now(), deadline)?;
+        let now = clock::now();
+        if poll.readable(i_sig) && signals.take() && closing.is_none() {
+            info!("signal: closing all connections gracefully (MP_CLOSE)");
+            s.close_all(now);
+            closing = Some(now + CLOSE_GRACE);
+        }
+        if poll.readable(i_ctl) {
+            let status = || s.status();
+            if ops.handle_control(&status) && closing.is_none() {
+                s.close_all(now);
+                closing = Some(now + CLOSE_GRACE);
+            }
+        }
+        if i_prom.is_some_and(|i| poll.readable(i)) {
+            ops.handle_prometheus(&|| s.status());
+        }
+        if poll.readable(i_sock) {
+            s.handle_socket(now, &sock, &mut rx);
+        }
+        if poll.readable(i_tun) && closing.is_none() {
+            s.handle_tun(now, &mut tunbuf);
+        }
+    }
+    Ok(())
+}
+
+struct Server {
+    ep: Endpoint<SocketAddr>,
+    /// Inner address → the client connection that sent from it.
+    owners: BTreeMap<IpAddr, ConnectionHandle>,
+    max_owners: usize,
+    stats: DaemonStats,
+    tun: Tun,
+    started: Instant,
+    tun_mtu: u32,
+}
+
+impl Server {
+    fn close_all(&mut self, now: Instant) {
+        for h in self.ep.connections() {
+            if let Some(c) = self.ep.connection_mut(h) {
+                c.close(now);
+            }
+        }
+    }
+
+    fn handle_events(&mut self) {
+        while let Some((h, ev)) = self.ep.poll_event() {
+            match ev {
+                Event::Delivered { data, .. } => {
+                    if let Some(src) = inner_src(&data) {
+                        if self.owners.get(&src) != Some(&h)
+                            && (self.owners.len() < self.max_owners
+                                || self.owners.contains_key(&src))
+                        {
+                            self.owners.insert(src, h);
+                        }
+                    }
+                    match self.tun.send(&data) {
+                        Ok(_) => {
+                            self.stats.tun_tx_pkts += 1;
+                            self.stats.tun_tx_bytes += data.len() as u64;
+                        }
+                        Err(_) => self.stats.tun_tx_errors += 1,
+                    }
+                }
+                Event::Connected => info!(conn = h.0, "client connected"),
+                Event::PathEstablished(p) => {
+                    self.stats.path_up_events += 1;
+                    info!(conn = h.0, path = %p, "path established");
+                }
+                Event::PathFailed(p) => warn!(conn = h.0, path = %p, "path failing"),
+                Event::PathClosed(p) => info!(conn = h.0, path = %p, "path closed"),
+                Event::Closed { reason } => {
+                    info!(conn = h.0, %reason, "connection closed");
+                    self.owners.retain(|_, o| *o != h);
+                }
+                other => debug!(conn = h.0, ?other, "event"),
+            }
+        }
+    }
+
+    fn handle_socket(&mut self, now: Instant, sock: &PathSocket, rx: &mut RecvBatch) {
+        for _ in 0..4 {
+            let n = match sock.recv_batch(rx) {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+            for i in 0..n {
+                let Some((data, from, truncated)) = rx.datagram(i) else {
+                    continue;
+                };
+                self.stats.udp_rx_datagrams += 1;
+                self.stats.udp_rx_bytes += data.len() as u64;
+                let Some(from) = from else { continue };
+                if truncated {
+                    self.stats.udp_rx_truncated += 1;
+                    continue;
+                }
+                self.ep.handle_datagram(now, from, data);
+            }
+            if n < rx.capacity() {
+                return;
+            }
+        }
+    }
+
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
+        for _ in 0..BATCH {
+            let n = match self.tun.recv(buf) {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+            self.stats.tun_rx_pkts += 1;
+            self.stats.tun_rx_bytes += n as u64;
+            let Some(dst) = inner_dst(&buf[..n]) else {
+                self.stats.tun_rx_malformed += 1;
+                continue;
+            };
+            let h = match self.owners.get(&dst) {
+                Some(&h) => Some(h),
+                None => {
+                    let conns = self.ep.connections();
+                    (conns.len() == 1).then(|| conns[0])
+                }
+            };
+            let Some(h) = h else {
+                self.stats.no_route += 1;
+                continue;
+            };
+            if self.ep.send(now, h, &buf[..n]).is_err() {
+                self.stats.send_rejected += 1;
+            }
+        }
+    }
+
+    fn flush(&mut self, now: Instant, sock: &PathSocket, batch: &mut SendBatch, buf: &mut [u8]) {
+        while let Some((to, t)) = self.ep.poll_transmit(now, buf) {
+            let data = &buf[..t.size];
+            match t.segment_size {
+                Some(seg) if seg < t.size => {
+                    let segs = t.size.div_ceil(seg) as u64;
+                    match sock.send_segments(data, seg, to) {
+                        Ok(()) => self.stats.udp_tx_datagrams += segs,
+                        Err(_) => self.stats.udp_tx_errors += segs,
+                    }
+                }
+                _ => {
+                    if batch.is_full() {
+                        flush_batch(sock, batch, &mut self.stats);
+                    }
+                    let slot = batch.next_buf();
+                    if slot.len() >= data.len() {
+                        slot[..data.len()].copy_from_slice(data);
+                        batch.commit(data.len(), to);
+                    } else {
+                        self.stats.udp_tx_errors += 1;
+                    }
+                }
+            }
+        }
+        flush_batch(sock, batch, &mut self.stats);
+    }
+
+    fn status(&self) -> Value {
+        let conns: Vec<Value> = self
+            .ep
+            .connections()
+            .into_iter()
+            .filter_map(|h| self.ep.connection(h).map(|c| conn_json(c, h.0, &|_| None)))
+            .collect();
+        json!({
+            "role": "server",
+            "uptime_s": (clock::now() - self.started).as_secs_f64(),
+            "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
+            "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
+            "endpoint": stats_json(&format!("{:?}", self.ep.stats())),
+            "learned_addresses": self.owners.len(),
+            "connections": conns,
+        })
+    }
+}

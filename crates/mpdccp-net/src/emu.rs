@@ -1,0 +1,473 @@
+//! The userspace link emulator behind `mpdccp netem`.
+//!
+//! For hosts without the `netem` qdisc. It runs in a router namespace between
+//! a client-side and a server-side interface and holds every forwarded packet
+//! in the shared link model ([`mpdccp_model::link::Link`]) — the same code,
+//! and the same path description (`[[path]]` of a scenario), that the
+//! simulator uses: one-way delay (and its schedule), piecewise-constant rate,
+//! drop-tail buffer, seeded random loss, outages.
+//!
+//! Plumbing (done by [`Router::setup`]): one TUN device per direction.
+//! Policy routing sends everything that arrives on the client-side interface
+//! into the "up" TUN and everything from the server side into the "down" TUN;
+//! the emulator reads a packet there, holds it in the direction's `Link`, and
+//! writes it back into the same TUN when the model delivers it. A packet
+//! written into a TUN is "received" on it, so the main table forwards it on to
+//! its real destination — no loop, because the capture rules match only the
+//! veth interfaces.
+//!
+//! Timing: the loop sleeps in `ppoll` with a 1 µs timer slack until just
+//! before the next delivery and spins (yielding) for the last few
+//! microseconds, so emulated delays are not stretched by wake-up latency.
+//! Packets are stored in a preallocated ring (the link is FIFO), read in
+//! batches until the TUN is empty; nothing is allocated per packet.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use mpdccp_model::link::{Link, LinkDrop};
+use mpdccp_model::scenario::{Direction, PathSpec};
+use mpdccp_proto::Instant;
+use serde::Serialize;
+use tracing::{debug, info};
+
+use crate::clock;
+use crate::netns;
+use crate::tun::Tun;
+
+/// Settings of one emulated path (both directions).
+#[derive(Clone, Debug, Default)]
+pub struct EmuConfig {
+    pub spec: PathSpec,
+    pub seed: u64,
+    /// TUN device for client → server packets.
+    pub up_tun: String,
+    /// TUN device for server → client packets.
+    pub down_tun: String,
+    /// `CLOCK_MONOTONIC` value that is t = 0 of the path's schedules (rate
+    /// points, outages). `None`: the emulator's own start.
+    pub epoch: Option<Instant>,
+    /// Write one JSON line per direction every `stats_interval` here.
+    pub stats_out: Option<PathBuf>,
+    pub stats_interval: Duration,
+    /// Packets stored per direction (delay × rate + buffer must fit).
+    pub ring_pkts: usize,
+    /// `SCHED_FIFO` priority of the emulator thread; 0 = normal scheduling.
+    pub rt_priority: i32,
+}
+
+/// Counters of one direction.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DirStats {
+    pub received_pkts: u64,
+    pub received_bytes: u64,
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    pub dropped_buffer_pkts: u64,
+    pub dropped_loss_pkts: u64,
+    pub dropped_down_pkts: u64,
+    /// Our own ring was full (delay × rate larger than `ring_pkts`).
+    pub dropped_ring_pkts: u64,
+    pub write_errors: u64,
+    /// Largest lateness of a delivery past its due time, µs (timer precision).
+    pub max_late_us: u64,
+    /// Mean lateness, µs.
+    pub mean_late_us: f64,
+}
+
+/// Final report of an emulator run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EmuStats {
+    pub path: String,
+    pub up: DirStats,
+    pub down: DirStats,
+}
+
+/// One periodic sample of one direction, written as a JSON line (`--stats-out`).
+/// Counters are cumulative; queueing delays are of the packets delivered
+/// during the interval.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct Sample {
+    /// Seconds since the emulator's epoch.
+    pub t_s: f64,
+    pub path: String,
+    /// `up` (client → server) or `down`.
+    pub dir: String,
+    pub queue_bytes: usize,
+    pub queue_pkts: usize,
+    pub received_pkts: u64,
+    pub received_bytes: u64,
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    pub dropped_pkts: u64,
+    /// Largest / mean time waiting in the buffer (before serialization) of the
+    /// packets delivered in the interval, ms.
+    pub qdelay_max_ms: f64,
+    pub qdelay_mean_ms: f64,
+    /// Packets those delays are over.
+    pub qdelay_n: u64,
+    /// Largest lateness of a delivery against the model's schedule in the
+    /// interval, µs (how much the emulator's timers distort delays).
+    #[serde(default)]
+    pub late_max_us: u64,
+}
+
+/// A packet in the link: its ring sequence number.
+type Pkt = u64;
+
+/// Fixed-size FIFO packet store; slot = seq mod capacity. Because the link
+/// delivers in FIFO order and only ever drops (inside) packets older than the
+/// one it delivers, freeing "everything up to the delivered seq" is exact.
+struct Ring {
+    data: Vec<u8>,
+    lens: Vec<u16>,
+    head: u64,
+    tail: u64,
+}
+
+const SLOT: usize = 2048;
+
+impl Ring {
+    fn new(pkts: usize) -> Ring {
+        let pkts = pkts.max(64);
+        Ring {
+            data: vec![0; pkts * SLOT],
+            lens: vec![0; pkts],
+            head: 0,
+            tail: 0,
+        }
+    }
+    fn cap(&self) -> u64 {
+        self.lens.len() as u64
+    }
+    fn is_full(&self) -> bool {
+        self.tail - self.head >= self.cap()
+    }
+    fn slot_mut(&mut self, seq: u64) -> &mut [u8] {
+        let i = (seq % self.cap()) as usize;
+        &mut self.data[i * SLOT..(i + 1) * SLOT]
+    }
+    fn packet(&self, seq: u64) -> &[u8] {
+        let i = (seq % self.cap()) as usize;
+        &self.data[i * SLOT..i * SLOT + self.lens[i] as usize]
+    }
+}
+
+struct Dir {
+    name: &'static str,
+    tun: Tun,
+    link: Link<Pkt>,
+    ring: Ring,
+    stats: DirStats,
+    late_sum_us: f64,
+    // Interval accumulators for samples.
+    iv_qdelay_max: Duration,
+    iv_qdelay_sum: Duration,
+    iv_n: u64,
+    iv_late_max_us: u64,
+}
+
+impl Dir {
+    /// Drains up to `max` packets from the TUN into the link.
+    fn handle_readable(&mut self, now: Instant, max: usize) -> io::Result<usize> {
+        let mut n = 0;
+        while n < max {
+            if self.ring.is_full() {
+                // Keep reading to drain the kernel queue, but drop.
+                let mut scratch = [0u8; SLOT];
+                match self.tun.recv(&mut scratch) {
+                    Ok(_) => {
+                        self.stats.received_pkts += 1;
+                        self.stats.dropped_ring_pkts += 1;
+                        n += 1;
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            let seq = self.ring.tail;
+            let len = match self.tun.recv(self.ring.slot_mut(seq)) {
+                Ok(len) => len,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            n += 1;
+            self.stats.received_pkts += 1;
+            self.stats.received_bytes += len as u64;
+            let i = (seq % self.ring.cap()) as usize;
+            self.ring.lens[i] = len as u16;
+            self.ring.tail += 1;
+            match self.link.push(now, seq, len) {
+                Ok(()) => {}
+                Err(drop) => {
+                    // The refused packet is the newest one: give its slot back.
+                    self.ring.tail -= 1;
+                    match drop {
+                        LinkDrop::BufferFull => self.stats.dropped_buffer_pkts += 1,
+                        LinkDrop::RandomLoss => self.stats.dropped_loss_pkts += 1,
+                        LinkDrop::Down => self.stats.dropped_down_pkts += 1,
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Writes every packet whose time has come back into the TUN.
+    fn deliver(&mut self, now: Instant, wall_now: impl Fn() -> Instant) {
+        while let Some(d) = self.link.poll_delivery(now) {
+            let pkt = self.ring.packet(d.pkt);
+            let len = pkt.len();
+            if self.tun.send(pkt).is_err() {
+                self.stats.write_errors += 1;
+            }
+            self.ring.head = d.pkt + 1;
+            self.stats.delivered_pkts += 1;
+            self.stats.delivered_bytes += len as u64;
+            let qdelay = d.queue_delay;
+            self.iv_qdelay_max = self.iv_qdelay_max.max(qdelay);
+            self.iv_qdelay_sum += qdelay;
+            self.iv_n += 1;
+            // Lateness against the model's schedule is the distortion our timers add.
+            let late = wall_now().saturating_duration_since(d.delivered_at);
+            let late_us = late.as_micros() as u64;
+            self.stats.max_late_us = self.stats.max_late_us.max(late_us);
+            self.iv_late_max_us = self.iv_late_max_us.max(late_us);
+            self.late_sum_us += late_us as f64;
+        }
+    }
+}
+
+/// Runs the emulator until `stop` is set; returns the counters.
+pub fn run(config: &EmuConfig, stop: &AtomicBool) -> anyhow::Result<EmuStats> {
+    run_with(config, stop, || Ok(()))
+}
+
+/// Like [`run`]; `on_ready` is called once the TUN devices exist (to install
+/// routes that name them, or to signal readiness).
+pub fn run_with(
+    config: &EmuConfig,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<EmuStats> {
+    clock::set_precise_timers();
+    if config.rt_priority > 0 {
+        if let Err(e) = clock::set_realtime(config.rt_priority) {
+            tracing::warn!(
+                "cannot use real-time scheduling ({e}); delays may stretch on a busy host"
+            );
+        }
+    }
+    let epoch = config.epoch.unwrap_or_else(clock::now);
+    let ring_pkts = if config.ring_pkts == 0 {
+        32_768
+    } else {
+        config.ring_pkts
+    };
+    let mk = |name: &'static str, tun: &str, dir: Direction, seed: u64| -> anyhow::Result<Dir> {
+        Ok(Dir {
+            name,
+            tun: Tun::open(tun).with_context(|| format!("cannot open TUN `{tun}`"))?,
+            link: Link::with_direction(&config.spec, dir, seed),
+            ring: Ring::new(ring_pkts),
+            stats: DirStats::default(),
+            late_sum_us: 0.0,
+            iv_qdelay_max: Duration::ZERO,
+            iv_qdelay_sum: Duration::ZERO,
+            iv_n: 0,
+            iv_late_max_us: 0,
+        })
+    };
+    // Distinct seeds per direction so the two loss processes are independent.
+    let mut dirs = [
+        mk("up", &config.up_tun, Direction::Up, config.seed)?,
+        mk(
+            "down",
+            &config.down_tun,
+            Direction::Down,
+            config.seed ^ 0x9e37_79b9_7f4a_7c15,
+        )?,
+    ];
+    on_ready()?;
+    let mut stats_out = match &config.stats_out {
+        Some(p) => Some(BufWriter::new(
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let interval = if config.stats_interval.is_zero() {
+        Duration::from_millis(100)
+    } else {
+        config.stats_interval
+    };
+    let rel = |abs: Instant| Instant::from_nanos(abs.as_nanos().saturating_sub(epoch.as_nanos()));
+    let mut next_sample = rel(clock::now()) + interval;
+    info!(path = %config.spec.name, up = %config.up_tun, down = %config.down_tun, "emulator running");
+
+    let mut fds = [
+        libc::pollfd {
+            fd: dirs[0].tun.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: dirs[1].tun.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    while !stop.load(Ordering::Relaxed) {
+        let now = rel(clock::now());
+        for d in dirs.iter_mut() {
+            d.deliver(now, || rel(clock::now()));
+        }
+        if now >= next_sample {
+            if let Some(w) = stats_out.as_mut() {
+                for d in dirs.iter_mut() {
+                    write_sample(w, now, &config.spec.name, d)?;
+                }
+                w.flush()?;
+            }
+            next_sample = now + interval;
+        }
+        let mut deadline = next_sample;
+        for d in &dirs {
+            if let Some(t) = d.link.next_event() {
+                deadline = deadline.min(t);
+            }
+        }
+        // None: close to a deadline, just look at the fds and go round again.
+        let timeout = clock::sleep_budget(now, deadline).map(|d| d.min(Duration::from_millis(100)));
+        let ts = match timeout {
+            Some(d) => libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            },
+            None => libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+        };
+        fds[0].revents = 0;
+        fds[1].revents = 0;
+        // SAFETY: `fds` is a valid array of 2 pollfds; `ts` a valid timespec.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e.into());
+        }
+        if r == 0 && timeout.is_none() {
+            std::thread::yield_now();
+            continue;
+        }
+        let now = rel(clock::now());
+        for (i, d) in dirs.iter_mut().enumerate() {
+            if fds[i].revents & libc::POLLIN != 0 {
+                d.handle_readable(now, 256)?;
+            }
+        }
+    }
+    let mut out = EmuStats {
+        path: config.spec.name.clone(),
+        ..Default::default()
+    };
+    for d in dirs.iter_mut() {
+        if d.stats.delivered_pkts > 0 {
+            d.stats.mean_late_us = d.late_sum_us / d.stats.delivered_pkts as f64;
+        }
+    }
+    out.up = dirs[0].stats.clone();
+    out.down = dirs[1].stats.clone();
+    debug!(?out, "emulator stopped");
+    Ok(out)
+}
+
+fn write_sample(w: &mut impl Write, now: Instant, path: &str, d: &mut Dir) -> anyhow::Result<()> {
+    let s = Sample {
+        t_s: now.as_secs_f64(),
+        path: path.to_string(),
+        dir: d.name.to_string(),
+        queue_bytes: d.link.queue_bytes(),
+        queue_pkts: d.link.queue_pkts(),
+        received_pkts: d.stats.received_pkts,
+        received_bytes: d.stats.received_bytes,
+        delivered_pkts: d.stats.delivered_pkts,
+        delivered_bytes: d.stats.delivered_bytes,
+        dropped_pkts: d.stats.dropped_buffer_pkts
+            + d.stats.dropped_loss_pkts
+            + d.stats.dropped_down_pkts
+            + d.stats.dropped_ring_pkts,
+        qdelay_max_ms: d.iv_qdelay_max.as_secs_f64() * 1e3,
+        qdelay_mean_ms: if d.iv_n > 0 {
+            d.iv_qdelay_sum.as_secs_f64() * 1e3 / d.iv_n as f64
+        } else {
+            0.0
+        },
+        qdelay_n: d.iv_n,
+        late_max_us: d.iv_late_max_us,
+    };
+    serde_json::to_writer(&mut *w, &s)?;
+    w.write_all(b"\n")?;
+    d.iv_qdelay_max = Duration::ZERO;
+    d.iv_qdelay_sum = Duration::ZERO;
+    d.iv_n = 0;
+    d.iv_late_max_us = 0;
+    Ok(())
+}
+
+/// Routing plumbing of a router namespace: capture each side's traffic into
+/// its direction's TUN. Run inside the router namespace, after the TUN
+/// devices exist (the emulator creates them; [`Router::setup`] waits for them).
+pub struct Router;
+
+impl Router {
+    /// `client_if`/`server_if`: the router's interfaces towards client and
+    /// server; `table_base`: two free routing table ids are used from here.
+    pub fn setup(
+        client_if: &str,
+        server_if: &str,
+        up_tun: &str,
+        down_tun: &str,
+        table_base: u32,
+    ) -> anyhow::Result<()> {
+        let set = |k: &str, v: &str| netns::run("sysctl", &["-qw", &format!("{k}={v}")]);
+        set("net.ipv4.ip_forward", "1")?;
+        set("net.ipv4.conf.all.rp_filter", "0")?;
+        set("net.ipv4.conf.default.rp_filter", "0")?;
+        for dev in [up_tun, down_tun] {
+            set(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")?;
+            // Keep IPv6 autoconfiguration chatter out of the emulated link.
+            let _ = set(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1");
+            netns::ip(&["link", "set", dev, "up"])?;
+        }
+        let (t_up, t_down) = (table_base.to_string(), (table_base + 1).to_string());
+        netns::ip(&["route", "replace", "default", "dev", up_tun, "table", &t_up])?;
+        netns::ip(&[
+            "route", "replace", "default", "dev", down_tun, "table", &t_down,
+        ])?;
+        netns::ip(&[
+            "rule", "add", "iif", client_if, "lookup", &t_up, "pref", "100",
+        ])?;
+        netns::ip(&[
+            "rule", "add", "iif", server_if, "lookup", &t_down, "pref", "101",
+        ])?;
+        Ok(())
+    }
+
+    /// Removes the rules again (the routes go with the TUN devices).
+    pub fn teardown(client_if: &str, server_if: &str) {
+        let _ = netns::ip(&["rule", "del", "iif", client_if, "pref", "100"]);
+        let _ = netns::ip(&["rule", "del", "iif", server_if, "pref", "101"]);
+    }
+}

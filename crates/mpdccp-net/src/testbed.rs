@@ -1,0 +1,628 @@
+//! `mpdccp testbed`: a scenario on the real tunnel, in network namespaces.
+//!
+//! Hosts: a client namespace, one router namespace per `[[path]]` running
+//! `mpdccp netem` with that path's description, a server namespace (see
+//! [`crate::topo`]). The tunnel daemons run in client and server when any
+//! flow goes `via = "tunnel"`; flows with `via = "<path>"` go over that
+//! emulated path directly, without the tunnel.
+//!
+//! Flows use real tools: `udp-cbr` (and `bulk`, as CBR at the paths' total
+//! peak rate) the project's probe generator, whose send timestamps are
+//! `CLOCK_MONOTONIC` shared by all namespaces, so one-way delay is exact;
+//! `tcp` the kernel's TCP via iperf3 with the flow's congestion control
+//! (`-C`), capped with `--fq-rate` when `rate_mbps` is given.
+//!
+//! Time line: scenario time 0 is `setup_s` after the emulators start; their
+//! schedules are shifted by `setup_s`, so the tunnel handshake happens under
+//! the paths' initial conditions and every schedule point (rate drop, outage)
+//! lands at its scenario time.
+//!
+//! Results: the same `summary.json` / `timeseries.csv` / plots as the
+//! simulator, through `mpdccp_model::results::Recorder`. Path metrics come from
+//! the emulators (what the bottleneck saw): throughput and losses of the
+//! client→server direction, queueing delay, and path RTT = two one-way delays
+//! plus both directions' mean queueing delay per 100 ms; cwnd and SRTT from
+//! the client daemon's status. TCP flows' OWD is iperf3's SRTT / 2 (TCP
+//! reports no one-way delay); this is recorded in `meta`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use mpdccp_model::results::{Recorder, Summary, TimeSeries};
+use mpdccp_model::scenario::{Direction, FlowKind, Scenario};
+use mpdccp_proto::Instant;
+use serde_json::{json, Value};
+use tracing::{info, warn};
+
+use crate::clock;
+use crate::emu::Sample;
+use crate::netns::{self, spawn_in_netns};
+use crate::probe::{self, Arrival, ProbeConfig, SendLog};
+use crate::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
+
+/// Settings of one testbed run.
+#[derive(Clone, Debug)]
+pub struct TestbedConfig {
+    pub scenario: Scenario,
+    /// The `mpdccp` binary to run daemons and emulators with.
+    pub exe: PathBuf,
+    /// Seconds between emulator start and scenario time 0 (tunnel set-up).
+    pub setup_s: f64,
+    /// `RUST_LOG` for the daemons.
+    pub log: String,
+    /// Keep daemon/emulator logs and raw samples here (e.g. the output dir).
+    pub keep_dir: Option<PathBuf>,
+}
+
+/// Runs the scenario; `abort` (Ctrl-C) stops it early with an error. Every
+/// namespace and process is removed before this returns, on every path.
+pub fn run(cfg: &TestbedConfig, abort: &Arc<AtomicBool>) -> anyhow::Result<(Summary, TimeSeries)> {
+    if !netns::is_root() {
+        bail!("mpdccp testbed needs root: it creates network namespaces, veth pairs and TUN devices (run it with sudo or as root)");
+    }
+    let sc = &cfg.scenario;
+    sc.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if sc.path.len() > 9 {
+        bail!("the testbed supports up to 9 paths");
+    }
+    let mut topo = Topology::build(sc.path.len())?;
+    let result = run_in(cfg, &mut topo, abort);
+    if let Some(keep) = &cfg.keep_dir {
+        // Logs are worth keeping whether the run worked or not.
+        let _ = std::fs::create_dir_all(keep);
+        for f in [
+            "server.log",
+            "client.log",
+            "server.toml",
+            "client.toml",
+            "paths.toml",
+        ] {
+            let _ = std::fs::copy(topo.dir.join(f), keep.join(format!("testbed-{f}")));
+        }
+        for i in 0..sc.path.len() {
+            let f = format!("emu{i}.jsonl");
+            let _ = std::fs::copy(topo.dir.join(&f), keep.join(format!("testbed-{f}")));
+        }
+    }
+    drop(topo);
+    result
+}
+
+fn check_abort(abort: &AtomicBool) -> anyhow::Result<()> {
+    if abort.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// Sleeps until `t`, in slices, failing when aborted.
+fn sleep_until_abortable(t: Instant, abort: &AtomicBool) -> anyhow::Result<()> {
+    loop {
+        check_abort(abort)?;
+        let now = clock::now();
+        if now >= t {
+            return Ok(());
+        }
+        std::thread::sleep((t - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// The scenario with every schedule point moved `s` seconds later.
+fn shifted(sc: &Scenario, s: f64) -> Scenario {
+    let mut out = sc.clone();
+    for p in out.path.iter_mut() {
+        for r in p.rate.iter_mut().skip(1) {
+            r.at_s += s;
+        }
+        for d in p.delay.iter_mut() {
+            d.at_s += s;
+        }
+        for o in p.down.iter_mut() {
+            o.from_s += s;
+            o.to_s += s;
+        }
+        if let Some(base) = &sc.base_dir {
+            for t in [&mut p.trace_up, &mut p.trace_down].into_iter().flatten() {
+                if Path::new(t.as_str()).is_relative() {
+                    *t = base.join(t.as_str()).to_string_lossy().into_owned();
+                }
+            }
+        }
+    }
+    out.duration_s += s;
+    for w in out.window.iter_mut() {
+        w.from_s += s;
+        w.to_s += s;
+    }
+    out
+}
+
+enum FlowRun {
+    Probe {
+        abort: Arc<AtomicBool>,
+        tx: JoinHandle<anyhow::Result<SendLog>>,
+        rx: JoinHandle<anyhow::Result<Vec<Arrival>>>,
+    },
+    Tcp {
+        client: JoinHandle<anyhow::Result<String>>,
+        started: Instant,
+    },
+}
+
+fn run_in(
+    cfg: &TestbedConfig,
+    topo: &mut Topology,
+    abort: &Arc<AtomicBool>,
+) -> anyhow::Result<(Summary, TimeSeries)> {
+    let sc = &cfg.scenario;
+    let exe = &cfg.exe;
+    let setup = Duration::from_secs_f64(cfg.setup_s.max(1.0));
+    let paths_file = topo.dir.join("paths.toml");
+    let sh = shifted(sc, setup.as_secs_f64());
+    std::fs::write(
+        &paths_file,
+        toml::to_string(&sh).context("serializing the scenario")?,
+    )?;
+    let paths_s = paths_file.to_string_lossy().into_owned();
+    let t_setup = clock::now();
+    let epoch = t_setup.as_nanos().to_string();
+    for (i, p) in sc.path.iter().enumerate() {
+        let stats = topo
+            .dir
+            .join(format!("emu{i}.jsonl"))
+            .to_string_lossy()
+            .into_owned();
+        let seed = sc.seed.wrapping_add(i as u64).to_string();
+        topo.start_emulator(
+            exe,
+            i,
+            &[
+                "--scenario",
+                &paths_s,
+                "--path",
+                &p.name,
+                "--epoch-ns",
+                &epoch,
+                "--stats-out",
+                &stats,
+                "--seed",
+                &seed,
+            ],
+        )?;
+    }
+    let t0 = t_setup + setup;
+    let uses_tunnel = sc.flow.iter().any(|f| f.via == "tunnel");
+    if uses_tunnel {
+        let t = &sc.tunnel;
+        let mut extra = format!(
+            "send_queue_pkts = {}\nmultipath = {}\n",
+            t.send_queue_pkts, t.multipath
+        );
+        if !t.weights.is_empty() {
+            extra.push_str(&format!("weights = {:?}\n", t.weights));
+        }
+        // Plain DCCP (multipath = false) runs on the first path only.
+        let paths = if t.multipath { Vec::new() } else { vec![0] };
+        let opts = TunnelOpts {
+            cc: t.cc.clone(),
+            scheduler: t.scheduler.clone(),
+            reorder: t.reorder.clone(),
+            reorder_timeout_ms: t.reorder_timeout_ms.map(|m| m.round() as u64).unwrap_or(15),
+            extra_tunnel: extra,
+            wait_paths: 1,
+            priorities: if paths.is_empty() {
+                sc.path
+                    .iter()
+                    .map(|p| if p.priority == 0 { 3 } else { p.priority })
+                    .collect()
+            } else {
+                vec![3]
+            },
+            paths,
+            log: cfg.log.clone(),
+        };
+        topo.start_tunnel(exe, &opts)?;
+        // Joins of the other paths get until t0.
+    }
+    if clock::now() > t0 {
+        bail!("set-up took longer than {setup:?}; raise --setup-s");
+    }
+    check_abort(abort)?;
+
+    // Flows.
+    let mut runs = Vec::new();
+    for (i, f) in sc.flow.iter().enumerate() {
+        let start = t0 + Duration::from_secs_f64(f.start_s.max(0.0));
+        let stop =
+            t0 + Duration::from_secs_f64(f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s));
+        let up = f.direction == Direction::Up;
+        let (dst_ip, src_ns, dst_ns): (IpAddr, &str, &str) = if f.via == "tunnel" {
+            if up {
+                (SERVER_TUN_V4.into(), topo.client.name(), topo.server.name())
+            } else {
+                (CLIENT_TUN_V4.into(), topo.server.name(), topo.client.name())
+            }
+        } else {
+            let k = sc
+                .path_index(&f.via)
+                .with_context(|| format!("flow `{}`: no path `{}`", f.name, f.via))?;
+            let a = &topo.paths[k];
+            if up {
+                (a.server_ip.into(), topo.client.name(), topo.server.name())
+            } else {
+                (a.client_ip.into(), topo.server.name(), topo.client.name())
+            }
+        };
+        let port = 9000 + i as u16;
+        match f.kind {
+            FlowKind::UdpCbr | FlowKind::Bulk => {
+                let rate_mbps = match f.kind {
+                    FlowKind::Bulk => sc.path.iter().map(peak_mbps).sum::<f64>(),
+                    _ => f.rate_mbps.unwrap_or(1.0),
+                };
+                let fabort = Arc::new(AtomicBool::new(false));
+                let ready = Arc::new(AtomicBool::new(false));
+                let bind = SocketAddr::new(dst_ip, port);
+                let (a2, r2) = (fabort.clone(), ready.clone());
+                let rx = spawn_in_netns(dst_ns, move || Ok(probe::receive(bind, a2, Some(r2))?));
+                crate::topo::wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire))?;
+                let pcfg = ProbeConfig {
+                    flow: i as u32,
+                    dst: bind,
+                    rate_bps: (rate_mbps * 1e6) as u64,
+                    payload_bytes: f.packet_bytes.saturating_sub(28).max(probe::HEADER_BYTES),
+                    start,
+                    stop,
+                };
+                let a3 = fabort.clone();
+                let tx = spawn_in_netns(src_ns, move || Ok(probe::send(&pcfg, &a3)?));
+                runs.push(FlowRun::Probe {
+                    abort: fabort,
+                    tx,
+                    rx,
+                });
+            }
+            FlowKind::Tcp => {
+                let dst = dst_ip.to_string();
+                let port_s = port.to_string();
+                let srv = netns::Netns::command_in(dst_ns, "iperf3")
+                    .args(["-s", "-1", "-B", &dst, "-p", &port_s])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .context("cannot start iperf3 (install it: apt-get install iperf3)")?;
+                topo.procs
+                    .push(netns::Proc::new(format!("iperf3-s@{dst_ns}"), srv));
+                let secs = (stop - start).as_secs_f64().max(1.0);
+                let mut args: Vec<String> = vec![
+                    "-c".into(),
+                    dst,
+                    "-p".into(),
+                    port_s,
+                    "-t".into(),
+                    format!("{secs:.1}"),
+                    "-i".into(),
+                    "0.1".into(),
+                    "-J".into(),
+                    "-M".into(),
+                    f.packet_bytes.clamp(536, 1400).to_string(),
+                ];
+                if let Some(cc) = &f.cc {
+                    args.extend(["-C".into(), cc.clone()]);
+                }
+                if let Some(r) = f.rate_mbps {
+                    args.extend(["--fq-rate".into(), format!("{}", (r * 1e6) as u64)]);
+                }
+                let ns = src_ns.to_string();
+                let ab = abort.clone();
+                let client = std::thread::spawn(move || -> anyhow::Result<String> {
+                    sleep_until_abortable(start, &ab)?;
+                    let out = netns::Netns::command_in(&ns, "iperf3")
+                        .args(&args)
+                        .stdin(std::process::Stdio::null())
+                        .output()
+                        .context("cannot run iperf3")?;
+                    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+                });
+                runs.push(FlowRun::Tcp {
+                    client,
+                    started: start,
+                });
+            }
+        }
+    }
+
+    // Sample the client daemon while the scenario runs.
+    let end = t0 + Duration::from_secs_f64(sc.duration_s);
+    let mut status_samples: Vec<(Instant, Value)> = Vec::new();
+    let mut next = t0;
+    while clock::now() < end {
+        if abort.load(Ordering::Relaxed) {
+            for r in &runs {
+                if let FlowRun::Probe { abort, .. } = r {
+                    abort.store(true, Ordering::Relaxed);
+                }
+            }
+            bail!("interrupted");
+        }
+        if uses_tunnel && clock::now() >= next {
+            if let Ok(v) = topo.status(false) {
+                status_samples.push((clock::now(), v));
+            }
+            next += Duration::from_millis(100);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let final_status = if uses_tunnel {
+        topo.status(false).ok()
+    } else {
+        None
+    };
+    let server_status = if uses_tunnel {
+        topo.status(true).ok()
+    } else {
+        None
+    };
+
+    // Collect.
+    let rel = |t: Instant| Instant::from_nanos(t.as_nanos().saturating_sub(t0.as_nanos()));
+    let mut rec = Recorder::new(sc);
+    let mut notes = Vec::new();
+    for (i, r) in runs.into_iter().enumerate() {
+        match r {
+            FlowRun::Probe { abort: fab, tx, rx } => {
+                let log = tx
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("probe sender panicked"))??;
+                // Drain: the last probes may still be in a queue.
+                std::thread::sleep(Duration::from_millis(500));
+                fab.store(true, Ordering::Relaxed);
+                let arr = rx
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("probe receiver panicked"))??;
+                record_probe(&mut rec, i, &log, &arr, rel);
+            }
+            FlowRun::Tcp { client, started } => {
+                let out = client
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("iperf3 thread panicked"))??;
+                match serde_json::from_str::<Value>(&out) {
+                    Ok(v) => {
+                        if let Some(e) = v["error"].as_str() {
+                            warn!(flow = i, "iperf3: {e}");
+                            notes.push(format!("flow {i}: iperf3 error: {e}"));
+                        }
+                        record_tcp(&mut rec, i, sc.flow[i].packet_bytes, &v, rel(started));
+                    }
+                    Err(e) => {
+                        warn!(flow = i, "iperf3 output unreadable: {e}");
+                        notes.push(format!("flow {i}: iperf3 output unreadable"));
+                    }
+                }
+            }
+        }
+    }
+    let t_shift = setup.as_secs_f64();
+    for i in 0..sc.path.len() {
+        let samples = read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
+        record_path(&mut rec, sc, i, &samples, t_shift, &status_samples, t0);
+    }
+    let mut meta = BTreeMap::new();
+    meta.insert("runner".into(), json!("testbed"));
+    meta.insert("setup_s".into(), json!(t_shift));
+    meta.insert(
+        "path_metrics".into(),
+        json!("from the userspace emulators: client->server direction; rtt = 2 x one-way delay + mean queueing delay of both directions per 100 ms"),
+    );
+    if sc.flow.iter().any(|f| f.kind == FlowKind::Tcp) {
+        meta.insert(
+            "tcp_owd".into(),
+            json!("kernel TCP via iperf3: owd = srtt / 2 per 100 ms interval"),
+        );
+    }
+    if let Some(s) = final_status {
+        meta.insert("client_status".into(), s);
+    }
+    if let Some(s) = server_status {
+        meta.insert("server_status".into(), s);
+    }
+    if !notes.is_empty() {
+        meta.insert("notes".into(), json!(notes));
+    }
+    info!("testbed run finished");
+    Ok(rec.finish(meta))
+}
+
+/// The highest rate a path ever has, Mbit/s.
+fn peak_mbps(p: &mpdccp_model::scenario::PathSpec) -> f64 {
+    p.rate_schedule_bps()
+        .iter()
+        .map(|&(_, b)| b as f64 / 1e6)
+        .fold(0.0, f64::max)
+}
+
+fn record_probe(
+    rec: &mut Recorder,
+    flow: usize,
+    log: &SendLog,
+    arr: &[Arrival],
+    rel: impl Fn(Instant) -> Instant,
+) {
+    for &(t, bytes) in &log.sent {
+        rec.flow_sent(flow, rel(t), bytes);
+    }
+    let n = log.sent.len();
+    let mut seen = vec![false; n];
+    let mut max_seq: Option<u64> = None;
+    for a in arr.iter().filter(|a| a.flow == flow as u32) {
+        let Some(s) = seen.get_mut(a.seq as usize) else {
+            continue;
+        };
+        if *s {
+            continue; // duplicate: counted once
+        }
+        *s = true;
+        let ooo = max_seq.is_some_and(|m| a.seq < m);
+        max_seq = Some(max_seq.map_or(a.seq, |m| m.max(a.seq)));
+        rec.flow_delivered(flow, rel(a.received), a.ip_bytes, a.received - a.sent, ooo);
+    }
+    for (k, got) in seen.iter().enumerate() {
+        if !got {
+            rec.flow_lost(flow, rel(log.sent[k].0), 1);
+        }
+    }
+}
+
+fn record_tcp(rec: &mut Recorder, flow: usize, packet_bytes: usize, v: &Value, start: Instant) {
+    let seg = packet_bytes.clamp(536, 1400);
+    for iv in v["intervals"].as_array().into_iter().flatten() {
+        let sum = &iv["sum"];
+        if sum["omitted"].as_bool() == Some(true) {
+            continue;
+        }
+        let bytes = sum["bytes"].as_u64().unwrap_or(0) as usize;
+        let end = sum["end"].as_f64().unwrap_or(0.0);
+        let t = start + Duration::from_secs_f64(end.max(0.0));
+        let rtt_us = iv["streams"][0]["rtt"].as_u64().unwrap_or(0);
+        let owd = Duration::from_micros(rtt_us / 2);
+        let mut left = bytes;
+        while left > 0 {
+            let b = left.min(seg);
+            rec.flow_sent(flow, t, b);
+            rec.flow_delivered(flow, t, b, owd, false);
+            left -= b;
+        }
+    }
+}
+
+fn read_samples(path: &Path) -> Vec<Sample> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn record_path(
+    rec: &mut Recorder,
+    sc: &Scenario,
+    i: usize,
+    samples: &[Sample],
+    shift_s: f64,
+    status: &[(Instant, Value)],
+    t0: Instant,
+) {
+    let spec = &sc.path[i];
+    let delays = spec.delay_schedule();
+    let delay_at = |t: Instant| {
+        let mut d = Duration::ZERO;
+        for &(at, v) in &delays {
+            if at <= t {
+                d = v;
+            }
+        }
+        d
+    };
+    let up: Vec<&Sample> = samples.iter().filter(|s| s.dir == "up").collect();
+    let down: Vec<&Sample> = samples.iter().filter(|s| s.dir == "down").collect();
+    let mut prev: Option<&Sample> = None;
+    let iface = format!("p{}", i + 1);
+    for (k, s) in up.iter().enumerate() {
+        let t_scn = s.t_s - shift_s;
+        if t_scn < 0.0 {
+            prev = Some(s);
+            continue;
+        }
+        let now = Instant::from_secs_f64(t_scn);
+        if let Some(p) = prev {
+            let dp = s.delivered_pkts.saturating_sub(p.delivered_pkts);
+            let db = s.delivered_bytes.saturating_sub(p.delivered_bytes);
+            let rp = s.received_pkts.saturating_sub(p.received_pkts);
+            let rb = s.received_bytes.saturating_sub(p.received_bytes);
+            if let Some(avg) = rb.checked_div(rp) {
+                for _ in 0..rp {
+                    rec.path_sent(i, now, avg as usize);
+                }
+            }
+            if let Some(avg) = db.checked_div(dp) {
+                for _ in 0..dp {
+                    rec.path_delivered(i, now, avg as usize);
+                }
+            }
+            let lost = s.dropped_pkts.saturating_sub(p.dropped_pkts);
+            if lost > 0 {
+                rec.path_lost(i, now, lost);
+            }
+        }
+        if s.qdelay_n > 0 {
+            rec.path_queue_delay(i, now, Duration::from_secs_f64(s.qdelay_mean_ms / 1e3));
+            let down_q = down.get(k).map(|d| d.qdelay_mean_ms).unwrap_or(0.0);
+            let rtt =
+                delay_at(now) * 2 + Duration::from_secs_f64((s.qdelay_mean_ms + down_q) / 1e3);
+            rec.path_rtt(i, now, rtt);
+        }
+        // cwnd / srtt of this path from the nearest daemon status sample.
+        let abs = t0 + Duration::from_secs_f64(t_scn);
+        let st = status
+            .iter()
+            .min_by_key(|(t, _)| if *t > abs { *t - abs } else { abs - *t });
+        let (mut cwnd, mut srtt) = (f64::NAN, None);
+        if let Some((_, v)) = st {
+            for p in v["connections"][0]["paths"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                if p["name"] == iface.as_str() && p["state"] == "Active" {
+                    cwnd = p["cwnd_pkts"].as_f64().unwrap_or(f64::NAN);
+                    srtt = p["srtt_ms"]
+                        .as_f64()
+                        .map(|m| Duration::from_secs_f64(m / 1e3));
+                }
+            }
+        }
+        rec.path_sample(i, now, cwnd, srtt, s.queue_bytes);
+        prev = Some(s);
+    }
+}
+
+/// A one-line-per-item text summary for the terminal.
+pub fn summary_table(s: &Summary) -> String {
+    let mut out = format!(
+        "scenario {} (seed {}, {} s) on the testbed\n",
+        s.scenario, s.seed, s.duration_s
+    );
+    let mut flows = |label: &str, fl: &[mpdccp_model::results::FlowSummary]| {
+        for f in fl {
+            out.push_str(&format!(
+                "  {label}flow {:<10} goodput {:>7.2} Mbit/s  owd p50 {:>7.2} p95 {:>7.2} ms  lost {}\n",
+                f.name, f.goodput_mbps, f.owd_ms.p50, f.owd_ms.p95, f.lost_pkts
+            ));
+        }
+    };
+    flows("", &s.flows);
+    for (name, w) in &s.windows {
+        flows(&format!("[{name}] "), &w.flows);
+    }
+    let mut paths = |label: &str, ps: &[mpdccp_model::results::PathSummary]| {
+        for p in ps {
+            out.push_str(&format!(
+                "  {label}path {:<10} {:>7.2} Mbit/s  rtt p50 {:>7.2} p95 {:>7.2} ms  queue p95 {:>7.2} ms  lost {}\n",
+                p.name, p.throughput_mbps, p.rtt_ms.p50, p.rtt_ms.p95, p.queue_delay_ms.p95, p.lost_pkts
+            ));
+        }
+    };
+    paths("", &s.paths);
+    for (name, w) in &s.windows {
+        paths(&format!("[{name}] "), &w.paths);
+    }
+    out
+}

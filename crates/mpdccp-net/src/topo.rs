@@ -1,0 +1,353 @@
+//! The namespace topology of the testbed and the tests.
+//!
+//! ```text
+//!  client ns                router ns r1 (netem)            server ns
+//!  p1 10.1.1.2/24 ─veth─ c 10.1.1.1 │ s 10.1.2.1 ─veth─ p1 10.1.2.2/24
+//!  p2 10.2.1.2/24 ─veth─ c 10.2.1.1 │ s 10.2.2.1 ─veth─ p2 10.2.2.2/24
+//!  …                         router ns r2 …
+//! ```
+//! Path `i` (1-based) uses 10.i.1.0/24 on the client side and 10.i.2.0/24 on
+//! the server side; each router namespace runs one `mpdccp netem` that holds
+//! the packets of both directions. Names carry a per-process prefix, and all
+//! of it — processes first, then namespaces (which take their veths with
+//! them) — is removed when the [`Topology`] drops.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use anyhow::{bail, Context};
+
+use crate::netns::{self, veth_pair, Netns, Proc};
+
+/// Addresses and interface names of one path.
+#[derive(Clone, Debug)]
+pub struct PathAddrs {
+    /// Interface name in the client and in the server namespace (`p1`, …).
+    pub iface: String,
+    pub client_ip: Ipv4Addr,
+    pub router_client_ip: Ipv4Addr,
+    pub router_server_ip: Ipv4Addr,
+    pub server_ip: Ipv4Addr,
+}
+
+impl PathAddrs {
+    fn new(i: usize) -> PathAddrs {
+        let n = i as u8;
+        PathAddrs {
+            iface: format!("p{i}"),
+            client_ip: Ipv4Addr::new(10, n, 1, 2),
+            router_client_ip: Ipv4Addr::new(10, n, 1, 1),
+            router_server_ip: Ipv4Addr::new(10, n, 2, 1),
+            server_ip: Ipv4Addr::new(10, n, 2, 2),
+        }
+    }
+}
+
+/// Client, one router per path, server. Field order matters: processes are
+/// stopped before the namespaces are deleted.
+pub struct Topology {
+    pub procs: Vec<Proc>,
+    pub client: Netns,
+    pub server: Netns,
+    pub routers: Vec<Netns>,
+    pub paths: Vec<PathAddrs>,
+    /// Scratch directory for ready files and logs, removed on drop.
+    pub dir: PathBuf,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl Topology {
+    /// Builds `n_paths` paths (1..=9). Needs root.
+    pub fn build(n_paths: usize) -> anyhow::Result<Topology> {
+        if !netns::is_root() {
+            bail!("building network namespaces needs root (CAP_NET_ADMIN); run as root");
+        }
+        if !(1..=9).contains(&n_paths) {
+            bail!("1..=9 paths supported, got {n_paths}");
+        }
+        let prefix = format!(
+            "{}x{}",
+            netns::unique_prefix(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = std::env::temp_dir().join(format!("mpdccp-{prefix}"));
+        std::fs::create_dir_all(&dir)?;
+        let client = Netns::new(&format!("{prefix}c"))?;
+        let server = Netns::new(&format!("{prefix}s"))?;
+        let mut topo = Topology {
+            procs: Vec::new(),
+            client,
+            server,
+            routers: Vec::new(),
+            paths: Vec::new(),
+            dir,
+        };
+        for i in 1..=n_paths {
+            let r = Netns::new(&format!("{prefix}r{i}"))?;
+            let a = PathAddrs::new(i);
+            veth_pair(&a.iface, Some(&topo.client), "c", Some(&r))?;
+            veth_pair("s", Some(&r), &a.iface, Some(&topo.server))?;
+            let cidr = |ip: Ipv4Addr| format!("{ip}/24");
+            topo.client
+                .ip(&["addr", "add", &cidr(a.client_ip), "dev", &a.iface])?;
+            topo.client.ip(&["link", "set", &a.iface, "up"])?;
+            r.ip(&["addr", "add", &cidr(a.router_client_ip), "dev", "c"])?;
+            r.ip(&["addr", "add", &cidr(a.router_server_ip), "dev", "s"])?;
+            r.ip(&["link", "set", "c", "up"])?;
+            r.ip(&["link", "set", "s", "up"])?;
+            topo.server
+                .ip(&["addr", "add", &cidr(a.server_ip), "dev", &a.iface])?;
+            topo.server.ip(&["link", "set", &a.iface, "up"])?;
+            let net = |ip: Ipv4Addr| {
+                let o = ip.octets();
+                format!("{}.{}.{}.0/24", o[0], o[1], o[2])
+            };
+            topo.client.ip(&[
+                "route",
+                "add",
+                &net(a.server_ip),
+                "via",
+                &a.router_client_ip.to_string(),
+            ])?;
+            topo.server.ip(&[
+                "route",
+                "add",
+                &net(a.client_ip),
+                "via",
+                &a.router_server_ip.to_string(),
+            ])?;
+            // Without an emulator the router forwards directly (unshaped path).
+            r.sysctl("net.ipv4.ip_forward", "1")?;
+            topo.routers.push(r);
+            topo.paths.push(a);
+        }
+        for ns in [&topo.client, &topo.server] {
+            // Replies must leave by the interface they came in on, whatever rp_filter thinks.
+            ns.sysctl("net.ipv4.conf.all.rp_filter", "0")?;
+            ns.sysctl("net.ipv4.conf.default.rp_filter", "0")?;
+        }
+        Ok(topo)
+    }
+
+    /// Starts `mpdccp netem` in router `i` (0-based) with `args` describing
+    /// the path (e.g. `["--delay-ms","20"]` or `["--scenario",F,"--path",N]`),
+    /// and waits until its TUNs and rules are in place.
+    pub fn start_emulator(&mut self, exe: &Path, i: usize, args: &[&str]) -> anyhow::Result<()> {
+        let ready = self.dir.join(format!("netem{i}.ready"));
+        let _ = std::fs::remove_file(&ready);
+        let ready_s = ready.to_string_lossy().into_owned();
+        let mut all: Vec<&str> = vec![
+            "netem",
+            "--client-if",
+            "c",
+            "--server-if",
+            "s",
+            "--ready-file",
+            &ready_s,
+        ];
+        all.extend_from_slice(args);
+        let exe_s = exe.to_string_lossy().into_owned();
+        let mut p = self.routers[i].spawn(&exe_s, &all)?;
+        let deadline = StdInstant::now() + Duration::from_secs(10);
+        while !ready.exists() {
+            if let Ok(Some(st)) = p.try_wait() {
+                bail!("netem in router {} exited early: {st}", i + 1);
+            }
+            if StdInstant::now() > deadline {
+                bail!("netem in router {} not ready after 10 s", i + 1);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.procs.push(p);
+        Ok(())
+    }
+
+    /// Spawns a process in the client or server namespace and keeps its guard.
+    pub fn spawn_in(&mut self, server: bool, prog: &str, args: &[&str]) -> anyhow::Result<usize> {
+        let ns = if server { &self.server } else { &self.client };
+        let p = ns
+            .spawn(prog, args)
+            .with_context(|| format!("spawn {prog}"))?;
+        self.procs.push(p);
+        Ok(self.procs.len() - 1)
+    }
+}
+
+/// Tunnel settings for [`Topology::start_tunnel`].
+#[derive(Clone, Debug)]
+pub struct TunnelOpts {
+    pub cc: String,
+    pub scheduler: String,
+    pub reorder: String,
+    pub reorder_timeout_ms: u64,
+    /// Extra TOML lines appended to the `[tunnel]` table of both ends.
+    pub extra_tunnel: String,
+    /// Paths (0-based) the client uses; empty = all.
+    pub paths: Vec<usize>,
+    /// Wait until this many paths are established (0 = all used paths).
+    pub wait_paths: usize,
+    /// `RUST_LOG` for the daemons.
+    pub log: String,
+    /// MP_PRIO per used path (default 3).
+    pub priorities: Vec<u8>,
+}
+
+impl Default for TunnelOpts {
+    fn default() -> Self {
+        TunnelOpts {
+            cc: "ccid2".into(),
+            scheduler: "cpf".into(),
+            reorder: "active-fixed".into(),
+            reorder_timeout_ms: 15,
+            extra_tunnel: String::new(),
+            paths: Vec::new(),
+            wait_paths: 0,
+            log: "info".into(),
+            priorities: Vec::new(),
+        }
+    }
+}
+
+/// Inner (tunnel) addresses.
+pub const SERVER_TUN_V4: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
+pub const CLIENT_TUN_V4: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
+pub const SERVER_TUN_V6: &str = "fd99::1";
+pub const CLIENT_TUN_V6: &str = "fd99::2";
+/// The server's UDP port.
+pub const SERVER_PORT: u16 = 6773;
+
+impl Topology {
+    pub fn control_socket(&self, server: bool) -> PathBuf {
+        self.dir
+            .join(if server { "server.sock" } else { "client.sock" })
+    }
+
+    pub fn log_file(&self, server: bool) -> PathBuf {
+        self.dir
+            .join(if server { "server.log" } else { "client.log" })
+    }
+
+    /// Starts `mpdccp server` and `mpdccp client` and waits until the
+    /// connection is established on the requested paths.
+    pub fn start_tunnel(&mut self, exe: &Path, opts: &TunnelOpts) -> anyhow::Result<()> {
+        let tunnel = format!(
+            "[tunnel]\ncc = \"{}\"\nscheduler = \"{}\"\nreorder = \"{}\"\nreorder_timeout_ms = {}\n{}\n",
+            opts.cc, opts.scheduler, opts.reorder, opts.reorder_timeout_ms, opts.extra_tunnel
+        );
+        let server_cfg = format!(
+            "listen = \"0.0.0.0:{SERVER_PORT}\"\nseed = 7\n[tun]\nname = \"mpd0\"\naddresses = [\"{SERVER_TUN_V4}/24\", \"{SERVER_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
+            self.control_socket(true).display()
+        );
+        let used: Vec<usize> = if opts.paths.is_empty() {
+            (0..self.paths.len()).collect()
+        } else {
+            opts.paths.clone()
+        };
+        let mut client_cfg = format!(
+            "seed = 9\nrejoin_backoff_ms = 200\n[tun]\nname = \"mpd0\"\naddresses = [\"{CLIENT_TUN_V4}/24\", \"{CLIENT_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
+            self.control_socket(false).display()
+        );
+        for (k, &i) in used.iter().enumerate() {
+            let a = &self.paths[i];
+            client_cfg.push_str(&format!(
+                "[[path]]\nname = \"{}\"\ninterface = \"{}\"\nremote = \"{}:{SERVER_PORT}\"\npriority = {}\n",
+                a.iface,
+                a.iface,
+                a.server_ip,
+                opts.priorities.get(k).copied().unwrap_or(3)
+            ));
+        }
+        let sc = self.dir.join("server.toml");
+        let cc = self.dir.join("client.toml");
+        std::fs::write(&sc, server_cfg)?;
+        std::fs::write(&cc, client_cfg)?;
+        let exe_s = exe.to_string_lossy().into_owned();
+        let env_log = format!("RUST_LOG={}", opts.log);
+        let (sc_s, cc_s) = (
+            sc.to_string_lossy().into_owned(),
+            cc.to_string_lossy().into_owned(),
+        );
+        let p = self.server.spawn_logged(
+            "env",
+            &[&env_log, &exe_s, "server", "--config", &sc_s],
+            &self.log_file(true),
+        )?;
+        self.procs.push(p);
+        wait_for(Duration::from_secs(10), || {
+            self.control_socket(true).exists()
+        })
+        .with_context(|| format!("server did not start; log:\n{}", self.log_tail(true)))?;
+        let p = self.client.spawn_logged(
+            "env",
+            &[&env_log, &exe_s, "client", "--config", &cc_s],
+            &self.log_file(false),
+        )?;
+        self.procs.push(p);
+        let want = if opts.wait_paths == 0 {
+            used.len()
+        } else {
+            opts.wait_paths
+        };
+        wait_for(Duration::from_secs(15), || self.established_paths() >= want).with_context(
+            || {
+                format!(
+                    "tunnel not established on {want} paths; client log:\n{}\nserver log:\n{}",
+                    self.log_tail(false),
+                    self.log_tail(true)
+                )
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Paths of the client's connection in state Active.
+    pub fn established_paths(&self) -> usize {
+        let Ok(v) = self.status(false) else { return 0 };
+        v["connections"][0]["paths"]
+            .as_array()
+            .map(|ps| ps.iter().filter(|p| p["state"] == "Active").count())
+            .unwrap_or(0)
+    }
+
+    /// The JSON status of the server or client daemon.
+    pub fn status(&self, server: bool) -> anyhow::Result<serde_json::Value> {
+        Ok(crate::daemon::ops::query(
+            &self.control_socket(server),
+            "status",
+        )?)
+    }
+
+    /// The last lines of a daemon's log, for error messages.
+    pub fn log_tail(&self, server: bool) -> String {
+        let s = std::fs::read_to_string(self.log_file(server)).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// Polls `cond` every 50 ms until it holds or `timeout` passes.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = StdInstant::now() + timeout;
+    loop {
+        if cond() {
+            return Ok(());
+        }
+        if StdInstant::now() > deadline {
+            bail!("timed out after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        // Stop processes in reverse start order before namespaces go.
+        while let Some(mut p) = self.procs.pop() {
+            p.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,111 @@
+//! A Linux TUN device (layer 3, no packet-info header).
+//!
+//! A small `ioctl(TUNSETIFF)` wrapper instead of the `tun-rs` crate: we need
+//! exactly one flag set (`IFF_TUN | IFF_NO_PI`), a non-blocking fd to put in
+//! our own poll loop, and nothing async; the wrapper is ~50 lines with no
+//! transitive dependencies. Addresses, MTU and routes are set with `ip`
+//! (see [`crate::netns`]) so what the daemon does can be reproduced by hand.
+//!
+//! Reads are batched by the caller: on readiness it drains up to a batch of
+//! packets with [`Tun::recv`] until `WouldBlock`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// An open TUN interface.
+#[derive(Debug)]
+pub struct Tun {
+    fd: OwnedFd,
+    name: String,
+}
+
+// From <linux/if_tun.h>; not all are exported by the libc crate.
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+impl Tun {
+    /// Creates (or attaches to) TUN interface `name` in the current network
+    /// namespace, non-blocking. Needs CAP_NET_ADMIN.
+    pub fn open(name: &str) -> io::Result<Tun> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "interface name `{name}` must have 1..{} bytes",
+                    libc::IFNAMSIZ
+                ),
+            ));
+        }
+        let path = CString::new("/dev/net/tun").expect("static string has no NUL");
+        // SAFETY: valid C string, plain flags.
+        let raw = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a freshly opened fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            flags: IFF_TUN | IFF_NO_PI,
+            _pad: [0; 22],
+        };
+        req.name[..name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: `req` is a properly laid out `struct ifreq` prefix of sufficient size.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let len = req
+            .name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(libc::IFNAMSIZ);
+        let name = String::from_utf8_lossy(&req.name[..len]).into_owned();
+        Ok(Tun { fd, name })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reads one IP packet; `WouldBlock` when none is queued.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` writable bytes.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Writes one IP packet into the kernel as if received on this interface.
+    pub fn send(&self, pkt: &[u8]) -> io::Result<usize> {
+        // SAFETY: `pkt` is valid for `pkt.len()` readable bytes.
+        let n = unsafe { libc::write(self.fd.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+impl AsRawFd for Tun {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

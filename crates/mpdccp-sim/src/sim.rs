@@ -1,0 +1,1162 @@
+//! The simulation: two tunnel endpoints, the links of every path, traffic
+//! sources and sinks, all stepped by one event queue on a virtual clock.
+//!
+//! Topology: the tunnel *client* and *server* are two unchanged
+//! `mpdccp_proto::Connection`s. Each scenario path is two [`Link`]s, `up`
+//! (client → server) and `down`. A flow's sender sits on the client for
+//! `direction = "up"` (the default) and on the server for `"down"`; its
+//! packets enter the tunnel with `Connection::send` (`via = "tunnel"`) or go
+//! straight onto one path's link (`via = "<path>"`, a plain single-path flow
+//! such as a baseline TCP or competing cross traffic). A TCP flow's acks take
+//! the same way back.
+//!
+//! One step = pop the earliest `(time, seq)` deadline, run that component,
+//! then [`Simulation::settle`]: drain every connection touched (datagrams to
+//! links, events to sinks and senders) until nothing changes, and re-arm
+//! every deadline. Nothing depends on wall time, hash order or OS randomness;
+//! every random draw comes from a ChaCha stream seeded from the scenario seed.
+//!
+//! What is measured (and how) is documented on [`crate::metrics`]-like
+//! helpers below: path RTT and queueing delay are measured on the links
+//! themselves (what a packet experienced), independent of any estimator
+//! inside the protocol.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use mpdccp_model::link::Link;
+use mpdccp_model::results::{Recorder, Summary, TimeSeries};
+use mpdccp_model::scenario::{Direction, FlowKind, Scenario};
+use mpdccp_proto::cc::{self, CcConfig};
+use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
+use mpdccp_proto::{reorder, sched, Instant, PathId};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::flow::tcp::{TcpReceiver, TcpSender};
+use crate::flow::{Cbr, SeqSink};
+use crate::packet::{FlowPkt, PktKind};
+use crate::queue::{EventQueue, Target};
+use crate::SimError;
+
+/// Time-series sampling period (SCENARIOS.md: one row per 100 ms).
+const SAMPLE_PERIOD: Duration = Duration::from_millis(100);
+/// Largest datagram a connection may emit in one `poll_transmit` (GSO batches included).
+const TRANSMIT_BUF_BYTES: usize = 64 * 1024;
+/// Packets still travelling this close to the end are neither delivered nor lost.
+const END_GRACE: Duration = Duration::from_secs(1);
+/// Events at one instant beyond which a component is considered stuck.
+const SPIN_LIMIT: u64 = 100_000;
+/// How far a connection timer that cannot make progress is pushed.
+const SPIN_NUDGE: Duration = Duration::from_micros(50);
+
+const T_CLIENT: Target = 0;
+const T_SERVER: Target = 1;
+const T_TICK: Target = 2;
+const T_FIRST_LINK: Target = 3;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Client = 0,
+    Server = 1,
+}
+
+impl Side {
+    fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+    /// The link direction a packet sent from this side travels.
+    fn dir(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a link carries: a DCCP datagram (index into the buffer pool) or a
+/// plain flow packet.
+#[derive(Clone, Copy, Debug)]
+enum Payload {
+    Dccp(u32),
+    Flow(FlowPkt),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Wire {
+    payload: Payload,
+    enqueued: Instant,
+    len: u32,
+}
+
+/// Reused datagram buffers: no allocation per packet once warm.
+#[derive(Debug, Default)]
+struct BufPool {
+    bufs: Vec<Vec<u8>>,
+    free: Vec<u32>,
+}
+
+impl BufPool {
+    fn alloc(&mut self, data: &[u8]) -> u32 {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.bufs.push(Vec::with_capacity(1600));
+                (self.bufs.len() - 1) as u32
+            }
+        };
+        let b = &mut self.bufs[idx as usize];
+        b.clear();
+        b.extend_from_slice(data);
+        idx
+    }
+    fn release(&mut self, idx: u32) {
+        self.free.push(idx);
+    }
+}
+
+struct SimPath {
+    /// `links[0]` up (client → server), `links[1]` down.
+    links: [Link<Wire>; 2],
+    delay_schedule: Vec<(Instant, Duration)>,
+    /// Latest sojourn (queue + serialization + propagation) per direction.
+    last_sojourn: [Option<Duration>; 2],
+    /// Bytes of tunnel (DCCP) traffic delivered per direction: the subflow's share.
+    tunnel_bytes: [u64; 2],
+    flow_bytes: [u64; 2],
+    /// Tunnel bytes delivered in the data direction, per 100 ms bin.
+    tunnel_series: Vec<u64>,
+    in_tunnel: bool,
+}
+
+impl SimPath {
+    fn schedule_value<T: Copy>(sched: &[(Instant, T)], now: Instant, default: T) -> T {
+        let i = sched.partition_point(|(at, _)| *at <= now);
+        if i == 0 {
+            sched.first().map_or(default, |p| p.1)
+        } else {
+            sched[i - 1].1
+        }
+    }
+    fn delay(&self, now: Instant) -> Duration {
+        Self::schedule_value(&self.delay_schedule, now, Duration::ZERO)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Via {
+    Tunnel,
+    Path(usize),
+}
+
+enum Source {
+    Cbr(Cbr),
+    Bulk { bytes: u32, next_seq: u64 },
+    Tcp(Box<TcpSender>),
+}
+
+enum Sink {
+    Seq(SeqSink),
+    Tcp(TcpReceiver),
+}
+
+struct SimFlow {
+    via: Via,
+    tx: Side,
+    start: Instant,
+    stop: Instant,
+    source: Source,
+    sink: Sink,
+    /// Packets the tunnel refused (send queue full / not established).
+    tunnel_refused_pkts: u64,
+    link_dropped_pkts: u64,
+    delivered_bytes: u64,
+    first_delivery: Option<Instant>,
+    owd_min: Option<Duration>,
+}
+
+struct Node {
+    conn: Connection,
+    dirty: bool,
+}
+
+/// Engine counters (deterministic; wall time is measured by the caller).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    pub events: u64,
+    /// Packets delivered by all links (both directions).
+    pub link_pkts: u64,
+    pub link_drops: u64,
+    pub datagrams_sent: u64,
+    /// Times a component asked to be woken at an instant it had just been
+    /// woken at, and was polled a little later instead.
+    pub spin_breaks: u64,
+}
+
+/// The result of a run.
+pub struct SimOutput {
+    pub summary: Summary,
+    pub timeseries: TimeSeries,
+    pub stats: SimStats,
+    /// Per path: tunnel (DCCP) bytes delivered in the data direction per
+    /// 100 ms bin — each subflow's share, apart from other traffic on the path.
+    pub tunnel_series: Vec<Vec<u64>>,
+    /// Connection events other than deliveries, in order.
+    pub conn_events: Vec<ConnEventRecord>,
+}
+
+/// One connection event (path up/failed/closed, connected, closed).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ConnEventRecord {
+    pub at_s: f64,
+    pub side: &'static str,
+    pub event: String,
+    /// The path index the event concerns, if any.
+    pub path: Option<usize>,
+}
+
+/// One running scenario. Build with [`Simulation::new`], advance with
+/// [`Simulation::run_until`] (in as many steps as a progress display needs),
+/// then [`Simulation::finish`].
+pub struct Simulation {
+    scenario: Scenario,
+    seed: u64,
+    now: Instant,
+    end: Instant,
+    queue: EventQueue,
+    /// `None` when no flow uses the tunnel.
+    nodes: Option<[Node; 2]>,
+    paths: Vec<SimPath>,
+    flows: Vec<SimFlow>,
+    /// Link direction whose packets count as the path's traffic.
+    data_dir: usize,
+    pool: BufPool,
+    rec: Recorder,
+    tx_buf: Vec<u8>,
+    scratch: Vec<u8>,
+    established_at: Option<Instant>,
+    conn_events: Vec<ConnEventRecord>,
+    paths_added: bool,
+    send_queue_pkts: usize,
+    same_instant_events: u64,
+    timeout_handled_at: [Option<Instant>; 2],
+    pub stats: SimStats,
+}
+
+impl Simulation {
+    /// Builds the topology; `seed` overrides the scenario's.
+    pub fn new(scenario: &Scenario, seed: Option<u64>) -> Result<Self, SimError> {
+        scenario
+            .validate()
+            .map_err(|e| SimError::Scenario(e.to_string()))?;
+        let mut scenario = scenario.clone();
+        let seed = seed.unwrap_or(scenario.seed);
+        scenario.seed = seed;
+        let mut master = ChaCha8Rng::seed_from_u64(seed);
+        let end = scenario.end();
+
+        let mut paths = Vec::with_capacity(scenario.path.len());
+        for spec in &scenario.path {
+            let up = Link::with_direction(spec, Direction::Up, master.next_u64());
+            let down = Link::with_direction(spec, Direction::Down, master.next_u64());
+            paths.push(SimPath {
+                links: [up, down],
+                delay_schedule: spec.delay_schedule(),
+                last_sojourn: [None; 2],
+                tunnel_bytes: [0; 2],
+                flow_bytes: [0; 2],
+                tunnel_series: Vec::new(),
+                in_tunnel: false,
+            });
+        }
+
+        let mut flows = Vec::with_capacity(scenario.flow.len());
+        for (i, f) in scenario.flow.iter().enumerate() {
+            let what = format!("flow `{}`", f.name);
+            let via = if f.via == mpdccp_model::scenario::VIA_TUNNEL {
+                Via::Tunnel
+            } else {
+                Via::Path(
+                    scenario
+                        .path_index(&f.via)
+                        .ok_or_else(|| SimError::Scenario(format!("{what}: unknown path")))?,
+                )
+            };
+            let tx = match f.direction {
+                Direction::Up => Side::Client,
+                Direction::Down => Side::Server,
+            };
+            let start = Instant::from_secs_f64(f.start_s);
+            let stop = f.stop_s.map_or(end, Instant::from_secs_f64).min(end);
+            let bytes = u32::try_from(f.packet_bytes)
+                .map_err(|_| SimError::Scenario(format!("{what}: packet too large")))?;
+            let flow_id =
+                u16::try_from(i).map_err(|_| SimError::Scenario("more than 65535 flows".into()))?;
+            let (source, sink) = match f.kind {
+                FlowKind::UdpCbr => {
+                    if via != Via::Tunnel && f.cc.is_some() {
+                        return Err(SimError::Unsupported(format!(
+                            "{what}: a single-path DCCP flow (`via` a path with `cc`) is not \
+                             simulated; use a one-path tunnel (`tunnel.multipath = false`)"
+                        )));
+                    }
+                    let rate = f.rate_mbps.ok_or_else(|| {
+                        SimError::Scenario(format!("{what}: udp-cbr needs rate_mbps"))
+                    })?;
+                    (
+                        Source::Cbr(Cbr::new(rate, bytes, start, stop)),
+                        Sink::Seq(SeqSink::default()),
+                    )
+                }
+                FlowKind::Bulk => {
+                    if via != Via::Tunnel {
+                        return Err(SimError::Unsupported(format!(
+                            "{what}: `bulk` has no congestion control of its own and only \
+                             runs through the tunnel; use `tcp` for a single-path flow"
+                        )));
+                    }
+                    (
+                        Source::Bulk { bytes, next_seq: 0 },
+                        Sink::Seq(SeqSink::default()),
+                    )
+                }
+                FlowKind::Tcp => {
+                    let name = f.cc.as_deref().unwrap_or("cubic");
+                    // `bbr` for inner TCP is the BBRv1 controller (CCID5's algorithm).
+                    let name = if name == "bbr" { "ccid5" } else { name };
+                    let cc_cfg = CcConfig {
+                        mss_bytes: bytes,
+                        seed: master.next_u64(),
+                        ..CcConfig::default()
+                    };
+                    let cc = cc::build(name, &cc_cfg)
+                        .map_err(|e| SimError::Scenario(format!("{what}: {e}")))?;
+                    (
+                        Source::Tcp(Box::new(TcpSender::new(
+                            flow_id,
+                            bytes,
+                            cc,
+                            f.rate_mbps,
+                            start,
+                            Some(stop),
+                        ))),
+                        Sink::Tcp(TcpReceiver::new(flow_id)),
+                    )
+                }
+            };
+            flows.push(SimFlow {
+                via,
+                tx,
+                start,
+                stop,
+                source,
+                sink,
+                tunnel_refused_pkts: 0,
+                link_dropped_pkts: 0,
+                delivered_bytes: 0,
+                first_delivery: None,
+                owd_min: None,
+            });
+        }
+
+        let uses_tunnel = flows.iter().any(|f| f.via == Via::Tunnel);
+        let tunnel_paths = if scenario.tunnel.multipath {
+            paths.len()
+        } else {
+            1
+        };
+        let nodes = if uses_tunnel {
+            for p in paths.iter_mut().take(tunnel_paths) {
+                p.in_tunnel = true;
+            }
+            let cfg = connection_config(&scenario)?;
+            let client =
+                Connection::try_new(Role::Client, cfg.clone(), Instant::ZERO, master.next_u64())
+                    .map_err(|e| SimError::Scenario(format!("tunnel: {e}")))?;
+            let server = Connection::try_new(Role::Server, cfg, Instant::ZERO, master.next_u64())
+                .map_err(|e| SimError::Scenario(format!("tunnel: {e}")))?;
+            Some([
+                Node {
+                    conn: client,
+                    dirty: true,
+                },
+                Node {
+                    conn: server,
+                    dirty: true,
+                },
+            ])
+        } else {
+            None
+        };
+
+        let data_dir = if !scenario.flow.is_empty()
+            && scenario.flow.iter().all(|f| f.direction == Direction::Down)
+        {
+            1
+        } else {
+            0
+        };
+        let n_targets = T_FIRST_LINK + 2 * paths.len() + flows.len();
+        let rec = Recorder::new(&scenario);
+        let send_queue_pkts = scenario.tunnel.send_queue_pkts;
+        let mut sim = Simulation {
+            scenario,
+            seed,
+            now: Instant::ZERO,
+            end,
+            queue: EventQueue::new(n_targets),
+            nodes,
+            paths,
+            flows,
+            data_dir,
+            pool: BufPool::default(),
+            rec,
+            tx_buf: vec![0; TRANSMIT_BUF_BYTES],
+            scratch: Vec::with_capacity(2048),
+            established_at: None,
+            conn_events: Vec::new(),
+            paths_added: false,
+            send_queue_pkts,
+            same_instant_events: 0,
+            timeout_handled_at: [None; 2],
+            stats: SimStats::default(),
+        };
+        sim.start()?;
+        Ok(sim)
+    }
+
+    fn t_link(&self, path: usize, dir: usize) -> Target {
+        T_FIRST_LINK + 2 * path + dir
+    }
+    fn t_flow(&self, flow: usize) -> Target {
+        T_FIRST_LINK + 2 * self.paths.len() + flow
+    }
+
+    fn start(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        if let Some(nodes) = &mut self.nodes {
+            // The first path opens the connection (MP_KEY handshake); the
+            // others join once it is established (see `on_conn_event`).
+            let cfg = path_config(&self.scenario, 0);
+            nodes[0]
+                .conn
+                .add_path(now, PathId(0), cfg)
+                .map_err(|e| SimError::Protocol(format!("add_path(path 0): {e:?}")))?;
+        }
+        self.queue.set(T_TICK, Some(now));
+        for i in 0..self.flows.len() {
+            if self.flows[i].via != Via::Tunnel {
+                let t = self.t_flow(i);
+                let at = self.flows[i].start;
+                self.queue.set(t, Some(at));
+            }
+        }
+        self.settle();
+        Ok(())
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    /// End of the run.
+    pub fn end(&self) -> Instant {
+        self.end
+    }
+
+    /// Processes every event up to and including `until` (capped at the end).
+    pub fn run_until(&mut self, until: Instant) {
+        let until = until.min(self.end);
+        while let Some((at, target)) = self.queue.pop_until(until) {
+            if at == self.now {
+                self.same_instant_events += 1;
+                if self.same_instant_events > SPIN_LIMIT {
+                    // A component keeps asking to be woken at the current
+                    // instant without making progress (a protocol bug): say
+                    // so and move its deadline on, rather than hang.
+                    self.stats.spin_breaks += 1;
+                    if self.stats.spin_breaks <= 10 {
+                        tracing::warn!(now = ?at, target, "component re-armed at the same instant {SPIN_LIMIT} times; nudging it 1 ms");
+                    }
+                    self.same_instant_events = 0;
+                    self.queue.set(target, Some(at + Duration::from_millis(1)));
+                    continue;
+                }
+            } else {
+                self.same_instant_events = 0;
+            }
+            self.now = at;
+            self.stats.events += 1;
+            self.dispatch(target);
+            self.settle();
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn dispatch(&mut self, target: Target) {
+        let now = self.now;
+        match target {
+            T_CLIENT | T_SERVER => {
+                if let Some(nodes) = &mut self.nodes {
+                    let n = &mut nodes[target];
+                    n.conn.handle_timeout(now);
+                    self.timeout_handled_at[target] = Some(now);
+                    n.dirty = true;
+                }
+            }
+            T_TICK => {
+                self.sample(now);
+                self.queue.set(T_TICK, Some(now + SAMPLE_PERIOD));
+            }
+            t if t < T_FIRST_LINK + 2 * self.paths.len() => {
+                let path = (t - T_FIRST_LINK) / 2;
+                let dir = (t - T_FIRST_LINK) % 2;
+                while let Some(d) = self.paths[path].links[dir].poll_delivery(now) {
+                    self.on_link_delivery(path, dir, d.pkt, d.queue_delay);
+                }
+                self.rearm_link(path, dir);
+            }
+            t => {
+                let i = t - T_FIRST_LINK - 2 * self.paths.len();
+                self.on_flow_timer(i);
+            }
+        }
+    }
+
+    fn rearm_link(&mut self, path: usize, dir: usize) {
+        let t = self.t_link(path, dir);
+        let at = self.paths[path].links[dir].next_event();
+        self.queue.set(t, at);
+    }
+
+    fn on_flow_timer(&mut self, i: usize) {
+        let now = self.now;
+        match &mut self.flows[i].source {
+            Source::Cbr(_) => {
+                while let Source::Cbr(c) = &mut self.flows[i].source {
+                    if c.next_time().is_none_or(|t| t > now) {
+                        break;
+                    }
+                    let pkt = FlowPkt::data(i as u16, c.next_seq, now, c.bytes);
+                    c.next_seq += 1;
+                    self.emit(i, pkt);
+                }
+            }
+            Source::Tcp(tx) => tx.handle_timeout(now),
+            Source::Bulk { .. } => {
+                // Started (or stopped): the top-up in `settle` does the work.
+                if let Some(nodes) = &mut self.nodes {
+                    nodes[self.flows[i].tx as usize].dirty = true;
+                }
+            }
+        }
+        self.pump_flow(i);
+    }
+
+    /// Lets a TCP sender transmit what its window allows, and re-arms the
+    /// flow's timer.
+    fn pump_flow(&mut self, i: usize) {
+        let now = self.now;
+        let start = self.flows[i].start;
+        let next = loop {
+            match &mut self.flows[i].source {
+                Source::Tcp(tx) => {
+                    if now < start {
+                        break Some(start);
+                    }
+                    match tx.poll_transmit(now) {
+                        Some(pkt) => self.emit(i, pkt),
+                        None => break tx.poll_timeout(now),
+                    }
+                }
+                Source::Cbr(c) => break c.next_time(),
+                Source::Bulk { .. } => {
+                    let f = &self.flows[i];
+                    break if now < f.start {
+                        Some(f.start)
+                    } else if now < f.stop {
+                        Some(f.stop)
+                    } else {
+                        None
+                    };
+                }
+            }
+        };
+        let t = self.t_flow(i);
+        self.queue.set(t, next.map(|n| n.max(now)));
+    }
+
+    /// Sends one data or ack packet of flow `i` from its side.
+    fn emit(&mut self, i: usize, pkt: FlowPkt) {
+        let now = self.now;
+        let flow = &self.flows[i];
+        let side = if pkt.kind == PktKind::Data {
+            flow.tx
+        } else {
+            flow.tx.other()
+        };
+        if pkt.kind == PktKind::Data {
+            self.rec.flow_sent(i, now, pkt.len as usize);
+        }
+        match flow.via {
+            Via::Tunnel => {
+                pkt.encode(&mut self.scratch);
+                let Some(nodes) = &mut self.nodes else {
+                    return;
+                };
+                let node = &mut nodes[side as usize];
+                match node.conn.send(now, &self.scratch) {
+                    Ok(()) => node.dirty = true,
+                    Err(_) => self.flows[i].tunnel_refused_pkts += 1,
+                }
+            }
+            Via::Path(p) => {
+                let w = Wire {
+                    payload: Payload::Flow(pkt),
+                    enqueued: now,
+                    len: pkt.len,
+                };
+                if !self.push_link(p, side.dir(), w) {
+                    self.flows[i].link_dropped_pkts += 1;
+                }
+            }
+        }
+    }
+
+    /// Pushes onto a link; false if the link dropped the packet.
+    fn push_link(&mut self, path: usize, dir: usize, w: Wire) -> bool {
+        let now = self.now;
+        let res = self.paths[path].links[dir].push(now, w, w.len as usize);
+        let ok = res.is_ok();
+        if dir == self.data_dir {
+            self.rec.path_sent(path, now, w.len as usize);
+        }
+        if !ok {
+            self.stats.link_drops += 1;
+            if dir == self.data_dir {
+                self.rec.path_lost(path, now, 1);
+            }
+            if let Payload::Dccp(b) = w.payload {
+                self.pool.release(b);
+            }
+        }
+        self.rearm_link(path, dir);
+        ok
+    }
+
+    fn on_link_delivery(&mut self, path: usize, dir: usize, w: Wire, queue_delay: Duration) {
+        let now = self.now;
+        self.stats.link_pkts += 1;
+        let p = &mut self.paths[path];
+        let sojourn = now - w.enqueued;
+        p.last_sojourn[dir] = Some(sojourn);
+        match w.payload {
+            Payload::Dccp(_) => {
+                p.tunnel_bytes[dir] += u64::from(w.len);
+                if dir == self.data_dir {
+                    let bin = (now.as_nanos() / SAMPLE_PERIOD.as_nanos() as u64) as usize;
+                    if p.tunnel_series.len() <= bin {
+                        p.tunnel_series.resize(bin + 1, 0);
+                    }
+                    p.tunnel_series[bin] += u64::from(w.len);
+                }
+            }
+            Payload::Flow(_) => p.flow_bytes[dir] += u64::from(w.len),
+        }
+        if dir == self.data_dir {
+            // Path RTT as a packet experiences it: its own sojourn plus the
+            // latest sojourn in the reverse direction (propagation delay there
+            // until a packet has gone that way).
+            let back = p.last_sojourn[1 - dir].unwrap_or_else(|| p.delay(now));
+            self.rec.path_delivered(path, now, w.len as usize);
+            self.rec.path_rtt(path, now, sojourn + back);
+            self.rec.path_queue_delay(path, now, queue_delay);
+        }
+        let receiver = if dir == 0 { Side::Server } else { Side::Client };
+        match w.payload {
+            Payload::Dccp(b) => {
+                if let Some(nodes) = &mut self.nodes {
+                    let node = &mut nodes[receiver as usize];
+                    let (client, server) = path_addrs(path);
+                    let (local, remote) = match receiver {
+                        Side::Client => (client, server),
+                        Side::Server => (server, client),
+                    };
+                    node.conn.handle_datagram_from(
+                        now,
+                        PathId(path as u32),
+                        local,
+                        remote,
+                        &self.pool.bufs[b as usize],
+                    );
+                    node.dirty = true;
+                }
+                self.pool.release(b);
+            }
+            Payload::Flow(pkt) => self.on_flow_packet(pkt),
+        }
+    }
+
+    /// A flow packet reached its destination (via tunnel or link).
+    fn on_flow_packet(&mut self, pkt: FlowPkt) {
+        let now = self.now;
+        let i = usize::from(pkt.flow);
+        if i >= self.flows.len() {
+            return;
+        }
+        match pkt.kind {
+            PktKind::Data => {
+                let owd = now - pkt.sent_at;
+                let f = &mut self.flows[i];
+                let (new, ooo, ack) = match &mut f.sink {
+                    Sink::Seq(s) => {
+                        let a = s.handle(now, pkt.seq);
+                        (!a.duplicate, a.out_of_order, None)
+                    }
+                    Sink::Tcp(r) => {
+                        let mut ack = pkt;
+                        let a = r.handle_data(&pkt, &mut ack);
+                        (a.new, a.out_of_order, Some(ack))
+                    }
+                };
+                if new {
+                    f.delivered_bytes += u64::from(pkt.len);
+                    f.first_delivery.get_or_insert(now);
+                    f.owd_min = Some(f.owd_min.map_or(owd, |m| m.min(owd)));
+                    self.rec.flow_delivered(i, now, pkt.len as usize, owd, ooo);
+                }
+                if let Some(ack) = ack {
+                    self.emit(i, ack);
+                }
+            }
+            PktKind::Ack => {
+                if let Source::Tcp(tx) = &mut self.flows[i].source {
+                    tx.handle_ack(now, &pkt);
+                    self.pump_flow(i);
+                }
+            }
+        }
+    }
+
+    /// Drains every touched connection until nothing changes, then re-arms
+    /// their timers.
+    fn settle(&mut self) {
+        if self.nodes.is_none() {
+            return;
+        }
+        loop {
+            let mut progressed = false;
+            for side in [Side::Client, Side::Server] {
+                let dirty = self.nodes.as_ref().is_some_and(|n| n[side as usize].dirty);
+                if !dirty {
+                    continue;
+                }
+                progressed = true;
+                if let Some(nodes) = &mut self.nodes {
+                    nodes[side as usize].dirty = false;
+                }
+                loop {
+                    self.top_up_bulk(side);
+                    if self.drain_transmits(side) == 0 {
+                        break;
+                    }
+                }
+                self.drain_events(side);
+                if let Some(nodes) = &self.nodes {
+                    let now = self.now;
+                    let mut at = nodes[side as usize].conn.poll_timeout();
+                    if let Some(a) = at.filter(|a| *a <= now) {
+                        // Woken at `now` already and still asking for `now`:
+                        // the timer cannot make progress (e.g. a pacing time
+                        // reported while the window is full). Poll again a
+                        // little later instead of spinning; acks wake the
+                        // connection anyway.
+                        if self.timeout_handled_at[side as usize] == Some(now) {
+                            self.stats.spin_breaks += 1;
+                            at = Some(now + SPIN_NUDGE);
+                        } else {
+                            at = Some(a.max(now));
+                        }
+                    }
+                    self.queue.set(side as usize, at);
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn drain_transmits(&mut self, side: Side) -> usize {
+        let now = self.now;
+        let mut count = 0;
+        loop {
+            let Some(nodes) = &mut self.nodes else {
+                return count;
+            };
+            let Some(t) = nodes[side as usize]
+                .conn
+                .poll_transmit(now, &mut self.tx_buf)
+            else {
+                return count;
+            };
+            let path = t.path.0 as usize;
+            let size = t.size.min(self.tx_buf.len());
+            let seg = t.segment_size.unwrap_or(size).max(1);
+            let mut off = 0;
+            while off < size {
+                let end = (off + seg).min(size);
+                count += 1;
+                self.stats.datagrams_sent += 1;
+                if path < self.paths.len() {
+                    let b = self.pool.alloc(&self.tx_buf[off..end]);
+                    let w = Wire {
+                        payload: Payload::Dccp(b),
+                        enqueued: now,
+                        len: (end - off) as u32,
+                    };
+                    self.push_link(path, side.dir(), w);
+                }
+                off = end;
+            }
+        }
+    }
+
+    fn drain_events(&mut self, side: Side) {
+        loop {
+            let Some(nodes) = &mut self.nodes else {
+                return;
+            };
+            let Some(ev) = nodes[side as usize].conn.poll_event() else {
+                return;
+            };
+            match ev {
+                Event::Delivered { data, .. } => {
+                    if let Some(pkt) = FlowPkt::decode(&data) {
+                        self.on_flow_packet(pkt);
+                    }
+                }
+                other => {
+                    tracing::debug!(?side, now = ?self.now, event = ?other, "connection event");
+                    let path = match &other {
+                        Event::PathEstablished(id)
+                        | Event::PathFailed(id)
+                        | Event::PathClosed(id) => Some(id.0 as usize),
+                        _ => None,
+                    };
+                    self.conn_events.push(ConnEventRecord {
+                        at_s: self.now.as_secs_f64(),
+                        side: match side {
+                            Side::Client => "client",
+                            Side::Server => "server",
+                        },
+                        event: format!("{other:?}"),
+                        path,
+                    });
+                    if side == Side::Client && matches!(other, Event::Connected) {
+                        self.on_established();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tunnel is up: join the other paths and let tunnel flows start.
+    fn on_established(&mut self) {
+        let now = self.now;
+        if self.established_at.is_none() {
+            self.established_at = Some(now);
+        }
+        if !self.paths_added {
+            self.paths_added = true;
+            let n = self.paths.iter().filter(|p| p.in_tunnel).count();
+            for p in 1..n {
+                let cfg = path_config(&self.scenario, p);
+                if let Some(nodes) = &mut self.nodes {
+                    if let Err(e) = nodes[0].conn.add_path(now, PathId(p as u32), cfg) {
+                        tracing::warn!(path = p, error = ?e, "add_path failed");
+                    }
+                    nodes[0].dirty = true;
+                }
+            }
+        }
+        for i in 0..self.flows.len() {
+            if self.flows[i].via != Via::Tunnel {
+                continue;
+            }
+            // A source that was due before the tunnel existed starts now.
+            let f = &mut self.flows[i];
+            if f.start < now {
+                f.start = now;
+                if let Source::Cbr(c) = &mut f.source {
+                    c.start = now;
+                }
+            }
+            self.pump_flow(i);
+        }
+    }
+
+    /// Keeps the tunnel's send queue full for every active bulk flow of `side`.
+    fn top_up_bulk(&mut self, side: Side) {
+        let now = self.now;
+        if self.established_at.is_none() {
+            return;
+        }
+        for i in 0..self.flows.len() {
+            let f = &self.flows[i];
+            if f.tx != side || now < f.start || now >= f.stop {
+                continue;
+            }
+            let Source::Bulk { bytes, .. } = f.source else {
+                continue;
+            };
+            let Some(nodes) = &mut self.nodes else {
+                return;
+            };
+            let conn = &mut nodes[side as usize].conn;
+            let room = self.send_queue_pkts.saturating_sub(send_queue_len(conn));
+            for _ in 0..room {
+                let Source::Bulk { next_seq, .. } = &mut self.flows[i].source else {
+                    break;
+                };
+                let seq = *next_seq;
+                let pkt = FlowPkt::data(i as u16, seq, now, bytes);
+                pkt.encode(&mut self.scratch);
+                let Some(nodes) = &mut self.nodes else {
+                    return;
+                };
+                if nodes[side as usize].conn.send(now, &self.scratch).is_err() {
+                    break;
+                }
+                *next_seq += 1;
+                self.rec.flow_sent(i, now, bytes as usize);
+            }
+        }
+    }
+
+    fn sample(&mut self, now: Instant) {
+        let views = self
+            .nodes
+            .as_ref()
+            .map(|n| n[self.data_dir].conn.paths())
+            .unwrap_or_default();
+        for p in 0..self.paths.len() {
+            let queue_bytes = self.paths[p].links[self.data_dir].queue_bytes();
+            let view = views.iter().find(|v| v.id == PathId(p as u32));
+            let (cwnd, srtt) = match view {
+                Some(v) => (f64::from(v.cwnd_pkts), v.srtt),
+                None => self
+                    .flows
+                    .iter()
+                    .find_map(|f| match (&f.source, f.via) {
+                        (Source::Tcp(tx), Via::Path(q)) if q == p => {
+                            Some((f64::from(tx.cwnd_pkts()), tx.srtt()))
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or((0.0, None)),
+            };
+            self.rec.path_sample(p, now, cwnd, srtt, queue_bytes);
+        }
+    }
+
+    /// Ends the run: accounts losses, adds per-run details to `meta`, and
+    /// builds the summary and time series.
+    pub fn finish(mut self) -> SimOutput {
+        let end = self.end;
+        let horizon = end.saturating_sub(END_GRACE);
+        let mut meta = std::collections::BTreeMap::new();
+        let mut flow_meta = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let mut m = serde_json::Map::new();
+            match (&f.source, &f.sink) {
+                (Source::Cbr(c), Sink::Seq(s)) => {
+                    // Every packet sent before the grace horizon and never
+                    // delivered is lost; losses are dated at their send time.
+                    for seq in 0..c.next_seq {
+                        let t = c.send_time(seq);
+                        if t >= horizon {
+                            break;
+                        }
+                        if !s.was_received(seq) {
+                            self.rec.flow_lost(i, t, 1);
+                        }
+                    }
+                    m.insert("max_delivery_gap_ms".into(), ms(s.max_gap).into());
+                    m.insert(
+                        "max_delivery_gap_at_s".into(),
+                        s.max_gap_at.map_or(0.0, |t| t.as_secs_f64()).into(),
+                    );
+                    m.insert("duplicate_pkts".into(), s.duplicate_pkts.into());
+                }
+                (Source::Bulk { next_seq, .. }, Sink::Seq(s)) => {
+                    let lost = next_seq.saturating_sub(s.delivered_pkts);
+                    // Bulk send times are not kept; what the queue still holds
+                    // at the end is not a loss.
+                    let held = self
+                        .nodes
+                        .as_ref()
+                        .map_or(0, |n| send_queue_len(&n[f.tx as usize].conn) as u64);
+                    let lost = lost.saturating_sub(held);
+                    if lost > 0 {
+                        self.rec.flow_lost(i, horizon, lost);
+                    }
+                    m.insert("duplicate_pkts".into(), s.duplicate_pkts.into());
+                }
+                (Source::Tcp(tx), Sink::Tcp(rx)) => {
+                    if tx.stats.lost_pkts > 0 {
+                        self.rec.flow_lost(i, horizon, tx.stats.lost_pkts);
+                    }
+                    m.insert(
+                        "tcp_retransmitted_pkts".into(),
+                        tx.stats.retransmitted_pkts.into(),
+                    );
+                    m.insert("tcp_rto_count".into(), tx.stats.rto_count.into());
+                    m.insert(
+                        "tcp_delivered_in_order_pkts".into(),
+                        rx.delivered_in_order().into(),
+                    );
+                }
+                _ => {}
+            }
+            m.insert("owd_min_ms".into(), f.owd_min.map_or(0.0, ms).into());
+            m.insert("tunnel_refused_pkts".into(), f.tunnel_refused_pkts.into());
+            m.insert("link_dropped_pkts".into(), f.link_dropped_pkts.into());
+            flow_meta.push(serde_json::Value::Object(m));
+        }
+        let secs = self.end.as_secs_f64().max(1e-9);
+        let path_meta: Vec<serde_json::Value> = self
+            .paths
+            .iter()
+            .map(|p| {
+                let st = p.links[self.data_dir].stats();
+                serde_json::json!({
+                    "tunnel_mbps": p.tunnel_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
+                    "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
+                    "link": format!("{st:?}"),
+                })
+            })
+            .collect();
+        meta.insert("seed".into(), self.seed.into());
+        meta.insert("simulator".into(), "mpdccp-sim".into());
+        meta.insert("flows".into(), flow_meta.into());
+        meta.insert("paths".into(), path_meta.into());
+        meta.insert(
+            "tunnel_established_s".into(),
+            self.established_at.map(|t| t.as_secs_f64()).into(),
+        );
+        meta.insert("events".into(), self.stats.events.into());
+        meta.insert("link_pkts".into(), self.stats.link_pkts.into());
+        meta.insert("spin_breaks".into(), self.stats.spin_breaks.into());
+        if let Some(nodes) = &self.nodes {
+            meta.insert(
+                "client_stats".into(),
+                format!("{:?}", nodes[0].conn.stats()).into(),
+            );
+            meta.insert(
+                "server_stats".into(),
+                format!("{:?}", nodes[1].conn.stats()).into(),
+            );
+        }
+        meta.insert(
+            "conn_events".into(),
+            serde_json::to_value(&self.conn_events).unwrap_or_default(),
+        );
+        let bins = (self.end.as_nanos() / SAMPLE_PERIOD.as_nanos() as u64) as usize + 1;
+        let tunnel_series = self
+            .paths
+            .iter_mut()
+            .map(|p| {
+                let mut v = std::mem::take(&mut p.tunnel_series);
+                v.resize(bins, 0);
+                v
+            })
+            .collect();
+        let (summary, timeseries) = self.rec.finish(meta);
+        SimOutput {
+            summary,
+            timeseries,
+            stats: self.stats,
+            tunnel_series,
+            conn_events: self.conn_events,
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Packets waiting in a connection's send queue.
+fn send_queue_len(conn: &Connection) -> usize {
+    conn.send_queue_len()
+}
+
+fn connection_config(s: &Scenario) -> Result<ConnectionConfig, SimError> {
+    let t = &s.tunnel;
+    let mut cfg = ConnectionConfig {
+        cc: t.cc.clone(),
+        multipath: t.multipath,
+        send_queue_pkts: t.send_queue_pkts,
+        ..ConnectionConfig::default()
+    };
+    if let Some(b) = t.send_queue_bytes {
+        cfg.send_queue_bytes = b;
+    }
+    let largest = s
+        .flow
+        .iter()
+        .filter(|f| f.via == mpdccp_model::scenario::VIA_TUNNEL)
+        .map(|f| f.packet_bytes)
+        .max()
+        .unwrap_or(0);
+    match t.mss_bytes {
+        Some(m) => cfg.mss_bytes = m,
+        None => {
+            // Unset: large enough for the largest tunnelled packet plus the
+            // worst-case DCCP + MP option headers.
+            let need = largest + mpdccp_proto::conn::DATA_HEADER_MAX;
+            cfg.mss_bytes = cfg.mss_bytes.max(u32::try_from(need).unwrap_or(u32::MAX));
+        }
+    }
+    if largest > 0 {
+        // The controllers count in packets of about the tunnelled size.
+        cfg.cc_config.mss_bytes = u32::try_from(largest).unwrap_or(u32::MAX);
+    }
+    cfg.scheduler = sched::SchedulerConfig {
+        name: t.scheduler.clone(),
+        weights: t.weights.clone(),
+        ..Default::default()
+    };
+    cfg.reorder = reorder::ReorderConfig {
+        name: t.reorder.clone(),
+        ..Default::default()
+    };
+    if let Some(ms) = t.reorder_timeout_ms {
+        cfg.reorder.timeout = Duration::from_secs_f64(ms / 1e3);
+    }
+    Ok(cfg)
+}
+
+/// The (client, server) addresses of path `p` (checksum pseudo-header, pcap).
+fn path_addrs(p: usize) -> (SocketAddr, SocketAddr) {
+    let i = (p % 250) as u8;
+    (
+        SocketAddr::from(([10, 0, i, 1], 4340)),
+        SocketAddr::from(([10, 0, i, 2], 4340)),
+    )
+}
+
+fn path_config(s: &Scenario, p: usize) -> PathConfig {
+    let (local, remote) = path_addrs(p);
+    PathConfig {
+        // A scenario that leaves `priority` out (0, "do not use" in MP_PRIO)
+        // means an ordinary primary path.
+        priority: match s.path[p].priority {
+            0 => mpdccp_proto::path::priority::PRIMARY,
+            x => x,
+        },
+        local: Some(local),
+        remote: Some(remote),
+    }
+}

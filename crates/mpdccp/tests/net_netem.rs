@@ -1,0 +1,97 @@
+//! The userspace link emulator in a namespace topology: delay and rate.
+//!
+//! Needs root. Without it the test prints a skip notice, or fails when `CI`
+//! is set (CI runs as root, so a skip there would hide a broken setup).
+
+use std::path::Path;
+
+use mpdccp_net::netns;
+use mpdccp_net::topo::Topology;
+
+fn root_or_skip(name: &str) -> bool {
+    if netns::is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{name}: needs root, and CI must run as root");
+    }
+    eprintln!("SKIP {name}: needs root (network namespaces)");
+    false
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
+}
+
+/// Average RTT (ms) from `ping -c N -i 0.05` output.
+fn ping_avg_ms(out: &str) -> f64 {
+    // "rtt min/avg/max/mdev = 40.1/40.3/40.9/0.2 ms"
+    let line = out
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .expect("ping summary line");
+    let nums = line.split('=').nth(1).expect("values").trim();
+    nums.split('/')
+        .nth(1)
+        .expect("avg")
+        .parse()
+        .expect("number")
+}
+
+#[test]
+fn netem_delay_and_rate() {
+    if !root_or_skip("netem_delay_and_rate") {
+        return;
+    }
+    let mut t = Topology::build(1).expect("topology");
+    t.start_emulator(
+        exe(),
+        0,
+        &[
+            "--delay-ms",
+            "20",
+            "--rate-mbps",
+            "20",
+            "--buffer-bytes",
+            "150000",
+        ],
+    )
+    .expect("emulator");
+    let dst = t.paths[0].server_ip.to_string();
+    // Delay: 20 ms each way => RTT 40 ms (+ a 84-byte packet's serialization at 20 Mbit/s, 34 us).
+    let out = t
+        .client
+        .output("ping", &["-c", "20", "-i", "0.05", "-q", &dst])
+        .expect("ping");
+    let avg = ping_avg_ms(&out);
+    assert!(
+        (avg - 40.0).abs() <= 2.0,
+        "RTT {avg} ms through a 20 ms link, want 40 +- 2\n{out}"
+    );
+
+    // Rate: iperf3 UDP at 30 Mbit/s through a 20 Mbit/s link delivers 20 +- 5 %.
+    let iperf = t
+        .server
+        .spawn("iperf3", &["-s", "-1", "-B", &dst])
+        .expect("iperf3 server");
+    t.procs.push(iperf);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = t
+        .client
+        .output(
+            "iperf3",
+            &["-c", &dst, "-u", "-b", "30M", "-l", "1200", "-t", "3", "-J"],
+        )
+        .expect("iperf3 client");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .or_else(|| v["end"]["sum"]["bits_per_second"].as_f64())
+        .expect("bits_per_second");
+    // iperf3 counts UDP payload; the link's rate is on IP packets (1200 + 28).
+    let ip_mbps = bps / 1e6 * 1228.0 / 1200.0;
+    assert!(
+        (ip_mbps - 20.0).abs() <= 1.0,
+        "rate-limited throughput {ip_mbps:.2} Mbit/s, want 20 +- 5 %"
+    );
+}

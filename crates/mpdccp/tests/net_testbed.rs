@@ -1,0 +1,124 @@
+//! `mpdccp testbed` on E1 (single path, 100 → 10 Mbit/s at t = 5 s): the
+//! real tunnel with CCID5 and the kernel's TCP BBR over the emulated path.
+//! Issue criterion: path RTT p95 after the drop ≤ 35 ms at ≥ 9 Mbit/s.
+//!
+//! Needs root (else a skip notice, or a failure when `CI` is set).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use mpdccp_model::results::Summary;
+use mpdccp_net::netns;
+
+/// One testbed at a time: they measure latency on a 2-core machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip(name: &str) -> bool {
+    if netns::is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{name}: needs root, and CI must run as root");
+    }
+    eprintln!("SKIP {name}: needs root (network namespaces)");
+    false
+}
+
+fn scenario(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(file)
+}
+
+/// Runs `mpdccp testbed` and returns the summary it wrote.
+fn testbed(file: &str, out: &str) -> Summary {
+    let out = std::env::temp_dir().join(format!("mpdccp-test-{}-{out}", std::process::id()));
+    let st = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
+        .args(["testbed"])
+        .arg(scenario(file))
+        .arg("--out")
+        .arg(&out)
+        .args(["--daemon-log", "warn"])
+        .status()
+        .expect("run mpdccp testbed");
+    assert!(st.success(), "mpdccp testbed {file} failed: {st}");
+    for f in ["summary.json", "timeseries.csv"] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let s =
+        Summary::from_json(&std::fs::read_to_string(out.join("summary.json")).expect("summary"))
+            .expect("summary.json parses");
+    let _ = std::fs::remove_dir_all(&out);
+    s
+}
+
+fn after_drop(s: &Summary) -> (f64, f64) {
+    let w = &s.windows["after_drop"];
+    (w.flows[0].goodput_mbps, w.paths[0].rtt_ms.p95)
+}
+
+#[test]
+fn e1_tcp_bbr_keeps_latency_low_after_the_drop() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("e1_tcp_bbr_keeps_latency_low_after_the_drop") {
+        return;
+    }
+    let s = testbed("e1-tcp-bbr.toml", "bbr");
+    let (goodput, rtt_p95) = after_drop(&s);
+    eprintln!("E1 TCP BBR on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
+    assert!(
+        goodput >= 9.0,
+        "goodput after the drop {goodput:.2} Mbit/s < 9"
+    );
+    assert!(
+        rtt_p95 <= 35.0,
+        "path RTT p95 after the drop {rtt_p95:.2} ms > 35"
+    );
+}
+
+/// Ignored until the core's CCID5 meets the criterion on the real tunnel.
+/// Measured on the testbed after the drop: with conn f454254/cc 2635906,
+/// RTT p95 10.3 ms but goodput 5.9 Mbit/s (status showed `min_rtt_ms` ≈ 2.2
+/// on this 10 ms path, pacing ≈ 5 Mbit/s); with conn b86d994/cc 8f7df52,
+/// 7.9 Mbit/s at RTT p95 35.3 ms. A conn/cc matter, reported. Run with
+/// `cargo test -p mpdccp --test net_testbed -- --ignored`.
+#[test]
+#[ignore = "core CCID5 does not yet reach >= 9 Mbit/s at RTT p95 <= 35 ms on the testbed; see doc comment"]
+fn e1_ccid5_tunnel_keeps_latency_low_after_the_drop() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("e1_ccid5_tunnel_keeps_latency_low_after_the_drop") {
+        return;
+    }
+    let s = testbed("e1-dccp-ccid5.toml", "ccid5");
+    let (goodput, rtt_p95) = after_drop(&s);
+    eprintln!("E1 CCID5 tunnel on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
+    assert!(
+        rtt_p95 <= 35.0,
+        "path RTT p95 after the drop {rtt_p95:.2} ms > 35"
+    );
+    assert!(
+        goodput >= 9.0,
+        "goodput after the drop {goodput:.2} Mbit/s < 9"
+    );
+}
+
+/// CCID2 is the control: it fills the 150 kB buffer (the published
+/// bufferbloat), so the same measurement must show a high RTT — proof that the
+/// testbed's RTT metric can tell the two apart.
+#[test]
+fn e1_ccid2_tunnel_fills_the_buffer() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("e1_ccid2_tunnel_fills_the_buffer") {
+        return;
+    }
+    let s = testbed("e1-dccp-ccid2.toml", "ccid2");
+    let (goodput, rtt_p95) = after_drop(&s);
+    eprintln!("E1 CCID2 tunnel on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
+    assert!(goodput >= 8.0, "goodput after the drop {goodput:.2} Mbit/s");
+    // 150 kB at 10 Mbit/s is 120 ms of queue.
+    assert!(
+        rtt_p95 >= 60.0,
+        "CCID2 should fill the buffer, RTT p95 {rtt_p95:.2} ms"
+    );
+}

@@ -1,0 +1,397 @@
+//! The real tunnel between network namespaces over two emulated paths:
+//! handshake, ping (IPv4 and IPv6 inside), a probe stream delivered exactly
+//! once, a path's interface going down and coming back.
+//!
+//! Needs root. Without it the test prints a skip notice, or fails when `CI`
+//! is set. The tests share nothing (names carry pid and a counter), but each
+//! is heavy, so they run one at a time (a lock) to keep timing meaningful.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mpdccp_net::clock;
+use mpdccp_net::netns::{self, spawn_in_netns};
+use mpdccp_net::probe::{self, Arrival, ProbeConfig};
+use mpdccp_net::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6};
+use mpdccp_proto::Instant;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip(name: &str) -> bool {
+    if netns::is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{name}: needs root, and CI must run as root");
+    }
+    eprintln!("SKIP {name}: needs root (network namespaces)");
+    false
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
+}
+
+fn two_paths(delay_ms: &str, rate_mbps: &str) -> Topology {
+    let mut t = Topology::build(2).expect("topology");
+    for i in 0..2 {
+        t.start_emulator(
+            exe(),
+            i,
+            &["--delay-ms", delay_ms, "--rate-mbps", rate_mbps],
+        )
+        .expect("emulator");
+    }
+    t
+}
+
+fn ping_ok(t: &Topology, dst: &str, n: u32) -> anyhow::Result<String> {
+    t.client.output(
+        "ping",
+        &["-c", &n.to_string(), "-i", "0.05", "-W", "2", "-q", dst],
+    )
+}
+
+#[test]
+fn tunnel_handshake_ping_v4_v6() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("tunnel_handshake_ping_v4_v6") {
+        return;
+    }
+    let mut t = two_paths("5", "50");
+    t.start_tunnel(exe(), &TunnelOpts::default())
+        .expect("tunnel up on both paths");
+    let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 10).expect("ping through the tunnel");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    let out = ping_ok(&t, SERVER_TUN_V6, 10).expect("ping6 through the tunnel");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    let st = t.status(true).expect("server status");
+    assert_eq!(
+        st["connections"].as_array().map(|a| a.len()),
+        Some(1),
+        "{st}"
+    );
+    assert_eq!(
+        st["connections"][0]["paths"].as_array().map(|a| a.len()),
+        Some(2),
+        "{st}"
+    );
+}
+
+/// A probe stream through the tunnel: receiver thread in the server
+/// namespace, sender thread in the client namespace.
+struct Stream {
+    abort: Arc<AtomicBool>,
+    rx: std::thread::JoinHandle<anyhow::Result<Vec<Arrival>>>,
+    tx: std::thread::JoinHandle<anyhow::Result<probe::SendLog>>,
+}
+
+fn start_stream(t: &Topology, rate_bps: u64, secs: f64, port: u16) -> (Stream, Instant) {
+    let abort = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let bind: SocketAddr = SocketAddr::new(SERVER_TUN_V4.into(), port);
+    let (a2, r2) = (abort.clone(), ready.clone());
+    let rx = spawn_in_netns(t.server.name(), move || {
+        Ok(probe::receive(bind, a2, Some(r2))?)
+    });
+    wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire)).expect("receiver ready");
+    let start = clock::now() + Duration::from_millis(20);
+    let cfg = ProbeConfig {
+        flow: 1,
+        dst: bind,
+        rate_bps,
+        payload_bytes: 1000,
+        start,
+        stop: start + Duration::from_secs_f64(secs),
+    };
+    let a3 = abort.clone();
+    let tx = spawn_in_netns(t.client.name(), move || Ok(probe::send(&cfg, &a3)?));
+    (Stream { abort, rx, tx }, start)
+}
+
+impl Stream {
+    fn finish(self) -> (probe::SendLog, Vec<Arrival>) {
+        let log = self.tx.join().expect("sender thread").expect("sender");
+        // Let the last probes cross the tunnel (reordering timeout + delay).
+        std::thread::sleep(Duration::from_millis(300));
+        self.abort.store(true, Ordering::Relaxed);
+        let arr = self.rx.join().expect("receiver thread").expect("receiver");
+        (log, arr)
+    }
+}
+
+#[test]
+fn tunnel_probe_stream_exactly_once_over_two_paths() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("tunnel_probe_stream_exactly_once_over_two_paths") {
+        return;
+    }
+    let mut t = two_paths("5", "20");
+    // Round robin puts every other packet on the other path: reordering is exercised.
+    let opts = TunnelOpts {
+        scheduler: "rr".into(),
+        ..Default::default()
+    };
+    t.start_tunnel(exe(), &opts).expect("tunnel");
+    let (s, _) = start_stream(&t, 8_000_000, 3.0, 9001);
+    let (log, arr) = s.finish();
+    let tally = probe::tally(&arr, 1, log.sent.len() as u64);
+    assert!(log.sent.len() > 2500, "sent {}", log.sent.len());
+    assert_eq!(tally.duplicates, 0, "{tally:?}");
+    assert_eq!(tally.lost, 0, "{tally:?}");
+    assert_eq!(tally.delivered, log.sent.len() as u64);
+    // Both paths carried data.
+    let st = t.status(false).expect("client status");
+    for p in st["connections"][0]["paths"].as_array().expect("paths") {
+        assert!(
+            p["stats"]["tx_data_pkts"].as_u64().unwrap_or(0) > 500,
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn tunnel_survives_interface_down_and_rejoins() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("tunnel_survives_interface_down_and_rejoins") {
+        return;
+    }
+    let mut t = two_paths("5", "20");
+    t.start_tunnel(exe(), &TunnelOpts::default())
+        .expect("tunnel");
+    let (s, start) = start_stream(&t, 4_000_000, 6.0, 9002);
+    std::thread::sleep(Duration::from_secs(2));
+    // Path 1 (the CPF primary, carrying everything) loses its interface.
+    t.client
+        .ip(&["link", "set", "p1", "down"])
+        .expect("link down");
+    std::thread::sleep(Duration::from_millis(300));
+    let st = t.status(false).expect("status");
+    assert_eq!(st["daemon"]["path_down_events"], 1, "{st}");
+    std::thread::sleep(Duration::from_millis(1700));
+    // Back up; as a DHCP client would, restore the route the kernel removed.
+    t.client.ip(&["link", "set", "p1", "up"]).expect("link up");
+    t.client
+        .ip(&["route", "replace", "10.1.2.0/24", "via", "10.1.1.1"])
+        .expect("route");
+    wait_for(Duration::from_secs(4), || t.established_paths() >= 2).unwrap_or_else(|_| {
+        panic!(
+            "p1 did not rejoin: {}\n{}",
+            t.status(false).unwrap_or_default(),
+            t.log_tail(false)
+        )
+    });
+    let (log, arr) = s.finish();
+    let st = t.status(false).expect("status");
+    assert!(
+        st["daemon"]["joins_started"].as_u64().unwrap_or(0) >= 3,
+        "{st}"
+    );
+    // Delivery per phase, by send time: before the outage, while p1 is down
+    // (from 0.2 s after it went down), after it came back.
+    let phase = |from: f64, to: f64| {
+        let in_phase = |t: Instant| {
+            let s = (t - start).as_secs_f64();
+            s >= from && s < to
+        };
+        let sent = log.sent.iter().filter(|(t, _)| in_phase(*t)).count();
+        let got = arr.iter().filter(|a| in_phase(a.sent)).count();
+        (sent, got)
+    };
+    for (from, to) in [(0.0, 1.9), (2.2, 3.9), (4.5, 6.0)] {
+        let (sent, got) = phase(from, to);
+        assert!(sent > 100, "{from}..{to}: sent {sent}");
+        assert!(
+            got as f64 >= 0.98 * sent as f64,
+            "{from}..{to} s: delivered {got} of {sent}"
+        );
+    }
+    let tally = probe::tally(&arr, 1, log.sent.len() as u64);
+    assert_eq!(tally.duplicates, 0, "{tally:?}");
+}
+
+#[test]
+fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("tunnel_carries_kernel_tcp_at_80_percent_of_two_paths") {
+        return;
+    }
+    let mut t = two_paths("5", "10");
+    let opts = TunnelOpts {
+        scheduler: "rr".into(),
+        log: "warn".into(),
+        ..Default::default()
+    };
+    t.start_tunnel(exe(), &opts).expect("tunnel");
+    let dst = SERVER_TUN_V4.to_string();
+    let p = t
+        .server
+        .spawn("iperf3", &["-s", "-1", "-B", &dst])
+        .expect("iperf3 -s");
+    t.procs.push(p);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = t
+        .client
+        .output("iperf3", &["-c", &dst, "-t", "8", "-O", "2", "-J"])
+        .expect("iperf3 client");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
+    let mbps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .expect("bits_per_second")
+        / 1e6;
+    let st = t.status(false).unwrap_or_default();
+    assert!(
+        mbps >= 16.0,
+        "TCP through 2 x 10 Mbit/s: {mbps:.2} Mbit/s, want >= 16 (80 %)\n{st}"
+    );
+    eprintln!("kernel TCP through the tunnel over 2 x 10 Mbit/s: {mbps:.2} Mbit/s");
+}
+
+/// Sends datagrams to the server port from the client namespace and returns
+/// what came back within `wait`.
+fn poke(t: &Topology, datagrams: Vec<Vec<u8>>, wait: Duration) -> Vec<Vec<u8>> {
+    let dst = SocketAddr::new(t.paths[1].server_ip.into(), SERVER_PORT);
+    spawn_in_netns(t.client.name(), move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        s.set_read_timeout(Some(Duration::from_millis(50)))?;
+        for d in &datagrams {
+            s.send_to(d, dst)?;
+        }
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + wait;
+        let mut buf = [0u8; 2048];
+        while std::time::Instant::now() < deadline {
+            if let Ok((n, _)) = s.recv_from(&mut buf) {
+                got.push(buf[..n].to_vec());
+            }
+        }
+        Ok(got)
+    })
+    .join()
+    .expect("thread")
+    .expect("poke")
+}
+
+fn emit(seg: &mut mpdccp_proto::conn::codec::Segment) -> Vec<u8> {
+    let mut buf = vec![0u8; 512];
+    let un = "0.0.0.0".parse().expect("ip");
+    let n = seg.emit(&mut buf, (un, un)).expect("emit");
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn hostile_input_is_counted_and_harmless() {
+    use mpdccp_proto::conn::codec::{MpJoin, PacketType, Segment};
+    use rand::{Rng, SeedableRng};
+
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("hostile_input_is_counted_and_harmless") {
+        return;
+    }
+    let mut t = two_paths("2", "50");
+    t.start_tunnel(exe(), &TunnelOpts::default())
+        .expect("tunnel");
+    let before = t.status(true).expect("status");
+    let token = before["connections"][0]["local_ci"]
+        .as_u64()
+        .expect("server CI") as u32;
+
+    // 1. Random garbage of random lengths (0..1600 bytes), seeded.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let garbage: Vec<Vec<u8>> = (0..500)
+        .map(|_| {
+            let n = rng.gen_range(0..1600);
+            (0..n).map(|_| rng.gen()).collect()
+        })
+        .collect();
+    // In bursts the emulated link's buffer can take, so every datagram arrives.
+    for chunk in garbage.chunks(50) {
+        poke(&t, chunk.to_vec(), Duration::from_millis(30));
+    }
+
+    // 2. A forged MP_JOIN Request for an unknown token, and one for the real
+    //    connection followed by an Ack whose MP_HMAC is wrong.
+    let join = |token: u32, seq: u64| {
+        let mut seg = Segment::new(PacketType::Request, seq);
+        seg.service_code = mpdccp_proto::conn::SERVICE_CODE;
+        seg.mp.join = Some(MpJoin {
+            addr_id: 5,
+            token,
+            nonce: 0x1234_5678,
+        });
+        emit(&mut seg)
+    };
+    poke(
+        &t,
+        vec![join(token ^ 0xdead_beef, 100)],
+        Duration::from_millis(200),
+    );
+    // The real token, from one socket: Request, the server's Response, then
+    // the Ack whose MP_HMAC cannot be right without the connection's keys.
+    let req = join(token, 200);
+    let dst = SocketAddr::new(t.paths[1].server_ip.into(), SERVER_PORT);
+    let resp_seen = spawn_in_netns(t.client.name(), move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        s.set_read_timeout(Some(Duration::from_millis(500)))?;
+        s.send_to(&req, dst)?;
+        let mut buf = [0u8; 2048];
+        let (n, _) = s.recv_from(&mut buf)?;
+        let Ok(resp) = Segment::parse(&buf[..n], None) else {
+            return Ok(false);
+        };
+        if resp.ptype != PacketType::Response {
+            return Ok(false);
+        }
+        let mut ack = Segment::new(PacketType::Ack, 201);
+        ack.ack = Some(resp.seq);
+        ack.src_port = resp.dst_port;
+        ack.dst_port = resp.src_port;
+        ack.mp.hmac = Some([0x5a; 20]);
+        s.send_to(&emit(&mut ack), dst)?;
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(true)
+    })
+    .join()
+    .expect("thread")
+    .expect("forged join exchange");
+    assert!(
+        resp_seen,
+        "the server answers a join Request with a Response"
+    );
+
+    let after = t.status(true).expect("status");
+    let ep = &after["endpoint"];
+    let conn = &after["connections"][0]["stats"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let rejected = n(&ep["malformed"]) + n(&ep["unknown_remote"]) + n(&ep["unknown_token"]);
+    assert!(rejected >= 400, "garbage not counted: {after}");
+    assert!(
+        n(&ep["unknown_token"]) >= 1,
+        "forged join (unknown token) not counted: {ep}"
+    );
+    assert!(
+        n(&conn["join_bad_hmac"]) >= 1,
+        "forged join for the real connection not rejected: {after}"
+    );
+    eprintln!(
+        "hostile input: endpoint {ep}, join_bad_hmac {}",
+        conn["join_bad_hmac"]
+    );
+    // The real connection is unharmed: same connection, both paths up, ping works.
+    assert_eq!(
+        after["connections"].as_array().map(|a| a.len()),
+        Some(1),
+        "{after}"
+    );
+    assert_eq!(
+        after["connections"][0]["local_ci"],
+        before["connections"][0]["local_ci"]
+    );
+    assert_eq!(t.established_paths(), 2);
+    let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 5).expect("ping after attack");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+}
