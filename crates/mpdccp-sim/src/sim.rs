@@ -1098,6 +1098,9 @@ fn connection_config(s: &Scenario) -> Result<ConnectionConfig, SimError> {
         cc: t.cc.clone(),
         multipath: t.multipath,
         send_queue_pkts: t.send_queue_pkts,
+        // The simulated links never corrupt a bit, so verifying checksums
+        // would only cost time; checksums are still computed and sent.
+        verify_checksums: false,
         ..ConnectionConfig::default()
     };
     if let Some(b) = t.send_queue_bytes {
