@@ -994,11 +994,13 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
                  drain after the drop, which keeps the ratio to CCID2 under 2×."
         }
         "E3" => {
-            "What we found: with CCID5 neither path is saturated (no loss, no \
-                 retransmission, bottleneck queues stay small), so the inner TCP is limited \
-                 inside the tunnel: BBR's bandwidth samples come from traffic that the inner \
-                 TCP's own window limits (application-limited from the subflow's view), and \
-                 the pacing rate follows them down. The paper's CCID5 reached 18 Mbit/s."
+            "What we found: with CCID5 neither path is saturated (≈4 Mbit/s each, no \
+             loss, no retransmission, bottleneck queues near empty, subflow cwnd 26–36 \
+             packets — far more than 4 Mbit/s at 11 ms needs), and the inner TCP's \
+             one-way delay stays at 6–8 ms: the inner TCP itself sends only ≈8 Mbit/s. \
+             The cause is not identified yet; the candidate is the reverse direction, \
+             where the server's CCID5 subflows pace the inner TCP's small acks and so \
+             set its ack clock. With CCID2 (no pacing) the same TCP gets 19 Mbit/s."
         }
         "E4" => {
             "What we found: the published LIA subflow-1 rate (≈95 Mbit/s) is what a \
