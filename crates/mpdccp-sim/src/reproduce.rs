@@ -991,7 +991,11 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
                  packet to path 2, so path 2 carries traffic although path 1 has capacity. \
                  The paper's kernel CPF looks at the congestion window only (pacing happens \
                  later, in the qdisc). The CCID5 path-1 RTT p95 over 5–20 s includes BBR's \
-                 drain after the drop, which keeps the ratio to CCID2 under 2×."
+                 drain after the drop, which keeps the ratio to CCID2 under 2×. CCID2 spills \
+             after ≈0.3 s rather than ≈3 s: its path-1 window, grown while the 15 Mbit/s \
+             application limited it, is filled by the queue within a few RTTs, and CPF \
+             then overflows to path 2 before the buffer is full (the paper's CCID2 waited \
+             for loss near t = 8 s)."
         }
         "E3" => {
             "What we found: with CCID5 neither path is saturated (≈4 Mbit/s each, no \
