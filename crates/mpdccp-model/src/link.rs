@@ -123,6 +123,8 @@ pub struct Link<P> {
     outages: Vec<(Instant, Instant)>,
     /// First outage whose start has not been applied yet.
     outage_idx: usize,
+    /// The latest end of the outages applied so far: down while `now` is before it.
+    down_until: Instant,
     buffer_bytes: usize,
     loss: f64,
     rng: ChaCha8Rng,
@@ -173,23 +175,35 @@ impl<P> Link<P> {
             last_opp: None,
             left_bytes: 0,
         });
+        // Schedules of a validated spec are already ordered; sorting keeps the
+        // cursor arithmetic sound for specs built in code.
+        let mut rate = spec.rate_schedule_bps();
+        rate.sort_by_key(|r| r.0);
+        if let Some(first) = rate.first_mut() {
+            first.0 = Instant::ZERO;
+        }
+        let mut delay = spec.delay_schedule();
+        delay.sort_by_key(|d| d.0);
+        let mut outages: Vec<(Instant, Instant)> = spec
+            .down
+            .iter()
+            .map(|o| {
+                (
+                    Instant::from_secs_f64(o.from_s),
+                    Instant::from_secs_f64(o.to_s),
+                )
+            })
+            .collect();
+        outages.sort();
         Link {
-            rate: spec.rate_schedule_bps(),
+            rate,
             rate_idx: 0,
             trace,
-            delay: spec.delay_schedule(),
+            delay,
             delay_idx: 0,
-            outages: spec
-                .down
-                .iter()
-                .map(|o| {
-                    (
-                        Instant::from_secs_f64(o.from_s),
-                        Instant::from_secs_f64(o.to_s),
-                    )
-                })
-                .collect(),
+            outages,
             outage_idx: 0,
+            down_until: Instant::ZERO,
             buffer_bytes: spec.buffer_bytes,
             loss: if spec.loss.is_finite() {
                 spec.loss.clamp(0.0, 1.0)
@@ -216,7 +230,8 @@ impl<P> Link<P> {
         let len64 = len_bytes as u64;
         self.stats.pushed_pkts += 1;
         self.stats.pushed_bytes += len64;
-        if self.is_down(now) {
+        let down = now < self.down_until;
+        if down {
             self.stats.dropped_down_pkts += 1;
             self.stats.dropped_down_bytes += len64;
             return Err(LinkDrop::Down);
@@ -319,11 +334,12 @@ impl<P> Link<P> {
         if now > self.now {
             self.now = now;
         }
-        while let Some(&(from, _)) = self.outages.get(self.outage_idx) {
+        while let Some(&(from, to)) = self.outages.get(self.outage_idx) {
             if from > self.now {
                 break;
             }
             self.outage_idx += 1;
+            self.down_until = self.down_until.max(to);
             self.flush(from);
         }
         self.mark_departed(self.now);

@@ -157,7 +157,8 @@ pub fn plot_lines(
     } else {
         (0.0, 1.0)
     };
-    let y_max = if y_max > 0.0 { y_max * 1.08 } else { 1.0 };
+    // Headroom so the legend (upper right) does not hide the top of the lines.
+    let y_max = if y_max > 0.0 { y_max * 1.25 } else { 1.0 };
 
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;

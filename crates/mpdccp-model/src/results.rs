@@ -51,6 +51,11 @@ pub struct Summary {
     pub flows: Vec<FlowSummary>,
     pub paths: Vec<PathSummary>,
     pub windows: BTreeMap<String, WindowSummary>,
+    /// Time packets waited in the tunnel's send queue in front of the
+    /// scheduler ([`Recorder::send_queue_delay`]; E5's "queuing delay at the
+    /// scheduler").
+    #[serde(default)]
+    pub send_queue_delay_ms: LatencyMs,
     #[serde(default)]
     pub meta: BTreeMap<String, serde_json::Value>,
 }
@@ -120,6 +125,8 @@ pub struct WindowSummary {
     pub to_s: f64,
     pub flows: Vec<FlowSummary>,
     pub paths: Vec<PathSummary>,
+    #[serde(default)]
+    pub send_queue_delay_ms: LatencyMs,
 }
 
 impl Summary {
@@ -392,6 +399,8 @@ pub struct Recorder {
     /// `flows[i][0]` is the whole run; `flows[i][1 + w]` window `w`.
     flows: Vec<Vec<FlowAcc>>,
     paths: Vec<Vec<PathAcc>>,
+    /// Send-queue delay, slots as for flows.
+    send_queue: Vec<Dist>,
     flow_bins: Vec<Vec<FlowBin>>,
     path_bins: Vec<Vec<PathBin>>,
     ignored_events: u64,
@@ -442,6 +451,7 @@ impl Recorder {
             path_names: scenario.path.iter().map(|p| p.name.clone()).collect(),
             windows,
             flows: vec![vec![FlowAcc::new(); slots]; scenario.flow.len()],
+            send_queue: vec![Dist::new(); slots],
             paths: vec![vec![PathAcc::new(); slots]; scenario.path.len()],
             flow_bins: vec![vec![FlowBin::default(); n_bins]; scenario.flow.len()],
             path_bins: vec![vec![PathBin::default(); n_bins]; scenario.path.len()],
@@ -616,6 +626,12 @@ impl Recorder {
         }
     }
 
+    /// A packet left the tunnel's send queue (in front of the scheduler) at
+    /// `now` after waiting `d`.
+    pub fn send_queue_delay(&mut self, now: Instant, d: Duration) {
+        each_slot(&mut self.send_queue, &self.windows, now, |a| a.record(d));
+    }
+
     /// Builds the summary and the time series. `meta` entries are added to (and
     /// override) the recorder's own (`cc`, `scheduler`, `reorder`,
     /// `owd_convention`, …).
@@ -647,6 +663,7 @@ impl Recorder {
                     to_s: round6(win.to_s),
                     flows: flows_in(w + 1, Some(secs)),
                     paths: paths_in(w + 1, secs),
+                    send_queue_delay_ms: self.send_queue[w + 1].summary(),
                 },
             );
         }
@@ -661,6 +678,7 @@ impl Recorder {
             duration_s: round6(self.duration_s),
             flows: flows_in(0, None),
             paths: paths_in(0, self.duration_s),
+            send_queue_delay_ms: self.send_queue[0].summary(),
             windows,
             meta: all_meta,
         };
@@ -928,6 +946,8 @@ to_s = 2
             r.path_queue_delay(1, t, Duration::from_micros(i));
         }
         r.flow_lost(0, ms(1700), 5);
+        r.send_queue_delay(ms(100), Duration::from_millis(300));
+        r.send_queue_delay(ms(1100), Duration::from_millis(40));
         r.path_lost(1, ms(1700), 2);
         r.path_sample(0, ms(1234), 12.5, Some(Duration::from_millis(11)), 3000);
     }
@@ -978,6 +998,14 @@ to_s = 2
         assert_eq!((wf.delivered_pkts, wf.lost_pkts), (500, 5));
         assert_eq!(wf.goodput_mbps, 5.0);
         assert_eq!(wf.owd_ms.min, 501.0);
+        assert_eq!(
+            (s.send_queue_delay_ms.max, s.send_queue_delay_ms.samples),
+            (300.0, 2)
+        );
+        assert_eq!(
+            (w.send_queue_delay_ms.max, w.send_queue_delay_ms.samples),
+            (40.0, 1)
+        );
         assert_eq!(s.meta["cc"], "ccid5");
         assert_eq!(s.meta["owd_convention"], OWD_CONVENTION);
     }

@@ -383,7 +383,9 @@ impl Scenario {
     /// `path.0.delay_ms=20`, `path.p1.loss=0.01`, `flow.app.rate_mbps=10`,
     /// `duration_s=5`, `path.0.rate=[{at_s=0,mbps=10}]`.
     ///
-    /// Array elements are addressed by index or by `name`. The value is read as
+    /// Array elements are addressed by index, by `name`, or all at once with
+    /// `*` (`path.*.loss=1e-6`). Setting `rate_mbps` replaces a `rate` schedule
+    /// and vice versa. The value is read as
     /// a TOML value (`20`, `0.5`, `true`, `[1, 2]`, `{ at_s = 1, ms = 3 }`) and
     /// otherwise taken as a string; a field that currently holds a string always
     /// gets the string. The result is deserialized and validated again, so an
@@ -399,34 +401,7 @@ impl Scenario {
         if parts.iter().any(|p| p.is_empty()) {
             return Err(bad("empty path component".into()));
         }
-        let (last, parents) = parts.split_last().ok_or_else(|| bad("empty key".into()))?;
-        let mut node = &mut root;
-        for (i, part) in parents.iter().enumerate() {
-            node = descend(node, part, &parts[..=i].join(".")).map_err(bad)?;
-        }
-        let new_value = match node {
-            toml::Value::Table(t) => {
-                let is_string = matches!(t.get(*last), Some(toml::Value::String(_)))
-                    || (t.get(*last).is_none() && STRING_FIELDS.contains(last));
-                let v = parse_set_value(value, is_string);
-                t.insert((*last).to_owned(), v);
-                None
-            }
-            toml::Value::Array(a) => {
-                let idx = array_index(a, last).map_err(bad)?;
-                let is_string = matches!(a[idx], toml::Value::String(_));
-                Some((idx, parse_set_value(value, is_string)))
-            }
-            _ => {
-                return Err(bad(format!(
-                    "`{}` is not a table or an array",
-                    parents.join(".")
-                )))
-            }
-        };
-        if let (Some((idx, v)), toml::Value::Array(a)) = (new_value, &mut *node) {
-            a[idx] = v;
-        }
+        set_in(&mut root, &parts, 0, value).map_err(bad)?;
         let mut updated: Scenario = root
             .try_into()
             .map_err(|e: toml::de::Error| bad(e.to_string()))?;
@@ -571,6 +546,29 @@ impl Scenario {
     pub fn end(&self) -> Instant {
         Instant::from_secs_f64(self.duration_s)
     }
+
+    /// The effective scenario as TOML (after `--set`), to store beside results.
+    pub fn to_toml(&self) -> Result<String, ScenarioError> {
+        toml::to_string(self).map_err(|e| ScenarioError::Parse(e.to_string()))
+    }
+
+    /// The loss-stream seed of one direction of one path, derived from the
+    /// scenario seed, so the simulator and the emulator use the same streams.
+    pub fn link_seed(&self, path: usize, dir: Direction) -> u64 {
+        let d = match dir {
+            Direction::Up => 0,
+            Direction::Down => 1,
+        };
+        splitmix64(self.seed ^ splitmix64(((path as u64) << 1) | d))
+    }
+}
+
+/// SplitMix64 finalizer (Steele et al., 2014): decorrelates nearby seeds.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Fields that are strings even when the value looks like a number (`--set flow.0.name=1`).
@@ -597,6 +595,58 @@ fn parse_set_value(value: &str, force_string: bool) -> toml::Value {
             .unwrap_or_else(|| toml::Value::String(value.to_owned())),
         Err(_) => toml::Value::String(value.to_owned()),
     }
+}
+
+/// Sets `parts[i..]` below `node` to `value`.
+fn set_in(node: &mut toml::Value, parts: &[&str], i: usize, value: &str) -> Result<(), String> {
+    let so_far = || parts[..=i].join(".");
+    let part = parts[i];
+    if i + 1 < parts.len() {
+        if part == "*" {
+            let toml::Value::Array(a) = node else {
+                return Err(format!("`{}` is not an array", parts[..i].join(".")));
+            };
+            if a.is_empty() {
+                return Err(format!("`{}` has no entries", parts[..i].join(".")));
+            }
+            return a
+                .iter_mut()
+                .try_for_each(|elem| set_in(elem, parts, i + 1, value));
+        }
+        let next = descend(node, part, &so_far())?;
+        return set_in(next, parts, i + 1, value);
+    }
+    match node {
+        toml::Value::Table(t) => {
+            let is_string = matches!(t.get(part), Some(toml::Value::String(_)))
+                || (t.get(part).is_none() && STRING_FIELDS.contains(&part));
+            t.insert(part.to_owned(), parse_set_value(value, is_string));
+            // The two spellings of a path's rate exclude each other.
+            match part {
+                "rate_mbps" => t.remove("rate"),
+                "rate" => t.remove("rate_mbps"),
+                _ => None,
+            };
+        }
+        toml::Value::Array(a) => {
+            let idxs: Vec<usize> = if part == "*" {
+                (0..a.len()).collect()
+            } else {
+                vec![array_index(a, part)?]
+            };
+            for idx in idxs {
+                let is_string = matches!(a[idx], toml::Value::String(_));
+                a[idx] = parse_set_value(value, is_string);
+            }
+        }
+        _ => {
+            return Err(format!(
+                "`{}` is not a table or an array",
+                parts[..i].join(".")
+            ))
+        }
+    }
+    Ok(())
 }
 
 fn descend<'a>(
@@ -956,6 +1006,25 @@ to_s = 15
     }
 
     #[test]
+    fn round_trips_through_toml_and_derives_distinct_link_seeds() {
+        let s = e1();
+        let again = Scenario::from_toml_str(&s.to_toml().unwrap()).unwrap();
+        assert_eq!(again, s);
+        let seeds = [
+            s.link_seed(0, Direction::Up),
+            s.link_seed(0, Direction::Down),
+            s.link_seed(1, Direction::Up),
+            s.link_seed(1, Direction::Down),
+        ];
+        for i in 0..4 {
+            for j in 0..i {
+                assert_ne!(seeds[i], seeds[j]);
+            }
+        }
+        assert_eq!(seeds[0], e1().link_seed(0, Direction::Up), "deterministic");
+    }
+
+    #[test]
     fn parses_siblings() {
         let text = E1
             .replace(
@@ -1064,6 +1133,22 @@ to_s = 15
         s.apply_set("flow.0.name", "123").unwrap();
         assert_eq!(s.flow[0].name, "123");
         s.apply_set("tunnel.scheduler", "rr").unwrap();
+        // rate_mbps replaces the schedule, and back.
+        s.apply_set("path.p1.rate_mbps", "25").unwrap();
+        assert_eq!((s.path[0].rate_mbps, s.path[0].rate.len()), (Some(25.0), 0));
+        s.apply_set("path.p1.rate", "[{at_s=0, mbps=5}, {at_s=1, mbps=6}]")
+            .unwrap();
+        assert_eq!((s.path[0].rate_mbps, s.path[0].rate.len()), (None, 2));
+        // `*` sets every entry.
+        s.path.push(PathSpec {
+            name: "p2".into(),
+            rate_mbps: Some(1.0),
+            ..PathSpec::default()
+        });
+        s.apply_set("path.*.loss", "1e-6").unwrap();
+        assert!(s.path.iter().all(|p| p.loss == 1e-6));
+        s.apply_set("path.p1.rate.*.mbps", "7").unwrap();
+        assert!(s.path[0].rate.iter().all(|r| r.mbps == 7.0));
         assert_eq!(s.tunnel.scheduler, "rr");
     }
 
