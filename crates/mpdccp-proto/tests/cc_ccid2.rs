@@ -169,3 +169,42 @@ fn unknown_names_are_rejected_with_the_list() {
     let msg = err.to_string();
     assert!(msg.starts_with("unknown congestion control `vegas` (expected one of ccid2"));
 }
+
+/// RFC 3168 §6.1.2 / RFC 4341 §5: a CE mark is a congestion signal like a
+/// loss — the window halves, at most once per window of data.
+#[test]
+fn ecn_marks_halve_the_window_like_a_loss() {
+    for name in ["ccid2", "reno", "cubic", "lia"] {
+        let mut c = cc::build(
+            name,
+            &CcConfig {
+                initial_cwnd_pkts: Some(40),
+                ..CcConfig::default()
+            },
+        )
+        .unwrap();
+        let t = Instant::from_millis(50);
+        c.on_ecn(Instant::from_millis(100), 2, &ack(2, 30, t), &[]);
+        let after = c.cwnd_pkts();
+        assert!((20..40).contains(&after), "{name}: {after}");
+        c.on_ecn(Instant::from_millis(110), 1, &ack(1, 30, t), &[]);
+        assert_eq!(c.cwnd_pkts(), after, "{name}: same window of data");
+        c.on_ecn(
+            Instant::from_millis(110),
+            0,
+            &ack(1, 30, Instant::from_millis(105)),
+            &[],
+        );
+        assert_eq!(c.cwnd_pkts(), after, "{name}: no marks, no change");
+    }
+    // BBRv1 ignores ECN (Linux tcp_bbr.c).
+    let mut b = cc::build("ccid5", &CcConfig::default()).unwrap();
+    let w = b.cwnd_pkts();
+    b.on_ecn(
+        Instant::from_millis(100),
+        5,
+        &ack(5, 3, Instant::from_millis(50)),
+        &[],
+    );
+    assert_eq!(b.cwnd_pkts(), w);
+}

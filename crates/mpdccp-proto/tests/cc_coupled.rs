@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use mpdccp_proto::cc::coupled::{
-    cubic_equivalent_loss_rate, lia_alpha, virtual_reno_window, CoupledPath,
+    coupled_cubic_alphas, cubic_equivalent_loss_rate, lia_alpha, virtual_reno_window, CoupledPath,
 };
 use mpdccp_proto::cc::{
     self, AckEvent, CcConfig, CcSnapshot, CongestionController, LossEvent, SentPacket,
@@ -16,7 +16,34 @@ fn path(cwnd: f64, rtt_s: f64) -> CoupledPath {
         rtt_s,
         l1_pkts: 0.0,
         l2_pkts: 0.0,
+        cubic: false,
     }
+}
+
+/// Coupled CUBIC's two α steps: α1 over the virtual windows, the CUBIC
+/// subflows scaled by min(α1, 1), α2 over the windows with each CUBIC
+/// subflow at W_Reno·α1.
+#[test]
+fn coupled_cubic_alphas_follow_the_two_steps() {
+    let cubic = |w: f64, rtt: f64| CoupledPath {
+        cubic: true,
+        ..path(w, rtt)
+    };
+    // Two identical CUBIC subflows: α1 = α2 = ½ (α is scale free), and the
+    // α2 windows sum to one subflow's virtual window.
+    let (a1, scale, a2, total2) = coupled_cubic_alphas(&[cubic(300.0, 0.1), cubic(300.0, 0.1)]);
+    assert!((a1 - 0.5).abs() < 1e-12 && (scale - 0.5).abs() < 1e-12);
+    assert!((a2 - 0.5).abs() < 1e-12 && (total2 - 300.0).abs() < 1e-9);
+    // A CUBIC and a LIA subflow, 400 packets each at 100 ms: α1 = ½; the
+    // CUBIC one counts 200 in step 2, so α2 = 600·(400/0.01)/(6000²) = ⅔.
+    let (a1, scale, a2, total2) = coupled_cubic_alphas(&[cubic(400.0, 0.1), path(400.0, 0.1)]);
+    assert!((a1 - 0.5).abs() < 1e-12 && (scale - 0.5).abs() < 1e-12);
+    assert!((a2 - 2.0 / 3.0).abs() < 1e-12, "α2 = {a2}");
+    assert!((total2 - 600.0).abs() < 1e-9);
+    // α1 above 1 (the LIA subflow has the best w/rtt²): the CUBIC window is
+    // not scaled up (RFC 6356's cap at the single-path increase).
+    let (a1, scale, _, _) = coupled_cubic_alphas(&[cubic(10.0, 0.1), path(40.0, 0.02)]);
+    assert!((a1 - 1.1338).abs() < 5e-5 && scale == 1.0);
 }
 
 #[test]
@@ -51,18 +78,22 @@ impl Script {
 }
 
 /// Drives one controller through the script; returns its cwnd trace.
-/// `view` decides what coupled view the controller sees: none or its own
-/// snapshot only.
+/// `own_view` decides what coupled view the controller sees: none, or its
+/// own snapshot — refreshed only every third event, as a transport reuses
+/// one view for the ack and the losses of a datagram.
 fn trace(mut cc: Box<dyn CongestionController>, seed: u64, own_view: bool) -> Vec<u32> {
     let mut s = Script(seed);
     let mut out = Vec::new();
     let mut now = Instant::ZERO;
     let mut seq = 0;
     let rtt = Duration::from_millis(50);
-    for _ in 0..5000 {
+    let mut cached = [cc.snapshot(PathId(0), rtt, true)];
+    for step in 0..5000 {
         now += Duration::from_micros(200 + s.next() % 2000);
-        let view = [cc.snapshot(PathId(0), rtt, true)];
-        let view: &[CcSnapshot] = if own_view { &view } else { &[] };
+        if step % 3 == 0 {
+            cached = [cc.snapshot(PathId(0), rtt, true)];
+        }
+        let view: &[CcSnapshot] = if own_view { &cached } else { &[] };
         match s.next() % 100 {
             0..=44 => {
                 let w = cc.cwnd_pkts();
@@ -157,6 +188,7 @@ fn snap(cwnd: f64, rtt_ms: u64, l1: f64, l2: f64) -> CcSnapshot {
         olia_l1_pkts: l1,
         olia_l2_pkts: l2,
         virtual_reno_cwnd_pkts: cwnd,
+        virtual_reno_is_cubic: false,
     }
 }
 
@@ -321,11 +353,19 @@ fn coupled_cubic_switches_on_the_bdp_threshold() {
         plain.cwnd_pkts(),
         s.virtual_reno_cwnd_pkts
     );
-    // α1 over virtual windows (≈280, 400) at equal RTT = 400/680 ≈ 0.59,
-    // f = √(0.59·280/680) ≈ 0.49: about half of CUBIC's window.
+    // α1 over the virtual windows (≈280, 400) at equal RTT = 400/680 ≈
+    // 0.59, and the window in use is α1·W_CUBIC: about 0.6 of CUBIC's.
+    let alpha1 = lia_alpha(&[path(s.virtual_reno_cwnd_pkts, 0.1), path(400.0, 0.1)]);
+    // W_CUBIC back from W_Reno: p̂ = 3/(2 W_Reno²), W = 1.054·RTT^0.75/p̂^0.75.
+    let p_hat = 1.5 / (s.virtual_reno_cwnd_pkts * s.virtual_reno_cwnd_pkts);
+    let w_cubic = 1.054 * 0.1f64.powf(0.75) / p_hat.powf(0.75);
+    let coupling = s.cwnd_pkts / w_cubic;
+    assert!(
+        (coupling - alpha1).abs() < 0.01,
+        "{coupling} vs α1 {alpha1}"
+    );
     let ratio = c.cwnd_pkts() as f64 / plain.cwnd_pkts() as f64;
-    assert!((0.4..=0.6).contains(&ratio), "ratio {ratio}");
-    let w_cubic = s.cwnd_pkts / ratio;
+    assert!((0.5..=0.65).contains(&ratio), "ratio {ratio}");
     assert!(s.virtual_reno_cwnd_pkts < w_cubic);
     let mut direct = cc::CoupledCubic::new(&CcConfig::default());
     assert_eq!(direct.coupling(), 1.0);

@@ -44,6 +44,14 @@ const FULL_BW_COUNT: u32 = 3;
 const PACING_MARGIN: f64 = 0.01;
 /// Initial window when none is configured (tcp_bbr.c `TCP_INIT_CWND`).
 const DEFAULT_IW_PKTS: u32 = 10;
+/// ACK aggregation (tcp_bbr.c `bbr_update_ack_aggregation`): the extra
+/// window that lets a sender keep sending while acks arrive in bursts
+/// (Ack Ratio > 1, Wi-Fi/cellular aggregation) is the max excess of acked
+/// over expected data in an "epoch", kept for 5–10 rounds, capped at 100 ms
+/// of data and at cwnd, and used only after the pipe is full.
+const EXTRA_ACKED_WIN_ROUNDS: u32 = 5;
+const EXTRA_ACKED_MAX: Duration = Duration::from_millis(100);
+const ACK_EPOCH_RESET_PKTS: f64 = (1 << 20) as f64;
 
 /// Long-term ("policer") bandwidth detection, tcp_bbr.c `bbr_lt_bw_sampling`:
 /// intervals of 4..16 rounds that end in loss with a loss rate ≥ 20 %; two
@@ -186,6 +194,13 @@ pub struct Bbr {
     delivered: u64,
     lost: u64,
     last_app_limited: bool,
+
+    // ACK aggregation: two windows of max extra acked packets.
+    extra_acked: [f64; 2],
+    extra_acked_idx: usize,
+    extra_acked_win_rounds: u32,
+    ack_epoch_start: Instant,
+    ack_epoch_acked: f64,
 }
 
 impl Bbr {
@@ -232,6 +247,11 @@ impl Bbr {
             delivered: 0,
             lost: 0,
             last_app_limited: false,
+            extra_acked: [0.0; 2],
+            extra_acked_idx: 0,
+            extra_acked_win_rounds: 0,
+            ack_epoch_start: Instant::ZERO,
+            ack_epoch_acked: 0.0,
         };
         // §4.2.1: before an RTT sample, pace at high_gain·IW per 1 ms.
         bbr.init_pacing_rate(Duration::from_millis(1));
@@ -523,7 +543,9 @@ impl Bbr {
     }
 
     fn update_min_rtt(&mut self, now: Instant, ack: &AckEvent) {
-        let expired = now > self.min_rtt_stamp + MIN_RTT_WINDOW;
+        // (No estimate yet is not an expired one: a flow may start at any
+        // `now`.)
+        let expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
         if let Some(rtt) = ack.rtt {
             if self.min_rtt.is_none_or(|m| rtt < m) || expired {
                 self.min_rtt = Some(rtt);
@@ -566,6 +588,50 @@ impl Bbr {
         self.reset_mode(now);
     }
 
+    fn update_ack_aggregation(&mut self, now: Instant, ack: &AckEvent) {
+        let valid = ack
+            .rate
+            .is_some_and(|r| !r.interval.is_zero() && r.delivered_pkts > 0);
+        if ack.acked_pkts == 0 || !valid {
+            return;
+        }
+        if self.round_start {
+            self.extra_acked_win_rounds += 1;
+            if self.extra_acked_win_rounds >= EXTRA_ACKED_WIN_ROUNDS {
+                self.extra_acked_win_rounds = 0;
+                self.extra_acked_idx ^= 1;
+                self.extra_acked[self.extra_acked_idx] = 0.0;
+            }
+        }
+        let bw_pps = self.bw_bytes_per_s() / self.mss_bytes;
+        let epoch = now
+            .saturating_duration_since(self.ack_epoch_start)
+            .as_secs_f64();
+        let mut expected = bw_pps * epoch;
+        let acked = ack.acked_pkts as f64;
+        // A slow ack rate (or an ancient epoch) starts a new epoch.
+        if self.ack_epoch_acked <= expected || self.ack_epoch_acked + acked >= ACK_EPOCH_RESET_PKTS
+        {
+            self.ack_epoch_acked = 0.0;
+            self.ack_epoch_start = now;
+            expected = 0.0;
+        }
+        self.ack_epoch_acked += acked;
+        let extra = (self.ack_epoch_acked - expected).min(self.cwnd as f64);
+        let slot = &mut self.extra_acked[self.extra_acked_idx];
+        if extra > *slot {
+            *slot = extra;
+        }
+    }
+
+    fn ack_aggregation_cwnd(&self) -> f64 {
+        if !self.full_bw_reached {
+            return 0.0;
+        }
+        let max_aggr = self.bw_bytes_per_s() * EXTRA_ACKED_MAX.as_secs_f64() / self.mss_bytes;
+        self.extra_acked[0].max(self.extra_acked[1]).min(max_aggr)
+    }
+
     /// §4.2.3.6 BBRSetCwnd.
     fn set_cwnd(&mut self, ack: &AckEvent) {
         let acked = ack.acked_pkts;
@@ -574,8 +640,9 @@ impl Bbr {
                 // One round of packet conservation after entering recovery.
                 self.cwnd = self.cwnd.max(ack.in_flight_pkts.saturating_add(acked));
             } else {
+                let bdp = self.bdp_pkts(self.bw_bytes_per_s(), self.cwnd_gain);
                 let target = self
-                    .quantization_budget(self.bdp_pkts(self.bw_bytes_per_s(), self.cwnd_gain))
+                    .quantization_budget(bdp + self.ack_aggregation_cwnd().ceil())
                     .min(u32::MAX as f64) as u32;
                 let grown = self.cwnd.saturating_add(acked);
                 if self.full_bw_reached {
@@ -631,6 +698,7 @@ impl CongestionController for Bbr {
             self.cwnd = self.cwnd.max(self.prior_cwnd);
         }
         self.update_bw(now, ack);
+        self.update_ack_aggregation(now, ack);
         if self.mode == BbrMode::ProbeBw
             && self.is_next_cycle_phase(now, ack.prior_in_flight_pkts, false)
         {
@@ -689,6 +757,26 @@ impl CongestionController for Bbr {
         self.lt_sampling(now, true, false);
         self.cwnd = self.min_cwnd.max(1);
     }
+
+    /// PROBE_RTT's small flight is not the path's capacity: its samples
+    /// are marked application limited (tcp_bbr.c `bbr_update_min_rtt`).
+    fn marks_app_limited(&self) -> bool {
+        self.mode == BbrMode::ProbeRtt
+    }
+
+    /// tcp_bbr.c `bbr_init_pacing_rate_from_rtt`: with the handshake's RTT
+    /// the initial window is paced at high_gain × IW / RTT (spread over
+    /// RTT/2.885) instead of the 1 ms fallback, so the rate samples of the
+    /// next rounds grow smoothly.
+    fn on_initial_rtt(&mut self, _now: Instant, rtt: Duration) {
+        if !self.has_seen_rtt && !rtt.is_zero() {
+            self.has_seen_rtt = true;
+            self.init_pacing_rate(rtt);
+        }
+    }
+
+    /// BBRv1 (Linux `tcp_bbr.c`) does not react to ECN marks.
+    fn on_ecn(&mut self, _now: Instant, _ce_pkts: u32, _ack: &AckEvent, _paths: CoupledView<'_>) {}
 
     fn cwnd_pkts(&self) -> u32 {
         self.cwnd

@@ -49,7 +49,7 @@ impl Ccid2 {
     /// §6.1.2 keeps it at most ceil(cwnd/2) so that at least two acks arrive
     /// per window.
     pub fn max_ack_ratio(&self) -> u32 {
-        self.cwnd.div_ceil(2).max(1)
+        super::max_ack_ratio(self.cwnd)
     }
 
     fn in_slow_start(&self) -> bool {

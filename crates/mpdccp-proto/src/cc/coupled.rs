@@ -4,14 +4,17 @@
 //! 2016) and Coupled CUBIC (Lee, Kim, Kwon, Han, CSSE 45(1), 2023).
 //!
 //! Each path's controller reads the connection's [`CoupledView`]: the
-//! [`CcSnapshot`] of every path *including its own* (taken before the event).
-//! A controller finds its own entry by its window numbers; if the view lacks
-//! it (a transport that passes `&[]`), the controller adds itself. Only
+//! [`CcSnapshot`] of every path *including its own* (possibly taken before
+//! an earlier event of the same datagram). A controller recognises its own
+//! entry by the [`PathId`] it was last asked to snapshot under (else by its
+//! window numbers) and uses its current state there; if the view lacks it (a
+//! transport that passes `&[]`), the controller adds itself. Only
 //! established paths with an RTT sample are coupled. With one such path each
 //! controller reduces exactly to its single-path parent (Reno for LIA, OLIA
 //! and BALIA, CUBIC for Coupled CUBIC), bit for bit: the coupled formula is
 //! mathematically the parent's there, and is skipped to avoid rounding.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use super::aimd::Aimd;
@@ -31,6 +34,9 @@ pub struct CoupledPath {
     pub rtt_s: f64,
     pub l1_pkts: f64,
     pub l2_pkts: f64,
+    /// Coupled CUBIC: `cwnd_pkts` is the virtual Reno window of a CUBIC
+    /// window (a large-BDP subflow), not a real Reno-like window.
+    pub cubic: bool,
 }
 
 /// RFC 6356 §3 eq. (2): α = cwnd_total · max_i(cwnd_i/rtt_i²) /
@@ -50,15 +56,16 @@ pub fn lia_alpha(paths: &[CoupledPath]) -> f64 {
     }
 }
 
-/// Coupled CUBIC (Lee et al. 2023, §3): the loss rate at which CUBIC's
-/// average window (RFC 9438 §5.1) equals `w_cubic`:
-/// p̂ = (1.054 · RTT^0.75 / W_CUBIC)^(4/3).
+/// Coupled CUBIC (Lee et al. 2023), step 1: the loss rate at which CUBIC's
+/// average window (RFC 9438 §5.1, W = 1.054·RTT^0.75/p^0.75 with C = 0.4,
+/// β = 0.7) equals `w_cubic`: p̂ = (1.054 · RTT^0.75 / W_CUBIC)^(4/3).
 pub fn cubic_equivalent_loss_rate(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
     (1.054 * rtt_s.powf(0.75) / w_cubic_pkts).powf(4.0 / 3.0)
 }
 
-/// Coupled CUBIC: the Reno window at that loss rate, W_Reno = √(3/(2p̂)),
-/// which stands in for the CUBIC path in LIA's α.
+/// Coupled CUBIC, step 2: the Reno window at that loss rate,
+/// W_Reno = √(3/(2p̂)) (the Reno response function), which stands in for
+/// the CUBIC subflow in LIA's α.
 pub fn virtual_reno_window(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
     let p = cubic_equivalent_loss_rate(w_cubic_pkts, rtt_s);
     let w = (1.5 / p).sqrt();
@@ -69,18 +76,55 @@ pub fn virtual_reno_window(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
     }
 }
 
+/// Coupled CUBIC, steps 3–5, over a coupled set whose CUBIC subflows
+/// (`cubic`) carry their virtual Reno windows W_Reno:
+///
+/// * α1 = LIA's α (RFC 6356 eq. 2) over the virtual windows;
+/// * a CUBIC subflow's window is W_coupledCUBIC = VirtualW_Reno · α1 ·
+///   W_CUBIC / W_Reno with VirtualW_Reno = W_Reno, i.e. α1 · W_CUBIC, with
+///   α1 capped at 1 as RFC 6356 caps LIA's increase at Reno's (a subflow is
+///   never more aggressive than a single-path flow on its path);
+/// * α2 = LIA's α with each CUBIC subflow's virtual window replaced by its
+///   coupled value W_Reno · min(α1, 1) — the windows the LIA (small-BDP)
+///   subflows actually share the connection's aggressiveness with.
+///
+/// Returns (α1, the CUBIC scale min(α1, 1), α2, Σ of the α2 windows).
+pub fn coupled_cubic_alphas(set: &[CoupledPath]) -> (f64, f64, f64, f64) {
+    let alpha1 = lia_alpha(set);
+    let scale = alpha1.min(1.0);
+    let coupled: Vec<CoupledPath> = set
+        .iter()
+        .map(|p| CoupledPath {
+            cwnd_pkts: if p.cubic {
+                p.cwnd_pkts * scale
+            } else {
+                p.cwnd_pkts
+            },
+            ..*p
+        })
+        .collect();
+    let alpha2 = lia_alpha(&coupled);
+    let total2 = coupled.iter().map(|p| p.cwnd_pkts).sum();
+    (alpha1, scale, alpha2, total2)
+}
+
 /// The coupled set from the view plus this path: returns the set and the
 /// index of this path in it. `own` carries this path's current numbers;
 /// `matches` recognises its (possibly slightly older) view entry.
 fn coupled_set(
     view: CoupledView<'_>,
     own: CoupledPath,
+    own_path: Option<PathId>,
     matches: impl Fn(&CcSnapshot) -> bool,
 ) -> (Vec<CoupledPath>, usize) {
     let mut set = Vec::with_capacity(view.len() + 1);
     let mut own_idx = None;
     for snap in view {
-        if own_idx.is_none() && matches(snap) {
+        let is_own = match own_path {
+            Some(id) => snap.path == id,
+            None => matches(snap),
+        };
+        if own_idx.is_none() && is_own {
             own_idx = Some(set.len());
             set.push(own);
             continue;
@@ -93,6 +137,7 @@ fn coupled_set(
                 rtt_s,
                 l1_pkts: snap.olia_l1_pkts,
                 l2_pkts: snap.olia_l2_pkts,
+                cubic: snap.virtual_reno_is_cubic,
             });
         }
     }
@@ -135,6 +180,9 @@ pub struct CoupledReno {
     l1_pkts: f64,
     l2_pkts: f64,
     srtt: Duration,
+    /// The path id this controller's snapshots carry (learnt from
+    /// `snapshot`), to find itself in the view.
+    own_path: Cell<Option<PathId>>,
 }
 
 impl CoupledReno {
@@ -155,6 +203,7 @@ impl CoupledReno {
             l1_pkts: 0.0,
             l2_pkts: 0.0,
             srtt: Duration::ZERO,
+            own_path: Cell::new(None),
         }
     }
 
@@ -164,12 +213,13 @@ impl CoupledReno {
             rtt_s,
             l1_pkts: self.l1_pkts,
             l2_pkts: self.l2_pkts,
+            cubic: false,
         }
     }
 
     fn set(&self, view: CoupledView<'_>, rtt_s: f64) -> (Vec<CoupledPath>, usize) {
         let (cwnd, l1, l2) = (self.window.cwnd, self.l1_pkts, self.l2_pkts);
-        coupled_set(view, self.own(rtt_s), |s| {
+        coupled_set(view, self.own(rtt_s), self.own_path.get(), |s| {
             s.cwnd_pkts == cwnd && s.olia_l1_pkts == l1 && s.olia_l2_pkts == l2
         })
     }
@@ -316,6 +366,7 @@ impl CongestionController for CoupledReno {
     }
 
     fn snapshot(&self, path: PathId, srtt: Duration, established: bool) -> CcSnapshot {
+        self.own_path.set(Some(path));
         CcSnapshot {
             path,
             cwnd_pkts: self.window.cwnd,
@@ -324,26 +375,42 @@ impl CongestionController for CoupledReno {
             olia_l1_pkts: self.l1_pkts,
             olia_l2_pkts: self.l2_pkts,
             virtual_reno_cwnd_pkts: self.window.cwnd,
+            virtual_reno_is_cubic: false,
         }
     }
 }
 
-/// Coupled CUBIC (Lee et al. 2023): CUBIC on large-BDP paths, coupled to
-/// the other subflows through LIA's α computed over virtual Reno windows;
-/// LIA on small-BDP paths.
+/// Coupled CUBIC (Lee, Kim, Kwon, Han, "Coupled CUBIC Congestion Control
+/// for MPTCP in Broadband Networks", CSSE 45(1), 2023): CUBIC on large-BDP
+/// subflows, coupled to the others through LIA's α computed over virtual
+/// Reno windows; LIA (RFC 6356) on small-BDP subflows. A subflow is
+/// large-BDP while its smoothed BDP estimate (delivery rate × min RTT) is
+/// at least [`CcConfig::coupled_cubic_bdp_threshold_pkts`].
 ///
-/// On a large-BDP path the CUBIC window W_CUBIC evolves as plain CUBIC
-/// (RFC 9438) under the path's losses; its virtual Reno window
-/// W_Reno = √(3/(2p̂)) is what a Reno flow would hold at the same loss rate,
-/// and stands in for the path in LIA's α (α1, over every path's virtual
-/// window). LIA (RFC 6356 §3) gives a Reno flow of window w the per-ack
-/// increase min(α/W_total, 1/w) instead of 1/w; an AIMD window in
-/// equilibrium scales with the square root of that ratio (w = √(2a·w/p)),
-/// so the window in use is W_CUBIC · f with f = √min(1, α1·W_Reno/ΣW_Reno)
-/// — the paper's W_coupledCUBIC = VirtualW_Reno·W_CUBIC/W_Reno with
-/// VirtualW_Reno the LIA-coupled Reno window. (Two identical paths: α1 = ½,
-/// f = ½, so together they take one CUBIC flow's share, as LIA does for
-/// Reno.) With one path f ≡ 1 and the controller is CUBIC.
+/// On a large-BDP subflow the CUBIC window W_CUBIC evolves as plain CUBIC
+/// (RFC 9438) under the subflow's losses. The scheme, step by step:
+/// 1. p̂ = (1.054·RTT^0.75 / W_CUBIC)^(4/3), the loss rate at which CUBIC
+///    averages W_CUBIC ([`cubic_equivalent_loss_rate`]);
+/// 2. W_Reno = √(3/(2p̂)), the Reno window at that loss rate
+///    ([`virtual_reno_window`]), published as this subflow's virtual window;
+/// 3. α1 = LIA's α over every subflow's virtual window (W_Reno for CUBIC
+///    subflows, the window itself for LIA subflows);
+/// 4. α2 = LIA's α with each CUBIC subflow at its coupled virtual window
+///    W_Reno·α1, used by the LIA subflows' increase min(α2/ΣW, 1/w);
+/// 5. the window in use is W_coupledCUBIC = VirtualW_Reno·α1·W_CUBIC/W_Reno
+///    = α1·W_CUBIC (α1 capped at 1, see [`coupled_cubic_alphas`]).
+///
+/// Two identical large-BDP subflows get α1 = ½ each and together one CUBIC
+/// flow's window, as LIA gives two Reno subflows one Reno flow's. With one
+/// subflow α1 ≡ 1 and the controller is CUBIC, bit for bit.
+///
+/// (The stored copy of the paper available to this project holds only its
+/// abstract; the steps follow the project's reference summary of §3,
+/// `CC_REFERENCE.md`, so no equation numbers are cited here.)
+/// Smallest scale applied to a CUBIC window (bounds the per-ack weight
+/// 1/scale when a large-BDP subflow is nearly idle next to busy ones).
+const MIN_CUBIC_SCALE: f64 = 1e-3;
+
 #[derive(Clone, Debug)]
 pub struct CoupledCubic {
     core: CubicCore,
@@ -353,6 +420,7 @@ pub struct CoupledCubic {
     cubic_mode: bool,
     pacing: bool,
     mss_bytes: u32,
+    own_path: Cell<Option<PathId>>,
 }
 
 impl CoupledCubic {
@@ -364,6 +432,7 @@ impl CoupledCubic {
             cubic_mode: true,
             pacing: config.pacing,
             mss_bytes: config.mss_bytes.max(1),
+            own_path: Cell::new(None),
         }
     }
 
@@ -388,6 +457,12 @@ impl CoupledCubic {
         }
     }
 
+    /// True when this subflow's virtual window is W_Reno of its CUBIC
+    /// window (CUBIC mode with an RTT sample).
+    fn virtual_reno_is_cubic(&self) -> bool {
+        self.cubic_mode && !self.core.srtt.is_zero()
+    }
+
     fn window(&self) -> f64 {
         self.core.window_scale * self.core.cwnd
     }
@@ -398,9 +473,10 @@ impl CoupledCubic {
             rtt_s,
             l1_pkts: 0.0,
             l2_pkts: 0.0,
+            cubic: self.virtual_reno_is_cubic(),
         };
         let (cwnd, vreno) = (self.window(), self.virtual_reno_cwnd_pkts());
-        coupled_set(view, own, |s| {
+        coupled_set(view, own, self.own_path.get(), |s| {
             s.cwnd_pkts == cwnd && s.virtual_reno_cwnd_pkts == vreno
         })
     }
@@ -440,36 +516,39 @@ impl CongestionController for CoupledCubic {
     }
 
     fn on_ack(&mut self, now: Instant, ack: &AckEvent, paths: CoupledView<'_>) {
-        let rtt_s = srtt_s(ack);
-        let (set, me) = self.set(paths, rtt_s);
+        // Large- or small-BDP subflow (until a delivery-rate sample exists
+        // the window stands in for the BDP).
         self.update_bdp(ack);
+        let large = self.bdp_pkts.unwrap_or(self.window()) >= self.bdp_threshold_pkts;
+        if !large && self.cubic_mode {
+            self.fold_scale();
+        }
+        self.cubic_mode = large;
+        // The set is built after the mode is known, so this subflow's entry
+        // is its virtual window in that mode.
+        let (set, _) = self.set(paths, srtt_s(ack));
         let rule = if set.len() <= 1 {
-            // A single subflow is a plain CUBIC flow.
+            // A single subflow is a plain CUBIC flow (α1 = 1).
             self.cubic_mode = true;
             self.core.window_scale = 1.0;
             CaRule::Cubic { coupling: 1.0 }
         } else {
-            let alpha = lia_alpha(&set);
-            let total: f64 = set.iter().map(|p| p.cwnd_pkts).sum();
-            let own = set[me].cwnd_pkts;
-            // Large- or small-BDP path (until a delivery-rate sample
-            // exists the window stands in for the BDP).
-            let large = self.bdp_pkts.unwrap_or(self.window()) >= self.bdp_threshold_pkts;
+            let (_alpha1, scale, alpha2, total2) = coupled_cubic_alphas(&set);
             if large {
-                self.cubic_mode = true;
-                let f = (alpha * own / total).min(1.0).sqrt();
-                if f.is_finite() && f > 0.0 {
-                    self.core.window_scale = f;
+                // Step 5: the window in use is min(α1, 1) · W_CUBIC.
+                if scale.is_finite() && scale > 0.0 {
+                    self.core.window_scale = scale.max(MIN_CUBIC_SCALE);
                 }
-                CaRule::Cubic { coupling: 1.0 }
+                // W_CUBIC evolves as plain CUBIC's (RFC 9438): a CUBIC flow
+                // of window W_CUBIC would see 1/scale acks per ack of this
+                // subflow, so each counts 1/scale in W_CUBIC's growth.
+                CaRule::Cubic {
+                    coupling: 1.0 / self.core.window_scale,
+                }
             } else {
-                if self.cubic_mode {
-                    self.fold_scale();
-                }
-                self.cubic_mode = false;
-                // RFC 6356 §3.
+                // RFC 6356 §3 with α2 over the coupled virtual windows.
                 CaRule::Linear {
-                    per_pkt: (alpha / total).min(1.0 / self.core.cwnd),
+                    per_pkt: (alpha2 / total2).min(1.0 / self.core.cwnd),
                 }
             }
         };
@@ -516,6 +595,7 @@ impl CongestionController for CoupledCubic {
     }
 
     fn snapshot(&self, path: PathId, srtt: Duration, established: bool) -> CcSnapshot {
+        self.own_path.set(Some(path));
         CcSnapshot {
             path,
             cwnd_pkts: self.window(),
@@ -524,6 +604,7 @@ impl CongestionController for CoupledCubic {
             olia_l1_pkts: 0.0,
             olia_l2_pkts: 0.0,
             virtual_reno_cwnd_pkts: self.virtual_reno_cwnd_pkts(),
+            virtual_reno_is_cubic: self.virtual_reno_is_cubic(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! CUBIC (RFC 9438) with HyStart++ (RFC 9406), in packets.
 //!
-//! The window core ([`CubicCore`]) is shared with Coupled CUBIC, which scales
-//! its congestion-avoidance increase by a coupling factor; plain CUBIC uses a
-//! factor of exactly 1.
+//! The window core is shared with Coupled CUBIC, which scales the window it
+//! uses by its coupling factor, or replaces congestion avoidance by LIA's
+//! increase on small-BDP paths; plain CUBIC uses neither.
 
 use std::time::Duration;
 
@@ -134,7 +134,9 @@ impl HyStart {
 /// How a [`CubicCore`] grows in congestion avoidance.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum CaRule {
-    /// RFC 9438 §4.2–4.5, the increase scaled by `coupling` (1 = CUBIC).
+    /// RFC 9438 §4.2–4.5 with each acknowledged packet counted `coupling`
+    /// times (1 = CUBIC; Coupled CUBIC counts 1/scale so that its W_CUBIC
+    /// sees the acks of a window W_CUBIC while it sends scale·W_CUBIC).
     Cubic { coupling: f64 },
     /// A fixed increase per acknowledged packet (LIA, RFC 6356 §3).
     Linear { per_pkt: f64 },
@@ -313,7 +315,13 @@ impl CubicCore {
             // §4.4/§4.5: concave and convex regions; target clamped to
             // [cwnd, 1.5 cwnd].
             let target = w_cubic(t + rtt, self.k_s, self.w_max).clamp(self.cwnd, 1.5 * self.cwnd);
-            self.cwnd += coupling * acked * (target - self.cwnd) / self.cwnd;
+            // Never past the target, however many acks one call counts.
+            let increase = coupling * acked * (target - self.cwnd) / self.cwnd;
+            self.cwnd = if increase > target - self.cwnd {
+                target
+            } else {
+                self.cwnd + increase
+            };
         }
         self.clamp();
     }

@@ -14,12 +14,34 @@
 //!    newly acknowledged and a delivery-rate sample;
 //! 3. [`CongestionController::on_loss`] when packets are declared lost
 //!    (CCID2: three later packets acknowledged, RFC 4341 §5);
-//! 4. [`CongestionController::on_rto`] when the retransmission timer fires.
+//! 4. [`CongestionController::on_rto`] when the retransmission timer fires;
+//! 5. [`CongestionController::on_ecn`] after `on_ack` when the acknowledged
+//!    packets carried ECN CE marks.
+//!
+//! Two optional hooks a transport should honour: call
+//! [`CongestionController::on_initial_rtt`] once with the handshake's RTT
+//! before sending data, and after every ack, if
+//! [`CongestionController::marks_app_limited`] is true, call
+//! [`DeliveryRateEstimator::on_app_limited`] with the packets in flight.
 //!
 //! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
 //! built from each controller's [`CongestionController::snapshot`];
 //! uncoupled ones ignore it.
+//!
+//! | name | type | specification | paces |
+//! |---|---|---|---|
+//! | `ccid2` | [`Ccid2`] | RFC 4341 §5 (window arithmetic) | no |
+//! | `reno` | [`Reno`] | RFC 5681 / RFC 6582 | no |
+//! | `cubic` | [`Cubic`] | RFC 9438 + HyStart++ (RFC 9406) | optional ([`CcConfig::pacing`]) |
+//! | `ccid5` (`bbr`) | [`Bbr`] | BBRv1: draft-cardwell-iccrg-bbr-congestion-control-00 as Linux `tcp_bbr.c`; draft-romo-iccrg-ccid5 | yes |
+//! | `bbr3` | [`Bbr3`] | draft-ietf-ccwg-bbr (loss and ECN aware) | yes |
+//! | `lia` / `olia` / `balia` | [`CoupledReno`] | RFC 6356; Khalili et al. 2013; Peng et al. 2016 | no |
+//! | `coupled-cubic` | [`CoupledCubic`] | Lee, Kim, Kwon, Han, CSSE 45(1) 2023 | optional |
+//!
+//! Every controller is deterministic: no clock (time is the `now`
+//! argument) and no OS randomness (BBR's random PROBE_BW phase comes from
+//! [`CcConfig::seed`]).
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -29,6 +51,7 @@ use crate::time::Instant;
 
 mod aimd;
 pub mod bbr;
+pub mod bbr3;
 mod ccid2;
 pub mod coupled;
 pub mod cubic;
@@ -38,6 +61,7 @@ mod round;
 mod rtt;
 
 pub use bbr::Bbr;
+pub use bbr3::Bbr3;
 pub use ccid2::Ccid2;
 pub use coupled::{CoupledCubic, CoupledReno};
 pub use cubic::Cubic;
@@ -53,6 +77,7 @@ pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionControll
         "reno" => Box::new(Reno::new(config)),
         "cubic" => Box::new(Cubic::new(config)),
         "ccid5" | "bbr" => Box::new(Bbr::new(config)),
+        "bbr3" => Box::new(Bbr3::new(config)),
         "lia" => Box::new(CoupledReno::lia(config)),
         "olia" => Box::new(CoupledReno::olia(config)),
         "balia" => Box::new(CoupledReno::balia(config)),
@@ -66,6 +91,7 @@ pub const BUILD_NAMES: &[&str] = &[
     "ccid2",
     "ccid5",
     "cubic",
+    "bbr3",
     "lia",
     "olia",
     "balia",
@@ -90,6 +116,14 @@ impl std::fmt::Display for UnknownName {
 }
 
 impl std::error::Error for UnknownName {}
+
+/// Largest Ack Ratio a receiver may use with a window of `cwnd_pkts`:
+/// RFC 4341 §6.1.2 keeps it at most ceil(cwnd/2), so at least two acks
+/// arrive per window — which also keeps BBR's PROBE_RTT (cwnd 4) fed with
+/// acks, the caveat of draft-romo-iccrg-ccid5.
+pub fn max_ack_ratio(cwnd_pkts: u32) -> u32 {
+    cwnd_pkts.div_ceil(2).max(1)
+}
 
 /// Initial window in packets per RFC 3390 §1:
 /// min(4·MSS, max(2·MSS, 4380 bytes)) — 4 / 3 / 2 packets for an MSS of
@@ -271,6 +305,10 @@ pub struct CcSnapshot {
     /// Coupled CUBIC: the virtual Reno window standing in for this path in
     /// LIA's alpha; equals `cwnd_pkts` for Reno-like paths.
     pub virtual_reno_cwnd_pkts: f64,
+    /// True when `virtual_reno_cwnd_pkts` is the virtual Reno window of an
+    /// (uncoupled) CUBIC window — a Coupled CUBIC subflow on a large-BDP
+    /// path — rather than a real Reno-like window.
+    pub virtual_reno_is_cubic: bool,
 }
 
 /// Read-only view over all paths of a connection, for coupled controllers.
@@ -289,6 +327,44 @@ pub trait CongestionController: Send + Debug {
 
     /// The retransmission timer fired (RFC 6298 §5.5 semantics: collapse).
     fn on_rto(&mut self, now: Instant);
+
+    /// `ce_pkts` of the packets acknowledged by `ack` (already passed to
+    /// [`CongestionController::on_ack`]) arrived with ECN Congestion
+    /// Experienced marks (RFC 4340 §12.2, RFC 3168). The default treats the
+    /// marks as losses of packets sent at `ack.largest_acked_sent_time`
+    /// (RFC 3168 §6.1.2, RFC 4341 §5: one reduction per window of data);
+    /// ECN-aware controllers (BBRv3) override it, and BBRv1 ignores marks.
+    fn on_ecn(&mut self, now: Instant, ce_pkts: u32, ack: &AckEvent, paths: CoupledView<'_>) {
+        if ce_pkts == 0 {
+            return;
+        }
+        let loss = LossEvent {
+            lost_pkts: ce_pkts,
+            lost_bytes: 0,
+            in_flight_pkts: ack.in_flight_pkts,
+            largest_lost_sent_time: ack.largest_acked_sent_time,
+            delivered_pkts: ack.delivered_pkts,
+        };
+        self.on_loss(now, &loss, paths);
+    }
+
+    /// The transport measured `rtt` before any data was acknowledged (the
+    /// DCCP Request/Response exchange, RFC 4340 §8.1.1; a TCP SYN/SYN-ACK).
+    /// Call it once, before the first [`CongestionController::on_packet_sent`].
+    /// Pacing controllers use it to pace the initial window over a round
+    /// trip instead of bursting it (tcp_bbr.c `bbr_init_pacing_rate_from_rtt`
+    /// reads the handshake's srtt); the default ignores it.
+    fn on_initial_rtt(&mut self, _now: Instant, _rtt: Duration) {}
+
+    /// True while the controller deliberately keeps the flight below what
+    /// the path can carry (BBR's PROBE_RTT). After each acknowledgement the
+    /// transport then calls [`DeliveryRateEstimator::on_app_limited`] with
+    /// the packets in flight, so the low rate samples of this phase are
+    /// marked application limited and cannot lower a bandwidth estimate
+    /// (tcp_bbr.c `bbr_update_min_rtt` sets `tp->app_limited`).
+    fn marks_app_limited(&self) -> bool {
+        false
+    }
 
     /// Congestion window, whole packets (≥ the configured minimum).
     fn cwnd_pkts(&self) -> u32;

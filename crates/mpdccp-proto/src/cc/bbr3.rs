@@ -1,0 +1,854 @@
+//! BBRv3 (`bbr3`) per draft-ietf-ccwg-bbr: the model-based controller of
+//! BBRv1 plus loss- and ECN-aware bounds on the model.
+//!
+//! Model (draft §4.5): `max_bw` is a windowed max over the last two
+//! PROBE_BW cycles; `bw_lo`/`inflight_lo` are short-term lower bounds cut
+//! by β = 0.7 in rounds with loss (or ECN marks), `inflight_hi` a long-term
+//! upper bound learned when a round's loss rate exceeds 2 % (or its CE rate
+//! 50 %). PROBE_BW cycles DOWN → CRUISE → REFILL → UP (§4.3.3); UP grows
+//! `inflight_hi` with an exponentially rising slope until loss or ECN says
+//! stop. Units: packets, bytes per second, `Duration`.
+//!
+//! Simplifications, all documented at the code: per-packet `tx_in_flight`
+//! and `lost` of the draft are approximated per round (losses in the round
+//! against the flight at loss time); ACK-aggregation headroom
+//! (`extra_acked`) is not modelled.
+
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::bbr::WindowedMax;
+use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
+use crate::time::Instant;
+
+/// §2.7 / §4.3.1.1: STARTUP pacing gain 4·ln 2 ≈ 2.77, cwnd gain 2.
+pub const STARTUP_PACING_GAIN: f64 = 2.77;
+pub const STARTUP_CWND_GAIN: f64 = 2.0;
+/// §4.3.2: DRAIN pacing gain.
+pub const DRAIN_PACING_GAIN: f64 = 0.35;
+/// §4.3.3: PROBE_BW gains.
+pub const PROBE_DOWN_PACING_GAIN: f64 = 0.9;
+pub const PROBE_UP_PACING_GAIN: f64 = 1.25;
+pub const DEFAULT_CWND_GAIN: f64 = 2.0;
+pub const PROBE_UP_CWND_GAIN: f64 = 2.25;
+/// §2.7: loss-rate ceiling per round, multiplicative cut, headroom.
+pub const LOSS_THRESH: f64 = 0.02;
+pub const BETA: f64 = 0.7;
+pub const HEADROOM: f64 = 0.15;
+/// ECN: CE-marked fraction of a round above which inflight is too high.
+pub const ECN_THRESH: f64 = 0.5;
+/// ECN: share of the CE-fraction EWMA cut from inflight_lo per round.
+const ECN_FACTOR: f64 = 1.0 / 3.0;
+/// ECN: EWMA gain for the CE fraction.
+const ECN_ALPHA_GAIN: f64 = 1.0 / 16.0;
+pub const MIN_PIPE_CWND_PKTS: u32 = 4;
+/// §4.3.1.2: STARTUP also ends after this many loss events in a lossy round.
+const STARTUP_FULL_LOSS_COUNT: u32 = 6;
+const FULL_BW_THRESH: f64 = 1.25;
+const FULL_BW_COUNT: u32 = 3;
+/// §4.5.2.2: max_bw covers the last two PROBE_BW cycles.
+const MAX_BW_FILTER_CYCLES: u64 = 2;
+/// §4.3.4: min RTT window and the (shorter) ProbeRTT scheduling window.
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+pub const PROBE_RTT_INTERVAL: Duration = Duration::from_secs(5);
+pub const PROBE_RTT_DURATION: Duration = Duration::from_millis(200);
+/// §4.3.4: ProbeRTT holds cwnd at half the BDP.
+pub const PROBE_RTT_CWND_GAIN: f64 = 0.5;
+const PACING_MARGIN: f64 = 0.01;
+const DEFAULT_IW_PKTS: u32 = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bbr3State {
+    Startup,
+    Drain,
+    ProbeBwDown,
+    ProbeBwCruise,
+    ProbeBwRefill,
+    ProbeBwUp,
+    ProbeRtt,
+}
+
+impl Bbr3State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bbr3State::Startup => "startup",
+            Bbr3State::Drain => "drain",
+            Bbr3State::ProbeBwDown => "probe_bw_down",
+            Bbr3State::ProbeBwCruise => "probe_bw_cruise",
+            Bbr3State::ProbeBwRefill => "probe_bw_refill",
+            Bbr3State::ProbeBwUp => "probe_bw_up",
+            Bbr3State::ProbeRtt => "probe_rtt",
+        }
+    }
+    fn is_probe_bw(self) -> bool {
+        matches!(
+            self,
+            Bbr3State::ProbeBwDown
+                | Bbr3State::ProbeBwCruise
+                | Bbr3State::ProbeBwRefill
+                | Bbr3State::ProbeBwUp
+        )
+    }
+}
+
+/// BBRv3.
+#[derive(Clone, Debug)]
+pub struct Bbr3 {
+    mss_bytes: f64,
+    min_cwnd: u32,
+    max_cwnd: u32,
+    state: Bbr3State,
+    rng: ChaCha8Rng,
+
+    // Model (§4.5).
+    max_bw_filter: WindowedMax,
+    cycle_count: u64,
+    bw_lo: f64,
+    inflight_hi: f64,
+    inflight_lo: f64,
+    /// Max delivery rate and delivered packets seen in the latest round.
+    bw_latest: f64,
+    inflight_latest: f64,
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Instant,
+    probe_rtt_min_delay: Option<Duration>,
+    probe_rtt_min_stamp: Instant,
+
+    // Rounds.
+    round_count: u64,
+    next_round_delivered: u64,
+    round_start: bool,
+
+    // Per-round congestion signals.
+    loss_in_round: bool,
+    lost_in_round: u32,
+    loss_events_in_round: u32,
+    delivered_in_round: u64,
+    ce_in_round: u32,
+    ecn_alpha: f64,
+
+    // STARTUP.
+    full_bw: f64,
+    full_bw_count: u32,
+    full_bw_reached: bool,
+
+    // PROBE_BW (§4.3.3).
+    cycle_stamp: Instant,
+    bw_probe_wait: Duration,
+    rounds_since_bw_probe: u64,
+    probe_up_cnt: f64,
+    probe_up_acks: f64,
+    probe_up_rounds: u32,
+    /// REFILL has run one full round.
+    refill_round_start: u64,
+
+    // PROBE_RTT (§4.3.4).
+    probe_rtt_done_stamp: Option<Instant>,
+    probe_rtt_round_done: bool,
+    idle_restart: bool,
+
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    pacing_rate: f64,
+    has_seen_rtt: bool,
+    cwnd: u32,
+    prior_cwnd: u32,
+    in_recovery: bool,
+    recovery_start: Instant,
+    packet_conservation: bool,
+    delivered: u64,
+    last_app_limited: bool,
+}
+
+impl Bbr3 {
+    pub fn new(config: &CcConfig) -> Self {
+        let min_cwnd = config.min_cwnd_pkts.max(1);
+        let max_cwnd = config.max_cwnd_pkts.max(MIN_PIPE_CWND_PKTS).max(min_cwnd);
+        let iw = config
+            .initial_cwnd_pkts
+            .unwrap_or(DEFAULT_IW_PKTS)
+            .clamp(min_cwnd, max_cwnd);
+        let mut b = Bbr3 {
+            mss_bytes: config.mss_bytes.max(1) as f64,
+            min_cwnd,
+            max_cwnd,
+            state: Bbr3State::Startup,
+            rng: ChaCha8Rng::seed_from_u64(config.seed),
+            max_bw_filter: WindowedMax::new(MAX_BW_FILTER_CYCLES),
+            cycle_count: 0,
+            bw_lo: f64::INFINITY,
+            inflight_hi: f64::INFINITY,
+            inflight_lo: f64::INFINITY,
+            bw_latest: 0.0,
+            inflight_latest: 0.0,
+            min_rtt: None,
+            min_rtt_stamp: Instant::ZERO,
+            probe_rtt_min_delay: None,
+            probe_rtt_min_stamp: Instant::ZERO,
+            round_count: 0,
+            next_round_delivered: 0,
+            round_start: false,
+            loss_in_round: false,
+            lost_in_round: 0,
+            loss_events_in_round: 0,
+            delivered_in_round: 0,
+            ce_in_round: 0,
+            ecn_alpha: 0.0,
+            full_bw: 0.0,
+            full_bw_count: 0,
+            full_bw_reached: false,
+            cycle_stamp: Instant::ZERO,
+            bw_probe_wait: Duration::from_secs(2),
+            rounds_since_bw_probe: 0,
+            probe_up_cnt: f64::INFINITY,
+            probe_up_acks: 0.0,
+            probe_up_rounds: 0,
+            refill_round_start: 0,
+            probe_rtt_done_stamp: None,
+            probe_rtt_round_done: false,
+            idle_restart: false,
+            pacing_gain: STARTUP_PACING_GAIN,
+            cwnd_gain: STARTUP_CWND_GAIN,
+            pacing_rate: 0.0,
+            has_seen_rtt: false,
+            cwnd: iw,
+            prior_cwnd: 0,
+            in_recovery: false,
+            recovery_start: Instant::ZERO,
+            packet_conservation: false,
+            delivered: 0,
+            last_app_limited: false,
+        };
+        b.init_pacing_rate(Duration::from_millis(1));
+        b
+    }
+
+    pub fn bbr_state(&self) -> Bbr3State {
+        self.state
+    }
+    pub fn max_bw_bytes_per_s(&self) -> f64 {
+        self.max_bw_filter.max()
+    }
+    /// §4.5.2.4: the bandwidth the model uses, min(max_bw, bw_lo).
+    pub fn bw_bytes_per_s(&self) -> f64 {
+        self.max_bw_filter.max().min(self.bw_lo)
+    }
+    pub fn inflight_hi_pkts(&self) -> Option<f64> {
+        self.inflight_hi.is_finite().then_some(self.inflight_hi)
+    }
+    pub fn inflight_lo_pkts(&self) -> Option<f64> {
+        self.inflight_lo.is_finite().then_some(self.inflight_lo)
+    }
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+    pub fn full_bw_reached(&self) -> bool {
+        self.full_bw_reached
+    }
+
+    fn init_pacing_rate(&mut self, rtt: Duration) {
+        let rtt = rtt.as_secs_f64().max(1e-6);
+        self.pacing_rate = STARTUP_PACING_GAIN * self.cwnd as f64 * self.mss_bytes / rtt;
+    }
+
+    fn bdp_pkts(&self, bw: f64, gain: f64) -> f64 {
+        match self.min_rtt {
+            None => DEFAULT_IW_PKTS as f64,
+            Some(rtt) => (bw * rtt.as_secs_f64() * gain / self.mss_bytes).ceil(),
+        }
+    }
+
+    /// §4.6.4.2 BBRQuantizationBudget.
+    fn quantization_budget(&self, inflight: f64) -> f64 {
+        let mut w = inflight.max(3.0 * self.send_quantum_pkts() as f64);
+        w = w.max(MIN_PIPE_CWND_PKTS as f64);
+        if self.state == Bbr3State::ProbeBwUp {
+            w += 2.0;
+        }
+        w
+    }
+
+    /// §4.6.4.2 BBRInflight(bw, gain).
+    fn inflight_pkts(&self, bw: f64, gain: f64) -> f64 {
+        self.quantization_budget(self.bdp_pkts(bw, gain))
+    }
+
+    /// §4.5.6 BBRTargetInflight: min(BDP, cwnd).
+    fn target_inflight(&self) -> f64 {
+        self.bdp_pkts(self.bw_bytes_per_s(), 1.0)
+            .min(self.cwnd as f64)
+    }
+
+    /// §4.3.3.6 BBRInflightWithHeadroom: leave 15 % of inflight_hi free for
+    /// cross traffic.
+    fn inflight_with_headroom(&self) -> f64 {
+        if !self.inflight_hi.is_finite() {
+            return f64::INFINITY;
+        }
+        let headroom = (HEADROOM * self.inflight_hi).max(1.0);
+        (self.inflight_hi - headroom).max(MIN_PIPE_CWND_PKTS as f64)
+    }
+
+    fn save_cwnd(&mut self) {
+        if !self.in_recovery && self.state != Bbr3State::ProbeRtt {
+            self.prior_cwnd = self.cwnd;
+        } else {
+            self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
+        }
+    }
+
+    fn start_round(&mut self) {
+        self.next_round_delivered = self.delivered;
+    }
+
+    fn reset_lower_bounds(&mut self) {
+        self.bw_lo = f64::INFINITY;
+        self.inflight_lo = f64::INFINITY;
+    }
+
+    fn reset_congestion_signals(&mut self) {
+        self.loss_in_round = false;
+        self.lost_in_round = 0;
+        self.loss_events_in_round = 0;
+        self.ce_in_round = 0;
+        self.bw_latest = 0.0;
+        self.inflight_latest = 0.0;
+    }
+
+    // --- PROBE_BW phases (§4.3.3) ----------------------------------------
+
+    fn start_probe_bw_down(&mut self, now: Instant) {
+        self.reset_congestion_signals();
+        self.probe_up_cnt = f64::INFINITY;
+        // §4.3.3.5 BBRPickProbeWait: 2–3 s, and a Reno-coexistence round
+        // count, before the next probe.
+        self.rounds_since_bw_probe = self.rng.gen_range(0..2u64);
+        self.bw_probe_wait = Duration::from_millis(2000 + self.rng.gen_range(0..1000u64));
+        self.cycle_stamp = now;
+        self.start_round();
+        self.state = Bbr3State::ProbeBwDown;
+    }
+
+    fn start_probe_bw_cruise(&mut self) {
+        self.state = Bbr3State::ProbeBwCruise;
+    }
+
+    fn start_probe_bw_refill(&mut self) {
+        self.reset_lower_bounds();
+        self.probe_up_rounds = 0;
+        self.probe_up_acks = 0.0;
+        self.start_round();
+        self.refill_round_start = self.round_count;
+        self.state = Bbr3State::ProbeBwRefill;
+    }
+
+    fn start_probe_bw_up(&mut self, now: Instant) {
+        self.start_round();
+        self.reset_congestion_signals();
+        self.cycle_stamp = now;
+        self.state = Bbr3State::ProbeBwUp;
+        self.raise_inflight_hi_slope();
+    }
+
+    /// §4.3.3.4 BBRRaiseInflightHiSlope: 1, 2, 4, … packets of growth per
+    /// round while probing up.
+    fn raise_inflight_hi_slope(&mut self) {
+        let growth_this_round = (1u64 << self.probe_up_rounds.min(30)) as f64;
+        self.probe_up_rounds = (self.probe_up_rounds + 1).min(30);
+        self.probe_up_cnt = (self.cwnd as f64 / growth_this_round).max(1.0);
+    }
+
+    /// §4.3.3.4 BBRProbeInflightHiUpward.
+    fn probe_inflight_hi_upward(&mut self, acked: u32, cwnd_limited: bool) {
+        if !cwnd_limited || !self.inflight_hi.is_finite() || (self.cwnd as f64) < self.inflight_hi {
+            return;
+        }
+        self.probe_up_acks += acked as f64;
+        if self.probe_up_acks >= self.probe_up_cnt {
+            let delta = (self.probe_up_acks / self.probe_up_cnt).floor();
+            self.probe_up_acks -= delta * self.probe_up_cnt;
+            self.inflight_hi += delta;
+        }
+        if self.round_start {
+            self.raise_inflight_hi_slope();
+        }
+    }
+
+    fn has_elapsed_in_phase(&self, now: Instant, d: Duration) -> bool {
+        now > self.cycle_stamp + d
+    }
+
+    /// §4.3.3.5 BBRIsRenoCoexistenceProbeTime: probe at least as often as
+    /// a Reno flow would refill a BDP (capped at 63 rounds).
+    fn is_reno_coexistence_probe_time(&self) -> bool {
+        let rounds = self.target_inflight().min(63.0);
+        self.rounds_since_bw_probe as f64 >= rounds
+    }
+
+    fn check_time_to_probe_bw(&mut self, now: Instant) -> bool {
+        if self.has_elapsed_in_phase(now, self.bw_probe_wait)
+            || self.is_reno_coexistence_probe_time()
+        {
+            self.start_probe_bw_refill();
+            return true;
+        }
+        false
+    }
+
+    fn check_time_to_cruise(&self, in_flight: f64) -> bool {
+        if in_flight > self.inflight_with_headroom() {
+            return false;
+        }
+        in_flight <= self.inflight_pkts(self.max_bw_filter.max(), 1.0)
+    }
+
+    fn update_probe_bw_cycle_phase(&mut self, now: Instant, ack: &AckEvent) {
+        if !self.full_bw_reached || !self.state.is_probe_bw() {
+            return;
+        }
+        let cwnd_limited = ack.prior_in_flight_pkts >= self.cwnd;
+        self.probe_inflight_hi_upward(ack.acked_pkts, cwnd_limited);
+        let in_flight = ack.in_flight_pkts as f64;
+        match self.state {
+            Bbr3State::ProbeBwDown => {
+                if self.check_time_to_probe_bw(now) {
+                    return;
+                }
+                if self.check_time_to_cruise(in_flight) {
+                    self.start_probe_bw_cruise();
+                }
+            }
+            Bbr3State::ProbeBwCruise => {
+                self.check_time_to_probe_bw(now);
+            }
+            // One round of refilling the pipe at gain 1, then probe.
+            Bbr3State::ProbeBwRefill
+                if self.round_start && self.round_count > self.refill_round_start =>
+            {
+                self.start_probe_bw_up(now);
+            }
+            Bbr3State::ProbeBwUp => {
+                let rtt = self.min_rtt.unwrap_or(Duration::ZERO);
+                if self.has_elapsed_in_phase(now, rtt)
+                    && in_flight
+                        >= self.inflight_pkts(self.max_bw_filter.max(), PROBE_UP_PACING_GAIN)
+                {
+                    self.advance_max_bw_filter();
+                    self.start_probe_bw_down(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// §4.5.2.2: max_bw forgets samples older than two probe cycles.
+    fn advance_max_bw_filter(&mut self) {
+        self.cycle_count += 1;
+        self.max_bw_filter.expire(self.cycle_count);
+    }
+
+    // --- congestion signals (§4.5.6–4.5.10) --------------------------------
+
+    /// §4.5.10.2 IsInflightTooHigh, per round: losses above 2 % of the
+    /// flight, or CE marks on more than half of the round's deliveries.
+    fn inflight_too_high(&self, in_flight: f64) -> bool {
+        let lossy =
+            self.lost_in_round > 0 && self.lost_in_round as f64 > LOSS_THRESH * in_flight.max(1.0);
+        let marked = self.ce_in_round > 0
+            && self.delivered_in_round > 0
+            && self.ce_in_round as f64 > ECN_THRESH * self.delivered_in_round as f64;
+        lossy || marked
+    }
+
+    /// §4.5.10.2 BBRHandleInflightTooHigh.
+    fn handle_inflight_too_high(&mut self, now: Instant, tx_in_flight: f64, app_limited: bool) {
+        if !app_limited {
+            self.inflight_hi = tx_in_flight.max(self.target_inflight() * BETA);
+        }
+        if self.state == Bbr3State::ProbeBwUp {
+            self.advance_max_bw_filter();
+            self.start_probe_bw_down(now);
+        }
+    }
+
+    fn is_probing_bw(&self) -> bool {
+        matches!(
+            self.state,
+            Bbr3State::Startup | Bbr3State::ProbeBwRefill | Bbr3State::ProbeBwUp
+        )
+    }
+
+    /// At the end of a round: §4.5.10.3 BBRAdaptLowerBoundsFromCongestion
+    /// (β cut of bw_lo / inflight_lo after a lossy round) and the ECN cut of
+    /// inflight_lo by ecn_alpha/3.
+    fn end_round_signals(&mut self) {
+        if self.delivered_in_round > 0 {
+            let ce_frac = self.ce_in_round as f64 / self.delivered_in_round as f64;
+            self.ecn_alpha += ECN_ALPHA_GAIN * (ce_frac.min(1.0) - self.ecn_alpha);
+        }
+        if !self.is_probing_bw() {
+            if self.loss_in_round {
+                if !self.bw_lo.is_finite() {
+                    self.bw_lo = self.max_bw_filter.max();
+                }
+                if !self.inflight_lo.is_finite() {
+                    self.inflight_lo = self.cwnd as f64;
+                }
+                self.bw_lo = self.bw_latest.max(BETA * self.bw_lo);
+                self.inflight_lo = self.inflight_latest.max(BETA * self.inflight_lo);
+            }
+            if self.ce_in_round > 0 {
+                let base = if self.inflight_lo.is_finite() {
+                    self.inflight_lo
+                } else {
+                    self.cwnd as f64
+                };
+                self.inflight_lo = base * (1.0 - ECN_FACTOR * self.ecn_alpha);
+            }
+        }
+        self.loss_in_round = false;
+        self.lost_in_round = 0;
+        self.loss_events_in_round = 0;
+        self.ce_in_round = 0;
+        self.delivered_in_round = 0;
+    }
+
+    // --- per-ack model update ---------------------------------------------
+
+    fn update_round_and_bw(&mut self, ack: &AckEvent) {
+        self.round_start = false;
+        let Some(rs) = ack.rate else { return };
+        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
+            return;
+        }
+        if rs.prior_delivered_pkts >= self.next_round_delivered {
+            self.next_round_delivered = self.delivered;
+            self.round_count += 1;
+            self.round_start = true;
+            self.rounds_since_bw_probe += 1;
+            self.packet_conservation = false;
+        }
+        let bw = rs.delivery_rate_bytes_per_s();
+        self.bw_latest = self.bw_latest.max(bw);
+        self.inflight_latest = self.inflight_latest.max(rs.delivered_pkts as f64);
+        if !rs.is_app_limited || bw >= self.max_bw_filter.max() {
+            self.max_bw_filter.update(self.cycle_count, bw);
+        }
+    }
+
+    fn check_startup_done(&mut self, ack: &AckEvent) {
+        if self.state != Bbr3State::Startup {
+            return;
+        }
+        let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
+        if !self.full_bw_reached && self.round_start && !app_limited {
+            let max = self.max_bw_filter.max();
+            if max >= self.full_bw * FULL_BW_THRESH {
+                self.full_bw = max;
+                self.full_bw_count = 0;
+            } else {
+                self.full_bw_count += 1;
+                self.full_bw_reached = self.full_bw_count >= FULL_BW_COUNT;
+            }
+        }
+        if self.full_bw_reached {
+            self.state = Bbr3State::Drain;
+        }
+    }
+
+    fn check_drain(&mut self, now: Instant, ack: &AckEvent) {
+        if self.state == Bbr3State::Drain
+            && (ack.in_flight_pkts as f64) <= self.inflight_pkts(self.bw_bytes_per_s(), 1.0)
+        {
+            self.start_probe_bw_down(now);
+        }
+    }
+
+    fn update_min_rtt(&mut self, now: Instant, ack: &AckEvent) {
+        // §4.3.4: ProbeRTT is scheduled by a 5 s window; min_rtt keeps 10 s.
+        let probe_expired = self.probe_rtt_min_delay.is_some()
+            && now > self.probe_rtt_min_stamp + PROBE_RTT_INTERVAL;
+        if let Some(rtt) = ack.rtt {
+            if self.probe_rtt_min_delay.is_none_or(|m| rtt < m) || probe_expired {
+                self.probe_rtt_min_delay = Some(rtt);
+                self.probe_rtt_min_stamp = now;
+            }
+        }
+        let min_expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
+        if let Some(d) = self.probe_rtt_min_delay {
+            if self.min_rtt.is_none_or(|m| d < m) || min_expired {
+                self.min_rtt = Some(d);
+                self.min_rtt_stamp = self.probe_rtt_min_stamp;
+            }
+        }
+        if probe_expired && !self.idle_restart && self.state != Bbr3State::ProbeRtt {
+            self.state = Bbr3State::ProbeRtt;
+            self.save_cwnd();
+            self.probe_rtt_done_stamp = None;
+            self.start_round();
+        }
+        if self.state == Bbr3State::ProbeRtt {
+            match self.probe_rtt_done_stamp {
+                None if ack.in_flight_pkts as f64 <= self.probe_rtt_cwnd() => {
+                    self.probe_rtt_done_stamp = Some(now + PROBE_RTT_DURATION);
+                    self.probe_rtt_round_done = false;
+                    self.start_round();
+                }
+                Some(done) => {
+                    if self.round_start {
+                        self.probe_rtt_round_done = true;
+                    }
+                    if self.probe_rtt_round_done && now > done {
+                        self.exit_probe_rtt(now);
+                    }
+                }
+                None => {}
+            }
+        }
+        if ack.acked_pkts > 0 {
+            self.idle_restart = false;
+        }
+    }
+
+    /// §4.3.4.4 BBRProbeRTTCwnd: half a BDP, at least 4 packets.
+    fn probe_rtt_cwnd(&self) -> f64 {
+        self.bdp_pkts(self.bw_bytes_per_s(), PROBE_RTT_CWND_GAIN)
+            .max(MIN_PIPE_CWND_PKTS as f64)
+    }
+
+    /// §4.3.4.5 BBRExitProbeRTT.
+    fn exit_probe_rtt(&mut self, now: Instant) {
+        self.reset_lower_bounds();
+        self.probe_rtt_min_stamp = now;
+        self.cwnd = self.cwnd.max(self.prior_cwnd);
+        if self.full_bw_reached {
+            self.start_probe_bw_down(now);
+            self.start_probe_bw_cruise();
+        } else {
+            self.state = Bbr3State::Startup;
+        }
+    }
+
+    fn update_gains(&mut self) {
+        let (p, c) = match self.state {
+            Bbr3State::Startup => (STARTUP_PACING_GAIN, STARTUP_CWND_GAIN),
+            Bbr3State::Drain => (DRAIN_PACING_GAIN, STARTUP_CWND_GAIN),
+            Bbr3State::ProbeBwDown => (PROBE_DOWN_PACING_GAIN, DEFAULT_CWND_GAIN),
+            Bbr3State::ProbeBwCruise | Bbr3State::ProbeBwRefill => (1.0, DEFAULT_CWND_GAIN),
+            Bbr3State::ProbeBwUp => (PROBE_UP_PACING_GAIN, PROBE_UP_CWND_GAIN),
+            Bbr3State::ProbeRtt => (1.0, PROBE_RTT_CWND_GAIN),
+        };
+        self.pacing_gain = p;
+        self.cwnd_gain = c;
+    }
+
+    fn set_pacing_rate(&mut self, gain: f64) {
+        let bw = self.bw_bytes_per_s();
+        if bw <= 0.0 || !bw.is_finite() {
+            return;
+        }
+        let rate = gain * bw * (1.0 - PACING_MARGIN);
+        if self.full_bw_reached || rate > self.pacing_rate {
+            self.pacing_rate = rate;
+        }
+    }
+
+    /// §4.6.4.4–4.6.4.6 BBRSetCwnd with the ProbeRTT and model bounds.
+    fn set_cwnd(&mut self, ack: &AckEvent) {
+        let acked = ack.acked_pkts;
+        if acked > 0 {
+            if self.packet_conservation {
+                self.cwnd = self.cwnd.max(ack.in_flight_pkts.saturating_add(acked));
+            } else {
+                let max_inflight = self
+                    .inflight_pkts(self.bw_bytes_per_s(), self.cwnd_gain)
+                    .min(u32::MAX as f64) as u32;
+                let grown = self.cwnd.saturating_add(acked);
+                if self.full_bw_reached {
+                    self.cwnd = grown.min(max_inflight);
+                } else if self.cwnd < max_inflight || self.delivered < DEFAULT_IW_PKTS as u64 {
+                    self.cwnd = grown;
+                }
+                self.cwnd = self.cwnd.max(MIN_PIPE_CWND_PKTS);
+            }
+        }
+        self.bound_cwnd();
+    }
+
+    fn bound_cwnd(&mut self) {
+        let mut cap = f64::INFINITY;
+        if self.state.is_probe_bw() && self.state != Bbr3State::ProbeBwCruise {
+            cap = self.inflight_hi;
+        } else if matches!(self.state, Bbr3State::ProbeRtt | Bbr3State::ProbeBwCruise) {
+            cap = self.inflight_with_headroom();
+        }
+        cap = cap.min(self.inflight_lo).max(MIN_PIPE_CWND_PKTS as f64);
+        if self.state == Bbr3State::ProbeRtt {
+            cap = cap.min(self.probe_rtt_cwnd());
+        }
+        if cap.is_finite() {
+            self.cwnd = self.cwnd.min(cap as u32);
+        }
+        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+    }
+}
+
+impl CongestionController for Bbr3 {
+    fn name(&self) -> &'static str {
+        "bbr3"
+    }
+
+    fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        if pkt.in_flight_pkts <= 1 && self.last_app_limited {
+            // §4.4.2: restarting from idle — pace at the estimated rate.
+            self.idle_restart = true;
+            if self.state.is_probe_bw() {
+                self.set_pacing_rate(1.0);
+            } else if self.state == Bbr3State::ProbeRtt {
+                if let Some(done) = self.probe_rtt_done_stamp {
+                    if self.probe_rtt_round_done && now > done {
+                        self.exit_probe_rtt(now);
+                    }
+                }
+            }
+        }
+        self.last_app_limited = pkt.app_limited;
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+        self.delivered = ack.delivered_pkts;
+        if !self.has_seen_rtt && !ack.srtt.is_zero() {
+            self.has_seen_rtt = true;
+            self.init_pacing_rate(ack.srtt);
+        }
+        if self.in_recovery && ack.largest_acked_sent_time > self.recovery_start {
+            self.in_recovery = false;
+            self.packet_conservation = false;
+            self.cwnd = self.cwnd.max(self.prior_cwnd);
+        }
+        self.update_round_and_bw(ack);
+        if self.round_start {
+            self.end_round_signals();
+        }
+        self.delivered_in_round += ack.acked_pkts as u64;
+        self.check_startup_done(ack);
+        self.check_drain(now, ack);
+        self.update_probe_bw_cycle_phase(now, ack);
+        self.update_min_rtt(now, ack);
+        self.update_gains();
+        self.set_pacing_rate(self.pacing_gain);
+        self.set_cwnd(ack);
+    }
+
+    fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        self.delivered = self.delivered.max(loss.delivered_pkts);
+        self.loss_in_round = true;
+        self.lost_in_round = self.lost_in_round.saturating_add(loss.lost_pkts);
+        self.loss_events_in_round += 1;
+        // The flight the lost packets shared (draft: rs.tx_in_flight).
+        let tx_in_flight = loss.in_flight_pkts as f64 + loss.lost_pkts as f64;
+        if self.inflight_too_high(tx_in_flight) {
+            if self.state == Bbr3State::Startup
+                && self.loss_events_in_round >= STARTUP_FULL_LOSS_COUNT
+            {
+                // §4.3.1.3 BBRCheckStartupHighLoss.
+                self.full_bw_reached = true;
+                self.inflight_hi = self
+                    .bdp_pkts(self.max_bw_filter.max(), 1.0)
+                    .max(self.inflight_latest)
+                    .max(MIN_PIPE_CWND_PKTS as f64);
+                self.state = Bbr3State::Drain;
+            } else if self.state != Bbr3State::Startup {
+                self.handle_inflight_too_high(now, tx_in_flight, false);
+            }
+        }
+        // §4.6.4.3 packet conservation on entering recovery.
+        self.cwnd = self.cwnd.saturating_sub(loss.lost_pkts).max(1);
+        if !self.in_recovery {
+            self.save_cwnd();
+            self.in_recovery = true;
+            self.recovery_start = now;
+            self.packet_conservation = true;
+            self.start_round();
+            self.cwnd = loss.in_flight_pkts.saturating_add(1);
+        }
+        self.update_gains();
+        self.bound_cwnd();
+    }
+
+    fn on_rto(&mut self, now: Instant) {
+        self.save_cwnd();
+        self.in_recovery = true;
+        self.recovery_start = now;
+        self.packet_conservation = false;
+        self.loss_in_round = true;
+        self.full_bw = 0.0;
+        self.cwnd = self.min_cwnd.max(1);
+    }
+
+    /// ECN-aware (draft-ietf-ccwg-bbr, ECN): CE marks count per round; a
+    /// round with more than half its deliveries marked means inflight is
+    /// too high, and marks cut inflight_lo at the round end.
+    /// PROBE_RTT's small flight is not the path's capacity: its samples
+    /// are marked application limited (draft-ietf-ccwg-bbr BBRHandleProbeRTT (MarkConnectionAppLimited)).
+    fn marks_app_limited(&self) -> bool {
+        self.state == Bbr3State::ProbeRtt
+    }
+
+    /// tcp_bbr.c `bbr_init_pacing_rate_from_rtt`: with the handshake's RTT
+    /// the initial window is paced at high_gain × IW / RTT (spread over
+    /// RTT/2.885) instead of the 1 ms fallback, so the rate samples of the
+    /// next rounds grow smoothly.
+    fn on_initial_rtt(&mut self, _now: Instant, rtt: Duration) {
+        if !self.has_seen_rtt && !rtt.is_zero() {
+            self.has_seen_rtt = true;
+            self.init_pacing_rate(rtt);
+        }
+    }
+
+    fn on_ecn(&mut self, now: Instant, ce_pkts: u32, ack: &AckEvent, _paths: CoupledView<'_>) {
+        if ce_pkts == 0 {
+            return;
+        }
+        self.ce_in_round = self.ce_in_round.saturating_add(ce_pkts);
+        let tx_in_flight = ack.prior_in_flight_pkts as f64;
+        if self.inflight_too_high(tx_in_flight) {
+            if self.state == Bbr3State::Startup {
+                self.full_bw_reached = true;
+                self.inflight_hi = self
+                    .bdp_pkts(self.max_bw_filter.max(), 1.0)
+                    .max(self.inflight_latest)
+                    .max(MIN_PIPE_CWND_PKTS as f64);
+                self.state = Bbr3State::Drain;
+            } else {
+                let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
+                self.handle_inflight_too_high(now, tx_in_flight, app_limited);
+            }
+            self.update_gains();
+            self.bound_cwnd();
+        }
+    }
+
+    fn cwnd_pkts(&self) -> u32 {
+        self.cwnd
+    }
+
+    fn pacing_rate_bytes_per_s(&self) -> Option<u64> {
+        Some((self.pacing_rate.min(u64::MAX as f64 / 2.0) as u64).max(1))
+    }
+
+    /// §4.6.3 BBRSetSendQuantum: ~1 ms at the pacing rate, 1–2 packets
+    /// minimum, 64 KB maximum.
+    fn send_quantum_pkts(&self) -> u32 {
+        let min_segs = if self.pacing_rate < 1.2e6 / 8.0 { 1 } else { 2 };
+        let bytes = (self.pacing_rate * 1e-3).min(65536.0);
+        let max_segs = ((65536.0 / self.mss_bytes) as u32).max(min_segs);
+        ((bytes / self.mss_bytes) as u32).clamp(min_segs, max_segs)
+    }
+
+    fn state(&self) -> &'static str {
+        self.state.as_str()
+    }
+}
