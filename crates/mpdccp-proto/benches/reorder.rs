@@ -1,6 +1,7 @@
 //! Per-packet cost of reordering (push + pop, timers included), 2 / 4 / 8
 //! paths: packets round-robin over paths whose one-way delays differ by
-//! 10 ms each, one packet every 10 µs, 1 % lost.
+//! 2 ms each (10, 12, 14, … ms), one packet every 10 µs (≈ 1 Gbit/s of
+//! 1200-byte packets, so up to 1 400 packets held with 8 paths), 1 % lost.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -14,7 +15,7 @@ const PACKETS: u64 = 20_000;
 fn scenario(n: usize) -> (Vec<PathView>, Vec<(Instant, u64, PathId)>) {
     let views: Vec<PathView> = (0..n)
         .map(|i| PathView {
-            owd: Some(Duration::from_millis(10 + 10 * i as u64)),
+            owd: Some(Duration::from_millis(10 + 2 * i as u64)),
             ..PathView::new(PathId(i as u32))
         })
         .collect();

@@ -444,3 +444,28 @@ fn build_accepts_every_name_and_alias_and_rejects_others() {
     );
     assert!(msg.contains("active-standby"), "{msg}");
 }
+
+#[test]
+fn ratio_forgets_a_closed_path_and_keeps_the_split_of_the_rest() {
+    let mut s = Ratio::new(&[2, 1, 1]);
+    let all = [
+        path(0, 3, 10, 1000, 0),
+        path(1, 3, 10, 1000, 0),
+        path(2, 3, 10, 1000, 0),
+    ];
+    for _ in 0..40 {
+        pick(&mut s, T0, &all);
+    }
+    // Path 1 leaves the list altogether (the connection normally keeps
+    // closed paths listed, state Closed, so positions stay put): its credit
+    // is forgotten, positions shift and the weights read [2, 1] for paths 0
+    // and 2 — an exact 2:1 split.
+    let rest = [all[0].clone(), all[2].clone()];
+    let mut count = [0u32; 3];
+    for _ in 0..300 {
+        for p in pick(&mut s, T0, &rest) {
+            count[p as usize] += 1;
+        }
+    }
+    assert_eq!(count, [200, 0, 100]);
+}

@@ -3,10 +3,7 @@
 //! and reports runs of (state, length) going down from the acknowledgement
 //! number; the HC-sender walks those runs to learn what was delivered.
 
-/// Ack Vector cell states (RFC 4340 §11.4).
-pub const STATE_RECEIVED: u8 = 0;
-pub const STATE_ECN: u8 = 1;
-pub const STATE_NOT_RECEIVED: u8 = 3;
+use crate::wire::{AckState, AckVector, AckVectorBuilder, AckVectorRef};
 
 const WORDS: usize = 16;
 /// Sequence numbers remembered behind the greatest one received.
@@ -81,45 +78,43 @@ impl RecvHistory {
         true
     }
 
-    /// Encodes the Ack Vector for acknowledgement number `high()`, covering at
-    /// most `max_cover` numbers, into `out`; returns the cell count.
-    pub fn encode(&self, max_cover: u64, out: &mut [u8]) -> usize {
+    /// The Ack Vector for acknowledgement number `high()`, covering at most
+    /// `max_cover` numbers in at most `max_cells` cells (built with
+    /// [`AckVectorBuilder`]; older numbers are cut off when it is full).
+    pub fn encode(&self, max_cover: u64, max_cells: usize) -> AckVector {
         let cover = max_cover.min(HISTORY).min(self.high - self.low + 1).max(1);
-        let mut n = 0;
-        let mut s = self.high;
+        let mut b = AckVectorBuilder::new(max_cells);
         let end = self.high + 1 - cover;
-        while s >= end && n < out.len() {
+        let mut s = self.high;
+        loop {
             let state = self.contains(s);
             let mut run = 1u64;
-            while run < 64 && s >= end + run && self.contains(s - run) == state {
+            while s >= end + run && self.contains(s - run) == state {
                 run += 1;
             }
             let st = if state {
-                STATE_RECEIVED
+                AckState::Received
             } else {
-                STATE_NOT_RECEIVED
+                AckState::NotReceived
             };
-            out[n] = (st << 6) | (run - 1) as u8;
-            n += 1;
-            if s < end + run {
+            if !b.push_run(st, run) || s < end + run {
                 break;
             }
             s -= run;
         }
-        n
+        b.finish(0)
     }
 }
 
-/// Walks Ack Vector `cells` for acknowledgement number `ack`, calling
-/// `f(high, low, state)` for each run (inclusive bounds, `high` first).
-/// Runs reaching below zero are cut off.
-pub fn for_each_run(ack: u64, cells: &[u8], mut f: impl FnMut(u64, u64, u8)) {
+/// Walks Ack Vector `cells` for the (unwrapped) acknowledgement number
+/// `ack`, calling `f(high, low, received)` for each run (inclusive bounds,
+/// newest first), using `wire`'s run decoder. Runs below zero are cut off.
+pub fn for_each_run(ack: u64, cells: &[u8], mut f: impl FnMut(u64, u64, bool)) {
+    let v = AckVectorRef { nonce: 0, cells };
     let mut s = ack;
-    for &c in cells {
-        let len = (c & 0x3f) as u64 + 1;
-        let state = c >> 6;
-        let low = s.saturating_sub(len - 1);
-        f(s, low, state);
+    for (_, len, state) in v.runs(ack) {
+        let low = s.saturating_sub(len as u64 - 1);
+        f(s, low, state.is_received());
         if low == 0 {
             return;
         }
@@ -138,18 +133,17 @@ mod tests {
             assert!(h.record(s));
         }
         assert!(!h.record(105), "duplicate");
-        let mut cells = [0u8; 16];
-        let n = h.encode(64, &mut cells);
+        let av = h.encode(64, 16);
         let mut got = Vec::new();
-        for_each_run(h.high(), &cells[..n], |hi, lo, st| got.push((hi, lo, st)));
+        for_each_run(h.high(), &av.cells, |hi, lo, st| got.push((hi, lo, st)));
         assert_eq!(
             got,
             vec![
-                (110, 110, 0),
-                (109, 108, 3),
-                (107, 105, 0),
-                (104, 103, 3),
-                (102, 100, 0)
+                (110, 110, true),
+                (109, 108, false),
+                (107, 105, true),
+                (104, 103, false),
+                (102, 100, true)
             ]
         );
     }
@@ -160,14 +154,13 @@ mod tests {
         for s in 1..200 {
             h.record(s);
         }
-        let mut cells = [0u8; 16];
-        let n = h.encode(150, &mut cells);
+        let av = h.encode(150, 16);
         let mut total = 0;
-        for_each_run(h.high(), &cells[..n], |hi, lo, st| {
-            assert_eq!(st, 0);
+        for_each_run(h.high(), &av.cells, |hi, lo, st| {
+            assert!(st);
             total += hi - lo + 1;
         });
         assert_eq!(total, 150);
-        assert_eq!(n, 3);
+        assert_eq!(av.cells.len(), 3);
     }
 }

@@ -1,175 +1,56 @@
-//! The connection's view of one DCCP packet: a fixed-size, allocation-free
-//! [`Segment`] holding the header fields and exactly the options the
-//! connection acts on, plus `emit`/`parse` to and from bytes.
+//! The connection's compact view of one DCCP packet, built on [`crate::wire`].
 //!
-//! Layout follows RFC 4340 §5 (generic header with X=1, 48-bit sequence
-//! numbers; the short X=0 form is accepted on input) and RFC 9897 §3.2 (one
-//! option 46 per MP sub-option). Parsing is zero-copy and never panics on
-//! hostile input; every malformed packet yields a [`CodecError`].
+//! [`Segment`] holds the header fields and exactly the options the
+//! connection acts on, in fixed-size fields (no option `Vec` per packet).
+//! All bytes are read and written by `wire`: [`Segment::parse`] walks a
+//! [`Packet`] view and its lazy [`crate::wire::OptionIter`] (MP_SEQ and the
+//! Ack Vector are read without allocating; the rarer control sub-options go
+//! through [`MpOption::parse`]), and [`Segment::emit`] writes each option
+//! with [`DccpOption::emit`] / [`MpOption::emit`], the fixed header with
+//! [`DccpRepr::emit`] and the checksum with [`Packet::fill_checksum`].
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use super::seq::SEQ_MASK;
+use crate::wire::mp::{subtype, MpKey as WireMpKey, RttType};
+use crate::wire::option::kind;
+pub use crate::wire::{
+    AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, Packet,
+    PacketType, ResetCode, WireError,
+};
 
-/// DCCP packet types (RFC 4340 §5.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PacketType {
-    Request = 0,
-    Response = 1,
-    Data = 2,
-    Ack = 3,
-    DataAck = 4,
-    CloseReq = 5,
-    Close = 6,
-    Reset = 7,
-    Sync = 8,
-    SyncAck = 9,
+/// One feature-negotiation option (Change/Confirm L/R). Values are the
+/// non-negotiable value or the first entry of a server-priority list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatOpt {
+    /// `kind::CHANGE_L`, `CONFIRM_L`, `CHANGE_R` or `CONFIRM_R`.
+    pub kind: u8,
+    pub feature: FeatureNum,
+    pub value: u64,
+    /// False for an empty value ("not understood" / no agreement, §6.6.7).
+    pub has_value: bool,
 }
 
-impl PacketType {
-    pub fn from_u8(v: u8) -> Option<Self> {
-        use PacketType::*;
-        Some(match v {
-            0 => Request,
-            1 => Response,
-            2 => Data,
-            3 => Ack,
-            4 => DataAck,
-            5 => CloseReq,
-            6 => Close,
-            7 => Reset,
-            8 => Sync,
-            9 => SyncAck,
-            _ => return None,
-        })
-    }
-    /// Every type but Request and Data carries an acknowledgement subheader.
-    pub fn has_ack(self) -> bool {
-        !matches!(self, PacketType::Request | PacketType::Data)
-    }
-    pub fn has_payload(self) -> bool {
-        matches!(
-            self,
-            PacketType::Data | PacketType::DataAck | PacketType::Request | PacketType::Response
-        )
-    }
-    pub fn name(self) -> &'static str {
-        use PacketType::*;
-        match self {
-            Request => "Request",
-            Response => "Response",
-            Data => "Data",
-            Ack => "Ack",
-            DataAck => "DataAck",
-            CloseReq => "CloseReq",
-            Close => "Close",
-            Reset => "Reset",
-            Sync => "Sync",
-            SyncAck => "SyncAck",
+impl Default for FeatOpt {
+    fn default() -> Self {
+        FeatOpt {
+            kind: 0,
+            feature: FeatureNum::Other(0),
+            value: 0,
+            has_value: false,
         }
     }
 }
 
-/// Reset codes used by the connection (RFC 4340 §5.6, RFC 9897 §3.2).
-pub mod reset_code {
-    pub const UNSPECIFIED: u8 = 0;
-    pub const CLOSED: u8 = 1;
-    pub const ABORTED: u8 = 2;
-    pub const NO_CONNECTION: u8 = 3;
-    pub const PACKET_ERROR: u8 = 4;
-    pub const OPTION_ERROR: u8 = 5;
-    pub const MANDATORY_ERROR: u8 = 6;
-    pub const CONNECTION_REFUSED: u8 = 7;
-    pub const BAD_SERVICE_CODE: u8 = 8;
-    pub const TOO_BUSY: u8 = 9;
-    pub const BAD_INIT_COOKIE: u8 = 10;
-    pub const AGGRESSION_PENALTY: u8 = 11;
-    /// RFC 9897: MP-DCCP "Abrupt close" — the fast close of a whole connection.
-    pub const MP_FAST_CLOSE: u8 = 13;
-}
-
-/// Option kinds (RFC 4340 §5.8, RFC 9897 §3.2).
-pub mod opt {
-    pub const PADDING: u8 = 0;
-    pub const MANDATORY: u8 = 1;
-    pub const SLOW_RECEIVER: u8 = 2;
-    pub const CHANGE_L: u8 = 32;
-    pub const CONFIRM_L: u8 = 33;
-    pub const CHANGE_R: u8 = 34;
-    pub const CONFIRM_R: u8 = 35;
-    pub const ACK_VECTOR_0: u8 = 38;
-    pub const ACK_VECTOR_1: u8 = 39;
-    pub const TIMESTAMP: u8 = 41;
-    pub const MULTIPATH: u8 = 46;
-}
-
-/// Feature numbers (RFC 4340 §6.4, RFC 9897 §3.1).
-pub mod feat {
-    pub const CCID: u8 = 1;
-    pub const SEQUENCE_WINDOW: u8 = 3;
-    pub const ACK_RATIO: u8 = 5;
-    pub const SEND_ACK_VECTOR: u8 = 6;
-    pub const MULTIPATH_CAPABLE: u8 = 10;
-}
-
-/// MP sub-option numbers (RFC 9897 §3.2, Table 3).
-pub mod mp {
-    pub const CONFIRM: u8 = 0;
-    pub const JOIN: u8 = 1;
-    pub const FAST_CLOSE: u8 = 2;
-    pub const KEY: u8 = 3;
-    pub const SEQ: u8 = 4;
-    pub const HMAC: u8 = 5;
-    pub const RTT: u8 = 6;
-    pub const ADDADDR: u8 = 7;
-    pub const REMOVEADDR: u8 = 8;
-    pub const PRIO: u8 = 9;
-    pub const CLOSE: u8 = 10;
-    pub const EXP: u8 = 11;
-}
-
-/// Largest DCCP header (RFC 4340 §5.1: Data Offset counts 32-bit words, 8 bits).
-pub const MAX_HEADER_LEN: usize = 1020;
-
-/// Errors from parsing untrusted bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CodecError {
-    #[error("packet truncated")]
-    Truncated,
-    #[error("bad data offset")]
-    BadDataOffset,
-    #[error("unknown packet type")]
-    BadType,
-    #[error("malformed option")]
-    BadOption,
-    #[error("bad checksum")]
-    BadChecksum,
-    #[error("short sequence numbers on a type that requires X=1")]
-    ShortSeqNotAllowed,
-}
-
-/// One feature-negotiation option (Change/Confirm L/R), first value only
-/// (the features we negotiate carry one value or a preference list whose
-/// head is what matters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FeatOpt {
-    pub kind: u8,
-    pub feature: u8,
-    /// Value, big-endian, or the first list entry for server-priority features.
-    pub value: u64,
-    /// Number of value bytes on the wire (0 = empty Confirm: "not understood").
-    pub value_len: u8,
-}
-
 pub const MAX_FEATS: usize = 8;
 
-/// MP_KEY (RFC 9897 §3.2.4): key type, connection identifier, key(s).
+/// MP_KEY (RFC 9897 §3.2.4): connection identifier and the sender's plain
+/// 64-bit key; the third handshake packet also echoes the receiver's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MpKey {
-    pub key_type: u8,
+    /// True when the option offered a plain-text (type 0) key.
+    pub plain: bool,
     pub ci: u32,
     pub key: [u8; 8],
-    /// The third handshake packet echoes the peer's key too.
     pub peer_key: Option<[u8; 8]>,
 }
 
@@ -206,10 +87,10 @@ pub struct MpRemoveAddr {
     pub nonce: u32,
 }
 
-/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1): the confirmed
-/// sub-option, re-encoded as a complete nested option.
+/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConfirmItem {
+    /// The confirmed sub-option (`subtype::PRIO`, `ADDADDR`, `REMOVEADDR`).
     pub kind: u8,
     /// Address id (ADDADDR/REMOVEADDR) or priority value (PRIO).
     pub id: u8,
@@ -219,17 +100,52 @@ pub struct ConfirmItem {
 }
 
 impl ConfirmItem {
-    fn body_len(&self) -> usize {
-        match self.kind {
-            mp::ADDADDR => {
-                1 + 4
-                    + self.addr.map_or(4, |(ip, port)| {
-                        ip_len(ip) + if port.is_some() { 2 } else { 0 }
-                    })
+    fn to_wire(self) -> Option<MpOption> {
+        Some(match self.kind {
+            subtype::PRIO => MpOption::Prio(self.id),
+            subtype::REMOVEADDR => MpOption::RemoveAddr {
+                addr_id: self.id,
+                nonce: Some(self.nonce),
+            },
+            subtype::ADDADDR => {
+                let (addr, port) = self.addr?;
+                MpOption::AddAddr {
+                    addr_id: self.id,
+                    nonce: Some(self.nonce),
+                    addr,
+                    port,
+                }
             }
-            mp::REMOVEADDR => 5,
-            _ => 1,
-        }
+            _ => return None,
+        })
+    }
+
+    fn from_wire(o: &MpOption) -> Option<ConfirmItem> {
+        Some(match *o {
+            MpOption::Prio(p) => ConfirmItem {
+                kind: subtype::PRIO,
+                id: p,
+                ..Default::default()
+            },
+            MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
+                kind: subtype::REMOVEADDR,
+                id: addr_id,
+                nonce: nonce.unwrap_or(0),
+                addr: None,
+            },
+            MpOption::AddAddr {
+                addr_id,
+                nonce,
+                addr,
+                port,
+            } => ConfirmItem {
+                kind: subtype::ADDADDR,
+                id: addr_id,
+                nonce: nonce.unwrap_or(0),
+                addr: Some((addr, port)),
+            },
+            _ => return None,
+        })
     }
 }
 
@@ -267,31 +183,29 @@ impl MpOpts {
             false
         }
     }
-    pub fn is_empty(&self) -> bool {
-        *self == MpOpts::default()
-    }
 }
 
-/// One DCCP packet as the connection sees it. Borrowed slices point into the
-/// received datagram (parse) or into caller-owned scratch (emit).
-#[derive(Clone, Copy, Debug)]
+/// One DCCP packet as the connection sees it.
+#[derive(Clone, Debug)]
 pub struct Segment<'a> {
     pub ptype: PacketType,
     pub src_port: u16,
     pub dst_port: u16,
+    /// 48-bit sequence number (24-bit when `short_seq`).
     pub seq: u64,
     pub ack: Option<u64>,
+    pub short_seq: bool,
     pub service_code: u32,
-    pub reset_code: u8,
-    pub reset_data: [u8; 3],
+    pub reset_code: ResetCode,
     pub feats: [FeatOpt; MAX_FEATS],
     pub n_feats: u8,
-    /// Raw Ack Vector cells (RFC 4340 §11.4), nonce 0.
+    /// Ack Vector cells (RFC 4340 §11.4) of a parsed packet.
     pub ack_vector: Option<&'a [u8]>,
-    pub timestamp: Option<u32>,
+    /// Ack Vector to emit (moved into the option while writing, then back).
+    pub ack_vector_out: Option<AckVector>,
     pub mp: MpOpts,
-    /// Options of unknown kind that were skipped (RFC 4340 §5.8: ignore).
-    pub unknown_opts: u8,
+    /// Options that could not be decoded (counted, otherwise ignored).
+    pub bad_opts: u8,
     pub payload: &'a [u8],
 }
 
@@ -303,695 +217,333 @@ impl<'a> Segment<'a> {
             dst_port: 0,
             seq,
             ack: None,
+            short_seq: false,
             service_code: 0,
-            reset_code: 0,
-            reset_data: [0; 3],
+            reset_code: ResetCode::Unspecified,
             feats: [FeatOpt::default(); MAX_FEATS],
             n_feats: 0,
             ack_vector: None,
-            timestamp: None,
+            ack_vector_out: None,
             mp: MpOpts::default(),
-            unknown_opts: 0,
+            bad_opts: 0,
             payload: &[],
         }
     }
+
     pub fn feats(&self) -> &[FeatOpt] {
         &self.feats[..self.n_feats as usize]
     }
-    pub fn push_feat(&mut self, kind: u8, feature: u8, value: u64, value_len: u8) {
+
+    /// Adds a feature option; `value: None` is an empty value.
+    pub fn push_feat(&mut self, kind: u8, feature: FeatureNum, value: Option<u64>) {
         if (self.n_feats as usize) < MAX_FEATS {
             self.feats[self.n_feats as usize] = FeatOpt {
                 kind,
                 feature,
-                value,
-                value_len,
+                value: value.unwrap_or(0),
+                has_value: value.is_some(),
             };
             self.n_feats += 1;
         }
     }
+
     /// First feature option of `kind` for `feature`.
-    pub fn feat(&self, kind: u8, feature: u8) -> Option<FeatOpt> {
+    pub fn feat(&self, kind: u8, feature: FeatureNum) -> Option<FeatOpt> {
         self.feats()
             .iter()
             .copied()
             .find(|f| f.kind == kind && f.feature == feature)
     }
 
-    fn fixed_header_len(&self) -> usize {
-        16 + match self.ptype {
-            PacketType::Request => 4,
-            PacketType::Data => 0,
-            PacketType::Response => 12,
-            PacketType::Reset => 12,
-            _ => 8,
+    /// Parses untrusted bytes with `wire`. `addrs` = (source, destination)
+    /// for checksum verification, `None` to skip it.
+    pub fn parse(data: &'a [u8], addrs: Option<(IpAddr, IpAddr)>) -> Result<Self, WireError> {
+        let p = Packet::new_checked(data)?;
+        if let Some(a) = addrs {
+            p.verify_checksum(a)?;
         }
+        let mut s = Segment::new(p.packet_type(), p.seq());
+        s.src_port = p.src_port();
+        s.dst_port = p.dst_port();
+        s.short_seq = p.short_seq();
+        s.ack = p.ack();
+        s.service_code = p.service_code().unwrap_or(0);
+        if let Some((code, _)) = p.reset() {
+            s.reset_code = code;
+        }
+        // Borrow options and payload from `data` itself (the view is a copy).
+        let hl = p.header_len();
+        let fixed = if s.short_seq { 12 } else { 16 } + s.ptype.subheader_len(s.short_seq);
+        let area = data.get(fixed..hl).ok_or(WireError::BadDataOffset)?;
+        for o in crate::wire::OptionIter::new(area) {
+            let o = o?;
+            match o.kind {
+                kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
+                    match o.to_option() {
+                        Ok(DccpOption::ChangeL { feature, value })
+                        | Ok(DccpOption::ConfirmL { feature, value })
+                        | Ok(DccpOption::ChangeR { feature, value })
+                        | Ok(DccpOption::ConfirmR { feature, value }) => {
+                            let v = match value {
+                                FeatureValue::Empty => None,
+                                FeatureValue::NonNegotiable(v) => Some(v),
+                                FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
+                                    l.first().map(|&b| b as u64)
+                                }
+                            };
+                            s.push_feat(o.kind, feature, v);
+                        }
+                        _ => s.bad_opts = s.bad_opts.saturating_add(1),
+                    }
+                }
+                kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
+                    s.ack_vector = Some(o.data);
+                }
+                kind::MULTIPATH => {
+                    if let Some(seq) = o.mp_seq() {
+                        s.mp.seq = Some(seq);
+                    } else if MpOption::parse(o.data).is_ok_and(|m| absorb_mp(&mut s.mp, &m)) {
+                    } else {
+                        s.bad_opts = s.bad_opts.saturating_add(1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        s.payload = &data[hl..];
+        Ok(s)
     }
 
-    fn options_len(&self) -> usize {
-        let mut n = 0;
+    /// Writes the packet into `buf` with the checksum for `addrs` =
+    /// (source, destination); returns its length, or `None` when `buf` is
+    /// too small or the header would exceed 1020 bytes.
+    pub fn emit(&mut self, buf: &mut [u8], addrs: (IpAddr, IpAddr)) -> Option<usize> {
+        let fixed = 16 + self.ptype.subheader_len(false);
+        // Options first, right after the fixed header.
+        let mut p = fixed;
         for f in self.feats() {
-            n += 3 + f.value_len as usize;
+            let value = match (f.has_value, f.feature.nn_len()) {
+                (false, _) => FeatureValue::Empty,
+                (true, Some(_)) => FeatureValue::NonNegotiable(f.value),
+                (true, None) => FeatureValue::ServerPriority(vec![f.value as u8]),
+            };
+            let (feature, value) = (f.feature, value);
+            let o = match f.kind {
+                kind::CHANGE_L => DccpOption::ChangeL { feature, value },
+                kind::CONFIRM_L => DccpOption::ConfirmL { feature, value },
+                kind::CHANGE_R => DccpOption::ChangeR { feature, value },
+                _ => DccpOption::ConfirmR { feature, value },
+            };
+            p += o.emit(buf.get_mut(p..)?).ok()?;
         }
-        if let Some(av) = self.ack_vector {
-            n += 2 + av.len();
+        if let Some(av) = self.ack_vector_out.take() {
+            let o = DccpOption::AckVector(av);
+            let r = buf.get_mut(p..).and_then(|b| o.emit(b).ok());
+            if let DccpOption::AckVector(av) = o {
+                self.ack_vector_out = Some(av);
+            }
+            p += r?;
         }
-        if self.timestamp.is_some() {
-            n += 6;
-        }
-        let m = &self.mp;
-        if let Some(k) = m.key {
-            n += 3 + 1 + 4 + 9 + if k.peer_key.is_some() { 9 } else { 0 };
-        }
-        if m.join.is_some() {
-            n += 3 + 9;
-        }
-        if m.hmac.is_some() {
-            n += 3 + 20;
-        }
-        if m.seq.is_some() {
-            n += 3 + 6;
-        }
-        if m.rtt.is_some() {
-            n += 3 + 9;
-        }
-        if let Some(a) = m.addaddr {
-            n += 3 + 1 + 4 + ip_len(a.ip) + if a.port.is_some() { 2 } else { 0 };
-        }
-        if m.removeaddr.is_some() {
-            n += 3 + 1 + 4;
-        }
-        if m.prio.is_some() {
-            n += 3 + 1;
-        }
-        if m.close.is_some() {
-            n += 3 + 8;
-        }
-        if m.fast_close.is_some() {
-            n += 3 + 8;
-        }
-        if m.n_confirms > 0 {
-            n += 3 + m.confirms().iter().map(|c| 3 + c.body_len()).sum::<usize>();
-        }
-        n
-    }
-
-    /// Header length including options and padding to a 32-bit boundary.
-    pub fn header_len(&self) -> usize {
-        (self.fixed_header_len() + self.options_len()).div_ceil(4) * 4
-    }
-
-    /// Total datagram length.
-    pub fn buffer_len(&self) -> usize {
-        self.header_len() + self.payload.len()
-    }
-
-    /// Writes the packet into `buf` and returns its length, or `None` if
-    /// `buf` is too small or the header exceeds 1020 bytes. The checksum
-    /// covers the whole packet (CsCov = 0) and the pseudo-header of
-    /// `addrs` = (source, destination).
-    pub fn emit(&self, buf: &mut [u8], addrs: (IpAddr, IpAddr)) -> Option<usize> {
-        let hlen = self.header_len();
-        let total = hlen + self.payload.len();
-        if hlen > MAX_HEADER_LEN || buf.len() < total {
+        p = emit_mp(&self.mp, buf, p)?;
+        let hl = p.div_ceil(4) * 4;
+        let total = hl + self.payload.len();
+        if hl > crate::wire::MAX_HEADER_LEN || buf.len() < total {
             return None;
         }
-        let b = &mut buf[..total];
-        b[0..2].copy_from_slice(&self.src_port.to_be_bytes());
-        b[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
-        b[4] = (hlen / 4) as u8;
-        b[5] = 0; // CCVal 0, CsCov 0
-        b[6] = 0;
-        b[7] = 0;
-        b[8] = ((self.ptype as u8) << 1) | 1; // X = 1
-        b[9] = 0;
-        put48(&mut b[10..16], self.seq);
-        let mut p = 16;
-        if self.ptype.has_ack() {
-            b[16] = 0;
-            b[17] = 0;
-            put48(&mut b[18..24], self.ack.unwrap_or(0));
-            p = 24;
-        }
-        match self.ptype {
-            PacketType::Request | PacketType::Response => {
-                b[p..p + 4].copy_from_slice(&self.service_code.to_be_bytes());
-                p += 4;
-            }
-            PacketType::Reset => {
-                b[p] = self.reset_code;
-                b[p + 1..p + 4].copy_from_slice(&self.reset_data);
-                p += 4;
-            }
-            _ => {}
-        }
-        // Options.
-        for f in self.feats() {
-            b[p] = f.kind;
-            b[p + 1] = 3 + f.value_len;
-            b[p + 2] = f.feature;
-            let vl = f.value_len as usize;
-            for i in 0..vl {
-                b[p + 3 + i] = (f.value >> (8 * (vl - 1 - i))) as u8;
-            }
-            p += 3 + vl;
-        }
-        if let Some(av) = self.ack_vector {
-            b[p] = opt::ACK_VECTOR_0;
-            b[p + 1] = (2 + av.len()) as u8;
-            b[p + 2..p + 2 + av.len()].copy_from_slice(av);
-            p += 2 + av.len();
-        }
-        if let Some(ts) = self.timestamp {
-            b[p] = opt::TIMESTAMP;
-            b[p + 1] = 6;
-            b[p + 2..p + 6].copy_from_slice(&ts.to_be_bytes());
-            p += 6;
-        }
-        p = emit_mp(&self.mp, b, p);
-        // Padding (option 0) up to the header length.
-        for x in &mut b[p..hlen] {
-            *x = opt::PADDING;
-        }
-        b[hlen..].copy_from_slice(self.payload);
-        let ck = checksum(b, addrs);
-        b[6..8].copy_from_slice(&ck.to_be_bytes());
+        buf[p..hl].fill(0); // Padding options
+        buf[hl..total].copy_from_slice(self.payload);
+        let kind = self.kind();
+        let repr = DccpRepr {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            seq: self.seq & crate::wire::SEQ_MASK,
+            kind,
+            ..DccpRepr::default()
+        };
+        // Fixed header only (no options, no payload): `repr.options` is empty.
+        repr.emit(&mut buf[..fixed], &[], None).ok()?;
+        let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+        pkt.set_data_offset((hl / 4) as u8);
+        pkt.fill_checksum(addrs).ok()?;
         Some(total)
     }
 
-    /// Parses untrusted bytes. `addrs` = (source, destination) of the
-    /// datagram for checksum verification, `None` to skip verification.
-    pub fn parse(data: &'a [u8], addrs: Option<(IpAddr, IpAddr)>) -> Result<Self, CodecError> {
-        if data.len() < 12 {
-            return Err(CodecError::Truncated);
+    fn kind(&self) -> DccpKind {
+        let ack = self.ack.unwrap_or(0) & crate::wire::SEQ_MASK;
+        match self.ptype {
+            PacketType::Request => DccpKind::Request {
+                service_code: self.service_code,
+            },
+            PacketType::Response => DccpKind::Response {
+                ack,
+                service_code: self.service_code,
+            },
+            PacketType::Data => DccpKind::Data,
+            PacketType::Ack => DccpKind::Ack { ack },
+            PacketType::DataAck => DccpKind::DataAck { ack },
+            PacketType::CloseReq => DccpKind::CloseReq { ack },
+            PacketType::Close => DccpKind::Close { ack },
+            PacketType::Reset => DccpKind::Reset {
+                ack,
+                code: self.reset_code,
+                data: [0; 3],
+            },
+            PacketType::Sync => DccpKind::Sync { ack },
+            PacketType::SyncAck => DccpKind::SyncAck { ack },
         }
-        let hlen = data[4] as usize * 4;
-        let x = data[8] & 1 == 1;
-        let ptype = PacketType::from_u8((data[8] >> 1) & 0x0f).ok_or(CodecError::BadType)?;
-        let base = if x { 16 } else { 12 };
-        if hlen < base || hlen > data.len() {
-            return Err(CodecError::BadDataOffset);
-        }
-        if let Some(a) = addrs {
-            let cscov = data[5] & 0x0f;
-            let covered = if cscov == 0 {
-                data.len()
-            } else {
-                (hlen + (cscov as usize - 1) * 4).min(data.len())
-            };
-            if checksum_with_len(&data[..covered], data.len(), a) != 0 {
-                return Err(CodecError::BadChecksum);
-            }
-        }
-        let mut s = Segment::new(ptype, 0);
-        s.src_port = u16::from_be_bytes([data[0], data[1]]);
-        s.dst_port = u16::from_be_bytes([data[2], data[3]]);
-        if x {
-            s.seq = get48(&data[10..16]);
-        } else {
-            // RFC 4340 §5.1: short sequence numbers only on Data, Ack, DataAck.
-            if !matches!(
-                ptype,
-                PacketType::Data | PacketType::Ack | PacketType::DataAck
-            ) {
-                return Err(CodecError::ShortSeqNotAllowed);
-            }
-            s.seq = ((data[9] as u64) << 16) | ((data[10] as u64) << 8) | data[11] as u64;
-        }
-        let mut p = base;
-        if ptype.has_ack() {
-            if x {
-                if p + 8 > hlen {
-                    return Err(CodecError::Truncated);
-                }
-                s.ack = Some(get48(&data[p + 2..p + 8]));
-                p += 8;
-            } else {
-                if p + 4 > hlen {
-                    return Err(CodecError::Truncated);
-                }
-                s.ack = Some(
-                    ((data[p + 1] as u64) << 16) | ((data[p + 2] as u64) << 8) | data[p + 3] as u64,
-                );
-                p += 4;
-            }
-        }
-        match ptype {
-            PacketType::Request | PacketType::Response => {
-                if p + 4 > hlen {
-                    return Err(CodecError::Truncated);
-                }
-                s.service_code =
-                    u32::from_be_bytes([data[p], data[p + 1], data[p + 2], data[p + 3]]);
-                p += 4;
-            }
-            PacketType::Reset => {
-                if p + 4 > hlen {
-                    return Err(CodecError::Truncated);
-                }
-                s.reset_code = data[p];
-                s.reset_data = [data[p + 1], data[p + 2], data[p + 3]];
-                p += 4;
-            }
-            _ => {}
-        }
-        parse_options(&mut s, &data[p..hlen])?;
-        s.payload = &data[hlen..];
-        Ok(s)
     }
 }
 
-fn parse_options<'a>(s: &mut Segment<'a>, mut o: &'a [u8]) -> Result<(), CodecError> {
-    while let Some(&kind) = o.first() {
-        if kind < 32 {
-            // Single-byte options (Padding, Mandatory, Slow Receiver, reserved).
-            o = &o[1..];
-            continue;
-        }
-        if o.len() < 2 {
-            return Err(CodecError::BadOption);
-        }
-        let len = o[1] as usize;
-        if len < 2 || len > o.len() {
-            return Err(CodecError::BadOption);
-        }
-        let d = &o[2..len];
-        match kind {
-            opt::CHANGE_L | opt::CONFIRM_L | opt::CHANGE_R | opt::CONFIRM_R => {
-                let Some((&feature, vals)) = d.split_first() else {
-                    return Err(CodecError::BadOption);
-                };
-                // Server-priority lists: the first value is the preference.
-                // Non-negotiable values are at most 6 bytes (Sequence Window).
-                let vlen = vals.len().min(6);
-                let mut v = 0u64;
-                let take = if feature == feat::SEQUENCE_WINDOW || feature == feat::ACK_RATIO {
-                    vlen
-                } else {
-                    vlen.min(1)
-                };
-                for &x in &vals[..take] {
-                    v = (v << 8) | x as u64;
-                }
-                s.push_feat(kind, feature, v, take as u8);
-            }
-            opt::ACK_VECTOR_0 | opt::ACK_VECTOR_1 => {
-                s.ack_vector = Some(d);
-            }
-            opt::TIMESTAMP => {
-                if d.len() != 4 {
-                    return Err(CodecError::BadOption);
-                }
-                s.timestamp = Some(u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
-            }
-            opt::MULTIPATH => parse_mp(&mut s.mp, d)?,
-            _ => s.unknown_opts = s.unknown_opts.saturating_add(1),
-        }
-        o = &o[len..];
-    }
-    Ok(())
-}
-
-fn parse_mp(m: &mut MpOpts, d: &[u8]) -> Result<(), CodecError> {
-    let Some((&sub, d)) = d.split_first() else {
-        return Err(CodecError::BadOption);
-    };
-    let bad = CodecError::BadOption;
-    match sub {
-        mp::CONFIRM => {
-            // Nested complete MP options (46, len, MP_OPT, body).
-            let mut r = d;
-            while !r.is_empty() {
-                if r.len() < 3 || r[0] != opt::MULTIPATH {
-                    return Err(bad);
-                }
-                let len = r[1] as usize;
-                if len < 3 || len > r.len() {
-                    return Err(bad);
-                }
-                let (kind, body) = (r[2], &r[3..len]);
-                let item = match kind {
-                    mp::PRIO if body.len() == 1 => Some(ConfirmItem {
-                        kind,
-                        id: body[0] & 0x0f,
-                        ..ConfirmItem::default()
-                    }),
-                    mp::REMOVEADDR if body.len() == 5 => Some(ConfirmItem {
-                        kind,
-                        id: body[0],
-                        nonce: be32(&body[1..5]),
-                        addr: None,
-                    }),
-                    mp::ADDADDR => {
-                        let a = parse_addaddr(body).ok_or(bad)?;
-                        Some(ConfirmItem {
-                            kind,
-                            id: a.addr_id,
-                            nonce: a.nonce,
-                            addr: Some((a.ip, a.port)),
-                        })
-                    }
-                    // MP_SEQ and others may accompany a confirmation.
-                    _ => None,
-                };
-                if let Some(i) = item {
-                    m.push_confirm(i);
-                }
-                r = &r[len..];
-            }
-        }
-        mp::JOIN => {
-            if d.len() != 9 {
-                return Err(bad);
-            }
-            m.join = Some(MpJoin {
-                addr_id: d[0],
-                token: be32(&d[1..5]),
-                nonce: be32(&d[5..9]),
-            });
-        }
-        mp::FAST_CLOSE => {
-            m.fast_close = Some(d.try_into().map_err(|_| bad)?);
-        }
-        mp::KEY => {
-            // resvd(1) | CI(4) | {Key Type(1) | Key Data}...: the first plain
-            // key is the sender's, a second plain key echoes the receiver's.
-            if d.len() < 6 {
-                return Err(bad);
-            }
-            let ci = be32(&d[1..5]);
-            let mut r = &d[5..];
-            let mut keys: [Option<[u8; 8]>; 2] = [None, None];
-            let mut nk = 0;
-            let mut offered_type = None;
-            while let Some((&kt, after)) = r.split_first() {
-                let n = match kt {
-                    0 => 8,
-                    1 => 32,
-                    2 => 64,
-                    255 => after.len(),
-                    _ => return Err(bad),
-                };
-                if n == 0 || after.len() < n {
-                    return Err(bad);
-                }
-                offered_type.get_or_insert(kt);
-                if kt == 0 && nk < 2 {
-                    let mut k = [0u8; 8];
-                    k.copy_from_slice(&after[..8]);
-                    keys[nk] = Some(k);
-                    nk += 1;
-                }
-                r = &after[n..];
-            }
+/// Folds one parsed MP sub-option into `m`; false for sub-options the
+/// connection does not use in this form.
+fn absorb_mp(m: &mut MpOpts, o: &MpOption) -> bool {
+    match o {
+        MpOption::Key { ci, keys } => {
+            let mut plain = keys.iter().filter_map(|k| k.plain_key());
+            let first = plain.next();
             m.key = Some(MpKey {
-                key_type: if keys[0].is_some() {
-                    0
-                } else {
-                    offered_type.unwrap_or(255)
-                },
-                ci,
-                key: keys[0].unwrap_or_default(),
-                peer_key: keys[1],
+                plain: first.is_some(),
+                ci: *ci,
+                key: first.unwrap_or(0).to_be_bytes(),
+                peer_key: plain.next().map(u64::to_be_bytes),
             });
         }
-        mp::SEQ => {
-            if d.len() != 6 {
-                return Err(bad);
-            }
-            m.seq = Some(get48(d));
+        MpOption::Join { addr_id, ci, nonce } => {
+            m.join = Some(MpJoin {
+                addr_id: *addr_id,
+                token: *ci,
+                nonce: *nonce,
+            })
         }
-        mp::HMAC => {
-            m.hmac = Some(d.try_into().map_err(|_| bad)?);
-        }
-        mp::RTT => {
-            if d.len() != 9 {
-                return Err(bad);
-            }
+        MpOption::Hmac(h) => m.hmac = Some(*h),
+        MpOption::Seq(s) => m.seq = Some(*s),
+        MpOption::Rtt {
+            rtt_type,
+            rtt_ms,
+            age_ms,
+        } => {
             m.rtt = Some(MpRtt {
-                kind: d[0],
-                rtt_ms: be32(&d[1..5]),
-                age_ms: be32(&d[5..9]),
-            });
+                kind: rtt_type.to_u8(),
+                rtt_ms: *rtt_ms,
+                age_ms: *age_ms,
+            })
         }
-        mp::ADDADDR => {
-            m.addaddr = Some(parse_addaddr(d).ok_or(bad)?);
+        MpOption::AddAddr {
+            addr_id,
+            nonce,
+            addr,
+            port,
+        } => {
+            m.addaddr = Some(MpAddAddr {
+                addr_id: *addr_id,
+                nonce: nonce.unwrap_or(0),
+                ip: *addr,
+                port: *port,
+            })
         }
-        mp::REMOVEADDR => {
-            // Address ID(1) | Nonce(4); the draft form without nonce too.
-            match d.len() {
-                5 => {
-                    m.removeaddr = Some(MpRemoveAddr {
-                        addr_id: d[0],
-                        nonce: be32(&d[1..5]),
-                    })
-                }
-                1 => {
-                    m.removeaddr = Some(MpRemoveAddr {
-                        addr_id: d[0],
-                        nonce: 0,
-                    })
-                }
-                _ => return Err(bad),
+        MpOption::RemoveAddr { addr_id, nonce } => {
+            m.removeaddr = Some(MpRemoveAddr {
+                addr_id: *addr_id,
+                nonce: nonce.unwrap_or(0),
+            })
+        }
+        MpOption::Prio(p) => m.prio = Some(*p),
+        MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
+        MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
+        MpOption::Confirm(items) => {
+            for i in items.iter().filter_map(ConfirmItem::from_wire) {
+                m.push_confirm(i);
             }
         }
-        mp::PRIO => {
-            if d.len() != 1 {
-                return Err(bad);
-            }
-            m.prio = Some(d[0] & 0x0f);
-        }
-        mp::CLOSE => {
-            m.close = Some(d.try_into().map_err(|_| bad)?);
-        }
-        // MP_EXP and unassigned sub-options: ignored.
-        _ => {}
+        MpOption::Exp(_) => {}
     }
-    Ok(())
+    true
 }
 
-/// `Address ID(1) | Nonce(4) | Address(4|16) | Port(2)?`; the draft form
-/// without nonce is accepted with nonce 0.
-fn parse_addaddr(d: &[u8]) -> Option<MpAddAddr> {
-    let (nonce_len, ip_len, port_len) = match d.len() {
-        9 => (4, 4, 0),
-        11 => (4, 4, 2),
-        21 => (4, 16, 0),
-        23 => (4, 16, 2),
-        5 => (0, 4, 0),
-        7 => (0, 4, 2),
-        17 => (0, 16, 0),
-        19 => (0, 16, 2),
-        _ => return None,
-    };
-    let nonce = if nonce_len == 4 { be32(&d[1..5]) } else { 0 };
-    let a = &d[1 + nonce_len..1 + nonce_len + ip_len];
-    let ip = if ip_len == 4 {
-        IpAddr::V4(ipv4(a))
-    } else {
-        IpAddr::V6(ipv6(a))
-    };
-    let p = 1 + nonce_len + ip_len;
-    let port = (port_len == 2).then(|| u16::from_be_bytes([d[p], d[p + 1]]));
-    Some(MpAddAddr {
-        addr_id: d[0],
-        nonce,
-        ip,
-        port,
-    })
-}
-
-fn emit_addaddr_body(b: &mut [u8], id: u8, nonce: u32, ip: IpAddr, port: Option<u16>) -> usize {
-    b[0] = id;
-    b[1..5].copy_from_slice(&nonce.to_be_bytes());
-    let mut q = 5;
-    match ip {
-        IpAddr::V4(v) => b[q..q + 4].copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => b[q..q + 16].copy_from_slice(&v.octets()),
-    }
-    q += ip_len(ip);
-    if let Some(port) = port {
-        b[q..q + 2].copy_from_slice(&port.to_be_bytes());
-        q += 2;
-    }
-    q
-}
-
-fn emit_mp(m: &MpOpts, b: &mut [u8], mut p: usize) -> usize {
-    let head = |b: &mut [u8], p: &mut usize, sub: u8, len: usize| {
-        b[*p] = opt::MULTIPATH;
-        b[*p + 1] = (3 + len) as u8;
-        b[*p + 2] = sub;
-        *p += 3;
+/// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
+/// new offset.
+fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
+    let mut put = |o: MpOption, p: &mut usize| -> Option<()> {
+        *p += o.emit(buf.get_mut(*p..)?).ok()?;
+        Some(())
     };
     if let Some(k) = m.key {
-        let len = 14 + if k.peer_key.is_some() { 9 } else { 0 };
-        head(b, &mut p, mp::KEY, len);
-        b[p] = 0; // reserved
-        b[p + 1..p + 5].copy_from_slice(&k.ci.to_be_bytes());
-        b[p + 5] = 0; // key type 0: plain text
-        b[p + 6..p + 14].copy_from_slice(&k.key);
+        let mut keys = vec![WireMpKey::plain(u64::from_be_bytes(k.key))];
         if let Some(pk) = k.peer_key {
-            b[p + 14] = 0;
-            b[p + 15..p + 23].copy_from_slice(&pk);
+            keys.push(WireMpKey::plain(u64::from_be_bytes(pk)));
         }
-        p += len;
+        put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
     }
     if let Some(j) = m.join {
-        head(b, &mut p, mp::JOIN, 9);
-        b[p] = j.addr_id;
-        b[p + 1..p + 5].copy_from_slice(&j.token.to_be_bytes());
-        b[p + 5..p + 9].copy_from_slice(&j.nonce.to_be_bytes());
-        p += 9;
+        put(
+            MpOption::Join {
+                addr_id: j.addr_id,
+                ci: j.token,
+                nonce: j.nonce,
+            },
+            &mut p,
+        )?;
     }
     if let Some(h) = m.hmac {
-        head(b, &mut p, mp::HMAC, 20);
-        b[p..p + 20].copy_from_slice(&h);
-        p += 20;
+        put(MpOption::Hmac(h), &mut p)?;
     }
     if let Some(s) = m.seq {
-        head(b, &mut p, mp::SEQ, 6);
-        put48(&mut b[p..p + 6], s);
-        p += 6;
+        put(MpOption::Seq(s & crate::wire::SEQ_MASK), &mut p)?;
     }
     if let Some(r) = m.rtt {
-        head(b, &mut p, mp::RTT, 9);
-        b[p] = r.kind;
-        b[p + 1..p + 5].copy_from_slice(&r.rtt_ms.to_be_bytes());
-        b[p + 5..p + 9].copy_from_slice(&r.age_ms.to_be_bytes());
-        p += 9;
+        put(
+            MpOption::Rtt {
+                rtt_type: RttType::from_u8(r.kind),
+                rtt_ms: r.rtt_ms,
+                age_ms: r.age_ms,
+            },
+            &mut p,
+        )?;
     }
     if let Some(a) = m.addaddr {
-        let len = 1 + 4 + ip_len(a.ip) + if a.port.is_some() { 2 } else { 0 };
-        head(b, &mut p, mp::ADDADDR, len);
-        p += emit_addaddr_body(&mut b[p..], a.addr_id, a.nonce, a.ip, a.port);
+        put(
+            MpOption::AddAddr {
+                addr_id: a.addr_id,
+                nonce: Some(a.nonce),
+                addr: a.ip,
+                port: a.port,
+            },
+            &mut p,
+        )?;
     }
     if let Some(r) = m.removeaddr {
-        head(b, &mut p, mp::REMOVEADDR, 5);
-        b[p] = r.addr_id;
-        b[p + 1..p + 5].copy_from_slice(&r.nonce.to_be_bytes());
-        p += 5;
+        put(
+            MpOption::RemoveAddr {
+                addr_id: r.addr_id,
+                nonce: Some(r.nonce),
+            },
+            &mut p,
+        )?;
     }
     if let Some(pr) = m.prio {
-        head(b, &mut p, mp::PRIO, 1);
-        b[p] = pr & 0x0f;
-        p += 1;
+        put(MpOption::Prio(pr), &mut p)?;
     }
     if let Some(k) = m.close {
-        head(b, &mut p, mp::CLOSE, 8);
-        b[p..p + 8].copy_from_slice(&k);
-        p += 8;
+        put(
+            MpOption::Close {
+                key_data: k.to_vec(),
+            },
+            &mut p,
+        )?;
     }
     if let Some(k) = m.fast_close {
-        head(b, &mut p, mp::FAST_CLOSE, 8);
-        b[p..p + 8].copy_from_slice(&k);
-        p += 8;
+        put(
+            MpOption::FastClose {
+                key_data: k.to_vec(),
+            },
+            &mut p,
+        )?;
     }
     if m.n_confirms > 0 {
-        let len: usize = m.confirms().iter().map(|c| 3 + c.body_len()).sum();
-        head(b, &mut p, mp::CONFIRM, len);
-        for c in m.confirms() {
-            let bl = c.body_len();
-            b[p] = opt::MULTIPATH;
-            b[p + 1] = (3 + bl) as u8;
-            b[p + 2] = c.kind;
-            p += 3;
-            match c.kind {
-                mp::ADDADDR => {
-                    let (ip, port) = c.addr.unwrap_or((IpAddr::V4(Ipv4Addr::UNSPECIFIED), None));
-                    p += emit_addaddr_body(&mut b[p..], c.id, c.nonce, ip, port);
-                }
-                mp::REMOVEADDR => {
-                    b[p] = c.id;
-                    b[p + 1..p + 5].copy_from_slice(&c.nonce.to_be_bytes());
-                    p += 5;
-                }
-                _ => {
-                    b[p] = c.id;
-                    p += 1;
-                }
-            }
-        }
+        let items = m.confirms().iter().filter_map(|c| c.to_wire()).collect();
+        put(MpOption::Confirm(items), &mut p)?;
     }
-    p
-}
-
-/// The Internet checksum of a DCCP packet with its IPv4/IPv6 pseudo-header
-/// (RFC 4340 §9). Over a packet whose checksum field is filled this yields 0.
-pub fn checksum(covered: &[u8], addrs: (IpAddr, IpAddr)) -> u16 {
-    checksum_with_len(covered, covered.len(), addrs)
-}
-
-/// As [`checksum`] when only a prefix is covered (Checksum Coverage); the
-/// pseudo-header still carries the whole packet length.
-pub fn checksum_with_len(covered: &[u8], total_len: usize, addrs: (IpAddr, IpAddr)) -> u16 {
-    let mut sum: u64 = 0;
-    let total_len = total_len as u64;
-    match addrs {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            sum += sum_bytes(&s.octets()) + sum_bytes(&d.octets());
-            sum += 33 + total_len;
-        }
-        (s, d) => {
-            sum += sum_bytes(&to_v6(s).octets()) + sum_bytes(&to_v6(d).octets());
-            sum += (total_len >> 16) + (total_len & 0xffff) + 33;
-        }
-    }
-    sum += sum_bytes(covered);
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-fn to_v6(a: IpAddr) -> Ipv6Addr {
-    match a {
-        IpAddr::V4(v) => v.to_ipv6_mapped(),
-        IpAddr::V6(v) => v,
-    }
-}
-
-fn sum_bytes(b: &[u8]) -> u64 {
-    let mut s = 0u64;
-    let mut chunks = b.chunks_exact(2);
-    for c in &mut chunks {
-        s += u16::from_be_bytes([c[0], c[1]]) as u64;
-    }
-    if let [last] = chunks.remainder() {
-        s += (*last as u64) << 8;
-    }
-    s
-}
-
-fn ip_len(ip: IpAddr) -> usize {
-    match ip {
-        IpAddr::V4(_) => 4,
-        IpAddr::V6(_) => 16,
-    }
-}
-
-fn ipv4(d: &[u8]) -> Ipv4Addr {
-    Ipv4Addr::new(d[0], d[1], d[2], d[3])
-}
-
-fn ipv6(d: &[u8]) -> Ipv6Addr {
-    let mut o = [0u8; 16];
-    o.copy_from_slice(&d[..16]);
-    Ipv6Addr::from(o)
-}
-
-fn be32(d: &[u8]) -> u32 {
-    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
-}
-
-pub fn put48(b: &mut [u8], v: u64) {
-    let v = v & SEQ_MASK;
-    b[..6].copy_from_slice(&v.to_be_bytes()[2..]);
-}
-
-pub fn get48(b: &[u8]) -> u64 {
-    let mut x = [0u8; 8];
-    x[2..].copy_from_slice(&b[..6]);
-    u64::from_be_bytes(x)
+    Some(p)
 }
 
 /// Pseudo-header addresses of a path: its configured local/remote IPs, or the
@@ -1010,17 +562,21 @@ mod tests {
     }
 
     #[test]
-    fn round_trip_with_every_option() {
+    fn round_trip_through_wire() {
         let mut s = Segment::new(PacketType::DataAck, 0xABCD_EF01_2345);
         s.ack = Some(77);
-        s.push_feat(opt::CHANGE_L, feat::ACK_RATIO, 3, 2);
-        s.push_feat(opt::CONFIRM_R, feat::MULTIPATH_CAPABLE, 0, 1);
+        s.push_feat(kind::CHANGE_L, FeatureNum::AckRatio, Some(3));
+        s.push_feat(kind::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
+        s.push_feat(kind::CONFIRM_R, FeatureNum::Ccid, None);
         let av = [0x05u8, 0xC1, 0x03];
-        s.ack_vector = Some(&av);
+        s.ack_vector_out = Some(AckVector {
+            nonce: 0,
+            cells: av.to_vec(),
+        });
         s.mp.seq = Some((1 << 48) - 1);
         s.mp.hmac = Some([7; 20]);
         s.mp.key = Some(MpKey {
-            key_type: 0,
+            plain: true,
             ci: 0xdead_beef,
             key: [1; 8],
             peer_key: Some([2; 8]),
@@ -1032,12 +588,12 @@ mod tests {
             port: Some(4242),
         });
         s.mp.push_confirm(ConfirmItem {
-            kind: mp::PRIO,
+            kind: subtype::PRIO,
             id: 2,
             ..ConfirmItem::default()
         });
         s.mp.push_confirm(ConfirmItem {
-            kind: mp::ADDADDR,
+            kind: subtype::ADDADDR,
             id: 4,
             nonce: 77,
             addr: Some(("2001:db8::1".parse().unwrap(), None)),
@@ -1045,21 +601,45 @@ mod tests {
         s.payload = b"hello";
         let mut buf = [0u8; 1500];
         let n = s.emit(&mut buf, v4()).unwrap();
-        assert_eq!(n, s.buffer_len());
-        let (a, b) = v4();
-        let p = Segment::parse(&buf[..n], Some((a, b))).unwrap();
+        let p = Segment::parse(&buf[..n], Some(v4())).unwrap();
+        assert_eq!(p.ptype, PacketType::DataAck);
         assert_eq!(p.seq, s.seq);
         assert_eq!(p.ack, Some(77));
         assert_eq!(p.feats(), s.feats());
         assert_eq!(p.ack_vector, Some(&av[..]));
         assert_eq!(p.mp, s.mp);
         assert_eq!(p.payload, b"hello");
+        assert_eq!(p.bad_opts, 0);
+        // wire's owned parser agrees.
+        let (repr, hl) = DccpRepr::parse(&buf[..n], Some(v4())).unwrap();
+        assert_eq!(repr.mp_seq(), Some((1 << 48) - 1));
+        assert_eq!(&buf[hl..n], b"hello");
         // A flipped payload bit breaks the checksum.
         buf[n - 1] ^= 1;
         assert_eq!(
-            Segment::parse(&buf[..n], Some((a, b))).unwrap_err(),
-            CodecError::BadChecksum
+            Segment::parse(&buf[..n], Some(v4())).unwrap_err(),
+            WireError::BadChecksum
         );
+    }
+
+    #[test]
+    fn every_type_round_trips() {
+        for t in 0..10u8 {
+            let ty = PacketType::from_u8(t).unwrap();
+            let mut s = Segment::new(ty, 5);
+            if ty.has_ack() {
+                s.ack = Some(4);
+            }
+            s.reset_code = ResetCode::MpFastClose;
+            s.service_code = 42;
+            let mut buf = [0u8; 64];
+            let n = s.emit(&mut buf, v4()).unwrap();
+            let p = Segment::parse(&buf[..n], Some(v4())).unwrap();
+            assert_eq!((p.ptype, p.seq, p.ack), (ty, 5, s.ack));
+            if ty == PacketType::Reset {
+                assert_eq!(p.reset_code, ResetCode::MpFastClose);
+            }
+        }
     }
 
     #[test]
@@ -1070,8 +650,12 @@ mod tests {
         for _ in 0..20_000 {
             let n = rng.gen_range(0..buf.len());
             rng.fill(&mut buf[..n]);
-            if n > 4 {
+            if n > 8 {
                 buf[4] = rng.gen_range(0..(n as u8 / 4 + 2));
+                buf[8] = (rng.gen_range(0..10u8) << 1) | 1;
+                if rng.gen_bool(0.5) {
+                    buf[16.min(n - 1)] = 46;
+                }
             }
             let _ = Segment::parse(&buf[..n], None);
         }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::codec::{reset_code, PacketType, Segment};
+use super::codec::{PacketType, ResetCode, Segment};
 use super::{Connection, ConnectionConfig, Event, Role, Transmit};
 use crate::path::PathId;
 use crate::time::Instant;
@@ -137,14 +137,14 @@ impl<K: Ord + Clone> Endpoint<K> {
         if seg.ptype != PacketType::Request {
             self.stats.unknown_remote += 1;
             if seg.ptype != PacketType::Reset {
-                self.queue_reset(remote, &seg, reset_code::NO_CONNECTION);
+                self.queue_reset(remote, &seg, ResetCode::NoConnection);
             }
             return None;
         }
         if let Some(j) = seg.mp.join {
             let Some(&h) = self.by_ci.get(&j.token) else {
                 self.stats.unknown_token += 1;
-                self.queue_reset(remote, &seg, reset_code::NO_CONNECTION);
+                self.queue_reset(remote, &seg, ResetCode::NoConnection);
                 return None;
             };
             let slot = self.conns.get_mut(&h)?;
@@ -160,7 +160,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         // A new connection.
         if self.conns.len() >= self.config.max_connections {
             self.stats.refused_max_connections += 1;
-            self.queue_reset(remote, &seg, reset_code::TOO_BUSY);
+            self.queue_reset(remote, &seg, ResetCode::TooBusy);
             return None;
         }
         let half_open = self
@@ -170,7 +170,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             .count();
         if half_open >= self.config.max_half_open {
             self.stats.refused_half_open += 1;
-            self.queue_reset(remote, &seg, reset_code::TOO_BUSY);
+            self.queue_reset(remote, &seg, ResetCode::TooBusy);
             return None;
         }
         let h = ConnectionHandle(self.next_handle);
@@ -291,7 +291,7 @@ impl<K: Ord + Clone> Endpoint<K> {
 
     /// RFC 4340 §8.3.1: a packet for no connection is answered with Reset,
     /// seq = its ack + 1 (0 if none), ack = its seq.
-    fn queue_reset(&mut self, remote: K, seg: &Segment<'_>, code: u8) {
+    fn queue_reset(&mut self, remote: K, seg: &Segment<'_>, code: ResetCode) {
         if self.resets.len() >= self.config.max_pending_resets {
             self.stats.resets_dropped += 1;
             return;

@@ -61,14 +61,15 @@ mod queue;
 pub mod seq;
 mod subflow;
 
-pub use codec::{CodecError, PacketType};
+pub use codec::PacketType;
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use queue::DropPolicy;
 pub use subflow::PathStats;
 
-use codec::{
-    feat, mp, opt, reset_code, ConfirmItem, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, Segment,
-};
+use crate::wire::mp::subtype as mp;
+use crate::wire::option::kind as opt;
+use crate::wire::{FeatureNum, ResetCode, WireError};
+use codec::{ConfirmItem, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
@@ -82,6 +83,9 @@ pub const SERVICE_CODE: u32 = 0x4D50_4443;
 /// changes and confirmations); `mss_bytes` minus this is the largest
 /// tunnelled packet [`Connection::send`] accepts.
 pub const DATA_HEADER_MAX: usize = 136;
+
+/// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
+const ACKVEC_MAX_CELLS: usize = 48;
 
 /// Connection settings. Build with `ConnectionConfig { field: x, ..Default::default() }`.
 #[derive(Clone, Debug)]
@@ -701,10 +705,22 @@ impl Connection {
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += data.len() as u64;
+        let mut idx = self.idx(path);
         if self.state == ConnState::Closed {
+            // A closed connection still answers a retransmitted Close (our
+            // Reset was lost) so the peer can finish (RFC 4340 §8.3).
+            if let (Some(i), Ok(seg)) = (idx, Segment::parse(data, None)) {
+                let sf = &mut self.paths[i];
+                if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
+                    && sf.have_isr
+                    && sf.pend.reset.is_none()
+                {
+                    sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
+                    sf.pend.reset = Some(ResetCode::Closed);
+                }
+            }
             return;
         }
-        let mut idx = self.idx(path);
         let addrs = idx.and_then(|i| {
             let c = &self.paths[i].cfg;
             match (c.remote, c.local) {
@@ -714,7 +730,7 @@ impl Connection {
         });
         let seg = match Segment::parse(data, addrs) {
             Ok(s) => s,
-            Err(CodecError::BadChecksum) => {
+            Err(WireError::BadChecksum) => {
                 self.stats.rx_bad_checksum += 1;
                 return;
             }
@@ -861,7 +877,7 @@ impl Connection {
         for sf in &mut self.paths {
             if sf.state != SubState::Closed && sf.have_isr {
                 sf.pend = Default::default();
-                sf.pend.reset = Some(reset_code::MP_FAST_CLOSE);
+                sf.pend.reset = Some(ResetCode::MpFastClose);
             }
             sf.state = SubState::Closed;
             sf.retx_at = None;
@@ -996,7 +1012,7 @@ impl Connection {
         }
     }
 
-    fn fail_path(&mut self, i: usize, reset: Option<u8>) {
+    fn fail_path(&mut self, i: usize, reset: Option<ResetCode>) {
         let sf = &mut self.paths[i];
         sf.state = SubState::Closed;
         sf.retx_at = None;
@@ -1088,14 +1104,14 @@ impl Connection {
         if let Some(j) = seg.mp.join {
             if self.mp != Some(true) {
                 self.stats.join_not_multipath += 1;
-                reset = Some(reset_code::CONNECTION_REFUSED);
+                reset = Some(ResetCode::ConnectionRefused);
             } else if j.token != self.local_ci {
                 // RFC 9897 §3.2.2: unknown path token → Reset.
                 self.stats.join_unknown_token += 1;
-                reset = Some(reset_code::NO_CONNECTION);
+                reset = Some(ResetCode::NoConnection);
             } else if self.live_paths() >= self.config.max_paths {
                 self.stats.join_too_busy += 1;
-                reset = Some(reset_code::TOO_BUSY);
+                reset = Some(ResetCode::TooBusy);
             } else {
                 sf.join = true;
                 sf.remote_nonce = j.nonce;
@@ -1106,12 +1122,12 @@ impl Connection {
         } else if self.paths.iter().any(|p| !p.join && !p.is_gone()) || self.mp.is_some() {
             // A second initial handshake on an existing connection.
             self.stats.rx_unexpected += 1;
-            reset = Some(reset_code::CONNECTION_REFUSED);
+            reset = Some(ResetCode::ConnectionRefused);
         } else {
             let wants_mp = seg
-                .feat(opt::CHANGE_L, feat::MULTIPATH_CAPABLE)
-                .is_some_and(|f| f.value_len > 0)
-                && seg.mp.key.is_some_and(|k| k.key_type == 0);
+                .feat(opt::CHANGE_L, FeatureNum::MultipathCapable)
+                .is_some_and(|f| f.has_value)
+                && seg.mp.key.is_some_and(|k| k.plain);
             if self.config.multipath && wants_mp {
                 // Invariant: wants_mp checked key is Some.
                 let k = seg.mp.key.expect("checked above");
@@ -1133,7 +1149,7 @@ impl Connection {
             sf.state = SubState::Respond;
             sf.pend.response = true;
             // RFC 4340 §6: features the client asked us to confirm.
-            if let Some(f) = seg.feat(opt::CHANGE_L, feat::SEQUENCE_WINDOW) {
+            if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::SequenceWindow) {
                 sf.seq_window = sf.seq_window.max(f.value.clamp(32, 1 << 46));
             }
         }
@@ -1143,7 +1159,14 @@ impl Connection {
     fn handle_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         let state = self.paths[i].state;
         if state == SubState::Closed || state == SubState::TimeWait {
-            if seg.ptype != PacketType::Reset && state == SubState::Closed {
+            let sf = &mut self.paths[i];
+            if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
+                && sf.have_isr
+                && sf.pend.reset.is_none()
+            {
+                sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
+                sf.pend.reset = Some(ResetCode::Closed);
+            } else if seg.ptype != PacketType::Reset && state == SubState::Closed {
                 self.stats.rx_unexpected += 1;
             }
             return;
@@ -1154,8 +1177,18 @@ impl Connection {
         }
         // Sequence and acknowledgement validity (RFC 4340 §7.5.3).
         let sf = &self.paths[i];
-        let seqn = sf.unwrap_seq(seg.seq);
-        let ackn = seg.ack.map(|a| sf.unwrap_ack(a));
+        // X=0 packets carry 24-bit numbers: extend them first (RFC 4340 §7.6).
+        let (wseq, wack) = if seg.short_seq {
+            (
+                crate::wire::seq::extend_short(seg.seq, sf.gsr & SEQ_MASK),
+                seg.ack
+                    .map(|a| crate::wire::seq::extend_short(a, sf.gss & SEQ_MASK)),
+            )
+        } else {
+            (seg.seq, seg.ack)
+        };
+        let seqn = sf.unwrap_seq(wseq);
+        let ackn = wack.map(|a| sf.unwrap_ack(a));
         let (swl, swh) = sf.seq_window();
         let (awl, awh) = sf.ack_window();
         let ack_ok = |lo: u64| ackn.is_none_or(|a| a >= lo && a <= awh);
@@ -1184,7 +1217,7 @@ impl Connection {
             let sf = &mut self.paths[i];
             if !sf.on_packet_received(seqn) {
                 self.stats.rx_duplicate += 1;
-                if seg.ptype.has_payload() {
+                if seg.ptype.carries_data() {
                     return;
                 }
             }
@@ -1253,7 +1286,7 @@ impl Connection {
                 self.fail_path(i, None);
                 if first {
                     self.close_reason = Some(format!(
-                        "connection refused (reset code {})",
+                        "connection refused (reset code {:?})",
                         seg.reset_code
                     ));
                 }
@@ -1275,10 +1308,10 @@ impl Connection {
         let join = self.paths[i].join;
         if !join {
             let confirmed = seg
-                .feat(opt::CONFIRM_R, feat::MULTIPATH_CAPABLE)
-                .is_some_and(|f| f.value_len > 0);
+                .feat(opt::CONFIRM_R, FeatureNum::MultipathCapable)
+                .is_some_and(|f| f.has_value);
             match seg.mp.key {
-                Some(k) if self.config.multipath && confirmed && k.key_type == 0 => {
+                Some(k) if self.config.multipath && confirmed && k.plain => {
                     self.remote_key = Some(k.key);
                     self.remote_ci = Some(k.ci);
                     self.mp = Some(true);
@@ -1307,7 +1340,7 @@ impl Connection {
                 }
                 None => {
                     self.stats.join_bad_hmac += 1;
-                    self.fail_path(i, Some(reset_code::OPTION_ERROR));
+                    self.fail_path(i, Some(ResetCode::OptionError));
                     return;
                 }
             }
@@ -1354,7 +1387,7 @@ impl Connection {
                 self.events.push_back(Event::PathEstablished(id));
             }
         }
-        if seg.ptype.has_payload() && matches!(seg.ptype, PacketType::Data | PacketType::DataAck) {
+        if seg.ptype.carries_data() {
             self.paths[i].on_data_received(now, self.config.ack_delay);
             self.handle_payload(now, i, seg);
         }
@@ -1379,7 +1412,7 @@ impl Connection {
                 let sf = &mut self.paths[i];
                 sf.state = SubState::Closed;
                 sf.pend = Default::default();
-                sf.pend.reset = Some(reset_code::OPTION_ERROR);
+                sf.pend.reset = Some(ResetCode::OptionError);
                 return false;
             }
         } else if let Some(k) = seg.mp.key {
@@ -1388,7 +1421,7 @@ impl Connection {
                 let sf = &mut self.paths[i];
                 sf.state = SubState::Closed;
                 sf.pend = Default::default();
-                sf.pend.reset = Some(reset_code::OPTION_ERROR);
+                sf.pend.reset = Some(ResetCode::OptionError);
                 self.close_reason = Some("MP_KEY mismatch".into());
                 return false;
             }
@@ -1400,12 +1433,12 @@ impl Connection {
         let _ = now;
         // Ack Ratio (RFC 4341 §6.1.2): the HC-sender changes it with
         // Change L; we (HC-receiver) confirm with Confirm R.
-        if let Some(f) = seg.feat(opt::CHANGE_L, feat::ACK_RATIO) {
+        if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::AckRatio) {
             let sf = &mut self.paths[i];
             sf.ack_ratio_rx = (f.value as u32).clamp(1, 1 << 15);
             sf.pend.confirm_ack_ratio = Some(f.value);
         }
-        if let Some(f) = seg.feat(opt::CONFIRM_R, feat::ACK_RATIO) {
+        if let Some(f) = seg.feat(opt::CONFIRM_R, FeatureNum::AckRatio) {
             let sf = &mut self.paths[i];
             if f.value == sf.ack_ratio_tx as u64 {
                 sf.ack_ratio_unconfirmed = false;
@@ -1580,7 +1613,7 @@ impl Connection {
 
     fn handle_reset(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.stats.resets_received += 1;
-        if seg.reset_code == reset_code::MP_FAST_CLOSE {
+        if seg.reset_code == ResetCode::MpFastClose {
             if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
                 self.close_reason = Some("fast close by peer".into());
                 self.discard_queue();
@@ -1628,7 +1661,7 @@ impl Connection {
         let sf = &mut self.paths[i];
         let id = sf.id;
         sf.pend = Default::default();
-        sf.pend.reset = Some(reset_code::CLOSED);
+        sf.pend.reset = Some(ResetCode::Closed);
         sf.retx_at = None;
         sf.rto_at = None;
         sf.state = SubState::Closed;
@@ -1663,7 +1696,7 @@ impl Connection {
                 SubState::Request | SubState::PartOpen if sf.retx_tries >= max_tries => {
                     self.stats.handshake_timeouts += 1;
                     let first = !sf.join;
-                    let reset = (sf.state == SubState::PartOpen).then_some(reset_code::ABORTED);
+                    let reset = (sf.state == SubState::PartOpen).then_some(ResetCode::Aborted);
                     self.fail_path(i, reset);
                     if first && self.state == ConnState::Handshaking {
                         self.close_reason = Some("handshake timed out".into());
@@ -1806,7 +1839,6 @@ impl Connection {
     fn emit_on(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
         let mp_on = self.mp == Some(true);
         let keys = self.d_keys();
-        let mut cells = [0u8; 48];
         let sf = &mut self.paths[i];
         let addrs = codec::path_ips(sf.cfg.local, sf.cfg.remote);
 
@@ -1815,11 +1847,11 @@ impl Connection {
             let seq = sf.next_seq();
             let mut s = Self::base_segment(sf, PacketType::Reset, seq);
             s.reset_code = code;
-            if code == reset_code::MP_FAST_CLOSE {
+            if code == ResetCode::MpFastClose {
                 s.mp.fast_close = self.remote_key;
             }
             self.stats.resets_sent += 1;
-            return self.finish_emit(&s, addrs, buf);
+            return self.finish_emit(s, addrs, buf);
         }
         match sf.state {
             SubState::Request => {
@@ -1827,19 +1859,23 @@ impl Connection {
                     return None;
                 }
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Request, seq);
                 s.service_code = self.config.service_code;
-                s.push_feat(opt::CHANGE_L, feat::CCID, 2, 1);
-                s.push_feat(opt::CHANGE_R, feat::CCID, 2, 1);
-                s.push_feat(opt::CHANGE_R, feat::SEND_ACK_VECTOR, 1, 1);
-                s.push_feat(opt::CHANGE_L, feat::SEQUENCE_WINDOW, sf.seq_window, 6);
+                s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
+                s.push_feat(opt::CHANGE_R, FeatureNum::Ccid, Some(2));
+                s.push_feat(opt::CHANGE_R, FeatureNum::SendAckVector, Some(1));
+                s.push_feat(
+                    opt::CHANGE_L,
+                    FeatureNum::SequenceWindow,
+                    Some(sf.seq_window),
+                );
                 if self.config.multipath {
                     if !sf.join {
-                        s.push_feat(opt::CHANGE_L, feat::MULTIPATH_CAPABLE, 0, 1);
+                        s.push_feat(opt::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
                         s.mp.key = Some(MpKey {
-                            key_type: 0,
+                            plain: true,
                             ci: self.local_ci,
                             key: self.local_key,
                             peer_key: None,
@@ -1852,22 +1888,26 @@ impl Connection {
                         });
                     }
                 }
-                return self.finish_emit(&s, addrs, buf);
+                return self.finish_emit(s, addrs, buf);
             }
             SubState::Respond if sf.pend.response => {
                 sf.pend.response = false;
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Response, seq);
                 s.service_code = self.config.service_code;
-                s.push_feat(opt::CONFIRM_L, feat::CCID, 2, 1);
-                s.push_feat(opt::CONFIRM_R, feat::CCID, 2, 1);
-                s.push_feat(opt::CONFIRM_L, feat::SEND_ACK_VECTOR, 1, 1);
-                s.push_feat(opt::CONFIRM_R, feat::SEQUENCE_WINDOW, sf.seq_window, 6);
+                s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));
+                s.push_feat(opt::CONFIRM_R, FeatureNum::Ccid, Some(2));
+                s.push_feat(opt::CONFIRM_L, FeatureNum::SendAckVector, Some(1));
+                s.push_feat(
+                    opt::CONFIRM_R,
+                    FeatureNum::SequenceWindow,
+                    Some(sf.seq_window),
+                );
                 if mp_on {
                     if !sf.join {
-                        s.push_feat(opt::CONFIRM_R, feat::MULTIPATH_CAPABLE, 0, 1);
+                        s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
                         s.mp.key = Some(MpKey {
-                            key_type: 0,
+                            plain: true,
                             ci: self.local_ci,
                             key: self.local_key,
                             peer_key: None,
@@ -1888,23 +1928,24 @@ impl Connection {
                 } else if !sf.join {
                     // Feature 10 not understood / refused: empty Confirm
                     // (RFC 4340 §6.6.7) tells the client to fall back.
-                    s.push_feat(opt::CONFIRM_R, feat::MULTIPATH_CAPABLE, 0, 0);
+                    s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, None);
                 }
-                return self.finish_emit(&s, addrs, buf);
+                return self.finish_emit(s, addrs, buf);
             }
             SubState::PartOpen if sf.pend.handshake_ack => {
                 sf.pend.handshake_ack = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Ack, seq);
-                let n = sf
-                    .rx
-                    .encode(sf.ack_cover(self.config.ackvec_cover_pkts), &mut cells);
+                let av = sf.rx.encode(
+                    sf.ack_cover(self.config.ackvec_cover_pkts),
+                    ACKVEC_MAX_CELLS,
+                );
                 if mp_on {
                     if !sf.join {
                         s.mp.key = Some(MpKey {
-                            key_type: 0,
+                            plain: true,
                             ci: self.local_ci,
                             key: self.local_key,
                             peer_key: self.remote_key,
@@ -1919,31 +1960,31 @@ impl Connection {
                     }
                 }
                 sf.on_ack_sent();
-                s.ack_vector = Some(&cells[..n]);
-                let r = self.finish_emit(&s, addrs, buf);
+                s.ack_vector_out = Some(av);
+                let r = self.finish_emit(s, addrs, buf);
                 return r;
             }
             SubState::CloseReq if sf.pend.closereq => {
                 sf.pend.closereq = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::CloseReq, seq);
                 if self.closing_mp {
                     s.mp.close = self.remote_key;
                 }
-                return self.finish_emit(&s, addrs, buf);
+                return self.finish_emit(s, addrs, buf);
             }
             SubState::Closing if sf.pend.close => {
                 sf.pend.close = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + sf.retx_interval * (1 << (sf.retx_tries - 1).min(10)));
+                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Close, seq);
                 if self.closing_mp {
                     s.mp.close = self.remote_key;
                 }
-                return self.finish_emit(&s, addrs, buf);
+                return self.finish_emit(s, addrs, buf);
             }
             _ => {}
         }
@@ -1956,7 +1997,7 @@ impl Connection {
             let mut s = Self::base_segment(sf, PacketType::SyncAck, seq);
             s.ack = Some(ack);
             self.stats.syncacks_sent += 1;
-            return self.finish_emit(&s, addrs, buf);
+            return self.finish_emit(s, addrs, buf);
         }
         if let Some(ack) = sf.pend.sync.take() {
             let seq = sf.next_seq();
@@ -1964,7 +2005,7 @@ impl Connection {
             s.ack = Some(ack);
             sf.last_sync_sent = Some(now);
             self.stats.syncs_sent += 1;
-            return self.finish_emit(&s, addrs, buf);
+            return self.finish_emit(s, addrs, buf);
         }
         if sf.state != SubState::Open {
             return None;
@@ -1996,12 +2037,13 @@ impl Connection {
         };
         let seq = sf.next_seq();
         let mut s = Self::base_segment(sf, ptype, seq);
-        let n = sf
-            .rx
-            .encode(sf.ack_cover(self.config.ackvec_cover_pkts), &mut cells);
-        s.ack_vector = Some(&cells[..n]);
+        let av = sf.rx.encode(
+            sf.ack_cover(self.config.ackvec_cover_pkts),
+            ACKVEC_MAX_CELLS,
+        );
+        s.ack_vector_out = Some(av);
         if let Some(v) = sf.pend.confirm_ack_ratio.take() {
-            s.push_feat(opt::CONFIRM_R, feat::ACK_RATIO, v, 2);
+            s.push_feat(opt::CONFIRM_R, FeatureNum::AckRatio, Some(v));
         }
         if let Some((mseq, q)) = &data {
             // Ack Ratio ≤ ceil(cwnd/2) (RFC 4341 §6.1.2).
@@ -2011,7 +2053,11 @@ impl Connection {
                 sf.ack_ratio_unconfirmed = true;
             }
             if sf.ack_ratio_unconfirmed {
-                s.push_feat(opt::CHANGE_L, feat::ACK_RATIO, sf.ack_ratio_tx as u64, 2);
+                s.push_feat(
+                    opt::CHANGE_L,
+                    FeatureNum::AckRatio,
+                    Some(sf.ack_ratio_tx as u64),
+                );
             }
             if mp_on {
                 s.mp.seq = Some(mseq & SEQ_MASK);
@@ -2074,12 +2120,7 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         sf.on_ack_sent();
-        let len = s.buffer_len();
-        let result = if len <= buf.len() {
-            s.emit(buf, addrs)
-        } else {
-            None
-        };
+        let result = s.emit(buf, addrs);
         if let Some((_, q)) = data {
             let bytes = q.data.len() as u32;
             if result.is_some() {
@@ -2099,7 +2140,7 @@ impl Connection {
 
     fn finish_emit(
         &mut self,
-        s: &Segment<'_>,
+        mut s: Segment<'_>,
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {
@@ -2155,6 +2196,12 @@ fn removeaddr_hmac(d_key: &[u8; 16], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
 
 fn verify_removeaddr(d_key: &[u8; 16], r: &MpRemoveAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
     keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
+}
+
+/// Exponential backoff of handshake/close retransmissions, each interval
+/// capped at 4 s so a bounded number of tries ends in bounded time.
+fn retx_backoff(base: Duration, tries: u32) -> Duration {
+    (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
 }
 
 fn ip_bytes(ip: IpAddr) -> [u8; 16] {

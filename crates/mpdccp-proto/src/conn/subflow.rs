@@ -51,7 +51,7 @@ pub(crate) struct PendingCtrl {
     pub syncack: Option<u64>,
     pub close: bool,
     pub closereq: bool,
-    pub reset: Option<u8>,
+    pub reset: Option<crate::wire::ResetCode>,
     /// MP_PRIO to (re)send until confirmed.
     pub prio: Option<u8>,
     pub prio_retx_at: Option<Instant>,
@@ -368,8 +368,8 @@ impl Subflow {
                 }
             };
             match cells {
-                Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, st| {
-                    if st != ackvec::STATE_NOT_RECEIVED {
+                Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, received| {
+                    if received {
                         mark(hi, lo);
                     }
                 }),

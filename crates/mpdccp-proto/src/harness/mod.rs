@@ -201,6 +201,13 @@ impl Harness {
         }
     }
 
+    pub fn conn_ref(&self, side: Side) -> &Connection {
+        match side {
+            Side::Client => &self.client,
+            Side::Server => &self.server,
+        }
+    }
+
     pub fn events(&self, side: Side) -> &[Event] {
         match side {
             Side::Client => &self.client_events,
@@ -449,7 +456,8 @@ impl Harness {
 
 /// Helpers for tests that inspect or rewrite raw DCCP packets.
 pub mod inspect {
-    use crate::conn::codec::{opt, PacketType, Segment};
+    use crate::conn::codec::{PacketType, Segment};
+    use crate::wire::option::kind as opt;
 
     /// The packet type of a raw DCCP packet.
     pub fn packet_type(bytes: &[u8]) -> Option<PacketType> {
@@ -461,7 +469,7 @@ pub mod inspect {
     pub fn find_mp_suboption(bytes: &[u8], subtype: u8) -> Option<std::ops::Range<usize>> {
         let hlen = *bytes.get(4)? as usize * 4;
         let x = bytes.get(8)? & 1 == 1;
-        let ptype = PacketType::from_u8((bytes[8] >> 1) & 0x0f)?;
+        let ptype = PacketType::from_u8((bytes[8] >> 1) & 0x0f).ok()?;
         let mut p = if x { 16 } else { 12 };
         if ptype.has_ack() {
             p += if x { 8 } else { 4 };
@@ -495,16 +503,15 @@ pub mod inspect {
         if bytes.len() < 8 {
             return;
         }
-        bytes[6] = 0;
-        bytes[7] = 0;
-        let c = crate::conn::codec::checksum(bytes, (src, dst));
-        bytes[6..8].copy_from_slice(&c.to_be_bytes());
+        let mut p = crate::wire::Packet::new_unchecked(bytes);
+        let _ = p.fill_checksum((src, dst));
     }
 
     /// Sets the 48-bit sequence number of a raw DCCP packet (X=1).
     pub fn set_seq(bytes: &mut [u8], seq: u64) {
         if bytes.len() >= 16 {
-            crate::conn::codec::put48(&mut bytes[10..16], seq);
+            let v = seq & crate::wire::SEQ_MASK;
+            bytes[10..16].copy_from_slice(&v.to_be_bytes()[2..]);
         }
     }
 

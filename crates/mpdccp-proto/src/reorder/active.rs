@@ -127,18 +127,23 @@ impl Active {
     /// How long a packet arriving on `path` may be held, and whether it is
     /// held even when in order.
     fn wait_for(&self, path: PathId, paths: &[PathView]) -> (Duration, bool) {
+        if self.mode == ActiveMode::Fixed {
+            return (self.timeout, false);
+        }
         let lat = |p: &PathView| p.owd.or(p.srtt.map(|s| s / 2));
         let mut max: Option<Duration> = None;
         let mut min: Option<Duration> = None;
-        for l in paths
-            .iter()
-            .filter(|p| p.state == PathState::Active)
-            .filter_map(lat)
-        {
-            max = Some(max.map_or(l, |m| m.max(l)));
-            min = Some(min.map_or(l, |m| m.min(l)));
+        let mut own: Option<Duration> = None;
+        for p in paths {
+            let l = lat(p);
+            if p.id == path {
+                own = l;
+            }
+            if let (PathState::Active, Some(l)) = (p.state, l) {
+                max = Some(max.map_or(l, |m| m.max(l)));
+                min = Some(min.map_or(l, |m| m.min(l)));
+            }
         }
-        let own = paths.iter().find(|p| p.id == path).and_then(lat);
         let capped = |d: Duration| d.min(self.max_timeout);
         match self.mode {
             ActiveMode::Fixed => (self.timeout, false),
@@ -165,14 +170,37 @@ impl Active {
     }
 
     /// Highest MP_SEQ known delivered through `path` (own record and the
-    /// connection's), plus whether its DCCP sequence shows no hole.
-    fn path_progress(&self, path: PathId, rx: &[PathReceiveState]) -> (Option<u64>, bool) {
-        let own = self
+    /// connection's), plus whether its DCCP sequence shows no hole. Lookups
+    /// are hinted: `cursor` walks `path_highest` (both in `PathId` order) and
+    /// `hint` is where `path` probably is in `rx` (the connection lists paths
+    /// in the same order in `paths` and `rx`).
+    fn path_progress(
+        &self,
+        path: PathId,
+        rx: &[PathReceiveState],
+        hint: usize,
+        cursor: &mut usize,
+    ) -> (Option<u64>, bool) {
+        while self
             .path_highest
-            .binary_search_by_key(&path, |(p, _)| *p)
-            .ok()
-            .map(|i| self.path_highest[i].1);
-        let r = rx.iter().find(|r| r.path == path);
+            .get(*cursor)
+            .is_some_and(|(p, _)| *p < path)
+        {
+            *cursor += 1;
+        }
+        let own = match self.path_highest.get(*cursor) {
+            Some(&(p, h)) if p == path => Some(h),
+            // Not in PathId order after all: search.
+            _ => self
+                .path_highest
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, h)| *h),
+        };
+        let r = rx
+            .get(hint)
+            .filter(|r| r.path == path)
+            .or_else(|| rx.iter().find(|r| r.path == path));
         let conn = r.and_then(|r| r.highest_seq);
         let highest = match (own, conn) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -200,14 +228,18 @@ impl Active {
                 _ => false,
             }
         };
+        let mut cursor = 0;
         let all = if !paths.is_empty() {
             // Failed/closed paths are not waited for; their stragglers are late.
             paths
                 .iter()
-                .filter(|p| p.state == PathState::Active)
-                .all(|p| consider(self.path_progress(p.id, rx)))
+                .enumerate()
+                .filter(|(_, p)| p.state == PathState::Active)
+                .all(|(i, p)| consider(self.path_progress(p.id, rx, i, &mut cursor)))
         } else if !rx.is_empty() {
-            rx.iter().all(|r| consider(self.path_progress(r.path, rx)))
+            rx.iter()
+                .enumerate()
+                .all(|(i, r)| consider(self.path_progress(r.path, rx, i, &mut cursor)))
         } else {
             // Nothing tells us which paths exist: cannot prove anything.
             false
@@ -244,7 +276,8 @@ impl Active {
                 break;
             }
             self.deadlines.pop();
-            if self.held.contains_key(&s) {
+            // Held seqs are exactly those at or above `next` with an entry.
+            if s >= next {
                 force_upto = Some(force_upto.map_or(s, |f| f.max(s)));
                 expired = true;
             }
@@ -319,42 +352,58 @@ impl Active {
             }
             return;
         }
-        if self.held.contains_key(&seq) {
+        // At or above `next` a seq was never delivered, so the window's
+        // "seen" means "held now"; beyond the window only `held` can tell.
+        let duplicate = match self.dedup.insert(seq) {
+            Seen::Duplicate => true,
+            Seen::New => false,
+            Seen::TooOld => self.held.contains_key(&seq),
+        };
+        if duplicate {
             self.stats.duplicates += 1;
             return;
         }
-        // Held and future seqs are judged by `held`; the window serves once
-        // they are below `next`.
-        self.dedup.insert(seq);
         self.note_path_highest(item.path, seq);
-        self.update_fast_loss(paths, rx);
-
-        let (wait, hold_in_order) = self.wait_for(item.path, paths);
-        let deadline = item.arrival + wait;
-        if seq == next && (!hold_in_order || deadline <= now) {
-            // The common case: in order, nothing to hold.
+        if seq == next && self.mode != ActiveMode::DelayEqualization {
+            // The common case: in order, nothing to hold, no wait to compute.
             self.next = Some(seq + 1);
             let gap = std::mem::take(&mut self.gap_skipped);
             self.queue_ready(item, now, gap);
         } else {
-            self.held_bytes += item.payload.len();
-            self.deadlines.push(Reverse((deadline, seq)));
-            self.held.insert(
-                seq,
-                Held {
-                    item,
-                    deadline,
-                    hold_in_order,
-                },
-            );
+            let (wait, hold_in_order) = self.wait_for(item.path, paths);
+            let deadline = item.arrival + wait;
+            if seq == next && (!hold_in_order || deadline <= now) {
+                self.next = Some(seq + 1);
+                let gap = std::mem::take(&mut self.gap_skipped);
+                self.queue_ready(item, now, gap);
+            } else {
+                self.held_bytes += item.payload.len();
+                self.deadlines.push(Reverse((deadline, seq)));
+                self.held.insert(
+                    seq,
+                    Held {
+                        item,
+                        deadline,
+                        hold_in_order,
+                    },
+                );
+            }
+        }
+        // The loss bound matters only while something waits on a gap; it is
+        // a function of the per-path highest seqs (always recorded above),
+        // so computing it only then gives the same answer.
+        if !self.held.is_empty() {
+            self.update_fast_loss(paths, rx);
         }
     }
 
     /// Drop stale heap tops so `poll_timeout` is exact; rebuild the heap when
     /// stale entries outnumber live ones (bounded memory).
     fn tidy_deadlines(&mut self) {
+        // Released seqs are below `next`; every entry at or above it is live.
+        let next = self.next.unwrap_or(0);
         while let Some(&Reverse((_, s))) = self.deadlines.peek() {
-            if self.held.contains_key(&s) {
+            if s >= next {
                 break;
             }
             self.deadlines.pop();

@@ -23,6 +23,10 @@
 //!   while no usable path of higher priority exists, the way MPTCP treats
 //!   backup subflows (RFC 8684 §3.3.8);
 //! * a path *has room* when [`PathView::can_send`] (cwnd and pacing budget);
+//!   only paths with room are chosen — except by `otias`, whose point is to
+//!   queue onto a full path when the packet still arrives first there;
+//! * holding is a decision too: `handover` never spills, `ecf` may wait for
+//!   its fastest path, and every scheduler holds when no path has room;
 //! * decisions are deterministic: ties break towards the lower `PathId`; no
 //!   allocation happens per decision (`out` is the caller's reused vector).
 //! * Schedulers update their own state (round-robin position, ratio credit)

@@ -70,9 +70,16 @@ impl Scheduler for Ratio {
         out: &mut Vec<PathId>,
     ) {
         let no_standby = standby_excluded(paths);
-        // Forget paths that are gone (closed paths leave the list).
-        self.credit
-            .retain(|(id, _)| paths.iter().any(|p| p.id == *id));
+        // Forget paths that are gone (closed paths leave the list): a merge
+        // walk, both lists being in PathId order (were `paths` not sorted,
+        // the worst outcome is a credit reset).
+        let mut j = 0;
+        self.credit.retain(|(id, _)| {
+            while paths.get(j).is_some_and(|p| p.id < *id) {
+                j += 1;
+            }
+            paths.get(j).is_some_and(|p| p.id == *id)
+        });
         let mut total: i64 = 0;
         let mut best: Option<(usize, i64, PathId)> = None; // (slot, credit, id)
         for (index, p) in paths.iter().enumerate() {

@@ -47,14 +47,20 @@ pub fn pseudo_header_sum(addrs: IpPair, dccp_len: usize, proto: u8) -> u64 {
 }
 
 /// One's complement sum of `data` as big-endian 16-bit words (odd trailing
-/// byte padded with zero), unfolded. Sums 32-bit words into a u64, which is
-/// equivalent modulo 0xffff and about twice as fast.
+/// byte padded with zero), unfolded. Sums 32-bit words, which is
+/// equivalent modulo 0xffff (RFC 1071 §2) and several times faster.
 pub fn data_sum(data: &[u8]) -> u64 {
-    let mut sum: u64 = 0;
-    let mut chunks = data.chunks_exact(4);
+    // Two independent accumulators of 32-bit halves: no carries are lost
+    // (each add is < 2^33, so 2^31 chunks fit), and the loop pipelines.
+    let mut a: u64 = 0;
+    let mut b: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
-        sum += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+        let v = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        a += v >> 32;
+        b += v & 0xffff_ffff;
     }
+    let mut sum = fold32(a) + fold32(b);
     let rem = chunks.remainder();
     let mut i = 0;
     while i + 1 < rem.len() {
@@ -65,6 +71,14 @@ pub fn data_sum(data: &[u8]) -> u64 {
         sum += u64::from(rem[i]) << 8;
     }
     sum
+}
+
+/// Reduce a sum of 32-bit words to at most 32 bits, modulo 0xffff.
+fn fold32(mut x: u64) -> u64 {
+    while x > 0xffff_ffff {
+        x = (x & 0xffff_ffff) + (x >> 32);
+    }
+    x
 }
 
 /// Fold a wide sum to 16 bits (end-around carry) without complementing.

@@ -21,8 +21,8 @@
 //!   need not equal `b`.
 //!
 //! Module map: [`packet`] (generic header, §5), [`option`] (§5.8, §6),
-//! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9),
-//! [`udp_encap`] (RFC 6773), [`pcap`].
+//! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9), [`seq`]
+//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`].
 
 pub mod ackvec;
 pub mod checksum;
@@ -30,6 +30,7 @@ pub mod mp;
 pub mod option;
 pub mod packet;
 pub mod pcap;
+pub mod seq;
 pub mod udp_encap;
 
 pub use ackvec::{AckState, AckVector, AckVectorBuilder, AckVectorIter, AckVectorRef};
@@ -201,9 +202,10 @@ impl WireStats {
 /// for the pseudo-header checksum (§9.1). Both must be the same family.
 pub type IpPair = (IpAddr, IpAddr);
 
-/// Largest options area: Data Offset is 8 bits counting 32-bit words, so the
-/// header is at most 1020 bytes; RFC 4340 §5.8 names 1020 as the bound for
-/// options (the generic header then further limits it in practice).
+/// Upper bound on the options area: Data Offset is 8 bits counting 32-bit
+/// words (§5.1), so a header — and a fortiori its options — is at most 1020
+/// bytes; the real room is 1020 minus the generic header and sub-header,
+/// which `DccpRepr::emit` enforces ([`WireError::OptionsTooLong`]).
 pub const MAX_OPTIONS_LEN: usize = 1020;
 
 /// Largest DCCP header in bytes (Data Offset = 255 words, §5.1).

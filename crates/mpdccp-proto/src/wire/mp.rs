@@ -64,6 +64,27 @@ pub mod subtype {
     pub const EXP: u8 = 11;
 }
 
+/// MP-DCCP protocol version of this implementation (RFC 9897 §3.1: "MUST
+/// be set to 0 following this specification").
+pub const MP_VERSION: u8 = 0;
+
+/// Encode a version as a Multipath Capable (feature 10) value byte.
+///
+/// §3.1: the value is one byte, `Version (high 4 bits) | Unassigned (low 4
+/// bits)`; several bytes may be listed in server-priority order. The text's
+/// example "Change R(MP_CAPABLE, 1 0)" lists *versions*, not bytes; we
+/// encode version `v` as `v << 4` as the figure says, send the unassigned
+/// bits as zero and ignore them on receipt ([`mp_capable_version`]).
+pub const fn mp_capable_value(version: u8) -> u8 {
+    (version & 0x0f) << 4
+}
+
+/// The version carried in a Multipath Capable value byte (unassigned bits
+/// ignored, RFC 9897 §3.1).
+pub const fn mp_capable_version(value: u8) -> u8 {
+    value >> 4
+}
+
 /// Length of the truncated HMAC-SHA256 in MP_HMAC (leftmost 160 bits).
 pub const HMAC_LEN: usize = 20;
 

@@ -514,6 +514,13 @@ impl DccpOption {
         if len > 255 {
             return Err(WireError::OptionsTooLong);
         }
+        if let DccpOption::Unknown { kind, .. } = self {
+            // A known type number in `Unknown` would parse back as something
+            // else: refuse it rather than emit ambiguous bytes.
+            if matches!(*kind, 0..=2 | 32..=43 | kind::MULTIPATH) {
+                return Err(WireError::FieldOutOfRange);
+            }
+        }
         let out = buf.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
         out[0] = k;
         if len == 1 {

@@ -385,11 +385,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u16::from_be_bytes([b[field::CHECKSUM.start], b[field::CHECKSUM.start + 1]])
     }
 
-    /// The packet type. Panics only on an unchecked reserved type; use on
-    /// checked packets (the invariant `new_checked` establishes).
+    /// The packet type. Meaningful on checked packets (`new_checked`
+    /// rejects reserved types); an unchecked reserved type reads as Data
+    /// rather than panicking.
     pub fn packet_type(&self) -> PacketType {
-        // new_checked rejected reserved types; an unchecked packet being
-        // built has had its type set through `set_packet_type`.
         PacketType::from_u8((self.buffer.as_ref()[field::TYPE_X] >> 1) & 0x0f)
             .unwrap_or(PacketType::Data)
     }
@@ -461,6 +460,34 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let b = self.buffer.as_ref();
         let at = self.generic_len() + self.ack_len();
         Some((ResetCode::from_u8(b[at]), [b[at + 1], b[at + 2], b[at + 3]]))
+    }
+
+    /// Type and sub-header as a [`DccpKind`], without touching options:
+    /// the allocation-free counterpart of `DccpRepr::kind`.
+    pub fn kind(&self) -> DccpKind {
+        // Each `unwrap_or` below is unreachable for the type matched: the
+        // accessor returns `Some` exactly for the types that carry it.
+        let ack = self.ack().unwrap_or(0);
+        match self.packet_type() {
+            PacketType::Request => DccpKind::Request {
+                service_code: self.service_code().unwrap_or(0),
+            },
+            PacketType::Response => DccpKind::Response {
+                ack,
+                service_code: self.service_code().unwrap_or(0),
+            },
+            PacketType::Data => DccpKind::Data,
+            PacketType::Ack => DccpKind::Ack { ack },
+            PacketType::DataAck => DccpKind::DataAck { ack },
+            PacketType::CloseReq => DccpKind::CloseReq { ack },
+            PacketType::Close => DccpKind::Close { ack },
+            PacketType::Reset => {
+                let (code, data) = self.reset().unwrap_or((ResetCode::Unspecified, [0; 3]));
+                DccpKind::Reset { ack, code, data }
+            }
+            PacketType::Sync => DccpKind::Sync { ack },
+            PacketType::SyncAck => DccpKind::SyncAck { ack },
+        }
     }
 
     /// The options area (between the sub-header and Data Offset).
@@ -620,29 +647,7 @@ impl DccpRepr {
         options_ignored: &mut u64,
     ) -> Result<DccpRepr, WireError> {
         let ty = p.packet_type();
-        // `ack()` is Some for every type with has_ack(); default only for
-        // the types that have none (never read below).
-        let ack = p.ack().unwrap_or(0);
-        let kind = match ty {
-            PacketType::Request => DccpKind::Request {
-                service_code: p.service_code().unwrap_or(0),
-            },
-            PacketType::Response => DccpKind::Response {
-                ack,
-                service_code: p.service_code().unwrap_or(0),
-            },
-            PacketType::Data => DccpKind::Data,
-            PacketType::Ack => DccpKind::Ack { ack },
-            PacketType::DataAck => DccpKind::DataAck { ack },
-            PacketType::CloseReq => DccpKind::CloseReq { ack },
-            PacketType::Close => DccpKind::Close { ack },
-            PacketType::Reset => {
-                let (code, data) = p.reset().unwrap_or((ResetCode::Unspecified, [0; 3]));
-                DccpKind::Reset { ack, code, data }
-            }
-            PacketType::Sync => DccpKind::Sync { ack },
-            PacketType::SyncAck => DccpKind::SyncAck { ack },
-        };
+        let kind = p.kind();
         let options = option::parse_options(p.options_area(), ty, options_ignored)?;
         Ok(DccpRepr {
             src_port: p.src_port(),

@@ -1,0 +1,254 @@
+//! Path outage, sequence-window violations and CCID2 loss detection.
+
+use std::time::Duration;
+
+use mpdccp_proto::conn::PacketType;
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::{Event, Instant, PathId};
+
+#[test]
+fn traffic_continues_on_the_other_path_during_an_outage() {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![
+            LinkSpec {
+                delay: Duration::from_millis(10),
+                outages: vec![(Instant::from_millis(1000), Instant::from_millis(3000))],
+                ..Default::default()
+            },
+            LinkSpec {
+                delay: Duration::from_millis(20),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    h.open_path(1);
+    h.drive_until(Instant::from_millis(500));
+    // 1 packet per ms from 0.5 s to 4.5 s, stamped with its send time.
+    while h.now < Instant::from_millis(4500) {
+        let now = h.now;
+        let ms = now.as_nanos() / 1_000_000;
+        let mut p = vec![0u8; 300];
+        p[..8].copy_from_slice(&ms.to_be_bytes());
+        h.client.send(now, &p).unwrap();
+        h.drive_for(Duration::from_millis(1));
+    }
+    h.drive_for(Duration::from_secs(1));
+    let sent_ms: Vec<u64> = h
+        .delivered(Side::Server)
+        .iter()
+        .map(|(_, d)| u64::from_be_bytes(d[..8].try_into().unwrap()))
+        .collect();
+    let in_window = |a: u64, b: u64| sent_ms.iter().filter(|&&t| t >= a && t < b).count();
+    // Before the outage, and while path 0 is down (after detection).
+    assert!(
+        in_window(600, 1000) >= 390,
+        "before: {}",
+        in_window(600, 1000)
+    );
+    let during = in_window(1500, 3000);
+    assert!(during >= 1450, "during the outage {during}/1500 delivered");
+    assert!(
+        in_window(3500, 4500) >= 990,
+        "after: {}",
+        in_window(3500, 4500)
+    );
+    // Path 0 was declared failed, and came back after the outage.
+    let failed = h
+        .client_events
+        .iter()
+        .position(|e| *e == Event::PathFailed(PathId(0)));
+    let back = h
+        .client_events
+        .iter()
+        .rposition(|e| *e == Event::PathEstablished(PathId(0)));
+    assert!(failed.is_some(), "{:?}", h.client_events);
+    assert!(back > failed, "path 0 recovered: {:?}", h.client_events);
+    let lost = h.client.stats().lost_pkts;
+    assert!(
+        lost > 0 && lost < 300,
+        "only packets in flight on path 0 were lost: {lost}"
+    );
+}
+
+#[test]
+fn forged_far_ahead_packet_gets_a_sync_and_is_not_delivered() {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(200));
+    h.client.send(h.now, &[7u8; 100]).unwrap();
+    h.drive_for(Duration::from_millis(100));
+    // Replay the client's data packet with a sequence number far ahead.
+    let w = h
+        .wire
+        .iter()
+        .find(|w| {
+            w.from == Side::Client && inspect::packet_type(&w.bytes) == Some(PacketType::DataAck)
+        })
+        .expect("a DataAck")
+        .clone();
+    let mut forged = w.bytes.clone();
+    let seq = inspect::seq(&forged).unwrap();
+    inspect::set_seq(&mut forged, seq + 1_000_000);
+    inspect::fix_checksum(&mut forged, w.src.ip(), w.dst.ip());
+    let before = h.wire.len();
+    let now = h.now;
+    h.server.handle_datagram(now, PathId(0), &forged);
+    h.drive_for(Duration::from_millis(100));
+    let s = h.server.stats();
+    assert_eq!(s.rx_seq_invalid, 1);
+    assert_eq!(s.syncs_sent, 1);
+    let sync = h.wire[before..]
+        .iter()
+        .find(|w| {
+            w.from == Side::Server && inspect::packet_type(&w.bytes) == Some(PacketType::Sync)
+        })
+        .expect("server sent a Sync");
+    // The Sync acknowledges the offending sequence number (RFC 4340 §7.5.4).
+    let b = &sync.bytes;
+    let ack = u64::from_be_bytes([0, 0, b[18], b[19], b[20], b[21], b[22], b[23]]);
+    assert_eq!(ack, (seq + 1_000_000) & ((1 << 48) - 1));
+    // The client never sent that number, so its ack check drops the Sync.
+    assert_eq!(h.client.stats().syncacks_sent, 0);
+    assert_eq!(h.client.stats().rx_seq_invalid, 1);
+    // The forged payload was not delivered; the connection is unharmed.
+    assert_eq!(h.delivered(Side::Server).len(), 1);
+    h.client.send(h.now, &[8u8; 100]).unwrap();
+    h.drive_for(Duration::from_millis(100));
+    assert_eq!(h.delivered(Side::Server).len(), 2, "connection unharmed");
+}
+
+#[test]
+fn burst_loss_beyond_the_sequence_window_recovers_with_sync_syncack() {
+    use mpdccp_proto::ConnectionConfig;
+    // A small Sequence Window (RFC 4340 §7.5.2) and 80 consecutive lost
+    // client packets: the next ones land beyond SWH = GSR + 3W/4.
+    let small = ConnectionConfig {
+        seq_window_pkts: 100,
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        client: small.clone(),
+        server: small,
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(200));
+    let send = |h: &mut Harness, k: u32| {
+        let now = h.now;
+        let _ = h.client.send(now, &k.to_be_bytes());
+    };
+    let mut k = 0u32;
+    // Grow the window first, then let the pipe drain.
+    for _ in 0..300 {
+        for _ in 0..3 {
+            send(&mut h, k);
+            k += 1;
+        }
+        h.drive_for(Duration::from_millis(1));
+    }
+    h.drive_for(Duration::from_millis(100));
+    let cwnd = h.client.paths()[0].cwnd_pkts;
+    assert!(cwnd > 100, "cwnd {cwnd}");
+    assert_eq!(h.server.stats().rx_seq_invalid, 0, "in-window so far");
+    let mut dropped = 0;
+    h.tamper = Some(Box::new(move |side, _p, _b| {
+        if side == Side::Client && dropped < 80 {
+            dropped += 1;
+            return false;
+        }
+        true
+    }));
+    // One burst: 80 lost, the rest arrive beyond SWH = GSR + 75.
+    for _ in 0..100 {
+        send(&mut h, k);
+        k += 1;
+    }
+    h.drive_for(Duration::from_millis(5));
+    let after_gap = k;
+    for _ in 0..200 {
+        send(&mut h, k);
+        k += 1;
+        h.drive_for(Duration::from_millis(1));
+    }
+    h.drive_for(Duration::from_millis(500));
+    let s = h.server.stats();
+    assert!(s.rx_seq_invalid >= 1, "packets beyond SWH were refused");
+    assert!(s.syncs_sent >= 1, "and answered with Sync");
+    assert!(
+        h.client.stats().syncacks_sent >= 1,
+        "the client answered SyncAck"
+    );
+    // After resynchronisation the data after the gap flows again.
+    let got: Vec<u32> = h
+        .delivered(Side::Server)
+        .iter()
+        .map(|(_, d)| u32::from_be_bytes(d[..4].try_into().unwrap()))
+        .filter(|&x| x >= after_gap + 50)
+        .collect();
+    assert!(got.len() >= 140, "delivered after resync: {}", got.len());
+    assert_eq!(h.client.stats().rtos, 0, "recovered without a timeout");
+}
+
+#[test]
+fn ccid2_detects_loss_from_the_ack_vector_and_halves_cwnd() {
+    // A 20 Mbit/s bottleneck spaces packets, so every ack is its own event.
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(20),
+            rate_bps: Some(20_000_000),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(200));
+    // Drop exactly the 200th client data packet.
+    let mut n = 0;
+    h.tamper = Some(Box::new(move |side, _p, bytes| {
+        if side == Side::Client && inspect::packet_type(bytes) == Some(PacketType::DataAck) {
+            n += 1;
+            return n != 200;
+        }
+        true
+    }));
+    // (cwnd, lost) after every event.
+    let mut trace: Vec<(u32, u64, Option<u32>)> = Vec::new();
+    for _ in 0..1500 {
+        let now = h.now;
+        let _ = h.client.send(now, &[1u8; 500]);
+        let _ = h.client.send(now, &[1u8; 500]);
+        h.drive_until_pred(Duration::from_millis(1), |h| {
+            trace.push((
+                h.client.paths()[0].cwnd_pkts,
+                h.client.stats().lost_pkts,
+                h.client.path_ssthresh(PathId(0)),
+            ));
+            false
+        });
+    }
+    let s = h.client.stats();
+    assert_eq!(
+        s.lost_pkts, 1,
+        "exactly the dropped packet was declared lost"
+    );
+    assert_eq!(s.rtos, 0, "detected by the Ack Vector, not by timeout");
+    let k = trace.iter().position(|t| t.1 == 1).expect("loss detected");
+    let before = trace[k - 1].0;
+    let (after, _, ssthresh) = trace[k];
+    assert!(before >= 8, "cwnd grew first: {before}");
+    // The detecting ack may first grow cwnd by the ≤ 2 packets it acks
+    // (Ack Ratio 2), then the window halves (RFC 4341 §5).
+    assert!(
+        after >= before / 2 && after <= (before + 2) / 2,
+        "cwnd halved: {before} -> {after}"
+    );
+    assert_eq!(ssthresh, Some(after.max(2)), "ssthresh = halved cwnd");
+}
