@@ -328,3 +328,32 @@ fn forged_addaddr_hmac_is_ignored() {
         .iter()
         .any(|e| matches!(e, Event::AddressAdded { .. })));
 }
+
+#[test]
+fn join_completes_when_the_servers_confirming_ack_is_lost() {
+    let mut h = established(links(2, &[10, 20]));
+    // Drop the server's first Ack on path 1 (the 4th handshake packet).
+    let mut dropped = false;
+    h.tamper = Some(Box::new(move |side, path, bytes| {
+        if side == Side::Server
+            && path == PathId(1)
+            && !dropped
+            && inspect::packet_type(bytes) == Some(PacketType::Ack)
+        {
+            dropped = true;
+            return false;
+        }
+        true
+    }));
+    h.open_path(1);
+    h.drive_for(Duration::from_secs(2));
+    assert!(
+        h.client
+            .paths()
+            .iter()
+            .all(|p| p.state == PathState::Active),
+        "client left PARTOPEN: {:?}",
+        h.client.paths()
+    );
+    assert!(h.client_events.contains(&Event::PathEstablished(PathId(1))));
+}

@@ -252,3 +252,246 @@ fn ccid2_detects_loss_from_the_ack_vector_and_halves_cwnd() {
     );
     assert_eq!(ssthresh, Some(after.max(2)), "ssthresh = halved cwnd");
 }
+
+/// Fraction of back-to-back (same-instant) departures among the client's
+/// data packets in a bulk transfer with controller `cc`.
+fn burstiness(cc: &str) -> (f64, usize) {
+    use mpdccp_proto::ConnectionConfig;
+    let conf = ConnectionConfig {
+        cc: cc.into(),
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(20),
+            rate_bps: Some(10_000_000),
+            buffer_bytes: 200_000,
+            ..Default::default()
+        }],
+        client: conf.clone(),
+        server: conf,
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(200));
+    for _ in 0..2000 {
+        let now = h.now;
+        // Keep the queue full: the controller, not the source, sets the pace.
+        while h.client.send_queue_len() < 50 {
+            h.client.send(now, &[0u8; 1000]).unwrap();
+        }
+        h.drive_for(Duration::from_millis(1));
+    }
+    let times: Vec<Instant> = h
+        .wire
+        .iter()
+        .filter(|w| {
+            w.from == Side::Client
+                && w.time > Instant::from_millis(1200)
+                && inspect::packet_type(&w.bytes) == Some(PacketType::DataAck)
+        })
+        .map(|w| w.time)
+        .collect();
+    let same = times.windows(2).filter(|w| w[0] == w[1]).count();
+    (same as f64 / times.len().max(1) as f64, times.len())
+}
+
+#[test]
+fn a_pacing_controller_spreads_departures() {
+    let (paced, n_paced) = burstiness("ccid5");
+    let (unpaced, n_unpaced) = burstiness("ccid2");
+    assert!(n_paced > 500 && n_unpaced > 500, "{n_paced} {n_unpaced}");
+    assert!(
+        paced < 0.05,
+        "ccid5 (paced): {paced:.3} of departures back to back"
+    );
+    assert!(
+        unpaced > 0.3,
+        "ccid2 (window only): {unpaced:.3} back to back"
+    );
+}
+
+/// Goodput (Mbit/s over 2–10 s) and p95 of the sender's smoothed RTT for
+/// one backlogged 10 Mbit/s, 10 ms RTT path.
+fn single_path_goodput(cc: &str) -> (f64, Duration) {
+    use mpdccp_proto::ConnectionConfig;
+    let conf = ConnectionConfig {
+        cc: cc.into(),
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(5),
+            rate_bps: Some(10_000_000),
+            buffer_bytes: 100_000,
+            ..Default::default()
+        }],
+        client: conf.clone(),
+        server: conf,
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    let mut srtts = Vec::new();
+    let mut bytes_at_2s = 0;
+    while h.now < Instant::from_millis(10_100) {
+        let now = h.now;
+        while h.client.send_queue_len() < 20 {
+            h.client.send(now, &[0u8; 1200]).unwrap();
+        }
+        h.drive_for(Duration::from_millis(1));
+        if h.now >= Instant::from_millis(2_100) {
+            if bytes_at_2s == 0 {
+                bytes_at_2s = h.server.stats().delivered_bytes;
+            }
+            if let Some(s) = h.client.paths()[0].srtt {
+                srtts.push(s);
+            }
+        }
+    }
+    let bytes = h.server.stats().delivered_bytes - bytes_at_2s;
+    srtts.sort_unstable();
+    let p95 = srtts[srtts.len() * 95 / 100];
+    (bytes as f64 * 8.0 / 8.0 / 1e6, p95)
+}
+
+#[test]
+fn ccid5_fills_a_single_path_with_low_delay() {
+    let (mbps, p95) = single_path_goodput("ccid5");
+    // Payload goodput: 1200 of ~1240 bytes per packet on the wire.
+    assert!(
+        mbps >= 9.5 * 1200.0 / 1260.0,
+        "ccid5 goodput {mbps:.2} Mbit/s"
+    );
+    assert!(p95 <= Duration::from_millis(35), "ccid5 srtt p95 {p95:?}");
+}
+
+#[test]
+fn ccid2_fills_a_single_path() {
+    let (mbps, _) = single_path_goodput("ccid2");
+    assert!(
+        mbps >= 9.0 * 1200.0 / 1260.0,
+        "ccid2 goodput {mbps:.2} Mbit/s"
+    );
+}
+
+/// Two 10 Mbit/s paths, 15 Mbit/s offered, CPF: the preferred (lower-RTT)
+/// path must be full before CPF spills to the other. Returns the data rate
+/// each path carried (Mbit/s of DCCP datagrams, 3–10 s).
+fn cpf_split(cc: &str) -> (f64, f64) {
+    use mpdccp_proto::ConnectionConfig;
+    let conf = ConnectionConfig {
+        cc: cc.into(),
+        ..Default::default()
+    };
+    let link = |ms| LinkSpec {
+        delay: Duration::from_millis(ms),
+        rate_bps: Some(10_000_000),
+        buffer_bytes: 100_000,
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![link(5), link(15)],
+        client: conf.clone(),
+        server: conf,
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    h.open_path(1);
+    h.drive_for(Duration::from_millis(200));
+    // 15 Mbit/s of 1250-byte packets: 1.5 per ms.
+    let mut sent_at_3s = (0, 0);
+    let mut k = 0u64;
+    while h.now < Instant::from_millis(10_300) {
+        let now = h.now;
+        let n = if k.is_multiple_of(2) { 1 } else { 2 };
+        for _ in 0..n {
+            let _ = h.client.send(now, &[0u8; 1250]);
+        }
+        k += 1;
+        h.drive_for(Duration::from_millis(1));
+        if sent_at_3s == (0, 0) && h.now >= Instant::from_millis(3_300) {
+            sent_at_3s = (
+                h.client.path_stats(PathId(0)).unwrap().tx_bytes,
+                h.client.path_stats(PathId(1)).unwrap().tx_bytes,
+            );
+        }
+    }
+    let p0 = h.client.path_stats(PathId(0)).unwrap().tx_bytes - sent_at_3s.0;
+    let p1 = h.client.path_stats(PathId(1)).unwrap().tx_bytes - sent_at_3s.1;
+    (p0 as f64 * 8.0 / 7.0 / 1e6, p1 as f64 * 8.0 / 7.0 / 1e6)
+}
+
+#[test]
+fn cpf_fills_the_preferred_path_before_spilling_with_a_paced_controller() {
+    // BBR keeps the queue short, so path 0 stays the cheapest pipe and CPF
+    // spills only what it cannot carry.
+    let (p0, p1) = cpf_split("ccid5");
+    assert!(
+        p0 >= 9.3,
+        "ccid5: preferred path carries {p0:.2} Mbit/s (other {p1:.2})"
+    );
+    assert!(
+        p0 + p1 >= 14.5,
+        "ccid5: total {:.2} Mbit/s of 15 offered",
+        p0 + p1
+    );
+    // CCID2 fills path 0's buffer; CPF then balances the two paths by SRTT
+    // (its definition of the cheapest pipe), but nothing offered is lost.
+    let (q0, q1) = cpf_split("ccid2");
+    assert!(
+        q0 + q1 >= 14.5,
+        "ccid2: total {:.2} Mbit/s of 15 offered",
+        q0 + q1
+    );
+}
+
+#[test]
+fn ack_ratio_follows_half_the_window_and_is_confirmed() {
+    use mpdccp_proto::conn::codec::Segment;
+    use mpdccp_proto::wire::option::kind;
+    use mpdccp_proto::wire::FeatureNum;
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(10),
+            outages: vec![(Instant::from_millis(1000), Instant::from_millis(1600))],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    while h.now < Instant::from_millis(3000) {
+        let now = h.now;
+        h.client.send(now, &[5u8; 300]).unwrap();
+        h.drive_for(Duration::from_millis(2));
+    }
+    let feats = |from: Side, k: u8| -> Vec<(Instant, u64)> {
+        h.wire
+            .iter()
+            .filter(|w| w.from == from && !w.dropped)
+            .filter_map(|w| {
+                let s = Segment::parse(&w.bytes, None).ok()?;
+                s.feat(k, FeatureNum::AckRatio).map(|f| (w.time, f.value))
+            })
+            .collect()
+    };
+    let changes = feats(Side::Client, kind::CHANGE_L);
+    let confirms = feats(Side::Server, kind::CONFIRM_R);
+    // Default Ack Ratio 2 while cwnd >= 3, confirmed by the receiver.
+    assert!(changes.iter().any(|c| c.1 == 2), "{changes:?}");
+    assert!(confirms.iter().any(|c| c.1 == 2), "{confirms:?}");
+    // The outage collapses cwnd to 1: Ack Ratio must drop to ceil(1/2) = 1.
+    assert!(h.client.stats().rtos >= 1);
+    let after: Vec<_> = changes
+        .iter()
+        .filter(|c| c.0 >= Instant::from_millis(1000))
+        .collect();
+    assert!(after.iter().any(|c| c.1 == 1), "{after:?}");
+    assert!(confirms.iter().any(|c| c.1 == 1), "{confirms:?}");
+    // Never above ceil(cwnd/2) for the windows seen (cwnd >= 1): values 1 or 2.
+    assert!(changes.iter().all(|c| c.1 == 1 || c.1 == 2));
+}

@@ -6,6 +6,7 @@
 //! a flood of Requests cannot exhaust memory.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
 
 use super::codec::{PacketType, ResetCode, Segment};
 use super::{Connection, ConnectionConfig, Event, Role, Transmit};
@@ -120,6 +121,29 @@ impl<K: Ord + Clone> Endpoint<K> {
         remote: K,
         data: &[u8],
     ) -> Option<ConnectionHandle> {
+        self.handle_datagram_from(now, remote, None, data)
+    }
+
+    /// As [`Endpoint::handle_datagram`], with the (local, remote) socket
+    /// addresses the datagram travelled between: a path created by it takes
+    /// them for its checksums' pseudo-header (the client verifies them).
+    pub fn handle_datagram_from(
+        &mut self,
+        now: Instant,
+        remote: K,
+        addrs: Option<(SocketAddr, SocketAddr)>,
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let h = self.dispatch(now, remote.clone(), data)?;
+        if let (Some((l, r)), Some(&(_, pid))) = (addrs, self.routes.get(&remote)) {
+            if let Some(slot) = self.conns.get_mut(&h) {
+                slot.conn.set_path_addresses(pid, Some(l), Some(r));
+            }
+        }
+        Some(h)
+    }
+
+    fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
             if let Some(slot) = self.conns.get_mut(&h) {
                 slot.conn.handle_datagram(now, pid, data);
@@ -257,11 +281,23 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.events.pop_front()
     }
 
-    /// Moves a connection's events out and forgets it once closed.
+    /// Moves a connection's events out, drops routes of subflows the
+    /// connection forgot (refused or expired joins), and forgets the
+    /// connection once closed.
     fn collect(&mut self, h: ConnectionHandle) {
         let Some(s) = self.conns.get_mut(&h) else {
             return;
         };
+        let gone: Vec<_> = self
+            .reverse
+            .range((h, PathId(0))..=(h, PathId(u32::MAX)))
+            .filter(|((_, pid), _)| !s.conn.has_path(*pid))
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        for (rk, remote) in gone {
+            self.reverse.remove(&rk);
+            self.routes.remove(&remote);
+        }
         let mut closed = false;
         while let Some(e) = s.conn.poll_event() {
             if matches!(e, Event::Closed { .. }) {

@@ -84,6 +84,12 @@ pub const SERVICE_CODE: u32 = 0x4D50_4443;
 /// tunnelled packet [`Connection::send`] accepts.
 pub const DATA_HEADER_MAX: usize = 136;
 
+/// Consistent implausible MP_SEQ packets that confirm a renumbering.
+const MP_SEQ_RESYNC_PKTS: u32 = 16;
+
+/// MP_SEQ this far behind the highest seen cannot come from a slow path.
+const MP_SEQ_MAX_LAG: u64 = 1 << 24;
+
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
 const ACKVEC_MAX_CELLS: usize = 48;
 
@@ -122,8 +128,12 @@ pub struct ConnectionConfig {
     pub handshake_rto: Duration,
     /// Transmissions of Request / PARTOPEN Ack / Close before giving up.
     pub max_handshake_tries: u32,
-    /// Consecutive RTOs before a path is reported failed.
+    /// Consecutive RTOs before a path is reported failed when it is the
+    /// only usable path.
     pub fail_after_rtos: u32,
+    /// As `fail_after_rtos` while another path is up: failing over early
+    /// costs little when traffic has somewhere to go (handover).
+    pub fail_after_rtos_with_backup: u32,
     /// Largest interval between probes of a failed path.
     pub max_probe_interval: Duration,
     /// Time in TIMEWAIT (RFC 4340 says 2 MSL; a tunnel uses much less).
@@ -139,6 +149,17 @@ pub struct ConnectionConfig {
     /// Verify DCCP checksums when the path's addresses are known.
     pub verify_checksums: bool,
     pub service_code: u32,
+    /// Data packets of equal size `poll_transmit` may batch for one path
+    /// (UDP GSO); 1 = one datagram per `Transmit`.
+    pub max_gso_segments: usize,
+    /// A server subflow stuck in RESPOND (no Ack to its Response) is
+    /// dropped after this long (RFC 4340 §8.1.3 allows up to 4 MSL); bounds
+    /// half-open state under Request floods.
+    pub respond_timeout: Duration,
+    /// MP_SEQ more than this far ahead of the highest seen is implausible
+    /// (dropped and counted) unless a run of consistent packets confirms
+    /// the jump; keeps one forged MP_SEQ from pushing the reorderer ahead.
+    pub max_mp_seq_jump: u64,
 }
 
 impl Default for ConnectionConfig {
@@ -157,11 +178,12 @@ impl Default for ConnectionConfig {
             seq_window_pkts: 10_000,
             ack_ratio: 2,
             ack_delay: Duration::from_millis(10),
-            ackvec_cover_pkts: 256,
+            ackvec_cover_pkts: 64,
             initial_rto: Duration::from_secs(1),
             handshake_rto: Duration::from_millis(500),
             max_handshake_tries: 7,
             fail_after_rtos: 3,
+            fail_after_rtos_with_backup: 1,
             max_probe_interval: Duration::from_secs(1),
             timewait: Duration::from_secs(1),
             mp_option_rto: Duration::from_millis(300),
@@ -170,6 +192,9 @@ impl Default for ConnectionConfig {
             initial_mp_seq: None,
             verify_checksums: true,
             service_code: SERVICE_CODE,
+            max_gso_segments: 1,
+            respond_timeout: Duration::from_secs(30),
+            max_mp_seq_jump: 8192,
         }
     }
 }
@@ -335,6 +360,12 @@ pub struct ConnStats {
     pub handshake_timeouts: u64,
     /// Requests on a new path refused while the connection is closing.
     pub rx_request_refused: u64,
+    /// Data with an implausible MP_SEQ jump (dropped).
+    pub rx_mp_seq_implausible: u64,
+    /// MP_SEQ resynchronisations after a run of consistent jumps.
+    pub mp_seq_resyncs: u64,
+    /// Server subflows dropped after `respond_timeout` in RESPOND.
+    pub respond_timeouts: u64,
 }
 
 /// Meta-connection life cycle.
@@ -393,6 +424,15 @@ pub struct Connection {
     rx_states: Vec<PathReceiveState>,
     sched_out: Vec<PathId>,
     rr_next: usize,
+    /// Latest `now` seen on any input (timers in the past are not re-armed).
+    last_now: Instant,
+    /// A datagram built for a GSO batch that did not match its segment size.
+    held: Option<(PathId, usize)>,
+    held_buf: Vec<u8>,
+    /// A far-ahead MP_SEQ and how many consistent ones followed it.
+    mp_jump_probe: Option<(u64, u32)>,
+    /// A subflow was ever created (a server closes when its only attempt died).
+    ever_had_path: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -484,6 +524,11 @@ impl Connection {
             rx_states: Vec::new(),
             sched_out: Vec::new(),
             rr_next: 0,
+            last_now: Instant::ZERO,
+            held: None,
+            held_buf: Vec::new(),
+            mp_jump_probe: None,
+            ever_had_path: false,
         })
     }
 
@@ -694,15 +739,19 @@ impl Connection {
         remote: SocketAddr,
         data: &[u8],
     ) {
-        let known = self.idx(path).is_some();
         self.handle_datagram(now, path, data);
-        if !known {
-            self.set_path_addresses(path, Some(local), Some(remote));
+        // A path this datagram created (or re-created after a closed
+        // subflow) learns its addresses; configured ones are kept.
+        if let Some(i) = self.idx(path) {
+            let c = &mut self.paths[i].cfg;
+            c.local = c.local.or(Some(local));
+            c.remote = c.remote.or(Some(remote));
         }
     }
 
     /// Processes one received DCCP packet (a UDP payload under RFC 6773).
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
+        self.last_now = self.last_now.max(now);
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += data.len() as u64;
         let mut idx = self.idx(path);
@@ -762,10 +811,13 @@ impl Connection {
             None => self.stats.rx_unknown_path += 1,
         }
         self.check_closed();
+        self.reap();
     }
 
     /// Processes timers; call when [`Connection::poll_timeout`] is reached.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
+        self.reap();
         for i in 0..self.paths.len() {
             self.subflow_timers(now, i);
         }
@@ -778,10 +830,25 @@ impl Connection {
             }
         }
         self.check_closed();
+        self.reap();
     }
 
     /// The next packet to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.last_now = self.last_now.max(now);
+        // A datagram set aside by the previous GSO batch goes first.
+        if let Some((path, n)) = self.held.take() {
+            if buf.len() >= n {
+                buf[..n].copy_from_slice(&self.held_buf[..n]);
+                return Some(Transmit {
+                    path,
+                    size: n,
+                    segment_size: None,
+                });
+            }
+            self.held = Some((path, n));
+            return None;
+        }
         if self.state == ConnState::Closed && self.paths.iter().all(|p| !p.has_pending_reset()) {
             return None;
         }
@@ -789,21 +856,53 @@ impl Connection {
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            if let Some(size) = self.emit_on(now, i, buf) {
-                self.rr_next = (i + 1) % n.max(1);
-                self.stats.tx_datagrams += 1;
-                self.stats.tx_bytes += size as u64;
-                let sf = &mut self.paths[i];
-                sf.stats.tx_pkts += 1;
-                sf.stats.tx_bytes += size as u64;
-                return Some(Transmit {
-                    path: sf.id,
-                    size,
-                    segment_size: None,
-                });
+            let Some(size) = self.emit_on(now, i, buf, false) else {
+                continue;
+            };
+            self.rr_next = (i + 1) % n.max(1);
+            self.count_tx(i, size);
+            let id = self.paths[i].id;
+            // GSO batch: more data packets of the same size for this path.
+            let mut total = size;
+            let mut segments = 1;
+            let mss = self.config.mss_bytes as usize;
+            while segments < self.config.max_gso_segments && buf.len() - total >= mss {
+                self.schedule(now);
+                let Some(m) = self.emit_on(now, i, &mut buf[total..], true) else {
+                    break;
+                };
+                self.count_tx(i, m);
+                if m == size {
+                    total += m;
+                    segments += 1;
+                } else if m < size {
+                    // The last segment may be shorter.
+                    total += m;
+                    segments += 1;
+                    break;
+                } else {
+                    // Larger: it goes out alone on the next call.
+                    self.held_buf.clear();
+                    self.held_buf.extend_from_slice(&buf[total..total + m]);
+                    self.held = Some((id, m));
+                    break;
+                }
             }
+            return Some(Transmit {
+                path: id,
+                size: total,
+                segment_size: (segments > 1).then_some(size),
+            });
         }
         None
+    }
+
+    fn count_tx(&mut self, i: usize, size: usize) {
+        self.stats.tx_datagrams += 1;
+        self.stats.tx_bytes += size as u64;
+        let sf = &mut self.paths[i];
+        sf.stats.tx_pkts += 1;
+        sf.stats.tx_bytes += size as u64;
     }
 
     /// When [`Connection::handle_timeout`] must be called next.
@@ -828,9 +927,14 @@ impl Connection {
             if sf.pend.prio.is_some() {
                 upd(sf.pend.prio_retx_at);
             }
+            // The pacer's next release matters only while data waits, the
+            // window has room and the release is still in the future
+            // (a past one is already sendable: no timer needed).
             if (backlog || !sf.queue.is_empty())
                 && sf.cc.pacing_rate_bytes_per_s().is_some()
                 && sf.is_open()
+                && sf.cwnd_room()
+                && sf.next_send_at > self.last_now
             {
                 upd(Some(sf.next_send_at));
             }
@@ -934,6 +1038,7 @@ impl Connection {
     }
 
     fn insert_path(&mut self, sf: Subflow) -> usize {
+        self.ever_had_path = true;
         let pos = self.paths.partition_point(|p| p.id < sf.id);
         self.paths.insert(pos, sf);
         pos
@@ -1035,10 +1140,7 @@ impl Connection {
             }
             ConnState::Handshaking => {
                 // Every subflow attempt died before the connection opened.
-                if !self.paths.is_empty()
-                    && self.paths.iter().all(|p| p.state == SubState::Closed)
-                    && self.role == Role::Client
-                {
+                if self.ever_had_path && self.paths.iter().all(|p| p.state == SubState::Closed) {
                     self.close_reason
                         .get_or_insert_with(|| "handshake failed".into());
                     self.finish_close();
@@ -1054,6 +1156,26 @@ impl Connection {
             }
             ConnState::Closed => {}
         }
+    }
+
+    /// Forgets subflows that died before ever opening and owe nothing
+    /// (refused or timed-out handshakes): forged Requests leave no state.
+    fn reap(&mut self) {
+        let before = self.paths.len();
+        self.paths.retain(|p| {
+            !(p.state == SubState::Closed
+                && !p.announced
+                && p.pend.reset.is_none()
+                && p.queue.is_empty())
+        });
+        if self.paths.len() != before {
+            self.rr_next = 0;
+        }
+    }
+
+    /// True when a subflow with this id exists.
+    pub fn has_path(&self, id: PathId) -> bool {
+        self.idx(id).is_some()
     }
 
     fn finish_close(&mut self) {
@@ -1091,7 +1213,6 @@ impl Connection {
     // ---------------------------------------------------------------------
 
     fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
-        let _ = now;
         if matches!(self.state, ConnState::Closing | ConnState::Closed) {
             self.stats.rx_request_refused += 1;
             return;
@@ -1148,6 +1269,7 @@ impl Connection {
         } else {
             sf.state = SubState::Respond;
             sf.pend.response = true;
+            sf.retx_at = Some(now + self.config.respond_timeout);
             // RFC 4340 §6: features the client asked us to confirm.
             if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::SequenceWindow) {
                 sf.seq_window = sf.seq_window.max(f.value.clamp(32, 1 << 46));
@@ -1166,9 +1288,9 @@ impl Connection {
             {
                 sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
                 sf.pend.reset = Some(ResetCode::Closed);
-            } else if seg.ptype != PacketType::Reset && state == SubState::Closed {
-                self.stats.rx_unexpected += 1;
             }
+            // Nothing is expected on a closed subflow; count everything.
+            self.stats.rx_unexpected += 1;
             return;
         }
         if state == SubState::Request {
@@ -1303,6 +1425,7 @@ impl Connection {
             sf.set_isr(seg.seq);
             if let Some(a) = seg.ack {
                 sf.gar = sf.unwrap_ack(a);
+                sf.on_handshake_ack(now, sf.gar);
             }
         }
         let join = self.paths[i].join;
@@ -1367,12 +1490,29 @@ impl Connection {
                 if !self.verify_third_packet(i, seg) {
                     return;
                 }
+                if let Some(a) = ackn {
+                    self.paths[i].on_handshake_ack(now, a);
+                }
                 self.mark_open(i);
                 // The 4th packet of the handshake: lets the client leave PARTOPEN.
                 self.paths[i].ack_now = true;
             }
             SubState::PartOpen => {
                 self.mark_open(i);
+            }
+            SubState::Open if seg.ptype == PacketType::Ack => {
+                // The peer repeats its third handshake packet (MP_HMAC of a
+                // join, or the MP_KEY echo): our OPEN-confirming Ack was
+                // lost and it is still in PARTOPEN (RFC 4340 §8.1.5).
+                let sf = &self.paths[i];
+                let repeat = (sf.join
+                    && seg.mp.hmac.is_some()
+                    && seg.mp.addaddr.is_none()
+                    && seg.mp.removeaddr.is_none())
+                    || seg.mp.key.is_some_and(|k| k.peer_key.is_some());
+                if repeat && !sf.initiator {
+                    self.paths[i].ack_now = true;
+                }
             }
             _ => {}
         }
@@ -1450,7 +1590,9 @@ impl Connection {
         let m = &seg.mp;
         if let Some(r) = m.rtt {
             let age = Duration::from_millis(r.age_ms as u64);
-            if age < Duration::from_secs(10) {
+            // Raw and smoothed reports stand in for our own estimate until
+            // we have one; min/max reports are not an RTT estimate.
+            if matches!(r.kind, 0 | 3) && age < Duration::from_secs(10) {
                 self.paths[i].peer_rtt = Some(Duration::from_millis(r.rtt_ms as u64));
             }
         }
@@ -1573,6 +1715,32 @@ impl Connection {
             None => wire,
             Some(r) => unwrap48(r, wire),
         };
+        if let Some(r) = self.rx_mp_ref {
+            let jump = self.config.max_mp_seq_jump.max(1);
+            // Far ahead of the highest MP_SEQ seen, or absurdly far behind
+            // it (behind by less is just a slow path: the reorderer judges).
+            let implausible = seq > r.saturating_add(jump) || r - seq.min(r) > MP_SEQ_MAX_LAG;
+            if implausible {
+                // One forged or corrupt MP_SEQ must not drag the numbering
+                // away; a run of mutually consistent packets (a genuine
+                // renumbering, or a forged first reference) resynchronises.
+                let n = match self.mp_jump_probe {
+                    Some((p, n)) if p.abs_diff(seq) <= jump => n + 1,
+                    _ => 1,
+                };
+                if n < MP_SEQ_RESYNC_PKTS {
+                    self.mp_jump_probe = Some((seq, n));
+                    self.stats.rx_mp_seq_implausible += 1;
+                    return;
+                }
+                self.mp_jump_probe = None;
+                self.stats.mp_seq_resyncs += 1;
+                self.rx_mp_ref = Some(seq);
+                if let Ok(fresh) = reorder::build(&self.config.reorder) {
+                    self.reorder = fresh;
+                }
+            }
+        }
         self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
         let sf = &mut self.paths[i];
         sf.highest_mp_seq = Some(sf.highest_mp_seq.map_or(seq, |h| h.max(seq)));
@@ -1704,6 +1872,15 @@ impl Connection {
                     return;
                 }
                 SubState::PartOpen => sf.pend.handshake_ack = true,
+                SubState::Respond => {
+                    // RFC 4340 §8.1.3: give up on a handshake that never
+                    // completed (spoofed Requests hold no state for long).
+                    self.stats.respond_timeouts += 1;
+                    sf.state = SubState::Closed;
+                    sf.retx_at = None;
+                    sf.pend = Default::default();
+                    return;
+                }
                 SubState::Closing | SubState::CloseReq if sf.retx_tries >= max_tries => {
                     sf.state = SubState::Closed;
                     sf.retx_at = None;
@@ -1716,10 +1893,18 @@ impl Connection {
                 _ => {}
             }
         }
-        if sf.pipe > 0
-            && sf.rto_at.is_some_and(|t| t <= now)
-            && sf.on_rto(now, self.config.fail_after_rtos)
-        {
+        let id = sf.id;
+        let backup_up = self
+            .paths
+            .iter()
+            .any(|p| p.id != id && p.is_open() && !p.failed && p.priority != 0);
+        let fail_after = if backup_up {
+            self.config.fail_after_rtos_with_backup
+        } else {
+            self.config.fail_after_rtos
+        };
+        let sf = &mut self.paths[i];
+        if sf.pipe > 0 && sf.rto_at.is_some_and(|t| t <= now) && sf.on_rto(now, fail_after.max(1)) {
             {
                 let id = sf.id;
                 self.events.push_back(Event::PathFailed(id));
@@ -1780,6 +1965,13 @@ impl Connection {
             self.sched_out.clear();
             self.scheduler
                 .select(now, &meta, &self.views, &mut self.sched_out);
+            // A usable path that could not take this packet (window or pacer)
+            // has more demand than it carries: not application limited.
+            for (k, v) in self.views.iter().enumerate() {
+                if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&v.id) {
+                    self.paths[k].blocked_at = Some(now);
+                }
+            }
             // Keep only paths that can carry data and are not hopelessly backlogged.
             let paths = &self.paths;
             self.sched_out.retain(|id| {
@@ -1836,11 +2028,30 @@ impl Connection {
     }
 
     /// Builds the next packet due on path `i`, if any.
-    fn emit_on(&mut self, now: Instant, i: usize, buf: &mut [u8]) -> Option<usize> {
+    /// With `data_only`, only a data packet (for a GSO batch) is built.
+    fn emit_on(
+        &mut self,
+        now: Instant,
+        i: usize,
+        buf: &mut [u8],
+        data_only: bool,
+    ) -> Option<usize> {
         let mp_on = self.mp == Some(true);
         let keys = self.d_keys();
         let sf = &mut self.paths[i];
         let addrs = codec::path_ips(sf.cfg.local, sf.cfg.remote);
+        if data_only
+            && !(sf.state == SubState::Open
+                && sf.pend.reset.is_none()
+                && sf.pend.sync.is_none()
+                && sf.pend.syncack.is_none()
+                && !sf.failed
+                && !sf.queue.is_empty()
+                && sf.cwnd_room()
+                && sf.pacing_ok(now))
+        {
+            return None;
+        }
 
         // 1. Reset (refusals, closes, fast close).
         if let Some(code) = sf.pend.reset.take() {
@@ -1861,6 +2072,7 @@ impl Connection {
                 sf.retx_tries += 1;
                 sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
                 let seq = sf.next_seq();
+                sf.hs_probe = Some((seq, now));
                 let mut s = Self::base_segment(sf, PacketType::Request, seq);
                 s.service_code = self.config.service_code;
                 s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
@@ -1893,6 +2105,7 @@ impl Connection {
             SubState::Respond if sf.pend.response => {
                 sf.pend.response = false;
                 let seq = sf.next_seq();
+                sf.hs_probe = Some((seq, now));
                 let mut s = Self::base_segment(sf, PacketType::Response, seq);
                 s.service_code = self.config.service_code;
                 s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));
@@ -2065,11 +2278,28 @@ impl Connection {
                     .last_mp_rtt_sent
                     .is_none_or(|t| now - t >= self.config.mp_rtt_interval);
                 if let (true, Some(srtt)) = (due, sf.rtt.srtt()) {
+                    // RFC 9897 §3.2.7: cycle raw (with its age), min and
+                    // smoothed RTT reports.
                     sf.last_mp_rtt_sent = Some(now);
+                    let kind = sf.mp_rtt_next_kind;
+                    sf.mp_rtt_next_kind = match kind {
+                        0 => 1,
+                        1 => 3,
+                        _ => 0,
+                    };
+                    let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
+                    let (rtt, age) = match kind {
+                        0 => (
+                            sf.rtt.latest().unwrap_or(srtt),
+                            sf.last_rtt_sample_at.map_or(Duration::ZERO, |t| now - t),
+                        ),
+                        1 => (sf.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
+                        _ => (srtt, Duration::ZERO),
+                    };
                     s.mp.rtt = Some(codec::MpRtt {
-                        kind: 3,
-                        rtt_ms: srtt.as_millis().min(u32::MAX as u128) as u32,
-                        age_ms: 0,
+                        kind,
+                        rtt_ms: ms(rtt),
+                        age_ms: ms(age),
                     });
                 }
             }
@@ -2124,7 +2354,14 @@ impl Connection {
         if let Some((_, q)) = data {
             let bytes = q.data.len() as u32;
             if result.is_some() {
-                let app_limited = sf.queue.is_empty() && self.queue.len() == 0;
+                // Draft-cheng §3.4, per path: nothing waiting here or in the
+                // connection queue, window not full, and no packet diverted
+                // away from this path within the last round trip.
+                let rtt = sf.rtt.srtt().unwrap_or(self.config.initial_rto);
+                let app_limited = sf.queue.is_empty()
+                    && self.queue.len() == 0
+                    && sf.pipe + 1 < sf.cc.cwnd_pkts()
+                    && sf.blocked_at.is_none_or(|t| now - t > rtt);
                 sf.on_data_sent(now, seq, bytes, app_limited);
                 self.stats.tx_data_pkts += 1;
             } else {

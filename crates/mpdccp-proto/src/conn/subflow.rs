@@ -114,12 +114,24 @@ pub(crate) struct Subflow {
     pub next_send_at: Instant,
     pub lost_total: u64,
     pub loss_rate: f64,
+    /// Latest delivery-rate sample not limited by the application.
+    pub delivery_rate: Option<u64>,
+    pub last_rtt_sample_at: Option<Instant>,
+    /// Last time the scheduler had to send elsewhere because this path was
+    /// blocked by its window or pacer.
+    pub blocked_at: Option<Instant>,
+    /// MP_RTT type to report next (cycles raw, min, smoothed).
+    pub mp_rtt_next_kind: u8,
 
     // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
     pub retx_at: Option<Instant>,
     pub retx_tries: u32,
     pub retx_interval: Duration,
     pub timewait_until: Option<Instant>,
+    /// Sequence number and send time of our latest Request (client) or
+    /// Response (server): the packet acknowledging exactly it gives the
+    /// handshake RTT sample (RFC 4340 §8.1).
+    pub hs_probe: Option<(u64, Instant)>,
     pub probe_at: Option<Instant>,
     pub last_sync_sent: Option<Instant>,
 
@@ -204,10 +216,15 @@ impl Subflow {
             next_send_at: Instant::ZERO,
             lost_total: 0,
             loss_rate: 0.0,
+            delivery_rate: None,
+            last_rtt_sample_at: None,
+            blocked_at: None,
+            mp_rtt_next_kind: 0,
             retx_at: None,
             retx_tries: 0,
             retx_interval: conf.handshake_rto,
             timewait_until: None,
+            hs_probe: None,
             probe_at: None,
             last_sync_sent: None,
             pend: PendingCtrl::default(),
@@ -378,6 +395,7 @@ impl Subflow {
         }
         if let Some(r) = rtt_sample {
             self.rtt.on_sample(r);
+            self.last_rtt_sample_at = Some(now);
         }
         let recovered = if acked_pkts > 0 {
             self.recover()
@@ -386,6 +404,13 @@ impl Subflow {
         };
         if acked_pkts > 0 {
             let sample = self.rate.take_sample(self.rtt.min_rtt());
+            if let Some(rs) = sample {
+                let r = rs.delivery_rate_bytes_per_s() as u64;
+                // App-limited samples may only raise the estimate.
+                if !rs.is_app_limited || self.delivery_rate.is_none_or(|d| r > d) {
+                    self.delivery_rate = Some(r);
+                }
+            }
             let ev = AckEvent {
                 acked_pkts,
                 acked_bytes,
@@ -404,6 +429,11 @@ impl Subflow {
         }
         self.detect_losses(now, coupled);
         self.trim();
+        // BBR's PROBE_RTT keeps the flight low on purpose: mark the samples
+        // of this phase application limited (cc/mod.rs contract).
+        if self.cc.marks_app_limited() {
+            self.rate.on_app_limited(self.pipe);
+        }
         if acked_pkts > 0 {
             self.rto_at = (self.pipe > 0).then(|| now + self.rto());
         }
@@ -486,6 +516,19 @@ impl Subflow {
         false
     }
 
+    /// The handshake acknowledged `ack` at `now`: one RTT sample for the
+    /// estimator and the controller's initial RTT (before any data).
+    pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
+        if let Some((seq, sent)) = self.hs_probe.take() {
+            if seq == ack {
+                let rtt = now - sent;
+                self.rtt.on_sample(rtt);
+                self.last_rtt_sample_at = Some(now);
+                self.cc.on_initial_rtt(now, rtt);
+            }
+        }
+    }
+
     /// Ack Ratio to request from the peer: at most ceil(cwnd/2) and at most
     /// the configured value (RFC 4341 §6.1.2).
     pub fn desired_ack_ratio(&self, configured: u32) -> u32 {
@@ -559,10 +602,15 @@ impl Subflow {
             rttvar: self.rtt.rttvar(),
             owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
             pacing_rate_bytes_per_s: pacing,
-            delivery_rate_bytes_per_s: None,
+            delivery_rate_bytes_per_s: self.delivery_rate,
             loss_rate: self.loss_rate,
             cc_state: self.cc.state(),
-            next_send_time: pacing.map(|_| self.next_send_at),
+            // The per-path queue absorbs what the pacer holds back: report
+            // the pacer as binding only once a small backlog waits, so a
+            // paced path is not mistaken for a full one by schedulers.
+            next_send_time: pacing
+                .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
+                .map(|_| self.next_send_at),
             mss_bytes: self.mss_bytes,
         }
     }
@@ -575,6 +623,10 @@ impl Subflow {
         )
     }
 }
+
+/// Packets a paced path may hold in its own queue before schedulers see the
+/// pacer as the binding constraint.
+const PACED_BACKLOG_PKTS: usize = 2;
 
 fn insert_top(top: &mut [u64; 3], seq: u64) {
     if seq > top[0] {

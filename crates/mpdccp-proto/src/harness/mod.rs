@@ -136,6 +136,10 @@ pub struct Harness {
     pub record: bool,
     pub wire: Vec<WireRecord>,
     pub tamper: Option<Tamper>,
+    /// Transmits that carried several datagrams (GSO batches), and the
+    /// datagrams in them.
+    pub gso_batches: u64,
+    pub gso_segments: u64,
     /// [client→server, server→client] per path.
     links: Vec<[Link; 2]>,
     rng: ChaCha8Rng,
@@ -163,6 +167,8 @@ impl Harness {
             record: false,
             wire: Vec::new(),
             tamper: None,
+            gso_batches: 0,
+            gso_segments: 0,
             links,
             rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0x4841_524e),
             buf: vec![0u8; 65_536],
@@ -299,7 +305,14 @@ impl Harness {
         }
     }
 
+    /// The next event strictly after `self.now` (a stale timer at or
+    /// before `now` was already served by `step_now`).
     fn next_event(&self) -> Option<Instant> {
+        self.next_event_raw()
+            .map(|t| t.max(self.now + Duration::from_nanos(1)))
+    }
+
+    fn next_event_raw(&self) -> Option<Instant> {
         let mut t = [self.client.poll_timeout(), self.server.poll_timeout()]
             .into_iter()
             .flatten()
@@ -345,9 +358,12 @@ impl Harness {
             for side in [Side::Client, Side::Server] {
                 let now = self.now;
                 let c = self.conn(side);
-                if c.poll_timeout().is_some_and(|t| t <= now) {
+                let before = c.poll_timeout();
+                if before.is_some_and(|t| t <= now) {
                     c.handle_timeout(now);
-                    progress = true;
+                    // A timer that neither fired anything nor moved is not
+                    // progress (guards against spinning on a stale timer).
+                    progress |= c.poll_timeout() != before;
                 }
             }
             for side in [Side::Client, Side::Server] {
@@ -380,6 +396,10 @@ impl Harness {
             return false;
         };
         let seg = t.segment_size.unwrap_or(t.size).max(1);
+        if t.segment_size.is_some() {
+            self.gso_batches += 1;
+            self.gso_segments += t.size.div_ceil(seg) as u64;
+        }
         let mut off = 0;
         while off < t.size {
             let end = (off + seg).min(t.size);

@@ -41,10 +41,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.loss
     );
     let summary = session(&args)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&summary)? + "\n"
     } else {
-        print_human(&summary);
+        human(&summary)
+    };
+    // A closed pipe (`| head`) is not an error worth a panic.
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
     }
     Ok(if summary["ok"].as_bool() == Some(true) {
         ExitCode::SUCCESS
@@ -101,6 +107,11 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
         }
         h.drive_for(Duration::from_millis(1));
     }
+    // Let both send queues drain before the control phase.
+    h.drive_until_pred(Duration::from_secs(10), |h| {
+        h.client.send_queue_len() == 0 && h.server.send_queue_len() == 0
+    });
+    h.drive_for(Duration::from_millis(200));
     // 4. Advertise an extra address (MP_ADDADDR, confirmed by MP_CONFIRM).
     let extra: SocketAddr = "10.0.9.1:4242".parse()?;
     let now = h.now;
@@ -200,45 +211,56 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
-fn print_human(s: &serde_json::Value) {
-    println!("mpdccp demo: two-path MP-DCCP session (seed {})", s["seed"]);
-    println!(
+fn human(s: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "mpdccp demo: two-path MP-DCCP session (seed {})",
+        s["seed"]
+    );
+    let _ = writeln!(
+        o,
         "  handshake done at {:.3} s (client CI {}, server CI {}); join at {:.3} s",
         s["connected_at_s"].as_f64().unwrap_or(0.0),
         s["client_ci"].as_str().unwrap_or("?"),
         s["server_ci"].as_str().unwrap_or("?"),
         s["joined_at_s"].as_f64().unwrap_or(0.0),
     );
-    println!(
+    let _ = writeln!(
+        o,
         "  data: {} packets each way; delivered {} client→server, {} server→client, {} lost",
         s["packets_sent_each_way"],
         s["delivered_client_to_server"],
         s["delivered_server_to_client"],
         s["lost_pkts"],
     );
-    println!("  MP_ADDADDR confirmed: {}", s["addaddr_confirmed"]);
-    println!(
+    let _ = writeln!(o, "  MP_ADDADDR confirmed: {}", s["addaddr_confirmed"]);
+    let _ = writeln!(
+        o,
         "  closed at {:.3} s (client: {}, server: {})",
         s["closed_at_s"].as_f64().unwrap_or(0.0),
         s["client_close_reason"].as_str().unwrap_or("-"),
         s["server_close_reason"].as_str().unwrap_or("-"),
     );
-    println!("  datagrams on the wire: {}", s["datagrams"]);
+    let _ = writeln!(o, "  datagrams on the wire: {}", s["datagrams"]);
     if let Some(m) = s["packet_types"].as_object() {
         let v: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!("  packet types: {}", v.join(", "));
+        let _ = writeln!(o, "  packet types: {}", v.join(", "));
     }
     if let Some(m) = s["mp_options"].as_object() {
         let v: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!("  MP options: {}", v.join(", "));
+        let _ = writeln!(o, "  MP options: {}", v.join(", "));
     }
     if let Some(p) = s["pcap"].as_str() {
-        println!("  pcap written to {p}");
+        let _ = writeln!(o, "  pcap written to {p}");
     }
-    println!(
+    let _ = writeln!(
+        o,
         "  result: {}",
         if s["ok"] == true { "ok" } else { "FAILED" }
     );
+    o
 }
 
 /// A syntactically valid IPv4/UDP packet standing in for tunnelled traffic.

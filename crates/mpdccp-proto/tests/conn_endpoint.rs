@@ -1,0 +1,227 @@
+//! `Endpoint`: a server for many clients — demultiplexing by remote key,
+//! MP_JOIN routing by token, bounded half-open connections.
+
+use mpdccp_proto::conn::PacketType;
+use mpdccp_proto::harness::inspect;
+use mpdccp_proto::{
+    Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig, PathId,
+    Role,
+};
+
+/// Remote key: (client number, path number).
+type Key = (u32, u32);
+
+struct World {
+    ep: Endpoint<Key>,
+    clients: Vec<Connection>,
+    now: Instant,
+    /// Datagrams the endpoint sent to each remote key.
+    to_clients: Vec<(Key, Vec<u8>)>,
+    server_events: Vec<(u64, Event)>,
+}
+
+impl World {
+    fn new(n: usize, cfg: EndpointConfig) -> Self {
+        World {
+            ep: Endpoint::new(cfg, 7),
+            clients: (0..n)
+                .map(|i| {
+                    Connection::new(
+                        Role::Client,
+                        ConnectionConfig::default(),
+                        Instant::ZERO,
+                        100 + i as u64,
+                    )
+                })
+                .collect(),
+            now: Instant::ZERO,
+            to_clients: Vec::new(),
+            server_events: Vec::new(),
+        }
+    }
+
+    /// Exchanges datagrams (zero latency) until nothing moves, then
+    /// advances time by 1 ms.
+    fn step(&mut self) {
+        let mut buf = vec![0u8; 2048];
+        for _ in 0..100 {
+            let mut moved = false;
+            for (c, conn) in self.clients.iter_mut().enumerate() {
+                while let Some(t) = conn.poll_transmit(self.now, &mut buf) {
+                    self.ep
+                        .handle_datagram(self.now, (c as u32, t.path.0), &buf[..t.size]);
+                    moved = true;
+                }
+            }
+            while let Some((k, t)) = self.ep.poll_transmit(self.now, &mut buf) {
+                let d = buf[..t.size].to_vec();
+                self.to_clients.push((k, d.clone()));
+                if let Some(conn) = self.clients.get_mut(k.0 as usize) {
+                    conn.handle_datagram(self.now, PathId(k.1), &d);
+                }
+                moved = true;
+            }
+            while let Some((h, e)) = self.ep.poll_event() {
+                self.server_events.push((h.0, e));
+            }
+            if !moved {
+                break;
+            }
+        }
+        self.now += std::time::Duration::from_millis(1);
+        for conn in &mut self.clients {
+            if conn.poll_timeout().is_some_and(|t| t <= self.now) {
+                conn.handle_timeout(self.now);
+            }
+        }
+        if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.ep.handle_timeout(self.now);
+        }
+    }
+}
+
+#[test]
+fn serves_two_clients_and_routes_joins_by_token() {
+    let mut w = World::new(2, EndpointConfig::default());
+    for c in 0..2 {
+        let now = w.now;
+        w.clients[c]
+            .add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+    }
+    for _ in 0..20 {
+        w.step();
+    }
+    assert!(w.clients.iter().all(|c| c.is_established()));
+    let hs = w.ep.connections();
+    assert_eq!(hs.len(), 2);
+    assert_eq!(w.ep.stats().accepted, 2);
+    // Client 1 joins a second path; it must land on client 1's connection.
+    let now = w.now;
+    w.clients[1]
+        .add_path(now, PathId(1), PathConfig::default())
+        .unwrap();
+    for _ in 0..20 {
+        w.step();
+    }
+    let (h1, p1) = w.ep.route(&(1, 1)).expect("join routed");
+    assert_eq!(Some(h1), w.ep.route(&(1, 0)).map(|r| r.0));
+    assert_ne!(p1, PathId(0));
+    assert_eq!(w.ep.connection(h1).unwrap().paths().len(), 2);
+    let h0 = w.ep.route(&(0, 0)).unwrap().0;
+    assert_eq!(w.ep.connection(h0).unwrap().paths().len(), 1);
+    assert_eq!(w.ep.stats().joins_routed, 1);
+    // Data from each client reaches its own connection.
+    for (c, tag) in [(0usize, b'a'), (1, b'b')] {
+        let now = w.now;
+        w.clients[c].send(now, &[tag; 64]).unwrap();
+    }
+    for _ in 0..20 {
+        w.step();
+    }
+    let got = |h: u64| -> Vec<u8> {
+        w.server_events
+            .iter()
+            .filter(|(x, _)| *x == h)
+            .filter_map(|(_, e)| match e {
+                Event::Delivered { data, .. } => Some(data[0]),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(got(h0.0), vec![b'a']);
+    assert_eq!(got(h1.0), vec![b'b']);
+    // Server to client, through the endpoint.
+    w.ep.send(w.now, h1, &[b'z'; 10]).unwrap();
+    for _ in 0..20 {
+        w.step();
+    }
+    let mut got_z = false;
+    while let Some(e) = w.clients[1].poll_event() {
+        if matches!(&e, Event::Delivered { data, .. } if data[0] == b'z') {
+            got_z = true;
+        }
+    }
+    assert!(got_z);
+}
+
+#[test]
+fn join_with_unknown_token_gets_a_stateless_reset() {
+    let mut w = World::new(1, EndpointConfig::default());
+    let now = w.now;
+    w.clients[0]
+        .add_path(now, PathId(0), PathConfig::default())
+        .unwrap();
+    for _ in 0..20 {
+        w.step();
+    }
+    // A stranger sends a join Request copied from a real one, with a bogus token.
+    let mut other = Connection::new(Role::Client, ConnectionConfig::default(), w.now, 999);
+    other
+        .add_path(w.now, PathId(0), PathConfig::default())
+        .unwrap();
+    let mut buf = vec![0u8; 2048];
+    let t = other.poll_transmit(w.now, &mut buf).unwrap();
+    let req = buf[..t.size].to_vec();
+    assert_eq!(inspect::packet_type(&req), Some(PacketType::Request));
+    // Build a join-looking request by re-using a real client's join.
+    let now = w.now;
+    w.clients[0]
+        .add_path(now, PathId(5), PathConfig::default())
+        .unwrap();
+    let t = w.clients[0].poll_transmit(now, &mut buf).unwrap();
+    let mut join = buf[..t.size].to_vec();
+    let r = inspect::find_mp_suboption(&join, 1).expect("MP_JOIN");
+    join[r.start + 1] ^= 0xff; // corrupt the token
+    let before = w.to_clients.len();
+    w.ep.handle_datagram(w.now, (77, 0), &join);
+    w.step();
+    assert_eq!(w.ep.stats().unknown_token, 1);
+    let resets: Vec<_> = w.to_clients[before..]
+        .iter()
+        .filter(|(k, d)| *k == (77, 0) && inspect::packet_type(d) == Some(PacketType::Reset))
+        .collect();
+    assert_eq!(resets.len(), 1, "one stateless Reset to the stranger");
+    assert_eq!(w.ep.connections().len(), 1, "no connection created");
+}
+
+#[test]
+fn half_open_connections_are_bounded() {
+    let cfg = EndpointConfig {
+        max_half_open: 8,
+        ..Default::default()
+    };
+    let mut ep: Endpoint<Key> = Endpoint::new(cfg, 1);
+    let mut buf = vec![0u8; 2048];
+    // 100 Requests from 100 remotes that never complete the handshake.
+    for i in 0..100u32 {
+        let mut c = Connection::new(
+            Role::Client,
+            ConnectionConfig::default(),
+            Instant::ZERO,
+            i as u64,
+        );
+        c.add_path(Instant::ZERO, PathId(0), PathConfig::default())
+            .unwrap();
+        let t = c.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+        let req = buf[..t.size].to_vec();
+        ep.handle_datagram(Instant::ZERO, (i, 0), &req);
+    }
+    assert_eq!(ep.connections().len(), 8);
+    assert_eq!(ep.stats().refused_half_open, 92);
+    // Garbage never creates state either.
+    for i in 0..1000u32 {
+        let junk = [i as u8; 40];
+        ep.handle_datagram(Instant::ZERO, (1000 + i, 0), &junk);
+    }
+    assert_eq!(ep.connections().len(), 8);
+    let s = ep.stats();
+    assert_eq!(s.malformed + s.unknown_remote, 1000);
+    // Pending stateless Resets are bounded too.
+    let mut n = 0;
+    while ep.poll_transmit(Instant::ZERO, &mut buf).is_some() {
+        n += 1;
+        assert!(n < 10_000);
+    }
+    assert!(n <= 64 + 8 * 4, "{n} datagrams");
+}
