@@ -1006,11 +1006,14 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
              windows near their slow-start peak and is not representative for E4."
         }
         "E5" => {
-            "What we found: the scheduler queue builds during the first seconds of the \
-             outage, before the Wi-Fi subflow is declared failed. CPF then has only LTE, \
-             whose CCID5 subflow sat idle before (Wi-Fi carried everything), so its \
-             window and bandwidth estimate are those of an unprobed path and need several \
-             RTTs of STARTUP to reach 4 Mbit/s; the queue waits meanwhile. The \
+            "What we found: the client declares the Wi-Fi subflow failed one RTO \
+             (≈0.2 s) after the outage starts, because the LTE subflow is up; until then \
+             packets wait in the scheduler queue, and LTE's CCID5 subflow, idle before, \
+             needs a few RTTs to reach 4 Mbit/s — hence a peak of ≈230 ms, just above \
+             the 200 ms of the slides. Switching (`handover`) behaves the same here: the \
+             LTE subflow is already established, so switching costs no re-connection; \
+             the >1000 ms of the ns-3 study come from a switch that first has to \
+             (re)establish the other access, which this scenario does not model. The \
              scheduler queueing delay is measured per packet from `Connection::send` to \
              its departure on a path."
         }

@@ -38,22 +38,9 @@ fn e1_ccid5_and_bbr_keep_latency_low_ccid2_and_cubic_fill_the_buffer() {
 }
 
 #[test]
-fn e2_both_controllers_deliver_15_mbits_and_ccid5_spills_first() {
+fn e2_end_state_spill_and_latency_match_the_issue() {
     let checks = run("E2");
-    // The end-state split and the RTT ratio are reported separately below.
-    let f = failures(&checks, |c| {
-        c.metric.contains("delivered")
-            || c.metric.contains("spill")
-            || c.metric.starts_with("CCID2 end state")
-    });
-    assert!(f.is_empty(), "E2 checks failed: {f:#?}");
-}
-
-#[test]
-#[ignore = "disagrees with the publication today: CCID5 splits ≈8/7.5 Mbit/s instead of 10/5 \
-            and path-1 RTT p95 is 1.8× (not ≥ 2×) lower than CCID2's — see REPORT.md"]
-fn e2_ccid5_end_state_split_and_rtt_ratio() {
-    let checks = run("E2");
+    assert!(checks.iter().filter(|c| c.verdict != Verdict::Info).count() >= 9);
     let f = failures(&checks, |_| true);
     assert!(f.is_empty(), "E2 checks failed: {f:#?}");
 }
