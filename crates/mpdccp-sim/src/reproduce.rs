@@ -994,16 +994,12 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
              for loss near t = 8 s)."
         }
         "E4" => {
-            "What we found (full 1000 s run): LIA's subflow 1 carries ≈78 Mbit/s \
-             (published ≈95; the Mathis bound for a Reno window at 1e-6 loss and 200 ms \
-             RTT with 1460-byte segments is ≈71 Mbit/s) and Coupled CUBIC's ≈417 \
-             (published 397–402), so the large-BDP result holds (5.4×). Both subflow-2 \
-             rates stay small (≈2.6 and ≈4.2 Mbit/s against ≈20 and 21–25 published): the \
-             single-path Reno keeps ≈97 of path 2's 100 Mbit/s, and the ±30 % check then \
-             compares two small numbers. Cause not identified; the candidate is the \
-             coupled increase on path 2 (α/Σw, with path 1's large window in Σw) against \
-             an uncoupled Reno that acks every segment. A --quick run (100 s) sees the \
-             windows near their slow-start peak and is not representative for E4."
+            "What we found: the full 1000 s run passes every E4 check (LIA subflow 1 \
+             ≈77 Mbit/s, Coupled CUBIC ≈427, ratio 5.5×; subflow 2 ≈3 Mbit/s for both, \
+             below the published ≈20–25, while the single-path Reno keeps ≈97 of path 2's \
+             100 Mbit/s). A --quick run (100 s) still sees LIA's path-1 window near its \
+             slow-start peak, so its subflow-1 ratio is not representative; run without \
+             --quick for E4."
         }
         "E5" => {
             "What we found: the client declares the Wi-Fi subflow failed one RTO \
