@@ -806,22 +806,18 @@ fn check_e5(mut c: Checker<'_>) {
         gap_h,
         "ms",
     );
-    let q = |c: &Checker<'_>, stem: &str| {
-        let max = c.num(stem, None, "flows.0.owd_ms.max")?;
-        let min = c.num(stem, None, "meta.flows.0.owd_min_ms")?;
-        Some(max - min)
-    };
+    let q = |c: &Checker<'_>, stem: &str| c.num(stem, None, "send_queue_delay_ms.max");
     let qa = q(&c, "e5-aggregation");
     let qs = q(&c, "e5-handover");
     c.check(
-        "aggregation: peak queueing delay".into(),
+        "aggregation: peak scheduler queueing delay".into(),
         "< 200 ms",
         qa,
         "ms",
         |v| v < 200.0,
     );
     c.info(
-        "switching: peak queueing delay".into(),
+        "switching: peak scheduler queueing delay".into(),
         "> 1000 ms",
         qs,
         "ms",
@@ -982,6 +978,41 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
 
 /// What we found when a check disagreed (filled from the analysis of the
 /// runs; see the closing note of the simulator issue).
-fn disagreement_note(_id: &str) -> Option<&'static str> {
-    None
+fn disagreement_note(id: &str) -> Option<&'static str> {
+    Some(match id {
+        "E2" => {
+            "What we found: after the drop CCID5 splits the 15 Mbit/s about evenly \
+                 instead of filling path 1 first. CPF here asks `PathView::can_send`, which \
+                 includes the pacer: whenever path 1's BBR pacer is not ready, CPF spills the \
+                 packet to path 2, so path 2 carries traffic although path 1 has capacity. \
+                 The paper's kernel CPF looks at the congestion window only (pacing happens \
+                 later, in the qdisc). The CCID5 path-1 RTT p95 over 5–20 s includes BBR's \
+                 drain after the drop, which keeps the ratio to CCID2 under 2×. CCID2 spills \
+             after ≈0.3 s rather than ≈3 s: its path-1 window, grown while the 15 Mbit/s \
+             application limited it, is filled by the queue within a few RTTs, and CPF \
+             then overflows to path 2 before the buffer is full (the paper's CCID2 waited \
+             for loss near t = 8 s)."
+        }
+        "E4" => {
+            "What we found: the full 1000 s run passes every E4 check (LIA subflow 1 \
+             ≈77 Mbit/s, Coupled CUBIC ≈427, ratio 5.5×; subflow 2 ≈3 Mbit/s for both, \
+             below the published ≈20–25, while the single-path Reno keeps ≈97 of path 2's \
+             100 Mbit/s). A --quick run (100 s) still sees LIA's path-1 window near its \
+             slow-start peak, so its subflow-1 ratio is not representative; run without \
+             --quick for E4."
+        }
+        "E5" => {
+            "What we found: the client declares the Wi-Fi subflow failed one RTO \
+             (≈0.2 s) after the outage starts, because the LTE subflow is up; until then \
+             packets wait in the scheduler queue, and LTE's CCID5 subflow, idle before, \
+             needs a few RTTs to reach 4 Mbit/s — hence a peak of ≈230 ms, just above \
+             the 200 ms of the slides. Switching (`handover`) behaves the same here: the \
+             LTE subflow is already established, so switching costs no re-connection; \
+             the >1000 ms of the ns-3 study come from a switch that first has to \
+             (re)establish the other access, which this scenario does not model. The \
+             scheduler queueing delay is measured per packet from `Connection::send` to \
+             its departure on a path."
+        }
+        _ => return None,
+    })
 }
