@@ -132,6 +132,11 @@ struct Ring {
 
 const SLOT: usize = 2048;
 
+/// MTU of the emulator's TUN devices: the emulated link must not be the
+/// smallest MTU of a path (the testbed raises the veths' MTU when a
+/// scenario's tunnelled packets need it); below [`SLOT`].
+pub const TUN_MTU: u32 = 2000;
+
 impl Ring {
     fn new(pkts: usize) -> Ring {
         let pkts = pkts.max(64);
@@ -449,7 +454,7 @@ impl Router {
             set(&format!("net.ipv4.conf.{dev}.rp_filter"), "0")?;
             // Keep IPv6 autoconfiguration chatter out of the emulated link.
             let _ = set(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1");
-            netns::ip(&["link", "set", dev, "up"])?;
+            netns::ip(&["link", "set", dev, "mtu", &TUN_MTU.to_string(), "up"])?;
         }
         let (t_up, t_down) = (table_base.to_string(), (table_base + 1).to_string());
         netns::ip(&["route", "replace", "default", "dev", up_tun, "table", &t_up])?;

@@ -200,8 +200,12 @@ fn run_in(
     let uses_tunnel = sc.flow.iter().any(|f| f.via == "tunnel");
     if uses_tunnel {
         let t = &sc.tunnel;
+        let path_mtu = tunnel_path_mtu(sc);
+        if path_mtu > DEFAULT_PATH_MTU {
+            topo.set_path_mtu(path_mtu)?;
+        }
         let mut extra = format!(
-            "send_queue_pkts = {}\nmultipath = {}\n",
+            "send_queue_pkts = {}\nmultipath = {}\npath_mtu = {path_mtu}\n",
             t.send_queue_pkts, t.multipath
         );
         if !t.weights.is_empty() {
@@ -441,6 +445,31 @@ fn run_in(
 }
 
 /// The highest rate a path ever has, Mbit/s.
+/// Path MTU of the testbed's paths and tunnel.
+const DEFAULT_PATH_MTU: u32 = 1500;
+
+/// The path MTU that carries the scenario's largest tunnelled packet in one
+/// DCCP packet (outer IPv4 + UDP + the core's worst-case DCCP header budget),
+/// at least 1500. The simulator sizes its MSS the same way; with 1500-byte
+/// paths the tunnel MTU is 1336, so 1400-byte packets would be fragmented
+/// inside the tunnel into two DCCP packets each (twice the packet rate and
+/// ~9 % header overhead that the simulated run does not have).
+fn tunnel_path_mtu(sc: &Scenario) -> u32 {
+    let largest = sc
+        .flow
+        .iter()
+        .filter(|f| f.via == "tunnel")
+        .map(|f| f.packet_bytes)
+        .max()
+        .unwrap_or(0);
+    let need = largest as u64
+        + u64::from(crate::mtu::IPV4_HEADER_BYTES + crate::mtu::UDP_HEADER_BYTES)
+        + mpdccp_proto::conn::DATA_HEADER_MAX as u64;
+    u32::try_from(need)
+        .unwrap_or(u32::MAX)
+        .clamp(DEFAULT_PATH_MTU, crate::emu::TUN_MTU)
+}
+
 fn peak_mbps(p: &mpdccp_model::scenario::PathSpec) -> f64 {
     p.rate_schedule_bps()
         .iter()

@@ -132,6 +132,20 @@ impl Topology {
         Ok(topo)
     }
 
+    /// Sets the MTU of every path's veths (client, both router sides,
+    /// server). The emulator's TUN devices take up to
+    /// [`crate::emu::TUN_MTU`], so this is the path MTU end to end.
+    pub fn set_path_mtu(&self, mtu: u32) -> anyhow::Result<()> {
+        let m = mtu.to_string();
+        for (a, r) in self.paths.iter().zip(&self.routers) {
+            self.client.ip(&["link", "set", &a.iface, "mtu", &m])?;
+            r.ip(&["link", "set", "c", "mtu", &m])?;
+            r.ip(&["link", "set", "s", "mtu", &m])?;
+            self.server.ip(&["link", "set", &a.iface, "mtu", &m])?;
+        }
+        Ok(())
+    }
+
     /// Starts `mpdccp netem` in router `i` (0-based) with `args` describing
     /// the path (e.g. `["--delay-ms","20"]` or `["--scenario",F,"--path",N]`),
     /// and waits until its TUNs and rules are in place.
