@@ -59,6 +59,16 @@ impl EventQueue {
                 target: target as u32,
                 generation: slot.1,
             }));
+            // Re-arming leaves the old entry behind (skipped when popped); a
+            // timer re-armed per packet would grow the heap without bound and
+            // slow every pop, so drop stale entries once they dominate.
+            if self.heap.len() > 4 * self.armed.len() + 64 {
+                let armed = &self.armed;
+                self.heap.retain(|Reverse(e)| {
+                    let slot = armed[e.target as usize];
+                    slot.1 == e.generation && slot.0 == Some(e.at)
+                });
+            }
         }
     }
 
@@ -106,5 +116,25 @@ mod tests {
         assert_eq!(q.pop_until(t(6)), None);
         assert_eq!(q.pop_until(t(100)), Some((t(7), 3)));
         assert_eq!(q.pop_until(t(100)), None);
+    }
+
+    #[test]
+    fn stale_entries_of_a_rearmed_timer_do_not_accumulate() {
+        let mut q = EventQueue::new(3);
+        let t = Instant::from_millis;
+        q.set(1, Some(t(50)));
+        for k in 0..10_000 {
+            q.set(0, Some(t(100 + k)));
+            q.set(2, Some(t(200 + k)));
+        }
+        assert!(
+            q.heap.len() <= 4 * 3 + 64 + 1,
+            "heap holds {}",
+            q.heap.len()
+        );
+        assert_eq!(q.pop_until(t(1_000_000)), Some((t(50), 1)));
+        assert_eq!(q.pop_until(t(1_000_000)), Some((t(10_099), 0)));
+        assert_eq!(q.pop_until(t(1_000_000)), Some((t(10_199), 2)));
+        assert_eq!(q.pop_until(t(1_000_000)), None);
     }
 }

@@ -78,6 +78,28 @@ impl RecvHistory {
         true
     }
 
+    /// Length of the run of numbers `s, s-1, ...` whose state is `state`,
+    /// capped at `limit`, counted a word at a time. The caller guarantees
+    /// `s - limit + 1 ..= s` lies in the window, where `contains` is the bit.
+    fn run_below(&self, s: u64, state: bool, limit: u64) -> u64 {
+        let i = (s % HISTORY) as usize;
+        let (mut w, mut b) = (i / 64, (i % 64) as u32);
+        let mut run = 0u64;
+        while run < limit {
+            let x = if state { self.bits[w] } else { !self.bits[w] };
+            // Bits b, b-1, ..., 0 of the word, moved to the top.
+            let n = (x << (63 - b)).leading_ones().min(b + 1) as u64;
+            run += n;
+            if n < b as u64 + 1 {
+                break;
+            }
+            // Below bit 0 the ring continues at the top of the previous word.
+            w = if w == 0 { WORDS - 1 } else { w - 1 };
+            b = 63;
+        }
+        run.min(limit)
+    }
+
     /// The Ack Vector for acknowledgement number `high()`, covering at most
     /// `max_cover` numbers in at most `max_cells` cells (built with
     /// [`AckVectorBuilder`]; older numbers are cut off when it is full).
@@ -88,10 +110,7 @@ impl RecvHistory {
         let mut s = self.high;
         loop {
             let state = self.contains(s);
-            let mut run = 1u64;
-            while s >= end + run && self.contains(s - run) == state {
-                run += 1;
-            }
+            let run = self.run_below(s, state, s - end + 1);
             let st = if state {
                 AckState::Received
             } else {
@@ -125,6 +144,38 @@ pub fn for_each_run(ack: u64, cells: &[u8], mut f: impl FnMut(u64, u64, bool)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word_run_counting_matches_a_bit_by_bit_scan() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..200 {
+            let isr = rng.gen_range(0..5000u64);
+            let mut h = RecvHistory::new(isr);
+            let mut s = isr;
+            for _ in 0..rng.gen_range(1..3000) {
+                s += rng.gen_range(1..4);
+                if rng.gen_bool(0.7) {
+                    h.record(s);
+                }
+            }
+            let cover = HISTORY.min(h.high - h.low + 1);
+            let end = h.high + 1 - cover;
+            let mut q = h.high;
+            loop {
+                let state = h.contains(q);
+                let mut naive = 1u64;
+                while q >= end + naive && h.contains(q - naive) == state {
+                    naive += 1;
+                }
+                assert_eq!(h.run_below(q, state, q - end + 1), naive, "at {q}");
+                if q < end + naive {
+                    break;
+                }
+                q -= naive;
+            }
+        }
+    }
 
     #[test]
     fn encodes_runs_and_decodes_them_back() {

@@ -1952,6 +1952,9 @@ impl Connection {
         if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_open() && !p.failed) {
             return;
         }
+        // Within this loop only the per-path queues change, so a view is
+        // refreshed when its path takes a packet, not rebuilt for every path.
+        self.rebuild_views();
         for _ in 0..64 {
             let Some(head) = self.queue.front() else {
                 break;
@@ -1961,7 +1964,6 @@ impl Connection {
                 queued_pkts: self.queue.len(),
                 queued_bytes: self.queue.bytes(),
             };
-            self.rebuild_views();
             self.sched_out.clear();
             self.scheduler
                 .select(now, &meta, &self.views, &mut self.sched_out);
@@ -2012,6 +2014,7 @@ impl Connection {
                     }
                 };
                 self.paths[i].queue.push_back((seq, item));
+                self.views[i] = self.paths[i].view();
             }
             self.scheduler.on_scheduled(now, &meta, &self.sched_out);
         }

@@ -363,13 +363,20 @@ impl Subflow {
             let pipe = &mut self.pipe;
             let rate = &mut self.rate;
             let top = &mut self.top_acked;
+            // Runs arrive newest first, so each run's start index is at most
+            // the previous one's; and as numbers strictly increase, entry
+            // `lo - front_seq` already has seq >= lo. Both bound the search
+            // (an ack would otherwise binary-search the whole flight per run).
+            let mut bound = sent.len();
             let mut mark = |hi: u64, lo: u64| {
                 if hi < front_seq {
                     return;
                 }
                 let lo = lo.max(front_seq);
                 // Index of the first entry with seq >= lo (entries sorted).
-                let start = sent.partition_point(|s| s.seq < lo);
+                let end = bound.min(usize::try_from(lo - front_seq).unwrap_or(usize::MAX));
+                let start = first_at_or_above(sent, end, lo);
+                bound = start;
                 for s in sent.iter_mut().skip(start) {
                     if s.seq > hi {
                         break;
@@ -634,6 +641,25 @@ impl Subflow {
 /// Packets a paced path may hold in its own queue before schedulers see the
 /// pacer as the binding constraint.
 const PACED_BACKLOG_PKTS: usize = 2;
+
+/// Index of the first entry among `sent[..end]` numbered `lo` or above, or
+/// `end` when there is none (the caller knows `sent[end]`, if any, is).
+fn first_at_or_above(sent: &VecDeque<Sent>, end: usize, lo: u64) -> usize {
+    // Without holes in the numbering the answer is `end` itself: one check.
+    if end == 0 || sent[end - 1].seq < lo {
+        return end;
+    }
+    let (mut a, mut b) = (0, end - 1);
+    while a < b {
+        let m = a + (b - a) / 2;
+        if sent[m].seq < lo {
+            a = m + 1;
+        } else {
+            b = m;
+        }
+    }
+    a
+}
 
 fn insert_top(top: &mut [u64; 3], seq: u64) {
     if seq > top[0] {
