@@ -160,6 +160,24 @@ pub struct ConnectionConfig {
     /// (dropped and counted) unless a run of consistent packets confirms
     /// the jump; keeps one forged MP_SEQ from pushing the reorderer ahead.
     pub max_mp_seq_jump: u64,
+    /// A subflow from which nothing valid arrived for this long is probed
+    /// with a Sync (the peer answers SyncAck), again every interval, so a
+    /// quiet but working path (a standby, or one direction idle) proves it
+    /// is alive. `None` = no keepalives.
+    pub keepalive_interval: Option<Duration>,
+    /// A subflow silent (nothing valid received, keepalives unanswered)
+    /// for this long while another subflow of the connection is heard from
+    /// is expired: closed without a handshake and forgotten, so a peer that
+    /// lost an interface without telling us (no MP_REMOVEADDR) does not
+    /// hold a path slot. `None` = never.
+    pub path_idle_timeout: Option<Duration>,
+    /// The whole connection is closed when nothing valid arrived on any
+    /// subflow for this long. `None` = never.
+    pub idle_timeout: Option<Duration>,
+    /// A CLOSED subflow stays in the path table this long (to answer a
+    /// retransmitted Close, and for status) before it is forgotten and its
+    /// slot reused.
+    pub closed_path_linger: Duration,
 }
 
 impl Default for ConnectionConfig {
@@ -195,6 +213,10 @@ impl Default for ConnectionConfig {
             max_gso_segments: 1,
             respond_timeout: Duration::from_secs(30),
             max_mp_seq_jump: 8192,
+            keepalive_interval: None,
+            path_idle_timeout: None,
+            idle_timeout: None,
+            closed_path_linger: Duration::from_secs(1),
         }
     }
 }
@@ -366,6 +388,19 @@ pub struct ConnStats {
     pub mp_seq_resyncs: u64,
     /// Server subflows dropped after `respond_timeout` in RESPOND.
     pub respond_timeouts: u64,
+    /// Subflows closed because the peer withdrew their address
+    /// (MP_REMOVEADDR, HMAC verified).
+    pub paths_removed_by_peer: u64,
+    /// MP_REMOVEADDR we sent for subflows whose interface went down.
+    pub removeaddr_sent: u64,
+    /// Subflows expired after `path_idle_timeout` of silence.
+    pub paths_expired: u64,
+    /// Closed subflows forgotten (their slot free for a new one).
+    pub paths_reaped: u64,
+    /// Keepalive probes (Sync) sent on silent subflows.
+    pub keepalives_sent: u64,
+    /// Connections closed after `idle_timeout` of silence on every subflow.
+    pub idle_timeouts: u64,
 }
 
 /// Meta-connection life cycle.
@@ -589,6 +624,7 @@ impl Connection {
         sf.retx_at = Some(now);
         sf.local_nonce = self.rng.gen::<u32>().max(1);
         sf.local_addr_id = self.alloc_addr_id();
+        sf.last_rx_at = now;
         self.insert_path(sf);
         Ok(())
     }
@@ -601,19 +637,64 @@ impl Connection {
     }
 
     /// The interface is gone: stop using the path at once, re-queue what
-    /// was waiting for it, and forget it without a closing handshake.
-    pub fn set_path_down(&mut self, _now: Instant, id: PathId) {
+    /// was waiting for it, and forget it without a closing handshake. The
+    /// peer is told over the remaining subflows with MP_REMOVEADDR for the
+    /// path's address id (RFC 9897 §3.2.9), so it closes its side at once
+    /// instead of holding the subflow (and a `max_paths` slot).
+    pub fn set_path_down(&mut self, now: Instant, id: PathId) {
         let Some(i) = self.idx(id) else { return };
-        self.reinject(i);
-        let sf = &mut self.paths[i];
-        if sf.state != SubState::Closed {
-            sf.state = SubState::Closed;
-            sf.pend = Default::default();
-            sf.retx_at = None;
-            sf.rto_at = None;
-            self.events.push_back(Event::PathClosed(id));
+        let sf = &self.paths[i];
+        let peer_knows = sf.announced || sf.have_isr || sf.retx_tries > 0;
+        let was_gone = sf.is_gone();
+        // The initial subflow's address is id 0 (it carried MP_KEY, not
+        // MP_JOIN); joins announced their own id.
+        let addr_id = if sf.join { sf.local_addr_id } else { 0 };
+        self.drop_subflow(now, i);
+        if peer_knows && !was_gone && self.state == ConnState::Established && self.mp == Some(true)
+        {
+            self.withdraw_path_address(now, addr_id);
         }
         self.check_closed();
+    }
+
+    /// Queues MP_REMOVEADDR for `addr_id` (retransmitted on the open
+    /// subflows until MP_CONFIRM or `mp_option_max_tries`).
+    fn withdraw_path_address(&mut self, now: Instant, addr_id: u8) {
+        let nonce = self.rng.gen();
+        self.adverts
+            .retain(|a| !(a.id == addr_id && a.remove && !a.confirmed));
+        self.adverts.push(Advert {
+            id: addr_id,
+            addr: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+            nonce,
+            remove: true,
+            confirmed: false,
+            tries: 0,
+            retx_at: now,
+        });
+        self.stats.removeaddr_sent += 1;
+    }
+
+    /// Closes subflow `i` at once, without a handshake (its address is
+    /// gone or it is silent): queued packets go back to the connection
+    /// queue, every timer of it stops, `PathClosed` is reported once.
+    fn drop_subflow(&mut self, now: Instant, i: usize) {
+        self.reinject(i);
+        let sf = &mut self.paths[i];
+        let id = sf.id;
+        let was_gone = sf.is_gone();
+        sf.state = SubState::Closed;
+        sf.pend = Default::default();
+        sf.retx_at = None;
+        sf.rto_at = None;
+        sf.ack_due = None;
+        sf.timewait_until = None;
+        sf.probe_at = None;
+        sf.failed = false;
+        sf.closed_at = Some(sf.closed_at.unwrap_or(now));
+        if !was_gone {
+            self.events.push_back(Event::PathClosed(id));
+        }
     }
 
     /// Sets the priority of a path for our scheduler and tells the peer
@@ -821,6 +902,7 @@ impl Connection {
         for i in 0..self.paths.len() {
             self.subflow_timers(now, i);
         }
+        self.check_liveness(now);
         self.reorder.handle_timeout(now);
         self.drain_reorder(now);
         for a in &mut self.adverts {
@@ -921,7 +1003,7 @@ impl Connection {
             }
             upd(sf.ack_due);
             upd(sf.timewait_until);
-            if sf.failed {
+            if sf.failed && sf.is_open() {
                 upd(sf.probe_at);
             }
             if sf.pend.prio.is_some() {
@@ -939,11 +1021,16 @@ impl Connection {
                 upd(Some(sf.next_send_at));
             }
         }
-        for a in &self.adverts {
-            if !a.confirmed {
-                upd(Some(a.retx_at));
+        // MP options go out on an open subflow: without one, no timer (a
+        // past deadline nobody can serve would spin the driver).
+        if self.state == ConnState::Established && self.paths.iter().any(|p| p.is_open()) {
+            for a in &self.adverts {
+                if !a.confirmed {
+                    upd(Some(a.retx_at));
+                }
             }
         }
+        upd(self.liveness_timeout());
         upd(self.reorder.poll_timeout());
         if backlog {
             upd(self.scheduler.poll_timeout());
@@ -1048,9 +1135,26 @@ impl Connection {
         self.paths.iter().filter(|p| !p.is_gone()).count()
     }
 
+    /// The next address id not used by a live subflow or a pending
+    /// advertisement (ids wrap after 255; a reused id must not make a
+    /// late MP_REMOVEADDR close a new subflow).
     fn alloc_addr_id(&mut self) -> u8 {
-        let id = self.next_addr_id;
-        self.next_addr_id = self.next_addr_id.wrapping_add(1).max(1);
+        let mut id = self.next_addr_id;
+        for _ in 0..255 {
+            id = self.next_addr_id;
+            self.next_addr_id = self.next_addr_id.wrapping_add(1).max(1);
+            let used = self
+                .paths
+                .iter()
+                .any(|p| !p.is_gone() && p.local_addr_id == id)
+                || self
+                    .adverts
+                    .iter()
+                    .any(|a| a.id == id && !(a.remove && a.confirmed));
+            if !used {
+                break;
+            }
+        }
         id
     }
 
@@ -1148,7 +1252,7 @@ impl Connection {
             }
             ConnState::Established => {
                 // All subflows gone for good: nothing can carry data any more.
-                if !self.paths.is_empty() && self.paths.iter().all(|p| p.is_gone()) {
+                if self.ever_had_path && self.paths.iter().all(|p| p.is_gone()) {
                     self.close_reason
                         .get_or_insert_with(|| "all subflows closed".into());
                     self.finish_close();
@@ -1158,19 +1262,138 @@ impl Connection {
         }
     }
 
-    /// Forgets subflows that died before ever opening and owe nothing
-    /// (refused or timed-out handshakes): forged Requests leave no state.
+    /// Forgets subflows that are closed and owe nothing: at once those
+    /// that died before ever opening (refused or timed-out handshakes:
+    /// forged Requests leave no state), after `closed_path_linger` the
+    /// others, so a path that went down and rejoined as a new subflow does
+    /// not hold a slot (nor scheduler/reorder state) for ever. Confirmed
+    /// or abandoned withdrawals are forgotten too.
     fn reap(&mut self) {
+        let now = self.last_now;
+        let linger = self.config.closed_path_linger;
+        for p in &mut self.paths {
+            if p.state == SubState::Closed && p.closed_at.is_none() {
+                p.closed_at = Some(now);
+            }
+        }
         let before = self.paths.len();
+        let mut reaped = 0;
         self.paths.retain(|p| {
-            !(p.state == SubState::Closed
-                && !p.announced
-                && p.pend.reset.is_none()
-                && p.queue.is_empty())
+            let done = p.state == SubState::Closed && p.pend.reset.is_none() && p.queue.is_empty();
+            let forget = done && (!p.announced || p.closed_at.is_some_and(|t| now >= t + linger));
+            if forget && p.announced {
+                reaped += 1;
+            }
+            !forget
         });
+        self.stats.paths_reaped += reaped;
         if self.paths.len() != before {
             self.rr_next = 0;
         }
+        self.adverts.retain(|a| !(a.remove && a.confirmed));
+    }
+
+    /// RFC 9897 §3.2.9: the peer withdrew address `addr_id`; every
+    /// subflow bound to it is closed at once (the address is gone, so no
+    /// closing handshake could complete).
+    fn close_paths_of_address(&mut self, now: Instant, addr_id: u8) {
+        for j in 0..self.paths.len() {
+            let p = &self.paths[j];
+            if p.remote_addr_id == addr_id && !p.is_gone() {
+                self.drop_subflow(now, j);
+                self.stats.paths_removed_by_peer += 1;
+            }
+        }
+    }
+
+    /// Keepalives, path expiry and the connection idle timeout (each only
+    /// when configured). A path expires only when another was heard from
+    /// more recently, so the most recently heard path is never expired by
+    /// this rule (and its timer never stays armed in the past).
+    fn check_liveness(&mut self, now: Instant) {
+        if self.state != ConnState::Established {
+            return;
+        }
+        let last_any = self
+            .paths
+            .iter()
+            .filter(|p| !p.is_gone())
+            .map(|p| p.last_rx_at)
+            .max();
+        if let (Some(t), Some(last)) = (self.config.idle_timeout, last_any) {
+            if now >= last + t {
+                self.stats.idle_timeouts += 1;
+                self.close_reason = Some(format!("idle timeout ({t:?} without a packet)"));
+                self.discard_queue();
+                for i in 0..self.paths.len() {
+                    self.drop_subflow(now, i);
+                }
+                self.finish_close();
+                return;
+            }
+        }
+        if let Some(t) = self.config.path_idle_timeout {
+            for i in 0..self.paths.len() {
+                if self.expiry_due(i, t).is_some_and(|at| at <= now) {
+                    self.drop_subflow(now, i);
+                    self.stats.paths_expired += 1;
+                }
+            }
+        }
+        if let Some(k) = self.config.keepalive_interval {
+            for sf in &mut self.paths {
+                if keepalive_due(sf, k).is_some_and(|at| at <= now) {
+                    sf.pend.sync = Some(sf.gsr & SEQ_MASK);
+                    sf.keepalive_at = Some(now);
+                    self.stats.keepalives_sent += 1;
+                }
+            }
+        }
+    }
+
+    /// When subflow `i` expires under `path_idle_timeout` = `t`, if it can.
+    fn expiry_due(&self, i: usize, t: Duration) -> Option<Instant> {
+        let sf = &self.paths[i];
+        if !matches!(sf.state, SubState::Open | SubState::PartOpen) {
+            return None;
+        }
+        let newer = self
+            .paths
+            .iter()
+            .any(|p| p.id != sf.id && !p.is_gone() && p.last_rx_at > sf.last_rx_at);
+        newer.then(|| sf.last_rx_at + t)
+    }
+
+    /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
+    fn liveness_timeout(&self) -> Option<Instant> {
+        if self.state != ConnState::Established {
+            return None;
+        }
+        let mut t: Option<Instant> = None;
+        let mut upd = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        if let Some(idle) = self.config.idle_timeout {
+            upd(self
+                .paths
+                .iter()
+                .filter(|p| !p.is_gone())
+                .map(|p| p.last_rx_at + idle)
+                .max());
+        }
+        if let Some(pt) = self.config.path_idle_timeout {
+            for i in 0..self.paths.len() {
+                upd(self.expiry_due(i, pt));
+            }
+        }
+        if let Some(k) = self.config.keepalive_interval {
+            for sf in &self.paths {
+                upd(keepalive_due(sf, k));
+            }
+        }
+        t
     }
 
     /// True when a subflow with this id exists.
@@ -1219,6 +1442,7 @@ impl Connection {
         }
         let cfg = PathConfig::default();
         let mut sf = self.new_subflow(path, cfg);
+        sf.last_rx_at = now;
         sf.set_isr(seg.seq);
         sf.remote_addr_id = 0;
         let mut reset = None;
@@ -1337,6 +1561,8 @@ impl Connection {
         }
         {
             let sf = &mut self.paths[i];
+            // Liveness: only packets that passed the validity checks count.
+            sf.last_rx_at = sf.last_rx_at.max(now);
             if !sf.on_packet_received(seqn) {
                 self.stats.rx_duplicate += 1;
                 if seg.ptype.carries_data() {
@@ -1671,6 +1897,7 @@ impl Connection {
                     self.events
                         .push_back(Event::AddressRemoved { id: r.addr_id });
                 }
+                self.close_paths_of_address(now, r.addr_id);
                 let sf = &mut self.paths[i];
                 if sf.pend.confirms.len() < 8 {
                     sf.pend.confirms.push(ConfirmItem {
@@ -2436,6 +2663,17 @@ fn removeaddr_hmac(d_key: &[u8; 16], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
 
 fn verify_removeaddr(d_key: &[u8; 16], r: &MpRemoveAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
     keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
+}
+
+/// When an open, silent subflow is due a keepalive probe (`k` after the
+/// last packet received and after the previous probe). Failed subflows
+/// have their own probes.
+fn keepalive_due(sf: &Subflow, k: Duration) -> Option<Instant> {
+    if !sf.is_open() || sf.failed {
+        return None;
+    }
+    let at = sf.last_rx_at + k;
+    Some(sf.keepalive_at.map_or(at, |p| at.max(p + k)))
 }
 
 /// Exponential backoff of handshake/close retransmissions, each interval

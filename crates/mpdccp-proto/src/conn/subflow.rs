@@ -151,6 +151,14 @@ pub(crate) struct Subflow {
     pub queue: VecDeque<(u64, Queued)>,
 
     pub stats: PathStats,
+
+    // Path lifecycle (owned by `conn/mod.rs`: keepalive, expiry, reaping).
+    /// Last valid packet received on this subflow (or its creation).
+    pub last_rx_at: Instant,
+    /// Last keepalive probe (Sync) sent while the subflow was silent.
+    pub keepalive_at: Option<Instant>,
+    /// When the subflow was first seen CLOSED (it is forgotten a little later).
+    pub closed_at: Option<Instant>,
 }
 
 /// Counters of one path.
@@ -237,6 +245,9 @@ impl Subflow {
             highest_mp_seq: None,
             queue: VecDeque::new(),
             stats: PathStats::default(),
+            last_rx_at: Instant::ZERO,
+            keepalive_at: None,
+            closed_at: None,
         }
     }
 
