@@ -395,3 +395,109 @@ fn hostile_input_is_counted_and_harmless() {
     let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 5).expect("ping after attack");
     assert!(out.contains(" 0% packet loss"), "{out}");
 }
+
+/// Paths of a status document's first connection, and how many are not
+/// closed.
+fn path_counts(st: &serde_json::Value) -> (usize, usize) {
+    let ps = st["connections"][0]["paths"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let live = ps.iter().filter(|p| p["state"] != "Closed").count();
+    (ps.len(), live)
+}
+
+/// One interface taken down and up twelve times: every rejoin works (the
+/// server closes the withdrawn subflow on the client's MP_REMOVEADDR, so
+/// `max_paths` = 8 is never reached), both ends' path tables stay bounded,
+/// and a probe stream running throughout is never duplicated.
+#[test]
+fn tunnel_interface_flaps_twelve_times_without_leaking_paths() {
+    const CYCLES: u32 = 12;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("tunnel_interface_flaps_twelve_times_without_leaking_paths") {
+        return;
+    }
+    let mut t = two_paths("5", "20");
+    t.start_tunnel(exe(), &TunnelOpts::default())
+        .expect("tunnel");
+    let secs = f64::from(CYCLES) * 2.5 + 2.0;
+    let (s, _) = start_stream(&t, 1_000_000, secs, 9003);
+    let mut max_len = (0, 0);
+    for k in 1..=CYCLES {
+        t.client
+            .ip(&["link", "set", "p1", "down"])
+            .expect("link down");
+        // The server hears of it over p0 (MP_REMOVEADDR) and closes its side.
+        wait_for(Duration::from_secs(3), || {
+            t.status(true).is_ok_and(|st| path_counts(&st).1 == 1)
+        })
+        .unwrap_or_else(|_| {
+            panic!(
+                "cycle {k}: server kept the dead subflow: {}\n{}",
+                t.status(true).unwrap_or_default(),
+                t.log_tail(true)
+            )
+        });
+        t.client.ip(&["link", "set", "p1", "up"]).expect("link up");
+        t.client
+            .ip(&["route", "replace", "10.1.2.0/24", "via", "10.1.1.1"])
+            .expect("route");
+        wait_for(Duration::from_secs(5), || {
+            t.established_paths() >= 2 && t.status(true).is_ok_and(|st| path_counts(&st).1 == 2)
+        })
+        .unwrap_or_else(|_| {
+            panic!(
+                "cycle {k}: p1 did not rejoin: {}\n{}\n{}",
+                t.status(false).unwrap_or_default(),
+                t.log_tail(false),
+                t.log_tail(true)
+            )
+        });
+        let (c, s) = (
+            t.status(false).expect("client status"),
+            t.status(true).expect("server status"),
+        );
+        max_len.0 = max_len.0.max(path_counts(&c).0);
+        max_len.1 = max_len.1.max(path_counts(&s).0);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (log, arr) = s.finish();
+    let tally = probe::tally(&arr, 1, log.sent.len() as u64);
+    assert_eq!(tally.duplicates, 0, "{tally:?}");
+    let c = t.status(false).expect("client status");
+    let s = t.status(true).expect("server status");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
+    assert_eq!(n(&s["connections"][0]["stats"]["join_too_busy"]), 0, "{s}");
+    assert!(
+        n(&s["connections"][0]["stats"]["paths_removed_by_peer"]) >= u64::from(CYCLES),
+        "{s}"
+    );
+    assert!(
+        n(&c["connections"][0]["stats"]["removeaddr_sent"]) >= u64::from(CYCLES),
+        "{c}"
+    );
+    assert!(
+        n(&c["daemon"]["joins_started"]) >= u64::from(CYCLES) + 2,
+        "{c}"
+    );
+    // Closed subflows linger 1 s: 2 live plus at most 2 closed.
+    assert!(max_len.0 <= 4 && max_len.1 <= 4, "path tables {max_len:?}");
+    assert_eq!(
+        s["connections"].as_array().map(|a| a.len()),
+        Some(1),
+        "one connection throughout: {s}"
+    );
+    let delivered = tally.delivered as f64 / log.sent.len().max(1) as f64;
+    eprintln!(
+        "{CYCLES} flaps: path tables max client {} server {}; probes delivered {:.1} % ({} of {}), 0 duplicates",
+        max_len.0,
+        max_len.1,
+        delivered * 100.0,
+        tally.delivered,
+        log.sent.len()
+    );
+    assert!(delivered > 0.9, "{tally:?}");
+    let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 5).expect("ping after flapping");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+}

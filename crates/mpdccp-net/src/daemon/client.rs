@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mpdccp_proto::conn::{Connection, Event, PathConfig, Role};
-use mpdccp_proto::{Instant, PathId};
+use mpdccp_proto::{Instant, PathId, PathState};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
@@ -53,6 +53,9 @@ struct PathRt {
     established: bool,
     next_try: Instant,
     backoff: Duration,
+    /// Subflows this path lost while established (the core closed them:
+    /// expired, reset or withdrawn by the server) and rejoined.
+    lost: u64,
 }
 
 /// Runs the client until SIGTERM/SIGINT (or `close` on the control socket).
@@ -93,6 +96,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             established: false,
             next_try: Instant::ZERO,
             backoff: base_backoff,
+            lost: 0,
         })
         .collect();
 
@@ -278,6 +282,30 @@ impl Client {
     /// Brings paths up and down to match their interfaces.
     fn manage_paths(&mut self, now: Instant, paths: &mut [PathRt], base_backoff: Duration) {
         for p in paths.iter_mut() {
+            // A subflow the core closed on its own (expired by
+            // `path_idle_timeout`, reset or withdrawn by the server) while
+            // the interface stays up: drop the socket and rejoin after a
+            // backoff, as for an interface that came back.
+            if let Some(id) = p.id {
+                let alive = self
+                    .conn
+                    .paths()
+                    .iter()
+                    .any(|v| v.id == id && v.state != PathState::Closed);
+                if !alive && !self.conn.is_closed() {
+                    info!(path = %p.name, %id, "subflow closed by the core; rejoining");
+                    self.conn.set_path_down(now, id);
+                    p.id = None;
+                    p.socket = None;
+                    if p.established {
+                        p.lost += 1;
+                        p.backoff = base_backoff;
+                    }
+                    p.established = false;
+                    p.next_try = now + p.backoff;
+                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+                }
+            }
             let st = iface_state(&p.iface);
             let usable = st.usable_for(p.remote.ip());
             if p.usable && !usable {
@@ -461,6 +489,7 @@ impl Client {
                 json!({
                     "name": p.name, "interface": p.iface, "remote": p.remote.to_string(),
                     "usable": p.usable, "path_id": p.id.map(|i| i.0), "established": p.established,
+                    "lost_subflows": p.lost,
                     "local": p.socket.as_ref().map(|s| s.local_addr().to_string()),
                 })
             })

@@ -65,6 +65,17 @@ pub struct TunnelConfig {
     /// receiver behind queueing delay (and reordering timeouts) instead of
     /// loss. Root may exceed net.core.rmem_max.
     pub socket_buffer_bytes: usize,
+    /// A subflow silent this long is probed with a DCCP-Sync (answered by
+    /// SyncAck), again every interval; 0 = no keepalives.
+    pub keepalive_ms: u64,
+    /// A subflow silent this long (keepalives unanswered) while another
+    /// path of the connection is heard from is closed and its slot freed:
+    /// covers a peer that lost an interface without sending MP_REMOVEADDR.
+    /// 0 = never.
+    pub path_idle_timeout_ms: u64,
+    /// The whole connection closes after this long without a packet on any
+    /// path (a client then reconnects; a server frees the slot). 0 = never.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for TunnelConfig {
@@ -80,6 +91,9 @@ impl Default for TunnelConfig {
             path_mtu: 1500,
             multipath: true,
             socket_buffer_bytes: 256 << 10,
+            keepalive_ms: 2_000,
+            path_idle_timeout_ms: 15_000,
+            idle_timeout_ms: 120_000,
         }
     }
 }
@@ -104,6 +118,9 @@ impl TunnelConfig {
             max_paths: self.max_paths,
             mss_bytes,
             multipath: self.multipath,
+            keepalive_interval: ms_opt(self.keepalive_ms),
+            path_idle_timeout: ms_opt(self.path_idle_timeout_ms),
+            idle_timeout: ms_opt(self.idle_timeout_ms),
             ..Default::default()
         }
     }
@@ -277,6 +294,18 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
             mpdccp_proto::cc::CC_NAMES.join(", ")
         );
     }
+    let (ka, pit, it) = (
+        tunnel.keepalive_ms,
+        tunnel.path_idle_timeout_ms,
+        tunnel.idle_timeout_ms,
+    );
+    // An idle path must get at least two keepalives before it can expire.
+    if pit != 0 && (ka == 0 || ka.saturating_mul(2) > pit) {
+        bail!("tunnel.path_idle_timeout_ms ({pit}) needs keepalive_ms (now {ka}) set to at most half of it");
+    }
+    if it != 0 && ka != 0 && ka.saturating_mul(2) > it {
+        bail!("tunnel.idle_timeout_ms ({it}) must be at least twice keepalive_ms ({ka})");
+    }
     if tunnel.path_mtu < 576 {
         bail!("tunnel.path_mtu must be >= 576");
     }
@@ -284,6 +313,11 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
 }
 
 /// Parses `"addr/len"`.
+/// Milliseconds, 0 = off.
+fn ms_opt(ms: u64) -> Option<Duration> {
+    (ms != 0).then(|| Duration::from_millis(ms))
+}
+
 pub fn parse_cidr(s: &str) -> anyhow::Result<(IpAddr, u8)> {
     let (a, l) = s
         .split_once('/')
