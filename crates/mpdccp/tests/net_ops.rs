@@ -1,0 +1,523 @@
+//! Operations of the daemons, end to end between network namespaces:
+//! SIGTERM closes gracefully (MP_CLOSE reaches the peer) within the 3 s
+//! bound, `mpdccp status --close` does the same over the control socket,
+//! the Prometheus endpoint answers with valid text exposition whose numbers
+//! agree with `mpdccp status --json`, and traffic flows downstream (server
+//! to client) as well as upstream.
+//!
+//! Needs root. Without it each test prints a skip notice, or fails when
+//! `CI` is set. The tests run one at a time (a lock) to keep timing
+//! meaningful.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant as StdInstant};
+
+use mpdccp_net::clock;
+use mpdccp_net::netns::{self, spawn_in_netns};
+use mpdccp_net::probe::{self, ProbeConfig};
+use mpdccp_net::topo::{
+    wait_for, Topology, TunnelOpts, CLIENT_TUN_V4, CLIENT_TUN_V6, SERVER_TUN_V4,
+};
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip(name: &str) -> bool {
+    if netns::is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{name}: needs root, and CI must run as root");
+    }
+    eprintln!("SKIP {name}: needs root (network namespaces)");
+    false
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
+}
+
+fn tunnel() -> Topology {
+    let mut t = Topology::build(2).expect("topology");
+    for i in 0..2 {
+        t.start_emulator(exe(), i, &["--delay-ms", "5", "--rate-mbps", "50"])
+            .expect("emulator");
+    }
+    t.start_tunnel(exe(), &TunnelOpts::default())
+        .expect("tunnel up on both paths");
+    t
+}
+
+/// `Topology::start_tunnel` pushes the server's process, then the client's.
+fn daemon_index(t: &Topology, server: bool) -> usize {
+    t.procs.len() - if server { 2 } else { 1 }
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(u64::MAX)
+}
+
+/// SIGTERM to the client: it sends MP_CLOSE on every subflow, the server
+/// closes the connection ("closed by peer", the reason only MP_CLOSE with
+/// the right key sets), and the client exits 0 within the 3 s bound.
+#[test]
+fn sigterm_closes_gracefully_and_the_server_forgets_the_connection() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("sigterm_closes_gracefully_and_the_server_forgets_the_connection") {
+        return;
+    }
+    let mut t = tunnel();
+    let before = t.status(true).expect("server status");
+    assert_eq!(before["connections"].as_array().map(|a| a.len()), Some(1));
+    let i = daemon_index(&t, false);
+    let mut client = t.procs.remove(i);
+    let t0 = StdInstant::now();
+    let st = client.stop().expect("client exit status");
+    let took = t0.elapsed();
+    assert!(
+        st.success(),
+        "client exit status {st:?}\n{}",
+        t.log_tail(false)
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "client took {took:?} to exit"
+    );
+    wait_for(Duration::from_secs(2), || {
+        t.status(true)
+            .is_ok_and(|s| s["connections"].as_array().is_some_and(|a| a.is_empty()))
+    })
+    .unwrap_or_else(|_| panic!("server kept the connection: {}", t.log_tail(true)));
+    let after = t.status(true).expect("server status");
+    assert_eq!(n(&after["endpoint"]["closed_connections"]), 1, "{after}");
+    let log = t.log_tail(true);
+    assert!(
+        log.contains("closed by peer"),
+        "no MP_CLOSE at the server:\n{log}"
+    );
+    assert!(
+        t.log_tail(false).contains("closing gracefully (MP_CLOSE)"),
+        "{}",
+        t.log_tail(false)
+    );
+    eprintln!("client SIGTERM → exit 0 in {took:?}; server: connection closed by peer");
+}
+
+/// `mpdccp status --close` on the server's control socket: the server
+/// answers, closes every connection with MP_CLOSE (the client sees "closed
+/// by peer" and starts reconnecting) and exits 0 within the 3 s bound.
+#[test]
+fn status_close_shuts_the_server_down_gracefully() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("status_close_shuts_the_server_down_gracefully") {
+        return;
+    }
+    let mut t = tunnel();
+    let sock = t.control_socket(true);
+    let t0 = StdInstant::now();
+    let out = std::process::Command::new(exe())
+        .args(["status", "--socket"])
+        .arg(&sock)
+        .arg("--close")
+        .output()
+        .expect("mpdccp status --close");
+    assert!(out.status.success(), "{out:?}");
+    let reply: Value = serde_json::from_slice(&out.stdout).expect("JSON reply");
+    assert_eq!(reply["closing"], true, "{reply}");
+    let i = daemon_index(&t, true);
+    let st = t.procs[i]
+        .wait_timeout(Duration::from_secs(4))
+        .expect("server exit status");
+    let took = t0.elapsed();
+    assert!(st.success(), "server exit {st:?}\n{}", t.log_tail(true));
+    assert!(took < Duration::from_millis(3500), "server took {took:?}");
+    assert!(!sock.exists(), "control socket removed on exit");
+    wait_for(Duration::from_secs(2), || {
+        t.log_tail(false).contains("closed by peer")
+    })
+    .unwrap_or_else(|_| panic!("client did not see MP_CLOSE:\n{}", t.log_tail(false)));
+    eprintln!("status --close → server exit 0 in {took:?}; client: closed by peer");
+}
+
+/// One Prometheus sample.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses text exposition format 0.0.4 strictly enough to catch what a
+/// Prometheus server rejects: metric and label names, quoting and escapes,
+/// numbers, a `# TYPE` line before a family's samples, families contiguous.
+fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
+    let valid_name = |s: &str| {
+        !s.is_empty()
+            && s.chars().enumerate().all(|(i, c)| {
+                c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())
+            })
+    };
+    let mut typed: BTreeSet<String> = BTreeSet::new();
+    let mut finished: BTreeSet<String> = BTreeSet::new();
+    let mut current: Option<String> = None;
+    let mut out = Vec::new();
+    for (ln, line) in text.lines().enumerate() {
+        let err = |m: &str| Err(format!("line {}: {m}: {line}", ln + 1));
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut it = rest.split(' ');
+            let (Some(name), Some(ty), None) = (it.next(), it.next(), it.next()) else {
+                return err("bad TYPE");
+            };
+            if !valid_name(name) || !["gauge", "counter", "untyped"].contains(&ty) {
+                return err("bad TYPE");
+            }
+            if !typed.insert(name.to_string()) {
+                return err("second TYPE for a family");
+            }
+            if let Some(c) = current.replace(name.to_string()) {
+                finished.insert(c);
+            }
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let name = &line[..name_end];
+        if !valid_name(name) {
+            return err("bad metric name");
+        }
+        if current.as_deref() != Some(name) || finished.contains(name) {
+            return err("sample outside its family's TYPE block");
+        }
+        let mut labels = BTreeMap::new();
+        let mut rest = &line[name_end..];
+        if let Some(r) = rest.strip_prefix('{') {
+            let mut r = r;
+            loop {
+                if let Some(r2) = r.strip_prefix('}') {
+                    r = r2;
+                    break;
+                }
+                let Some(eq) = r.find('=') else {
+                    return err("label without =");
+                };
+                let key = &r[..eq];
+                if !valid_name(key) || key.contains(':') {
+                    return err("bad label name");
+                }
+                let Some(v) = r[eq + 1..].strip_prefix('"') else {
+                    return err("label value not quoted");
+                };
+                let mut val = String::new();
+                let mut chars = v.char_indices();
+                let mut end = None;
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => match chars.next() {
+                            Some((_, 'n')) => val.push('\n'),
+                            Some((_, '\\')) => val.push('\\'),
+                            Some((_, '"')) => val.push('"'),
+                            _ => return err("bad escape"),
+                        },
+                        '"' => {
+                            end = Some(i);
+                            break;
+                        }
+                        c => val.push(c),
+                    }
+                }
+                let Some(end) = end else {
+                    return err("unterminated label value");
+                };
+                labels.insert(key.to_string(), val);
+                r = &v[end + 1..];
+                r = r.strip_prefix(',').unwrap_or(r);
+            }
+            rest = r;
+        }
+        let Some(v) = rest.strip_prefix(' ') else {
+            return err("no value");
+        };
+        let value = match v {
+            "NaN" => f64::NAN,
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => match v.parse::<f64>() {
+                Ok(x) => x,
+                Err(_) => return err("bad value"),
+            },
+        };
+        out.push(Sample {
+            name: name.to_string(),
+            labels,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// GET on the daemon's Prometheus endpoint, from inside its namespace.
+fn scrape(ns: &str, port: u16) -> String {
+    spawn_in_netns(ns, move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out)
+    })
+    .join()
+    .expect("scrape thread")
+    .expect("scrape")
+}
+
+fn body(resp: &str) -> &str {
+    assert!(resp.starts_with("HTTP/1.0 200"), "{resp}");
+    assert!(
+        resp.contains("Content-Type: text/plain; version=0.0.4"),
+        "{resp}"
+    );
+    resp.split_once("\r\n\r\n").expect("headers end").1
+}
+
+/// Restarts both daemons with `[ops] prometheus = "127.0.0.1:PORT"` added
+/// to the configs `start_tunnel` wrote.
+fn restart_with_prometheus(t: &mut Topology, port: u16) {
+    // The client is the last process, the server the one before it.
+    for server in [false, true] {
+        let mut p = t.procs.pop().expect("daemon process");
+        let st = p.stop();
+        assert!(st.is_some_and(|s| s.success()), "{st:?}");
+        let f = t
+            .dir
+            .join(if server { "server.toml" } else { "client.toml" });
+        let c = std::fs::read_to_string(&f).expect("config");
+        let c = c.replacen(
+            "[ops]\n",
+            &format!("[ops]\nprometheus = \"127.0.0.1:{port}\"\n"),
+            1,
+        );
+        std::fs::write(&f, c).expect("config");
+    }
+    let exe_s = exe().to_string_lossy().into_owned();
+    for server in [true, false] {
+        let f = t
+            .dir
+            .join(if server { "server.toml" } else { "client.toml" });
+        let f = f.to_string_lossy().into_owned();
+        let role = if server { "server" } else { "client" };
+        let ns = if server { &t.server } else { &t.client };
+        let p = ns
+            .spawn_logged(
+                "env",
+                &["RUST_LOG=info", &exe_s, role, "--config", &f],
+                &t.log_file(server),
+            )
+            .expect("daemon");
+        t.procs.push(p);
+        if server {
+            wait_for(Duration::from_secs(10), || t.control_socket(true).exists())
+                .expect("server control socket");
+        }
+    }
+    wait_for(Duration::from_secs(15), || t.established_paths() >= 2)
+        .unwrap_or_else(|_| panic!("tunnel after restart: {}", t.log_tail(false)));
+}
+
+/// Every integer counter of the status document with the Prometheus
+/// sample it must match: (metric, labels) → JSON value.
+fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
+    let mut v = Vec::new();
+    let lbl = |pairs: &[(&str, String)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    for (k, x) in st["daemon"].as_object().into_iter().flatten() {
+        if let Some(x) = x.as_u64() {
+            v.push((format!("mpdccp_daemon_{k}"), BTreeMap::new(), x));
+        }
+    }
+    for c in st["connections"].as_array().into_iter().flatten() {
+        let conn = c["handle"].to_string();
+        for (k, x) in c["stats"].as_object().into_iter().flatten() {
+            if let Some(x) = x.as_u64() {
+                v.push((
+                    format!("mpdccp_conn_stats_{k}"),
+                    lbl(&[("conn", conn.clone())]),
+                    x,
+                ));
+            }
+        }
+        for p in c["paths"].as_array().into_iter().flatten() {
+            let mut l = vec![("conn", conn.clone()), ("path", p["id"].to_string())];
+            if let Some(name) = p["name"].as_str() {
+                l.push(("name", name.to_string()));
+            }
+            for (k, x) in p["stats"].as_object().into_iter().flatten() {
+                if let Some(x) = x.as_u64() {
+                    v.push((format!("mpdccp_path_{k}"), lbl(&l), x));
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The Prometheus endpoint of both daemons, after traffic: valid text
+/// exposition (names, `# TYPE` per family, per-path labels), and every
+/// counter of `mpdccp status --json` taken between two scrapes lies
+/// between the two scraped values (counters only grow).
+#[test]
+fn prometheus_endpoint_is_valid_and_agrees_with_status_json() {
+    const PORT: u16 = 9464;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("prometheus_endpoint_is_valid_and_agrees_with_status_json") {
+        return;
+    }
+    let mut t = tunnel();
+    restart_with_prometheus(&mut t, PORT);
+    let out = t
+        .client
+        .output(
+            "ping",
+            &["-c", "20", "-i", "0.02", "-q", &SERVER_TUN_V4.to_string()],
+        )
+        .expect("ping");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    for server in [false, true] {
+        let ns = if server {
+            t.server.name()
+        } else {
+            t.client.name()
+        }
+        .to_string();
+        let first = parse_exposition(body(&scrape(&ns, PORT))).expect("valid exposition");
+        let st = t.status(server).expect("status --json");
+        let second = parse_exposition(body(&scrape(&ns, PORT))).expect("valid exposition");
+        let find = |s: &[Sample], name: &str, l: &BTreeMap<String, String>| {
+            s.iter()
+                .find(|x| x.name == name && &x.labels == l)
+                .map(|x| x.value)
+        };
+        let cs = counters(&st);
+        assert!(cs.len() > 60, "{} counters", cs.len());
+        for (name, l, json) in &cs {
+            let a = find(&first, name, l).unwrap_or_else(|| panic!("{name}{l:?} missing"));
+            let b = find(&second, name, l).unwrap_or_else(|| panic!("{name}{l:?} missing"));
+            let j = *json as f64;
+            assert!(
+                a <= j && j <= b,
+                "{name}{l:?}: scrape {a}, json {j}, scrape {b}"
+            );
+        }
+        // Per-path labels: one `mpdccp_path_cwnd_pkts` per path of the JSON.
+        let paths: BTreeSet<String> = st["connections"][0]["paths"]
+            .as_array()
+            .expect("paths")
+            .iter()
+            .map(|p| p["id"].to_string())
+            .collect();
+        let prom_paths: BTreeSet<String> = second
+            .iter()
+            .filter(|s| s.name == "mpdccp_path_cwnd_pkts")
+            .filter_map(|s| s.labels.get("path").cloned())
+            .collect();
+        assert_eq!(paths, prom_paths);
+        assert_eq!(paths.len(), 2);
+        if !server {
+            // The client names its paths after the configured interfaces.
+            let names: BTreeSet<&str> = second
+                .iter()
+                .filter(|s| s.name == "mpdccp_path_active")
+                .filter_map(|s| s.labels.get("name").map(|x| x.as_str()))
+                .collect();
+            let ifaces: BTreeSet<&str> = t.paths.iter().map(|p| p.iface.as_str()).collect();
+            assert_eq!(names, ifaces);
+        }
+        let delivered = find(
+            &second,
+            "mpdccp_conn_stats_delivered_pkts",
+            &BTreeMap::from([(
+                "conn".to_string(),
+                st["connections"][0]["handle"].to_string(),
+            )]),
+        )
+        .expect("delivered_pkts");
+        assert!(delivered >= 20.0, "{delivered}");
+        eprintln!(
+            "{}: {} samples, {} counters cross-checked against status --json",
+            if server { "server" } else { "client" },
+            second.len(),
+            cs.len()
+        );
+    }
+}
+
+/// Server → client through the tunnel: ping (IPv4 and IPv6) from the
+/// server's namespace, and a probe stream downstream delivered exactly once.
+#[test]
+fn downstream_ping_and_probe_stream_exactly_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("downstream_ping_and_probe_stream_exactly_once") {
+        return;
+    }
+    let t = tunnel();
+    for dst in [CLIENT_TUN_V4.to_string(), CLIENT_TUN_V6.to_string()] {
+        let out = t
+            .server
+            .output("ping", &["-c", "10", "-i", "0.05", "-W", "2", "-q", &dst])
+            .expect("ping from the server");
+        assert!(out.contains(" 0% packet loss"), "{dst}: {out}");
+    }
+    let abort = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let bind = SocketAddr::new(CLIENT_TUN_V4.into(), 9005);
+    let (a2, r2) = (abort.clone(), ready.clone());
+    let rx = spawn_in_netns(t.client.name(), move || {
+        Ok(probe::receive(bind, a2, Some(r2))?)
+    });
+    wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire)).expect("receiver ready");
+    let start = clock::now() + Duration::from_millis(20);
+    let cfg = ProbeConfig {
+        flow: 1,
+        dst: bind,
+        rate_bps: 8_000_000,
+        payload_bytes: 1000,
+        start,
+        stop: start + Duration::from_secs(3),
+    };
+    let a3 = abort.clone();
+    let tx = spawn_in_netns(t.server.name(), move || Ok(probe::send(&cfg, &a3)?));
+    let log = tx.join().expect("sender thread").expect("sender");
+    std::thread::sleep(Duration::from_millis(300));
+    abort.store(true, Ordering::Relaxed);
+    let arr = rx.join().expect("receiver thread").expect("receiver");
+    let tally = probe::tally(&arr, 1, log.sent.len() as u64);
+    assert!(log.sent.len() > 2500, "sent {}", log.sent.len());
+    assert_eq!(tally.duplicates, 0, "{tally:?}");
+    assert_eq!(tally.lost, 0, "{tally:?}");
+    assert_eq!(tally.delivered, log.sent.len() as u64);
+    let st = t.status(true).expect("server status");
+    let sent: u64 = st["connections"][0]["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .map(|p| n(&p["stats"]["tx_data_pkts"]))
+        .sum();
+    assert!(
+        sent >= log.sent.len() as u64,
+        "server sent {sent} data packets"
+    );
+    eprintln!(
+        "downstream: {} probes delivered exactly once ({} out of order)",
+        tally.delivered, tally.out_of_order
+    );
+}
