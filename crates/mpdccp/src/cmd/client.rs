@@ -6,28 +6,35 @@ use std::process::ExitCode;
 
 use mpdccp_net::daemon::config::ClientConfig;
 
-/// Configuration file (TOML), all keys optional unless marked:
-///
-///   server = "192.0.2.1:6773"          default server address for every path
-///   rejoin_backoff_ms = 200             first rejoin delay (doubles, max 30 s)
-///   seed = 0                            0 = OS randomness
-///   [[path]]                            (at least one) one per access network
-///     interface = "wlan0"               (required) SO_BINDTODEVICE
-///     name = "wifi"                     for logs/status (default: interface)
-///     source = "192.168.1.10"           default: the interface's address
-///     remote = "192.0.2.1:6773"         default: `server`
-///     priority = 3                      MP_PRIO: 1 standby, 2 secondary, 3..15 primary
-///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
-///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers)
-///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
-///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
-///            multipath = true, socket_buffer_bytes = 262144
-///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9191"
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Client configuration (TOML); see `--help` and crates/mpdccp-net/README.md.
-    #[arg(long, short)]
+    /// Client configuration (TOML); `--help` lists the keys, crates/mpdccp-net/README.md explains them.
+    ///
+    /// Configuration file (TOML), all keys optional unless marked:
+    ///
+    ///   server = "192.0.2.1:6773"          default server address for every path
+    ///   rejoin_backoff_ms = 200             first rejoin delay (doubles, max 30 s)
+    ///   seed = 0                            0 = OS randomness
+    ///   [[path]]                            (at least one) one per access network
+    ///     interface = "wlan0"               (required) SO_BINDTODEVICE
+    ///     name = "wifi"                     for logs/status (default: interface)
+    ///     source = "192.168.1.10"           default: the interface's address
+    ///     remote = "192.0.2.1:6773"         default: `server`
+    ///     priority = 3                      MP_PRIO: 1 standby, 2 secondary, 3..15 primary
+    ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
+    ///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers)
+    ///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
+    ///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
+    ///            multipath = true, socket_buffer_bytes = 262144,
+    ///            keepalive_ms = 2000        probe a silent subflow (Sync/SyncAck); 0 = off
+    ///            path_idle_timeout_ms = 15000  close a subflow silent this long; 0 = never
+    ///            idle_timeout_ms = 120000   close the connection when every path is silent; 0 = never
+    ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9191"
+    ///            (Prometheus: text format, any GET; optional)
+    ///
+    /// SIGTERM or SIGINT (or `mpdccp status --close`) closes gracefully: MP_CLOSE
+    /// on every subflow, exit 0 within 3 s. Logs: RUST_LOG=info|debug to stderr.
+    #[arg(long, short, verbatim_doc_comment)]
     config: PathBuf,
     /// Override `ops.control_socket`.
     #[arg(long)]

@@ -6,23 +6,30 @@ use std::process::ExitCode;
 
 use mpdccp_net::daemon::config::ServerConfig;
 
-/// Configuration file (TOML), all keys optional unless marked:
-///
-///   listen = "0.0.0.0:6773"            (required) UDP address:port for all clients
-///   max_clients = 256                   most connections at once
-///   max_learned_addresses = 65536       inner addresses remembered for routing
-///   seed = 0                            0 = OS randomness
-///   [tun]    name = "mpdccp0", addresses = ["10.99.0.1/24", "fd99::1/64"],
-///            routes = [], mtu = 0 (0 = path_mtu minus all headers)
-///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
-///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
-///            multipath = true, socket_buffer_bytes = 262144
-///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9190"
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Server configuration (TOML); see `--help` and crates/mpdccp-net/README.md.
-    #[arg(long, short)]
+    /// Server configuration (TOML); `--help` lists the keys, crates/mpdccp-net/README.md explains them.
+    ///
+    /// Configuration file (TOML), all keys optional unless marked:
+    ///
+    ///   listen = "0.0.0.0:6773"            (required) UDP address:port for all clients
+    ///   max_clients = 256                   most connections at once
+    ///   max_learned_addresses = 65536       inner addresses remembered for routing
+    ///   seed = 0                            0 = OS randomness
+    ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.1/24", "fd99::1/64"],
+    ///            routes = [], mtu = 0 (0 = path_mtu minus all headers)
+    ///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
+    ///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
+    ///            multipath = true, socket_buffer_bytes = 262144,
+    ///            keepalive_ms = 2000        probe a silent subflow (Sync/SyncAck); 0 = off
+    ///            path_idle_timeout_ms = 15000  close a subflow silent this long; 0 = never
+    ///            idle_timeout_ms = 120000   close the connection when every path is silent; 0 = never
+    ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9190"
+    ///            (Prometheus: text format, any GET; optional)
+    ///
+    /// SIGTERM or SIGINT (or `mpdccp status --close`) closes gracefully: MP_CLOSE
+    /// on every subflow, exit 0 within 3 s. Logs: RUST_LOG=info|debug to stderr.
+    #[arg(long, short, verbatim_doc_comment)]
     config: PathBuf,
     /// Override `ops.control_socket`.
     #[arg(long)]
