@@ -501,3 +501,78 @@ fn tunnel_interface_flaps_twelve_times_without_leaking_paths() {
     let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 5).expect("ping after flapping");
     assert!(out.contains(" 0% packet loss"), "{out}");
 }
+
+/// A path that dies without either end noticing an interface change (the
+/// router's server-side link goes down: both daemons' interfaces stay up,
+/// no MP_REMOVEADDR can be sent): keepalives go unanswered, both ends
+/// expire the silent subflow after `path_idle_timeout_ms`, the connection
+/// carries on over the other path, and when the router link returns the
+/// client's rejoin succeeds.
+#[test]
+fn silent_path_expires_at_both_ends_and_rejoins() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("silent_path_expires_at_both_ends_and_rejoins") {
+        return;
+    }
+    let mut t = two_paths("5", "20");
+    let opts = TunnelOpts {
+        extra_tunnel: "keepalive_ms = 500\npath_idle_timeout_ms = 3000\n".into(),
+        ..Default::default()
+    };
+    t.start_tunnel(exe(), &opts).expect("tunnel");
+    let cut = std::time::Instant::now();
+    t.routers[1].ip(&["link", "set", "s", "down"]).expect("cut");
+    wait_for(Duration::from_secs(8), || {
+        t.status(true).is_ok_and(|st| path_counts(&st).1 == 1)
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "server did not expire the silent subflow: {}",
+            t.status(true).unwrap_or_default()
+        )
+    });
+    let expired_after = cut.elapsed();
+    let s = t.status(true).expect("server status");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
+    assert_eq!(n(&s["connections"][0]["stats"]["paths_expired"]), 1, "{s}");
+    assert_eq!(
+        n(&s["connections"][0]["stats"]["paths_removed_by_peer"]),
+        0,
+        "{s}"
+    );
+    assert!(
+        n(&s["connections"][0]["stats"]["keepalives_sent"]) >= 2,
+        "{s}"
+    );
+    // The client expires its side too and starts rejoining.
+    wait_for(Duration::from_secs(5), || {
+        t.status(false)
+            .is_ok_and(|c| c["configured_paths"][1]["lost_subflows"].as_u64() == Some(1))
+    })
+    .unwrap_or_else(|_| panic!("client: {}", t.status(false).unwrap_or_default()));
+    let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 5).expect("ping over the other path");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    t.routers[1]
+        .ip(&["link", "set", "s", "up"])
+        .expect("restore");
+    let back = std::time::Instant::now();
+    wait_for(Duration::from_secs(25), || {
+        t.established_paths() >= 2 && t.status(true).is_ok_and(|st| path_counts(&st).1 == 2)
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "no rejoin after the link returned: {}\n{}",
+            t.status(false).unwrap_or_default(),
+            t.log_tail(false)
+        )
+    });
+    let rejoined_after = back.elapsed();
+    let s = t.status(true).expect("server status");
+    assert_eq!(s["connections"].as_array().map(|a| a.len()), Some(1), "{s}");
+    assert!(path_counts(&s).0 <= 3, "{s}");
+    eprintln!(
+        "silent path: server expired it {:.1} s after the cut (timeout 3 s); rejoined {:.1} s after the link returned",
+        expired_after.as_secs_f64(),
+        rejoined_after.as_secs_f64()
+    );
+}
