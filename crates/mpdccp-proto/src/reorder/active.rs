@@ -427,6 +427,14 @@ impl Reorder for Active {
         paths: &[PathView],
         rx: &[PathReceiveState],
     ) {
+        // Forget paths the connection no longer has (closed subflows are
+        // reaped; a rejoining path comes back under a new id), so a
+        // flapping interface does not grow this table without bound. Only
+        // past a slack, so callers passing a partial view lose nothing.
+        if self.path_highest.len() > paths.len() + 16 {
+            self.path_highest
+                .retain(|(p, _)| paths.iter().any(|v| v.id == *p));
+        }
         self.admit(now, item, paths, rx);
         // Deadlines due by now expire here too, whatever became of this packet.
         self.release(now, None, Skip::Deadline);
