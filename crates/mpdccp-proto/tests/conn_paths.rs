@@ -320,3 +320,96 @@ fn forged_removeaddr_closes_nothing() {
     assert_eq!(h.server.stats().paths_removed_by_peer, 1);
     assert_eq!(live(&h, Side::Server), 1);
 }
+
+/// Address ids wrap after 255 rejoins; a genuine MP_REMOVEADDR captured on
+/// the wire and replayed (its MP_HMAC covers only id and nonce) once a new
+/// subflow holds the same address id must not close that subflow: each
+/// (id, nonce) is acted on once.
+#[test]
+fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
+    const MAX_CYCLES: usize = 300;
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default(); MAX_CYCLES + 2],
+        seed: 65,
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    h.open_path(1);
+    h.drive_for(Duration::from_millis(300));
+    let mut captured: Option<MpRemoveAddr> = None;
+    let mut hmac = [0u8; 20];
+    let mut reused_at = None;
+    for k in 1..=MAX_CYCLES {
+        let now = h.now;
+        h.specs[k].outages.push((now, NEVER));
+        h.client.set_path_down(now, PathId(k as u32));
+        h.drive_for(Duration::from_millis(150));
+        if captured.is_none() {
+            let seg = h
+                .wire
+                .iter()
+                .filter(|w| w.from == Side::Client && !w.dropped)
+                .filter_map(|w| Segment::parse(&w.bytes, None).ok())
+                .find(|s| s.mp.removeaddr.is_some())
+                .expect("the genuine MP_REMOVEADDR is on the wire");
+            captured = seg.mp.removeaddr;
+            hmac = seg.mp.hmac.expect("with its MP_HMAC");
+        }
+        let mark = h.wire.len();
+        h.open_path(k + 1);
+        h.drive_for(Duration::from_millis(150));
+        assert_eq!(live(&h, Side::Server), 2, "cycle {k}");
+        let join_id = h.wire[mark..]
+            .iter()
+            .filter(|w| w.from == Side::Client && w.path == PathId(k as u32 + 1))
+            .filter_map(|w| Segment::parse(&w.bytes, None).ok())
+            .find_map(|s| s.mp.join.map(|j| j.addr_id));
+        if join_id == captured.map(|c| c.addr_id) {
+            reused_at = Some(k + 1);
+            break;
+        }
+    }
+    let reused_at = reused_at.expect("address ids wrap within 300 rejoins");
+    let r = captured.expect("captured");
+    // Replay inside the sequence window of path 0 (an on-path observer
+    // sees the numbers of genuine packets).
+    let genuine = h
+        .wire
+        .iter()
+        .rev()
+        .find(|w| w.from == Side::Client && w.path == PathId(0) && !w.dropped)
+        .expect("genuine traffic on path 0");
+    let g = Segment::parse(&genuine.bytes, None).expect("parses");
+    let mut seg = Segment::new(PacketType::Ack, g.seq);
+    seg.ack = g.ack;
+    seg.mp.removeaddr = Some(r);
+    seg.mp.hmac = Some(hmac);
+    let (src, dst) = Harness::path_addrs(0);
+    seg.src_port = src.port();
+    seg.dst_port = dst.port();
+    let mut b = vec![0u8; 2048];
+    let n = seg.emit(&mut b, (src.ip(), dst.ip())).expect("fits");
+    let before = h.server.stats();
+    let now = h.now;
+    h.server
+        .handle_datagram_from(now, PathId(0), dst, src, &b[..n]);
+    h.drive_for(Duration::from_millis(300));
+    let s = h.server.stats();
+    assert_eq!(
+        s.removeaddr_bad_hmac, before.removeaddr_bad_hmac,
+        "the HMAC is genuine"
+    );
+    assert_eq!(s.removeaddr_duplicate - before.removeaddr_duplicate, 1);
+    assert_eq!(s.paths_removed_by_peer, before.paths_removed_by_peer);
+    assert_eq!(
+        live(&h, Side::Server),
+        2,
+        "subflow {reused_at} reusing the id survives"
+    );
+    eprintln!(
+        "address id {} reused by subflow {reused_at}; replay ignored",
+        r.addr_id
+    );
+}

@@ -90,6 +90,9 @@ const MP_SEQ_RESYNC_PKTS: u32 = 16;
 /// MP_SEQ this far behind the highest seen cannot come from a slow path.
 const MP_SEQ_MAX_LAG: u64 = 1 << 24;
 
+/// MP_REMOVEADDR (id, nonce) pairs remembered against replays.
+const REMOVEADDR_SEEN_MAX: usize = 256;
+
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
 const ACKVEC_MAX_CELLS: usize = 48;
 
@@ -393,6 +396,9 @@ pub struct ConnStats {
     pub paths_removed_by_peer: u64,
     /// MP_REMOVEADDR we sent for subflows whose interface went down.
     pub removeaddr_sent: u64,
+    /// MP_REMOVEADDR (id, nonce) seen before: a retransmission (confirmed
+    /// again) or a replay (never closes anything a second time).
+    pub removeaddr_duplicate: u64,
     /// Subflows expired after `path_idle_timeout` of silence.
     pub paths_expired: u64,
     /// Closed subflows forgotten (their slot free for a new one).
@@ -468,6 +474,10 @@ pub struct Connection {
     mp_jump_probe: Option<(u64, u32)>,
     /// A subflow was ever created (a server closes when its only attempt died).
     ever_had_path: bool,
+    /// MP_REMOVEADDR (address id, nonce) pairs acted on, newest last
+    /// (bounded): a replayed withdrawal must not close a later subflow
+    /// that reuses the address id.
+    removeaddr_seen: VecDeque<(u8, u32)>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -564,6 +574,7 @@ impl Connection {
             held_buf: Vec::new(),
             mp_jump_probe: None,
             ever_had_path: false,
+            removeaddr_seen: VecDeque::new(),
         })
     }
 
@@ -1897,7 +1908,17 @@ impl Connection {
                     self.events
                         .push_back(Event::AddressRemoved { id: r.addr_id });
                 }
-                self.close_paths_of_address(now, r.addr_id);
+                // The MP_HMAC covers only id and nonce, so an observer could
+                // replay it later; act on each (id, nonce) once.
+                if self.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
+                    self.stats.removeaddr_duplicate += 1;
+                } else {
+                    if self.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
+                        self.removeaddr_seen.pop_front();
+                    }
+                    self.removeaddr_seen.push_back((r.addr_id, r.nonce));
+                    self.close_paths_of_address(now, r.addr_id);
+                }
                 let sf = &mut self.paths[i];
                 if sf.pend.confirms.len() < 8 {
                     sf.pend.confirms.push(ConfirmItem {
