@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 use super::config::ClientConfig;
 use super::iface::{iface_state, LinkWatcher};
 use super::ops::{conn_json, OpsServer};
-use super::{open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use super::{flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, BATCH};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
@@ -106,7 +106,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
     };
-    let mut rx = RecvBatch::new(BATCH);
+    let offload = config.tunnel.offload;
+    let mut rx = super::recv_batch(offload);
     let mut txbuf = vec![0u8; 65_536];
     let mut tunbuf = vec![0u8; 65_536];
     let mut poll = PollSet::with_capacity(8 + paths.len());
@@ -124,6 +125,10 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         {
             if closing.is_none() {
                 d.manage_paths(now, &mut paths, base_backoff);
+                // UDP GRO on every (new) path socket; idempotent.
+                for s in paths.iter().filter_map(|p| p.socket.as_ref()) {
+                    s.set_gro(offload);
+                }
             }
             next_check = now + RECHECK;
         }
@@ -360,31 +365,14 @@ impl Client {
         let (Some(sock), Some(id)) = (&p.socket, p.id) else {
             return;
         };
-        for _ in 0..4 {
-            let n = match sock.recv_batch(rx) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            for i in 0..n {
-                let Some((data, from, truncated)) = rx.datagram(i) else {
-                    continue;
-                };
-                self.stats.udp_rx_datagrams += 1;
-                self.stats.udp_rx_bytes += data.len() as u64;
-                if truncated {
-                    self.stats.udp_rx_truncated += 1;
-                    continue;
-                }
-                if from != Some(p.remote) {
-                    self.stats.udp_rx_foreign += 1;
-                    continue;
-                }
-                self.conn.handle_datagram(now, id, data);
-            }
-            if n < rx.capacity() {
+        let conn = &mut self.conn;
+        super::drain_socket(sock, rx, &mut self.stats, |stats, from, data| {
+            if from != p.remote {
+                stats.udp_rx_foreign += 1;
                 return;
             }
-        }
+            conn.handle_datagram(now, id, data);
+        });
     }
 
     fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
@@ -405,9 +393,11 @@ impl Client {
         }
     }
 
-    /// Sends everything the core has for the network.
+    /// Sends everything the core has for the network: datagrams and GSO
+    /// trains queue per path, one `sendmmsg` per path at the end.
     fn flush(&mut self, now: Instant, paths: &mut [PathRt], buf: &mut [u8]) {
-        while let Some(t) = self.conn.poll_transmit(now, buf) {
+        let cap = buf.len().min(super::TRAIN_BUF_BYTES);
+        while let Some(t) = self.conn.poll_transmit(now, &mut buf[..cap]) {
             let Some(p) = paths.iter_mut().find(|p| p.id == Some(t.path)) else {
                 self.stats.udp_tx_no_socket += 1;
                 continue;
@@ -417,27 +407,14 @@ impl Client {
                 continue;
             };
             let data = &buf[..t.size];
-            match t.segment_size {
-                Some(seg) if seg < t.size => {
-                    let segs = t.size.div_ceil(seg) as u64;
-                    match sock.send_segments(data, seg, p.remote) {
-                        Ok(()) => self.stats.udp_tx_datagrams += segs,
-                        Err(_) => self.stats.udp_tx_errors += segs,
-                    }
-                }
-                _ => {
-                    if p.batch.is_full() {
-                        flush_batch(sock, &mut p.batch, &mut self.stats);
-                    }
-                    let slot = p.batch.next_buf();
-                    if slot.len() >= data.len() {
-                        slot[..data.len()].copy_from_slice(data);
-                        p.batch.commit(data.len(), p.remote);
-                    } else {
-                        self.stats.udp_tx_errors += 1;
-                    }
-                }
-            }
+            queue_transmit(
+                sock,
+                &mut p.batch,
+                &mut self.stats,
+                data,
+                t.segment_size,
+                p.remote,
+            );
         }
         for p in paths.iter_mut() {
             if let Some(sock) = &p.socket {
@@ -473,19 +450,6 @@ impl Client {
             "configured_paths": cfg_paths,
             "connections": [conn_json(&self.conn, self.conn_gen, &name_of)],
         })
-    }
-}
-
-pub(super) fn flush_batch(sock: &PathSocket, batch: &mut SendBatch, stats: &mut DaemonStats) {
-    while !batch.is_empty() {
-        match sock.send_batch(batch) {
-            Ok(n) if n > 0 => stats.udp_tx_datagrams += n as u64,
-            _ => {
-                // Socket buffer full or error: the core treats it as loss.
-                stats.udp_tx_errors += batch.len() as u64;
-                batch.clear();
-            }
-        }
     }
 }
 

@@ -65,6 +65,13 @@ pub struct TunnelConfig {
     /// receiver behind queueing delay (and reordering timeouts) instead of
     /// loss. Root may exceed net.core.rmem_max.
     pub socket_buffer_bytes: usize,
+    /// Kernel offloads on the data path: UDP GSO/GRO on the path sockets
+    /// and TSO/GRO-style super-packets on the TUN (`IFF_VNET_HDR`). false =
+    /// one kernel packet per datagram (for comparison and old kernels).
+    pub offload: bool,
+    /// Most equal-sized DCCP packets the core hands out as one UDP GSO
+    /// train (with `offload`).
+    pub gso_segments: usize,
 }
 
 impl Default for TunnelConfig {
@@ -80,6 +87,8 @@ impl Default for TunnelConfig {
             path_mtu: 1500,
             multipath: true,
             socket_buffer_bytes: 256 << 10,
+            offload: true,
+            gso_segments: 32,
         }
     }
 }
@@ -104,6 +113,11 @@ impl TunnelConfig {
             max_paths: self.max_paths,
             mss_bytes,
             multipath: self.multipath,
+            max_gso_segments: if self.offload {
+                self.gso_segments.clamp(1, 64)
+            } else {
+                1
+            },
             ..Default::default()
         }
     }

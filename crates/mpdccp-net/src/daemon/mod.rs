@@ -30,10 +30,114 @@ use tracing::info;
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
 use crate::netns;
 use crate::tun::Tun;
+use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
 
 /// Packets drained from one fd per wake-up before looking at the others.
 pub const BATCH: usize = 64;
+
+/// Receive slots for the path sockets: with UDP GRO a slot holds a whole
+/// train (up to 64 kB), so fewer slots.
+pub fn recv_batch(gro: bool) -> RecvBatch {
+    if gro {
+        RecvBatch::with_slot_bytes(16, MAX_TRAIN_BYTES)
+    } else {
+        RecvBatch::with_slot_bytes(BATCH, SLOT_BYTES)
+    }
+}
+
+/// Most bytes the core may put in one transmit: a UDP GSO train must fit
+/// one IP packet (65 535 bytes minus IP and UDP headers).
+pub const TRAIN_BUF_BYTES: usize = 65_000;
+
+/// Receives what is queued on `sock` (up to 4 `recvmmsg` calls, so one busy
+/// socket cannot starve the others), counts it in `stats`, and hands each
+/// DCCP datagram to `deliver(stats, from, datagram)` — a UDP GRO train split
+/// back into its datagrams at the segment size the kernel reported.
+pub fn drain_socket(
+    sock: &PathSocket,
+    rx: &mut RecvBatch,
+    stats: &mut DaemonStats,
+    mut deliver: impl FnMut(&mut DaemonStats, std::net::SocketAddr, &[u8]),
+) {
+    for _ in 0..4 {
+        let n = match sock.recv_batch(rx) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        stats.udp_rx_syscalls += 1;
+        for i in 0..n {
+            let Some((data, from, truncated)) = rx.datagram(i) else {
+                continue;
+            };
+            let seg = rx.gro_segment_bytes(i).filter(|&s| s < data.len());
+            if truncated || from.is_none() {
+                stats.udp_rx_datagrams += 1;
+                stats.udp_rx_bytes += data.len() as u64;
+                stats.udp_rx_truncated += u64::from(truncated);
+                continue;
+            }
+            let Some(from) = from else { continue };
+            let seg = match seg {
+                Some(s) => {
+                    stats.udp_rx_gro_trains += 1;
+                    s
+                }
+                None => data.len().max(1),
+            };
+            for d in data.chunks(seg) {
+                stats.udp_rx_datagrams += 1;
+                stats.udp_rx_bytes += d.len() as u64;
+                deliver(stats, from, d);
+            }
+        }
+        if n < rx.capacity() {
+            return;
+        }
+    }
+}
+
+/// Sends everything queued in `batch`; what the socket refuses (buffer
+/// full, error) is dropped and counted — the core sees it as loss.
+pub fn flush_batch(sock: &PathSocket, batch: &mut SendBatch, stats: &mut DaemonStats) {
+    while !batch.is_empty() {
+        match sock.send_batch(batch) {
+            Ok(n) if n > 0 => {
+                stats.udp_tx_datagrams += n as u64;
+                stats.udp_tx_syscalls += 1;
+            }
+            _ => {
+                stats.udp_tx_errors += batch.datagrams() as u64;
+                batch.clear();
+            }
+        }
+    }
+}
+
+/// Queues one transmit of the core (a datagram or a GSO train, at
+/// `data`) on `batch`, flushing first when the batch is full.
+pub fn queue_transmit(
+    sock: &PathSocket,
+    batch: &mut SendBatch,
+    stats: &mut DaemonStats,
+    data: &[u8],
+    segment_bytes: Option<usize>,
+    to: std::net::SocketAddr,
+) {
+    if batch.is_full() {
+        flush_batch(sock, batch, stats);
+    }
+    let slot = batch.next_buf();
+    if slot.len() < data.len() {
+        stats.udp_tx_errors += 1;
+        return;
+    }
+    slot[..data.len()].copy_from_slice(data);
+    if segment_bytes.is_some_and(|s| s < data.len()) {
+        stats.udp_tx_gso_trains += 1;
+    }
+    batch.commit(data.len(), to, segment_bytes);
+}
 
 /// Daemon-level counters (the core has its own, see `ConnStats`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -59,6 +163,14 @@ pub struct DaemonStats {
     pub udp_tx_errors: u64,
     /// Core output for a path whose socket is gone (interface down).
     pub udp_tx_no_socket: u64,
+    /// `recvmmsg` / `sendmmsg` calls that moved data (datagrams per call =
+    /// `udp_rx_datagrams / udp_rx_syscalls`).
+    pub udp_rx_syscalls: u64,
+    pub udp_tx_syscalls: u64,
+    /// Receive buffers that held a UDP GRO train (several datagrams).
+    pub udp_rx_gro_trains: u64,
+    /// UDP GSO trains sent (each several datagrams in one kernel packet).
+    pub udp_tx_gso_trains: u64,
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,

@@ -15,10 +15,9 @@ use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
-use super::client::flush_batch;
 use super::config::ServerConfig;
 use super::ops::{conn_json, stats_json, OpsServer};
-use super::{inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use super::{flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
@@ -46,6 +45,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         },
         config.listen,
     )?;
+    sock.set_gro(config.tunnel.offload);
     info!(listen = %sock.local_addr(), "server listening");
     eprintln!("server listening on udp {}", sock.local_addr());
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
@@ -64,9 +64,8 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
     };
-    let mut rx = RecvBatch::new(BATCH);
+    let mut rx = super::recv_batch(config.tunnel.offload);
     let mut batch = SendBatch::new(BATCH);
-    let mut txbuf = vec![0u8; 65_536];
     let mut tunbuf = vec![0u8; 65_536];
     let mut poll = PollSet::with_capacity(8);
     let mut closing: Option<Instant> = None;
@@ -77,7 +76,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             s.ep.handle_timeout(now);
         }
         s.handle_events();
-        s.flush(now, &sock, &mut batch, &mut txbuf);
+        s.flush(now, &sock, &mut batch);
         if let Some(t) = closing {
             if s.ep.connections().is_empty() || now >= t {
                 break;
@@ -178,28 +177,10 @@ impl Server {
     }
 
     fn handle_socket(&mut self, now: Instant, sock: &PathSocket, rx: &mut RecvBatch) {
-        for _ in 0..4 {
-            let n = match sock.recv_batch(rx) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            for i in 0..n {
-                let Some((data, from, truncated)) = rx.datagram(i) else {
-                    continue;
-                };
-                self.stats.udp_rx_datagrams += 1;
-                self.stats.udp_rx_bytes += data.len() as u64;
-                let Some(from) = from else { continue };
-                if truncated {
-                    self.stats.udp_rx_truncated += 1;
-                    continue;
-                }
-                self.ep.handle_datagram(now, from, data);
-            }
-            if n < rx.capacity() {
-                return;
-            }
-        }
+        let ep = &mut self.ep;
+        super::drain_socket(sock, rx, &mut self.stats, |_, from, data| {
+            ep.handle_datagram(now, from, data);
+        });
     }
 
     fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
@@ -231,30 +212,23 @@ impl Server {
         }
     }
 
-    fn flush(&mut self, now: Instant, sock: &PathSocket, batch: &mut SendBatch, buf: &mut [u8]) {
-        while let Some((to, t)) = self.ep.poll_transmit(now, buf) {
-            let data = &buf[..t.size];
-            match t.segment_size {
-                Some(seg) if seg < t.size => {
-                    let segs = t.size.div_ceil(seg) as u64;
-                    match sock.send_segments(data, seg, to) {
-                        Ok(()) => self.stats.udp_tx_datagrams += segs,
-                        Err(_) => self.stats.udp_tx_errors += segs,
-                    }
-                }
-                _ => {
-                    if batch.is_full() {
-                        flush_batch(sock, batch, &mut self.stats);
-                    }
-                    let slot = batch.next_buf();
-                    if slot.len() >= data.len() {
-                        slot[..data.len()].copy_from_slice(data);
-                        batch.commit(data.len(), to);
-                    } else {
-                        self.stats.udp_tx_errors += 1;
-                    }
-                }
+    /// Sends the core's output: datagrams and GSO trains are written
+    /// straight into the `sendmmsg` batch (no copy), flushed when full and
+    /// at the end.
+    fn flush(&mut self, now: Instant, sock: &PathSocket, batch: &mut SendBatch) {
+        loop {
+            if batch.is_full() {
+                flush_batch(sock, batch, &mut self.stats);
             }
+            let buf = batch.next_buf();
+            let cap = buf.len().min(super::TRAIN_BUF_BYTES);
+            let Some((to, t)) = self.ep.poll_transmit(now, &mut buf[..cap]) else {
+                break;
+            };
+            if t.segment_size.is_some_and(|s| s < t.size) {
+                self.stats.udp_tx_gso_trains += 1;
+            }
+            batch.commit(t.size, to, t.segment_size);
         }
         flush_batch(sock, batch, &mut self.stats);
     }
