@@ -27,7 +27,9 @@ use tracing::{debug, info, warn};
 use super::config::ClientConfig;
 use super::iface::{iface_state, LinkWatcher};
 use super::ops::{conn_json, OpsServer};
-use super::{flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, BATCH};
+use super::{
+    flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
+};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
@@ -62,7 +64,12 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         .path
         .iter()
         .any(|p| p.remote.or(config.server).is_some_and(|r| r.is_ipv6()));
-    let (tun, plan) = open_tun(&config.tun, config.tunnel.path_mtu, ipv6_outer)?;
+    let (tun, plan) = open_tun(
+        &config.tun,
+        config.tunnel.path_mtu,
+        ipv6_outer,
+        config.tunnel.offload,
+    )?;
     let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
     // Validate names (cc, scheduler, reorder) before touching the network.
     Connection::try_new(Role::Client, conn_cfg.clone(), clock::now(), 1)
@@ -109,7 +116,9 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let offload = config.tunnel.offload;
     let mut rx = super::recv_batch(offload);
     let mut txbuf = vec![0u8; 65_536];
-    let mut tunbuf = vec![0u8; 65_536];
+    let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
+    let mut segbuf = vec![0u8; 65_536];
+    let mut tun_writer = TunWriter::new();
     let mut poll = PollSet::with_capacity(8 + paths.len());
     let mut closing: Option<Instant> = None;
     let mut next_check = Instant::ZERO;
@@ -139,13 +148,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         // Events.
         while let Some(ev) = d.conn.poll_event() {
             match ev {
-                Event::Delivered { data, .. } => match d.tun.send(&data) {
-                    Ok(_) => {
-                        d.stats.tun_tx_pkts += 1;
-                        d.stats.tun_tx_bytes += data.len() as u64;
-                    }
-                    Err(_) => d.stats.tun_tx_errors += 1,
-                },
+                Event::Delivered { data, .. } => tun_writer.write(&d.tun, &mut d.stats, &data),
                 Event::Connected => info!("connected"),
                 Event::PathEstablished(id) => {
                     if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
@@ -180,6 +183,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 other => debug!(?other, "event"),
             }
         }
+        tun_writer.flush(&d.tun, &mut d.stats);
         if closing.is_some() && (d.conn.is_closed() || closing.is_some_and(|t| now >= t)) {
             d.flush(now, &mut paths, &mut txbuf);
             break;
@@ -262,7 +266,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             }
         }
         if poll.readable(i_tun) && closing.is_none() {
-            d.handle_tun(now, &mut tunbuf);
+            d.handle_tun(now, &mut tunbuf, &mut segbuf);
         }
     }
     Ok(())
@@ -375,22 +379,15 @@ impl Client {
         });
     }
 
-    fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
-        for _ in 0..BATCH {
-            let n = match self.tun.recv(buf) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            self.stats.tun_rx_pkts += 1;
-            self.stats.tun_rx_bytes += n as u64;
-            if super::inner_dst(&buf[..n]).is_none() {
-                self.stats.tun_rx_malformed += 1;
-                continue;
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
+        let conn = &mut self.conn;
+        super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
+            if super::inner_dst(pkt).is_none() {
+                stats.tun_rx_malformed += 1;
+            } else if conn.send(now, pkt).is_err() {
+                stats.send_rejected += 1;
             }
-            if self.conn.send(now, &buf[..n]).is_err() {
-                self.stats.send_rejected += 1;
-            }
-        }
+        });
     }
 
     /// Sends everything the core has for the network: datagrams and GSO

@@ -29,6 +29,7 @@ use tracing::info;
 
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
 use crate::netns;
+use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
@@ -142,6 +143,10 @@ pub fn queue_transmit(
 /// Daemon-level counters (the core has its own, see `ConnStats`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DaemonStats {
+    /// TUN reads / writes (with offload a frame may hold many packets).
+    pub tun_rx_frames: u64,
+    pub tun_tx_frames: u64,
+    /// IP packets from the TUN (after splitting super-packets).
     pub tun_rx_pkts: u64,
     pub tun_rx_bytes: u64,
     pub tun_tx_pkts: u64,
@@ -174,6 +179,102 @@ pub struct DaemonStats {
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,
+    /// TUN offload: super-packets split and coalesced, checksums completed.
+    pub tun_offload: OffloadStats,
+}
+
+/// Reads up to [`BATCH`] frames from the TUN (stopping early after
+/// [`TUN_PKTS_PER_WAKE`] packets, so one wake-up stays short) and hands
+/// every IP packet to `send(stats, packet)` — with offload, super-packets
+/// are split into tunnel-MTU packets first (`seg` is their scratch space).
+pub fn drain_tun(
+    tun: &Tun,
+    buf: &mut [u8],
+    seg: &mut [u8],
+    stats: &mut DaemonStats,
+    mut send: impl FnMut(&mut DaemonStats, &[u8]),
+) {
+    let mut pkts = 0usize;
+    for _ in 0..BATCH {
+        let n = match tun.recv(buf) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        stats.tun_rx_frames += 1;
+        if tun.offload() {
+            let mut off = std::mem::take(&mut stats.tun_offload);
+            let r = offload::split(&buf[..n], seg, &mut off, |p| {
+                stats.tun_rx_pkts += 1;
+                stats.tun_rx_bytes += p.len() as u64;
+                send(stats, p);
+            });
+            stats.tun_offload = off;
+            pkts += r.unwrap_or(0);
+        } else {
+            stats.tun_rx_pkts += 1;
+            stats.tun_rx_bytes += n as u64;
+            send(stats, &buf[..n]);
+            pkts += 1;
+        }
+        if pkts >= TUN_PKTS_PER_WAKE {
+            return;
+        }
+    }
+}
+
+/// Packets taken from the TUN per wake-up before the loop sends them on.
+pub const TUN_PKTS_PER_WAKE: usize = 512;
+
+/// Writes delivered packets to the TUN; with offload, consecutive segments
+/// of one TCP flow become one super-packet ([`offload::Coalescer`]). The
+/// caller must [`TunWriter::flush`] at the end of each wake-up: nothing is
+/// held longer.
+pub struct TunWriter {
+    coalescer: Coalescer,
+}
+
+impl Default for TunWriter {
+    fn default() -> Self {
+        TunWriter::new()
+    }
+}
+
+impl TunWriter {
+    pub fn new() -> TunWriter {
+        TunWriter {
+            coalescer: Coalescer::new(),
+        }
+    }
+
+    pub fn write(&mut self, tun: &Tun, stats: &mut DaemonStats, pkt: &[u8]) {
+        stats.tun_tx_pkts += 1;
+        stats.tun_tx_bytes += pkt.len() as u64;
+        if !tun.offload() {
+            stats.tun_tx_frames += 1;
+            if tun.send(pkt).is_err() {
+                stats.tun_tx_errors += 1;
+            }
+            return;
+        }
+        let (mut frames, mut errors) = (0u64, 0u64);
+        self.coalescer
+            .push(pkt, &mut stats.tun_offload, &mut |h, p| {
+                frames += 1;
+                errors += u64::from(tun.send_vnet(h, p).is_err());
+            });
+        stats.tun_tx_frames += frames;
+        stats.tun_tx_errors += errors;
+    }
+
+    pub fn flush(&mut self, tun: &Tun, stats: &mut DaemonStats) {
+        let (mut frames, mut errors) = (0u64, 0u64);
+        self.coalescer.flush(&mut stats.tun_offload, &mut |h, p| {
+            frames += 1;
+            errors += u64::from(tun.send_vnet(h, p).is_err());
+        });
+        stats.tun_tx_frames += frames;
+        stats.tun_tx_errors += errors;
+    }
 }
 
 /// Opens and configures the TUN device; returns it with the MTU plan used.
@@ -181,6 +282,7 @@ pub fn open_tun(
     cfg: &TunConfig,
     path_mtu: u32,
     ipv6_outer: bool,
+    offload: bool,
 ) -> anyhow::Result<(Tun, MtuPlan)> {
     let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
     let mtu = if cfg.mtu > 0 {
@@ -188,7 +290,11 @@ pub fn open_tun(
     } else {
         plan.tun_mtu
     };
-    let tun = Tun::open(&cfg.name)?;
+    let tun = if offload {
+        Tun::open_offload(&cfg.name)?
+    } else {
+        Tun::open(&cfg.name)?
+    };
     let name = tun.name().to_string();
     netns::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
     let mut v6 = false;

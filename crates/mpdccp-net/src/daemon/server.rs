@@ -17,7 +17,9 @@ use tracing::{debug, info, warn};
 
 use super::config::ServerConfig;
 use super::ops::{conn_json, stats_json, OpsServer};
-use super::{flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use super::{
+    flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
+};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
@@ -27,7 +29,12 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
-    let (tun, plan) = open_tun(&config.tun, config.tunnel.path_mtu, config.listen.is_ipv6())?;
+    let (tun, plan) = open_tun(
+        &config.tun,
+        config.tunnel.path_mtu,
+        config.listen.is_ipv6(),
+        config.tunnel.offload,
+    )?;
     let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
     mpdccp_proto::conn::Connection::try_new(
         mpdccp_proto::conn::Role::Server,
@@ -61,12 +68,14 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         max_owners: config.max_learned_addresses,
         stats: DaemonStats::default(),
         tun,
+        tun_writer: TunWriter::new(),
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
     };
     let mut rx = super::recv_batch(config.tunnel.offload);
     let mut batch = SendBatch::new(BATCH);
-    let mut tunbuf = vec![0u8; 65_536];
+    let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
+    let mut segbuf = vec![0u8; 65_536];
     let mut poll = PollSet::with_capacity(8);
     let mut closing: Option<Instant> = None;
 
@@ -114,7 +123,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             s.handle_socket(now, &sock, &mut rx);
         }
         if poll.readable(i_tun) && closing.is_none() {
-            s.handle_tun(now, &mut tunbuf);
+            s.handle_tun(now, &mut tunbuf, &mut segbuf);
         }
     }
     Ok(())
@@ -127,6 +136,7 @@ struct Server {
     max_owners: usize,
     stats: DaemonStats,
     tun: Tun,
+    tun_writer: TunWriter,
     started: Instant,
     tun_mtu: u32,
 }
@@ -152,13 +162,7 @@ impl Server {
                             self.owners.insert(src, h);
                         }
                     }
-                    match self.tun.send(&data) {
-                        Ok(_) => {
-                            self.stats.tun_tx_pkts += 1;
-                            self.stats.tun_tx_bytes += data.len() as u64;
-                        }
-                        Err(_) => self.stats.tun_tx_errors += 1,
-                    }
+                    self.tun_writer.write(&self.tun, &mut self.stats, &data);
                 }
                 Event::Connected => info!(conn = h.0, "client connected"),
                 Event::PathEstablished(p) => {
@@ -174,6 +178,7 @@ impl Server {
                 other => debug!(conn = h.0, ?other, "event"),
             }
         }
+        self.tun_writer.flush(&self.tun, &mut self.stats);
     }
 
     fn handle_socket(&mut self, now: Instant, sock: &PathSocket, rx: &mut RecvBatch) {
@@ -183,33 +188,28 @@ impl Server {
         });
     }
 
-    fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
-        for _ in 0..BATCH {
-            let n = match self.tun.recv(buf) {
-                Ok(n) => n,
-                Err(_) => return,
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
+        let (ep, owners) = (&mut self.ep, &self.owners);
+        super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
+            let Some(dst) = inner_dst(pkt) else {
+                stats.tun_rx_malformed += 1;
+                return;
             };
-            self.stats.tun_rx_pkts += 1;
-            self.stats.tun_rx_bytes += n as u64;
-            let Some(dst) = inner_dst(&buf[..n]) else {
-                self.stats.tun_rx_malformed += 1;
-                continue;
-            };
-            let h = match self.owners.get(&dst) {
+            let h = match owners.get(&dst) {
                 Some(&h) => Some(h),
                 None => {
-                    let conns = self.ep.connections();
+                    let conns = ep.connections();
                     (conns.len() == 1).then(|| conns[0])
                 }
             };
             let Some(h) = h else {
-                self.stats.no_route += 1;
-                continue;
+                stats.no_route += 1;
+                return;
             };
-            if self.ep.send(now, h, &buf[..n]).is_err() {
-                self.stats.send_rejected += 1;
+            if ep.send(now, h, pkt).is_err() {
+                stats.send_rejected += 1;
             }
-        }
+        });
     }
 
     /// Sends the core's output: datagrams and GSO trains are written
