@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
+use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 
 fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Result<Value> {
     let p = t.server.spawn("iperf3", &["-s", "-1", "-B", dst])?;
@@ -179,7 +179,16 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     };
     t.start_tunnel(exe, &opts)?;
     let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
-    let tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    // IPv6 inside the tunnel (TSO6 / TCPV6 coalescing), TCP only.
+    let tcp6 = iperf(&mut t, &SERVER_TUN_V6.to_string(), &[], secs)?;
+    tunnel["tcp_v6_mbps"] = json!(
+        tcp6["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6
+    );
+    tunnel["tcp_v6_retransmits"] = tcp6["end"]["sum_sent"]["retransmits"].clone();
     let added = tunnel["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0)
         - direct["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0);
     let client_status = t.status(false).unwrap_or(Value::Null);

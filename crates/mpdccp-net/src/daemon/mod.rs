@@ -291,7 +291,11 @@ pub fn open_tun(
         plan.tun_mtu
     };
     let tun = if offload {
-        Tun::open_offload(&cfg.name)?
+        // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
+        Tun::open_offload(&cfg.name).or_else(|e| {
+            tracing::warn!("TUN offloads unavailable ({e}); one packet per read/write");
+            Tun::open(&cfg.name)
+        })?
     } else {
         Tun::open(&cfg.name)?
     };
