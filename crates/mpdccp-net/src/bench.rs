@@ -181,7 +181,7 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
     let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
     // IPv6 inside the tunnel (TSO6 / TCPV6 coalescing), TCP only.
-    let tcp6 = iperf(&mut t, &SERVER_TUN_V6.to_string(), &[], secs)?;
+    let tcp6 = iperf(&mut t, SERVER_TUN_V6, &[], secs)?;
     tunnel["tcp_v6_mbps"] = json!(
         tcp6["end"]["sum_received"]["bits_per_second"]
             .as_f64()
