@@ -11,6 +11,13 @@
 //! pacing and timers are honoured to within the scheduler's wake-up latency.
 //! Buffers are allocated once at start; the daemon itself allocates nothing
 //! per packet (the core's `Event::Delivered` carries its own `Vec`).
+//!
+//! With `tunnel.offload` (default) the kernel moves few, big packets: TCP
+//! super-packets from the TUN are split ([`drain_tun`], [`crate::offload`]),
+//! delivered segments of one flow are merged into one TUN write
+//! ([`TunWriter`], flushed at the end of every wake-up so nothing waits),
+//! DCCP packets leave as UDP GSO trains and arrive as UDP GRO trains
+//! ([`drain_socket`]).
 
 pub mod client;
 pub mod config;
