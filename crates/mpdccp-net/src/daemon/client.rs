@@ -262,11 +262,11 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         }
         for (k, p) in paths.iter().enumerate().take(16) {
             if i_sock[k] != usize::MAX && poll.readable(i_sock[k]) {
-                d.handle_socket(now, p, &mut rx);
+                d.handle_socket(p, &mut rx);
             }
         }
         if poll.readable(i_tun) && closing.is_none() {
-            d.handle_tun(now, &mut tunbuf, &mut segbuf);
+            d.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
         }
     }
     Ok(())
@@ -365,12 +365,12 @@ impl Client {
         }
     }
 
-    fn handle_socket(&mut self, now: Instant, p: &PathRt, rx: &mut RecvBatch) {
+    fn handle_socket(&mut self, p: &PathRt, rx: &mut RecvBatch) {
         let (Some(sock), Some(id)) = (&p.socket, p.id) else {
             return;
         };
         let conn = &mut self.conn;
-        super::drain_socket(sock, rx, &mut self.stats, |stats, from, data| {
+        super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, data| {
             if from != p.remote {
                 stats.udp_rx_foreign += 1;
                 return;

@@ -60,19 +60,22 @@ pub const TRAIN_BUF_BYTES: usize = 65_000;
 
 /// Receives what is queued on `sock` (up to 4 `recvmmsg` calls, so one busy
 /// socket cannot starve the others), counts it in `stats`, and hands each
-/// DCCP datagram to `deliver(stats, from, datagram)` — a UDP GRO train split
-/// back into its datagrams at the segment size the kernel reported.
+/// DCCP datagram to `deliver(stats, now, from, datagram)` — a UDP GRO train
+/// split back into its datagrams at the segment size the kernel reported.
+/// `now` is read after each receive: the core takes it as the arrival time
+/// (a stale one would shorten RTT samples).
 pub fn drain_socket(
     sock: &PathSocket,
     rx: &mut RecvBatch,
     stats: &mut DaemonStats,
-    mut deliver: impl FnMut(&mut DaemonStats, std::net::SocketAddr, &[u8]),
+    mut deliver: impl FnMut(&mut DaemonStats, Instant, std::net::SocketAddr, &[u8]),
 ) {
     for _ in 0..4 {
         let n = match sock.recv_batch(rx) {
             Ok(n) => n,
             Err(_) => return,
         };
+        let now = crate::clock::now();
         stats.udp_rx_syscalls += 1;
         for i in 0..n {
             let Some((data, from, truncated)) = rx.datagram(i) else {
@@ -96,7 +99,7 @@ pub fn drain_socket(
             for d in data.chunks(seg) {
                 stats.udp_rx_datagrams += 1;
                 stats.udp_rx_bytes += d.len() as u64;
-                deliver(stats, from, d);
+                deliver(stats, now, from, d);
             }
         }
         if n < rx.capacity() {

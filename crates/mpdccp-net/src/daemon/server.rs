@@ -120,10 +120,10 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             ops.handle_prometheus(&|| s.status());
         }
         if poll.readable(i_sock) {
-            s.handle_socket(now, &sock, &mut rx);
+            s.handle_socket(&sock, &mut rx);
         }
         if poll.readable(i_tun) && closing.is_none() {
-            s.handle_tun(now, &mut tunbuf, &mut segbuf);
+            s.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
         }
     }
     Ok(())
@@ -181,9 +181,9 @@ impl Server {
         self.tun_writer.flush(&self.tun, &mut self.stats);
     }
 
-    fn handle_socket(&mut self, now: Instant, sock: &PathSocket, rx: &mut RecvBatch) {
+    fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
         let ep = &mut self.ep;
-        super::drain_socket(sock, rx, &mut self.stats, |_, from, data| {
+        super::drain_socket(sock, rx, &mut self.stats, |_, now, from, data| {
             ep.handle_datagram(now, from, data);
         });
     }
