@@ -11,7 +11,7 @@ use super::queue::Queued;
 use super::seq::{unwrap48, SEQ_MASK};
 use super::PathConfig;
 use crate::cc::{
-    AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
+    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
     RttEstimator, SentPacket,
 };
 use crate::path::{PathId, PathState, PathView};
@@ -101,6 +101,9 @@ pub(crate) struct Subflow {
     /// reaches back to the older one, so one lost ack loses no information
     /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
     pub acked_high: [u64; 2],
+    /// When the packet numbered GSR arrived: the Elapsed Time our next
+    /// acknowledgement reports (RFC 4340 §13.2).
+    pub gsr_rx_at: Option<Instant>,
 
     // HC-sender (CCID2).
     pub sent: VecDeque<Sent>,
@@ -165,6 +168,16 @@ pub struct PathStats {
     pub lost_pkts: u64,
     pub rtos: u64,
     pub acks_sent: u64,
+    /// RTT samples taken from acknowledgements of data packets.
+    pub rtt_samples: u64,
+    /// Samples whose ack carried an Elapsed Time that was subtracted.
+    pub rtt_ack_delay_used: u64,
+    /// Elapsed Times not subtracted because the result would fall below the
+    /// path's minimum RTT (forged, absurd, or a clock step at the peer).
+    pub rtt_ack_delay_ignored: u64,
+    /// Samples refused outright: the ack arrived "before" the packet left
+    /// (a driver clock that went backwards).
+    pub rtt_samples_rejected: u64,
 }
 
 impl Subflow {
@@ -201,6 +214,7 @@ impl Subflow {
             ack_ratio_tx: conf.ack_ratio.max(1),
             ack_ratio_unconfirmed: conf.ack_ratio.max(1) != 1,
             acked_high: [0; 2],
+            gsr_rx_at: None,
             sent: VecDeque::new(),
             pipe: 0,
             top_acked: [0; 3],
@@ -339,12 +353,23 @@ impl Subflow {
     }
 
     /// Sender side: processes an acknowledgement (`ack` unwrapped) with its
-    /// optional Ack Vector. Returns true when the path came back from failure.
+    /// optional Ack Vector and the peer's Elapsed Time for `ack`. Returns
+    /// true when the path came back from failure.
+    ///
+    /// RTT sampling (RFC 4340 §11.3, RFC 4341 §5): an ack names many packets
+    /// but only the one numbered `ack` — the newest the peer had received
+    /// when it acknowledged — gives a sample, and only when this ack is the
+    /// first to acknowledge it (the packet was sent once: DCCP never
+    /// resends a sequence number, and a packet already acknowledged, lost
+    /// or forgotten after an RTO is not matched again). Elapsed Time is the
+    /// peer's hold time of exactly that packet, so it may be subtracted
+    /// (see [`RttEstimator::on_sample_with_ack_delay`]).
     pub fn on_ack(
         &mut self,
         now: Instant,
         ack: u64,
         cells: Option<&[u8]>,
+        ack_delay: Option<Duration>,
         coupled: &[CcSnapshot],
     ) -> bool {
         if ack > self.gar {
@@ -390,7 +415,8 @@ impl Subflow {
                     acked_bytes += s.bytes as u64;
                     rate.on_packet_delivered(now, &s.rate);
                     if s.seq == ack {
-                        rtt_sample = Some(now - s.rate.sent_time);
+                        // None when the driver's clock went backwards.
+                        rtt_sample = Some(now.checked_duration_since(s.rate.sent_time));
                     }
                     if s.rate.sent_time > newest_sent {
                         newest_sent = s.rate.sent_time;
@@ -407,10 +433,26 @@ impl Subflow {
                 None => mark(ack, ack),
             }
         }
-        if let Some(r) = rtt_sample {
-            self.rtt.on_sample(r);
-            self.last_rtt_sample_at = Some(now);
-        }
+        let rtt_sample = match rtt_sample {
+            Some(Some(raw)) => {
+                let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
+                self.last_rtt_sample_at = Some(now);
+                self.stats.rtt_samples += 1;
+                match used {
+                    AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
+                    AckDelayUse::Ignored => self.stats.rtt_ack_delay_ignored += 1,
+                    AckDelayUse::Absent => {}
+                }
+                // Controllers get the raw sample: their min-RTT filters
+                // (BBR) must not see a peer-reported delay subtracted.
+                Some(raw)
+            }
+            Some(None) => {
+                self.stats.rtt_samples_rejected += 1;
+                None
+            }
+            None => None,
+        };
         let recovered = if acked_pkts > 0 {
             self.recover()
         } else {
@@ -535,7 +577,10 @@ impl Subflow {
     pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
         if let Some((seq, sent)) = self.hs_probe.take() {
             if seq == ack {
-                let rtt = now - sent;
+                let Some(rtt) = now.checked_duration_since(sent) else {
+                    self.stats.rtt_samples_rejected += 1;
+                    return;
+                };
                 self.rtt.on_sample(rtt);
                 self.last_rtt_sample_at = Some(now);
                 self.cc.on_initial_rtt(now, rtt);
@@ -550,12 +595,13 @@ impl Subflow {
         configured.max(1).min(half)
     }
 
-    /// Receiver side: a packet with (unwrapped) `seq` arrived; returns false
-    /// for a duplicate.
-    pub fn on_packet_received(&mut self, seq: u64) -> bool {
+    /// Receiver side: a packet with (unwrapped) `seq` arrived at `now`;
+    /// returns false for a duplicate.
+    pub fn on_packet_received(&mut self, now: Instant, seq: u64) -> bool {
         let in_order = seq == self.gsr + 1;
         if seq > self.gsr {
             self.gsr = seq;
+            self.gsr_rx_at = Some(now);
         }
         let fresh = self.rx.record(seq);
         if !in_order && fresh {
@@ -579,6 +625,16 @@ impl Subflow {
     pub fn ack_cover(&self, min_cover: u64) -> u64 {
         let since = self.gsr.saturating_sub(self.acked_high[1]) + 1;
         since.max(min_cover)
+    }
+
+    /// Elapsed Time (RFC 4340 §13.2, 10 µs units) for an acknowledgement
+    /// sent at `now`: how long ago the packet it acknowledges (GSR) arrived.
+    /// Only when it is worth the option's bytes, i.e. the ack was held
+    /// (Ack Ratio, ack timer) for at least [`ELAPSED_MIN`].
+    pub fn ack_elapsed_10us(&self, now: Instant) -> Option<u32> {
+        let held = now.checked_duration_since(self.gsr_rx_at?)?;
+        (held >= ELAPSED_MIN)
+            .then(|| u32::try_from(held.as_micros() / 10).unwrap_or(u32::MAX))
     }
 
     /// An acknowledgement was just sent.
@@ -637,6 +693,10 @@ impl Subflow {
         )
     }
 }
+
+/// Shortest hold worth reporting as Elapsed Time: below it the option's
+/// bytes buy less precision than the sender's clock jitter.
+pub(crate) const ELAPSED_MIN: Duration = Duration::from_millis(1);
 
 /// Packets a paced path may hold in its own queue before schedulers see the
 /// pacer as the binding constraint.
