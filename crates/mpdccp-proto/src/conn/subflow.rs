@@ -733,3 +733,152 @@ fn insert_top(top: &mut [u64; 3], seq: u64) {
         top[2] = seq;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::ConnectionConfig;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn subflow(iss: u64) -> Subflow {
+        let conf = ConnectionConfig::default();
+        let cc = crate::cc::build("ccid2", &conf.cc_config).expect("ccid2 exists");
+        let mut sf = Subflow::new(PathId(0), PathConfig::default(), iss, cc, &conf);
+        sf.state = SubState::Open;
+        sf
+    }
+
+    /// Sends data packets, the k-th at `times_ms[k]`; returns their numbers.
+    fn send(sf: &mut Subflow, times_ms: &[u64]) -> Vec<u64> {
+        times_ms
+            .iter()
+            .map(|&t| {
+                let seq = sf.next_seq();
+                sf.on_data_sent(at(t), seq, 1000, false);
+                seq
+            })
+            .collect()
+    }
+
+    /// One Ack Vector cell "received" covering `n` packets (RFC 4340 §11.4:
+    /// state 0 in the top two bits, run length n-1 below).
+    fn run(n: u8) -> [u8; 1] {
+        [n - 1]
+    }
+
+    #[test]
+    fn the_sample_is_the_packet_named_by_the_ack_and_only_its_first_ack() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 1, 2, 3, 4]);
+        // One ack covers all five: the sample is from the newest (sent at
+        // 4 ms), not the oldest (0 ms).
+        sf.on_ack(at(30), s[4], Some(&run(5)), None, &[]);
+        assert_eq!(sf.rtt.latest(), Some(MS * 26));
+        assert_eq!(sf.stats.rtt_samples, 1);
+        // The same ack number again (a later packet of the peer, nothing
+        // newer received): no second sample from an already acked packet.
+        sf.on_ack(at(60), s[4], Some(&run(5)), None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 1);
+        assert_eq!(sf.rtt.min_rtt(), Some(MS * 26));
+    }
+
+    #[test]
+    fn an_ack_naming_a_packet_without_a_send_record_gives_no_sample() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 1, 2]);
+        // The peer's newest is our pure Ack (numbered after the data, not a
+        // data packet): the data it also acknowledges was received earlier,
+        // at a time we do not know.
+        let pure_ack = sf.next_seq();
+        sf.on_ack(at(9), pure_ack, Some(&run(4)), None, &[]);
+        assert_eq!(sf.pipe, 0, "the data is acknowledged");
+        assert_eq!(sf.stats.rtt_samples, 0);
+        assert_eq!(sf.rtt.srtt(), None);
+        let _ = s;
+    }
+
+    #[test]
+    fn lost_or_timed_out_packets_acked_late_give_no_sample() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 1, 2, 3, 4, 5]);
+        // 3, 4, 5 acknowledged one by one: 1 and 2 are lost (RFC 4341 §5).
+        for (k, t) in [(3usize, 20u64), (4, 21), (5, 22)] {
+            sf.on_ack(at(t), s[k], None, None, &[]);
+        }
+        assert_eq!(sf.stats.rtt_samples, 3);
+        let min = sf.rtt.min_rtt();
+        // A very late ack of the "lost" packet 1: no sample (it would
+        // be far too large here, but a reordered ack of an old packet is
+        // no measurement of the path either).
+        sf.on_ack(at(500), s[1], None, None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 3);
+        // After an RTO the flight is forgotten: a late ack matches nothing.
+        let t = send(&mut sf, &[600, 601]);
+        sf.on_rto(at(900), 10);
+        sf.on_ack(at(901), t[1], None, None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 3);
+        assert_eq!(sf.rtt.min_rtt(), min);
+    }
+
+    #[test]
+    fn a_driver_clock_going_backwards_is_refused_not_a_zero_sample() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[50]);
+        sf.on_ack(at(40), s[0], None, None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 0);
+        assert_eq!(sf.stats.rtt_samples_rejected, 1);
+        assert_eq!(sf.rtt.min_rtt(), None);
+    }
+
+    #[test]
+    fn samples_across_the_48_bit_wrap() {
+        // ISS three below 2^48: the flight straddles the wrap.
+        let mut sf = subflow(SEQ_MASK - 2);
+        let s = send(&mut sf, &[0, 1, 2, 3, 4, 5]);
+        assert!(s[0] <= SEQ_MASK && s[5] > SEQ_MASK);
+        for (k, &seq) in s.iter().enumerate() {
+            // The peer echoes 48-bit numbers; unwrapping recovers ours.
+            let ack = sf.unwrap_ack(seq & SEQ_MASK);
+            assert_eq!(ack, seq);
+            sf.on_ack(at(10 + k as u64), ack, None, None, &[]);
+            assert_eq!(sf.rtt.latest(), Some(MS * 10), "packet {k}");
+        }
+        assert_eq!(sf.stats.rtt_samples, 6);
+        assert_eq!(sf.rtt.min_rtt(), Some(MS * 10));
+    }
+
+    #[test]
+    fn elapsed_time_is_subtracted_but_never_below_the_minimum() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 100, 200, 300]);
+        sf.on_ack(at(10), s[0], None, None, &[]);
+        // Held 8 ms by the peer: 18 - 8 = 10 (the path), used.
+        sf.on_ack(at(118), s[1], None, Some(MS * 8), &[]);
+        assert_eq!(sf.stats.rtt_ack_delay_used, 1);
+        assert_eq!(sf.rtt.srtt(), Some(MS * 10));
+        // A forged 17 ms (18 - 17 = 1 ms) and an absurd hour: ignored.
+        sf.on_ack(at(218), s[2], None, Some(MS * 17), &[]);
+        sf.on_ack(at(318), s[3], None, Some(Duration::from_secs(3600)), &[]);
+        assert_eq!(sf.stats.rtt_ack_delay_ignored, 2);
+        assert_eq!(sf.rtt.min_rtt(), Some(MS * 10));
+        assert!(sf.rtt.srtt().unwrap() > MS * 10);
+    }
+
+    #[test]
+    fn held_acks_report_how_long_they_were_held() {
+        let mut sf = subflow(1000);
+        sf.set_isr(5000);
+        assert!(sf.on_packet_received(at(100), 5001));
+        assert_eq!(sf.ack_elapsed_10us(at(100)), None, "not held");
+        assert_eq!(sf.ack_elapsed_10us(at(110)), Some(1000));
+        // An older packet arriving late does not move the reference.
+        assert!(sf.on_packet_received(at(105), 5003));
+        assert!(sf.on_packet_received(at(107), 5002));
+        assert_eq!(sf.ack_elapsed_10us(at(110)), Some(500));
+    }
+}
