@@ -11,8 +11,8 @@ use super::queue::Queued;
 use super::seq::{unwrap48, SEQ_MASK};
 use super::PathConfig;
 use crate::cc::{
-    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
-    RttEstimator, SentPacket,
+    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
+    PacketRateState, RttEstimator, SentPacket,
 };
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
@@ -633,8 +633,7 @@ impl Subflow {
     /// (Ack Ratio, ack timer) for at least [`ELAPSED_MIN`].
     pub fn ack_elapsed_10us(&self, now: Instant) -> Option<u32> {
         let held = now.checked_duration_since(self.gsr_rx_at?)?;
-        (held >= ELAPSED_MIN)
-            .then(|| u32::try_from(held.as_micros() / 10).unwrap_or(u32::MAX))
+        (held >= ELAPSED_MIN).then(|| u32::try_from(held.as_micros() / 10).unwrap_or(u32::MAX))
     }
 
     /// An acknowledgement was just sent.

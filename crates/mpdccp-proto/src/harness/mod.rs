@@ -557,4 +557,55 @@ pub mod inspect {
     pub fn seq(bytes: &[u8]) -> Option<u64> {
         Segment::parse(bytes, None).ok().map(|s| s.seq)
     }
+
+    /// The Elapsed Time option (RFC 4340 §13.2, 10 µs units) of a raw DCCP
+    /// packet, if it carries one.
+    pub fn elapsed_time(bytes: &[u8]) -> Option<u32> {
+        Segment::parse(bytes, None).ok()?.elapsed_10us
+    }
+
+    /// Gives a raw DCCP packet with an acknowledgement the Elapsed Time
+    /// `units_10us`: rewrites the option in place when there is one (its
+    /// 2-byte form saturates at 0xFFFF), otherwise appends a 4-byte-value
+    /// option at the end of the options (header grows by 8 bytes). The
+    /// checksum must be fixed afterwards. False when the packet has no
+    /// acknowledgement or cannot take the option.
+    pub fn set_elapsed_time(bytes: &mut Vec<u8>, units_10us: u32) -> bool {
+        let Ok(s) = Segment::parse(bytes, None) else {
+            return false;
+        };
+        if s.ack.is_none() {
+            return false;
+        }
+        let hlen = bytes[4] as usize * 4;
+        let x = bytes[8] & 1 == 1;
+        let mut p = (if x { 16 } else { 12 }) + s.ptype.subheader_len(!x);
+        while p < hlen {
+            let kind = bytes[p];
+            if kind < 32 {
+                p += 1;
+                continue;
+            }
+            let len = bytes[p + 1] as usize;
+            if kind == opt::ELAPSED_TIME {
+                let v = units_10us.to_be_bytes();
+                match len {
+                    4 => bytes[p + 2..p + 4]
+                        .copy_from_slice(&units_10us.min(0xffff).to_be_bytes()[2..]),
+                    _ => bytes[p + 2..p + 6].copy_from_slice(&v),
+                }
+                return true;
+            }
+            p += len.max(2);
+        }
+        if hlen + 8 > crate::wire::MAX_HEADER_LEN {
+            return false;
+        }
+        let mut o = vec![opt::ELAPSED_TIME, 6];
+        o.extend_from_slice(&units_10us.to_be_bytes());
+        o.extend_from_slice(&[0, 0]);
+        bytes.splice(hlen..hlen, o);
+        bytes[4] += 2;
+        true
+    }
 }
