@@ -277,3 +277,71 @@ fn forged_elapsed_time_cannot_pull_the_rtt_below_the_path() {
         }
     }
 }
+
+#[test]
+fn each_subflow_samples_only_its_own_packets() {
+    // Two paths, 5 ms and 30 ms one way, round-robin so both carry data
+    // at once, with loss and reordering: if an ack were matched against
+    // the other subflow's send times, the fast path would see a slow
+    // sample or the slow path a fast one.
+    for cc in ["ccid2", "ccid5"] {
+        let mut conn = ConnectionConfig {
+            cc: cc.into(),
+            ack_ratio: 2,
+            ..Default::default()
+        };
+        conn.scheduler.name = "rr".into();
+        let delays = [5 * MS, 30 * MS];
+        let mut h = Harness::new(HarnessConfig {
+            client: conn.clone(),
+            server: conn,
+            paths: delays
+                .iter()
+                .map(|&delay| LinkSpec {
+                    delay,
+                    rate_bps: Some(20_000_000),
+                    buffer_bytes: 40_000,
+                    loss: 0.01,
+                    reorder: 0.05,
+                    reorder_delay: 3 * MS,
+                    ..Default::default()
+                })
+                .collect(),
+            seed: 9,
+        });
+        h.open_path(0);
+        h.drive_for(100 * MS);
+        h.open_path(1);
+        h.drive_for(300 * MS);
+        assert_eq!(h.client.paths().len(), 2, "{cc}");
+        for k in 0..2000u32 {
+            for side in [Side::Client, Side::Server] {
+                let mut p = vec![0u8; 1000];
+                p[..4].copy_from_slice(&k.to_be_bytes());
+                let now = h.now;
+                let _ = h.conn(side).send(now, &p);
+            }
+            h.drive_for(MS);
+            for side in [Side::Client, Side::Server] {
+                for (i, v) in h.conn_ref(side).paths().iter().enumerate() {
+                    let floor = 2 * delays[i];
+                    if let (Some(min), Some(srtt)) = (v.min_rtt, v.srtt) {
+                        assert!(min >= floor, "{cc} {side:?} path {i}: min {min:?}");
+                        assert!(srtt >= min, "{cc} {side:?} path {i}: srtt {srtt:?}");
+                        // Queue (16 ms) + ack timer + reordering + margin.
+                        assert!(
+                            srtt <= floor + 35 * MS,
+                            "{cc} {side:?} path {i}: srtt {srtt:?}"
+                        );
+                    }
+                }
+            }
+        }
+        for side in [Side::Client, Side::Server] {
+            for i in 0..2u32 {
+                let st = h.conn_ref(side).path_stats(PathId(i)).unwrap();
+                assert!(st.rtt_samples > 50, "{cc} {side:?} path {i}: {st:?}");
+            }
+        }
+    }
+}
