@@ -750,6 +750,12 @@ impl Connection {
     }
 
     /// Processes one received DCCP packet (a UDP payload under RFC 6773).
+    ///
+    /// `now` is the arrival time and feeds RTT samples: a driver must read
+    /// it after the datagram was received (after `recvmmsg` returns), never
+    /// before waiting or before a batch — a timestamp older than the
+    /// arrival makes every RTT sample in the batch too short, below the
+    /// path's real minimum. A late timestamp only lengthens samples.
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
         self.last_now = self.last_now.max(now);
         self.stats.rx_datagrams += 1;
