@@ -663,6 +663,32 @@ mod tests {
     }
 
     #[test]
+    fn elapsed_time_needs_an_ack_and_a_second_one_is_ignored() {
+        let mut buf = [0u8; 128];
+        // Data carries no acknowledgement: nothing to time, counted.
+        let s = Segment::new(PacketType::Data, 9);
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let mut raw = buf[..n].to_vec();
+        // Append Elapsed Time (2-byte form) by hand: kind 43, len 4.
+        let hl = raw[4] as usize * 4;
+        raw.splice(hl..hl, [kind::ELAPSED_TIME, 4, 0x03, 0xe8]);
+        raw[4] += 1;
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!((p.elapsed_10us, p.bad_opts), (None, 1));
+        // An Ack with two: the first counts, the second is ignored.
+        let mut s = Segment::new(PacketType::Ack, 9);
+        s.ack = Some(8);
+        s.elapsed_10us = Some(1000);
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let mut raw = buf[..n].to_vec();
+        let hl = raw[4] as usize * 4;
+        raw.splice(hl..hl, [kind::ELAPSED_TIME, 4, 0, 1]);
+        raw[4] += 1;
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!((p.elapsed_10us, p.bad_opts), (Some(1000), 1));
+    }
+
+    #[test]
     fn hostile_bytes_never_panic() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
