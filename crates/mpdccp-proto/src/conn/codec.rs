@@ -666,7 +666,7 @@ mod tests {
     fn elapsed_time_needs_an_ack_and_a_second_one_is_ignored() {
         let mut buf = [0u8; 128];
         // Data carries no acknowledgement: nothing to time, counted.
-        let s = Segment::new(PacketType::Data, 9);
+        let mut s = Segment::new(PacketType::Data, 9);
         let n = s.emit(&mut buf, v4()).unwrap();
         let mut raw = buf[..n].to_vec();
         // Append Elapsed Time (2-byte form) by hand: kind 43, len 4.
