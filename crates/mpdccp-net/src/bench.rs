@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
+use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 
 fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Result<Value> {
     let p = t.server.spawn("iperf3", &["-s", "-1", "-B", dst])?;
@@ -34,20 +34,24 @@ fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Resu
     Ok(v)
 }
 
-fn ping_avg_ms(t: &Topology, dst: &str) -> anyhow::Result<f64> {
-    let out = t
-        .client
-        .output("ping", &["-c", "100", "-i", "0.01", "-q", dst])?;
-    let line = out
+/// RTT of 100 pings 10 ms apart, ms: [min, median, mean, p90, max] (the
+/// median resists the scheduling spikes of a busy 2-core machine).
+fn ping_ms(t: &Topology, dst: &str) -> anyhow::Result<[f64; 5]> {
+    let out = t.client.output("ping", &["-c", "100", "-i", "0.01", dst])?;
+    let mut v: Vec<f64> = out
         .lines()
-        .find(|l| l.contains("min/avg/max"))
-        .context("ping summary")?;
-    let v = line.split('=').nth(1).context("ping values")?.trim();
-    v.split('/')
-        .nth(1)
-        .context("avg")?
-        .parse()
-        .context("avg number")
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    anyhow::ensure!(!v.is_empty(), "no ping replies from {dst}");
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    Ok([q(0.0), q(0.5), mean, q(0.9), q(1.0)])
+}
+
+fn ping_avg_ms(t: &Topology, dst: &str) -> anyhow::Result<f64> {
+    Ok(ping_ms(t, dst)?[2])
 }
 
 /// CPU time (user + system) of a process, seconds.
@@ -67,6 +71,8 @@ fn cpu_s(pid: u32) -> f64 {
 }
 
 fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Result<Value> {
+    // Light load first, on the idle path/tunnel; again after the load runs.
+    let idle = ping_ms(t, dst)?;
     let cpu0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
     let tcp = iperf(t, dst, &[], secs)?;
     let cpu1: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
@@ -83,7 +89,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
             udp["end"]["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) * (1.0 - udp_loss / 100.0),
         )
         / 1e6;
-    let rtt = ping_avg_ms(t, dst)?;
+    let after = ping_ms(t, dst)?;
     Ok(json!({
         "tcp_mbps": tcp_mbps,
         "tcp_retransmits": tcp["end"]["sum_sent"]["retransmits"],
@@ -91,12 +97,17 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "udp_offered_mbps": 1000,
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
-        "ping_rtt_ms_light_load": rtt,
+        "ping_rtt_ms_light_load": idle[1],
+        "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
+        "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,
     }))
 }
 
 /// Runs the benchmark; returns the report.
 pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow::Result<Value> {
+    // MPDCCP_BENCH_OFFLOAD=0 measures the tunnel without kernel offloads
+    // (UDP GSO/GRO, TUN TSO/coalescing) for comparison.
+    let offload = std::env::var("MPDCCP_BENCH_OFFLOAD").map_or(true, |v| v != "0");
     let secs = secs.max(2);
     let mut t = Topology::build(2)?;
     // Direct: over path 1's veths, forwarded by its router in the kernel.
@@ -161,16 +172,47 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         scheduler: "rr".into(),
         reorder: "active-fixed".into(),
         log: "warn".into(),
-        extra_tunnel: format!("send_queue_pkts = 4000\nsocket_buffer_bytes = {sock_buf}\n"),
+        extra_tunnel: format!(
+            "send_queue_pkts = 4000\nsocket_buffer_bytes = {sock_buf}\noffload = {offload}\n"
+        ),
         ..Default::default()
     };
     t.start_tunnel(exe, &opts)?;
     let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
-    let tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    // IPv6 inside the tunnel (TSO6 / TCPV6 coalescing), TCP only.
+    let tcp6 = iperf(&mut t, SERVER_TUN_V6, &[], secs)?;
+    tunnel["tcp_v6_mbps"] = json!(
+        tcp6["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6
+    );
+    tunnel["tcp_v6_retransmits"] = tcp6["end"]["sum_sent"]["retransmits"].clone();
     let added = tunnel["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0)
         - direct["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0);
     let client_status = t.status(false).unwrap_or(Value::Null);
     let server_status = t.status(true).unwrap_or(Value::Null);
+    let ratio = |v: &Value, a: &str, b: &str| {
+        let (x, y) = (v[a].as_f64().unwrap_or(0.0), v[b].as_f64().unwrap_or(0.0));
+        if y > 0.0 {
+            json!((x / y * 100.0).round() / 100.0)
+        } else {
+            Value::Null
+        }
+    };
+    let per_call = |v: &Value| {
+        json!({
+            "tun_rx_pkts_per_read": ratio(v, "tun_rx_pkts", "tun_rx_frames"),
+            "tun_tx_pkts_per_write": ratio(v, "tun_tx_pkts", "tun_tx_frames"),
+            "udp_rx_datagrams_per_recvmmsg": ratio(v, "udp_rx_datagrams", "udp_rx_syscalls"),
+            "udp_tx_datagrams_per_sendmmsg": ratio(v, "udp_tx_datagrams", "udp_tx_syscalls"),
+            "tso_segments_per_frame": ratio(&v["tun_offload"], "tso_segments", "tso_frames"),
+            "gro_segments_per_frame": ratio(&v["tun_offload"], "gro_segments", "gro_frames"),
+        })
+    };
+    let client_per_call = per_call(&client_status["daemon"]);
+    let server_per_call = per_call(&server_status["daemon"]);
     Ok(json!({
         "setup": "2 unshaped veth paths through kernel-forwarding routers; tunnel cc ccid2, scheduler rr, reorder active-fixed",
         "socket_buffer_bytes": sock_buf,
@@ -180,6 +222,9 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         "tunnel_two_paths": tunnel,
         "tunnel_added_rtt_ms": added,
         "emulator_one_path": emulator,
+        "offload": offload,
+        "client_per_syscall": client_per_call,
+        "server_per_syscall": server_per_call,
         "client_daemon_stats": client_status["daemon"],
         "client_conn_stats": client_status["connections"][0]["stats"],
         "client_paths": client_status["connections"][0]["paths"],

@@ -30,6 +30,7 @@ pub mod daemon;
 pub mod emu;
 pub mod mtu;
 pub mod netns;
+pub mod offload;
 pub mod probe;
 pub mod testbed;
 pub mod topo;

@@ -8,6 +8,11 @@
 //!
 //! Reads are batched by the caller: on readiness it drains up to a batch of
 //! packets with [`Tun::recv`] until `WouldBlock`.
+//!
+//! [`Tun::open_offload`] adds `IFF_VNET_HDR` and `TUNSETOFFLOAD(TUN_F_CSUM |
+//! TUN_F_TSO4 | TUN_F_TSO6)`: every read and write then starts with a
+//! `virtio_net_hdr`, reads may be TCP super-packets of up to 64 kB and
+//! writes may be too (see [`crate::offload`]).
 
 use std::ffi::CString;
 use std::io;
@@ -18,12 +23,18 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 pub struct Tun {
     fd: OwnedFd,
     name: String,
+    offload: bool,
 }
 
 // From <linux/if_tun.h>; not all are exported by the libc crate.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
 
 #[repr(C)]
 struct IfReq {
@@ -36,6 +47,16 @@ impl Tun {
     /// Creates (or attaches to) TUN interface `name` in the current network
     /// namespace, non-blocking. Needs CAP_NET_ADMIN.
     pub fn open(name: &str) -> io::Result<Tun> {
+        Tun::open_with(name, false)
+    }
+
+    /// Like [`Tun::open`], with `IFF_VNET_HDR` and TCP segmentation /
+    /// checksum offload enabled (frames carry a `virtio_net_hdr`).
+    pub fn open_offload(name: &str) -> io::Result<Tun> {
+        Tun::open_with(name, true)
+    }
+
+    fn open_with(name: &str, offload: bool) -> io::Result<Tun> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -60,7 +81,7 @@ impl Tun {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
-            flags: IFF_TUN | IFF_NO_PI,
+            flags: IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 },
             _pad: [0; 22],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());
@@ -74,7 +95,41 @@ impl Tun {
             .position(|&b| b == 0)
             .unwrap_or(libc::IFNAMSIZ);
         let name = String::from_utf8_lossy(&req.name[..len]).into_owned();
-        Ok(Tun { fd, name })
+        if offload {
+            let f = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+            // SAFETY: TUNSETOFFLOAD takes the flag word by value.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, f as libc::c_ulong) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(Tun { fd, name, offload })
+    }
+
+    /// Whether frames carry a `virtio_net_hdr` ([`Tun::open_offload`]).
+    pub fn offload(&self) -> bool {
+        self.offload
+    }
+
+    /// Writes `hdr` followed by `pkt` as one frame (`writev`, no copy); for a
+    /// TUN opened with [`Tun::open_offload`].
+    pub fn send_vnet(&self, hdr: &[u8], pkt: &[u8]) -> io::Result<usize> {
+        let iov = [
+            libc::iovec {
+                iov_base: hdr.as_ptr() as *mut _,
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: pkt.as_ptr() as *mut _,
+                iov_len: pkt.len(),
+            },
+        ];
+        // SAFETY: both iovecs point at live readable slices.
+        let n = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
     }
 
     pub fn name(&self) -> &str {

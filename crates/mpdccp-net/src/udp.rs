@@ -3,8 +3,10 @@
 //! Platform tricks stay here, away from the protocol: `SO_BINDTODEVICE` so a
 //! path's packets leave through its own access network whatever the routing
 //! table says, `recvmmsg` into preallocated slots (no allocation per packet),
-//! `sendmmsg` for batches and UDP GSO (`UDP_SEGMENT`) when the core hands out
-//! several equal-sized datagrams at once.
+//! `sendmmsg` for batches, each entry optionally a UDP GSO train
+//! (`UDP_SEGMENT`: several equal-sized datagrams in one kernel packet that
+//! stays one `sk_buff` through veths and forwarding routers), and UDP GRO
+//! (`UDP_GRO`) on receive so such trains arrive as one buffer.
 
 use std::io;
 use std::mem;
@@ -16,6 +18,12 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 /// Largest UDP payload we ever receive in one slot (a DCCP packet; bigger
 /// datagrams are truncated and counted as malformed by the caller).
 pub const SLOT_BYTES: usize = 2048;
+
+/// Largest UDP payload of one GSO train or GRO buffer (the IP length limit).
+pub const MAX_TRAIN_BYTES: usize = 65_536;
+
+/// Room for the control messages we ask for (UDP_GRO's int, IP(V6)_PKTINFO).
+const CONTROL_WORDS: usize = 16;
 
 /// One UDP socket of one path (client) or of the listening port (server).
 #[derive(Debug)]
@@ -71,14 +79,33 @@ impl PathSocket {
         self.local
     }
 
+    /// Turns UDP GRO (Linux ≥ 5.0) on or off: with it, a train of datagrams
+    /// (a GSO packet of the peer, or datagrams the kernel coalesced) arrives
+    /// as one buffer with its segment size, so receive with
+    /// [`RecvBatch::with_slot_bytes`] slots of [`MAX_TRAIN_BYTES`]. Returns
+    /// whether the kernel accepted it. Idempotent.
+    pub fn set_gro(&self, on: bool) -> bool {
+        let v: libc::c_int = on.into();
+        // SAFETY: `v` is a valid c_int for the duration of the call.
+        unsafe {
+            libc::setsockopt(
+                self.socket.as_raw_fd(),
+                libc::SOL_UDP,
+                UDP_GRO,
+                (&v as *const libc::c_int).cast(),
+                mem::size_of::<libc::c_int>() as u32,
+            ) == 0
+        }
+    }
+
     /// Sends one datagram.
     pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
         self.socket.send_to(buf, &SockAddr::from(to))
     }
 
     /// Sends `buf` as datagrams of `segment_bytes` (the last may be shorter)
-    /// with one syscall: UDP GSO (Linux ≥ 4.18), falling back to one `sendto`
-    /// per segment when the kernel or device refuses it.
+    /// with one syscall (UDP GSO), falling back to one `sendto` per segment
+    /// when the kernel or device refuses it.
     pub fn send_segments(
         &self,
         buf: &[u8],
@@ -88,65 +115,36 @@ impl PathSocket {
         if segment_bytes == 0 || buf.len() <= segment_bytes {
             return self.send_to(buf, to).map(|_| ());
         }
-        match self.send_gso(buf, segment_bytes as u16, to) {
-            Ok(()) => Ok(()),
-            Err(e)
-                if e.raw_os_error() == Some(libc::EIO)
-                    || e.raw_os_error() == Some(libc::EINVAL) =>
-            {
-                for seg in buf.chunks(segment_bytes) {
-                    self.send_to(seg, to)?;
-                }
-                Ok(())
+        let mut b = SendBatch::new(1);
+        let slot = b.next_buf();
+        if slot.len() < buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "train too large",
+            ));
+        }
+        slot[..buf.len()].copy_from_slice(buf);
+        b.commit(buf.len(), to, Some(segment_bytes));
+        while !b.is_empty() {
+            if self.send_batch(&mut b)? == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
             }
-            Err(e) => Err(e),
         }
+        Ok(())
     }
 
-    fn send_gso(&self, buf: &[u8], segment_bytes: u16, to: SocketAddr) -> io::Result<()> {
-        let addr = SockAddr::from(to);
-        let mut iov = libc::iovec {
-            iov_base: buf.as_ptr() as *mut _,
-            iov_len: buf.len(),
-        };
-        // Room for one cmsg carrying a u16.
-        let mut control = [0u64; 4];
-        // SAFETY: zeroed msghdr is a valid "empty" value; fields set below point
-        // at live locals for the duration of the call.
-        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-        msg.msg_name = addr.as_ptr() as *mut _;
-        msg.msg_namelen = addr.len();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
-        // SAFETY: msg_control points at `control`, large enough for one u16 cmsg.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_UDP;
-            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment_bytes);
-        }
-        // SAFETY: msg is fully initialised and its pointers are valid.
-        let n = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &msg, 0) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Sends every queued datagram of `batch` with `sendmmsg`; returns how many
-    /// went out (the rest stay queued, e.g. on `WouldBlock`).
+    /// Sends every queued entry of `batch` with one `sendmmsg` (an entry is
+    /// one datagram or one GSO train); returns how many datagrams went out
+    /// (the rest stay queued, e.g. on `WouldBlock`). A train the kernel
+    /// refuses to segment (`EIO`/`EINVAL`: no checksum offload on the
+    /// device) goes out datagram by datagram.
     pub fn send_batch(&self, batch: &mut SendBatch) -> io::Result<usize> {
         let n = batch.len;
         if n == 0 {
             return Ok(0);
         }
         for i in 0..n {
-            let (off, len) = batch.spans[i];
+            let (off, len, seg) = batch.spans[i];
             batch.iovs[i] = libc::iovec {
                 iov_base: batch.data[off..].as_mut_ptr().cast(),
                 iov_len: len,
@@ -157,6 +155,20 @@ impl PathSocket {
             hdr.msg_namelen = batch.addrs[i].len();
             hdr.msg_iov = &mut batch.iovs[i];
             hdr.msg_iovlen = 1;
+            if seg > 0 && (seg as usize) < len {
+                hdr.msg_control = batch.controls[i].as_mut_ptr().cast();
+                // SAFETY: CMSG_SPACE is a pure size computation.
+                hdr.msg_controllen =
+                    unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
+                // SAFETY: msg_control points at `controls[i]`, large enough for one u16 cmsg.
+                unsafe {
+                    let cmsg = libc::CMSG_FIRSTHDR(&hdr);
+                    (*cmsg).cmsg_level = libc::SOL_UDP;
+                    (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+                    (*cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg);
+                }
+            }
             batch.hdrs[i] = libc::mmsghdr {
                 msg_hdr: hdr,
                 msg_len: 0,
@@ -173,21 +185,32 @@ impl PathSocket {
         };
         if sent < 0 {
             let e = io::Error::last_os_error();
+            let (off, len, seg) = batch.spans[0];
+            let refused = matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL));
+            if refused && seg > 0 && (seg as usize) < len {
+                let to = batch.addrs[0].as_socket().unwrap_or(self.local);
+                let mut k = 0;
+                for d in batch.data[off..off + len].chunks(seg as usize) {
+                    self.send_to(d, to)?;
+                    k += 1;
+                }
+                batch.consume(1);
+                return Ok(k);
+            }
             return Err(e);
         }
-        let sent = sent as usize;
-        batch.consume(sent);
-        Ok(sent)
+        Ok(batch.consume(sent as usize))
     }
 
     /// Receives up to `batch.capacity()` datagrams with one `recvmmsg`.
     /// `Ok(0)` never happens: an empty socket gives `WouldBlock`.
     pub fn recv_batch(&self, batch: &mut RecvBatch) -> io::Result<usize> {
         let cap = batch.capacity();
+        let slot = batch.slot_bytes;
         for i in 0..cap {
             batch.iovs[i] = libc::iovec {
-                iov_base: batch.data[i * SLOT_BYTES..].as_mut_ptr().cast(),
-                iov_len: SLOT_BYTES,
+                iov_base: batch.data[i * slot..].as_mut_ptr().cast(),
+                iov_len: slot,
             };
             // SAFETY: zeroed msghdr is valid; the pointers below stay live until recvmmsg returns.
             let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
@@ -195,6 +218,8 @@ impl PathSocket {
             hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as u32;
             hdr.msg_iov = &mut batch.iovs[i];
             hdr.msg_iovlen = 1;
+            hdr.msg_control = batch.controls[i].as_mut_ptr().cast();
+            hdr.msg_controllen = CONTROL_WORDS * 8;
             batch.hdrs[i] = libc::mmsghdr {
                 msg_hdr: hdr,
                 msg_len: 0,
@@ -215,9 +240,12 @@ impl PathSocket {
             return Err(io::Error::last_os_error());
         }
         batch.len = n as usize;
+        batch.syscalls += 1;
         Ok(batch.len)
     }
 }
+
+const UDP_GRO: libc::c_int = 104;
 
 fn force_buffer(socket: &Socket, opt: libc::c_int, bytes: usize) -> bool {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
@@ -242,17 +270,31 @@ impl AsRawFd for PathSocket {
 /// Preallocated receive slots for [`PathSocket::recv_batch`].
 pub struct RecvBatch {
     data: Vec<u8>,
+    slot_bytes: usize,
     names: Vec<libc::sockaddr_storage>,
+    controls: Vec<[u64; CONTROL_WORDS]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     len: usize,
+    /// `recvmmsg` calls that returned data (for packets-per-syscall stats).
+    pub syscalls: u64,
 }
 
 impl RecvBatch {
+    /// Slots of [`SLOT_BYTES`] (one DCCP packet each).
     pub fn new(slots: usize) -> RecvBatch {
+        RecvBatch::with_slot_bytes(slots, SLOT_BYTES)
+    }
+
+    /// Slots of `slot_bytes` each; use [`MAX_TRAIN_BYTES`] with UDP GRO.
+    pub fn with_slot_bytes(slots: usize, slot_bytes: usize) -> RecvBatch {
         let slots = slots.max(1);
+        let slot_bytes = slot_bytes.max(1);
         RecvBatch {
-            data: vec![0; slots * SLOT_BYTES],
+            data: vec![0; slots * slot_bytes],
+            slot_bytes,
+            controls: vec![[0; CONTROL_WORDS]; slots],
+            syscalls: 0,
             // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
             names: vec![unsafe { mem::zeroed() }; slots],
             iovs: vec![
@@ -278,15 +320,37 @@ impl RecvBatch {
             return None;
         }
         let h = &self.hdrs[i];
-        let len = (h.msg_len as usize).min(SLOT_BYTES);
+        let slot = self.slot_bytes;
+        let len = (h.msg_len as usize).min(slot);
         let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
         // SAFETY: the kernel wrote a valid sockaddr of `msg_namelen` bytes.
         let addr = unsafe { SockAddr::new(self.names[i], h.msg_hdr.msg_namelen) }.as_socket();
-        Some((
-            &self.data[i * SLOT_BYTES..i * SLOT_BYTES + len],
-            addr,
-            truncated,
-        ))
+        Some((&self.data[i * slot..i * slot + len], addr, truncated))
+    }
+
+    /// The segment size of datagram `i` when UDP GRO coalesced a train into
+    /// it (the buffer then holds datagrams of this size, the last shorter).
+    pub fn gro_segment_bytes(&self, i: usize) -> Option<usize> {
+        if i >= self.len {
+            return None;
+        }
+        let h = &self.hdrs[i].msg_hdr;
+        if h.msg_control.is_null() || h.msg_controllen == 0 {
+            return None;
+        }
+        // SAFETY: the kernel filled `msg_control` (our `controls[i]`) with
+        // `msg_controllen` bytes of well-formed cmsgs; CMSG_* walk within it.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    return (v > 0).then_some(v as usize);
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
     }
 
     pub fn len(&self) -> usize {
@@ -298,15 +362,21 @@ impl RecvBatch {
     }
 }
 
-/// Datagrams queued for one `sendmmsg`: one contiguous buffer, preallocated.
+/// Datagrams (or GSO trains) queued for one `sendmmsg`: one contiguous
+/// buffer, preallocated, with room for a [`MAX_TRAIN_BYTES`] train whenever
+/// it is not full.
 pub struct SendBatch {
     data: Vec<u8>,
-    spans: Vec<(usize, usize)>,
+    /// (offset, length, segment size or 0) per entry.
+    spans: Vec<(usize, usize, u16)>,
     addrs: Vec<SockAddr>,
+    controls: Vec<[u64; 4]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     len: usize,
     used: usize,
+    /// `sendmmsg` calls made (for packets-per-syscall stats).
+    pub syscalls: u64,
 }
 
 impl SendBatch {
@@ -314,9 +384,10 @@ impl SendBatch {
         let slots = slots.max(1);
         let any: SocketAddr = "0.0.0.0:0".parse().expect("valid literal");
         SendBatch {
-            data: vec![0; slots * SLOT_BYTES],
-            spans: vec![(0, 0); slots],
+            data: vec![0; slots * SLOT_BYTES + MAX_TRAIN_BYTES],
+            spans: vec![(0, 0, 0); slots],
             addrs: vec![SockAddr::from(any); slots],
+            controls: vec![[0; 4]; slots],
             iovs: vec![
                 libc::iovec {
                     iov_base: std::ptr::null_mut(),
@@ -328,13 +399,15 @@ impl SendBatch {
             hdrs: vec![unsafe { mem::zeroed() }; slots],
             len: 0,
             used: 0,
+            syscalls: 0,
         }
     }
 
     pub fn is_full(&self) -> bool {
-        self.len == self.spans.len() || self.data.len() - self.used < SLOT_BYTES
+        self.len == self.spans.len() || self.data.len() - self.used < MAX_TRAIN_BYTES
     }
 
+    /// Entries queued (a GSO train counts once).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -343,38 +416,73 @@ impl SendBatch {
         self.len == 0
     }
 
-    /// Space to write the next datagram into (at least [`SLOT_BYTES`]); call
-    /// [`SendBatch::commit`] with its length and destination afterwards.
+    /// Space to write the next datagram or train into (at least
+    /// [`MAX_TRAIN_BYTES`] unless full); call [`SendBatch::commit`] with its
+    /// length and destination afterwards.
     pub fn next_buf(&mut self) -> &mut [u8] {
-        let end = (self.used + SLOT_BYTES).min(self.data.len());
-        &mut self.data[self.used..end]
+        &mut self.data[self.used..]
     }
 
-    pub fn commit(&mut self, len: usize, to: SocketAddr) {
+    /// Queues what was written at [`SendBatch::next_buf`]: one datagram, or
+    /// with `segment_bytes` a train of datagrams of that size (the last may
+    /// be shorter) sent as one GSO packet.
+    pub fn commit(&mut self, len: usize, to: SocketAddr, segment_bytes: Option<usize>) {
         debug_assert!(!self.is_full());
-        self.spans[self.len] = (self.used, len);
+        let len = len.min(self.data.len() - self.used);
+        let seg = match segment_bytes {
+            Some(s) if s > 0 && s < len => u16::try_from(s).unwrap_or(0),
+            _ => 0,
+        };
+        self.spans[self.len] = (self.used, len, seg);
         self.addrs[self.len] = SockAddr::from(to);
         self.used += len;
         self.len += 1;
     }
 
-    /// Drops the first `n` datagrams (sent), keeping the rest in order.
-    fn consume(&mut self, n: usize) {
+    /// Drops the first `n` entries (sent), keeping the rest in order;
+    /// returns how many datagrams they held.
+    fn consume(&mut self, n: usize) -> usize {
+        self.syscalls += 1;
+        let dgrams: usize = self.spans[..n.min(self.len)]
+            .iter()
+            .map(|&(_, len, seg)| {
+                if seg > 0 {
+                    len.div_ceil(seg as usize)
+                } else {
+                    1
+                }
+            })
+            .sum();
         if n >= self.len {
             self.len = 0;
             self.used = 0;
-            return;
+            return dgrams;
         }
         // Rare (partial send): shift the rest to the front.
         let start = self.spans[n].0;
         self.data.copy_within(start..self.used, 0);
         for i in n..self.len {
-            let (off, len) = self.spans[i];
-            self.spans[i - n] = (off - start, len);
+            let (off, len, seg) = self.spans[i];
+            self.spans[i - n] = (off - start, len, seg);
             self.addrs.swap(i - n, i);
         }
         self.used -= start;
         self.len -= n;
+        dgrams
+    }
+
+    /// Datagrams queued (a train counts as its segments).
+    pub fn datagrams(&self) -> usize {
+        self.spans[..self.len]
+            .iter()
+            .map(|&(_, len, seg)| {
+                if seg > 0 {
+                    len.div_ceil(seg as usize)
+                } else {
+                    1
+                }
+            })
+            .sum()
     }
 
     pub fn clear(&mut self) {
@@ -399,7 +507,7 @@ mod tests {
         for i in 0..5u8 {
             let buf = sb.next_buf();
             buf[..3].copy_from_slice(&[i, i, i]);
-            sb.commit(3, b.local_addr());
+            sb.commit(3, b.local_addr(), None);
         }
         assert_eq!(a.send_batch(&mut sb).unwrap(), 5);
         assert!(sb.is_empty());
@@ -429,5 +537,54 @@ mod tests {
         assert_eq!(got[4], vec![4, 4, 4]);
         assert_eq!(got[5].len(), 100);
         assert_eq!(got[7].len(), 50);
+    }
+
+    /// A batch mixing single datagrams and a GSO train keeps its order; a
+    /// GRO receiver gets the train as one buffer with its segment size.
+    #[test]
+    fn gso_train_in_batch_and_gro_receive() {
+        let cfg = PathSocketConfig {
+            local: Some("127.0.0.1:0".parse().unwrap()),
+            ..Default::default()
+        };
+        let a = PathSocket::bind(&cfg, "127.0.0.1:1".parse().unwrap()).unwrap();
+        let b = PathSocket::bind(&cfg, "127.0.0.1:1".parse().unwrap()).unwrap();
+        assert!(b.set_gro(true), "UDP_GRO needs Linux >= 5.0");
+        let mut sb = SendBatch::new(8);
+        sb.next_buf()[..10].copy_from_slice(&[1; 10]);
+        sb.commit(10, b.local_addr(), None);
+        let train: Vec<u8> = (0..3500u32).map(|i| (i / 1000) as u8 + 10).collect();
+        sb.next_buf()[..3500].copy_from_slice(&train);
+        sb.commit(3500, b.local_addr(), Some(1000));
+        sb.next_buf()[..5].copy_from_slice(&[2; 5]);
+        sb.commit(5, b.local_addr(), None);
+        assert_eq!(sb.datagrams(), 6);
+        assert_eq!(a.send_batch(&mut sb).unwrap(), 6);
+        assert_eq!(sb.syscalls, 1);
+        let mut rb = RecvBatch::with_slot_bytes(4, MAX_TRAIN_BYTES);
+        let mut got: Vec<(Vec<u8>, Option<usize>)> = Vec::new();
+        for _ in 0..100 {
+            match b.recv_batch(&mut rb) {
+                Ok(n) => {
+                    for i in 0..n {
+                        let (d, _, trunc) = rb.datagram(i).unwrap();
+                        assert!(!trunc);
+                        got.push((d.to_vec(), rb.gro_segment_bytes(i)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if got.iter().map(|g| g.0.len()).sum::<usize>() >= 3515 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got[0], (vec![1; 10], None));
+        assert_eq!(got[1].0, train, "the train arrives whole, in order");
+        assert_eq!(got[1].1, Some(1000));
+        assert_eq!(got[2].0, vec![2; 5]);
+        assert_eq!(got.len(), 3);
     }
 }

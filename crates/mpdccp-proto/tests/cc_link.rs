@@ -65,6 +65,65 @@ struct InFlight {
     sent: Instant,
 }
 
+/// The sender's per-packet state that both simulators (one flow, and
+/// [`shared`]'s many flows) update on an acknowledgement.
+struct Books<'a> {
+    in_flight: &'a mut VecDeque<InFlight>,
+    rtt: &'a mut RttEstimator,
+    rate: &'a mut DeliveryRateEstimator,
+    delivered_pkts: &'a mut u64,
+    lost_total: &'a mut u64,
+    last_progress: &'a mut Instant,
+}
+
+/// The acknowledgement of packet `seq` at `now`: RTT and delivery-rate
+/// samples, and loss of every packet three or more below it (RFC 4341 §5,
+/// RFC 6675). Returns the controller's ack event and, when packets were
+/// found lost, the loss event; `None` when `seq` is no longer in flight
+/// (declared lost after an RTO).
+fn ack_one(now: Instant, b: Books<'_>, seq: u64) -> Option<(AckEvent, Option<LossEvent>)> {
+    let idx = b.in_flight.binary_search_by_key(&seq, |p| p.seq).ok()?;
+    // Invariant: `idx` was just found.
+    let p = b.in_flight.remove(idx).unwrap();
+    let prior_in_flight = b.in_flight.len() as u32 + 1;
+    *b.last_progress = now;
+    let sample = now - p.sent;
+    b.rtt.on_sample(sample);
+    b.rate.on_packet_delivered(now, &p.rate);
+    *b.delivered_pkts += 1;
+    let mut lost = 0u32;
+    let mut largest_lost_sent = None;
+    while b.in_flight.front().is_some_and(|l| l.seq + 3 <= seq) {
+        // Invariant: front() is Some.
+        let l = b.in_flight.pop_front().unwrap();
+        largest_lost_sent = Some(l.sent);
+        lost += 1;
+    }
+    *b.lost_total += lost as u64;
+    let rs = b.rate.take_sample(b.rtt.min_rtt());
+    let ack = AckEvent {
+        acked_pkts: 1,
+        acked_bytes: MSS as u64,
+        prior_in_flight_pkts: prior_in_flight,
+        in_flight_pkts: b.in_flight.len() as u32,
+        rtt: Some(sample),
+        srtt: b.rtt.srtt().unwrap_or(sample),
+        min_rtt: b.rtt.min_rtt().unwrap_or(sample),
+        rate: rs,
+        delivered_pkts: b.rate.delivered_pkts(),
+        lost_pkts_total: *b.lost_total,
+        largest_acked_sent_time: p.sent,
+    };
+    let loss = largest_lost_sent.map(|largest| LossEvent {
+        lost_pkts: lost,
+        lost_bytes: lost as u64 * MSS as u64,
+        in_flight_pkts: b.in_flight.len() as u32,
+        largest_lost_sent_time: largest,
+        delivered_pkts: b.rate.delivered_pkts(),
+    });
+    Some((ack, loss))
+}
+
 struct Sim<C: CongestionController> {
     cc: C,
     spec: LinkSpec,
@@ -231,40 +290,16 @@ impl<C: CongestionController> Sim<C> {
     }
 
     fn handle_ack(&mut self, seq: u64, ce: bool) {
-        let Ok(idx) = self.in_flight.binary_search_by_key(&seq, |p| p.seq) else {
-            return; // already declared lost (after an RTO)
+        let books = Books {
+            in_flight: &mut self.in_flight,
+            rtt: &mut self.rtt,
+            rate: &mut self.rate,
+            delivered_pkts: &mut self.delivered_pkts,
+            lost_total: &mut self.lost_total,
+            last_progress: &mut self.last_progress,
         };
-        // Invariant: `idx` was just found.
-        let p = self.in_flight.remove(idx).unwrap();
-        let prior_in_flight = self.in_flight.len() as u32 + 1;
-        self.last_progress = self.now;
-        let sample = self.now - p.sent;
-        self.rtt.on_sample(sample);
-        self.rate.on_packet_delivered(self.now, &p.rate);
-        self.delivered_pkts += 1;
-        // RFC 4341 §5 / RFC 6675: lost once three later packets are acked.
-        let mut lost = 0u32;
-        let mut largest_lost_sent = None;
-        while self.in_flight.front().is_some_and(|l| l.seq + 3 <= seq) {
-            // Invariant: front() is Some.
-            let l = self.in_flight.pop_front().unwrap();
-            largest_lost_sent = Some(l.sent);
-            lost += 1;
-        }
-        self.lost_total += lost as u64;
-        let rs = self.rate.take_sample(self.rtt.min_rtt());
-        let ack = AckEvent {
-            acked_pkts: 1,
-            acked_bytes: MSS as u64,
-            prior_in_flight_pkts: prior_in_flight,
-            in_flight_pkts: self.in_flight.len() as u32,
-            rtt: Some(sample),
-            srtt: self.rtt.srtt().unwrap_or(sample),
-            min_rtt: self.rtt.min_rtt().unwrap_or(sample),
-            rate: rs,
-            delivered_pkts: self.rate.delivered_pkts(),
-            lost_pkts_total: self.lost_total,
-            largest_acked_sent_time: p.sent,
+        let Some((ack, loss)) = ack_one(self.now, books, seq) else {
+            return; // already declared lost (after an RTO)
         };
         let view = self.view();
         self.cc.on_ack(self.now, &ack, &view);
@@ -275,19 +310,9 @@ impl<C: CongestionController> Sim<C> {
             let view = self.view();
             self.cc.on_ecn(self.now, 1, &ack, &view);
         }
-        if let Some(largest) = largest_lost_sent {
+        if let Some(loss) = loss {
             let view = self.view();
-            self.cc.on_loss(
-                self.now,
-                &LossEvent {
-                    lost_pkts: lost,
-                    lost_bytes: lost as u64 * MSS as u64,
-                    in_flight_pkts: self.in_flight.len() as u32,
-                    largest_lost_sent_time: largest,
-                    delivered_pkts: self.rate.delivered_pkts(),
-                },
-                &view,
-            );
+            self.cc.on_loss(self.now, &loss, &view);
         }
         self.cwnd_trace.push(self.cc.cwnd_pkts());
         if self.record {
@@ -961,12 +986,11 @@ mod shared {
     use std::time::Duration;
 
     use mpdccp_proto::cc::{
-        AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, RttEstimator,
-        SentPacket,
+        CcSnapshot, CongestionController, DeliveryRateEstimator, RttEstimator, SentPacket,
     };
     use mpdccp_proto::{Instant, PathId};
 
-    use super::{InFlight, MSS};
+    use super::{ack_one, Books, InFlight, MSS};
 
     pub struct Flow {
         pub cc: Box<dyn CongestionController>,
@@ -1141,51 +1165,23 @@ mod shared {
             let group = self.flows[i].group;
             let view = self.view(group);
             let f = &mut self.flows[i];
-            let Ok(idx) = f.in_flight.binary_search_by_key(&seq, |p| p.seq) else {
-                return;
+            let books = Books {
+                in_flight: &mut f.in_flight,
+                rtt: &mut f.rtt,
+                rate: &mut f.rate,
+                delivered_pkts: &mut f.delivered,
+                lost_total: &mut f.lost_total,
+                last_progress: &mut f.last_progress,
             };
-            let p = f.in_flight.remove(idx).unwrap();
-            let prior = f.in_flight.len() as u32 + 1;
-            f.last_progress = now;
-            let sample = now - p.sent;
-            f.rtt.on_sample(sample);
-            f.rate.on_packet_delivered(now, &p.rate);
-            f.delivered += 1;
-            let mut lost = 0;
-            let mut newest = None;
-            while f.in_flight.front().is_some_and(|l| l.seq + 3 <= seq) {
-                let l = f.in_flight.pop_front().unwrap();
-                newest = Some(l.sent);
-                lost += 1;
-            }
-            f.lost_total += lost as u64;
-            let rs = f.rate.take_sample(f.rtt.min_rtt());
-            let ev = AckEvent {
-                acked_pkts: 1,
-                acked_bytes: MSS as u64,
-                prior_in_flight_pkts: prior,
-                in_flight_pkts: f.in_flight.len() as u32,
-                rtt: Some(sample),
-                srtt: f.rtt.srtt().unwrap_or(sample),
-                min_rtt: f.rtt.min_rtt().unwrap_or(sample),
-                rate: rs,
-                delivered_pkts: f.rate.delivered_pkts(),
-                lost_pkts_total: f.lost_total,
-                largest_acked_sent_time: p.sent,
+            let Some((ev, loss)) = ack_one(now, books, seq) else {
+                return;
             };
             // One view for the ack and the losses it reveals, as conn does.
             f.cc.on_ack(now, &ev, &view);
             if f.cc.marks_app_limited() {
                 f.rate.on_app_limited(f.in_flight.len() as u32);
             }
-            if let Some(t) = newest {
-                let loss = LossEvent {
-                    lost_pkts: lost,
-                    lost_bytes: lost as u64 * MSS as u64,
-                    in_flight_pkts: f.in_flight.len() as u32,
-                    largest_lost_sent_time: t,
-                    delivered_pkts: f.rate.delivered_pkts(),
-                };
+            if let Some(loss) = loss {
                 f.cc.on_loss(now, &loss, &view);
             }
         }

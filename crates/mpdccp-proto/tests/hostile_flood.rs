@@ -12,162 +12,30 @@ use mpdccp_proto::conn::SERVICE_CODE;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::reorder::ReorderConfig;
 use mpdccp_proto::wire::option::kind;
-use mpdccp_proto::{
-    Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig, PathId,
-    PathState, Role,
-};
+use mpdccp_proto::{ConnectionConfig, EndpointConfig, PathId, PathState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// Remote keys of the genuine client's paths (attackers use keys below).
-const CLIENT_KEY: u64 = 1 << 40;
+mod common;
+use common::{open_two_paths, EpNet};
 
-/// A genuine client and a server [`Endpoint`] joined without delay; the
-/// attacker's datagrams are injected with [`EpNet::attack`], and what the
-/// endpoint sends to attacker keys is only counted.
-struct EpNet {
-    now: Instant,
-    client: Connection,
-    ep: Endpoint<u64>,
-    to_attackers: u64,
-    client_delivered: Vec<Vec<u8>>,
-    server_delivered: Vec<Vec<u8>>,
-    client_events: Vec<Event>,
-    buf: Vec<u8>,
+/// [`EpNet`] with this file's genuine client (default settings, seeds 5/6).
+fn ep_net(config: EndpointConfig) -> EpNet {
+    EpNet::new(ConnectionConfig::default(), config, (5, 6))
 }
 
-impl EpNet {
-    fn new(config: EndpointConfig) -> Self {
-        EpNet {
-            now: Instant::ZERO,
-            client: Connection::new(Role::Client, ConnectionConfig::default(), Instant::ZERO, 5),
-            ep: Endpoint::new(config, 6),
-            to_attackers: 0,
-            client_delivered: Vec::new(),
-            server_delivered: Vec::new(),
-            client_events: Vec::new(),
-            buf: vec![0; 65_536],
-        }
+/// Sends `n` packets each way through `net`; true when all arrived.
+fn delivers(net: &mut EpNet, n: u8) -> bool {
+    let (c0, s0) = (net.client_delivered.len(), net.server_delivered.len());
+    let h = net.server_handle();
+    for k in 0..n {
+        let now = net.now;
+        net.client.send(now, &[k; 100]).expect("client send");
+        net.ep.send(now, h, &[k; 101]).expect("server send");
+        net.run_for(Duration::from_millis(2));
     }
-
-    fn attack(&mut self, key: u64, bytes: &[u8]) {
-        assert!(key < CLIENT_KEY);
-        let now = self.now;
-        self.ep.handle_datagram(now, key, bytes);
-    }
-
-    /// Exchanges everything due now until quiescent.
-    fn pump(&mut self) {
-        for _ in 0..100_000 {
-            let now = self.now;
-            let mut progress = false;
-            while let Some(t) = self.client.poll_transmit(now, &mut self.buf) {
-                let seg = t.segment_size.unwrap_or(t.size).max(1);
-                for d in self.buf[..t.size].chunks(seg) {
-                    self.ep
-                        .handle_datagram(now, CLIENT_KEY + u64::from(t.path.0), d);
-                }
-                progress = true;
-            }
-            while let Some((k, t)) = self.ep.poll_transmit(now, &mut self.buf) {
-                if k >= CLIENT_KEY {
-                    let seg = t.segment_size.unwrap_or(t.size).max(1);
-                    let path = PathId((k - CLIENT_KEY) as u32);
-                    for d in self.buf[..t.size].chunks(seg) {
-                        self.client.handle_datagram(now, path, d);
-                    }
-                } else {
-                    self.to_attackers += 1;
-                }
-                progress = true;
-            }
-            if self.client.poll_timeout().is_some_and(|t| t <= now) {
-                self.client.handle_timeout(now);
-                progress = true;
-            }
-            if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-                self.ep.handle_timeout(now);
-                progress = true;
-            }
-            while let Some(e) = self.client.poll_event() {
-                if let Event::Delivered { data, .. } = &e {
-                    self.client_delivered.push(data.clone());
-                }
-                self.client_events.push(e);
-            }
-            while let Some((_, e)) = self.ep.poll_event() {
-                if let Event::Delivered { data, .. } = e {
-                    self.server_delivered.push(data);
-                }
-            }
-            if !progress {
-                return;
-            }
-        }
-        panic!("no quiescence");
-    }
-
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            self.pump();
-            let next = [self.client.poll_timeout(), self.ep.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            match next {
-                Some(t) if t <= end => self.now = t.max(self.now),
-                _ => {
-                    self.now = end;
-                    self.pump();
-                    return;
-                }
-            }
-        }
-    }
-
-    fn connect(&mut self, paths: u32) {
-        for p in 0..paths {
-            let now = self.now;
-            self.client
-                .add_path(now, PathId(p), PathConfig::default())
-                .expect("add_path");
-            self.run_for(Duration::from_millis(50));
-        }
-    }
-
-    fn server_handle(&self) -> mpdccp_proto::conn::ConnectionHandle {
-        self.ep
-            .route(&CLIENT_KEY)
-            .map(|(h, _)| h)
-            .expect("client routed")
-    }
-
-    /// Sends `n` packets each way; true when all arrived.
-    fn delivers(&mut self, n: u8) -> bool {
-        let (c0, s0) = (self.client_delivered.len(), self.server_delivered.len());
-        let h = self.server_handle();
-        for k in 0..n {
-            let now = self.now;
-            self.client.send(now, &[k; 100]).expect("client send");
-            self.ep.send(now, h, &[k; 101]).expect("server send");
-            self.run_for(Duration::from_millis(2));
-        }
-        self.run_for(Duration::from_millis(300));
-        self.server_delivered.len() - s0 == n as usize
-            && self.client_delivered.len() - c0 == n as usize
-    }
-
-    fn half_open(&self) -> usize {
-        self.ep
-            .connections()
-            .into_iter()
-            .filter(|h| {
-                let c = self.ep.connection(*h).unwrap();
-                !c.is_established() && !c.is_closed()
-            })
-            .count()
-    }
+    net.run_for(Duration::from_millis(300));
+    net.server_delivered.len() - s0 == n as usize && net.client_delivered.len() - c0 == n as usize
 }
 
 /// An initial Request with MP_KEY, as a new client would send it.
@@ -203,7 +71,7 @@ fn request_flood_keeps_half_open_state_bounded() {
         max_pending_resets: 16,
         ..Default::default()
     };
-    let mut net = EpNet::new(cfg.clone());
+    let mut net = ep_net(cfg.clone());
     net.connect(2);
     assert!(net.client.is_established());
     let mut rng = ChaCha8Rng::seed_from_u64(0xF100D);
@@ -228,7 +96,7 @@ fn request_flood_keeps_half_open_state_bounded() {
         FLOOD,
         "each refusal answered or counted as dropped (Responses included)"
     );
-    assert!(net.delivers(50), "genuine connection unharmed");
+    assert!(delivers(&mut net, 50), "genuine connection unharmed");
 }
 
 /// After a Request flood filled the half-open slots, the half-open
@@ -241,7 +109,7 @@ fn request_flood_does_not_lock_out_new_clients_forever() {
         max_half_open: 32,
         ..Default::default()
     };
-    let mut net = EpNet::new(cfg.clone());
+    let mut net = ep_net(cfg.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(0xF100E);
     for i in 0..1000 {
         let req = mp_key_request(&mut rng);
@@ -266,7 +134,7 @@ fn request_flood_does_not_lock_out_new_clients_forever() {
 /// and a genuine join must still succeed afterwards.
 #[test]
 fn join_flood_with_the_real_token_stays_bounded() {
-    let mut net = EpNet::new(EndpointConfig::default());
+    let mut net = ep_net(EndpointConfig::default());
     net.connect(1);
     let h = net.server_handle();
     let token = net.ep.connection(h).unwrap().local_ci();
@@ -294,10 +162,7 @@ fn join_flood_with_the_real_token_stays_bounded() {
         c.paths().len()
     );
     // A genuine join still gets through.
-    let now = net.now;
-    net.client
-        .add_path(now, PathId(1), PathConfig::default())
-        .unwrap();
+    net.add_path(1);
     net.run_for(Duration::from_millis(100));
     let open = net
         .client
@@ -316,10 +181,7 @@ fn two_paths(server: ConnectionConfig) -> Harness {
         ..Default::default()
     });
     h.record = true;
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    open_two_paths(&mut h);
     assert!(h.server.is_established());
     h
 }

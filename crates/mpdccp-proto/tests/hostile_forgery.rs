@@ -19,9 +19,12 @@ use mpdccp_proto::conn::codec::{
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
-use mpdccp_proto::{ConnStats, Event, PathId, PathState};
+use mpdccp_proto::{Event, PathId, PathState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+mod common;
+use common::{addrs, emit, inject, open_paths, open_two_paths, rejections, Delivery};
 
 const ROUNDS: u32 = 1000;
 
@@ -45,10 +48,7 @@ fn session(seed: u64) -> (Harness, Inbox) {
         ..Default::default()
     });
     h.record = true;
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    open_two_paths(&mut h);
     assert!(h.client.is_established() && h.server.is_established());
     assert_eq!(open_paths(&h, Side::Server), 2);
     let inbox: Inbox = Rc::default();
@@ -63,72 +63,30 @@ fn session(seed: u64) -> (Harness, Inbox) {
     (h, inbox)
 }
 
-fn open_paths(h: &Harness, side: Side) -> usize {
-    h.conn_ref(side)
-        .paths()
-        .iter()
-        .filter(|p| p.state == PathState::Active)
-        .count()
+/// Forges `seg` from the client side of the attacker's path and delivers
+/// it to the server.
+fn attack_server(h: &mut Harness, seg: &Segment<'_>) {
+    inject(
+        h,
+        Side::Server,
+        ATTACK_PATH,
+        &emit(seg, ATTACK_PATH, Side::Client),
+    );
 }
 
-/// (source, destination) addresses of a datagram sent by `from` on `path`.
-fn addrs(path: usize, from: Side) -> (SocketAddr, SocketAddr) {
-    let (c, s) = Harness::path_addrs(path);
-    if from == Side::Client {
-        (c, s)
-    } else {
-        (s, c)
-    }
-}
-
-/// Emits `seg` as if sent by `from` on `path`, with a correct checksum.
-fn emit(seg: &Segment<'_>, path: usize, from: Side) -> Vec<u8> {
-    let (src, dst) = addrs(path, from);
-    let mut seg = seg.clone();
-    seg.src_port = src.port();
-    seg.dst_port = dst.port();
-    let mut b = vec![0u8; 2048];
-    let n = seg
-        .emit(&mut b, (src.ip(), dst.ip()))
-        .expect("forgery fits");
-    b.truncate(n);
-    b
-}
-
-/// Delivers a forged datagram to `to` as if it came over `path`.
-fn inject(h: &mut Harness, to: Side, path: usize, bytes: &[u8]) {
-    let (src, dst) = addrs(path, to.peer());
-    let now = h.now;
-    h.conn(to)
-        .handle_datagram_from(now, PathId(path as u32), dst, src, bytes);
-}
-
-/// Sends `n` numbered packets each way and checks every one arrives once.
+/// [`common::assert_delivers`] with this file's traffic: `n` 120-byte
+/// packets each way tagged `tag`, 2 ms apart.
 fn assert_delivers(h: &mut Harness, n: u32, tag: u8) {
-    for side in [Side::Client, Side::Server] {
-        let before = h.delivered(side.peer()).len();
-        for k in 0..n {
-            let mut p = vec![tag; 120];
-            p[..4].copy_from_slice(&k.to_be_bytes());
-            let now = h.now;
-            h.conn(side).send(now, &p).expect("send");
-            h.drive_for(Duration::from_millis(2));
-        }
-        h.drive_for(Duration::from_millis(300));
-        let got: Vec<u32> = h.delivered(side.peer())[before..]
-            .iter()
-            .filter(|(_, d)| d.len() == 120 && d[4] == tag)
-            .map(|(_, d)| u32::from_be_bytes([d[0], d[1], d[2], d[3]]))
-            .collect();
-        let mut sorted = got.clone();
-        sorted.sort_unstable();
-        assert_eq!(
-            sorted,
-            (0..n).collect::<Vec<_>>(),
-            "{side:?}→{:?}: every packet exactly once",
-            side.peer()
-        );
-    }
+    common::assert_delivers(
+        h,
+        Delivery {
+            n,
+            tag,
+            len: 120,
+            gap: Duration::from_millis(2),
+            drain: Duration::from_millis(300),
+        },
+    );
 }
 
 /// The last datagram `from` sent on `path` (genuine traffic), parsed.
@@ -195,12 +153,7 @@ fn join_with_forged_hmac_is_rejected_every_time() {
             nonce,
         });
         inbox.borrow_mut().clear();
-        inject(
-            &mut h,
-            Side::Server,
-            ATTACK_PATH,
-            &emit(&req, ATTACK_PATH, Side::Client),
-        );
+        attack_server(&mut h, &req);
         h.drive_for(Duration::from_millis(1));
         let resp = {
             let inbox = inbox.borrow();
@@ -230,12 +183,7 @@ fn join_with_forged_hmac_is_rejected_every_time() {
             third.mp.seq = Some(rng.gen::<u64>() & SEQ_MASK);
         }
         inbox.borrow_mut().clear();
-        inject(
-            &mut h,
-            Side::Server,
-            ATTACK_PATH,
-            &emit(&third, ATTACK_PATH, Side::Client),
-        );
+        attack_server(&mut h, &third);
         h.drive_for(Duration::from_millis(1));
         let s = h.server.stats();
         assert_eq!(
@@ -299,12 +247,7 @@ fn join_with_unknown_token_is_reset_every_time() {
             nonce: rng.gen(),
         });
         inbox.borrow_mut().clear();
-        inject(
-            &mut h,
-            Side::Server,
-            ATTACK_PATH,
-            &emit(&req, ATTACK_PATH, Side::Client),
-        );
+        attack_server(&mut h, &req);
         h.drive_for(Duration::from_millis(1));
         assert_eq!(
             h.server.stats().join_unknown_token,
@@ -416,27 +359,6 @@ fn replayed_packets_from_earlier_sessions_are_rejected() {
     assert_eq!(open_paths(&h, Side::Server), 2);
     h.tamper = None;
     assert_delivers(&mut h, 50, 0xA3);
-}
-
-/// Sum of every rejection counter.
-fn rejections(s: &ConnStats) -> u64 {
-    s.rx_malformed
-        + s.rx_bad_checksum
-        + s.rx_unknown_path
-        + s.rx_seq_invalid
-        + s.rx_unexpected
-        + s.rx_duplicate
-        + s.rx_missing_mp_seq
-        + s.rx_data_after_close
-        + s.join_unknown_token
-        + s.join_bad_hmac
-        + s.join_too_busy
-        + s.join_not_multipath
-        + s.bad_key_echo
-        + s.bad_close_key
-        + s.addaddr_bad_hmac
-        + s.removeaddr_bad_hmac
-        + s.rx_request_refused
 }
 
 /// MP_ADDADDR and MP_REMOVEADDR with a wrong or missing MP_HMAC, sent by
@@ -639,12 +561,7 @@ fn second_mp_key_handshake_on_a_live_connection_is_refused() {
             peer_key: None,
         });
         inbox.borrow_mut().clear();
-        inject(
-            &mut h,
-            Side::Server,
-            ATTACK_PATH,
-            &emit(&req, ATTACK_PATH, Side::Client),
-        );
+        attack_server(&mut h, &req);
         h.drive_for(Duration::from_millis(1));
         assert_eq!(
             h.server.stats().rx_unexpected,
@@ -678,12 +595,7 @@ fn close_on_a_closed_subflow_is_counted() {
         token: h.server.local_ci() ^ 1,
         nonce: 1,
     });
-    inject(
-        &mut h,
-        Side::Server,
-        ATTACK_PATH,
-        &emit(&req, ATTACK_PATH, Side::Client),
-    );
+    attack_server(&mut h, &req);
     h.drive_for(Duration::from_millis(5));
     for (k, ptype) in [PacketType::Close, PacketType::CloseReq, PacketType::Reset]
         .into_iter()
@@ -695,12 +607,7 @@ fn close_on_a_closed_subflow_is_counted() {
         seg.ack = Some(rng.gen::<u64>() & SEQ_MASK);
         seg.mp.close = Some(rng.gen());
         let before = rejections(&h.server.stats());
-        inject(
-            &mut h,
-            Side::Server,
-            ATTACK_PATH,
-            &emit(&seg, ATTACK_PATH, Side::Client),
-        );
+        attack_server(&mut h, &seg);
         assert!(
             rejections(&h.server.stats()) > before,
             "round {k}: {ptype:?}"
@@ -790,12 +697,7 @@ fn refused_forged_request_does_not_poison_the_path_id() {
         token: h.server.local_ci() ^ 0x55,
         nonce: 99,
     });
-    inject(
-        &mut h,
-        Side::Server,
-        ATTACK_PATH,
-        &emit(&req, ATTACK_PATH, Side::Client),
-    );
+    attack_server(&mut h, &req);
     h.drive_for(Duration::from_millis(50));
     assert_eq!(h.server.stats().join_unknown_token, 1);
     h.open_path(ATTACK_PATH);

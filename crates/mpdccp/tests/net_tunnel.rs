@@ -248,6 +248,25 @@ fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
         "TCP through 2 x 10 Mbit/s: {mbps:.2} Mbit/s, want >= 16 (80 %)\n{st}"
     );
     eprintln!("kernel TCP through the tunnel over 2 x 10 Mbit/s: {mbps:.2} Mbit/s");
+    // The offloaded data path was used and nothing was refused: the
+    // client's TUN handed out TCP super-packets (TSO) that were split
+    // without error, and every TUN write on both ends succeeded.
+    let sst = t.status(true).unwrap_or_default();
+    let (c, s) = (&st["daemon"], &sst["daemon"]);
+    assert!(
+        c["tun_offload"]["tso_frames"].as_u64().unwrap_or(0) > 0,
+        "no TSO frames read from the client TUN: {c}"
+    );
+    assert_eq!(c["tun_offload"]["split_errors"], 0, "{c}");
+    assert_eq!(c["tun_tx_errors"], 0, "{c}");
+    assert_eq!(s["tun_tx_errors"], 0, "{s}");
+    eprintln!(
+        "client TSO frames {} -> {} segments; server coalesced {} segments into {} writes",
+        c["tun_offload"]["tso_frames"],
+        c["tun_offload"]["tso_segments"],
+        s["tun_offload"]["gro_segments"],
+        s["tun_offload"]["gro_frames"]
+    );
 }
 
 /// Sends datagrams to the server port from the client namespace and returns

@@ -27,7 +27,9 @@ use tracing::{debug, info, warn};
 use super::config::ClientConfig;
 use super::iface::{iface_state, LinkWatcher};
 use super::ops::{conn_json, OpsServer};
-use super::{open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use super::{
+    flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
+};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
@@ -65,7 +67,12 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         .path
         .iter()
         .any(|p| p.remote.or(config.server).is_some_and(|r| r.is_ipv6()));
-    let (tun, plan) = open_tun(&config.tun, config.tunnel.path_mtu, ipv6_outer)?;
+    let (tun, plan) = open_tun(
+        &config.tun,
+        config.tunnel.path_mtu,
+        ipv6_outer,
+        config.tunnel.offload,
+    )?;
     let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
     // Validate names (cc, scheduler, reorder) before touching the network.
     Connection::try_new(Role::Client, conn_cfg.clone(), clock::now(), 1)
@@ -110,9 +117,12 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
     };
-    let mut rx = RecvBatch::new(BATCH);
+    let offload = config.tunnel.offload;
+    let mut rx = super::recv_batch(offload);
     let mut txbuf = vec![0u8; 65_536];
-    let mut tunbuf = vec![0u8; 65_536];
+    let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
+    let mut segbuf = vec![0u8; 65_536];
+    let mut tun_writer = TunWriter::new();
     let mut poll = PollSet::with_capacity(8 + paths.len());
     let mut closing: Option<Instant> = None;
     let mut next_check = Instant::ZERO;
@@ -128,6 +138,10 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         {
             if closing.is_none() {
                 d.manage_paths(now, &mut paths, base_backoff);
+                // UDP GRO on every (new) path socket; idempotent.
+                for s in paths.iter().filter_map(|p| p.socket.as_ref()) {
+                    s.set_gro(offload);
+                }
             }
             next_check = now + RECHECK;
         }
@@ -138,13 +152,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         // Events.
         while let Some(ev) = d.conn.poll_event() {
             match ev {
-                Event::Delivered { data, .. } => match d.tun.send(&data) {
-                    Ok(_) => {
-                        d.stats.tun_tx_pkts += 1;
-                        d.stats.tun_tx_bytes += data.len() as u64;
-                    }
-                    Err(_) => d.stats.tun_tx_errors += 1,
-                },
+                Event::Delivered { data, .. } => tun_writer.write(&d.tun, &mut d.stats, &data),
                 Event::Connected => info!("connected"),
                 Event::PathEstablished(id) => {
                     if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
@@ -179,6 +187,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 other => debug!(?other, "event"),
             }
         }
+        tun_writer.flush(&d.tun, &mut d.stats);
         if closing.is_some() && (d.conn.is_closed() || closing.is_some_and(|t| now >= t)) {
             d.flush(now, &mut paths, &mut txbuf);
             break;
@@ -257,11 +266,11 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         }
         for (k, p) in paths.iter().enumerate().take(16) {
             if i_sock[k] != usize::MAX && poll.readable(i_sock[k]) {
-                d.handle_socket(now, p, &mut rx);
+                d.handle_socket(p, &mut rx);
             }
         }
         if poll.readable(i_tun) && closing.is_none() {
-            d.handle_tun(now, &mut tunbuf);
+            d.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
         }
     }
     Ok(())
@@ -384,58 +393,36 @@ impl Client {
         }
     }
 
-    fn handle_socket(&mut self, now: Instant, p: &PathRt, rx: &mut RecvBatch) {
+    fn handle_socket(&mut self, p: &PathRt, rx: &mut RecvBatch) {
         let (Some(sock), Some(id)) = (&p.socket, p.id) else {
             return;
         };
-        for _ in 0..4 {
-            let n = match sock.recv_batch(rx) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            for i in 0..n {
-                let Some((data, from, truncated)) = rx.datagram(i) else {
-                    continue;
-                };
-                self.stats.udp_rx_datagrams += 1;
-                self.stats.udp_rx_bytes += data.len() as u64;
-                if truncated {
-                    self.stats.udp_rx_truncated += 1;
-                    continue;
-                }
-                if from != Some(p.remote) {
-                    self.stats.udp_rx_foreign += 1;
-                    continue;
-                }
-                self.conn.handle_datagram(now, id, data);
-            }
-            if n < rx.capacity() {
+        let conn = &mut self.conn;
+        super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, data| {
+            if from != p.remote {
+                stats.udp_rx_foreign += 1;
                 return;
             }
-        }
+            conn.handle_datagram(now, id, data);
+        });
     }
 
-    fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
-        for _ in 0..BATCH {
-            let n = match self.tun.recv(buf) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            self.stats.tun_rx_pkts += 1;
-            self.stats.tun_rx_bytes += n as u64;
-            if super::inner_dst(&buf[..n]).is_none() {
-                self.stats.tun_rx_malformed += 1;
-                continue;
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
+        let conn = &mut self.conn;
+        super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
+            if super::inner_dst(pkt).is_none() {
+                stats.tun_rx_malformed += 1;
+            } else if conn.send(now, pkt).is_err() {
+                stats.send_rejected += 1;
             }
-            if self.conn.send(now, &buf[..n]).is_err() {
-                self.stats.send_rejected += 1;
-            }
-        }
+        });
     }
 
-    /// Sends everything the core has for the network.
+    /// Sends everything the core has for the network: datagrams and GSO
+    /// trains queue per path, one `sendmmsg` per path at the end.
     fn flush(&mut self, now: Instant, paths: &mut [PathRt], buf: &mut [u8]) {
-        while let Some(t) = self.conn.poll_transmit(now, buf) {
+        let cap = buf.len().min(super::TRAIN_BUF_BYTES);
+        while let Some(t) = self.conn.poll_transmit(now, &mut buf[..cap]) {
             let Some(p) = paths.iter_mut().find(|p| p.id == Some(t.path)) else {
                 self.stats.udp_tx_no_socket += 1;
                 continue;
@@ -445,27 +432,14 @@ impl Client {
                 continue;
             };
             let data = &buf[..t.size];
-            match t.segment_size {
-                Some(seg) if seg < t.size => {
-                    let segs = t.size.div_ceil(seg) as u64;
-                    match sock.send_segments(data, seg, p.remote) {
-                        Ok(()) => self.stats.udp_tx_datagrams += segs,
-                        Err(_) => self.stats.udp_tx_errors += segs,
-                    }
-                }
-                _ => {
-                    if p.batch.is_full() {
-                        flush_batch(sock, &mut p.batch, &mut self.stats);
-                    }
-                    let slot = p.batch.next_buf();
-                    if slot.len() >= data.len() {
-                        slot[..data.len()].copy_from_slice(data);
-                        p.batch.commit(data.len(), p.remote);
-                    } else {
-                        self.stats.udp_tx_errors += 1;
-                    }
-                }
-            }
+            queue_transmit(
+                sock,
+                &mut p.batch,
+                &mut self.stats,
+                data,
+                t.segment_size,
+                p.remote,
+            );
         }
         for p in paths.iter_mut() {
             if let Some(sock) = &p.socket {
@@ -502,19 +476,6 @@ impl Client {
             "configured_paths": cfg_paths,
             "connections": [conn_json(&self.conn, self.conn_gen, &name_of)],
         })
-    }
-}
-
-pub(super) fn flush_batch(sock: &PathSocket, batch: &mut SendBatch, stats: &mut DaemonStats) {
-    while !batch.is_empty() {
-        match sock.send_batch(batch) {
-            Ok(n) if n > 0 => stats.udp_tx_datagrams += n as u64,
-            _ => {
-                // Socket buffer full or error: the core treats it as loss.
-                stats.udp_tx_errors += batch.len() as u64;
-                batch.clear();
-            }
-        }
     }
 }
 

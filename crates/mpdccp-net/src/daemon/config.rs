@@ -76,6 +76,13 @@ pub struct TunnelConfig {
     /// The whole connection closes after this long without a packet on any
     /// path (a client then reconnects; a server frees the slot). 0 = never.
     pub idle_timeout_ms: u64,
+    /// Kernel offloads on the data path: UDP GSO/GRO on the path sockets
+    /// and TSO/GRO-style super-packets on the TUN (`IFF_VNET_HDR`). false =
+    /// one kernel packet per datagram (for comparison and old kernels).
+    pub offload: bool,
+    /// Most equal-sized DCCP packets the core hands out as one UDP GSO
+    /// train (with `offload`).
+    pub gso_segments: usize,
 }
 
 impl Default for TunnelConfig {
@@ -94,6 +101,8 @@ impl Default for TunnelConfig {
             keepalive_ms: 2_000,
             path_idle_timeout_ms: 15_000,
             idle_timeout_ms: 120_000,
+            offload: true,
+            gso_segments: 32,
         }
     }
 }
@@ -121,6 +130,11 @@ impl TunnelConfig {
             keepalive_interval: ms_opt(self.keepalive_ms),
             path_idle_timeout: ms_opt(self.path_idle_timeout_ms),
             idle_timeout: ms_opt(self.idle_timeout_ms),
+            max_gso_segments: if self.offload {
+                self.gso_segments.clamp(1, 64)
+            } else {
+                1
+            },
             ..Default::default()
         }
     }

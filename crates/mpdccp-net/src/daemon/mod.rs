@@ -11,6 +11,13 @@
 //! pacing and timers are honoured to within the scheduler's wake-up latency.
 //! Buffers are allocated once at start; the daemon itself allocates nothing
 //! per packet (the core's `Event::Delivered` carries its own `Vec`).
+//!
+//! With `tunnel.offload` (default) the kernel moves few, big packets: TCP
+//! super-packets from the TUN are split ([`drain_tun`], [`crate::offload`]),
+//! delivered segments of one flow are merged into one TUN write
+//! ([`TunWriter`], flushed at the end of every wake-up so nothing waits),
+//! DCCP packets leave as UDP GSO trains and arrive as UDP GRO trains
+//! ([`drain_socket`]).
 
 pub mod client;
 pub mod config;
@@ -29,15 +36,127 @@ use tracing::info;
 
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
 use crate::netns;
+use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
+use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
 
 /// Packets drained from one fd per wake-up before looking at the others.
 pub const BATCH: usize = 64;
 
+/// Receive slots for the path sockets: with UDP GRO a slot holds a whole
+/// train (up to 64 kB), so fewer slots.
+pub fn recv_batch(gro: bool) -> RecvBatch {
+    if gro {
+        RecvBatch::with_slot_bytes(16, MAX_TRAIN_BYTES)
+    } else {
+        RecvBatch::with_slot_bytes(BATCH, SLOT_BYTES)
+    }
+}
+
+/// Most bytes the core may put in one transmit: a UDP GSO train must fit
+/// one IP packet (65 535 bytes minus IP and UDP headers).
+pub const TRAIN_BUF_BYTES: usize = 65_000;
+
+/// Receives what is queued on `sock` (up to 4 `recvmmsg` calls, so one busy
+/// socket cannot starve the others), counts it in `stats`, and hands each
+/// DCCP datagram to `deliver(stats, now, from, datagram)` — a UDP GRO train
+/// split back into its datagrams at the segment size the kernel reported.
+/// `now` is read after each receive: the core takes it as the arrival time
+/// (a stale one would shorten RTT samples).
+pub fn drain_socket(
+    sock: &PathSocket,
+    rx: &mut RecvBatch,
+    stats: &mut DaemonStats,
+    mut deliver: impl FnMut(&mut DaemonStats, Instant, std::net::SocketAddr, &[u8]),
+) {
+    for _ in 0..4 {
+        let n = match sock.recv_batch(rx) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        let now = crate::clock::now();
+        stats.udp_rx_syscalls += 1;
+        for i in 0..n {
+            let Some((data, from, truncated)) = rx.datagram(i) else {
+                continue;
+            };
+            let seg = rx.gro_segment_bytes(i).filter(|&s| s < data.len());
+            if truncated || from.is_none() {
+                stats.udp_rx_datagrams += 1;
+                stats.udp_rx_bytes += data.len() as u64;
+                stats.udp_rx_truncated += u64::from(truncated);
+                continue;
+            }
+            let Some(from) = from else { continue };
+            let seg = match seg {
+                Some(s) => {
+                    stats.udp_rx_gro_trains += 1;
+                    s
+                }
+                None => data.len().max(1),
+            };
+            for d in data.chunks(seg) {
+                stats.udp_rx_datagrams += 1;
+                stats.udp_rx_bytes += d.len() as u64;
+                deliver(stats, now, from, d);
+            }
+        }
+        if n < rx.capacity() {
+            return;
+        }
+    }
+}
+
+/// Sends everything queued in `batch`; what the socket refuses (buffer
+/// full, error) is dropped and counted — the core sees it as loss.
+pub fn flush_batch(sock: &PathSocket, batch: &mut SendBatch, stats: &mut DaemonStats) {
+    while !batch.is_empty() {
+        match sock.send_batch(batch) {
+            Ok(n) if n > 0 => {
+                stats.udp_tx_datagrams += n as u64;
+                stats.udp_tx_syscalls += 1;
+            }
+            _ => {
+                stats.udp_tx_errors += batch.datagrams() as u64;
+                batch.clear();
+            }
+        }
+    }
+}
+
+/// Queues one transmit of the core (a datagram or a GSO train, at
+/// `data`) on `batch`, flushing first when the batch is full.
+pub fn queue_transmit(
+    sock: &PathSocket,
+    batch: &mut SendBatch,
+    stats: &mut DaemonStats,
+    data: &[u8],
+    segment_bytes: Option<usize>,
+    to: std::net::SocketAddr,
+) {
+    if batch.is_full() {
+        flush_batch(sock, batch, stats);
+    }
+    let slot = batch.next_buf();
+    if slot.len() < data.len() {
+        stats.udp_tx_errors += 1;
+        return;
+    }
+    slot[..data.len()].copy_from_slice(data);
+    if segment_bytes.is_some_and(|s| s < data.len()) {
+        stats.udp_tx_gso_trains += 1;
+    }
+    batch.commit(data.len(), to, segment_bytes);
+}
+
 /// Daemon-level counters (the core has its own, see `ConnStats`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DaemonStats {
+    /// TUN reads / writes (with offload a frame may hold many packets).
+    pub tun_rx_frames: u64,
+    pub tun_tx_frames: u64,
+    /// IP packets from the TUN (after splitting super-packets).
     pub tun_rx_pkts: u64,
     pub tun_rx_bytes: u64,
     pub tun_tx_pkts: u64,
@@ -59,9 +178,113 @@ pub struct DaemonStats {
     pub udp_tx_errors: u64,
     /// Core output for a path whose socket is gone (interface down).
     pub udp_tx_no_socket: u64,
+    /// `recvmmsg` / `sendmmsg` calls that moved data (datagrams per call =
+    /// `udp_rx_datagrams / udp_rx_syscalls`).
+    pub udp_rx_syscalls: u64,
+    pub udp_tx_syscalls: u64,
+    /// Receive buffers that held a UDP GRO train (several datagrams).
+    pub udp_rx_gro_trains: u64,
+    /// UDP GSO trains sent (each several datagrams in one kernel packet).
+    pub udp_tx_gso_trains: u64,
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,
+    /// TUN offload: super-packets split and coalesced, checksums completed.
+    pub tun_offload: OffloadStats,
+}
+
+/// Reads up to [`BATCH`] frames from the TUN (stopping early after
+/// [`TUN_PKTS_PER_WAKE`] packets, so one wake-up stays short) and hands
+/// every IP packet to `send(stats, packet)` — with offload, super-packets
+/// are split into tunnel-MTU packets first (`seg` is their scratch space).
+pub fn drain_tun(
+    tun: &Tun,
+    buf: &mut [u8],
+    seg: &mut [u8],
+    stats: &mut DaemonStats,
+    mut send: impl FnMut(&mut DaemonStats, &[u8]),
+) {
+    let mut pkts = 0usize;
+    for _ in 0..BATCH {
+        let n = match tun.recv(buf) {
+            Ok(n) => n,
+            Err(_) => return,
+        };
+        stats.tun_rx_frames += 1;
+        if tun.offload() {
+            let mut off = std::mem::take(&mut stats.tun_offload);
+            let r = offload::split(&buf[..n], seg, &mut off, |p| {
+                stats.tun_rx_pkts += 1;
+                stats.tun_rx_bytes += p.len() as u64;
+                send(stats, p);
+            });
+            stats.tun_offload = off;
+            pkts += r.unwrap_or(0);
+        } else {
+            stats.tun_rx_pkts += 1;
+            stats.tun_rx_bytes += n as u64;
+            send(stats, &buf[..n]);
+            pkts += 1;
+        }
+        if pkts >= TUN_PKTS_PER_WAKE {
+            return;
+        }
+    }
+}
+
+/// Packets taken from the TUN per wake-up before the loop sends them on.
+pub const TUN_PKTS_PER_WAKE: usize = 512;
+
+/// Writes delivered packets to the TUN; with offload, consecutive segments
+/// of one TCP flow become one super-packet ([`offload::Coalescer`]). The
+/// caller must [`TunWriter::flush`] at the end of each wake-up: nothing is
+/// held longer.
+pub struct TunWriter {
+    coalescer: Coalescer,
+}
+
+impl Default for TunWriter {
+    fn default() -> Self {
+        TunWriter::new()
+    }
+}
+
+impl TunWriter {
+    pub fn new() -> TunWriter {
+        TunWriter {
+            coalescer: Coalescer::new(),
+        }
+    }
+
+    pub fn write(&mut self, tun: &Tun, stats: &mut DaemonStats, pkt: &[u8]) {
+        stats.tun_tx_pkts += 1;
+        stats.tun_tx_bytes += pkt.len() as u64;
+        if !tun.offload() {
+            stats.tun_tx_frames += 1;
+            if tun.send(pkt).is_err() {
+                stats.tun_tx_errors += 1;
+            }
+            return;
+        }
+        let (mut frames, mut errors) = (0u64, 0u64);
+        self.coalescer
+            .push(pkt, &mut stats.tun_offload, &mut |h, p| {
+                frames += 1;
+                errors += u64::from(tun.send_vnet(h, p).is_err());
+            });
+        stats.tun_tx_frames += frames;
+        stats.tun_tx_errors += errors;
+    }
+
+    pub fn flush(&mut self, tun: &Tun, stats: &mut DaemonStats) {
+        let (mut frames, mut errors) = (0u64, 0u64);
+        self.coalescer.flush(&mut stats.tun_offload, &mut |h, p| {
+            frames += 1;
+            errors += u64::from(tun.send_vnet(h, p).is_err());
+        });
+        stats.tun_tx_frames += frames;
+        stats.tun_tx_errors += errors;
+    }
 }
 
 /// Opens and configures the TUN device; returns it with the MTU plan used.
@@ -69,6 +292,7 @@ pub fn open_tun(
     cfg: &TunConfig,
     path_mtu: u32,
     ipv6_outer: bool,
+    offload: bool,
 ) -> anyhow::Result<(Tun, MtuPlan)> {
     let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
     let mtu = if cfg.mtu > 0 {
@@ -76,7 +300,15 @@ pub fn open_tun(
     } else {
         plan.tun_mtu
     };
-    let tun = Tun::open(&cfg.name)?;
+    let tun = if offload {
+        // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
+        Tun::open_offload(&cfg.name).or_else(|e| {
+            tracing::warn!("TUN offloads unavailable ({e}); one packet per read/write");
+            Tun::open(&cfg.name)
+        })?
+    } else {
+        Tun::open(&cfg.name)?
+    };
     let name = tun.name().to_string();
     netns::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
     let mut v6 = false;

@@ -15,10 +15,11 @@ use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
-use super::client::flush_batch;
 use super::config::ServerConfig;
 use super::ops::{conn_json, stats_json, OpsServer};
-use super::{inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, BATCH};
+use super::{
+    flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
+};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
@@ -28,7 +29,12 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
-    let (tun, plan) = open_tun(&config.tun, config.tunnel.path_mtu, config.listen.is_ipv6())?;
+    let (tun, plan) = open_tun(
+        &config.tun,
+        config.tunnel.path_mtu,
+        config.listen.is_ipv6(),
+        config.tunnel.offload,
+    )?;
     let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
     mpdccp_proto::conn::Connection::try_new(
         mpdccp_proto::conn::Role::Server,
@@ -46,6 +52,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         },
         config.listen,
     )?;
+    sock.set_gro(config.tunnel.offload);
     info!(listen = %sock.local_addr(), "server listening");
     eprintln!("server listening on udp {}", sock.local_addr());
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
@@ -61,13 +68,14 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         max_owners: config.max_learned_addresses,
         stats: DaemonStats::default(),
         tun,
+        tun_writer: TunWriter::new(),
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
     };
-    let mut rx = RecvBatch::new(BATCH);
+    let mut rx = super::recv_batch(config.tunnel.offload);
     let mut batch = SendBatch::new(BATCH);
-    let mut txbuf = vec![0u8; 65_536];
-    let mut tunbuf = vec![0u8; 65_536];
+    let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
+    let mut segbuf = vec![0u8; 65_536];
     let mut poll = PollSet::with_capacity(8);
     let mut closing: Option<Instant> = None;
 
@@ -77,7 +85,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             s.ep.handle_timeout(now);
         }
         s.handle_events();
-        s.flush(now, &sock, &mut batch, &mut txbuf);
+        s.flush(now, &sock, &mut batch);
         if let Some(t) = closing {
             if s.ep.connections().is_empty() || now >= t {
                 break;
@@ -112,10 +120,10 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             ops.handle_prometheus(&|| s.status());
         }
         if poll.readable(i_sock) {
-            s.handle_socket(now, &sock, &mut rx);
+            s.handle_socket(&sock, &mut rx);
         }
         if poll.readable(i_tun) && closing.is_none() {
-            s.handle_tun(now, &mut tunbuf);
+            s.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
         }
     }
     Ok(())
@@ -128,6 +136,7 @@ struct Server {
     max_owners: usize,
     stats: DaemonStats,
     tun: Tun,
+    tun_writer: TunWriter,
     started: Instant,
     tun_mtu: u32,
 }
@@ -153,13 +162,7 @@ impl Server {
                             self.owners.insert(src, h);
                         }
                     }
-                    match self.tun.send(&data) {
-                        Ok(_) => {
-                            self.stats.tun_tx_pkts += 1;
-                            self.stats.tun_tx_bytes += data.len() as u64;
-                        }
-                        Err(_) => self.stats.tun_tx_errors += 1,
-                    }
+                    self.tun_writer.write(&self.tun, &mut self.stats, &data);
                 }
                 Event::Connected => info!(conn = h.0, "client connected"),
                 Event::PathEstablished(p) => {
@@ -175,86 +178,57 @@ impl Server {
                 other => debug!(conn = h.0, ?other, "event"),
             }
         }
+        self.tun_writer.flush(&self.tun, &mut self.stats);
     }
 
-    fn handle_socket(&mut self, now: Instant, sock: &PathSocket, rx: &mut RecvBatch) {
-        for _ in 0..4 {
-            let n = match sock.recv_batch(rx) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            for i in 0..n {
-                let Some((data, from, truncated)) = rx.datagram(i) else {
-                    continue;
-                };
-                self.stats.udp_rx_datagrams += 1;
-                self.stats.udp_rx_bytes += data.len() as u64;
-                let Some(from) = from else { continue };
-                if truncated {
-                    self.stats.udp_rx_truncated += 1;
-                    continue;
-                }
-                self.ep.handle_datagram(now, from, data);
-            }
-            if n < rx.capacity() {
+    fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
+        let ep = &mut self.ep;
+        super::drain_socket(sock, rx, &mut self.stats, |_, now, from, data| {
+            ep.handle_datagram(now, from, data);
+        });
+    }
+
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
+        let (ep, owners) = (&mut self.ep, &self.owners);
+        super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
+            let Some(dst) = inner_dst(pkt) else {
+                stats.tun_rx_malformed += 1;
                 return;
-            }
-        }
-    }
-
-    fn handle_tun(&mut self, now: Instant, buf: &mut [u8]) {
-        for _ in 0..BATCH {
-            let n = match self.tun.recv(buf) {
-                Ok(n) => n,
-                Err(_) => return,
             };
-            self.stats.tun_rx_pkts += 1;
-            self.stats.tun_rx_bytes += n as u64;
-            let Some(dst) = inner_dst(&buf[..n]) else {
-                self.stats.tun_rx_malformed += 1;
-                continue;
-            };
-            let h = match self.owners.get(&dst) {
+            let h = match owners.get(&dst) {
                 Some(&h) => Some(h),
                 None => {
-                    let conns = self.ep.connections();
+                    let conns = ep.connections();
                     (conns.len() == 1).then(|| conns[0])
                 }
             };
             let Some(h) = h else {
-                self.stats.no_route += 1;
-                continue;
+                stats.no_route += 1;
+                return;
             };
-            if self.ep.send(now, h, &buf[..n]).is_err() {
-                self.stats.send_rejected += 1;
+            if ep.send(now, h, pkt).is_err() {
+                stats.send_rejected += 1;
             }
-        }
+        });
     }
 
-    fn flush(&mut self, now: Instant, sock: &PathSocket, batch: &mut SendBatch, buf: &mut [u8]) {
-        while let Some((to, t)) = self.ep.poll_transmit(now, buf) {
-            let data = &buf[..t.size];
-            match t.segment_size {
-                Some(seg) if seg < t.size => {
-                    let segs = t.size.div_ceil(seg) as u64;
-                    match sock.send_segments(data, seg, to) {
-                        Ok(()) => self.stats.udp_tx_datagrams += segs,
-                        Err(_) => self.stats.udp_tx_errors += segs,
-                    }
-                }
-                _ => {
-                    if batch.is_full() {
-                        flush_batch(sock, batch, &mut self.stats);
-                    }
-                    let slot = batch.next_buf();
-                    if slot.len() >= data.len() {
-                        slot[..data.len()].copy_from_slice(data);
-                        batch.commit(data.len(), to);
-                    } else {
-                        self.stats.udp_tx_errors += 1;
-                    }
-                }
+    /// Sends the core's output: datagrams and GSO trains are written
+    /// straight into the `sendmmsg` batch (no copy), flushed when full and
+    /// at the end.
+    fn flush(&mut self, now: Instant, sock: &PathSocket, batch: &mut SendBatch) {
+        loop {
+            if batch.is_full() {
+                flush_batch(sock, batch, &mut self.stats);
             }
+            let buf = batch.next_buf();
+            let cap = buf.len().min(super::TRAIN_BUF_BYTES);
+            let Some((to, t)) = self.ep.poll_transmit(now, &mut buf[..cap]) else {
+                break;
+            };
+            if t.segment_size.is_some_and(|s| s < t.size) {
+                self.stats.udp_tx_gso_trains += 1;
+            }
+            batch.commit(t.size, to, t.segment_size);
         }
         flush_batch(sock, batch, &mut self.stats);
     }

@@ -67,7 +67,7 @@ pub use coupled::{CoupledCubic, CoupledReno};
 pub use cubic::Cubic;
 pub use rate::{DeliveryRateEstimator, PacketRateState};
 pub use reno::Reno;
-pub use rtt::RttEstimator;
+pub use rtt::{AckDelayUse, RttEstimator};
 
 /// Builds the controller called `name` (one of [`CC_NAMES`], or `bbr`, an
 /// alias of `ccid5` for inner TCP flows).

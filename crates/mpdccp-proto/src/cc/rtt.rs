@@ -1,4 +1,10 @@
 //! RTT estimation per RFC 6298 (SRTT, RTTVAR, RTO) plus a running minimum.
+//!
+//! The minimum is taken over raw samples only. An acknowledgement delay the
+//! peer reports (DCCP Elapsed Time, RFC 4340 §13.2) is subtracted for SRTT
+//! and RTTVAR only when what remains is still at least the minimum (the rule
+//! of RFC 9002 §5.3), so neither a forged nor an absurd delay can take the
+//! estimate below the fastest round trip the path has shown.
 
 use std::time::Duration;
 
@@ -36,6 +42,33 @@ impl RttEstimator {
     pub fn on_sample(&mut self, rtt: Duration) {
         self.latest = Some(rtt);
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        self.smooth(rtt);
+    }
+
+    /// A raw sample whose acknowledgement the peer says it held for
+    /// `ack_delay`. The minimum sees `raw`; SRTT/RTTVAR see `raw - ack_delay`
+    /// when that is still >= the minimum, else `raw` (RFC 9002 §5.3).
+    /// Returns the sample smoothed in and what became of the delay.
+    pub fn on_sample_with_ack_delay(
+        &mut self,
+        raw: Duration,
+        ack_delay: Option<Duration>,
+    ) -> (Duration, AckDelayUse) {
+        self.latest = Some(raw);
+        let min = self.min_rtt.map_or(raw, |m| m.min(raw));
+        self.min_rtt = Some(min);
+        let (adjusted, used) = match ack_delay {
+            None => (raw, AckDelayUse::Absent),
+            Some(d) => match raw.checked_sub(d) {
+                Some(r) if r >= min => (r, AckDelayUse::Used),
+                _ => (raw, AckDelayUse::Ignored),
+            },
+        };
+        self.smooth(adjusted);
+        (adjusted, used)
+    }
+
+    fn smooth(&mut self, rtt: Duration) {
         match self.srtt {
             None => {
                 self.srtt = Some(rtt);
@@ -75,9 +108,69 @@ impl RttEstimator {
     }
 }
 
+/// What [`RttEstimator::on_sample_with_ack_delay`] did with a reported delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckDelayUse {
+    /// No delay was reported.
+    Absent,
+    /// Subtracted.
+    Used,
+    /// Not subtracted: it would have put the sample below the minimum RTT
+    /// (or below zero).
+    Ignored,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn est() -> RttEstimator {
+        RttEstimator::new(
+            Duration::from_secs(1),
+            Duration::from_millis(200),
+            Duration::from_secs(60),
+        )
+    }
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn ack_delay_is_subtracted_only_down_to_the_minimum() {
+        let mut e = est();
+        // The first sample cannot be adjusted: it defines the minimum.
+        assert_eq!(
+            e.on_sample_with_ack_delay(MS * 30, Some(MS * 10)),
+            (MS * 30, AckDelayUse::Ignored)
+        );
+        assert_eq!(e.min_rtt(), Some(MS * 30));
+        // 40 - 5 = 35 >= 30: used.
+        assert_eq!(
+            e.on_sample_with_ack_delay(MS * 40, Some(MS * 5)),
+            (MS * 35, AckDelayUse::Used)
+        );
+        // 40 - 15 = 25 < 30: ignored, the raw 40 is smoothed in.
+        assert_eq!(
+            e.on_sample_with_ack_delay(MS * 40, Some(MS * 15)),
+            (MS * 40, AckDelayUse::Ignored)
+        );
+        // A delay longer than the sample itself (forged / absurd).
+        assert_eq!(
+            e.on_sample_with_ack_delay(MS * 40, Some(Duration::from_secs(3600))),
+            (MS * 40, AckDelayUse::Ignored)
+        );
+        assert_eq!(e.min_rtt(), Some(MS * 30));
+        assert!(e.srtt().unwrap() >= MS * 30);
+        // Without a delay: exactly the RFC 6298 path.
+        let mut a = est();
+        let mut b = est();
+        for r in [12u64, 30, 11, 50] {
+            a.on_sample(MS * r as u32);
+            assert_eq!(
+                b.on_sample_with_ack_delay(MS * r as u32, None).1,
+                AckDelayUse::Absent
+            );
+        }
+        assert_eq!((a.srtt(), a.rttvar()), (b.srtt(), b.rttvar()));
+    }
 
     #[test]
     fn follows_rfc6298_formulas() {

@@ -204,6 +204,10 @@ pub struct Segment<'a> {
     /// Ack Vector to emit (moved into the option while writing, then back).
     pub ack_vector_out: Option<AckVector>,
     pub mp: MpOpts,
+    /// Elapsed Time (RFC 4340 §13.2), in 10 µs units: how long the sender
+    /// held the packet named by the Acknowledgement Number before this ack.
+    /// Only meaningful on packets with an ack; a second one is ignored.
+    pub elapsed_10us: Option<u32>,
     /// Options that could not be decoded (counted, otherwise ignored).
     pub bad_opts: u8,
     pub payload: &'a [u8],
@@ -225,6 +229,7 @@ impl<'a> Segment<'a> {
             ack_vector: None,
             ack_vector_out: None,
             mp: MpOpts::default(),
+            elapsed_10us: None,
             bad_opts: 0,
             payload: &[],
         }
@@ -299,6 +304,16 @@ impl<'a> Segment<'a> {
                 kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
                     s.ack_vector = Some(o.data);
                 }
+                // §13.2: the delay belongs to the Acknowledgement Number, so
+                // it means nothing without one; two of them are ambiguous.
+                kind::ELAPSED_TIME => match o.to_option() {
+                    Ok(DccpOption::ElapsedTime(e))
+                        if s.ack.is_some() && s.elapsed_10us.is_none() =>
+                    {
+                        s.elapsed_10us = Some(e)
+                    }
+                    _ => s.bad_opts = s.bad_opts.saturating_add(1),
+                },
                 kind::MULTIPATH => {
                     if let Some(seq) = o.mp_seq() {
                         s.mp.seq = Some(seq);
@@ -343,6 +358,9 @@ impl<'a> Segment<'a> {
                 self.ack_vector_out = Some(av);
             }
             p += r?;
+        }
+        if let (Some(e), true) = (self.elapsed_10us, self.ptype.has_ack()) {
+            p += DccpOption::ElapsedTime(e).emit(buf.get_mut(p..)?).ok()?;
         }
         p = emit_mp(&self.mp, buf, p)?;
         let hl = p.div_ceil(4) * 4;
@@ -599,6 +617,7 @@ mod tests {
             addr: Some(("2001:db8::1".parse().unwrap(), None)),
         });
         s.payload = b"hello";
+        s.elapsed_10us = Some(70_000);
         let mut buf = [0u8; 1500];
         let n = s.emit(&mut buf, v4()).unwrap();
         let p = Segment::parse(&buf[..n], Some(v4())).unwrap();
@@ -608,6 +627,7 @@ mod tests {
         assert_eq!(p.feats(), s.feats());
         assert_eq!(p.ack_vector, Some(&av[..]));
         assert_eq!(p.mp, s.mp);
+        assert_eq!(p.elapsed_10us, Some(70_000));
         assert_eq!(p.payload, b"hello");
         assert_eq!(p.bad_opts, 0);
         // wire's owned parser agrees.
@@ -640,6 +660,32 @@ mod tests {
                 assert_eq!(p.reset_code, ResetCode::MpFastClose);
             }
         }
+    }
+
+    #[test]
+    fn elapsed_time_needs_an_ack_and_a_second_one_is_ignored() {
+        let mut buf = [0u8; 128];
+        // Data carries no acknowledgement: nothing to time, counted.
+        let mut s = Segment::new(PacketType::Data, 9);
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let mut raw = buf[..n].to_vec();
+        // Append Elapsed Time (2-byte form) by hand: kind 43, len 4.
+        let hl = raw[4] as usize * 4;
+        raw.splice(hl..hl, [kind::ELAPSED_TIME, 4, 0x03, 0xe8]);
+        raw[4] += 1;
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!((p.elapsed_10us, p.bad_opts), (None, 1));
+        // An Ack with two: the first counts, the second is ignored.
+        let mut s = Segment::new(PacketType::Ack, 9);
+        s.ack = Some(8);
+        s.elapsed_10us = Some(1000);
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let mut raw = buf[..n].to_vec();
+        let hl = raw[4] as usize * 4;
+        raw.splice(hl..hl, [kind::ELAPSED_TIME, 4, 0, 1]);
+        raw[4] += 1;
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!((p.elapsed_10us, p.bad_opts), (Some(1000), 1));
     }
 
     #[test]

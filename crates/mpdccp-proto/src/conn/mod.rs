@@ -842,6 +842,12 @@ impl Connection {
     }
 
     /// Processes one received DCCP packet (a UDP payload under RFC 6773).
+    ///
+    /// `now` is the arrival time and feeds RTT samples: a driver must read
+    /// it after the datagram was received (after `recvmmsg` returns), never
+    /// before waiting or before a batch — a timestamp older than the
+    /// arrival makes every RTT sample in the batch too short, below the
+    /// path's real minimum. A late timestamp only lengthens samples.
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
         self.last_now = self.last_now.max(now);
         self.stats.rx_datagrams += 1;
@@ -1574,7 +1580,7 @@ impl Connection {
             let sf = &mut self.paths[i];
             // Liveness: only packets that passed the validity checks count.
             sf.last_rx_at = sf.last_rx_at.max(now);
-            if !sf.on_packet_received(seqn) {
+            if !sf.on_packet_received(now, seqn) {
                 self.stats.rx_duplicate += 1;
                 if seg.ptype.carries_data() {
                     return;
@@ -1758,7 +1764,11 @@ impl Connection {
         if let Some(a) = ackn {
             self.snapshots();
             let sf = &mut self.paths[i];
-            let recovered = sf.on_ack(now, a, seg.ack_vector, &self.snaps);
+            // Elapsed Time is in 10 µs units (RFC 4340 §13.2).
+            let ack_delay = seg
+                .elapsed_10us
+                .map(|e| Duration::from_micros(u64::from(e) * 10));
+            let recovered = sf.on_ack(now, a, seg.ack_vector, ack_delay, &self.snaps);
             if recovered {
                 let id = sf.id;
                 self.events.push_back(Event::PathEstablished(id));
@@ -2506,6 +2516,12 @@ impl Connection {
             ACKVEC_MAX_CELLS,
         );
         s.ack_vector_out = Some(av);
+        // A held pure ack says for how long, so the peer's RTT sample does
+        // not carry our Ack Ratio / ack-timer wait (RFC 4340 §13.2). Data
+        // packets leave it out: their size is budgeted to the MSS.
+        if ptype == PacketType::Ack {
+            s.elapsed_10us = sf.ack_elapsed_10us(now);
+        }
         if let Some(v) = sf.pend.confirm_ack_ratio.take() {
             s.push_feat(opt::CONFIRM_R, FeatureNum::AckRatio, Some(v));
         }

@@ -11,8 +11,8 @@ use super::queue::Queued;
 use super::seq::{unwrap48, SEQ_MASK};
 use super::PathConfig;
 use crate::cc::{
-    AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
-    RttEstimator, SentPacket,
+    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
+    PacketRateState, RttEstimator, SentPacket,
 };
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
@@ -101,6 +101,9 @@ pub(crate) struct Subflow {
     /// reaches back to the older one, so one lost ack loses no information
     /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
     pub acked_high: [u64; 2],
+    /// When the packet numbered GSR arrived: the Elapsed Time our next
+    /// acknowledgement reports (RFC 4340 §13.2).
+    pub gsr_rx_at: Option<Instant>,
 
     // HC-sender (CCID2).
     pub sent: VecDeque<Sent>,
@@ -173,6 +176,16 @@ pub struct PathStats {
     pub lost_pkts: u64,
     pub rtos: u64,
     pub acks_sent: u64,
+    /// RTT samples taken from acknowledgements of data packets.
+    pub rtt_samples: u64,
+    /// Samples whose ack carried an Elapsed Time that was subtracted.
+    pub rtt_ack_delay_used: u64,
+    /// Elapsed Times not subtracted because the result would fall below the
+    /// path's minimum RTT (forged, absurd, or a clock step at the peer).
+    pub rtt_ack_delay_ignored: u64,
+    /// Samples refused outright: the ack arrived "before" the packet left
+    /// (a driver clock that went backwards).
+    pub rtt_samples_rejected: u64,
 }
 
 impl Subflow {
@@ -209,6 +222,7 @@ impl Subflow {
             ack_ratio_tx: conf.ack_ratio.max(1),
             ack_ratio_unconfirmed: conf.ack_ratio.max(1) != 1,
             acked_high: [0; 2],
+            gsr_rx_at: None,
             sent: VecDeque::new(),
             pipe: 0,
             top_acked: [0; 3],
@@ -350,12 +364,23 @@ impl Subflow {
     }
 
     /// Sender side: processes an acknowledgement (`ack` unwrapped) with its
-    /// optional Ack Vector. Returns true when the path came back from failure.
+    /// optional Ack Vector and the peer's Elapsed Time for `ack`. Returns
+    /// true when the path came back from failure.
+    ///
+    /// RTT sampling (RFC 4340 §11.3, RFC 4341 §5): an ack names many packets
+    /// but only the one numbered `ack` — the newest the peer had received
+    /// when it acknowledged — gives a sample, and only when this ack is the
+    /// first to acknowledge it (the packet was sent once: DCCP never
+    /// resends a sequence number, and a packet already acknowledged, lost
+    /// or forgotten after an RTO is not matched again). Elapsed Time is the
+    /// peer's hold time of exactly that packet, so it may be subtracted
+    /// (see [`RttEstimator::on_sample_with_ack_delay`]).
     pub fn on_ack(
         &mut self,
         now: Instant,
         ack: u64,
         cells: Option<&[u8]>,
+        ack_delay: Option<Duration>,
         coupled: &[CcSnapshot],
     ) -> bool {
         if ack > self.gar {
@@ -401,7 +426,8 @@ impl Subflow {
                     acked_bytes += s.bytes as u64;
                     rate.on_packet_delivered(now, &s.rate);
                     if s.seq == ack {
-                        rtt_sample = Some(now - s.rate.sent_time);
+                        // None when the driver's clock went backwards.
+                        rtt_sample = Some(now.checked_duration_since(s.rate.sent_time));
                     }
                     if s.rate.sent_time > newest_sent {
                         newest_sent = s.rate.sent_time;
@@ -418,10 +444,26 @@ impl Subflow {
                 None => mark(ack, ack),
             }
         }
-        if let Some(r) = rtt_sample {
-            self.rtt.on_sample(r);
-            self.last_rtt_sample_at = Some(now);
-        }
+        let rtt_sample = match rtt_sample {
+            Some(Some(raw)) => {
+                let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
+                self.last_rtt_sample_at = Some(now);
+                self.stats.rtt_samples += 1;
+                match used {
+                    AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
+                    AckDelayUse::Ignored => self.stats.rtt_ack_delay_ignored += 1,
+                    AckDelayUse::Absent => {}
+                }
+                // Controllers get the raw sample: their min-RTT filters
+                // (BBR) must not see a peer-reported delay subtracted.
+                Some(raw)
+            }
+            Some(None) => {
+                self.stats.rtt_samples_rejected += 1;
+                None
+            }
+            None => None,
+        };
         let recovered = if acked_pkts > 0 {
             self.recover()
         } else {
@@ -546,7 +588,10 @@ impl Subflow {
     pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
         if let Some((seq, sent)) = self.hs_probe.take() {
             if seq == ack {
-                let rtt = now - sent;
+                let Some(rtt) = now.checked_duration_since(sent) else {
+                    self.stats.rtt_samples_rejected += 1;
+                    return;
+                };
                 self.rtt.on_sample(rtt);
                 self.last_rtt_sample_at = Some(now);
                 self.cc.on_initial_rtt(now, rtt);
@@ -561,12 +606,13 @@ impl Subflow {
         configured.max(1).min(half)
     }
 
-    /// Receiver side: a packet with (unwrapped) `seq` arrived; returns false
-    /// for a duplicate.
-    pub fn on_packet_received(&mut self, seq: u64) -> bool {
+    /// Receiver side: a packet with (unwrapped) `seq` arrived at `now`;
+    /// returns false for a duplicate.
+    pub fn on_packet_received(&mut self, now: Instant, seq: u64) -> bool {
         let in_order = seq == self.gsr + 1;
         if seq > self.gsr {
             self.gsr = seq;
+            self.gsr_rx_at = Some(now);
         }
         let fresh = self.rx.record(seq);
         if !in_order && fresh {
@@ -590,6 +636,15 @@ impl Subflow {
     pub fn ack_cover(&self, min_cover: u64) -> u64 {
         let since = self.gsr.saturating_sub(self.acked_high[1]) + 1;
         since.max(min_cover)
+    }
+
+    /// Elapsed Time (RFC 4340 §13.2, 10 µs units) for an acknowledgement
+    /// sent at `now`: how long ago the packet it acknowledges (GSR) arrived.
+    /// Only when it is worth the option's bytes, i.e. the ack was held
+    /// (Ack Ratio, ack timer) for at least [`ELAPSED_MIN`].
+    pub fn ack_elapsed_10us(&self, now: Instant) -> Option<u32> {
+        let held = now.checked_duration_since(self.gsr_rx_at?)?;
+        (held >= ELAPSED_MIN).then(|| u32::try_from(held.as_micros() / 10).unwrap_or(u32::MAX))
     }
 
     /// An acknowledgement was just sent.
@@ -649,6 +704,10 @@ impl Subflow {
     }
 }
 
+/// Shortest hold worth reporting as Elapsed Time: below it the option's
+/// bytes buy less precision than the sender's clock jitter.
+pub(crate) const ELAPSED_MIN: Duration = Duration::from_millis(1);
+
 /// Packets a paced path may hold in its own queue before schedulers see the
 /// pacer as the binding constraint.
 const PACED_BACKLOG_PKTS: usize = 2;
@@ -682,5 +741,154 @@ fn insert_top(top: &mut [u64; 3], seq: u64) {
         top[1] = seq;
     } else if seq > top[2] && seq != top[1] && seq != top[0] {
         top[2] = seq;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::ConnectionConfig;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn subflow(iss: u64) -> Subflow {
+        let conf = ConnectionConfig::default();
+        let cc = crate::cc::build("ccid2", &conf.cc_config).expect("ccid2 exists");
+        let mut sf = Subflow::new(PathId(0), PathConfig::default(), iss, cc, &conf);
+        sf.state = SubState::Open;
+        sf
+    }
+
+    /// Sends data packets, the k-th at `times_ms[k]`; returns their numbers.
+    fn send(sf: &mut Subflow, times_ms: &[u64]) -> Vec<u64> {
+        times_ms
+            .iter()
+            .map(|&t| {
+                let seq = sf.next_seq();
+                sf.on_data_sent(at(t), seq, 1000, false);
+                seq
+            })
+            .collect()
+    }
+
+    /// One Ack Vector cell "received" covering `n` packets (RFC 4340 §11.4:
+    /// state 0 in the top two bits, run length n-1 below).
+    fn run(n: u8) -> [u8; 1] {
+        [n - 1]
+    }
+
+    #[test]
+    fn the_sample_is_the_packet_named_by_the_ack_and_only_its_first_ack() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 1, 2, 3, 4]);
+        // One ack covers all five: the sample is from the newest (sent at
+        // 4 ms), not the oldest (0 ms).
+        sf.on_ack(at(30), s[4], Some(&run(5)), None, &[]);
+        assert_eq!(sf.rtt.latest(), Some(MS * 26));
+        assert_eq!(sf.stats.rtt_samples, 1);
+        // The same ack number again (a later packet of the peer, nothing
+        // newer received): no second sample from an already acked packet.
+        sf.on_ack(at(60), s[4], Some(&run(5)), None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 1);
+        assert_eq!(sf.rtt.min_rtt(), Some(MS * 26));
+    }
+
+    #[test]
+    fn an_ack_naming_a_packet_without_a_send_record_gives_no_sample() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 1, 2]);
+        // The peer's newest is our pure Ack (numbered after the data, not a
+        // data packet): the data it also acknowledges was received earlier,
+        // at a time we do not know.
+        let pure_ack = sf.next_seq();
+        sf.on_ack(at(9), pure_ack, Some(&run(4)), None, &[]);
+        assert_eq!(sf.pipe, 0, "the data is acknowledged");
+        assert_eq!(sf.stats.rtt_samples, 0);
+        assert_eq!(sf.rtt.srtt(), None);
+        let _ = s;
+    }
+
+    #[test]
+    fn lost_or_timed_out_packets_acked_late_give_no_sample() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 1, 2, 3, 4, 5]);
+        // 3, 4, 5 acknowledged one by one: 1 and 2 are lost (RFC 4341 §5).
+        for (k, t) in [(3usize, 20u64), (4, 21), (5, 22)] {
+            sf.on_ack(at(t), s[k], None, None, &[]);
+        }
+        assert_eq!(sf.stats.rtt_samples, 3);
+        let min = sf.rtt.min_rtt();
+        // A very late ack of the "lost" packet 1: no sample (it would
+        // be far too large here, but a reordered ack of an old packet is
+        // no measurement of the path either).
+        sf.on_ack(at(500), s[1], None, None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 3);
+        // After an RTO the flight is forgotten: a late ack matches nothing.
+        let t = send(&mut sf, &[600, 601]);
+        sf.on_rto(at(900), 10);
+        sf.on_ack(at(901), t[1], None, None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 3);
+        assert_eq!(sf.rtt.min_rtt(), min);
+    }
+
+    #[test]
+    fn a_driver_clock_going_backwards_is_refused_not_a_zero_sample() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[50]);
+        sf.on_ack(at(40), s[0], None, None, &[]);
+        assert_eq!(sf.stats.rtt_samples, 0);
+        assert_eq!(sf.stats.rtt_samples_rejected, 1);
+        assert_eq!(sf.rtt.min_rtt(), None);
+    }
+
+    #[test]
+    fn samples_across_the_48_bit_wrap() {
+        // ISS three below 2^48: the flight straddles the wrap.
+        let mut sf = subflow(SEQ_MASK - 2);
+        let s = send(&mut sf, &[0, 1, 2, 3, 4, 5]);
+        assert!(s[0] <= SEQ_MASK && s[5] > SEQ_MASK);
+        for (k, &seq) in s.iter().enumerate() {
+            // The peer echoes 48-bit numbers; unwrapping recovers ours.
+            let ack = sf.unwrap_ack(seq & SEQ_MASK);
+            assert_eq!(ack, seq);
+            sf.on_ack(at(10 + k as u64), ack, None, None, &[]);
+            assert_eq!(sf.rtt.latest(), Some(MS * 10), "packet {k}");
+        }
+        assert_eq!(sf.stats.rtt_samples, 6);
+        assert_eq!(sf.rtt.min_rtt(), Some(MS * 10));
+    }
+
+    #[test]
+    fn elapsed_time_is_subtracted_but_never_below_the_minimum() {
+        let mut sf = subflow(1000);
+        let s = send(&mut sf, &[0, 100, 200, 300]);
+        sf.on_ack(at(10), s[0], None, None, &[]);
+        // Held 8 ms by the peer: 18 - 8 = 10 (the path), used.
+        sf.on_ack(at(118), s[1], None, Some(MS * 8), &[]);
+        assert_eq!(sf.stats.rtt_ack_delay_used, 1);
+        assert_eq!(sf.rtt.srtt(), Some(MS * 10));
+        // A forged 17 ms (18 - 17 = 1 ms) and an absurd hour: ignored.
+        sf.on_ack(at(218), s[2], None, Some(MS * 17), &[]);
+        sf.on_ack(at(318), s[3], None, Some(Duration::from_secs(3600)), &[]);
+        assert_eq!(sf.stats.rtt_ack_delay_ignored, 2);
+        assert_eq!(sf.rtt.min_rtt(), Some(MS * 10));
+        assert!(sf.rtt.srtt().unwrap() > MS * 10);
+    }
+
+    #[test]
+    fn held_acks_report_how_long_they_were_held() {
+        let mut sf = subflow(1000);
+        sf.set_isr(5000);
+        assert!(sf.on_packet_received(at(100), 5001));
+        assert_eq!(sf.ack_elapsed_10us(at(100)), None, "not held");
+        assert_eq!(sf.ack_elapsed_10us(at(110)), Some(1000));
+        // An older packet arriving late does not move the reference.
+        assert!(sf.on_packet_received(at(105), 5003));
+        assert!(sf.on_packet_received(at(107), 5002));
+        assert_eq!(sf.ack_elapsed_10us(at(110)), Some(500));
     }
 }

@@ -3,7 +3,9 @@
 //! `Pair`, generalised to several paths).
 //!
 //! Each path has, per direction, a one-way latency, an optional bottleneck
-//! rate with a drop-tail buffer, seeded random loss and outage windows.
+//! rate with a drop-tail buffer, seeded random loss, seeded reordering (a
+//! datagram held back by an extra delay, overtaken by later ones) and
+//! outage windows. Nothing ever arrives sooner than the one-way latency.
 //! [`Harness::drive_until`] advances time event by event: it delivers due
 //! datagrams, fires due timers and drains both endpoints' transmissions,
 //! always in the same order, so a run is a pure function of its seed.
@@ -35,6 +37,11 @@ pub struct LinkSpec {
     pub loss: f64,
     /// Windows during which everything sent on the path is lost.
     pub outages: Vec<(Instant, Instant)>,
+    /// Probability per datagram (seeded) of being held back by
+    /// `reorder_delay` on top of its normal delivery time, so that later
+    /// datagrams overtake it.
+    pub reorder: f64,
+    pub reorder_delay: Duration,
     /// Priority given to the path at `add_path`.
     pub priority: u8,
 }
@@ -47,6 +54,8 @@ impl Default for LinkSpec {
             buffer_bytes: 1_000_000,
             loss: 0.0,
             outages: Vec::new(),
+            reorder: 0.0,
+            reorder_delay: Duration::from_millis(5),
             priority: crate::path::priority::PRIMARY,
         }
     }
@@ -88,7 +97,11 @@ pub type Tamper = Box<dyn FnMut(Side, PathId, &mut Vec<u8>) -> bool>;
 /// Per-direction link state.
 #[derive(Debug, Default)]
 struct Link {
+    /// Sorted by delivery time (ties keep sending order).
     in_flight: VecDeque<(Instant, Vec<u8>)>,
+    /// Delivery time of the latest datagram not held back: the others stay
+    /// FIFO behind it.
+    fifo_at: Instant,
     /// When the bottleneck is free again.
     busy_until: Instant,
     queued_bytes: usize,
@@ -424,6 +437,7 @@ impl Harness {
         }
         let in_outage = spec.outages.iter().any(|(a, b)| now >= *a && now < *b);
         let lost = spec.loss > 0.0 && self.rng.gen::<f64>() < spec.loss;
+        let held = spec.reorder > 0.0 && self.rng.gen::<f64>() < spec.reorder;
         let link = &mut self.links[p][dir];
         link.sent += 1;
         // Drop-tail bottleneck.
@@ -464,13 +478,17 @@ impl Harness {
             return;
         }
         link.queued_bytes = link.queued_bytes.saturating_add(0);
-        // FIFO per direction: delivery times are non-decreasing because the
-        // delay is constant and the bottleneck serialises.
-        let at = link
-            .in_flight
-            .back()
-            .map_or(deliver_at, |(b, _)| deliver_at.max(*b));
-        link.in_flight.push_back((at, bytes));
+        // FIFO per direction apart from held-back datagrams: delivery times
+        // of the others are non-decreasing because the delay is constant
+        // and the bottleneck serialises.
+        let at = if held {
+            deliver_at + spec.reorder_delay
+        } else {
+            link.fifo_at = deliver_at.max(link.fifo_at);
+            link.fifo_at
+        };
+        let i = link.in_flight.partition_point(|(t, _)| *t <= at);
+        link.in_flight.insert(i, (at, bytes));
     }
 }
 
@@ -538,5 +556,56 @@ pub mod inspect {
     /// Reads the 48-bit sequence number of a raw DCCP packet (X=1).
     pub fn seq(bytes: &[u8]) -> Option<u64> {
         Segment::parse(bytes, None).ok().map(|s| s.seq)
+    }
+
+    /// The Elapsed Time option (RFC 4340 §13.2, 10 µs units) of a raw DCCP
+    /// packet, if it carries one.
+    pub fn elapsed_time(bytes: &[u8]) -> Option<u32> {
+        Segment::parse(bytes, None).ok()?.elapsed_10us
+    }
+
+    /// Gives a raw DCCP packet with an acknowledgement the Elapsed Time
+    /// `units_10us`: rewrites the option in place when there is one (its
+    /// 2-byte form saturates at 0xFFFF), otherwise appends a 4-byte-value
+    /// option at the end of the options (header grows by 8 bytes). The
+    /// checksum must be fixed afterwards. False when the packet has no
+    /// acknowledgement or cannot take the option.
+    pub fn set_elapsed_time(bytes: &mut Vec<u8>, units_10us: u32) -> bool {
+        let Ok(s) = Segment::parse(bytes, None) else {
+            return false;
+        };
+        if s.ack.is_none() {
+            return false;
+        }
+        let hlen = bytes[4] as usize * 4;
+        let x = bytes[8] & 1 == 1;
+        let mut p = (if x { 16 } else { 12 }) + s.ptype.subheader_len(!x);
+        while p < hlen {
+            let kind = bytes[p];
+            if kind < 32 {
+                p += 1;
+                continue;
+            }
+            let len = bytes[p + 1] as usize;
+            if kind == opt::ELAPSED_TIME {
+                let v = units_10us.to_be_bytes();
+                match len {
+                    4 => bytes[p + 2..p + 4]
+                        .copy_from_slice(&units_10us.min(0xffff).to_be_bytes()[2..]),
+                    _ => bytes[p + 2..p + 6].copy_from_slice(&v),
+                }
+                return true;
+            }
+            p += len.max(2);
+        }
+        if hlen + 8 > crate::wire::MAX_HEADER_LEN {
+            return false;
+        }
+        let mut o = vec![opt::ELAPSED_TIME, 6];
+        o.extend_from_slice(&units_10us.to_be_bytes());
+        o.extend_from_slice(&[0, 0]);
+        bytes.splice(hlen..hlen, o);
+        bytes[4] += 2;
+        true
     }
 }
