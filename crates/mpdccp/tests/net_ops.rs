@@ -520,4 +520,27 @@ fn downstream_ping_and_probe_stream_exactly_once() {
         "downstream: {} probes delivered exactly once ({} out of order)",
         tally.delivered, tally.out_of_order
     );
+    // The human-readable status of both ends: one row per path, lined up.
+    for server in [false, true] {
+        let out = std::process::Command::new(exe())
+            .args(["status", "--socket"])
+            .arg(t.control_socket(server))
+            .output()
+            .expect("mpdccp status");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("connection 0: established, multipath"),
+            "{text}"
+        );
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains(" Active ")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert_eq!(rows[0].len(), rows[1].len(), "columns line up:\n{text}");
+        if !server {
+            for p in &t.paths {
+                assert!(text.contains(&p.iface), "{text}");
+            }
+        }
+        eprintln!("{text}");
+    }
 }
