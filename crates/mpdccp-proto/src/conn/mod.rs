@@ -39,6 +39,15 @@
 //!   64 bits and hands packets to the reorderer.
 //! * CCID2 per subflow (RFC 4341): Ack Vectors, Ack Ratio ≤ ceil(cwnd/2),
 //!   loss when three later packets are acknowledged, RTO with a 200 ms floor.
+//! * Path life cycle: `set_path_down` closes a subflow at once and tells the
+//!   peer with MP_REMOVEADDR (RFC 9897 §3.2.9; address id 0 for the initial
+//!   subflow, the MP_JOIN id otherwise) over the remaining subflows; the
+//!   peer closes every subflow bound to that address (each authenticated
+//!   (id, nonce) acted on once). Optional `keepalive_interval` probes silent
+//!   subflows with Sync, `path_idle_timeout` expires a silent subflow while
+//!   another is heard from, `idle_timeout` closes a silent connection.
+//!   Closed subflows are forgotten after `closed_path_linger`, so a path
+//!   that rejoins under a new `PathId` reuses the `max_paths` slot.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
