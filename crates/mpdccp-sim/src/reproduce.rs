@@ -822,6 +822,25 @@ fn check_e5(mut c: Checker<'_>) {
         qs,
         "ms",
     );
+    // Where each peak comes from: when it happened and what the paths did
+    // while that packet waited (BBR's PROBE_RTT on LTE in both runs today).
+    for (stem, label) in [
+        ("e5-aggregation", "aggregation"),
+        ("e5-handover", "switching"),
+    ] {
+        let ours = c
+            .runs
+            .get(stem)
+            .and_then(|r| r.summary.pointer("/meta/send_queue_delay_peak"))
+            .map_or_else(|| "n/a".to_owned(), describe_peak);
+        c.out.push(Check {
+            experiment: c.exp,
+            metric: format!("{label}: peak scheduler queueing delay, when and why"),
+            published: "—".into(),
+            ours,
+            verdict: Verdict::Info,
+        });
+    }
     let more = qs.zip(qa).map(|(s, a)| s - a);
     c.check(
         "switching queues more than aggregating by".into(),
@@ -830,6 +849,29 @@ fn check_e5(mut c: Checker<'_>) {
         "ms",
         |v| v > 0.0,
     );
+}
+
+/// "t = 20.5 s; lte: Active startup → Active probe_rtt (cwnd ≥ 4); wifi: …"
+/// from a run's `meta.send_queue_delay_peak`.
+fn describe_peak(peak: &Value) -> String {
+    let mut s = format!(
+        "t = {:.2} s",
+        peak.get("at_s").and_then(Value::as_f64).unwrap_or(f64::NAN)
+    );
+    if let Some(paths) = peak.get("paths_during_wait").and_then(Value::as_object) {
+        for (name, p) in paths {
+            let states: Vec<&str> = p
+                .get("states")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let _ = write!(s, "; {name}: {}", states.join(" → "));
+            if let Some(w) = p.get("min_cwnd_pkts").and_then(Value::as_u64) {
+                let _ = write!(s, " (cwnd ≥ {w})");
+            }
+        }
+    }
+    s
 }
 
 fn check_e6(mut c: Checker<'_>) {

@@ -249,8 +249,36 @@ pub struct Simulation {
     /// Sizes of tunnelled data packets (to find them inside DCCP datagrams).
     tunnel_pkt_lens: Vec<usize>,
     timeout_handled_at: [Option<Instant>; 2],
+    /// The sender's path views at the last few sampling ticks (oldest first),
+    /// to explain the peak scheduler queueing delay.
+    recent_views: std::collections::VecDeque<(Instant, Vec<PathBrief>)>,
+    /// The largest scheduler queueing delay so far and what the paths did
+    /// while that packet waited.
+    send_queue_peak: Option<SendQueuePeak>,
     pub stats: SimStats,
 }
+
+/// One path of the tunnel's sender at a sampling tick.
+#[derive(Clone, Debug, PartialEq)]
+struct PathBrief {
+    state: mpdccp_proto::path::PathState,
+    cc_state: &'static str,
+    cwnd_pkts: u32,
+}
+
+/// The packet that waited longest between `Connection::send` and leaving on
+/// a path, and the state of each path during its wait.
+#[derive(Clone, Debug)]
+struct SendQueuePeak {
+    at: Instant,
+    delay: Duration,
+    /// Per path: the distinct (state, CC state) pairs and the smallest
+    /// window seen at the sampling ticks during the wait.
+    paths: Vec<(Vec<String>, u32)>,
+}
+
+/// How many sampling ticks `recent_views` keeps (3 s).
+const RECENT_VIEW_TICKS: usize = 30;
 
 impl Simulation {
     /// Builds the topology; `seed` overrides the scenario's.
@@ -459,6 +487,8 @@ impl Simulation {
             same_instant_events: 0,
             tunnel_pkt_lens,
             timeout_handled_at: [None; 2],
+            recent_views: std::collections::VecDeque::new(),
+            send_queue_peak: None,
             stats: SimStats::default(),
         };
         sim.start()?;
@@ -925,10 +955,38 @@ impl Simulation {
             };
             if pkt.kind == PktKind::Data && pkt.len as usize == len {
                 let now = self.now;
-                self.rec.send_queue_delay(now, now - pkt.sent_at);
+                let delay = now - pkt.sent_at;
+                self.rec.send_queue_delay(now, delay);
+                if self
+                    .send_queue_peak
+                    .as_ref()
+                    .is_none_or(|p| delay > p.delay)
+                {
+                    self.note_send_queue_peak(now, delay);
+                }
                 return;
             }
         }
+    }
+
+    /// Records what every path did while the packet leaving at `at` waited
+    /// `delay` (the sampling ticks within the wait, plus the tick before).
+    fn note_send_queue_peak(&mut self, at: Instant, delay: Duration) {
+        let from = at.saturating_sub(delay + SAMPLE_PERIOD);
+        let mut paths: Vec<(Vec<String>, u32)> = vec![(Vec::new(), u32::MAX); self.paths.len()];
+        for (_, views) in self.recent_views.iter().filter(|(t, _)| *t >= from) {
+            for (p, v) in views.iter().enumerate() {
+                let Some(slot) = paths.get_mut(p) else {
+                    continue;
+                };
+                let label = format!("{:?} {}", v.state, v.cc_state);
+                if !slot.0.contains(&label) {
+                    slot.0.push(label);
+                }
+                slot.1 = slot.1.min(v.cwnd_pkts);
+            }
+        }
+        self.send_queue_peak = Some(SendQueuePeak { at, delay, paths });
     }
 
     fn drain_events(&mut self, side: Side) {
@@ -1049,6 +1107,28 @@ impl Simulation {
             .as_ref()
             .map(|n| n[self.data_dir].conn.paths())
             .unwrap_or_default();
+        if self.nodes.is_some() {
+            let briefs = (0..self.paths.len())
+                .map(|p| {
+                    views.iter().find(|v| v.id == PathId(p as u32)).map_or(
+                        PathBrief {
+                            state: mpdccp_proto::path::PathState::Establishing,
+                            cc_state: "-",
+                            cwnd_pkts: 0,
+                        },
+                        |v| PathBrief {
+                            state: v.state,
+                            cc_state: v.cc_state,
+                            cwnd_pkts: v.cwnd_pkts,
+                        },
+                    )
+                })
+                .collect();
+            if self.recent_views.len() == RECENT_VIEW_TICKS {
+                self.recent_views.pop_front();
+            }
+            self.recent_views.push_back((now, briefs));
+        }
         for p in 0..self.paths.len() {
             let queue_bytes = self.paths[p].links[self.data_dir].queue_bytes();
             let view = views.iter().find(|v| v.id == PathId(p as u32));
@@ -1148,6 +1228,31 @@ impl Simulation {
                 })
             })
             .collect();
+        if let Some(peak) = &self.send_queue_peak {
+            let paths: serde_json::Map<String, serde_json::Value> = self
+                .scenario
+                .path
+                .iter()
+                .zip(&peak.paths)
+                .map(|(spec, (states, cwnd))| {
+                    (
+                        spec.name.clone(),
+                        serde_json::json!({
+                            "states": states,
+                            "min_cwnd_pkts": if *cwnd == u32::MAX { None } else { Some(*cwnd) },
+                        }),
+                    )
+                })
+                .collect();
+            meta.insert(
+                "send_queue_delay_peak".into(),
+                serde_json::json!({
+                    "at_s": peak.at.as_secs_f64(),
+                    "ms": ms(peak.delay),
+                    "paths_during_wait": paths,
+                }),
+            );
+        }
         meta.insert("seed".into(), self.seed.into());
         meta.insert("simulator".into(), "mpdccp-sim".into());
         meta.insert("flows".into(), flow_meta.into());
