@@ -1050,7 +1050,8 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
              the competition symmetric (TCP 1496 B, delayed acks, start with the subflows). \
              Coupled CUBIC's subflow 2 (≈ 30) exceeds LIA's by ≈ 40 %: path 2's subflow is \
              at the 100-packet large-BDP threshold and runs coupled CUBIC, whose response \
-             exceeds Reno's above ≈ 100 pkts at 65 ms. Numbers and traces: \
+             exceeds Reno's above ≈ 100 pkts at 65 ms; with a 1000-packet threshold (LIA \
+             mode on path 2) it gets 23.6 (published 21–25). Numbers and traces: \
              scenarios/README.md, E4."
         }
         "E5" => {
