@@ -383,3 +383,119 @@ fn coupled_cubic_switches_on_the_bdp_threshold() {
     let s = small.snapshot(PathId(0), Duration::from_millis(20), true);
     assert_eq!(s.virtual_reno_cwnd_pkts, s.cwnd_pkts);
 }
+
+/// Two coupled (or single) Reno-family subflows fed by a virtual clock: each
+/// subflow is acked every rtt/w (the window's ack clock), and each acked
+/// packet is lost with probability p (Bernoulli, a fixed xorshift stream).
+/// Returns the time-averaged windows (packets).
+fn ack_clock_average(names: &[&str], rtts_s: &[f64], loss: &[f64], seconds: f64) -> Vec<f64> {
+    let config = CcConfig {
+        initial_cwnd_pkts: Some(10),
+        ..CcConfig::default()
+    };
+    let mut ccs: Vec<Box<dyn CongestionController>> = names
+        .iter()
+        .map(|n| cc::build(n, &config).unwrap())
+        .collect();
+    let n = ccs.len();
+    let mut next = vec![0.0f64; n];
+    let mut area = vec![0.0f64; n];
+    let mut script = Script(0x9E37_79B9_7F4A_7C15);
+    let mut t = 0.0f64;
+    let mut seq = 0u64;
+    while t < seconds {
+        // The subflow whose next ack comes first.
+        let i = (0..n).min_by(|&a, &b| next[a].total_cmp(&next[b])).unwrap();
+        let dt = next[i] - t;
+        if dt > 0.0 && t > seconds / 5.0 {
+            // Average over the last 80 % (after the first slow start).
+            for (k, c) in ccs.iter().enumerate() {
+                area[k] += c.cwnd_pkts() as f64 * dt;
+            }
+        }
+        t = next[i];
+        let now = Instant::from_nanos((t * 1e9) as u64);
+        let rtt = Duration::from_secs_f64(rtts_s[i]);
+        let view: Vec<CcSnapshot> = ccs
+            .iter()
+            .enumerate()
+            .map(|(k, c)| c.snapshot(PathId(k as u32), Duration::from_secs_f64(rtts_s[k]), true))
+            .collect();
+        let w = ccs[i].cwnd_pkts();
+        ccs[i].on_packet_sent(
+            now,
+            &SentPacket {
+                seq,
+                bytes: 1400,
+                in_flight_pkts: w,
+                app_limited: false,
+            },
+        );
+        seq += 1;
+        let lost = (script.next() % 1_000_000_000) as f64 / 1e9 < loss[i];
+        if lost {
+            ccs[i].on_loss(
+                now,
+                &LossEvent {
+                    lost_pkts: 1,
+                    lost_bytes: 1400,
+                    in_flight_pkts: w,
+                    // Sent one RTT ago, after the previous reduction unless
+                    // that was within the last RTT (one reduction per window).
+                    largest_lost_sent_time: now.saturating_sub(rtt),
+                    delivered_pkts: seq,
+                },
+                &view,
+            );
+        } else {
+            ccs[i].on_ack(
+                now,
+                &AckEvent {
+                    acked_pkts: 1,
+                    acked_bytes: 1400,
+                    prior_in_flight_pkts: w,
+                    in_flight_pkts: w.saturating_sub(1),
+                    rtt: Some(rtt),
+                    srtt: rtt,
+                    min_rtt: rtt,
+                    rate: None,
+                    delivered_pkts: seq,
+                    lost_pkts_total: 0,
+                    largest_acked_sent_time: now.saturating_sub(rtt),
+                },
+                &view,
+            );
+        }
+        next[i] = t + rtts_s[i] / ccs[i].cwnd_pkts().max(1) as f64;
+    }
+    area.iter().map(|a| a / (seconds * 0.8)).collect()
+}
+
+/// RFC 6356's equilibrium, on E4-like paths (a long, clean path 1 and a
+/// short, lossier path 2, loss rates ×100 so the test converges quickly):
+/// per subflow, increase α/W_total per ack balances halving at rate p_i, so
+/// w_i = 2α/(p_i·W_total) — the windows split in the inverse ratio of the
+/// loss rates (eq. 1 of §3 and the fluid model behind eq. 2) — and the total
+/// rate Σ w_i/rtt_i equals that of a single-path Reno on the best path (§2
+/// goals 1–2). `mpdccp reproduce` (E4) compares the simulator with this.
+#[test]
+fn lia_settles_at_the_rfc6356_equilibrium_on_e4_like_paths() {
+    let (rtt, p) = ([0.200, 0.064], [1e-4, 1e-3]);
+    let secs = 20_000.0;
+    let lia = ack_clock_average(&["lia", "lia"], &rtt, &p, secs);
+    let reno1 = ack_clock_average(&["reno"], &rtt[..1], &p[..1], secs)[0];
+    let reno2 = ack_clock_average(&["reno"], &rtt[1..], &p[1..], secs)[0];
+    let ratio = lia[0] / lia[1];
+    let x = |w: f64, r: f64| w / r;
+    let total = x(lia[0], rtt[0]) + x(lia[1], rtt[1]);
+    let best = x(reno1, rtt[0]).max(x(reno2, rtt[1]));
+    eprintln!(
+        "LIA windows {lia:?} (ratio {ratio:.2}, RFC 6356: p2/p1 = 10); \
+         total {total:.0} pkt/s vs best single-path Reno {best:.0} \
+         (Reno windows {reno1:.1}, {reno2:.1})"
+    );
+    assert!((7.5..=12.5).contains(&ratio), "w1/w2 = {ratio}");
+    assert!((total / best - 1.0).abs() <= 0.2, "total {total} vs {best}");
+    // And no subflow beats a single-path Reno on its own path (the min(·, 1/w_i) cap).
+    assert!(lia[0] <= reno1 * 1.05 && lia[1] <= reno2 * 1.05);
+}

@@ -33,7 +33,7 @@ use mpdccp_proto::{reorder, sched, Instant, PathId};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::flow::tcp::{TcpReceiver, TcpSender};
+use crate::flow::tcp::{TcpReceiver, TcpSender, DELAYED_ACK_SEGMENTS, DELAYED_ACK_TIMEOUT};
 use crate::flow::{Cbr, SeqSink};
 use crate::packet::{FlowPkt, PktKind};
 use crate::queue::{EventQueue, Target};
@@ -124,6 +124,11 @@ struct SimPath {
     /// Bytes of tunnel (DCCP) traffic delivered per direction: the subflow's share.
     tunnel_bytes: [u64; 2],
     flow_bytes: [u64; 2],
+    /// Packets the link dropped in the data direction, tunnel (DCCP)
+    /// datagrams and other flows' packets apart: which traffic the path's
+    /// losses hit.
+    tunnel_dropped_pkts: u64,
+    flow_dropped_pkts: u64,
     /// Tunnel bytes delivered in the data direction, per 100 ms bin.
     tunnel_series: Vec<u64>,
     in_tunnel: bool,
@@ -173,6 +178,8 @@ struct SimFlow {
     delivered_bytes: u64,
     first_delivery: Option<Instant>,
     owd_min: Option<Duration>,
+    /// TCP receiver: when the held (delayed) ack goes out.
+    delayed_ack_at: Option<Instant>,
 }
 
 struct Node {
@@ -242,8 +249,36 @@ pub struct Simulation {
     /// Sizes of tunnelled data packets (to find them inside DCCP datagrams).
     tunnel_pkt_lens: Vec<usize>,
     timeout_handled_at: [Option<Instant>; 2],
+    /// The sender's path views at the last few sampling ticks (oldest first),
+    /// to explain the peak scheduler queueing delay.
+    recent_views: std::collections::VecDeque<(Instant, Vec<PathBrief>)>,
+    /// The largest scheduler queueing delay so far and what the paths did
+    /// while that packet waited.
+    send_queue_peak: Option<SendQueuePeak>,
     pub stats: SimStats,
 }
+
+/// One path of the tunnel's sender at a sampling tick.
+#[derive(Clone, Debug, PartialEq)]
+struct PathBrief {
+    state: mpdccp_proto::path::PathState,
+    cc_state: &'static str,
+    cwnd_pkts: u32,
+}
+
+/// The packet that waited longest between `Connection::send` and leaving on
+/// a path, and the state of each path during its wait.
+#[derive(Clone, Debug)]
+struct SendQueuePeak {
+    at: Instant,
+    delay: Duration,
+    /// Per path: the distinct (state, CC state) pairs and the smallest
+    /// window seen at the sampling ticks during the wait.
+    paths: Vec<(Vec<String>, u32)>,
+}
+
+/// How many sampling ticks `recent_views` keeps (3 s).
+const RECENT_VIEW_TICKS: usize = 30;
 
 impl Simulation {
     /// Builds the topology; `seed` overrides the scenario's.
@@ -267,6 +302,8 @@ impl Simulation {
                 last_sojourn: [None; 2],
                 tunnel_bytes: [0; 2],
                 flow_bytes: [0; 2],
+                tunnel_dropped_pkts: 0,
+                flow_dropped_pkts: 0,
                 tunnel_series: Vec::new(),
                 in_tunnel: false,
             });
@@ -342,7 +379,8 @@ impl Simulation {
                             start,
                             Some(stop),
                         ))),
-                        Sink::Tcp(TcpReceiver::new(flow_id)),
+                        // One ack per segment; see below for cross traffic.
+                        Sink::Tcp(TcpReceiver::with_ack_every(flow_id, 1)),
                     )
                 }
             };
@@ -358,6 +396,7 @@ impl Simulation {
                 delivered_bytes: 0,
                 first_delivery: None,
                 owd_min: None,
+                delayed_ack_at: None,
             });
         }
 
@@ -370,6 +409,23 @@ impl Simulation {
         let nodes = if uses_tunnel {
             for p in paths.iter_mut().take(tunnel_paths) {
                 p.in_tunnel = true;
+            }
+            // A TCP flow sharing a path with the tunnel competes with its
+            // subflows, whose receivers ack every second packet (RFC 4341
+            // §6.1.2 Ack Ratio 2), so the senders emit pairs. Such a TCP gets
+            // RFC 5681 §4.2 delayed acks (every second segment) so that both
+            // sides send the same packet pattern: acking every segment would
+            // let it answer each departure with exactly one arrival, a
+            // pattern the noiseless drop-tail FIFO never drops while the
+            // tunnel's pairs overflow it (E4, `scenarios/README.md`). Other
+            // TCP flows (baselines alone on a path, inner TCP in the tunnel)
+            // keep one ack per segment.
+            for f in flows.iter_mut() {
+                if let (Via::Path(p), Sink::Tcp(r)) = (f.via, &mut f.sink) {
+                    if paths[p].in_tunnel {
+                        r.set_ack_every(DELAYED_ACK_SEGMENTS);
+                    }
+                }
             }
             let cfg = connection_config(&scenario)?;
             let client =
@@ -398,7 +454,8 @@ impl Simulation {
         } else {
             0
         };
-        let n_targets = T_FIRST_LINK + 2 * paths.len() + flows.len();
+        // Per flow: the sender's timer, then the receiver's delayed-ack timer.
+        let n_targets = T_FIRST_LINK + 2 * paths.len() + 2 * flows.len();
         let rec = Recorder::new(&scenario);
         let mut tunnel_pkt_lens: Vec<usize> = scenario
             .flow
@@ -430,6 +487,8 @@ impl Simulation {
             same_instant_events: 0,
             tunnel_pkt_lens,
             timeout_handled_at: [None; 2],
+            recent_views: std::collections::VecDeque::new(),
+            send_queue_peak: None,
             stats: SimStats::default(),
         };
         sim.start()?;
@@ -441,6 +500,9 @@ impl Simulation {
     }
     fn t_flow(&self, flow: usize) -> Target {
         T_FIRST_LINK + 2 * self.paths.len() + flow
+    }
+    fn t_delayed_ack(&self, flow: usize) -> Target {
+        T_FIRST_LINK + 2 * self.paths.len() + self.flows.len() + flow
     }
 
     fn start(&mut self) -> Result<(), SimError> {
@@ -527,9 +589,13 @@ impl Simulation {
                 }
                 self.rearm_link(path, dir);
             }
-            t => {
+            t if t < T_FIRST_LINK + 2 * self.paths.len() + self.flows.len() => {
                 let i = t - T_FIRST_LINK - 2 * self.paths.len();
                 self.on_flow_timer(i);
+            }
+            t => {
+                let i = t - T_FIRST_LINK - 2 * self.paths.len() - self.flows.len();
+                self.on_delayed_ack_timer(i);
             }
         }
     }
@@ -562,6 +628,18 @@ impl Simulation {
             }
         }
         self.pump_flow(i);
+    }
+
+    /// The delayed-ack timer of flow `i`'s TCP receiver fired: send the held ack.
+    fn on_delayed_ack_timer(&mut self, i: usize) {
+        self.flows[i].delayed_ack_at = None;
+        let ack = match &mut self.flows[i].sink {
+            Sink::Tcp(r) => r.take_pending_ack(),
+            Sink::Seq(_) => None,
+        };
+        if let Some(ack) = ack {
+            self.emit(i, ack);
+        }
     }
 
     /// Lets a TCP sender transmit what its window allows, and re-arms the
@@ -646,6 +724,19 @@ impl Simulation {
             self.stats.link_drops += 1;
             if dir == self.data_dir {
                 self.rec.path_lost(path, now, 1);
+                let p = &mut self.paths[path];
+                match w.payload {
+                    Payload::Dccp(_) => p.tunnel_dropped_pkts += 1,
+                    Payload::Flow(_) => p.flow_dropped_pkts += 1,
+                }
+                tracing::trace!(
+                    path,
+                    at_s = now.as_secs_f64(),
+                    tunnel = matches!(w.payload, Payload::Dccp(_)),
+                    len = w.len,
+                    cause = ?res,
+                    "link drop"
+                );
             }
             if let Payload::Dccp(b) = w.payload {
                 self.pool.release(b);
@@ -727,7 +818,7 @@ impl Simulation {
                     Sink::Tcp(r) => {
                         let mut ack = pkt;
                         let a = r.handle_data(&pkt, &mut ack);
-                        (a.new, a.out_of_order, Some(ack))
+                        (a.new, a.out_of_order, Some((ack, a.ack_now)))
                     }
                 };
                 if new {
@@ -736,8 +827,21 @@ impl Simulation {
                     f.owd_min = Some(f.owd_min.map_or(owd, |m| m.min(owd)));
                     self.rec.flow_delivered(i, now, pkt.len as usize, owd, ooo);
                 }
-                if let Some(ack) = ack {
-                    self.emit(i, ack);
+                match ack {
+                    Some((ack, true)) => {
+                        if self.flows[i].delayed_ack_at.take().is_some() {
+                            let t = self.t_delayed_ack(i);
+                            self.queue.set(t, None);
+                        }
+                        self.emit(i, ack);
+                    }
+                    Some((_, false)) if self.flows[i].delayed_ack_at.is_none() => {
+                        let at = now + DELAYED_ACK_TIMEOUT;
+                        self.flows[i].delayed_ack_at = Some(at);
+                        let t = self.t_delayed_ack(i);
+                        self.queue.set(t, Some(at));
+                    }
+                    _ => {}
                 }
             }
             PktKind::Ack => {
@@ -851,10 +955,38 @@ impl Simulation {
             };
             if pkt.kind == PktKind::Data && pkt.len as usize == len {
                 let now = self.now;
-                self.rec.send_queue_delay(now, now - pkt.sent_at);
+                let delay = now - pkt.sent_at;
+                self.rec.send_queue_delay(now, delay);
+                if self
+                    .send_queue_peak
+                    .as_ref()
+                    .is_none_or(|p| delay > p.delay)
+                {
+                    self.note_send_queue_peak(now, delay);
+                }
                 return;
             }
         }
+    }
+
+    /// Records what every path did while the packet leaving at `at` waited
+    /// `delay` (the sampling ticks within the wait, plus the tick before).
+    fn note_send_queue_peak(&mut self, at: Instant, delay: Duration) {
+        let from = at.saturating_sub(delay + SAMPLE_PERIOD);
+        let mut paths: Vec<(Vec<String>, u32)> = vec![(Vec::new(), u32::MAX); self.paths.len()];
+        for (_, views) in self.recent_views.iter().filter(|(t, _)| *t >= from) {
+            for (p, v) in views.iter().enumerate() {
+                let Some(slot) = paths.get_mut(p) else {
+                    continue;
+                };
+                let label = format!("{:?} {}", v.state, v.cc_state);
+                if !slot.0.contains(&label) {
+                    slot.0.push(label);
+                }
+                slot.1 = slot.1.min(v.cwnd_pkts);
+            }
+        }
+        self.send_queue_peak = Some(SendQueuePeak { at, delay, paths });
     }
 
     fn drain_events(&mut self, side: Side) {
@@ -975,6 +1107,28 @@ impl Simulation {
             .as_ref()
             .map(|n| n[self.data_dir].conn.paths())
             .unwrap_or_default();
+        if self.nodes.is_some() {
+            let briefs = (0..self.paths.len())
+                .map(|p| {
+                    views.iter().find(|v| v.id == PathId(p as u32)).map_or(
+                        PathBrief {
+                            state: mpdccp_proto::path::PathState::Establishing,
+                            cc_state: "-",
+                            cwnd_pkts: 0,
+                        },
+                        |v| PathBrief {
+                            state: v.state,
+                            cc_state: v.cc_state,
+                            cwnd_pkts: v.cwnd_pkts,
+                        },
+                    )
+                })
+                .collect();
+            if self.recent_views.len() == RECENT_VIEW_TICKS {
+                self.recent_views.pop_front();
+            }
+            self.recent_views.push_back((now, briefs));
+        }
         for p in 0..self.paths.len() {
             let queue_bytes = self.paths[p].links[self.data_dir].queue_bytes();
             let view = views.iter().find(|v| v.id == PathId(p as u32));
@@ -1068,10 +1222,37 @@ impl Simulation {
                 serde_json::json!({
                     "tunnel_mbps": p.tunnel_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
                     "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
+                    "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
+                    "other_flows_dropped_pkts": p.flow_dropped_pkts,
                     "link": format!("{st:?}"),
                 })
             })
             .collect();
+        if let Some(peak) = &self.send_queue_peak {
+            let paths: serde_json::Map<String, serde_json::Value> = self
+                .scenario
+                .path
+                .iter()
+                .zip(&peak.paths)
+                .map(|(spec, (states, cwnd))| {
+                    (
+                        spec.name.clone(),
+                        serde_json::json!({
+                            "states": states,
+                            "min_cwnd_pkts": if *cwnd == u32::MAX { None } else { Some(*cwnd) },
+                        }),
+                    )
+                })
+                .collect();
+            meta.insert(
+                "send_queue_delay_peak".into(),
+                serde_json::json!({
+                    "at_s": peak.at.as_secs_f64(),
+                    "ms": ms(peak.delay),
+                    "paths_during_wait": paths,
+                }),
+            );
+        }
         meta.insert("seed".into(), self.seed.into());
         meta.insert("simulator".into(), "mpdccp-sim".into());
         meta.insert("flows".into(), flow_meta.into());

@@ -4,8 +4,15 @@
 //! Segment-granular (one sequence number per full-size segment), like the
 //! kernel's packet-counting TCP. What it implements:
 //!
-//! * cumulative acks plus up to three SACK blocks per ack (RFC 2018), one ack
-//!   per segment, timestamps echoed for RTT samples (RFC 7323 §4);
+//! * cumulative acks plus up to three SACK blocks per ack (RFC 2018),
+//!   timestamps echoed for RTT samples (RFC 7323 §4);
+//! * one ack per segment, or delayed acks as RFC 5681 §4.2 and RFC 1122
+//!   §4.2.3.2 describe (and Linux and ns-3 do by default): an ack for every
+//!   second in-order segment, at most [`DELAYED_ACK_TIMEOUT`] late, and at
+//!   once for an out-of-order, duplicate or gap-filling segment. The engine
+//!   chooses (see `sim.rs`): a TCP acking every segment answers each ack with
+//!   exactly one segment, a packet pattern a drop-tail FIFO without timing
+//!   noise rewards over any sender that emits pairs (`scenarios/README.md`, E4).
 //! * a SACK scoreboard; a segment is lost once `DUPTHRESH` segments above it
 //!   are SACKed (RFC 6675 §4 `IsLost`), lost segments are retransmitted before
 //!   new data, and the amount in flight is RFC 6675's `pipe`;
@@ -32,6 +39,14 @@ use crate::packet::{FlowPkt, PktKind, ACK_BYTES, MAX_SACK_BLOCKS};
 
 /// RFC 6675 DupThresh.
 const DUPTHRESH: u64 = 3;
+
+/// RFC 5681 §4.2: an ack SHOULD be generated for at least every second
+/// full-sized segment.
+pub const DELAYED_ACK_SEGMENTS: u32 = 2;
+
+/// Longest an ack waits for a second segment: Linux's minimum delayed-ack
+/// timeout (`TCP_DELACK_MIN`, 40 ms); RFC 5681 §4.2 allows up to 500 ms.
+pub const DELAYED_ACK_TIMEOUT: Duration = Duration::from_millis(40);
 
 #[derive(Clone, Copy, Debug)]
 struct Seg {
@@ -444,6 +459,12 @@ pub struct TcpReceiver {
     /// Out-of-order segments held, as sorted disjoint ranges `[start, end)`.
     ranges: Vec<(u64, u64)>,
     highest_seen: Option<u64>,
+    /// Acknowledge every this many in-order segments (1 = every segment).
+    ack_every: u32,
+    /// In-order segments received since the last ack sent.
+    unacked: u32,
+    /// The ack held back (delayed ack), the receiver's latest state.
+    pending: Option<FlowPkt>,
 }
 
 /// What the receiver made of one data segment.
@@ -453,14 +474,35 @@ pub struct Arrival {
     pub new: bool,
     /// It arrived after a segment with a higher sequence number.
     pub out_of_order: bool,
+    /// Send the ack now; otherwise it is held (see [`TcpReceiver::take_pending_ack`]).
+    pub ack_now: bool,
 }
 
 impl TcpReceiver {
+    /// A receiver with delayed acks (every [`DELAYED_ACK_SEGMENTS`] segments).
     pub fn new(flow: u16) -> Self {
+        Self::with_ack_every(flow, DELAYED_ACK_SEGMENTS)
+    }
+
+    /// A receiver acking every `n`-th in-order segment (1 = every segment).
+    pub fn with_ack_every(flow: u16, n: u32) -> Self {
         TcpReceiver {
             flow,
+            ack_every: n.max(1),
             ..Default::default()
         }
+    }
+
+    /// Acknowledge every `n`-th in-order segment from now on.
+    pub fn set_ack_every(&mut self, n: u32) {
+        self.ack_every = n.max(1);
+    }
+
+    /// The held ack, if any (the delayed-ack timer fired); the next ack
+    /// counts segments afresh.
+    pub fn take_pending_ack(&mut self) -> Option<FlowPkt> {
+        self.unacked = 0;
+        self.pending.take()
     }
 
     /// Segments delivered in order so far.
@@ -468,11 +510,15 @@ impl TcpReceiver {
         self.rcv_next
     }
 
-    /// Accept one data segment; fills `ack` with the acknowledgement to send.
+    /// Accept one data segment; fills `ack` with the acknowledgement, to be
+    /// sent now if [`Arrival::ack_now`], else held as the pending ack.
     pub fn handle_data(&mut self, pkt: &FlowPkt, ack: &mut FlowPkt) -> Arrival {
         let seq = pkt.seq;
         let out_of_order = self.highest_seen.is_some_and(|h| seq < h);
         let dup = seq < self.rcv_next || self.ranges.iter().any(|&(a, b)| a <= seq && seq < b);
+        // RFC 5681 §4.2: ack at once a segment that is out of order (above a
+        // hole), fills (part of) a hole, or is a duplicate.
+        let in_sequence = !dup && seq == self.rcv_next && self.ranges.is_empty();
         if !dup {
             self.highest_seen = Some(self.highest_seen.map_or(seq, |h| h.max(seq)));
             if seq == self.rcv_next {
@@ -515,9 +561,22 @@ impl TcpReceiver {
             n += 1;
         }
         ack.sack_len = n as u8;
+        let ack_now = if in_sequence {
+            self.unacked += 1;
+            self.unacked >= self.ack_every
+        } else {
+            true
+        };
+        if ack_now {
+            self.unacked = 0;
+            self.pending = None;
+        } else {
+            self.pending = Some(*ack);
+        }
         Arrival {
             new: !dup,
             out_of_order: out_of_order && !dup,
+            ack_now,
         }
     }
 
@@ -564,6 +623,34 @@ mod tests {
         assert_eq!((ack.seq, ack.sack_len), (6, 0));
         assert!(!r.handle_data(&data(2), &mut ack).new);
     }
+
+    /// RFC 5681 §4.2: every second in-order segment is acked, a held ack
+    /// is released by the timer, and out-of-order, gap-filling and
+    /// duplicate segments are acked at once.
+    #[test]
+    fn receiver_delays_every_other_ack_but_not_around_holes() {
+        let mut r = TcpReceiver::new(1);
+        let mut ack = data(0);
+        assert!(!r.handle_data(&data(0), &mut ack).ack_now);
+        assert!(r.handle_data(&data(1), &mut ack).ack_now);
+        assert!(r.take_pending_ack().is_none());
+        assert!(!r.handle_data(&data(2), &mut ack).ack_now);
+        let held = r.take_pending_ack().expect("segment 2 awaits its ack");
+        assert_eq!(held.seq, 3);
+        // Timer fired: the count starts again.
+        assert!(!r.handle_data(&data(3), &mut ack).ack_now);
+        assert!(r.handle_data(&data(4), &mut ack).ack_now);
+        // A hole (5 missing): 6 and 7 are acked at once (duplicate acks for
+        // fast retransmit), so is 5 filling the hole, and a duplicate.
+        assert!(r.handle_data(&data(6), &mut ack).ack_now);
+        assert!(r.handle_data(&data(7), &mut ack).ack_now);
+        assert!(r.handle_data(&data(5), &mut ack).ack_now);
+        assert_eq!(ack.seq, 8);
+        assert!(r.handle_data(&data(5), &mut ack).ack_now);
+        assert!(!r.handle_data(&data(8), &mut ack).ack_now);
+        let mut every = TcpReceiver::with_ack_every(1, 1);
+        assert!(every.handle_data(&data(0), &mut ack).ack_now);
+    }
 }
 
 #[cfg(test)]
@@ -593,7 +680,7 @@ mod link_tests {
         let cc = cc::build(cc_name, &cfg).expect("controller exists");
         let end = Instant::from_millis(secs * 1000);
         let mut tx = TcpSender::new(1, 1400, cc, None, Instant::ZERO, Some(end));
-        let mut rx = TcpReceiver::new(1);
+        let mut rx = TcpReceiver::with_ack_every(1, 1);
         let mut now = Instant::ZERO;
         let mut ack = FlowPkt::data(1, 0, now, 0);
         while now < end {
