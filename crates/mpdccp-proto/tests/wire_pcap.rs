@@ -215,7 +215,13 @@ fn check(v6: bool) {
         eprintln!("SKIP wire_pcap: tshark not installed");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("mpdccp-wire-pcap-{}", std::process::id()));
+    // One directory per test: the IPv4 and IPv6 tests run in parallel and
+    // each removes its own directory when done.
+    let dir = std::env::temp_dir().join(format!(
+        "mpdccp-wire-pcap-{}-{}",
+        std::process::id(),
+        if v6 { "v6" } else { "v4" }
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(if v6 { "v6.pcap" } else { "v4.pcap" });
     let names = write_capture(&path, v6);
