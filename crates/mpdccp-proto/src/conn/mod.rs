@@ -418,6 +418,31 @@ pub struct ConnStats {
     pub idle_timeouts: u64,
 }
 
+impl ConnStats {
+    /// Every datagram or option dropped as malformed, forged, unexpected
+    /// or refused — the sum a test or an alarm watches to see hostile
+    /// input being rejected (each has its own counter above).
+    pub fn rejected_input(&self) -> u64 {
+        self.rx_malformed
+            + self.rx_bad_checksum
+            + self.rx_unknown_path
+            + self.rx_seq_invalid
+            + self.rx_unexpected
+            + self.rx_duplicate
+            + self.rx_missing_mp_seq
+            + self.rx_data_after_close
+            + self.join_unknown_token
+            + self.join_bad_hmac
+            + self.join_too_busy
+            + self.join_not_multipath
+            + self.bad_key_echo
+            + self.bad_close_key
+            + self.addaddr_bad_hmac
+            + self.removeaddr_bad_hmac
+            + self.rx_request_refused
+    }
+}
+
 /// Meta-connection life cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ConnState {

@@ -77,23 +77,7 @@ pub fn inject_counted(h: &mut Harness, to: Side, path: usize, bytes: &[u8]) -> b
 
 /// Sum of every rejection counter.
 pub fn rejections(s: &ConnStats) -> u64 {
-    s.rx_malformed
-        + s.rx_bad_checksum
-        + s.rx_unknown_path
-        + s.rx_seq_invalid
-        + s.rx_unexpected
-        + s.rx_duplicate
-        + s.rx_missing_mp_seq
-        + s.rx_data_after_close
-        + s.join_unknown_token
-        + s.join_bad_hmac
-        + s.join_too_busy
-        + s.join_not_multipath
-        + s.bad_key_echo
-        + s.bad_close_key
-        + s.addaddr_bad_hmac
-        + s.removeaddr_bad_hmac
-        + s.rx_request_refused
+    s.rejected_input()
 }
 
 /// How [`assert_delivers`] sends: `n` packets each way of `len` bytes
