@@ -58,6 +58,8 @@ pub struct TestbedConfig {
     pub log: String,
     /// Keep daemon/emulator logs and raw samples here (e.g. the output dir).
     pub keep_dir: Option<PathBuf>,
+    /// `SCHED_FIFO` priority of the tunnel daemons (0 = normal scheduling).
+    pub daemon_rt_priority: u8,
 }
 
 /// Runs the scenario; `abort` (Ctrl-C) stops it early with an error. Every
@@ -82,6 +84,7 @@ pub fn run(cfg: &TestbedConfig, abort: &Arc<AtomicBool>) -> anyhow::Result<(Summ
             "server.toml",
             "client.toml",
             "paths.toml",
+            "status.jsonl",
         ] {
             let _ = std::fs::copy(topo.dir.join(f), keep.join(format!("testbed-{f}")));
         }
@@ -230,6 +233,7 @@ fn run_in(
             },
             paths,
             log: cfg.log.clone(),
+            rt_priority: cfg.daemon_rt_priority,
         };
         topo.start_tunnel(exe, &opts)?;
         // Joins of the other paths get until t0.
@@ -293,6 +297,12 @@ fn run_in(
                 });
             }
             FlowKind::Tcp => {
+                if f.via != "tunnel" {
+                    // The receiver acks every segment (the scenario's TCP
+                    // model), not every second one.
+                    let k = sc.path_index(&f.via).unwrap_or(0);
+                    topo.set_quickack(k, up)?;
+                }
                 let dst = dst_ip.to_string();
                 let port_s = port.to_string();
                 let srv = netns::Netns::command_in(dst_ns, "iperf3")
@@ -316,7 +326,7 @@ fn run_in(
                     "0.1".into(),
                     "-J".into(),
                     "-M".into(),
-                    f.packet_bytes.clamp(536, 1400).to_string(),
+                    tcp_mss_bytes(f.packet_bytes).to_string(),
                 ];
                 if let Some(cc) = &f.cc {
                     args.extend(["-C".into(), cc.clone()]);
@@ -374,6 +384,9 @@ fn run_in(
     } else {
         None
     };
+    if uses_tunnel {
+        write_status_log(&topo.dir.join("status.jsonl"), &status_samples, t0);
+    }
 
     // Collect.
     let rel = |t: Instant| Instant::from_nanos(t.as_nanos().saturating_sub(t0.as_nanos()));
@@ -430,6 +443,18 @@ fn run_in(
             "tcp_owd".into(),
             json!("kernel TCP via iperf3: owd = srtt / 2 per 100 ms interval"),
         );
+        meta.insert(
+            "tcp_segments".into(),
+            json!(format!(
+                "iperf3 -M {} (TCP_MAXSEG = packet_bytes - 40, so with the 12-byte timestamp option an IPv4 segment is packet_bytes long); receiver route `quickack 1` for flows over a path: one ack per segment, no delayed acks",
+                sc.flow
+                    .iter()
+                    .filter(|f| f.kind == FlowKind::Tcp)
+                    .map(|f| tcp_mss_bytes(f.packet_bytes).to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )),
+        );
     }
     if let Some(s) = final_status {
         meta.insert("client_status".into(), s);
@@ -444,7 +469,14 @@ fn run_in(
     Ok(rec.finish(meta))
 }
 
-/// The highest rate a path ever has, Mbit/s.
+/// TCP_MAXSEG for a TCP flow whose segments are `packet_bytes` long as IP
+/// packets: minus the IPv4 and TCP headers (20 + 20). Linux subtracts the
+/// timestamp option (12) from it again, so a full segment carries
+/// `packet_bytes - 52` data bytes in exactly `packet_bytes` on the link.
+fn tcp_mss_bytes(packet_bytes: usize) -> usize {
+    packet_bytes.saturating_sub(40).clamp(536, 1460)
+}
+
 /// Path MTU of the testbed's paths and tunnel.
 const DEFAULT_PATH_MTU: u32 = 1500;
 
@@ -470,6 +502,7 @@ fn tunnel_path_mtu(sc: &Scenario) -> u32 {
         .clamp(DEFAULT_PATH_MTU, crate::emu::TUN_MTU)
 }
 
+/// The highest rate a path ever has, Mbit/s.
 fn peak_mbps(p: &mpdccp_model::scenario::PathSpec) -> f64 {
     p.rate_schedule_bps()
         .iter()
@@ -510,7 +543,7 @@ fn record_probe(
 }
 
 fn record_tcp(rec: &mut Recorder, flow: usize, packet_bytes: usize, v: &Value, start: Instant) {
-    let seg = packet_bytes.clamp(536, 1400);
+    let seg = tcp_mss_bytes(packet_bytes) - 12;
     for iv in v["intervals"].as_array().into_iter().flatten() {
         let sum = &iv["sum"];
         if sum["omitted"].as_bool() == Some(true) {
@@ -621,6 +654,21 @@ fn record_path(
         rec.path_sample(i, now, cwnd, srtt, s.queue_bytes);
         prev = Some(s);
     }
+}
+
+/// The client daemon's per-path status every 100 ms (cwnd, pacing rate,
+/// srtt, min RTT, CC state, in flight), one JSON line per sample with the
+/// scenario time `t_s`: what the controller believed while the emulator's
+/// samples show what the bottleneck saw.
+fn write_status_log(path: &Path, samples: &[(Instant, Value)], t0: Instant) {
+    let mut out = String::new();
+    for (t, v) in samples {
+        let t_s = t.as_nanos() as f64 / 1e9 - t0.as_nanos() as f64 / 1e9;
+        let paths = &v["connections"][0]["paths"];
+        out.push_str(&json!({ "t_s": t_s, "paths": paths }).to_string());
+        out.push('\n');
+    }
+    let _ = std::fs::write(path, out);
 }
 
 /// A one-line-per-item text summary for the terminal.

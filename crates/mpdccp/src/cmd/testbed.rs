@@ -34,6 +34,10 @@ pub struct Args {
     /// RUST_LOG of the daemons (their logs are copied to the output dir).
     #[arg(long, default_value = "info")]
     daemon_log: String,
+    /// SCHED_FIFO priority of the tunnel daemons, which stand for two
+    /// separate machines (0 = normal scheduling; the emulators use 10).
+    #[arg(long, default_value_t = 5)]
+    daemon_rt_priority: u8,
     /// Print summary.json on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -85,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         setup_s: args.setup_s,
         log: args.daemon_log,
         keep_dir: Some(out.clone()),
+        daemon_rt_priority: args.daemon_rt_priority,
     };
     let (summary, ts) = testbed::run(&cfg, &abort)?;
     write_outputs(&out, &summary, &ts).with_context(|| format!("writing {}", out.display()))?;
