@@ -178,8 +178,12 @@ struct Dir {
 }
 
 impl Dir {
-    /// Drains up to `max` packets from the TUN into the link.
-    fn handle_readable(&mut self, now: Instant, max: usize) -> io::Result<usize> {
+    /// Drains up to `max` packets from the TUN into the link. Each packet is
+    /// stamped when it is read (`now`), not once per batch: a packet that
+    /// arrives while the loop runs (or while this thread is held up by an
+    /// interrupt's network work) must not be stamped before its arrival, or
+    /// the model would deliver it early and shorten the emulated delay.
+    fn handle_readable(&mut self, now: impl Fn() -> Instant, max: usize) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
             if self.ring.is_full() {
@@ -210,7 +214,7 @@ impl Dir {
             let i = (seq % self.ring.cap()) as usize;
             self.ring.lens[i] = len as u16;
             self.ring.tail += 1;
-            match self.link.push(now, seq, len) {
+            match self.link.push(now(), seq, len) {
                 Ok(()) => {}
                 Err(drop) => {
                     // The refused packet is the newest one: give its slot back.
@@ -376,10 +380,9 @@ pub fn run_with(
             std::thread::yield_now();
             continue;
         }
-        let now = rel(clock::now());
         for (i, d) in dirs.iter_mut().enumerate() {
             if fds[i].revents & libc::POLLIN != 0 {
-                d.handle_readable(now, 256)?;
+                d.handle_readable(|| rel(clock::now()), 256)?;
             }
         }
     }

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use mpdccp_model::results::Summary;
+use mpdccp_net::emu::Sample;
 use mpdccp_net::netns;
 
 /// One testbed at a time: they measure latency on a 2-core machine.
@@ -31,8 +32,16 @@ fn scenario(file: &str) -> PathBuf {
         .join(file)
 }
 
-/// Runs `mpdccp testbed` and returns the summary it wrote.
-fn testbed(file: &str, out: &str) -> Summary {
+/// What `mpdccp testbed` wrote: the summary and the emulator's last sample
+/// per direction (cumulative counters), `(up, down)`.
+struct Run {
+    summary: Summary,
+    emu_up: Sample,
+    emu_down: Sample,
+}
+
+/// Runs `mpdccp testbed` and returns what it wrote.
+fn testbed(file: &str, out: &str) -> Run {
     let out = std::env::temp_dir().join(format!("mpdccp-test-{}-{out}", std::process::id()));
     let st = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
         .args(["testbed"])
@@ -46,15 +55,33 @@ fn testbed(file: &str, out: &str) -> Summary {
     for f in ["summary.json", "timeseries.csv"] {
         assert!(out.join(f).exists(), "{f} missing");
     }
-    let s =
+    let summary =
         Summary::from_json(&std::fs::read_to_string(out.join("summary.json")).expect("summary"))
             .expect("summary.json parses");
+    let samples: Vec<Sample> = std::fs::read_to_string(out.join("testbed-emu0.jsonl"))
+        .expect("emulator samples")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("emulator sample parses"))
+        .collect();
+    let last = |dir: &str| {
+        samples
+            .iter()
+            .rev()
+            .find(|s| s.dir == dir)
+            .cloned()
+            .unwrap_or_else(|| panic!("no `{dir}` sample"))
+    };
+    let (emu_up, emu_down) = (last("up"), last("down"));
     let _ = std::fs::remove_dir_all(&out);
-    s
+    Run {
+        summary,
+        emu_up,
+        emu_down,
+    }
 }
 
-fn after_drop(s: &Summary) -> (f64, f64) {
-    let w = &s.windows["after_drop"];
+fn after_drop(r: &Run) -> (f64, f64) {
+    let w = &r.summary.windows["after_drop"];
     (w.flows[0].goodput_mbps, w.paths[0].rtt_ms.p95)
 }
 
@@ -72,9 +99,22 @@ fn e1_tcp_bbr_keeps_latency_low_after_the_drop() {
     if !root_or_skip("e1_tcp_bbr_keeps_latency_low_after_the_drop") {
         return;
     }
-    let s = testbed("e1-tcp-bbr.toml", "bbr");
-    let (goodput, rtt_p95) = after_drop(&s);
+    let r = testbed("e1-tcp-bbr.toml", "bbr");
+    let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 TCP BBR on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
+    // The flow the scenario defines: 1400-byte segments on the link and one
+    // ack per segment (no delayed acks), as the emulator counted them.
+    let (up, down) = (&r.emu_up, &r.emu_down);
+    let seg_bytes = up.delivered_bytes as f64 / up.delivered_pkts.max(1) as f64;
+    assert!(
+        (1390.0..=1400.0).contains(&seg_bytes),
+        "mean data packet {seg_bytes:.1} B, want 1400"
+    );
+    let acks_per_seg = down.delivered_pkts as f64 / up.delivered_pkts.max(1) as f64;
+    assert!(
+        acks_per_seg >= 0.95,
+        "{acks_per_seg:.2} acks per segment: delayed acks are on"
+    );
     assert!(
         goodput >= 9.0,
         "goodput after the drop {goodput:.2} Mbit/s < 9"
@@ -98,8 +138,8 @@ fn e1_ccid5_tunnel_keeps_latency_low_after_the_drop() {
     if !root_or_skip("e1_ccid5_tunnel_keeps_latency_low_after_the_drop") {
         return;
     }
-    let s = testbed("e1-dccp-ccid5.toml", "ccid5");
-    let (goodput, rtt_p95) = after_drop(&s);
+    let r = testbed("e1-dccp-ccid5.toml", "ccid5");
+    let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 CCID5 tunnel on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
     assert!(
         rtt_p95 <= 35.0,
@@ -120,8 +160,8 @@ fn e1_ccid2_tunnel_fills_the_buffer() {
     if !root_or_skip("e1_ccid2_tunnel_fills_the_buffer") {
         return;
     }
-    let s = testbed("e1-dccp-ccid2.toml", "ccid2");
-    let (goodput, rtt_p95) = after_drop(&s);
+    let r = testbed("e1-dccp-ccid2.toml", "ccid2");
+    let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 CCID2 tunnel on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
     assert!(goodput >= 8.0, "goodput after the drop {goodput:.2} Mbit/s");
     // 150 kB at 10 Mbit/s is 120 ms of queue.
