@@ -427,11 +427,24 @@ fn run_in(
         }
     }
     let t_shift = setup.as_secs_f64();
+    let mut lateness = Vec::new();
     for i in 0..sc.path.len() {
         let samples = read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
         record_path(&mut rec, sc, i, &samples, t_shift, &status_samples, t0);
+        lateness.push(lateness_summary(&sc.path[i].name, &samples, t_shift));
     }
     let mut meta = BTreeMap::new();
+    meta.insert("emulator_late_us".into(), json!(lateness));
+    if uses_tunnel {
+        meta.insert(
+            "daemon_scheduling".into(),
+            json!(if cfg.daemon_rt_priority > 0 {
+                format!("SCHED_FIFO {} (emulators 10)", cfg.daemon_rt_priority)
+            } else {
+                "normal".to_string()
+            }),
+        );
+    }
     meta.insert("runner".into(), json!("testbed"));
     meta.insert("setup_s".into(), json!(t_shift));
     meta.insert(
@@ -562,6 +575,33 @@ fn record_tcp(rec: &mut Recorder, flow: usize, packet_bytes: usize, v: &Value, s
             left -= b;
         }
     }
+}
+
+/// How late the emulator delivered against its model during the scenario:
+/// percentiles of the per-interval (100 ms) maxima, per direction, µs. Late
+/// deliveries arrive in bursts, which a rate-based controller reads as a
+/// higher delivery rate and as ack aggregation, so a run's timing quality
+/// goes with its results.
+fn lateness_summary(path: &str, samples: &[Sample], shift_s: f64) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("path".into(), json!(path));
+    for dir in ["up", "down"] {
+        let mut v: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.dir == dir && s.t_s >= shift_s)
+            .map(|s| s.late_max_us)
+            .collect();
+        v.sort_unstable();
+        let pct = |q: f64| {
+            v.get(((v.len() as f64 - 1.0) * q).round().max(0.0) as usize)
+                .copied()
+        };
+        out.insert(
+            dir.into(),
+            json!({ "p50": pct(0.5), "p90": pct(0.9), "max": v.last().copied() }),
+        );
+    }
+    Value::Object(out)
 }
 
 fn read_samples(path: &Path) -> Vec<Sample> {

@@ -323,7 +323,18 @@ impl Topology {
         let prio = opts.rt_priority.to_string();
         let mut prefix: Vec<&str> = Vec::new();
         if opts.rt_priority > 0 {
-            prefix.extend(["chrt", "-f", &prio]);
+            // Without CAP_SYS_NICE (or `chrt`) the daemons still run, slower to react.
+            let ok = std::process::Command::new("chrt")
+                .args(["-f", &prio, "true"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                prefix.extend(["chrt", "-f", &prio]);
+            } else {
+                tracing::warn!(
+                    "cannot run the daemons under SCHED_FIFO (`chrt -f {prio}` failed); timing will be noisier"
+                );
+            }
         }
         prefix.extend(["env", &env_log, &exe_s]);
         let (prog, pre) = prefix.split_first().expect("prefix is never empty");

@@ -102,6 +102,14 @@ fn e1_tcp_bbr_keeps_latency_low_after_the_drop() {
     let r = testbed("e1-tcp-bbr.toml", "bbr");
     let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 TCP BBR on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
+    eprintln!(
+        "  emulator lateness (µs per 100 ms) {}",
+        r.summary
+            .meta
+            .get("emulator_late_us")
+            .cloned()
+            .unwrap_or_default()
+    );
     // The flow the scenario defines: 1400-byte segments on the link and one
     // ack per segment (no delayed acks), as the emulator counted them.
     let (up, down) = (&r.emu_up, &r.emu_down);
@@ -141,6 +149,17 @@ fn e1_ccid5_tunnel_keeps_latency_low_after_the_drop() {
     let r = testbed("e1-dccp-ccid5.toml", "ccid5");
     let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 CCID5 tunnel on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
+    // What decides a bad run (README §Testbed): the emulator's lateness
+    // and the client's min RTT (10.25 ms when its ack stamps are right).
+    let meta = &r.summary.meta;
+    let min_rtt = meta
+        .get("client_status")
+        .map(|v| v["connections"][0]["paths"][0]["min_rtt_ms"].clone())
+        .unwrap_or_default();
+    eprintln!(
+        "  emulator lateness (µs per 100 ms) {}; client min RTT {min_rtt} ms",
+        meta.get("emulator_late_us").cloned().unwrap_or_default()
+    );
     assert!(
         rtt_p95 <= 35.0,
         "path RTT p95 after the drop {rtt_p95:.2} ms > 35"
