@@ -22,7 +22,9 @@
 //! the emulators (what the bottleneck saw): throughput and losses of the
 //! client→server direction, queueing delay, and path RTT = two one-way delays
 //! plus both directions' mean queueing delay per 100 ms; cwnd and SRTT from
-//! the client daemon's status. TCP flows' OWD is iperf3's SRTT / 2 (TCP
+//! the client daemon's status when it is sampled during the run
+//! (`status_interval`; off by default, since each query holds up the
+//! daemon's packet loop). TCP flows' OWD is iperf3's SRTT / 2 (TCP
 //! reports no one-way delay); this is recorded in `meta`.
 
 use std::collections::BTreeMap;
@@ -60,6 +62,10 @@ pub struct TestbedConfig {
     pub keep_dir: Option<PathBuf>,
     /// `SCHED_FIFO` priority of the tunnel daemons (0 = normal scheduling).
     pub daemon_rt_priority: u8,
+    /// Query the client daemon's status (cwnd, srtt for the time series)
+    /// this often while the scenario runs; `None`: only at the end. Each
+    /// query holds up the daemon's packet loop (README §Testbed).
+    pub status_interval: Option<Duration>,
 }
 
 /// Runs the scenario; `abort` (Ctrl-C) stops it early with an error. Every
@@ -366,11 +372,13 @@ fn run_in(
             }
             bail!("interrupted");
         }
-        if uses_tunnel && clock::now() >= next {
-            if let Ok(v) = topo.status(false) {
-                status_samples.push((clock::now(), v));
+        if let Some(every) = cfg.status_interval.filter(|_| uses_tunnel) {
+            if clock::now() >= next {
+                if let Ok(v) = topo.status(false) {
+                    status_samples.push((clock::now(), v));
+                }
+                next += every.max(Duration::from_millis(10));
             }
-            next += Duration::from_millis(100);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -385,7 +393,13 @@ fn run_in(
         None
     };
     if uses_tunnel {
-        write_status_log(&topo.dir.join("status.jsonl"), &status_samples, t0);
+        // The log ends with the final status; the time series uses only
+        // the samples taken during the run (none: no cwnd/srtt columns).
+        let mut log = status_samples.clone();
+        if let Some(v) = &final_status {
+            log.push((clock::now(), v.clone()));
+        }
+        write_status_log(&topo.dir.join("status.jsonl"), &log, t0);
     }
 
     // Collect.
@@ -437,9 +451,15 @@ fn run_in(
     meta.insert("emulator_late_us".into(), json!(lateness));
     if uses_tunnel {
         meta.insert(
+            "status_interval_ms".into(),
+            json!(cfg.status_interval.map(|d| d.as_millis() as u64)),
+        );
+    }
+    if uses_tunnel {
+        meta.insert(
             "daemon_scheduling".into(),
-            json!(if cfg.daemon_rt_priority > 0 {
-                format!("SCHED_FIFO {} (emulators 10)", cfg.daemon_rt_priority)
+            json!(if topo.daemon_rt_priority > 0 {
+                format!("SCHED_FIFO {} (emulators 10)", topo.daemon_rt_priority)
             } else {
                 "normal".to_string()
             }),
@@ -696,7 +716,7 @@ fn record_path(
     }
 }
 
-/// The client daemon's per-path status every 100 ms (cwnd, pacing rate,
+/// The client daemon's per-path status as sampled (cwnd, pacing rate,
 /// srtt, min RTT, CC state, in flight), one JSON line per sample with the
 /// scenario time `t_s`: what the controller believed while the emulator's
 /// samples show what the bottleneck saw.

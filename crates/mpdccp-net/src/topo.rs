@@ -55,6 +55,8 @@ pub struct Topology {
     pub paths: Vec<PathAddrs>,
     /// Scratch directory for ready files and logs, removed on drop.
     pub dir: PathBuf,
+    /// `SCHED_FIFO` priority the daemons run at (0 = normal scheduling).
+    pub daemon_rt_priority: u8,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -84,6 +86,7 @@ impl Topology {
             routers: Vec::new(),
             paths: Vec::new(),
             dir,
+            daemon_rt_priority: 0,
         };
         for i in 1..=n_paths {
             let r = Netns::new(&format!("{prefix}r{i}"))?;
@@ -330,6 +333,7 @@ impl Topology {
                 .is_ok_and(|s| s.success());
             if ok {
                 prefix.extend(["chrt", "-f", &prio]);
+                self.daemon_rt_priority = opts.rt_priority;
             } else {
                 tracing::warn!(
                     "cannot run the daemons under SCHED_FIFO (`chrt -f {prio}` failed); timing will be noisier"
