@@ -178,8 +178,12 @@ struct Dir {
 }
 
 impl Dir {
-    /// Drains up to `max` packets from the TUN into the link.
-    fn handle_readable(&mut self, now: Instant, max: usize) -> io::Result<usize> {
+    /// Drains up to `max` packets from the TUN into the link. Each packet is
+    /// stamped when it is read (`now`), not once per batch: a packet that
+    /// arrives while the loop runs (or while this thread is held up by an
+    /// interrupt's network work) must not be stamped before its arrival, or
+    /// the model would deliver it early and shorten the emulated delay.
+    fn handle_readable(&mut self, now: impl Fn() -> Instant, max: usize) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
             if self.ring.is_full() {
@@ -210,7 +214,7 @@ impl Dir {
             let i = (seq % self.ring.cap()) as usize;
             self.ring.lens[i] = len as u16;
             self.ring.tail += 1;
-            match self.link.push(now, seq, len) {
+            match self.link.push(now(), seq, len) {
                 Ok(()) => {}
                 Err(drop) => {
                     // The refused packet is the newest one: give its slot back.
@@ -303,9 +307,9 @@ pub fn run_with(
     ];
     on_ready()?;
     let mut stats_out = match &config.stats_out {
-        Some(p) => Some(BufWriter::new(
+        Some(p) => Some(StatsWriter::spawn(BufWriter::new(
             File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-        )),
+        ))?),
         None => None,
     };
     let interval = if config.stats_interval.is_zero() {
@@ -337,9 +341,8 @@ pub fn run_with(
         if now >= next_sample {
             if let Some(w) = stats_out.as_mut() {
                 for d in dirs.iter_mut() {
-                    write_sample(w, now, &config.spec.name, d)?;
+                    w.send(take_sample(now, &config.spec.name, d));
                 }
-                w.flush()?;
             }
             next_sample = now + interval;
         }
@@ -376,10 +379,9 @@ pub fn run_with(
             std::thread::yield_now();
             continue;
         }
-        let now = rel(clock::now());
         for (i, d) in dirs.iter_mut().enumerate() {
             if fds[i].revents & libc::POLLIN != 0 {
-                d.handle_readable(now, 256)?;
+                d.handle_readable(|| rel(clock::now()), 256)?;
             }
         }
     }
@@ -394,11 +396,73 @@ pub fn run_with(
     }
     out.up = dirs[0].stats.clone();
     out.down = dirs[1].stats.clone();
+    if let Some(w) = stats_out {
+        w.finish()?;
+    }
     debug!(?out, "emulator stopped");
     Ok(out)
 }
 
-fn write_sample(w: &mut impl Write, now: Instant, path: &str, d: &mut Dir) -> anyhow::Result<()> {
+/// Writes the samples from a thread of its own under normal scheduling: a
+/// `write` to a file on a busy disk can block for milliseconds (journal,
+/// dirty-page throttling), which in the real-time timing loop would hold
+/// back every delivery due meanwhile and release them as one burst.
+struct StatsWriter {
+    tx: Option<std::sync::mpsc::Sender<Sample>>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl StatsWriter {
+    fn spawn(mut w: BufWriter<File>) -> anyhow::Result<StatsWriter> {
+        let (tx, rx) = std::sync::mpsc::channel::<Sample>();
+        let thread = std::thread::Builder::new()
+            .name("emu-stats".into())
+            .spawn(move || -> io::Result<()> {
+                let param = libc::sched_param { sched_priority: 0 };
+                // SAFETY: `param` is a valid sched_param; pid 0 = this thread.
+                // Failure only leaves the inherited class: harmless.
+                unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+                while let Ok(s) = rx.recv() {
+                    serde_json::to_writer(&mut w, &s)?;
+                    w.write_all(b"\n")?;
+                    // Samples come in pairs (both directions): flush once
+                    // nothing else is waiting.
+                    while let Ok(s) = rx.try_recv() {
+                        serde_json::to_writer(&mut w, &s)?;
+                        w.write_all(b"\n")?;
+                    }
+                    w.flush()?;
+                }
+                w.flush()
+            })
+            .context("cannot start the stats writer thread")?;
+        Ok(StatsWriter {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&mut self, s: Sample) {
+        if let Some(tx) = &self.tx {
+            // The writer only stops on an I/O error, which `finish` reports.
+            let _ = tx.send(s);
+        }
+    }
+
+    /// Flushes everything and reports the writer's I/O error, if any.
+    fn finish(mut self) -> anyhow::Result<()> {
+        self.tx = None;
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r.context("writing emulator samples"),
+            Some(Err(_)) => anyhow::bail!("the stats writer thread panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The sample of `d` for the interval ending at `now`; restarts the
+/// interval accumulators.
+fn take_sample(now: Instant, path: &str, d: &mut Dir) -> Sample {
     let s = Sample {
         t_s: now.as_secs_f64(),
         path: path.to_string(),
@@ -422,13 +486,11 @@ fn write_sample(w: &mut impl Write, now: Instant, path: &str, d: &mut Dir) -> an
         qdelay_n: d.iv_n,
         late_max_us: d.iv_late_max_us,
     };
-    serde_json::to_writer(&mut *w, &s)?;
-    w.write_all(b"\n")?;
     d.iv_qdelay_max = Duration::ZERO;
     d.iv_qdelay_sum = Duration::ZERO;
     d.iv_n = 0;
     d.iv_late_max_us = 0;
-    Ok(())
+    s
 }
 
 /// Routing plumbing of a router namespace: capture each side's traffic into

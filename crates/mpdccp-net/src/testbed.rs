@@ -22,7 +22,9 @@
 //! the emulators (what the bottleneck saw): throughput and losses of the
 //! client→server direction, queueing delay, and path RTT = two one-way delays
 //! plus both directions' mean queueing delay per 100 ms; cwnd and SRTT from
-//! the client daemon's status. TCP flows' OWD is iperf3's SRTT / 2 (TCP
+//! the client daemon's status when it is sampled during the run
+//! (`status_interval`; off by default, since each query holds up the
+//! daemon's packet loop). TCP flows' OWD is iperf3's SRTT / 2 (TCP
 //! reports no one-way delay); this is recorded in `meta`.
 
 use std::collections::BTreeMap;
@@ -58,6 +60,12 @@ pub struct TestbedConfig {
     pub log: String,
     /// Keep daemon/emulator logs and raw samples here (e.g. the output dir).
     pub keep_dir: Option<PathBuf>,
+    /// `SCHED_FIFO` priority of the tunnel daemons (0 = normal scheduling).
+    pub daemon_rt_priority: u8,
+    /// Query the client daemon's status (cwnd, srtt for the time series)
+    /// this often while the scenario runs; `None`: only at the end. Each
+    /// query holds up the daemon's packet loop (README §Testbed).
+    pub status_interval: Option<Duration>,
 }
 
 /// Runs the scenario; `abort` (Ctrl-C) stops it early with an error. Every
@@ -82,6 +90,7 @@ pub fn run(cfg: &TestbedConfig, abort: &Arc<AtomicBool>) -> anyhow::Result<(Summ
             "server.toml",
             "client.toml",
             "paths.toml",
+            "status.jsonl",
         ] {
             let _ = std::fs::copy(topo.dir.join(f), keep.join(format!("testbed-{f}")));
         }
@@ -230,6 +239,7 @@ fn run_in(
             },
             paths,
             log: cfg.log.clone(),
+            rt_priority: cfg.daemon_rt_priority,
         };
         topo.start_tunnel(exe, &opts)?;
         // Joins of the other paths get until t0.
@@ -293,6 +303,12 @@ fn run_in(
                 });
             }
             FlowKind::Tcp => {
+                if f.via != "tunnel" {
+                    // The receiver acks every segment (the scenario's TCP
+                    // model), not every second one.
+                    let k = sc.path_index(&f.via).unwrap_or(0);
+                    topo.set_quickack(k, up)?;
+                }
                 let dst = dst_ip.to_string();
                 let port_s = port.to_string();
                 let srv = netns::Netns::command_in(dst_ns, "iperf3")
@@ -316,7 +332,7 @@ fn run_in(
                     "0.1".into(),
                     "-J".into(),
                     "-M".into(),
-                    f.packet_bytes.clamp(536, 1400).to_string(),
+                    tcp_mss_bytes(f.packet_bytes).to_string(),
                 ];
                 if let Some(cc) = &f.cc {
                     args.extend(["-C".into(), cc.clone()]);
@@ -356,11 +372,13 @@ fn run_in(
             }
             bail!("interrupted");
         }
-        if uses_tunnel && clock::now() >= next {
-            if let Ok(v) = topo.status(false) {
-                status_samples.push((clock::now(), v));
+        if let Some(every) = cfg.status_interval.filter(|_| uses_tunnel) {
+            if clock::now() >= next {
+                if let Ok(v) = topo.status(false) {
+                    status_samples.push((clock::now(), v));
+                }
+                next += every.max(Duration::from_millis(10));
             }
-            next += Duration::from_millis(100);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -374,6 +392,15 @@ fn run_in(
     } else {
         None
     };
+    if uses_tunnel {
+        // The log ends with the final status; the time series uses only
+        // the samples taken during the run (none: no cwnd/srtt columns).
+        let mut log = status_samples.clone();
+        if let Some(v) = &final_status {
+            log.push((clock::now(), v.clone()));
+        }
+        write_status_log(&topo.dir.join("status.jsonl"), &log, t0);
+    }
 
     // Collect.
     let rel = |t: Instant| Instant::from_nanos(t.as_nanos().saturating_sub(t0.as_nanos()));
@@ -414,11 +441,30 @@ fn run_in(
         }
     }
     let t_shift = setup.as_secs_f64();
+    let mut lateness = Vec::new();
     for i in 0..sc.path.len() {
         let samples = read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
         record_path(&mut rec, sc, i, &samples, t_shift, &status_samples, t0);
+        lateness.push(lateness_summary(&sc.path[i].name, &samples, t_shift));
     }
     let mut meta = BTreeMap::new();
+    meta.insert("emulator_late_us".into(), json!(lateness));
+    if uses_tunnel {
+        meta.insert(
+            "status_interval_ms".into(),
+            json!(cfg.status_interval.map(|d| d.as_millis() as u64)),
+        );
+    }
+    if uses_tunnel {
+        meta.insert(
+            "daemon_scheduling".into(),
+            json!(if topo.daemon_rt_priority > 0 {
+                format!("SCHED_FIFO {} (emulators 10)", topo.daemon_rt_priority)
+            } else {
+                "normal".to_string()
+            }),
+        );
+    }
     meta.insert("runner".into(), json!("testbed"));
     meta.insert("setup_s".into(), json!(t_shift));
     meta.insert(
@@ -429,6 +475,18 @@ fn run_in(
         meta.insert(
             "tcp_owd".into(),
             json!("kernel TCP via iperf3: owd = srtt / 2 per 100 ms interval"),
+        );
+        meta.insert(
+            "tcp_segments".into(),
+            json!(format!(
+                "iperf3 -M {} (TCP_MAXSEG = packet_bytes - 40, so with the 12-byte timestamp option an IPv4 segment is packet_bytes long); receiver route `quickack 1` for flows over a path: one ack per segment, no delayed acks",
+                sc.flow
+                    .iter()
+                    .filter(|f| f.kind == FlowKind::Tcp)
+                    .map(|f| tcp_mss_bytes(f.packet_bytes).to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )),
         );
     }
     if let Some(s) = final_status {
@@ -444,7 +502,14 @@ fn run_in(
     Ok(rec.finish(meta))
 }
 
-/// The highest rate a path ever has, Mbit/s.
+/// TCP_MAXSEG for a TCP flow whose segments are `packet_bytes` long as IP
+/// packets: minus the IPv4 and TCP headers (20 + 20). Linux subtracts the
+/// timestamp option (12) from it again, so a full segment carries
+/// `packet_bytes - 52` data bytes in exactly `packet_bytes` on the link.
+fn tcp_mss_bytes(packet_bytes: usize) -> usize {
+    packet_bytes.saturating_sub(40).clamp(536, 1460)
+}
+
 /// Path MTU of the testbed's paths and tunnel.
 const DEFAULT_PATH_MTU: u32 = 1500;
 
@@ -470,6 +535,7 @@ fn tunnel_path_mtu(sc: &Scenario) -> u32 {
         .clamp(DEFAULT_PATH_MTU, crate::emu::TUN_MTU)
 }
 
+/// The highest rate a path ever has, Mbit/s.
 fn peak_mbps(p: &mpdccp_model::scenario::PathSpec) -> f64 {
     p.rate_schedule_bps()
         .iter()
@@ -510,7 +576,7 @@ fn record_probe(
 }
 
 fn record_tcp(rec: &mut Recorder, flow: usize, packet_bytes: usize, v: &Value, start: Instant) {
-    let seg = packet_bytes.clamp(536, 1400);
+    let seg = tcp_mss_bytes(packet_bytes) - 12;
     for iv in v["intervals"].as_array().into_iter().flatten() {
         let sum = &iv["sum"];
         if sum["omitted"].as_bool() == Some(true) {
@@ -529,6 +595,33 @@ fn record_tcp(rec: &mut Recorder, flow: usize, packet_bytes: usize, v: &Value, s
             left -= b;
         }
     }
+}
+
+/// How late the emulator delivered against its model during the scenario:
+/// percentiles of the per-interval (100 ms) maxima, per direction, µs. Late
+/// deliveries arrive in bursts, which a rate-based controller reads as a
+/// higher delivery rate and as ack aggregation, so a run's timing quality
+/// goes with its results.
+fn lateness_summary(path: &str, samples: &[Sample], shift_s: f64) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("path".into(), json!(path));
+    for dir in ["up", "down"] {
+        let mut v: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.dir == dir && s.t_s >= shift_s)
+            .map(|s| s.late_max_us)
+            .collect();
+        v.sort_unstable();
+        let pct = |q: f64| {
+            v.get(((v.len() as f64 - 1.0) * q).round().max(0.0) as usize)
+                .copied()
+        };
+        out.insert(
+            dir.into(),
+            json!({ "p50": pct(0.5), "p90": pct(0.9), "max": v.last().copied() }),
+        );
+    }
+    Value::Object(out)
 }
 
 fn read_samples(path: &Path) -> Vec<Sample> {
@@ -621,6 +714,21 @@ fn record_path(
         rec.path_sample(i, now, cwnd, srtt, s.queue_bytes);
         prev = Some(s);
     }
+}
+
+/// The client daemon's per-path status as sampled (cwnd, pacing rate,
+/// srtt, min RTT, CC state, in flight), one JSON line per sample with the
+/// scenario time `t_s`: what the controller believed while the emulator's
+/// samples show what the bottleneck saw.
+fn write_status_log(path: &Path, samples: &[(Instant, Value)], t0: Instant) {
+    let mut out = String::new();
+    for (t, v) in samples {
+        let t_s = t.as_nanos() as f64 / 1e9 - t0.as_nanos() as f64 / 1e9;
+        let paths = &v["connections"][0]["paths"];
+        out.push_str(&json!({ "t_s": t_s, "paths": paths }).to_string());
+        out.push('\n');
+    }
+    let _ = std::fs::write(path, out);
 }
 
 /// A one-line-per-item text summary for the terminal.

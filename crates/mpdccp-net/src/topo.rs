@@ -55,6 +55,8 @@ pub struct Topology {
     pub paths: Vec<PathAddrs>,
     /// Scratch directory for ready files and logs, removed on drop.
     pub dir: PathBuf,
+    /// `SCHED_FIFO` priority the daemons run at (0 = normal scheduling).
+    pub daemon_rt_priority: u8,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -84,6 +86,7 @@ impl Topology {
             routers: Vec::new(),
             paths: Vec::new(),
             dir,
+            daemon_rt_priority: 0,
         };
         for i in 1..=n_paths {
             let r = Netns::new(&format!("{prefix}r{i}"))?;
@@ -130,6 +133,34 @@ impl Topology {
             ns.sysctl("net.ipv4.conf.default.rp_filter", "0")?;
         }
         Ok(topo)
+    }
+
+    /// Turns off delayed acknowledgements in the client (`server = false`)
+    /// or server namespace for TCP towards the other end of path `i`
+    /// (0-based): the route there gets iproute2's `quickack 1`
+    /// (RTAX_QUICKACK), so the kernel acks every segment at once, as the
+    /// scenarios' TCP model does ("one ack per segment") instead of every
+    /// second one.
+    pub fn set_quickack(&self, i: usize, server: bool) -> anyhow::Result<()> {
+        let a = &self.paths[i];
+        let net = |ip: Ipv4Addr| {
+            let o = ip.octets();
+            format!("{}.{}.{}.0/24", o[0], o[1], o[2])
+        };
+        let (ns, dst, via) = if server {
+            (&self.server, net(a.client_ip), a.router_server_ip)
+        } else {
+            (&self.client, net(a.server_ip), a.router_client_ip)
+        };
+        ns.ip(&[
+            "route",
+            "change",
+            &dst,
+            "via",
+            &via.to_string(),
+            "quickack",
+            "1",
+        ])
     }
 
     /// Sets the MTU of every path's veths (client, both router sides,
@@ -207,6 +238,9 @@ pub struct TunnelOpts {
     pub log: String,
     /// MP_PRIO per used path (default 3).
     pub priorities: Vec<u8>,
+    /// Run both daemons under `SCHED_FIFO` at this priority (`chrt -f`);
+    /// 0 = normal scheduling. See [`Topology::start_tunnel`].
+    pub rt_priority: u8,
 }
 
 impl Default for TunnelOpts {
@@ -221,6 +255,7 @@ impl Default for TunnelOpts {
             wait_paths: 0,
             log: "info".into(),
             priorities: Vec::new(),
+            rt_priority: 0,
         }
     }
 }
@@ -284,21 +319,50 @@ impl Topology {
             sc.to_string_lossy().into_owned(),
             cc.to_string_lossy().into_owned(),
         );
-        let p = self.server.spawn_logged(
-            "env",
-            &[&env_log, &exe_s, "server", "--config", &sc_s],
-            &self.log_file(true),
-        )?;
+        // The two daemons stand for two separate machines (CPE and
+        // aggregation server); on one shared host a descheduled daemon
+        // stamps acks late and sends in bursts, which a real-time class
+        // avoids (see the README, §Testbed).
+        let prio = opts.rt_priority.to_string();
+        let mut prefix: Vec<&str> = Vec::new();
+        if opts.rt_priority > 0 {
+            // Without CAP_SYS_NICE (or `chrt`) the daemons still run, slower to react.
+            let ok = std::process::Command::new("chrt")
+                .args(["-f", &prio, "true"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                prefix.extend(["chrt", "-f", &prio]);
+                self.daemon_rt_priority = opts.rt_priority;
+            } else {
+                tracing::warn!(
+                    "cannot run the daemons under SCHED_FIFO (`chrt -f {prio}` failed); timing will be noisier"
+                );
+            }
+        }
+        prefix.extend(["env", &env_log, &exe_s]);
+        let (prog, pre) = prefix.split_first().expect("prefix is never empty");
+        let args = |role: &'static str, cfg: &'static str, file: &str| -> Vec<String> {
+            pre.iter()
+                .map(|s| s.to_string())
+                .chain([role.to_string(), cfg.to_string(), file.to_string()])
+                .collect()
+        };
+        let server_args = args("server", "--config", &sc_s);
+        let server_refs: Vec<&str> = server_args.iter().map(String::as_str).collect();
+        let p = self
+            .server
+            .spawn_logged(prog, &server_refs, &self.log_file(true))?;
         self.procs.push(p);
         wait_for(Duration::from_secs(10), || {
             self.control_socket(true).exists()
         })
         .with_context(|| format!("server did not start; log:\n{}", self.log_tail(true)))?;
-        let p = self.client.spawn_logged(
-            "env",
-            &[&env_log, &exe_s, "client", "--config", &cc_s],
-            &self.log_file(false),
-        )?;
+        let client_args = args("client", "--config", &cc_s);
+        let client_refs: Vec<&str> = client_args.iter().map(String::as_str).collect();
+        let p = self
+            .client
+            .spawn_logged(prog, &client_refs, &self.log_file(false))?;
         self.procs.push(p);
         let want = if opts.wait_paths == 0 {
             used.len()
