@@ -544,3 +544,66 @@ fn downstream_ping_and_probe_stream_exactly_once() {
         eprintln!("{text}");
     }
 }
+
+/// A control client that connects and then says nothing must not hold the
+/// packet loop: listener threads serve the control socket, so pings through
+/// the tunnel keep their ~10 ms RTT (the loop used to block up to 200 ms in
+/// the read of each such client), and `mpdccp status` still answers.
+#[test]
+fn a_silent_control_client_does_not_stall_the_tunnel() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("a_silent_control_client_does_not_stall_the_tunnel") {
+        return;
+    }
+    let t = tunnel();
+    let sock = t.control_socket(false);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Keep silent clients coming for the whole ping run: each is held open
+    // 300 ms without a request.
+    let pest = {
+        let stop = stop.clone();
+        let sock = sock.clone();
+        std::thread::spawn(move || {
+            let mut opened = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
+                    opened += 1;
+                    std::thread::sleep(Duration::from_millis(300));
+                    drop(s);
+                }
+            }
+            opened
+        })
+    };
+    let out = t
+        .client
+        .output(
+            "ping",
+            &["-c", "40", "-i", "0.05", "-q", &SERVER_TUN_V4.to_string()],
+        )
+        .expect("ping");
+    stop.store(true, Ordering::Relaxed);
+    let opened = pest.join().expect("silent client thread");
+    assert!(opened >= 5, "only {opened} silent control clients");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    // "rtt min/avg/max/mdev = 10.1/10.4/11.0/0.2 ms"
+    let max_ms: f64 = out
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .and_then(|l| l.split('=').nth(1))
+        .and_then(|v| v.trim().split('/').nth(2))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no rtt summary in {out}"));
+    eprintln!("{opened} silent control clients; ping max RTT {max_ms} ms");
+    assert!(
+        max_ms < 100.0,
+        "ping max RTT {max_ms} ms while silent control clients were connected"
+    );
+    let st = t
+        .status(false)
+        .expect("status answers after the silent clients");
+    assert!(
+        st["connections"].is_array() || st["paths"].is_array(),
+        "{st}"
+    );
+}

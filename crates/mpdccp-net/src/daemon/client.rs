@@ -219,9 +219,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         let i_tun = poll.add(d.tun.as_raw_fd());
         let i_sig = poll.add(signals.as_raw_fd());
         let i_nl = poll.add(watcher.as_raw_fd());
-        let (cfd, pfd) = ops.fds();
-        let i_ctl = poll.add(cfd);
-        let i_prom = pfd.map(|f| poll.add(f));
+        let i_ops = poll.add(ops.wake_fd());
         let mut i_sock = [usize::MAX; 16];
         for (k, p) in paths.iter().enumerate().take(16) {
             if let Some(s) = &p.socket {
@@ -254,15 +252,12 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         if poll.readable(i_nl) && watcher.drain() {
             next_check = now;
         }
-        if poll.readable(i_ctl) {
+        if poll.readable(i_ops) {
             let status = || d.status(&paths);
-            if ops.handle_control(&status) && closing.is_none() {
+            if ops.handle_requests(&status) && closing.is_none() {
                 d.conn.close(now);
                 closing = Some(now + CLOSE_GRACE);
             }
-        }
-        if i_prom.is_some_and(|i| poll.readable(i)) {
-            ops.handle_prometheus(&|| d.status(&paths));
         }
         for (k, p) in paths.iter().enumerate().take(16) {
             if i_sock[k] != usize::MAX && poll.readable(i_sock[k]) {

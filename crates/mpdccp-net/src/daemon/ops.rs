@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use mpdccp_proto::conn::Connection;
@@ -198,11 +199,38 @@ fn prom_number(n: f64) -> String {
     }
 }
 
-/// The listening sockets for operations.
+/// What a listener thread asks the daemon's loop for.
+enum OpsRequest {
+    /// One line from the control socket (`status`, `close`, …).
+    Control(String),
+    /// A Prometheus scrape.
+    Metrics,
+}
+
+/// A request plus the channel its answer goes back on.
+type Pending = (OpsRequest, mpsc::SyncSender<String>);
+
+/// Requests waiting for the loop at most; a client flood beyond this is
+/// answered "busy" by the listener thread instead of queueing without bound.
+const MAX_PENDING: usize = 16;
+
+/// How long a listener waits for a request line, and for the loop's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The operations endpoints.
+///
+/// Clients of the control socket and the Prometheus port are served by
+/// listener threads, never by the packet loop: a client that connects and
+/// then sends nothing (or reads slowly) used to hold the loop in a blocking
+/// read, delaying packets and stamping acks late (RTT samples too short).
+/// The threads only read requests and write answers; the loop is woken
+/// through a socket pair, builds the status document (cheap, it owns the
+/// connection) and hands the text back.
 pub struct OpsServer {
-    control: UnixListener,
     control_path: PathBuf,
-    prometheus: Option<TcpListener>,
+    requests: mpsc::Receiver<Pending>,
+    wake_rx: UnixStream,
 }
 
 impl OpsServer {
@@ -216,71 +244,76 @@ impl OpsServer {
         }
         let l = UnixListener::bind(control)
             .map_err(|e| anyhow::anyhow!("control socket {}: {e}", control.display()))?;
-        l.set_nonblocking(true)?;
         let prometheus = match prometheus {
             Some(a) => {
-                let t = TcpListener::bind(a).map_err(|e| anyhow::anyhow!("prometheus {a}: {e}"))?;
-                t.set_nonblocking(true)?;
-                Some(t)
+                Some(TcpListener::bind(a).map_err(|e| anyhow::anyhow!("prometheus {a}: {e}"))?)
             }
             None => None,
         };
+        let (wake_rx, wake_tx) = UnixStream::pair()?;
+        wake_rx.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let (tx, requests) = mpsc::sync_channel::<Pending>(MAX_PENDING);
+        let ask = Asker {
+            tx: tx.clone(),
+            wake: wake_tx.try_clone()?,
+        };
+        std::thread::Builder::new()
+            .name("mpdccp-control".into())
+            .spawn(move || {
+                for s in l.incoming().flatten() {
+                    serve_control(&ask, s);
+                }
+            })?;
+        if let Some(l) = prometheus {
+            let ask = Asker { tx, wake: wake_tx };
+            std::thread::Builder::new()
+                .name("mpdccp-metrics".into())
+                .spawn(move || {
+                    for s in l.incoming().flatten() {
+                        serve_metrics(&ask, s);
+                    }
+                })?;
+        }
         Ok(OpsServer {
-            control: l,
             control_path: control.to_path_buf(),
-            prometheus,
+            requests,
+            wake_rx,
         })
     }
 
-    pub fn fds(&self) -> (RawFd, Option<RawFd>) {
-        (
-            self.control.as_raw_fd(),
-            self.prometheus.as_ref().map(|p| p.as_raw_fd()),
-        )
+    /// The fd the loop polls: readable when a request waits.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake_rx.as_raw_fd()
     }
 
-    /// Answers pending control requests. Each request is one line (`status`,
-    /// or `close` to shut the daemon down gracefully) answered with one JSON
-    /// document. Returns true if a `close` was requested.
-    pub fn handle_control(&self, status: &dyn Fn() -> Value) -> bool {
+    /// Answers the waiting requests (never blocks). Each control request is
+    /// one line (`status`, or `close` to shut the daemon down gracefully)
+    /// answered with one JSON document; a scrape gets the Prometheus text.
+    /// Returns true if a `close` was requested.
+    pub fn handle_requests(&self, status: &dyn Fn() -> Value) -> bool {
+        let mut drain = [0u8; 64];
+        while matches!((&self.wake_rx).read(&mut drain), Ok(n) if n > 0) {}
         let mut close = false;
-        while let Ok((s, _)) = self.control.accept() {
-            let _ = s.set_nonblocking(false);
-            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-            let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
-            let mut line = String::new();
-            let mut r = BufReader::new(s.take(256));
-            let _ = r.read_line(&mut line);
-            let mut s = r.into_inner().into_inner();
-            let reply = match line.trim() {
-                "" | "status" => status(),
-                "close" => {
-                    close = true;
-                    json!({"ok": true, "closing": true})
-                }
-                other => json!({"error": format!("unknown command `{other}` (status | close)")}),
+        while let Ok((req, answer)) = self.requests.try_recv() {
+            let text = match req {
+                OpsRequest::Control(line) => match line.trim() {
+                    "" | "status" => status().to_string(),
+                    "close" => {
+                        close = true;
+                        json!({"ok": true, "closing": true}).to_string()
+                    }
+                    other => {
+                        json!({"error": format!("unknown command `{other}` (status | close)")})
+                            .to_string()
+                    }
+                },
+                OpsRequest::Metrics => prometheus_text(&status()),
             };
-            let _ = writeln!(s, "{reply}");
+            // The listener may have given up waiting; nothing to do then.
+            let _ = answer.try_send(text);
         }
         close
-    }
-
-    /// Answers pending Prometheus scrapes.
-    pub fn handle_prometheus(&self, status: &dyn Fn() -> Value) {
-        let Some(l) = &self.prometheus else { return };
-        while let Ok((mut s, _)) = l.accept() {
-            let _ = s.set_nonblocking(false);
-            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-            let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
-            let mut req = [0u8; 1024];
-            let _ = s.read(&mut req);
-            let body = prometheus_text(&status());
-            let _ = write!(
-                s,
-                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-        }
     }
 }
 
@@ -288,6 +321,52 @@ impl Drop for OpsServer {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.control_path);
     }
+}
+
+/// A listener thread's way to the loop.
+struct Asker {
+    tx: mpsc::SyncSender<Pending>,
+    wake: UnixStream,
+}
+
+impl Asker {
+    /// Queues `req` for the loop and waits for its answer; `None` when the
+    /// loop is busy (queue full) or gone, or did not answer in time.
+    fn ask(&self, req: OpsRequest) -> Option<String> {
+        let (answer_tx, answer_rx) = mpsc::sync_channel(1);
+        self.tx.try_send((req, answer_tx)).ok()?;
+        // A full wake pipe already means "wake up": ignore WouldBlock.
+        let _ = (&self.wake).write(&[1]);
+        answer_rx.recv_timeout(ANSWER_TIMEOUT).ok()
+    }
+}
+
+fn serve_control(ask: &Asker, s: UnixStream) {
+    let _ = s.set_read_timeout(Some(REQUEST_TIMEOUT));
+    let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
+    let mut line = String::new();
+    let mut r = BufReader::new(s.take(256));
+    let _ = r.read_line(&mut line);
+    let mut s = r.into_inner().into_inner();
+    let reply = ask
+        .ask(OpsRequest::Control(line))
+        .unwrap_or_else(|| json!({"error": "daemon busy, try again"}).to_string());
+    let _ = writeln!(s, "{reply}");
+}
+
+fn serve_metrics(ask: &Asker, mut s: std::net::TcpStream) {
+    let _ = s.set_read_timeout(Some(REQUEST_TIMEOUT));
+    let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
+    let mut req = [0u8; 1024];
+    let _ = s.read(&mut req);
+    let _ = match ask.ask(OpsRequest::Metrics) {
+        Some(body) => write!(
+            s,
+            "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        None => write!(s, "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"),
+    };
 }
 
 /// Client side of the control socket (`mpdccp status`).

@@ -95,9 +95,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         let i_tun = poll.add(s.tun.as_raw_fd());
         let i_sock = poll.add(sock.as_raw_fd());
         let i_sig = poll.add(signals.as_raw_fd());
-        let (cfd, pfd) = ops.fds();
-        let i_ctl = poll.add(cfd);
-        let i_prom = pfd.map(|f| poll.add(f));
+        let i_ops = poll.add(ops.wake_fd());
         let mut deadline = s.ep.poll_timeout();
         if let Some(t) = closing {
             deadline = Some(deadline.map_or(t, |d| d.min(t)));
@@ -109,15 +107,12 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             s.close_all(now);
             closing = Some(now + CLOSE_GRACE);
         }
-        if poll.readable(i_ctl) {
+        if poll.readable(i_ops) {
             let status = || s.status();
-            if ops.handle_control(&status) && closing.is_none() {
+            if ops.handle_requests(&status) && closing.is_none() {
                 s.close_all(now);
                 closing = Some(now + CLOSE_GRACE);
             }
-        }
-        if i_prom.is_some_and(|i| poll.readable(i)) {
-            ops.handle_prometheus(&|| s.status());
         }
         if poll.readable(i_sock) {
             s.handle_socket(&sock, &mut rx);
