@@ -2,8 +2,10 @@
 //!
 //! One thread, one `ppoll` loop per daemon (the core is single-threaded and
 //! the packet path is short, so a second thread would only add hand-offs):
-//! the TUN fd, the UDP path sockets, the netlink watcher (client), the
-//! control/metrics listeners and a signal pipe. Each wake-up drains inputs in
+//! the TUN fd, the UDP path sockets, the netlink watcher (client), a signal
+//! pipe and the wake-up pipe of the operations listener threads (`ops.rs`:
+//! they read requests and write answers, so no client can block the loop).
+//! Each wake-up drains inputs in
 //! batches (TUN reads until empty, `recvmmsg`), lets the core act
 //! (`handle_timeout` when `poll_timeout` has passed), writes delivered packets
 //! to the TUN and flushes `poll_transmit` output with `sendmmsg` / UDP GSO.
