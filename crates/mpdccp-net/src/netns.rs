@@ -26,6 +26,20 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// For tests that build namespaces: true when running as root; otherwise
+/// prints a skip notice and returns false, or panics when `CI` is set (CI
+/// runs as root, so a skip there would hide a missing test).
+pub fn root_or_skip(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: needs root, and CI must run as root");
+    }
+    eprintln!("SKIP {test}: needs root (network namespaces)");
+    false
+}
+
 /// Runs `ip ARGS…`, failing with its stderr.
 pub fn ip(args: &[&str]) -> anyhow::Result<()> {
     run("ip", args)

@@ -5,19 +5,8 @@
 
 use std::path::Path;
 
-use mpdccp_net::netns;
+use mpdccp_net::netns::{self, root_or_skip};
 use mpdccp_net::topo::Topology;
-
-fn root_or_skip(name: &str) -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{name}: needs root, and CI must run as root");
-    }
-    eprintln!("SKIP {name}: needs root (network namespaces)");
-    false
-}
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))

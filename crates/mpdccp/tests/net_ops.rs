@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
 use mpdccp_net::clock;
-use mpdccp_net::netns::{self, spawn_in_netns};
+use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
 use mpdccp_net::probe::{self, ProbeConfig};
 use mpdccp_net::topo::{
     wait_for, Topology, TunnelOpts, CLIENT_TUN_V4, CLIENT_TUN_V6, SERVER_TUN_V4,
@@ -26,17 +26,6 @@ use mpdccp_net::topo::{
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(name: &str) -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{name}: needs root, and CI must run as root");
-    }
-    eprintln!("SKIP {name}: needs root (network namespaces)");
-    false
-}
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))

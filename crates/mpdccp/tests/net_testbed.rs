@@ -10,21 +10,10 @@ use std::sync::Mutex;
 
 use mpdccp_model::results::Summary;
 use mpdccp_net::emu::Sample;
-use mpdccp_net::netns;
+use mpdccp_net::netns::root_or_skip;
 
 /// One testbed at a time: they measure latency on a 2-core machine.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(name: &str) -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{name}: needs root, and CI must run as root");
-    }
-    eprintln!("SKIP {name}: needs root (network namespaces)");
-    false
-}
 
 fn scenario(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

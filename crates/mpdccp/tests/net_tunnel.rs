@@ -13,23 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mpdccp_net::clock;
-use mpdccp_net::netns::{self, spawn_in_netns};
+use mpdccp_net::netns::{self, root_or_skip, spawn_in_netns};
 use mpdccp_net::probe::{self, Arrival, ProbeConfig};
 use mpdccp_net::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6};
 use mpdccp_proto::Instant;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn root_or_skip(name: &str) -> bool {
-    if netns::is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{name}: needs root, and CI must run as root");
-    }
-    eprintln!("SKIP {name}: needs root (network namespaces)");
-    false
-}
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))
