@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use mpdccp_net::netns::{self, root_or_skip};
+use mpdccp_net::netns::root_or_skip;
 use mpdccp_net::topo::Topology;
 
 fn exe() -> &'static Path {
