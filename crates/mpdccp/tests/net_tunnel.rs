@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mpdccp_net::clock;
-use mpdccp_net::netns::{self, root_or_skip, spawn_in_netns};
+use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
 use mpdccp_net::probe::{self, Arrival, ProbeConfig};
 use mpdccp_net::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6};
 use mpdccp_proto::Instant;
