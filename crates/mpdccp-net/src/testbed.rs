@@ -63,8 +63,8 @@ pub struct TestbedConfig {
     /// `SCHED_FIFO` priority of the tunnel daemons (0 = normal scheduling).
     pub daemon_rt_priority: u8,
     /// Query the client daemon's status (cwnd, srtt for the time series)
-    /// this often while the scenario runs; `None`: only at the end. Each
-    /// query holds up the daemon's packet loop (README §Testbed).
+    /// this often while the scenario runs; `None`: only at the end. The
+    /// daemon answers from its operations thread (README §Testbed).
     pub status_interval: Option<Duration>,
 }
 
