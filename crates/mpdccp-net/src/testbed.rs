@@ -303,9 +303,11 @@ fn run_in(
                 });
             }
             FlowKind::Tcp => {
-                if f.via != "tunnel" {
-                    // The receiver acks every segment (the scenario's TCP
-                    // model), not every second one.
+                // The receiver acks every segment (the scenario's TCP
+                // model), not every second one.
+                if f.via == "tunnel" {
+                    topo.set_tunnel_quickack(up)?;
+                } else {
                     let k = sc.path_index(&f.via).unwrap_or(0);
                     topo.set_quickack(k, up)?;
                 }
@@ -479,7 +481,7 @@ fn run_in(
         meta.insert(
             "tcp_segments".into(),
             json!(format!(
-                "iperf3 -M {} (TCP_MAXSEG = packet_bytes - 40, so with the 12-byte timestamp option an IPv4 segment is packet_bytes long); receiver route `quickack 1` for flows over a path: one ack per segment, no delayed acks",
+                "iperf3 -M {} (TCP_MAXSEG = packet_bytes - 40, so with the 12-byte timestamp option an IPv4 segment is packet_bytes long); receiver route `quickack 1` (over a path: its route to the sender; through the tunnel: a host route to the sender's tunnel address): one ack per segment, no delayed acks",
                 sc.flow
                     .iter()
                     .filter(|f| f.kind == FlowKind::Tcp)

@@ -163,6 +163,27 @@ impl Topology {
         ])
     }
 
+    /// One ack per segment for TCP through the tunnel: a host route to the
+    /// sender's tunnel address with `quickack 1` in the receiver's namespace
+    /// (`server` = the receiver is the server), as [`Topology::set_quickack`]
+    /// does for flows over a path.
+    pub fn set_tunnel_quickack(&self, server: bool) -> anyhow::Result<()> {
+        let (ns, dst) = if server {
+            (&self.server, CLIENT_TUN_V4)
+        } else {
+            (&self.client, SERVER_TUN_V4)
+        };
+        ns.ip(&[
+            "route",
+            "replace",
+            &format!("{dst}/32"),
+            "dev",
+            "mpd0",
+            "quickack",
+            "1",
+        ])
+    }
+
     /// Sets the MTU of every path's veths (client, both router sides,
     /// server). The emulator's TUN devices take up to
     /// [`crate::emu::TUN_MTU`], so this is the path MTU end to end.
