@@ -416,6 +416,10 @@ impl CongestionController for CoupledReno {
     }
 }
 
+/// Smallest scale applied to a CUBIC window (bounds the per-ack weight
+/// 1/scale when a large-BDP subflow is nearly idle next to busy ones).
+const MIN_CUBIC_SCALE: f64 = 1e-3;
+
 /// Coupled CUBIC (Lee, Kim, Kwon, Han, "Coupled CUBIC Congestion Control
 /// for MPTCP in Broadband Networks", CSSE 45(1), 2023): CUBIC on large-BDP
 /// subflows, coupled to the others through LIA's α computed over virtual
@@ -448,13 +452,14 @@ impl CongestionController for CoupledReno {
 /// flow's window, as LIA gives two Reno subflows one Reno flow's. With one
 /// subflow α1 ≡ 1 and the controller is CUBIC, bit for bit.
 ///
+/// Known gap: in CUBIC mode the Reno-friendly estimate W_est (RFC 9438
+/// §4.3) grows as an uncoupled Reno's (scaled by min(α1, 1)), not by LIA's
+/// α/W_total; above the crossover the cubic curve is the larger on
+/// average, so it seldom decides the window.
+///
 /// (The stored copy of the paper available to this project holds only its
 /// abstract; the steps follow the project's reference summary of §3,
 /// `CC_REFERENCE.md`, so no equation numbers are cited here.)
-/// Smallest scale applied to a CUBIC window (bounds the per-ack weight
-/// 1/scale when a large-BDP subflow is nearly idle next to busy ones).
-const MIN_CUBIC_SCALE: f64 = 1e-3;
-
 #[derive(Clone, Debug)]
 pub struct CoupledCubic {
     core: CubicCore,
