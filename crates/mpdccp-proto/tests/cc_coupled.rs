@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use mpdccp_proto::cc::coupled::{
-    coupled_cubic_alphas, cubic_equivalent_loss_rate, lia_alpha, virtual_reno_window, CoupledPath,
+    coupled_cubic_alphas, cubic_equivalent_loss_rate, cubic_reno_crossover_window_pkts, lia_alpha,
+    virtual_reno_window, CoupledPath,
 };
 use mpdccp_proto::cc::{
     self, AckEvent, CcConfig, CcSnapshot, CongestionController, LossEvent, SentPacket,
@@ -375,7 +376,8 @@ fn coupled_cubic_switches_on_the_bdp_threshold() {
         "one path: plain CUBIC"
     );
 
-    // A 20-packet path is below the 100-packet threshold: LIA mode, whose
+    // A 20-packet path at 20 ms is far below CUBIC's Reno crossover there
+    // (≈ 585 packets): LIA mode, whose
     // snapshot reports the window itself.
     let mut small = in_ca("coupled-cubic", 20);
     let big = snap(500.0, 100, 0.0, 0.0);
@@ -498,4 +500,63 @@ fn lia_settles_at_the_rfc6356_equilibrium_on_e4_like_paths() {
     assert!((total / best - 1.0).abs() <= 0.2, "total {total} vs {best}");
     // And no subflow beats a single-path Reno on its own path (the min(·, 1/w_i) cap).
     assert!(lia[0] <= reno1 * 1.05 && lia[1] <= reno2 * 1.05);
+}
+
+/// RFC 9438 §5.1: CUBIC's average window 1.054·RTT^0.75/p^0.75 meets Reno's
+/// √(3/(2p)) at W* ≈ 1.654·RTT^-1.5. Cross-checked against the RFC's tables:
+/// at RTT 0.1 s CUBIC equals Reno at p = 1e-3 (38 packets, Table 1) and is
+/// ahead at 1e-4 (187 vs 122); at 0.01 s equal at 1e-6 (1200, Table 2) and
+/// ahead at 1e-7 (5926 vs 3873). W* must fall between those rows.
+#[test]
+fn cubic_reno_crossover_follows_the_rfc9438_response_functions() {
+    let w = cubic_reno_crossover_window_pkts(0.1);
+    assert!((w - 52.29).abs() < 0.05, "W*(100 ms) = {w}");
+    let reno = |p: f64| (1.5 / p).sqrt();
+    assert!(reno(1e-3) < w && w < reno(1e-4));
+    let w = cubic_reno_crossover_window_pkts(0.01);
+    assert!((w - 1653.6).abs() < 1.0, "W*(10 ms) = {w}");
+    assert!(reno(1e-6) < w && w < reno(1e-7));
+    // E4's path 2 (40 ms base RTT): 207 packets, above the subflow's share.
+    let w = cubic_reno_crossover_window_pkts(0.04);
+    assert!((w - 206.7).abs() < 0.5, "W*(40 ms) = {w}");
+    // At the crossover both response functions give the same window.
+    let rtt: f64 = 0.04;
+    let p = 1.5 / (w * w);
+    let cubic = 1.054 * rtt.powf(0.75) / p.powf(0.75);
+    assert!((cubic / w - 1.0).abs() < 1e-9, "{cubic} vs {w}");
+}
+
+/// Where CUBIC would be Reno-friendly (window below W* at the path's RTT),
+/// a coupled CUBIC subflow is LIA: its per-ack increase equals an LIA
+/// subflow's min(α/W_total, 1/w) in the same coupled set (within 1 %), not
+/// CUBIC's. An E4-like path 2 subflow (150 packets at 40 ms, W* ≈ 207) next
+/// to a large path 1 (900 packets at 200 ms). The same window at 100 ms
+/// RTT (W* ≈ 52) is past the crossover and runs coupled CUBIC.
+#[test]
+fn coupled_cubic_below_the_reno_crossover_increases_as_lia() {
+    let big = snap(900.0, 200, 0.0, 0.0);
+    let mut cc = in_ca("coupled-cubic", 150);
+    let mut lia = in_ca("lia", 150);
+    // (149.8 and 150 packets: in_ca's CUBIC start is rounded.)
+    assert!(cc.cwnd_pkts().abs_diff(lia.cwnd_pkts()) <= 1);
+    let g_cc = grow(cc.as_mut(), &[big], 40, 30_000);
+    let g_lia = grow(lia.as_mut(), &[big], 40, 30_000);
+    let s = cc.snapshot(PathId(0), Duration::from_millis(40), true);
+    assert!(!s.virtual_reno_is_cubic, "40 ms, 150 pkts: LIA mode");
+    // LIA at the starting windows: α = 1050·(150/0.04²)/(900/0.2 +
+    // 150/0.04)² ≈ 1.45, per ack α/W_total ≈ 1.38e-3 (below 1/w = 6.7e-3):
+    // ≈ 41 packets for 30 000 acks (α and W_total move as w grows; the LIA
+    // subflow sees the same).
+    let total = 900.0 + 150.0;
+    let alpha = lia_alpha(&[path(900.0, 0.2), path(150.0, 0.04)]);
+    let expect = 30_000.0 * (alpha / total).min(1.0 / 150.0);
+    eprintln!("below W*: coupled-cubic +{g_cc}, lia +{g_lia}, formula at the start +{expect:.1}");
+    // Equal to LIA up to the packet resolution of cwnd_pkts (≈ 2.5 %).
+    assert!((g_cc - g_lia).abs() <= 0.03 * g_lia, "{g_cc} vs {g_lia}");
+    assert!((g_cc / expect - 1.0).abs() <= 0.15, "{g_cc} vs {expect}");
+
+    let mut far = in_ca("coupled-cubic", 150);
+    grow(far.as_mut(), &[big], 100, 10);
+    let s = far.snapshot(PathId(0), Duration::from_millis(100), true);
+    assert!(s.virtual_reno_is_cubic, "100 ms, 150 pkts: coupled CUBIC");
 }

@@ -82,6 +82,27 @@ pub fn virtual_reno_window(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
     }
 }
 
+/// The window at which CUBIC's average window equals Reno's at round-trip
+/// time `rtt_s`: RFC 9438 §5.1 gives CUBIC W = 1.054·RTT^0.75/p^0.75 (C =
+/// 0.4, β = 0.7) against Reno's √(3/(2p)); they are equal at p* = (√1.5 /
+/// (1.054·RTT^0.75))^-4, i.e. W* = √(3/(2p*)) ≈ 1.654·RTT^-1.5 (52 packets at
+/// 100 ms, 207 at 40 ms, 1654 at 10 ms — between RFC 9438 Table 1's and
+/// Table 2's last Reno-friendly and first CUBIC-ahead rows). Below W*, CUBIC
+/// runs in its Reno-friendly region (§4.3) and *is* Reno; so there a coupled
+/// CUBIC subflow must be LIA, the coupled Reno (Lee et al.'s "small-BDP"
+/// path). Infinite for a zero RTT.
+pub fn cubic_reno_crossover_window_pkts(rtt_s: f64) -> f64 {
+    let reno = 1.5f64.sqrt();
+    // p* from 1.054·RTT^0.75·p^-0.75 = √1.5·p^-0.5.
+    let p = (1.054 * rtt_s.powf(0.75) / reno).powi(4);
+    let w = (1.5 / p).sqrt();
+    if w.is_finite() {
+        w
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Coupled CUBIC, steps 3–5, over a coupled set whose CUBIC subflows
 /// (`cubic`) carry their virtual Reno windows W_Reno:
 ///
@@ -395,12 +416,24 @@ impl CongestionController for CoupledReno {
     }
 }
 
+/// Smallest scale applied to a CUBIC window (bounds the per-ack weight
+/// 1/scale when a large-BDP subflow is nearly idle next to busy ones).
+const MIN_CUBIC_SCALE: f64 = 1e-3;
+
 /// Coupled CUBIC (Lee, Kim, Kwon, Han, "Coupled CUBIC Congestion Control
 /// for MPTCP in Broadband Networks", CSSE 45(1), 2023): CUBIC on large-BDP
 /// subflows, coupled to the others through LIA's α computed over virtual
 /// Reno windows; LIA (RFC 6356) on small-BDP subflows. A subflow is
-/// large-BDP while its smoothed BDP estimate (delivery rate × min RTT) is
-/// at least [`CcConfig::coupled_cubic_bdp_threshold_pkts`].
+/// large-BDP while its smoothed BDP estimate (delivery rate × min RTT) is at
+/// least CUBIC's Reno crossover window at that min RTT
+/// ([`cubic_reno_crossover_window_pkts`], ≈ 1.654·RTT^-1.5) and at least
+/// [`CcConfig::coupled_cubic_bdp_threshold_pkts`] (an optional floor, 0 by
+/// default). Below the crossover CUBIC is in its Reno-friendly region
+/// (RFC 9438 §4.3), i.e. a Reno flow, and the coupled counterpart of Reno
+/// is LIA: running CUBIC there would be uncoupled Reno growth (plus CUBIC's
+/// β = 0.7 and concave return to W_max after each loss) scaled only by α1
+/// ≈ 1, far more aggressive on a shared bottleneck than LIA's α/W_total per
+/// ack (scenarios/README.md, E4).
 ///
 /// On a large-BDP subflow the CUBIC window W_CUBIC evolves as plain CUBIC
 /// (RFC 9438) under the subflow's losses. The scheme, step by step:
@@ -419,13 +452,14 @@ impl CongestionController for CoupledReno {
 /// flow's window, as LIA gives two Reno subflows one Reno flow's. With one
 /// subflow α1 ≡ 1 and the controller is CUBIC, bit for bit.
 ///
+/// Known gap: in CUBIC mode the Reno-friendly estimate W_est (RFC 9438
+/// §4.3) grows as an uncoupled Reno's (scaled by min(α1, 1)), not by LIA's
+/// α/W_total; above the crossover the cubic curve is the larger on
+/// average, so it seldom decides the window.
+///
 /// (The stored copy of the paper available to this project holds only its
 /// abstract; the steps follow the project's reference summary of §3,
 /// `CC_REFERENCE.md`, so no equation numbers are cited here.)
-/// Smallest scale applied to a CUBIC window (bounds the per-ack weight
-/// 1/scale when a large-BDP subflow is nearly idle next to busy ones).
-const MIN_CUBIC_SCALE: f64 = 1e-3;
-
 #[derive(Clone, Debug)]
 pub struct CoupledCubic {
     core: CubicCore,
@@ -519,6 +553,23 @@ impl CoupledCubic {
         }
     }
 
+    /// The BDP (packets) from which this subflow runs coupled CUBIC: CUBIC's
+    /// Reno crossover at the path's base RTT (min RTT, the RTT a BDP is
+    /// defined with; srtt until there is one), and the configured floor.
+    fn large_bdp_threshold_pkts(&self, ack: &AckEvent) -> f64 {
+        let rtt = if !ack.min_rtt.is_zero() {
+            ack.min_rtt
+        } else {
+            self.core.srtt
+        };
+        let crossover = if rtt.is_zero() {
+            0.0
+        } else {
+            cubic_reno_crossover_window_pkts(rtt.as_secs_f64())
+        };
+        crossover.max(self.bdp_threshold_pkts)
+    }
+
     /// Moves the scale into the window (entering LIA mode) so the window in
     /// use does not jump.
     fn fold_scale(&mut self) {
@@ -541,7 +592,7 @@ impl CongestionController for CoupledCubic {
         // Large- or small-BDP subflow (until a delivery-rate sample exists
         // the window stands in for the BDP).
         self.update_bdp(ack);
-        let large = self.bdp_pkts.unwrap_or(self.window()) >= self.bdp_threshold_pkts;
+        let large = self.bdp_pkts.unwrap_or(self.window()) >= self.large_bdp_threshold_pkts(ack);
         if !large && self.cubic_mode {
             self.fold_scale();
         }

@@ -189,8 +189,13 @@ pub struct CcConfig {
     /// CUBIC fast convergence (RFC 9438 §4.7, a SHOULD). The response
     /// function of RFC 9438 §5.1 (Tables 1–2) is derived without it.
     pub cubic_fast_convergence: bool,
-    /// Coupled CUBIC: paths whose bandwidth-delay product (packets) is at
-    /// least this run coupled CUBIC; smaller ones run LIA (Lee et al. 2023).
+    /// Coupled CUBIC: an extra floor (packets) on the bandwidth-delay
+    /// product from which a path runs coupled CUBIC instead of LIA (Lee et
+    /// al. 2023). The boundary itself is derived, not configured: CUBIC's
+    /// Reno crossover window ≈ 1.654·RTT^-1.5 at the path's min RTT (RFC 9438
+    /// §5.1 response functions; below it CUBIC is Reno, so coupled CUBIC must
+    /// be LIA; see `coupled::cubic_reno_crossover_window_pkts`). Default 0:
+    /// no floor. (The former default, 100, had no source.)
     pub coupled_cubic_bdp_threshold_pkts: f64,
 }
 
@@ -205,7 +210,7 @@ impl Default for CcConfig {
             pacing: false,
             hystart: true,
             cubic_fast_convergence: true,
-            coupled_cubic_bdp_threshold_pkts: 100.0,
+            coupled_cubic_bdp_threshold_pkts: 0.0,
         }
     }
 }
