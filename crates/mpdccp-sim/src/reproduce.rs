@@ -1048,11 +1048,11 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
              equilibrium for that rate, 16 vs 18.6 pkts predicted); and it started from \
              cwnd 2 after joining into the TCP's slow-start overflow. The E4 files now make \
              the competition symmetric (TCP 1496 B, delayed acks, start with the subflows). \
-             Coupled CUBIC's subflow 2 (≈ 30) exceeds LIA's by ≈ 40 %: path 2's subflow is \
-             at the 100-packet large-BDP threshold and runs coupled CUBIC, whose response \
-             exceeds Reno's above ≈ 100 pkts at 65 ms; with a 1000-packet threshold (LIA \
-             mode on path 2) it gets 23.6 (published 21–25). Numbers and traces: \
-             scenarios/README.md, E4."
+             Coupled CUBIC's subflow 2 runs LIA: a subflow runs CUBIC only while its BDP \
+             is above the window where CUBIC's response function leaves Reno's (RFC 9438 \
+             §5.1: W* ≈ 1.654·RTT^-1.5, 207 pkts at 40 ms, 18 at 200 ms); before, it ran \
+             nearly uncoupled CUBIC on path 2 and took ≈ 1.4× LIA's share. Numbers and \
+             traces: scenarios/README.md, E4."
         }
         "E5" => {
             "What we found: both peaks (≈ 231 ms) are CCID5's PROBE_RTT on the LTE subflow \
