@@ -17,7 +17,9 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
+use super::{
+    AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, RateSample, SentPacket,
+};
 use crate::time::Instant;
 
 /// §4.2.3.2 / tcp_bbr.c `bbr_high_gain`: 2/ln 2, the smallest gain that
@@ -239,6 +241,43 @@ pub(crate) fn probe_rtt_hold_over(
     done_stamp.is_some_and(|done| round_done && now > done)
 }
 
+/// Round-trip counting by delivered packets, shared by BBRv1 and BBRv3
+/// (draft-cardwell-iccrg-bbr §4.1.1.3; draft-ietf-ccwg-bbr §4.5.1
+/// BBRUpdateRound): a round ends when a packet sent after it began is
+/// acknowledged.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RoundCounter {
+    /// Rounds so far.
+    pub count: u64,
+    /// This ack started a new round.
+    pub start: bool,
+    next_round_delivered: u64,
+}
+
+impl RoundCounter {
+    /// Feeds one ack: returns its rate sample when it is usable (a nonzero
+    /// interval and delivery), after counting the round it may end.
+    pub fn update(&mut self, ack: &AckEvent, delivered_pkts: u64) -> Option<RateSample> {
+        self.start = false;
+        let rs = ack.rate?;
+        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
+            return None;
+        }
+        if rs.prior_delivered_pkts >= self.next_round_delivered {
+            self.next_round_delivered = delivered_pkts;
+            self.count += 1;
+            self.start = true;
+        }
+        Some(rs)
+    }
+
+    /// Makes the current round end with the ack of the next packet sent
+    /// (BBRStartRound).
+    pub fn start_new(&mut self, delivered_pkts: u64) {
+        self.next_round_delivered = delivered_pkts;
+    }
+}
+
 /// STARTUP's full-pipe estimator (draft-cardwell-iccrg-bbr §4.2.3.2
 /// BBRCheckFullPipe; draft-ietf-ccwg-bbr §4.3.1.2
 /// BBRCheckStartupFullBandwidth): the pipe is full once the max bandwidth
@@ -422,9 +461,7 @@ pub struct Bbr {
     lt: LongTermBw,
 
     // Rounds (§4.1.1.3).
-    round_count: u64,
-    next_round_delivered: u64,
-    round_start: bool,
+    round: RoundCounter,
 
     // Full pipe (§4.2.3.2).
     full_pipe: FullPipe,
@@ -473,9 +510,7 @@ impl Bbr {
             min_rtt: None,
             min_rtt_stamp: Instant::ZERO,
             lt: LongTermBw::default(),
-            round_count: 0,
-            next_round_delivered: 0,
-            round_start: false,
+            round: RoundCounter::default(),
             full_pipe: FullPipe::default(),
             full_bw_reached: false,
             startup_exit_round: None,
@@ -523,7 +558,7 @@ impl Bbr {
         self.min_rtt
     }
     pub fn round_count(&self) -> u64 {
-        self.round_count
+        self.round.count
     }
     pub fn full_bw_reached(&self) -> bool {
         self.full_bw_reached
@@ -670,7 +705,7 @@ impl Bbr {
 
     fn lt_sampling(&mut self, now: Instant, losses: bool, app_limited: bool) {
         if self.lt.use_bw {
-            if self.mode == BbrMode::ProbeBw && self.round_start {
+            if self.mode == BbrMode::ProbeBw && self.round.start {
                 self.lt.rounds += 1;
                 if self.lt.rounds >= LT_BW_MAX_ROUNDS {
                     self.lt_reset(now);
@@ -691,7 +726,7 @@ impl Bbr {
             self.lt_reset(now);
             return;
         }
-        if self.round_start {
+        if self.round.start {
             self.lt.rounds += 1;
         }
         if self.lt.rounds < LT_INTERVAL_MIN_ROUNDS {
@@ -723,17 +758,12 @@ impl Bbr {
     // --- the per-ack model update (tcp_bbr.c `bbr_update_model`) ---------
 
     fn update_bw(&mut self, now: Instant, ack: &AckEvent) {
-        self.round_start = false;
-        let Some(rs) = ack.rate else { return };
-        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
-            return;
-        }
         // §4.1.1.3: a round ends when a packet sent after the round began
         // is acknowledged.
-        if rs.prior_delivered_pkts >= self.next_round_delivered {
-            self.next_round_delivered = self.delivered;
-            self.round_count += 1;
-            self.round_start = true;
+        let Some(rs) = self.round.update(ack, self.delivered) else {
+            return;
+        };
+        if self.round.start {
             self.win.packet_conservation = false;
         }
         self.lt_sampling(now, false, rs.is_app_limited);
@@ -742,15 +772,15 @@ impl Bbr {
         // estimate.
         // While app limited the filter is frozen, old maximum included.
         if !rs.is_app_limited || bw >= self.bw_filter.max() {
-            self.bw_filter.update(self.round_count, bw);
+            self.bw_filter.update(self.round.count, bw);
         }
     }
 
     fn check_full_bw_reached(&mut self, ack: &AckEvent) {
         let max = self.bw_filter.max();
-        if !self.full_bw_reached && self.full_pipe.check(ack, self.round_start, max) {
+        if !self.full_bw_reached && self.full_pipe.check(ack, self.round.start, max) {
             self.full_bw_reached = true;
-            self.startup_exit_round = Some(self.round_count);
+            self.startup_exit_round = Some(self.round.count);
             self.max_bw_at_startup_exit = max;
         }
     }
@@ -789,9 +819,9 @@ impl Bbr {
                 &mut self.probe_rtt_round_done,
                 now,
                 ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS,
-                self.round_start,
+                self.round.start,
             ) {
-                ProbeRttStep::HoldStarted => self.next_round_delivered = self.delivered,
+                ProbeRttStep::HoldStarted => self.round.start_new(self.delivered),
                 ProbeRttStep::Done => self.exit_probe_rtt(now),
                 ProbeRttStep::Wait => {}
             }
@@ -814,7 +844,7 @@ impl Bbr {
         if ack.acked_pkts == 0 || !valid {
             return;
         }
-        if self.round_start {
+        if self.round.start {
             self.extra_acked_win_rounds += 1;
             if self.extra_acked_win_rounds >= EXTRA_ACKED_WIN_ROUNDS {
                 self.extra_acked_win_rounds = 0;
@@ -930,7 +960,7 @@ impl CongestionController for Bbr {
             .win
             .handle_loss(now, loss.lost_pkts, loss.in_flight_pkts, in_probe_rtt)
         {
-            self.next_round_delivered = self.delivered;
+            self.round.start_new(self.delivered);
         }
         // A lossy PROBE_BW gain phase ends early (`bbr_is_next_cycle_phase`).
         if self.mode == BbrMode::ProbeBw
@@ -950,7 +980,7 @@ impl CongestionController for Bbr {
         // the transport's loss window is 1 packet (RFC 5681 §3.1).
         self.win.handle_rto(now, self.mode == BbrMode::ProbeRtt);
         self.full_pipe.restart();
-        self.round_start = true;
+        self.round.start = true;
         self.lost += 1;
         self.lt_sampling(now, true, false);
     }

@@ -21,7 +21,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bbr::{
     bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
-    reported_pacing_rate, send_quantum_pkts, FullPipe, ProbeRttStep, RecoveryWindow, WindowedMax,
+    reported_pacing_rate, send_quantum_pkts, FullPipe, ProbeRttStep, RecoveryWindow, RoundCounter,
+    WindowedMax,
 };
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
@@ -114,9 +115,7 @@ pub struct Bbr3 {
     probe_rtt_min_stamp: Instant,
 
     // Rounds.
-    round_count: u64,
-    next_round_delivered: u64,
-    round_start: bool,
+    round: RoundCounter,
 
     // Per-round congestion signals.
     loss_in_round: bool,
@@ -172,9 +171,7 @@ impl Bbr3 {
             min_rtt_stamp: Instant::ZERO,
             probe_rtt_min_delay: None,
             probe_rtt_min_stamp: Instant::ZERO,
-            round_count: 0,
-            next_round_delivered: 0,
-            round_start: false,
+            round: RoundCounter::default(),
             loss_in_round: false,
             lost_in_round: 0,
             loss_events_in_round: 0,
@@ -276,7 +273,7 @@ impl Bbr3 {
     }
 
     fn start_round(&mut self) {
-        self.next_round_delivered = self.delivered;
+        self.round.start_new(self.delivered);
     }
 
     fn reset_lower_bounds(&mut self) {
@@ -316,7 +313,7 @@ impl Bbr3 {
         self.probe_up_rounds = 0;
         self.probe_up_acks = 0.0;
         self.start_round();
-        self.refill_round_start = self.round_count;
+        self.refill_round_start = self.round.count;
         self.state = Bbr3State::ProbeBwRefill;
     }
 
@@ -350,7 +347,7 @@ impl Bbr3 {
             self.probe_up_acks -= delta * self.probe_up_cnt;
             self.inflight_hi += delta;
         }
-        if self.round_start {
+        if self.round.start {
             self.raise_inflight_hi_slope();
         }
     }
@@ -404,7 +401,7 @@ impl Bbr3 {
             }
             // One round of refilling the pipe at gain 1, then probe.
             Bbr3State::ProbeBwRefill
-                if self.round_start && self.round_count > self.refill_round_start =>
+                if self.round.start && self.round.count > self.refill_round_start =>
             {
                 self.start_probe_bw_up(now);
             }
@@ -497,15 +494,10 @@ impl Bbr3 {
     // --- per-ack model update ---------------------------------------------
 
     fn update_round_and_bw(&mut self, ack: &AckEvent) {
-        self.round_start = false;
-        let Some(rs) = ack.rate else { return };
-        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
+        let Some(rs) = self.round.update(ack, self.delivered) else {
             return;
-        }
-        if rs.prior_delivered_pkts >= self.next_round_delivered {
-            self.next_round_delivered = self.delivered;
-            self.round_count += 1;
-            self.round_start = true;
+        };
+        if self.round.start {
             self.rounds_since_bw_probe += 1;
             self.win.packet_conservation = false;
         }
@@ -522,7 +514,7 @@ impl Bbr3 {
             return;
         }
         let max = self.max_bw_filter.max();
-        if !self.full_bw_reached && self.full_pipe.check(ack, self.round_start, max) {
+        if !self.full_bw_reached && self.full_pipe.check(ack, self.round.start, max) {
             self.full_bw_reached = true;
         }
         if self.full_bw_reached {
@@ -568,7 +560,7 @@ impl Bbr3 {
                 &mut self.probe_rtt_round_done,
                 now,
                 at_target,
-                self.round_start,
+                self.round.start,
             ) {
                 ProbeRttStep::HoldStarted => self.start_round(),
                 ProbeRttStep::Done => self.exit_probe_rtt(now),
@@ -679,7 +671,7 @@ impl CongestionController for Bbr3 {
         }
         self.win.handle_ack(ack.largest_acked_sent_time);
         self.update_round_and_bw(ack);
-        if self.round_start {
+        if self.round.start {
             self.end_round_signals();
         }
         self.delivered_in_round += ack.acked_pkts as u64;
