@@ -449,6 +449,18 @@ impl Bbr3 {
         }
     }
 
+    /// §4.3.1.3 BBRCheckStartupHighLoss (and its ECN analogue): too much
+    /// loss or CE marking in STARTUP means the pipe is full; inflight_hi
+    /// starts at max(BDP, the latest round's delivery), then DRAIN.
+    fn exit_startup_on_congestion(&mut self) {
+        self.full_bw_reached = true;
+        self.inflight_hi = self
+            .bdp_pkts(self.max_bw_filter.max(), 1.0)
+            .max(self.inflight_latest)
+            .max(MIN_PIPE_CWND_PKTS as f64);
+        self.state = Bbr3State::Drain;
+    }
+
     fn is_probing_bw(&self) -> bool {
         matches!(
             self.state,
@@ -695,13 +707,7 @@ impl CongestionController for Bbr3 {
             if self.state == Bbr3State::Startup
                 && self.loss_events_in_round >= STARTUP_FULL_LOSS_COUNT
             {
-                // §4.3.1.3 BBRCheckStartupHighLoss.
-                self.full_bw_reached = true;
-                self.inflight_hi = self
-                    .bdp_pkts(self.max_bw_filter.max(), 1.0)
-                    .max(self.inflight_latest)
-                    .max(MIN_PIPE_CWND_PKTS as f64);
-                self.state = Bbr3State::Drain;
+                self.exit_startup_on_congestion();
             } else if self.state != Bbr3State::Startup {
                 self.handle_inflight_too_high(now, tx_in_flight, false);
             }
@@ -756,12 +762,7 @@ impl CongestionController for Bbr3 {
         let tx_in_flight = ack.prior_in_flight_pkts as f64;
         if self.inflight_too_high(tx_in_flight) {
             if self.state == Bbr3State::Startup {
-                self.full_bw_reached = true;
-                self.inflight_hi = self
-                    .bdp_pkts(self.max_bw_filter.max(), 1.0)
-                    .max(self.inflight_latest)
-                    .max(MIN_PIPE_CWND_PKTS as f64);
-                self.state = Bbr3State::Drain;
+                self.exit_startup_on_congestion();
             } else {
                 let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
                 self.handle_inflight_too_high(now, tx_in_flight, app_limited);
