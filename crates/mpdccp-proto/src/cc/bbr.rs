@@ -17,7 +17,9 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
+use super::{
+    AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, RateSample, SentPacket,
+};
 use crate::time::Instant;
 
 /// §4.2.3.2 / tcp_bbr.c `bbr_high_gain`: 2/ln 2, the smallest gain that
@@ -239,6 +241,201 @@ pub(crate) fn probe_rtt_hold_over(
     done_stamp.is_some_and(|done| round_done && now > done)
 }
 
+/// Round-trip counting by delivered packets, shared by BBRv1 and BBRv3
+/// (draft-cardwell-iccrg-bbr §4.1.1.3; draft-ietf-ccwg-bbr §4.5.1
+/// BBRUpdateRound): a round ends when a packet sent after it began is
+/// acknowledged.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RoundCounter {
+    /// Rounds so far.
+    pub count: u64,
+    /// This ack started a new round.
+    pub start: bool,
+    next_round_delivered: u64,
+}
+
+impl RoundCounter {
+    /// Feeds one ack: returns its rate sample when it is usable (a nonzero
+    /// interval and delivery), after counting the round it may end.
+    pub fn update(&mut self, ack: &AckEvent, delivered_pkts: u64) -> Option<RateSample> {
+        self.start = false;
+        let rs = ack.rate?;
+        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
+            return None;
+        }
+        if rs.prior_delivered_pkts >= self.next_round_delivered {
+            self.next_round_delivered = delivered_pkts;
+            self.count += 1;
+            self.start = true;
+        }
+        Some(rs)
+    }
+
+    /// Makes the current round end with the ack of the next packet sent
+    /// (BBRStartRound).
+    pub fn start_new(&mut self, delivered_pkts: u64) {
+        self.next_round_delivered = delivered_pkts;
+    }
+}
+
+/// STARTUP's full-pipe estimator (draft-cardwell-iccrg-bbr §4.2.3.2
+/// BBRCheckFullPipe; draft-ietf-ccwg-bbr §4.3.1.2
+/// BBRCheckStartupFullBandwidth): the pipe is full once the max bandwidth
+/// grew less than 25 % in three rounds without an app-limited sample.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FullPipe {
+    full_bw: f64,
+    full_bw_count: u32,
+}
+
+impl FullPipe {
+    /// Feeds one ack; true when it shows the pipe full (call only while
+    /// the pipe is not yet known full).
+    pub fn check(&mut self, ack: &AckEvent, round_start: bool, max_bw: f64) -> bool {
+        let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
+        if !round_start || app_limited {
+            return false;
+        }
+        if max_bw >= self.full_bw * FULL_BW_THRESH {
+            self.full_bw = max_bw;
+            self.full_bw_count = 0;
+            return false;
+        }
+        self.full_bw_count += 1;
+        self.full_bw_count >= FULL_BW_COUNT
+    }
+
+    /// After an RTO: measure growth again from the current bandwidth.
+    pub fn restart(&mut self) {
+        self.full_bw = 0.0;
+    }
+}
+
+/// The congestion window and the loss-recovery state that modulates it,
+/// shared by BBRv1 and BBRv3 (draft-cardwell-iccrg-bbr §4.2.3.6;
+/// draft-ietf-ccwg-bbr §4.6.4.3-4.6.4.4): on entering recovery, one round
+/// of packet conservation; on leaving it, restore the saved window.
+#[derive(Clone, Debug)]
+pub(crate) struct RecoveryWindow {
+    pub cwnd: u32,
+    pub prior_cwnd: u32,
+    pub min_cwnd: u32,
+    pub max_cwnd: u32,
+    pub in_recovery: bool,
+    recovery_start: Instant,
+    pub packet_conservation: bool,
+}
+
+impl RecoveryWindow {
+    /// The configured limits and the initial window (tcp_bbr.c
+    /// `TCP_INIT_CWND` unless configured).
+    pub fn new(config: &CcConfig) -> Self {
+        let min_cwnd = config.min_cwnd_pkts.max(1);
+        let max_cwnd = config.max_cwnd_pkts.max(MIN_PIPE_CWND_PKTS).max(min_cwnd);
+        let iw = config
+            .initial_cwnd_pkts
+            .unwrap_or(DEFAULT_IW_PKTS)
+            .clamp(min_cwnd, max_cwnd);
+        RecoveryWindow {
+            cwnd: iw,
+            prior_cwnd: 0,
+            min_cwnd,
+            max_cwnd,
+            in_recovery: false,
+            recovery_start: Instant::ZERO,
+            packet_conservation: false,
+        }
+    }
+
+    /// BBRSaveCwnd (draft-cardwell-iccrg-bbr §4.2.3.6).
+    pub fn save(&mut self, in_probe_rtt: bool) {
+        let holding = self.in_recovery || in_probe_rtt;
+        self.prior_cwnd = saved_cwnd(self.prior_cwnd, self.cwnd, holding);
+    }
+
+    /// BBRRestoreCwnd (draft-cardwell-iccrg-bbr §4.2.3.6).
+    pub fn restore(&mut self) {
+        self.cwnd = self.cwnd.max(self.prior_cwnd);
+    }
+
+    /// Recovery (or the RTO loss state) ends with the ack of a packet sent
+    /// after it began; the saved window comes back.
+    pub fn handle_ack(&mut self, largest_acked_sent_time: Instant) {
+        if self.in_recovery && largest_acked_sent_time > self.recovery_start {
+            self.in_recovery = false;
+            self.packet_conservation = false;
+            self.restore();
+        }
+    }
+
+    /// Each lost packet leaves the network and the window; the first loss
+    /// enters recovery with packet conservation (cwnd = flight + 1). True
+    /// when recovery began here: the caller starts a new round so that
+    /// conservation lasts one round.
+    pub fn handle_loss(
+        &mut self,
+        now: Instant,
+        lost_pkts: u32,
+        in_flight_pkts: u32,
+        in_probe_rtt: bool,
+    ) -> bool {
+        self.cwnd = self.cwnd.saturating_sub(lost_pkts).max(1);
+        if self.in_recovery {
+            return false;
+        }
+        self.save(in_probe_rtt);
+        self.in_recovery = true;
+        self.recovery_start = now;
+        self.packet_conservation = true;
+        self.cwnd = in_flight_pkts.saturating_add(1);
+        true
+    }
+
+    /// On an RTO: save the window and fall to the transport's 1-packet loss
+    /// window (RFC 5681 §3.1), without packet conservation.
+    pub fn handle_rto(&mut self, now: Instant, in_probe_rtt: bool) {
+        self.save(in_probe_rtt);
+        self.in_recovery = true;
+        self.recovery_start = now;
+        self.packet_conservation = false;
+        self.cwnd = self.min_cwnd.max(1);
+    }
+
+    /// BBRSetCwnd's growth (draft-cardwell-iccrg-bbr §4.2.3.6): conserve
+    /// packets in the first round of recovery; else grow by the acked
+    /// packets up to `target_pkts` once the pipe is full, and without bound
+    /// before (while below the target or the first IW is undelivered).
+    pub fn grow(
+        &mut self,
+        acked_pkts: u32,
+        in_flight_pkts: u32,
+        target_pkts: f64,
+        full_bw_reached: bool,
+        delivered_pkts: u64,
+    ) {
+        if acked_pkts == 0 {
+            return;
+        }
+        if self.packet_conservation {
+            self.cwnd = self.cwnd.max(in_flight_pkts.saturating_add(acked_pkts));
+            return;
+        }
+        let target = target_pkts.min(u32::MAX as f64) as u32;
+        let grown = self.cwnd.saturating_add(acked_pkts);
+        if full_bw_reached {
+            self.cwnd = grown.min(target);
+        } else if self.cwnd < target || delivered_pkts < DEFAULT_IW_PKTS as u64 {
+            self.cwnd = grown;
+        }
+        self.cwnd = self.cwnd.max(MIN_PIPE_CWND_PKTS);
+    }
+
+    /// The configured limits.
+    pub fn clamp(&mut self) {
+        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct LongTermBw {
     sampling: bool,
@@ -254,8 +451,6 @@ struct LongTermBw {
 #[derive(Clone, Debug)]
 pub struct Bbr {
     mss_bytes: f64,
-    min_cwnd: u32,
-    max_cwnd: u32,
     mode: BbrMode,
     rng: ChaCha8Rng,
 
@@ -266,13 +461,10 @@ pub struct Bbr {
     lt: LongTermBw,
 
     // Rounds (§4.1.1.3).
-    round_count: u64,
-    next_round_delivered: u64,
-    round_start: bool,
+    round: RoundCounter,
 
     // Full pipe (§4.2.3.2).
-    full_bw: f64,
-    full_bw_count: u32,
+    full_pipe: FullPipe,
     full_bw_reached: bool,
     startup_exit_round: Option<u64>,
     max_bw_at_startup_exit: f64,
@@ -290,14 +482,10 @@ pub struct Bbr {
     cwnd_gain: f64,
     pacing_rate: f64,
     has_seen_rtt: bool,
-    cwnd: u32,
-    prior_cwnd: u32,
 
-    // Loss recovery (§4.2.3.6): packet conservation for one round, then
-    // restore the window saved on entry.
-    in_recovery: bool,
-    recovery_start: Instant,
-    packet_conservation: bool,
+    // The window and loss recovery (§4.2.3.6): packet conservation for one
+    // round, then restore the window saved on entry.
+    win: RecoveryWindow,
 
     delivered: u64,
     lost: u64,
@@ -313,28 +501,17 @@ pub struct Bbr {
 
 impl Bbr {
     pub fn new(config: &CcConfig) -> Self {
-        let min_cwnd = config.min_cwnd_pkts.max(1);
-        let max_cwnd = config.max_cwnd_pkts.max(MIN_PIPE_CWND_PKTS).max(min_cwnd);
-        let iw = config
-            .initial_cwnd_pkts
-            .unwrap_or(DEFAULT_IW_PKTS)
-            .clamp(min_cwnd, max_cwnd);
         let mss = config.mss_bytes.max(1) as f64;
         let mut bbr = Bbr {
             mss_bytes: mss,
-            min_cwnd,
-            max_cwnd,
             mode: BbrMode::Startup,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             bw_filter: WindowedMax::new(BW_FILTER_ROUNDS),
             min_rtt: None,
             min_rtt_stamp: Instant::ZERO,
             lt: LongTermBw::default(),
-            round_count: 0,
-            next_round_delivered: 0,
-            round_start: false,
-            full_bw: 0.0,
-            full_bw_count: 0,
+            round: RoundCounter::default(),
+            full_pipe: FullPipe::default(),
             full_bw_reached: false,
             startup_exit_round: None,
             max_bw_at_startup_exit: 0.0,
@@ -347,11 +524,7 @@ impl Bbr {
             cwnd_gain: HIGH_GAIN,
             pacing_rate: 0.0,
             has_seen_rtt: false,
-            cwnd: iw,
-            prior_cwnd: 0,
-            in_recovery: false,
-            recovery_start: Instant::ZERO,
-            packet_conservation: false,
+            win: RecoveryWindow::new(config),
             delivered: 0,
             lost: 0,
             last_app_limited: false,
@@ -385,7 +558,7 @@ impl Bbr {
         self.min_rtt
     }
     pub fn round_count(&self) -> u64 {
-        self.round_count
+        self.round.count
     }
     pub fn full_bw_reached(&self) -> bool {
         self.full_bw_reached
@@ -400,7 +573,7 @@ impl Bbr {
     }
 
     fn init_pacing_rate(&mut self, rtt: Duration) {
-        self.pacing_rate = initial_pacing_rate(HIGH_GAIN, self.cwnd, self.mss_bytes, rtt);
+        self.pacing_rate = initial_pacing_rate(HIGH_GAIN, self.win.cwnd, self.mss_bytes, rtt);
     }
 
     /// BDP × gain in packets (§4.2.3.2 BBRInflight); IW before any RTT.
@@ -426,8 +599,7 @@ impl Bbr {
 
     /// §4.2.3.6 BBRSaveCwnd.
     fn save_cwnd(&mut self) {
-        let holding = self.in_recovery || self.mode == BbrMode::ProbeRtt;
-        self.prior_cwnd = saved_cwnd(self.prior_cwnd, self.cwnd, holding);
+        self.win.save(self.mode == BbrMode::ProbeRtt);
     }
 
     /// tcp_bbr.c `bbr_reset_probe_bw_mode`: enter PROBE_BW at a random
@@ -533,7 +705,7 @@ impl Bbr {
 
     fn lt_sampling(&mut self, now: Instant, losses: bool, app_limited: bool) {
         if self.lt.use_bw {
-            if self.mode == BbrMode::ProbeBw && self.round_start {
+            if self.mode == BbrMode::ProbeBw && self.round.start {
                 self.lt.rounds += 1;
                 if self.lt.rounds >= LT_BW_MAX_ROUNDS {
                     self.lt_reset(now);
@@ -554,7 +726,7 @@ impl Bbr {
             self.lt_reset(now);
             return;
         }
-        if self.round_start {
+        if self.round.start {
             self.lt.rounds += 1;
         }
         if self.lt.rounds < LT_INTERVAL_MIN_ROUNDS {
@@ -586,18 +758,13 @@ impl Bbr {
     // --- the per-ack model update (tcp_bbr.c `bbr_update_model`) ---------
 
     fn update_bw(&mut self, now: Instant, ack: &AckEvent) {
-        self.round_start = false;
-        let Some(rs) = ack.rate else { return };
-        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
-            return;
-        }
         // §4.1.1.3: a round ends when a packet sent after the round began
         // is acknowledged.
-        if rs.prior_delivered_pkts >= self.next_round_delivered {
-            self.next_round_delivered = self.delivered;
-            self.round_count += 1;
-            self.round_start = true;
-            self.packet_conservation = false;
+        let Some(rs) = self.round.update(ack, self.delivered) else {
+            return;
+        };
+        if self.round.start {
+            self.win.packet_conservation = false;
         }
         self.lt_sampling(now, false, rs.is_app_limited);
         let bw = rs.delivery_rate_bytes_per_s();
@@ -605,25 +772,15 @@ impl Bbr {
         // estimate.
         // While app limited the filter is frozen, old maximum included.
         if !rs.is_app_limited || bw >= self.bw_filter.max() {
-            self.bw_filter.update(self.round_count, bw);
+            self.bw_filter.update(self.round.count, bw);
         }
     }
 
     fn check_full_bw_reached(&mut self, ack: &AckEvent) {
-        let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
-        if self.full_bw_reached || !self.round_start || app_limited {
-            return;
-        }
         let max = self.bw_filter.max();
-        if max >= self.full_bw * FULL_BW_THRESH {
-            self.full_bw = max;
-            self.full_bw_count = 0;
-            return;
-        }
-        self.full_bw_count += 1;
-        if self.full_bw_count >= FULL_BW_COUNT {
+        if !self.full_bw_reached && self.full_pipe.check(ack, self.round.start, max) {
             self.full_bw_reached = true;
-            self.startup_exit_round = Some(self.round_count);
+            self.startup_exit_round = Some(self.round.count);
             self.max_bw_at_startup_exit = max;
         }
     }
@@ -662,9 +819,9 @@ impl Bbr {
                 &mut self.probe_rtt_round_done,
                 now,
                 ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS,
-                self.round_start,
+                self.round.start,
             ) {
-                ProbeRttStep::HoldStarted => self.next_round_delivered = self.delivered,
+                ProbeRttStep::HoldStarted => self.round.start_new(self.delivered),
                 ProbeRttStep::Done => self.exit_probe_rtt(now),
                 ProbeRttStep::Wait => {}
             }
@@ -676,7 +833,7 @@ impl Bbr {
 
     fn exit_probe_rtt(&mut self, now: Instant) {
         self.min_rtt_stamp = now;
-        self.cwnd = self.cwnd.max(self.prior_cwnd);
+        self.win.restore();
         self.reset_mode(now);
     }
 
@@ -687,7 +844,7 @@ impl Bbr {
         if ack.acked_pkts == 0 || !valid {
             return;
         }
-        if self.round_start {
+        if self.round.start {
             self.extra_acked_win_rounds += 1;
             if self.extra_acked_win_rounds >= EXTRA_ACKED_WIN_ROUNDS {
                 self.extra_acked_win_rounds = 0;
@@ -709,7 +866,7 @@ impl Bbr {
             expected = 0.0;
         }
         self.ack_epoch_acked += acked;
-        let extra = (self.ack_epoch_acked - expected).min(self.cwnd as f64);
+        let extra = (self.ack_epoch_acked - expected).min(self.win.cwnd as f64);
         let slot = &mut self.extra_acked[self.extra_acked_idx];
         if extra > *slot {
             *slot = extra;
@@ -726,28 +883,23 @@ impl Bbr {
 
     /// §4.2.3.6 BBRSetCwnd.
     fn set_cwnd(&mut self, ack: &AckEvent) {
-        let acked = ack.acked_pkts;
-        if acked > 0 {
-            if self.packet_conservation {
-                // One round of packet conservation after entering recovery.
-                self.cwnd = self.cwnd.max(ack.in_flight_pkts.saturating_add(acked));
-            } else {
-                let bdp = self.bdp_pkts(self.bw_bytes_per_s(), self.cwnd_gain);
-                let target = self
-                    .quantization_budget(bdp + self.ack_aggregation_cwnd().ceil())
-                    .min(u32::MAX as f64) as u32;
-                let grown = self.cwnd.saturating_add(acked);
-                if self.full_bw_reached {
-                    self.cwnd = grown.min(target);
-                } else if self.cwnd < target || self.delivered < DEFAULT_IW_PKTS as u64 {
-                    self.cwnd = grown;
-                }
-                self.cwnd = self.cwnd.max(MIN_PIPE_CWND_PKTS);
-            }
-        }
-        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+        let bdp = self.bdp_pkts(self.bw_bytes_per_s(), self.cwnd_gain);
+        let target = self.quantization_budget(bdp + self.ack_aggregation_cwnd().ceil());
+        self.win.grow(
+            ack.acked_pkts,
+            ack.in_flight_pkts,
+            target,
+            self.full_bw_reached,
+            self.delivered,
+        );
+        self.bound_cwnd();
+    }
+
+    /// The configured limits, and PROBE_RTT's minimum window (§4.2.3.5).
+    fn bound_cwnd(&mut self) {
+        self.win.clamp();
         if self.mode == BbrMode::ProbeRtt {
-            self.cwnd = self.cwnd.min(MIN_PIPE_CWND_PKTS.max(self.min_cwnd));
+            self.win.cwnd = self.win.cwnd.min(MIN_PIPE_CWND_PKTS.max(self.win.min_cwnd));
         }
     }
 }
@@ -781,12 +933,7 @@ impl CongestionController for Bbr {
             self.has_seen_rtt = true;
             self.init_pacing_rate(ack.srtt);
         }
-        if self.in_recovery && ack.largest_acked_sent_time > self.recovery_start {
-            // Recovery (or RTO loss state) is over: restore the window.
-            self.in_recovery = false;
-            self.packet_conservation = false;
-            self.cwnd = self.cwnd.max(self.prior_cwnd);
-        }
+        self.win.handle_ack(ack.largest_acked_sent_time);
         self.update_bw(now, ack);
         self.update_ack_aggregation(now, ack);
         if self.mode == BbrMode::ProbeBw
@@ -806,17 +953,14 @@ impl CongestionController for Bbr {
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
         self.lost += loss.lost_pkts as u64;
         self.delivered = self.delivered.max(loss.delivered_pkts);
-        // §4.2.3.6: each lost packet leaves the network; take it out of
-        // the window.
-        self.cwnd = self.cwnd.saturating_sub(loss.lost_pkts).max(1);
-        if !self.in_recovery {
-            self.save_cwnd();
-            self.in_recovery = true;
-            self.recovery_start = now;
-            // Packet conservation for the first round of recovery.
-            self.packet_conservation = true;
-            self.next_round_delivered = self.delivered;
-            self.cwnd = loss.in_flight_pkts.saturating_add(1);
+        // §4.2.3.6: each lost packet leaves the network; the first loss
+        // starts packet conservation for one round of recovery.
+        let in_probe_rtt = self.mode == BbrMode::ProbeRtt;
+        if self
+            .win
+            .handle_loss(now, loss.lost_pkts, loss.in_flight_pkts, in_probe_rtt)
+        {
+            self.round.start_new(self.delivered);
         }
         // A lossy PROBE_BW gain phase ends early (`bbr_is_next_cycle_phase`).
         if self.mode == BbrMode::ProbeBw
@@ -827,25 +971,18 @@ impl CongestionController for Bbr {
             self.update_gains();
         }
         self.lt_sampling(now, true, false);
-        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
-        if self.mode == BbrMode::ProbeRtt {
-            self.cwnd = self.cwnd.min(MIN_PIPE_CWND_PKTS.max(self.min_cwnd));
-        }
+        self.bound_cwnd();
     }
 
     fn on_rto(&mut self, now: Instant) {
         // tcp_bbr.c on TCP_CA_Loss: save the window, restart full-pipe
         // detection of the current bandwidth, count it as a lossy round;
         // the transport's loss window is 1 packet (RFC 5681 §3.1).
-        self.save_cwnd();
-        self.in_recovery = true;
-        self.recovery_start = now;
-        self.packet_conservation = false;
-        self.full_bw = 0.0;
-        self.round_start = true;
+        self.win.handle_rto(now, self.mode == BbrMode::ProbeRtt);
+        self.full_pipe.restart();
+        self.round.start = true;
         self.lost += 1;
         self.lt_sampling(now, true, false);
-        self.cwnd = self.min_cwnd.max(1);
     }
 
     /// PROBE_RTT's small flight is not the path's capacity: its samples
@@ -869,7 +1006,7 @@ impl CongestionController for Bbr {
     fn on_ecn(&mut self, _now: Instant, _ce_pkts: u32, _ack: &AckEvent, _paths: CoupledView<'_>) {}
 
     fn cwnd_pkts(&self) -> u32 {
-        self.cwnd
+        self.win.cwnd
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {

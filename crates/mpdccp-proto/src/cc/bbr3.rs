@@ -21,8 +21,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bbr::{
     bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
-    reported_pacing_rate, saved_cwnd, send_quantum_pkts, ProbeRttStep, WindowedMax,
-    DEFAULT_IW_PKTS,
+    reported_pacing_rate, send_quantum_pkts, FullPipe, ProbeRttStep, RecoveryWindow, RoundCounter,
+    WindowedMax,
 };
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
@@ -47,11 +47,9 @@ pub const ECN_THRESH: f64 = 0.5;
 const ECN_FACTOR: f64 = 1.0 / 3.0;
 /// ECN: EWMA gain for the CE fraction.
 const ECN_ALPHA_GAIN: f64 = 1.0 / 16.0;
-pub const MIN_PIPE_CWND_PKTS: u32 = 4;
+pub const MIN_PIPE_CWND_PKTS: u32 = super::bbr::MIN_PIPE_CWND_PKTS;
 /// §4.3.1.2: STARTUP also ends after this many loss events in a lossy round.
 const STARTUP_FULL_LOSS_COUNT: u32 = 6;
-const FULL_BW_THRESH: f64 = 1.25;
-const FULL_BW_COUNT: u32 = 3;
 /// §4.5.2.2: max_bw covers the last two PROBE_BW cycles.
 const MAX_BW_FILTER_CYCLES: u64 = 2;
 /// §4.3.4: min RTT window and the (shorter) ProbeRTT scheduling window.
@@ -99,8 +97,6 @@ impl Bbr3State {
 #[derive(Clone, Debug)]
 pub struct Bbr3 {
     mss_bytes: f64,
-    min_cwnd: u32,
-    max_cwnd: u32,
     state: Bbr3State,
     rng: ChaCha8Rng,
 
@@ -119,9 +115,7 @@ pub struct Bbr3 {
     probe_rtt_min_stamp: Instant,
 
     // Rounds.
-    round_count: u64,
-    next_round_delivered: u64,
-    round_start: bool,
+    round: RoundCounter,
 
     // Per-round congestion signals.
     loss_in_round: bool,
@@ -132,8 +126,7 @@ pub struct Bbr3 {
     ecn_alpha: f64,
 
     // STARTUP.
-    full_bw: f64,
-    full_bw_count: u32,
+    full_pipe: FullPipe,
     full_bw_reached: bool,
 
     // PROBE_BW (§4.3.3).
@@ -155,27 +148,16 @@ pub struct Bbr3 {
     cwnd_gain: f64,
     pacing_rate: f64,
     has_seen_rtt: bool,
-    cwnd: u32,
-    prior_cwnd: u32,
-    in_recovery: bool,
-    recovery_start: Instant,
-    packet_conservation: bool,
+    /// The window and loss recovery (§4.6.4).
+    win: RecoveryWindow,
     delivered: u64,
     last_app_limited: bool,
 }
 
 impl Bbr3 {
     pub fn new(config: &CcConfig) -> Self {
-        let min_cwnd = config.min_cwnd_pkts.max(1);
-        let max_cwnd = config.max_cwnd_pkts.max(MIN_PIPE_CWND_PKTS).max(min_cwnd);
-        let iw = config
-            .initial_cwnd_pkts
-            .unwrap_or(DEFAULT_IW_PKTS)
-            .clamp(min_cwnd, max_cwnd);
         let mut b = Bbr3 {
             mss_bytes: config.mss_bytes.max(1) as f64,
-            min_cwnd,
-            max_cwnd,
             state: Bbr3State::Startup,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
             max_bw_filter: WindowedMax::new(MAX_BW_FILTER_CYCLES),
@@ -189,17 +171,14 @@ impl Bbr3 {
             min_rtt_stamp: Instant::ZERO,
             probe_rtt_min_delay: None,
             probe_rtt_min_stamp: Instant::ZERO,
-            round_count: 0,
-            next_round_delivered: 0,
-            round_start: false,
+            round: RoundCounter::default(),
             loss_in_round: false,
             lost_in_round: 0,
             loss_events_in_round: 0,
             delivered_in_round: 0,
             ce_in_round: 0,
             ecn_alpha: 0.0,
-            full_bw: 0.0,
-            full_bw_count: 0,
+            full_pipe: FullPipe::default(),
             full_bw_reached: false,
             cycle_stamp: Instant::ZERO,
             bw_probe_wait: Duration::from_secs(2),
@@ -215,11 +194,7 @@ impl Bbr3 {
             cwnd_gain: STARTUP_CWND_GAIN,
             pacing_rate: 0.0,
             has_seen_rtt: false,
-            cwnd: iw,
-            prior_cwnd: 0,
-            in_recovery: false,
-            recovery_start: Instant::ZERO,
-            packet_conservation: false,
+            win: RecoveryWindow::new(config),
             delivered: 0,
             last_app_limited: false,
         };
@@ -252,7 +227,8 @@ impl Bbr3 {
 
     /// draft-ietf-ccwg-bbr BBRInitPacingRate.
     fn init_pacing_rate(&mut self, rtt: Duration) {
-        self.pacing_rate = initial_pacing_rate(STARTUP_PACING_GAIN, self.cwnd, self.mss_bytes, rtt);
+        self.pacing_rate =
+            initial_pacing_rate(STARTUP_PACING_GAIN, self.win.cwnd, self.mss_bytes, rtt);
     }
 
     /// draft-ietf-ccwg-bbr BBRBDPMultiple (the IW before any RTT sample).
@@ -278,7 +254,7 @@ impl Bbr3 {
     /// §4.5.6 BBRTargetInflight: min(BDP, cwnd).
     fn target_inflight(&self) -> f64 {
         self.bdp_pkts(self.bw_bytes_per_s(), 1.0)
-            .min(self.cwnd as f64)
+            .min(self.win.cwnd as f64)
     }
 
     /// §4.3.3.6 BBRInflightWithHeadroom: leave 15 % of inflight_hi free for
@@ -293,12 +269,11 @@ impl Bbr3 {
 
     /// draft-ietf-ccwg-bbr BBRSaveCwnd.
     fn save_cwnd(&mut self) {
-        let holding = self.in_recovery || self.state == Bbr3State::ProbeRtt;
-        self.prior_cwnd = saved_cwnd(self.prior_cwnd, self.cwnd, holding);
+        self.win.save(self.state == Bbr3State::ProbeRtt);
     }
 
     fn start_round(&mut self) {
-        self.next_round_delivered = self.delivered;
+        self.round.start_new(self.delivered);
     }
 
     fn reset_lower_bounds(&mut self) {
@@ -338,7 +313,7 @@ impl Bbr3 {
         self.probe_up_rounds = 0;
         self.probe_up_acks = 0.0;
         self.start_round();
-        self.refill_round_start = self.round_count;
+        self.refill_round_start = self.round.count;
         self.state = Bbr3State::ProbeBwRefill;
     }
 
@@ -355,12 +330,15 @@ impl Bbr3 {
     fn raise_inflight_hi_slope(&mut self) {
         let growth_this_round = (1u64 << self.probe_up_rounds.min(30)) as f64;
         self.probe_up_rounds = (self.probe_up_rounds + 1).min(30);
-        self.probe_up_cnt = (self.cwnd as f64 / growth_this_round).max(1.0);
+        self.probe_up_cnt = (self.win.cwnd as f64 / growth_this_round).max(1.0);
     }
 
     /// §4.3.3.4 BBRProbeInflightHiUpward.
     fn probe_inflight_hi_upward(&mut self, acked: u32, cwnd_limited: bool) {
-        if !cwnd_limited || !self.inflight_hi.is_finite() || (self.cwnd as f64) < self.inflight_hi {
+        if !cwnd_limited
+            || !self.inflight_hi.is_finite()
+            || (self.win.cwnd as f64) < self.inflight_hi
+        {
             return;
         }
         self.probe_up_acks += acked as f64;
@@ -369,7 +347,7 @@ impl Bbr3 {
             self.probe_up_acks -= delta * self.probe_up_cnt;
             self.inflight_hi += delta;
         }
-        if self.round_start {
+        if self.round.start {
             self.raise_inflight_hi_slope();
         }
     }
@@ -406,7 +384,7 @@ impl Bbr3 {
         if !self.full_bw_reached || !self.state.is_probe_bw() {
             return;
         }
-        let cwnd_limited = ack.prior_in_flight_pkts >= self.cwnd;
+        let cwnd_limited = ack.prior_in_flight_pkts >= self.win.cwnd;
         self.probe_inflight_hi_upward(ack.acked_pkts, cwnd_limited);
         let in_flight = ack.in_flight_pkts as f64;
         match self.state {
@@ -423,7 +401,7 @@ impl Bbr3 {
             }
             // One round of refilling the pipe at gain 1, then probe.
             Bbr3State::ProbeBwRefill
-                if self.round_start && self.round_count > self.refill_round_start =>
+                if self.round.start && self.round.count > self.refill_round_start =>
             {
                 self.start_probe_bw_up(now);
             }
@@ -471,6 +449,18 @@ impl Bbr3 {
         }
     }
 
+    /// §4.3.1.3 BBRCheckStartupHighLoss (and its ECN analogue): too much
+    /// loss or CE marking in STARTUP means the pipe is full; inflight_hi
+    /// starts at max(BDP, the latest round's delivery), then DRAIN.
+    fn exit_startup_on_congestion(&mut self) {
+        self.full_bw_reached = true;
+        self.inflight_hi = self
+            .bdp_pkts(self.max_bw_filter.max(), 1.0)
+            .max(self.inflight_latest)
+            .max(MIN_PIPE_CWND_PKTS as f64);
+        self.state = Bbr3State::Drain;
+    }
+
     fn is_probing_bw(&self) -> bool {
         matches!(
             self.state,
@@ -492,7 +482,7 @@ impl Bbr3 {
                     self.bw_lo = self.max_bw_filter.max();
                 }
                 if !self.inflight_lo.is_finite() {
-                    self.inflight_lo = self.cwnd as f64;
+                    self.inflight_lo = self.win.cwnd as f64;
                 }
                 self.bw_lo = self.bw_latest.max(BETA * self.bw_lo);
                 self.inflight_lo = self.inflight_latest.max(BETA * self.inflight_lo);
@@ -501,7 +491,7 @@ impl Bbr3 {
                 let base = if self.inflight_lo.is_finite() {
                     self.inflight_lo
                 } else {
-                    self.cwnd as f64
+                    self.win.cwnd as f64
                 };
                 self.inflight_lo = base * (1.0 - ECN_FACTOR * self.ecn_alpha);
             }
@@ -516,17 +506,12 @@ impl Bbr3 {
     // --- per-ack model update ---------------------------------------------
 
     fn update_round_and_bw(&mut self, ack: &AckEvent) {
-        self.round_start = false;
-        let Some(rs) = ack.rate else { return };
-        if rs.interval.is_zero() || rs.delivered_pkts == 0 {
+        let Some(rs) = self.round.update(ack, self.delivered) else {
             return;
-        }
-        if rs.prior_delivered_pkts >= self.next_round_delivered {
-            self.next_round_delivered = self.delivered;
-            self.round_count += 1;
-            self.round_start = true;
+        };
+        if self.round.start {
             self.rounds_since_bw_probe += 1;
-            self.packet_conservation = false;
+            self.win.packet_conservation = false;
         }
         let bw = rs.delivery_rate_bytes_per_s();
         self.bw_latest = self.bw_latest.max(bw);
@@ -540,16 +525,9 @@ impl Bbr3 {
         if self.state != Bbr3State::Startup {
             return;
         }
-        let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
-        if !self.full_bw_reached && self.round_start && !app_limited {
-            let max = self.max_bw_filter.max();
-            if max >= self.full_bw * FULL_BW_THRESH {
-                self.full_bw = max;
-                self.full_bw_count = 0;
-            } else {
-                self.full_bw_count += 1;
-                self.full_bw_reached = self.full_bw_count >= FULL_BW_COUNT;
-            }
+        let max = self.max_bw_filter.max();
+        if !self.full_bw_reached && self.full_pipe.check(ack, self.round.start, max) {
+            self.full_bw_reached = true;
         }
         if self.full_bw_reached {
             self.state = Bbr3State::Drain;
@@ -594,7 +572,7 @@ impl Bbr3 {
                 &mut self.probe_rtt_round_done,
                 now,
                 at_target,
-                self.round_start,
+                self.round.start,
             ) {
                 ProbeRttStep::HoldStarted => self.start_round(),
                 ProbeRttStep::Done => self.exit_probe_rtt(now),
@@ -616,7 +594,7 @@ impl Bbr3 {
     fn exit_probe_rtt(&mut self, now: Instant) {
         self.reset_lower_bounds();
         self.probe_rtt_min_stamp = now;
-        self.cwnd = self.cwnd.max(self.prior_cwnd);
+        self.win.restore();
         if self.full_bw_reached {
             self.start_probe_bw_down(now);
             self.start_probe_bw_cruise();
@@ -648,23 +626,14 @@ impl Bbr3 {
 
     /// §4.6.4.4–4.6.4.6 BBRSetCwnd with the ProbeRTT and model bounds.
     fn set_cwnd(&mut self, ack: &AckEvent) {
-        let acked = ack.acked_pkts;
-        if acked > 0 {
-            if self.packet_conservation {
-                self.cwnd = self.cwnd.max(ack.in_flight_pkts.saturating_add(acked));
-            } else {
-                let max_inflight = self
-                    .inflight_pkts(self.bw_bytes_per_s(), self.cwnd_gain)
-                    .min(u32::MAX as f64) as u32;
-                let grown = self.cwnd.saturating_add(acked);
-                if self.full_bw_reached {
-                    self.cwnd = grown.min(max_inflight);
-                } else if self.cwnd < max_inflight || self.delivered < DEFAULT_IW_PKTS as u64 {
-                    self.cwnd = grown;
-                }
-                self.cwnd = self.cwnd.max(MIN_PIPE_CWND_PKTS);
-            }
-        }
+        let max_inflight = self.inflight_pkts(self.bw_bytes_per_s(), self.cwnd_gain);
+        self.win.grow(
+            ack.acked_pkts,
+            ack.in_flight_pkts,
+            max_inflight,
+            self.full_bw_reached,
+            self.delivered,
+        );
         self.bound_cwnd();
     }
 
@@ -680,9 +649,9 @@ impl Bbr3 {
             cap = cap.min(self.probe_rtt_cwnd());
         }
         if cap.is_finite() {
-            self.cwnd = self.cwnd.min(cap as u32);
+            self.win.cwnd = self.win.cwnd.min(cap as u32);
         }
-        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+        self.win.clamp();
     }
 }
 
@@ -712,13 +681,9 @@ impl CongestionController for Bbr3 {
             self.has_seen_rtt = true;
             self.init_pacing_rate(ack.srtt);
         }
-        if self.in_recovery && ack.largest_acked_sent_time > self.recovery_start {
-            self.in_recovery = false;
-            self.packet_conservation = false;
-            self.cwnd = self.cwnd.max(self.prior_cwnd);
-        }
+        self.win.handle_ack(ack.largest_acked_sent_time);
         self.update_round_and_bw(ack);
-        if self.round_start {
+        if self.round.start {
             self.end_round_signals();
         }
         self.delivered_in_round += ack.acked_pkts as u64;
@@ -742,26 +707,18 @@ impl CongestionController for Bbr3 {
             if self.state == Bbr3State::Startup
                 && self.loss_events_in_round >= STARTUP_FULL_LOSS_COUNT
             {
-                // §4.3.1.3 BBRCheckStartupHighLoss.
-                self.full_bw_reached = true;
-                self.inflight_hi = self
-                    .bdp_pkts(self.max_bw_filter.max(), 1.0)
-                    .max(self.inflight_latest)
-                    .max(MIN_PIPE_CWND_PKTS as f64);
-                self.state = Bbr3State::Drain;
+                self.exit_startup_on_congestion();
             } else if self.state != Bbr3State::Startup {
                 self.handle_inflight_too_high(now, tx_in_flight, false);
             }
         }
         // §4.6.4.3 packet conservation on entering recovery.
-        self.cwnd = self.cwnd.saturating_sub(loss.lost_pkts).max(1);
-        if !self.in_recovery {
-            self.save_cwnd();
-            self.in_recovery = true;
-            self.recovery_start = now;
-            self.packet_conservation = true;
+        let in_probe_rtt = self.state == Bbr3State::ProbeRtt;
+        if self
+            .win
+            .handle_loss(now, loss.lost_pkts, loss.in_flight_pkts, in_probe_rtt)
+        {
             self.start_round();
-            self.cwnd = loss.in_flight_pkts.saturating_add(1);
         }
         self.update_gains();
         self.bound_cwnd();
@@ -772,13 +729,9 @@ impl CongestionController for Bbr3 {
         // Recovery"): save the window, count the round as lossy, restart
         // full-pipe detection, and fall to the transport's 1-packet loss
         // window (RFC 5681 §3.1).
-        self.save_cwnd();
-        self.in_recovery = true;
-        self.recovery_start = now;
-        self.packet_conservation = false;
+        self.win.handle_rto(now, self.state == Bbr3State::ProbeRtt);
         self.loss_in_round = true;
-        self.full_bw = 0.0;
-        self.cwnd = self.min_cwnd.max(1);
+        self.full_pipe.restart();
     }
 
     /// PROBE_RTT's small flight is not the path's capacity: its samples
@@ -809,12 +762,7 @@ impl CongestionController for Bbr3 {
         let tx_in_flight = ack.prior_in_flight_pkts as f64;
         if self.inflight_too_high(tx_in_flight) {
             if self.state == Bbr3State::Startup {
-                self.full_bw_reached = true;
-                self.inflight_hi = self
-                    .bdp_pkts(self.max_bw_filter.max(), 1.0)
-                    .max(self.inflight_latest)
-                    .max(MIN_PIPE_CWND_PKTS as f64);
-                self.state = Bbr3State::Drain;
+                self.exit_startup_on_congestion();
             } else {
                 let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
                 self.handle_inflight_too_high(now, tx_in_flight, app_limited);
@@ -825,7 +773,7 @@ impl CongestionController for Bbr3 {
     }
 
     fn cwnd_pkts(&self) -> u32 {
-        self.cwnd
+        self.win.cwnd
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {

@@ -1,13 +1,7 @@
 //! `mpdccp client --config FILE`: the CPE end of the tunnel (see
 //! `mpdccp_net::daemon::client` and `crates/mpdccp-net/README.md`).
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use mpdccp_net::daemon::config::ClientConfig;
-
-#[derive(clap::Args, Debug)]
-pub struct Args {
+daemon_command! {
     /// Client configuration (TOML); `--help` lists the keys, crates/mpdccp-net/README.md explains them.
     ///
     /// Configuration file (TOML), all keys optional unless marked:
@@ -34,18 +28,6 @@ pub struct Args {
     ///
     /// SIGTERM or SIGINT (or `mpdccp status --close`) closes gracefully: MP_CLOSE
     /// on every subflow, exit 0 within 3 s. Logs: RUST_LOG=info|debug to stderr.
-    #[arg(long, short, verbatim_doc_comment)]
-    config: PathBuf,
-    /// Override `ops.control_socket`.
-    #[arg(long)]
-    control_socket: Option<PathBuf>,
-}
-
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut cfg = ClientConfig::load(&args.config)?;
-    if let Some(s) = args.control_socket {
-        cfg.ops.control_socket = s;
-    }
-    mpdccp_net::daemon::client::run(cfg)?;
-    Ok(ExitCode::SUCCESS)
+    config: mpdccp_net::daemon::config::ClientConfig,
+    daemon: mpdccp_net::daemon::client::run,
 }

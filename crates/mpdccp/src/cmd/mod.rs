@@ -1,4 +1,37 @@
 //! One module per subcommand.
+
+/// Writes what `mpdccp client` and `mpdccp server` share: the `Args`
+/// (`--config FILE`, documented by the caller's doc comment, and
+/// `--control-socket`) and the `run` that loads the TOML configuration,
+/// applies the override and runs the daemon until it closes. The two differ
+/// only in their configuration type, daemon and documented keys.
+macro_rules! daemon_command {
+    (
+        $(#[$config_doc:meta])*
+        config: $config:ty,
+        daemon: $daemon:path $(,)?
+    ) => {
+        #[derive(clap::Args, Debug)]
+        pub struct Args {
+            $(#[$config_doc])*
+            #[arg(long, short, verbatim_doc_comment)]
+            config: std::path::PathBuf,
+            /// Override `ops.control_socket`.
+            #[arg(long)]
+            control_socket: Option<std::path::PathBuf>,
+        }
+
+        pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
+            let mut cfg = <$config>::load(&args.config)?;
+            if let Some(s) = args.control_socket {
+                cfg.ops.control_socket = s;
+            }
+            $daemon(cfg)?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+    };
+}
+
 pub mod bench;
 pub mod client;
 pub mod demo;

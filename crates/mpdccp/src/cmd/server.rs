@@ -1,13 +1,7 @@
 //! `mpdccp server --config FILE`: the aggregation server (see
 //! `mpdccp_net::daemon::server` and `crates/mpdccp-net/README.md`).
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use mpdccp_net::daemon::config::ServerConfig;
-
-#[derive(clap::Args, Debug)]
-pub struct Args {
+daemon_command! {
     /// Server configuration (TOML); `--help` lists the keys, crates/mpdccp-net/README.md explains them.
     ///
     /// Configuration file (TOML), all keys optional unless marked:
@@ -29,18 +23,6 @@ pub struct Args {
     ///
     /// SIGTERM or SIGINT (or `mpdccp status --close`) closes gracefully: MP_CLOSE
     /// on every subflow, exit 0 within 3 s. Logs: RUST_LOG=info|debug to stderr.
-    #[arg(long, short, verbatim_doc_comment)]
-    config: PathBuf,
-    /// Override `ops.control_socket`.
-    #[arg(long)]
-    control_socket: Option<PathBuf>,
-}
-
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut cfg = ServerConfig::load(&args.config)?;
-    if let Some(s) = args.control_socket {
-        cfg.ops.control_socket = s;
-    }
-    mpdccp_net::daemon::server::run(cfg)?;
-    Ok(ExitCode::SUCCESS)
+    config: mpdccp_net::daemon::config::ServerConfig,
+    daemon: mpdccp_net::daemon::server::run,
 }
