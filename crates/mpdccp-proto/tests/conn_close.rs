@@ -23,10 +23,7 @@ fn two_path_session() -> Harness {
         ..Default::default()
     });
     h.record = true;
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(300));
+    h.open_paths(2, Duration::from_millis(300));
     assert_eq!(h.server.paths().len(), 2);
     h
 }

@@ -64,10 +64,7 @@ fn data_over_two_paths_is_delivered_exactly_once() {
         c.scheduler = SchedulerConfig::named("rr");
     }
     let mut h = Harness::new(cfg);
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    h.open_paths(2, Duration::from_millis(200));
     let n = 2000u32;
     let mut sent = 0u32;
     // Offer 1000-byte packets every 100 µs (80 Mbit/s) for 200 ms, both ways.
@@ -117,10 +114,7 @@ fn gso_batches_carry_equal_size_datagrams_and_deliver_exactly_once() {
     let mut cfg = two_paths();
     cfg.client.max_gso_segments = 8;
     let mut h = Harness::new(cfg);
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    h.open_paths(2, Duration::from_millis(200));
     // Bursts of equal-size packets.
     for burst in 0..50u32 {
         let now = h.now;

@@ -21,10 +21,7 @@ fn mutated_and_random_datagrams_never_panic() {
         ..Default::default()
     });
     h.record = true;
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    h.open_paths(2, Duration::from_millis(200));
     for k in 0..50u32 {
         let now = h.now;
         h.client.send(now, &k.to_be_bytes().repeat(30)).unwrap();

@@ -204,10 +204,7 @@ fn mp_seq_wraps_at_48_bits() {
         },
         ..Default::default()
     });
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    h.open_paths(2, Duration::from_millis(200));
     pump(&mut h, Side::Client, 40, Duration::from_millis(1));
     h.drive_for(Duration::from_millis(200));
     let got = h.delivered(Side::Server);

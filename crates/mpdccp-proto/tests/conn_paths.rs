@@ -267,10 +267,7 @@ fn forged_removeaddr_closes_nothing() {
         ..Default::default()
     });
     h.record = true;
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(300));
+    h.open_paths(2, Duration::from_millis(300));
     assert_eq!(live(&h, Side::Server), 2);
     let s0 = h.server.stats();
     let mut forged = 0u64;
@@ -334,10 +331,7 @@ fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
         ..Default::default()
     });
     h.record = true;
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(300));
+    h.open_paths(2, Duration::from_millis(300));
     let mut captured: Option<MpRemoveAddr> = None;
     let mut hmac = [0u8; 20];
     let mut reused_at = None;

@@ -397,10 +397,7 @@ fn cpf_split(cc: &str) -> (f64, f64) {
         server: conf,
         ..Default::default()
     });
-    h.open_path(0);
-    h.drive_for(Duration::from_millis(100));
-    h.open_path(1);
-    h.drive_for(Duration::from_millis(200));
+    h.open_paths(2, Duration::from_millis(200));
     // 15 Mbit/s of 1250-byte packets: 1.5 per ms.
     let mut sent_at_3s = (0, 0);
     let mut k = 0u64;

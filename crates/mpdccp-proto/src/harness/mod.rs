@@ -213,6 +213,17 @@ impl Harness {
         debug_assert!(r.is_ok(), "add_path {i}: {r:?}");
     }
 
+    /// The usual start of a multipath test: path 0 runs the MP_KEY
+    /// handshake (100 ms), then paths `1..n` join and run for `settle`.
+    pub fn open_paths(&mut self, n: usize, settle: Duration) {
+        self.open_path(0);
+        self.drive_for(Duration::from_millis(100));
+        for i in 1..n {
+            self.open_path(i);
+        }
+        self.drive_for(settle);
+    }
+
     pub fn conn(&mut self, side: Side) -> &mut Connection {
         match side {
             Side::Client => &mut self.client,
