@@ -12,14 +12,16 @@
 //! of it — processes first, then namespaces (which take their veths with
 //! them) — is removed when the [`Topology`] drops.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{bail, Context};
 
-use crate::netns::{self, veth_pair, Netns, Proc};
+use crate::netns::{self, spawn_in_netns, veth_pair, Netns, Proc};
+use crate::probe::{self, Arrival, ProbeConfig, SendLog};
 
 /// Addresses and interface names of one path.
 #[derive(Clone, Debug)]
@@ -424,6 +426,73 @@ impl Topology {
         let s = std::fs::read_to_string(self.log_file(server)).unwrap_or_default();
         let lines: Vec<&str> = s.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// A probe stream through the tunnel (the project's probe generator:
+/// sequence numbers and send times), receiver and sender each in a thread
+/// inside their namespace. Made by [`Topology::start_probe_stream`].
+pub struct ProbeStream {
+    abort: Arc<AtomicBool>,
+    rx: std::thread::JoinHandle<anyhow::Result<Vec<Arrival>>>,
+    tx: std::thread::JoinHandle<anyhow::Result<SendLog>>,
+}
+
+impl Topology {
+    /// Starts `rate_bps` of 1000-byte probes for `secs` to `port` on the
+    /// far end's tunnel address: client → server, or server → client when
+    /// `downstream`. Returns the stream and its start time.
+    pub fn start_probe_stream(
+        &self,
+        downstream: bool,
+        rate_bps: u64,
+        secs: f64,
+        port: u16,
+    ) -> anyhow::Result<(ProbeStream, mpdccp_proto::Instant)> {
+        let (dst_ns, src_ns, dst_ip) = if downstream {
+            (&self.client, &self.server, CLIENT_TUN_V4)
+        } else {
+            (&self.server, &self.client, SERVER_TUN_V4)
+        };
+        let abort = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(AtomicBool::new(false));
+        let bind = SocketAddr::new(dst_ip.into(), port);
+        let (a2, r2) = (abort.clone(), ready.clone());
+        let rx = spawn_in_netns(dst_ns.name(), move || {
+            Ok(probe::receive(bind, a2, Some(r2))?)
+        });
+        wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire))
+            .context("probe receiver not ready")?;
+        let start = crate::clock::now() + Duration::from_millis(20);
+        let cfg = ProbeConfig {
+            flow: 1,
+            dst: bind,
+            rate_bps,
+            payload_bytes: 1000,
+            start,
+            stop: start + Duration::from_secs_f64(secs),
+        };
+        let a3 = abort.clone();
+        let tx = spawn_in_netns(src_ns.name(), move || Ok(probe::send(&cfg, &a3)?));
+        Ok((ProbeStream { abort, rx, tx }, start))
+    }
+}
+
+impl ProbeStream {
+    /// Waits for the sender, gives the last probes `drain` to cross the
+    /// tunnel (reordering timeout + delay), then stops the receiver.
+    pub fn finish(self, drain: Duration) -> anyhow::Result<(SendLog, Vec<Arrival>)> {
+        let log = self
+            .tx
+            .join()
+            .map_err(|_| anyhow::anyhow!("probe sender panicked"))??;
+        std::thread::sleep(drain);
+        self.abort.store(true, Ordering::Relaxed);
+        let arrivals = self
+            .rx
+            .join()
+            .map_err(|_| anyhow::anyhow!("probe receiver panicked"))??;
+        Ok((log, arrivals))
     }
 }
 

@@ -11,15 +11,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
-use mpdccp_net::clock;
 use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
-use mpdccp_net::probe::{self, ProbeConfig};
+use mpdccp_net::probe;
 use mpdccp_net::topo::{
     wait_for, Topology, TunnelOpts, CLIENT_TUN_V4, CLIENT_TUN_V6, SERVER_TUN_V4,
 };
@@ -466,29 +465,12 @@ fn downstream_ping_and_probe_stream_exactly_once() {
             .expect("ping from the server");
         assert!(out.contains(" 0% packet loss"), "{dst}: {out}");
     }
-    let abort = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicBool::new(false));
-    let bind = SocketAddr::new(CLIENT_TUN_V4.into(), 9005);
-    let (a2, r2) = (abort.clone(), ready.clone());
-    let rx = spawn_in_netns(t.client.name(), move || {
-        Ok(probe::receive(bind, a2, Some(r2))?)
-    });
-    wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire)).expect("receiver ready");
-    let start = clock::now() + Duration::from_millis(20);
-    let cfg = ProbeConfig {
-        flow: 1,
-        dst: bind,
-        rate_bps: 8_000_000,
-        payload_bytes: 1000,
-        start,
-        stop: start + Duration::from_secs(3),
-    };
-    let a3 = abort.clone();
-    let tx = spawn_in_netns(t.server.name(), move || Ok(probe::send(&cfg, &a3)?));
-    let log = tx.join().expect("sender thread").expect("sender");
-    std::thread::sleep(Duration::from_millis(300));
-    abort.store(true, Ordering::Relaxed);
-    let arr = rx.join().expect("receiver thread").expect("receiver");
+    let (stream, _) = t
+        .start_probe_stream(true, 8_000_000, 3.0, 9005)
+        .expect("downstream probe stream");
+    let (log, arr) = stream
+        .finish(Duration::from_millis(300))
+        .expect("downstream probe stream");
     let tally = probe::tally(&arr, 1, log.sent.len() as u64);
     assert!(log.sent.len() > 2500, "sent {}", log.sent.len());
     assert_eq!(tally.duplicates, 0, "{tally:?}");

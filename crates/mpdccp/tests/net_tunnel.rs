@@ -8,14 +8,14 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_net::clock;
 use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
-use mpdccp_net::probe::{self, Arrival, ProbeConfig};
-use mpdccp_net::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6};
+use mpdccp_net::probe::{self, Arrival};
+use mpdccp_net::topo::{
+    wait_for, ProbeStream, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6,
+};
 use mpdccp_proto::Instant;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -70,46 +70,14 @@ fn tunnel_handshake_ping_v4_v6() {
     );
 }
 
-/// A probe stream through the tunnel: receiver thread in the server
-/// namespace, sender thread in the client namespace.
-struct Stream {
-    abort: Arc<AtomicBool>,
-    rx: std::thread::JoinHandle<anyhow::Result<Vec<Arrival>>>,
-    tx: std::thread::JoinHandle<anyhow::Result<probe::SendLog>>,
+/// Upstream probes (client → server), 300 ms to drain at the end.
+fn start_stream(t: &Topology, rate_bps: u64, secs: f64, port: u16) -> (ProbeStream, Instant) {
+    t.start_probe_stream(false, rate_bps, secs, port)
+        .expect("probe stream")
 }
 
-fn start_stream(t: &Topology, rate_bps: u64, secs: f64, port: u16) -> (Stream, Instant) {
-    let abort = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicBool::new(false));
-    let bind: SocketAddr = SocketAddr::new(SERVER_TUN_V4.into(), port);
-    let (a2, r2) = (abort.clone(), ready.clone());
-    let rx = spawn_in_netns(t.server.name(), move || {
-        Ok(probe::receive(bind, a2, Some(r2))?)
-    });
-    wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire)).expect("receiver ready");
-    let start = clock::now() + Duration::from_millis(20);
-    let cfg = ProbeConfig {
-        flow: 1,
-        dst: bind,
-        rate_bps,
-        payload_bytes: 1000,
-        start,
-        stop: start + Duration::from_secs_f64(secs),
-    };
-    let a3 = abort.clone();
-    let tx = spawn_in_netns(t.client.name(), move || Ok(probe::send(&cfg, &a3)?));
-    (Stream { abort, rx, tx }, start)
-}
-
-impl Stream {
-    fn finish(self) -> (probe::SendLog, Vec<Arrival>) {
-        let log = self.tx.join().expect("sender thread").expect("sender");
-        // Let the last probes cross the tunnel (reordering timeout + delay).
-        std::thread::sleep(Duration::from_millis(300));
-        self.abort.store(true, Ordering::Relaxed);
-        let arr = self.rx.join().expect("receiver thread").expect("receiver");
-        (log, arr)
-    }
+fn finish(s: ProbeStream) -> (probe::SendLog, Vec<Arrival>) {
+    s.finish(Duration::from_millis(300)).expect("probe stream")
 }
 
 #[test]
@@ -126,7 +94,7 @@ fn tunnel_probe_stream_exactly_once_over_two_paths() {
     };
     t.start_tunnel(exe(), &opts).expect("tunnel");
     let (s, _) = start_stream(&t, 8_000_000, 3.0, 9001);
-    let (log, arr) = s.finish();
+    let (log, arr) = finish(s);
     let tally = probe::tally(&arr, 1, log.sent.len() as u64);
     assert!(log.sent.len() > 2500, "sent {}", log.sent.len());
     assert_eq!(tally.duplicates, 0, "{tally:?}");
@@ -173,7 +141,7 @@ fn tunnel_survives_interface_down_and_rejoins() {
             t.log_tail(false)
         )
     });
-    let (log, arr) = s.finish();
+    let (log, arr) = finish(s);
     let st = t.status(false).expect("status");
     assert!(
         st["daemon"]["joins_started"].as_u64().unwrap_or(0) >= 3,
@@ -470,7 +438,7 @@ fn tunnel_interface_flaps_twelve_times_without_leaking_paths() {
         max_len.1 = max_len.1.max(path_counts(&s).0);
         std::thread::sleep(Duration::from_millis(500));
     }
-    let (log, arr) = s.finish();
+    let (log, arr) = finish(s);
     let tally = probe::tally(&arr, 1, log.sent.len() as u64);
     assert_eq!(tally.duplicates, 0, "{tally:?}");
     let c = t.status(false).expect("client status");
