@@ -92,10 +92,11 @@ pub fn virtual_reno_window(w_cubic_pkts: f64, rtt_s: f64) -> f64 {
 /// CUBIC subflow must be LIA, the coupled Reno (Lee et al.'s "small-BDP"
 /// path). Infinite for a zero RTT.
 pub fn cubic_reno_crossover_window_pkts(rtt_s: f64) -> f64 {
-    let reno = 1.5f64.sqrt();
-    // p* from 1.054·RTT^0.75·p^-0.75 = √1.5·p^-0.5.
-    let p = (1.054 * rtt_s.powf(0.75) / reno).powi(4);
-    let w = (1.5 / p).sqrt();
+    // p* from 1.054·RTT^0.75·p^-0.75 = √1.5·p^-0.5 is
+    // (1.054·RTT^0.75/√1.5)^4, so W* = √(1.5/p*) = 1.5^1.5/1.054² · RTT^-1.5:
+    // one square root per call (it runs on every ack).
+    const K: f64 = 1.837_117_307_087_383_6 / (1.054 * 1.054); // 1.5^1.5 / 1.054²
+    let w = K / (rtt_s * rtt_s.sqrt());
     if w.is_finite() {
         w
     } else {
