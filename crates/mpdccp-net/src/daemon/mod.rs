@@ -83,15 +83,13 @@ pub fn drain_socket(
             let Some((data, from, truncated)) = rx.datagram(i) else {
                 continue;
             };
-            let seg = rx.gro_segment_bytes(i).filter(|&s| s < data.len());
-            if truncated || from.is_none() {
+            let (Some(from), false) = (from, truncated) else {
                 stats.udp_rx_datagrams += 1;
                 stats.udp_rx_bytes += data.len() as u64;
                 stats.udp_rx_truncated += u64::from(truncated);
                 continue;
-            }
-            let Some(from) = from else { continue };
-            let seg = match seg {
+            };
+            let seg = match rx.gro_segment_bytes(i).filter(|&s| s < data.len()) {
                 Some(s) => {
                     stats.udp_rx_gro_trains += 1;
                     s
