@@ -1,0 +1,166 @@
+//! The settings a driver gives a [`super::Connection`] and its paths.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::cc::CcConfig;
+use crate::reorder::ReorderConfig;
+use crate::sched::SchedulerConfig;
+
+use super::queue::DropPolicy;
+use super::SERVICE_CODE;
+
+/// Connection settings. Build with `ConnectionConfig { field: x, ..Default::default() }`.
+#[derive(Clone, Debug)]
+pub struct ConnectionConfig {
+    /// Congestion control, a [`crate::cc::build`] name ("ccid2" by default).
+    pub cc: String,
+    pub cc_config: CcConfig,
+    pub scheduler: SchedulerConfig,
+    pub reorder: ReorderConfig,
+    /// Bounded send queue in front of the scheduler, packets.
+    pub send_queue_pkts: usize,
+    /// Bounded send queue in front of the scheduler, bytes.
+    pub send_queue_bytes: usize,
+    pub drop_policy: DropPolicy,
+    /// Most subflows at once; a join beyond gets Reset 9 ("too busy").
+    pub max_paths: usize,
+    /// Largest DCCP packet (header + tunnelled packet), bytes.
+    pub mss_bytes: u32,
+    /// false = plain single-path DCCP (no Multipath Capable feature).
+    pub multipath: bool,
+    /// Sequence Window (RFC 4340 §7.5.2), packets. Must exceed the largest
+    /// congestion window plus reordering, or valid packets trigger Syncs.
+    pub seq_window_pkts: u64,
+    /// Largest Ack Ratio asked of the peer (RFC 4341 §6.1.2 default 2).
+    pub ack_ratio: u32,
+    /// Delayed-acknowledgement timer for fewer than Ack Ratio packets.
+    pub ack_delay: Duration,
+    /// Sequence numbers an Ack Vector covers at most.
+    pub ackvec_cover_pkts: u64,
+    /// RTO before the first RTT sample (RFC 6298 §2.1 says 1 s).
+    pub initial_rto: Duration,
+    /// First retransmission interval of Request, PARTOPEN Ack and Close
+    /// (doubles each try; RFC 4340 §8.1.1).
+    pub handshake_rto: Duration,
+    /// Transmissions of Request / PARTOPEN Ack / Close before giving up.
+    pub max_handshake_tries: u32,
+    /// Consecutive RTOs before a path is reported failed when it is the
+    /// only usable path.
+    pub fail_after_rtos: u32,
+    /// As `fail_after_rtos` while another path is up: failing over early
+    /// costs little when traffic has somewhere to go (handover).
+    pub fail_after_rtos_with_backup: u32,
+    /// Largest interval between probes of a failed path.
+    pub max_probe_interval: Duration,
+    /// Time in TIMEWAIT (RFC 4340 says 2 MSL; a tunnel uses much less).
+    pub timewait: Duration,
+    /// Retransmission interval of unconfirmed MP_ADDADDR/REMOVEADDR/PRIO.
+    pub mp_option_rto: Duration,
+    /// Transmissions of MP_ADDADDR/REMOVEADDR/PRIO before giving up.
+    pub mp_option_max_tries: u32,
+    /// Interval between MP_RTT reports on a busy path.
+    pub mp_rtt_interval: Duration,
+    /// First MP_SEQ to send; `None` = random 48-bit value (RFC 9897 §3.2.5).
+    pub initial_mp_seq: Option<u64>,
+    /// Verify DCCP checksums when the path's addresses are known.
+    pub verify_checksums: bool,
+    pub service_code: u32,
+    /// Data packets of equal size `poll_transmit` may batch for one path
+    /// (UDP GSO); 1 = one datagram per `Transmit`.
+    pub max_gso_segments: usize,
+    /// A server subflow stuck in RESPOND (no Ack to its Response) is
+    /// dropped after this long (RFC 4340 §8.1.3 allows up to 4 MSL); bounds
+    /// half-open state under Request floods.
+    pub respond_timeout: Duration,
+    /// MP_SEQ more than this far ahead of the highest seen is implausible
+    /// (dropped and counted) unless a run of consistent packets confirms
+    /// the jump; keeps one forged MP_SEQ from pushing the reorderer ahead.
+    pub max_mp_seq_jump: u64,
+    /// A subflow from which nothing valid arrived for this long is probed
+    /// with a Sync (the peer answers SyncAck), again every interval, so a
+    /// quiet but working path (a standby, or one direction idle) proves it
+    /// is alive. `None` = no keepalives.
+    pub keepalive_interval: Option<Duration>,
+    /// A subflow silent (nothing valid received, keepalives unanswered)
+    /// for this long while another subflow of the connection is heard from
+    /// is expired: closed without a handshake and forgotten, so a peer that
+    /// lost an interface without telling us (no MP_REMOVEADDR) does not
+    /// hold a path slot. `None` = never.
+    pub path_idle_timeout: Option<Duration>,
+    /// The whole connection is closed when nothing valid arrived on any
+    /// subflow for this long. `None` = never.
+    pub idle_timeout: Option<Duration>,
+    /// A CLOSED subflow stays in the path table this long (to answer a
+    /// retransmitted Close, and for status) before it is forgotten and its
+    /// slot reused.
+    pub closed_path_linger: Duration,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            cc: "ccid2".into(),
+            cc_config: CcConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            reorder: ReorderConfig::default(),
+            send_queue_pkts: 1000,
+            send_queue_bytes: 2_000_000,
+            drop_policy: DropPolicy::DropNewest,
+            max_paths: 8,
+            mss_bytes: 1500,
+            multipath: true,
+            seq_window_pkts: 10_000,
+            ack_ratio: 2,
+            ack_delay: Duration::from_millis(10),
+            ackvec_cover_pkts: 64,
+            initial_rto: Duration::from_secs(1),
+            handshake_rto: Duration::from_millis(500),
+            max_handshake_tries: 7,
+            fail_after_rtos: 3,
+            fail_after_rtos_with_backup: 1,
+            max_probe_interval: Duration::from_secs(1),
+            timewait: Duration::from_secs(1),
+            mp_option_rto: Duration::from_millis(300),
+            mp_option_max_tries: 10,
+            mp_rtt_interval: Duration::from_millis(500),
+            initial_mp_seq: None,
+            verify_checksums: true,
+            service_code: SERVICE_CODE,
+            max_gso_segments: 1,
+            respond_timeout: Duration::from_secs(30),
+            max_mp_seq_jump: 8192,
+            keepalive_interval: None,
+            path_idle_timeout: None,
+            idle_timeout: None,
+            closed_path_linger: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Which end of the connection this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+}
+
+/// Per-path settings given by the driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathConfig {
+    /// MP_PRIO (see [`crate::path::priority`]).
+    pub priority: u8,
+    /// Local address: source of checksums' pseudo-header, pcap, ADDADDR.
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+}
+
+impl Default for PathConfig {
+    fn default() -> Self {
+        PathConfig {
+            priority: crate::path::priority::PRIMARY,
+            local: None,
+            remote: None,
+        }
+    }
+}
