@@ -77,9 +77,9 @@ fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
-/// tshark's decode of `pcap`: one row per frame, one column per FIELDS
-/// entry, repeated occurrences joined by ','.
-fn tshark_rows(pcap: &Path, prefs: &[&str]) -> Vec<Vec<String>> {
+/// tshark's decode of `pcap`: one row per frame (matching `filter`, if
+/// any), one column per field, repeated occurrences joined by ','.
+fn tshark_query(pcap: &Path, prefs: &[&str], filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-n")
         .arg("-X")
@@ -87,7 +87,11 @@ fn tshark_rows(pcap: &Path, prefs: &[&str]) -> Vec<Vec<String>> {
     for p in prefs {
         cmd.args(["-o", p]);
     }
-    cmd.arg("-r").arg(pcap).args([
+    cmd.arg("-r").arg(pcap);
+    if !filter.is_empty() {
+        cmd.args(["-Y", filter]);
+    }
+    cmd.args([
         "-T",
         "fields",
         "-E",
@@ -97,7 +101,7 @@ fn tshark_rows(pcap: &Path, prefs: &[&str]) -> Vec<Vec<String>> {
         "-E",
         "aggregator=,",
     ]);
-    for f in FIELDS {
+    for f in fields {
         cmd.args(["-e", f]);
     }
     let out = cmd.output().expect("run tshark");
@@ -111,6 +115,10 @@ fn tshark_rows(pcap: &Path, prefs: &[&str]) -> Vec<Vec<String>> {
         .lines()
         .map(|l| l.split('\t').map(str::to_string).collect())
         .collect()
+}
+
+fn tshark_rows(pcap: &Path, prefs: &[&str]) -> Vec<Vec<String>> {
+    tshark_query(pcap, prefs, "", &FIELDS)
 }
 
 /// Expected columns for one DCCP packet, from our own parser.
@@ -542,4 +550,93 @@ fn lua_dissector_decodes_every_suboption_natively_in_udp_and_as_udccp() {
         );
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The reference kernel captures (shared shelf; `MPDCCP_REFERENCE_KERNEL`
+/// overrides). `None` (a skip) outside CI when they are absent.
+fn reference_dir() -> Option<PathBuf> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let candidates = [
+        std::env::var_os("MPDCCP_REFERENCE_KERNEL").map(PathBuf::from),
+        Some(repo.join("../shared/reference-kernel")),
+        Some(repo.join("../../shared/reference-kernel")),
+    ];
+    let found = candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("mpdccp-2vm-session.pcapng").is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "reference kernel captures are required in CI"
+        );
+        eprintln!("skipping: no reference-kernel captures");
+    }
+    found
+}
+
+/// The reference kernel's captures use pre-RFC layouts (BUILD.md of the
+/// shelf). The RFC layout decodes k4.14's MP_KEY (reserved, CI, key) as is
+/// and flags k5.10's (no CI) as malformed; the reference-layout preferences
+/// decode k5.10's keys and the byte-reversed IPv4 of MP_ADDADDR.
+#[test]
+fn lua_dissector_reads_the_reference_kernel_captures() {
+    if !tshark_available() {
+        return;
+    }
+    let Some(dir) = reference_dir() else { return };
+    let k414 = dir.join("k4.14/mpdccp-k414-2vm-session.pcapng");
+    let k510 = dir.join("mpdccp-2vm-session.pcapng");
+    let fields = [
+        "mpdccp.mp.key.ci",
+        "mpdccp.mp.key.data",
+        "mpdccp.mp.join.ci",
+        "mpdccp.mp.join.nonce",
+        "mpdccp.mp.close.key",
+        "mpdccp.mp.addaddr.ipv4",
+        "_ws.expert.message",
+    ];
+    let q = |pcap: &Path, prefs: &[&str], filter: &str| tshark_query(pcap, prefs, filter, &fields);
+    let reversed = "mpdccp.ref_addaddr_v4_reversed:TRUE";
+    let k510_keys = "mpdccp.key_layout:2";
+
+    // k4.14, RFC layout (values from BUILD.md).
+    let req = q(&k414, &[], "mpdccp.type == 0 && mpdccp.mp.key.ci");
+    assert_eq!(req[0][..2], ["0xf89cc60c", "e8ae7f046957a0e9"]);
+    let resp = q(&k414, &[], "mpdccp.type == 1 && mpdccp.mp.key.ci");
+    assert_eq!(resp[0][..2], ["0x539202e7", "65657abd5aae542b"]);
+    let join = q(&k414, &[], "mpdccp.type == 0 && mpdccp.mp.join.ci");
+    assert_eq!(join[0][2..4], ["0x539202e7", "0xd3206b88"]);
+    let close = q(&k414, &[], "mpdccp.mp.close.key");
+    assert_eq!(close[0][4], "65657abd5aae542b", "MP_CLOSE carries KeyS");
+    // Nothing malformed under the RFC layout; only pre-RFC notes.
+    for r in q(&k414, &[], "mpdccp.type && _ws.expert.message") {
+        for m in r[6].split(',') {
+            assert!(m.contains("pre-RFC layout"), "k4.14: {m}");
+        }
+    }
+    let adds = q(&k414, &[reversed], "mpdccp.mp.addaddr.ipv4");
+    assert!(adds.iter().all(|r| r[5] == "10.0.2.3"), "{adds:?}");
+    let adds = q(&k414, &[], "mpdccp.mp.addaddr.ipv4");
+    assert!(adds.iter().all(|r| r[5] == "3.2.0.10"), "{adds:?}");
+
+    // k5.10: the RFC layout cannot delimit its MP_KEY (no CI)...
+    let bad = q(&k510, &[], "mpdccp.mp.subtype == 3");
+    assert_eq!(bad.len(), 3);
+    assert!(bad.iter().all(|r| r[6].contains("is reserved")), "{bad:?}");
+    // ...the k5.10 layout reads its keys (third MP_KEY with both).
+    let keys = q(&k510, &[k510_keys], "mpdccp.mp.subtype == 3");
+    let data: Vec<&str> = keys.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(
+        data,
+        [
+            "32cb22070120ffa2",
+            "95e93cf7bccb8569",
+            "32cb22070120ffa2,95e93cf7bccb8569"
+        ]
+    );
+    let close = q(&k510, &[k510_keys], "mpdccp.mp.close.key");
+    assert_eq!(close[0][4], "95e93cf7bccb8569");
+    let join = q(&k510, &[k510_keys], "mpdccp.type == 0 && mpdccp.mp.join.ci");
+    assert_eq!(join[0][2..4], ["0x64b1d4fd", "0x81620cf9"]);
 }
