@@ -11,6 +11,8 @@
 //! * an entry names a test function that does not exist, or an
 //!   implementation place (`Type::function`) that no crate defines
 //!   (`every_named_test_and_place_exists`);
+//! * a row is "not implemented" without citing a finding (F1, F2, …) of
+//!   `docs/rfc9897/FINDINGS.md` that says what to change;
 //! * `docs/rfc9897/MATRIX.md` differs from what the TOML generates
 //!   (`matrix_md_is_current`; regenerate with `MPDCCP_BLESS=1`).
 
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 const SPEC: &str = "docs/spec/draft-ietf-tsvwg-multipath-dccp-25.mkd";
 const MATRIX_TOML: &str = "docs/rfc9897/requirements.toml";
 const MATRIX_MD: &str = "docs/rfc9897/MATRIX.md";
+const FINDINGS: &str = "docs/rfc9897/FINDINGS.md";
 const STATUSES: [&str; 4] = [
     "implemented",
     "partial",
@@ -259,6 +262,14 @@ fn load_matrix() -> Vec<Req> {
         .collect()
 }
 
+/// Finding ids ("F12") a note cites.
+fn finding_ids(note: &str) -> Vec<String> {
+    words(note)
+        .filter(|w| w.len() > 1 && w.starts_with('F') && w[1..].chars().all(|c| c.is_ascii_digit()))
+        .map(str::to_string)
+        .collect()
+}
+
 fn toml_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -302,6 +313,7 @@ fn extractor_finds_the_sentences_it_should() {
 fn every_normative_sentence_has_an_entry() {
     let sentences = normative_sentences(&read(SPEC));
     let matrix = load_matrix();
+    let findings = read(FINDINGS);
     let mut by_text: BTreeMap<&str, Vec<&Req>> = BTreeMap::new();
     for r in &matrix {
         by_text.entry(r.text.as_str()).or_default().push(r);
@@ -351,6 +363,22 @@ fn every_normative_sentence_has_an_entry() {
                 assert!(!r.note.is_empty(), "{}: partial: what is missing?", r.id);
             }
             _ => assert!(!r.note.is_empty(), "{}: {} needs a reason", r.id, r.status),
+        }
+        // A gap is explained by a finding that says what to change.
+        if r.status == "not implemented" {
+            let f = finding_ids(&r.note);
+            assert!(
+                !f.is_empty(),
+                "{}: not implemented without a finding id",
+                r.id
+            );
+            for id in f {
+                assert!(
+                    findings.contains(&format!("**{id} ")),
+                    "{}: {id} is not in {FINDINGS}",
+                    r.id
+                );
+            }
         }
     }
     assert_eq!(matrix.len(), sentences.len());
