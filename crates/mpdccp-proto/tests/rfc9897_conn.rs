@@ -282,3 +282,39 @@ fn too_busy_reset_on_a_join_leaves_the_other_subflows_open() {
         assert!(data > 0, "path {p} still carries data");
     }
 }
+
+/// §3.6: "The subflow closing procedure MUST be also applied if a final ACK
+/// carrying MP_KEY with wrong KeyA/KeyB is received." The client's third
+/// packet echoes the server's key with one bit flipped.
+#[test]
+fn wrong_key_echo_in_the_final_ack_closes_the_subflow() {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(10),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    h.record = true;
+    h.tamper = Some(Box::new(|side, path, bytes| {
+        if side == Side::Client && inspect::packet_type(bytes) == Some(PacketType::Ack) {
+            if let Some(r) = inspect::find_mp_suboption(bytes, mp::KEY) {
+                // resvd CI {0, KeyA} {0, KeyB}: flip a bit of the echoed KeyB.
+                bytes[r.end - 1] ^= 0x01;
+                let (c, s) = Harness::path_addrs(path.0 as usize);
+                inspect::fix_checksum(bytes, c.ip(), s.ip());
+            }
+        }
+        true
+    }));
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(500));
+    assert!(h.server.stats().bad_key_echo >= 1);
+    assert!(!h.server.is_established(), "no connection on a wrong echo");
+    let reset_5 = h.wire.iter().any(|w| {
+        w.from == Side::Server
+            && inspect::packet_type(&w.bytes) == Some(PacketType::Reset)
+            && w.bytes[24] == 5
+    });
+    assert!(reset_5, "Reset (Option Error) on the subflow");
+}

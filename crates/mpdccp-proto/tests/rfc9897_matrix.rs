@@ -230,11 +230,21 @@ struct Req {
 }
 
 fn load_matrix() -> Vec<Req> {
+    load_table("req")
+}
+
+/// The `[[choice]]` entries: where the text is ambiguous or contradicts
+/// itself, what we chose (`text` = the issue, `note` = the choice).
+fn load_choices() -> Vec<Req> {
+    load_table("choice")
+}
+
+fn load_table(name: &str) -> Vec<Req> {
     let doc: toml::Table = read(MATRIX_TOML).parse().expect("requirements.toml parses");
     let list = doc
-        .get("req")
+        .get(name)
         .and_then(|v| v.as_array())
-        .expect("[[req]] entries");
+        .unwrap_or_else(|| panic!("[[{name}]] entries"));
     let s = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
     let v = |t: &toml::Table, k: &str| -> Vec<String> {
         t.get(k)
@@ -248,7 +258,18 @@ fn load_matrix() -> Vec<Req> {
     };
     list.iter()
         .map(|e| {
-            let t = e.as_table().expect("[[req]] is a table");
+            let t = e.as_table().expect("an entry is a table");
+            if name == "choice" {
+                return Req {
+                    id: s(t, "id"),
+                    section: s(t, "section"),
+                    text: s(t, "issue"),
+                    status: "choice".into(),
+                    places: v(t, "impl"),
+                    tests: v(t, "tests"),
+                    note: s(t, "choice"),
+                };
+            }
             Req {
                 id: s(t, "id"),
                 section: s(t, "section"),
@@ -424,7 +445,11 @@ fn defines(src: &str, name: &str) -> bool {
 fn every_named_test_and_place_exists() {
     let sources = rust_sources();
     let mut errors = Vec::new();
-    for r in load_matrix() {
+    let choices = load_choices();
+    assert!(choices
+        .iter()
+        .all(|c| !c.text.is_empty() && !c.note.is_empty()));
+    for r in load_matrix().into_iter().chain(choices) {
         for t in &r.tests {
             // "path/to/file.rs::fn_name"
             let Some((file, name)) = t.rsplit_once("::") else {
@@ -547,6 +572,22 @@ fn render_md(matrix: &[Req]) -> String {
         }
         if !r.note.is_empty() {
             o.push_str(&format!("* Note: {}\n", r.note));
+        }
+        o.push('\n');
+    }
+    o.push_str("## Choices where the text is ambiguous or self-contradictory\n\n");
+    for c in load_choices() {
+        o.push_str(&format!(
+            "### {} — §{}\n\n* Text: {}\n* Choice: {}\n",
+            c.id, c.section, c.text, c.note
+        ));
+        if !c.places.is_empty() {
+            let p: Vec<String> = c.places.iter().map(|p| format!("`{p}`")).collect();
+            o.push_str(&format!("* Where: {}\n", p.join(", ")));
+        }
+        if !c.tests.is_empty() {
+            let t: Vec<String> = c.tests.iter().map(|t| format!("`{t}`")).collect();
+            o.push_str(&format!("* Tests: {}\n", t.join(", ")));
         }
         o.push('\n');
     }
