@@ -1,0 +1,340 @@
+//! Path and connection life cycle: closing, failing and dropping subflows,
+//! keepalive / path expiry / idle timeout, forgetting closed subflows.
+
+use super::*;
+
+impl Connection {
+    /// Closes subflow `i` at once, without a handshake (its address is
+    /// gone or it is silent): queued packets go back to the connection
+    /// queue, every timer of it stops, `PathClosed` is reported once.
+    pub(super) fn drop_subflow(&mut self, now: Instant, i: usize) {
+        self.reinject(i);
+        let sf = &mut self.paths[i];
+        let id = sf.id;
+        let was_gone = sf.is_gone();
+        sf.state = SubState::Closed;
+        sf.pend = Default::default();
+        sf.retx_at = None;
+        sf.rto_at = None;
+        sf.ack_due = None;
+        sf.timewait_until = None;
+        sf.probe_at = None;
+        sf.failed = false;
+        sf.closed_at = Some(sf.closed_at.unwrap_or(now));
+        if !was_gone {
+            self.events.push_back(Event::PathClosed(id));
+        }
+    }
+
+    pub(super) fn begin_subflow_close(&mut self, now: Instant, i: usize) {
+        let server = self.role == Role::Server;
+        let sf = &mut self.paths[i];
+        match sf.state {
+            // RFC 4340 §8.3: a server asks the client to close (CloseReq) so
+            // that the client, not the server, holds TIMEWAIT.
+            SubState::Open if server => {
+                sf.state = SubState::CloseReq;
+                sf.pend.closereq = true;
+                sf.retx_tries = 0;
+                sf.retx_interval = self.config.handshake_rto.max(sf.rtt.rto());
+                sf.retx_at = Some(now);
+            }
+            SubState::Open | SubState::PartOpen | SubState::Respond => {
+                sf.state = SubState::Closing;
+                sf.pend.close = true;
+                sf.retx_tries = 0;
+                sf.retx_interval = self.config.handshake_rto.max(sf.rtt.rto());
+                sf.retx_at = Some(now);
+            }
+            SubState::Request => {
+                sf.state = SubState::Closed;
+                sf.retx_at = None;
+                self.events.push_back(Event::PathClosed(sf.id));
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn fail_path(&mut self, i: usize, reset: Option<ResetCode>) {
+        let sf = &mut self.paths[i];
+        sf.state = SubState::Closed;
+        sf.retx_at = None;
+        sf.rto_at = None;
+        sf.pend = Default::default();
+        if sf.have_isr {
+            sf.pend.reset = reset;
+        }
+        let id = sf.id;
+        self.reinject(i);
+        self.events.push_back(Event::PathFailed(id));
+    }
+
+    pub(super) fn check_closed(&mut self) {
+        match self.state {
+            ConnState::Closing => {
+                if self.paths.iter().all(|p| p.is_gone()) {
+                    self.finish_close();
+                }
+            }
+            ConnState::Handshaking => {
+                // Every subflow attempt died before the connection opened.
+                if self.ever_had_path && self.paths.iter().all(|p| p.state == SubState::Closed) {
+                    self.close_reason
+                        .get_or_insert_with(|| "handshake failed".into());
+                    self.finish_close();
+                }
+            }
+            ConnState::Established => {
+                // All subflows gone for good: nothing can carry data any more.
+                if self.ever_had_path && self.paths.iter().all(|p| p.is_gone()) {
+                    self.close_reason
+                        .get_or_insert_with(|| "all subflows closed".into());
+                    self.finish_close();
+                }
+            }
+            ConnState::Closed => {}
+        }
+    }
+
+    /// Forgets subflows that are closed and owe nothing: at once those
+    /// that died before ever opening (refused or timed-out handshakes:
+    /// forged Requests leave no state), after `closed_path_linger` the
+    /// others, so a path that went down and rejoined as a new subflow does
+    /// not hold a slot (nor scheduler/reorder state) for ever. Confirmed
+    /// or abandoned withdrawals are forgotten too.
+    pub(super) fn reap(&mut self) {
+        let now = self.last_now;
+        let linger = self.config.closed_path_linger;
+        for p in &mut self.paths {
+            if p.state == SubState::Closed && p.closed_at.is_none() {
+                p.closed_at = Some(now);
+            }
+        }
+        let before = self.paths.len();
+        let mut reaped = 0;
+        self.paths.retain(|p| {
+            let done = p.state == SubState::Closed && p.pend.reset.is_none() && p.queue.is_empty();
+            let forget = done && (!p.announced || p.closed_at.is_some_and(|t| now >= t + linger));
+            if forget && p.announced {
+                reaped += 1;
+            }
+            !forget
+        });
+        self.stats.paths_reaped += reaped;
+        if self.paths.len() != before {
+            self.rr_next = 0;
+        }
+        self.adverts.retain(|a| !(a.remove && a.confirmed));
+    }
+
+    /// RFC 9897 §3.2.9: the peer withdrew address `addr_id`; every
+    /// subflow bound to it is closed at once (the address is gone, so no
+    /// closing handshake could complete).
+    pub(super) fn close_paths_of_address(&mut self, now: Instant, addr_id: u8) {
+        for j in 0..self.paths.len() {
+            let p = &self.paths[j];
+            if p.remote_addr_id == addr_id && !p.is_gone() {
+                self.drop_subflow(now, j);
+                self.stats.paths_removed_by_peer += 1;
+            }
+        }
+    }
+
+    /// Keepalives, path expiry and the connection idle timeout (each only
+    /// when configured). A path expires only when another was heard from
+    /// more recently, so the most recently heard path is never expired by
+    /// this rule (and its timer never stays armed in the past).
+    pub(super) fn check_liveness(&mut self, now: Instant) {
+        if self.state != ConnState::Established {
+            return;
+        }
+        let last_any = self
+            .paths
+            .iter()
+            .filter(|p| !p.is_gone())
+            .map(|p| p.last_rx_at)
+            .max();
+        if let (Some(t), Some(last)) = (self.config.idle_timeout, last_any) {
+            if now >= last + t {
+                self.stats.idle_timeouts += 1;
+                self.close_reason = Some(format!("idle timeout ({t:?} without a packet)"));
+                self.discard_queue();
+                for i in 0..self.paths.len() {
+                    self.drop_subflow(now, i);
+                }
+                self.finish_close();
+                return;
+            }
+        }
+        if let Some(t) = self.config.path_idle_timeout {
+            for i in 0..self.paths.len() {
+                if self.expiry_due(i, t).is_some_and(|at| at <= now) {
+                    self.drop_subflow(now, i);
+                    self.stats.paths_expired += 1;
+                }
+            }
+        }
+        if let Some(k) = self.config.keepalive_interval {
+            for sf in &mut self.paths {
+                if keepalive_due(sf, k).is_some_and(|at| at <= now) {
+                    sf.pend.sync = Some(sf.gsr & SEQ_MASK);
+                    sf.keepalive_at = Some(now);
+                    self.stats.keepalives_sent += 1;
+                }
+            }
+        }
+    }
+
+    /// When subflow `i` expires under `path_idle_timeout` = `t`, if it can.
+    pub(super) fn expiry_due(&self, i: usize, t: Duration) -> Option<Instant> {
+        let sf = &self.paths[i];
+        if !matches!(sf.state, SubState::Open | SubState::PartOpen) {
+            return None;
+        }
+        let newer = self
+            .paths
+            .iter()
+            .any(|p| p.id != sf.id && !p.is_gone() && p.last_rx_at > sf.last_rx_at);
+        newer.then(|| sf.last_rx_at + t)
+    }
+
+    /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
+    pub(super) fn liveness_timeout(&self) -> Option<Instant> {
+        if self.state != ConnState::Established {
+            return None;
+        }
+        let mut t: Option<Instant> = None;
+        let mut upd = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        if let Some(idle) = self.config.idle_timeout {
+            upd(self
+                .paths
+                .iter()
+                .filter(|p| !p.is_gone())
+                .map(|p| p.last_rx_at + idle)
+                .max());
+        }
+        if let Some(pt) = self.config.path_idle_timeout {
+            for i in 0..self.paths.len() {
+                upd(self.expiry_due(i, pt));
+            }
+        }
+        if let Some(k) = self.config.keepalive_interval {
+            for sf in &self.paths {
+                upd(keepalive_due(sf, k));
+            }
+        }
+        t
+    }
+
+    pub(super) fn finish_close(&mut self) {
+        self.state = ConnState::Closed;
+        self.discard_queue();
+        if !self.closed_event_sent {
+            self.closed_event_sent = true;
+            let reason = self.close_reason.clone().unwrap_or_else(|| "closed".into());
+            self.events.push_back(Event::Closed { reason });
+        }
+    }
+
+    /// MP_CLOSE (RFC 9897 §3.2.11) with our key closes the whole connection.
+    pub(super) fn handle_close_key(&mut self, seg: &Segment<'_>) {
+        if let Some(k) = seg.mp.close {
+            if k == self.local_key {
+                if !matches!(self.state, ConnState::Closing | ConnState::Closed) {
+                    self.close_reason = Some("closed by peer".into());
+                    self.state = ConnState::Closing;
+                    self.discard_queue();
+                }
+            } else {
+                self.stats.bad_close_key += 1;
+            }
+        }
+    }
+
+    pub(super) fn subflow_timers(&mut self, now: Instant, i: usize) {
+        let max_tries = self.config.max_handshake_tries;
+        let sf = &mut self.paths[i];
+        if sf.retx_at.is_some_and(|t| t <= now) {
+            match sf.state {
+                SubState::Request | SubState::PartOpen if sf.retx_tries >= max_tries => {
+                    self.stats.handshake_timeouts += 1;
+                    let first = !sf.join;
+                    let reset = (sf.state == SubState::PartOpen).then_some(ResetCode::Aborted);
+                    self.fail_path(i, reset);
+                    if first && self.state == ConnState::Handshaking {
+                        self.close_reason = Some("handshake timed out".into());
+                    }
+                    return;
+                }
+                SubState::PartOpen => sf.pend.handshake_ack = true,
+                SubState::Respond => {
+                    // RFC 4340 §8.1.3: give up on a handshake that never
+                    // completed (spoofed Requests hold no state for long).
+                    self.stats.respond_timeouts += 1;
+                    sf.state = SubState::Closed;
+                    sf.retx_at = None;
+                    sf.pend = Default::default();
+                    return;
+                }
+                SubState::Closing | SubState::CloseReq if sf.retx_tries >= max_tries => {
+                    sf.state = SubState::Closed;
+                    sf.retx_at = None;
+                    let id = sf.id;
+                    self.events.push_back(Event::PathClosed(id));
+                    return;
+                }
+                SubState::Closing => sf.pend.close = true,
+                SubState::CloseReq => sf.pend.closereq = true,
+                _ => {}
+            }
+        }
+        let id = sf.id;
+        let backup_up = self
+            .paths
+            .iter()
+            .any(|p| p.id != id && p.is_open() && !p.failed && p.priority != 0);
+        let fail_after = if backup_up {
+            self.config.fail_after_rtos_with_backup
+        } else {
+            self.config.fail_after_rtos
+        };
+        let sf = &mut self.paths[i];
+        if sf.pipe > 0 && sf.rto_at.is_some_and(|t| t <= now) && sf.on_rto(now, fail_after.max(1)) {
+            {
+                let id = sf.id;
+                self.events.push_back(Event::PathFailed(id));
+                self.reinject(i);
+            }
+        }
+        let sf = &mut self.paths[i];
+        if sf.ack_due.is_some_and(|t| t <= now) {
+            sf.ack_now = true;
+            sf.ack_due = None;
+        }
+        if sf.failed && sf.is_open() && sf.probe_at.is_some_and(|t| t <= now) {
+            // Probe the failed path with a Sync; a SyncAck revives it.
+            sf.pend.sync = Some(sf.gsr & SEQ_MASK);
+            let next = (sf.rto()).min(self.config.max_probe_interval);
+            sf.probe_at = Some(now + next);
+        }
+        if sf.timewait_until.is_some_and(|t| t <= now) {
+            sf.timewait_until = None;
+            sf.state = SubState::Closed;
+        }
+    }
+}
+
+/// When an open, silent subflow is due a keepalive probe (`k` after the
+/// last packet received and after the previous probe). Failed subflows
+/// have their own probes.
+pub(super) fn keepalive_due(sf: &Subflow, k: Duration) -> Option<Instant> {
+    if !sf.is_open() || sf.failed {
+        return None;
+    }
+    let at = sf.last_rx_at + k;
+    Some(sf.keepalive_at.map_or(at, |p| at.max(p + k)))
+}
