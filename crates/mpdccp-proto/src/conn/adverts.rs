@@ -14,24 +14,69 @@ pub(super) struct Advert {
     pub(super) confirmed: bool,
     pub(super) tries: u32,
     pub(super) retx_at: Instant,
+    /// The retransmission timer fired: the next pure Ack carries it.
+    pub(super) due: bool,
+}
+
+impl Advert {
+    fn new(id: u8, addr: SocketAddr, nonce: u32, remove: bool, now: Instant) -> Advert {
+        Advert {
+            id,
+            addr,
+            nonce,
+            remove,
+            confirmed: false,
+            tries: 0,
+            retx_at: now,
+            due: false,
+        }
+    }
+
+    /// Owed to the peer at `now` (sent with the next pure Ack).
+    pub(super) fn is_due(&self, now: Instant) -> bool {
+        !self.confirmed && (self.due || self.retx_at <= now)
+    }
 }
 
 impl Connection {
+    /// The adverts' retransmission timer. MP options go out on an open
+    /// subflow: without one, no timer (nobody could serve it).
+    pub(super) fn advert_timeout(&self) -> Option<Instant> {
+        if self.state != ConnState::Established || !self.paths.iter().any(|p| p.is_open()) {
+            return None;
+        }
+        self.adverts
+            .iter()
+            .filter(|a| !a.confirmed && !a.due)
+            .map(|a| a.retx_at)
+            .min()
+    }
+
+    /// Fires the expired advert timers: the option is owed again, or its
+    /// tries are exhausted (given up, counted).
+    pub(super) fn fire_adverts(&mut self, now: Instant) {
+        for a in &mut self.adverts {
+            if a.confirmed || a.retx_at > now {
+                continue;
+            }
+            if a.tries >= self.config.mp_option_max_tries {
+                a.confirmed = true; // give up
+                self.stats.mp_option_unconfirmed += 1;
+            } else {
+                a.due = true;
+            }
+        }
+    }
+
     /// Queues MP_REMOVEADDR for `addr_id` (retransmitted on the open
     /// subflows until MP_CONFIRM or `mp_option_max_tries`).
     pub(super) fn withdraw_path_address(&mut self, now: Instant, addr_id: u8) {
         let nonce = self.rng.gen();
         self.adverts
             .retain(|a| !(a.id == addr_id && a.remove && !a.confirmed));
-        self.adverts.push(Advert {
-            id: addr_id,
-            addr: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
-            nonce,
-            remove: true,
-            confirmed: false,
-            tries: 0,
-            retx_at: now,
-        });
+        let unspecified = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        self.adverts
+            .push(Advert::new(addr_id, unspecified, nonce, true, now));
         self.stats.removeaddr_sent += 1;
     }
 
@@ -44,7 +89,8 @@ impl Connection {
         sf.priority = prio;
         if self.mp == Some(true) {
             sf.pend.prio = Some(prio);
-            sf.pend.prio_retx_at = Some(now);
+            sf.timers.arm(Timer::PrioRetx, now);
+            sf.pend.prio_due = false;
             sf.pend.prio_tries = 0;
         }
     }
@@ -61,15 +107,7 @@ impl Connection {
         }
         let id = self.alloc_addr_id();
         let nonce = self.rng.gen();
-        self.adverts.push(Advert {
-            id,
-            addr,
-            nonce,
-            remove: false,
-            confirmed: false,
-            tries: 0,
-            retx_at: now,
-        });
+        self.adverts.push(Advert::new(id, addr, nonce, false, now));
         Ok(id)
     }
 
@@ -84,6 +122,7 @@ impl Connection {
         a.tries = 0;
         a.nonce = nonce;
         a.retx_at = now;
+        a.due = false;
         Ok(())
     }
 

@@ -63,7 +63,8 @@ impl Connection {
         } else {
             sf.state = SubState::Respond;
             sf.pend.response = true;
-            sf.retx_at = Some(now + self.config.respond_timeout);
+            sf.timers
+                .arm(Timer::Retx, now + self.config.respond_timeout);
             // RFC 4340 §6: features the client asked us to confirm.
             if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::SequenceWindow) {
                 sf.seq_window = sf.seq_window.max(f.value.clamp(32, 1 << 46));
@@ -152,7 +153,7 @@ impl Connection {
         sf.pend.handshake_ack = true;
         sf.retx_tries = 0;
         sf.retx_interval = self.config.handshake_rto;
-        sf.retx_at = Some(now);
+        sf.timers.arm(Timer::Retx, now);
         // The Response-to-Request time is an RTT sample (RFC 4340 §8.1).
         let _ = now;
     }
@@ -196,7 +197,7 @@ impl Connection {
     pub(super) fn mark_open(&mut self, i: usize) {
         let sf = &mut self.paths[i];
         sf.state = SubState::Open;
-        sf.retx_at = None;
+        sf.timers.stop(Timer::Retx);
         sf.retx_tries = 0;
         sf.pend.handshake_ack = false;
         if !sf.announced {

@@ -14,11 +14,11 @@ impl Connection {
         let was_gone = sf.is_gone();
         sf.state = SubState::Closed;
         sf.pend = Default::default();
-        sf.retx_at = None;
-        sf.rto_at = None;
-        sf.ack_due = None;
-        sf.timewait_until = None;
-        sf.probe_at = None;
+        sf.timers.stop(Timer::Retx);
+        sf.timers.stop(Timer::Rto);
+        sf.timers.stop(Timer::AckDue);
+        sf.timers.stop(Timer::TimeWait);
+        sf.timers.stop(Timer::Probe);
         sf.failed = false;
         sf.closed_at = Some(sf.closed_at.unwrap_or(now));
         if !was_gone {
@@ -37,18 +37,18 @@ impl Connection {
                 sf.pend.closereq = true;
                 sf.retx_tries = 0;
                 sf.retx_interval = self.config.handshake_rto.max(sf.rtt.rto());
-                sf.retx_at = Some(now);
+                sf.timers.arm(Timer::Retx, now);
             }
             SubState::Open | SubState::PartOpen | SubState::Respond => {
                 sf.state = SubState::Closing;
                 sf.pend.close = true;
                 sf.retx_tries = 0;
                 sf.retx_interval = self.config.handshake_rto.max(sf.rtt.rto());
-                sf.retx_at = Some(now);
+                sf.timers.arm(Timer::Retx, now);
             }
             SubState::Request => {
                 sf.state = SubState::Closed;
-                sf.retx_at = None;
+                sf.timers.stop(Timer::Retx);
                 self.events.push_back(Event::PathClosed(sf.id));
             }
             _ => {}
@@ -58,8 +58,8 @@ impl Connection {
     pub(super) fn fail_path(&mut self, i: usize, reset: Option<ResetCode>) {
         let sf = &mut self.paths[i];
         sf.state = SubState::Closed;
-        sf.retx_at = None;
-        sf.rto_at = None;
+        sf.timers.stop(Timer::Retx);
+        sf.timers.stop(Timer::Rto);
         sf.pend = Default::default();
         if sf.have_isr {
             sf.pend.reset = reset;
@@ -255,75 +255,40 @@ impl Connection {
         }
     }
 
+    /// Fires the expired timers of subflow `i` and carries out what they
+    /// ask of the connection.
     pub(super) fn subflow_timers(&mut self, now: Instant, i: usize) {
-        let max_tries = self.config.max_handshake_tries;
-        let sf = &mut self.paths[i];
-        if sf.retx_at.is_some_and(|t| t <= now) {
-            match sf.state {
-                SubState::Request | SubState::PartOpen if sf.retx_tries >= max_tries => {
-                    self.stats.handshake_timeouts += 1;
-                    let first = !sf.join;
-                    let reset = (sf.state == SubState::PartOpen).then_some(ResetCode::Aborted);
-                    self.fail_path(i, reset);
-                    if first && self.state == ConnState::Handshaking {
-                        self.close_reason = Some("handshake timed out".into());
-                    }
-                    return;
-                }
-                SubState::PartOpen => sf.pend.handshake_ack = true,
-                SubState::Respond => {
-                    // RFC 4340 §8.1.3: give up on a handshake that never
-                    // completed (spoofed Requests hold no state for long).
-                    self.stats.respond_timeouts += 1;
-                    sf.state = SubState::Closed;
-                    sf.retx_at = None;
-                    sf.pend = Default::default();
-                    return;
-                }
-                SubState::Closing | SubState::CloseReq if sf.retx_tries >= max_tries => {
-                    sf.state = SubState::Closed;
-                    sf.retx_at = None;
-                    let id = sf.id;
-                    self.events.push_back(Event::PathClosed(id));
-                    return;
-                }
-                SubState::Closing => sf.pend.close = true,
-                SubState::CloseReq => sf.pend.closereq = true,
-                _ => {}
-            }
-        }
-        let id = sf.id;
+        let id = self.paths[i].id;
+        // With a usable backup path a failing one is given up sooner.
         let backup_up = self
             .paths
             .iter()
             .any(|p| p.id != id && p.is_open() && !p.failed && p.priority != 0);
-        let fail_after = if backup_up {
-            self.config.fail_after_rtos_with_backup
-        } else {
-            self.config.fail_after_rtos
+        let ctx = TimerCtx {
+            max_tries: self.config.max_handshake_tries,
+            fail_after_rtos: if backup_up {
+                self.config.fail_after_rtos_with_backup
+            } else {
+                self.config.fail_after_rtos
+            },
+            max_probe_interval: self.config.max_probe_interval,
         };
-        let sf = &mut self.paths[i];
-        if sf.pipe > 0 && sf.rto_at.is_some_and(|t| t <= now) && sf.on_rto(now, fail_after.max(1)) {
-            {
-                let id = sf.id;
+        let first = !self.paths[i].join;
+        match self.paths[i].handle_timeout(now, &ctx) {
+            None => {}
+            Some(Fired::HandshakeTimedOut(reset)) => {
+                self.stats.handshake_timeouts += 1;
+                self.fail_path(i, reset);
+                if first && self.state == ConnState::Handshaking {
+                    self.close_reason = Some("handshake timed out".into());
+                }
+            }
+            Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,
+            Some(Fired::CloseTimedOut) => self.events.push_back(Event::PathClosed(id)),
+            Some(Fired::PathFailed) => {
                 self.events.push_back(Event::PathFailed(id));
                 self.reinject(i);
             }
-        }
-        let sf = &mut self.paths[i];
-        if sf.ack_due.is_some_and(|t| t <= now) {
-            sf.ack_now = true;
-            sf.ack_due = None;
-        }
-        if sf.failed && sf.is_open() && sf.probe_at.is_some_and(|t| t <= now) {
-            // Probe the failed path with a Sync; a SyncAck revives it.
-            sf.pend.sync = Some(sf.gsr & SEQ_MASK);
-            let next = (sf.rto()).min(self.config.max_probe_interval);
-            sf.probe_at = Some(now + next);
-        }
-        if sf.timewait_until.is_some_and(|t| t <= now) {
-            sf.timewait_until = None;
-            sf.state = SubState::Closed;
         }
     }
 }

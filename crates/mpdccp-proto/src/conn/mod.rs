@@ -92,7 +92,7 @@ use codec::{ConfirmItem, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
-use subflow::{SubState, Subflow};
+use subflow::{Fired, SubState, Subflow, Timer, TimerCtx};
 
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
@@ -395,7 +395,7 @@ impl Connection {
         sf.initiator = true;
         sf.join = !first;
         sf.state = SubState::Request;
-        sf.retx_at = Some(now);
+        sf.timers.arm(Timer::Retx, now);
         sf.local_nonce = self.rng.gen::<u32>().max(1);
         sf.local_addr_id = self.alloc_addr_id();
         sf.last_rx_at = now;
@@ -588,12 +588,7 @@ impl Connection {
         self.check_liveness(now);
         self.reorder.handle_timeout(now);
         self.drain_reorder(now);
-        for a in &mut self.adverts {
-            if !a.confirmed && a.tries >= self.config.mp_option_max_tries && a.retx_at <= now {
-                a.confirmed = true; // give up
-                self.stats.mp_option_unconfirmed += 1;
-            }
-        }
+        self.fire_adverts(now);
         self.check_closed();
         self.reap();
     }
@@ -608,39 +603,9 @@ impl Connection {
         };
         let backlog = self.queue.len() > 0;
         for sf in &self.paths {
-            upd(sf.retx_at);
-            if sf.pipe > 0 {
-                upd(sf.rto_at);
-            }
-            upd(sf.ack_due);
-            upd(sf.timewait_until);
-            if sf.failed && sf.is_open() {
-                upd(sf.probe_at);
-            }
-            if sf.pend.prio.is_some() {
-                upd(sf.pend.prio_retx_at);
-            }
-            // The pacer's next release matters only while data waits, the
-            // window has room and the release is still in the future
-            // (a past one is already sendable: no timer needed).
-            if (backlog || !sf.queue.is_empty())
-                && sf.cc.pacing_rate_bytes_per_s().is_some()
-                && sf.is_open()
-                && sf.cwnd_room()
-                && sf.next_send_at > self.last_now
-            {
-                upd(Some(sf.next_send_at));
-            }
+            upd(sf.poll_timeout(backlog, self.last_now));
         }
-        // MP options go out on an open subflow: without one, no timer (a
-        // past deadline nobody can serve would spin the driver).
-        if self.state == ConnState::Established && self.paths.iter().any(|p| p.is_open()) {
-            for a in &self.adverts {
-                if !a.confirmed {
-                    upd(Some(a.retx_at));
-                }
-            }
-        }
+        upd(self.advert_timeout());
         upd(self.liveness_timeout());
         upd(self.reorder.poll_timeout());
         if backlog {
@@ -682,8 +647,8 @@ impl Connection {
                 sf.pend.reset = Some(ResetCode::MpFastClose);
             }
             sf.state = SubState::Closed;
-            sf.retx_at = None;
-            sf.rto_at = None;
+            sf.timers.stop(Timer::Retx);
+            sf.timers.stop(Timer::Rto);
             sf.queue.clear();
         }
         self.state = ConnState::Closing;

@@ -103,7 +103,7 @@ impl Connection {
                 if sf.failed {
                     sf.failed = false;
                     sf.rto_count = 0;
-                    sf.probe_at = None;
+                    sf.timers.stop(Timer::Probe);
                     let id = sf.id;
                     self.events.push_back(Event::PathEstablished(id));
                 }
@@ -114,7 +114,7 @@ impl Connection {
                 sf.state = SubState::Closing;
                 sf.pend.close = true;
                 sf.retx_tries = 0;
-                sf.retx_at = Some(now);
+                sf.timers.arm(Timer::Retx, now);
             }
             PacketType::Close => self.handle_close(now, i, seg),
             PacketType::Ack | PacketType::DataAck | PacketType::Data => {
@@ -241,7 +241,8 @@ impl Connection {
                     let sf = &mut self.paths[i];
                     if sf.pend.prio == Some(c.id) {
                         sf.pend.prio = None;
-                        sf.pend.prio_retx_at = None;
+                        sf.timers.stop(Timer::PrioRetx);
+                        sf.pend.prio_due = false;
                     }
                 }
                 mp::ADDADDR | mp::REMOVEADDR => {
@@ -418,8 +419,8 @@ impl Connection {
                     if sf.state != SubState::Closed {
                         sf.state = SubState::Closed;
                         sf.pend = Default::default();
-                        sf.retx_at = None;
-                        sf.rto_at = None;
+                        sf.timers.stop(Timer::Retx);
+                        sf.timers.stop(Timer::Rto);
                         self.events.push_back(Event::PathClosed(sf.id));
                     }
                 }
@@ -434,11 +435,11 @@ impl Connection {
         let id = sf.id;
         let was = sf.state;
         sf.pend = Default::default();
-        sf.retx_at = None;
-        sf.rto_at = None;
+        sf.timers.stop(Timer::Retx);
+        sf.timers.stop(Timer::Rto);
         if was == SubState::Closing {
             sf.state = SubState::TimeWait;
-            sf.timewait_until = Some(now + self.config.timewait);
+            sf.timers.arm(Timer::TimeWait, now + self.config.timewait);
             self.events.push_back(Event::PathClosed(id));
         } else {
             sf.state = SubState::Closed;
@@ -459,8 +460,8 @@ impl Connection {
         let id = sf.id;
         sf.pend = Default::default();
         sf.pend.reset = Some(ResetCode::Closed);
-        sf.retx_at = None;
-        sf.rto_at = None;
+        sf.timers.stop(Timer::Retx);
+        sf.timers.stop(Timer::Rto);
         sf.state = SubState::Closed;
         self.reinject(i);
         self.events.push_back(Event::PathClosed(id));

@@ -214,11 +214,15 @@ impl Connection {
         }
         match sf.state {
             SubState::Request => {
-                if sf.retx_at.is_none_or(|t| t > now) {
+                if !(sf.pend.request || sf.expired(Timer::Retx, now)) {
                     return None;
                 }
+                sf.pend.request = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
+                sf.timers.arm(
+                    Timer::Retx,
+                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
+                );
                 let seq = sf.next_seq();
                 sf.hs_probe = Some((seq, now));
                 let mut s = Self::base_segment(sf, PacketType::Request, seq);
@@ -296,7 +300,10 @@ impl Connection {
             SubState::PartOpen if sf.pend.handshake_ack => {
                 sf.pend.handshake_ack = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
+                sf.timers.arm(
+                    Timer::Retx,
+                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
+                );
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Ack, seq);
                 let av = sf.rx.encode(
@@ -328,7 +335,10 @@ impl Connection {
             SubState::CloseReq if sf.pend.closereq => {
                 sf.pend.closereq = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
+                sf.timers.arm(
+                    Timer::Retx,
+                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
+                );
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::CloseReq, seq);
                 if self.closing_mp {
@@ -339,7 +349,10 @@ impl Connection {
             SubState::Closing if sf.pend.close => {
                 sf.pend.close = false;
                 sf.retx_tries += 1;
-                sf.retx_at = Some(now + retx_backoff(sf.retx_interval, sf.retx_tries));
+                sf.timers.arm(
+                    Timer::Retx,
+                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
+                );
                 let seq = sf.next_seq();
                 let mut s = Self::base_segment(sf, PacketType::Close, seq);
                 if self.closing_mp {
@@ -375,13 +388,12 @@ impl Connection {
         let data_ready = !sf.failed && !sf.queue.is_empty() && sf.cwnd_room() && sf.pacing_ok(now);
         // Connection-level MP options due on this path.
         let advert = if mp_on {
-            self.adverts
-                .iter()
-                .position(|a| !a.confirmed && a.retx_at <= now)
+            self.adverts.iter().position(|a| a.is_due(now))
         } else {
             None
         };
-        let prio_due = sf.pend.prio.is_some() && sf.pend.prio_retx_at.is_some_and(|t| t <= now);
+        let prio_due =
+            sf.pend.prio.is_some() && (sf.pend.prio_due || sf.expired(Timer::PrioRetx, now));
         let pure_ack =
             sf.wants_ack(now) || !sf.pend.confirms.is_empty() || prio_due || advert.is_some();
         if !data_ready && !pure_ack {
@@ -468,12 +480,16 @@ impl Connection {
             if prio_due {
                 s.mp.prio = sf.pend.prio;
                 sf.pend.prio_tries += 1;
+                sf.pend.prio_due = false;
                 if sf.pend.prio_tries >= self.config.mp_option_max_tries {
                     sf.pend.prio = None;
-                    sf.pend.prio_retx_at = None;
+                    sf.timers.stop(Timer::PrioRetx);
                     self.stats.mp_option_unconfirmed += 1;
                 } else {
-                    sf.pend.prio_retx_at = Some(now + self.config.mp_option_rto.max(sf.rtt.rto()));
+                    sf.timers.arm(
+                        Timer::PrioRetx,
+                        now + self.config.mp_option_rto.max(sf.rtt.rto()),
+                    );
                 }
             }
             // ADDADDR/REMOVEADDR travel on pure Acks (their MP_HMAC would
@@ -483,6 +499,7 @@ impl Connection {
                 let a = &mut self.adverts[ai];
                 a.tries += 1;
                 a.retx_at = now + rto;
+                a.due = false;
                 if a.remove {
                     let r = MpRemoveAddr {
                         addr_id: a.id,

@@ -31,8 +31,8 @@ impl Subflow {
                 app_limited,
             },
         );
-        if self.rto_at.is_none() {
-            self.rto_at = Some(now + self.rto());
+        if self.timers.get(Timer::Rto).is_none() {
+            self.timers.arm(Timer::Rto, now + self.rto());
         }
         if let Some(rate) = self.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
             let gap = Duration::from_nanos((bytes as u64).saturating_mul(1_000_000_000) / rate);
@@ -192,14 +192,15 @@ impl Subflow {
             self.rate.on_app_limited(self.pipe);
         }
         if acked_pkts > 0 {
-            self.rto_at = (self.pipe > 0).then(|| now + self.rto());
+            let at = (self.pipe > 0).then(|| now + self.rto());
+            self.timers.set(Timer::Rto, at);
         }
         recovered
     }
 
     fn recover(&mut self) -> bool {
         self.rto_count = 0;
-        self.probe_at = None;
+        self.timers.stop(Timer::Probe);
         if self.failed {
             self.failed = false;
             return true;
@@ -255,7 +256,7 @@ impl Subflow {
     /// controller collapses its window (RFC 4341 §5, RFC 6298 §5.5).
     /// Returns true when this timeout marks the path failed.
     pub fn on_rto(&mut self, now: Instant, fail_after: u32) -> bool {
-        self.rto_at = None;
+        self.timers.stop(Timer::Rto);
         let lost = self.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
         self.sent.clear();
         self.pipe = 0;
@@ -267,7 +268,7 @@ impl Subflow {
         self.rto_count += 1;
         if !self.failed && self.rto_count >= fail_after {
             self.failed = true;
-            self.probe_at = Some(now + self.rto());
+            self.timers.arm(Timer::Probe, now + self.rto());
             return true;
         }
         false
@@ -317,8 +318,8 @@ impl Subflow {
         self.data_since_ack += 1;
         if self.data_since_ack >= self.ack_ratio_rx {
             self.ack_now = true;
-        } else if self.ack_due.is_none() {
-            self.ack_due = Some(now + ack_delay);
+        } else if self.timers.get(Timer::AckDue).is_none() {
+            self.timers.arm(Timer::AckDue, now + ack_delay);
         }
     }
 
@@ -341,13 +342,13 @@ impl Subflow {
     pub fn on_ack_sent(&mut self) {
         self.acked_high = [self.gsr, self.acked_high[0]];
         self.data_since_ack = 0;
-        self.ack_due = None;
+        self.timers.stop(Timer::AckDue);
         self.ack_now = false;
         self.stats.acks_sent += 1;
     }
 
     pub fn wants_ack(&self, now: Instant) -> bool {
-        self.ack_now || self.ack_due.is_some_and(|t| t <= now)
+        self.ack_now || self.expired(Timer::AckDue, now)
     }
 }
 

@@ -16,8 +16,12 @@ use crate::cc::{
 };
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
+use crate::wire::ResetCode;
 
 mod ccid2;
+mod timers;
+
+pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
 /// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
 /// a Request arrives).
@@ -46,6 +50,8 @@ pub(crate) struct Sent {
 /// Control items waiting for the next packet on this subflow.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PendingCtrl {
+    /// The Request (re)transmission is due.
+    pub request: bool,
     pub response: bool,
     pub handshake_ack: bool,
     /// Sync to send, acknowledging this (wire) sequence number.
@@ -53,10 +59,11 @@ pub(crate) struct PendingCtrl {
     pub syncack: Option<u64>,
     pub close: bool,
     pub closereq: bool,
-    pub reset: Option<crate::wire::ResetCode>,
+    pub reset: Option<ResetCode>,
     /// MP_PRIO to (re)send until confirmed.
     pub prio: Option<u8>,
-    pub prio_retx_at: Option<Instant>,
+    /// The MP_PRIO retransmission timer fired: resend with the next packet.
+    pub prio_due: bool,
     pub prio_tries: u32,
     /// MP_CONFIRM items owed to the peer.
     pub confirms: Vec<super::codec::ConfirmItem>,
@@ -92,7 +99,6 @@ pub(crate) struct Subflow {
 
     // HC-receiver: acknowledgements we owe.
     pub data_since_ack: u32,
-    pub ack_due: Option<Instant>,
     pub ack_now: bool,
     /// Ack Ratio the peer asked us to use.
     pub ack_ratio_rx: u32,
@@ -114,7 +120,6 @@ pub(crate) struct Subflow {
     pub cc: Box<dyn CongestionController>,
     pub rtt: RttEstimator,
     pub rate: DeliveryRateEstimator,
-    pub rto_at: Option<Instant>,
     pub rto_count: u32,
     pub next_send_at: Instant,
     pub lost_total: u64,
@@ -129,18 +134,16 @@ pub(crate) struct Subflow {
     pub mp_rtt_next_kind: u8,
 
     // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
-    pub retx_at: Option<Instant>,
     pub retx_tries: u32,
     pub retx_interval: Duration,
-    pub timewait_until: Option<Instant>,
     /// Sequence number and send time of our latest Request (client) or
     /// Response (server): the packet acknowledging exactly it gives the
     /// handshake RTT sample (RFC 4340 §8.1).
     pub hs_probe: Option<(u64, Instant)>,
-    pub probe_at: Option<Instant>,
     pub last_sync_sent: Option<Instant>,
 
     pub pend: PendingCtrl,
+    pub timers: TimerTable,
 
     // MP-DCCP per-subflow state.
     pub local_nonce: u32,
@@ -218,7 +221,6 @@ impl Subflow {
             seq_window: conf.seq_window_pkts.max(32),
             rx: RecvHistory::new(0),
             data_since_ack: 0,
-            ack_due: None,
             ack_now: false,
             ack_ratio_rx: 1,
             ack_ratio_tx: conf.ack_ratio.max(1),
@@ -235,7 +237,6 @@ impl Subflow {
                 Duration::from_secs(60),
             ),
             rate: DeliveryRateEstimator::new(),
-            rto_at: None,
             rto_count: 0,
             next_send_at: Instant::ZERO,
             lost_total: 0,
@@ -244,14 +245,12 @@ impl Subflow {
             last_rtt_sample_at: None,
             blocked_at: None,
             mp_rtt_next_kind: 0,
-            retx_at: None,
             retx_tries: 0,
             retx_interval: conf.handshake_rto,
-            timewait_until: None,
             hs_probe: None,
-            probe_at: None,
             last_sync_sent: None,
             pend: PendingCtrl::default(),
+            timers: TimerTable::default(),
             local_nonce: 0,
             remote_nonce: 0,
             local_addr_id: 0,
