@@ -32,6 +32,37 @@ impl Advert {
         }
     }
 
+    /// Puts this advert on `seg` (MP_ADDADDR or MP_REMOVEADDR with its
+    /// MP_HMAC under our derived key) and arms its retransmission.
+    pub(super) fn attach(
+        &mut self,
+        now: Instant,
+        rto: Duration,
+        k: &ConnKeys,
+        seg: &mut Segment<'_>,
+    ) {
+        self.tries += 1;
+        self.retx_at = now + rto;
+        self.due = false;
+        if self.remove {
+            let r = MpRemoveAddr {
+                addr_id: self.id,
+                nonce: self.nonce,
+            };
+            seg.mp.hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
+            seg.mp.removeaddr = Some(r);
+        } else {
+            let ad = MpAddAddr {
+                addr_id: self.id,
+                nonce: self.nonce,
+                ip: self.addr.ip(),
+                port: (self.addr.port() != 0).then_some(self.addr.port()),
+            };
+            seg.mp.hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
+            seg.mp.addaddr = Some(ad);
+        }
+    }
+
     /// Owed to the peer at `now` (sent with the next pure Ack).
     pub(super) fn is_due(&self, now: Instant) -> bool {
         !self.confirmed && (self.due || self.retx_at <= now)

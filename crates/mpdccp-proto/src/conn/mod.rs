@@ -88,7 +88,7 @@ use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, ResetCode, WireError};
 use adverts::Advert;
-use codec::{ConfirmItem, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, Segment};
+use codec::{ConfirmItem, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
@@ -111,9 +111,6 @@ const MP_SEQ_MAX_LAG: u64 = 1 << 24;
 
 /// MP_REMOVEADDR (id, nonce) pairs remembered against replays.
 const REMOVEADDR_SEEN_MAX: usize = 256;
-
-/// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
-const ACKVEC_MAX_CELLS: usize = 48;
 
 /// Output of [`Connection::poll_transmit`]: `buf[..size]` holds one datagram
 /// for `path`, or several of `segment_size` bytes each (a GSO batch; the

@@ -1,7 +1,7 @@
 //! Output: the scheduling loop (MP_SEQ is assigned here), GSO batching and
 //! the construction of each packet.
 
-use super::adverts::{addaddr_hmac, removeaddr_hmac};
+use super::subflow::{AckSegment, EmitCtx};
 use super::*;
 
 impl Connection {
@@ -165,17 +165,29 @@ impl Connection {
         }
     }
 
-    pub(super) fn base_segment<'a>(sf: &Subflow, ptype: PacketType, seq: u64) -> Segment<'a> {
-        let mut s = Segment::new(ptype, seq & SEQ_MASK);
-        s.src_port = sf.cfg.local.map_or(4242, |a| a.port());
-        s.dst_port = sf.cfg.remote.map_or(4242, |a| a.port());
-        if ptype.has_ack() {
-            s.ack = Some(sf.gsr & SEQ_MASK);
+    /// The meta-connection state the subflows need to build packets.
+    fn emit_ctx(&self) -> EmitCtx {
+        let c = &self.config;
+        EmitCtx {
+            mp_on: self.mp == Some(true),
+            offer_mp: c.multipath,
+            keys: self.d_keys(),
+            local_key: self.local_key,
+            remote_key: self.remote_key,
+            local_ci: self.local_ci,
+            remote_ci: self.remote_ci,
+            closing_mp: self.closing_mp,
+            service_code: c.service_code,
+            ackvec_cover_pkts: c.ackvec_cover_pkts,
+            ack_ratio: c.ack_ratio,
+            mp_rtt_interval: c.mp_rtt_interval,
+            mp_option_rto: c.mp_option_rto,
+            mp_option_max_tries: c.mp_option_max_tries,
         }
-        s
     }
 
-    /// Builds the next packet due on path `i`, if any.
+    /// Builds the next packet due on path `i`, if any: a control packet
+    /// of the subflow first, then data or a pure Ack.
     /// With `data_only`, only a data packet (for a GSO batch) is built.
     pub(super) fn emit_on(
         &mut self,
@@ -184,356 +196,76 @@ impl Connection {
         buf: &mut [u8],
         data_only: bool,
     ) -> Option<usize> {
-        let mp_on = self.mp == Some(true);
-        let keys = self.d_keys();
+        let ctx = self.emit_ctx();
         let sf = &mut self.paths[i];
-        let addrs = codec::path_ips(sf.cfg.local, sf.cfg.remote);
-        if data_only
-            && !(sf.state == SubState::Open
-                && sf.pend.reset.is_none()
-                && sf.pend.sync.is_none()
-                && sf.pend.syncack.is_none()
-                && !sf.failed
-                && !sf.queue.is_empty()
-                && sf.cwnd_room()
-                && sf.pacing_ok(now))
-        {
+        let addrs = sf.pseudo_addrs();
+        if data_only && !sf.data_sendable(now) {
             return None;
         }
+        if let Some(s) = sf.poll_control(now, &ctx) {
+            match s.ptype {
+                PacketType::Reset => self.stats.resets_sent += 1,
+                PacketType::Sync => self.stats.syncs_sent += 1,
+                PacketType::SyncAck => self.stats.syncacks_sent += 1,
+                _ => {}
+            }
+            return self.finish_emit(s, addrs, buf);
+        }
+        if !sf.sends_data() {
+            return None;
+        }
+        self.emit_ack_or_data(now, i, &ctx, buf)
+    }
 
-        // 1. Reset (refusals, closes, fast close).
-        if let Some(code) = sf.pend.reset.take() {
-            let seq = sf.next_seq();
-            let mut s = Self::base_segment(sf, PacketType::Reset, seq);
-            s.reset_code = code;
-            if code == ResetCode::MpFastClose {
-                s.mp.fast_close = self.remote_key;
-            }
-            self.stats.resets_sent += 1;
-            return self.finish_emit(s, addrs, buf);
-        }
-        match sf.state {
-            SubState::Request => {
-                if !(sf.pend.request || sf.expired(Timer::Retx, now)) {
-                    return None;
-                }
-                sf.pend.request = false;
-                sf.retx_tries += 1;
-                sf.timers.arm(
-                    Timer::Retx,
-                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
-                );
-                let seq = sf.next_seq();
-                sf.hs_probe = Some((seq, now));
-                let mut s = Self::base_segment(sf, PacketType::Request, seq);
-                s.service_code = self.config.service_code;
-                s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
-                s.push_feat(opt::CHANGE_R, FeatureNum::Ccid, Some(2));
-                s.push_feat(opt::CHANGE_R, FeatureNum::SendAckVector, Some(1));
-                s.push_feat(
-                    opt::CHANGE_L,
-                    FeatureNum::SequenceWindow,
-                    Some(sf.seq_window),
-                );
-                if self.config.multipath {
-                    if !sf.join {
-                        s.push_feat(opt::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
-                        s.mp.key = Some(MpKey {
-                            plain: true,
-                            ci: self.local_ci,
-                            key: self.local_key,
-                            peer_key: None,
-                        });
-                    } else {
-                        s.mp.join = Some(MpJoin {
-                            addr_id: sf.local_addr_id,
-                            token: self.remote_ci.unwrap_or(0),
-                            nonce: sf.local_nonce,
-                        });
-                    }
-                }
-                return self.finish_emit(s, addrs, buf);
-            }
-            SubState::Respond if sf.pend.response => {
-                sf.pend.response = false;
-                let seq = sf.next_seq();
-                sf.hs_probe = Some((seq, now));
-                let mut s = Self::base_segment(sf, PacketType::Response, seq);
-                s.service_code = self.config.service_code;
-                s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));
-                s.push_feat(opt::CONFIRM_R, FeatureNum::Ccid, Some(2));
-                s.push_feat(opt::CONFIRM_L, FeatureNum::SendAckVector, Some(1));
-                s.push_feat(
-                    opt::CONFIRM_R,
-                    FeatureNum::SequenceWindow,
-                    Some(sf.seq_window),
-                );
-                if mp_on {
-                    if !sf.join {
-                        s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
-                        s.mp.key = Some(MpKey {
-                            plain: true,
-                            ci: self.local_ci,
-                            key: self.local_key,
-                            peer_key: None,
-                        });
-                    } else if let Some(k) = keys {
-                        s.mp.join = Some(MpJoin {
-                            addr_id: sf.local_addr_id,
-                            token: self.remote_ci.unwrap_or(0),
-                            nonce: sf.local_nonce,
-                        });
-                        // B: HMAC(d-keyB, RB‖RA).
-                        s.mp.hmac = Some(keys::join_hmac(
-                            &k.d_key_local(),
-                            sf.local_nonce,
-                            sf.remote_nonce,
-                        ));
-                    }
-                } else if !sf.join {
-                    // Feature 10 not understood / refused: empty Confirm
-                    // (RFC 4340 §6.6.7) tells the client to fall back.
-                    s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, None);
-                }
-                return self.finish_emit(s, addrs, buf);
-            }
-            SubState::PartOpen if sf.pend.handshake_ack => {
-                sf.pend.handshake_ack = false;
-                sf.retx_tries += 1;
-                sf.timers.arm(
-                    Timer::Retx,
-                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
-                );
-                let seq = sf.next_seq();
-                let mut s = Self::base_segment(sf, PacketType::Ack, seq);
-                let av = sf.rx.encode(
-                    sf.ack_cover(self.config.ackvec_cover_pkts),
-                    ACKVEC_MAX_CELLS,
-                );
-                if mp_on {
-                    if !sf.join {
-                        s.mp.key = Some(MpKey {
-                            plain: true,
-                            ci: self.local_ci,
-                            key: self.local_key,
-                            peer_key: self.remote_key,
-                        });
-                    } else if let Some(k) = keys {
-                        // A: HMAC(d-keyA, RA‖RB).
-                        s.mp.hmac = Some(keys::join_hmac(
-                            &k.d_key_local(),
-                            sf.local_nonce,
-                            sf.remote_nonce,
-                        ));
-                    }
-                }
-                sf.on_ack_sent();
-                s.ack_vector_out = Some(av);
-                let r = self.finish_emit(s, addrs, buf);
-                return r;
-            }
-            SubState::CloseReq if sf.pend.closereq => {
-                sf.pend.closereq = false;
-                sf.retx_tries += 1;
-                sf.timers.arm(
-                    Timer::Retx,
-                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
-                );
-                let seq = sf.next_seq();
-                let mut s = Self::base_segment(sf, PacketType::CloseReq, seq);
-                if self.closing_mp {
-                    s.mp.close = self.remote_key;
-                }
-                return self.finish_emit(s, addrs, buf);
-            }
-            SubState::Closing if sf.pend.close => {
-                sf.pend.close = false;
-                sf.retx_tries += 1;
-                sf.timers.arm(
-                    Timer::Retx,
-                    now + retx_backoff(sf.retx_interval, sf.retx_tries),
-                );
-                let seq = sf.next_seq();
-                let mut s = Self::base_segment(sf, PacketType::Close, seq);
-                if self.closing_mp {
-                    s.mp.close = self.remote_key;
-                }
-                return self.finish_emit(s, addrs, buf);
-            }
-            _ => {}
-        }
-        if !sf.have_isr || !matches!(sf.state, SubState::Open | SubState::PartOpen) {
-            return None;
-        }
-        // 2. Sync / SyncAck (RFC 4340 §7.5.4).
-        if let Some(ack) = sf.pend.syncack.take() {
-            let seq = sf.next_seq();
-            let mut s = Self::base_segment(sf, PacketType::SyncAck, seq);
-            s.ack = Some(ack);
-            self.stats.syncacks_sent += 1;
-            return self.finish_emit(s, addrs, buf);
-        }
-        if let Some(ack) = sf.pend.sync.take() {
-            let seq = sf.next_seq();
-            let mut s = Self::base_segment(sf, PacketType::Sync, seq);
-            s.ack = Some(ack);
-            sf.last_sync_sent = Some(now);
-            self.stats.syncs_sent += 1;
-            return self.finish_emit(s, addrs, buf);
-        }
-        if sf.state != SubState::Open {
-            return None;
-        }
-        // 3. Data, when cwnd and the pacer allow.
-        let data_ready = !sf.failed && !sf.queue.is_empty() && sf.cwnd_room() && sf.pacing_ok(now);
-        // Connection-level MP options due on this path.
-        let advert = if mp_on {
+    /// Data (when the window and the pacer allow) or a pure Ack carrying
+    /// what is owed; address adverts ride on pure Acks.
+    fn emit_ack_or_data(
+        &mut self,
+        now: Instant,
+        i: usize,
+        ctx: &EmitCtx,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let advert = if ctx.mp_on {
             self.adverts.iter().position(|a| a.is_due(now))
         } else {
             None
         };
-        let prio_due =
-            sf.pend.prio.is_some() && (sf.pend.prio_due || sf.expired(Timer::PrioRetx, now));
-        let pure_ack =
-            sf.wants_ack(now) || !sf.pend.confirms.is_empty() || prio_due || advert.is_some();
-        if !data_ready && !pure_ack {
+        let sf = &mut self.paths[i];
+        let addrs = sf.pseudo_addrs();
+        let data_ready = sf.data_ready(now);
+        if !data_ready && !sf.ack_owed(now, advert.is_some()) {
             return None;
         }
-        let mut data = None;
-        if data_ready {
-            data = sf.queue.pop_front();
+        let data = if data_ready { sf.pop_data() } else { None };
+        let AckSegment {
+            mut seg,
+            seq,
+            prio_given_up,
+        } = sf.ack_segment(now, ctx, data.as_ref());
+        if prio_given_up {
+            self.stats.mp_option_unconfirmed += 1;
         }
-        let ptype = if data.is_some() {
-            PacketType::DataAck
-        } else {
-            PacketType::Ack
-        };
-        let seq = sf.next_seq();
-        let mut s = Self::base_segment(sf, ptype, seq);
-        let av = sf.rx.encode(
-            sf.ack_cover(self.config.ackvec_cover_pkts),
-            ACKVEC_MAX_CELLS,
-        );
-        s.ack_vector_out = Some(av);
-        // A held pure ack says for how long, so the peer's RTT sample does
-        // not carry our Ack Ratio / ack-timer wait (RFC 4340 §13.2). Data
-        // packets leave it out: their size is budgeted to the MSS.
-        if ptype == PacketType::Ack {
-            s.elapsed_10us = sf.ack_elapsed_10us(now);
-        }
-        if let Some(v) = sf.pend.confirm_ack_ratio.take() {
-            s.push_feat(opt::CONFIRM_R, FeatureNum::AckRatio, Some(v));
-        }
-        if let Some((mseq, q)) = &data {
-            // Ack Ratio ≤ ceil(cwnd/2) (RFC 4341 §6.1.2).
-            let want = sf.desired_ack_ratio(self.config.ack_ratio);
-            if want != sf.ack_ratio_tx {
-                sf.ack_ratio_tx = want;
-                sf.ack_ratio_unconfirmed = true;
-            }
-            if sf.ack_ratio_unconfirmed {
-                s.push_feat(
-                    opt::CHANGE_L,
-                    FeatureNum::AckRatio,
-                    Some(sf.ack_ratio_tx as u64),
-                );
-            }
-            if mp_on {
-                s.mp.seq = Some(mseq & SEQ_MASK);
-                let due = sf
-                    .last_mp_rtt_sent
-                    .is_none_or(|t| now - t >= self.config.mp_rtt_interval);
-                if let (true, Some(srtt)) = (due, sf.rtt.srtt()) {
-                    // RFC 9897 §3.2.7: cycle raw (with its age), min and
-                    // smoothed RTT reports.
-                    sf.last_mp_rtt_sent = Some(now);
-                    let kind = sf.mp_rtt_next_kind;
-                    sf.mp_rtt_next_kind = match kind {
-                        0 => 1,
-                        1 => 3,
-                        _ => 0,
-                    };
-                    let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
-                    let (rtt, age) = match kind {
-                        0 => (
-                            sf.rtt.latest().unwrap_or(srtt),
-                            sf.last_rtt_sample_at.map_or(Duration::ZERO, |t| now - t),
-                        ),
-                        1 => (sf.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
-                        _ => (srtt, Duration::ZERO),
-                    };
-                    s.mp.rtt = Some(codec::MpRtt {
-                        kind,
-                        rtt_ms: ms(rtt),
-                        age_ms: ms(age),
-                    });
-                }
-            }
-            s.payload = &q.data;
-        }
-        if mp_on {
-            for c in sf.pend.confirms.drain(..) {
-                if !s.mp.push_confirm(c) {
-                    break;
-                }
-            }
-            if prio_due {
-                s.mp.prio = sf.pend.prio;
-                sf.pend.prio_tries += 1;
-                sf.pend.prio_due = false;
-                if sf.pend.prio_tries >= self.config.mp_option_max_tries {
-                    sf.pend.prio = None;
-                    sf.timers.stop(Timer::PrioRetx);
-                    self.stats.mp_option_unconfirmed += 1;
-                } else {
-                    sf.timers.arm(
-                        Timer::PrioRetx,
-                        now + self.config.mp_option_rto.max(sf.rtt.rto()),
-                    );
-                }
-            }
-            // ADDADDR/REMOVEADDR travel on pure Acks (their MP_HMAC would
-            // clash with nothing else there).
-            if let (Some(ai), Some(k), None) = (advert, keys, &data) {
-                let rto = self.config.mp_option_rto.max(sf.rtt.rto());
-                let a = &mut self.adverts[ai];
-                a.tries += 1;
-                a.retx_at = now + rto;
-                a.due = false;
-                if a.remove {
-                    let r = MpRemoveAddr {
-                        addr_id: a.id,
-                        nonce: a.nonce,
-                    };
-                    s.mp.hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
-                    s.mp.removeaddr = Some(r);
-                } else {
-                    let ad = MpAddAddr {
-                        addr_id: a.id,
-                        nonce: a.nonce,
-                        ip: a.addr.ip(),
-                        port: (a.addr.port() != 0).then_some(a.addr.port()),
-                    };
-                    s.mp.hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
-                    s.mp.addaddr = Some(ad);
-                }
-            }
+        // ADDADDR/REMOVEADDR travel on pure Acks (their MP_HMAC would
+        // clash with nothing else there).
+        if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
+            let rto = self.paths[i].option_rto(self.config.mp_option_rto);
+            self.adverts[ai].attach(now, rto, &k, &mut seg);
         }
         let sf = &mut self.paths[i];
         sf.on_ack_sent();
-        let result = s.emit(buf, addrs);
+        let result = seg.emit(buf, addrs);
         if let Some((_, q)) = data {
-            let bytes = q.data.len() as u32;
             if result.is_some() {
-                // Draft-cheng §3.4, per path: nothing waiting here or in the
-                // connection queue, window not full, and no packet diverted
-                // away from this path within the last round trip.
-                let rtt = sf.rtt.srtt().unwrap_or(self.config.initial_rto);
-                let app_limited = sf.queue.is_empty()
-                    && self.queue.len() == 0
-                    && sf.pipe + 1 < sf.cc.cwnd_pkts()
-                    && sf.blocked_at.is_none_or(|t| now - t > rtt);
-                sf.on_data_sent(now, seq, bytes, app_limited);
+                let conn_queue_empty = self.queue.len() == 0;
+                let sf = &mut self.paths[i];
+                sf.data_sent(
+                    now,
+                    seq,
+                    q.data.len() as u32,
+                    conn_queue_empty,
+                    self.config.initial_rto,
+                );
                 self.stats.tx_data_pkts += 1;
             } else {
                 self.stats.tx_buffer_too_small += 1;
@@ -558,16 +290,4 @@ impl Connection {
         }
         r
     }
-}
-
-impl Subflow {
-    fn has_pending_reset(&self) -> bool {
-        self.pend.reset.is_some()
-    }
-}
-
-/// Exponential backoff of handshake/close retransmissions, each interval
-/// capped at 4 s so a bounded number of tries ends in bounded time.
-pub(super) fn retx_backoff(base: Duration, tries: u32) -> Duration {
-    (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
 }

@@ -8,6 +8,33 @@ use std::time::Duration;
 use super::*;
 
 impl Subflow {
+    /// A data packet left (it was written out): the flight, the pacer and
+    /// the application-limited mark take it in.
+    pub fn data_sent(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        bytes: u32,
+        conn_queue_empty: bool,
+        initial_rto: Duration,
+    ) {
+        // Draft-cheng §3.4, per path: nothing waiting here or in the
+        // connection queue, window not full, and no packet diverted away
+        // from this path within the last round trip.
+        let rtt = self.rtt.srtt().unwrap_or(initial_rto);
+        let app_limited = self.queue.is_empty()
+            && conn_queue_empty
+            && self.pipe + 1 < self.cc.cwnd_pkts()
+            && self.blocked_at.is_none_or(|t| now - t > rtt);
+        self.on_data_sent(now, seq, bytes, app_limited);
+    }
+
+    /// Retransmission interval of an MP option (MP_PRIO, address adverts):
+    /// at least `base`, at least the path's RTO.
+    pub fn option_rto(&self, base: Duration) -> Duration {
+        base.max(self.rtt.rto())
+    }
+
     /// Sender side: one data packet leaves.
     pub fn on_data_sent(&mut self, now: Instant, seq: u64, bytes: u32, app_limited: bool) {
         let rs = self.rate.on_packet_sent(now, bytes, self.pipe);

@@ -19,8 +19,10 @@ use crate::time::Instant;
 use crate::wire::ResetCode;
 
 mod ccid2;
+mod emit;
 mod timers;
 
+pub(crate) use emit::{AckSegment, EmitCtx};
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
 /// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
