@@ -83,6 +83,88 @@ impl Connection {
             .min()
     }
 
+    /// The peer confirmed our MP_ADDADDR / MP_REMOVEADDR (same id, kind
+    /// and nonce): no more retransmissions.
+    pub(super) fn on_advert_confirmed(&mut self, c: &ConfirmItem) {
+        let remove = c.kind == mp::REMOVEADDR;
+        if let Some(a) = self
+            .adverts
+            .iter_mut()
+            .find(|a| a.id == c.id && a.remove == remove && a.nonce == c.nonce && !a.confirmed)
+        {
+            a.confirmed = true;
+            let id = a.id;
+            self.events.push_back(Event::AddressConfirmed { id });
+        }
+    }
+
+    /// MP_ADDADDR / MP_REMOVEADDR received on subflow `i`: acted on only
+    /// when their MP_HMAC verifies under the peer's derived key, and
+    /// confirmed (RFC 9897 §3.2.8, §3.2.9).
+    pub(super) fn handle_address_options(&mut self, now: Instant, i: usize, m: &codec::MpOpts) {
+        let keys = self.d_keys();
+        if let Some(a) = m.addaddr {
+            match (m.hmac, keys) {
+                (Some(h), Some(k)) if verify_addaddr(&k.d_key_remote(), &a, &h) => {
+                    self.on_addaddr(i, &a)
+                }
+                _ => self.stats.addaddr_bad_hmac += 1,
+            }
+        }
+        if let Some(r) = m.removeaddr {
+            match (m.hmac, keys) {
+                (Some(h), Some(k)) if verify_removeaddr(&k.d_key_remote(), &r, &h) => {
+                    self.on_removeaddr(now, i, &r)
+                }
+                _ => self.stats.removeaddr_bad_hmac += 1,
+            }
+        }
+    }
+
+    fn on_addaddr(&mut self, i: usize, a: &MpAddAddr) {
+        let addr = SocketAddr::new(a.ip, a.port.unwrap_or(0));
+        if self.remote_addrs.insert(a.addr_id, addr) != Some(addr) {
+            self.events.push_back(Event::AddressAdded {
+                id: a.addr_id,
+                addr,
+            });
+        }
+        let sf = &mut self.paths[i];
+        sf.owe_confirm(ConfirmItem {
+            kind: mp::ADDADDR,
+            id: a.addr_id,
+            nonce: a.nonce,
+            addr: Some((a.ip, a.port)),
+        });
+        sf.ack_now();
+    }
+
+    fn on_removeaddr(&mut self, now: Instant, i: usize, r: &MpRemoveAddr) {
+        if self.remote_addrs.remove(&r.addr_id).is_some() {
+            self.events
+                .push_back(Event::AddressRemoved { id: r.addr_id });
+        }
+        // The MP_HMAC covers only id and nonce, so an observer could
+        // replay it later; act on each (id, nonce) once.
+        if self.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
+            self.stats.removeaddr_duplicate += 1;
+        } else {
+            if self.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
+                self.removeaddr_seen.pop_front();
+            }
+            self.removeaddr_seen.push_back((r.addr_id, r.nonce));
+            self.close_paths_of_address(now, r.addr_id);
+        }
+        let sf = &mut self.paths[i];
+        sf.owe_confirm(ConfirmItem {
+            kind: mp::REMOVEADDR,
+            id: r.addr_id,
+            nonce: r.nonce,
+            addr: None,
+        });
+        sf.ack_now();
+    }
+
     /// Fires the expired advert timers: the option is owed again, or its
     /// tries are exhausted (given up, counted).
     pub(super) fn fire_adverts(&mut self, now: Instant) {
@@ -116,14 +198,8 @@ impl Connection {
     pub fn set_priority(&mut self, now: Instant, id: PathId, prio: u8) {
         let Some(i) = self.idx(id) else { return };
         let prio = prio.min(crate::path::priority::MAX);
-        let sf = &mut self.paths[i];
-        sf.priority = prio;
-        if self.mp == Some(true) {
-            sf.pend.prio = Some(prio);
-            sf.timers.arm(Timer::PrioRetx, now);
-            sf.pend.prio_due = false;
-            sf.pend.prio_tries = 0;
-        }
+        let tell = self.mp == Some(true);
+        self.paths[i].set_priority(now, prio, tell);
     }
 
     /// Advertises a local address to the peer (MP_ADDADDR with nonce and
@@ -173,7 +249,7 @@ impl Connection {
             let used = self
                 .paths
                 .iter()
-                .any(|p| !p.is_gone() && p.local_addr_id == id)
+                .any(|p| !p.is_gone() && p.local_addr_id() == id)
                 || self
                     .adverts
                     .iter()

@@ -1,89 +1,109 @@
 //! The MP-DCCP handshakes (RFC 9897 §3.3, §3.2.2): MP_KEY on the first
 //! subflow, MP_JOIN + MP_HMAC on the others, the server's acceptance of
 //! Requests and the checks of the third packet.
+//!
+//! This is the seam for what comes next: every decision that depends on
+//! the key exchange — which MP_KEY offer is acceptable
+//! ([`Connection::accept_key_offer`]), how a join's MP_HMAC is checked and
+//! how the third packet proves the keys ([`Connection::verify_third_packet`])
+//! — is made here, over the parsed [`Segment`]. An authenticated key
+//! exchange (key types 1/2) replaces these functions' bodies, and a wire
+//! profile (RFC 9897 or the reference kernel's layouts) changes only how
+//! `codec` reads and writes the options, not these rules.
 
 use super::*;
+use codec::MpJoin;
 
 impl Connection {
+    /// Server: a Request on a path without a subflow. Refusals leave a
+    /// closed subflow that sends its Reset once and is then forgotten
+    /// (a host that has not proven who it is gets no state).
     pub(super) fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
         if matches!(self.state, ConnState::Closing | ConnState::Closed) {
             self.stats.rx_request_refused += 1;
             return;
         }
-        let cfg = PathConfig::default();
-        let mut sf = self.new_subflow(path, cfg);
-        sf.last_rx_at = now;
-        sf.set_isr(seg.seq);
-        sf.remote_addr_id = 0;
-        let mut reset = None;
-        if let Some(j) = seg.mp.join {
-            if self.mp != Some(true) {
-                self.stats.join_not_multipath += 1;
-                reset = Some(ResetCode::ConnectionRefused);
-            } else if j.token != self.local_ci {
-                // RFC 9897 §3.2.2: unknown path token → Reset.
-                self.stats.join_unknown_token += 1;
-                reset = Some(ResetCode::NoConnection);
-            } else if self.live_paths() >= self.config.max_paths {
-                self.stats.join_too_busy += 1;
-                reset = Some(ResetCode::TooBusy);
-            } else {
-                sf.join = true;
-                sf.remote_nonce = j.nonce;
-                sf.remote_addr_id = j.addr_id;
-                sf.local_nonce = self.rng.gen::<u32>().max(1);
-                sf.local_addr_id = self.alloc_addr_id();
+        let mut sf = self.new_subflow(path, PathConfig::default());
+        sf.on_first_request(now, seg);
+        let refused = match seg.mp.join {
+            Some(j) => self.check_join_request(&mut sf, &j),
+            None => self.check_initial_request(seg),
+        };
+        match refused {
+            Some(code) => sf.refuse(code),
+            None => {
+                // RFC 4340 §6: features the client asked us to confirm.
+                let window = seg
+                    .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
+                    .map(|f| f.value);
+                sf.respond(now, self.config.respond_timeout, window);
             }
-        } else if self.paths.iter().any(|p| !p.join && !p.is_gone()) || self.mp.is_some() {
-            // A second initial handshake on an existing connection.
-            self.stats.rx_unexpected += 1;
-            reset = Some(ResetCode::ConnectionRefused);
+        }
+        self.insert_path(sf);
+    }
+
+    /// MP_JOIN in a Request (RFC 9897 §3.2.2): the Reset code refusing it,
+    /// or `None` with the subflow set up as a join.
+    fn check_join_request(&mut self, sf: &mut Subflow, j: &MpJoin) -> Option<ResetCode> {
+        if self.mp != Some(true) {
+            self.stats.join_not_multipath += 1;
+            Some(ResetCode::ConnectionRefused)
+        } else if j.token != self.local_ci {
+            // Unknown path token → Reset.
+            self.stats.join_unknown_token += 1;
+            Some(ResetCode::NoConnection)
+        } else if self.live_paths() >= self.config.max_paths {
+            self.stats.join_too_busy += 1;
+            Some(ResetCode::TooBusy)
         } else {
-            let wants_mp = seg
-                .feat(opt::CHANGE_L, FeatureNum::MultipathCapable)
-                .is_some_and(|f| f.has_value)
-                && seg.mp.key.is_some_and(|k| k.plain);
-            if self.config.multipath && wants_mp {
-                // Invariant: wants_mp checked key is Some.
-                let k = seg.mp.key.expect("checked above");
+            let nonce = self.rng.gen::<u32>().max(1);
+            let addr_id = self.alloc_addr_id();
+            sf.accept_join(j, nonce, addr_id);
+            None
+        }
+    }
+
+    /// The first Request: multipath if both want it, plain DCCP otherwise;
+    /// a second initial handshake on a connection is refused.
+    fn check_initial_request(&mut self, seg: &Segment<'_>) -> Option<ResetCode> {
+        if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || self.mp.is_some() {
+            self.stats.rx_unexpected += 1;
+            return Some(ResetCode::ConnectionRefused);
+        }
+        let offered = seg
+            .feat(opt::CHANGE_L, FeatureNum::MultipathCapable)
+            .is_some_and(|f| f.has_value);
+        self.accept_key_offer(offered, seg);
+        None
+    }
+
+    /// RFC 9897 §3.3: multipath when we want it, the peer asked for (or
+    /// confirmed) feature 10 and its MP_KEY offers a key type we support
+    /// (plain text today); otherwise plain DCCP (counted as a fallback).
+    fn accept_key_offer(&mut self, feature_agreed: bool, seg: &Segment<'_>) {
+        match seg.mp.key {
+            Some(k) if self.config.multipath && feature_agreed && k.plain => {
                 self.remote_key = Some(k.key);
                 self.remote_ci = Some(k.ci);
                 self.mp = Some(true);
-            } else {
+            }
+            _ => {
                 if self.config.multipath {
                     self.stats.fallbacks += 1;
                 }
                 self.mp = Some(false);
             }
         }
-        if let Some(code) = reset {
-            sf.state = SubState::Closed;
-            sf.pend.reset = Some(code);
-            self.stats.resets_sent += 0;
-        } else {
-            sf.state = SubState::Respond;
-            sf.pend.response = true;
-            sf.timers
-                .arm(Timer::Retx, now + self.config.respond_timeout);
-            // RFC 4340 §6: features the client asked us to confirm.
-            if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::SequenceWindow) {
-                sf.seq_window = sf.seq_window.max(f.value.clamp(32, 1 << 46));
-            }
-        }
-        self.insert_path(sf);
     }
 
+    /// Client in REQUEST: only a Response or Reset acknowledging one of our
+    /// Requests is accepted (RFC 4340 §8.1.1).
     pub(super) fn handle_in_request(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
-        let sf = &self.paths[i];
-        let ack_valid = seg.ack.is_some_and(|a| {
-            let a = sf.unwrap_ack(a);
-            a >= sf.iss && a <= sf.gss
-        });
+        let acks_us = self.paths[i].acks_our_request(seg);
         match seg.ptype {
-            PacketType::Reset if ack_valid => {
+            PacketType::Reset if acks_us => {
                 self.stats.resets_received += 1;
-                let first = !self.paths[i].join;
-                let id = self.paths[i].id;
+                let first = !self.paths[i].is_join();
                 self.fail_path(i, None);
                 if first {
                     self.close_reason = Some(format!(
@@ -91,55 +111,32 @@ impl Connection {
                         seg.reset_code
                     ));
                 }
-                let _ = id;
             }
-            PacketType::Response if ack_valid => self.handle_response(now, i, seg),
+            PacketType::Response if acks_us => self.handle_response(now, i, seg),
             _ => self.stats.rx_unexpected += 1,
         }
     }
 
+    /// Client: the Response (the Response-to-Request time is the first RTT
+    /// sample, RFC 4340 §8.1).
     pub(super) fn handle_response(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
-        {
-            let sf = &mut self.paths[i];
-            sf.set_isr(seg.seq);
-            if let Some(a) = seg.ack {
-                sf.gar = sf.unwrap_ack(a);
-                sf.on_handshake_ack(now, sf.gar);
-            }
-        }
-        let join = self.paths[i].join;
-        if !join {
+        self.paths[i].on_response(now, seg);
+        if !self.paths[i].is_join() {
             let confirmed = seg
                 .feat(opt::CONFIRM_R, FeatureNum::MultipathCapable)
                 .is_some_and(|f| f.has_value);
-            match seg.mp.key {
-                Some(k) if self.config.multipath && confirmed && k.plain => {
-                    self.remote_key = Some(k.key);
-                    self.remote_ci = Some(k.ci);
-                    self.mp = Some(true);
-                }
-                _ => {
-                    if self.config.multipath {
-                        self.stats.fallbacks += 1;
-                    }
-                    self.mp = Some(false);
-                }
-            }
+            self.accept_key_offer(confirmed, seg);
         } else {
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.
+            let ra = self.paths[i].local_nonce();
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {
                 (Some(j), Some(h), Some(k)) => {
-                    let ra = self.paths[i].local_nonce;
                     keys::verify_join_hmac(&k.d_key_remote(), j.nonce, ra, &h).then_some(j)
                 }
                 _ => None,
             };
             match ok {
-                Some(j) => {
-                    let sf = &mut self.paths[i];
-                    sf.remote_nonce = j.nonce;
-                    sf.remote_addr_id = j.addr_id;
-                }
+                Some(j) => self.paths[i].set_peer_join(&j),
                 None => {
                     self.stats.join_bad_hmac += 1;
                     self.fail_path(i, Some(ResetCode::OptionError));
@@ -147,46 +144,36 @@ impl Connection {
                 }
             }
         }
-        let sf = &mut self.paths[i];
-        sf.rx.record(sf.gsr);
-        sf.state = SubState::PartOpen;
-        sf.pend.handshake_ack = true;
-        sf.retx_tries = 0;
-        sf.retx_interval = self.config.handshake_rto;
-        sf.timers.arm(Timer::Retx, now);
-        // The Response-to-Request time is an RTT sample (RFC 4340 §8.1).
-        let _ = now;
+        self.paths[i].enter_partopen(now, self.config.handshake_rto);
     }
 
     /// Server side of the third handshake packet: MP_KEY echo (first
-    /// subflow) or MP_HMAC = HMAC(d-keyA, RA‖RB) (join).
+    /// subflow) or MP_HMAC = HMAC(d-keyA, RA‖RB) (join). A failure closes
+    /// the subflow with Reset (Option Error).
     pub(super) fn verify_third_packet(&mut self, i: usize, seg: &Segment<'_>) -> bool {
         if self.mp != Some(true) {
             return true;
         }
         let sf = &self.paths[i];
-        if sf.join {
+        if sf.is_join() {
             let ok = match (seg.mp.hmac, self.d_keys()) {
-                (Some(h), Some(k)) => {
-                    keys::verify_join_hmac(&k.d_key_remote(), sf.remote_nonce, sf.local_nonce, &h)
-                }
+                (Some(h), Some(k)) => keys::verify_join_hmac(
+                    &k.d_key_remote(),
+                    sf.remote_nonce(),
+                    sf.local_nonce(),
+                    &h,
+                ),
                 _ => false,
             };
             if !ok {
                 self.stats.join_bad_hmac += 1;
-                let sf = &mut self.paths[i];
-                sf.state = SubState::Closed;
-                sf.pend = Default::default();
-                sf.pend.reset = Some(ResetCode::OptionError);
+                self.paths[i].refuse(ResetCode::OptionError);
                 return false;
             }
         } else if let Some(k) = seg.mp.key {
             if Some(k.key) != self.remote_key || k.peer_key.is_some_and(|p| p != self.local_key) {
                 self.stats.bad_key_echo += 1;
-                let sf = &mut self.paths[i];
-                sf.state = SubState::Closed;
-                sf.pend = Default::default();
-                sf.pend.reset = Some(ResetCode::OptionError);
+                self.paths[i].refuse(ResetCode::OptionError);
                 self.close_reason = Some("MP_KEY mismatch".into());
                 return false;
             }
@@ -194,24 +181,21 @@ impl Connection {
         true
     }
 
+    /// Subflow `i` reached OPEN; the first time, the path (and the first
+    /// time of all, the connection) is announced.
     pub(super) fn mark_open(&mut self, i: usize) {
-        let sf = &mut self.paths[i];
-        sf.state = SubState::Open;
-        sf.timers.stop(Timer::Retx);
-        sf.retx_tries = 0;
-        sf.pend.handshake_ack = false;
-        if !sf.announced {
-            sf.announced = true;
-            let id = sf.id;
-            if !self.connected_event_sent {
-                self.connected_event_sent = true;
-                if self.state == ConnState::Handshaking {
-                    self.state = ConnState::Established;
-                }
-                self.events.push_back(Event::Connected);
-            }
-            self.events.push_back(Event::PathEstablished(id));
+        if !self.paths[i].set_open() {
+            return;
         }
+        let id = self.paths[i].id();
+        if !self.connected_event_sent {
+            self.connected_event_sent = true;
+            if self.state == ConnState::Handshaking {
+                self.state = ConnState::Established;
+            }
+            self.events.push_back(Event::Connected);
+        }
+        self.events.push_back(Event::PathEstablished(id));
     }
 
     pub(super) fn d_keys(&self) -> Option<ConnKeys> {

@@ -9,64 +9,26 @@ impl Connection {
     /// queue, every timer of it stops, `PathClosed` is reported once.
     pub(super) fn drop_subflow(&mut self, now: Instant, i: usize) {
         self.reinject(i);
-        let sf = &mut self.paths[i];
-        let id = sf.id;
-        let was_gone = sf.is_gone();
-        sf.state = SubState::Closed;
-        sf.pend = Default::default();
-        sf.timers.stop(Timer::Retx);
-        sf.timers.stop(Timer::Rto);
-        sf.timers.stop(Timer::AckDue);
-        sf.timers.stop(Timer::TimeWait);
-        sf.timers.stop(Timer::Probe);
-        sf.failed = false;
-        sf.closed_at = Some(sf.closed_at.unwrap_or(now));
-        if !was_gone {
-            self.events.push_back(Event::PathClosed(id));
+        if self.paths[i].drop_now(now) {
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
         }
     }
 
+    /// Starts closing subflow `i` (RFC 4340 §8.3).
     pub(super) fn begin_subflow_close(&mut self, now: Instant, i: usize) {
         let server = self.role == Role::Server;
-        let sf = &mut self.paths[i];
-        match sf.state {
-            // RFC 4340 §8.3: a server asks the client to close (CloseReq) so
-            // that the client, not the server, holds TIMEWAIT.
-            SubState::Open if server => {
-                sf.state = SubState::CloseReq;
-                sf.pend.closereq = true;
-                sf.retx_tries = 0;
-                sf.retx_interval = self.config.handshake_rto.max(sf.rtt.rto());
-                sf.timers.arm(Timer::Retx, now);
-            }
-            SubState::Open | SubState::PartOpen | SubState::Respond => {
-                sf.state = SubState::Closing;
-                sf.pend.close = true;
-                sf.retx_tries = 0;
-                sf.retx_interval = self.config.handshake_rto.max(sf.rtt.rto());
-                sf.timers.arm(Timer::Retx, now);
-            }
-            SubState::Request => {
-                sf.state = SubState::Closed;
-                sf.timers.stop(Timer::Retx);
-                self.events.push_back(Event::PathClosed(sf.id));
-            }
-            _ => {}
+        let rto = self.config.handshake_rto;
+        if self.paths[i].begin_close(now, server, rto) {
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
         }
     }
 
+    /// Subflow `i` failed (answering `reset` if the peer knows it): its
+    /// packets go back to the connection queue.
     pub(super) fn fail_path(&mut self, i: usize, reset: Option<ResetCode>) {
-        let sf = &mut self.paths[i];
-        sf.state = SubState::Closed;
-        sf.timers.stop(Timer::Retx);
-        sf.timers.stop(Timer::Rto);
-        sf.pend = Default::default();
-        if sf.have_isr {
-            sf.pend.reset = reset;
-        }
-        let id = sf.id;
+        self.paths[i].fail(reset);
         self.reinject(i);
-        self.events.push_back(Event::PathFailed(id));
+        self.events.push_back(Event::PathFailed(self.paths[i].id()));
     }
 
     pub(super) fn check_closed(&mut self) {
@@ -78,7 +40,7 @@ impl Connection {
             }
             ConnState::Handshaking => {
                 // Every subflow attempt died before the connection opened.
-                if self.ever_had_path && self.paths.iter().all(|p| p.state == SubState::Closed) {
+                if self.ever_had_path && self.paths.iter().all(|p| p.state() == SubState::Closed) {
                     self.close_reason
                         .get_or_insert_with(|| "handshake failed".into());
                     self.finish_close();
@@ -106,16 +68,14 @@ impl Connection {
         let now = self.last_now;
         let linger = self.config.closed_path_linger;
         for p in &mut self.paths {
-            if p.state == SubState::Closed && p.closed_at.is_none() {
-                p.closed_at = Some(now);
-            }
+            p.note_closed(now);
         }
         let before = self.paths.len();
         let mut reaped = 0;
         self.paths.retain(|p| {
-            let done = p.state == SubState::Closed && p.pend.reset.is_none() && p.queue.is_empty();
-            let forget = done && (!p.announced || p.closed_at.is_some_and(|t| now >= t + linger));
-            if forget && p.announced {
+            let announced = p.announced();
+            let forget = p.owes_nothing() && (!announced || p.closed_for_at_least(now, linger));
+            if forget && announced {
                 reaped += 1;
             }
             !forget
@@ -133,7 +93,7 @@ impl Connection {
     pub(super) fn close_paths_of_address(&mut self, now: Instant, addr_id: u8) {
         for j in 0..self.paths.len() {
             let p = &self.paths[j];
-            if p.remote_addr_id == addr_id && !p.is_gone() {
+            if p.remote_addr_id() == addr_id && !p.is_gone() {
                 self.drop_subflow(now, j);
                 self.stats.paths_removed_by_peer += 1;
             }
@@ -148,54 +108,57 @@ impl Connection {
         if self.state != ConnState::Established {
             return;
         }
-        let last_any = self
-            .paths
-            .iter()
-            .filter(|p| !p.is_gone())
-            .map(|p| p.last_rx_at)
-            .max();
-        if let (Some(t), Some(last)) = (self.config.idle_timeout, last_any) {
-            if now >= last + t {
-                self.stats.idle_timeouts += 1;
-                self.close_reason = Some(format!("idle timeout ({t:?} without a packet)"));
-                self.discard_queue();
-                for i in 0..self.paths.len() {
-                    self.drop_subflow(now, i);
-                }
-                self.finish_close();
-                return;
-            }
-        }
-        if let Some(t) = self.config.path_idle_timeout {
+        if self.idle_deadline().is_some_and(|at| at <= now) {
+            let t = self.config.idle_timeout.unwrap_or_default();
+            self.stats.idle_timeouts += 1;
+            self.close_reason = Some(format!("idle timeout ({t:?} without a packet)"));
+            self.discard_queue();
             for i in 0..self.paths.len() {
-                if self.expiry_due(i, t).is_some_and(|at| at <= now) {
-                    self.drop_subflow(now, i);
-                    self.stats.paths_expired += 1;
-                }
+                self.drop_subflow(now, i);
+            }
+            self.finish_close();
+            return;
+        }
+        for i in 0..self.paths.len() {
+            if self.expiry_due(i).is_some_and(|at| at <= now) {
+                self.drop_subflow(now, i);
+                self.stats.paths_expired += 1;
             }
         }
         if let Some(k) = self.config.keepalive_interval {
             for sf in &mut self.paths {
-                if keepalive_due(sf, k).is_some_and(|at| at <= now) {
-                    sf.pend.sync = Some(sf.gsr & SEQ_MASK);
-                    sf.keepalive_at = Some(now);
+                if sf.keepalive_due(k).is_some_and(|at| at <= now) {
+                    sf.send_keepalive(now);
                     self.stats.keepalives_sent += 1;
                 }
             }
         }
     }
 
-    /// When subflow `i` expires under `path_idle_timeout` = `t`, if it can.
-    pub(super) fn expiry_due(&self, i: usize, t: Duration) -> Option<Instant> {
+    /// When the connection closes for `idle_timeout` of silence on every
+    /// live subflow.
+    fn idle_deadline(&self) -> Option<Instant> {
+        let idle = self.config.idle_timeout?;
+        self.paths
+            .iter()
+            .filter(|p| !p.is_gone())
+            .map(|p| p.last_rx_at() + idle)
+            .max()
+    }
+
+    /// When subflow `i` expires under `path_idle_timeout`, if it can.
+    pub(super) fn expiry_due(&self, i: usize) -> Option<Instant> {
+        let t = self.config.path_idle_timeout?;
         let sf = &self.paths[i];
-        if !matches!(sf.state, SubState::Open | SubState::PartOpen) {
+        if !matches!(sf.state(), SubState::Open | SubState::PartOpen) {
             return None;
         }
+        let heard = sf.last_rx_at();
         let newer = self
             .paths
             .iter()
-            .any(|p| p.id != sf.id && !p.is_gone() && p.last_rx_at > sf.last_rx_at);
-        newer.then(|| sf.last_rx_at + t)
+            .any(|p| p.id() != sf.id() && !p.is_gone() && p.last_rx_at() > heard);
+        newer.then(|| heard + t)
     }
 
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
@@ -203,31 +166,16 @@ impl Connection {
         if self.state != ConnState::Established {
             return None;
         }
-        let mut t: Option<Instant> = None;
-        let mut upd = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        if let Some(idle) = self.config.idle_timeout {
-            upd(self
-                .paths
-                .iter()
-                .filter(|p| !p.is_gone())
-                .map(|p| p.last_rx_at + idle)
-                .max());
-        }
-        if let Some(pt) = self.config.path_idle_timeout {
-            for i in 0..self.paths.len() {
-                upd(self.expiry_due(i, pt));
-            }
-        }
-        if let Some(k) = self.config.keepalive_interval {
-            for sf in &self.paths {
-                upd(keepalive_due(sf, k));
-            }
-        }
-        t
+        let expiry = (0..self.paths.len()).filter_map(|i| self.expiry_due(i));
+        let keepalive = self
+            .config
+            .keepalive_interval
+            .map(|k| self.paths.iter().filter_map(move |sf| sf.keepalive_due(k)));
+        self.idle_deadline()
+            .into_iter()
+            .chain(expiry)
+            .chain(keepalive.into_iter().flatten())
+            .min()
     }
 
     pub(super) fn finish_close(&mut self) {
@@ -258,12 +206,12 @@ impl Connection {
     /// Fires the expired timers of subflow `i` and carries out what they
     /// ask of the connection.
     pub(super) fn subflow_timers(&mut self, now: Instant, i: usize) {
-        let id = self.paths[i].id;
+        let id = self.paths[i].id();
         // With a usable backup path a failing one is given up sooner.
         let backup_up = self
             .paths
             .iter()
-            .any(|p| p.id != id && p.is_open() && !p.failed && p.priority != 0);
+            .any(|p| p.id() != id && p.is_usable() && p.priority() != 0);
         let ctx = TimerCtx {
             max_tries: self.config.max_handshake_tries,
             fail_after_rtos: if backup_up {
@@ -273,7 +221,7 @@ impl Connection {
             },
             max_probe_interval: self.config.max_probe_interval,
         };
-        let first = !self.paths[i].join;
+        let first = !self.paths[i].is_join();
         match self.paths[i].handle_timeout(now, &ctx) {
             None => {}
             Some(Fired::HandshakeTimedOut(reset)) => {
@@ -291,15 +239,4 @@ impl Connection {
             }
         }
     }
-}
-
-/// When an open, silent subflow is due a keepalive probe (`k` after the
-/// last packet received and after the previous probe). Failed subflows
-/// have their own probes.
-pub(super) fn keepalive_due(sf: &Subflow, k: Duration) -> Option<Instant> {
-    if !sf.is_open() || sf.failed {
-        return None;
-    }
-    let at = sf.last_rx_at + k;
-    Some(sf.keepalive_at.map_or(at, |p| at.max(p + k)))
 }

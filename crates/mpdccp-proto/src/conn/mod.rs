@@ -92,7 +92,7 @@ use codec::{ConfirmItem, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
-use subflow::{Fired, SubState, Subflow, Timer, TimerCtx};
+use subflow::{Fired, SubState, Subflow, TimerCtx};
 
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
@@ -389,13 +389,9 @@ impl Connection {
             }
         }
         let mut sf = self.new_subflow(id, cfg);
-        sf.initiator = true;
-        sf.join = !first;
-        sf.state = SubState::Request;
-        sf.timers.arm(Timer::Retx, now);
-        sf.local_nonce = self.rng.gen::<u32>().max(1);
-        sf.local_addr_id = self.alloc_addr_id();
-        sf.last_rx_at = now;
+        let nonce = self.rng.gen::<u32>().max(1);
+        let addr_id = self.alloc_addr_id();
+        sf.start_request(now, !first, nonce, addr_id);
         self.insert_path(sf);
         Ok(())
     }
@@ -415,11 +411,11 @@ impl Connection {
     pub fn set_path_down(&mut self, now: Instant, id: PathId) {
         let Some(i) = self.idx(id) else { return };
         let sf = &self.paths[i];
-        let peer_knows = sf.announced || sf.have_isr || sf.retx_tries > 0;
+        let peer_knows = sf.peer_knows_us();
         let was_gone = sf.is_gone();
         // The initial subflow's address is id 0 (it carried MP_KEY, not
         // MP_JOIN); joins announced their own id.
-        let addr_id = if sf.join { sf.local_addr_id } else { 0 };
+        let addr_id = if sf.is_join() { sf.local_addr_id() } else { 0 };
         self.drop_subflow(now, i);
         if peer_knows && !was_gone && self.state == ConnState::Established && self.mp == Some(true)
         {
@@ -477,9 +473,7 @@ impl Connection {
         remote: Option<SocketAddr>,
     ) {
         if let Some(i) = self.idx(id) {
-            let c = &mut self.paths[i].cfg;
-            c.local = local.or(c.local);
-            c.remote = remote.or(c.remote);
+            self.paths[i].set_addresses(local, remote, true);
         }
     }
 
@@ -498,9 +492,7 @@ impl Connection {
         // A path this datagram created (or re-created after a closed
         // subflow) learns its addresses; configured ones are kept.
         if let Some(i) = self.idx(path) {
-            let c = &mut self.paths[i].cfg;
-            c.local = c.local.or(Some(local));
-            c.remote = c.remote.or(Some(remote));
+            self.paths[i].set_addresses(Some(local), Some(remote), false);
         }
     }
 
@@ -520,24 +512,13 @@ impl Connection {
             // A closed connection still answers a retransmitted Close (our
             // Reset was lost) so the peer can finish (RFC 4340 §8.3).
             if let (Some(i), Ok(seg)) = (idx, Segment::parse(data, None)) {
-                let sf = &mut self.paths[i];
-                if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
-                    && sf.have_isr
-                    && sf.pend.reset.is_none()
-                {
-                    sf.gsr = sf.gsr.max(sf.unwrap_seq(seg.seq));
-                    sf.pend.reset = Some(ResetCode::Closed);
-                }
+                self.paths[i].answer_close_when_closed(&seg);
             }
             return;
         }
-        let addrs = idx.and_then(|i| {
-            let c = &self.paths[i].cfg;
-            match (c.remote, c.local) {
-                (Some(r), Some(l)) if self.config.verify_checksums => Some((r.ip(), l.ip())),
-                _ => None,
-            }
-        });
+        let addrs = idx
+            .filter(|_| self.config.verify_checksums)
+            .and_then(|i| self.paths[i].rx_pseudo_addrs());
         let seg = match Segment::parse(data, addrs) {
             Ok(s) => s,
             Err(WireError::BadChecksum) => {
@@ -553,8 +534,8 @@ impl Connection {
         if let Some(i) = idx {
             if self.role == Role::Server
                 && seg.ptype == PacketType::Request
-                && self.paths[i].state == SubState::Closed
-                && self.paths[i].pend.reset.is_none()
+                && self.paths[i].state() == SubState::Closed
+                && !self.paths[i].has_pending_reset()
             {
                 self.paths.remove(i);
                 idx = None;
@@ -562,8 +543,7 @@ impl Connection {
         }
         match idx {
             Some(i) => {
-                self.paths[i].stats.rx_pkts += 1;
-                self.paths[i].stats.rx_bytes += data.len() as u64;
+                self.paths[i].count_rx(data.len());
                 self.handle_segment(now, i, &seg);
             }
             None if self.role == Role::Server && seg.ptype == PacketType::Request => {
@@ -639,14 +619,7 @@ impl Connection {
         self.close_reason = Some("fast close".into());
         self.discard_queue();
         for sf in &mut self.paths {
-            if sf.state != SubState::Closed && sf.have_isr {
-                sf.pend = Default::default();
-                sf.pend.reset = Some(ResetCode::MpFastClose);
-            }
-            sf.state = SubState::Closed;
-            sf.timers.stop(Timer::Retx);
-            sf.timers.stop(Timer::Rto);
-            sf.queue.clear();
+            sf.fast_close();
         }
         self.state = ConnState::Closing;
         self.check_closed();
@@ -659,19 +632,19 @@ impl Connection {
 
     /// Counters of one path.
     pub fn path_stats(&self, id: PathId) -> Option<PathStats> {
-        self.idx(id).map(|i| self.paths[i].stats)
+        self.idx(id).map(|i| *self.paths[i].stats())
     }
 
     /// Slow-start threshold of a path's controller, if it has one.
     pub fn path_ssthresh(&self, id: PathId) -> Option<u32> {
-        self.idx(id).and_then(|i| self.paths[i].cc.ssthresh_pkts())
+        self.idx(id).and_then(|i| self.paths[i].ssthresh_pkts())
     }
 
     pub fn stats(&self) -> ConnStats {
         let mut s = self.stats;
         for p in &self.paths {
-            s.lost_pkts += p.stats.lost_pkts;
-            s.rtos += p.stats.rtos;
+            s.lost_pkts += p.stats().lost_pkts;
+            s.rtos += p.stats().rtos;
         }
         s
     }
@@ -690,12 +663,12 @@ impl Connection {
     }
 
     fn idx(&self, id: PathId) -> Option<usize> {
-        self.paths.binary_search_by_key(&id, |p| p.id).ok()
+        self.paths.binary_search_by_key(&id, |p| p.id()).ok()
     }
 
     fn insert_path(&mut self, sf: Subflow) -> usize {
         self.ever_had_path = true;
-        let pos = self.paths.partition_point(|p| p.id < sf.id);
+        let pos = self.paths.partition_point(|p| p.id() < sf.id());
         self.paths.insert(pos, sf);
         pos
     }
@@ -717,7 +690,7 @@ impl Connection {
 
     /// Moves packets waiting on path `i` back to the head of the send queue.
     fn reinject(&mut self, i: usize) {
-        while let Some((_, q)) = self.paths[i].queue.pop_back() {
+        while let Some((_, q)) = self.paths[i].unqueue_newest() {
             self.stats.reinjected_pkts += 1;
             self.queue.push_front(q);
         }
@@ -726,8 +699,7 @@ impl Connection {
     fn discard_queue(&mut self) {
         self.stats.send_queue_discarded += self.queue.clear() as u64;
         for sf in &mut self.paths {
-            self.stats.send_queue_discarded += sf.queue.len() as u64;
-            sf.queue.clear();
+            self.stats.send_queue_discarded += sf.clear_queue() as u64;
         }
     }
 

@@ -33,7 +33,7 @@ impl Connection {
             };
             self.rr_next = (i + 1) % n.max(1);
             self.count_tx(i, size);
-            let id = self.paths[i].id;
+            let id = self.paths[i].id();
             // GSO batch: more data packets of the same size for this path.
             let mut total = size;
             let mut segments = 1;
@@ -72,9 +72,7 @@ impl Connection {
     pub(super) fn count_tx(&mut self, i: usize, size: usize) {
         self.stats.tx_datagrams += 1;
         self.stats.tx_bytes += size as u64;
-        let sf = &mut self.paths[i];
-        sf.stats.tx_pkts += 1;
-        sf.stats.tx_bytes += size as u64;
+        self.paths[i].count_tx(size);
     }
 
     pub(super) fn rebuild_views(&mut self) {
@@ -94,7 +92,7 @@ impl Connection {
     /// Hands queued packets to paths as the scheduler decides; MP_SEQ is
     /// assigned here, in application order.
     pub(super) fn schedule(&mut self, now: Instant) {
-        if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_open() && !p.failed) {
+        if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_usable()) {
             return;
         }
         // Within this loop only the per-path queues change, so a view is
@@ -116,19 +114,16 @@ impl Connection {
             // has more demand than it carries: not application limited.
             for (k, v) in self.views.iter().enumerate() {
                 if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&v.id) {
-                    self.paths[k].blocked_at = Some(now);
+                    self.paths[k].note_blocked(now);
                 }
             }
             // Keep only paths that can carry data and are not hopelessly backlogged.
             let paths = &self.paths;
             self.sched_out.retain(|id| {
                 paths
-                    .binary_search_by_key(id, |p| p.id)
+                    .binary_search_by_key(id, |p| p.id())
                     .ok()
-                    .is_some_and(|i| {
-                        let p = &paths[i];
-                        p.is_open() && !p.failed && (p.queue.len() as u32) < p.cc.cwnd_pkts().max(1)
-                    })
+                    .is_some_and(|i| paths[i].takes_data())
             });
             self.sched_out.dedup();
             if self.sched_out.is_empty() {
@@ -158,7 +153,7 @@ impl Connection {
                         enqueued: src.enqueued,
                     }
                 };
-                self.paths[i].queue.push_back((seq, item));
+                self.paths[i].assign(seq, item);
                 self.views[i] = self.paths[i].view();
             }
             self.scheduler.on_scheduled(now, &meta, &self.sched_out);

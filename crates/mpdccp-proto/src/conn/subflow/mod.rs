@@ -4,6 +4,7 @@
 //! [`CongestionController`].
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::ackvec::{self, RecvHistory};
@@ -15,14 +16,17 @@ use crate::cc::{
     PacketRateState, RttEstimator, SentPacket,
 };
 use crate::path::{PathId, PathState, PathView};
+use crate::reorder::PathReceiveState;
 use crate::time::Instant;
 use crate::wire::ResetCode;
 
 mod ccid2;
 mod emit;
+mod recv;
 mod timers;
 
 pub(crate) use emit::{AckSegment, EmitCtx};
+pub(crate) use recv::{Admit, ResetEffect};
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
 /// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
@@ -75,100 +79,100 @@ pub(crate) struct PendingCtrl {
 
 #[derive(Debug)]
 pub(crate) struct Subflow {
-    pub id: PathId,
-    pub cfg: PathConfig,
-    pub state: SubState,
+    id: PathId,
+    cfg: PathConfig,
+    state: SubState,
     /// We sent the Request.
-    pub initiator: bool,
+    initiator: bool,
     /// Joined with MP_JOIN (not the first subflow).
-    pub join: bool,
+    join: bool,
     /// Believed broken after repeated timeouts.
-    pub failed: bool,
+    failed: bool,
     /// Reported `PathEstablished` already (for recovery events).
-    pub announced: bool,
-    pub mss_bytes: u32,
+    announced: bool,
+    mss_bytes: u32,
 
     // RFC 4340 §7: sequence state, unwrapped to 64 bits.
-    pub iss: u64,
-    pub gss: u64,
-    pub isr: u64,
-    pub gsr: u64,
-    pub gar: u64,
-    pub have_isr: bool,
+    iss: u64,
+    gss: u64,
+    isr: u64,
+    gsr: u64,
+    gar: u64,
+    have_isr: bool,
     /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
-    pub seq_window: u64,
-    pub rx: RecvHistory,
+    seq_window: u64,
+    rx: RecvHistory,
 
     // HC-receiver: acknowledgements we owe.
-    pub data_since_ack: u32,
-    pub ack_now: bool,
+    data_since_ack: u32,
+    ack_now: bool,
     /// Ack Ratio the peer asked us to use.
-    pub ack_ratio_rx: u32,
+    ack_ratio_rx: u32,
     /// Ack Ratio we ask the peer to use (RFC 4341 §6.1.2).
-    pub ack_ratio_tx: u32,
-    pub ack_ratio_unconfirmed: bool,
+    ack_ratio_tx: u32,
+    ack_ratio_unconfirmed: bool,
     /// GSR when each of the last two acknowledgements left: the Ack Vector
     /// reaches back to the older one, so one lost ack loses no information
     /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
-    pub acked_high: [u64; 2],
+    acked_high: [u64; 2],
     /// When the packet numbered GSR arrived: the Elapsed Time our next
     /// acknowledgement reports (RFC 4340 §13.2).
-    pub gsr_rx_at: Option<Instant>,
+    gsr_rx_at: Option<Instant>,
 
     // HC-sender (CCID2).
-    pub sent: VecDeque<Sent>,
-    pub pipe: u32,
+    sent: VecDeque<Sent>,
+    pipe: u32,
     top_acked: [u64; 3],
-    pub cc: Box<dyn CongestionController>,
-    pub rtt: RttEstimator,
-    pub rate: DeliveryRateEstimator,
-    pub rto_count: u32,
-    pub next_send_at: Instant,
-    pub lost_total: u64,
-    pub loss_rate: f64,
+    cc: Box<dyn CongestionController>,
+    rtt: RttEstimator,
+    rate: DeliveryRateEstimator,
+    rto_count: u32,
+    next_send_at: Instant,
+    lost_total: u64,
+    loss_rate: f64,
     /// Latest delivery-rate sample not limited by the application.
-    pub delivery_rate: Option<u64>,
-    pub last_rtt_sample_at: Option<Instant>,
+    delivery_rate: Option<u64>,
+    last_rtt_sample_at: Option<Instant>,
     /// Last time the scheduler had to send elsewhere because this path was
     /// blocked by its window or pacer.
-    pub blocked_at: Option<Instant>,
+    blocked_at: Option<Instant>,
     /// MP_RTT type to report next (cycles raw, min, smoothed).
-    pub mp_rtt_next_kind: u8,
+    mp_rtt_next_kind: u8,
 
     // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
-    pub retx_tries: u32,
-    pub retx_interval: Duration,
+    retx_tries: u32,
+    retx_interval: Duration,
     /// Sequence number and send time of our latest Request (client) or
     /// Response (server): the packet acknowledging exactly it gives the
     /// handshake RTT sample (RFC 4340 §8.1).
-    pub hs_probe: Option<(u64, Instant)>,
-    pub last_sync_sent: Option<Instant>,
+    hs_probe: Option<(u64, Instant)>,
+    last_sync_sent: Option<Instant>,
 
-    pub pend: PendingCtrl,
-    pub timers: TimerTable,
+    pend: PendingCtrl,
+    timers: TimerTable,
 
     // MP-DCCP per-subflow state.
-    pub local_nonce: u32,
-    pub remote_nonce: u32,
-    pub local_addr_id: u8,
-    pub remote_addr_id: u8,
-    pub priority: u8,
-    pub last_mp_rtt_sent: Option<Instant>,
-    pub peer_rtt: Option<Duration>,
+    local_nonce: u32,
+    remote_nonce: u32,
+    local_addr_id: u8,
+    remote_addr_id: u8,
+    priority: u8,
+    last_mp_rtt_sent: Option<Instant>,
+    peer_rtt: Option<Duration>,
     /// Highest MP_SEQ received on this path, for the reorderer.
-    pub highest_mp_seq: Option<u64>,
+    highest_mp_seq: Option<u64>,
     /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
-    pub queue: VecDeque<(u64, Queued)>,
+    queue: VecDeque<(u64, Queued)>,
 
-    pub stats: PathStats,
+    stats: PathStats,
 
     // Path lifecycle (owned by `conn/mod.rs`: keepalive, expiry, reaping).
     /// Last valid packet received on this subflow (or its creation).
-    pub last_rx_at: Instant,
+    last_rx_at: Instant,
     /// Last keepalive probe (Sync) sent while the subflow was silent.
-    pub keepalive_at: Option<Instant>,
+    keepalive_at: Option<Instant>,
     /// When the subflow was first seen CLOSED (it is forgotten a little later).
-    pub closed_at: Option<Instant>,
+    closed_at: Option<Instant>,
 }
 
 /// Counters of one path.
@@ -266,6 +270,164 @@ impl Subflow {
             keepalive_at: None,
             closed_at: None,
         }
+    }
+
+    pub(crate) fn id(&self) -> PathId {
+        self.id
+    }
+    /// Joined with MP_JOIN (not the first subflow).
+    pub(crate) fn is_join(&self) -> bool {
+        self.join
+    }
+    /// We sent the Request.
+    pub(crate) fn is_initiator(&self) -> bool {
+        self.initiator
+    }
+    /// Reported `PathEstablished` once.
+    pub(crate) fn announced(&self) -> bool {
+        self.announced
+    }
+    /// The peer has heard of this subflow (it answered, or we sent it a
+    /// Request).
+    pub(crate) fn peer_knows_us(&self) -> bool {
+        self.announced || self.have_isr || self.retx_tries > 0
+    }
+    pub(crate) fn local_addr_id(&self) -> u8 {
+        self.local_addr_id
+    }
+    pub(crate) fn remote_addr_id(&self) -> u8 {
+        self.remote_addr_id
+    }
+    pub(crate) fn local_nonce(&self) -> u32 {
+        self.local_nonce
+    }
+    pub(crate) fn remote_nonce(&self) -> u32 {
+        self.remote_nonce
+    }
+    pub(crate) fn priority(&self) -> u8 {
+        self.priority
+    }
+    /// OPEN and not failed: the scheduler may use it.
+    pub(crate) fn is_usable(&self) -> bool {
+        self.is_open() && !self.failed
+    }
+    /// Usable, and its own queue is shorter than its window (a path that
+    /// is hopelessly backlogged takes no more packets).
+    pub(crate) fn takes_data(&self) -> bool {
+        self.is_usable() && (self.queue.len() as u32) < self.cc.cwnd_pkts().max(1)
+    }
+    /// Last valid packet received (or the subflow's creation).
+    pub(crate) fn last_rx_at(&self) -> Instant {
+        self.last_rx_at
+    }
+    pub(crate) fn stats(&self) -> &PathStats {
+        &self.stats
+    }
+    pub(crate) fn ssthresh_pkts(&self) -> Option<u32> {
+        self.cc.ssthresh_pkts()
+    }
+
+    /// Addresses of the path; with `overwrite` given ones replace the
+    /// configured ones, otherwise they only fill in what is missing.
+    pub(crate) fn set_addresses(
+        &mut self,
+        local: Option<SocketAddr>,
+        remote: Option<SocketAddr>,
+        overwrite: bool,
+    ) {
+        let c = &mut self.cfg;
+        if overwrite {
+            c.local = local.or(c.local);
+            c.remote = remote.or(c.remote);
+        } else {
+            c.local = c.local.or(local);
+            c.remote = c.remote.or(remote);
+        }
+    }
+    /// (source, destination) of received packets for the checksum, when
+    /// both addresses are known.
+    pub(crate) fn rx_pseudo_addrs(&self) -> Option<(IpAddr, IpAddr)> {
+        match (self.cfg.remote, self.cfg.local) {
+            (Some(r), Some(l)) => Some((r.ip(), l.ip())),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn count_rx(&mut self, bytes: usize) {
+        self.stats.rx_pkts += 1;
+        self.stats.rx_bytes += bytes as u64;
+    }
+    pub(crate) fn count_tx(&mut self, bytes: usize) {
+        self.stats.tx_pkts += 1;
+        self.stats.tx_bytes += bytes as u64;
+    }
+    pub(crate) fn count_rx_data(&mut self) {
+        self.stats.rx_data_pkts += 1;
+    }
+
+    /// The scheduler put packet `mp_seq` on this path.
+    pub(crate) fn assign(&mut self, mp_seq: u64, item: Queued) {
+        self.queue.push_back((mp_seq, item));
+    }
+    /// The newest packet waiting here (for reinjection elsewhere).
+    pub(crate) fn unqueue_newest(&mut self) -> Option<(u64, Queued)> {
+        self.queue.pop_back()
+    }
+    /// Drops what waits here; returns how many packets.
+    pub(crate) fn clear_queue(&mut self) -> usize {
+        let n = self.queue.len();
+        self.queue.clear();
+        n
+    }
+    /// The scheduler had to send elsewhere: this path's window or pacer was
+    /// the limit (so its samples are not application limited).
+    pub(crate) fn note_blocked(&mut self, now: Instant) {
+        self.blocked_at = Some(now);
+    }
+
+    /// MP_SEQ `seq` arrived here; returns the path id.
+    pub(crate) fn note_mp_seq(&mut self, seq: u64) -> PathId {
+        self.highest_mp_seq = Some(self.highest_mp_seq.map_or(seq, |h| h.max(seq)));
+        self.id
+    }
+    /// What the reorderer knows of this path's arrivals.
+    pub(crate) fn receive_state(&self) -> PathReceiveState {
+        PathReceiveState {
+            path: self.id,
+            highest_seq: self.highest_mp_seq,
+            in_order: !self.ack_now,
+        }
+    }
+
+    /// Remembers when the subflow was first seen CLOSED.
+    pub(crate) fn note_closed(&mut self, now: Instant) {
+        if self.state == SubState::Closed && self.closed_at.is_none() {
+            self.closed_at = Some(now);
+        }
+    }
+    /// Closed, no Reset owed and nothing queued: it may be forgotten.
+    pub(crate) fn owes_nothing(&self) -> bool {
+        self.state == SubState::Closed && self.pend.reset.is_none() && self.queue.is_empty()
+    }
+    /// Closed for at least `linger` at `now`.
+    pub(crate) fn closed_for_at_least(&self, now: Instant, linger: Duration) -> bool {
+        self.closed_at.is_some_and(|t| now >= t + linger)
+    }
+
+    /// When an open, silent subflow is due a keepalive probe (`k` after the
+    /// last packet received and after the previous probe). Failed subflows
+    /// have their own probes.
+    pub(crate) fn keepalive_due(&self, k: Duration) -> Option<Instant> {
+        if !self.is_usable() {
+            return None;
+        }
+        let at = self.last_rx_at + k;
+        Some(self.keepalive_at.map_or(at, |p| at.max(p + k)))
+    }
+    /// Probes the silent subflow with a Sync.
+    pub(crate) fn send_keepalive(&mut self, now: Instant) {
+        self.pend.sync = Some(self.gsr & SEQ_MASK);
+        self.keepalive_at = Some(now);
     }
 
     /// Next sequence number to send (and consumes it).
