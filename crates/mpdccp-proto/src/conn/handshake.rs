@@ -25,9 +25,15 @@ impl Connection {
         }
         let mut sf = self.new_subflow(path, PathConfig::default());
         sf.on_first_request(now, seg);
-        let refused = match seg.mp.join {
-            Some(j) => self.check_join_request(&mut sf, &j),
-            None => self.check_initial_request(seg),
+        // RFC 4340 §5.8 / §5.8.2: a Request whose options break the rules
+        // is refused before anything in it is believed.
+        let refused = match (
+            seg.option_error.and_then(WireError::reset_code),
+            seg.mp.join,
+        ) {
+            (Some(code), _) => Some(code),
+            (None, Some(j)) => self.check_join_request(&mut sf, &j),
+            (None, None) => self.check_initial_request(seg),
         };
         match refused {
             Some(code) => sf.refuse(code),
@@ -112,7 +118,12 @@ impl Connection {
                     ));
                 }
             }
-            PacketType::Response if acks_us => self.handle_response(now, i, seg),
+            PacketType::Response if acks_us => {
+                match seg.option_error.and_then(WireError::reset_code) {
+                    Some(code) => self.fail_path(i, Some(code)),
+                    None => self.handle_response(now, i, seg),
+                }
+            }
             _ => self.stats.rx_unexpected += 1,
         }
     }

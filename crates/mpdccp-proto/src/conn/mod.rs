@@ -530,6 +530,9 @@ impl Connection {
                 return;
             }
         };
+        self.stats.rx_options_ignored += u64::from(seg.ignored_opts);
+        self.stats.rx_bad_options +=
+            u64::from(seg.bad_opts) + u64::from(seg.option_error.is_some());
         // A fresh Request on a path whose previous subflow is gone starts over.
         if let Some(i) = idx {
             if self.role == Role::Server

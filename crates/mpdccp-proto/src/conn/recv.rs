@@ -32,6 +32,14 @@ impl Connection {
                 ackn
             }
         };
+        // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
+        // subflow (never in answer to a Reset).
+        if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
+            if seg.ptype != PacketType::Reset {
+                self.reset_path(i, code);
+                return;
+            }
+        }
         let sf = &mut self.paths[i];
         match seg.ptype {
             PacketType::Request => {
@@ -278,6 +286,18 @@ impl Connection {
                     _ => self.events.push_back(Event::PathClosed(id)),
                 }
             }
+        }
+    }
+
+    /// Closes subflow `i` with Reset `code` at once (its packets go back
+    /// to the connection queue).
+    pub(super) fn reset_path(&mut self, i: usize, code: ResetCode) {
+        let sf = &mut self.paths[i];
+        let announced = sf.announced();
+        sf.fail(Some(code));
+        self.reinject(i);
+        if announced {
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
         }
     }
 

@@ -87,6 +87,14 @@ pub struct ConnStats {
     pub keepalives_sent: u64,
     /// Connections closed after `idle_timeout` of silence on every subflow.
     pub idle_timeouts: u64,
+    /// Options that broke RFC 4340's rules — invalid length or value
+    /// (§5.8), Mandatory misplaced or before an option not understood
+    /// (§5.8.2) — or were unusable (a second Elapsed Time). On a packet
+    /// that passed the sequence checks the rule breaks are answered with
+    /// Reset (Option Error / Mandatory Error).
+    pub rx_bad_options: u64,
+    /// Options ignored because of the packet type (RFC 4340 Table 3).
+    pub rx_options_ignored: u64,
 }
 
 impl ConnStats {
@@ -111,5 +119,6 @@ impl ConnStats {
             + self.addaddr_bad_hmac
             + self.removeaddr_bad_hmac
             + self.rx_request_refused
+            + self.rx_bad_options
     }
 }
