@@ -76,6 +76,7 @@ mod schedule;
 pub mod seq;
 mod stats;
 mod subflow;
+mod timer_guard;
 
 pub use codec::PacketType;
 pub use config::{ConnectionConfig, PathConfig, Role};
@@ -83,6 +84,7 @@ pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
 pub use subflow::PathStats;
+pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
