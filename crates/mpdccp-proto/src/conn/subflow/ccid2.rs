@@ -7,6 +7,16 @@ use std::time::Duration;
 
 use super::*;
 
+/// What one acknowledgement covered.
+struct Acked {
+    pkts: u32,
+    bytes: u64,
+    /// The packet the Acknowledgement Number names, if it was newly acked:
+    /// its RTT (`None` inside when the clock went backwards).
+    rtt_sample: Option<Option<Duration>>,
+    newest_sent: Instant,
+}
+
 impl Subflow {
     /// A data packet left (it was written out): the flight, the pacer and
     /// the application-limited mark take it in.
@@ -104,83 +114,16 @@ impl Subflow {
             self.gar = ack;
         }
         let prior_in_flight = self.pipe;
-        let mut acked_pkts = 0u32;
-        let mut acked_bytes = 0u64;
-        let mut rtt_sample = None;
-        let mut newest_sent = Instant::ZERO;
-        let Some(front_seq) = self.sent.front().map(|s| s.seq) else {
+        let Some(Acked {
+            pkts: acked_pkts,
+            bytes: acked_bytes,
+            rtt_sample,
+            newest_sent,
+        }) = self.mark_acked(now, ack, cells)
+        else {
             return self.recover();
         };
-        {
-            let sent = &mut self.sent;
-            let pipe = &mut self.pipe;
-            let rate = &mut self.rate;
-            let top = &mut self.top_acked;
-            // Runs arrive newest first, so each run's start index is at most
-            // the previous one's; and as numbers strictly increase, entry
-            // `lo - front_seq` already has seq >= lo. Both bound the search
-            // (an ack would otherwise binary-search the whole flight per run).
-            let mut bound = sent.len();
-            let mut mark = |hi: u64, lo: u64| {
-                if hi < front_seq {
-                    return;
-                }
-                let lo = lo.max(front_seq);
-                // Index of the first entry with seq >= lo (entries sorted).
-                let end = bound.min(usize::try_from(lo - front_seq).unwrap_or(usize::MAX));
-                let start = first_at_or_above(sent, end, lo);
-                bound = start;
-                for s in sent.iter_mut().skip(start) {
-                    if s.seq > hi {
-                        break;
-                    }
-                    if s.acked || s.lost {
-                        continue;
-                    }
-                    s.acked = true;
-                    *pipe = pipe.saturating_sub(1);
-                    acked_pkts += 1;
-                    acked_bytes += s.bytes as u64;
-                    rate.on_packet_delivered(now, &s.rate);
-                    if s.seq == ack {
-                        // None when the driver's clock went backwards.
-                        rtt_sample = Some(now.checked_duration_since(s.rate.sent_time));
-                    }
-                    if s.rate.sent_time > newest_sent {
-                        newest_sent = s.rate.sent_time;
-                    }
-                    insert_top(top, s.seq);
-                }
-            };
-            match cells {
-                Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, received| {
-                    if received {
-                        mark(hi, lo);
-                    }
-                }),
-                None => mark(ack, ack),
-            }
-        }
-        let rtt_sample = match rtt_sample {
-            Some(Some(raw)) => {
-                let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
-                self.last_rtt_sample_at = Some(now);
-                self.stats.rtt_samples += 1;
-                match used {
-                    AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
-                    AckDelayUse::Ignored => self.stats.rtt_ack_delay_ignored += 1,
-                    AckDelayUse::Absent => {}
-                }
-                // Controllers get the raw sample: their min-RTT filters
-                // (BBR) must not see a peer-reported delay subtracted.
-                Some(raw)
-            }
-            Some(None) => {
-                self.stats.rtt_samples_rejected += 1;
-                None
-            }
-            None => None,
-        };
+        let rtt_sample = rtt_sample.and_then(|raw| self.take_rtt_sample(now, raw, ack_delay));
         let recovered = if acked_pkts > 0 {
             self.recover()
         } else {
@@ -223,6 +166,92 @@ impl Subflow {
             self.timers.set(Timer::Rto, at);
         }
         recovered
+    }
+
+    /// Marks the packets `ack` and its Ack Vector `cells` report received
+    /// (RFC 4340 §11.4); `None` when nothing is in flight.
+    fn mark_acked(&mut self, now: Instant, ack: u64, cells: Option<&[u8]>) -> Option<Acked> {
+        let front_seq = self.sent.front()?.seq;
+        let mut acked = Acked {
+            pkts: 0,
+            bytes: 0,
+            rtt_sample: None,
+            newest_sent: Instant::ZERO,
+        };
+        let sent = &mut self.sent;
+        let pipe = &mut self.pipe;
+        let rate = &mut self.rate;
+        let top = &mut self.top_acked;
+        // Runs arrive newest first, so each run's start index is at most
+        // the previous one's; and as numbers strictly increase, entry
+        // `lo - front_seq` already has seq >= lo. Both bound the search
+        // (an ack would otherwise binary-search the whole flight per run).
+        let mut bound = sent.len();
+        let mut mark = |hi: u64, lo: u64| {
+            if hi < front_seq {
+                return;
+            }
+            let lo = lo.max(front_seq);
+            // Index of the first entry with seq >= lo (entries sorted).
+            let end = bound.min(usize::try_from(lo - front_seq).unwrap_or(usize::MAX));
+            let start = first_at_or_above(sent, end, lo);
+            bound = start;
+            for s in sent.iter_mut().skip(start) {
+                if s.seq > hi {
+                    break;
+                }
+                if s.acked || s.lost {
+                    continue;
+                }
+                s.acked = true;
+                *pipe = pipe.saturating_sub(1);
+                acked.pkts += 1;
+                acked.bytes += s.bytes as u64;
+                rate.on_packet_delivered(now, &s.rate);
+                if s.seq == ack {
+                    // None when the driver's clock went backwards.
+                    acked.rtt_sample = Some(now.checked_duration_since(s.rate.sent_time));
+                }
+                if s.rate.sent_time > acked.newest_sent {
+                    acked.newest_sent = s.rate.sent_time;
+                }
+                insert_top(top, s.seq);
+            }
+        };
+        match cells {
+            Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, received| {
+                if received {
+                    mark(hi, lo);
+                }
+            }),
+            None => mark(ack, ack),
+        }
+        Some(acked)
+    }
+
+    /// Feeds the sample of the packet the ack names to the estimator
+    /// (`raw` is `None` when the driver's clock went backwards: refused).
+    /// Controllers get the raw sample: their min-RTT filters (BBR) must not
+    /// see a peer-reported delay subtracted.
+    fn take_rtt_sample(
+        &mut self,
+        now: Instant,
+        raw: Option<Duration>,
+        ack_delay: Option<Duration>,
+    ) -> Option<Duration> {
+        let Some(raw) = raw else {
+            self.stats.rtt_samples_rejected += 1;
+            return None;
+        };
+        let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
+        self.last_rtt_sample_at = Some(now);
+        self.stats.rtt_samples += 1;
+        match used {
+            AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
+            AckDelayUse::Ignored => self.stats.rtt_ack_delay_ignored += 1,
+            AckDelayUse::Absent => {}
+        }
+        Some(raw)
     }
 
     fn recover(&mut self) -> bool {

@@ -210,3 +210,98 @@ impl Subflow {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::ConnectionConfig;
+
+    const STATES: [SubState; 8] = [
+        SubState::Request,
+        SubState::Respond,
+        SubState::PartOpen,
+        SubState::Open,
+        SubState::CloseReq,
+        SubState::Closing,
+        SubState::TimeWait,
+        SubState::Closed,
+    ];
+
+    fn subflow(state: SubState) -> Subflow {
+        let conf = ConnectionConfig::default();
+        let cc = crate::cc::build("ccid2", &conf.cc_config).expect("ccid2 exists");
+        let mut sf = Subflow::new(PathId(0), PathConfig::default(), 1000, cc, &conf);
+        sf.state = state;
+        sf.have_isr = true;
+        sf
+    }
+
+    /// Issue #12: whatever the state, a deadline `handle_timeout(now)` has
+    /// seen is not reported again — every timer armed in the past at once
+    /// (one packet in flight, MP_PRIO pending, a failed path probed), with
+    /// retransmissions left and exhausted.
+    #[test]
+    fn a_handled_deadline_is_never_reported_again() {
+        let ctx = TimerCtx {
+            max_tries: 3,
+            fail_after_rtos: 1,
+            max_probe_interval: Duration::from_secs(1),
+        };
+        let past = Instant::from_millis(500);
+        let now = Instant::from_millis(1000);
+        for state in STATES {
+            for (tries, failed) in [(0, false), (5, true)] {
+                let mut sf = subflow(state);
+                sf.retx_tries = tries;
+                sf.failed = failed;
+                let seq = sf.next_seq();
+                sf.on_data_sent(Instant::from_millis(10), seq, 1000, false);
+                sf.pend.prio = Some(1);
+                for t in Timer::ALL {
+                    sf.timers.arm(t, past);
+                    assert!(sf.deadline(t).is_none_or(|d| d == past));
+                }
+                assert!(sf.poll_timeout(false, now).is_some_and(|t| t <= now));
+                sf.handle_timeout(now, &ctx);
+                let next = sf.poll_timeout(false, now);
+                assert!(
+                    next.is_none_or(|t| t > now),
+                    "{state:?}, {tries} tries: still due at {next:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_fired_retransmission_becomes_the_next_packet() {
+        let ctx = TimerCtx {
+            max_tries: 3,
+            fail_after_rtos: 3,
+            max_probe_interval: Duration::from_secs(1),
+        };
+        let now = Instant::from_millis(1000);
+        for (state, owed) in [
+            (
+                SubState::Request,
+                (|p: &PendingCtrl| p.request) as fn(&PendingCtrl) -> bool,
+            ),
+            (SubState::PartOpen, |p| p.handshake_ack),
+            (SubState::Closing, |p| p.close),
+            (SubState::CloseReq, |p| p.closereq),
+        ] {
+            let mut sf = subflow(state);
+            sf.timers.arm(Timer::Retx, now);
+            assert_eq!(sf.handle_timeout(now, &ctx), None);
+            assert!(owed(&sf.pend), "{state:?}");
+            assert_eq!(sf.deadline(Timer::Retx), None);
+        }
+        // Exhausted: the handshake fails (PARTOPEN answers with Reset).
+        let mut sf = subflow(SubState::PartOpen);
+        sf.retx_tries = 3;
+        sf.timers.arm(Timer::Retx, now);
+        assert_eq!(
+            sf.handle_timeout(now, &ctx),
+            Some(Fired::HandshakeTimedOut(Some(ResetCode::Aborted)))
+        );
+    }
+}
