@@ -251,6 +251,8 @@ impl Connection {
         sf.on_ack_sent();
         let result = seg.emit(buf, addrs);
         if let Some((_, q)) = data {
+            // A packet that did not fit is lost to the application (counted
+            // once, below, with every datagram that did not fit).
             if result.is_some() {
                 let conn_queue_empty = self.queue.len() == 0;
                 let sf = &mut self.paths[i];
@@ -262,8 +264,6 @@ impl Connection {
                     self.config.initial_rto,
                 );
                 self.stats.tx_data_pkts += 1;
-            } else {
-                self.stats.tx_buffer_too_small += 1;
             }
             self.queue.recycle(q.data);
         }
