@@ -1059,6 +1059,15 @@ impl Simulation {
                     c.start = now;
                 }
             }
+            // A due bulk flow is filled by `top_up_bulk` in `settle`, which
+            // only visits a dirty node: without this a one-path tunnel (no
+            // join to dirty the client) never sent a byte.
+            let f = &self.flows[i];
+            if matches!(f.source, Source::Bulk { .. }) && f.start <= now && now < f.stop {
+                if let Some(nodes) = &mut self.nodes {
+                    nodes[f.tx as usize].dirty = true;
+                }
+            }
             self.pump_flow(i);
         }
     }
