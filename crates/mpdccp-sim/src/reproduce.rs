@@ -1055,17 +1055,12 @@ fn disagreement_note(id: &str) -> Option<&'static str> {
              traces: scenarios/README.md, E4."
         }
         "E5" => {
-            "What we found: both peaks (≈ 231 ms) are CCID5's PROBE_RTT on the LTE subflow \
-             (cwnd 4 for 200 ms + one round at 61 ms RTT = 0.73 Mbit/s against 4 Mbit/s \
-             offered), not the handover: BBRv1 as Linux refreshes its min RTT only on a \
-             strictly lower sample, which a noiseless path never gives, so PROBE_RTT comes \
-             every 10 s and one falls into the 15 s outage (rows \"when and why\" above). \
-             The outage is detected after one RTO (0.20 s); `cpf` spills to LTE as soon as \
-             Wi-Fi's window is full, `handover` sends into the dead path until then (more \
-             losses, no longer queue). The ns-3 study's > 1000 ms need a switch that waits \
-             for more than one RTO (backoffs, a link-layer event, or bringing LTE up only on \
-             failure). With tunnel.cc=ccid2: 130 / 279 ms; bbr3: 128 / 113 ms. Details: \
-             scenarios/README.md, E5."
+            "What we found: the peak scheduler queueing delay comes from the moment \
+             traffic moves onto the LTE path (rows \"when and why\" above). With BBRv1 \
+             exactly as Linux (strict `<` min-RTT refresh) it was CCID5's PROBE_RTT on \
+             LTE (cwnd 4 for 200 ms, 231 ms); CCID5 now lets an application-limited \
+             path probe for free (scenarios/README.md, E5). The ns-3 study's > 1000 ms \
+             when switching need a switch that waits for more than one RTO."
         }
         _ => return None,
     })

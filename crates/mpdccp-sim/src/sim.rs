@@ -366,6 +366,8 @@ impl Simulation {
                     let cc_cfg = CcConfig {
                         mss_bytes: bytes,
                         seed: master.next_u64(),
+                        // Inner TCP is a Linux baseline: tcp_bbr.c's PROBE_RTT.
+                        bbr_app_limited_probe: false,
                         ..CcConfig::default()
                     };
                     let cc = cc::build(name, &cc_cfg)

@@ -44,3 +44,29 @@ fn e2_end_state_spill_and_latency_match_the_issue() {
     let f = failures(&checks, |_| true);
     assert!(f.is_empty(), "E2 checks failed: {f:#?}");
 }
+
+/// E3 (inner TCP over both CCIDs) passes every thresholded check.
+#[test]
+fn e3_inner_tcp_goodput_and_latency_match_the_issue() {
+    let checks = run("E3");
+    assert!(checks.iter().filter(|c| c.verdict != Verdict::Info).count() >= 3);
+    let f = failures(&checks, |_| true);
+    assert!(f.is_empty(), "E3 checks failed: {f:#?}");
+}
+
+/// E5: the peak scheduler queueing delay stays under the published 200 ms
+/// in aggregation mode, with the scenario untouched. It was 231 ms while
+/// CCID5 took its PROBE_RTT (cwnd 4 for 200 ms) on the LTE path the moment
+/// traffic moved onto it; an application-limited path now probes for free
+/// (`CcConfig::bbr_app_limited_probe`).
+#[test]
+fn e5_aggregation_peak_queueing_delay_is_under_200_ms() {
+    let checks = run("E5");
+    let peak = checks
+        .iter()
+        .find(|c| c.metric == "aggregation: peak scheduler queueing delay")
+        .expect("the E5 peak check exists");
+    assert_eq!(peak.verdict, Verdict::Pass, "{peak:?}");
+    let f = failures(&checks, |_| true);
+    assert!(f.is_empty(), "E5 checks failed: {f:#?}");
+}
