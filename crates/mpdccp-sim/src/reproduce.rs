@@ -1,4 +1,4 @@
-//! The published experiments E1–E6 (`SCENARIOS.md`): run them, check what
+//! The published experiments E1–E6 (`scenarios/README.md`): run them, check what
 //! the publications say against what the simulator measures, and write
 //! `REPORT.md` plus a results JSON.
 //!
@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant as WallInstant;
 
+use mpdccp_model::results::TimeSeries;
 use mpdccp_model::scenario::Scenario;
 use serde::Serialize;
 use serde_json::Value;
@@ -147,6 +148,9 @@ pub struct RunRecord {
     pub summary: Value,
     #[serde(skip)]
     pub tunnel_series: Vec<Vec<u64>>,
+    /// The run's 100 ms series (for the comparison figures).
+    #[serde(skip)]
+    pub timeseries: TimeSeries,
     #[serde(skip)]
     pub conn_events: Vec<ConnEventRecord>,
     /// Why the run could not be done (the checks that need it then fail).
@@ -177,7 +181,12 @@ pub struct Check {
     pub experiment: &'static str,
     pub metric: String,
     pub published: String,
+    /// Our value as printed in the table (with its unit).
     pub ours: String,
+    /// Our value as a number (`None`: not measured, or not a number).
+    pub value: Option<f64>,
+    /// The unit of `value` (`Mbit/s`, `ms`, `s`, `pkts`, `×`; empty: none).
+    pub unit: &'static str,
     pub verdict: Verdict,
 }
 
@@ -191,8 +200,52 @@ pub struct Report {
 }
 
 impl Report {
+    /// A check failed or a run could not be done.
     pub fn failed(&self) -> bool {
         self.checks.iter().any(|c| c.verdict == Verdict::Fail)
+            || self.runs.iter().any(|r| r.error.is_some())
+    }
+
+    /// One line for the end of the terminal output: `26 checks: 26 pass`,
+    /// or how many failed and which, with the published and our value.
+    /// Info rows carry no threshold and are not counted.
+    pub fn verdict_line(&self) -> String {
+        let judged: Vec<&Check> = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict != Verdict::Info)
+            .collect();
+        let failed: Vec<&Check> = judged
+            .iter()
+            .copied()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .collect();
+        let mut line = format!(
+            "{} checks: {} pass",
+            judged.len(),
+            judged.len() - failed.len()
+        );
+        if !failed.is_empty() {
+            let why: Vec<String> = failed
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {}: ours {}, published {}",
+                        c.experiment, c.metric, c.ours, c.published
+                    )
+                })
+                .collect();
+            let _ = write!(line, ", {} FAIL — {}", failed.len(), why.join("; "));
+        }
+        let broken: Vec<String> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.stem)))
+            .collect();
+        if !broken.is_empty() {
+            let _ = write!(line, " (runs failed: {})", broken.join("; "));
+        }
+        line
     }
 
     /// The `experiment | metric | published | ours | verdict` table (Markdown).
@@ -250,6 +303,7 @@ pub fn run_one(stem: &str, scenario: &Scenario, dir: &Path) -> RunRecord {
         link_pkts: 0,
         summary: Value::Null,
         tunnel_series: Vec::new(),
+        timeseries: TimeSeries::default(),
         conn_events: Vec::new(),
         error: None,
     };
@@ -262,6 +316,7 @@ pub fn run_one(stem: &str, scenario: &Scenario, dir: &Path) -> RunRecord {
             rec.summary = serde_json::to_value(&out.summary).unwrap_or(Value::Null);
             rec.link_pkts = out.stats.link_pkts;
             rec.tunnel_series = out.tunnel_series;
+            rec.timeseries = out.timeseries;
             rec.conn_events = out.conn_events;
         }
         Err(e) => rec.error = Some(e.to_string()),
@@ -402,11 +457,11 @@ impl Checker<'_> {
         &mut self,
         metric: String,
         published: &str,
-        ours: Option<f64>,
-        unit: &str,
+        value: Option<f64>,
+        unit: &'static str,
         pass: Option<bool>,
     ) {
-        let (ours, verdict) = match (ours, pass) {
+        let (ours, verdict) = match (value, pass) {
             (None, _) => (
                 "n/a (run failed)".to_owned(),
                 if pass.is_some() {
@@ -424,6 +479,9 @@ impl Checker<'_> {
             metric,
             published: published.to_owned(),
             ours,
+            // JSON has no infinity: an unbounded ratio is reported as null.
+            value: value.filter(|v| v.is_finite()),
+            unit,
             verdict,
         });
     }
@@ -434,27 +492,20 @@ impl Checker<'_> {
         metric: String,
         published: &str,
         v: Option<f64>,
-        unit: &str,
+        unit: &'static str,
         ok: impl Fn(f64) -> bool,
     ) {
         let pass = Some(v.is_some_and(&ok));
         self.push(metric, published, v, unit, pass);
     }
 
-    fn info(&mut self, metric: String, published: &str, v: Option<f64>, unit: &str) {
+    fn info(&mut self, metric: String, published: &str, v: Option<f64>, unit: &'static str) {
         self.push(metric, published, v, unit, None);
     }
 
     /// Mean tunnel (subflow) rate on `path` over `[from_s, to_s)`, Mbit/s.
     fn subflow_mbps(&self, stem: &str, path: usize, from_s: f64, to_s: f64) -> Option<f64> {
-        let series = self.runs.get(stem)?.tunnel_series.get(path)?;
-        let a = (from_s * 10.0).round() as usize;
-        let b = ((to_s * 10.0).round() as usize).min(series.len());
-        if b <= a {
-            return None;
-        }
-        let bytes: u64 = series[a..b].iter().sum();
-        Some(bytes as f64 * 8.0 / ((b - a) as f64 / 10.0) / 1e6)
+        tunnel_mbps(self.runs.get(stem)?, path, from_s, to_s)
     }
 
     /// First 100 ms bin at or after `from_s` in which `path` carries at least
@@ -476,6 +527,19 @@ impl Checker<'_> {
         let win = r.summary.get("windows")?.get(w)?;
         Some((win.get("from_s")?.as_f64()?, win.get("to_s")?.as_f64()?))
     }
+}
+
+/// Mean tunnel (subflow) rate of run `r` on `path` over `[from_s, to_s)`,
+/// Mbit/s, from its 100 ms tunnel series.
+pub(crate) fn tunnel_mbps(r: &RunRecord, path: usize, from_s: f64, to_s: f64) -> Option<f64> {
+    let series = r.tunnel_series.get(path)?;
+    let a = (from_s * 10.0).round() as usize;
+    let b = ((to_s * 10.0).round() as usize).min(series.len());
+    if b <= a {
+        return None;
+    }
+    let bytes: u64 = series[a..b].iter().sum();
+    Some(bytes as f64 * 8.0 / ((b - a) as f64 / 10.0) / 1e6)
 }
 
 fn fmt_num(v: f64, unit: &str) -> String {
@@ -838,6 +902,8 @@ fn check_e5(mut c: Checker<'_>) {
             metric: format!("{label}: peak scheduler queueing delay, when and why"),
             published: "—".into(),
             ours,
+            value: None,
+            unit: "",
             verdict: Verdict::Info,
         });
     }
@@ -914,13 +980,16 @@ fn check_e6(mut c: Checker<'_>) {
         metric: "best configuration by goodput".into(),
         published: "80:20 + active-adaptive".into(),
         ours: best.map_or("n/a".into(), |(l, _)| l.to_owned()),
+        value: None,
+        unit: "",
         verdict: Verdict::Info,
     });
 }
 
-/// Writes `REPORT.md` and `results.json` into `dir`.
+/// Writes `REPORT.md`, `results.json` and the comparison figures into `dir`.
 pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
     std::fs::create_dir_all(dir)?;
+    let figures = crate::figures::write_figures(dir, &report.runs)?;
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -936,19 +1005,11 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
         },
         report.wall_s
     );
-    let fails = report
-        .checks
-        .iter()
-        .filter(|c| c.verdict == Verdict::Fail)
-        .count();
-    let passes = report
-        .checks
-        .iter()
-        .filter(|c| c.verdict == Verdict::Pass)
-        .count();
     let _ = writeln!(
         md,
-        "Checks: {passes} pass, {fails} fail (info rows carry no threshold).\n"
+        "**{}** (info rows carry no threshold). Result formats: `docs/SCENARIOS.md` \
+         of the repository.\n",
+        report.verdict_line()
     );
     md.push_str(&report.table());
     md.push('\n');
@@ -962,53 +1023,26 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
             continue;
         }
         let _ = writeln!(md, "## {} — {}\n", e.id, e.title);
-        let failed: Vec<&Check> = report
-            .checks
-            .iter()
-            .filter(|c| c.experiment == e.id && c.verdict == Verdict::Fail)
-            .collect();
-        if !failed.is_empty() {
-            let _ = writeln!(
-                md,
-                "Disagreements with the publication (reported, not tuned away):\n"
-            );
-            for c in failed {
-                let _ = writeln!(
-                    md,
-                    "- {}: published {}, ours {}.",
-                    c.metric, c.published, c.ours
-                );
-            }
-            if let Some(note) = disagreement_note(e.id) {
-                let _ = writeln!(md, "\n{note}");
-            }
-            md.push('\n');
+        // The rows this experiment's figures support, then the figures.
+        let rows = Report {
+            quick: report.quick,
+            wall_s: report.wall_s,
+            checks: report
+                .checks
+                .iter()
+                .filter(|c| c.experiment == e.id)
+                .cloned()
+                .collect(),
+            runs: Vec::new(),
+        };
+        md.push_str(&rows.table());
+        md.push('\n');
+        for f in figures.iter().filter(|f| f.experiment == e.id) {
+            let _ = writeln!(md, "![{}]({})\n\n*{}*\n", f.caption, f.file, f.caption);
         }
+        write_disagreements(&mut md, e.id, &rows.checks);
         for r in runs {
-            let rel = r.dir.strip_prefix(dir).unwrap_or(&r.dir);
-            let _ = writeln!(
-                md,
-                "### `{}` ({:.0} s simulated, {:.1} s wall)\n",
-                r.stem, r.duration_s, r.wall_s
-            );
-            if let Some(err) = &r.error {
-                let _ = writeln!(md, "Run failed: `{err}`\n");
-                continue;
-            }
-            let _ = writeln!(md, "Results: [`summary.json`]({}/summary.json), [`timeseries.csv`]({}/timeseries.csv)\n", rel.display(), rel.display());
-            let mut pngs: Vec<String> = std::fs::read_dir(&r.dir)
-                .map(|d| {
-                    d.filter_map(|e| e.ok())
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .filter(|n| n.ends_with(".png") || n.ends_with(".svg"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            pngs.sort();
-            for p in pngs {
-                let _ = writeln!(md, "![{} {p}]({}/{p})", r.stem, rel.display());
-            }
-            md.push('\n');
+            write_run_plots(&mut md, dir, r);
         }
     }
     std::fs::write(dir.join("REPORT.md"), md)?;
@@ -1016,6 +1050,63 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
         serde_json::to_string_pretty(report).map_err(|e| SimError::Scenario(e.to_string()))?;
     std::fs::write(dir.join("results.json"), json)?;
     Ok(())
+}
+
+/// The failed checks of one experiment and what we found about them.
+fn write_disagreements(md: &mut String, id: &str, checks: &[Check]) {
+    let failed: Vec<&Check> = checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .collect();
+    if failed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Disagreements with the publication (reported, not tuned away):\n"
+    );
+    for c in failed {
+        let _ = writeln!(
+            md,
+            "- {}: published {}, ours {}.",
+            c.metric, c.published, c.ours
+        );
+    }
+    if let Some(note) = disagreement_note(id) {
+        let _ = writeln!(md, "\n{note}");
+    }
+    md.push('\n');
+}
+
+/// One run's links and plots (`delay.png` first: the panels a reader
+/// compares with the paper).
+fn write_run_plots(md: &mut String, dir: &Path, r: &RunRecord) {
+    let rel = r.dir.strip_prefix(dir).unwrap_or(&r.dir);
+    let _ = writeln!(
+        md,
+        "### `{}` ({:.0} s simulated, {:.1} s wall)\n",
+        r.stem, r.duration_s, r.wall_s
+    );
+    if let Some(err) = &r.error {
+        let _ = writeln!(md, "Run failed: `{err}`\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Results: [`summary.json`]({0}/summary.json), [`timeseries.csv`]({0}/timeseries.csv)\n",
+        rel.display()
+    );
+    const ORDER: [&str; 5] = [
+        "delay.png",
+        "throughput.png",
+        "owd_cdf.png",
+        "cwnd.png",
+        "queue.png",
+    ];
+    for p in ORDER.iter().filter(|p| r.dir.join(p).exists()) {
+        let _ = writeln!(md, "![{} {p}]({}/{p})", r.stem, rel.display());
+    }
+    md.push('\n');
 }
 
 /// What we found when a check disagreed (filled from the analysis of the
