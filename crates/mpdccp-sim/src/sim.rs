@@ -39,7 +39,7 @@ use crate::packet::{FlowPkt, PktKind};
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
 
-/// Time-series sampling period (SCENARIOS.md: one row per 100 ms).
+/// Time-series sampling period (docs/SCENARIOS.md: one row per 100 ms).
 const SAMPLE_PERIOD: Duration = Duration::from_millis(100);
 /// Largest datagram a connection may emit in one `poll_transmit` (GSO batches included).
 const TRANSMIT_BUF_BYTES: usize = 64 * 1024;
@@ -1235,7 +1235,7 @@ impl Simulation {
                     "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
                     "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
                     "other_flows_dropped_pkts": p.flow_dropped_pkts,
-                    "link": format!("{st:?}"),
+                    "link": st,
                 })
             })
             .collect();
