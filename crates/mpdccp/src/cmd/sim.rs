@@ -1,6 +1,6 @@
 //! `mpdccp sim`: run one scenario in the deterministic simulator and write
 //! `summary.json`, `timeseries.csv` and plots (the result contract of
-//! `SCENARIOS.md`).
+//! docs/SCENARIOS.md).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML, see SCENARIOS.md).
+    /// Scenario file (TOML, format in docs/SCENARIOS.md).
     pub scenario: PathBuf,
     /// Seed (overrides the scenario's `seed`).
     #[arg(long)]
@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Override a scenario field, e.g. `tunnel.cc=ccid5`, `path.0.delay_ms=20`,
-    /// `flow.app.rate_mbps=10` (repeatable).
+    /// `flow.app.rate_mbps=10` (repeatable; every key: docs/SCENARIOS.md).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Print the summary as JSON on stdout instead of the tables.
@@ -113,9 +113,19 @@ fn f(v: &Value, path: &str) -> String {
 /// The short flow and path tables printed after a run.
 pub fn tables(summary: &Value) -> String {
     let mut s = String::new();
+    // Flow Mbit/s is over the flow's active time, path Mbit/s over the run
+    // (docs/SCENARIOS.md, "summary.json").
     s.push_str(&format!(
-        "{:<14} {:>9} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
-        "flow", "Mbit/s", "sent", "delivered", "lost", "ooo", "owd p50", "owd p95", "owd max"
+        "{:<14} {:>16} {:>9} {:>10} {:>8} {:>8} {:>13} {:>13} {:>13}\n",
+        "flow",
+        "goodput (Mbit/s)",
+        "sent",
+        "delivered",
+        "lost",
+        "ooo",
+        "owd p50 (ms)",
+        "owd p95 (ms)",
+        "owd max (ms)"
     ));
     for fl in summary
         .get("flows")
@@ -124,7 +134,7 @@ pub fn tables(summary: &Value) -> String {
         .flatten()
     {
         s.push_str(&format!(
-            "{:<14} {:>9} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+            "{:<14} {:>16} {:>9} {:>10} {:>8} {:>8} {:>13} {:>13} {:>13}\n",
             fl.get("name").and_then(Value::as_str).unwrap_or("?"),
             f(fl, "goodput_mbps"),
             f(fl, "sent_pkts"),
@@ -137,8 +147,15 @@ pub fn tables(summary: &Value) -> String {
         ));
     }
     s.push_str(&format!(
-        "{:<14} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
-        "path", "Mbit/s", "sent", "lost", "rtt p50", "rtt p95", "rtt max", "qdel p95"
+        "{:<14} {:>16} {:>9} {:>8} {:>13} {:>13} {:>13} {:>14}\n",
+        "path",
+        "rate (Mbit/s)",
+        "sent",
+        "lost",
+        "rtt p50 (ms)",
+        "rtt p95 (ms)",
+        "rtt max (ms)",
+        "qdel p95 (ms)"
     ));
     for p in summary
         .get("paths")
@@ -147,7 +164,7 @@ pub fn tables(summary: &Value) -> String {
         .flatten()
     {
         s.push_str(&format!(
-            "{:<14} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<14} {:>16} {:>9} {:>8} {:>13} {:>13} {:>13} {:>14}\n",
             p.get("name").and_then(Value::as_str).unwrap_or("?"),
             f(p, "throughput_mbps"),
             f(p, "sent_pkts"),
