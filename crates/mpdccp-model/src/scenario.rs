@@ -1,7 +1,7 @@
-//! Scenario files: the TOML description of an experiment (`../shared/SCENARIOS.md`).
+//! Scenario files: the TOML description of an experiment (`docs/SCENARIOS.md`).
 //!
 //! Contract:
-//! * field names are exactly those of SCENARIOS.md; siblings are added, never
+//! * field names are exactly those of docs/SCENARIOS.md; siblings are added, never
 //!   renamed. Unknown fields are an error (a typo such as `dealy_ms` must not be
 //!   silently ignored);
 //! * [`Scenario::from_toml_str`] parses and validates; [`Scenario::load`] also

@@ -1372,7 +1372,7 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
     }
 }
 
-/// E4 of SCENARIOS.md in miniature (Lee et al. 2023, Tab. 3): a multipath
+/// E4 (scenarios/README.md) in miniature (Lee et al. 2023, Tab. 3): a multipath
 /// flow over a large-BDP path 1 (50 Mbit/s, 300 ms RTT, buffer 1 BDP,
 /// periodic loss `p1`) and a small-BDP path 2 (10 Mbit/s, 40 ms, buffer
 /// 1 BDP) shared with one single-path `single` flow. Returns (subflow 1
