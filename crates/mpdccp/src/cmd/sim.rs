@@ -175,5 +175,6 @@ pub fn tables(summary: &Value) -> String {
             f(p, "queue_delay_ms.p95"),
         ));
     }
+    s.push_str("(flow Mbit/s over the flow's active time, path Mbit/s over the run)\n");
     s
 }
