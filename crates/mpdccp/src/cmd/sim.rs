@@ -65,7 +65,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out_dir.display()
         );
     }
+    for w in warnings(&summary) {
+        eprintln!("warning: {w}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a newcomer should not miss in a run that otherwise "worked": the
+/// tunnel never came up, or a flow delivered nothing.
+pub fn warnings(summary: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let meta = summary.get("meta");
+    let tunnel_flows = meta
+        .and_then(|m| m.get("tunnel_established_s"))
+        .is_some_and(Value::is_null)
+        && meta
+            .and_then(|m| m.get("client_stats"))
+            .is_some_and(|v| !v.is_null());
+    if tunnel_flows {
+        out.push("the tunnel was never established: no tunnel flow could send".into());
+    }
+    for fl in summary
+        .get("flows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if fl.get("delivered_pkts").and_then(Value::as_u64) == Some(0) {
+            out.push(format!(
+                "flow `{}` delivered nothing ({} packets sent)",
+                fl.get("name").and_then(Value::as_str).unwrap_or("?"),
+                fl.get("sent_pkts").and_then(Value::as_u64).unwrap_or(0)
+            ));
+        }
+    }
+    out
 }
 
 /// Loads a scenario and applies `--set` overrides in order.
@@ -177,4 +211,21 @@ pub fn tables(summary: &Value) -> String {
     }
     s.push_str("(flow Mbit/s over the flow's active time, path Mbit/s over the run)\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_that_delivered_nothing_is_warned_about() {
+        let ok = serde_json::json!({"flows": [{"name": "app", "sent_pkts": 5, "delivered_pkts": 5}],
+            "meta": {"tunnel_established_s": 0.04, "client_stats": {}}});
+        assert!(warnings(&ok).is_empty());
+        let silent = serde_json::json!({"flows": [{"name": "bulk", "sent_pkts": 0, "delivered_pkts": 0}],
+            "meta": {"tunnel_established_s": null, "client_stats": {}}});
+        let w = warnings(&silent);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[1].contains("`bulk` delivered nothing"), "{w:?}");
+    }
 }
