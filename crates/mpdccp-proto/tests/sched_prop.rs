@@ -107,10 +107,19 @@ proptest! {
                     !better_usable || p.priority > priority::STANDBY,
                     "{} picked standby {:?} while a better path was usable", name, p
                 );
-                if name != "otias" {
-                    // Only OTIAS queues onto a full path by design.
+                if name != "otias" && name != "redundant" {
+                    // Only OTIAS (by arrival estimate) and redundant (every
+                    // copy goes out, waiting in the path's queue) queue onto
+                    // a full path by design.
                     prop_assert!(p.can_send(now), "{} picked a full path {:?}", name, p);
                 }
+            }
+            if name == "redundant" && !out.is_empty() {
+                // A copy leaves at once on some path with room.
+                prop_assert!(
+                    out.iter().any(|id| paths.iter().any(|p| p.id == *id && p.can_send(now))),
+                    "redundant sent while no chosen path had room"
+                );
             }
         }
     }

@@ -203,7 +203,7 @@ fn ratio_spills_from_a_full_path_and_catches_up_within_the_cap() {
 }
 
 #[test]
-fn redundant_sends_on_every_path_with_room() {
+fn redundant_sends_on_every_usable_path_once_one_has_room() {
     let mut s = Redundant::new();
     let mut paths = [
         path(0, 3, 10, 10, 0),
@@ -211,11 +211,17 @@ fn redundant_sends_on_every_path_with_room() {
         path(2, 3, 60, 10, 0),
     ];
     assert_eq!(pick(&mut s, T0, &paths), [0, 1, 2]);
+    // A full path still gets its copy (it waits in that path's queue).
     paths[1].in_flight_pkts = 10;
-    assert_eq!(pick(&mut s, T0, &paths), [0, 2]);
+    assert_eq!(pick(&mut s, T0, &paths), [0, 1, 2]);
+    // No path with room: the packet is held.
     paths[0].in_flight_pkts = 10;
     paths[2].in_flight_pkts = 10;
     assert!(pick(&mut s, T0, &paths).is_empty());
+    // A standby path follows the module rule.
+    paths[0].in_flight_pkts = 0;
+    paths[1].priority = 1;
+    assert_eq!(pick(&mut s, T0, &paths), [0, 2]);
 }
 
 #[test]

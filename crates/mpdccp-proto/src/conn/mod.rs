@@ -694,8 +694,16 @@ impl Connection {
     }
 
     /// Moves packets waiting on path `i` back to the head of the send queue.
+    /// Moves the packets waiting on path `i` back to the connection's queue
+    /// (newest first, so they keep their order); a redundant copy is
+    /// dropped instead, as its twins carry its MP_SEQ.
     fn reinject(&mut self, i: usize) {
         while let Some((_, q)) = self.paths[i].unqueue_newest() {
+            if q.copy {
+                self.stats.sched_copies_dropped += 1;
+                self.queue.recycle(q.data);
+                continue;
+            }
             self.stats.reinjected_pkts += 1;
             self.queue.push_front(q);
         }
