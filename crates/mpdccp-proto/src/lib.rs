@@ -25,6 +25,7 @@
 pub mod cc;
 pub mod conn;
 pub mod harness;
+mod kind;
 pub mod path;
 pub mod reorder;
 pub mod sched;
@@ -33,7 +34,8 @@ pub mod wire;
 
 pub use conn::{
     ConnError, ConnStats, Connection, ConnectionConfig, DropPolicy, Endpoint, EndpointConfig,
-    Event, PathConfig, Role, SendError, Transmit,
+    Event, PathConfig, Role, SendError, Transmit, TunnelSettings,
 };
+pub use kind::UnknownName;
 pub use path::{PathId, PathState, PathView};
 pub use time::Instant;

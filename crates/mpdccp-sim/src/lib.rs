@@ -27,7 +27,7 @@ use std::path::Path;
 use mpdccp_model::scenario::Scenario;
 use mpdccp_proto::Instant;
 
-pub use sim::{SimOutput, SimStats, Simulation};
+pub use sim::{connection_config, SimOutput, SimStats, Simulation};
 
 /// Why a scenario could not be simulated.
 #[derive(Debug, thiserror::Error)]

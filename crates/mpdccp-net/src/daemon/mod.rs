@@ -287,6 +287,20 @@ impl TunWriter {
     }
 }
 
+/// The MTU plan of a daemon: from the path MTU, with the TUN MTU lowered to
+/// `tun.mtu` when that is set and smaller.
+pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool) -> MtuPlan {
+    let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
+    MtuPlan {
+        tun_mtu: if cfg.mtu > 0 {
+            cfg.mtu.min(plan.tun_mtu)
+        } else {
+            plan.tun_mtu
+        },
+        ..plan
+    }
+}
+
 /// Opens and configures the TUN device; returns it with the MTU plan used.
 pub fn open_tun(
     cfg: &TunConfig,
@@ -294,12 +308,8 @@ pub fn open_tun(
     ipv6_outer: bool,
     offload: bool,
 ) -> anyhow::Result<(Tun, MtuPlan)> {
-    let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
-    let mtu = if cfg.mtu > 0 {
-        cfg.mtu.min(plan.tun_mtu)
-    } else {
-        plan.tun_mtu
-    };
+    let plan = mtu_plan(cfg, path_mtu, ipv6_outer);
+    let mtu = plan.tun_mtu;
     let tun = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
         Tun::open_offload(&cfg.name).or_else(|e| {
@@ -331,13 +341,7 @@ pub fn open_tun(
     if v6 && mtu < crate::mtu::IPV6_MIN_MTU {
         tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
     }
-    Ok((
-        tun,
-        MtuPlan {
-            tun_mtu: mtu,
-            ..plan
-        },
-    ))
+    Ok((tun, plan))
 }
 
 /// SIGTERM/SIGINT delivered as readable bytes on a socket, for the poll loop.

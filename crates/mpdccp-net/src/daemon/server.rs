@@ -35,7 +35,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.listen.is_ipv6(),
         config.tunnel.offload,
     )?;
-    let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
+    let conn_cfg = config.tunnel.connection_config(&plan);
     mpdccp_proto::conn::Connection::try_new(
         mpdccp_proto::conn::Role::Server,
         conn_cfg.clone(),
