@@ -7,11 +7,11 @@
 use std::path::Path;
 use std::process::Command;
 
+use mpdccp_lab::testbed::{daemon_tunnel_config, tunnelled_packet_max};
+use mpdccp_lab::topo::{daemon_configs, PathAddrs, TunnelOpts};
 use mpdccp_model::scenario::Scenario;
 use mpdccp_net::daemon::config::{ClientConfig, ServerConfig};
 use mpdccp_net::daemon::mtu_plan;
-use mpdccp_net::testbed::{daemon_tunnel_config, tunnelled_packet_max};
-use mpdccp_net::topo::{daemon_configs, PathAddrs, TunnelOpts};
 use mpdccp_proto::conn::ConnectionConfig;
 
 fn scenario(file: &str) -> Scenario {

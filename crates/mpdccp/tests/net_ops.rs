@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
-use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
-use mpdccp_net::probe;
-use mpdccp_net::topo::{
+use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::probe;
+use mpdccp_lab::topo::{
     wait_for, Topology, TunnelOpts, CLIENT_TUN_V4, CLIENT_TUN_V6, SERVER_TUN_V4,
 };
 use serde_json::Value;

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
-use mpdccp_net::probe::{self, Arrival};
-use mpdccp_net::topo::{
+use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::probe::{self, Arrival};
+use mpdccp_lab::topo::{
     wait_for, ProbeStream, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6,
 };
 use mpdccp_proto::sched::SchedulerKind;

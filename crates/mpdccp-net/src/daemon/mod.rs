@@ -36,8 +36,8 @@ use mpdccp_proto::Instant;
 use serde::Serialize;
 use tracing::info;
 
+use crate::iproute;
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
-use crate::netns;
 use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
@@ -320,7 +320,7 @@ pub fn open_tun(
         Tun::open(&cfg.name)?
     };
     let name = tun.name().to_string();
-    netns::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
+    iproute::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
     let mut v6 = false;
     for a in &cfg.addresses {
         let (ip, _) = parse_cidr(a)?;
@@ -328,13 +328,13 @@ pub fn open_tun(
             v6 = true;
             // No duplicate address detection on a point-to-point tunnel: the
             // address is usable at once.
-            netns::ip(&["-6", "addr", "add", a, "dev", &name, "nodad"])?;
+            iproute::ip(&["-6", "addr", "add", a, "dev", &name, "nodad"])?;
         } else {
-            netns::ip(&["addr", "add", a, "dev", &name])?;
+            iproute::ip(&["addr", "add", a, "dev", &name])?;
         }
     }
     for r in &cfg.routes {
-        netns::ip(&["route", "replace", r, "dev", &name])?;
+        iproute::ip(&["route", "replace", r, "dev", &name])?;
     }
     info!(tun = %name, mtu, "{plan}");
     eprintln!("tunnel {name}: {plan}; MTU set to {mtu}");

@@ -42,12 +42,12 @@ use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use crate::clock;
-use crate::daemon::config::TunnelConfig;
 use crate::emu::Sample;
 use crate::netns::{self, spawn_in_netns};
 use crate::probe::{self, Arrival, ProbeConfig, SendLog};
 use crate::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
+use mpdccp_net::clock;
+use mpdccp_net::daemon::config::TunnelConfig;
 
 /// Settings of one testbed run.
 #[derive(Clone, Debug)]
@@ -538,7 +538,7 @@ const DEFAULT_PATH_MTU: u32 = 1500;
 fn tunnel_path_mtu(sc: &Scenario) -> u32 {
     let largest = tunnelled_packet_max(sc);
     let need = largest as u64
-        + u64::from(crate::mtu::IPV4_HEADER_BYTES + crate::mtu::UDP_HEADER_BYTES)
+        + u64::from(mpdccp_net::mtu::IPV4_HEADER_BYTES + mpdccp_net::mtu::UDP_HEADER_BYTES)
         + mpdccp_proto::conn::DATA_HEADER_MAX as u64;
     u32::try_from(need)
         .unwrap_or(u32::MAX)

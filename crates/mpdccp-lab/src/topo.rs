@@ -22,11 +22,11 @@ use anyhow::{bail, Context};
 
 use mpdccp_proto::reorder::ReorderKind;
 
-use crate::daemon::config::{
-    ClientConfig, ClientPath, OpsConfig, ServerConfig, TunConfig, TunnelConfig,
-};
 use crate::netns::{self, spawn_in_netns, veth_pair, Netns, Proc};
 use crate::probe::{self, Arrival, ProbeConfig, SendLog};
+use mpdccp_net::daemon::config::{
+    ClientConfig, ClientPath, OpsConfig, ServerConfig, TunConfig, TunnelConfig,
+};
 
 /// Addresses and interface names of one path.
 #[derive(Clone, Debug)]
@@ -460,7 +460,7 @@ impl Topology {
 
     /// The JSON status of the server or client daemon.
     pub fn status(&self, server: bool) -> anyhow::Result<serde_json::Value> {
-        Ok(crate::daemon::ops::query(
+        Ok(mpdccp_net::daemon::ops::query(
             &self.control_socket(server),
             "status",
         )?)
@@ -508,7 +508,7 @@ impl Topology {
         });
         wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire))
             .context("probe receiver not ready")?;
-        let start = crate::clock::now() + Duration::from_millis(20);
+        let start = mpdccp_net::clock::now() + Duration::from_millis(20);
         let cfg = ProbeConfig {
             flow: 1,
             dst: bind,
