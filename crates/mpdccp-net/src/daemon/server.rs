@@ -240,7 +240,7 @@ impl Server {
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
-            "endpoint": stats_json(&format!("{:?}", self.ep.stats())),
+            "endpoint": stats_json(&self.ep.stats()),
             "learned_addresses": self.owners.len(),
             "connections": conns,
         })

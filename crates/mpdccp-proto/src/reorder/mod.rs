@@ -65,6 +65,7 @@ pub struct Delivered {
 
 /// Counters every reorderer keeps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ReorderStats {
     pub received: u64,
     pub delivered: u64,
