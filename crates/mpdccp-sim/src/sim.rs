@@ -1267,14 +1267,10 @@ impl Simulation {
         meta.insert("link_pkts".into(), self.stats.link_pkts.into());
         meta.insert("spin_breaks".into(), self.stats.spin_breaks.into());
         if let Some(nodes) = &self.nodes {
-            meta.insert(
-                "client_stats".into(),
-                format!("{:?}", nodes[0].conn.stats()).into(),
-            );
-            meta.insert(
-                "server_stats".into(),
-                format!("{:?}", nodes[1].conn.stats()).into(),
-            );
+            for (key, node) in ["client_stats", "server_stats"].iter().zip(nodes) {
+                let stats = serde_json::to_value(node.conn.stats()).unwrap_or_default();
+                meta.insert((*key).into(), stats);
+            }
         }
         meta.insert(
             "conn_events".into(),
