@@ -24,6 +24,7 @@
 pub mod client;
 pub mod config;
 pub mod iface;
+pub mod metrics;
 pub mod ops;
 pub mod server;
 
