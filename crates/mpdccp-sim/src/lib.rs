@@ -16,6 +16,8 @@
 //! (sources and sinks, inner TCP), [`packet`] (flow packet format),
 //! [`queue`] (the `(time, seq)` event heap).
 
+#![forbid(unsafe_code)]
+
 pub mod flow;
 pub mod packet;
 pub mod queue;
