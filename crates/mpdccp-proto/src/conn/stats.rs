@@ -2,6 +2,7 @@
 
 /// Counters: every rejection and drop has one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ConnStats {
     pub rx_datagrams: u64,

@@ -177,6 +177,7 @@ pub(crate) struct Subflow {
 
 /// Counters of one path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PathStats {
     pub tx_pkts: u64,
     pub tx_bytes: u64,
