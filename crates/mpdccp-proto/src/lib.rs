@@ -14,6 +14,8 @@
 //! same code, so a simulated result is a statement about the shipped core.
 //!
 //! Module map (top-down):
+//! * [`auth`]    — authenticated mode: peers, Noise IK handshake, cookies,
+//!   rate limits, payload protection (see docs/SECURITY.md).
 //! * [`wire`]    — packet and option parsing/emitting (RFC 4340, 9897, 6773).
 //! * [`conn`]    — `Connection` (MP-DCCP meta state) and its DCCP subflows.
 //! * [`harness`] — a deterministic N-path test harness on a virtual clock.
@@ -22,6 +24,7 @@
 //! * [`reorder`] — the receiver reordering trait and its strategies.
 //! * [`time`], [`path`] — the shared vocabulary: time and the per-path view.
 
+pub mod auth;
 pub mod cc;
 pub mod conn;
 pub mod harness;
