@@ -21,6 +21,7 @@
 //! DCCP packets leave as UDP GSO trains and arrive as UDP GRO trains
 //! ([`drain_socket`]).
 
+mod backoff;
 pub mod client;
 pub mod config;
 pub mod iface;

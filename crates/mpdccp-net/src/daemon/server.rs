@@ -29,6 +29,17 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
+    // The exclusive listening socket first: a second server on this port
+    // fails here, with the address in the error, before touching any TUN.
+    let sock_buf = config.tunnel.socket_buffer_bytes;
+    let sock = PathSocket::bind(
+        &PathSocketConfig {
+            device: None,
+            local: Some(config.listen),
+            buffer_bytes: sock_buf,
+        },
+        config.listen,
+    )?;
     let (tun, plan) = open_tun(
         &config.tun,
         config.tunnel.path_mtu,
@@ -43,15 +54,6 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         1,
     )
     .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
-    let sock_buf = config.tunnel.socket_buffer_bytes;
-    let sock = PathSocket::bind(
-        &PathSocketConfig {
-            device: None,
-            local: Some(config.listen),
-            buffer_bytes: sock_buf,
-        },
-        config.listen,
-    )?;
     sock.set_gro(config.tunnel.offload);
     info!(listen = %sock.local_addr(), "server listening");
     eprintln!("server listening on udp {}", sock.local_addr());
