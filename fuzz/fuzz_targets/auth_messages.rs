@@ -109,10 +109,15 @@ impl World {
         // mac2 (the last 16 bytes) is only checked under load, so an Init
         // is genuine when everything before it is.
         let g = &self.genuine[0];
-        let genuine = bytes.len() == g.len() && bytes[..g.len().saturating_sub(16)] == g[..g.len().saturating_sub(16)];
-        let r = self
-            .server
-            .handle_init(bytes, src(ctrl >> 4), ctrl & 8 != 0, self.now, &mut self.rng);
+        let genuine = bytes.len() == g.len()
+            && bytes[..g.len().saturating_sub(16)] == g[..g.len().saturating_sub(16)];
+        let r = self.server.handle_init(
+            bytes,
+            src(ctrl >> 4),
+            ctrl & 8 != 0,
+            self.now,
+            &mut self.rng,
+        );
         match r {
             Ok(InitOutcome::Accept(a)) => {
                 assert!(genuine, "a forged Init was accepted");

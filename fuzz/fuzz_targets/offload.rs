@@ -125,7 +125,10 @@ impl State {
 
     fn split(&mut self, frame: &[u8]) -> Option<usize> {
         let cap = self.out.len();
-        split(frame, &mut self.out, &mut self.stats, |p| assert!(p.len() <= cap)).ok()
+        split(frame, &mut self.out, &mut self.stats, |p| {
+            assert!(p.len() <= cap)
+        })
+        .ok()
     }
 }
 
@@ -155,7 +158,12 @@ fuzz_target!(|data: &[u8]| {
                 if bytes.first().is_some_and(|b| b & 1 == 1) && bytes.len() > 2 {
                     // A TSO train: payload = the bytes repeated to a few kB.
                     let mss = 100 + u16::from(bytes[1]) * 4;
-                    let payload: Vec<u8> = bytes.iter().cycle().take(bytes.len() * 20).copied().collect();
+                    let payload: Vec<u8> = bytes
+                        .iter()
+                        .cycle()
+                        .take(bytes.len() * 20)
+                        .copied()
+                        .collect();
                     let frame = tso_frame(v6, 0x10 | (ctrl & 0x08), &payload, mss);
                     let n = s.split(&frame).expect("a valid TSO frame splits");
                     assert_eq!(n, payload.len().div_ceil(usize::from(mss)));
@@ -169,5 +177,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     s.flush();
-    assert!(s.bytes_out <= s.bytes_in, "{} out > {} in", s.bytes_out, s.bytes_in);
+    assert!(
+        s.bytes_out <= s.bytes_in,
+        "{} out > {} in",
+        s.bytes_out,
+        s.bytes_in
+    );
 });
