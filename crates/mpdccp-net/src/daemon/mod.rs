@@ -26,6 +26,7 @@ pub mod client;
 pub mod config;
 pub mod iface;
 pub mod ops;
+mod routes;
 pub mod server;
 
 use std::io;
