@@ -25,6 +25,7 @@ mod backoff;
 pub mod client;
 pub mod config;
 pub mod iface;
+pub mod keyfile;
 pub mod ops;
 mod routes;
 pub mod server;

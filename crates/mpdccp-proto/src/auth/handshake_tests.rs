@@ -352,3 +352,14 @@ fn sniffed_handshake_and_join_cannot_be_replayed() {
     let guess: Vec<u8> = transcript[1..17].to_vec();
     assert!(!verify20(&guess, &[&ra, &rb], &tag));
 }
+
+/// RFC 7748 §6.1: Alice's X25519 key pair.
+#[test]
+fn public_key_matches_rfc7748_vector() {
+    let hex = |s: &str| -> [u8; 32] {
+        core::array::from_fn(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+    };
+    let private = hex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
+    let public = hex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
+    assert_eq!(public_key(&private), public);
+}

@@ -35,6 +35,7 @@ macro_rules! daemon_command {
 pub mod bench;
 pub mod client;
 pub mod demo;
+pub mod keys;
 pub mod netem;
 pub mod reproduce;
 pub mod server;
