@@ -13,11 +13,14 @@
 //! * [`handshake`] — Noise_IKpsk2 initiator and responder, message formats,
 //!   the derived [`SessionKeys`].
 //! * [`cookie`]    — stateless cookies under load (WireGuard-style reply).
+//! * [`gate`]      — the server's admission bookkeeping: half-open per peer,
+//!   cookie threshold, one session per peer.
 //! * [`ratelimit`] — per-source handshake token buckets, log throttle.
 //! * [`protect`]   — ChaCha20-Poly1305 per packet with a per-path replay window.
 //! * [`mac`]       — HMAC-SHA256, HKDF-Expand and truncated tags.
 
 pub mod cookie;
+pub mod gate;
 pub mod handshake;
 pub mod mac;
 pub mod peers;
@@ -44,6 +47,8 @@ pub enum AuthError {
     BadMac1,
     #[error("source over its handshake rate")]
     RateLimited,
+    #[error("half-open table full")]
+    Busy,
     #[error("Noise handshake failed (bad key or corrupted message)")]
     Handshake,
     #[error("initiator's static key is not a configured peer")]
