@@ -1,13 +1,14 @@
 //! The authenticated handshake carried the way docs/SECURITY.md specifies,
-//! through the real wire code: the Init in the DCCP-Request's MP_KEY key
-//! type 255, the cookie reply in a DCCP-Reset (code 9, Too Busy) as MP_EXP,
-//! the Response in the DCCP-Response's MP_KEY key type 255, the Confirm in
-//! the DCCP-Ack as MP_EXP. Each packet is emitted to bytes and parsed back
-//! before its message is used, so the sizes fit the option space and the
-//! parsers keep every byte.
+//! through the real wire code: the Init in the DCCP-Request and the Response
+//! in the DCCP-Response, each split into MP_KEY key type 255 (64 bytes) and
+//! MP_EXP; the cookie reply in a DCCP-Reset (code 9, Too Busy) and the
+//! Confirm in the DCCP-Ack, as MP_EXP. Each packet is emitted to bytes and
+//! parsed back before its message is used, so the sizes fit the option
+//! space and the parsers keep every byte.
 
 use std::net::SocketAddr;
 
+use mpdccp_proto::auth::framing;
 use mpdccp_proto::auth::gate::{Admission, Gate, GateConfig};
 use mpdccp_proto::auth::handshake::INIT_LEN;
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
@@ -27,53 +28,45 @@ fn roundtrip(repr: &DccpRepr) -> (DccpRepr, usize) {
     (parsed, n)
 }
 
-fn packet(kind: DccpKind, mp: MpOption) -> DccpRepr {
+fn packet(kind: DccpKind, mp: Vec<MpOption>) -> DccpRepr {
     DccpRepr {
         src_port: 5000,
         dst_port: 6773,
         seq: 77,
         kind,
-        options: vec![DccpOption::Multipath(mp)],
+        options: mp.into_iter().map(DccpOption::Multipath).collect(),
         ..DccpRepr::default()
     }
 }
 
-fn mp(repr: &DccpRepr) -> &MpOption {
-    repr.options
-        .iter()
-        .find_map(|o| match o {
-            DccpOption::Multipath(m) => Some(m),
-            _ => None,
-        })
-        .expect("a Multipath option")
-}
-
-fn experimental_key(repr: &DccpRepr) -> Vec<u8> {
-    match mp(repr) {
-        MpOption::Key { keys, .. } => {
-            assert_eq!(keys.len(), 1);
-            assert_eq!(keys[0].key_type, KeyType::Experimental);
-            keys[0].data.clone()
-        }
-        other => panic!("expected MP_KEY, got {other:?}"),
-    }
-}
-
-fn exp(repr: &DccpRepr) -> Vec<u8> {
-    match mp(repr) {
-        MpOption::Exp(d) => d.clone(),
-        other => panic!("expected MP_EXP, got {other:?}"),
-    }
-}
-
-fn key_option(data: &[u8]) -> MpOption {
-    MpOption::Key {
+/// MP_KEY key type 255 with the message's first 64 bytes, MP_EXP the rest.
+fn with_key(msg: &[u8]) -> Vec<MpOption> {
+    let (key, rest) = framing::split(msg).unwrap();
+    let key = MpOption::Key {
         ci: 0x0102_0304,
         keys: vec![MpKey {
             key_type: KeyType::Experimental,
-            data: data.to_vec(),
+            data: key.to_vec(),
         }],
+    };
+    vec![key, MpOption::Exp(rest.to_vec())]
+}
+
+/// The message of a packet: key type 255 data (if any) then MP_EXP.
+fn message(repr: &DccpRepr) -> Vec<u8> {
+    let (mut key, mut exp) = (None, None);
+    for o in &repr.options {
+        match o {
+            DccpOption::Multipath(MpOption::Key { keys, .. }) => {
+                assert_eq!(keys.len(), 1);
+                assert_eq!(keys[0].key_type, KeyType::Experimental);
+                key = Some(keys[0].data.clone());
+            }
+            DccpOption::Multipath(MpOption::Exp(d)) => exp = Some(d.clone()),
+            _ => {}
+        }
     }
+    framing::join(key.as_deref(), exp.as_deref()).expect("a message")
 }
 
 #[test]
@@ -109,12 +102,12 @@ fn handshake_with_cookie_through_dccp_packets() {
         let init = client.start(rng, unix, now).unwrap();
         let (req, len) = roundtrip(&packet(
             DccpKind::Request { service_code: 0 },
-            key_option(&init),
+            with_key(&init),
         ));
-        // Generic header (16) + Service Code (4) + one 146-byte MP_KEY
-        // option, padded to a multiple of 4 bytes (RFC 4340 §5.8).
-        assert_eq!(len, (16 + 4 + 9 + INIT_LEN).next_multiple_of(4));
-        experimental_key(&req)
+        // Generic header (16) + Service Code (4) + MP_KEY (9 + 64) + MP_EXP
+        // (3 + 73), padded to a multiple of 4 bytes (RFC 4340 §5.8).
+        assert_eq!(len, (16 + 4 + 9 + 3 + INIT_LEN).next_multiple_of(4));
+        message(&req)
     };
 
     // 1. Request → Reset (Too Busy) with the cookie; the server keeps nothing.
@@ -128,8 +121,8 @@ fn handshake_with_cookie_through_dccp_packets() {
         code: ResetCode::TooBusy,
         data: [0; 3],
     };
-    let (reset, _) = roundtrip(&packet(reset, MpOption::Exp(cookie.to_vec())));
-    client.handle_cookie_reply(&exp(&reset), now).unwrap();
+    let (reset, _) = roundtrip(&packet(reset, vec![MpOption::Exp(cookie.to_vec())]));
+    client.handle_cookie_reply(&message(&reset), now).unwrap();
 
     // 2. Request with mac2 → Response.
     let init = request(&mut client, &mut rng, 2);
@@ -142,15 +135,15 @@ fn handshake_with_cookie_through_dccp_packets() {
         ack: 77,
         service_code: 0,
     };
-    let (resp, _) = roundtrip(&packet(kind, key_option(&response)));
+    let (resp, _) = roundtrip(&packet(kind, with_key(&response)));
 
     // 3. Ack with the Confirm → session with the same keys at both ends.
-    let (client_keys, confirm) = client.handle_response(&experimental_key(&resp)).unwrap();
+    let (client_keys, confirm) = client.handle_response(&message(&resp)).unwrap();
     let (ack, _) = roundtrip(&packet(
         DccpKind::Ack { ack: 78 },
-        MpOption::Exp(confirm.to_vec()),
+        vec![MpOption::Exp(confirm.to_vec())],
     ));
-    let admitted = gate.on_confirm(&src, &exp(&ack)).unwrap();
+    let admitted = gate.on_confirm(&src, &message(&ack)).unwrap();
     assert_eq!(admitted.keys.d_key_remote(), client_keys.d_key_local());
     assert_eq!(admitted.keys.payload_recv(), client_keys.payload_send());
     assert_eq!(gate.half_open(), 0);

@@ -1,6 +1,6 @@
 //! The authenticated key exchange: Noise `IKpsk2` (X25519, ChaCha20-Poly1305,
 //! BLAKE2s) over the `snow` crate, one round trip, carried in MP_KEY key type
-//! 255 (RFC 9897 §3.2.4, the experimental slot).
+//! 255 (RFC 9897 §3.2.4, the experimental slot) and MP_EXP (see `framing`).
 //!
 //! ```text
 //! Init     (client → server, DCCP-Request)   137 bytes
@@ -63,9 +63,8 @@ const NOISE_RESPONSE_LEN: usize = KEY_LEN + AEAD_TAG;
 const RESPONSE_MAC1: usize = 1 + NOISE_RESPONSE_LEN;
 pub const RESPONSE_LEN: usize = RESPONSE_MAC1 + MAC_LEN;
 pub const CONFIRM_LEN: usize = 1 + MAC_LEN;
-// The Init fits one DCCP option (at most 255 bytes, RFC 4340 §5.8) after
-// the MP_KEY header: type, length, MP_OPT, reserved, CI (4), key type.
-const _: () = assert!(9 + INIT_LEN <= 255);
+// The Init fits key type 255's 64 bytes plus one MP_EXP (at most 252).
+const _: () = assert!(INIT_LEN <= super::framing::KEY_DATA_LEN + super::framing::EXP_MAX);
 
 /// snow's RNG slot filled from a seed the caller's RNG provides, so each
 /// handshake's ephemeral key is reproducible in a seeded run.

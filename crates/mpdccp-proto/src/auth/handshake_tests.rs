@@ -68,9 +68,7 @@ fn accept(o: Result<InitOutcome, AuthError>) -> Accepted {
 }
 
 #[test]
-fn message_sizes_fit_one_dccp_option() {
-    // MP option: type, length, MP_OPT, reserved, CI(4), key type = 9 bytes
-    // before the key data; an option is at most 255 bytes (RFC 4340 §5.8).
+fn message_sizes() {
     assert_eq!(INIT_LEN, 137);
     assert_eq!(RESPONSE_LEN, 65);
     assert_eq!(CONFIRM_LEN, 17);

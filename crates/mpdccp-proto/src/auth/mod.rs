@@ -1,7 +1,7 @@
 //! Authenticated mode: peers, the Noise IK handshake that produces the
 //! MP-DCCP keys, stateless cookies, handshake rate limits and optional
 //! per-packet payload protection. See `docs/SECURITY.md` for the threat
-//! model and the wire mapping (MP_KEY key type 255).
+//! model and the wire mapping (MP_KEY key type 255 and MP_EXP).
 //!
 //! Sans-IO like the rest of the core: no socket and no clock (every call
 //! takes `now`, and the initiator's wall-clock timestamp is a parameter), and
@@ -17,9 +17,11 @@
 //!   cookie threshold, one session per peer.
 //! * [`ratelimit`] — per-source handshake token buckets, log throttle.
 //! * [`protect`]   — ChaCha20-Poly1305 per packet with a per-path replay window.
+//! * [`framing`]   — messages in MP_KEY key type 255 (64 bytes) + MP_EXP.
 //! * [`mac`]       — HMAC-SHA256, HKDF-Expand and truncated tags.
 
 pub mod cookie;
+pub mod framing;
 pub mod gate;
 pub mod handshake;
 pub mod mac;
