@@ -108,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
                 };
                 last_init = m.to_vec();
                 match gate.on_init(s, &m, src(s), now, &mut rng) {
-                    Ok(Admission::Respond { peer, response }) => {
+                    Ok(Admission::Respond { peer, response, .. }) => {
                         assert!(c < 2 && peer.0 as usize == c, "stranger admitted");
                         pending.push((c, s, response.to_vec()));
                     }

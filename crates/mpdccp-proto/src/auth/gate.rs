@@ -11,7 +11,9 @@
 //!   has one session, so a newer one replaces (and names) the older.
 //!
 //! The endpoint creates its DCCP state for a Request only when `on_init`
-//! returns `Respond`, and promotes the connection when `on_confirm` succeeds.
+//! returns `Respond` (with the keys for the connection), and promotes the
+//! connection when `on_confirm` succeeds — or, if the connection checks the
+//! Confirm in its Ack itself, calls `established` when it does.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -61,9 +63,11 @@ pub struct GateStats {
 /// What to send back for an Init.
 #[derive(Debug)]
 pub enum Admission {
-    /// Create the DCCP half-open state and send this Response.
+    /// Create the DCCP half-open state with these keys and send this
+    /// Response.
     Respond {
         peer: PeerId,
+        keys: Box<SessionKeys>,
         response: [u8; RESPONSE_LEN],
     },
     /// Send this cookie reply (stateless); create nothing.
@@ -147,13 +151,14 @@ impl<K: Ord + Clone> Gate<K> {
             key,
             HalfOpen {
                 peer: accepted.peer,
-                keys: accepted.keys,
+                keys: accepted.keys.clone(),
                 created: now,
             },
         );
         self.stats.half_open_created += 1;
         Ok(Admission::Respond {
             peer: accepted.peer,
+            keys: Box::new(accepted.keys),
             response: accepted.response,
         })
     }
@@ -177,9 +182,13 @@ impl<K: Ord + Clone> Gate<K> {
             self.stats.confirm_failed += 1;
             return Err(e);
         }
-        let Some(h) = self.half_open.remove(key) else {
-            return Err(AuthError::Unexpected);
-        };
+        self.established(key)
+    }
+
+    /// The connection under `key` verified the Confirm itself (it holds the
+    /// keys from `Respond`): the same bookkeeping as [`Gate::on_confirm`].
+    pub fn established(&mut self, key: &K) -> Result<Admitted<K>, AuthError> {
+        let h = self.half_open.remove(key).ok_or(AuthError::Unexpected)?;
         self.stats.confirmed += 1;
         let replaces = self.sessions.insert(h.peer, key.clone());
         if replaces.is_some() {

@@ -128,6 +128,16 @@ fn a_newer_session_replaces_the_older_one() {
     l.gate.forget(&2);
     assert_eq!(l.connect(0, 3, t).unwrap().replaces, None);
     assert_eq!(l.gate.stats().sessions_replaced, 1);
+    // A connection that checked the Confirm itself, with the keys the
+    // admission handed out.
+    let Admission::Respond { keys, response, .. } = l.init(0, 4, t).unwrap() else {
+        panic!()
+    };
+    let (_, confirm) = l.clients[0].handle_response(&response).unwrap();
+    assert_eq!(keys.verify_confirm(&confirm), Ok(()));
+    let a = l.gate.established(&4).unwrap();
+    assert_eq!((a.peer, a.replaces), (PeerId(0), Some(3)));
+    assert_eq!(l.gate.established(&4).unwrap_err(), AuthError::Unexpected);
 }
 
 #[test]
