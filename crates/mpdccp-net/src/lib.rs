@@ -20,6 +20,7 @@
 //! * [`emu`] — the userspace link emulator (`mpdccp netem`).
 //! * [`topo`] — client / router-per-path / server namespace topology.
 //! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
+//! * [`raw`] — native DCCP (IP protocol 33) through raw sockets.
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
@@ -32,6 +33,7 @@ pub mod mtu;
 pub mod netns;
 pub mod offload;
 pub mod probe;
+pub mod raw;
 pub mod testbed;
 pub mod topo;
 pub mod tun;
