@@ -9,6 +9,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::{subtype, HMAC_LEN};
 use mpdccp_proto::wire::profile_keys::{reference_token, JoinHmac, PlainKeys};
 use mpdccp_proto::wire::{MpKey, MpOption, Packet, WireError, WireProfile};
@@ -345,4 +346,62 @@ fn truncated_and_mutated_options_never_panic() {
     }
     assert!(parsed > 1000, "mutations mostly still parse: {parsed}");
     assert_eq!(HMAC_LEN, 20);
+}
+
+/// `../shared/reference-kernel` beside the checkout (or further up), as CI
+/// has it. `None` outside CI when it is absent; a failure under `CI`.
+fn reference_dir() -> Option<std::path::PathBuf> {
+    let found = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("shared/reference-kernel"))
+        .find(|p| p.join("BUILD.md").is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "../shared/reference-kernel is missing"
+        );
+        eprintln!("SKIP: no ../shared/reference-kernel");
+    }
+    found
+}
+
+/// Our capture reader finds, in the original pcapng files, exactly the
+/// options the vector files list, frame by frame and path by path.
+#[test]
+fn capture_reader_finds_the_vendored_options_in_the_original_pcapng() {
+    let Some(dir) = reference_dir() else { return };
+    for (pcap, file, profile) in [
+        (
+            "mpdccp-2vm-session.pcapng",
+            "reference-k510.txt",
+            WireProfile::ReferenceK510,
+        ),
+        (
+            "k4.14/mpdccp-k414-2vm-session.pcapng",
+            "reference-k414.txt",
+            WireProfile::ReferenceK414,
+        ),
+    ] {
+        let bytes = std::fs::read(dir.join(pcap)).expect("capture");
+        let pkts = capture::dccp_packets(&bytes).expect("readable capture");
+        let mut found = Vec::new();
+        for c in &pkts {
+            let p = Packet::new_checked(&c.dccp[..]).expect("valid DCCP");
+            p.verify_checksum((c.src, c.dst)).expect("checksum");
+            for o in p.options() {
+                let o = o.expect("well-formed option");
+                if o.kind == 46 {
+                    let mp = profile.parse_mp(o.data).expect("MP option");
+                    found.push((c.frame as u32, profile.encode_mp(&mp).unwrap()));
+                }
+            }
+        }
+        let want: Vec<(u32, Vec<u8>)> = load(file)
+            .into_iter()
+            .filter(|l| !l.pkt)
+            .map(|l| (l.frame, l.bytes))
+            .collect();
+        assert_eq!(found, want, "{pcap}");
+        assert!(pkts.iter().any(|c| c.iface == 1), "path B is interface 1");
+    }
 }

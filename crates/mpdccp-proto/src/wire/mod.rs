@@ -22,10 +22,12 @@
 //!
 //! Module map: [`packet`] (generic header, §5), [`option`] (§5.8, §6),
 //! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9), [`seq`]
-//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`], [`profile`] and
+//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`], [`capture`] (reading
+//! pcap/pcapng back), [`profile`] and
 //! [`profile_keys`] (the reference kernel's layouts and derivations).
 
 pub mod ackvec;
+pub mod capture;
 pub mod checksum;
 pub mod mp;
 pub mod option;
