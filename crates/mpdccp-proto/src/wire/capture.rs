@@ -104,7 +104,7 @@ fn pcapng(f: &[u8]) -> Result<Vec<Frame<'_>>, WireError> {
         }
         let btype = u32_at(f, off, be)?;
         let blen = u32_at(f, off + 4, be)? as usize;
-        if blen < 12 || blen % 4 != 0 {
+        if blen < 12 || !blen.is_multiple_of(4) {
             return Err(WireError::BadFraming);
         }
         let block = f.get(off..off + blen).ok_or(WireError::BadFraming)?;
