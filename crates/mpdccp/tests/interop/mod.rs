@@ -2,6 +2,9 @@
 //! tools, the namespace that holds the bridges/taps/VMs (and everything
 //! started in it, killed on drop), and checking a capture with our decoder.
 
+pub mod peer;
+pub mod script;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
