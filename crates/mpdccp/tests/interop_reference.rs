@@ -13,8 +13,11 @@
 //!   namespace joined to both bridges) against the reference server VM:
 //!   MP_KEY handshake, echoes on path A, MP_JOIN on path B with both HMACs
 //!   verified (the server's by us, ours by the server), echoes sent on
-//!   path B, MP_CLOSE on both subflows answered with Reset(Closed), and the
-//!   bridge captures checked by our decoder.
+//!   path B; on empty Data packets an MP_ADDADDR with a forged HMAC (must
+//!   not be confirmed), the same with the right HMAC (MP_CONFIRM expected),
+//!   MP_REMOVEADDR of subflow B's address (MP_CONFIRM, and the server closes
+//!   subflow B); MP_CLOSE answered with Reset(Closed); the bridge captures
+//!   checked by our decoder.
 //!
 //! Needs root, qemu-system-x86, tcpdump and mergecap, and
 //! `../shared/reference-kernel` (or `$MPDCCP_REFERENCE_DIR`); without them
@@ -34,6 +37,7 @@ use interop::{check_capture, prerequisites, Kernel, Lab};
 use mpdccp_net::netns::{spawn_in_netns, unique_prefix, veth_pair, Netns, Proc};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::subtype;
+use mpdccp_proto::wire::ResetCode;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -279,6 +283,27 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
     );
     assert_eq!(o.join_response_hmac_ok, Some(true), "server's join HMAC");
     assert!(
+        o.addaddr_confirmed,
+        "reference did not confirm our MP_ADDADDR"
+    );
+    assert!(
+        !o.forged_addaddr_confirmed,
+        "reference confirmed an MP_ADDADDR with a wrong HMAC"
+    );
+    assert!(
+        o.removeaddr_confirmed,
+        "reference did not confirm our MP_REMOVEADDR"
+    );
+    assert!(
+        o.after_remove_b.is_some(),
+        "subflow B not closed after MP_REMOVEADDR of its address"
+    );
+    assert!(
+        o.resets.contains(&('A', ResetCode::Closed)),
+        "Close+MP_CLOSE on A not answered by Reset(Closed): {:?}",
+        o.resets
+    );
+    assert!(
         log.contains("There are 2 subflows"),
         "the server never accepted our MP_JOIN"
     );
@@ -286,8 +311,13 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
         log.contains(&format!("echoed {} datagrams", n_a + n_b)),
         "server log: no clean close"
     );
-    assert_eq!((s.bad_checksum, s.hmacs_bad), (0, 0), "{s:?}");
-    assert_eq!(s.hmacs_ok, 2, "both join HMACs verify in the capture");
+    // Verified in the capture: both join HMACs, ADDADDR, REMOVEADDR; the
+    // one bad HMAC is the forged ADDADDR we sent on purpose.
+    assert_eq!(
+        (s.bad_checksum, s.hmacs_ok, s.hmacs_bad),
+        (0, 4, 1),
+        "{s:?}"
+    );
     assert!(s.closes_ok >= 1);
     let _ = std::fs::remove_dir_all(&out);
 }

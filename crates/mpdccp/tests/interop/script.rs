@@ -38,6 +38,13 @@ pub struct Outcome {
     pub join_response_hmac_ok: Option<bool>,
     pub join_response: Option<String>,
     pub resets: Vec<(char, ResetCode)>,
+    /// MP_CONFIRM of our MP_ADDADDR (good HMAC) / of the one with a
+    /// corrupted HMAC (must stay unconfirmed) / of our MP_REMOVEADDR.
+    pub addaddr_confirmed: bool,
+    pub forged_addaddr_confirmed: bool,
+    pub removeaddr_confirmed: bool,
+    /// What the server did to subflow B after MP_REMOVEADDR of its address.
+    pub after_remove_b: Option<PacketType>,
     /// Option-46 bytes of the server that our profile could not parse.
     pub unparsed: Vec<String>,
     pub notes: Vec<String>,
@@ -268,11 +275,73 @@ pub fn run_client(
         }
     }
 
-    // 5. Close every subflow with MP_CLOSE carrying the server's key.
+    // 5. Address management on empty Data packets (as the reference sends
+    // them): an ADDADDR with a corrupted HMAC, which must not be confirmed,
+    // the same with the right HMAC, then REMOVEADDR of subflow B's address.
+    let new_addr = MpOption::AddAddr {
+        addr_id: 4,
+        nonce: None,
+        addr: "10.0.3.1".parse().unwrap(),
+        port: None,
+    };
+    let mut forged = profile.addr_hmac(&keys, true, &new_addr).expect("hmac");
+    forged[0] ^= 0x80;
+    a.send(
+        DccpKind::Data,
+        &[
+            MpOption::Seq(mp_seq),
+            new_addr.clone(),
+            MpOption::Hmac(forged),
+        ],
+        &[],
+        &[],
+    )?;
+    mp_seq += 1;
+    o.forged_addaddr_confirmed =
+        await_confirm(&mut a, &mut b, &mut o, 4, true, Duration::from_millis(1500))?;
+    let good = profile.addr_hmac(&keys, true, &new_addr).expect("hmac");
+    a.send(
+        DccpKind::Data,
+        &[MpOption::Seq(mp_seq), new_addr, MpOption::Hmac(good)],
+        &[],
+        &[],
+    )?;
+    mp_seq += 1;
+    o.addaddr_confirmed = await_confirm(&mut a, &mut b, &mut o, 4, true, Duration::from_secs(3))?;
+    let remove = MpOption::RemoveAddr {
+        addr_id: 1,
+        nonce: None,
+    };
+    let h = profile.addr_hmac(&keys, true, &remove).expect("hmac");
+    a.send(
+        DccpKind::Data,
+        &[MpOption::Seq(mp_seq), remove, MpOption::Hmac(h)],
+        &[],
+        &[],
+    )?;
+    o.removeaddr_confirmed =
+        await_confirm(&mut a, &mut b, &mut o, 1, false, Duration::from_secs(3))?;
+    if o.after_remove_b.is_none() {
+        let types = [PacketType::Reset, PacketType::CloseReq];
+        o.after_remove_b = first_of(&mut b, &types, Duration::from_secs(3))?.map(|rx| rx.ty);
+    }
+    if o.after_remove_b == Some(PacketType::CloseReq) {
+        b.send(DccpKind::Close { ack: b.ack() }, &[], &[], &[])?;
+        if let Ok(rx) = b.expect(PacketType::Reset, Duration::from_secs(3)) {
+            o.resets.push(('B', reset_code(&rx)));
+        }
+    }
+    let b_open = o.after_remove_b.is_none();
+
+    // 6. Close the remaining subflows with MP_CLOSE carrying the server's key.
     let close = [MpOption::Close {
         key_data: profile.close_key_data(&keys, true).to_vec(),
     }];
-    for (name, sf) in [('A', &mut a), ('B', &mut b)] {
+    let mut open = vec![('A', &mut a)];
+    if b_open {
+        open.push(('B', &mut b));
+    }
+    for (name, sf) in open {
         sf.send(DccpKind::Close { ack: sf.ack() }, &close, &[], &[])?;
         match sf.expect(PacketType::Reset, Duration::from_secs(5)) {
             Ok(rx) => o.resets.push((name, reset_code(&rx))),
@@ -280,4 +349,59 @@ pub fn run_client(
         }
     }
     Ok(o)
+}
+
+/// Waits up to `timeout` for an MP_CONFIRM (on either subflow) holding an
+/// MP_ADDADDR (`add`) or MP_REMOVEADDR with `addr_id`, acking data meanwhile.
+fn await_confirm(
+    a: &mut Subflow,
+    b: &mut Subflow,
+    o: &mut Outcome,
+    addr_id: u8,
+    add: bool,
+    timeout: Duration,
+) -> io::Result<bool> {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        for (name, sf) in [('A', &mut *a), ('B', &mut *b)] {
+            let Some(rx) = sf.recv(Duration::from_millis(50))? else {
+                continue;
+            };
+            note_unparsed(o, &rx);
+            if matches!(rx.ty, PacketType::Reset | PacketType::CloseReq) {
+                o.notes
+                    .push(format!("{:?} on {name}: {}", rx.ty, hex(&rx.raw)));
+                if name == 'B' {
+                    o.after_remove_b = Some(rx.ty);
+                }
+            }
+            if !rx.payload.is_empty() {
+                sf.send(DccpKind::Ack { ack: sf.ack() }, &[], &[], &[])?;
+            }
+            let hit = rx.mp_ok().any(|m| match m {
+                MpOption::Confirm(items) => items.iter().any(|i| match i {
+                    MpOption::AddAddr { addr_id: id, .. } => add && *id == addr_id,
+                    MpOption::RemoveAddr { addr_id: id, .. } => !add && *id == addr_id,
+                    _ => false,
+                }),
+                _ => false,
+            });
+            if hit {
+                o.notes.push(format!("MP_CONFIRM: {}", hex(&rx.raw)));
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The first packet of one of `types` on `sf` within `timeout`.
+fn first_of(sf: &mut Subflow, types: &[PacketType], timeout: Duration) -> io::Result<Option<Rx>> {
+    let deadline = std::time::Instant::now() + timeout;
+    while let Some(rx) = sf.recv(deadline.saturating_duration_since(std::time::Instant::now()))? {
+        if types.contains(&rx.ty) {
+            return Ok(Some(rx));
+        }
+    }
+    Ok(None)
 }
