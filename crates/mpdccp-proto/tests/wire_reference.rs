@@ -164,7 +164,14 @@ fn check_derivations(profile: WireProfile, file: &str, keys: PlainKeys, ci_s: u3
                 nonce_c = Some(*nonce);
                 checked[3] += 1;
             }
-            MpOption::Join { nonce, .. } => {
+            MpOption::Join { ci, nonce, .. } => {
+                let (ci_c, _) = client_ci_and_server_ci(profile, &lines);
+                assert_eq!(
+                    *ci,
+                    profile.join_response_id(&keys, ci_c),
+                    "frame {}",
+                    l.frame
+                );
                 nonce_s = Some(*nonce);
                 let want =
                     profile.join_hmac(&keys, JoinHmac::Response, join_id, nonce_c.unwrap(), *nonce);
@@ -404,4 +411,19 @@ fn capture_reader_finds_the_vendored_options_in_the_original_pcapng() {
         assert_eq!(found, want, "{pcap}");
         assert!(pkts.iter().any(|c| c.iface == 1), "path B is interface 1");
     }
+}
+
+/// The CIs of the two MP_KEYs (0 in k5.10).
+fn client_ci_and_server_ci(profile: WireProfile, lines: &[Line]) -> (u32, u32) {
+    let ci = |ptype: &str| {
+        lines
+            .iter()
+            .filter(|l| l.ptype == ptype && l.bytes[2] == subtype::KEY)
+            .find_map(|l| match parse(profile, &l.bytes) {
+                MpOption::Key { ci, .. } => Some(ci),
+                _ => None,
+            })
+            .expect("MP_KEY")
+    };
+    (ci("Request"), ci("Response"))
 }

@@ -19,6 +19,12 @@
 //!   subflow B); MP_CLOSE answered with Reset(Closed); the bridge captures
 //!   checked by our decoder.
 //!
+//! * `reference_client_against_our_server_*`: the reference client VM
+//!   against our scripted server: its Request reaches our raw socket, it
+//!   accepts our MP_KEY Response (k5.10: sends the third MP_KEY), joins with
+//!   the identifier the profile derives, accepts our join HMAC and sends a
+//!   valid one, gets all its echoes, closes with MP_CLOSE carrying our key.
+//!
 //! Needs root, qemu-system-x86, tcpdump and mergecap, and
 //! `../shared/reference-kernel` (or `$MPDCCP_REFERENCE_DIR`); without them
 //! the tests skip, or fail when `CI` is set. A VM boots in ~3 s under TCG;
@@ -33,8 +39,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use interop::script::{run_client, Addrs};
-use interop::{check_capture, prerequisites, Kernel, Lab};
-use mpdccp_net::netns::{spawn_in_netns, unique_prefix, veth_pair, Netns, Proc};
+use interop::server::run_server;
+use interop::{check_capture, prerequisites, wait_for_log, Kernel, Lab};
+use mpdccp_net::netns::{spawn_in_netns, unique_prefix, Netns, Proc};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::subtype;
 use mpdccp_proto::wire::ResetCode;
@@ -48,6 +55,14 @@ fn out_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("output dir");
     d
+}
+
+/// Removes a passing test's output unless `MPDCCP_KEEP_INTEROP` is set
+/// (a failing test keeps it and names it in the message).
+fn cleanup(out: &std::path::Path) {
+    if std::env::var_os("MPDCCP_KEEP_INTEROP").is_none() {
+        let _ = std::fs::remove_dir_all(out);
+    }
 }
 
 fn is_client(a: IpAddr) -> bool {
@@ -134,7 +149,7 @@ fn two_reference_vms(kernel: Kernel, test: &str) {
     let third_key = s.mp_counts.get(&subtype::KEY).copied().unwrap_or(0) == 3;
     assert_eq!(third_key, r.profile.third_key_message());
     drop(lab);
-    let _ = std::fs::remove_dir_all(&out);
+    cleanup(&out);
 }
 
 #[test]
@@ -159,66 +174,23 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
     let t = kernel.tag();
     let ours = Netns::new(&format!("{p}ro{t}")).expect("our namespace");
     let mut lab = Lab::new(&format!("{p}rl{t}"));
-    let st = lab
-        .script(&r, "netsetup.sh")
-        .arg("up")
-        .status()
-        .expect("netsetup.sh");
-    assert!(st.success(), "netsetup.sh up");
-    for (path, bridge, addr) in [("a", "mpbrA", "10.0.1.1/24"), ("b", "mpbrB", "10.0.2.1/24")] {
-        let (o, l) = (format!("{p}o{t}{path}"), format!("{p}l{t}{path}"));
-        veth_pair(&o, Some(&ours), &l, Some(&lab.ns)).expect("veth");
-        lab.ns
-            .ip(&["link", "set", &l, "master", bridge, "up"])
-            .unwrap();
-        ours.ip(&["addr", "add", addr, "dev", &o]).unwrap();
-        ours.ip(&["link", "set", &o, "up"]).unwrap();
-        if path == "b" {
-            // Subflow 2 leaves through path B (source-address policy routing,
-            // as the reference VMs do it).
-            ours.ip(&["rule", "add", "from", "10.0.2.1", "table", "101"])
-                .unwrap();
-            ours.ip(&["route", "add", "10.0.2.0/24", "dev", &o, "table", "101"])
-                .unwrap();
-            ours.ip(&[
-                "route", "add", "default", "via", "10.0.2.2", "dev", &o, "table", "101",
-            ])
-            .unwrap();
-        }
-    }
-    for k in [
-        "net.ipv4.conf.all.rp_filter",
-        "net.ipv4.conf.default.rp_filter",
-    ] {
-        ours.sysctl(k, "0").unwrap();
-    }
-    for (i, br) in ["mpbrA", "mpbrB"].into_iter().enumerate() {
-        let f = out.join(format!("path{i}.pcap"));
-        let args = ["-i", br, "-s", "0", "-U", "-w", f.to_str().unwrap()];
-        lab.procs.push(
-            lab.ns
-                .spawn_logged("tcpdump", &args, &out.join("tcpdump.log"))
-                .unwrap(),
-        );
-    }
-    let vm_args = [
-        r.dir.join("run-vm.sh").to_str().unwrap().to_string(),
-        "-k".into(),
-        r.kernel.to_str().unwrap().into(),
-        "-t".into(),
-        "mptaps0,mptaps1".into(),
-        "-i".into(),
-        "2".into(),
-        "--".into(),
-        "ip0=10.0.1.2/24".into(),
-        "ip1=10.0.2.2/24".into(),
-        "role=server".into(),
-        "mpdebug=1".into(),
-    ];
-    let vm_args: Vec<&str> = vm_args.iter().map(String::as_str).collect();
+    // Our endpoint is the client: subflow 2 leaves from 10.0.2.1 via path B.
+    lab.attach(
+        &r,
+        &ours,
+        &format!("{p}{t}"),
+        ["10.0.1.1/24", "10.0.2.1/24"],
+        Some(("10.0.2.1", "10.0.2.2")),
+    );
+    lab.capture_bridges(&out);
     let server_log = out.join("server.log");
-    lab.procs
-        .push(lab.ns.spawn_logged("sh", &vm_args, &server_log).unwrap());
+    let params = [
+        "ip0=10.0.1.2/24",
+        "ip1=10.0.2.2/24",
+        "role=server",
+        "mpdebug=1",
+    ];
+    lab.boot_vm(&r, "mptaps0,mptaps1", 2, &params, &server_log);
     let listening = wait_for_log(
         &server_log,
         "dccpecho server: listening",
@@ -249,20 +221,7 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
     drop(lab); // stops tcpdump and the VM
     eprintln!("{test}: {o:#?}");
 
-    // Our decoder over the bridges' captures (if0 = path A, if1 = path B).
-    let mut pkts = Vec::new();
-    for i in 0..2u32 {
-        let f = std::fs::read(out.join(format!("path{i}.pcap"))).expect("capture");
-        pkts.extend(
-            capture::dccp_packets(&f)
-                .expect("readable")
-                .into_iter()
-                .map(|mut c| {
-                    c.iface = i;
-                    c
-                }),
-        );
-    }
+    let pkts = interop::read_bridge_captures(&out);
     let s = check_capture(&pkts, profile, is_client);
     eprintln!("{test}: capture {s:?}");
 
@@ -319,18 +278,7 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
         "{s:?}"
     );
     assert!(s.closes_ok >= 1);
-    let _ = std::fs::remove_dir_all(&out);
-}
-
-fn wait_for_log(path: &std::path::Path, needle: &str, timeout: Duration) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    while std::time::Instant::now() < deadline {
-        if std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    false
+    cleanup(&out);
 }
 
 #[test]
@@ -341,4 +289,112 @@ fn our_client_against_reference_server_k414() {
 #[test]
 fn our_client_against_reference_server_k510() {
     our_client_against_reference_server(Kernel::K510, "our_client_against_reference_server_k510");
+}
+
+/// The reference client VM against our scripted server: its Request
+/// reaches our raw socket, our MP_KEY Response and join answer are
+/// accepted, every datagram it sends is echoed, MP_CLOSE carries our key.
+fn reference_client_against_our_server(kernel: Kernel, test: &str) {
+    let Some(r) = prerequisites(test, kernel) else {
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = out_dir(test);
+    let (p, t) = (unique_prefix(), kernel.tag());
+    let ours = Netns::new(&format!("{p}so{t}")).expect("our namespace");
+    let mut lab = Lab::new(&format!("{p}sl{t}"));
+    lab.attach(
+        &r,
+        &ours,
+        &format!("{p}s{t}"),
+        ["10.0.1.2/24", "10.0.2.2/24"],
+        None,
+    );
+    lab.capture_bridges(&out);
+    let profile = r.profile;
+    let seed = 0x5e0 + u64::from(kernel == Kernel::K414);
+    let server = spawn_in_netns(ours.name(), move || {
+        Ok(run_server(
+            profile,
+            "10.0.1.2".parse().unwrap(),
+            seed,
+            Duration::from_secs(90),
+        )?)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let client_log = out.join("client.log");
+    let count = format!("count={ECHOES}");
+    let params = [
+        "ip0=10.0.1.1/24",
+        "ip1=10.0.2.1/24",
+        "gw1=10.0.2.2",
+        "role=client",
+        "peer=10.0.1.2",
+        &count,
+        "interval=100",
+        "mpdebug=1",
+        "startdelay=1",
+    ];
+    lab.boot_vm(&r, "mptapc0,mptapc1", 1, &params, &client_log);
+    let done = wait_for_log(&client_log, "client exit code", Duration::from_secs(120));
+    let o = server
+        .join()
+        .expect("server thread")
+        .expect("server script");
+    let log = std::fs::read_to_string(&client_log).unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(1)); // let tcpdump catch up
+    drop(lab);
+    eprintln!("{test}: {o:#?}");
+    let pkts = interop::read_bridge_captures(&out);
+    let s = check_capture(&pkts, profile, is_client);
+    eprintln!("{test}: capture {s:?}");
+
+    assert!(
+        done,
+        "client VM did not finish, see {}",
+        client_log.display()
+    );
+    assert!(o.mp_capable_requested && o.client_key.is_some(), "{o:?}");
+    assert!(
+        o.unparsed.is_empty(),
+        "client options we cannot parse: {:?}",
+        o.unparsed
+    );
+    assert_ne!(o.third_key_ok, Some(false), "k5.10 third MP_KEY");
+    let want = format!("RESULT sent={ECHOES} echoed={ECHOES} bad=0");
+    assert!(
+        log.contains(&want),
+        "reference client: no `{want}`: {:?}",
+        o.notes
+    );
+    assert_eq!(o.echoed[0] + o.echoed[1], ECHOES);
+    assert!(
+        log.contains("There are 2 subflows"),
+        "the client never opened subflow 2"
+    );
+    assert_eq!(
+        (o.join_id_ok, o.join_ack_hmac_ok),
+        (Some(true), Some(true)),
+        "{o:?}"
+    );
+    assert!(
+        o.closes_ok.contains(&'A') && o.closes_bad.is_empty(),
+        "{o:?}"
+    );
+    assert_eq!(
+        (s.bad_checksum, s.hmacs_ok, s.hmacs_bad),
+        (0, 2, 0),
+        "{s:?}"
+    );
+    cleanup(&out);
+}
+
+#[test]
+fn reference_client_against_our_server_k414() {
+    reference_client_against_our_server(Kernel::K414, "reference_client_against_our_server_k414");
+}
+
+#[test]
+fn reference_client_against_our_server_k510() {
+    reference_client_against_our_server(Kernel::K510, "reference_client_against_our_server_k510");
 }

@@ -116,6 +116,15 @@ impl WireProfile {
         }
     }
 
+    /// The identifier in the server's MP_JOIN (its Response): the client's
+    /// CI (RFC 9897, k4.14) or, in k5.10, the server's token again.
+    pub fn join_response_id(self, keys: &PlainKeys, client_ci: u32) -> u32 {
+        match self {
+            WireProfile::ReferenceK510 => reference_token(&keys.d_key_b()),
+            _ => client_ci,
+        }
+    }
+
     /// The HMAC message of MP_JOIN's MP_HMAC. `join_id` is the identifier
     /// in the client's MP_JOIN ([`WireProfile::join_id`]).
     pub fn join_hmac_message(

@@ -4,6 +4,7 @@
 
 pub mod peer;
 pub mod script;
+pub mod server;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -136,6 +137,117 @@ impl Lab {
         c.arg(r.dir.join(script));
         c
     }
+}
+
+impl Lab {
+    /// Creates the reference bridges and taps (`netsetup.sh up`) and joins
+    /// namespace `ours` to them by two veth pairs (names `PREFIX{o,l}{a,b}`)
+    /// with `addrs` on path A and B. `policy` = (source, gateway): packets
+    /// from that source leave through path B (source-address routing, as
+    /// the reference VMs do it).
+    pub fn attach(
+        &self,
+        r: &Reference,
+        ours: &Netns,
+        prefix: &str,
+        addrs: [&str; 2],
+        policy: Option<(&str, &str)>,
+    ) {
+        let st = self
+            .script(r, "netsetup.sh")
+            .arg("up")
+            .status()
+            .expect("netsetup.sh");
+        assert!(st.success(), "netsetup.sh up");
+        for (i, bridge) in ["mpbrA", "mpbrB"].into_iter().enumerate() {
+            let path = ["a", "b"][i];
+            let (o, l) = (format!("{prefix}o{path}"), format!("{prefix}l{path}"));
+            netns::veth_pair(&o, Some(ours), &l, Some(&self.ns)).expect("veth");
+            self.ns
+                .ip(&["link", "set", &l, "master", bridge, "up"])
+                .unwrap();
+            ours.ip(&["addr", "add", addrs[i], "dev", &o]).unwrap();
+            ours.ip(&["link", "set", &o, "up"]).unwrap();
+            if let (Some((src, gw)), "b") = (policy, path) {
+                ours.ip(&["rule", "add", "from", src, "table", "101"])
+                    .unwrap();
+                let net = format!("{}.0/24", &gw[..gw.rfind('.').unwrap_or(0)]);
+                ours.ip(&["route", "add", &net, "dev", &o, "table", "101"])
+                    .unwrap();
+                ours.ip(&[
+                    "route", "add", "default", "via", gw, "dev", &o, "table", "101",
+                ])
+                .unwrap();
+            }
+        }
+        // Replies to the other path's address arrive on this path's link.
+        for k in [
+            "net.ipv4.conf.all.rp_filter",
+            "net.ipv4.conf.default.rp_filter",
+        ] {
+            ours.sysctl(k, "0").unwrap();
+        }
+    }
+
+    /// tcpdump on both bridges into `out/path{0,1}.pcap`.
+    pub fn capture_bridges(&mut self, out: &Path) {
+        for (i, br) in ["mpbrA", "mpbrB"].into_iter().enumerate() {
+            let f = out.join(format!("path{i}.pcap"));
+            let args = ["-i", br, "-s", "0", "-U", "-w", f.to_str().unwrap()];
+            let p = self
+                .ns
+                .spawn_logged("tcpdump", &args, &out.join("tcpdump.log"))
+                .unwrap();
+            self.procs.push(p);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+
+    /// Boots a reference VM on `taps` with kernel parameters `params`,
+    /// its console in `log`.
+    pub fn boot_vm(&mut self, r: &Reference, taps: &str, id: u8, params: &[&str], log: &Path) {
+        let run_vm = r.dir.join("run-vm.sh");
+        let id = id.to_string();
+        let mut args = vec![
+            run_vm.to_str().unwrap(),
+            "-k",
+            r.kernel.to_str().unwrap(),
+            "-t",
+            taps,
+            "-i",
+            &id,
+            "--",
+        ];
+        args.extend_from_slice(params);
+        let p = self.ns.spawn_logged("sh", &args, log).expect("run-vm.sh");
+        self.procs.push(p);
+    }
+}
+
+/// Both bridge captures of [`Lab::capture_bridges`], path B as interface 1.
+pub fn read_bridge_captures(out: &Path) -> Vec<CapturedDccp> {
+    let mut pkts = Vec::new();
+    for i in 0..2u32 {
+        let f = std::fs::read(out.join(format!("path{i}.pcap"))).expect("capture");
+        let found = mpdccp_proto::wire::capture::dccp_packets(&f).expect("readable capture");
+        pkts.extend(found.into_iter().map(|mut c| {
+            c.iface = i;
+            c
+        }));
+    }
+    pkts
+}
+
+/// Waits until `needle` appears in the file at `path`.
+pub fn wait_for_log(path: &Path, needle: &str, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    false
 }
 
 impl Drop for Lab {

@@ -83,8 +83,26 @@ impl Subflow {
         iss: u64,
         profile: WireProfile,
     ) -> io::Result<Subflow> {
-        let sock = RawDccpSocket::bind(local)?;
-        Ok(Subflow {
+        Ok(Subflow::from_socket(
+            RawDccpSocket::bind(local)?,
+            local_port,
+            peer,
+            peer_port,
+            iss,
+            profile,
+        ))
+    }
+
+    /// A subflow on an already open socket.
+    pub fn from_socket(
+        sock: RawDccpSocket,
+        local_port: u16,
+        peer: IpAddr,
+        peer_port: u16,
+        iss: u64,
+        profile: WireProfile,
+    ) -> Subflow {
+        Subflow {
             sock,
             profile,
             local_port,
@@ -95,7 +113,42 @@ impl Subflow {
             isr: None,
             ack_vectors: false,
             log: Vec::new(),
-        })
+        }
+    }
+
+    /// Server side: waits on `sock` for a Request to `local_port` that
+    /// `want` accepts, then makes it a subflow (ISR/GSR set).
+    pub fn accept(
+        mut sock: RawDccpSocket,
+        local_port: u16,
+        iss: u64,
+        profile: WireProfile,
+        timeout: Duration,
+        want: impl Fn(&Rx) -> bool,
+    ) -> io::Result<(Subflow, Rx)> {
+        let (peer, peer_port, rx) = wait_request(&mut sock, local_port, profile, timeout, want)?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "no Request"))?;
+        Ok((
+            Subflow::accepted(sock, local_port, peer, peer_port, &rx, iss, profile),
+            rx,
+        ))
+    }
+
+    /// The subflow of an accepted Request `req` from `peer`:`peer_port`.
+    pub fn accepted(
+        sock: RawDccpSocket,
+        local_port: u16,
+        peer: IpAddr,
+        peer_port: u16,
+        req: &Rx,
+        iss: u64,
+        profile: WireProfile,
+    ) -> Subflow {
+        let mut sf = Subflow::from_socket(sock, local_port, peer, peer_port, iss, profile);
+        sf.isr = Some(req.seq);
+        sf.gsr = Some(req.seq);
+        sf.log.push((false, req.raw.clone()));
+        sf
     }
 
     /// Sends one packet of `kind` (its ack field is taken from `kind`) with
@@ -199,7 +252,7 @@ impl Subflow {
             {
                 continue;
             }
-            let rx = self.decode(&p, bytes);
+            let rx = decode(self.profile, &p, bytes);
             if rx.ty != PacketType::Reset {
                 self.gsr = Some(self.gsr.map_or(rx.seq, |g| g.max(rx.seq)));
                 if self.isr.is_none() {
@@ -208,30 +261,6 @@ impl Subflow {
             }
             self.log.push((false, bytes.to_vec()));
             return Ok(Some(rx));
-        }
-    }
-
-    fn decode(&self, p: &Packet<&[u8]>, bytes: &[u8]) -> Rx {
-        let mut options = Vec::new();
-        let mut mp = Vec::new();
-        for o in p.options().flatten() {
-            if o.kind == 46 {
-                mp.push(
-                    self.profile
-                        .parse_mp(o.data)
-                        .map_err(|_| super::hex(o.data)),
-                );
-            } else if o.kind >= 32 {
-                options.push((o.kind, o.data.to_vec()));
-            }
-        }
-        Rx {
-            ty: p.packet_type(),
-            seq: p.seq(),
-            options,
-            mp,
-            payload: p.payload().to_vec(),
-            raw: bytes.to_vec(),
         }
     }
 
@@ -276,4 +305,68 @@ pub fn mp_capable_change() -> (u8, Vec<u8>) {
 /// Confirm L(Multipath Capable, 0, 0): the server's answer.
 pub fn mp_capable_confirm_from_server() -> (u8, Vec<u8>) {
     (CONFIRM_L, vec![FEAT_MP_CAPABLE, 0, 0])
+}
+
+/// Decodes a checked packet: option 46 under `profile`, other options raw.
+fn decode(profile: WireProfile, p: &Packet<&[u8]>, bytes: &[u8]) -> Rx {
+    let mut options = Vec::new();
+    let mut mp = Vec::new();
+    for o in p.options().flatten() {
+        if o.kind == 46 {
+            mp.push(profile.parse_mp(o.data).map_err(|_| super::hex(o.data)));
+        } else if o.kind >= 32 {
+            options.push((o.kind, o.data.to_vec()));
+        }
+    }
+    Rx {
+        ty: p.packet_type(),
+        seq: p.seq(),
+        options,
+        mp,
+        payload: p.payload().to_vec(),
+        raw: bytes.to_vec(),
+    }
+}
+
+/// Waits up to `timeout` on `sock` for a Request to `local_port` that
+/// `want` accepts: `(peer, peer port, request)`, or `None` on timeout.
+pub fn wait_request(
+    sock: &mut RawDccpSocket,
+    local_port: u16,
+    profile: WireProfile,
+    timeout: Duration,
+    want: impl Fn(&Rx) -> bool,
+) -> io::Result<Option<(IpAddr, u16, Rx)>> {
+    let deadline = Instant::now() + timeout;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        sock.set_read_timeout(Some(left))?;
+        let d = match sock.recv(&mut buf) {
+            Ok(d) => d,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let bytes = &buf[d.start..d.end];
+        let Ok(p) = Packet::new_checked(bytes) else {
+            continue;
+        };
+        if p.dst_port() != local_port || p.packet_type() != PacketType::Request {
+            continue;
+        }
+        let rx = decode(profile, &p, bytes);
+        if want(&rx) {
+            return Ok(Some((d.src, p.src_port(), rx)));
+        }
+    }
 }
