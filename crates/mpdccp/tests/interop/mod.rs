@@ -2,6 +2,7 @@
 //! tools, the namespace that holds the bridges/taps/VMs (and everything
 //! started in it, killed on drop), and checking a capture with our decoder.
 
+pub mod conn_driver;
 pub mod peer;
 pub mod script;
 pub mod server;
