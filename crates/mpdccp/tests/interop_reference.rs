@@ -24,6 +24,9 @@
 //!   accepts our MP_KEY Response (k5.10: sends the third MP_KEY), joins with
 //!   the identifier the profile derives, accepts our join HMAC and sends a
 //!   valid one, gets all its echoes, closes with MP_CLOSE carrying our key.
+//! * `reference_client_removes_address_at_our_server_*`: the same while the
+//!   client drops subflow B's address: its MP_REMOVEADDR (HMAC verified) is
+//!   confirmed by our MP_CONFIRM and we reset subflow B; 40/40 echoes.
 //!
 //! Needs root, qemu-system-x86, tcpdump and mergecap, and
 //! `../shared/reference-kernel` (or `$MPDCCP_REFERENCE_DIR`); without them
@@ -44,7 +47,7 @@ use interop::{check_capture, prerequisites, wait_for_log, Kernel, Lab};
 use mpdccp_net::netns::{spawn_in_netns, unique_prefix, Netns, Proc};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::subtype;
-use mpdccp_proto::wire::ResetCode;
+use mpdccp_proto::wire::{MpOption, ResetCode};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -294,7 +297,7 @@ fn our_client_against_reference_server_k510() {
 /// The reference client VM against our scripted server: its Request
 /// reaches our raw socket, our MP_KEY Response and join answer are
 /// accepted, every datagram it sends is echoed, MP_CLOSE carries our key.
-fn reference_client_against_our_server(kernel: Kernel, test: &str) {
+fn reference_client_against_our_server(kernel: Kernel, test: &str, addresses: bool) {
     let Some(r) = prerequisites(test, kernel) else {
         return;
     };
@@ -323,8 +326,12 @@ fn reference_client_against_our_server(kernel: Kernel, test: &str) {
     });
     std::thread::sleep(Duration::from_millis(300));
     let client_log = out.join("client.log");
-    let count = format!("count={ECHOES}");
-    let params = [
+    // With `addresses` the client drops 10.0.2.1, subflow B's address, 2 s
+    // after B is up (MP_REMOVEADDR), so it sends for 4 s. (A client that
+    // gains an address opens a subflow from it; it sends no MP_ADDADDR.)
+    let echoes = if addresses { 2 * ECHOES } else { ECHOES };
+    let count = format!("count={echoes}");
+    let mut params = vec![
         "ip0=10.0.1.1/24",
         "ip1=10.0.2.1/24",
         "gw1=10.0.2.2",
@@ -335,6 +342,9 @@ fn reference_client_against_our_server(kernel: Kernel, test: &str) {
         "mpdebug=1",
         "startdelay=1",
     ];
+    if addresses {
+        params.push("dropaddr=eth1:10.0.2.1/24");
+    }
     lab.boot_vm(&r, "mptapc0,mptapc1", 1, &params, &client_log);
     let done = wait_for_log(&client_log, "client exit code", Duration::from_secs(120));
     let o = server
@@ -361,13 +371,13 @@ fn reference_client_against_our_server(kernel: Kernel, test: &str) {
         o.unparsed
     );
     assert_ne!(o.third_key_ok, Some(false), "k5.10 third MP_KEY");
-    let want = format!("RESULT sent={ECHOES} echoed={ECHOES} bad=0");
+    let want = format!("RESULT sent={echoes} echoed={echoes} bad=0");
     assert!(
         log.contains(&want),
         "reference client: no `{want}`: {:?}",
         o.notes
     );
-    assert_eq!(o.echoed[0] + o.echoed[1], ECHOES);
+    assert_eq!(o.echoed[0] + o.echoed[1], echoes);
     assert!(
         log.contains("There are 2 subflows"),
         "the client never opened subflow 2"
@@ -381,22 +391,31 @@ fn reference_client_against_our_server(kernel: Kernel, test: &str) {
         o.closes_ok.contains(&'A') && o.closes_bad.is_empty(),
         "{o:?}"
     );
-    assert_eq!(
-        (s.bad_checksum, s.hmacs_ok, s.hmacs_bad),
-        (0, 2, 0),
-        "{s:?}"
-    );
+    assert_eq!(s.bad_checksum, 0, "{s:?}");
+    if addresses {
+        check_reference_addresses(&o, &s);
+    } else {
+        assert_eq!((s.hmacs_ok, s.hmacs_bad), (2, 0), "join HMACs: {s:?}");
+    }
     cleanup(&out);
 }
 
 #[test]
 fn reference_client_against_our_server_k414() {
-    reference_client_against_our_server(Kernel::K414, "reference_client_against_our_server_k414");
+    reference_client_against_our_server(
+        Kernel::K414,
+        "reference_client_against_our_server_k414",
+        false,
+    );
 }
 
 #[test]
 fn reference_client_against_our_server_k510() {
-    reference_client_against_our_server(Kernel::K510, "reference_client_against_our_server_k510");
+    reference_client_against_our_server(
+        Kernel::K510,
+        "reference_client_against_our_server_k510",
+        false,
+    );
 }
 
 /// The real `Connection` (RFC 9897 layout only, which is k4.14's for
@@ -474,4 +493,42 @@ fn real_connection_against_reference_server_k414() {
     };
     assert!(o.connected, "{:?}", o.events);
     assert_eq!(o.delivered.len(), 5, "echoes delivered");
+}
+
+/// MP_REMOVEADDR of subflow B's Address ID arrived with a valid HMAC (also
+/// verified in the capture, with both join HMACs) and we confirmed it.
+fn check_reference_addresses(o: &interop::server::ServerOutcome, s: &interop::SessionCheck) {
+    let removed = o.addresses.iter().any(|(m, ok)| {
+        *ok && matches!(m, MpOption::RemoveAddr { addr_id, .. } if Some(*addr_id) == o.join_addr_id)
+    });
+    assert!(
+        removed,
+        "no verified MP_REMOVEADDR of subflow B's address: {:?}",
+        o.addresses
+    );
+    assert_eq!(o.addresses.len(), 1, "{:?}", o.addresses);
+    assert_eq!(
+        s.mp_counts.get(&subtype::CONFIRM),
+        Some(&1),
+        "our MP_CONFIRM"
+    );
+    assert_eq!((s.hmacs_ok, s.hmacs_bad), (3, 0), "{s:?}");
+}
+
+#[test]
+fn reference_client_removes_address_at_our_server_k414() {
+    reference_client_against_our_server(
+        Kernel::K414,
+        "reference_client_removes_address_at_our_server_k414",
+        true,
+    );
+}
+
+#[test]
+fn reference_client_removes_address_at_our_server_k510() {
+    reference_client_against_our_server(
+        Kernel::K510,
+        "reference_client_removes_address_at_our_server_k510",
+        true,
+    );
 }

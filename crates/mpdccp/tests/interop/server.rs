@@ -30,6 +30,10 @@ pub struct ServerOutcome {
     /// the client's Ack verified.
     pub join_id_ok: Option<bool>,
     pub join_ack_hmac_ok: Option<bool>,
+    /// The Address ID in the client's MP_JOIN.
+    pub join_addr_id: Option<u8>,
+    /// MP_ADDADDR / MP_REMOVEADDR received: (option, its HMAC verified).
+    pub addresses: Vec<(MpOption, bool)>,
     /// Datagrams echoed, per subflow they arrived on (A, B).
     pub echoed: [usize; 2],
     /// Close+MP_CLOSE per subflow with the right key (our key).
@@ -138,9 +142,25 @@ pub fn run_server(
                 )?);
             }
         }
+        let mut removed = None;
         for (i, sf) in [Some(&mut a), b.as_mut()].into_iter().enumerate() {
             let Some(sf) = sf else { continue };
-            serve_one(sf, i, profile, &keys, &mut mp_seq, &mut o)?;
+            removed = removed.or(serve_one(sf, i, profile, &keys, &mut mp_seq, &mut o)?);
+        }
+        // MP_REMOVEADDR of the address subflow B uses: reset B, as the
+        // reference server does.
+        if let (Some(id), Some(sf)) = (removed, b.as_mut()) {
+            if Some(id) == o.join_addr_id {
+                let reset = DccpKind::Reset {
+                    ack: sf.ack(),
+                    code: ResetCode::Closed,
+                    data: [0; 3],
+                };
+                sf.send(reset, &[], &[], &[])?;
+                o.notes
+                    .push(format!("subflow B reset after MP_REMOVEADDR {id}"));
+                b = None;
+            }
         }
     }
     // The other subflow's Close may follow the first one.
@@ -167,7 +187,10 @@ fn answer_join(
     o: &mut ServerOutcome,
 ) -> io::Result<Subflow> {
     let Some((id, nonce_c)) = req.mp_ok().find_map(|m| match m {
-        MpOption::Join { ci, nonce, .. } => Some((*ci, *nonce)),
+        MpOption::Join { ci, nonce, addr_id } => {
+            o.join_addr_id = Some(*addr_id);
+            Some((*ci, *nonce))
+        }
         _ => None,
     }) else {
         return Err(io::Error::other("join without MP_JOIN"));
@@ -212,10 +235,10 @@ fn serve_one(
     keys: &PlainKeys,
     mp_seq: &mut u64,
     o: &mut ServerOutcome,
-) -> io::Result<()> {
+) -> io::Result<Option<u8>> {
     let name = if i == 0 { 'A' } else { 'B' };
     let Some(rx) = sf.recv(Duration::from_millis(20))? else {
-        return Ok(());
+        return Ok(None);
     };
     o.unparsed
         .extend(rx.mp.iter().filter_map(|m| m.as_ref().err().cloned()));
@@ -231,14 +254,19 @@ fn serve_one(
             o.echoed[i] += 1;
         }
         PacketType::Close => {
-            let ok = rx.mp_ok().any(|m| {
-                matches!(m, MpOption::Close { key_data } if key_data[..] == profile.close_key_data(keys, true))
+            // A subflow's own Close (e.g. its address went away) has no
+            // MP_CLOSE; a connection close carries the receiver's key.
+            let key = rx.mp_ok().find_map(|m| match m {
+                MpOption::Close { key_data } => Some(key_data.clone()),
+                _ => None,
             });
-            if ok {
-                o.closes_ok.push(name);
-            } else {
-                o.closes_bad.push(name);
-                o.notes.push(format!("Close on {name}: {}", hex(&rx.raw)));
+            match key {
+                Some(k) if k[..] == profile.close_key_data(keys, true) => o.closes_ok.push(name),
+                Some(_) => {
+                    o.closes_bad.push(name);
+                    o.notes.push(format!("Close on {name}: {}", hex(&rx.raw)));
+                }
+                None => o.notes.push(format!("plain Close on {name}")),
             }
             let reset = DccpKind::Reset {
                 ack: sf.ack(),
@@ -247,15 +275,45 @@ fn serve_one(
             };
             sf.send(reset, &[], &[], &[])?;
         }
-        PacketType::Data
-            if rx
-                .mp_ok()
-                .any(|m| matches!(m, MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. })) =>
-        {
-            o.notes
-                .push(format!("address option on {name}: {}", hex(&rx.raw)));
-        }
+        PacketType::Data => return confirm_addresses(sf, &rx, profile, keys, o),
         _ => {}
     }
-    Ok(())
+    Ok(None)
+}
+
+/// An empty Data packet may carry MP_ADDADDR / MP_REMOVEADDR, each followed
+/// by its MP_HMAC. A verified one is confirmed with MP_CONFIRM holding the
+/// packet's MP_SEQ and the option (as the reference does it, on an empty
+/// Data packet without MP_SEQ of its own). Returns a removed Address ID.
+fn confirm_addresses(
+    sf: &mut Subflow,
+    rx: &Rx,
+    profile: WireProfile,
+    keys: &PlainKeys,
+    o: &mut ServerOutcome,
+) -> io::Result<Option<u8>> {
+    let mp: Vec<&MpOption> = rx.mp_ok().collect();
+    let seq = mp.iter().find_map(|m| match m {
+        MpOption::Seq(s) => Some(*s),
+        _ => None,
+    });
+    let mut removed = None;
+    for (i, m) in mp.iter().enumerate() {
+        if !matches!(m, MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. }) {
+            continue;
+        }
+        let want = profile.addr_hmac(keys, true, m);
+        let ok = matches!(mp.get(i + 1), Some(MpOption::Hmac(h)) if Some(*h) == want);
+        o.addresses.push(((*m).clone(), ok));
+        if !ok {
+            continue;
+        }
+        let mut items = seq.map(MpOption::Seq).into_iter().collect::<Vec<_>>();
+        items.push((*m).clone());
+        sf.send(DccpKind::Data, &[MpOption::Confirm(items)], &[], &[])?;
+        if let MpOption::RemoveAddr { addr_id, .. } = m {
+            removed = Some(*addr_id);
+        }
+    }
+    Ok(removed)
 }
