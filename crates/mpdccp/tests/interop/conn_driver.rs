@@ -19,8 +19,9 @@ pub struct ConnOutcome {
     pub connected: bool,
     pub delivered: Vec<Vec<u8>>,
     pub events: Vec<String>,
-    /// (sent by us?, packet type, hex) of every packet, in order.
-    pub packets: Vec<(bool, PacketType, String)>,
+    /// (sent by us?, packet type, hex) of the first 200 packets, in order
+    /// (`None`: not a valid DCCP packet).
+    pub packets: Vec<(bool, Option<PacketType>, String)>,
 }
 
 /// One path of the driver: socket, local and remote DCCP endpoints.
@@ -121,9 +122,7 @@ pub fn run_connection(
 }
 
 fn record(o: &mut ConnOutcome, sent: bool, pkt: &[u8]) {
-    let ty = Packet::new_checked(pkt)
-        .map(|p| p.packet_type())
-        .unwrap_or(PacketType::Reset);
+    let ty = Packet::new_checked(pkt).ok().map(|p| p.packet_type());
     if o.packets.len() < 200 {
         o.packets.push((sent, ty, hex(pkt)));
     }
