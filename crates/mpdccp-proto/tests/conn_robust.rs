@@ -492,3 +492,22 @@ fn ack_ratio_follows_half_the_window_and_is_confirmed() {
     // Never above ceil(cwnd/2) for the windows seen (cwnd >= 1): values 1 or 2.
     assert!(changes.iter().all(|c| c.1 == 1 || c.1 == 2));
 }
+
+/// A data packet that does not fit the caller's buffer is one datagram
+/// that did not fit: counted once (it was counted twice).
+#[test]
+fn a_data_packet_too_big_for_the_buffer_is_counted_once() {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(300));
+    assert!(h.client.is_established());
+    let before = h.client.stats().tx_buffer_too_small;
+    let now = h.now;
+    h.client.send(now, &[7u8; 1000]).expect("queued");
+    let mut small = [0u8; 200];
+    assert_eq!(h.client.poll_transmit(now, &mut small), None);
+    assert_eq!(h.client.stats().tx_buffer_too_small, before + 1);
+}

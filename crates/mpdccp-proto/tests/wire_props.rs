@@ -47,12 +47,8 @@ fn arb_feature() -> impl Strategy<Value = (FeatureNum, FeatureValue)> {
 fn arb_key() -> impl Strategy<Value = MpKey> {
     prop_oneof![
         any::<u64>().prop_map(MpKey::plain),
-        prop::collection::vec(any::<u8>(), 32).prop_map(|data| MpKey {
-            key_type: KeyType::EcdheC25519Sha256,
-            data
-        }),
         prop::collection::vec(any::<u8>(), 64).prop_map(|data| MpKey {
-            key_type: KeyType::EcdheC25519Sha512,
+            key_type: KeyType::Experimental,
             data
         }),
     ]
@@ -67,20 +63,8 @@ fn arb_mp_leaf() -> impl Strategy<Value = MpOption> {
         }),
         prop::collection::vec(any::<u8>(), 1..16)
             .prop_map(|key_data| MpOption::FastClose { key_data }),
-        (
-            any::<u32>(),
-            prop::collection::vec(arb_key(), 1..3),
-            prop::option::of(prop::collection::vec(any::<u8>(), 1..20))
-        )
-            .prop_map(|(ci, mut keys, exp)| {
-                if let Some(data) = exp {
-                    keys.push(MpKey {
-                        key_type: KeyType::Experimental,
-                        data,
-                    });
-                }
-                MpOption::Key { ci, keys }
-            }),
+        (any::<u32>(), prop::collection::vec(arb_key(), 1..3),)
+            .prop_map(|(ci, keys)| MpOption::Key { ci, keys }),
         (0..=SEQ_MASK).prop_map(MpOption::Seq),
         any::<[u8; HMAC_LEN]>().prop_map(MpOption::Hmac),
         (any::<u8>(), any::<u32>(), any::<u32>()).prop_map(|(t, rtt_ms, age_ms)| MpOption::Rtt {

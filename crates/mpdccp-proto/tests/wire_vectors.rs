@@ -641,33 +641,19 @@ fn multipath_suboption_vectors() {
     assert_eq!(mp(&b).unwrap(), o);
     roundtrip_bytes(&o, &b);
     assert_eq!(MpKey::plain(5).plain_key(), Some(5));
-    // All three draft key types: 8 + 9 + 33 + 65 = 115 bytes, the draft's maximum.
-    let o = MpOption::Key {
-        ci: 1,
-        keys: vec![
-            MpKey::plain(1),
-            MpKey {
-                key_type: KeyType::EcdheC25519Sha256,
-                data: vec![2; 32],
-            },
-            MpKey {
-                key_type: KeyType::EcdheC25519Sha512,
-                data: vec![3; 64],
-            },
-        ],
-    };
-    assert_eq!(o.buffer_len(), 115);
-    // Experimental key (255) last, any length; several keys offered.
+    // RFC 9897 §3.2.4: key types 0 (8 bytes) and 255 (64 bytes); both
+    // offered: 3 + 1 + 4 + 9 + 65 = 82 bytes, the RFC's stated maximum.
     let o = MpOption::Key {
         ci: 1,
         keys: vec![
             MpKey::plain(1),
             MpKey {
                 key_type: KeyType::Experimental,
-                data: vec![7; 5],
+                data: vec![7; 64],
             },
         ],
     };
+    assert_eq!(o.buffer_len(), 82);
     let mut buf = vec![0u8; o.buffer_len()];
     o.emit(&mut buf).unwrap();
     assert_eq!(mp(&buf).unwrap(), o);

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use mpdccp_proto::conn::{Connection, Event, PathConfig, Role};
+use mpdccp_proto::conn::{Connection, Event, PathConfig, Role, StuckTimerGuard};
 use mpdccp_proto::{Instant, PathId, PathState};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
@@ -128,6 +128,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let mut next_check = Instant::ZERO;
     let mut reconnect_at: Option<Instant> = None;
 
+    // A deadline handle_timeout cannot advance is a bug; never spin on it.
+    let mut timer_guard = StuckTimerGuard::new();
     loop {
         let now = clock::now();
         // Path manager.
@@ -148,6 +150,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         // Timers.
         if d.conn.poll_timeout().is_some_and(|t| t <= now) {
             d.conn.handle_timeout(now);
+            timer_guard.handled(now);
         }
         // Events.
         while let Some(ev) = d.conn.poll_event() {
@@ -227,7 +230,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             }
         }
         let mut deadline = next_check;
-        if let Some(t) = d.conn.poll_timeout() {
+        if let Some(t) = timer_guard.wake_at(d.conn.poll_timeout()) {
             deadline = deadline.min(t);
         }
         for p in &paths {

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event};
+use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard};
 use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
@@ -78,11 +78,14 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     let mut segbuf = vec![0u8; 65_536];
     let mut poll = PollSet::with_capacity(8);
     let mut closing: Option<Instant> = None;
+    // A deadline handle_timeout cannot advance is a bug; never spin on it.
+    let mut timer_guard = StuckTimerGuard::new();
 
     loop {
         let now = clock::now();
         if s.ep.poll_timeout().is_some_and(|t| t <= now) {
             s.ep.handle_timeout(now);
+            timer_guard.handled(now);
         }
         s.handle_events();
         s.flush(now, &sock, &mut batch);
@@ -96,7 +99,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         let i_sock = poll.add(sock.as_raw_fd());
         let i_sig = poll.add(signals.as_raw_fd());
         let i_ops = poll.add(ops.wake_fd());
-        let mut deadline = s.ep.poll_timeout();
+        let mut deadline = timer_guard.wake_at(s.ep.poll_timeout());
         if let Some(t) = closing {
             deadline = Some(deadline.map_or(t, |d| d.min(t)));
         }

@@ -12,10 +12,10 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::wire::mp::{subtype, MpKey as WireMpKey, RttType};
-use crate::wire::option::kind;
+use crate::wire::option::{kind, OptionRules, OptionVerdict};
 pub use crate::wire::{
-    AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, Packet,
-    PacketType, ResetCode, WireError,
+    AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, OptionIter,
+    Packet, PacketType, RawOption, ResetCode, WireError,
 };
 
 /// One feature-negotiation option (Change/Confirm L/R). Values are the
@@ -208,8 +208,18 @@ pub struct Segment<'a> {
     /// held the packet named by the Acknowledgement Number before this ack.
     /// Only meaningful on packets with an ack; a second one is ignored.
     pub elapsed_10us: Option<u32>,
-    /// Options that could not be decoded (counted, otherwise ignored).
+    /// Options decoded but unusable here (a second Elapsed Time, one
+    /// without an Acknowledgement Number): counted, otherwise ignored.
     pub bad_opts: u8,
+    /// Options RFC 4340 says to ignore on this packet type (Table 3).
+    pub ignored_opts: u8,
+    /// The first option that broke RFC 4340's rules: an invalid length or
+    /// value (§5.8, Reset "Option Error") or a Mandatory option misplaced
+    /// or before one we do not understand (§5.8.2, "Mandatory Error").
+    /// Options after it are not read; the connection answers with the
+    /// Reset [`WireError::reset_code`] names once the packet's sequence
+    /// number is found valid.
+    pub option_error: Option<WireError>,
     pub payload: &'a [u8],
 }
 
@@ -231,6 +241,8 @@ impl<'a> Segment<'a> {
             mp: MpOpts::default(),
             elapsed_10us: None,
             bad_opts: 0,
+            ignored_opts: 0,
+            option_error: None,
             payload: &[],
         }
     }
@@ -261,7 +273,9 @@ impl<'a> Segment<'a> {
     }
 
     /// Parses untrusted bytes with `wire`. `addrs` = (source, destination)
-    /// for checksum verification, `None` to skip it.
+    /// for checksum verification, `None` to skip it. A malformed header is
+    /// an error; a malformed option is recorded in `option_error` (the
+    /// header is still good enough for the sequence checks).
     pub fn parse(data: &'a [u8], addrs: Option<(IpAddr, IpAddr)>) -> Result<Self, WireError> {
         let p = Packet::new_checked(data)?;
         if let Some(a) = addrs {
@@ -280,53 +294,74 @@ impl<'a> Segment<'a> {
         let hl = p.header_len();
         let fixed = if s.short_seq { 12 } else { 16 } + s.ptype.subheader_len(s.short_seq);
         let area = data.get(fixed..hl).ok_or(WireError::BadDataOffset)?;
-        for o in crate::wire::OptionIter::new(area) {
-            let o = o?;
-            match o.kind {
-                kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
-                    match o.to_option() {
-                        Ok(DccpOption::ChangeL { feature, value })
-                        | Ok(DccpOption::ConfirmL { feature, value })
-                        | Ok(DccpOption::ChangeR { feature, value })
-                        | Ok(DccpOption::ConfirmR { feature, value }) => {
-                            let v = match value {
-                                FeatureValue::Empty => None,
-                                FeatureValue::NonNegotiable(v) => Some(v),
-                                FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
-                                    l.first().map(|&b| b as u64)
-                                }
-                            };
-                            s.push_feat(o.kind, feature, v);
-                        }
-                        _ => s.bad_opts = s.bad_opts.saturating_add(1),
-                    }
+        let mut rules = OptionRules::new(s.ptype);
+        let walked = (|| {
+            for o in OptionIter::new(area) {
+                let o = o?;
+                if rules.check(&o)? == OptionVerdict::Use {
+                    s.absorb(&o)?;
                 }
-                kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
-                    s.ack_vector = Some(o.data);
-                }
-                // §13.2: the delay belongs to the Acknowledgement Number, so
-                // it means nothing without one; two of them are ambiguous.
-                kind::ELAPSED_TIME => match o.to_option() {
-                    Ok(DccpOption::ElapsedTime(e))
-                        if s.ack.is_some() && s.elapsed_10us.is_none() =>
-                    {
-                        s.elapsed_10us = Some(e)
-                    }
-                    _ => s.bad_opts = s.bad_opts.saturating_add(1),
-                },
-                kind::MULTIPATH => {
-                    if let Some(seq) = o.mp_seq() {
-                        s.mp.seq = Some(seq);
-                    } else if MpOption::parse(o.data).is_ok_and(|m| absorb_mp(&mut s.mp, &m)) {
-                    } else {
-                        s.bad_opts = s.bad_opts.saturating_add(1);
-                    }
-                }
-                _ => {}
             }
-        }
+            rules.finish()
+        })();
+        s.option_error = walked.err();
+        s.ignored_opts = u8::try_from(rules.ignored).unwrap_or(u8::MAX);
         s.payload = &data[hl..];
         Ok(s)
+    }
+
+    /// Takes in one option that passed [`OptionRules`]; an error is an
+    /// invalid option (RFC 4340 §5.8).
+    fn absorb(&mut self, o: &RawOption<'a>) -> Result<(), WireError> {
+        match o.kind {
+            kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
+                let (feature, value) = match o.to_option()? {
+                    DccpOption::ChangeL { feature, value }
+                    | DccpOption::ConfirmL { feature, value }
+                    | DccpOption::ChangeR { feature, value }
+                    | DccpOption::ConfirmR { feature, value } => (feature, value),
+                    _ => return Err(WireError::BadOptionValue { kind: o.kind }),
+                };
+                let v = match value {
+                    FeatureValue::Empty => None,
+                    FeatureValue::NonNegotiable(v) => Some(v),
+                    FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
+                        l.first().map(|&b| b as u64)
+                    }
+                };
+                self.push_feat(o.kind, feature, v);
+            }
+            kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
+                self.ack_vector = Some(o.data);
+            }
+            // §13.2: the delay belongs to the Acknowledgement Number, so
+            // it means nothing without one; two of them are ambiguous.
+            kind::ELAPSED_TIME => match o.to_option()? {
+                DccpOption::ElapsedTime(e) if self.ack.is_some() && self.elapsed_10us.is_none() => {
+                    self.elapsed_10us = Some(e)
+                }
+                _ => self.bad_opts = self.bad_opts.saturating_add(1),
+            },
+            kind::MULTIPATH => {
+                if let Some(seq) = o.mp_seq() {
+                    self.mp.seq = Some(seq);
+                } else {
+                    absorb_mp(&mut self.mp, &MpOption::parse(o.data)?);
+                }
+            }
+            // Not acted on, but a length Table 3 forbids is still an
+            // invalid option (§5.8). These are rare: the check's copy of a
+            // cookie or drop record costs nothing on the data path.
+            kind::INIT_COOKIE
+            | kind::NDP_COUNT
+            | kind::DATA_DROPPED
+            | kind::TIMESTAMP
+            | kind::TIMESTAMP_ECHO => {
+                o.to_option()?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Writes the packet into `buf` with the checksum for `addrs` =
@@ -412,9 +447,8 @@ impl<'a> Segment<'a> {
     }
 }
 
-/// Folds one parsed MP sub-option into `m`; false for sub-options the
-/// connection does not use in this form.
-fn absorb_mp(m: &mut MpOpts, o: &MpOption) -> bool {
+/// Folds one parsed MP sub-option into `m`.
+fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
     match o {
         MpOption::Key { ci, keys } => {
             let mut plain = keys.iter().filter_map(|k| k.plain_key());
@@ -475,7 +509,6 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) -> bool {
         }
         MpOption::Exp(_) => {}
     }
-    true
 }
 
 /// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
@@ -674,7 +707,8 @@ mod tests {
         raw.splice(hl..hl, [kind::ELAPSED_TIME, 4, 0x03, 0xe8]);
         raw[4] += 1;
         let p = Segment::parse(&raw, None).unwrap();
-        assert_eq!((p.elapsed_10us, p.bad_opts), (None, 1));
+        // RFC 4340 Table 3: Elapsed Time on DCCP-Data is ignored.
+        assert_eq!((p.elapsed_10us, p.bad_opts, p.ignored_opts), (None, 0, 1));
         // An Ack with two: the first counts, the second is ignored.
         let mut s = Segment::new(PacketType::Ack, 9);
         s.ack = Some(8);
@@ -686,6 +720,86 @@ mod tests {
         raw[4] += 1;
         let p = Segment::parse(&raw, None).unwrap();
         assert_eq!((p.elapsed_10us, p.bad_opts), (Some(1000), 1));
+    }
+
+    /// `opts` spliced in front of the options of an Ack numbered 9.
+    fn ack_with(opts: &[u8]) -> Vec<u8> {
+        let mut s = Segment::new(PacketType::Ack, 9);
+        s.ack = Some(8);
+        let mut buf = [0u8; 128];
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let mut raw = buf[..n].to_vec();
+        let hl = raw[4] as usize * 4;
+        let mut area = opts.to_vec();
+        area.resize(opts.len().div_ceil(4) * 4, 0);
+        raw.splice(hl..hl, area.iter().copied());
+        raw[4] += (area.len() / 4) as u8;
+        raw
+    }
+
+    #[test]
+    fn rfc4340_option_rules_are_applied_and_the_header_still_parses() {
+        let err = |opts: &[u8]| Segment::parse(&ack_with(opts), None).unwrap().option_error;
+        // §5.8.2: Mandatory before an option not understood.
+        assert_eq!(
+            err(&[kind::MANDATORY, 50, 2]),
+            Some(WireError::MandatoryFailure { kind: 50 })
+        );
+        // §5.8.2: Mandatory last (before padding) or twice.
+        let misplaced = Some(WireError::BadOptionValue {
+            kind: kind::MANDATORY,
+        });
+        assert_eq!(err(&[kind::MANDATORY]), misplaced);
+        assert_eq!(err(&[kind::MANDATORY, kind::MANDATORY, 2]), misplaced);
+        // §5.8: a known option with a length its type forbids.
+        assert_eq!(
+            err(&[kind::TIMESTAMP, 3, 0]),
+            Some(WireError::BadOptionValue {
+                kind: kind::TIMESTAMP
+            })
+        );
+        // A length running past the options area.
+        assert_eq!(
+            err(&[40, 9, 0]),
+            Some(WireError::BadOptionLength { kind: 40 })
+        );
+        // An MP sub-option that does not parse.
+        assert!(matches!(
+            err(&[kind::MULTIPATH, 5, 1, 0, 0]),
+            Some(WireError::BadMpOption { .. })
+        ));
+        // Mandatory before an understood option, unknown options alone:
+        // fine (§5.8: unknown options are ignored).
+        assert_eq!(err(&[kind::MANDATORY, kind::SLOW_RECEIVER]), None);
+        assert_eq!(err(&[50, 2]), None);
+        // Every error maps to the Reset RFC 4340 names.
+        for (opts, code) in [
+            (&[kind::MANDATORY, 50, 2][..], ResetCode::MandatoryError),
+            (&[kind::MANDATORY][..], ResetCode::OptionError),
+            (&[kind::TIMESTAMP, 3, 0][..], ResetCode::OptionError),
+        ] {
+            assert_eq!(err(opts).and_then(WireError::reset_code), Some(code));
+        }
+    }
+
+    #[test]
+    fn options_ignored_on_the_packet_type_are_not_acted_on() {
+        // Table 3: feature negotiation on DCCP-Data is ignored.
+        let mut s = Segment::new(PacketType::Data, 9);
+        s.push_feat(kind::CHANGE_L, FeatureNum::AckRatio, Some(3));
+        let mut buf = [0u8; 64];
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let p = Segment::parse(&buf[..n], None).unwrap();
+        assert_eq!((p.feats().len(), p.ignored_opts), (0, 1));
+        assert_eq!(p.option_error, None);
+        // Mandatory on Data is ignored too, so it cannot make the next
+        // (ignored) option an error.
+        let mut raw = buf[..n].to_vec();
+        let hl = raw[4] as usize * 4;
+        raw.splice(hl..hl, [kind::MANDATORY, 50, 2, 0]);
+        raw[4] += 1;
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!(p.option_error, None);
     }
 
     #[test]

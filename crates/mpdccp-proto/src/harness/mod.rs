@@ -329,8 +329,8 @@ impl Harness {
         }
     }
 
-    /// The next event strictly after `self.now` (a stale timer at or
-    /// before `now` was already served by `step_now`).
+    /// The next event strictly after `self.now` (`step_now` served every
+    /// timer at or before `now`, or failed on a stuck one).
     fn next_event(&self) -> Option<Instant> {
         self.next_event_raw()
             .map(|t| t.max(self.now + Duration::from_nanos(1)))
@@ -397,7 +397,25 @@ impl Harness {
             }
             self.collect_events();
             if !progress {
+                self.assert_no_stuck_timer();
                 return;
+            }
+        }
+    }
+
+    /// Issue #12: once `handle_timeout(now)` and `poll_transmit` have run
+    /// and nothing moves any more, a `poll_timeout()` at or before `now`
+    /// would make a driver spin. The timer table makes that impossible, so
+    /// here it is a bug, and fails the test.
+    fn assert_no_stuck_timer(&self) {
+        for side in [Side::Client, Side::Server] {
+            let due = self.conn_ref(side).poll_timeout();
+            if let Some(t) = due.filter(|t| *t <= self.now) {
+                panic!(
+                    "stuck timer: the {side:?} asks to be woken at {t:?}, not after now = {:?}, \
+                     although handle_timeout and poll_transmit ran at now",
+                    self.now
+                );
             }
         }
     }

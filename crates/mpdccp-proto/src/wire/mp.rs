@@ -11,29 +11,42 @@
 //!
 //! # Layout choices where the specification is ambiguous
 //!
-//! The text was read from draft-ietf-tsvwg-multipath-dccp (the -12 text was
-//! available offline); RFC 9897 differs from it in a few places we know of
-//! (nonces in MP_ADDADDR/MP_REMOVEADDR, key type 255). We chose:
+//! The layouts follow RFC 9897 (source text vendored in
+//! `docs/spec/draft-ietf-tsvwg-multipath-dccp-25.mkd`; the requirements
+//! matrix in `docs/rfc9897/MATRIX.md` lists every choice). We chose:
 //!
 //! * **MP_CONFIRM** (0): the list of confirmations is "the received MP_SEQ
-//!   followed by the related sub-option(s), copied verbatim". We encode each
-//!   element as a complete Multipath option (46, len, MP_OPT, …), so the
-//!   list is self-delimiting and one parser reads it: typically
-//!   `MP_SEQ, MP_PRIO` or `MP_SEQ, MP_ADDADDR, MP_SEQ, MP_PRIO`. Nested
-//!   MP_CONFIRM is rejected (bounded recursion).
-//! * **MP_KEY** (3): `resvd(1) | CI(4) | {Key Type(1) | Key Data}…`. Key type
-//!   0 (plain) has 8 bytes of key data; 1 and 2 (the draft's ECDHE types)
-//!   32 and 64; type 255 (experimental, RFC 9897) has no defined length, so
-//!   it takes the rest of the option and must be the last key offered. Any
-//!   other key type cannot be delimited and the option is rejected. The
-//!   reserved byte is emitted as 0 and ignored on parse.
+//!   followed by the related sub-option(s), copied verbatim" (§3.2.1). Each
+//!   element is a complete Multipath option (46, len, MP_OPT, …), so the
+//!   list is self-delimiting and one parser reads it: the RFC form is
+//!   `MP_SEQ, MP_ADDADDR, MP_SEQ, MP_PRIO`, most recent first. Nested
+//!   MP_CONFIRM is rejected (bounded recursion). The confirmation table of
+//!   §3.2.1 gives MP_REMOVEADDR length 4 while §3.2.9 gives 8; a verbatim
+//!   copy is 8 bytes (with the nonce), which is what we send and expect.
+//! * **MP_KEY** (3): `resvd(1) | CI(4) | {Key Type(1) | Key Data}…`. RFC
+//!   9897 §3.2.4 assigns key type 0 (plain text, 8 bytes) and 255
+//!   (experimental, 64 bytes: "17 and 73 bytes for a single-key message, and
+//!   up to 82 bytes when all specified Key Types 0 and 255 are provided");
+//!   1–254 are reserved. The draft's ECDHE types 1 and 2 are gone. A
+//!   reserved type has no known length, so the key list cannot be
+//!   delimited and the option is rejected (the connection then finds no
+//!   agreeable key and falls back, §3.6). The reserved byte is emitted as 0
+//!   and ignored on parse.
 //! * **MP_ADDADDR** (7): `Address ID(1) | Nonce(4) | Address(4|16) |
-//!   Port(2, optional)` (RFC 9897 adds the nonce after the Address ID).
-//!   The draft form without a nonce is also parsed: the eight possible
-//!   lengths (8, 10, 20, 22 without nonce; 12, 14, 24, 26 with) are all
-//!   distinct, so `nonce` is `None` exactly for the draft/Telekom form.
+//!   Port(2, optional)` (lengths 12, 14, 24, 26). The draft form without a
+//!   nonce (8, 10, 20, 22, sent by the reference kernel) is also parsed:
+//!   the eight lengths are all distinct, so `nonce` is `None` exactly for
+//!   the draft form. Broadcast and multicast addresses must be ignored by
+//!   the receiver (§3.2.8): [`addaddr_is_usable`].
 //! * **MP_REMOVEADDR** (8): `Address ID(1) | Nonce(4)` (length 8), or the
-//!   draft form `Address ID(1)` (length 4) with `nonce: None`.
+//!   draft form `Address ID(1)` (length 4) with `nonce: None`. Its HMAC
+//!   message is stated two ways in §3.2.6 ("Solely the Address ID" and
+//!   `Msg=Address ID+Nonce`) and as "the Address ID" in §3.2.9; we use
+//!   Address ID ‖ Nonce, the only reading in which the nonce prevents
+//!   replay, which is what §3.2.9 says the nonce is for
+//!   ([`MpOption::hmac_message`]).
+//! * **MP_HMAC** (5) directly follows the option it protects (§3.2.6);
+//!   [`associate_hmacs`] pairs them on receipt.
 //! * **MP_FAST_CLOSE** (2) and **MP_CLOSE** (10): variable-length Key Data,
 //!   at least 1 byte (8 with a plain-text key).
 //! * **MP_PRIO** (9): `resvd(4 bits) | prio(4 bits)`; reserved bits are
@@ -88,25 +101,21 @@ pub const fn mp_capable_version(value: u8) -> u8 {
 /// Length of the truncated HMAC-SHA256 in MP_HMAC (leftmost 160 bits).
 pub const HMAC_LEN: usize = 20;
 
-/// MP_KEY key types (RFC 9897 §3.2.4).
+/// MP_KEY key types (RFC 9897 §3.2.4 and the Multipath Key Type registry,
+/// §6): 0 and 255 are assigned, 1–254 reserved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KeyType {
     /// 0: plain-text 64-bit key.
     Plain,
-    /// 1: ECDHE with SHA256 and Curve25519 (draft versions; 32 bytes).
-    EcdheC25519Sha256,
-    /// 2: ECDHE with SHA512 and Curve25519 (draft versions; 64 bytes).
-    EcdheC25519Sha512,
-    /// 255: experimental, private use (RFC 9897); any length.
+    /// 255: experimental, private use; 64 bytes of key data.
     Experimental,
 }
 
 impl KeyType {
+    /// The key type of a Key Type byte; `None` for the reserved 1–254.
     pub fn from_u8(v: u8) -> Option<KeyType> {
         match v {
             0 => Some(KeyType::Plain),
-            1 => Some(KeyType::EcdheC25519Sha256),
-            2 => Some(KeyType::EcdheC25519Sha512),
             255 => Some(KeyType::Experimental),
             _ => None,
         }
@@ -115,19 +124,15 @@ impl KeyType {
     pub fn to_u8(self) -> u8 {
         match self {
             KeyType::Plain => 0,
-            KeyType::EcdheC25519Sha256 => 1,
-            KeyType::EcdheC25519Sha512 => 2,
             KeyType::Experimental => 255,
         }
     }
 
-    /// Key data length, `None` for the variable-length experimental type.
-    pub fn key_len(self) -> Option<usize> {
+    /// Key data length in bytes (RFC 9897 §3.2.4, table "MP_KEY key types").
+    pub fn key_len(self) -> usize {
         match self {
-            KeyType::Plain => Some(8),
-            KeyType::EcdheC25519Sha256 => Some(32),
-            KeyType::EcdheC25519Sha512 => Some(64),
-            KeyType::Experimental => None,
+            KeyType::Plain => 8,
+            KeyType::Experimental => 64,
         }
     }
 }
@@ -343,8 +348,8 @@ impl MpOption {
                 let mut keys = Vec::with_capacity(r.len() / 9 + 1);
                 while let Some((&kt, after)) = r.split_first() {
                     let key_type = KeyType::from_u8(kt).ok_or(bad)?;
-                    let n = key_type.key_len().unwrap_or(after.len());
-                    if n == 0 || after.len() < n {
+                    let n = key_type.key_len();
+                    if after.len() < n {
                         return Err(bad);
                     }
                     keys.push(MpKey {
@@ -452,14 +457,8 @@ impl MpOption {
                 if keys.is_empty() {
                     return Err(WireError::FieldOutOfRange);
                 }
-                for (i, k) in keys.iter().enumerate() {
-                    match k.key_type.key_len() {
-                        Some(n) if n != k.data.len() => return Err(WireError::FieldOutOfRange),
-                        None if i + 1 != keys.len() || k.data.is_empty() => {
-                            return Err(WireError::FieldOutOfRange)
-                        }
-                        _ => {}
-                    }
+                if keys.iter().any(|k| k.key_type.key_len() != k.data.len()) {
+                    return Err(WireError::FieldOutOfRange);
                 }
             }
             MpOption::Seq(s) if *s > super::SEQ_MASK => return Err(WireError::FieldOutOfRange),
@@ -555,8 +554,11 @@ impl MpOption {
     }
 
     /// The HMAC message RFC 9897 §3.2.6 defines for MP_ADDADDR
-    /// (Address ID ‖ [nonce] ‖ address ‖ port, port 0 when absent) and for
-    /// MP_REMOVEADDR (Address ID ‖ [nonce]), in network byte order.
+    /// (Address ID ‖ Nonce ‖ address ‖ port, two zero bytes when no port)
+    /// and for MP_REMOVEADDR (Address ID ‖ Nonce), in network byte order.
+    /// §3.2.6 also says "Solely the Address ID" for MP_REMOVEADDR and §3.2.9
+    /// "the Address ID"; we follow the formula with the nonce (see the
+    /// module doc). Draft-form options without a nonce leave it out.
     /// `None` for other sub-options (MP_JOIN's message is the two nonces,
     /// which only the connection knows).
     pub fn hmac_message(&self) -> Option<Vec<u8>> {
@@ -588,6 +590,85 @@ impl MpOption {
             }
             _ => None,
         }
+    }
+}
+
+/// The sub-options MP_HMAC authenticates (RFC 9897 §3.2.6).
+fn needs_hmac(o: &MpOption) -> bool {
+    matches!(
+        o,
+        MpOption::Join { .. } | MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. }
+    )
+}
+
+/// The MP_HMACs of one packet, paired with what they protect (RFC 9897
+/// §3.2.6), see [`associate_hmacs`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HmacAssociation<'a> {
+    /// Every MP_JOIN / MP_ADDADDR / MP_REMOVEADDR in wire order, with the
+    /// MP_HMAC that directly follows it, or `None` ("HMAC wrong or
+    /// missing": ignore an ADDADDR/REMOVEADDR, close the subflow of a JOIN).
+    pub protected: Vec<(&'a MpOption, Option<&'a [u8; HMAC_LEN]>)>,
+    /// The single MP_HMAC of a packet that carries none of those options:
+    /// the third packet of an MP_JOIN handshake (the exception in §3.2.6).
+    pub lone: Option<&'a [u8; HMAC_LEN]>,
+    /// MP_HMACs that follow nothing they could protect; they "MUST be
+    /// ignored".
+    pub ignored: usize,
+}
+
+/// Pairs each MP_HMAC with the option it protects: "an MP_HMAC MUST
+/// directly follow its associated multipath option" and validation "MUST be
+/// carried out according to the sending sequence" (RFC 9897 §3.2.6).
+/// `options` are a packet's DCCP options in wire order; Padding between two
+/// options does not break adjacency (RFC 4340 §5.8.1 lets it stand
+/// anywhere), any other option does.
+pub fn associate_hmacs(options: &[super::DccpOption]) -> HmacAssociation<'_> {
+    use super::DccpOption;
+    let seq: Vec<Option<&MpOption>> = options
+        .iter()
+        .filter(|o| !matches!(o, DccpOption::Padding))
+        .map(|o| match o {
+            DccpOption::Multipath(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    let mut out = HmacAssociation::default();
+    let mut stray = Vec::new();
+    let mut i = 0;
+    while i < seq.len() {
+        match seq[i] {
+            Some(m) if needs_hmac(m) => {
+                let tag = match seq.get(i + 1) {
+                    Some(Some(MpOption::Hmac(h))) => {
+                        i += 1;
+                        Some(h)
+                    }
+                    _ => None,
+                };
+                out.protected.push((m, tag));
+            }
+            Some(MpOption::Hmac(h)) => stray.push(h),
+            _ => {}
+        }
+        i += 1;
+    }
+    if out.protected.is_empty() && stray.len() == 1 {
+        out.lone = stray.pop();
+    }
+    out.ignored = stray.len();
+    out
+}
+
+/// Whether an MP_ADDADDR address may be used at all: "The advertisement of
+/// broadcast or multicast IP addresses MUST be ignored by the recipient"
+/// (RFC 9897 §3.2.8). Also refuses the unspecified address, which names no
+/// host. (A directed broadcast address of some subnet cannot be told from a
+/// host address without knowing the subnet; the limited broadcast is.)
+pub fn addaddr_is_usable(addr: IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(a) => !(a.is_multicast() || a.is_broadcast() || a.is_unspecified()),
+        IpAddr::V6(a) => !(a.is_multicast() || a.is_unspecified()),
     }
 }
 

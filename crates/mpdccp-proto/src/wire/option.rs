@@ -393,9 +393,87 @@ fn understood(k: u8) -> bool {
     matches!(k, 0..=2 | 32..=43 | kind::MULTIPATH | 128..=255)
 }
 
+/// What [`OptionRules::check`] says about one option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionVerdict {
+    /// Act on it (it may have been made mandatory by the option before).
+    Use,
+    /// A Mandatory option (§5.8.2): it applies to the next option.
+    Mandatory,
+    /// Padding, or an option RFC 4340 says to ignore on this packet type
+    /// (counted in [`OptionRules::ignored`]).
+    Skip,
+}
+
+/// RFC 4340's rules for the options of one packet, applied while walking
+/// them without allocating: options ignored per packet type (Table 3,
+/// §8.1.4), and Mandatory (§5.8.2) — before Mandatory or Padding, or as the
+/// last option, it is an Option Error; before an option we do not
+/// understand, a Mandatory Error. [`parse_options`] and the connection's
+/// [`crate::conn::codec::Segment::parse`] both go through it.
+#[derive(Clone, Copy, Debug)]
+pub struct OptionRules {
+    ty: PacketType,
+    mandatory_pending: bool,
+    /// Options skipped because RFC 4340 says to ignore them on `ty`.
+    pub ignored: u32,
+}
+
+impl OptionRules {
+    pub fn new(ty: PacketType) -> Self {
+        OptionRules {
+            ty,
+            mandatory_pending: false,
+            ignored: 0,
+        }
+    }
+
+    /// Judges the next option of the packet.
+    pub fn check(&mut self, raw: &RawOption<'_>) -> Result<OptionVerdict, WireError> {
+        let misplaced = WireError::BadOptionValue {
+            kind: kind::MANDATORY,
+        };
+        if raw.kind == kind::PADDING {
+            return if self.mandatory_pending {
+                Err(misplaced)
+            } else {
+                Ok(OptionVerdict::Skip)
+            };
+        }
+        if ignored_on(self.ty, raw.kind) {
+            self.ignored += 1;
+            return Ok(OptionVerdict::Skip);
+        }
+        if raw.kind == kind::MANDATORY {
+            if self.mandatory_pending {
+                return Err(misplaced);
+            }
+            self.mandatory_pending = true;
+            return Ok(OptionVerdict::Mandatory);
+        }
+        if self.mandatory_pending && !understood(raw.kind) {
+            return Err(WireError::MandatoryFailure { kind: raw.kind });
+        }
+        self.mandatory_pending = false;
+        Ok(OptionVerdict::Use)
+    }
+
+    /// After the last option: a Mandatory with nothing after it is an
+    /// Option Error (§5.8.2).
+    pub fn finish(&self) -> Result<(), WireError> {
+        if self.mandatory_pending {
+            return Err(WireError::BadOptionValue {
+                kind: kind::MANDATORY,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Parse an options area into owned options for a packet of type `ty`.
 /// Padding is dropped; options the RFC says to ignore on `ty` are dropped
-/// and counted in `*ignored`.
+/// and counted in `*ignored`. Known options with bad lengths are Option
+/// Errors (§5.8).
 pub fn parse_options(
     area: &[u8],
     ty: PacketType,
@@ -404,47 +482,20 @@ pub fn parse_options(
     // Every option takes at least one byte; most take far more. A quarter
     // of the area bounds the common case without over-reserving.
     let mut out = Vec::with_capacity(area.len().min(64) / 4);
-    let mut mandatory_pending = false;
-    for raw in OptionIter::new(area) {
-        let raw = raw?;
-        if raw.kind == kind::PADDING {
-            if mandatory_pending {
-                return Err(WireError::BadOptionValue {
-                    kind: kind::MANDATORY,
-                });
+    let mut rules = OptionRules::new(ty);
+    let result = (|| {
+        for raw in OptionIter::new(area) {
+            let raw = raw?;
+            match rules.check(&raw)? {
+                OptionVerdict::Skip => {}
+                OptionVerdict::Mandatory => out.push(DccpOption::Mandatory),
+                OptionVerdict::Use => out.push(raw.to_option()?),
             }
-            continue;
         }
-        if ignored_on(ty, raw.kind) {
-            *ignored += 1;
-            continue;
-        }
-        if raw.kind == kind::MANDATORY {
-            // §5.8.2: Mandatory before Mandatory is an Option Error.
-            if mandatory_pending {
-                return Err(WireError::BadOptionValue {
-                    kind: kind::MANDATORY,
-                });
-            }
-            mandatory_pending = true;
-            out.push(DccpOption::Mandatory);
-            continue;
-        }
-        if mandatory_pending && !understood(raw.kind) {
-            return Err(WireError::MandatoryFailure { kind: raw.kind });
-        }
-        // Known options with bad lengths are Option Errors (§5.8).
-        let opt = raw.to_option()?;
-        mandatory_pending = false;
-        out.push(opt);
-    }
-    if mandatory_pending {
-        // §5.8.2: Mandatory as the last option is an Option Error.
-        return Err(WireError::BadOptionValue {
-            kind: kind::MANDATORY,
-        });
-    }
-    Ok(out)
+        rules.finish()
+    })();
+    *ignored += u64::from(rules.ignored);
+    result.map(|()| out)
 }
 
 impl DccpOption {

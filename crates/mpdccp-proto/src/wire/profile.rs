@@ -15,7 +15,7 @@
 //! | MP_JOIN id field | peer's CI | peer's CI | server's token (see [`super::profile_keys`]) |
 //! | MP_ADDADDR | id, nonce, addr, [port] | id, addr, [port]; IPv4 byte-reversed | same as K414 |
 //! | MP_REMOVEADDR | id, nonce | id | id |
-//! | key type 2 length | (gone) | 32 | 32 |
+//! | key types | 0 (plain), 255 | 0 only | 0 only |
 //!
 //! The IPv4 reversal: the reference writes `put_unaligned_be32` of an
 //! address that is already in network order, so on a little-endian host
@@ -88,20 +88,11 @@ impl WireProfile {
         self == WireProfile::Rfc9897
     }
 
-    /// Key data length of `key_type` in this profile (`None`: the rest of
-    /// the option, only for RFC 9897's experimental type).
-    fn key_len(self, key_type: KeyType) -> Option<usize> {
-        match (self, key_type) {
-            // The reference's Curve25519 types both carry a 32-byte point.
-            (
-                WireProfile::ReferenceK414 | WireProfile::ReferenceK510,
-                KeyType::EcdheC25519Sha512,
-            ) => Some(32),
-            (WireProfile::ReferenceK414 | WireProfile::ReferenceK510, KeyType::Experimental) => {
-                Some(0)
-            }
-            _ => key_type.key_len(),
-        }
+    /// Key data length of a key type byte in the reference layouts: only
+    /// plain keys (type 0, 8 bytes) exist there (the reference offers and
+    /// accepts nothing else); any other type cannot be delimited.
+    fn reference_key_len(key_type: u8) -> Option<usize> {
+        (key_type == KeyType::Plain.to_u8()).then_some(8)
     }
 
     /// Parse the body of option 46 (the bytes after type and length).
@@ -164,13 +155,12 @@ impl WireProfile {
         };
         let mut keys = Vec::with_capacity(r.len() / 9 + 1);
         while let Some((&kt, after)) = r.split_first() {
-            let key_type = KeyType::from_u8(kt)?;
-            let n = self.key_len(key_type)?;
-            if n == 0 || after.len() < n {
+            let n = Self::reference_key_len(kt)?;
+            if after.len() < n {
                 return None;
             }
             keys.push(MpKey {
-                key_type,
+                key_type: KeyType::Plain,
                 data: after[..n].to_vec(),
             });
             r = &after[n..];
@@ -222,7 +212,7 @@ impl WireProfile {
                 let no_ci = !self.key_has_ci() && *ci != 0;
                 let bad_key = keys
                     .iter()
-                    .any(|k| self.key_len(k.key_type) != Some(k.data.len()) || k.data.is_empty());
+                    .any(|k| Self::reference_key_len(k.key_type.to_u8()) != Some(k.data.len()));
                 if keys.is_empty() || no_ci || bad_key {
                     return Err(WireError::FieldOutOfRange);
                 }

@@ -1,321 +1,48 @@
-//! One DCCP subflow: RFC 4340 state, sequence/acknowledgement windows and the
-//! CCID2 (RFC 4341) transport machinery — Ack Vector bookkeeping, loss after
-//! three later acknowledgements, RTO, Ack Ratio, pacing — feeding a
-//! [`CongestionController`].
+//! CCID2 (RFC 4341) on one subflow: the sender's flight, Ack Vector
+//! processing, loss after three later acknowledgements, RTO, Ack Ratio and
+//! pacing; the receiver's acknowledgement duties (RFC 4340 §11, §13.2).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::ackvec::{self, RecvHistory};
-use super::queue::Queued;
-use super::seq::{unwrap48, SEQ_MASK};
-use super::PathConfig;
-use crate::cc::{
-    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
-    PacketRateState, RttEstimator, SentPacket,
-};
-use crate::path::{PathId, PathState, PathView};
-use crate::time::Instant;
+use super::*;
 
-/// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
-/// a Request arrives).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SubState {
-    Request,
-    Respond,
-    PartOpen,
-    Open,
-    CloseReq,
-    Closing,
-    TimeWait,
-    Closed,
-}
-
-/// A data packet awaiting acknowledgement.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Sent {
-    pub seq: u64,
-    pub bytes: u32,
-    pub rate: PacketRateState,
-    pub acked: bool,
-    pub lost: bool,
-}
-
-/// Control items waiting for the next packet on this subflow.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct PendingCtrl {
-    pub response: bool,
-    pub handshake_ack: bool,
-    /// Sync to send, acknowledging this (wire) sequence number.
-    pub sync: Option<u64>,
-    pub syncack: Option<u64>,
-    pub close: bool,
-    pub closereq: bool,
-    pub reset: Option<crate::wire::ResetCode>,
-    /// MP_PRIO to (re)send until confirmed.
-    pub prio: Option<u8>,
-    pub prio_retx_at: Option<Instant>,
-    pub prio_tries: u32,
-    /// MP_CONFIRM items owed to the peer.
-    pub confirms: Vec<super::codec::ConfirmItem>,
-    /// Confirm R(Ack Ratio, v) owed.
-    pub confirm_ack_ratio: Option<u64>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Subflow {
-    pub id: PathId,
-    pub cfg: PathConfig,
-    pub state: SubState,
-    /// We sent the Request.
-    pub initiator: bool,
-    /// Joined with MP_JOIN (not the first subflow).
-    pub join: bool,
-    /// Believed broken after repeated timeouts.
-    pub failed: bool,
-    /// Reported `PathEstablished` already (for recovery events).
-    pub announced: bool,
-    pub mss_bytes: u32,
-
-    // RFC 4340 §7: sequence state, unwrapped to 64 bits.
-    pub iss: u64,
-    pub gss: u64,
-    pub isr: u64,
-    pub gsr: u64,
-    pub gar: u64,
-    pub have_isr: bool,
-    /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
-    pub seq_window: u64,
-    pub rx: RecvHistory,
-
-    // HC-receiver: acknowledgements we owe.
-    pub data_since_ack: u32,
-    pub ack_due: Option<Instant>,
-    pub ack_now: bool,
-    /// Ack Ratio the peer asked us to use.
-    pub ack_ratio_rx: u32,
-    /// Ack Ratio we ask the peer to use (RFC 4341 §6.1.2).
-    pub ack_ratio_tx: u32,
-    pub ack_ratio_unconfirmed: bool,
-    /// GSR when each of the last two acknowledgements left: the Ack Vector
-    /// reaches back to the older one, so one lost ack loses no information
-    /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
-    pub acked_high: [u64; 2],
-    /// When the packet numbered GSR arrived: the Elapsed Time our next
-    /// acknowledgement reports (RFC 4340 §13.2).
-    pub gsr_rx_at: Option<Instant>,
-
-    // HC-sender (CCID2).
-    pub sent: VecDeque<Sent>,
-    pub pipe: u32,
-    top_acked: [u64; 3],
-    pub cc: Box<dyn CongestionController>,
-    pub rtt: RttEstimator,
-    pub rate: DeliveryRateEstimator,
-    pub rto_at: Option<Instant>,
-    pub rto_count: u32,
-    pub next_send_at: Instant,
-    pub lost_total: u64,
-    pub loss_rate: f64,
-    /// Latest delivery-rate sample not limited by the application.
-    pub delivery_rate: Option<u64>,
-    pub last_rtt_sample_at: Option<Instant>,
-    /// Last time the scheduler had to send elsewhere because this path was
-    /// blocked by its window or pacer.
-    pub blocked_at: Option<Instant>,
-    /// MP_RTT type to report next (cycles raw, min, smoothed).
-    pub mp_rtt_next_kind: u8,
-
-    // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
-    pub retx_at: Option<Instant>,
-    pub retx_tries: u32,
-    pub retx_interval: Duration,
-    pub timewait_until: Option<Instant>,
-    /// Sequence number and send time of our latest Request (client) or
-    /// Response (server): the packet acknowledging exactly it gives the
-    /// handshake RTT sample (RFC 4340 §8.1).
-    pub hs_probe: Option<(u64, Instant)>,
-    pub probe_at: Option<Instant>,
-    pub last_sync_sent: Option<Instant>,
-
-    pub pend: PendingCtrl,
-
-    // MP-DCCP per-subflow state.
-    pub local_nonce: u32,
-    pub remote_nonce: u32,
-    pub local_addr_id: u8,
-    pub remote_addr_id: u8,
-    pub priority: u8,
-    pub last_mp_rtt_sent: Option<Instant>,
-    pub peer_rtt: Option<Duration>,
-    /// Highest MP_SEQ received on this path, for the reorderer.
-    pub highest_mp_seq: Option<u64>,
-    /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
-    pub queue: VecDeque<(u64, Queued)>,
-
-    pub stats: PathStats,
-
-    // Path lifecycle (owned by `conn/mod.rs`: keepalive, expiry, reaping).
-    /// Last valid packet received on this subflow (or its creation).
-    pub last_rx_at: Instant,
-    /// Last keepalive probe (Sync) sent while the subflow was silent.
-    pub keepalive_at: Option<Instant>,
-    /// When the subflow was first seen CLOSED (it is forgotten a little later).
-    pub closed_at: Option<Instant>,
-}
-
-/// Counters of one path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PathStats {
-    pub tx_pkts: u64,
-    pub tx_bytes: u64,
-    pub tx_data_pkts: u64,
-    pub rx_pkts: u64,
-    pub rx_bytes: u64,
-    pub rx_data_pkts: u64,
-    pub lost_pkts: u64,
-    pub rtos: u64,
-    pub acks_sent: u64,
-    /// RTT samples taken from acknowledgements of data packets.
-    pub rtt_samples: u64,
-    /// Samples whose ack carried an Elapsed Time that was subtracted.
-    pub rtt_ack_delay_used: u64,
-    /// Elapsed Times not subtracted because the result would fall below the
-    /// path's minimum RTT (forged, absurd, or a clock step at the peer).
-    pub rtt_ack_delay_ignored: u64,
-    /// Samples refused outright: the ack arrived "before" the packet left
-    /// (a driver clock that went backwards).
-    pub rtt_samples_rejected: u64,
+/// What one acknowledgement covered.
+struct Acked {
+    pkts: u32,
+    bytes: u64,
+    /// The packet the Acknowledgement Number names, if it was newly acked:
+    /// its RTT (`None` inside when the clock went backwards).
+    rtt_sample: Option<Option<Duration>>,
+    newest_sent: Instant,
 }
 
 impl Subflow {
-    pub fn new(
-        id: PathId,
-        cfg: PathConfig,
-        iss: u64,
-        cc: Box<dyn CongestionController>,
-        conf: &super::ConnectionConfig,
-    ) -> Self {
-        let iss = iss & SEQ_MASK;
-        Subflow {
-            id,
-            priority: cfg.priority,
-            cfg,
-            state: SubState::Closed,
-            initiator: false,
-            join: false,
-            failed: false,
-            announced: false,
-            mss_bytes: conf.mss_bytes,
-            iss,
-            gss: iss,
-            isr: 0,
-            gsr: 0,
-            gar: iss,
-            have_isr: false,
-            seq_window: conf.seq_window_pkts.max(32),
-            rx: RecvHistory::new(0),
-            data_since_ack: 0,
-            ack_due: None,
-            ack_now: false,
-            ack_ratio_rx: 1,
-            ack_ratio_tx: conf.ack_ratio.max(1),
-            ack_ratio_unconfirmed: conf.ack_ratio.max(1) != 1,
-            acked_high: [0; 2],
-            gsr_rx_at: None,
-            sent: VecDeque::new(),
-            pipe: 0,
-            top_acked: [0; 3],
-            cc,
-            rtt: RttEstimator::new(
-                conf.initial_rto,
-                Duration::from_millis(200),
-                Duration::from_secs(60),
-            ),
-            rate: DeliveryRateEstimator::new(),
-            rto_at: None,
-            rto_count: 0,
-            next_send_at: Instant::ZERO,
-            lost_total: 0,
-            loss_rate: 0.0,
-            delivery_rate: None,
-            last_rtt_sample_at: None,
-            blocked_at: None,
-            mp_rtt_next_kind: 0,
-            retx_at: None,
-            retx_tries: 0,
-            retx_interval: conf.handshake_rto,
-            timewait_until: None,
-            hs_probe: None,
-            probe_at: None,
-            last_sync_sent: None,
-            pend: PendingCtrl::default(),
-            local_nonce: 0,
-            remote_nonce: 0,
-            local_addr_id: 0,
-            remote_addr_id: 0,
-            last_mp_rtt_sent: None,
-            peer_rtt: None,
-            highest_mp_seq: None,
-            queue: VecDeque::new(),
-            stats: PathStats::default(),
-            last_rx_at: Instant::ZERO,
-            keepalive_at: None,
-            closed_at: None,
-        }
+    /// A data packet left (it was written out): the flight, the pacer and
+    /// the application-limited mark take it in.
+    pub fn data_sent(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        bytes: u32,
+        conn_queue_empty: bool,
+        initial_rto: Duration,
+    ) {
+        // Draft-cheng §3.4, per path: nothing waiting here or in the
+        // connection queue, window not full, and no packet diverted away
+        // from this path within the last round trip.
+        let rtt = self.rtt.srtt().unwrap_or(initial_rto);
+        let app_limited = self.queue.is_empty()
+            && conn_queue_empty
+            && self.pipe + 1 < self.cc.cwnd_pkts()
+            && self.blocked_at.is_none_or(|t| now - t > rtt);
+        self.on_data_sent(now, seq, bytes, app_limited);
     }
 
-    /// Next sequence number to send (and consumes it).
-    pub fn next_seq(&mut self) -> u64 {
-        self.gss += 1;
-        self.gss
-    }
-
-    pub fn is_open(&self) -> bool {
-        self.state == SubState::Open
-    }
-
-    pub fn is_gone(&self) -> bool {
-        matches!(self.state, SubState::Closed | SubState::TimeWait)
-    }
-
-    pub fn path_state(&self) -> PathState {
-        match self.state {
-            SubState::Request | SubState::Respond | SubState::PartOpen => PathState::Establishing,
-            SubState::Open if self.failed => PathState::Failed,
-            SubState::Open => PathState::Active,
-            _ => PathState::Closed,
-        }
-    }
-
-    /// Records the peer's initial sequence number.
-    pub fn set_isr(&mut self, wire_seq: u64) {
-        self.isr = wire_seq;
-        self.gsr = wire_seq;
-        self.have_isr = true;
-        self.rx = RecvHistory::new(wire_seq);
-    }
-
-    /// Unwraps a received 48-bit sequence number near GSR.
-    pub fn unwrap_seq(&self, wire: u64) -> u64 {
-        unwrap48(self.gsr, wire)
-    }
-    /// Unwraps a received 48-bit acknowledgement number near GSS.
-    pub fn unwrap_ack(&self, wire: u64) -> u64 {
-        unwrap48(self.gss, wire)
-    }
-
-    /// RFC 4340 §7.5.1 sequence validity window [SWL, SWH].
-    pub fn seq_window(&self) -> (u64, u64) {
-        let w = self.seq_window;
-        let swl = (self.gsr + 1).saturating_sub(w / 4).max(self.isr);
-        let swh = self.gsr + (3 * w).div_ceil(4);
-        (swl, swh)
-    }
-    /// RFC 4340 §7.5.1 acknowledgement validity window [AWL, AWH].
-    pub fn ack_window(&self) -> (u64, u64) {
-        let awl = (self.gss + 1).saturating_sub(self.seq_window).max(self.iss);
-        (awl, self.gss)
+    /// Retransmission interval of an MP option (MP_PRIO, address adverts):
+    /// at least `base`, at least the path's RTO.
+    pub fn option_rto(&self, base: Duration) -> Duration {
+        base.max(self.rtt.rto())
     }
 
     /// Sender side: one data packet leaves.
@@ -341,8 +68,8 @@ impl Subflow {
                 app_limited,
             },
         );
-        if self.rto_at.is_none() {
-            self.rto_at = Some(now + self.rto());
+        if self.timers.get(Timer::Rto).is_none() {
+            self.timers.arm(Timer::Rto, now + self.rto());
         }
         if let Some(rate) = self.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
             let gap = Duration::from_nanos((bytes as u64).saturating_mul(1_000_000_000) / rate);
@@ -387,83 +114,16 @@ impl Subflow {
             self.gar = ack;
         }
         let prior_in_flight = self.pipe;
-        let mut acked_pkts = 0u32;
-        let mut acked_bytes = 0u64;
-        let mut rtt_sample = None;
-        let mut newest_sent = Instant::ZERO;
-        let Some(front_seq) = self.sent.front().map(|s| s.seq) else {
+        let Some(Acked {
+            pkts: acked_pkts,
+            bytes: acked_bytes,
+            rtt_sample,
+            newest_sent,
+        }) = self.mark_acked(now, ack, cells)
+        else {
             return self.recover();
         };
-        {
-            let sent = &mut self.sent;
-            let pipe = &mut self.pipe;
-            let rate = &mut self.rate;
-            let top = &mut self.top_acked;
-            // Runs arrive newest first, so each run's start index is at most
-            // the previous one's; and as numbers strictly increase, entry
-            // `lo - front_seq` already has seq >= lo. Both bound the search
-            // (an ack would otherwise binary-search the whole flight per run).
-            let mut bound = sent.len();
-            let mut mark = |hi: u64, lo: u64| {
-                if hi < front_seq {
-                    return;
-                }
-                let lo = lo.max(front_seq);
-                // Index of the first entry with seq >= lo (entries sorted).
-                let end = bound.min(usize::try_from(lo - front_seq).unwrap_or(usize::MAX));
-                let start = first_at_or_above(sent, end, lo);
-                bound = start;
-                for s in sent.iter_mut().skip(start) {
-                    if s.seq > hi {
-                        break;
-                    }
-                    if s.acked || s.lost {
-                        continue;
-                    }
-                    s.acked = true;
-                    *pipe = pipe.saturating_sub(1);
-                    acked_pkts += 1;
-                    acked_bytes += s.bytes as u64;
-                    rate.on_packet_delivered(now, &s.rate);
-                    if s.seq == ack {
-                        // None when the driver's clock went backwards.
-                        rtt_sample = Some(now.checked_duration_since(s.rate.sent_time));
-                    }
-                    if s.rate.sent_time > newest_sent {
-                        newest_sent = s.rate.sent_time;
-                    }
-                    insert_top(top, s.seq);
-                }
-            };
-            match cells {
-                Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, received| {
-                    if received {
-                        mark(hi, lo);
-                    }
-                }),
-                None => mark(ack, ack),
-            }
-        }
-        let rtt_sample = match rtt_sample {
-            Some(Some(raw)) => {
-                let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
-                self.last_rtt_sample_at = Some(now);
-                self.stats.rtt_samples += 1;
-                match used {
-                    AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
-                    AckDelayUse::Ignored => self.stats.rtt_ack_delay_ignored += 1,
-                    AckDelayUse::Absent => {}
-                }
-                // Controllers get the raw sample: their min-RTT filters
-                // (BBR) must not see a peer-reported delay subtracted.
-                Some(raw)
-            }
-            Some(None) => {
-                self.stats.rtt_samples_rejected += 1;
-                None
-            }
-            None => None,
-        };
+        let rtt_sample = rtt_sample.and_then(|raw| self.take_rtt_sample(now, raw, ack_delay));
         let recovered = if acked_pkts > 0 {
             self.recover()
         } else {
@@ -502,14 +162,101 @@ impl Subflow {
             self.rate.on_app_limited(self.pipe);
         }
         if acked_pkts > 0 {
-            self.rto_at = (self.pipe > 0).then(|| now + self.rto());
+            let at = (self.pipe > 0).then(|| now + self.rto());
+            self.timers.set(Timer::Rto, at);
         }
         recovered
     }
 
+    /// Marks the packets `ack` and its Ack Vector `cells` report received
+    /// (RFC 4340 §11.4); `None` when nothing is in flight.
+    fn mark_acked(&mut self, now: Instant, ack: u64, cells: Option<&[u8]>) -> Option<Acked> {
+        let front_seq = self.sent.front()?.seq;
+        let mut acked = Acked {
+            pkts: 0,
+            bytes: 0,
+            rtt_sample: None,
+            newest_sent: Instant::ZERO,
+        };
+        let sent = &mut self.sent;
+        let pipe = &mut self.pipe;
+        let rate = &mut self.rate;
+        let top = &mut self.top_acked;
+        // Runs arrive newest first, so each run's start index is at most
+        // the previous one's; and as numbers strictly increase, entry
+        // `lo - front_seq` already has seq >= lo. Both bound the search
+        // (an ack would otherwise binary-search the whole flight per run).
+        let mut bound = sent.len();
+        let mut mark = |hi: u64, lo: u64| {
+            if hi < front_seq {
+                return;
+            }
+            let lo = lo.max(front_seq);
+            // Index of the first entry with seq >= lo (entries sorted).
+            let end = bound.min(usize::try_from(lo - front_seq).unwrap_or(usize::MAX));
+            let start = first_at_or_above(sent, end, lo);
+            bound = start;
+            for s in sent.iter_mut().skip(start) {
+                if s.seq > hi {
+                    break;
+                }
+                if s.acked || s.lost {
+                    continue;
+                }
+                s.acked = true;
+                *pipe = pipe.saturating_sub(1);
+                acked.pkts += 1;
+                acked.bytes += s.bytes as u64;
+                rate.on_packet_delivered(now, &s.rate);
+                if s.seq == ack {
+                    // None when the driver's clock went backwards.
+                    acked.rtt_sample = Some(now.checked_duration_since(s.rate.sent_time));
+                }
+                if s.rate.sent_time > acked.newest_sent {
+                    acked.newest_sent = s.rate.sent_time;
+                }
+                insert_top(top, s.seq);
+            }
+        };
+        match cells {
+            Some(cells) => ackvec::for_each_run(ack, cells, |hi, lo, received| {
+                if received {
+                    mark(hi, lo);
+                }
+            }),
+            None => mark(ack, ack),
+        }
+        Some(acked)
+    }
+
+    /// Feeds the sample of the packet the ack names to the estimator
+    /// (`raw` is `None` when the driver's clock went backwards: refused).
+    /// Controllers get the raw sample: their min-RTT filters (BBR) must not
+    /// see a peer-reported delay subtracted.
+    fn take_rtt_sample(
+        &mut self,
+        now: Instant,
+        raw: Option<Duration>,
+        ack_delay: Option<Duration>,
+    ) -> Option<Duration> {
+        let Some(raw) = raw else {
+            self.stats.rtt_samples_rejected += 1;
+            return None;
+        };
+        let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
+        self.last_rtt_sample_at = Some(now);
+        self.stats.rtt_samples += 1;
+        match used {
+            AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
+            AckDelayUse::Ignored => self.stats.rtt_ack_delay_ignored += 1,
+            AckDelayUse::Absent => {}
+        }
+        Some(raw)
+    }
+
     fn recover(&mut self) -> bool {
         self.rto_count = 0;
-        self.probe_at = None;
+        self.timers.stop(Timer::Probe);
         if self.failed {
             self.failed = false;
             return true;
@@ -565,7 +312,7 @@ impl Subflow {
     /// controller collapses its window (RFC 4341 §5, RFC 6298 §5.5).
     /// Returns true when this timeout marks the path failed.
     pub fn on_rto(&mut self, now: Instant, fail_after: u32) -> bool {
-        self.rto_at = None;
+        self.timers.stop(Timer::Rto);
         let lost = self.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
         self.sent.clear();
         self.pipe = 0;
@@ -577,7 +324,7 @@ impl Subflow {
         self.rto_count += 1;
         if !self.failed && self.rto_count >= fail_after {
             self.failed = true;
-            self.probe_at = Some(now + self.rto());
+            self.timers.arm(Timer::Probe, now + self.rto());
             return true;
         }
         false
@@ -627,8 +374,8 @@ impl Subflow {
         self.data_since_ack += 1;
         if self.data_since_ack >= self.ack_ratio_rx {
             self.ack_now = true;
-        } else if self.ack_due.is_none() {
-            self.ack_due = Some(now + ack_delay);
+        } else if self.timers.get(Timer::AckDue).is_none() {
+            self.timers.arm(Timer::AckDue, now + ack_delay);
         }
     }
 
@@ -651,66 +398,19 @@ impl Subflow {
     pub fn on_ack_sent(&mut self) {
         self.acked_high = [self.gsr, self.acked_high[0]];
         self.data_since_ack = 0;
-        self.ack_due = None;
+        self.timers.stop(Timer::AckDue);
         self.ack_now = false;
         self.stats.acks_sent += 1;
     }
 
     pub fn wants_ack(&self, now: Instant) -> bool {
-        self.ack_now || self.ack_due.is_some_and(|t| t <= now)
-    }
-
-    pub fn cwnd_room(&self) -> bool {
-        self.pipe < self.cc.cwnd_pkts().max(1)
-    }
-
-    pub fn pacing_ok(&self, now: Instant) -> bool {
-        self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now
-    }
-
-    pub fn view(&self) -> PathView {
-        let pacing = self.cc.pacing_rate_bytes_per_s();
-        PathView {
-            id: self.id,
-            state: self.path_state(),
-            priority: self.priority,
-            cwnd_pkts: self.cc.cwnd_pkts(),
-            in_flight_pkts: self.pipe,
-            queued_pkts: self.queue.len() as u32,
-            srtt: self.rtt.srtt().or(self.peer_rtt),
-            min_rtt: self.rtt.min_rtt(),
-            rttvar: self.rtt.rttvar(),
-            owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
-            pacing_rate_bytes_per_s: pacing,
-            delivery_rate_bytes_per_s: self.delivery_rate,
-            loss_rate: self.loss_rate,
-            cc_state: self.cc.state(),
-            // The per-path queue absorbs what the pacer holds back: report
-            // the pacer as binding only once a small backlog waits, so a
-            // paced path is not mistaken for a full one by schedulers.
-            next_send_time: pacing
-                .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
-                .map(|_| self.next_send_at),
-            mss_bytes: self.mss_bytes,
-        }
-    }
-
-    pub fn snapshot(&self) -> CcSnapshot {
-        self.cc.snapshot(
-            self.id,
-            self.rtt.srtt().unwrap_or(Duration::ZERO),
-            self.is_open() && !self.failed,
-        )
+        self.ack_now || self.expired(Timer::AckDue, now)
     }
 }
 
 /// Shortest hold worth reporting as Elapsed Time: below it the option's
 /// bytes buy less precision than the sender's clock jitter.
-pub(crate) const ELAPSED_MIN: Duration = Duration::from_millis(1);
-
-/// Packets a paced path may hold in its own queue before schedulers see the
-/// pacer as the binding constraint.
-const PACED_BACKLOG_PKTS: usize = 2;
+const ELAPSED_MIN: Duration = Duration::from_millis(1);
 
 /// Index of the first entry among `sent[..end]` numbered `lo` or above, or
 /// `end` when there is none (the caller knows `sent[end]`, if any, is).

@@ -1,0 +1,323 @@
+//! Address management (RFC 9897 §3.2.8–3.2.10): MP_ADDADDR / MP_REMOVEADDR
+//! with nonce and MP_HMAC, retransmitted until MP_CONFIRM; MP_PRIO; address
+//! ids.
+
+use super::*;
+
+/// An address we advertise (MP_ADDADDR) or withdraw (MP_REMOVEADDR).
+#[derive(Clone, Debug)]
+pub(super) struct Advert {
+    pub(super) id: u8,
+    pub(super) addr: SocketAddr,
+    pub(super) nonce: u32,
+    pub(super) remove: bool,
+    pub(super) confirmed: bool,
+    pub(super) tries: u32,
+    pub(super) retx_at: Instant,
+    /// The retransmission timer fired: the next pure Ack carries it.
+    pub(super) due: bool,
+}
+
+impl Advert {
+    fn new(id: u8, addr: SocketAddr, nonce: u32, remove: bool, now: Instant) -> Advert {
+        Advert {
+            id,
+            addr,
+            nonce,
+            remove,
+            confirmed: false,
+            tries: 0,
+            retx_at: now,
+            due: false,
+        }
+    }
+
+    /// Puts this advert on `seg` (MP_ADDADDR or MP_REMOVEADDR with its
+    /// MP_HMAC under our derived key) and arms its retransmission.
+    pub(super) fn attach(
+        &mut self,
+        now: Instant,
+        rto: Duration,
+        k: &ConnKeys,
+        seg: &mut Segment<'_>,
+    ) {
+        self.tries += 1;
+        self.retx_at = now + rto;
+        self.due = false;
+        if self.remove {
+            let r = MpRemoveAddr {
+                addr_id: self.id,
+                nonce: self.nonce,
+            };
+            seg.mp.hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
+            seg.mp.removeaddr = Some(r);
+        } else {
+            let ad = MpAddAddr {
+                addr_id: self.id,
+                nonce: self.nonce,
+                ip: self.addr.ip(),
+                port: (self.addr.port() != 0).then_some(self.addr.port()),
+            };
+            seg.mp.hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
+            seg.mp.addaddr = Some(ad);
+        }
+    }
+
+    /// Owed to the peer at `now` (sent with the next pure Ack).
+    pub(super) fn is_due(&self, now: Instant) -> bool {
+        !self.confirmed && (self.due || self.retx_at <= now)
+    }
+}
+
+impl Connection {
+    /// The adverts' retransmission timer. MP options go out on an open
+    /// subflow: without one, no timer (nobody could serve it).
+    pub(super) fn advert_timeout(&self) -> Option<Instant> {
+        if self.state != ConnState::Established || !self.paths.iter().any(|p| p.is_open()) {
+            return None;
+        }
+        self.adverts
+            .iter()
+            .filter(|a| !a.confirmed && !a.due)
+            .map(|a| a.retx_at)
+            .min()
+    }
+
+    /// The peer confirmed our MP_ADDADDR / MP_REMOVEADDR (same id, kind
+    /// and nonce): no more retransmissions.
+    pub(super) fn on_advert_confirmed(&mut self, c: &ConfirmItem) {
+        let remove = c.kind == mp::REMOVEADDR;
+        if let Some(a) = self
+            .adverts
+            .iter_mut()
+            .find(|a| a.id == c.id && a.remove == remove && a.nonce == c.nonce && !a.confirmed)
+        {
+            a.confirmed = true;
+            let id = a.id;
+            self.events.push_back(Event::AddressConfirmed { id });
+        }
+    }
+
+    /// MP_ADDADDR / MP_REMOVEADDR received on subflow `i`: acted on only
+    /// when their MP_HMAC verifies under the peer's derived key, and
+    /// confirmed (RFC 9897 §3.2.8, §3.2.9).
+    pub(super) fn handle_address_options(&mut self, now: Instant, i: usize, m: &codec::MpOpts) {
+        let keys = self.d_keys();
+        if let Some(a) = m.addaddr {
+            match (m.hmac, keys) {
+                (Some(h), Some(k)) if verify_addaddr(&k.d_key_remote(), &a, &h) => {
+                    self.on_addaddr(i, &a)
+                }
+                _ => self.stats.addaddr_bad_hmac += 1,
+            }
+        }
+        if let Some(r) = m.removeaddr {
+            match (m.hmac, keys) {
+                (Some(h), Some(k)) if verify_removeaddr(&k.d_key_remote(), &r, &h) => {
+                    self.on_removeaddr(now, i, &r)
+                }
+                _ => self.stats.removeaddr_bad_hmac += 1,
+            }
+        }
+    }
+
+    fn on_addaddr(&mut self, i: usize, a: &MpAddAddr) {
+        let addr = SocketAddr::new(a.ip, a.port.unwrap_or(0));
+        if self.remote_addrs.insert(a.addr_id, addr) != Some(addr) {
+            self.events.push_back(Event::AddressAdded {
+                id: a.addr_id,
+                addr,
+            });
+        }
+        let sf = &mut self.paths[i];
+        sf.owe_confirm(ConfirmItem {
+            kind: mp::ADDADDR,
+            id: a.addr_id,
+            nonce: a.nonce,
+            addr: Some((a.ip, a.port)),
+        });
+        sf.ack_now();
+    }
+
+    fn on_removeaddr(&mut self, now: Instant, i: usize, r: &MpRemoveAddr) {
+        if self.remote_addrs.remove(&r.addr_id).is_some() {
+            self.events
+                .push_back(Event::AddressRemoved { id: r.addr_id });
+        }
+        // The MP_HMAC covers only id and nonce, so an observer could
+        // replay it later; act on each (id, nonce) once.
+        if self.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
+            self.stats.removeaddr_duplicate += 1;
+        } else {
+            if self.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
+                self.removeaddr_seen.pop_front();
+            }
+            self.removeaddr_seen.push_back((r.addr_id, r.nonce));
+            self.close_paths_of_address(now, r.addr_id);
+        }
+        let sf = &mut self.paths[i];
+        sf.owe_confirm(ConfirmItem {
+            kind: mp::REMOVEADDR,
+            id: r.addr_id,
+            nonce: r.nonce,
+            addr: None,
+        });
+        sf.ack_now();
+    }
+
+    /// Fires the expired advert timers: the option is owed again, or its
+    /// tries are exhausted (given up, counted).
+    pub(super) fn fire_adverts(&mut self, now: Instant) {
+        for a in &mut self.adverts {
+            if a.confirmed || a.retx_at > now {
+                continue;
+            }
+            if a.tries >= self.config.mp_option_max_tries {
+                a.confirmed = true; // give up
+                self.stats.mp_option_unconfirmed += 1;
+            } else {
+                a.due = true;
+            }
+        }
+    }
+
+    /// Queues MP_REMOVEADDR for `addr_id` (retransmitted on the open
+    /// subflows until MP_CONFIRM or `mp_option_max_tries`).
+    pub(super) fn withdraw_path_address(&mut self, now: Instant, addr_id: u8) {
+        let nonce = self.rng.gen();
+        self.adverts
+            .retain(|a| !(a.id == addr_id && a.remove && !a.confirmed));
+        let unspecified = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        self.adverts
+            .push(Advert::new(addr_id, unspecified, nonce, true, now));
+        self.stats.removeaddr_sent += 1;
+    }
+
+    /// Sets the priority of a path for our scheduler and tells the peer
+    /// with MP_PRIO (retransmitted until MP_CONFIRM).
+    pub fn set_priority(&mut self, now: Instant, id: PathId, prio: u8) {
+        let Some(i) = self.idx(id) else { return };
+        let prio = prio.min(crate::path::priority::MAX);
+        let tell = self.mp == Some(true);
+        self.paths[i].set_priority(now, prio, tell);
+    }
+
+    /// Advertises a local address to the peer (MP_ADDADDR with nonce and
+    /// MP_HMAC, retransmitted until confirmed). Returns its address id.
+    pub fn advertise_address(&mut self, now: Instant, addr: SocketAddr) -> Result<u8, ConnError> {
+        if self.mp != Some(true) {
+            return Err(if self.mp.is_none() {
+                ConnError::NotEstablished
+            } else {
+                ConnError::NotMultipath
+            });
+        }
+        let id = self.alloc_addr_id();
+        let nonce = self.rng.gen();
+        self.adverts.push(Advert::new(id, addr, nonce, false, now));
+        Ok(id)
+    }
+
+    /// Withdraws an address advertised before (MP_REMOVEADDR).
+    pub fn withdraw_address(&mut self, now: Instant, id: u8) -> Result<(), ConnError> {
+        let nonce = self.rng.gen();
+        let Some(a) = self.adverts.iter_mut().find(|a| a.id == id) else {
+            return Err(ConnError::Config(format!("no advertised address {id}")));
+        };
+        a.remove = true;
+        a.confirmed = false;
+        a.tries = 0;
+        a.nonce = nonce;
+        a.retx_at = now;
+        a.due = false;
+        Ok(())
+    }
+
+    /// Addresses the peer advertised, by address id.
+    pub fn remote_addresses(&self) -> Vec<(u8, SocketAddr)> {
+        self.remote_addrs.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    /// The next address id not used by a live subflow or a pending
+    /// advertisement (ids wrap after 255; a reused id must not make a
+    /// late MP_REMOVEADDR close a new subflow).
+    pub(super) fn alloc_addr_id(&mut self) -> u8 {
+        let mut id = self.next_addr_id;
+        for _ in 0..255 {
+            id = self.next_addr_id;
+            self.next_addr_id = self.next_addr_id.wrapping_add(1).max(1);
+            let used = self
+                .paths
+                .iter()
+                .any(|p| !p.is_gone() && p.local_addr_id() == id)
+                || self
+                    .adverts
+                    .iter()
+                    .any(|a| a.id == id && !(a.remove && a.confirmed));
+            if !used {
+                break;
+            }
+        }
+        id
+    }
+}
+
+/// MP_ADDADDR authentication (RFC 9897 §3.2.8): HMAC-SHA256 with the
+/// sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port.
+pub(super) fn addaddr_hmac(d_key: &[u8; 16], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
+    let ip = ip_bytes(a.ip);
+    let port = a.port.map(|p| p.to_be_bytes());
+    keys::hmac20(
+        d_key,
+        &[
+            &[a.addr_id],
+            &a.nonce.to_be_bytes(),
+            &ip[..ip_len(a.ip)],
+            port.as_ref().map_or(&[][..], |p| &p[..]),
+        ],
+    )
+}
+
+pub(super) fn verify_addaddr(d_key: &[u8; 16], a: &MpAddAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
+    let ip = ip_bytes(a.ip);
+    let port = a.port.map(|p| p.to_be_bytes());
+    keys::verify20(
+        d_key,
+        &[
+            &[a.addr_id],
+            &a.nonce.to_be_bytes(),
+            &ip[..ip_len(a.ip)],
+            port.as_ref().map_or(&[][..], |p| &p[..]),
+        ],
+        tag,
+    )
+}
+
+/// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce.
+pub(super) fn removeaddr_hmac(d_key: &[u8; 16], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
+    keys::hmac20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()])
+}
+
+pub(super) fn verify_removeaddr(
+    d_key: &[u8; 16],
+    r: &MpRemoveAddr,
+    tag: &[u8; keys::HMAC_LEN],
+) -> bool {
+    keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
+}
+
+fn ip_bytes(ip: IpAddr) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    match ip {
+        IpAddr::V4(v) => b[..4].copy_from_slice(&v.octets()),
+        IpAddr::V6(v) => b.copy_from_slice(&v.octets()),
+    }
+    b
+}
+
+fn ip_len(ip: IpAddr) -> usize {
+    match ip {
+        IpAddr::V4(_) => 4,
+        IpAddr::V6(_) => 16,
+    }
+}

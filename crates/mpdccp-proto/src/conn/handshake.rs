@@ -1,0 +1,218 @@
+//! The MP-DCCP handshakes (RFC 9897 §3.3, §3.2.2): MP_KEY on the first
+//! subflow, MP_JOIN + MP_HMAC on the others, the server's acceptance of
+//! Requests and the checks of the third packet.
+//!
+//! This is the seam for what comes next: every decision that depends on
+//! the key exchange — which MP_KEY offer is acceptable
+//! ([`Connection::accept_key_offer`]), how a join's MP_HMAC is checked and
+//! how the third packet proves the keys ([`Connection::verify_third_packet`])
+//! — is made here, over the parsed [`Segment`]. An authenticated key
+//! exchange (key types 1/2) replaces these functions' bodies, and a wire
+//! profile (RFC 9897 or the reference kernel's layouts) changes only how
+//! `codec` reads and writes the options, not these rules.
+
+use super::*;
+use codec::MpJoin;
+
+impl Connection {
+    /// Server: a Request on a path without a subflow. Refusals leave a
+    /// closed subflow that sends its Reset once and is then forgotten
+    /// (a host that has not proven who it is gets no state).
+    pub(super) fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
+        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+            self.stats.rx_request_refused += 1;
+            return;
+        }
+        let mut sf = self.new_subflow(path, PathConfig::default());
+        sf.on_first_request(now, seg);
+        // RFC 4340 §5.8 / §5.8.2: a Request whose options break the rules
+        // is refused before anything in it is believed.
+        let refused = match (
+            seg.option_error.and_then(WireError::reset_code),
+            seg.mp.join,
+        ) {
+            (Some(code), _) => Some(code),
+            (None, Some(j)) => self.check_join_request(&mut sf, &j),
+            (None, None) => self.check_initial_request(seg),
+        };
+        match refused {
+            Some(code) => sf.refuse(code),
+            None => {
+                // RFC 4340 §6: features the client asked us to confirm.
+                let window = seg
+                    .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
+                    .map(|f| f.value);
+                sf.respond(now, self.config.respond_timeout, window);
+            }
+        }
+        self.insert_path(sf);
+    }
+
+    /// MP_JOIN in a Request (RFC 9897 §3.2.2): the Reset code refusing it,
+    /// or `None` with the subflow set up as a join.
+    fn check_join_request(&mut self, sf: &mut Subflow, j: &MpJoin) -> Option<ResetCode> {
+        if self.mp != Some(true) {
+            self.stats.join_not_multipath += 1;
+            Some(ResetCode::ConnectionRefused)
+        } else if j.token != self.local_ci {
+            // Unknown path token → Reset.
+            self.stats.join_unknown_token += 1;
+            Some(ResetCode::NoConnection)
+        } else if self.live_paths() >= self.config.max_paths {
+            self.stats.join_too_busy += 1;
+            Some(ResetCode::TooBusy)
+        } else {
+            let nonce = self.rng.gen::<u32>().max(1);
+            let addr_id = self.alloc_addr_id();
+            sf.accept_join(j, nonce, addr_id);
+            None
+        }
+    }
+
+    /// The first Request: multipath if both want it, plain DCCP otherwise;
+    /// a second initial handshake on a connection is refused.
+    fn check_initial_request(&mut self, seg: &Segment<'_>) -> Option<ResetCode> {
+        if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || self.mp.is_some() {
+            self.stats.rx_unexpected += 1;
+            return Some(ResetCode::ConnectionRefused);
+        }
+        let offered = seg
+            .feat(opt::CHANGE_L, FeatureNum::MultipathCapable)
+            .is_some_and(|f| f.has_value);
+        self.accept_key_offer(offered, seg);
+        None
+    }
+
+    /// RFC 9897 §3.3: multipath when we want it, the peer asked for (or
+    /// confirmed) feature 10 and its MP_KEY offers a key type we support
+    /// (plain text today); otherwise plain DCCP (counted as a fallback).
+    fn accept_key_offer(&mut self, feature_agreed: bool, seg: &Segment<'_>) {
+        match seg.mp.key {
+            Some(k) if self.config.multipath && feature_agreed && k.plain => {
+                self.remote_key = Some(k.key);
+                self.remote_ci = Some(k.ci);
+                self.mp = Some(true);
+            }
+            _ => {
+                if self.config.multipath {
+                    self.stats.fallbacks += 1;
+                }
+                self.mp = Some(false);
+            }
+        }
+    }
+
+    /// Client in REQUEST: only a Response or Reset acknowledging one of our
+    /// Requests is accepted (RFC 4340 §8.1.1).
+    pub(super) fn handle_in_request(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        let acks_us = self.paths[i].acks_our_request(seg);
+        match seg.ptype {
+            PacketType::Reset if acks_us => {
+                self.stats.resets_received += 1;
+                let first = !self.paths[i].is_join();
+                self.fail_path(i, None);
+                if first {
+                    self.close_reason = Some(format!(
+                        "connection refused (reset code {:?})",
+                        seg.reset_code
+                    ));
+                }
+            }
+            PacketType::Response if acks_us => {
+                match seg.option_error.and_then(WireError::reset_code) {
+                    Some(code) => self.fail_path(i, Some(code)),
+                    None => self.handle_response(now, i, seg),
+                }
+            }
+            _ => self.stats.rx_unexpected += 1,
+        }
+    }
+
+    /// Client: the Response (the Response-to-Request time is the first RTT
+    /// sample, RFC 4340 §8.1).
+    pub(super) fn handle_response(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        self.paths[i].on_response(now, seg);
+        if !self.paths[i].is_join() {
+            let confirmed = seg
+                .feat(opt::CONFIRM_R, FeatureNum::MultipathCapable)
+                .is_some_and(|f| f.has_value);
+            self.accept_key_offer(confirmed, seg);
+        } else {
+            // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.
+            let ra = self.paths[i].local_nonce();
+            let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {
+                (Some(j), Some(h), Some(k)) => {
+                    keys::verify_join_hmac(&k.d_key_remote(), j.nonce, ra, &h).then_some(j)
+                }
+                _ => None,
+            };
+            match ok {
+                Some(j) => self.paths[i].set_peer_join(&j),
+                None => {
+                    self.stats.join_bad_hmac += 1;
+                    self.fail_path(i, Some(ResetCode::OptionError));
+                    return;
+                }
+            }
+        }
+        self.paths[i].enter_partopen(now, self.config.handshake_rto);
+    }
+
+    /// Server side of the third handshake packet: MP_KEY echo (first
+    /// subflow) or MP_HMAC = HMAC(d-keyA, RA‖RB) (join). A failure closes
+    /// the subflow with Reset (Option Error).
+    pub(super) fn verify_third_packet(&mut self, i: usize, seg: &Segment<'_>) -> bool {
+        if self.mp != Some(true) {
+            return true;
+        }
+        let sf = &self.paths[i];
+        if sf.is_join() {
+            let ok = match (seg.mp.hmac, self.d_keys()) {
+                (Some(h), Some(k)) => keys::verify_join_hmac(
+                    &k.d_key_remote(),
+                    sf.remote_nonce(),
+                    sf.local_nonce(),
+                    &h,
+                ),
+                _ => false,
+            };
+            if !ok {
+                self.stats.join_bad_hmac += 1;
+                self.paths[i].refuse(ResetCode::OptionError);
+                return false;
+            }
+        } else if let Some(k) = seg.mp.key {
+            if Some(k.key) != self.remote_key || k.peer_key.is_some_and(|p| p != self.local_key) {
+                self.stats.bad_key_echo += 1;
+                self.paths[i].refuse(ResetCode::OptionError);
+                self.close_reason = Some("MP_KEY mismatch".into());
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Subflow `i` reached OPEN; the first time, the path (and the first
+    /// time of all, the connection) is announced.
+    pub(super) fn mark_open(&mut self, i: usize) {
+        if !self.paths[i].set_open() {
+            return;
+        }
+        let id = self.paths[i].id();
+        if !self.connected_event_sent {
+            self.connected_event_sent = true;
+            if self.state == ConnState::Handshaking {
+                self.state = ConnState::Established;
+            }
+            self.events.push_back(Event::Connected);
+        }
+        self.events.push_back(Event::PathEstablished(id));
+    }
+
+    pub(super) fn d_keys(&self) -> Option<ConnKeys> {
+        Some(ConnKeys {
+            local: self.local_key,
+            remote: self.remote_key?,
+        })
+    }
+}

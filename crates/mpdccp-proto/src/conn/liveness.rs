@@ -1,0 +1,242 @@
+//! Path and connection life cycle: closing, failing and dropping subflows,
+//! keepalive / path expiry / idle timeout, forgetting closed subflows.
+
+use super::*;
+
+impl Connection {
+    /// Closes subflow `i` at once, without a handshake (its address is
+    /// gone or it is silent): queued packets go back to the connection
+    /// queue, every timer of it stops, `PathClosed` is reported once.
+    pub(super) fn drop_subflow(&mut self, now: Instant, i: usize) {
+        self.reinject(i);
+        if self.paths[i].drop_now(now) {
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
+        }
+    }
+
+    /// Starts closing subflow `i` (RFC 4340 §8.3).
+    pub(super) fn begin_subflow_close(&mut self, now: Instant, i: usize) {
+        let server = self.role == Role::Server;
+        let rto = self.config.handshake_rto;
+        if self.paths[i].begin_close(now, server, rto) {
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
+        }
+    }
+
+    /// Subflow `i` failed (answering `reset` if the peer knows it): its
+    /// packets go back to the connection queue.
+    pub(super) fn fail_path(&mut self, i: usize, reset: Option<ResetCode>) {
+        self.paths[i].fail(reset);
+        self.reinject(i);
+        self.events.push_back(Event::PathFailed(self.paths[i].id()));
+    }
+
+    pub(super) fn check_closed(&mut self) {
+        match self.state {
+            ConnState::Closing => {
+                if self.paths.iter().all(|p| p.is_gone()) {
+                    self.finish_close();
+                }
+            }
+            ConnState::Handshaking => {
+                // Every subflow attempt died before the connection opened.
+                if self.ever_had_path && self.paths.iter().all(|p| p.state() == SubState::Closed) {
+                    self.close_reason
+                        .get_or_insert_with(|| "handshake failed".into());
+                    self.finish_close();
+                }
+            }
+            ConnState::Established => {
+                // All subflows gone for good: nothing can carry data any more.
+                if self.ever_had_path && self.paths.iter().all(|p| p.is_gone()) {
+                    self.close_reason
+                        .get_or_insert_with(|| "all subflows closed".into());
+                    self.finish_close();
+                }
+            }
+            ConnState::Closed => {}
+        }
+    }
+
+    /// Forgets subflows that are closed and owe nothing: at once those
+    /// that died before ever opening (refused or timed-out handshakes:
+    /// forged Requests leave no state), after `closed_path_linger` the
+    /// others, so a path that went down and rejoined as a new subflow does
+    /// not hold a slot (nor scheduler/reorder state) for ever. Confirmed
+    /// or abandoned withdrawals are forgotten too.
+    pub(super) fn reap(&mut self) {
+        let now = self.last_now;
+        let linger = self.config.closed_path_linger;
+        for p in &mut self.paths {
+            p.note_closed(now);
+        }
+        let before = self.paths.len();
+        let mut reaped = 0;
+        self.paths.retain(|p| {
+            let announced = p.announced();
+            let forget = p.owes_nothing() && (!announced || p.closed_for_at_least(now, linger));
+            if forget && announced {
+                reaped += 1;
+            }
+            !forget
+        });
+        self.stats.paths_reaped += reaped;
+        if self.paths.len() != before {
+            self.rr_next = 0;
+        }
+        self.adverts.retain(|a| !(a.remove && a.confirmed));
+    }
+
+    /// RFC 9897 §3.2.9: the peer withdrew address `addr_id`; every
+    /// subflow bound to it is closed at once (the address is gone, so no
+    /// closing handshake could complete).
+    pub(super) fn close_paths_of_address(&mut self, now: Instant, addr_id: u8) {
+        for j in 0..self.paths.len() {
+            let p = &self.paths[j];
+            if p.remote_addr_id() == addr_id && !p.is_gone() {
+                self.drop_subflow(now, j);
+                self.stats.paths_removed_by_peer += 1;
+            }
+        }
+    }
+
+    /// Keepalives, path expiry and the connection idle timeout (each only
+    /// when configured). A path expires only when another was heard from
+    /// more recently, so the most recently heard path is never expired by
+    /// this rule (and its timer never stays armed in the past).
+    pub(super) fn check_liveness(&mut self, now: Instant) {
+        if self.state != ConnState::Established {
+            return;
+        }
+        if self.idle_deadline().is_some_and(|at| at <= now) {
+            let t = self.config.idle_timeout.unwrap_or_default();
+            self.stats.idle_timeouts += 1;
+            self.close_reason = Some(format!("idle timeout ({t:?} without a packet)"));
+            self.discard_queue();
+            for i in 0..self.paths.len() {
+                self.drop_subflow(now, i);
+            }
+            self.finish_close();
+            return;
+        }
+        for i in 0..self.paths.len() {
+            if self.expiry_due(i).is_some_and(|at| at <= now) {
+                self.drop_subflow(now, i);
+                self.stats.paths_expired += 1;
+            }
+        }
+        if let Some(k) = self.config.keepalive_interval {
+            for sf in &mut self.paths {
+                if sf.keepalive_due(k).is_some_and(|at| at <= now) {
+                    sf.send_keepalive(now);
+                    self.stats.keepalives_sent += 1;
+                }
+            }
+        }
+    }
+
+    /// When the connection closes for `idle_timeout` of silence on every
+    /// live subflow.
+    fn idle_deadline(&self) -> Option<Instant> {
+        let idle = self.config.idle_timeout?;
+        self.paths
+            .iter()
+            .filter(|p| !p.is_gone())
+            .map(|p| p.last_rx_at() + idle)
+            .max()
+    }
+
+    /// When subflow `i` expires under `path_idle_timeout`, if it can.
+    pub(super) fn expiry_due(&self, i: usize) -> Option<Instant> {
+        let t = self.config.path_idle_timeout?;
+        let sf = &self.paths[i];
+        if !matches!(sf.state(), SubState::Open | SubState::PartOpen) {
+            return None;
+        }
+        let heard = sf.last_rx_at();
+        let newer = self
+            .paths
+            .iter()
+            .any(|p| p.id() != sf.id() && !p.is_gone() && p.last_rx_at() > heard);
+        newer.then(|| heard + t)
+    }
+
+    /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
+    pub(super) fn liveness_timeout(&self) -> Option<Instant> {
+        if self.state != ConnState::Established {
+            return None;
+        }
+        let expiry = (0..self.paths.len()).filter_map(|i| self.expiry_due(i));
+        let keepalive = self
+            .config
+            .keepalive_interval
+            .map(|k| self.paths.iter().filter_map(move |sf| sf.keepalive_due(k)));
+        self.idle_deadline()
+            .into_iter()
+            .chain(expiry)
+            .chain(keepalive.into_iter().flatten())
+            .min()
+    }
+
+    pub(super) fn finish_close(&mut self) {
+        self.state = ConnState::Closed;
+        self.discard_queue();
+        if !self.closed_event_sent {
+            self.closed_event_sent = true;
+            let reason = self.close_reason.clone().unwrap_or_else(|| "closed".into());
+            self.events.push_back(Event::Closed { reason });
+        }
+    }
+
+    /// MP_CLOSE (RFC 9897 §3.2.11) with our key closes the whole connection.
+    pub(super) fn handle_close_key(&mut self, seg: &Segment<'_>) {
+        if let Some(k) = seg.mp.close {
+            if k == self.local_key {
+                if !matches!(self.state, ConnState::Closing | ConnState::Closed) {
+                    self.close_reason = Some("closed by peer".into());
+                    self.state = ConnState::Closing;
+                    self.discard_queue();
+                }
+            } else {
+                self.stats.bad_close_key += 1;
+            }
+        }
+    }
+
+    /// Fires the expired timers of subflow `i` and carries out what they
+    /// ask of the connection.
+    pub(super) fn subflow_timers(&mut self, now: Instant, i: usize) {
+        let id = self.paths[i].id();
+        // With a usable backup path a failing one is given up sooner.
+        let backup_up = self
+            .paths
+            .iter()
+            .any(|p| p.id() != id && p.is_usable() && p.priority() != 0);
+        let ctx = TimerCtx {
+            max_tries: self.config.max_handshake_tries,
+            fail_after_rtos: if backup_up {
+                self.config.fail_after_rtos_with_backup
+            } else {
+                self.config.fail_after_rtos
+            },
+            max_probe_interval: self.config.max_probe_interval,
+        };
+        let first = !self.paths[i].is_join();
+        match self.paths[i].handle_timeout(now, &ctx) {
+            None => {}
+            Some(Fired::HandshakeTimedOut(reset)) => {
+                self.stats.handshake_timeouts += 1;
+                self.fail_path(i, reset);
+                if first && self.state == ConnState::Handshaking {
+                    self.close_reason = Some("handshake timed out".into());
+                }
+            }
+            Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,
+            Some(Fired::CloseTimedOut) => self.events.push_back(Event::PathClosed(id)),
+            Some(Fired::PathFailed) => {
+                self.events.push_back(Event::PathFailed(id));
+                self.reinject(i);
+            }
+        }
+    }
+}

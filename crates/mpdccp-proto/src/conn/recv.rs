@@ -1,0 +1,310 @@
+//! Input: one parsed packet on a subflow, the options that matter in
+//! OPEN, and the payload's way to the reorderer.
+
+use super::subflow::{Admit, ResetEffect};
+use super::*;
+
+impl Connection {
+    pub(super) fn handle_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        let state = self.paths[i].state();
+        if matches!(state, SubState::Closed | SubState::TimeWait) {
+            self.paths[i].answer_close_when_closed(seg);
+            // Nothing is expected on a closed subflow; count everything.
+            self.stats.rx_unexpected += 1;
+            return;
+        }
+        if state == SubState::Request {
+            self.handle_in_request(now, i, seg);
+            return;
+        }
+        let ackn = match self.paths[i].admit(now, seg) {
+            Admit::Invalid => {
+                self.stats.rx_seq_invalid += 1;
+                return;
+            }
+            Admit::Valid { ackn, duplicate } => {
+                if duplicate {
+                    self.stats.rx_duplicate += 1;
+                    if seg.ptype.carries_data() {
+                        return;
+                    }
+                }
+                ackn
+            }
+        };
+        // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
+        // subflow (never in answer to a Reset).
+        if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
+            if seg.ptype != PacketType::Reset {
+                self.reset_path(i, code);
+                return;
+            }
+        }
+        let sf = &mut self.paths[i];
+        match seg.ptype {
+            PacketType::Request => {
+                if !sf.on_request_again() {
+                    self.stats.rx_unexpected += 1;
+                }
+            }
+            PacketType::Response => {
+                if !sf.on_response_again() {
+                    self.stats.rx_unexpected += 1;
+                }
+            }
+            PacketType::Reset => self.handle_reset(now, i, seg),
+            PacketType::Sync => sf.on_sync(seg, ackn),
+            PacketType::SyncAck => {
+                if sf.on_syncack() {
+                    let id = sf.id();
+                    self.events.push_back(Event::PathEstablished(id));
+                }
+            }
+            PacketType::CloseReq => {
+                self.handle_close_key(seg);
+                self.paths[i].on_closereq(now);
+            }
+            PacketType::Close => self.handle_close(i, seg),
+            PacketType::Ack | PacketType::DataAck | PacketType::Data => {
+                self.handle_ack_or_data(now, i, seg, ackn)
+            }
+        }
+    }
+
+    pub(super) fn handle_ack_or_data(
+        &mut self,
+        now: Instant,
+        i: usize,
+        seg: &Segment<'_>,
+        ackn: Option<u64>,
+    ) {
+        match self.paths[i].state() {
+            SubState::Respond => {
+                if seg.ptype == PacketType::Data {
+                    self.stats.rx_unexpected += 1;
+                    return;
+                }
+                if !self.verify_third_packet(i, seg) {
+                    return;
+                }
+                if let Some(a) = ackn {
+                    self.paths[i].on_handshake_ack(now, a);
+                }
+                self.mark_open(i);
+                // The 4th packet of the handshake: lets the client leave PARTOPEN.
+                self.paths[i].ack_now();
+            }
+            SubState::PartOpen => self.mark_open(i),
+            SubState::Open if seg.ptype == PacketType::Ack => {
+                // The peer repeats its third handshake packet (MP_HMAC of a
+                // join, or the MP_KEY echo): our OPEN-confirming Ack was
+                // lost and it is still in PARTOPEN (RFC 4340 §8.1.5).
+                let sf = &self.paths[i];
+                let repeat = (sf.is_join()
+                    && seg.mp.hmac.is_some()
+                    && seg.mp.addaddr.is_none()
+                    && seg.mp.removeaddr.is_none())
+                    || seg.mp.key.is_some_and(|k| k.peer_key.is_some());
+                if repeat && !sf.is_initiator() {
+                    self.paths[i].ack_now();
+                }
+            }
+            _ => {}
+        }
+        self.handle_open_options(now, i, seg);
+        if let Some(a) = ackn {
+            self.snapshots();
+            // Elapsed Time is in 10 µs units (RFC 4340 §13.2).
+            let ack_delay = seg
+                .elapsed_10us
+                .map(|e| Duration::from_micros(u64::from(e) * 10));
+            let sf = &mut self.paths[i];
+            if sf.on_ack(now, a, seg.ack_vector, ack_delay, &self.snaps) {
+                let id = sf.id();
+                self.events.push_back(Event::PathEstablished(id));
+            }
+        }
+        if seg.ptype.carries_data() {
+            self.paths[i].on_data_received(now, self.config.ack_delay);
+            self.handle_payload(now, i, seg);
+        }
+    }
+
+    /// Options that matter in OPEN: Ack Ratio negotiation, then (multipath
+    /// only) MP_RTT, MP_PRIO, MP_CONFIRM and the address options.
+    pub(super) fn handle_open_options(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        let sf = &mut self.paths[i];
+        if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::AckRatio) {
+            sf.on_ack_ratio_change(f.value);
+        }
+        if let Some(f) = seg.feat(opt::CONFIRM_R, FeatureNum::AckRatio) {
+            sf.on_ack_ratio_confirm(f.value);
+        }
+        if self.mp != Some(true) {
+            return;
+        }
+        let m = &seg.mp;
+        if let Some(r) = m.rtt {
+            sf.on_peer_rtt(&r);
+        }
+        if let Some(p) = m.prio {
+            if sf.on_peer_prio(p) {
+                let path = sf.id();
+                self.events
+                    .push_back(Event::PriorityChanged { path, priority: p });
+            }
+        }
+        for c in m.confirms() {
+            match c.kind {
+                mp::PRIO => self.paths[i].on_prio_confirmed(c.id),
+                mp::ADDADDR | mp::REMOVEADDR => self.on_advert_confirmed(c),
+                _ => {}
+            }
+        }
+        self.handle_address_options(now, i, m);
+    }
+
+    pub(super) fn handle_payload(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        self.stats.rx_data_pkts += 1;
+        self.paths[i].count_rx_data();
+        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+            self.stats.rx_data_after_close += 1;
+            return;
+        }
+        if self.mp != Some(true) {
+            // Plain DCCP: arrival order, local numbering.
+            self.plain_rx_seq += 1;
+            self.stats.delivered_pkts += 1;
+            self.stats.delivered_bytes += seg.payload.len() as u64;
+            self.events.push_back(Event::Delivered {
+                seq: self.plain_rx_seq,
+                data: seg.payload.to_vec(),
+            });
+            return;
+        }
+        let Some(wire) = seg.mp.seq else {
+            self.stats.rx_missing_mp_seq += 1;
+            return;
+        };
+        let Some(seq) = self.plausible_mp_seq(wire) else {
+            return;
+        };
+        self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
+        let path = self.paths[i].note_mp_seq(seq);
+        self.rebuild_views();
+        self.rx_states.clear();
+        self.rx_states
+            .extend(self.paths.iter().map(|p| p.receive_state()));
+        self.reorder.push(
+            now,
+            ReorderItem {
+                seq,
+                path,
+                arrival: now,
+                payload: seg.payload.to_vec(),
+            },
+            &self.views,
+            &self.rx_states,
+        );
+        self.drain_reorder(now);
+    }
+
+    /// Unwraps a received MP_SEQ near the highest seen. `None` drops an
+    /// implausible one: far ahead of the highest MP_SEQ seen, or absurdly
+    /// far behind it (behind by less is just a slow path: the reorderer
+    /// judges). One forged or corrupt MP_SEQ must not drag the numbering
+    /// away; a run of mutually consistent packets (a genuine renumbering,
+    /// or a forged first reference) resynchronises.
+    fn plausible_mp_seq(&mut self, wire: u64) -> Option<u64> {
+        let Some(r) = self.rx_mp_ref else {
+            return Some(wire);
+        };
+        let seq = unwrap48(r, wire);
+        let jump = self.config.max_mp_seq_jump.max(1);
+        let implausible = seq > r.saturating_add(jump) || r - seq.min(r) > MP_SEQ_MAX_LAG;
+        if !implausible {
+            return Some(seq);
+        }
+        let n = match self.mp_jump_probe {
+            Some((p, n)) if p.abs_diff(seq) <= jump => n + 1,
+            _ => 1,
+        };
+        if n < MP_SEQ_RESYNC_PKTS {
+            self.mp_jump_probe = Some((seq, n));
+            self.stats.rx_mp_seq_implausible += 1;
+            return None;
+        }
+        self.mp_jump_probe = None;
+        self.stats.mp_seq_resyncs += 1;
+        self.rx_mp_ref = Some(seq);
+        if let Ok(fresh) = reorder::build(&self.config.reorder) {
+            self.reorder = fresh;
+        }
+        Some(seq)
+    }
+
+    pub(super) fn drain_reorder(&mut self, now: Instant) {
+        while let Some(d) = self.reorder.pop(now) {
+            self.stats.delivered_pkts += 1;
+            self.stats.delivered_bytes += d.payload.len() as u64;
+            self.events.push_back(Event::Delivered {
+                seq: d.seq,
+                data: d.payload,
+            });
+        }
+    }
+
+    /// A valid Reset: MP_FAST_CLOSE with our key closes everything
+    /// (RFC 9897 §3.2.3); otherwise the subflow ends.
+    pub(super) fn handle_reset(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        self.stats.resets_received += 1;
+        if seg.reset_code == ResetCode::MpFastClose {
+            if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
+                self.close_reason = Some("fast close by peer".into());
+                self.discard_queue();
+                for sf in &mut self.paths {
+                    if sf.abort() {
+                        self.events.push_back(Event::PathClosed(sf.id()));
+                    }
+                }
+                self.finish_close();
+                return;
+            }
+            if seg.mp.fast_close.is_some() {
+                self.stats.bad_close_key += 1;
+            }
+        }
+        let id = self.paths[i].id();
+        match self.paths[i].on_reset(now, self.config.timewait) {
+            ResetEffect::TimeWait => self.events.push_back(Event::PathClosed(id)),
+            ResetEffect::Closed(was) => {
+                self.reinject(i);
+                match was {
+                    // The peer gave up on this handshake.
+                    SubState::Respond => {}
+                    SubState::PartOpen => self.events.push_back(Event::PathFailed(id)),
+                    _ => self.events.push_back(Event::PathClosed(id)),
+                }
+            }
+        }
+    }
+
+    /// Closes subflow `i` with Reset `code` at once (its packets go back
+    /// to the connection queue).
+    pub(super) fn reset_path(&mut self, i: usize, code: ResetCode) {
+        let sf = &mut self.paths[i];
+        let announced = sf.announced();
+        sf.fail(Some(code));
+        self.reinject(i);
+        if announced {
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
+        }
+    }
+
+    pub(super) fn handle_close(&mut self, i: usize, seg: &Segment<'_>) {
+        self.handle_close_key(seg);
+        self.paths[i].on_close();
+        self.reinject(i);
+        self.events.push_back(Event::PathClosed(self.paths[i].id()));
+    }
+}

@@ -1,0 +1,288 @@
+//! Output: the scheduling loop (MP_SEQ is assigned here), GSO batching and
+//! the construction of each packet.
+
+use super::subflow::{AckSegment, EmitCtx};
+use super::*;
+
+impl Connection {
+    /// The next packet to send, written into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.last_now = self.last_now.max(now);
+        // A datagram set aside by the previous GSO batch goes first.
+        if let Some((path, n)) = self.held.take() {
+            if buf.len() >= n {
+                buf[..n].copy_from_slice(&self.held_buf[..n]);
+                return Some(Transmit {
+                    path,
+                    size: n,
+                    segment_size: None,
+                });
+            }
+            self.held = Some((path, n));
+            return None;
+        }
+        if self.state == ConnState::Closed && self.paths.iter().all(|p| !p.has_pending_reset()) {
+            return None;
+        }
+        self.schedule(now);
+        let n = self.paths.len();
+        for k in 0..n {
+            let i = (self.rr_next + k) % n;
+            let Some(size) = self.emit_on(now, i, buf, false) else {
+                continue;
+            };
+            self.rr_next = (i + 1) % n.max(1);
+            self.count_tx(i, size);
+            let id = self.paths[i].id();
+            // GSO batch: more data packets of the same size for this path.
+            let mut total = size;
+            let mut segments = 1;
+            let mss = self.config.mss_bytes as usize;
+            while segments < self.config.max_gso_segments && buf.len() - total >= mss {
+                self.schedule(now);
+                let Some(m) = self.emit_on(now, i, &mut buf[total..], true) else {
+                    break;
+                };
+                self.count_tx(i, m);
+                if m == size {
+                    total += m;
+                    segments += 1;
+                } else if m < size {
+                    // The last segment may be shorter.
+                    total += m;
+                    segments += 1;
+                    break;
+                } else {
+                    // Larger: it goes out alone on the next call.
+                    self.held_buf.clear();
+                    self.held_buf.extend_from_slice(&buf[total..total + m]);
+                    self.held = Some((id, m));
+                    break;
+                }
+            }
+            return Some(Transmit {
+                path: id,
+                size: total,
+                segment_size: (segments > 1).then_some(size),
+            });
+        }
+        None
+    }
+
+    pub(super) fn count_tx(&mut self, i: usize, size: usize) {
+        self.stats.tx_datagrams += 1;
+        self.stats.tx_bytes += size as u64;
+        self.paths[i].count_tx(size);
+    }
+
+    pub(super) fn rebuild_views(&mut self) {
+        self.views.clear();
+        for p in &self.paths {
+            self.views.push(p.view());
+        }
+    }
+
+    pub(super) fn snapshots(&mut self) {
+        self.snaps.clear();
+        for p in &self.paths {
+            self.snaps.push(p.snapshot());
+        }
+    }
+
+    /// Hands queued packets to paths as the scheduler decides; MP_SEQ is
+    /// assigned here, in application order.
+    pub(super) fn schedule(&mut self, now: Instant) {
+        if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_usable()) {
+            return;
+        }
+        // Within this loop only the per-path queues change, so a view is
+        // refreshed when its path takes a packet, not rebuilt for every path.
+        self.rebuild_views();
+        for _ in 0..64 {
+            let Some(head) = self.queue.front() else {
+                break;
+            };
+            let meta = PacketMeta {
+                len: head.data.len(),
+                queued_pkts: self.queue.len(),
+                queued_bytes: self.queue.bytes(),
+            };
+            self.sched_out.clear();
+            self.scheduler
+                .select(now, &meta, &self.views, &mut self.sched_out);
+            // A usable path that could not take this packet (window or pacer)
+            // has more demand than it carries: not application limited.
+            for (k, v) in self.views.iter().enumerate() {
+                if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&v.id) {
+                    self.paths[k].note_blocked(now);
+                }
+            }
+            // Keep only paths that can carry data and are not hopelessly backlogged.
+            let paths = &self.paths;
+            self.sched_out.retain(|id| {
+                paths
+                    .binary_search_by_key(id, |p| p.id())
+                    .ok()
+                    .is_some_and(|i| paths[i].takes_data())
+            });
+            self.sched_out.dedup();
+            if self.sched_out.is_empty() {
+                break;
+            }
+            // Invariant: head existed above and nothing popped since.
+            let q = self.queue.pop().expect("head exists");
+            let seq = if self.mp == Some(true) {
+                let s = self.next_mp_seq;
+                self.next_mp_seq += 1;
+                s
+            } else {
+                0
+            };
+            let n = self.sched_out.len();
+            let mut q = Some(q);
+            for k in 0..n {
+                let id = self.sched_out[k];
+                // Invariant: retained ids exist.
+                let i = self.idx(id).expect("retained path exists");
+                let item = if k + 1 == n {
+                    q.take().expect("moved once")
+                } else {
+                    let src = q.as_ref().expect("still owned");
+                    Queued {
+                        data: src.data.clone(),
+                        enqueued: src.enqueued,
+                    }
+                };
+                self.paths[i].assign(seq, item);
+                self.views[i] = self.paths[i].view();
+            }
+            self.scheduler.on_scheduled(now, &meta, &self.sched_out);
+        }
+    }
+
+    /// The meta-connection state the subflows need to build packets.
+    fn emit_ctx(&self) -> EmitCtx {
+        let c = &self.config;
+        EmitCtx {
+            mp_on: self.mp == Some(true),
+            offer_mp: c.multipath,
+            keys: self.d_keys(),
+            local_key: self.local_key,
+            remote_key: self.remote_key,
+            local_ci: self.local_ci,
+            remote_ci: self.remote_ci,
+            closing_mp: self.closing_mp,
+            service_code: c.service_code,
+            ackvec_cover_pkts: c.ackvec_cover_pkts,
+            ack_ratio: c.ack_ratio,
+            mp_rtt_interval: c.mp_rtt_interval,
+            mp_option_rto: c.mp_option_rto,
+            mp_option_max_tries: c.mp_option_max_tries,
+        }
+    }
+
+    /// Builds the next packet due on path `i`, if any: a control packet
+    /// of the subflow first, then data or a pure Ack.
+    /// With `data_only`, only a data packet (for a GSO batch) is built.
+    pub(super) fn emit_on(
+        &mut self,
+        now: Instant,
+        i: usize,
+        buf: &mut [u8],
+        data_only: bool,
+    ) -> Option<usize> {
+        let ctx = self.emit_ctx();
+        let sf = &mut self.paths[i];
+        let addrs = sf.pseudo_addrs();
+        if data_only && !sf.data_sendable(now) {
+            return None;
+        }
+        if let Some(s) = sf.poll_control(now, &ctx) {
+            match s.ptype {
+                PacketType::Reset => self.stats.resets_sent += 1,
+                PacketType::Sync => self.stats.syncs_sent += 1,
+                PacketType::SyncAck => self.stats.syncacks_sent += 1,
+                _ => {}
+            }
+            return self.finish_emit(s, addrs, buf);
+        }
+        if !sf.sends_data() {
+            return None;
+        }
+        self.emit_ack_or_data(now, i, &ctx, buf)
+    }
+
+    /// Data (when the window and the pacer allow) or a pure Ack carrying
+    /// what is owed; address adverts ride on pure Acks.
+    fn emit_ack_or_data(
+        &mut self,
+        now: Instant,
+        i: usize,
+        ctx: &EmitCtx,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let advert = if ctx.mp_on {
+            self.adverts.iter().position(|a| a.is_due(now))
+        } else {
+            None
+        };
+        let sf = &mut self.paths[i];
+        let addrs = sf.pseudo_addrs();
+        let data_ready = sf.data_ready(now);
+        if !data_ready && !sf.ack_owed(now, advert.is_some()) {
+            return None;
+        }
+        let data = if data_ready { sf.pop_data() } else { None };
+        let AckSegment {
+            mut seg,
+            seq,
+            prio_given_up,
+        } = sf.ack_segment(now, ctx, data.as_ref());
+        if prio_given_up {
+            self.stats.mp_option_unconfirmed += 1;
+        }
+        // ADDADDR/REMOVEADDR travel on pure Acks (their MP_HMAC would
+        // clash with nothing else there).
+        if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
+            let rto = self.paths[i].option_rto(self.config.mp_option_rto);
+            self.adverts[ai].attach(now, rto, &k, &mut seg);
+        }
+        let sf = &mut self.paths[i];
+        sf.on_ack_sent();
+        let result = seg.emit(buf, addrs);
+        if let Some((_, q)) = data {
+            // A packet that did not fit is lost to the application (counted
+            // once, below, with every datagram that did not fit).
+            if result.is_some() {
+                let conn_queue_empty = self.queue.len() == 0;
+                let sf = &mut self.paths[i];
+                sf.data_sent(
+                    now,
+                    seq,
+                    q.data.len() as u32,
+                    conn_queue_empty,
+                    self.config.initial_rto,
+                );
+                self.stats.tx_data_pkts += 1;
+            }
+            self.queue.recycle(q.data);
+        }
+        if result.is_none() {
+            self.stats.tx_buffer_too_small += 1;
+        }
+        result
+    }
+
+    pub(super) fn finish_emit(
+        &mut self,
+        mut s: Segment<'_>,
+        addrs: (IpAddr, IpAddr),
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        let r = s.emit(buf, addrs);
+        if r.is_none() {
+            self.stats.tx_buffer_too_small += 1;
+        }
+        r
+    }
+}

@@ -1,0 +1,124 @@
+//! [`ConnStats`]: one counter per cause of every rejection and drop.
+
+/// Counters: every rejection and drop has one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnStats {
+    pub rx_datagrams: u64,
+    pub rx_bytes: u64,
+    pub tx_datagrams: u64,
+    pub tx_bytes: u64,
+    pub tx_data_pkts: u64,
+    pub rx_data_pkts: u64,
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    /// Malformed datagrams (parse errors other than checksum).
+    pub rx_malformed: u64,
+    pub rx_bad_checksum: u64,
+    /// Datagrams for a path this connection does not know.
+    pub rx_unknown_path: u64,
+    /// Packets outside the sequence/ack validity windows (answered with Sync).
+    pub rx_seq_invalid: u64,
+    /// Packets of a type not expected in the subflow's state.
+    pub rx_unexpected: u64,
+    /// Duplicate DCCP sequence numbers.
+    pub rx_duplicate: u64,
+    /// Data packets without MP_SEQ on a multipath connection.
+    pub rx_missing_mp_seq: u64,
+    /// Data that arrived on a closing/closed connection.
+    pub rx_data_after_close: u64,
+    pub syncs_sent: u64,
+    pub syncacks_sent: u64,
+    pub resets_sent: u64,
+    pub resets_received: u64,
+    /// MP_JOIN with a path token (CI) we do not know.
+    pub join_unknown_token: u64,
+    /// MP_JOIN handshakes failing MP_HMAC verification (either side).
+    pub join_bad_hmac: u64,
+    /// Joins refused because `max_paths` subflows exist.
+    pub join_too_busy: u64,
+    /// Joins refused because multipath is not in use.
+    pub join_not_multipath: u64,
+    /// MP_KEY echoes that did not match the keys exchanged.
+    pub bad_key_echo: u64,
+    /// MP_CLOSE / MP_FAST_CLOSE carrying the wrong key (ignored).
+    pub bad_close_key: u64,
+    pub addaddr_bad_hmac: u64,
+    pub removeaddr_bad_hmac: u64,
+    /// MP option retransmissions that were never confirmed.
+    pub mp_option_unconfirmed: u64,
+    /// Multipath requested but the peer answered as plain DCCP.
+    pub fallbacks: u64,
+    pub send_queue_dropped_newest: u64,
+    pub send_queue_dropped_oldest: u64,
+    pub send_rejected_closed: u64,
+    pub send_rejected_too_large: u64,
+    /// Queued packets discarded when the connection closed.
+    pub send_queue_discarded: u64,
+    /// Packets re-queued from a path that failed or went down.
+    pub reinjected_pkts: u64,
+    /// Datagrams that did not fit the caller's buffer.
+    pub tx_buffer_too_small: u64,
+    /// Lost packets (all paths, CCID2 detection and RTO).
+    pub lost_pkts: u64,
+    pub rtos: u64,
+    pub handshake_timeouts: u64,
+    /// Requests on a new path refused while the connection is closing.
+    pub rx_request_refused: u64,
+    /// Data with an implausible MP_SEQ jump (dropped).
+    pub rx_mp_seq_implausible: u64,
+    /// MP_SEQ resynchronisations after a run of consistent jumps.
+    pub mp_seq_resyncs: u64,
+    /// Server subflows dropped after `respond_timeout` in RESPOND.
+    pub respond_timeouts: u64,
+    /// Subflows closed because the peer withdrew their address
+    /// (MP_REMOVEADDR, HMAC verified).
+    pub paths_removed_by_peer: u64,
+    /// MP_REMOVEADDR we sent for subflows whose interface went down.
+    pub removeaddr_sent: u64,
+    /// MP_REMOVEADDR (id, nonce) seen before: a retransmission (confirmed
+    /// again) or a replay (never closes anything a second time).
+    pub removeaddr_duplicate: u64,
+    /// Subflows expired after `path_idle_timeout` of silence.
+    pub paths_expired: u64,
+    /// Closed subflows forgotten (their slot free for a new one).
+    pub paths_reaped: u64,
+    /// Keepalive probes (Sync) sent on silent subflows.
+    pub keepalives_sent: u64,
+    /// Connections closed after `idle_timeout` of silence on every subflow.
+    pub idle_timeouts: u64,
+    /// Options that broke RFC 4340's rules — invalid length or value
+    /// (§5.8), Mandatory misplaced or before an option not understood
+    /// (§5.8.2) — or were unusable (a second Elapsed Time). On a packet
+    /// that passed the sequence checks the rule breaks are answered with
+    /// Reset (Option Error / Mandatory Error).
+    pub rx_bad_options: u64,
+    /// Options ignored because of the packet type (RFC 4340 Table 3).
+    pub rx_options_ignored: u64,
+}
+
+impl ConnStats {
+    /// Every datagram or option dropped as malformed, forged, unexpected
+    /// or refused — the sum a test or an alarm watches to see hostile
+    /// input being rejected (each has its own counter above).
+    pub fn rejected_input(&self) -> u64 {
+        self.rx_malformed
+            + self.rx_bad_checksum
+            + self.rx_unknown_path
+            + self.rx_seq_invalid
+            + self.rx_unexpected
+            + self.rx_duplicate
+            + self.rx_missing_mp_seq
+            + self.rx_data_after_close
+            + self.join_unknown_token
+            + self.join_bad_hmac
+            + self.join_too_busy
+            + self.join_not_multipath
+            + self.bad_key_echo
+            + self.bad_close_key
+            + self.addaddr_bad_hmac
+            + self.removeaddr_bad_hmac
+            + self.rx_request_refused
+            + self.rx_bad_options
+    }
+}

@@ -1,0 +1,403 @@
+//! What a subflow sends, one function per packet type. The connection
+//! hands over a narrow [`EmitCtx`] (keys, identifiers, whether multipath is
+//! on) and the MP_SEQ'd data; it adds the connection-level options
+//! (address adverts) and writes the bytes.
+
+use super::*;
+use crate::conn::codec::{self, MpJoin, MpKey, MpRtt, Segment};
+use crate::conn::keys::{self, ConnKeys};
+use crate::wire::option::kind as opt;
+use crate::wire::{FeatureNum, PacketType};
+
+/// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
+const ACKVEC_MAX_CELLS: usize = 48;
+
+/// The meta-connection state a subflow needs to build its packets.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EmitCtx {
+    /// Multipath was negotiated (`Some(true)` at the connection).
+    pub mp_on: bool,
+    /// Our configuration asks for multipath (Requests offer it).
+    pub offer_mp: bool,
+    pub keys: Option<ConnKeys>,
+    pub local_key: [u8; 8],
+    pub remote_key: Option<[u8; 8]>,
+    pub local_ci: u32,
+    pub remote_ci: Option<u32>,
+    /// The connection is closing with MP_CLOSE (RFC 9897 §3.2.11).
+    pub closing_mp: bool,
+    pub service_code: u32,
+    /// Least number of packets an Ack Vector covers.
+    pub ackvec_cover_pkts: u64,
+    /// Configured Ack Ratio ceiling (RFC 4341 §6.1.2).
+    pub ack_ratio: u32,
+    pub mp_rtt_interval: Duration,
+    pub mp_option_rto: Duration,
+    pub mp_option_max_tries: u32,
+}
+
+impl EmitCtx {
+    /// Our MP_KEY: CI and plain key, echoing the peer's with `echo`.
+    fn mp_key(&self, echo: bool) -> MpKey {
+        MpKey {
+            plain: true,
+            ci: self.local_ci,
+            key: self.local_key,
+            peer_key: if echo { self.remote_key } else { None },
+        }
+    }
+}
+
+/// A data packet or pure Ack built by [`Subflow::ack_segment`].
+pub(crate) struct AckSegment<'q> {
+    pub seg: Segment<'q>,
+    /// Its (unwrapped) sequence number.
+    pub seq: u64,
+    /// MP_PRIO was sent for the last time without a confirmation.
+    pub prio_given_up: bool,
+}
+
+/// Exponential backoff of handshake/close retransmissions, each interval
+/// capped at 4 s so a bounded number of tries ends in bounded time.
+fn retx_backoff(base: Duration, tries: u32) -> Duration {
+    (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
+}
+
+impl Subflow {
+    /// Pseudo-header addresses for the checksum (RFC 4340 §9.1).
+    pub(crate) fn pseudo_addrs(&self) -> (std::net::IpAddr, std::net::IpAddr) {
+        codec::path_ips(self.cfg.local, self.cfg.remote)
+    }
+
+    /// A Reset is still owed to the peer.
+    pub(crate) fn has_pending_reset(&self) -> bool {
+        self.pend.reset.is_some()
+    }
+
+    /// A data packet could go out now, and nothing else is owed first.
+    pub(crate) fn data_sendable(&self, now: Instant) -> bool {
+        self.state == SubState::Open
+            && self.pend.reset.is_none()
+            && self.pend.sync.is_none()
+            && self.pend.syncack.is_none()
+            && self.data_ready(now)
+    }
+
+    /// Data waits here and the window and the pacer let it go.
+    pub(crate) fn data_ready(&self, now: Instant) -> bool {
+        !self.failed && !self.queue.is_empty() && self.cwnd_room() && self.pacing_ok(now)
+    }
+
+    /// Data and acknowledgements may follow (no control packet is owed).
+    pub(crate) fn sends_data(&self) -> bool {
+        self.have_isr && self.state == SubState::Open
+    }
+
+    fn segment<'a>(&mut self, ptype: PacketType) -> Segment<'a> {
+        let seq = self.next_seq();
+        let mut s = Segment::new(ptype, seq & SEQ_MASK);
+        s.src_port = self.cfg.local.map_or(4242, |a| a.port());
+        s.dst_port = self.cfg.remote.map_or(4242, |a| a.port());
+        if ptype.has_ack() {
+            s.ack = Some(self.gsr & SEQ_MASK);
+        }
+        s
+    }
+
+    /// One more try of the handshake/close packet: the timer backs off.
+    fn retransmit(&mut self, now: Instant) {
+        self.retx_tries += 1;
+        let at = now + retx_backoff(self.retx_interval, self.retx_tries);
+        self.timers.arm(Timer::Retx, at);
+    }
+
+    /// The control packet owed on this subflow, if any, in priority order:
+    /// Reset, then the state's handshake/close packet, then SyncAck, Sync.
+    pub(crate) fn poll_control<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Option<Segment<'a>> {
+        if let Some(code) = self.pend.reset.take() {
+            let mut s = self.segment(PacketType::Reset);
+            s.reset_code = code;
+            if code == ResetCode::MpFastClose {
+                s.mp.fast_close = ctx.remote_key;
+            }
+            return Some(s);
+        }
+        match self.state {
+            SubState::Request => return self.request(now, ctx),
+            SubState::Respond if self.pend.response => return Some(self.response(now, ctx)),
+            SubState::PartOpen if self.pend.handshake_ack => {
+                return Some(self.handshake_ack(now, ctx))
+            }
+            SubState::CloseReq if self.pend.closereq => {
+                self.pend.closereq = false;
+                return Some(self.close(now, ctx, PacketType::CloseReq));
+            }
+            SubState::Closing if self.pend.close => {
+                self.pend.close = false;
+                return Some(self.close(now, ctx, PacketType::Close));
+            }
+            _ => {}
+        }
+        if !self.have_isr || !matches!(self.state, SubState::Open | SubState::PartOpen) {
+            return None;
+        }
+        // RFC 4340 §7.5.4.
+        if let Some(ack) = self.pend.syncack.take() {
+            let mut s = self.segment(PacketType::SyncAck);
+            s.ack = Some(ack);
+            return Some(s);
+        }
+        if let Some(ack) = self.pend.sync.take() {
+            let mut s = self.segment(PacketType::Sync);
+            s.ack = Some(ack);
+            self.last_sync_sent = Some(now);
+            return Some(s);
+        }
+        None
+    }
+
+    /// Request (RFC 4340 §8.1.1) with MP_KEY (first subflow, RFC 9897
+    /// §3.3) or MP_JOIN (§3.2.2), when its (re)transmission is due.
+    fn request<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Option<Segment<'a>> {
+        if !(self.pend.request || self.expired(Timer::Retx, now)) {
+            return None;
+        }
+        self.pend.request = false;
+        self.retransmit(now);
+        let mut s = self.segment(PacketType::Request);
+        self.hs_probe = Some((self.gss, now));
+        s.service_code = ctx.service_code;
+        s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
+        s.push_feat(opt::CHANGE_R, FeatureNum::Ccid, Some(2));
+        s.push_feat(opt::CHANGE_R, FeatureNum::SendAckVector, Some(1));
+        s.push_feat(
+            opt::CHANGE_L,
+            FeatureNum::SequenceWindow,
+            Some(self.seq_window),
+        );
+        if ctx.offer_mp {
+            if !self.join {
+                s.push_feat(opt::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
+                s.mp.key = Some(ctx.mp_key(false));
+            } else {
+                s.mp.join = Some(self.mp_join(ctx));
+            }
+        }
+        Some(s)
+    }
+
+    fn mp_join(&self, ctx: &EmitCtx) -> MpJoin {
+        MpJoin {
+            addr_id: self.local_addr_id,
+            token: ctx.remote_ci.unwrap_or(0),
+            nonce: self.local_nonce,
+        }
+    }
+
+    /// Response confirming the client's features, with our MP_KEY or
+    /// MP_JOIN + MP_HMAC = HMAC(d-keyB, RB‖RA) (RFC 9897 §3.2.2).
+    fn response<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Segment<'a> {
+        self.pend.response = false;
+        let mut s = self.segment(PacketType::Response);
+        self.hs_probe = Some((self.gss, now));
+        s.service_code = ctx.service_code;
+        s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));
+        s.push_feat(opt::CONFIRM_R, FeatureNum::Ccid, Some(2));
+        s.push_feat(opt::CONFIRM_L, FeatureNum::SendAckVector, Some(1));
+        s.push_feat(
+            opt::CONFIRM_R,
+            FeatureNum::SequenceWindow,
+            Some(self.seq_window),
+        );
+        if ctx.mp_on {
+            if !self.join {
+                s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
+                s.mp.key = Some(ctx.mp_key(false));
+            } else if let Some(k) = ctx.keys {
+                s.mp.join = Some(self.mp_join(ctx));
+                s.mp.hmac = Some(keys::join_hmac(
+                    &k.d_key_local(),
+                    self.local_nonce,
+                    self.remote_nonce,
+                ));
+            }
+        } else if !self.join {
+            // Feature 10 not understood / refused: empty Confirm
+            // (RFC 4340 §6.6.7) tells the client to fall back.
+            s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, None);
+        }
+        s
+    }
+
+    /// The client's third handshake packet (and its repeats in PARTOPEN):
+    /// Ack echoing both keys, or MP_HMAC = HMAC(d-keyA, RA‖RB) for a join.
+    fn handshake_ack<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Segment<'a> {
+        self.pend.handshake_ack = false;
+        self.retransmit(now);
+        let mut s = self.segment(PacketType::Ack);
+        let av = self
+            .rx
+            .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
+        if ctx.mp_on {
+            if !self.join {
+                s.mp.key = Some(ctx.mp_key(true));
+            } else if let Some(k) = ctx.keys {
+                s.mp.hmac = Some(keys::join_hmac(
+                    &k.d_key_local(),
+                    self.local_nonce,
+                    self.remote_nonce,
+                ));
+            }
+        }
+        self.on_ack_sent();
+        s.ack_vector_out = Some(av);
+        s
+    }
+
+    /// Close or CloseReq (RFC 4340 §8.3), with MP_CLOSE when the whole
+    /// connection closes.
+    fn close<'a>(&mut self, now: Instant, ctx: &EmitCtx, ptype: PacketType) -> Segment<'a> {
+        self.retransmit(now);
+        let mut s = self.segment(ptype);
+        if ctx.closing_mp {
+            s.mp.close = ctx.remote_key;
+        }
+        s
+    }
+
+    /// MP_PRIO is owed at `now` (first send or retransmission).
+    pub(crate) fn prio_due(&self, now: Instant) -> bool {
+        self.pend.prio.is_some() && (self.pend.prio_due || self.expired(Timer::PrioRetx, now))
+    }
+
+    /// A pure Ack is worth sending (an acknowledgement or an MP option is
+    /// owed); `advert` says the connection has an address option due.
+    pub(crate) fn ack_owed(&self, now: Instant, advert: bool) -> bool {
+        self.wants_ack(now) || !self.pend.confirms.is_empty() || self.prio_due(now) || advert
+    }
+
+    /// Takes the next packet the scheduler assigned to this path.
+    pub(crate) fn pop_data(&mut self) -> Option<(u64, Queued)> {
+        self.queue.pop_front()
+    }
+
+    /// DataAck carrying `data` (MP_SEQ and its payload), or a pure Ack:
+    /// Ack Vector, Elapsed Time, Ack Ratio negotiation, MP_RTT, MP_CONFIRM
+    /// and MP_PRIO (RFC 4340 §11, §13.2; RFC 4341 §6.1.2; RFC 9897 §3.2).
+    pub(crate) fn ack_segment<'q>(
+        &mut self,
+        now: Instant,
+        ctx: &EmitCtx,
+        data: Option<&'q (u64, Queued)>,
+    ) -> AckSegment<'q> {
+        let prio_due = self.prio_due(now);
+        let ptype = if data.is_some() {
+            PacketType::DataAck
+        } else {
+            PacketType::Ack
+        };
+        let mut s = self.segment(ptype);
+        let seq = self.gss;
+        let av = self
+            .rx
+            .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
+        s.ack_vector_out = Some(av);
+        // A held pure ack says for how long, so the peer's RTT sample does
+        // not carry our Ack Ratio / ack-timer wait (RFC 4340 §13.2). Data
+        // packets leave it out: their size is budgeted to the MSS.
+        if ptype == PacketType::Ack {
+            s.elapsed_10us = self.ack_elapsed_10us(now);
+        }
+        if let Some(v) = self.pend.confirm_ack_ratio.take() {
+            s.push_feat(opt::CONFIRM_R, FeatureNum::AckRatio, Some(v));
+        }
+        if let Some((mseq, q)) = data {
+            self.data_options(now, ctx, &mut s, *mseq);
+            s.payload = &q.data;
+        }
+        let mut prio_given_up = false;
+        if ctx.mp_on {
+            for c in self.pend.confirms.drain(..) {
+                if !s.mp.push_confirm(c) {
+                    break;
+                }
+            }
+            if prio_due {
+                s.mp.prio = self.pend.prio;
+                prio_given_up = self.prio_sent(now, ctx);
+            }
+        }
+        AckSegment {
+            seg: s,
+            seq,
+            prio_given_up,
+        }
+    }
+
+    /// Options of a data packet: the Ack Ratio change (≤ ceil(cwnd/2),
+    /// RFC 4341 §6.1.2), MP_SEQ and now and then MP_RTT.
+    fn data_options(&mut self, now: Instant, ctx: &EmitCtx, s: &mut Segment<'_>, mseq: u64) {
+        let want = self.desired_ack_ratio(ctx.ack_ratio);
+        if want != self.ack_ratio_tx {
+            self.ack_ratio_tx = want;
+            self.ack_ratio_unconfirmed = true;
+        }
+        if self.ack_ratio_unconfirmed {
+            s.push_feat(
+                opt::CHANGE_L,
+                FeatureNum::AckRatio,
+                Some(self.ack_ratio_tx as u64),
+            );
+        }
+        if !ctx.mp_on {
+            return;
+        }
+        s.mp.seq = Some(mseq & SEQ_MASK);
+        let due = self
+            .last_mp_rtt_sent
+            .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
+        if let (true, Some(srtt)) = (due, self.rtt.srtt()) {
+            s.mp.rtt = Some(self.mp_rtt(now, srtt));
+        }
+    }
+
+    /// RFC 9897 §3.2.7: cycles raw (with its age), min and smoothed RTT.
+    fn mp_rtt(&mut self, now: Instant, srtt: Duration) -> MpRtt {
+        self.last_mp_rtt_sent = Some(now);
+        let kind = self.mp_rtt_next_kind;
+        self.mp_rtt_next_kind = match kind {
+            0 => 1,
+            1 => 3,
+            _ => 0,
+        };
+        let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
+        let (rtt, age) = match kind {
+            0 => (
+                self.rtt.latest().unwrap_or(srtt),
+                self.last_rtt_sample_at.map_or(Duration::ZERO, |t| now - t),
+            ),
+            1 => (self.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
+            _ => (srtt, Duration::ZERO),
+        };
+        MpRtt {
+            kind,
+            rtt_ms: ms(rtt),
+            age_ms: ms(age),
+        }
+    }
+
+    /// MP_PRIO went out: arm its retransmission, or give up after
+    /// `mp_option_max_tries` (returns true then).
+    fn prio_sent(&mut self, now: Instant, ctx: &EmitCtx) -> bool {
+        self.pend.prio_tries += 1;
+        self.pend.prio_due = false;
+        if self.pend.prio_tries >= ctx.mp_option_max_tries {
+            self.pend.prio = None;
+            self.timers.stop(Timer::PrioRetx);
+            return true;
+        }
+        let at = now + ctx.mp_option_rto.max(self.rtt.rto());
+        self.timers.arm(Timer::PrioRetx, at);
+        false
+    }
+}

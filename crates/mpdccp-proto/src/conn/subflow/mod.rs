@@ -1,0 +1,532 @@
+//! One DCCP subflow: RFC 4340 state, sequence/acknowledgement windows and the
+//! CCID2 (RFC 4341) transport machinery — Ack Vector bookkeeping, loss after
+//! three later acknowledgements, RTO, Ack Ratio, pacing — feeding a
+//! [`CongestionController`].
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use super::ackvec::{self, RecvHistory};
+use super::queue::Queued;
+use super::seq::{unwrap48, SEQ_MASK};
+use super::PathConfig;
+use crate::cc::{
+    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
+    PacketRateState, RttEstimator, SentPacket,
+};
+use crate::path::{PathId, PathState, PathView};
+use crate::reorder::PathReceiveState;
+use crate::time::Instant;
+use crate::wire::ResetCode;
+
+mod ccid2;
+mod emit;
+mod recv;
+mod timers;
+
+pub(crate) use emit::{AckSegment, EmitCtx};
+pub(crate) use recv::{Admit, ResetEffect};
+pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
+
+/// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
+/// a Request arrives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubState {
+    Request,
+    Respond,
+    PartOpen,
+    Open,
+    CloseReq,
+    Closing,
+    TimeWait,
+    Closed,
+}
+
+/// A data packet awaiting acknowledgement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    pub seq: u64,
+    pub bytes: u32,
+    pub rate: PacketRateState,
+    pub acked: bool,
+    pub lost: bool,
+}
+
+/// Control items waiting for the next packet on this subflow.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingCtrl {
+    /// The Request (re)transmission is due.
+    pub request: bool,
+    pub response: bool,
+    pub handshake_ack: bool,
+    /// Sync to send, acknowledging this (wire) sequence number.
+    pub sync: Option<u64>,
+    pub syncack: Option<u64>,
+    pub close: bool,
+    pub closereq: bool,
+    pub reset: Option<ResetCode>,
+    /// MP_PRIO to (re)send until confirmed.
+    pub prio: Option<u8>,
+    /// The MP_PRIO retransmission timer fired: resend with the next packet.
+    pub prio_due: bool,
+    pub prio_tries: u32,
+    /// MP_CONFIRM items owed to the peer.
+    pub confirms: Vec<super::codec::ConfirmItem>,
+    /// Confirm R(Ack Ratio, v) owed.
+    pub confirm_ack_ratio: Option<u64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Subflow {
+    id: PathId,
+    cfg: PathConfig,
+    state: SubState,
+    /// We sent the Request.
+    initiator: bool,
+    /// Joined with MP_JOIN (not the first subflow).
+    join: bool,
+    /// Believed broken after repeated timeouts.
+    failed: bool,
+    /// Reported `PathEstablished` already (for recovery events).
+    announced: bool,
+    mss_bytes: u32,
+
+    // RFC 4340 §7: sequence state, unwrapped to 64 bits.
+    iss: u64,
+    gss: u64,
+    isr: u64,
+    gsr: u64,
+    gar: u64,
+    have_isr: bool,
+    /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
+    seq_window: u64,
+    rx: RecvHistory,
+
+    // HC-receiver: acknowledgements we owe.
+    data_since_ack: u32,
+    ack_now: bool,
+    /// Ack Ratio the peer asked us to use.
+    ack_ratio_rx: u32,
+    /// Ack Ratio we ask the peer to use (RFC 4341 §6.1.2).
+    ack_ratio_tx: u32,
+    ack_ratio_unconfirmed: bool,
+    /// GSR when each of the last two acknowledgements left: the Ack Vector
+    /// reaches back to the older one, so one lost ack loses no information
+    /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
+    acked_high: [u64; 2],
+    /// When the packet numbered GSR arrived: the Elapsed Time our next
+    /// acknowledgement reports (RFC 4340 §13.2).
+    gsr_rx_at: Option<Instant>,
+
+    // HC-sender (CCID2).
+    sent: VecDeque<Sent>,
+    pipe: u32,
+    top_acked: [u64; 3],
+    cc: Box<dyn CongestionController>,
+    rtt: RttEstimator,
+    rate: DeliveryRateEstimator,
+    rto_count: u32,
+    next_send_at: Instant,
+    lost_total: u64,
+    loss_rate: f64,
+    /// Latest delivery-rate sample not limited by the application.
+    delivery_rate: Option<u64>,
+    last_rtt_sample_at: Option<Instant>,
+    /// Last time the scheduler had to send elsewhere because this path was
+    /// blocked by its window or pacer.
+    blocked_at: Option<Instant>,
+    /// MP_RTT type to report next (cycles raw, min, smoothed).
+    mp_rtt_next_kind: u8,
+
+    // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
+    retx_tries: u32,
+    retx_interval: Duration,
+    /// Sequence number and send time of our latest Request (client) or
+    /// Response (server): the packet acknowledging exactly it gives the
+    /// handshake RTT sample (RFC 4340 §8.1).
+    hs_probe: Option<(u64, Instant)>,
+    last_sync_sent: Option<Instant>,
+
+    pend: PendingCtrl,
+    timers: TimerTable,
+
+    // MP-DCCP per-subflow state.
+    local_nonce: u32,
+    remote_nonce: u32,
+    local_addr_id: u8,
+    remote_addr_id: u8,
+    priority: u8,
+    last_mp_rtt_sent: Option<Instant>,
+    peer_rtt: Option<Duration>,
+    /// Highest MP_SEQ received on this path, for the reorderer.
+    highest_mp_seq: Option<u64>,
+    /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
+    queue: VecDeque<(u64, Queued)>,
+
+    stats: PathStats,
+
+    // Path lifecycle (owned by `conn/mod.rs`: keepalive, expiry, reaping).
+    /// Last valid packet received on this subflow (or its creation).
+    last_rx_at: Instant,
+    /// Last keepalive probe (Sync) sent while the subflow was silent.
+    keepalive_at: Option<Instant>,
+    /// When the subflow was first seen CLOSED (it is forgotten a little later).
+    closed_at: Option<Instant>,
+}
+
+/// Counters of one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub tx_data_pkts: u64,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+    pub rx_data_pkts: u64,
+    pub lost_pkts: u64,
+    pub rtos: u64,
+    pub acks_sent: u64,
+    /// RTT samples taken from acknowledgements of data packets.
+    pub rtt_samples: u64,
+    /// Samples whose ack carried an Elapsed Time that was subtracted.
+    pub rtt_ack_delay_used: u64,
+    /// Elapsed Times not subtracted because the result would fall below the
+    /// path's minimum RTT (forged, absurd, or a clock step at the peer).
+    pub rtt_ack_delay_ignored: u64,
+    /// Samples refused outright: the ack arrived "before" the packet left
+    /// (a driver clock that went backwards).
+    pub rtt_samples_rejected: u64,
+}
+
+impl Subflow {
+    pub fn new(
+        id: PathId,
+        cfg: PathConfig,
+        iss: u64,
+        cc: Box<dyn CongestionController>,
+        conf: &super::ConnectionConfig,
+    ) -> Self {
+        let iss = iss & SEQ_MASK;
+        Subflow {
+            id,
+            priority: cfg.priority,
+            cfg,
+            state: SubState::Closed,
+            initiator: false,
+            join: false,
+            failed: false,
+            announced: false,
+            mss_bytes: conf.mss_bytes,
+            iss,
+            gss: iss,
+            isr: 0,
+            gsr: 0,
+            gar: iss,
+            have_isr: false,
+            seq_window: conf.seq_window_pkts.max(32),
+            rx: RecvHistory::new(0),
+            data_since_ack: 0,
+            ack_now: false,
+            ack_ratio_rx: 1,
+            ack_ratio_tx: conf.ack_ratio.max(1),
+            ack_ratio_unconfirmed: conf.ack_ratio.max(1) != 1,
+            acked_high: [0; 2],
+            gsr_rx_at: None,
+            sent: VecDeque::new(),
+            pipe: 0,
+            top_acked: [0; 3],
+            cc,
+            rtt: RttEstimator::new(
+                conf.initial_rto,
+                Duration::from_millis(200),
+                Duration::from_secs(60),
+            ),
+            rate: DeliveryRateEstimator::new(),
+            rto_count: 0,
+            next_send_at: Instant::ZERO,
+            lost_total: 0,
+            loss_rate: 0.0,
+            delivery_rate: None,
+            last_rtt_sample_at: None,
+            blocked_at: None,
+            mp_rtt_next_kind: 0,
+            retx_tries: 0,
+            retx_interval: conf.handshake_rto,
+            hs_probe: None,
+            last_sync_sent: None,
+            pend: PendingCtrl::default(),
+            timers: TimerTable::default(),
+            local_nonce: 0,
+            remote_nonce: 0,
+            local_addr_id: 0,
+            remote_addr_id: 0,
+            last_mp_rtt_sent: None,
+            peer_rtt: None,
+            highest_mp_seq: None,
+            queue: VecDeque::new(),
+            stats: PathStats::default(),
+            last_rx_at: Instant::ZERO,
+            keepalive_at: None,
+            closed_at: None,
+        }
+    }
+
+    pub(crate) fn id(&self) -> PathId {
+        self.id
+    }
+    /// Joined with MP_JOIN (not the first subflow).
+    pub(crate) fn is_join(&self) -> bool {
+        self.join
+    }
+    /// We sent the Request.
+    pub(crate) fn is_initiator(&self) -> bool {
+        self.initiator
+    }
+    /// Reported `PathEstablished` once.
+    pub(crate) fn announced(&self) -> bool {
+        self.announced
+    }
+    /// The peer has heard of this subflow (it answered, or we sent it a
+    /// Request).
+    pub(crate) fn peer_knows_us(&self) -> bool {
+        self.announced || self.have_isr || self.retx_tries > 0
+    }
+    pub(crate) fn local_addr_id(&self) -> u8 {
+        self.local_addr_id
+    }
+    pub(crate) fn remote_addr_id(&self) -> u8 {
+        self.remote_addr_id
+    }
+    pub(crate) fn local_nonce(&self) -> u32 {
+        self.local_nonce
+    }
+    pub(crate) fn remote_nonce(&self) -> u32 {
+        self.remote_nonce
+    }
+    pub(crate) fn priority(&self) -> u8 {
+        self.priority
+    }
+    /// OPEN and not failed: the scheduler may use it.
+    pub(crate) fn is_usable(&self) -> bool {
+        self.is_open() && !self.failed
+    }
+    /// Usable, and its own queue is shorter than its window (a path that
+    /// is hopelessly backlogged takes no more packets).
+    pub(crate) fn takes_data(&self) -> bool {
+        self.is_usable() && (self.queue.len() as u32) < self.cc.cwnd_pkts().max(1)
+    }
+    /// Last valid packet received (or the subflow's creation).
+    pub(crate) fn last_rx_at(&self) -> Instant {
+        self.last_rx_at
+    }
+    pub(crate) fn stats(&self) -> &PathStats {
+        &self.stats
+    }
+    pub(crate) fn ssthresh_pkts(&self) -> Option<u32> {
+        self.cc.ssthresh_pkts()
+    }
+
+    /// Addresses of the path; with `overwrite` given ones replace the
+    /// configured ones, otherwise they only fill in what is missing.
+    pub(crate) fn set_addresses(
+        &mut self,
+        local: Option<SocketAddr>,
+        remote: Option<SocketAddr>,
+        overwrite: bool,
+    ) {
+        let c = &mut self.cfg;
+        if overwrite {
+            c.local = local.or(c.local);
+            c.remote = remote.or(c.remote);
+        } else {
+            c.local = c.local.or(local);
+            c.remote = c.remote.or(remote);
+        }
+    }
+    /// (source, destination) of received packets for the checksum, when
+    /// both addresses are known.
+    pub(crate) fn rx_pseudo_addrs(&self) -> Option<(IpAddr, IpAddr)> {
+        match (self.cfg.remote, self.cfg.local) {
+            (Some(r), Some(l)) => Some((r.ip(), l.ip())),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn count_rx(&mut self, bytes: usize) {
+        self.stats.rx_pkts += 1;
+        self.stats.rx_bytes += bytes as u64;
+    }
+    pub(crate) fn count_tx(&mut self, bytes: usize) {
+        self.stats.tx_pkts += 1;
+        self.stats.tx_bytes += bytes as u64;
+    }
+    pub(crate) fn count_rx_data(&mut self) {
+        self.stats.rx_data_pkts += 1;
+    }
+
+    /// The scheduler put packet `mp_seq` on this path.
+    pub(crate) fn assign(&mut self, mp_seq: u64, item: Queued) {
+        self.queue.push_back((mp_seq, item));
+    }
+    /// The newest packet waiting here (for reinjection elsewhere).
+    pub(crate) fn unqueue_newest(&mut self) -> Option<(u64, Queued)> {
+        self.queue.pop_back()
+    }
+    /// Drops what waits here; returns how many packets.
+    pub(crate) fn clear_queue(&mut self) -> usize {
+        let n = self.queue.len();
+        self.queue.clear();
+        n
+    }
+    /// The scheduler had to send elsewhere: this path's window or pacer was
+    /// the limit (so its samples are not application limited).
+    pub(crate) fn note_blocked(&mut self, now: Instant) {
+        self.blocked_at = Some(now);
+    }
+
+    /// MP_SEQ `seq` arrived here; returns the path id.
+    pub(crate) fn note_mp_seq(&mut self, seq: u64) -> PathId {
+        self.highest_mp_seq = Some(self.highest_mp_seq.map_or(seq, |h| h.max(seq)));
+        self.id
+    }
+    /// What the reorderer knows of this path's arrivals.
+    pub(crate) fn receive_state(&self) -> PathReceiveState {
+        PathReceiveState {
+            path: self.id,
+            highest_seq: self.highest_mp_seq,
+            in_order: !self.ack_now,
+        }
+    }
+
+    /// Remembers when the subflow was first seen CLOSED.
+    pub(crate) fn note_closed(&mut self, now: Instant) {
+        if self.state == SubState::Closed && self.closed_at.is_none() {
+            self.closed_at = Some(now);
+        }
+    }
+    /// Closed, no Reset owed and nothing queued: it may be forgotten.
+    pub(crate) fn owes_nothing(&self) -> bool {
+        self.state == SubState::Closed && self.pend.reset.is_none() && self.queue.is_empty()
+    }
+    /// Closed for at least `linger` at `now`.
+    pub(crate) fn closed_for_at_least(&self, now: Instant, linger: Duration) -> bool {
+        self.closed_at.is_some_and(|t| now >= t + linger)
+    }
+
+    /// When an open, silent subflow is due a keepalive probe (`k` after the
+    /// last packet received and after the previous probe). Failed subflows
+    /// have their own probes.
+    pub(crate) fn keepalive_due(&self, k: Duration) -> Option<Instant> {
+        if !self.is_usable() {
+            return None;
+        }
+        let at = self.last_rx_at + k;
+        Some(self.keepalive_at.map_or(at, |p| at.max(p + k)))
+    }
+    /// Probes the silent subflow with a Sync.
+    pub(crate) fn send_keepalive(&mut self, now: Instant) {
+        self.pend.sync = Some(self.gsr & SEQ_MASK);
+        self.keepalive_at = Some(now);
+    }
+
+    /// Next sequence number to send (and consumes it).
+    pub fn next_seq(&mut self) -> u64 {
+        self.gss += 1;
+        self.gss
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state == SubState::Open
+    }
+
+    pub fn is_gone(&self) -> bool {
+        matches!(self.state, SubState::Closed | SubState::TimeWait)
+    }
+
+    pub fn path_state(&self) -> PathState {
+        match self.state {
+            SubState::Request | SubState::Respond | SubState::PartOpen => PathState::Establishing,
+            SubState::Open if self.failed => PathState::Failed,
+            SubState::Open => PathState::Active,
+            _ => PathState::Closed,
+        }
+    }
+
+    /// Records the peer's initial sequence number.
+    pub fn set_isr(&mut self, wire_seq: u64) {
+        self.isr = wire_seq;
+        self.gsr = wire_seq;
+        self.have_isr = true;
+        self.rx = RecvHistory::new(wire_seq);
+    }
+
+    /// Unwraps a received 48-bit sequence number near GSR.
+    pub fn unwrap_seq(&self, wire: u64) -> u64 {
+        unwrap48(self.gsr, wire)
+    }
+    /// Unwraps a received 48-bit acknowledgement number near GSS.
+    pub fn unwrap_ack(&self, wire: u64) -> u64 {
+        unwrap48(self.gss, wire)
+    }
+
+    /// RFC 4340 §7.5.1 sequence validity window [SWL, SWH].
+    pub fn seq_window(&self) -> (u64, u64) {
+        let w = self.seq_window;
+        let swl = (self.gsr + 1).saturating_sub(w / 4).max(self.isr);
+        let swh = self.gsr + (3 * w).div_ceil(4);
+        (swl, swh)
+    }
+    /// RFC 4340 §7.5.1 acknowledgement validity window [AWL, AWH].
+    pub fn ack_window(&self) -> (u64, u64) {
+        let awl = (self.gss + 1).saturating_sub(self.seq_window).max(self.iss);
+        (awl, self.gss)
+    }
+
+    pub fn cwnd_room(&self) -> bool {
+        self.pipe < self.cc.cwnd_pkts().max(1)
+    }
+
+    pub fn pacing_ok(&self, now: Instant) -> bool {
+        self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now
+    }
+
+    pub fn view(&self) -> PathView {
+        let pacing = self.cc.pacing_rate_bytes_per_s();
+        PathView {
+            id: self.id,
+            state: self.path_state(),
+            priority: self.priority,
+            cwnd_pkts: self.cc.cwnd_pkts(),
+            in_flight_pkts: self.pipe,
+            queued_pkts: self.queue.len() as u32,
+            srtt: self.rtt.srtt().or(self.peer_rtt),
+            min_rtt: self.rtt.min_rtt(),
+            rttvar: self.rtt.rttvar(),
+            owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
+            pacing_rate_bytes_per_s: pacing,
+            delivery_rate_bytes_per_s: self.delivery_rate,
+            loss_rate: self.loss_rate,
+            cc_state: self.cc.state(),
+            // The per-path queue absorbs what the pacer holds back: report
+            // the pacer as binding only once a small backlog waits, so a
+            // paced path is not mistaken for a full one by schedulers.
+            next_send_time: pacing
+                .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
+                .map(|_| self.next_send_at),
+            mss_bytes: self.mss_bytes,
+        }
+    }
+
+    pub fn snapshot(&self) -> CcSnapshot {
+        self.cc.snapshot(
+            self.id,
+            self.rtt.srtt().unwrap_or(Duration::ZERO),
+            self.is_open() && !self.failed,
+        )
+    }
+}
+
+/// Packets a paced path may hold in its own queue before schedulers see the
+/// pacer as the binding constraint.
+const PACED_BACKLOG_PKTS: usize = 2;

@@ -1,0 +1,418 @@
+//! What a subflow does with a packet on its own: the sequence checks
+//! (RFC 4340 §7.5.3), its side of the handshake, Sync, Reset, Close and
+//! CloseReq, and the state changes the connection asks for (open, fail,
+//! close, drop).
+
+use super::*;
+use crate::conn::codec::{ConfirmItem, MpJoin, MpRtt, Segment};
+use crate::wire::seq::extend_short;
+use crate::wire::PacketType;
+
+/// Shortest interval between two Syncs answering invalid packets.
+const SYNC_RATE_LIMIT: Duration = Duration::from_millis(100);
+
+/// MP_CONFIRM items owed at most (one packet carries four).
+const MAX_CONFIRMS_OWED: usize = 8;
+
+/// Verdict of [`Subflow::admit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Outside the validity windows (answered with a Sync when allowed).
+    Invalid,
+    /// Valid; `ackn` is the unwrapped Acknowledgement Number.
+    Valid { ackn: Option<u64>, duplicate: bool },
+}
+
+/// What a Reset did to the subflow (RFC 4340 §8.3, §8.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ResetEffect {
+    /// We were closing: TIMEWAIT until the timer ends it.
+    TimeWait,
+    /// Closed from this state.
+    Closed(SubState),
+}
+
+impl Subflow {
+    pub(crate) fn state(&self) -> SubState {
+        self.state
+    }
+
+    /// A Close/CloseReq on a subflow that is closed here: the peer did not
+    /// get our Reset; answer it once more (RFC 4340 §8.3).
+    pub(crate) fn answer_close_when_closed(&mut self, seg: &Segment<'_>) {
+        if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
+            && self.have_isr
+            && self.pend.reset.is_none()
+        {
+            self.gsr = self.gsr.max(self.unwrap_seq(seg.seq));
+            self.pend.reset = Some(ResetCode::Closed);
+        }
+    }
+
+    /// Sequence and acknowledgement validity (RFC 4340 §7.5.3; X=0 numbers
+    /// extended first, §7.6). An invalid packet is answered with a Sync
+    /// (rate-limited; never to Sync/SyncAck, §7.5.4). A valid one counts
+    /// for liveness and is recorded for the Ack Vector.
+    pub(crate) fn admit(&mut self, now: Instant, seg: &Segment<'_>) -> Admit {
+        let (wseq, wack) = if seg.short_seq {
+            (
+                extend_short(seg.seq, self.gsr & SEQ_MASK),
+                seg.ack.map(|a| extend_short(a, self.gss & SEQ_MASK)),
+            )
+        } else {
+            (seg.seq, seg.ack)
+        };
+        let seqn = self.unwrap_seq(wseq);
+        let ackn = wack.map(|a| self.unwrap_ack(a));
+        let (swl, swh) = self.seq_window();
+        let (awl, awh) = self.ack_window();
+        let ack_ok = |lo: u64| ackn.is_none_or(|a| a >= lo && a <= awh);
+        let valid = match seg.ptype {
+            PacketType::CloseReq | PacketType::Close | PacketType::Reset => {
+                seqn > self.gsr && seqn <= swh && ack_ok(self.gar.max(awl))
+            }
+            PacketType::Sync | PacketType::SyncAck => seqn >= swl && ack_ok(awl),
+            PacketType::Request => seqn >= swl && seqn <= swh,
+            _ => seqn >= swl && seqn <= swh && ack_ok(awl),
+        };
+        if !valid {
+            let limited = self
+                .last_sync_sent
+                .is_some_and(|t| now - t < SYNC_RATE_LIMIT);
+            if !matches!(seg.ptype, PacketType::Sync | PacketType::SyncAck) && !limited {
+                self.pend.sync = Some(seg.seq);
+            }
+            return Admit::Invalid;
+        }
+        // Liveness: only packets that passed the validity checks count.
+        self.last_rx_at = self.last_rx_at.max(now);
+        let duplicate = !self.on_packet_received(now, seqn);
+        Admit::Valid { ackn, duplicate }
+    }
+
+    /// A retransmitted Request in RESPOND: repeat the Response. False when
+    /// a Request is not expected.
+    pub(crate) fn on_request_again(&mut self) -> bool {
+        let expected = self.state == SubState::Respond;
+        self.pend.response |= expected;
+        expected
+    }
+
+    /// A Response in PARTOPEN: our Ack was lost, repeat it. False when a
+    /// Response is not expected.
+    pub(crate) fn on_response_again(&mut self) -> bool {
+        let expected = self.state == SubState::PartOpen;
+        self.pend.handshake_ack |= expected;
+        expected
+    }
+
+    /// Sync: answer with SyncAck (RFC 4340 §7.5.4).
+    pub(crate) fn on_sync(&mut self, seg: &Segment<'_>, ackn: Option<u64>) {
+        self.pend.syncack = Some(seg.seq);
+        if let Some(a) = ackn {
+            self.gar = self.gar.max(a);
+        }
+    }
+
+    /// SyncAck: a failed path that answers its probe is back. True then.
+    pub(crate) fn on_syncack(&mut self) -> bool {
+        if !self.failed {
+            return false;
+        }
+        self.failed = false;
+        self.rto_count = 0;
+        self.timers.stop(Timer::Probe);
+        true
+    }
+
+    /// CloseReq: we (the client) close and hold TIMEWAIT (RFC 4340 §8.3).
+    pub(crate) fn on_closereq(&mut self, now: Instant) {
+        self.state = SubState::Closing;
+        self.pend.close = true;
+        self.retx_tries = 0;
+        self.timers.arm(Timer::Retx, now);
+    }
+
+    /// Close: answer with Reset (Closed) and close.
+    pub(crate) fn on_close(&mut self) {
+        self.pend = Default::default();
+        self.pend.reset = Some(ResetCode::Closed);
+        self.stop_transfer();
+        self.state = SubState::Closed;
+    }
+
+    /// A valid Reset ends the subflow.
+    pub(crate) fn on_reset(&mut self, now: Instant, timewait: Duration) -> ResetEffect {
+        let was = self.state;
+        self.pend = Default::default();
+        self.stop_transfer();
+        if was == SubState::Closing {
+            self.state = SubState::TimeWait;
+            self.timers.arm(Timer::TimeWait, now + timewait);
+            ResetEffect::TimeWait
+        } else {
+            self.state = SubState::Closed;
+            ResetEffect::Closed(was)
+        }
+    }
+
+    /// Closed at once (fast close, either side): false when it was closed
+    /// already.
+    pub(crate) fn abort(&mut self) -> bool {
+        if self.state == SubState::Closed {
+            return false;
+        }
+        self.state = SubState::Closed;
+        self.pend = Default::default();
+        self.stop_transfer();
+        true
+    }
+
+    /// Our fast close: Reset with MP_FAST_CLOSE to a peer that knows us,
+    /// and nothing else any more (RFC 9897 §3.2.3).
+    pub(crate) fn fast_close(&mut self) {
+        if self.state != SubState::Closed && self.have_isr {
+            self.pend = Default::default();
+            self.pend.reset = Some(ResetCode::MpFastClose);
+        }
+        self.state = SubState::Closed;
+        self.stop_transfer();
+        self.queue.clear();
+    }
+
+    /// No more handshake/close retransmissions and no RTO.
+    fn stop_transfer(&mut self) {
+        self.timers.stop(Timer::Retx);
+        self.timers.stop(Timer::Rto);
+    }
+
+    /// The handshake failed or was refused: closed, answering `reset`
+    /// if the peer knows us.
+    pub(crate) fn fail(&mut self, reset: Option<ResetCode>) {
+        self.state = SubState::Closed;
+        self.stop_transfer();
+        self.pend = Default::default();
+        if self.have_isr {
+            self.pend.reset = reset;
+        }
+    }
+
+    /// The peer's handshake did not verify: closed with Reset `code`.
+    pub(crate) fn refuse(&mut self, code: ResetCode) {
+        self.state = SubState::Closed;
+        self.pend = Default::default();
+        self.pend.reset = Some(code);
+    }
+
+    /// Closed at once without a handshake (address gone, silent path):
+    /// every timer stops. False when it was gone already.
+    pub(crate) fn drop_now(&mut self, now: Instant) -> bool {
+        let was_gone = self.is_gone();
+        self.state = SubState::Closed;
+        self.pend = Default::default();
+        for t in [
+            Timer::Retx,
+            Timer::Rto,
+            Timer::AckDue,
+            Timer::TimeWait,
+            Timer::Probe,
+        ] {
+            self.timers.stop(t);
+        }
+        self.failed = false;
+        self.closed_at = Some(self.closed_at.unwrap_or(now));
+        !was_gone
+    }
+
+    /// Starts the closing handshake (RFC 4340 §8.3): a server asks the
+    /// client to close (CloseReq) so that the client holds TIMEWAIT. True
+    /// when the subflow closed at once (it was still in REQUEST).
+    pub(crate) fn begin_close(
+        &mut self,
+        now: Instant,
+        server: bool,
+        handshake_rto: Duration,
+    ) -> bool {
+        match self.state {
+            SubState::Open if server => {
+                self.state = SubState::CloseReq;
+                self.pend.closereq = true;
+            }
+            SubState::Open | SubState::PartOpen | SubState::Respond => {
+                self.state = SubState::Closing;
+                self.pend.close = true;
+            }
+            SubState::Request => {
+                self.state = SubState::Closed;
+                self.timers.stop(Timer::Retx);
+                return true;
+            }
+            _ => return false,
+        }
+        self.retx_tries = 0;
+        self.retx_interval = handshake_rto.max(self.rtt.rto());
+        self.timers.arm(Timer::Retx, now);
+        false
+    }
+
+    /// Client: the subflow starts in REQUEST (the first Request goes out
+    /// with the next `poll_transmit`).
+    pub(crate) fn start_request(&mut self, now: Instant, join: bool, nonce: u32, addr_id: u8) {
+        self.initiator = true;
+        self.join = join;
+        self.state = SubState::Request;
+        self.timers.arm(Timer::Retx, now);
+        self.local_nonce = nonce;
+        self.local_addr_id = addr_id;
+        self.last_rx_at = now;
+    }
+
+    /// Server: a Request arrived on a new subflow.
+    pub(crate) fn on_first_request(&mut self, now: Instant, seg: &Segment<'_>) {
+        self.last_rx_at = now;
+        self.set_isr(seg.seq);
+        self.remote_addr_id = 0;
+    }
+
+    /// Server: the Request joins (RFC 9897 §3.2.2).
+    pub(crate) fn accept_join(&mut self, j: &MpJoin, nonce: u32, addr_id: u8) {
+        self.join = true;
+        self.remote_nonce = j.nonce;
+        self.remote_addr_id = j.addr_id;
+        self.local_nonce = nonce;
+        self.local_addr_id = addr_id;
+    }
+
+    /// Server: answer the Request with a Response (RESPOND, given up after
+    /// `respond_timeout`), taking the client's Sequence Window (§6).
+    pub(crate) fn respond(
+        &mut self,
+        now: Instant,
+        respond_timeout: Duration,
+        seq_window: Option<u64>,
+    ) {
+        self.state = SubState::Respond;
+        self.pend.response = true;
+        self.timers.arm(Timer::Retx, now + respond_timeout);
+        if let Some(w) = seq_window {
+            self.seq_window = self.seq_window.max(w.clamp(32, 1 << 46));
+        }
+    }
+
+    /// Client in REQUEST: the packet acknowledges one of our Requests.
+    pub(crate) fn acks_our_request(&self, seg: &Segment<'_>) -> bool {
+        seg.ack.is_some_and(|a| {
+            let a = self.unwrap_ack(a);
+            a >= self.iss && a <= self.gss
+        })
+    }
+
+    /// Client: the Response arrived; its ISN and the handshake RTT.
+    pub(crate) fn on_response(&mut self, now: Instant, seg: &Segment<'_>) {
+        self.set_isr(seg.seq);
+        if let Some(a) = seg.ack {
+            self.gar = self.unwrap_ack(a);
+            self.on_handshake_ack(now, self.gar);
+        }
+    }
+
+    /// Client: the server's MP_JOIN, verified.
+    pub(crate) fn set_peer_join(&mut self, j: &MpJoin) {
+        self.remote_nonce = j.nonce;
+        self.remote_addr_id = j.addr_id;
+    }
+
+    /// Client: PARTOPEN, the third packet due (RFC 4340 §8.1.5).
+    pub(crate) fn enter_partopen(&mut self, now: Instant, handshake_rto: Duration) {
+        self.rx.record(self.gsr);
+        self.state = SubState::PartOpen;
+        self.pend.handshake_ack = true;
+        self.retx_tries = 0;
+        self.retx_interval = handshake_rto;
+        self.timers.arm(Timer::Retx, now);
+    }
+
+    /// OPEN. True the first time (the connection announces the path).
+    pub(crate) fn set_open(&mut self) -> bool {
+        self.state = SubState::Open;
+        self.timers.stop(Timer::Retx);
+        self.retx_tries = 0;
+        self.pend.handshake_ack = false;
+        let first = !self.announced;
+        self.announced = true;
+        first
+    }
+
+    /// An acknowledgement is owed at once.
+    pub(crate) fn ack_now(&mut self) {
+        self.ack_now = true;
+    }
+
+    /// Ack Ratio (RFC 4341 §6.1.2): the HC-sender changes it with
+    /// Change L; we (HC-receiver) confirm with Confirm R.
+    pub(crate) fn on_ack_ratio_change(&mut self, v: u64) {
+        self.ack_ratio_rx = (v as u32).clamp(1, 1 << 15);
+        self.pend.confirm_ack_ratio = Some(v);
+    }
+
+    /// The peer confirmed Ack Ratio `v`.
+    pub(crate) fn on_ack_ratio_confirm(&mut self, v: u64) {
+        if v == self.ack_ratio_tx as u64 {
+            self.ack_ratio_unconfirmed = false;
+        }
+    }
+
+    /// MP_RTT from the peer: raw and smoothed reports stand in for our own
+    /// estimate until we have one; min/max reports are not an estimate.
+    pub(crate) fn on_peer_rtt(&mut self, r: &MpRtt) {
+        let age = Duration::from_millis(r.age_ms as u64);
+        if matches!(r.kind, 0 | 3) && age < Duration::from_secs(10) {
+            self.peer_rtt = Some(Duration::from_millis(r.rtt_ms as u64));
+        }
+    }
+
+    /// MP_PRIO from the peer: confirmed at once. True when it changed.
+    pub(crate) fn on_peer_prio(&mut self, p: u8) -> bool {
+        let changed = self.priority != p;
+        self.priority = p;
+        let item = ConfirmItem {
+            kind: crate::wire::mp::subtype::PRIO,
+            id: p,
+            ..ConfirmItem::default()
+        };
+        if !self.pend.confirms.contains(&item) {
+            self.owe_confirm(item);
+        }
+        self.ack_now = true;
+        changed
+    }
+
+    /// The peer confirmed our MP_PRIO `p`: no more retransmissions.
+    pub(crate) fn on_prio_confirmed(&mut self, p: u8) {
+        if self.pend.prio == Some(p) {
+            self.pend.prio = None;
+            self.timers.stop(Timer::PrioRetx);
+            self.pend.prio_due = false;
+        }
+    }
+
+    /// MP_CONFIRM `item` with the next Ack (bounded: a flood of options
+    /// owes no more than a few packets' worth).
+    pub(crate) fn owe_confirm(&mut self, item: ConfirmItem) {
+        if self.pend.confirms.len() < MAX_CONFIRMS_OWED {
+            self.pend.confirms.push(item);
+        }
+    }
+
+    /// Sets our priority of the path, and with `tell` sends MP_PRIO until
+    /// confirmed.
+    pub(crate) fn set_priority(&mut self, now: Instant, prio: u8, tell: bool) {
+        self.priority = prio;
+        if tell {
+            self.pend.prio = Some(prio);
+            self.timers.arm(Timer::PrioRetx, now);
+            self.pend.prio_due = false;
+            self.pend.prio_tries = 0;
+        }
+    }
+}
