@@ -1,7 +1,7 @@
-//! Scenario files: the TOML description of an experiment (`../shared/SCENARIOS.md`).
+//! Scenario files: the TOML description of an experiment (`docs/SCENARIOS.md`).
 //!
 //! Contract:
-//! * field names are exactly those of SCENARIOS.md; siblings are added, never
+//! * field names are exactly those of docs/SCENARIOS.md; siblings are added, never
 //!   renamed. Unknown fields are an error (a typo such as `dealy_ms` must not be
 //!   silently ignored);
 //! * [`Scenario::from_toml_str`] parses and validates; [`Scenario::load`] also
@@ -18,6 +18,10 @@ use std::sync::Arc;
 
 use mpdccp_proto::Instant;
 use serde::{Deserialize, Serialize};
+
+/// Most paths one tunnel joins: the connection's `max_paths` default. A
+/// scenario with more paths and a multipath tunnel is refused at load.
+pub const MAX_TUNNEL_PATHS: usize = 8;
 
 /// One experiment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -460,6 +464,17 @@ impl Scenario {
             }
         }
         self.tunnel.validate(self.path.len())?;
+        let tunnel_used = self.flow.iter().any(|f| f.via == VIA_TUNNEL);
+        if tunnel_used && self.tunnel.multipath && self.path.len() > MAX_TUNNEL_PATHS {
+            // Every path joins the tunnel; the connection refuses joins past
+            // its `max_paths` (RFC 9897 §3.2, Reset "Too Busy"), so the extra
+            // paths would silently carry nothing.
+            return Err(invalid(format!(
+                "{} paths, but a tunnel carries at most {MAX_TUNNEL_PATHS} \
+                 (docs/SCENARIOS.md, Limits)",
+                self.path.len()
+            )));
+        }
         for (i, f) in self.flow.iter().enumerate() {
             let what = format!("flow {i} (`{}`)", f.name);
             if f.name.trim().is_empty() {
@@ -969,6 +984,44 @@ to_s = 15
 
     fn e1() -> Scenario {
         Scenario::from_toml_str(E1).expect("E1 parses")
+    }
+
+    /// `n` copies of E1's path under a multipath tunnel.
+    fn with_paths(n: usize) -> Result<Scenario, ScenarioError> {
+        let mut text = E1.replace("name = \"p1\"", "name = \"p0\"");
+        for i in 1..n {
+            text.push_str(&format!(
+                "\n[[path]]\nname = \"p{i}\"\ndelay_ms = 5\nrate_mbps = 10\n"
+            ));
+        }
+        Scenario::from_toml_str(&text)
+    }
+
+    #[test]
+    fn more_paths_than_a_tunnel_joins_are_refused_at_load() {
+        // The limit is the connection's: a path past it would be refused
+        // at join time and carry nothing (the old silent failure).
+        assert_eq!(
+            MAX_TUNNEL_PATHS,
+            mpdccp_proto::conn::ConnectionConfig::default().max_paths
+        );
+        assert!(with_paths(MAX_TUNNEL_PATHS).is_ok());
+        let err = with_paths(10)
+            .expect_err("10 paths must be refused")
+            .to_string();
+        assert!(
+            err.contains("10 paths") && err.contains("at most 8"),
+            "{err}"
+        );
+        // Without a multipath tunnel only the first path is used: allowed.
+        let mut s = with_paths(MAX_TUNNEL_PATHS).expect("8 paths load");
+        s.apply_set("tunnel.multipath", "false")
+            .expect("single path");
+        let mut text = toml::to_string(&s).expect("serializes");
+        for i in MAX_TUNNEL_PATHS..10 {
+            text.push_str(&format!("\n[[path]]\nname = \"x{i}\"\nrate_mbps = 1\n"));
+        }
+        assert!(Scenario::from_toml_str(&text).is_ok());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mpdccp_proto::conn::codec::{FeatureNum, MpJoin, MpKey, PacketType, Segment};
+use mpdccp_proto::conn::codec::{FeatureNum, KeyOffer, MpJoin, PacketType, Segment};
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
@@ -45,12 +45,7 @@ fn mp_key_request(rng: &mut ChaCha8Rng) -> Vec<u8> {
     s.src_port = rng.gen();
     s.dst_port = 4242;
     s.push_feat(kind::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
-    s.mp.key = Some(MpKey {
-        plain: true,
-        ci: rng.gen(),
-        key: rng.gen(),
-        peer_key: None,
-    });
+    s.mp.key = Some(KeyOffer::plain(rng.gen(), rng.gen(), None));
     let mut b = vec![0u8; 2048];
     let un = std::net::IpAddr::from([0u8, 0, 0, 0]);
     let n = s.emit(&mut b, (un, un)).unwrap();

@@ -39,7 +39,7 @@ use crate::packet::{FlowPkt, PktKind};
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
 
-/// Time-series sampling period (SCENARIOS.md: one row per 100 ms).
+/// Time-series sampling period (docs/SCENARIOS.md: one row per 100 ms).
 const SAMPLE_PERIOD: Duration = Duration::from_millis(100);
 /// Largest datagram a connection may emit in one `poll_transmit` (GSO batches included).
 const TRANSMIT_BUF_BYTES: usize = 64 * 1024;
@@ -366,6 +366,8 @@ impl Simulation {
                     let cc_cfg = CcConfig {
                         mss_bytes: bytes,
                         seed: master.next_u64(),
+                        // Inner TCP is a Linux baseline: tcp_bbr.c's PROBE_RTT.
+                        bbr_app_limited_probe: false,
                         ..CcConfig::default()
                     };
                     let cc = cc::build(name, &cc_cfg)
@@ -1059,6 +1061,15 @@ impl Simulation {
                     c.start = now;
                 }
             }
+            // A due bulk flow is filled by `top_up_bulk` in `settle`, which
+            // only visits a dirty node: without this a one-path tunnel (no
+            // join to dirty the client) never sent a byte.
+            let f = &self.flows[i];
+            if matches!(f.source, Source::Bulk { .. }) && f.start <= now && now < f.stop {
+                if let Some(nodes) = &mut self.nodes {
+                    nodes[f.tx as usize].dirty = true;
+                }
+            }
             self.pump_flow(i);
         }
     }
@@ -1224,7 +1235,7 @@ impl Simulation {
                     "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
                     "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
                     "other_flows_dropped_pkts": p.flow_dropped_pkts,
-                    "link": format!("{st:?}"),
+                    "link": st,
                 })
             })
             .collect();

@@ -197,6 +197,12 @@ pub struct CcConfig {
     /// be LIA; see `coupled::cubic_reno_crossover_window_pkts`). Default 0:
     /// no floor. (The former default, 100, had no source.)
     pub coupled_cubic_bdp_threshold_pkts: f64,
+    /// BBR (ccid5): an application-limited RTT sample counts as a PROBE_RTT
+    /// measurement, so a path that does not fill its pipe never drops to
+    /// 4 packets to re-measure a queue it does not build (see
+    /// `bbr::Bbr::update_min_rtt`). `false` is Linux `tcp_bbr.c` exactly
+    /// (the simulator's inner TCP `bbr`, a baseline, runs that).
+    pub bbr_app_limited_probe: bool,
 }
 
 impl Default for CcConfig {
@@ -211,6 +217,7 @@ impl Default for CcConfig {
             hystart: true,
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
+            bbr_app_limited_probe: true,
         }
     }
 }

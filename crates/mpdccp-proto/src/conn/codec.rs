@@ -11,7 +11,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use crate::wire::mp::{subtype, MpKey as WireMpKey, RttType};
+use crate::wire::mp::{subtype, RttType};
+pub use crate::wire::mp::{KeyType, MpKey};
 use crate::wire::option::{kind, OptionRules, OptionVerdict};
 pub use crate::wire::{
     AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, OptionIter,
@@ -43,15 +44,42 @@ impl Default for FeatOpt {
 
 pub const MAX_FEATS: usize = 8;
 
-/// MP_KEY (RFC 9897 §3.2.4): connection identifier and the sender's plain
-/// 64-bit key; the third handshake packet also echoes the receiver's key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MpKey {
-    /// True when the option offered a plain-text (type 0) key.
-    pub plain: bool,
+/// The MP_KEY option (RFC 9897 §3.2.4): the connection identifier and the
+/// keys offered, each `wire`'s [`MpKey`] (the one key type, any key type);
+/// the third handshake packet echoes the receiver's key after the sender's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyOffer {
     pub ci: u32,
-    pub key: [u8; 8],
-    pub peer_key: Option<[u8; 8]>,
+    pub keys: Vec<MpKey>,
+}
+
+impl KeyOffer {
+    /// A plain-text (type 0) offer of `key`, echoing `peer` when given.
+    pub fn plain(ci: u32, key: [u8; 8], peer: Option<[u8; 8]>) -> KeyOffer {
+        let mut keys = vec![MpKey::plain(u64::from_be_bytes(key))];
+        keys.extend(peer.map(|p| MpKey::plain(u64::from_be_bytes(p))));
+        KeyOffer { ci, keys }
+    }
+
+    /// The `n`-th plain-text key offered (key types we do not support are
+    /// passed over).
+    fn nth_plain(&self, n: usize) -> Option<[u8; 8]> {
+        self.keys
+            .iter()
+            .filter_map(MpKey::plain_key)
+            .nth(n)
+            .map(u64::to_be_bytes)
+    }
+
+    /// The sender's key, if it offered a plain-text one.
+    pub fn plain_key(&self) -> Option<[u8; 8]> {
+        self.nth_plain(0)
+    }
+
+    /// The receiver's key echoed back (third handshake packet).
+    pub fn echoed_key(&self) -> Option<[u8; 8]> {
+        self.nth_plain(1)
+    }
 }
 
 /// MP_JOIN (RFC 9897 §3.2.2): address id, path token (peer CI), nonce.
@@ -152,9 +180,9 @@ impl ConfirmItem {
 pub const MAX_CONFIRMS: usize = 4;
 
 /// The MP sub-options of one packet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MpOpts {
-    pub key: Option<MpKey>,
+    pub key: Option<KeyOffer>,
     pub join: Option<MpJoin>,
     pub hmac: Option<[u8; 20]>,
     pub seq: Option<u64>,
@@ -346,7 +374,7 @@ impl<'a> Segment<'a> {
                 if let Some(seq) = o.mp_seq() {
                     self.mp.seq = Some(seq);
                 } else {
-                    absorb_mp(&mut self.mp, &MpOption::parse(o.data)?);
+                    absorb_mp(&mut self.mp, MpOption::parse(o.data)?);
                 }
             }
             // Not acted on, but a length Table 3 forbids is still an
@@ -448,27 +476,18 @@ impl<'a> Segment<'a> {
 }
 
 /// Folds one parsed MP sub-option into `m`.
-fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
+fn absorb_mp(m: &mut MpOpts, o: MpOption) {
     match o {
-        MpOption::Key { ci, keys } => {
-            let mut plain = keys.iter().filter_map(|k| k.plain_key());
-            let first = plain.next();
-            m.key = Some(MpKey {
-                plain: first.is_some(),
-                ci: *ci,
-                key: first.unwrap_or(0).to_be_bytes(),
-                peer_key: plain.next().map(u64::to_be_bytes),
-            });
-        }
+        MpOption::Key { ci, keys } => m.key = Some(KeyOffer { ci, keys }),
         MpOption::Join { addr_id, ci, nonce } => {
             m.join = Some(MpJoin {
-                addr_id: *addr_id,
-                token: *ci,
-                nonce: *nonce,
+                addr_id,
+                token: ci,
+                nonce,
             })
         }
-        MpOption::Hmac(h) => m.hmac = Some(*h),
-        MpOption::Seq(s) => m.seq = Some(*s),
+        MpOption::Hmac(h) => m.hmac = Some(h),
+        MpOption::Seq(s) => m.seq = Some(s),
         MpOption::Rtt {
             rtt_type,
             rtt_ms,
@@ -476,8 +495,8 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
         } => {
             m.rtt = Some(MpRtt {
                 kind: rtt_type.to_u8(),
-                rtt_ms: *rtt_ms,
-                age_ms: *age_ms,
+                rtt_ms,
+                age_ms,
             })
         }
         MpOption::AddAddr {
@@ -487,19 +506,19 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
             port,
         } => {
             m.addaddr = Some(MpAddAddr {
-                addr_id: *addr_id,
+                addr_id,
                 nonce: nonce.unwrap_or(0),
-                ip: *addr,
-                port: *port,
+                ip: addr,
+                port,
             })
         }
         MpOption::RemoveAddr { addr_id, nonce } => {
             m.removeaddr = Some(MpRemoveAddr {
-                addr_id: *addr_id,
+                addr_id,
                 nonce: nonce.unwrap_or(0),
             })
         }
-        MpOption::Prio(p) => m.prio = Some(*p),
+        MpOption::Prio(p) => m.prio = Some(p),
         MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
         MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
         MpOption::Confirm(items) => {
@@ -518,11 +537,8 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         *p += o.emit(buf.get_mut(*p..)?).ok()?;
         Some(())
     };
-    if let Some(k) = m.key {
-        let mut keys = vec![WireMpKey::plain(u64::from_be_bytes(k.key))];
-        if let Some(pk) = k.peer_key {
-            keys.push(WireMpKey::plain(u64::from_be_bytes(pk)));
-        }
+    if let Some(k) = &m.key {
+        let keys = k.keys.clone();
         put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
     }
     if let Some(j) = m.join {
@@ -626,12 +642,7 @@ mod tests {
         });
         s.mp.seq = Some((1 << 48) - 1);
         s.mp.hmac = Some([7; 20]);
-        s.mp.key = Some(MpKey {
-            plain: true,
-            ci: 0xdead_beef,
-            key: [1; 8],
-            peer_key: Some([2; 8]),
-        });
+        s.mp.key = Some(KeyOffer::plain(0xdead_beef, [1; 8], Some([2; 8])));
         s.mp.addaddr = Some(MpAddAddr {
             addr_id: 3,
             nonce: 9,

@@ -104,7 +104,11 @@ impl Connection {
                     && seg.mp.hmac.is_some()
                     && seg.mp.addaddr.is_none()
                     && seg.mp.removeaddr.is_none())
-                    || seg.mp.key.is_some_and(|k| k.peer_key.is_some());
+                    || seg
+                        .mp
+                        .key
+                        .as_ref()
+                        .is_some_and(|k| k.echoed_key().is_some());
                 if repeat && !sf.is_initiator() {
                     self.paths[i].ack_now();
                 }

@@ -41,4 +41,5 @@ pub mod server;
 pub mod sim;
 pub mod status;
 pub mod sweep;
+pub mod sweep_stats;
 pub mod testbed;

@@ -20,7 +20,7 @@ also on error or Ctrl-C. Needs root and iperf3 (for tcp flows).\n\n\
 With --bench, SCENARIO is not needed: measures the tunnel over two unshaped paths instead."
 )]
 pub struct Args {
-    /// Scenario file (TOML, see shared/SCENARIOS.md).
+    /// Scenario file (TOML, format in docs/SCENARIOS.md).
     scenario: Option<PathBuf>,
     /// Output directory (default: testbed-out/<scenario name>).
     #[arg(long)]
