@@ -13,6 +13,8 @@
 //!
 //! Nothing here reads a clock or OS randomness except [`netem::WallClock`].
 
+#![forbid(unsafe_code)]
+
 pub mod link;
 pub mod netem;
 pub mod plot;

@@ -445,9 +445,9 @@ impl Recorder {
         let slots = 1 + windows.len();
         let t = &scenario.tunnel;
         let mut meta = BTreeMap::new();
-        meta.insert("cc".into(), t.cc.clone().into());
-        meta.insert("scheduler".into(), t.scheduler.clone().into());
-        meta.insert("reorder".into(), t.reorder.clone().into());
+        meta.insert("cc".into(), t.cc.name().into());
+        meta.insert("scheduler".into(), t.scheduler.name().into());
+        meta.insert("reorder".into(), t.reorder.name().into());
         if let Some(ms) = t.reorder_timeout_ms {
             meta.insert("reorder_timeout_ms".into(), round6(ms).into());
         }

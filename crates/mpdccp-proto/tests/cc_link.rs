@@ -712,7 +712,7 @@ fn bbr_fills_the_link_without_filling_the_buffer_but_loss_based_controllers_do()
     assert!(mean_q <= 1.0, "standing queue {mean_q} BDP");
     assert!(max_q < 1.9 && drops == 0);
     for name in ["cubic", "ccid2"] {
-        let cc = cc::build(name, &config(None)).unwrap();
+        let cc = build_cc(name, &config(None)).unwrap();
         let r = run(Box::new(move |s| go(Boxed(cc), s)));
         let (util, mean_q, max_q, drops) = measure(name, r);
         assert!(util >= 0.90, "{name}");
@@ -890,7 +890,7 @@ fn bbr_app_limited_samples_do_not_lower_the_estimate() {
 fn single_subflow_coupled_controllers_match_their_parents_in_the_harness() {
     let spec = LinkSpec::bottleneck(20.0, 30, 60);
     let run = |name: &str| {
-        let mut sim = Sim::new(Boxed(cc::build(name, &config(None)).unwrap()), spec.clone());
+        let mut sim = Sim::new(Boxed(build_cc(name, &config(None)).unwrap()), spec.clone());
         sim.run(secs(8.0));
         assert!(sim.queue_drops > 0, "{name}: the run has losses");
         sim.cwnd_trace
@@ -1287,7 +1287,7 @@ mod shared {
 fn two_subflows_vs_one(name: &str, single: &str, mbps: f64, rtt_ms: u64, buffer: usize) -> f64 {
     use shared::{Flow, Shared};
     let rtt = Duration::from_millis(rtt_ms);
-    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let mk = |n: &str| build_cc(n, &config(None)).unwrap();
     let flows = vec![
         Flow::new(mk(name), 0, rtt),
         Flow::new(mk(name), 0, rtt),
@@ -1353,7 +1353,7 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
     let start = Duration::from_secs(1000);
     for name in ["ccid5", "bbr3"] {
         let mut sim = Sim::new(
-            Boxed(cc::build(name, &config(Some(10))).unwrap()),
+            Boxed(build_cc(name, &config(Some(10))).unwrap()),
             spec.clone(),
         );
         sim.now = Instant::ZERO + start;
@@ -1380,7 +1380,7 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
 /// `warm_s`..`end_s`.
 fn e4_miniature(name: &str, single: &str, p1: f64, warm_s: f64, end_s: f64) -> (f64, f64, f64) {
     use shared::{Flow, Link, Shared};
-    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let mk = |n: &str| build_cc(n, &config(None)).unwrap();
     let rtt1 = Duration::from_millis(300);
     let rtt2 = Duration::from_millis(40);
     let bdp =
@@ -1435,4 +1435,14 @@ fn coupled_cubic_uses_the_large_bdp_path_and_stays_fair_on_the_shared_one() {
             "{single}: share {cc_share} vs {lia_share}"
         );
     }
+}
+
+/// The controller called `name` (names parse into [`cc::CcKind`], the
+/// factory of the built-in controllers).
+fn build_cc(
+    name: &str,
+    config: &CcConfig,
+) -> Result<Box<dyn CongestionController>, mpdccp_proto::UnknownName> {
+    use mpdccp_proto::cc::ControllerFactory;
+    Ok(name.parse::<cc::CcKind>()?.build(config))
 }

@@ -30,9 +30,11 @@ fn link() -> LinkSpec {
 /// Path 1 primary, the others secondary (E2: CPF fills path 1 first).
 fn harness(cc: &str, paths: usize, pkt_bytes: usize) -> Harness {
     let client = ConnectionConfig {
-        cc: cc.into(),
+        cc: cc.parse().unwrap(),
         mss_bytes: (pkt_bytes + DATA_HEADER_MAX) as u32,
-        scheduler: SchedulerConfig::named("cpf"),
+        scheduler: SchedulerConfig::from(
+            "cpf".parse::<mpdccp_proto::sched::SchedulerKind>().unwrap(),
+        ),
         ..ConnectionConfig::default()
     };
     let server = client.clone();

@@ -312,7 +312,7 @@ const CAP_BYTES: usize = 64 * 1024;
 fn after_mp_seq_jumps(name: &str) -> Harness {
     let server = ConnectionConfig {
         reorder: ReorderConfig {
-            name: name.into(),
+            kind: name.parse().unwrap(),
             timeout: Duration::from_millis(200),
             max_hold_pkts: CAP_PKTS,
             max_hold_bytes: CAP_BYTES,
@@ -379,7 +379,7 @@ fn huge_mp_seq_jumps_keep_the_reorder_buffer_within_its_cap() {
 fn delivered_after_one_jump(reorder: &str) -> usize {
     let server = ConnectionConfig {
         reorder: ReorderConfig {
-            name: reorder.into(),
+            kind: reorder.parse().unwrap(),
             ..Default::default()
         },
         ..Default::default()

@@ -259,7 +259,7 @@ fn live_config() -> ConnectionConfig {
         send_queue_pkts: QUEUE_PKTS,
         ..Default::default()
     };
-    c.reorder.name = "active-fixed".into();
+    c.reorder.kind = "active-fixed".parse().unwrap();
     c.reorder.max_hold_pkts = HOLD_PKTS;
     c
 }

@@ -16,6 +16,8 @@
 //! (sources and sinks, inner TCP), [`packet`] (flow packet format),
 //! [`queue`] (the `(time, seq)` event heap).
 
+#![forbid(unsafe_code)]
+
 pub mod figures;
 pub mod flow;
 pub mod packet;
@@ -28,7 +30,7 @@ use std::path::Path;
 use mpdccp_model::scenario::Scenario;
 use mpdccp_proto::Instant;
 
-pub use sim::{SimOutput, SimStats, Simulation};
+pub use sim::{connection_config, SimOutput, SimStats, Simulation};
 
 /// Why a scenario could not be simulated.
 #[derive(Debug, thiserror::Error)]

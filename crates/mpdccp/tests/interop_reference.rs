@@ -44,7 +44,7 @@ use std::time::Duration;
 use interop::script::{run_client, Addrs};
 use interop::server::run_server;
 use interop::{check_capture, prerequisites, wait_for_log, Kernel, Lab};
-use mpdccp_net::netns::{spawn_in_netns, unique_prefix, Netns, Proc};
+use mpdccp_lab::netns::{spawn_in_netns, unique_prefix, Netns, Proc};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::subtype;
 use mpdccp_proto::wire::{MpOption, ResetCode};

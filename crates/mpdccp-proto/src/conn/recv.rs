@@ -241,9 +241,7 @@ impl Connection {
         self.mp_jump_probe = None;
         self.stats.mp_seq_resyncs += 1;
         self.rx_mp_ref = Some(seq);
-        if let Ok(fresh) = reorder::build(&self.config.reorder) {
-            self.reorder = fresh;
-        }
+        self.reorder = reorder::build(&self.config.reorder);
         Some(seq)
     }
 

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mpdccp_net::netns::{self, Netns, Proc};
+use mpdccp_lab::netns::{self, Netns, Proc};
 use mpdccp_proto::wire::capture::CapturedDccp;
 use mpdccp_proto::wire::profile_keys::{JoinHmac, PlainKeys};
 use mpdccp_proto::wire::{MpOption, Packet, PacketType, WireProfile};
@@ -265,11 +265,15 @@ pub fn kill_all_in(ns: &str) {
     let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() else {
         return;
     };
-    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-        if let Ok(pid) = pid.parse::<i32>() {
-            // SAFETY: kill(2) on a process inside the namespace this test made.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+    // Processes inside the namespace this test made, by pid (kill(1): this
+    // crate has no `unsafe`).
+    let pids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter(|p| p.parse::<u32>().is_ok())
+        .map(str::to_string)
+        .collect();
+    if !pids.is_empty() {
+        let _ = Command::new("kill").arg("-KILL").args(&pids).status();
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
 }

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use mpdccp_net::netns::{self, spawn_in_netns, veth_pair, Netns};
+use mpdccp_lab::netns::{self, spawn_in_netns, veth_pair, Netns};
 use mpdccp_net::raw::RawDccpSocket;
 use mpdccp_proto::wire::{DccpKind, DccpRepr, Packet};
 
