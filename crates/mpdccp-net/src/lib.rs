@@ -21,11 +21,13 @@
 //! * [`mtu`] — tunnel MTU from the path MTU.
 //! * [`iproute`] — `ip` and other helper programs.
 //! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
+//! * [`raw`] — native DCCP (IP protocol 33) through raw sockets.
 
 pub mod clock;
 pub mod daemon;
 pub mod iproute;
 pub mod mtu;
 pub mod offload;
+pub mod raw;
 pub mod tun;
 pub mod udp;

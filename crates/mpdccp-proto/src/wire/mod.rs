@@ -22,14 +22,19 @@
 //!
 //! Module map: [`packet`] (generic header, §5), [`option`] (§5.8, §6),
 //! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9), [`seq`]
-//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`].
+//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`], [`capture`] (reading
+//! pcap/pcapng back), [`profile`] and
+//! [`profile_keys`] (the reference kernel's layouts and derivations).
 
 pub mod ackvec;
+pub mod capture;
 pub mod checksum;
 pub mod mp;
 pub mod option;
 pub mod packet;
 pub mod pcap;
+pub mod profile;
+pub mod profile_keys;
 pub mod seq;
 pub mod udp_encap;
 
@@ -37,6 +42,7 @@ pub use ackvec::{AckState, AckVector, AckVectorBuilder, AckVectorIter, AckVector
 pub use mp::{KeyType, MpKey, MpOption, RttType};
 pub use option::{DccpOption, FeatureNum, FeatureValue, OptionIter, RawOption};
 pub use packet::{DccpKind, DccpRepr, Packet, PacketType, ResetCode};
+pub use profile::WireProfile;
 
 use std::fmt;
 use std::net::IpAddr;
