@@ -346,7 +346,19 @@ impl<'a> Segment<'a> {
                 if let Some(seq) = o.mp_seq() {
                     self.mp.seq = Some(seq);
                 } else {
-                    absorb_mp(&mut self.mp, &MpOption::parse(o.data)?);
+                    match MpOption::parse(o.data) {
+                        Ok(m) => absorb_mp(&mut self.mp, &m),
+                        // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read
+                        // (a reserved key type, a bad length) offers no key
+                        // type to agree on. That is a fallback to plain
+                        // DCCP (or, on the third packet, a closed subflow),
+                        // not an Option Error: a key-less MP_KEY says so.
+                        Err(_) if o.data.first() == Some(&subtype::KEY) => {
+                            self.mp.key = Some(MpKey::default());
+                            self.bad_opts = self.bad_opts.saturating_add(1);
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
             // Not acted on, but a length Table 3 forbids is still an
@@ -607,6 +619,7 @@ pub fn path_ips(local: Option<SocketAddr>, remote: Option<SocketAddr>) -> (IpAdd
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::mp::subtype as mp_sub;
 
     fn v4() -> (IpAddr, IpAddr) {
         ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
@@ -768,6 +781,12 @@ mod tests {
             err(&[kind::MULTIPATH, 5, 1, 0, 0]),
             Some(WireError::BadMpOption { .. })
         ));
+        // RFC 9897 §3.6: an MP_KEY with a reserved key type (7) is no
+        // Option Error but an offer of no usable key (fallback).
+        let raw = ack_with(&[kind::MULTIPATH, 9, mp_sub::KEY, 0, 0, 0, 0, 1, 7]);
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!(p.option_error, None);
+        assert_eq!((p.mp.key.map(|k| k.plain), p.bad_opts), (Some(false), 1));
         // Mandatory before an understood option, unknown options alone:
         // fine (§5.8: unknown options are ignored).
         assert_eq!(err(&[kind::MANDATORY, kind::SLOW_RECEIVER]), None);
