@@ -1,0 +1,82 @@
+//! Connection-level RFC 9897 findings (docs/rfc9897/FINDINGS.md F3–F9,
+//! F12), each checked on the bytes a live session puts on the wire or on
+//! what a connection does with a packet built here.
+
+use std::time::Duration;
+
+use mpdccp_proto::conn::PacketType;
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::wire::mp::subtype as mp;
+use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
+
+fn two_paths(seed: u64) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![
+            LinkSpec {
+                delay: Duration::from_millis(10),
+                ..Default::default()
+            },
+            LinkSpec {
+                delay: Duration::from_millis(20),
+                ..Default::default()
+            },
+        ],
+        seed,
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_paths(2, Duration::from_millis(300));
+    assert_eq!(h.server.paths().len(), 2);
+    h
+}
+
+fn mp_options(bytes: &[u8]) -> Vec<MpOption> {
+    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter_map(|o| match o {
+            DccpOption::Multipath(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The plain key `side` sent in its first MP_KEY.
+fn key_of(h: &Harness, side: Side) -> [u8; 8] {
+    h.wire
+        .iter()
+        .filter(|w| w.from == side)
+        .find_map(|w| {
+            mp_options(&w.bytes).into_iter().find_map(|o| match o {
+                MpOption::Key { keys, .. } => keys[0].data.as_slice().try_into().ok(),
+                _ => None,
+            })
+        })
+        .expect("MP_KEY on the wire")
+}
+
+/// F12, §3.2.11: "When a DCCP-CloseReq is used, the following DCCP-Close
+/// MUST also carry the MP_CLOSE" — the client's Close on both subflows
+/// answers the server's CloseReq with MP_CLOSE and the server's key.
+#[test]
+fn f12_the_close_answering_a_closereq_carries_mp_close() {
+    let mut h = two_paths(11);
+    let server_key = key_of(&h, Side::Server);
+    let mark = h.wire.len();
+    let now = h.now;
+    h.server.close(now);
+    h.drive_for(Duration::from_secs(3));
+    let mut closes = [0u32; 2];
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Client) {
+        if inspect::packet_type(&w.bytes) != Some(PacketType::Close) {
+            continue;
+        }
+        let r = inspect::find_mp_suboption(&w.bytes, mp::CLOSE).expect("MP_CLOSE in the Close");
+        assert_eq!(w.bytes[r], server_key);
+        closes[w.path.0 as usize] += 1;
+    }
+    assert!(
+        closes.iter().all(|&n| n >= 1),
+        "a Close per subflow: {closes:?}"
+    );
+}
