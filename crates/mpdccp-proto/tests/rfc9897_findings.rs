@@ -80,3 +80,27 @@ fn f12_the_close_answering_a_closereq_carries_mp_close() {
         "a Close per subflow: {closes:?}"
     );
 }
+
+use mpdccp_proto::conn::codec::{ResetCode, Segment};
+
+/// F9, §3.2.3: "Host B will send a DCCP-Reset packet response on all
+/// subflows to Host A with Reset Code 13" — without MP_FAST_CLOSE of its
+/// own (the connection is gone; the peer's key ended it).
+#[test]
+fn f9_a_fast_close_is_answered_with_reset_13_on_every_subflow() {
+    let mut h = two_paths(12);
+    let mark = h.wire.len();
+    let now = h.now;
+    h.client.fast_close(now);
+    h.drive_for(Duration::from_secs(1));
+    assert!(h.server.is_closed(), "the fast close ends the server side");
+    let mut answered = [0u32; 2];
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Server) {
+        let s = Segment::parse(&w.bytes, None).expect("our own packet");
+        assert_eq!(s.ptype, PacketType::Reset, "nothing but the Reset");
+        assert_eq!(s.reset_code, ResetCode::MpFastClose);
+        assert_eq!(s.mp.fast_close, None, "no MP_FAST_CLOSE in the answer");
+        answered[w.path.0 as usize] += 1;
+    }
+    assert_eq!(answered, [1, 1], "one Reset (code 13) per subflow");
+}

@@ -262,8 +262,10 @@ impl Connection {
             if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
                 self.close_reason = Some("fast close by peer".into());
                 self.discard_queue();
+                // §3.2.3: "Host B will send a DCCP-Reset packet response
+                // on all subflows to Host A with Reset Code 13".
                 for sf in &mut self.paths {
-                    if sf.abort() {
+                    if sf.answer_fast_close() {
                         self.events.push_back(Event::PathClosed(sf.id()));
                     }
                 }

@@ -117,7 +117,8 @@ impl Subflow {
         if let Some(code) = self.pend.reset.take() {
             let mut s = self.segment(PacketType::Reset);
             s.reset_code = code;
-            if code == ResetCode::MpFastClose {
+            let bare = std::mem::take(&mut self.pend.reset_bare);
+            if code == ResetCode::MpFastClose && !bare {
                 s.mp.fast_close = ctx.remote_key;
             }
             return Some(s);

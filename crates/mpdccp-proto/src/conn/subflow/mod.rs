@@ -66,6 +66,8 @@ pub(crate) struct PendingCtrl {
     pub close: bool,
     pub closereq: bool,
     pub reset: Option<ResetCode>,
+    /// The Reset answers the peer's MP_FAST_CLOSE: sent without one.
+    pub reset_bare: bool,
     /// MP_PRIO to (re)send until confirmed.
     pub prio: Option<u8>,
     /// The MP_PRIO retransmission timer fired: resend with the next packet.

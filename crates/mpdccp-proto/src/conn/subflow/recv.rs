@@ -168,6 +168,20 @@ impl Subflow {
         true
     }
 
+    /// The peer's fast close (RFC 9897 §3.2.3): closed at once, with one
+    /// Reset (code 13, no MP_FAST_CLOSE of ours) owed to a peer that knows
+    /// us. True when the subflow was not closed yet.
+    pub(crate) fn answer_fast_close(&mut self) -> bool {
+        if !self.abort() {
+            return false;
+        }
+        if self.have_isr {
+            self.pend.reset = Some(ResetCode::MpFastClose);
+            self.pend.reset_bare = true;
+        }
+        true
+    }
+
     /// Our fast close: Reset with MP_FAST_CLOSE to a peer that knows us,
     /// and nothing else any more (RFC 9897 §3.2.3).
     pub(crate) fn fast_close(&mut self) {
