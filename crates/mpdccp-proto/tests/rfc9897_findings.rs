@@ -104,3 +104,80 @@ fn f9_a_fast_close_is_answered_with_reset_13_on_every_subflow() {
     }
     assert_eq!(answered, [1, 1], "one Reset (code 13) per subflow");
 }
+
+use std::net::SocketAddr;
+
+use mpdccp_proto::conn::codec::MpAddAddr;
+use mpdccp_proto::conn::keys::{self, ConnKeys};
+use mpdccp_proto::conn::Event;
+
+/// The keys as the client holds them (it signs with `d_key_local`).
+fn client_keys(h: &Harness) -> ConnKeys {
+    ConnKeys {
+        local: key_of(h, Side::Client),
+        remote: key_of(h, Side::Server),
+    }
+}
+
+/// MP_ADDADDR signed as the client signs (HMAC over the RFC 9897 §3.2.6
+/// message, built by the wire layer).
+fn signed_addaddr(k: &ConnKeys, id: u8, nonce: u32, addr: SocketAddr) -> (MpAddAddr, [u8; 20]) {
+    let a = MpAddAddr {
+        addr_id: id,
+        nonce,
+        ip: addr.ip(),
+        port: (addr.port() != 0).then_some(addr.port()),
+    };
+    let msg = MpOption::AddAddr {
+        addr_id: id,
+        nonce: Some(nonce),
+        addr: addr.ip(),
+        port: a.port,
+    }
+    .hmac_message()
+    .expect("ADDADDR has a message");
+    (a, keys::hmac20(&k.d_key_local(), &[&msg]))
+}
+
+fn address_events(h: &Harness, side: Side) -> Vec<(u8, SocketAddr)> {
+    h.events(side)
+        .iter()
+        .filter_map(|e| match e {
+            Event::AddressAdded { id, addr } => Some((*id, *addr)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// F5, §3.2.6 / §3.2.8: "If the port number is not present … the HMAC
+/// message will include 2 bytes of value zero" — the MP_HMAC of a
+/// port-less MP_ADDADDR equals HMAC(d-keyA, ID‖Nonce‖Address‖0x0000),
+/// and the peer accepts it.
+#[test]
+fn f5_a_portless_addaddr_is_signed_with_two_zero_port_bytes() {
+    let mut h = two_paths(13);
+    let k = client_keys(&h);
+    let mark = h.wire.len();
+    let now = h.now;
+    let addr: SocketAddr = "192.0.2.20:0".parse().unwrap();
+    let id = h.client.advertise_address(now, addr).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    let sent = h.wire[mark..]
+        .iter()
+        .filter(|w| w.from == Side::Client)
+        .map(|w| mp_options(&w.bytes))
+        .find(|o| o.iter().any(|o| matches!(o, MpOption::AddAddr { .. })))
+        .expect("MP_ADDADDR sent");
+    let (MpOption::AddAddr { nonce, port, .. }, Some(MpOption::Hmac(tag))) = (
+        sent.iter()
+            .find(|o| matches!(o, MpOption::AddAddr { .. }))
+            .unwrap(),
+        sent.iter().find(|o| matches!(o, MpOption::Hmac(_))),
+    ) else {
+        panic!("MP_ADDADDR with MP_HMAC: {sent:?}")
+    };
+    assert_eq!(*port, None, "no port on the wire");
+    let (_, want) = signed_addaddr(&k, id, nonce.unwrap(), addr);
+    assert_eq!(*tag, want);
+    assert_eq!(address_events(&h, Side::Server), vec![(id, addr)]);
+}

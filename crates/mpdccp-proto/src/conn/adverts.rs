@@ -262,35 +262,26 @@ impl Connection {
     }
 }
 
-/// MP_ADDADDR authentication (RFC 9897 §3.2.8): HMAC-SHA256 with the
-/// sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port.
+/// MP_ADDADDR authentication (RFC 9897 §3.2.6, §3.2.8): HMAC-SHA256 with
+/// the sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port, the
+/// port as two zero bytes when absent. The message is the wire layer's.
 pub(super) fn addaddr_hmac(d_key: &[u8; 16], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
-    let ip = ip_bytes(a.ip);
-    let port = a.port.map(|p| p.to_be_bytes());
-    keys::hmac20(
-        d_key,
-        &[
-            &[a.addr_id],
-            &a.nonce.to_be_bytes(),
-            &ip[..ip_len(a.ip)],
-            port.as_ref().map_or(&[][..], |p| &p[..]),
-        ],
-    )
+    keys::hmac20(d_key, &[&addaddr_message(a)])
 }
 
 pub(super) fn verify_addaddr(d_key: &[u8; 16], a: &MpAddAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
-    let ip = ip_bytes(a.ip);
-    let port = a.port.map(|p| p.to_be_bytes());
-    keys::verify20(
-        d_key,
-        &[
-            &[a.addr_id],
-            &a.nonce.to_be_bytes(),
-            &ip[..ip_len(a.ip)],
-            port.as_ref().map_or(&[][..], |p| &p[..]),
-        ],
-        tag,
-    )
+    keys::verify20(d_key, &[&addaddr_message(a)], tag)
+}
+
+fn addaddr_message(a: &MpAddAddr) -> Vec<u8> {
+    crate::wire::MpOption::AddAddr {
+        addr_id: a.addr_id,
+        nonce: Some(a.nonce),
+        addr: a.ip,
+        port: a.port,
+    }
+    .hmac_message()
+    .unwrap_or_default()
 }
 
 /// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce.
@@ -304,20 +295,4 @@ pub(super) fn verify_removeaddr(
     tag: &[u8; keys::HMAC_LEN],
 ) -> bool {
     keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
-}
-
-fn ip_bytes(ip: IpAddr) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    match ip {
-        IpAddr::V4(v) => b[..4].copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => b.copy_from_slice(&v.octets()),
-    }
-    b
-}
-
-fn ip_len(ip: IpAddr) -> usize {
-    match ip {
-        IpAddr::V4(_) => 4,
-        IpAddr::V6(_) => 16,
-    }
 }
