@@ -181,3 +181,24 @@ fn f5_a_portless_addaddr_is_signed_with_two_zero_port_bytes() {
     assert_eq!(*tag, want);
     assert_eq!(address_events(&h, Side::Server), vec![(id, addr)]);
 }
+
+/// F7, §3.2.8: "The advertisement of broadcast or multicast IP addresses
+/// MUST be ignored by the recipient" — even with a valid MP_HMAC.
+#[test]
+fn f7_broadcast_and_multicast_adverts_are_ignored() {
+    let mut h = two_paths(14);
+    for bad in ["224.1.2.3:5000", "255.255.255.255:5000", "[ff02::1]:5000"] {
+        let now = h.now;
+        h.client
+            .advertise_address(now, bad.parse().unwrap())
+            .unwrap();
+        h.drive_for(Duration::from_millis(200));
+    }
+    let good: SocketAddr = "192.0.2.30:5000".parse().unwrap();
+    let now = h.now;
+    let id = h.client.advertise_address(now, good).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    assert_eq!(h.server.remote_addresses(), vec![(id, good)]);
+    assert_eq!(address_events(&h, Side::Server), vec![(id, good)]);
+    assert!(h.server.stats().addaddr_ignored >= 3);
+}

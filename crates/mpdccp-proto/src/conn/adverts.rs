@@ -123,6 +123,12 @@ impl Connection {
 
     fn on_addaddr(&mut self, i: usize, a: &MpAddAddr) {
         let addr = SocketAddr::new(a.ip, a.port.unwrap_or(0));
+        // §3.2.8: "The advertisement of broadcast or multicast IP addresses
+        // MUST be ignored".
+        if !crate::wire::mp::addaddr_is_usable(a.ip) {
+            self.stats.addaddr_ignored += 1;
+            return;
+        }
         if self.remote_addrs.insert(a.addr_id, addr) != Some(addr) {
             self.events.push_back(Event::AddressAdded {
                 id: a.addr_id,
