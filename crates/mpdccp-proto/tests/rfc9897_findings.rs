@@ -2,12 +2,19 @@
 //! F12), each checked on the bytes a live session puts on the wire or on
 //! what a connection does with a packet built here.
 
+mod common;
+
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use mpdccp_proto::conn::PacketType;
+use common::{emit, inject};
+use mpdccp_proto::conn::codec::{MpAddAddr, ResetCode, Segment};
+use mpdccp_proto::conn::keys::{self, ConnKeys};
+use mpdccp_proto::conn::{Event, PacketType};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
+use mpdccp_proto::PathId;
 
 fn two_paths(seed: u64) -> Harness {
     let mut h = Harness::new(HarnessConfig {
@@ -81,8 +88,6 @@ fn f12_the_close_answering_a_closereq_carries_mp_close() {
     );
 }
 
-use mpdccp_proto::conn::codec::{ResetCode, Segment};
-
 /// F9, §3.2.3: "Host B will send a DCCP-Reset packet response on all
 /// subflows to Host A with Reset Code 13" — without MP_FAST_CLOSE of its
 /// own (the connection is gone; the peer's key ended it).
@@ -104,12 +109,6 @@ fn f9_a_fast_close_is_answered_with_reset_13_on_every_subflow() {
     }
     assert_eq!(answered, [1, 1], "one Reset (code 13) per subflow");
 }
-
-use std::net::SocketAddr;
-
-use mpdccp_proto::conn::codec::MpAddAddr;
-use mpdccp_proto::conn::keys::{self, ConnKeys};
-use mpdccp_proto::conn::Event;
 
 /// The keys as the client holds them (it signs with `d_key_local`).
 fn client_keys(h: &Harness) -> ConnKeys {
@@ -201,4 +200,59 @@ fn f7_broadcast_and_multicast_adverts_are_ignored() {
     assert_eq!(h.server.remote_addresses(), vec![(id, good)]);
     assert_eq!(address_events(&h, Side::Server), vec![(id, good)]);
     assert!(h.server.stats().addaddr_ignored >= 3);
+}
+
+/// A pure Ack from the client on `path` that the server finds in-window,
+/// with the MP options `fill` puts on it.
+fn client_ack(h: &Harness, path: usize, fill: impl FnOnce(&mut Segment<'_>)) -> Vec<u8> {
+    let last = |from: Side| {
+        let w = h
+            .wire
+            .iter()
+            .rev()
+            .find(|w| w.from == from && w.path == PathId(path as u32))
+            .expect("traffic on the path");
+        Segment::parse(&w.bytes, None).expect("genuine").seq
+    };
+    let mut s = Segment::new(PacketType::Ack, last(Side::Client) + 1);
+    s.ack = Some(last(Side::Server));
+    fill(&mut s);
+    emit(&s, path, Side::Client)
+}
+
+/// F8, §3.2.8: "The receiver MUST silently ignore the MP_ADDADDR if the IP
+/// Address is not the same as that previously assigned to this Address
+/// ID"; the same IP with another port updates the port.
+#[test]
+fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
+    let mut h = two_paths(15);
+    let k = client_keys(&h);
+    let first: SocketAddr = "192.0.2.40:7000".parse().unwrap();
+    let now = h.now;
+    let id = h.client.advertise_address(now, first).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    assert_eq!(h.server.remote_addresses(), vec![(id, first)]);
+    // The same id for another IP (validly signed): ignored, counted.
+    let other: SocketAddr = "198.51.100.7:7000".parse().unwrap();
+    let (a, tag) = signed_addaddr(&k, id, 0x5151, other);
+    let pkt = client_ack(&h, 0, |s| {
+        s.mp.addaddr = Some(a);
+        s.mp.hmac = Some(tag);
+    });
+    let ignored = h.server.stats().addaddr_ignored;
+    inject(&mut h, Side::Server, 0, &pkt);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(h.server.remote_addresses(), vec![(id, first)]);
+    assert_eq!(h.server.stats().addaddr_ignored, ignored + 1);
+    // The same IP with a new port: allowed, the port is updated.
+    let moved: SocketAddr = "192.0.2.40:7001".parse().unwrap();
+    let (a, tag) = signed_addaddr(&k, id, 0x5252, moved);
+    let pkt = client_ack(&h, 0, |s| {
+        s.mp.addaddr = Some(a);
+        s.mp.hmac = Some(tag);
+    });
+    inject(&mut h, Side::Server, 0, &pkt);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(h.server.remote_addresses(), vec![(id, moved)]);
+    assert_eq!(address_events(&h, Side::Server).last(), Some(&(id, moved)));
 }

@@ -124,8 +124,14 @@ impl Connection {
     fn on_addaddr(&mut self, i: usize, a: &MpAddAddr) {
         let addr = SocketAddr::new(a.ip, a.port.unwrap_or(0));
         // §3.2.8: "The advertisement of broadcast or multicast IP addresses
-        // MUST be ignored".
-        if !crate::wire::mp::addaddr_is_usable(a.ip) {
+        // MUST be ignored"; a known Address ID keeps its IP ("MUST silently
+        // ignore the MP_ADDADDR if the IP Address is not the same"), only
+        // its port may change.
+        let reused = self
+            .remote_addrs
+            .get(&a.addr_id)
+            .is_some_and(|old| old.ip() != a.ip);
+        if reused || !crate::wire::mp::addaddr_is_usable(a.ip) {
             self.stats.addaddr_ignored += 1;
             return;
         }
