@@ -256,3 +256,96 @@ fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
     assert_eq!(h.server.remote_addresses(), vec![(id, moved)]);
     assert_eq!(address_events(&h, Side::Server).last(), Some(&(id, moved)));
 }
+
+/// A pure Ack from the client on `path`, `k` after its last packet there,
+/// carrying the MP options `opts` in this order (bytes by the wire layer,
+/// not the connection's codec).
+fn client_ack_with(h: &Harness, path: usize, k: u64, opts: &[MpOption]) -> Vec<u8> {
+    let last = |from: Side| {
+        let w = h
+            .wire
+            .iter()
+            .rev()
+            .find(|w| w.from == from && w.path == PathId(path as u32))
+            .expect("traffic on the path");
+        Segment::parse(&w.bytes, None).expect("genuine").seq
+    };
+    let mut s = Segment::new(PacketType::Ack, last(Side::Client) + k);
+    s.ack = Some(last(Side::Server));
+    let mut b = emit(&s, path, Side::Client);
+    let mut area = Vec::new();
+    for o in opts {
+        let mut buf = [0u8; 256];
+        let n = DccpOption::Multipath(o.clone()).emit(&mut buf).unwrap();
+        area.extend_from_slice(&buf[..n]);
+    }
+    area.resize(area.len().div_ceil(4) * 4, 0);
+    let hl = b[4] as usize * 4;
+    b[4] += (area.len() / 4) as u8;
+    b.splice(hl..hl, area);
+    let (src, dst) = common::addrs(path, Side::Client);
+    inspect::fix_checksum(&mut b, src.ip(), dst.ip());
+    b
+}
+
+fn priority_events(h: &Harness, side: Side, path: PathId) -> Vec<u8> {
+    h.events(side)
+        .iter()
+        .filter_map(|e| match e {
+            Event::PriorityChanged { path: p, priority } if *p == path => Some(*priority),
+            _ => None,
+        })
+        .collect()
+}
+
+/// F3, §3.2.1: the options MP_CONFIRM confirms (MP_ADDADDR,
+/// MP_REMOVEADDR, MP_PRIO) "MUST be sent in a DCCP datagram with MP_SEQ",
+/// also on a pure Ack; the receiver treats an option with a lower MP_SEQ
+/// than one before it in the same dataset (here MP_PRIO on one subflow)
+/// as outdated.
+#[test]
+fn f3_confirmable_options_travel_with_mp_seq_and_outdated_ones_are_not_applied() {
+    let mut h = two_paths(16);
+    let mark = h.wire.len();
+    let now = h.now;
+    let addr: SocketAddr = "192.0.2.50:6000".parse().unwrap();
+    let id = h.client.advertise_address(now, addr).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    let now = h.now;
+    h.client.withdraw_address(now, id).unwrap();
+    h.client.set_priority(now, PathId(1), 3);
+    h.drive_for(Duration::from_millis(300));
+    let mut seen = [0u32; 3];
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Client) {
+        let opts = mp_options(&w.bytes);
+        let kinds: Vec<usize> = opts
+            .iter()
+            .filter_map(|o| match o {
+                MpOption::AddAddr { .. } => Some(0),
+                MpOption::RemoveAddr { .. } => Some(1),
+                MpOption::Prio(_) => Some(2),
+                _ => None,
+            })
+            .collect();
+        if kinds.is_empty() {
+            continue;
+        }
+        let seqs = opts
+            .iter()
+            .filter(|o| matches!(o, MpOption::Seq(_)))
+            .count();
+        assert_eq!(seqs, 1, "one MP_SEQ with {opts:?}");
+        for k in kinds {
+            seen[k] += 1;
+        }
+    }
+    assert!(seen.iter().all(|&n| n >= 1), "each option sent: {seen:?}");
+    // Receiver: MP_PRIO 5 numbered 1005, then a late MP_PRIO 1 numbered
+    // 1000 on the same subflow: the late one is outdated.
+    let newer = client_ack_with(&h, 0, 1, &[MpOption::Seq(1005), MpOption::Prio(5)]);
+    let older = client_ack_with(&h, 0, 2, &[MpOption::Seq(1000), MpOption::Prio(1)]);
+    inject(&mut h, Side::Server, 0, &newer);
+    inject(&mut h, Side::Server, 0, &older);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(priority_events(&h, Side::Server, PathId(0)), vec![5]);
+}

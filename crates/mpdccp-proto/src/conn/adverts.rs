@@ -106,7 +106,7 @@ impl Connection {
         if let Some(a) = m.addaddr {
             match (m.hmac, keys) {
                 (Some(h), Some(k)) if verify_addaddr(&k.d_key_remote(), &a, &h) => {
-                    self.on_addaddr(i, &a)
+                    self.on_addaddr(i, &a, m.seq)
                 }
                 _ => self.stats.addaddr_bad_hmac += 1,
             }
@@ -114,14 +114,26 @@ impl Connection {
         if let Some(r) = m.removeaddr {
             match (m.hmac, keys) {
                 (Some(h), Some(k)) if verify_removeaddr(&k.d_key_remote(), &r, &h) => {
-                    self.on_removeaddr(now, i, &r)
+                    self.on_removeaddr(now, i, &r, m.seq)
                 }
                 _ => self.stats.removeaddr_bad_hmac += 1,
             }
         }
     }
 
-    fn on_addaddr(&mut self, i: usize, a: &MpAddAddr) {
+    /// RFC 9897 §3.2.1: whether an address option with MP_SEQ `seq` is
+    /// older than one already received for Address ID `id` (counted).
+    fn address_option_outdated(&mut self, id: u8, seq: Option<u64>) -> bool {
+        let mut last = self.addr_option_seq.get(&id).copied();
+        let outdated = seq::outdated_in_dataset(&mut last, seq);
+        if let Some(l) = last {
+            self.addr_option_seq.insert(id, l);
+        }
+        self.stats.mp_option_outdated += u64::from(outdated);
+        outdated
+    }
+
+    fn on_addaddr(&mut self, i: usize, a: &MpAddAddr, seq: Option<u64>) {
         let addr = SocketAddr::new(a.ip, a.port.unwrap_or(0));
         // §3.2.8: "The advertisement of broadcast or multicast IP addresses
         // MUST be ignored"; a known Address ID keeps its IP ("MUST silently
@@ -135,7 +147,10 @@ impl Connection {
             self.stats.addaddr_ignored += 1;
             return;
         }
-        if self.remote_addrs.insert(a.addr_id, addr) != Some(addr) {
+        // Outdated: confirmed ("MAY", §3.2.1) so the sender stops, not stored.
+        if !self.address_option_outdated(a.addr_id, seq)
+            && self.remote_addrs.insert(a.addr_id, addr) != Some(addr)
+        {
             self.events.push_back(Event::AddressAdded {
                 id: a.addr_id,
                 addr,
@@ -151,7 +166,22 @@ impl Connection {
         sf.ack_now();
     }
 
-    fn on_removeaddr(&mut self, now: Instant, i: usize, r: &MpRemoveAddr) {
+    fn on_removeaddr(&mut self, now: Instant, i: usize, r: &MpRemoveAddr, seq: Option<u64>) {
+        // Outdated: confirmed ("MAY", §3.2.1), not acted on.
+        if !self.address_option_outdated(r.addr_id, seq) {
+            self.withdraw_remote_address(now, r);
+        }
+        let sf = &mut self.paths[i];
+        sf.owe_confirm(ConfirmItem {
+            kind: mp::REMOVEADDR,
+            id: r.addr_id,
+            nonce: r.nonce,
+            addr: None,
+        });
+        sf.ack_now();
+    }
+
+    fn withdraw_remote_address(&mut self, now: Instant, r: &MpRemoveAddr) {
         if self.remote_addrs.remove(&r.addr_id).is_some() {
             self.events
                 .push_back(Event::AddressRemoved { id: r.addr_id });
@@ -167,14 +197,6 @@ impl Connection {
             self.removeaddr_seen.push_back((r.addr_id, r.nonce));
             self.close_paths_of_address(now, r.addr_id);
         }
-        let sf = &mut self.paths[i];
-        sf.owe_confirm(ConfirmItem {
-            kind: mp::REMOVEADDR,
-            id: r.addr_id,
-            nonce: r.nonce,
-            addr: None,
-        });
-        sf.ack_now();
     }
 
     /// Fires the expired advert timers: the option is owed again, or its

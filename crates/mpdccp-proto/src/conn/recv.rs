@@ -148,10 +148,14 @@ impl Connection {
             sf.on_peer_rtt(&r);
         }
         if let Some(p) = m.prio {
-            if sf.on_peer_prio(p) {
-                let path = sf.id();
-                self.events
-                    .push_back(Event::PriorityChanged { path, priority: p });
+            match sf.on_peer_prio(p, m.seq) {
+                Some(true) => {
+                    let path = sf.id();
+                    self.events
+                        .push_back(Event::PriorityChanged { path, priority: p });
+                }
+                Some(false) => {}
+                None => self.stats.mp_option_outdated += 1,
             }
         }
         for c in m.confirms() {

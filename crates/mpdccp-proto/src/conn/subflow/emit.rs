@@ -34,6 +34,8 @@ pub(crate) struct EmitCtx {
     pub mp_rtt_interval: Duration,
     pub mp_option_rto: Duration,
     pub mp_option_max_tries: u32,
+    /// The highest MP_SEQ assigned so far (the IDSN - 1 before the first).
+    pub last_mp_seq: u64,
 }
 
 impl EmitCtx {
@@ -326,6 +328,9 @@ impl Subflow {
             if prio_due {
                 s.mp.prio = self.pend.prio;
                 prio_given_up = self.prio_sent(now, ctx);
+                // RFC 9897 §3.2.1: MP_PRIO goes with MP_SEQ; a pure Ack
+                // repeats the highest one assigned (it numbers no data).
+                s.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
             }
         }
         AckSegment {

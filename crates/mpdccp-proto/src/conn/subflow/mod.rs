@@ -159,6 +159,8 @@ pub(crate) struct Subflow {
     local_addr_id: u8,
     remote_addr_id: u8,
     priority: u8,
+    /// Highest MP_SEQ of the peer's MP_PRIO on this subflow (§3.2.1).
+    peer_prio_seq: Option<u64>,
     last_mp_rtt_sent: Option<Instant>,
     peer_rtt: Option<Duration>,
     /// Highest MP_SEQ received on this path, for the reorderer.
@@ -213,6 +215,7 @@ impl Subflow {
         Subflow {
             id,
             priority: cfg.priority,
+            peer_prio_seq: None,
             cfg,
             state: SubState::Closed,
             initiator: false,

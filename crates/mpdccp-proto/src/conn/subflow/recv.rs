@@ -386,9 +386,15 @@ impl Subflow {
     }
 
     /// MP_PRIO from the peer: confirmed at once. True when it changed.
-    pub(crate) fn on_peer_prio(&mut self, p: u8) -> bool {
-        let changed = self.priority != p;
-        self.priority = p;
+    /// `None` when it is outdated (RFC 9897 §3.2.1: an earlier MP_PRIO
+    /// on this subflow, its dataset, had a higher MP_SEQ): confirmed, not
+    /// applied. Otherwise whether the priority changed.
+    pub(crate) fn on_peer_prio(&mut self, p: u8, seq: Option<u64>) -> Option<bool> {
+        let outdated = crate::conn::seq::outdated_in_dataset(&mut self.peer_prio_seq, seq);
+        let changed = !outdated && self.priority != p;
+        if !outdated {
+            self.priority = p;
+        }
         let item = ConfirmItem {
             kind: crate::wire::mp::subtype::PRIO,
             id: p,
@@ -398,7 +404,7 @@ impl Subflow {
             self.owe_confirm(item);
         }
         self.ack_now = true;
-        changed
+        (!outdated).then_some(changed)
     }
 
     /// The peer confirmed our MP_PRIO `p`: no more retransmissions.
