@@ -349,3 +349,58 @@ fn f3_confirmable_options_travel_with_mp_seq_and_outdated_ones_are_not_applied()
     h.drive_for(Duration::from_millis(50));
     assert_eq!(priority_events(&h, Side::Server, PathId(0)), vec![5]);
 }
+
+/// MP_HMAC as the client computes it for `o` (message by the wire layer).
+fn client_tag(k: &ConnKeys, o: &MpOption) -> [u8; 20] {
+    keys::hmac20(&k.d_key_local(), &[&o.hmac_message().expect("protected")])
+}
+
+fn addaddr(id: u8, nonce: u32, addr: &str) -> MpOption {
+    let a: SocketAddr = addr.parse().unwrap();
+    MpOption::AddAddr {
+        addr_id: id,
+        nonce: Some(nonce),
+        addr: a.ip(),
+        port: Some(a.port()),
+    }
+}
+
+/// F4, §3.2.1: each confirmation is "the associated MP_SEQ received"
+/// followed by the option, "with the most recent suboption received
+/// listed first".
+#[test]
+fn f4_mp_confirm_echoes_mp_seq_most_recent_first() {
+    let mut h = two_paths(17);
+    let k = client_keys(&h);
+    let first = addaddr(60, 0x6060, "192.0.2.60:6060");
+    let second = addaddr(61, 0x6161, "192.0.2.61:6061");
+    let pkt = |h: &Harness, n: u64, seq: u64, o: &MpOption| {
+        let tag = client_tag(&k, o);
+        client_ack_with(
+            h,
+            0,
+            n,
+            &[MpOption::Seq(seq), o.clone(), MpOption::Hmac(tag)],
+        )
+    };
+    let (a, b) = (pkt(&h, 1, 2000, &first), pkt(&h, 2, 2001, &second));
+    let mark = h.wire.len();
+    inject(&mut h, Side::Server, 0, &a);
+    inject(&mut h, Side::Server, 0, &b);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(h.server.remote_addresses().len(), 2, "both accepted");
+    let confirm = h.wire[mark..]
+        .iter()
+        .filter(|w| w.from == Side::Server && w.path == PathId(0))
+        .find_map(|w| {
+            mp_options(&w.bytes).into_iter().find_map(|o| match o {
+                MpOption::Confirm(items) => Some(items),
+                _ => None,
+            })
+        })
+        .expect("MP_CONFIRM sent");
+    assert_eq!(
+        confirm,
+        vec![MpOption::Seq(2001), second, MpOption::Seq(2000), first]
+    );
+}

@@ -158,6 +158,7 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         sf.owe_confirm(ConfirmItem {
+            seq,
             kind: mp::ADDADDR,
             id: a.addr_id,
             nonce: a.nonce,
@@ -173,6 +174,7 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         sf.owe_confirm(ConfirmItem {
+            seq,
             kind: mp::REMOVEADDR,
             id: r.addr_id,
             nonce: r.nonce,

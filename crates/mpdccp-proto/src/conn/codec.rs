@@ -87,9 +87,13 @@ pub struct MpRemoveAddr {
     pub nonce: u32,
 }
 
-/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1).
+/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1): the MP_SEQ the
+/// confirmed option arrived with, then the option copied.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConfirmItem {
+    /// The MP_SEQ of the packet that carried the option; `None` when it
+    /// came without one (an older peer), then the option is echoed alone.
+    pub seq: Option<u64>,
     /// The confirmed sub-option (`subtype::PRIO`, `ADDADDR`, `REMOVEADDR`).
     pub kind: u8,
     /// Address id (ADDADDR/REMOVEADDR) or priority value (PRIO).
@@ -100,7 +104,22 @@ pub struct ConfirmItem {
 }
 
 impl ConfirmItem {
-    fn to_wire(self) -> Option<MpOption> {
+    /// The same option (whatever MP_SEQ it came with).
+    pub fn same_option(&self, other: &ConfirmItem) -> bool {
+        (self.kind, self.id, self.nonce, self.addr)
+            == (other.kind, other.id, other.nonce, other.addr)
+    }
+
+    /// Appends this confirmation's elements: MP_SEQ, then the option.
+    fn push_wire(self, out: &mut Vec<MpOption>) {
+        let Some(o) = self.option() else { return };
+        if let Some(s) = self.seq {
+            out.push(MpOption::Seq(s & crate::wire::SEQ_MASK));
+        }
+        out.push(o);
+    }
+
+    fn option(self) -> Option<MpOption> {
         Some(match self.kind {
             subtype::PRIO => MpOption::Prio(self.id),
             subtype::REMOVEADDR => MpOption::RemoveAddr {
@@ -120,32 +139,49 @@ impl ConfirmItem {
         })
     }
 
-    fn from_wire(o: &MpOption) -> Option<ConfirmItem> {
-        Some(match *o {
-            MpOption::Prio(p) => ConfirmItem {
-                kind: subtype::PRIO,
-                id: p,
-                ..Default::default()
-            },
-            MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
-                kind: subtype::REMOVEADDR,
-                id: addr_id,
-                nonce: nonce.unwrap_or(0),
-                addr: None,
-            },
-            MpOption::AddAddr {
-                addr_id,
-                nonce,
-                addr,
-                port,
-            } => ConfirmItem {
-                kind: subtype::ADDADDR,
-                id: addr_id,
-                nonce: nonce.unwrap_or(0),
-                addr: Some((addr, port)),
-            },
-            _ => return None,
-        })
+    /// Reads MP_CONFIRM's elements: each MP_SEQ pairs with the option
+    /// after it.
+    fn from_wire(items: &[MpOption], mut each: impl FnMut(ConfirmItem)) {
+        let mut seq = None;
+        for o in items {
+            let item = match *o {
+                MpOption::Seq(s) => {
+                    seq = Some(s);
+                    continue;
+                }
+                MpOption::Prio(p) => ConfirmItem {
+                    kind: subtype::PRIO,
+                    id: p,
+                    ..Default::default()
+                },
+                MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
+                    kind: subtype::REMOVEADDR,
+                    id: addr_id,
+                    nonce: nonce.unwrap_or(0),
+                    ..Default::default()
+                },
+                MpOption::AddAddr {
+                    addr_id,
+                    nonce,
+                    addr,
+                    port,
+                } => ConfirmItem {
+                    kind: subtype::ADDADDR,
+                    id: addr_id,
+                    nonce: nonce.unwrap_or(0),
+                    addr: Some((addr, port)),
+                    ..Default::default()
+                },
+                _ => {
+                    seq = None;
+                    continue;
+                }
+            };
+            each(ConfirmItem {
+                seq: seq.take(),
+                ..item
+            });
+        }
     }
 }
 
@@ -514,11 +550,9 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
         MpOption::Prio(p) => m.prio = Some(*p),
         MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
         MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
-        MpOption::Confirm(items) => {
-            for i in items.iter().filter_map(ConfirmItem::from_wire) {
-                m.push_confirm(i);
-            }
-        }
+        MpOption::Confirm(items) => ConfirmItem::from_wire(items, |i| {
+            m.push_confirm(i);
+        }),
         MpOption::Exp(_) => {}
     }
 }
@@ -603,7 +637,10 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         )?;
     }
     if m.n_confirms > 0 {
-        let items = m.confirms().iter().filter_map(|c| c.to_wire()).collect();
+        let mut items = Vec::with_capacity(2 * m.confirms().len());
+        for c in m.confirms() {
+            c.push_wire(&mut items);
+        }
         put(MpOption::Confirm(items), &mut p)?;
     }
     Some(p)
@@ -657,6 +694,7 @@ mod tests {
             ..ConfirmItem::default()
         });
         s.mp.push_confirm(ConfirmItem {
+            seq: Some(0x1234_5678_9abc),
             kind: subtype::ADDADDR,
             id: 4,
             nonce: 77,

@@ -320,10 +320,10 @@ impl Subflow {
         }
         let mut prio_given_up = false;
         if ctx.mp_on {
-            for c in self.pend.confirms.drain(..) {
-                if !s.mp.push_confirm(c) {
-                    break;
-                }
+            // The rest wait for the next packet (most recent first).
+            let n = self.pend.confirms.len().min(codec::MAX_CONFIRMS);
+            for c in self.pend.confirms.drain(..n) {
+                s.mp.push_confirm(c);
             }
             if prio_due {
                 s.mp.prio = self.pend.prio;

@@ -395,14 +395,12 @@ impl Subflow {
         if !outdated {
             self.priority = p;
         }
-        let item = ConfirmItem {
+        self.owe_confirm(ConfirmItem {
+            seq,
             kind: crate::wire::mp::subtype::PRIO,
             id: p,
             ..ConfirmItem::default()
-        };
-        if !self.pend.confirms.contains(&item) {
-            self.owe_confirm(item);
-        }
+        });
         self.ack_now = true;
         (!outdated).then_some(changed)
     }
@@ -418,10 +416,12 @@ impl Subflow {
 
     /// MP_CONFIRM `item` with the next Ack (bounded: a flood of options
     /// owes no more than a few packets' worth).
+    /// RFC 9897 §3.2.1: "with the most recent suboption received listed
+    /// first"; a repeated option is confirmed once, with its latest MP_SEQ.
     pub(crate) fn owe_confirm(&mut self, item: ConfirmItem) {
-        if self.pend.confirms.len() < MAX_CONFIRMS_OWED {
-            self.pend.confirms.push(item);
-        }
+        self.pend.confirms.retain(|c| !c.same_option(&item));
+        self.pend.confirms.insert(0, item);
+        self.pend.confirms.truncate(MAX_CONFIRMS_OWED);
     }
 
     /// Sets our priority of the path, and with `tell` sends MP_PRIO until
