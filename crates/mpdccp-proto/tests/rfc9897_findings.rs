@@ -202,24 +202,6 @@ fn f7_broadcast_and_multicast_adverts_are_ignored() {
     assert!(h.server.stats().addaddr_ignored >= 3);
 }
 
-/// A pure Ack from the client on `path` that the server finds in-window,
-/// with the MP options `fill` puts on it.
-fn client_ack(h: &Harness, path: usize, fill: impl FnOnce(&mut Segment<'_>)) -> Vec<u8> {
-    let last = |from: Side| {
-        let w = h
-            .wire
-            .iter()
-            .rev()
-            .find(|w| w.from == from && w.path == PathId(path as u32))
-            .expect("traffic on the path");
-        Segment::parse(&w.bytes, None).expect("genuine").seq
-    };
-    let mut s = Segment::new(PacketType::Ack, last(Side::Client) + 1);
-    s.ack = Some(last(Side::Server));
-    fill(&mut s);
-    emit(&s, path, Side::Client)
-}
-
 /// F8, §3.2.8: "The receiver MUST silently ignore the MP_ADDADDR if the IP
 /// Address is not the same as that previously assigned to this Address
 /// ID"; the same IP with another port updates the port.
@@ -233,12 +215,9 @@ fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
     h.drive_for(Duration::from_millis(300));
     assert_eq!(h.server.remote_addresses(), vec![(id, first)]);
     // The same id for another IP (validly signed): ignored, counted.
-    let other: SocketAddr = "198.51.100.7:7000".parse().unwrap();
-    let (a, tag) = signed_addaddr(&k, id, 0x5151, other);
-    let pkt = client_ack(&h, 0, |s| {
-        s.mp.addaddr = Some(a);
-        s.mp.hmac = Some(tag);
-    });
+    let other = addaddr(id, 0x5151, "198.51.100.7:7000");
+    let tag = MpOption::Hmac(client_tag(&k, &other));
+    let pkt = client_ack_with(&h, 0, 1, &[other, tag]);
     let ignored = h.server.stats().addaddr_ignored;
     inject(&mut h, Side::Server, 0, &pkt);
     h.drive_for(Duration::from_millis(50));
@@ -246,11 +225,9 @@ fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
     assert_eq!(h.server.stats().addaddr_ignored, ignored + 1);
     // The same IP with a new port: allowed, the port is updated.
     let moved: SocketAddr = "192.0.2.40:7001".parse().unwrap();
-    let (a, tag) = signed_addaddr(&k, id, 0x5252, moved);
-    let pkt = client_ack(&h, 0, |s| {
-        s.mp.addaddr = Some(a);
-        s.mp.hmac = Some(tag);
-    });
+    let again = addaddr(id, 0x5252, "192.0.2.40:7001");
+    let tag = MpOption::Hmac(client_tag(&k, &again));
+    let pkt = client_ack_with(&h, 0, 2, &[again, tag]);
     inject(&mut h, Side::Server, 0, &pkt);
     h.drive_for(Duration::from_millis(50));
     assert_eq!(h.server.remote_addresses(), vec![(id, moved)]);
@@ -403,4 +380,98 @@ fn f4_mp_confirm_echoes_mp_seq_most_recent_first() {
         confirm,
         vec![MpOption::Seq(2001), second, MpOption::Seq(2000), first]
     );
+}
+
+/// The DCCP options of `bytes` in wire order, without Padding.
+fn options_in_order(bytes: &[u8]) -> Vec<DccpOption> {
+    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter(|o| !matches!(o, DccpOption::Padding))
+        .collect()
+}
+
+/// F6, §3.2.6: "an MP_HMAC MUST directly follow its associated multipath
+/// option"; validation follows "the sending sequence", and an MP_HMAC that
+/// follows nothing "MUST be ignored".
+#[test]
+fn f6_each_mp_hmac_directly_follows_the_option_it_protects() {
+    let mut h = two_paths(18);
+    let k = client_keys(&h);
+    let mark = h.wire.len();
+    let now = h.now;
+    let id = h
+        .client
+        .advertise_address(now, "192.0.2.80:8080".parse().unwrap())
+        .unwrap();
+    h.drive_for(Duration::from_millis(300));
+    let now = h.now;
+    h.client.withdraw_address(now, id).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    // Sender: MP_HMAC right after MP_ADDADDR and after MP_REMOVEADDR.
+    let mut protected = 0;
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Client) {
+        let opts = options_in_order(&w.bytes);
+        for (n, o) in opts.iter().enumerate() {
+            if matches!(
+                o,
+                DccpOption::Multipath(MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. })
+            ) {
+                protected += 1;
+                assert!(
+                    matches!(
+                        opts.get(n + 1),
+                        Some(DccpOption::Multipath(MpOption::Hmac(_)))
+                    ),
+                    "MP_HMAC directly after {o:?}: {opts:?}"
+                );
+            }
+        }
+    }
+    assert!(protected >= 2, "{protected} protected options sent");
+    // Receiver: two protected options, each with its own tag, both count.
+    let add = addaddr(90, 0x9090, "192.0.2.90:9090");
+    let rem = MpOption::RemoveAddr {
+        addr_id: 91,
+        nonce: Some(0x9191),
+    };
+    let both = client_ack_with(
+        &h,
+        0,
+        1,
+        &[
+            MpOption::Seq(3000),
+            add.clone(),
+            MpOption::Hmac(client_tag(&k, &add)),
+            rem.clone(),
+            MpOption::Hmac(client_tag(&k, &rem)),
+        ],
+    );
+    let s0 = h.server.stats();
+    inject(&mut h, Side::Server, 0, &both);
+    h.drive_for(Duration::from_millis(20));
+    let s1 = h.server.stats();
+    assert_eq!(
+        s1.addaddr_bad_hmac, s0.addaddr_bad_hmac,
+        "ADDADDR's own tag"
+    );
+    assert_eq!(s1.removeaddr_bad_hmac, s0.removeaddr_bad_hmac);
+    assert!(h.server.remote_addresses().iter().any(|(i, _)| *i == 90));
+    // A valid tag that does not directly follow its option is ignored:
+    // the MP_ADDADDR counts as unauthenticated.
+    let late = addaddr(92, 0x9292, "192.0.2.92:9292");
+    let stray = client_ack_with(
+        &h,
+        0,
+        2,
+        &[
+            MpOption::Hmac(client_tag(&k, &late)),
+            MpOption::Seq(3001),
+            late,
+        ],
+    );
+    inject(&mut h, Side::Server, 0, &stray);
+    h.drive_for(Duration::from_millis(20));
+    assert_eq!(h.server.stats().addaddr_bad_hmac, s1.addaddr_bad_hmac + 1);
+    assert!(!h.server.remote_addresses().iter().any(|(i, _)| *i == 92));
 }

@@ -49,7 +49,7 @@ impl Advert {
                 addr_id: self.id,
                 nonce: self.nonce,
             };
-            seg.mp.hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
+            seg.mp.removeaddr_hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
             seg.mp.removeaddr = Some(r);
         } else {
             let ad = MpAddAddr {
@@ -58,7 +58,7 @@ impl Advert {
                 ip: self.addr.ip(),
                 port: (self.addr.port() != 0).then_some(self.addr.port()),
             };
-            seg.mp.hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
+            seg.mp.addaddr_hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
             seg.mp.addaddr = Some(ad);
         }
     }
@@ -104,7 +104,7 @@ impl Connection {
     pub(super) fn handle_address_options(&mut self, now: Instant, i: usize, m: &codec::MpOpts) {
         let keys = self.d_keys();
         if let Some(a) = m.addaddr {
-            match (m.hmac, keys) {
+            match (m.addaddr_hmac, keys) {
                 (Some(h), Some(k)) if verify_addaddr(&k.d_key_remote(), &a, &h) => {
                     self.on_addaddr(i, &a, m.seq)
                 }
@@ -112,7 +112,7 @@ impl Connection {
             }
         }
         if let Some(r) = m.removeaddr {
-            match (m.hmac, keys) {
+            match (m.removeaddr_hmac, keys) {
                 (Some(h), Some(k)) if verify_removeaddr(&k.d_key_remote(), &r, &h) => {
                     self.on_removeaddr(now, i, &r, m.seq)
                 }

@@ -192,7 +192,13 @@ pub const MAX_CONFIRMS: usize = 4;
 pub struct MpOpts {
     pub key: Option<MpKey>,
     pub join: Option<MpJoin>,
+    /// MP_HMAC directly after MP_JOIN, or the lone MP_HMAC of a packet
+    /// without a protected option (a join's third packet; RFC 9897 §3.2.6).
     pub hmac: Option<[u8; 20]>,
+    /// MP_HMAC directly after MP_ADDADDR.
+    pub addaddr_hmac: Option<[u8; 20]>,
+    /// MP_HMAC directly after MP_REMOVEADDR.
+    pub removeaddr_hmac: Option<[u8; 20]>,
     pub seq: Option<u64>,
     pub rtt: Option<MpRtt>,
     pub addaddr: Option<MpAddAddr>,
@@ -218,6 +224,45 @@ impl MpOpts {
         } else {
             false
         }
+    }
+}
+
+/// RFC 9897 §3.2.6 while parsing: "an MP_HMAC MUST directly follow its
+/// associated multipath option"; one that follows nothing "MUST be
+/// ignored", unless it is the single MP_HMAC of a packet with no protected
+/// option (a join's third packet). Padding does not break adjacency
+/// (as [`crate::wire::mp::associate_hmacs`]).
+#[derive(Default)]
+struct HmacPlacement {
+    /// The protected sub-option (JOIN, ADDADDR, REMOVEADDR) just read.
+    after: Option<u8>,
+    strays: u8,
+    first_stray: Option<[u8; 20]>,
+}
+
+impl HmacPlacement {
+    /// Files MP_HMAC `h` under the option it follows.
+    fn place(&mut self, m: &mut MpOpts, h: [u8; 20]) {
+        match self.after.take() {
+            Some(subtype::JOIN) => m.hmac = Some(h),
+            Some(subtype::ADDADDR) => m.addaddr_hmac = Some(h),
+            Some(subtype::REMOVEADDR) => m.removeaddr_hmac = Some(h),
+            _ => {
+                self.strays = self.strays.saturating_add(1);
+                self.first_stray.get_or_insert(h);
+            }
+        }
+    }
+
+    /// After the last option: keeps a lone MP_HMAC, returns how many
+    /// strays were ignored.
+    fn finish(self, m: &mut MpOpts) -> u8 {
+        let protected = m.join.is_some() || m.addaddr.is_some() || m.removeaddr.is_some();
+        if self.strays == 1 && !protected {
+            m.hmac = self.first_stray;
+            return 0;
+        }
+        self.strays
     }
 }
 
@@ -331,24 +376,32 @@ impl<'a> Segment<'a> {
         let fixed = if s.short_seq { 12 } else { 16 } + s.ptype.subheader_len(s.short_seq);
         let area = data.get(fixed..hl).ok_or(WireError::BadDataOffset)?;
         let mut rules = OptionRules::new(s.ptype);
+        let mut hmacs = HmacPlacement::default();
         let walked = (|| {
             for o in OptionIter::new(area) {
                 let o = o?;
-                if rules.check(&o)? == OptionVerdict::Use {
-                    s.absorb(&o)?;
+                match rules.check(&o)? {
+                    OptionVerdict::Use => s.absorb(&o, &mut hmacs)?,
+                    OptionVerdict::Mandatory => hmacs.after = None,
+                    OptionVerdict::Skip => {}
                 }
             }
             rules.finish()
         })();
         s.option_error = walked.err();
-        s.ignored_opts = u8::try_from(rules.ignored).unwrap_or(u8::MAX);
+        let strays = hmacs.finish(&mut s.mp);
+        s.ignored_opts = u8::try_from(rules.ignored)
+            .unwrap_or(u8::MAX)
+            .saturating_add(strays);
         s.payload = &data[hl..];
         Ok(s)
     }
 
     /// Takes in one option that passed [`OptionRules`]; an error is an
     /// invalid option (RFC 4340 §5.8).
-    fn absorb(&mut self, o: &RawOption<'a>) -> Result<(), WireError> {
+    fn absorb(&mut self, o: &RawOption<'a>, hmacs: &mut HmacPlacement) -> Result<(), WireError> {
+        // Any option but an MP_HMAC ends the adjacency of the one before.
+        let after = hmacs.after.take();
         match o.kind {
             kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
                 let (feature, value) = match o.to_option()? {
@@ -383,7 +436,21 @@ impl<'a> Segment<'a> {
                     self.mp.seq = Some(seq);
                 } else {
                     match MpOption::parse(o.data) {
-                        Ok(m) => absorb_mp(&mut self.mp, &m),
+                        Ok(MpOption::Hmac(h)) => {
+                            hmacs.after = after;
+                            hmacs.place(&mut self.mp, h);
+                        }
+                        Ok(m) => {
+                            if matches!(
+                                m,
+                                MpOption::Join { .. }
+                                    | MpOption::AddAddr { .. }
+                                    | MpOption::RemoveAddr { .. }
+                            ) {
+                                hmacs.after = o.data.first().copied();
+                            }
+                            absorb_mp(&mut self.mp, &m)
+                        }
                         // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read
                         // (a reserved key type, a bad length) offers no key
                         // type to agree on. That is a fallback to plain
@@ -515,7 +582,8 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
                 nonce: *nonce,
             })
         }
-        MpOption::Hmac(h) => m.hmac = Some(*h),
+        // Placed by `HmacPlacement` before this is reached.
+        MpOption::Hmac(_) => {}
         MpOption::Seq(s) => m.seq = Some(*s),
         MpOption::Rtt {
             rtt_type,
@@ -571,6 +639,8 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         }
         put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
     }
+    // RFC 9897 §3.2.6: each MP_HMAC directly after the option it
+    // protects; `hmac` alone (a join's third packet) where it stands.
     if let Some(j) = m.join {
         put(
             MpOption::Join {
@@ -607,6 +677,9 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
             },
             &mut p,
         )?;
+        if let Some(h) = m.addaddr_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
     }
     if let Some(r) = m.removeaddr {
         put(
@@ -616,6 +689,9 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
             },
             &mut p,
         )?;
+        if let Some(h) = m.removeaddr_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
     }
     if let Some(pr) = m.prio {
         put(MpOption::Prio(pr), &mut p)?;
@@ -675,7 +751,7 @@ mod tests {
             cells: av.to_vec(),
         });
         s.mp.seq = Some((1 << 48) - 1);
-        s.mp.hmac = Some([7; 20]);
+        s.mp.addaddr_hmac = Some([7; 20]);
         s.mp.key = Some(MpKey {
             plain: true,
             ci: 0xdead_beef,
@@ -837,6 +913,49 @@ mod tests {
         ] {
             assert_eq!(err(opts).and_then(WireError::reset_code), Some(code));
         }
+    }
+
+    #[test]
+    fn each_mp_hmac_belongs_to_the_option_it_directly_follows() {
+        let bytes = |opts: &[MpOption]| {
+            let mut b = Vec::new();
+            for o in opts {
+                let mut buf = [0u8; 64];
+                let n = DccpOption::Multipath(o.clone()).emit(&mut buf).unwrap();
+                b.extend_from_slice(&buf[..n]);
+            }
+            ack_with(&b)
+        };
+        let add = MpOption::AddAddr {
+            addr_id: 3,
+            nonce: Some(9),
+            addr: "192.0.2.1".parse().unwrap(),
+            port: None,
+        };
+        let rem = MpOption::RemoveAddr {
+            addr_id: 4,
+            nonce: Some(8),
+        };
+        let (ta, tr) = (MpOption::Hmac([1; 20]), MpOption::Hmac([2; 20]));
+        // RFC 9897 §3.2.6: one tag per protected option, in order.
+        let raw = bytes(&[add.clone(), ta.clone(), rem.clone(), tr.clone()]);
+        let p = Segment::parse(&raw, None).unwrap();
+        let tags = (p.mp.addaddr_hmac, p.mp.removeaddr_hmac, p.mp.hmac);
+        assert_eq!(tags, (Some([1; 20]), Some([2; 20]), None));
+        assert_eq!(p.ignored_opts, 0);
+        // Before its option, or after another option: ignored, counted.
+        let raw = bytes(&[ta.clone(), add.clone(), MpOption::Seq(5), tr.clone()]);
+        let p = Segment::parse(&raw, None).unwrap();
+        let tags = (p.mp.addaddr_hmac, p.mp.removeaddr_hmac, p.mp.hmac);
+        assert_eq!((tags, p.ignored_opts), ((None, None, None), 2));
+        // The single MP_HMAC of a packet with no protected option is kept
+        // (a join's third packet); two such are both ignored.
+        let raw = bytes(&[MpOption::Seq(5), ta.clone()]);
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!(p.mp.hmac, Some([1; 20]));
+        let raw = bytes(&[ta, tr]);
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!((p.mp.hmac, p.ignored_opts), (None, 2));
     }
 
     #[test]
