@@ -1,6 +1,6 @@
 //! # mpdccp-model — shared by the simulator and the real testbed
 //!
-//! * [`scenario`] — the scenario TOML files (`../shared/SCENARIOS.md`): types,
+//! * [`scenario`] — the scenario TOML files (`docs/SCENARIOS.md`): types,
 //!   loading, validation, `--set` overrides;
 //! * [`link`] — the sans-IO link model (rate schedule, delay schedule, drop-tail
 //!   buffer, seeded loss, outages, mahimahi trace links) that the simulator
@@ -13,6 +13,8 @@
 //!
 //! Nothing here reads a clock or OS randomness except [`netem::WallClock`].
 
+#![forbid(unsafe_code)]
+
 pub mod link;
 pub mod netem;
 pub mod plot;
@@ -20,7 +22,9 @@ pub mod results;
 pub mod scenario;
 
 pub use link::{Delivery, Link, LinkDrop, LinkStats};
-pub use plot::{plot_bars, plot_comparison, plot_lines, plot_time_series, Series};
+pub use plot::{
+    decimate, plot_bars, plot_grid, plot_grouped_bars, plot_lines, plot_time_series, Panel, Series,
+};
 pub use results::{
     write_outputs, FlowSummary, LatencyMs, PathSummary, Recorder, Summary, TimeSeries, TsKind,
     TsRow, WindowSummary,

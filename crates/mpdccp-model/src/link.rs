@@ -65,7 +65,7 @@ impl fmt::Display for LinkDrop {
 /// Counters. Every pushed packet is, at any time, exactly one of: delivered,
 /// dropped (buffer, loss, down), flushed by an outage, or still in the link:
 /// `pushed_pkts == delivered_pkts + dropped_pkts() + link.in_flight_pkts()`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LinkStats {
     pub pushed_pkts: u64,
     pub pushed_bytes: u64,

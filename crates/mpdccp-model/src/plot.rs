@@ -6,12 +6,21 @@
 //! backend, so no system font library or font file is needed.
 //!
 //! Files written by [`plot_time_series`]:
-//! * `latency.png` — per-flow one-way delay (mean per 100 ms) and per-path RTT;
+//! * `delay.png` — two panels: per-path RTT, and per-flow application
+//!   one-way delay (means per 100 ms), each on its own y scale (the send-queue
+//!   wait in the OWD would squash the RTT difference of two paths);
 //! * `throughput.png` — per-path throughput and per-flow goodput;
 //! * `cwnd.png` — per-path congestion window;
-//! * `queue.png` — per-path queueing delay (mean per 100 ms).
+//! * `queue.png` — per-path queueing delay (mean per 100 ms);
+//! * `owd_cdf.png` — the distribution of each flow's one-way delay.
+//!
+//! Long series (more points than the panel has pixel columns, e.g. 10 000
+//! bins of a 1000 s run) are decimated per pixel column: a light min/max band
+//! and the column mean as a 1-pixel line, so nothing is drawn outside the
+//! data's range (a wide stroke over jumpy points overshoots the frame).
 
 use std::io;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -69,140 +78,416 @@ const COLORS: [RGBColor; 8] = [
 /// A per-row value of the time series drawn as one line.
 type Field = fn(&TsRow) -> Option<f64>;
 
-/// One per-run plot: file, caption suffix, y-axis label, and the lines, in
-/// legend order — each `(kind, label, field)` draws one line per flow or
-/// path of that kind (in `TimeSeries` order), labelled "`name label`".
-type PlotSpec = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static [(TsKind, &'static str, Field)],
-);
+/// One panel of a per-run plot: y-axis label and the lines, in legend order
+/// — each `(kind, label, field)` draws one line per flow or path of that
+/// kind (in `TimeSeries` order), labelled "`name label`".
+type PanelSpec = (&'static str, &'static [(TsKind, &'static str, Field)]);
 
-/// The plots of [`plot_time_series`] (listed in the module doc).
-const RUN_PLOTS: &[PlotSpec] = &[
+/// The plots of [`plot_time_series`] (listed in the module doc): file,
+/// caption suffix, and panels stacked top to bottom on a shared time axis.
+const RUN_PLOTS: &[(&str, &str, &[PanelSpec])] = &[
     (
-        "latency.png",
-        "latency",
-        "delay (ms)",
+        "delay.png",
+        "path RTT (top) and application one-way delay (bottom)",
         &[
-            (TsKind::Flow, "OWD", |r| r.owd_ms),
-            (TsKind::Path, "RTT", |r| r.rtt_ms),
+            ("path RTT (ms)", &[(TsKind::Path, "RTT", |r| r.rtt_ms)]),
+            ("one-way delay (ms)", &[(TsKind::Flow, "OWD", |r| r.owd_ms)]),
         ],
     ),
     (
         "throughput.png",
         "throughput",
-        "Mbit/s",
-        &[
-            (TsKind::Path, "throughput", |r| Some(r.throughput_mbps)),
-            (TsKind::Flow, "goodput", |r| Some(r.throughput_mbps)),
-        ],
+        &[(
+            "Mbit/s",
+            &[
+                (TsKind::Path, "throughput", |r| Some(r.throughput_mbps)),
+                (TsKind::Flow, "goodput", |r| Some(r.throughput_mbps)),
+            ],
+        )],
     ),
     (
         "cwnd.png",
         "congestion window",
-        "cwnd (packets)",
-        &[(TsKind::Path, "cwnd", |r| r.cwnd_pkts)],
+        &[("cwnd (packets)", &[(TsKind::Path, "cwnd", |r| r.cwnd_pkts)])],
     ),
     (
         "queue.png",
-        "queueing delay",
-        "delay (ms)",
-        &[(TsKind::Path, "queueing delay", |r| r.queue_delay_ms)],
+        "bottleneck queueing delay",
+        &[(
+            "delay (ms)",
+            &[(TsKind::Path, "queueing delay", |r| r.queue_delay_ms)],
+        )],
     ),
 ];
 
 /// Writes the per-run plots (see the module doc) into `dir`.
 pub fn plot_time_series(dir: &Path, title: &str, ts: &TimeSeries) -> io::Result<()> {
-    for &(file, caption, y_label, lines) in RUN_PLOTS {
-        let mut series = Vec::new();
-        for &(kind, label, field) in lines {
-            let names = match kind {
-                TsKind::Flow => &ts.flows,
-                TsKind::Path => &ts.paths,
-            };
-            series.extend(names.iter().map(|name| Series {
-                label: format!("{name} {label}"),
-                points: ts.series(kind, name, field),
-            }));
-        }
-        plot_lines(
+    for &(file, caption, panels) in RUN_PLOTS {
+        let panels: Vec<Panel> = panels
+            .iter()
+            .map(|&(y_label, lines)| {
+                let mut series = Vec::new();
+                for &(kind, label, field) in lines {
+                    let names = match kind {
+                        TsKind::Flow => &ts.flows,
+                        TsKind::Path => &ts.paths,
+                    };
+                    series.extend(names.iter().map(|name| Series {
+                        label: format!("{name} {label}"),
+                        points: ts.series(kind, name, field),
+                    }));
+                }
+                Panel {
+                    title: String::new(),
+                    y_label: y_label.to_owned(),
+                    series,
+                }
+            })
+            .collect();
+        plot_grid(
             &dir.join(file),
             &format!("{title}: {caption}"),
             "time (s)",
-            y_label,
-            &series,
+            &panels.into_iter().map(|p| vec![p]).collect::<Vec<_>>(),
         )?;
     }
+    let cdf: Vec<Series> = ts
+        .flows
+        .iter()
+        .zip(&ts.owd_cdf)
+        .map(|(name, points)| Series {
+            label: format!("{name} OWD"),
+            points: points.clone(),
+        })
+        .collect();
+    plot_lines(
+        &dir.join("owd_cdf.png"),
+        &format!("{title}: application one-way delay, CDF"),
+        "one-way delay (ms)",
+        "fraction of packets",
+        &cdf,
+    )?;
     Ok(())
 }
 
-/// The frame every plot shares: title, margin and axis-label areas.
-fn frame<'a, DB: DrawingBackend>(
-    root: &'a DrawingArea<DB, Shift>,
-    title: &str,
-) -> ChartBuilder<'a, 'static, DB> {
-    let mut builder = ChartBuilder::on(root);
-    builder
-        .caption(title, (FONT, 22).into_font())
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65);
-    builder
+/// One chart of a figure.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Panel {
+    /// Caption above the chart (empty: none).
+    pub title: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
 }
 
-/// A line plot of several series on shared axes (y from 0), with a legend.
-/// Empty series still get a legend entry; an all-empty plot gets unit axes.
+/// Where a chart drew its data: pixel x of the x range's ends, and pixel y
+/// of the smallest and largest finite y value plotted (the data's band).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataPixels {
+    pub x: (i32, i32),
+    /// `(y of the data maximum, y of the data minimum)`: top, bottom.
+    pub y: (i32, i32),
+}
+
+fn finite(p: &(f64, f64)) -> bool {
+    p.0.is_finite() && p.1.is_finite()
+}
+
+/// `[lo, hi]` of the finite x or y values of `series` (`None`: no point).
+fn extent<'a>(series: impl Iterator<Item = &'a Series>, y: bool) -> Option<(f64, f64)> {
+    series
+        .flat_map(|s| s.points.iter().filter(|p| finite(p)))
+        .map(|p| if y { p.1 } else { p.0 })
+        .fold(None, |acc, v| match acc {
+            None => Some((v, v)),
+            Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
+        })
+}
+
+/// The x axis: from 0 (or the first x if negative) to the last x.
+fn x_axis(ext: Option<(f64, f64)>) -> Range<f64> {
+    match ext {
+        Some((lo, hi)) if lo < hi => lo.min(0.0)..hi,
+        Some((lo, _)) => lo - 0.5..lo + 0.5,
+        None => 0.0..1.0,
+    }
+}
+
+/// The y axis: from 0 (or the minimum if negative) with 25 % headroom so
+/// the legend in the upper right does not hide the top of the lines.
+fn y_axis(ext: Option<(f64, f64)>) -> Range<f64> {
+    match ext {
+        Some((lo, hi)) if hi > 0.0 || lo < 0.0 => {
+            let lo = lo.min(0.0);
+            lo..hi.max(0.0) + (hi.max(0.0) - lo).max(1e-9) * 0.25
+        }
+        _ => 0.0..1.0,
+    }
+}
+
+/// One pixel column of a decimated series.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Column {
+    pub x: f64,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// Reduces `points` (x increasing) to at most `columns` buckets of equal
+/// x width over `x`: each keeps the min, max and mean of its points, at the
+/// mean x. Non-finite points are skipped; empty buckets leave no column.
+pub fn decimate(points: &[(f64, f64)], x: Range<f64>, columns: usize) -> Vec<Column> {
+    let columns = columns.max(1);
+    let width = (x.end - x.start) / columns as f64;
+    let mut out: Vec<Column> = Vec::with_capacity(columns);
+    let (mut bucket, mut n, mut sx, mut sy) = (usize::MAX, 0usize, 0.0, 0.0);
+    let mut cur = Column {
+        x: 0.0,
+        min: 0.0,
+        max: 0.0,
+        mean: 0.0,
+    };
+    let flush = |n: usize, sx: f64, sy: f64, cur: &mut Column, out: &mut Vec<Column>| {
+        if n > 0 {
+            cur.x = sx / n as f64;
+            cur.mean = sy / n as f64;
+            out.push(*cur);
+        }
+    };
+    for &(px, py) in points.iter().filter(|p| finite(p)) {
+        let b = if width > 0.0 {
+            (((px - x.start) / width).floor().max(0.0) as usize).min(columns - 1)
+        } else {
+            0
+        };
+        if b != bucket {
+            flush(n, sx, sy, &mut cur, &mut out);
+            bucket = b;
+            (n, sx, sy) = (0, 0.0, 0.0);
+            cur.min = py;
+            cur.max = py;
+        }
+        n += 1;
+        sx += px;
+        sy += py;
+        cur.min = cur.min.min(py);
+        cur.max = cur.max.max(py);
+    }
+    flush(n, sx, sy, &mut cur, &mut out);
+    out
+}
+
+/// Draws one chart into `area` with the given axes; returns where its data
+/// went. Series longer than the chart's pixel width are decimated.
+fn draw_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    x_label: &str,
+    x: Range<f64>,
+    y: Range<f64>,
+) -> io::Result<DataPixels> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(65);
+    if !panel.title.is_empty() {
+        builder.caption(&panel.title, (FONT, 18).into_font());
+    }
+    let mut chart = builder
+        .build_cartesian_2d(x.clone(), y.clone())
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(panel.y_label.as_str())
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(plot_err)?;
+    let columns = chart.plotting_area().get_pixel_range().0.len().max(1);
+    for (i, s) in panel.series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let points: Vec<(f64, f64)> = s.points.iter().filter(|p| finite(p)).copied().collect();
+        let line: Vec<(f64, f64)> =
+            if points.len() > columns {
+                let cols = decimate(&points, x.clone(), columns);
+                chart
+                    .draw_series(cols.iter().filter(|c| c.max > c.min).map(|c| {
+                        PathElement::new(vec![(c.x, c.min), (c.x, c.max)], color.mix(0.3))
+                    }))
+                    .map_err(plot_err)?;
+                cols.iter().map(|c| (c.x, c.mean)).collect()
+            } else {
+                points
+            };
+        let drawn = chart
+            .draw_series(LineSeries::new(line, color.stroke_width(1)))
+            .map_err(plot_err)?;
+        if !s.label.is_empty() {
+            drawn.label(s.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+            });
+        }
+    }
+    if panel.series.iter().any(|s| !s.label.is_empty()) {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
+    }
+    let (lo, hi) = extent(panel.series.iter(), true).unwrap_or((y.start, y.start));
+    let px = |p: (f64, f64)| chart.backend_coord(&p);
+    Ok(DataPixels {
+        x: (px((x.start, lo)).0, px((x.end, lo)).0),
+        y: (px((x.start, hi)).1, px((x.start, lo)).1),
+    })
+}
+
+/// A line plot of several series on shared axes (y from 0), with a legend
+/// (series with an empty label get none). Returns where the data went.
 pub fn plot_lines(
     file: &Path,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
+) -> io::Result<DataPixels> {
+    let panel = Panel {
+        title: String::new(),
+        y_label: y_label.to_owned(),
+        series: series.to_vec(),
+    };
+    let px = plot_grid(file, title, x_label, &[vec![panel]])?;
+    Ok(px[0][0])
+}
+
+/// A figure of `rows` × columns charts: one shared x axis for the whole
+/// figure, one shared y axis per row (as the CCID5 paper's figures 5–7 put
+/// CCID2 and CCID5 side by side). Returns each chart's data pixels.
+pub fn plot_grid(
+    file: &Path,
+    title: &str,
+    x_label: &str,
+    rows: &[Vec<Panel>],
+) -> io::Result<Vec<Vec<DataPixels>>> {
+    ensure_font()?;
+    let n_rows = rows.len().max(1);
+    let n_cols = rows.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let width = if n_cols == 1 {
+        WIDTH
+    } else {
+        640 * n_cols as u32
+    };
+    let height = if n_rows == 1 {
+        HEIGHT
+    } else {
+        330 * n_rows as u32 + 40
+    };
+    let x = x_axis(extent(rows.iter().flatten().flat_map(|p| &p.series), false));
+    let root = BitMapBackend::new(file, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let root = root
+        .titled(title, (FONT, 22).into_font())
+        .map_err(plot_err)?;
+    let cells = root.split_evenly((n_rows, n_cols));
+    let mut out = Vec::with_capacity(n_rows);
+    for (r, row) in rows.iter().enumerate() {
+        let y = y_axis(extent(row.iter().flat_map(|p| &p.series), true));
+        let mut px = Vec::with_capacity(row.len());
+        for (c, panel) in row.iter().enumerate() {
+            px.push(draw_chart(
+                &cells[r * n_cols + c],
+                panel,
+                x_label,
+                x.clone(),
+                y.clone(),
+            )?);
+        }
+        out.push(px);
+    }
+    root.present().map_err(plot_err)?;
+    Ok(out)
+}
+
+/// Grouped bars: one group per label, one bar per entry of `legend` in each
+/// group (e.g. "ours" and "published" per subflow), value printed on top.
+/// A non-finite value draws no bar and prints "n/a".
+pub fn plot_grouped_bars(
+    file: &Path,
+    title: &str,
+    y_label: &str,
+    legend: &[&str],
+    groups: &[(String, Vec<f64>)],
 ) -> io::Result<()> {
     ensure_font()?;
-    let finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
-    let pts = || series.iter().flat_map(|s| s.points.iter().filter(finite));
-    let x_min = pts().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    let x_max = pts().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-    let y_max = pts().map(|p| p.1).fold(0.0f64, f64::max);
-    let (x_min, x_max) = if x_min < x_max {
-        (x_min.min(0.0), x_max)
-    } else if x_min.is_finite() {
-        (x_min - 0.5, x_min + 0.5)
-    } else {
-        (0.0, 1.0)
-    };
-    // Headroom so the legend (upper right) does not hide the top of the lines.
+    let y_max = groups
+        .iter()
+        .flat_map(|g| g.1.iter())
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |a, &b| a.max(b));
     let y_max = if y_max > 0.0 { y_max * 1.25 } else { 1.0 };
-
+    let n = groups.len().max(1);
+    let k = legend.len().max(1);
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = frame(&root, title)
-        .build_cartesian_2d(x_min..x_max, 0.0..y_max)
+        .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
         .map_err(plot_err)?;
+    let labels: Vec<String> = groups.iter().map(|g| g.0.clone()).collect();
     chart
         .configure_mesh()
-        .x_desc(x_label)
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            // Label only group centres (g + 0.5).
+            let g = x - 0.5;
+            if (g - g.round()).abs() < 1e-6 && g >= 0.0 {
+                labels.get(g.round() as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
         .y_desc(y_label)
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(plot_err)?;
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let points: Vec<(f64, f64)> = s.points.iter().filter(finite).copied().collect();
+    let bar_w = 0.8 / k as f64;
+    for (j, name) in legend.iter().enumerate() {
+        let color = COLORS[j % COLORS.len()];
+        let bars = groups.iter().enumerate().filter_map(|(g, (_, vals))| {
+            let v = *vals.get(j)?;
+            let x0 = g as f64 + 0.1 + j as f64 * bar_w;
+            v.is_finite()
+                .then(|| Rectangle::new([(x0, 0.0), (x0 + bar_w * 0.9, v)], color.filled()))
+        });
         chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .draw_series(bars)
             .map_err(plot_err)?
-            .label(s.label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-            });
+            .label(name.to_string())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    if !series.is_empty() {
+    chart
+        .draw_series(groups.iter().enumerate().flat_map(|(g, (_, vals))| {
+            vals.iter().enumerate().map(move |(j, v)| {
+                let x0 = g as f64 + 0.1 + j as f64 * bar_w;
+                let (text, y) = if v.is_finite() {
+                    (format!("{v:.0}"), *v)
+                } else {
+                    ("n/a".to_owned(), 0.0)
+                };
+                Text::new(text, (x0, y + y_max * 0.02), (FONT, 13).into_font())
+            })
+        }))
+        .map_err(plot_err)?;
+    if legend.len() > 1 {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
@@ -216,17 +501,6 @@ pub fn plot_lines(
     Ok(())
 }
 
-/// Compares runs: the same metric over time from several runs on one plot
-/// (e.g. path-1 RTT with CCID2 and with CCID5), as in the paper's figures.
-pub fn plot_comparison(
-    file: &Path,
-    title: &str,
-    y_label: &str,
-    series: &[Series],
-) -> io::Result<()> {
-    plot_lines(file, title, "time (s)", y_label, series)
-}
-
 /// A bar chart of one scalar per run (e.g. goodput per configuration).
 pub fn plot_bars(
     file: &Path,
@@ -234,61 +508,22 @@ pub fn plot_bars(
     y_label: &str,
     bars: &[(String, f64)],
 ) -> io::Result<()> {
-    ensure_font()?;
-    let y_max = bars
-        .iter()
-        .map(|b| b.1)
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max);
-    let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
-    let n = bars.len().max(1);
-    let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = frame(&root, title)
-        .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
-        .map_err(plot_err)?;
-    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n * 2 + 1)
-        .x_label_formatter(&|x| {
-            // Label only bar centres (k + 0.5).
-            let k = x - 0.5;
-            if (k - k.round()).abs() < 1e-6 && k >= 0.0 {
-                labels.get(k.round() as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .y_desc(y_label)
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()
-        .map_err(plot_err)?;
-    chart
-        .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
-            let v = if v.is_finite() { *v } else { 0.0 };
-            let color = COLORS[i % COLORS.len()];
-            Rectangle::new(
-                [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, v)],
-                color.filled(),
-            )
-        }))
-        .map_err(plot_err)?;
-    chart
-        .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
-            let v = if v.is_finite() { *v } else { 0.0 };
-            Text::new(
-                format!("{v:.2}"),
-                (i as f64 + 0.35, v + y_max * 0.03),
-                (FONT, 14).into_font(),
-            )
-        }))
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)?;
-    Ok(())
+    let groups: Vec<(String, Vec<f64>)> = bars.iter().map(|(l, v)| (l.clone(), vec![*v])).collect();
+    plot_grouped_bars(file, title, y_label, &[""], &groups)
+}
+
+/// The frame of single-chart plots: title, margin and axis-label areas.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'static, DB> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, (FONT, 22).into_font())
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65);
+    builder
 }
 
 #[cfg(test)]
@@ -306,6 +541,84 @@ mod tests {
         bytes.starts_with(b"\x89PNG\r\n\x1a\n")
     }
 
+    /// `(width, height, RGB pixels)` of a PNG file.
+    fn decode(path: &std::path::Path) -> (usize, usize, Vec<[u8; 3]>) {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let (w, h) = (info.width as usize, info.height as usize);
+        let bpp = info.line_size / w;
+        assert!(bpp >= 3, "8-bit RGB(A) expected, got {info:?}");
+        let px = (0..w * h)
+            .map(|i| [buf[i * bpp], buf[i * bpp + 1], buf[i * bpp + 2]])
+            .collect();
+        (w, h, px)
+    }
+
+    /// The E4/E6 bug: 10 000 jumpy points in 0–580 Mbit/s drawn with a wide
+    /// stroke left the frame (below zero, above the top). Every pixel of the
+    /// series colour (blue; nothing else in the plot is) must lie inside the
+    /// plot's x extent and within the pixel band of the data's y range.
+    #[test]
+    fn every_plotted_pixel_of_a_long_jumpy_series_lies_in_the_data_range() {
+        let d = tmp("range");
+        // 1 000 points (E4 --quick, E6) and 10 000 (E4's 1000 s), jumping
+        // across 0–580 Mbit/s as E4's goodput does.
+        for n in [1_000u64, 10_000] {
+            let points: Vec<(f64, f64)> = (0..n)
+                .map(|i| {
+                    let v = match i % 7 {
+                        0 => 0.0,
+                        1 => 580.0,
+                        _ => ((i * 7919) % 581) as f64,
+                    };
+                    (i as f64 * 0.1, v)
+                })
+                .collect();
+            let series = [Series {
+                label: String::new(),
+                points,
+            }];
+            let file = d.join(format!("jumpy-{n}.png"));
+            let px = plot_lines(&file, "jumpy", "time (s)", "Mbit/s", &series).unwrap();
+            let (w, h, pixels) = decode(&file);
+            let mut blue = 0;
+            for (i, p) in pixels.iter().enumerate() {
+                let (x, y) = ((i % w) as i32, (i / w) as i32);
+                if i32::from(p[2]) - i32::from(p[0]) < 30 {
+                    continue;
+                }
+                blue += 1;
+                assert!(
+                    x >= px.x.0 - 1 && x <= px.x.1 + 1 && y >= px.y.0 - 1 && y <= px.y.1 + 1,
+                    "{n} points: series pixel ({x}, {y}) outside the data band x {:?}, y {:?} ({w}×{h})",
+                    px.x,
+                    px.y
+                );
+            }
+            // The band spans the plot (0 and 580 both occur) and was drawn.
+            assert!(blue > 1000, "{n} points: {blue} series pixels");
+            assert!(px.y.1 - px.y.0 > 300, "{px:?}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn decimation_keeps_each_columns_min_max_and_mean() {
+        let pts: Vec<(f64, f64)> = (0..1000).map(|i| (i as f64, (i % 10) as f64)).collect();
+        let cols = decimate(&pts, 0.0..1000.0, 100);
+        assert_eq!(cols.len(), 100);
+        for c in &cols {
+            assert_eq!((c.min, c.max, c.mean), (0.0, 9.0, 4.5), "{c:?}");
+        }
+        assert_eq!(cols[0].x, 4.5);
+        // Fewer points than columns: one column per point, values kept.
+        let few = decimate(&pts[..5], 0.0..1000.0, 100);
+        assert_eq!(few.len(), 1, "five points in the first column");
+        assert!(decimate(&[(0.0, f64::NAN)], 0.0..1.0, 10).is_empty());
+    }
+
     #[test]
     fn line_and_bar_plots_are_pngs_with_text() {
         let d = tmp("lines");
@@ -321,7 +634,7 @@ mod tests {
                 points: vec![],
             },
         ];
-        plot_comparison(&d.join("c.png"), "RTT", "ms", &s).unwrap();
+        plot_lines(&d.join("c.png"), "RTT", "time (s)", "ms", &s).unwrap();
         plot_bars(
             &d.join("b.png"),
             "goodput",

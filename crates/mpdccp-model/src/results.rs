@@ -1,9 +1,9 @@
-//! The result contract of `../shared/SCENARIOS.md`: `summary.json`,
+//! The result contract of `docs/SCENARIOS.md`: `summary.json`,
 //! `timeseries.csv` and plots, from events the simulator or the testbed feed a
 //! [`Recorder`].
 //!
 //! Contract:
-//! * names and units of SCENARIOS.md are kept exactly (`goodput_mbps`,
+//! * names and units of docs/SCENARIOS.md are kept exactly (`goodput_mbps`,
 //!   `owd_ms.p95`, …); extra fields are added beside them;
 //! * identical event sequences give byte-identical `summary.json` and
 //!   `timeseries.csv`: ordered maps, fields in declaration order, every float
@@ -243,6 +243,26 @@ impl Dist {
             samples: self.n,
         }
     }
+
+    /// The empirical CDF as `(ms, fraction ≤ it)` points, one per histogram
+    /// bucket holding samples (bucket tops clamped to the exact min and max).
+    fn cdf_ms(&self) -> Vec<(f64, f64)> {
+        if self.n == 0 {
+            return Vec::new();
+        }
+        let total = self.hist.len().max(1) as f64;
+        let mut seen = 0u64;
+        let mut out = vec![(round6(self.min_ns as f64 / 1e6), 0.0)];
+        for v in self.hist.iter_recorded() {
+            seen += v.count_since_last_iteration();
+            let ns = v
+                .value_iterated_to()
+                .saturating_mul(1000)
+                .clamp(self.min_ns, self.max_ns);
+            out.push((round6(ns as f64 / 1e6), seen as f64 / total));
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -425,9 +445,9 @@ impl Recorder {
         let slots = 1 + windows.len();
         let t = &scenario.tunnel;
         let mut meta = BTreeMap::new();
-        meta.insert("cc".into(), t.cc.clone().into());
-        meta.insert("scheduler".into(), t.scheduler.clone().into());
-        meta.insert("reorder".into(), t.reorder.clone().into());
+        meta.insert("cc".into(), t.cc.name().into());
+        meta.insert("scheduler".into(), t.scheduler.name().into());
+        meta.insert("reorder".into(), t.reorder.name().into());
         if let Some(ms) = t.reorder_timeout_ms {
             meta.insert("reorder_timeout_ms".into(), round6(ms).into());
         }
@@ -737,6 +757,7 @@ impl Recorder {
             flows: self.flow_names.clone(),
             paths: self.path_names.clone(),
             rows,
+            owd_cdf: self.flows.iter().map(|f| f[0].owd.cdf_ms()).collect(),
         }
     }
 }
@@ -812,6 +833,9 @@ pub struct TimeSeries {
     pub paths: Vec<String>,
     /// Bin by bin; within a bin, flows then paths, scenario order.
     pub rows: Vec<TsRow>,
+    /// Per flow (scenario order), the whole run's one-way delay CDF as
+    /// `(ms, fraction of delivered packets with at most that delay)`.
+    pub owd_cdf: Vec<Vec<(f64, f64)>>,
 }
 
 /// Columns of `timeseries.csv`, in order.

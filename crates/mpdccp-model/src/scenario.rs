@@ -1,7 +1,7 @@
-//! Scenario files: the TOML description of an experiment (`../shared/SCENARIOS.md`).
+//! Scenario files: the TOML description of an experiment (`docs/SCENARIOS.md`).
 //!
 //! Contract:
-//! * field names are exactly those of SCENARIOS.md; siblings are added, never
+//! * field names are exactly those of docs/SCENARIOS.md; siblings are added, never
 //!   renamed. Unknown fields are an error (a typo such as `dealy_ms` must not be
 //!   silently ignored);
 //! * [`Scenario::from_toml_str`] parses and validates; [`Scenario::load`] also
@@ -16,8 +16,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use mpdccp_proto::cc::CcKind;
+use mpdccp_proto::conn::TunnelSettings;
 use mpdccp_proto::Instant;
 use serde::{Deserialize, Serialize};
+
+/// Most paths one tunnel joins: the connection's `max_paths` default. A
+/// scenario with more paths and a multipath tunnel is refused at load.
+pub const MAX_TUNNEL_PATHS: usize = 8;
 
 /// One experiment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -197,49 +203,9 @@ impl Trace {
     }
 }
 
-/// The MP-DCCP tunnel's settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TunnelSpec {
-    /// Per-subflow congestion control (a `cc::build` name).
-    pub cc: String,
-    /// Scheduler (a `sched::build` name).
-    pub scheduler: String,
-    /// Receiver reordering (a `reorder::build` name).
-    pub reorder: String,
-    /// Reordering timeout (fixed, or the start value of adaptive strategies).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reorder_timeout_ms: Option<f64>,
-    /// Per-path weights for the `ratio` scheduler, in path order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub weights: Vec<u32>,
-    /// Bounded send queue in front of the scheduler, in packets.
-    pub send_queue_pkts: usize,
-    /// Same queue's limit in bytes (none when absent).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub send_queue_bytes: Option<usize>,
-    /// Largest DCCP packet (tunnelled packet plus headers) in bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mss_bytes: Option<u32>,
-    /// `false`: plain single-path DCCP on the first path (no MP-DCCP feature).
-    pub multipath: bool,
-}
-
-impl Default for TunnelSpec {
-    fn default() -> Self {
-        TunnelSpec {
-            cc: "ccid2".into(),
-            scheduler: "cpf".into(),
-            reorder: "passive".into(),
-            reorder_timeout_ms: None,
-            weights: Vec::new(),
-            send_queue_pkts: 1000,
-            send_queue_bytes: None,
-            mss_bytes: None,
-            multipath: true,
-        }
-    }
-}
+/// The MP-DCCP tunnel's settings: the core's [`TunnelSettings`], the same
+/// table the daemons read (one definition, one set of defaults).
+pub type TunnelSpec = TunnelSettings;
 
 /// One traffic source.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -305,10 +271,6 @@ pub struct WindowSpec {
 
 /// The `via` value that sends a flow through the MP-DCCP tunnel.
 pub const VIA_TUNNEL: &str = "tunnel";
-
-/// Inner (end-to-end) TCP congestion controls accepted for `kind = "tcp"`,
-/// besides the names of `cc::CC_NAMES`.
-pub const TCP_CC_ALIASES: &[&str] = &["bbr"];
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ScenarioError {
@@ -459,7 +421,20 @@ impl Scenario {
                 return Err(invalid(format!("path name `{}` is used twice", p.name)));
             }
         }
-        self.tunnel.validate(self.path.len())?;
+        self.tunnel
+            .validate(Some(self.path.len()))
+            .map_err(|e| invalid(format!("tunnel: {e}")))?;
+        let tunnel_used = self.flow.iter().any(|f| f.via == VIA_TUNNEL);
+        if tunnel_used && self.tunnel.multipath && self.path.len() > MAX_TUNNEL_PATHS {
+            // Every path joins the tunnel; the connection refuses joins past
+            // its `max_paths` (RFC 9897 §3.2, Reset "Too Busy"), so the extra
+            // paths would silently carry nothing.
+            return Err(invalid(format!(
+                "{} paths, but a tunnel carries at most {MAX_TUNNEL_PATHS} \
+                 (docs/SCENARIOS.md, Limits)",
+                self.path.len()
+            )));
+        }
         for (i, f) in self.flow.iter().enumerate() {
             let what = format!("flow {i} (`{}`)", f.name);
             if f.name.trim().is_empty() {
@@ -492,15 +467,8 @@ impl Scenario {
                 )));
             }
             if let Some(cc) = &f.cc {
-                let known = mpdccp_proto::cc::CC_NAMES.contains(&cc.as_str())
-                    || TCP_CC_ALIASES.contains(&cc.as_str());
-                if !known {
-                    return Err(invalid(format!(
-                        "{what}: unknown congestion control `{cc}` (expected one of {}, {})",
-                        mpdccp_proto::cc::CC_NAMES.join(", "),
-                        TCP_CC_ALIASES.join(", ")
-                    )));
-                }
+                cc.parse::<CcKind>()
+                    .map_err(|e| invalid(format!("{what}: {e}")))?;
             }
             check_time(&what, "start_s", f.start_s, dur)?;
             if let Some(stop) = f.stop_s {
@@ -866,53 +834,6 @@ impl PathSpec {
     }
 }
 
-impl TunnelSpec {
-    fn validate(&self, n_paths: usize) -> Result<(), ScenarioError> {
-        if !mpdccp_proto::cc::CC_NAMES.contains(&self.cc.as_str()) {
-            return Err(invalid(format!(
-                "tunnel: unknown congestion control `{}` (expected one of {})",
-                self.cc,
-                mpdccp_proto::cc::CC_NAMES.join(", ")
-            )));
-        }
-        // Scheduler and reordering names are checked by their factories
-        // (`sched::build`, `reorder::build`), which know the full set.
-        for (field, v) in [("scheduler", &self.scheduler), ("reorder", &self.reorder)] {
-            let ok = !v.is_empty()
-                && v.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-            if !ok {
-                return Err(invalid(format!(
-                    "tunnel: `{field}` = `{v}` is not a valid name"
-                )));
-            }
-        }
-        if let Some(t) = self.reorder_timeout_ms {
-            if !(t.is_finite() && t >= 0.0) {
-                return Err(invalid(format!(
-                    "tunnel: `reorder_timeout_ms` must be >= 0 (got {t})"
-                )));
-            }
-        }
-        if !self.weights.is_empty() && self.weights.len() != n_paths {
-            return Err(invalid(format!(
-                "tunnel: `weights` has {} entries for {n_paths} paths",
-                self.weights.len()
-            )));
-        }
-        if !self.weights.is_empty() && self.weights.iter().all(|&w| w == 0) {
-            return Err(invalid("tunnel: `weights` are all zero"));
-        }
-        if self.send_queue_pkts == 0 {
-            return Err(invalid("tunnel: `send_queue_pkts` must be > 0"));
-        }
-        if self.mss_bytes.is_some_and(|m| !(100..=65_000).contains(&m)) {
-            return Err(invalid("tunnel: `mss_bytes` must be in 100..=65000"));
-        }
-        Ok(())
-    }
-}
-
 /// Mbit/s to whole bit/s (rounded; negative or NaN gives 0).
 pub fn mbps_to_bps(mbps: f64) -> u64 {
     if mbps.is_finite() && mbps > 0.0 {
@@ -933,6 +854,7 @@ fn ms_to_duration(ms: f64) -> std::time::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpdccp_proto::sched::SchedulerKind;
 
     const E1: &str = r#"
 name = "ccid5-single-path"
@@ -971,6 +893,44 @@ to_s = 15
         Scenario::from_toml_str(E1).expect("E1 parses")
     }
 
+    /// `n` copies of E1's path under a multipath tunnel.
+    fn with_paths(n: usize) -> Result<Scenario, ScenarioError> {
+        let mut text = E1.replace("name = \"p1\"", "name = \"p0\"");
+        for i in 1..n {
+            text.push_str(&format!(
+                "\n[[path]]\nname = \"p{i}\"\ndelay_ms = 5\nrate_mbps = 10\n"
+            ));
+        }
+        Scenario::from_toml_str(&text)
+    }
+
+    #[test]
+    fn more_paths_than_a_tunnel_joins_are_refused_at_load() {
+        // The limit is the connection's: a path past it would be refused
+        // at join time and carry nothing (the old silent failure).
+        assert_eq!(
+            MAX_TUNNEL_PATHS,
+            mpdccp_proto::conn::ConnectionConfig::default().max_paths
+        );
+        assert!(with_paths(MAX_TUNNEL_PATHS).is_ok());
+        let err = with_paths(10)
+            .expect_err("10 paths must be refused")
+            .to_string();
+        assert!(
+            err.contains("10 paths") && err.contains("at most 8"),
+            "{err}"
+        );
+        // Without a multipath tunnel only the first path is used: allowed.
+        let mut s = with_paths(MAX_TUNNEL_PATHS).expect("8 paths load");
+        s.apply_set("tunnel.multipath", "false")
+            .expect("single path");
+        let mut text = toml::to_string(&s).expect("serializes");
+        for i in MAX_TUNNEL_PATHS..10 {
+            text.push_str(&format!("\n[[path]]\nname = \"x{i}\"\nrate_mbps = 1\n"));
+        }
+        assert!(Scenario::from_toml_str(&text).is_ok());
+    }
+
     #[test]
     fn parses_the_contract_example() {
         let s = e1();
@@ -991,7 +951,7 @@ to_s = 15
             ]
         );
         assert_eq!(s.path[0].priority, 3);
-        assert_eq!(s.tunnel.cc, "ccid5");
+        assert_eq!(s.tunnel.cc, CcKind::Ccid5);
         assert_eq!(s.tunnel.reorder_timeout_ms, Some(15.0));
         assert_eq!(s.flow[0].kind, FlowKind::UdpCbr);
         assert_eq!(s.flow[0].rate_mbps, Some(15.0));
@@ -1102,7 +1062,7 @@ to_s = 15
     fn apply_set_edits_any_field() {
         let mut s = e1();
         s.apply_set("tunnel.cc", "ccid2").unwrap();
-        assert_eq!(s.tunnel.cc, "ccid2");
+        assert_eq!(s.tunnel.cc, CcKind::Ccid2);
         s.apply_set("path.0.delay_ms", "20").unwrap();
         assert_eq!(s.path[0].delay_ms, 20.0);
         s.apply_set("path.p1.loss", "0.01").unwrap();
@@ -1149,7 +1109,7 @@ to_s = 15
         assert!(s.path.iter().all(|p| p.loss == 1e-6));
         s.apply_set("path.p1.rate.*.mbps", "7").unwrap();
         assert!(s.path[0].rate.iter().all(|r| r.mbps == 7.0));
-        assert_eq!(s.tunnel.scheduler, "rr");
+        assert_eq!(s.tunnel.scheduler, SchedulerKind::Rr);
     }
 
     #[test]

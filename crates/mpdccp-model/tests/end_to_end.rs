@@ -102,10 +102,11 @@ fn rate_drop_fills_the_buffer_and_caps_delivery_at_the_new_rate() {
     for f in [
         "summary.json",
         "timeseries.csv",
-        "latency.png",
+        "delay.png",
         "throughput.png",
         "cwnd.png",
         "queue.png",
+        "owd_cdf.png",
     ] {
         assert!(dir.join(f).metadata().unwrap().len() > 100, "{f}");
     }

@@ -45,6 +45,15 @@ pub fn set_realtime(priority: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Puts the calling thread back in the normal scheduling class (a thread
+/// spawned by a `SCHED_FIFO` thread inherits its class; helpers that must
+/// not compete with the packet loop call this). Failure leaves the class.
+pub fn set_normal_scheduling() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param; pid 0 = this thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+}
+
 /// How long to wait in the kernel before `deadline`; below [`SPIN_BELOW`] the
 /// caller should spin (yielding) instead, since a kernel sleep that short
 /// overshoots by more than it waits.

@@ -1,38 +1,31 @@
-//! # mpdccp-net — the core on real Linux I/O
+//! # mpdccp-net — the tunnel daemon on real Linux I/O
 //!
-//! TUN devices, one UDP socket per path (RFC 6773 encapsulation), the daemon
-//! and its path manager, the userspace link emulator and the
-//! network-namespace testbed.
+//! TUN devices, one UDP socket per path (RFC 6773 encapsulation), kernel
+//! offloads, and the daemon (`mpdccp server` / `mpdccp client`) with its
+//! path manager, control socket and metrics. The lab around it (link
+//! emulator, namespaces, testbed, benchmark) is the `mpdccp-lab` crate, so
+//! the daemon links neither the simulator's model nor its plotting.
 //!
 //! Contract: this crate is the only place that touches the OS for the tunnel.
 //! It maps the OS clock to the core's `Instant` once ([`clock::now`]), owns
 //! every buffer (preallocated, batched I/O, no allocation per packet on the
-//! data path) and feeds the unchanged sans-IO core from `mpdccp-proto`.
-//! Everything it creates on the host (namespaces, veth pairs, processes) is
-//! owned by a guard that removes it on drop.
+//! data path) and feeds the unchanged sans-IO core from `mpdccp-proto`. It is
+//! the one crate of the workspace allowed `unsafe` (ioctl, `recvmmsg`,
+//! `sendmmsg`, clocks and scheduling), each use with its `SAFETY` note.
 //!
 //! Module map:
 //! * [`clock`] — OS monotonic clock → core `Instant`, precise timer slack.
 //! * [`tun`] — TUN device (ioctl wrapper).
 //! * [`udp`] — per-path UDP sockets, `recvmmsg`/`sendmmsg`/GSO.
+//! * [`offload`] — TUN TSO split and GRO-style coalescing.
 //! * [`mtu`] — tunnel MTU from the path MTU.
-//! * [`netns`] — namespaces, veth pairs, child processes (RAII).
-//! * [`emu`] — the userspace link emulator (`mpdccp netem`).
-//! * [`topo`] — client / router-per-path / server namespace topology.
+//! * [`iproute`] — `ip` and other helper programs.
 //! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
-//! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
-//! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
-//! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
 
-pub mod bench;
 pub mod clock;
 pub mod daemon;
-pub mod emu;
+pub mod iproute;
 pub mod mtu;
-pub mod netns;
 pub mod offload;
-pub mod probe;
-pub mod testbed;
-pub mod topo;
 pub mod tun;
 pub mod udp;

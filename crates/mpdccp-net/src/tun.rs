@@ -4,7 +4,7 @@
 //! exactly one flag set (`IFF_TUN | IFF_NO_PI`), a non-blocking fd to put in
 //! our own poll loop, and nothing async; the wrapper is ~50 lines with no
 //! transitive dependencies. Addresses, MTU and routes are set with `ip`
-//! (see [`crate::netns`]) so what the daemon does can be reproduced by hand.
+//! (see `mpdccp_lab::netns`) so what the daemon does can be reproduced by hand.
 //!
 //! Reads are batched by the caller: on readiness it drains up to a batch of
 //! packets with [`Tun::recv`] until `WouldBlock`.
@@ -162,5 +162,11 @@ impl Tun {
 impl AsRawFd for Tun {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+impl std::os::fd::AsFd for Tun {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }

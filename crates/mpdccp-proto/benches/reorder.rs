@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mpdccp_proto::reorder::{self, PathReceiveState, ReorderConfig, ReorderItem, REORDER_NAMES};
+use mpdccp_proto::reorder::{self, PathReceiveState, ReorderConfig, ReorderItem, ReorderKind};
 use mpdccp_proto::{Instant, PathId, PathView};
 
 const PACKETS: u64 = 20_000;
@@ -34,18 +34,19 @@ fn scenario(n: usize) -> (Vec<PathView>, Vec<(Instant, u64, PathId)>) {
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("reorder_push_pop");
     group.throughput(Throughput::Elements(PACKETS));
-    for name in REORDER_NAMES {
+    for kind in ReorderKind::ALL {
+        let name = kind.name();
         for n in [2usize, 4, 8] {
             let (views, arrivals) = scenario(n);
             let config = ReorderConfig {
-                name: (*name).to_owned(),
+                kind: *kind,
                 initial_seq: Some(0),
                 max_timeout: Duration::from_millis(200),
                 ..ReorderConfig::default()
             };
-            group.bench_with_input(BenchmarkId::new(*name, n), &n, |b, _| {
+            group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
                 b.iter(|| {
-                    let mut r = reorder::build(&config).unwrap();
+                    let mut r = reorder::build(&config);
                     let mut rx: Vec<PathReceiveState> = views
                         .iter()
                         .map(|p| PathReceiveState {

@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mpdccp_proto::sched::{self, PacketMeta, SchedulerConfig, SCHEDULER_NAMES};
+use mpdccp_proto::sched::{self, PacketMeta, SchedulerConfig, SchedulerKind};
 use mpdccp_proto::{Instant, PathId, PathView};
 
 fn paths(n: usize) -> Vec<PathView> {
@@ -27,16 +27,17 @@ fn paths(n: usize) -> Vec<PathView> {
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("sched_select");
     group.throughput(Throughput::Elements(1));
-    for name in SCHEDULER_NAMES {
+    for kind in SchedulerKind::ALL {
+        let name = kind.name();
         for n in [2usize, 4, 8] {
             let views = paths(n);
             let config = SchedulerConfig {
-                name: (*name).to_owned(),
+                kind: *kind,
                 weights: (1..=n as u32).collect(),
                 rr_burst: 2,
                 ..SchedulerConfig::default()
             };
-            let mut s = sched::build(&config).unwrap();
+            let mut s = sched::build(&config);
             let pkt = PacketMeta {
                 len: 1200,
                 queued_pkts: 8,
@@ -44,7 +45,7 @@ fn bench(c: &mut Criterion) {
             };
             let mut out = Vec::with_capacity(8);
             let mut now = Instant::from_millis(1);
-            group.bench_with_input(BenchmarkId::new(*name, n), &n, |b, _| {
+            group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
                 b.iter(|| {
                     out.clear();
                     now += Duration::from_micros(1);

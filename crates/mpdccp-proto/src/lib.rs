@@ -16,15 +16,21 @@
 //! Module map (top-down):
 //! * [`wire`]    — packet and option parsing/emitting (RFC 4340, 9897, 6773).
 //! * [`conn`]    — `Connection` (MP-DCCP meta state) and its DCCP subflows.
-//! * [`harness`] — a deterministic N-path test harness on a virtual clock.
+//! * `harness` — a deterministic N-path test harness on a virtual clock
+//!   (feature `harness`: for tests, benchmarks, fuzzing and demos; not part
+//!   of the protocol API).
 //! * [`cc`]      — the congestion-control trait and every controller.
 //! * [`sched`]   — the scheduler trait and the schedulers.
 //! * [`reorder`] — the receiver reordering trait and its strategies.
 //! * [`time`], [`path`] — the shared vocabulary: time and the per-path view.
 
+#![forbid(unsafe_code)]
+
 pub mod cc;
 pub mod conn;
+#[cfg(feature = "harness")]
 pub mod harness;
+mod kind;
 pub mod path;
 pub mod reorder;
 pub mod sched;
@@ -33,7 +39,8 @@ pub mod wire;
 
 pub use conn::{
     ConnError, ConnStats, Connection, ConnectionConfig, DropPolicy, Endpoint, EndpointConfig,
-    Event, PathConfig, Role, SendError, Transmit,
+    Event, PathConfig, Role, SendError, Transmit, TunnelSettings,
 };
+pub use kind::UnknownName;
 pub use path::{PathId, PathState, PathView};
 pub use time::Instant;

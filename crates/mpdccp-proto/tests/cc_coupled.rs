@@ -167,8 +167,8 @@ fn one_subflow_reduces_to_the_parent_controller() {
     ] {
         for seed in [1, 7, 42] {
             for own_view in [false, true] {
-                let a = trace(cc::build(child, &config).unwrap(), seed, own_view);
-                let b = trace(cc::build(parent, &config).unwrap(), seed, own_view);
+                let a = trace(build_cc(child, &config).unwrap(), seed, own_view);
+                let b = trace(build_cc(parent, &config).unwrap(), seed, own_view);
                 let first_diff = a.iter().zip(&b).position(|(x, y)| x != y);
                 assert_eq!(first_diff, None, "{child} vs {parent}, seed {seed}");
                 assert!(
@@ -218,7 +218,7 @@ fn in_ca(name: &str, w: u32) -> Box<dyn CongestionController> {
     } else {
         2 * w
     };
-    let mut c = cc::build(
+    let mut c = build_cc(
         name,
         &CcConfig {
             initial_cwnd_pkts: Some(iw),
@@ -397,7 +397,7 @@ fn ack_clock_average(names: &[&str], rtts_s: &[f64], loss: &[f64], seconds: f64)
     };
     let mut ccs: Vec<Box<dyn CongestionController>> = names
         .iter()
-        .map(|n| cc::build(n, &config).unwrap())
+        .map(|n| build_cc(n, &config).unwrap())
         .collect();
     let n = ccs.len();
     let mut next = vec![0.0f64; n];
@@ -559,4 +559,14 @@ fn coupled_cubic_below_the_reno_crossover_increases_as_lia() {
     grow(far.as_mut(), &[big], 100, 10);
     let s = far.snapshot(PathId(0), Duration::from_millis(100), true);
     assert!(s.virtual_reno_is_cubic, "100 ms, 150 pkts: coupled CUBIC");
+}
+
+/// The controller called `name` (names parse into [`cc::CcKind`], the
+/// factory of the built-in controllers).
+fn build_cc(
+    name: &str,
+    config: &CcConfig,
+) -> Result<Box<dyn CongestionController>, mpdccp_proto::UnknownName> {
+    use mpdccp_proto::cc::ControllerFactory;
+    Ok(name.parse::<cc::CcKind>()?.build(config))
 }

@@ -145,7 +145,7 @@ fn fast_convergence_lowers_w_max_when_the_peak_falls_short() {
 
 #[test]
 fn optional_pacing_follows_cwnd_over_srtt() {
-    let mut c = cc::build(
+    let mut c = build_cc(
         "cubic",
         &CcConfig {
             pacing: true,
@@ -161,9 +161,19 @@ fn optional_pacing_follows_cwnd_over_srtt() {
     // Slow start: 2 × 10 × 1000 B / 0.1 s.
     assert_eq!(c.pacing_rate_bytes_per_s(), Some(200_000));
     assert_eq!(
-        cc::build("cubic", &CcConfig::default())
+        build_cc("cubic", &CcConfig::default())
             .unwrap()
             .pacing_rate_bytes_per_s(),
         None
     );
+}
+
+/// The controller called `name` (names parse into [`cc::CcKind`], the
+/// factory of the built-in controllers).
+fn build_cc(
+    name: &str,
+    config: &CcConfig,
+) -> Result<Box<dyn CongestionController>, mpdccp_proto::UnknownName> {
+    use mpdccp_proto::cc::ControllerFactory;
+    Ok(name.parse::<cc::CcKind>()?.build(config))
 }

@@ -712,7 +712,7 @@ fn bbr_fills_the_link_without_filling_the_buffer_but_loss_based_controllers_do()
     assert!(mean_q <= 1.0, "standing queue {mean_q} BDP");
     assert!(max_q < 1.9 && drops == 0);
     for name in ["cubic", "ccid2"] {
-        let cc = cc::build(name, &config(None)).unwrap();
+        let cc = build_cc(name, &config(None)).unwrap();
         let r = run(Box::new(move |s| go(Boxed(cc), s)));
         let (util, mean_q, max_q, drops) = measure(name, r);
         assert!(util >= 0.90, "{name}");
@@ -822,6 +822,46 @@ fn bbr_enters_probe_rtt_after_ten_seconds_without_a_lower_rtt() {
     assert!(sim.cc.cwnd_pkts() > 4, "window restored");
 }
 
+/// An application-limited path probes for free (`CcConfig::bbr_app_limited_probe`):
+/// a sender offering 4 of 20 Mbit/s builds no queue, its RTT samples are
+/// what PROBE_RTT would measure, so it never drops to 4 packets — while
+/// the same run with Linux's rule (`false`) enters PROBE_RTT every 10 s.
+/// (E5: an idle backup path took its probe when the traffic moved onto it.)
+#[test]
+fn bbr_app_limited_path_refreshes_min_rtt_without_probe_rtt() {
+    let run = |free_probe: bool| {
+        let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
+        spec.source_rate_bytes_per_s = Some(4e6 / 8.0);
+        let mut cfg = config(Some(10));
+        cfg.bbr_app_limited_probe = free_probe;
+        let mut sim = Sim::new(cc::Bbr::new(&cfg), spec);
+        let (mut entries, mut was_in) = (0, false);
+        let mut min_cwnd = u32::MAX;
+        sim.run_until(secs(25.0), |s| {
+            let now_in = s.cc.mode() == cc::bbr::BbrMode::ProbeRtt;
+            entries += u32::from(now_in && !was_in);
+            was_in = now_in;
+            if s.now > secs(2.0) {
+                min_cwnd = min_cwnd.min(s.cc.cwnd_pkts());
+            }
+        });
+        let min_rtt = sim.cc.min_rtt().expect("has a min RTT");
+        (entries, min_cwnd, min_rtt)
+    };
+    let (free, free_cwnd, free_rtt) = run(true);
+    let (linux, linux_cwnd, _) = run(false);
+    eprintln!("app-limited 4/20 Mbit/s for 25 s: PROBE_RTT entries {free} (min cwnd {free_cwnd}) vs Linux rule {linux} (min cwnd {linux_cwnd})");
+    assert_eq!(free, 0, "an app-limited path must not enter PROBE_RTT");
+    assert!(free_cwnd > cc::bbr::MIN_PIPE_CWND_PKTS);
+    // The estimate stays the path's: 40 ms plus one 1500 B serialization.
+    assert!(
+        free_rtt >= Duration::from_millis(40) && free_rtt < Duration::from_millis(42),
+        "{free_rtt:?}"
+    );
+    assert!(linux >= 2, "Linux's strict `<` probes every 10 s: {linux}");
+    assert!(linux_cwnd <= cc::bbr::MIN_PIPE_CWND_PKTS);
+}
+
 /// Application-limited samples never lower the bandwidth estimate
 /// (draft §4.1.1.5): a sender that drops to 10 % of the link keeps its max
 /// bandwidth until the filter window passes... and the window stays bounded.
@@ -850,7 +890,7 @@ fn bbr_app_limited_samples_do_not_lower_the_estimate() {
 fn single_subflow_coupled_controllers_match_their_parents_in_the_harness() {
     let spec = LinkSpec::bottleneck(20.0, 30, 60);
     let run = |name: &str| {
-        let mut sim = Sim::new(Boxed(cc::build(name, &config(None)).unwrap()), spec.clone());
+        let mut sim = Sim::new(Boxed(build_cc(name, &config(None)).unwrap()), spec.clone());
         sim.run(secs(8.0));
         assert!(sim.queue_drops > 0, "{name}: the run has losses");
         sim.cwnd_trace
@@ -1247,7 +1287,7 @@ mod shared {
 fn two_subflows_vs_one(name: &str, single: &str, mbps: f64, rtt_ms: u64, buffer: usize) -> f64 {
     use shared::{Flow, Shared};
     let rtt = Duration::from_millis(rtt_ms);
-    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let mk = |n: &str| build_cc(n, &config(None)).unwrap();
     let flows = vec![
         Flow::new(mk(name), 0, rtt),
         Flow::new(mk(name), 0, rtt),
@@ -1313,7 +1353,7 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
     let start = Duration::from_secs(1000);
     for name in ["ccid5", "bbr3"] {
         let mut sim = Sim::new(
-            Boxed(cc::build(name, &config(Some(10))).unwrap()),
+            Boxed(build_cc(name, &config(Some(10))).unwrap()),
             spec.clone(),
         );
         sim.now = Instant::ZERO + start;
@@ -1332,7 +1372,7 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
     }
 }
 
-/// E4 of SCENARIOS.md in miniature (Lee et al. 2023, Tab. 3): a multipath
+/// E4 (scenarios/README.md) in miniature (Lee et al. 2023, Tab. 3): a multipath
 /// flow over a large-BDP path 1 (50 Mbit/s, 300 ms RTT, buffer 1 BDP,
 /// periodic loss `p1`) and a small-BDP path 2 (10 Mbit/s, 40 ms, buffer
 /// 1 BDP) shared with one single-path `single` flow. Returns (subflow 1
@@ -1340,7 +1380,7 @@ fn bbr_flows_starting_late_do_not_probe_rtt_at_once() {
 /// `warm_s`..`end_s`.
 fn e4_miniature(name: &str, single: &str, p1: f64, warm_s: f64, end_s: f64) -> (f64, f64, f64) {
     use shared::{Flow, Link, Shared};
-    let mk = |n: &str| cc::build(n, &config(None)).unwrap();
+    let mk = |n: &str| build_cc(n, &config(None)).unwrap();
     let rtt1 = Duration::from_millis(300);
     let rtt2 = Duration::from_millis(40);
     let bdp =
@@ -1395,4 +1435,14 @@ fn coupled_cubic_uses_the_large_bdp_path_and_stays_fair_on_the_shared_one() {
             "{single}: share {cc_share} vs {lia_share}"
         );
     }
+}
+
+/// The controller called `name` (names parse into [`cc::CcKind`], the
+/// factory of the built-in controllers).
+fn build_cc(
+    name: &str,
+    config: &CcConfig,
+) -> Result<Box<dyn CongestionController>, mpdccp_proto::UnknownName> {
+    use mpdccp_proto::cc::ControllerFactory;
+    Ok(name.parse::<cc::CcKind>()?.build(config))
 }

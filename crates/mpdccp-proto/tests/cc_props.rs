@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use mpdccp_proto::cc::{
-    self, AckEvent, CcConfig, CcSnapshot, LossEvent, RateSample, SentPacket, BUILD_NAMES,
-};
+use mpdccp_proto::cc::{self, AckEvent, CcConfig, CcSnapshot, LossEvent, RateSample, SentPacket};
 use mpdccp_proto::{Instant, PathId};
 use proptest::prelude::*;
 
@@ -131,8 +129,8 @@ proptest! {
             pacing,
             ..CcConfig::default()
         };
-        for name in BUILD_NAMES {
-            let mut c = cc::build(name, &config).unwrap();
+        for name in cc::CcKind::valid_names() {
+            let mut c = build_cc(name, &config).unwrap();
             let mut now = Instant::from_millis(1);
             let mut seq = 0u64;
             let mut delivered = 0u64;
@@ -207,9 +205,9 @@ proptest! {
 /// Same events, same seed ⇒ same decisions (no clocks, no OS randomness).
 #[test]
 fn controllers_are_deterministic() {
-    for name in BUILD_NAMES {
+    for name in cc::CcKind::valid_names() {
         let run = || {
-            let mut c = cc::build(
+            let mut c = build_cc(
                 name,
                 &CcConfig {
                     seed: 5,
@@ -260,4 +258,14 @@ fn controllers_are_deterministic() {
         };
         assert_eq!(run(), run(), "{name}");
     }
+}
+
+/// The controller called `name` (names parse into [`cc::CcKind`], the
+/// factory of the built-in controllers).
+fn build_cc(
+    name: &str,
+    config: &CcConfig,
+) -> Result<Box<dyn cc::CongestionController>, mpdccp_proto::UnknownName> {
+    use mpdccp_proto::cc::ControllerFactory;
+    Ok(name.parse::<cc::CcKind>()?.build(config))
 }

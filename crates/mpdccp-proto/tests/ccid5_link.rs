@@ -30,9 +30,11 @@ fn link() -> LinkSpec {
 /// Path 1 primary, the others secondary (E2: CPF fills path 1 first).
 fn harness(cc: &str, paths: usize, pkt_bytes: usize) -> Harness {
     let client = ConnectionConfig {
-        cc: cc.into(),
+        cc: cc.parse().unwrap(),
         mss_bytes: (pkt_bytes + DATA_HEADER_MAX) as u32,
-        scheduler: SchedulerConfig::named("cpf"),
+        scheduler: SchedulerConfig::from(
+            "cpf".parse::<mpdccp_proto::sched::SchedulerKind>().unwrap(),
+        ),
         ..ConnectionConfig::default()
     };
     let server = client.clone();
@@ -176,7 +178,7 @@ fn single_path(cc: &str) -> Measured {
     m
 }
 
-/// E2 (SCENARIOS.md): 15 Mbit/s CBR of 1400-byte packets over two paths
+/// E2 (scenarios/README.md, `scenarios/e2-*.toml`): 15 Mbit/s CBR of 1400-byte packets over two paths
 /// that run at 1 Gbit/s for 5 s and then drop to 10 Mbit/s; measured 2–5 s
 /// after the drop and over the end state (the last 5 s of 20).
 fn two_path_cbr(cc: &str) -> (Measured, Measured) {

@@ -47,7 +47,7 @@ impl Wire {
 /// `tick`.
 fn ccid5_goodput_mbps(tick: Duration) -> f64 {
     let cfg = ConnectionConfig {
-        cc: "ccid5".into(),
+        cc: "ccid5".parse().unwrap(),
         ..ConnectionConfig::default()
     };
     let mut now = Instant::ZERO;

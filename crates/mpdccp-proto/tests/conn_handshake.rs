@@ -61,7 +61,8 @@ fn data_over_two_paths_is_delivered_exactly_once() {
     let mut cfg = two_paths();
     // Round robin so that both paths carry data whatever their RTTs.
     for c in [&mut cfg.client, &mut cfg.server] {
-        c.scheduler = SchedulerConfig::named("rr");
+        c.scheduler =
+            SchedulerConfig::from("rr".parse::<mpdccp_proto::sched::SchedulerKind>().unwrap());
     }
     let mut h = Harness::new(cfg);
     h.open_paths(2, Duration::from_millis(200));

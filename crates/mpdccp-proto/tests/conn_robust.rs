@@ -258,7 +258,7 @@ fn ccid2_detects_loss_from_the_ack_vector_and_halves_cwnd() {
 fn burstiness(cc: &str) -> (f64, usize) {
     use mpdccp_proto::ConnectionConfig;
     let conf = ConnectionConfig {
-        cc: cc.into(),
+        cc: cc.parse().unwrap(),
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {
@@ -317,7 +317,7 @@ fn a_pacing_controller_spreads_departures() {
 fn single_path_goodput(cc: &str) -> (f64, Duration) {
     use mpdccp_proto::ConnectionConfig;
     let conf = ConnectionConfig {
-        cc: cc.into(),
+        cc: cc.parse().unwrap(),
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {
@@ -382,7 +382,7 @@ fn ccid2_fills_a_single_path() {
 fn cpf_split(cc: &str) -> (f64, f64) {
     use mpdccp_proto::ConnectionConfig;
     let conf = ConnectionConfig {
-        cc: cc.into(),
+        cc: cc.parse().unwrap(),
         ..Default::default()
     };
     let link = |ms| LinkSpec {

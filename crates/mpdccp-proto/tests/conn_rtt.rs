@@ -53,7 +53,7 @@ impl Default for Scenario {
 impl Scenario {
     fn harness(&self) -> Harness {
         let conn = ConnectionConfig {
-            cc: self.cc.into(),
+            cc: self.cc.parse().unwrap(),
             ack_ratio: self.ack_ratio,
             ..Default::default()
         };
@@ -286,11 +286,11 @@ fn each_subflow_samples_only_its_own_packets() {
     // sample or the slow path a fast one.
     for cc in ["ccid2", "ccid5"] {
         let mut conn = ConnectionConfig {
-            cc: cc.into(),
+            cc: cc.parse().unwrap(),
             ack_ratio: 2,
             ..Default::default()
         };
-        conn.scheduler.name = "rr".into();
+        conn.scheduler.kind = "rr".parse().unwrap();
         let delays = [5 * MS, 30 * MS];
         let mut h = Harness::new(HarnessConfig {
             client: conn.clone(),

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mpdccp_proto::conn::codec::{FeatureNum, MpJoin, MpKey, PacketType, Segment};
+use mpdccp_proto::conn::codec::{FeatureNum, KeyOffer, MpJoin, PacketType, Segment};
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
@@ -45,12 +45,7 @@ fn mp_key_request(rng: &mut ChaCha8Rng) -> Vec<u8> {
     s.src_port = rng.gen();
     s.dst_port = 4242;
     s.push_feat(kind::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
-    s.mp.key = Some(MpKey {
-        plain: true,
-        ci: rng.gen(),
-        key: rng.gen(),
-        peer_key: None,
-    });
+    s.mp.key = Some(KeyOffer::plain(rng.gen(), rng.gen(), None));
     let mut b = vec![0u8; 2048];
     let un = std::net::IpAddr::from([0u8, 0, 0, 0]);
     let n = s.emit(&mut b, (un, un)).unwrap();
@@ -317,7 +312,7 @@ const CAP_BYTES: usize = 64 * 1024;
 fn after_mp_seq_jumps(name: &str) -> Harness {
     let server = ConnectionConfig {
         reorder: ReorderConfig {
-            name: name.into(),
+            kind: name.parse().unwrap(),
             timeout: Duration::from_millis(200),
             max_hold_pkts: CAP_PKTS,
             max_hold_bytes: CAP_BYTES,
@@ -384,7 +379,7 @@ fn huge_mp_seq_jumps_keep_the_reorder_buffer_within_its_cap() {
 fn delivered_after_one_jump(reorder: &str) -> usize {
     let server = ConnectionConfig {
         reorder: ReorderConfig {
-            name: reorder.into(),
+            kind: reorder.parse().unwrap(),
             ..Default::default()
         },
         ..Default::default()

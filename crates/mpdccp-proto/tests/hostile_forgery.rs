@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::{
-    FeatureNum, MpAddAddr, MpJoin, MpKey, MpRemoveAddr, PacketType, ResetCode, Segment,
+    FeatureNum, KeyOffer, MpAddAddr, MpJoin, MpRemoveAddr, PacketType, ResetCode, Segment,
 };
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
@@ -557,12 +557,7 @@ fn second_mp_key_handshake_on_a_live_connection_is_refused() {
         let mut req = Segment::new(PacketType::Request, rng.gen::<u64>() & SEQ_MASK);
         req.service_code = SERVICE_CODE;
         req.push_feat(32, FeatureNum::MultipathCapable, Some(0)); // Change L(Multipath Capable)
-        req.mp.key = Some(MpKey {
-            plain: true,
-            ci: rng.gen(),
-            key: rng.gen(),
-            peer_key: None,
-        });
+        req.mp.key = Some(KeyOffer::plain(rng.gen(), rng.gen(), None));
         inbox.borrow_mut().clear();
         attack_server(&mut h, &req);
         h.drive_for(Duration::from_millis(1));

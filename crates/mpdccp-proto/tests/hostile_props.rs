@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::{
-    FeatureNum, MpAddAddr, MpJoin, MpKey, PacketType, ResetCode, Segment,
+    FeatureNum, KeyOffer, MpAddAddr, MpJoin, PacketType, ResetCode, Segment,
 };
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
@@ -178,12 +178,7 @@ fn forge(f: &Forged, src: IpAddr, dst: IpAddr) -> Vec<u8> {
         }
         2 => {
             s.push_feat(kind::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
-            s.mp.key = Some(MpKey {
-                plain: true,
-                ci: r as u32,
-                key,
-                peer_key: (r & 1 == 1).then_some(key),
-            })
+            s.mp.key = Some(KeyOffer::plain(r as u32, key, (r & 1 == 1).then_some(key)))
         }
         3 => s.mp.prio = Some((r % 16) as u8),
         4 => s.mp.close = Some(key),
@@ -264,7 +259,7 @@ fn live_config() -> ConnectionConfig {
         send_queue_pkts: QUEUE_PKTS,
         ..Default::default()
     };
-    c.reorder.name = "active-fixed".into();
+    c.reorder.kind = "active-fixed".parse().unwrap();
     c.reorder.max_hold_pkts = HOLD_PKTS;
     c
 }

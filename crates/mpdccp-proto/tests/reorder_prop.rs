@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mpdccp_proto::reorder::{
-    self, FastLoss, PathReceiveState, ReorderConfig, ReorderItem, REORDER_NAMES,
+    self, FastLoss, PathReceiveState, ReorderConfig, ReorderItem, ReorderKind,
 };
 use mpdccp_proto::{Instant, PathId, PathState, PathView};
 use proptest::prelude::*;
@@ -47,7 +47,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 #[derive(Clone, Debug)]
 struct Setup {
-    name: &'static str,
+    kind: ReorderKind,
     max_pkts: usize,
     max_bytes: usize,
     timeout_ms: u64,
@@ -62,7 +62,7 @@ struct Setup {
 
 fn setup() -> impl Strategy<Value = Setup> {
     (
-        0..REORDER_NAMES.len(),
+        0..ReorderKind::ALL.len(),
         1usize..32,
         1usize..20_000,
         1u64..100,
@@ -90,7 +90,7 @@ fn setup() -> impl Strategy<Value = Setup> {
                 failed,
                 dup_window,
             )| Setup {
-                name: REORDER_NAMES[n],
+                kind: ReorderKind::ALL[n],
                 max_pkts,
                 max_bytes,
                 timeout_ms,
@@ -110,7 +110,7 @@ proptest! {
     #[test]
     fn every_packet_accounted_for(s in setup(), ops in proptest::collection::vec(op(), 1..300)) {
         let config = ReorderConfig {
-            name: s.name.to_owned(),
+            kind: s.kind,
             timeout: Duration::from_millis(s.timeout_ms),
             max_hold_pkts: s.max_pkts,
             max_hold_bytes: s.max_bytes,
@@ -120,7 +120,7 @@ proptest! {
             fast_loss: s.fast_loss,
             ..ReorderConfig::default()
         };
-        let mut r = reorder::build(&config).unwrap();
+        let mut r = reorder::build(&config);
         let mut paths: Vec<PathView> = (0..3)
             .map(|i| PathView {
                 owd: s.owd_ms[i].map(Duration::from_millis),
@@ -204,7 +204,7 @@ proptest! {
             prop_assert_eq!(st.received, st.delivered + st.duplicates, "{:?}", st);
         }
         prop_assert_eq!(st.overflow_drops, 0);
-        if s.name != "passive" {
+        if s.kind != ReorderKind::Passive {
             // MP_SEQ order, except packets arriving after their gap was given up.
             prop_assert!(backwards <= st.late, "{backwards} out of order, {st:?}");
         }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use mpdccp_proto::reorder::{
-    self, Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, REORDER_NAMES,
+    self, Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderKind,
 };
 use mpdccp_proto::{Instant, PathId, PathState, PathView};
 
@@ -15,10 +15,10 @@ fn at(v: u64) -> Instant {
 }
 
 fn build(name: &str, f: impl FnOnce(&mut ReorderConfig)) -> Box<dyn Reorder> {
-    let mut c = ReorderConfig::named(name);
+    let mut c = ReorderConfig::from(name.parse::<ReorderKind>().unwrap());
     c.initial_seq = Some(0);
     f(&mut c);
-    reorder::build(&c).unwrap()
+    reorder::build(&c)
 }
 
 fn item(seq: u64, path: u32, now: Instant) -> ReorderItem {
@@ -250,7 +250,7 @@ fn adaptive_and_equalized_timeouts_follow_path_latency() {
 
 #[test]
 fn duplicates_from_redundant_paths_are_delivered_once() {
-    for name in REORDER_NAMES {
+    for name in ReorderKind::ALL.iter().map(|k| k.name()) {
         let mut r = build(name, |c| c.timeout = ms(100));
         let paths = views(&[10, 30]);
         let mut got = Vec::new();
@@ -391,18 +391,21 @@ fn strict_fast_loss_uses_the_per_path_dccp_sequence_state() {
 }
 
 #[test]
-fn build_accepts_every_name_and_rejects_others() {
-    for name in REORDER_NAMES {
+fn every_name_parses_builds_and_reports_itself_and_others_are_rejected() {
+    for kind in ReorderKind::ALL {
+        let parsed: ReorderKind = kind.name().parse().unwrap();
+        assert_eq!(parsed, *kind);
         assert_eq!(
-            reorder::build(&ReorderConfig::named(name)).unwrap().name(),
-            *name
+            reorder::build(&ReorderConfig::from(parsed)).name(),
+            kind.name()
         );
     }
+    assert_eq!(reorder::build(&ReorderConfig::default()).name(), "passive");
     assert_eq!(
-        reorder::build(&ReorderConfig::default()).unwrap().name(),
-        "passive"
+        "Active_Fixed".parse::<ReorderKind>(),
+        Ok(ReorderKind::ActiveFixed)
     );
-    let err = reorder::build(&ReorderConfig::named("magic")).unwrap_err();
+    let err = "magic".parse::<ReorderKind>().unwrap_err();
     assert_eq!(
         err.to_string(),
         "unknown reorder strategy `magic` (expected one of passive, active-fixed, \

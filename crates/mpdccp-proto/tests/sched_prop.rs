@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mpdccp_proto::path::priority;
-use mpdccp_proto::sched::{self, PacketMeta, SchedulerConfig, SCHEDULER_NAMES};
+use mpdccp_proto::sched::{self, PacketMeta, SchedulerConfig, SchedulerKind};
 use mpdccp_proto::{Instant, PathId, PathState, PathView};
 use proptest::prelude::*;
 
@@ -67,16 +67,17 @@ proptest! {
 
     #[test]
     fn decisions_use_only_usable_paths(
-        name in 0..SCHEDULER_NAMES.len(),
+        kind in 0..SchedulerKind::ALL.len(),
         weights in proptest::collection::vec(any::<u32>(), 0..6),
         rounds in proptest::collection::vec(
             (proptest::collection::vec(view(), 0..8), 0u64..2_000_000_000, any::<usize>()),
             1..40,
         ),
     ) {
-        let name = SCHEDULER_NAMES[name];
-        let config = SchedulerConfig { name: name.to_owned(), weights, rr_burst: 3, ..SchedulerConfig::default() };
-        let mut s = sched::build(&config).unwrap();
+        let kind = SchedulerKind::ALL[kind];
+        let name = kind.name();
+        let config = SchedulerConfig { kind, weights, rr_burst: 3, ..SchedulerConfig::default() };
+        let mut s = sched::build(&config);
         let mut out = Vec::new();
         for (mut paths, now_ns, queued) in rounds {
             for (i, p) in paths.iter_mut().enumerate() {
@@ -107,10 +108,19 @@ proptest! {
                     !better_usable || p.priority > priority::STANDBY,
                     "{} picked standby {:?} while a better path was usable", name, p
                 );
-                if name != "otias" {
-                    // Only OTIAS queues onto a full path by design.
+                if name != "otias" && name != "redundant" {
+                    // Only OTIAS (by arrival estimate) and redundant (every
+                    // copy goes out, waiting in the path's queue) queue onto
+                    // a full path by design.
                     prop_assert!(p.can_send(now), "{} picked a full path {:?}", name, p);
                 }
+            }
+            if name == "redundant" && !out.is_empty() {
+                // A copy leaves at once on some path with room.
+                prop_assert!(
+                    out.iter().any(|id| paths.iter().any(|p| p.id == *id && p.can_send(now))),
+                    "redundant sent while no chosen path had room"
+                );
             }
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use mpdccp_proto::path::priority;
 use mpdccp_proto::sched::{
     self, Acpf, Cpf, Ecf, Handover, MinSrtt, Otias, PacketMeta, Ratio, Redundant, RoundRobin,
-    Scheduler, SchedulerConfig, ATSSS_ALIASES, SCHEDULER_NAMES,
+    Scheduler, SchedulerConfig, SchedulerKind,
 };
 use mpdccp_proto::{Instant, PathId, PathState, PathView};
 
@@ -114,11 +114,11 @@ fn standby_and_unused_paths() {
             ..path(2, 3, 1, 10, 0)
         },
     ];
-    for name in SCHEDULER_NAMES {
-        let mut s = sched::build(&SchedulerConfig::named(name)).unwrap();
+    for kind in SchedulerKind::ALL {
+        let mut s = sched::build(&SchedulerConfig::from(*kind));
         assert!(
             pick(s.as_mut(), T0, &paths).is_empty(),
-            "{name} used an unusable path"
+            "{kind} used an unusable path"
         );
     }
 }
@@ -203,7 +203,7 @@ fn ratio_spills_from_a_full_path_and_catches_up_within_the_cap() {
 }
 
 #[test]
-fn redundant_sends_on_every_path_with_room() {
+fn redundant_sends_on_every_usable_path_once_one_has_room() {
     let mut s = Redundant::new();
     let mut paths = [
         path(0, 3, 10, 10, 0),
@@ -211,11 +211,17 @@ fn redundant_sends_on_every_path_with_room() {
         path(2, 3, 60, 10, 0),
     ];
     assert_eq!(pick(&mut s, T0, &paths), [0, 1, 2]);
+    // A full path still gets its copy (it waits in that path's queue).
     paths[1].in_flight_pkts = 10;
-    assert_eq!(pick(&mut s, T0, &paths), [0, 2]);
+    assert_eq!(pick(&mut s, T0, &paths), [0, 1, 2]);
+    // No path with room: the packet is held.
     paths[0].in_flight_pkts = 10;
     paths[2].in_flight_pkts = 10;
     assert!(pick(&mut s, T0, &paths).is_empty());
+    // A standby path follows the module rule.
+    paths[0].in_flight_pkts = 0;
+    paths[1].priority = 1;
+    assert_eq!(pick(&mut s, T0, &paths), [0, 2]);
 }
 
 #[test]
@@ -417,27 +423,31 @@ fn ecf_waits_for_the_fast_path_when_that_completes_sooner() {
 }
 
 #[test]
-fn build_accepts_every_name_and_alias_and_rejects_others() {
-    for name in SCHEDULER_NAMES {
-        let s = sched::build(&SchedulerConfig::named(name)).unwrap();
-        assert_eq!(s.name(), *name);
+fn every_name_and_alias_parses_and_builds_and_others_are_rejected() {
+    for kind in SchedulerKind::ALL {
+        let parsed: SchedulerKind = kind.name().parse().unwrap();
+        assert_eq!(
+            sched::build(&SchedulerConfig::from(parsed)).name(),
+            kind.name()
+        );
+        assert_eq!(parsed.to_string(), kind.name());
     }
-    for (alias, target) in ATSSS_ALIASES {
-        let s = sched::build(&SchedulerConfig::named(alias)).unwrap();
-        assert_eq!(s.name(), *target);
+    // The 3GPP ATSSS steering modes (TS 23.501 §5.32.8).
+    for (alias, target) in [
+        ("active-standby", "handover"),
+        ("smallest-delay", "srtt"),
+        ("load-balancing", "ratio"),
+        ("priority-based", "cpf"),
+    ] {
+        let kind: SchedulerKind = alias.parse().unwrap();
+        assert_eq!(sched::build(&SchedulerConfig::from(kind)).name(), target);
     }
+    assert_eq!(sched::build(&SchedulerConfig::default()).name(), "cpf");
     assert_eq!(
-        sched::build(&SchedulerConfig::default()).unwrap().name(),
-        "cpf"
+        "Active_Standby".parse::<SchedulerKind>(),
+        Ok(SchedulerKind::Handover)
     );
-    assert_eq!(
-        sched::build(&SchedulerConfig::named("Active_Standby"))
-            .unwrap()
-            .name(),
-        "handover"
-    );
-    let err = sched::build(&SchedulerConfig::named("blest")).unwrap_err();
-    let msg = err.to_string();
+    let msg = "blest".parse::<SchedulerKind>().unwrap_err().to_string();
     assert!(
         msg.starts_with("unknown scheduler `blest` (expected one of cpf, rr"),
         "{msg}"

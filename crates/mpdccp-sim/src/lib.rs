@@ -9,13 +9,16 @@
 //! * same scenario and seed → byte-identical `summary.json` (no wall clock,
 //!   no hash-order iteration, all randomness from ChaCha seeded by the
 //!   scenario seed; event-time ties broken by insertion order);
-//! * results follow the contract of `SCENARIOS.md` via
+//! * results follow the contract of `docs/SCENARIOS.md` via
 //!   `mpdccp_model::results` ([`run`] returns them, [`write`] stores them).
 //!
 //! Modules, top-down: [`sim`] (the topology and event loop), [`flow`]
 //! (sources and sinks, inner TCP), [`packet`] (flow packet format),
 //! [`queue`] (the `(time, seq)` event heap).
 
+#![forbid(unsafe_code)]
+
+pub mod figures;
 pub mod flow;
 pub mod packet;
 pub mod queue;
@@ -27,7 +30,7 @@ use std::path::Path;
 use mpdccp_model::scenario::Scenario;
 use mpdccp_proto::Instant;
 
-pub use sim::{SimOutput, SimStats, Simulation};
+pub use sim::{connection_config, SimOutput, SimStats, Simulation};
 
 /// Why a scenario could not be simulated.
 #[derive(Debug, thiserror::Error)]

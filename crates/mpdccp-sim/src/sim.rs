@@ -27,9 +27,9 @@ use std::time::Duration;
 use mpdccp_model::link::Link;
 use mpdccp_model::results::{Recorder, Summary, TimeSeries};
 use mpdccp_model::scenario::{Direction, FlowKind, Scenario};
-use mpdccp_proto::cc::{self, CcConfig};
+use mpdccp_proto::cc::{CcConfig, CcKind, ControllerFactory};
 use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
-use mpdccp_proto::{reorder, sched, Instant, PathId};
+use mpdccp_proto::{Instant, PathId};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -39,7 +39,7 @@ use crate::packet::{FlowPkt, PktKind};
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
 
-/// Time-series sampling period (SCENARIOS.md: one row per 100 ms).
+/// Time-series sampling period (docs/SCENARIOS.md: one row per 100 ms).
 const SAMPLE_PERIOD: Duration = Duration::from_millis(100);
 /// Largest datagram a connection may emit in one `poll_transmit` (GSO batches included).
 const TRANSMIT_BUF_BYTES: usize = 64 * 1024;
@@ -360,16 +360,20 @@ impl Simulation {
                     )
                 }
                 FlowKind::Tcp => {
-                    let name = f.cc.as_deref().unwrap_or("cubic");
                     // `bbr` for inner TCP is the BBRv1 controller (CCID5's algorithm).
-                    let name = if name == "bbr" { "ccid5" } else { name };
+                    let kind: CcKind =
+                        f.cc.as_deref()
+                            .unwrap_or("cubic")
+                            .parse()
+                            .map_err(|e| SimError::Scenario(format!("{what}: {e}")))?;
                     let cc_cfg = CcConfig {
                         mss_bytes: bytes,
                         seed: master.next_u64(),
+                        // Inner TCP is a Linux baseline: tcp_bbr.c's PROBE_RTT.
+                        bbr_app_limited_probe: false,
                         ..CcConfig::default()
                     };
-                    let cc = cc::build(name, &cc_cfg)
-                        .map_err(|e| SimError::Scenario(format!("{what}: {e}")))?;
+                    let cc = kind.build(&cc_cfg);
                     (
                         Source::Tcp(Box::new(TcpSender::new(
                             flow_id,
@@ -427,7 +431,7 @@ impl Simulation {
                     }
                 }
             }
-            let cfg = connection_config(&scenario)?;
+            let cfg = connection_config(&scenario);
             let client =
                 Connection::try_new(Role::Client, cfg.clone(), Instant::ZERO, master.next_u64())
                     .map_err(|e| SimError::Scenario(format!("tunnel: {e}")))?;
@@ -1059,6 +1063,15 @@ impl Simulation {
                     c.start = now;
                 }
             }
+            // A due bulk flow is filled by `top_up_bulk` in `settle`, which
+            // only visits a dirty node: without this a one-path tunnel (no
+            // join to dirty the client) never sent a byte.
+            let f = &self.flows[i];
+            if matches!(f.source, Source::Bulk { .. }) && f.start <= now && now < f.stop {
+                if let Some(nodes) = &mut self.nodes {
+                    nodes[f.tx as usize].dirty = true;
+                }
+            }
             self.pump_flow(i);
         }
     }
@@ -1224,7 +1237,7 @@ impl Simulation {
                     "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
                     "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
                     "other_flows_dropped_pkts": p.flow_dropped_pkts,
-                    "link": format!("{st:?}"),
+                    "link": st,
                 })
             })
             .collect();
@@ -1265,14 +1278,10 @@ impl Simulation {
         meta.insert("link_pkts".into(), self.stats.link_pkts.into());
         meta.insert("spin_breaks".into(), self.stats.spin_breaks.into());
         if let Some(nodes) = &self.nodes {
-            meta.insert(
-                "client_stats".into(),
-                format!("{:?}", nodes[0].conn.stats()).into(),
-            );
-            meta.insert(
-                "server_stats".into(),
-                format!("{:?}", nodes[1].conn.stats()).into(),
-            );
+            for (key, node) in ["client_stats", "server_stats"].iter().zip(nodes) {
+                let stats = serde_json::to_value(node.conn.stats()).unwrap_or_default();
+                meta.insert((*key).into(), stats);
+            }
         }
         meta.insert(
             "conn_events".into(),
@@ -1308,20 +1317,11 @@ fn send_queue_len(conn: &Connection) -> usize {
     conn.send_queue_len()
 }
 
-fn connection_config(s: &Scenario) -> Result<ConnectionConfig, SimError> {
-    let t = &s.tunnel;
-    let mut cfg = ConnectionConfig {
-        cc: t.cc.clone(),
-        multipath: t.multipath,
-        send_queue_pkts: t.send_queue_pkts,
-        // The simulated links never corrupt a bit, so verifying checksums
-        // would only cost time; checksums are still computed and sent.
-        verify_checksums: false,
-        ..ConnectionConfig::default()
-    };
-    if let Some(b) = t.send_queue_bytes {
-        cfg.send_queue_bytes = b;
-    }
+/// The tunnel's [`ConnectionConfig`] for a scenario: its `[tunnel]` settings
+/// through the one mapping the daemon and the testbed use too
+/// ([`mpdccp_proto::TunnelSettings::connection_config`]), sized for the
+/// largest tunnelled flow packet (simulated links carry any size).
+pub fn connection_config(s: &Scenario) -> ConnectionConfig {
     let largest = s
         .flow
         .iter()
@@ -1329,32 +1329,12 @@ fn connection_config(s: &Scenario) -> Result<ConnectionConfig, SimError> {
         .map(|f| f.packet_bytes)
         .max()
         .unwrap_or(0);
-    match t.mss_bytes {
-        Some(m) => cfg.mss_bytes = m,
-        None => {
-            // Unset: large enough for the largest tunnelled packet plus the
-            // worst-case DCCP + MP option headers.
-            let need = largest + mpdccp_proto::conn::DATA_HEADER_MAX;
-            cfg.mss_bytes = cfg.mss_bytes.max(u32::try_from(need).unwrap_or(u32::MAX));
-        }
+    ConnectionConfig {
+        // The simulated links never corrupt a bit, so verifying checksums
+        // would only cost time; checksums are still computed and sent.
+        verify_checksums: false,
+        ..s.tunnel.connection_config(largest)
     }
-    if largest > 0 {
-        // The controllers count in packets of about the tunnelled size.
-        cfg.cc_config.mss_bytes = u32::try_from(largest).unwrap_or(u32::MAX);
-    }
-    cfg.scheduler = sched::SchedulerConfig {
-        name: t.scheduler.clone(),
-        weights: t.weights.clone(),
-        ..Default::default()
-    };
-    cfg.reorder = reorder::ReorderConfig {
-        name: t.reorder.clone(),
-        ..Default::default()
-    };
-    if let Some(ms) = t.reorder_timeout_ms {
-        cfg.reorder.timeout = Duration::from_secs_f64(ms / 1e3);
-    }
-    Ok(cfg)
 }
 
 /// The (client, server) addresses of path `p` (checksum pseudo-header, pcap).

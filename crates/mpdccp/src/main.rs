@@ -1,6 +1,8 @@
 //! The `mpdccp` command line. Each subcommand lives in `cmd/<name>.rs` with its
 //! own `Args` and `run`; this file only parses and dispatches.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -68,8 +70,11 @@ fn main() -> ExitCode {
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // No ANSI colour codes in a log file or a pipe.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
 }

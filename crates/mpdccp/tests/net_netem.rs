@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use mpdccp_net::netns::root_or_skip;
-use mpdccp_net::topo::Topology;
+use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::topo::Topology;
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))

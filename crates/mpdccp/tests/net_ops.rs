@@ -1,7 +1,7 @@
 //! Operations of the daemons, end to end between network namespaces:
 //! SIGTERM closes gracefully (MP_CLOSE reaches the peer) within the 3 s
 //! bound, `mpdccp status --close` does the same over the control socket,
-//! the Prometheus endpoint answers with valid text exposition whose numbers
+//! the Prometheus endpoint answers with valid OpenMetrics text whose numbers
 //! agree with `mpdccp status --json`, and traffic flows downstream (server
 //! to client) as well as upstream.
 //!
@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
-use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
-use mpdccp_net::probe;
-use mpdccp_net::topo::{
+use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::probe;
+use mpdccp_lab::topo::{
     wait_for, Topology, TunnelOpts, CLIENT_TUN_V4, CLIENT_TUN_V6, SERVER_TUN_V4,
 };
 use serde_json::Value;
@@ -140,9 +140,11 @@ struct Sample {
     value: f64,
 }
 
-/// Parses text exposition format 0.0.4 strictly enough to catch what a
-/// Prometheus server rejects: metric and label names, quoting and escapes,
-/// numbers, a `# TYPE` line before a family's samples, families contiguous.
+/// Parses OpenMetrics 1.0 text strictly enough to catch what a Prometheus
+/// server rejects: metric and label names, quoting and escapes, numbers, a
+/// `# HELP` and a `# TYPE` line before a family's samples, families
+/// contiguous, a counter's samples named `<family>_total`, `# EOF` last.
+/// Samples are returned under their exposed names.
 fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
     let valid_name = |s: &str| {
         !s.is_empty()
@@ -151,11 +153,23 @@ fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
             })
     };
     let mut typed: BTreeSet<String> = BTreeSet::new();
+    let mut helped: BTreeSet<String> = BTreeSet::new();
     let mut finished: BTreeSet<String> = BTreeSet::new();
     let mut current: Option<String> = None;
+    let mut counter = false;
     let mut out = Vec::new();
+    if !text.ends_with("# EOF\n") {
+        return Err("no `# EOF` at the end".into());
+    }
     for (ln, line) in text.lines().enumerate() {
         let err = |m: &str| Err(format!("line {}: {m}: {line}", ln + 1));
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap_or("");
+            if !valid_name(name) || !helped.insert(name.to_string()) {
+                return err("bad or second HELP");
+            }
+            continue;
+        }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let mut it = rest.split(' ');
             let (Some(name), Some(ty), None) = (it.next(), it.next(), it.next()) else {
@@ -167,6 +181,10 @@ fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
             if !typed.insert(name.to_string()) {
                 return err("second TYPE for a family");
             }
+            if !helped.contains(name) {
+                return err("TYPE without HELP");
+            }
+            counter = ty == "counter";
             if let Some(c) = current.replace(name.to_string()) {
                 finished.insert(c);
             }
@@ -180,7 +198,15 @@ fn parse_exposition(text: &str) -> Result<Vec<Sample>, String> {
         if !valid_name(name) {
             return err("bad metric name");
         }
-        if current.as_deref() != Some(name) || finished.contains(name) {
+        let family = if counter {
+            match name.strip_suffix("_total") {
+                Some(f) => f,
+                None => return err("counter sample without _total"),
+            }
+        } else {
+            name
+        };
+        if current.as_deref() != Some(family) || finished.contains(family) {
             return err("sample outside its family's TYPE block");
         }
         let mut labels = BTreeMap::new();
@@ -268,7 +294,7 @@ fn scrape(ns: &str, port: u16) -> String {
 fn body(resp: &str) -> &str {
     assert!(resp.starts_with("HTTP/1.0 200"), "{resp}");
     assert!(
-        resp.contains("Content-Type: text/plain; version=0.0.4"),
+        resp.contains("Content-Type: application/openmetrics-text; version=1.0.0"),
         "{resp}"
     );
     resp.split_once("\r\n\r\n").expect("headers end").1
@@ -330,7 +356,7 @@ fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
     };
     for (k, x) in st["daemon"].as_object().into_iter().flatten() {
         if let Some(x) = x.as_u64() {
-            v.push((format!("mpdccp_daemon_{k}"), BTreeMap::new(), x));
+            v.push((format!("mpdccp_daemon_{k}_total"), BTreeMap::new(), x));
         }
     }
     for c in st["connections"].as_array().into_iter().flatten() {
@@ -338,7 +364,7 @@ fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
         for (k, x) in c["stats"].as_object().into_iter().flatten() {
             if let Some(x) = x.as_u64() {
                 v.push((
-                    format!("mpdccp_conn_stats_{k}"),
+                    format!("mpdccp_conn_{k}_total"),
                     lbl(&[("conn", conn.clone())]),
                     x,
                 ));
@@ -351,7 +377,7 @@ fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
             }
             for (k, x) in p["stats"].as_object().into_iter().flatten() {
                 if let Some(x) = x.as_u64() {
-                    v.push((format!("mpdccp_path_{k}"), lbl(&l), x));
+                    v.push((format!("mpdccp_path_{k}_total"), lbl(&l), x));
                 }
             }
         }
@@ -360,7 +386,8 @@ fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
 }
 
 /// The Prometheus endpoint of both daemons, after traffic: valid text
-/// exposition (names, `# TYPE` per family, per-path labels), and every
+/// OpenMetrics (names, `# HELP`/`# TYPE` per family, counters as
+/// `_total`, per-path labels), and every
 /// counter of `mpdccp status --json` taken between two scrapes lies
 /// between the two scraped values (counters only grow).
 #[test]
@@ -432,7 +459,7 @@ fn prometheus_endpoint_is_valid_and_agrees_with_status_json() {
         }
         let delivered = find(
             &second,
-            "mpdccp_conn_stats_delivered_pkts",
+            "mpdccp_conn_delivered_pkts_total",
             &BTreeMap::from([(
                 "conn".to_string(),
                 st["connections"][0]["handle"].to_string(),

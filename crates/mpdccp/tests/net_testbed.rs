@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+use mpdccp_lab::emu::Sample;
+use mpdccp_lab::netns::root_or_skip;
 use mpdccp_model::results::Summary;
-use mpdccp_net::emu::Sample;
-use mpdccp_net::netns::root_or_skip;
 
 /// One testbed at a time: they measure latency on a 2-core machine.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -11,11 +11,12 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_net::netns::{root_or_skip, spawn_in_netns};
-use mpdccp_net::probe::{self, Arrival};
-use mpdccp_net::topo::{
+use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::probe::{self, Arrival};
+use mpdccp_lab::topo::{
     wait_for, ProbeStream, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6,
 };
+use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::Instant;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -88,10 +89,8 @@ fn tunnel_probe_stream_exactly_once_over_two_paths() {
     }
     let mut t = two_paths("5", "20");
     // Round robin puts every other packet on the other path: reordering is exercised.
-    let opts = TunnelOpts {
-        scheduler: "rr".into(),
-        ..Default::default()
-    };
+    let mut opts = TunnelOpts::default();
+    opts.tunnel.settings.scheduler = SchedulerKind::Rr;
     t.start_tunnel(exe(), &opts).expect("tunnel");
     let (s, _) = start_stream(&t, 8_000_000, 3.0, 9001);
     let (log, arr) = finish(s);
@@ -177,11 +176,11 @@ fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
         return;
     }
     let mut t = two_paths("5", "10");
-    let opts = TunnelOpts {
-        scheduler: "rr".into(),
+    let mut opts = TunnelOpts {
         log: "warn".into(),
         ..Default::default()
     };
+    opts.tunnel.settings.scheduler = SchedulerKind::Rr;
     t.start_tunnel(exe(), &opts).expect("tunnel");
     let dst = SERVER_TUN_V4.to_string();
     let p = t
@@ -491,10 +490,9 @@ fn silent_path_expires_at_both_ends_and_rejoins() {
         return;
     }
     let mut t = two_paths("5", "20");
-    let opts = TunnelOpts {
-        extra_tunnel: "keepalive_ms = 500\npath_idle_timeout_ms = 3000\n".into(),
-        ..Default::default()
-    };
+    let mut opts = TunnelOpts::default();
+    opts.tunnel.keepalive_ms = 500;
+    opts.tunnel.path_idle_timeout_ms = 3000;
     t.start_tunnel(exe(), &opts).expect("tunnel");
     let cut = std::time::Instant::now();
     t.routers[1].ip(&["link", "set", "s", "down"]).expect("cut");

@@ -73,8 +73,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         ipv6_outer,
         config.tunnel.offload,
     )?;
-    let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
-    // Validate names (cc, scheduler, reorder) before touching the network.
+    let conn_cfg = config.tunnel.connection_config(&plan);
+    // Check the settings before touching the network.
     Connection::try_new(Role::Client, conn_cfg.clone(), clock::now(), 1)
         .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use mpdccp_proto::conn::ConnectionConfig;
-use mpdccp_proto::reorder::ReorderConfig;
-use mpdccp_proto::sched::SchedulerConfig;
+use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
 use serde::{Deserialize, Serialize};
+
+use crate::mtu::MtuPlan;
 
 /// The TUN interface at one end of the tunnel.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -38,28 +38,20 @@ impl Default for TunConfig {
     }
 }
 
-/// Multipath DCCP settings (the core's `ConnectionConfig`, by name).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The `[tunnel]` table: the tunnel settings every driver shares (the
+/// core's [`TunnelSettings`], the same keys and defaults as a scenario's
+/// `[tunnel]`: `cc`, `scheduler`, `reorder`, `reorder_timeout_ms`, `weights`,
+/// `send_queue_pkts`, `send_queue_bytes`, `mss_bytes`, `multipath`) plus
+/// what only the real tunnel has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TunnelConfig {
-    /// Congestion control per path: ccid2 | ccid5 | cubic | bbr3 | lia | olia | balia | coupled-cubic.
-    pub cc: String,
-    /// Scheduler: cpf | rr | srtt | ratio | redundant | otias | handover | acpf …
-    pub scheduler: String,
-    /// Weights for weighted schedulers (`ratio`), one per path in path order.
-    pub weights: Vec<u32>,
-    /// Receiver reordering: passive | active-fixed | active-adaptive | equalized …
-    pub reorder: String,
-    /// Reordering timeout, ms.
-    pub reorder_timeout_ms: u64,
-    /// Bounded send queue in front of the scheduler, packets.
-    pub send_queue_pkts: usize,
+    #[serde(flatten)]
+    pub settings: TunnelSettings,
     /// Most paths (subflows) per connection.
     pub max_paths: usize,
     /// Smallest MTU of any path's network (outer IP packets), bytes.
     pub path_mtu: u32,
-    /// false = plain single-path DCCP (no Multipath Capable feature).
-    pub multipath: bool,
     /// Kernel send/receive buffer of each UDP socket, bytes. Packets waiting
     /// here are invisible to congestion control: a large buffer hides a slow
     /// receiver behind queueing delay (and reordering timeouts) instead of
@@ -88,15 +80,9 @@ pub struct TunnelConfig {
 impl Default for TunnelConfig {
     fn default() -> Self {
         TunnelConfig {
-            cc: "ccid2".into(),
-            scheduler: "cpf".into(),
-            weights: Vec::new(),
-            reorder: "active-fixed".into(),
-            reorder_timeout_ms: 15,
-            send_queue_pkts: 1000,
-            max_paths: 8,
+            settings: TunnelSettings::default(),
+            max_paths: ConnectionConfig::default().max_paths,
             path_mtu: 1500,
-            multipath: true,
             socket_buffer_bytes: 256 << 10,
             keepalive_ms: 2_000,
             path_idle_timeout_ms: 15_000,
@@ -108,25 +94,14 @@ impl Default for TunnelConfig {
 }
 
 impl TunnelConfig {
-    /// The core's settings; `mss_bytes` from the MTU plan.
-    pub fn connection_config(&self, mss_bytes: u32) -> ConnectionConfig {
+    /// The core's settings: the shared tunnel settings mapped as the
+    /// simulator maps them, sized by the TUN MTU of `plan` (the controllers
+    /// count in TUN-MTU packets; a DCCP packet is at most the TUN MTU plus
+    /// the core's header budget, which is the path MTU minus outer IP and
+    /// UDP), plus the daemon's timers, path limit and GSO.
+    pub fn connection_config(&self, plan: &MtuPlan) -> ConnectionConfig {
         ConnectionConfig {
-            cc: self.cc.clone(),
-            scheduler: SchedulerConfig {
-                name: self.scheduler.clone(),
-                weights: self.weights.clone(),
-                ..Default::default()
-            },
-            reorder: ReorderConfig {
-                name: self.reorder.clone(),
-                timeout: Duration::from_millis(self.reorder_timeout_ms),
-                ..Default::default()
-            },
-            send_queue_pkts: self.send_queue_pkts,
-            send_queue_bytes: self.send_queue_pkts.saturating_mul(mss_bytes as usize),
             max_paths: self.max_paths,
-            mss_bytes,
-            multipath: self.multipath,
             keepalive_interval: ms_opt(self.keepalive_ms),
             path_idle_timeout: ms_opt(self.path_idle_timeout_ms),
             idle_timeout: ms_opt(self.idle_timeout_ms),
@@ -135,7 +110,7 @@ impl TunnelConfig {
             } else {
                 1
             },
-            ..Default::default()
+            ..self.settings.connection_config(plan.tun_mtu as usize)
         }
     }
 }
@@ -237,11 +212,16 @@ pub struct ServerConfig {
     pub seed: u64,
 }
 
+impl ServerConfig {
+    pub const DEFAULT_MAX_CLIENTS: usize = 256;
+    pub const DEFAULT_MAX_LEARNED_ADDRESSES: usize = 65_536;
+}
+
 fn default_max_clients() -> usize {
-    256
+    ServerConfig::DEFAULT_MAX_CLIENTS
 }
 fn default_max_routes() -> usize {
-    65_536
+    ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -250,8 +230,12 @@ fn read(path: &Path) -> anyhow::Result<String> {
 
 impl ClientConfig {
     pub fn load(path: &Path) -> anyhow::Result<ClientConfig> {
-        let c: ClientConfig =
-            toml::from_str(&read(path)?).with_context(|| format!("{}", path.display()))?;
+        Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))
+    }
+
+    /// Parses and validates a client configuration.
+    pub fn from_toml_str(text: &str) -> anyhow::Result<ClientConfig> {
+        let c: ClientConfig = toml::from_str(text)?;
         c.validate()?;
         Ok(c)
     }
@@ -287,8 +271,12 @@ impl ClientConfig {
 
 impl ServerConfig {
     pub fn load(path: &Path) -> anyhow::Result<ServerConfig> {
-        let c: ServerConfig =
-            toml::from_str(&read(path)?).with_context(|| format!("{}", path.display()))?;
+        Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))
+    }
+
+    /// Parses and validates a server configuration.
+    pub fn from_toml_str(text: &str) -> anyhow::Result<ServerConfig> {
+        let c: ServerConfig = toml::from_str(text)?;
         validate_common(&c.tun, &c.tunnel)?;
         Ok(c)
     }
@@ -301,12 +289,8 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
     for a in &tun.addresses {
         parse_cidr(a)?;
     }
-    if !mpdccp_proto::cc::CC_NAMES.contains(&tunnel.cc.as_str()) {
-        bail!(
-            "tunnel.cc: unknown congestion control `{}` (expected one of {})",
-            tunnel.cc,
-            mpdccp_proto::cc::CC_NAMES.join(", ")
-        );
+    if let Err(e) = tunnel.settings.validate(None) {
+        bail!("tunnel: {e}");
     }
     let (ka, pit, it) = (
         tunnel.keepalive_ms,
@@ -374,13 +358,56 @@ mod tests {
         assert_eq!(c.path_name(1), "p2");
         let typo = ok.replace("priority = 2", "priorty = 2");
         assert!(toml::from_str::<ClientConfig>(&typo).is_err());
-        let bad_cc = ok.replace("\"ccid2\"", "\"nope\"");
-        let c: ClientConfig = toml::from_str(&bad_cc).unwrap();
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("unknown congestion control"));
+        let tunnel_typo = ok.replace("cc = \"ccid2\"", "cc = \"ccid2\"\nkeepalive = 5");
+        let err = toml::from_str::<ClientConfig>(&tunnel_typo).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `keepalive`"),
+            "{err}"
+        );
+    }
+
+    /// An unknown name in the `[tunnel]` table is an error that lists the
+    /// valid names, for each kind.
+    #[test]
+    fn unknown_names_are_errors_listing_the_valid_ones() {
+        let base = "listen = \"0.0.0.0:6773\"\n[tunnel]\n";
+        for (key, needle, listed) in [
+            (
+                "cc",
+                "unknown congestion control `nope`",
+                "ccid2, ccid5, cubic",
+            ),
+            ("scheduler", "unknown scheduler `nope`", "cpf, rr, srtt"),
+            (
+                "reorder",
+                "unknown reorder strategy `nope`",
+                "passive, active-fixed",
+            ),
+        ] {
+            let err = ServerConfig::from_toml_str(&format!("{base}{key} = \"nope\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle) && err.contains(listed), "{key}: {err}");
+        }
+        let c = ServerConfig::from_toml_str(&format!("{base}scheduler = \"active-standby\"\n"))
+            .unwrap();
+        assert_eq!(c.tunnel.settings.scheduler.name(), "handover");
+    }
+
+    /// The typed tables survive `toml::to_string` and back (the testbed
+    /// writes the daemons' files this way).
+    #[test]
+    fn configs_round_trip_through_toml() {
+        let mut c: ClientConfig = toml::from_str(
+            "server = \"10.1.2.2:6773\"\n[tunnel]\ncc = \"bbr3\"\nweights = [3, 1]\nreorder_timeout_ms = 15\n[[path]]\ninterface = \"p1\"\n",
+        )
+        .unwrap();
+        c.tunnel.keepalive_ms = 700;
+        let back = ClientConfig::from_toml_str(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back.tunnel, c.tunnel);
+        assert_eq!(back.tunnel.settings.weights, [3, 1]);
+        assert_eq!(back.tunnel.settings.reorder_timeout_ms, Some(15.0));
+        assert_eq!(back.path[0].interface, "p1");
     }
 
     #[test]

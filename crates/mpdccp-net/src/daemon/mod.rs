@@ -24,6 +24,7 @@
 pub mod client;
 pub mod config;
 pub mod iface;
+pub mod metrics;
 pub mod ops;
 pub mod server;
 
@@ -36,8 +37,8 @@ use mpdccp_proto::Instant;
 use serde::Serialize;
 use tracing::info;
 
+use crate::iproute;
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
-use crate::netns;
 use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
@@ -287,6 +288,20 @@ impl TunWriter {
     }
 }
 
+/// The MTU plan of a daemon: from the path MTU, with the TUN MTU lowered to
+/// `tun.mtu` when that is set and smaller.
+pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool) -> MtuPlan {
+    let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
+    MtuPlan {
+        tun_mtu: if cfg.mtu > 0 {
+            cfg.mtu.min(plan.tun_mtu)
+        } else {
+            plan.tun_mtu
+        },
+        ..plan
+    }
+}
+
 /// Opens and configures the TUN device; returns it with the MTU plan used.
 pub fn open_tun(
     cfg: &TunConfig,
@@ -294,12 +309,8 @@ pub fn open_tun(
     ipv6_outer: bool,
     offload: bool,
 ) -> anyhow::Result<(Tun, MtuPlan)> {
-    let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
-    let mtu = if cfg.mtu > 0 {
-        cfg.mtu.min(plan.tun_mtu)
-    } else {
-        plan.tun_mtu
-    };
+    let plan = mtu_plan(cfg, path_mtu, ipv6_outer);
+    let mtu = plan.tun_mtu;
     let tun = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
         Tun::open_offload(&cfg.name).or_else(|e| {
@@ -310,7 +321,7 @@ pub fn open_tun(
         Tun::open(&cfg.name)?
     };
     let name = tun.name().to_string();
-    netns::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
+    iproute::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
     let mut v6 = false;
     for a in &cfg.addresses {
         let (ip, _) = parse_cidr(a)?;
@@ -318,26 +329,20 @@ pub fn open_tun(
             v6 = true;
             // No duplicate address detection on a point-to-point tunnel: the
             // address is usable at once.
-            netns::ip(&["-6", "addr", "add", a, "dev", &name, "nodad"])?;
+            iproute::ip(&["-6", "addr", "add", a, "dev", &name, "nodad"])?;
         } else {
-            netns::ip(&["addr", "add", a, "dev", &name])?;
+            iproute::ip(&["addr", "add", a, "dev", &name])?;
         }
     }
     for r in &cfg.routes {
-        netns::ip(&["route", "replace", r, "dev", &name])?;
+        iproute::ip(&["route", "replace", r, "dev", &name])?;
     }
     info!(tun = %name, mtu, "{plan}");
     eprintln!("tunnel {name}: {plan}; MTU set to {mtu}");
     if v6 && mtu < crate::mtu::IPV6_MIN_MTU {
         tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
     }
-    Ok((
-        tun,
-        MtuPlan {
-            tun_mtu: mtu,
-            ..plan
-        },
-    ))
+    Ok((tun, plan))
 }
 
 /// SIGTERM/SIGINT delivered as readable bytes on a socket, for the poll loop.

@@ -1,7 +1,6 @@
 //! Operations: the status document, the unix control socket behind
-//! `mpdccp status`, and the Prometheus text endpoint.
+//! `mpdccp status`, and the Prometheus endpoint (content: [`super::metrics`]).
 
-use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
@@ -12,33 +11,15 @@ use std::time::Duration;
 
 use mpdccp_proto::conn::Connection;
 use mpdccp_proto::PathView;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tracing::warn;
 
-/// Converts the `Debug` form of a flat counter struct (`Name { a: 1, b: 2 }`)
-/// into a JSON object of numbers. The core's `*Stats` types are plain
-/// counters without serde; this keeps every counter they gain visible in
-/// `mpdccp status` without touching this file.
-pub fn stats_json(debug: &str) -> Value {
-    let mut m = Map::new();
-    let inner = match (debug.find('{'), debug.rfind('}')) {
-        (Some(a), Some(b)) if a < b => &debug[a + 1..b],
-        _ => return Value::Object(m),
-    };
-    for field in inner.split(',') {
-        let Some((k, v)) = field.split_once(':') else {
-            continue;
-        };
-        let (k, v) = (k.trim(), v.trim());
-        if let Ok(n) = v.parse::<u64>() {
-            m.insert(k.to_string(), json!(n));
-        } else if let Ok(f) = v.parse::<f64>() {
-            m.insert(k.to_string(), json!(f));
-        } else if v == "true" || v == "false" {
-            m.insert(k.to_string(), json!(v == "true"));
-        }
-    }
-    Value::Object(m)
+use super::metrics::{metrics_text, CONTENT_TYPE};
+
+/// A stats struct of the core as a JSON object (its `Serialize`: one
+/// number per counter, so every counter the core gains shows up).
+pub fn stats_json<T: serde::Serialize>(stats: &T) -> Value {
+    serde_json::to_value(stats).unwrap_or(Value::Null)
 }
 
 fn ms(d: Option<Duration>) -> Value {
@@ -50,7 +31,7 @@ fn ms(d: Option<Duration>) -> Value {
 pub fn path_json(conn: &Connection, v: &PathView, name: Option<&str>) -> Value {
     let stats = conn
         .path_stats(v.id)
-        .map(|s| stats_json(&format!("{s:?}")))
+        .map(|s| stats_json(&s))
         .unwrap_or(Value::Null);
     json!({
         "id": v.id.0,
@@ -86,124 +67,18 @@ pub fn conn_json(conn: &Connection, handle: u64, name_of: &dyn Fn(u32) -> Option
         "local_ci": conn.local_ci(),
         "remote_ci": conn.remote_ci(),
         "send_queue_pkts": conn.send_queue_len(),
-        "stats": stats_json(&format!("{:?}", conn.stats())),
-        "reorder": stats_json(&format!("{:?}", conn.reorder_stats())),
+        "stats": stats_json(&conn.stats()),
+        "reorder": stats_json(&conn.reorder_stats()),
         "paths": paths,
     })
-}
-
-/// Prometheus text exposition (format 0.0.4) of a status document: every
-/// number becomes a gauge `mpdccp_<section>_<name>`, labelled with the
-/// connection (`conn`) and path (`path`, `name`). Samples of one metric are
-/// grouped under a single `# TYPE` line, as the format requires; label
-/// values are escaped; non-finite numbers are written `NaN`/`+Inf`/`-Inf`.
-pub fn prometheus_text(status: &Value) -> String {
-    // family name -> sample lines (BTreeMap: a stable, grouped output).
-    let mut fams: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut emit = |name: &str, labels: &[(&str, String)], v: &Value| {
-        let n = match v {
-            Value::Number(n) => n.as_f64(),
-            Value::Bool(b) => Some(f64::from(u8::from(*b))),
-            _ => None,
-        };
-        let Some(n) = n else { return };
-        let name = format!("mpdccp_{}", metric_name(name));
-        let lbl: Vec<String> = labels
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
-            .collect();
-        let line = if lbl.is_empty() {
-            format!("{name} {}", prom_number(n))
-        } else {
-            format!("{name}{{{}}} {}", lbl.join(","), prom_number(n))
-        };
-        fams.entry(name).or_default().push(line);
-    };
-    for (k, v) in status.as_object().into_iter().flatten() {
-        if v.is_number() {
-            emit(k, &[], v);
-        }
-    }
-    for sect in ["daemon", "endpoint"] {
-        for (k, v) in status[sect].as_object().into_iter().flatten() {
-            emit(&format!("{sect}_{k}"), &[], v);
-        }
-    }
-    for p in status["configured_paths"].as_array().into_iter().flatten() {
-        let l = [("name", p["name"].as_str().unwrap_or("").to_string())];
-        for (k, v) in p.as_object().into_iter().flatten() {
-            if k != "path_id" {
-                emit(&format!("configured_path_{k}"), &l, v);
-            }
-        }
-    }
-    for c in status["connections"].as_array().into_iter().flatten() {
-        let conn = c["handle"].to_string();
-        let cl = [("conn", conn.clone())];
-        for key in ["established", "closed", "send_queue_pkts"] {
-            emit(&format!("conn_{key}"), &cl, &c[key]);
-        }
-        for sect in ["stats", "reorder"] {
-            for (k, v) in c[sect].as_object().into_iter().flatten() {
-                emit(&format!("conn_{sect}_{k}"), &cl, v);
-            }
-        }
-        for p in c["paths"].as_array().into_iter().flatten() {
-            let mut pl = vec![("conn", conn.clone()), ("path", p["id"].to_string())];
-            if let Some(n) = p["name"].as_str() {
-                pl.push(("name", n.to_string()));
-            }
-            emit("path_active", &pl, &json!(p["state"] == "Active"));
-            for (k, v) in p.as_object().into_iter().flatten() {
-                if k == "stats" {
-                    for (k2, v2) in v.as_object().into_iter().flatten() {
-                        emit(&format!("path_{k2}"), &pl, v2);
-                    }
-                } else if k != "id" {
-                    emit(&format!("path_{k}"), &pl, v);
-                }
-            }
-        }
-    }
-    let mut out = String::new();
-    for (name, lines) in &fams {
-        out.push_str(&format!("# TYPE {name} gauge\n"));
-        for l in lines {
-            out.push_str(l);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// A metric name from a JSON key: `[a-zA-Z0-9_]`, anything else becomes `_`.
-fn metric_name(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
-}
-
-fn escape_label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn prom_number(n: f64) -> String {
-    if n.is_nan() {
-        "NaN".into()
-    } else if n.is_infinite() {
-        if n > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        format!("{n}")
-    }
 }
 
 /// What a listener thread asks the daemon's loop for.
 enum OpsRequest {
     /// One line from the control socket (`status`, `close`, …).
     Control(String),
-    /// A Prometheus scrape.
+    /// A Prometheus scrape: the status document, which the listener
+    /// thread encodes (off the packet loop).
     Metrics,
 }
 
@@ -289,7 +164,8 @@ impl OpsServer {
 
     /// Answers the waiting requests (never blocks). Each control request is
     /// one line (`status`, or `close` to shut the daemon down gracefully)
-    /// answered with one JSON document; a scrape gets the Prometheus text.
+    /// answered with one JSON document; a scrape gets the status document
+    /// too, and its listener thread turns it into metrics.
     /// Returns true if a `close` was requested.
     pub fn handle_requests(&self, status: &dyn Fn() -> Value) -> bool {
         let mut drain = [0u8; 64];
@@ -308,7 +184,7 @@ impl OpsServer {
                             .to_string()
                     }
                 },
-                OpsRequest::Metrics => prometheus_text(&status()),
+                OpsRequest::Metrics => status().to_string(),
             };
             // The listener may have given up waiting; nothing to do then.
             let _ = answer.try_send(text);
@@ -359,13 +235,22 @@ fn serve_metrics(ask: &Asker, mut s: std::net::TcpStream) {
     let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
     let mut req = [0u8; 1024];
     let _ = s.read(&mut req);
-    let _ = match ask.ask(OpsRequest::Metrics) {
-        Some(body) => write!(
+    let status = ask
+        .ask(OpsRequest::Metrics)
+        .and_then(|doc| serde_json::from_str::<Value>(&doc).ok());
+    let _ = match status {
+        Some(status) => {
+            let body = metrics_text(&status);
+            write!(
+                s,
+                "HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        }
+        None => write!(
             s,
-            "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
+            "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
         ),
-        None => write!(s, "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"),
     };
 }
 
@@ -386,69 +271,14 @@ pub fn query(control: &Path, command: &str) -> io::Result<Value> {
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    #[allow(dead_code)]
-    struct S {
-        a: u64,
-        b_ms: f64,
-        c: bool,
-    }
-
     #[test]
-    fn debug_counters_to_json() {
-        let v = stats_json(&format!(
-            "{:?}",
-            S {
-                a: 7,
-                b_ms: 1.5,
-                c: true
-            }
-        ));
-        assert_eq!(v, json!({"a": 7, "b_ms": 1.5, "c": true}));
-    }
-
-    #[test]
-    fn prometheus_lines() {
-        let st = json!({"daemon": {"udp_rx_malformed": 3}, "connections": [
-            {"handle": 0, "established": true, "send_queue_pkts": 0, "stats": {"rx_bytes": 5}, "reorder": {},
-             "paths": [{"id": 1, "name": "p1", "cwnd_pkts": 10, "stats": {"lost_pkts": 2}}]}]});
-        let t = prometheus_text(&st);
-        assert!(t.contains("mpdccp_daemon_udp_rx_malformed 3\n"), "{t}");
-        assert!(
-            t.contains("# TYPE mpdccp_path_cwnd_pkts gauge\nmpdccp_path_cwnd_pkts{"),
-            "{t}"
-        );
-        assert!(
-            t.contains("mpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"p1\"} 10\n"),
-            "{t}"
-        );
-        assert!(t.contains("mpdccp_conn_established{conn=\"0\"} 1\n"), "{t}");
-    }
-
-    #[test]
-    fn prometheus_families_are_grouped_and_labels_escaped() {
-        let st = json!({"uptime_s": 1.5, "connections": [
-            {"handle": 0, "established": true, "send_queue_pkts": 0, "stats": {}, "reorder": {},
-             "paths": [{"id": 1, "name": "a\"b", "state": "Active", "cwnd_pkts": 10, "srtt_ms": null},
-                       {"id": 2, "name": null, "state": "Closed", "cwnd_pkts": 4}]}]});
-        let t = prometheus_text(&st);
-        // One TYPE line per family, directly followed by all its samples.
-        let types: Vec<&str> = t.lines().filter(|l| l.starts_with("# TYPE")).collect();
-        let mut seen = std::collections::BTreeSet::new();
-        for ty in &types {
-            assert!(seen.insert(*ty), "duplicate {ty}\n{t}");
-        }
-        assert!(
-            t.contains("# TYPE mpdccp_path_cwnd_pkts gauge\nmpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"a\\\"b\"} 10\nmpdccp_path_cwnd_pkts{conn=\"0\",path=\"2\"} 4\n"),
-            "{t}"
-        );
-        assert!(
-            t.contains("mpdccp_path_active{conn=\"0\",path=\"2\"} 0\n"),
-            "{t}"
-        );
-        assert!(t.contains("mpdccp_uptime_s 1.5\n"), "{t}");
-        assert!(!t.contains("srtt_ms"), "null is not a sample: {t}");
-        assert_eq!(prom_number(f64::INFINITY), "+Inf");
-        assert_eq!(prom_number(f64::NAN), "NaN");
+    fn stats_are_json_objects_of_numbers() {
+        let v = stats_json(&mpdccp_proto::reorder::ReorderStats {
+            received: 7,
+            ..Default::default()
+        });
+        assert_eq!(v["received"], json!(7));
+        assert_eq!(v["held_bytes"], json!(0));
+        assert!(v.as_object().unwrap().values().all(Value::is_u64));
     }
 }

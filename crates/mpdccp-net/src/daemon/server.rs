@@ -35,7 +35,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.listen.is_ipv6(),
         config.tunnel.offload,
     )?;
-    let conn_cfg = config.tunnel.connection_config(plan.mss_bytes);
+    let conn_cfg = config.tunnel.connection_config(&plan);
     mpdccp_proto::conn::Connection::try_new(
         mpdccp_proto::conn::Role::Server,
         conn_cfg.clone(),
@@ -243,7 +243,7 @@ impl Server {
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
-            "endpoint": stats_json(&format!("{:?}", self.ep.stats())),
+            "endpoint": stats_json(&self.ep.stats()),
             "learned_addresses": self.owners.len(),
             "connections": conns,
         })

@@ -477,6 +477,8 @@ pub struct Bbr {
     probe_rtt_done_stamp: Option<Instant>,
     probe_rtt_round_done: bool,
     idle_restart: bool,
+    /// `CcConfig::bbr_app_limited_probe`.
+    app_limited_probe: bool,
 
     pacing_gain: f64,
     cwnd_gain: f64,
@@ -520,6 +522,7 @@ impl Bbr {
             probe_rtt_done_stamp: None,
             probe_rtt_round_done: false,
             idle_restart: false,
+            app_limited_probe: config.bbr_app_limited_probe,
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
             pacing_rate: 0.0,
@@ -800,13 +803,28 @@ impl Bbr {
         // (No estimate yet is not an expired one: a flow may start at any
         // `now`.)
         let expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
+        // An application-limited path probes for free: its sender did not
+        // fill the pipe, so there is no self-made queue for PROBE_RTT to
+        // drain and the sample already is what PROBE_RTT would measure. Such
+        // a sample re-confirms an equal minimum (the draft's `<=` in
+        // BBRUpdateRTprop, §4.1.2.3; Linux's strict `<` needs timing noise
+        // to ever refresh) and, once the filter expired, replaces it without
+        // the 200 ms at 4 packets. A backlogged path keeps Linux's rule. In
+        // a multipath tunnel this keeps an idle backup path from probing at
+        // the moment traffic moves onto it (E5: scenarios/README.md).
+        let free_probe = self.app_limited_probe && ack.rate.is_some_and(|r| r.is_app_limited);
+        let mut probed = false;
         if let Some(rtt) = ack.rtt {
-            if self.min_rtt.is_none_or(|m| rtt < m) || expired {
+            let at_min = self
+                .min_rtt
+                .is_none_or(|m| rtt < m || (free_probe && rtt == m));
+            if at_min || expired {
                 self.min_rtt = Some(rtt);
                 self.min_rtt_stamp = now;
+                probed = free_probe;
             }
         }
-        if expired && !self.idle_restart && self.mode != BbrMode::ProbeRtt {
+        if expired && !probed && !self.idle_restart && self.mode != BbrMode::ProbeRtt {
             // §4.2.3.5: no lower RTT for 10 s — drain the queue to measure.
             self.mode = BbrMode::ProbeRtt;
             self.save_cwnd();

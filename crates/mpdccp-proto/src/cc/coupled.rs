@@ -458,9 +458,9 @@ const MIN_CUBIC_SCALE: f64 = 1e-3;
 /// α/W_total; above the crossover the cubic curve is the larger on
 /// average, so it seldom decides the window.
 ///
-/// (The stored copy of the paper available to this project holds only its
-/// abstract; the steps follow the project's reference summary of §3,
-/// `CC_REFERENCE.md`, so no equation numbers are cited here.)
+/// (The copy of the paper available to this project holds only its
+/// abstract; the steps follow a summary of its §3, so no equation numbers
+/// are cited here.)
 #[derive(Clone, Debug)]
 pub struct CoupledCubic {
     core: CubicCore,

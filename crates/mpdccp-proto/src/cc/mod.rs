@@ -69,53 +69,55 @@ pub use rate::{DeliveryRateEstimator, PacketRateState};
 pub use reno::Reno;
 pub use rtt::{AckDelayUse, RttEstimator};
 
-/// Builds the controller called `name` (one of [`CC_NAMES`], or `bbr`, an
-/// alias of `ccid5` for inner TCP flows).
-pub fn build(name: &str, config: &CcConfig) -> Result<Box<dyn CongestionController>, UnknownName> {
-    Ok(match name {
-        "ccid2" => Box::new(Ccid2::new(config)),
-        "reno" => Box::new(Reno::new(config)),
-        "cubic" => Box::new(Cubic::new(config)),
-        "ccid5" | "bbr" => Box::new(Bbr::new(config)),
-        "bbr3" => Box::new(Bbr3::new(config)),
-        "lia" => Box::new(CoupledReno::lia(config)),
-        "olia" => Box::new(CoupledReno::olia(config)),
-        "balia" => Box::new(CoupledReno::balia(config)),
-        "coupled-cubic" => Box::new(CoupledCubic::new(config)),
-        _ => return Err(UnknownName(name.to_string())),
-    })
-}
-
-/// Names [`build`] accepts today, in the order error messages list them.
-pub const BUILD_NAMES: &[&str] = &[
-    "ccid2",
-    "ccid5",
-    "cubic",
-    "bbr3",
-    "lia",
-    "olia",
-    "balia",
-    "coupled-cubic",
-    "reno",
-    "bbr",
-];
-
-/// A congestion-control name that [`build`] does not know.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownName(pub String);
-
-impl std::fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "unknown congestion control `{}` (expected one of {})",
-            self.0,
-            BUILD_NAMES.join(", ")
-        )
+crate::kind::named_kind! {
+    /// The built-in congestion controllers: the one list of their names
+    /// (config, CLI, results). `bbr` is accepted for `ccid5` (the name of
+    /// BBRv1 for an inner TCP flow).
+    #[derive(Default)]
+    pub enum CcKind ("congestion control") {
+        #[default]
+        Ccid2 = "ccid2",
+        Ccid5 = "ccid5",
+        Cubic = "cubic",
+        Bbr3 = "bbr3",
+        Lia = "lia",
+        Olia = "olia",
+        Balia = "balia",
+        CoupledCubic = "coupled-cubic",
+        Reno = "reno",
+    }
+    aliases {
+        "bbr" => Ccid5,
     }
 }
 
-impl std::error::Error for UnknownName {}
+pub use crate::kind::UnknownName;
+
+/// Builds one controller per path from a configuration, as quinn's
+/// `congestion::ControllerFactory` does: a connection keeps the factory and
+/// asks it for a fresh controller whenever a subflow opens (each with its
+/// own [`CcConfig::seed`]). [`CcKind`] is the factory of the built-in
+/// controllers; building cannot fail, so there is no fallback to hide a
+/// mistyped name (names are checked when they are parsed).
+pub trait ControllerFactory: Debug + Send + Sync {
+    fn build(&self, config: &CcConfig) -> Box<dyn CongestionController>;
+}
+
+impl ControllerFactory for CcKind {
+    fn build(&self, config: &CcConfig) -> Box<dyn CongestionController> {
+        match self {
+            CcKind::Ccid2 => Box::new(Ccid2::new(config)),
+            CcKind::Reno => Box::new(Reno::new(config)),
+            CcKind::Cubic => Box::new(Cubic::new(config)),
+            CcKind::Ccid5 => Box::new(Bbr::new(config)),
+            CcKind::Bbr3 => Box::new(Bbr3::new(config)),
+            CcKind::Lia => Box::new(CoupledReno::lia(config)),
+            CcKind::Olia => Box::new(CoupledReno::olia(config)),
+            CcKind::Balia => Box::new(CoupledReno::balia(config)),
+            CcKind::CoupledCubic => Box::new(CoupledCubic::new(config)),
+        }
+    }
+}
 
 /// Largest Ack Ratio a receiver may use with a window of `cwnd_pkts`:
 /// RFC 4341 §6.1.2 keeps it at most ceil(cwnd/2), so at least two acks
@@ -151,19 +153,6 @@ pub(crate) fn starts_congestion_event(
     true
 }
 
-/// Names used everywhere (config, CLI, results).
-pub const CC_NAMES: &[&str] = &[
-    "ccid2",
-    "ccid5",
-    "cubic",
-    "bbr3",
-    "lia",
-    "olia",
-    "balia",
-    "coupled-cubic",
-    "reno",
-];
-
 /// Settings shared by every controller; controller-specific knobs live in
 /// their own config structs.
 #[derive(Clone, Debug, PartialEq)]
@@ -197,6 +186,12 @@ pub struct CcConfig {
     /// be LIA; see `coupled::cubic_reno_crossover_window_pkts`). Default 0:
     /// no floor. (The former default, 100, had no source.)
     pub coupled_cubic_bdp_threshold_pkts: f64,
+    /// BBR (ccid5): an application-limited RTT sample counts as a PROBE_RTT
+    /// measurement, so a path that does not fill its pipe never drops to
+    /// 4 packets to re-measure a queue it does not build (see
+    /// `bbr::Bbr::update_min_rtt`). `false` is Linux `tcp_bbr.c` exactly
+    /// (the simulator's inner TCP `bbr`, a baseline, runs that).
+    pub bbr_app_limited_probe: bool,
 }
 
 impl Default for CcConfig {
@@ -211,6 +206,7 @@ impl Default for CcConfig {
             hystart: true,
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
+            bbr_app_limited_probe: true,
         }
     }
 }
@@ -338,7 +334,7 @@ pub type CoupledView<'a> = &'a [CcSnapshot];
 
 /// The congestion-control trait. See the module docs for the call order.
 pub trait CongestionController: Send + Debug {
-    /// The name used in config and results (one of [`CC_NAMES`]).
+    /// The name used in config and results (a [`CcKind`] name).
     fn name(&self) -> &'static str;
 
     fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket);

@@ -11,7 +11,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use crate::wire::mp::{subtype, MpKey as WireMpKey, RttType};
+use crate::wire::mp::{subtype, RttType};
+pub use crate::wire::mp::{KeyType, MpKey};
 use crate::wire::option::{kind, OptionRules, OptionVerdict};
 pub use crate::wire::{
     AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, OptionIter,
@@ -43,15 +44,42 @@ impl Default for FeatOpt {
 
 pub const MAX_FEATS: usize = 8;
 
-/// MP_KEY (RFC 9897 §3.2.4): connection identifier and the sender's plain
-/// 64-bit key; the third handshake packet also echoes the receiver's key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MpKey {
-    /// True when the option offered a plain-text (type 0) key.
-    pub plain: bool,
+/// The MP_KEY option (RFC 9897 §3.2.4): the connection identifier and the
+/// keys offered, each `wire`'s [`MpKey`] (the one key type, any key type);
+/// the third handshake packet echoes the receiver's key after the sender's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyOffer {
     pub ci: u32,
-    pub key: [u8; 8],
-    pub peer_key: Option<[u8; 8]>,
+    pub keys: Vec<MpKey>,
+}
+
+impl KeyOffer {
+    /// A plain-text (type 0) offer of `key`, echoing `peer` when given.
+    pub fn plain(ci: u32, key: [u8; 8], peer: Option<[u8; 8]>) -> KeyOffer {
+        let mut keys = vec![MpKey::plain(u64::from_be_bytes(key))];
+        keys.extend(peer.map(|p| MpKey::plain(u64::from_be_bytes(p))));
+        KeyOffer { ci, keys }
+    }
+
+    /// The `n`-th plain-text key offered (key types we do not support are
+    /// passed over).
+    fn nth_plain(&self, n: usize) -> Option<[u8; 8]> {
+        self.keys
+            .iter()
+            .filter_map(MpKey::plain_key)
+            .nth(n)
+            .map(u64::to_be_bytes)
+    }
+
+    /// The sender's key, if it offered a plain-text one.
+    pub fn plain_key(&self) -> Option<[u8; 8]> {
+        self.nth_plain(0)
+    }
+
+    /// The receiver's key echoed back (third handshake packet).
+    pub fn echoed_key(&self) -> Option<[u8; 8]> {
+        self.nth_plain(1)
+    }
 }
 
 /// MP_JOIN (RFC 9897 §3.2.2): address id, path token (peer CI), nonce.
@@ -188,9 +216,9 @@ impl ConfirmItem {
 pub const MAX_CONFIRMS: usize = 4;
 
 /// The MP sub-options of one packet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MpOpts {
-    pub key: Option<MpKey>,
+    pub key: Option<KeyOffer>,
     pub join: Option<MpJoin>,
     /// MP_HMAC directly after MP_JOIN, or the lone MP_HMAC of a packet
     /// without a protected option (a join's third packet; RFC 9897 §3.2.6).
@@ -449,7 +477,7 @@ impl<'a> Segment<'a> {
                             ) {
                                 hmacs.after = o.data.first().copied();
                             }
-                            absorb_mp(&mut self.mp, &m)
+                            absorb_mp(&mut self.mp, m)
                         }
                         // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read
                         // (a reserved key type, a bad length) offers no key
@@ -457,7 +485,7 @@ impl<'a> Segment<'a> {
                         // DCCP (or, on the third packet, a closed subflow),
                         // not an Option Error: a key-less MP_KEY says so.
                         Err(_) if o.data.first() == Some(&subtype::KEY) => {
-                            self.mp.key = Some(MpKey::default());
+                            self.mp.key = Some(KeyOffer::default());
                             self.bad_opts = self.bad_opts.saturating_add(1);
                         }
                         Err(e) => return Err(e),
@@ -563,28 +591,19 @@ impl<'a> Segment<'a> {
 }
 
 /// Folds one parsed MP sub-option into `m`.
-fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
+fn absorb_mp(m: &mut MpOpts, o: MpOption) {
     match o {
-        MpOption::Key { ci, keys } => {
-            let mut plain = keys.iter().filter_map(|k| k.plain_key());
-            let first = plain.next();
-            m.key = Some(MpKey {
-                plain: first.is_some(),
-                ci: *ci,
-                key: first.unwrap_or(0).to_be_bytes(),
-                peer_key: plain.next().map(u64::to_be_bytes),
-            });
-        }
+        MpOption::Key { ci, keys } => m.key = Some(KeyOffer { ci, keys }),
         MpOption::Join { addr_id, ci, nonce } => {
             m.join = Some(MpJoin {
-                addr_id: *addr_id,
-                token: *ci,
-                nonce: *nonce,
+                addr_id,
+                token: ci,
+                nonce,
             })
         }
         // Placed by `HmacPlacement` before this is reached.
         MpOption::Hmac(_) => {}
-        MpOption::Seq(s) => m.seq = Some(*s),
+        MpOption::Seq(s) => m.seq = Some(s),
         MpOption::Rtt {
             rtt_type,
             rtt_ms,
@@ -592,8 +611,8 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
         } => {
             m.rtt = Some(MpRtt {
                 kind: rtt_type.to_u8(),
-                rtt_ms: *rtt_ms,
-                age_ms: *age_ms,
+                rtt_ms,
+                age_ms,
             })
         }
         MpOption::AddAddr {
@@ -603,22 +622,22 @@ fn absorb_mp(m: &mut MpOpts, o: &MpOption) {
             port,
         } => {
             m.addaddr = Some(MpAddAddr {
-                addr_id: *addr_id,
+                addr_id,
                 nonce: nonce.unwrap_or(0),
-                ip: *addr,
-                port: *port,
+                ip: addr,
+                port,
             })
         }
         MpOption::RemoveAddr { addr_id, nonce } => {
             m.removeaddr = Some(MpRemoveAddr {
-                addr_id: *addr_id,
+                addr_id,
                 nonce: nonce.unwrap_or(0),
             })
         }
-        MpOption::Prio(p) => m.prio = Some(*p),
+        MpOption::Prio(p) => m.prio = Some(p),
         MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
         MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
-        MpOption::Confirm(items) => ConfirmItem::from_wire(items, |i| {
+        MpOption::Confirm(items) => ConfirmItem::from_wire(&items, |i| {
             m.push_confirm(i);
         }),
         MpOption::Exp(_) => {}
@@ -632,11 +651,8 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         *p += o.emit(buf.get_mut(*p..)?).ok()?;
         Some(())
     };
-    if let Some(k) = m.key {
-        let mut keys = vec![WireMpKey::plain(u64::from_be_bytes(k.key))];
-        if let Some(pk) = k.peer_key {
-            keys.push(WireMpKey::plain(u64::from_be_bytes(pk)));
-        }
+    if let Some(k) = &m.key {
+        let keys = k.keys.clone();
         put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
     }
     // RFC 9897 §3.2.6: each MP_HMAC directly after the option it
@@ -752,12 +768,7 @@ mod tests {
         });
         s.mp.seq = Some((1 << 48) - 1);
         s.mp.addaddr_hmac = Some([7; 20]);
-        s.mp.key = Some(MpKey {
-            plain: true,
-            ci: 0xdead_beef,
-            key: [1; 8],
-            peer_key: Some([2; 8]),
-        });
+        s.mp.key = Some(KeyOffer::plain(0xdead_beef, [1; 8], Some([2; 8])));
         s.mp.addaddr = Some(MpAddAddr {
             addr_id: 3,
             nonce: 9,
@@ -900,7 +911,10 @@ mod tests {
         let raw = ack_with(&[kind::MULTIPATH, 9, mp_sub::KEY, 0, 0, 0, 0, 1, 7]);
         let p = Segment::parse(&raw, None).unwrap();
         assert_eq!(p.option_error, None);
-        assert_eq!((p.mp.key.map(|k| k.plain), p.bad_opts), (Some(false), 1));
+        assert_eq!(
+            (p.mp.key.as_ref().map(KeyOffer::plain_key), p.bad_opts),
+            (Some(None), 1)
+        );
         // Mandatory before an understood option, unknown options alone:
         // fine (§5.8: unknown options are ignored).
         assert_eq!(err(&[kind::MANDATORY, kind::SLOW_RECEIVER]), None);

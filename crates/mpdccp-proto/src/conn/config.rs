@@ -3,18 +3,25 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::cc::CcConfig;
-use crate::reorder::ReorderConfig;
-use crate::sched::SchedulerConfig;
+use crate::cc::{CcConfig, CcKind};
+use crate::reorder::{ReorderConfig, ReorderKind};
+use crate::sched::{SchedulerConfig, SchedulerKind};
 
 use super::queue::DropPolicy;
-use super::SERVICE_CODE;
+use super::{DATA_HEADER_MAX, SERVICE_CODE};
+
+/// Default bound of the send queue in front of the scheduler, packets.
+pub const DEFAULT_SEND_QUEUE_PKTS: usize = 1000;
+/// Default bound of the same queue, bytes.
+pub const DEFAULT_SEND_QUEUE_BYTES: usize = 2_000_000;
+/// Default largest DCCP packet, bytes.
+pub const DEFAULT_MSS_BYTES: u32 = 1500;
 
 /// Connection settings. Build with `ConnectionConfig { field: x, ..Default::default() }`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConnectionConfig {
-    /// Congestion control, a [`crate::cc::build`] name ("ccid2" by default).
-    pub cc: String,
+    /// Congestion control of every subflow; the factory of its controllers.
+    pub cc: CcKind,
     pub cc_config: CcConfig,
     pub scheduler: SchedulerConfig,
     pub reorder: ReorderConfig,
@@ -100,15 +107,15 @@ pub struct ConnectionConfig {
 impl Default for ConnectionConfig {
     fn default() -> Self {
         ConnectionConfig {
-            cc: "ccid2".into(),
+            cc: CcKind::default(),
             cc_config: CcConfig::default(),
             scheduler: SchedulerConfig::default(),
             reorder: ReorderConfig::default(),
-            send_queue_pkts: 1000,
-            send_queue_bytes: 2_000_000,
+            send_queue_pkts: DEFAULT_SEND_QUEUE_PKTS,
+            send_queue_bytes: DEFAULT_SEND_QUEUE_BYTES,
             drop_policy: DropPolicy::DropNewest,
             max_paths: 8,
-            mss_bytes: 1500,
+            mss_bytes: DEFAULT_MSS_BYTES,
             multipath: true,
             seq_window_pkts: 10_000,
             ack_ratio: 2,
@@ -134,6 +141,133 @@ impl Default for ConnectionConfig {
             path_idle_timeout: None,
             idle_timeout: None,
             closed_path_linger: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The tunnel's settings as a user writes them: a scenario's `[tunnel]`
+/// section and the daemons' `[tunnel]` table. The simulator, the daemon and
+/// the testbed all turn them into a [`ConnectionConfig`] with
+/// [`TunnelSettings::connection_config`]; the defaults here are the ones of
+/// every driver.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(deny_unknown_fields, default)
+)]
+pub struct TunnelSettings {
+    /// Per-subflow congestion control.
+    pub cc: CcKind,
+    /// Scheduler.
+    pub scheduler: SchedulerKind,
+    /// Receiver reordering.
+    pub reorder: ReorderKind,
+    /// Reordering timeout, ms (fixed, or the start value of the adaptive
+    /// strategies); none = [`crate::reorder::DEFAULT_TIMEOUT`].
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub reorder_timeout_ms: Option<f64>,
+    /// Per-path weights for the `ratio` scheduler, in path order.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Vec::is_empty"))]
+    pub weights: Vec<u32>,
+    /// Bounded send queue in front of the scheduler, packets.
+    pub send_queue_pkts: usize,
+    /// Same queue's limit in bytes; none = [`DEFAULT_SEND_QUEUE_BYTES`].
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub send_queue_bytes: Option<usize>,
+    /// Largest DCCP packet (tunnelled packet plus headers), bytes; none =
+    /// derived (see [`TunnelSettings::connection_config`]).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub mss_bytes: Option<u32>,
+    /// `false`: plain single-path DCCP on the first path (no MP-DCCP feature).
+    pub multipath: bool,
+}
+
+impl Default for TunnelSettings {
+    fn default() -> Self {
+        TunnelSettings {
+            cc: CcKind::default(),
+            scheduler: SchedulerKind::default(),
+            reorder: ReorderKind::default(),
+            reorder_timeout_ms: None,
+            weights: Vec::new(),
+            send_queue_pkts: DEFAULT_SEND_QUEUE_PKTS,
+            send_queue_bytes: None,
+            mss_bytes: None,
+            multipath: true,
+        }
+    }
+}
+
+impl TunnelSettings {
+    /// Checks the numbers; `paths` (when known) is the number of paths the
+    /// `weights` must match.
+    pub fn validate(&self, paths: Option<usize>) -> Result<(), String> {
+        if let Some(t) = self.reorder_timeout_ms {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(format!("`reorder_timeout_ms` must be >= 0 (got {t})"));
+            }
+        }
+        if let Some(n) = paths.filter(|&n| !self.weights.is_empty() && self.weights.len() != n) {
+            return Err(format!(
+                "`weights` has {} entries for {n} paths",
+                self.weights.len()
+            ));
+        }
+        if !self.weights.is_empty() && self.weights.iter().all(|&w| w == 0) {
+            return Err("`weights` are all zero".into());
+        }
+        if self.send_queue_pkts == 0 {
+            return Err("`send_queue_pkts` must be > 0".into());
+        }
+        if self.send_queue_bytes == Some(0) {
+            return Err("`send_queue_bytes` must be > 0".into());
+        }
+        if self.mss_bytes.is_some_and(|m| !(100..=65_000).contains(&m)) {
+            return Err("`mss_bytes` must be in 100..=65000".into());
+        }
+        Ok(())
+    }
+
+    /// The core's settings. `largest_packet_bytes` is the largest tunnelled
+    /// packet (the daemon's TUN MTU, a scenario's largest tunnelled flow
+    /// packet; 0 = unknown): the controllers count in packets of that size,
+    /// and the largest DCCP packet is `mss_bytes` if set, else that packet
+    /// plus the worst-case DCCP and MP option headers ([`DATA_HEADER_MAX`];
+    /// on a daemon exactly the path MTU minus outer IP and UDP), or
+    /// [`DEFAULT_MSS_BYTES`] when the size is unknown. Every other field
+    /// keeps the core's default; a driver sets its own (timers, checksums,
+    /// GSO) on top.
+    pub fn connection_config(&self, largest_packet_bytes: usize) -> ConnectionConfig {
+        let d = ConnectionConfig::default();
+        let mut cc_config = d.cc_config.clone();
+        let mut mss_bytes = d.mss_bytes;
+        if largest_packet_bytes > 0 {
+            cc_config.mss_bytes = u32::try_from(largest_packet_bytes).unwrap_or(u32::MAX);
+            let need = largest_packet_bytes.saturating_add(DATA_HEADER_MAX);
+            mss_bytes = u32::try_from(need).unwrap_or(u32::MAX);
+        }
+        let timeout = self.reorder_timeout_ms.map_or(Duration::ZERO, |ms| {
+            Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::ZERO)
+        });
+        ConnectionConfig {
+            cc: self.cc,
+            cc_config,
+            scheduler: SchedulerConfig {
+                kind: self.scheduler,
+                weights: self.weights.clone(),
+                ..SchedulerConfig::default()
+            },
+            reorder: ReorderConfig {
+                kind: self.reorder,
+                timeout,
+                ..ReorderConfig::default()
+            },
+            send_queue_pkts: self.send_queue_pkts,
+            send_queue_bytes: self.send_queue_bytes.unwrap_or(d.send_queue_bytes),
+            mss_bytes: self.mss_bytes.unwrap_or(mss_bytes),
+            multipath: self.multipath,
+            ..d
         }
     }
 }

@@ -43,6 +43,7 @@ pub struct ConnectionHandle(pub u64);
 
 /// Endpoint counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct EndpointStats {
     pub accepted: u64,

@@ -87,10 +87,11 @@ impl Connection {
     /// confirmed) feature 10 and its MP_KEY offers a key type we support
     /// (plain text today); otherwise plain DCCP (counted as a fallback).
     fn accept_key_offer(&mut self, feature_agreed: bool, seg: &Segment<'_>) {
-        match seg.mp.key {
-            Some(k) if self.config.multipath && feature_agreed && k.plain => {
-                self.remote_key = Some(k.key);
-                self.remote_ci = Some(k.ci);
+        let offer = seg.mp.key.as_ref();
+        match offer.and_then(|k| Some((k.ci, k.plain_key()?))) {
+            Some((ci, key)) if self.config.multipath && feature_agreed => {
+                self.remote_key = Some(key);
+                self.remote_ci = Some(ci);
                 self.mp = Some(true);
             }
             _ => {
@@ -181,8 +182,9 @@ impl Connection {
                 self.paths[i].refuse(ResetCode::OptionError);
                 return false;
             }
-        } else if let Some(k) = seg.mp.key {
-            if Some(k.key) != self.remote_key || k.peer_key.is_some_and(|p| p != self.local_key) {
+        } else if let Some(k) = &seg.mp.key {
+            let echo = k.echoed_key();
+            if k.plain_key() != self.remote_key || echo.is_some_and(|p| p != self.local_key) {
                 self.stats.bad_key_echo += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
                 self.close_reason = Some("MP_KEY mismatch".into());

@@ -210,11 +210,13 @@ impl Connection {
     /// ask of the connection.
     pub(super) fn subflow_timers(&mut self, now: Instant, i: usize) {
         let id = self.paths[i].id();
-        // With a usable backup path a failing one is given up sooner.
-        let backup_up = self
-            .paths
-            .iter()
-            .any(|p| p.id() != id && p.is_usable() && p.priority() != 0);
+        // With a usable backup path a failing one is given up sooner —
+        // unless every packet goes out on every path anyway (redundant).
+        let backup_up = !self.scheduler.duplicates_every_packet()
+            && self
+                .paths
+                .iter()
+                .any(|p| p.id() != id && p.is_usable() && p.priority() != 0);
         let ctx = TimerCtx {
             max_tries: self.config.max_handshake_tries,
             fail_after_rtos: if backup_up {

@@ -56,7 +56,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cc::{self, CcSnapshot};
+use crate::cc::{CcSnapshot, ControllerFactory};
 use crate::path::{PathId, PathView};
 use crate::reorder::{self, PathReceiveState, Reorder, ReorderItem};
 use crate::sched::{self, PacketMeta, Scheduler};
@@ -79,7 +79,10 @@ mod subflow;
 mod timer_guard;
 
 pub use codec::PacketType;
-pub use config::{ConnectionConfig, PathConfig, Role};
+pub use config::{
+    ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
+    DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_PKTS,
+};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
@@ -257,42 +260,20 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// A new connection. Unknown cc/scheduler/reorder names fall back to the
-    /// defaults with a warning; use [`Connection::try_new`] to reject them.
+    /// A new connection (the configuration is typed: nothing to reject).
     pub fn new(role: Role, config: ConnectionConfig, now: Instant, seed: u64) -> Connection {
-        match Self::try_new(role, config.clone(), now, seed) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!("{e}; using defaults");
-                let mut c = config;
-                let d = ConnectionConfig::default();
-                if cc::build(&c.cc, &c.cc_config).is_err() {
-                    c.cc = d.cc;
-                }
-                if sched::build(&c.scheduler).is_err() {
-                    c.scheduler = d.scheduler;
-                }
-                if reorder::build(&c.reorder).is_err() {
-                    c.reorder = d.reorder;
-                }
-                // Invariant: the defaults name built-in members.
-                Self::try_new(role, c, now, seed).expect("default config is valid")
-            }
-        }
+        Self::try_new(role, config, now, seed).expect("a typed configuration is valid")
     }
 
-    /// As [`Connection::new`], but invalid names are an error.
+    /// As [`Connection::new`], for drivers that report configuration errors.
     pub fn try_new(
         role: Role,
         config: ConnectionConfig,
         _now: Instant,
         seed: u64,
     ) -> Result<Connection, ConnError> {
-        cc::build(&config.cc, &config.cc_config).map_err(|e| ConnError::Config(e.to_string()))?;
-        let scheduler =
-            sched::build(&config.scheduler).map_err(|e| ConnError::Config(e.to_string()))?;
-        let reorder =
-            reorder::build(&config.reorder).map_err(|e| ConnError::Config(e.to_string()))?;
+        let scheduler = sched::build(&config.scheduler);
+        let reorder = reorder::build(&config.reorder);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let local_key: [u8; 8] = rng.gen();
         let local_ci: u32 = rng.gen::<u32>().max(1);
@@ -689,17 +670,22 @@ impl Connection {
     fn new_subflow(&mut self, id: PathId, cfg: PathConfig) -> Subflow {
         let mut ccfg = self.config.cc_config.clone();
         ccfg.seed = self.rng.gen();
-        // Invariant: the name was validated in try_new.
-        let cc = cc::build(&self.config.cc, &ccfg)
-            .or_else(|_| cc::build("ccid2", &ccfg))
-            .expect("ccid2 is built in");
+        let cc = self.config.cc.build(&ccfg);
         let iss = self.rng.gen::<u64>() & (SEQ_MASK >> 1);
         Subflow::new(id, cfg, iss, cc, &self.config)
     }
 
     /// Moves packets waiting on path `i` back to the head of the send queue.
+    /// Moves the packets waiting on path `i` back to the connection's queue
+    /// (newest first, so they keep their order); a redundant copy is
+    /// dropped instead, as its twins carry its MP_SEQ.
     fn reinject(&mut self, i: usize) {
         while let Some((_, q)) = self.paths[i].unqueue_newest() {
+            if q.copy {
+                self.stats.sched_copies_dropped += 1;
+                self.queue.recycle(q.data);
+                continue;
+            }
             self.stats.reinjected_pkts += 1;
             self.queue.push_front(q);
         }

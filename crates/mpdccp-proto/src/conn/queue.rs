@@ -23,6 +23,11 @@ pub enum DropPolicy {
 pub(crate) struct Queued {
     pub data: Vec<u8>,
     pub enqueued: Instant,
+    /// One of several copies of a multi-path (redundant) decision, all
+    /// under one MP_SEQ: the other copies carry it, so it is never
+    /// reinjected under a new MP_SEQ (the receiver could not recognise
+    /// that as a duplicate).
+    pub copy: bool,
 }
 
 #[derive(Debug)]
@@ -98,6 +103,7 @@ impl SendQueue {
         self.q.push_back(Queued {
             data,
             enqueued: now,
+            copy: false,
         });
         if dropped > 0 {
             PushOutcome::QueuedDroppedOldest(dropped)

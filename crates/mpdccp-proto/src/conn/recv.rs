@@ -104,7 +104,11 @@ impl Connection {
                     && seg.mp.hmac.is_some()
                     && seg.mp.addaddr.is_none()
                     && seg.mp.removeaddr.is_none())
-                    || seg.mp.key.is_some_and(|k| k.peer_key.is_some());
+                    || seg
+                        .mp
+                        .key
+                        .as_ref()
+                        .is_some_and(|k| k.echoed_key().is_some());
                 if repeat && !sf.is_initiator() {
                     self.paths[i].ack_now();
                 }
@@ -241,9 +245,7 @@ impl Connection {
         self.mp_jump_probe = None;
         self.stats.mp_seq_resyncs += 1;
         self.rx_mp_ref = Some(seq);
-        if let Ok(fresh) = reorder::build(&self.config.reorder) {
-            self.reorder = fresh;
-        }
+        self.reorder = reorder::build(&self.config.reorder);
         Some(seq)
     }
 

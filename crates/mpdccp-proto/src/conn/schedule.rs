@@ -4,6 +4,11 @@
 use super::subflow::{AckSegment, EmitCtx};
 use super::*;
 
+/// Copies of a multi-path (redundant) decision a path holds at least while
+/// its window is full: about 0.3 s at the 100 packets/s of a VoIP or
+/// gaming flow, so an RTO or two on one path costs no copy.
+const REDUNDANT_PATH_QUEUE_PKTS: u32 = 256;
+
 impl Connection {
     /// The next packet to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
@@ -117,18 +122,35 @@ impl Connection {
                     self.paths[k].note_blocked(now);
                 }
             }
-            // Keep only paths that can carry data and are not hopelessly backlogged.
+            // Keep only paths that can carry data and whose per-path queue
+            // has room: one cwnd for a single-path decision (the packet is
+            // better held here, where the scheduler can still move it), and
+            // at least REDUNDANT_PATH_QUEUE_PKTS for the copies of a
+            // multi-path one, which must wait out a collapsed window.
+            self.sched_out.dedup();
+            let chosen = self.sched_out.len();
             let paths = &self.paths;
             self.sched_out.retain(|id| {
                 paths
                     .binary_search_by_key(id, |p| p.id())
                     .ok()
-                    .is_some_and(|i| paths[i].takes_data())
+                    .is_some_and(|i| {
+                        let p = &paths[i];
+                        let limit = if chosen > 1 {
+                            p.cwnd_pkts().max(REDUNDANT_PATH_QUEUE_PKTS)
+                        } else {
+                            p.cwnd_pkts().max(1)
+                        };
+                        p.takes_data_within(limit)
+                    })
             });
-            self.sched_out.dedup();
             if self.sched_out.is_empty() {
+                // No chosen path can take it: hold the packet.
                 break;
             }
+            // The packet leaves on some paths; the copies meant for full
+            // ones are lost, and said so.
+            self.stats.sched_copies_dropped += (chosen - self.sched_out.len()) as u64;
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
             let seq = if self.mp == Some(true) {
@@ -145,12 +167,15 @@ impl Connection {
                 // Invariant: retained ids exist.
                 let i = self.idx(id).expect("retained path exists");
                 let item = if k + 1 == n {
-                    q.take().expect("moved once")
+                    let mut last = q.take().expect("moved once");
+                    last.copy = n > 1;
+                    last
                 } else {
                     let src = q.as_ref().expect("still owned");
                     Queued {
                         data: src.data.clone(),
                         enqueued: src.enqueued,
+                        copy: true,
                     }
                 };
                 self.paths[i].assign(seq, item);

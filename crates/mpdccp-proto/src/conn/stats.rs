@@ -2,6 +2,7 @@
 
 /// Counters: every rejection and drop has one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ConnStats {
     pub rx_datagrams: u64,
@@ -67,6 +68,12 @@ pub struct ConnStats {
     pub reinjected_pkts: u64,
     /// Datagrams that did not fit the caller's buffer.
     pub tx_buffer_too_small: u64,
+    /// Copies of a multi-path (`redundant`) decision dropped: the path's
+    /// queue was full, or the path failed with the copy still queued (its
+    /// twins carry the MP_SEQ, so it is not reinjected). A single-path
+    /// decision never loses a packet this way: it is held in the
+    /// connection's queue instead.
+    pub sched_copies_dropped: u64,
     /// Lost packets (all paths, CCID2 detection and RTO).
     pub lost_pkts: u64,
     pub rtos: u64,

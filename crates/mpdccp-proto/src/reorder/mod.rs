@@ -7,7 +7,7 @@
 //! [`Reorder::poll_timeout`] and calls [`Reorder::handle_timeout`] when it
 //! fires, so a deadline expires on time even if no other packet arrives.
 //!
-//! Strategies ([`REORDER_NAMES`], built by [`build`] from a [`ReorderConfig`]):
+//! Strategies ([`ReorderKind`], built by [`build`] from a [`ReorderConfig`]):
 //! * `passive` — arrival order, exact duplicates dropped;
 //! * `active-fixed` — MP_SEQ order, a gap holds delivery at most `timeout`;
 //! * `active-adaptive` — as fixed, timeout = slowest minus fastest path
@@ -23,7 +23,7 @@
 //! old to be judged is dropped and counted `late`, never delivered twice),
 //! and every deadline is reported by [`Reorder::poll_timeout`].
 
-use std::fmt::{self, Debug};
+use std::fmt::Debug;
 use std::time::Duration;
 
 mod active;
@@ -65,6 +65,7 @@ pub struct Delivered {
 
 /// Counters every reorderer keeps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ReorderStats {
     pub received: u64,
     pub delivered: u64,
@@ -131,14 +132,22 @@ pub trait Reorder: Send + Debug {
     fn stats(&self) -> ReorderStats;
 }
 
-/// Reorder strategy names accepted by [`build`].
-pub const REORDER_NAMES: &[&str] = &[
-    "passive",
-    "active-fixed",
-    "active-adaptive",
-    "equalized",
-    "delay-equalization",
-];
+crate::kind::named_kind! {
+    /// The reordering strategies: the one list of their names (config, CLI,
+    /// results).
+    #[derive(Default)]
+    pub enum ReorderKind ("reorder strategy") {
+        #[default]
+        Passive = "passive",
+        ActiveFixed = "active-fixed",
+        ActiveAdaptive = "active-adaptive",
+        Equalized = "equalized",
+        DelayEqualization = "delay-equalization",
+    }
+    aliases {}
+}
+
+pub use crate::kind::UnknownName;
 
 /// Default gap timeout of `active-fixed`, and the fallback of the adaptive
 /// strategies before any path latency is known.
@@ -157,8 +166,8 @@ pub const DEFAULT_DUP_WINDOW: usize = 16384;
 /// mean "use the default" (the `DEFAULT_*` constants), so `Default` works.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReorderConfig {
-    /// Strategy name (see [`REORDER_NAMES`]); "" = "passive".
-    pub name: String,
+    /// Which strategy.
+    pub kind: ReorderKind,
     /// `active-fixed`: longest a gap holds delivery. 0 = [`DEFAULT_TIMEOUT`].
     /// Also the fallback of the adaptive strategies while no latency is known.
     pub timeout: Duration,
@@ -201,14 +210,17 @@ pub enum FastLoss {
     Strict,
 }
 
-impl ReorderConfig {
-    /// Config for `name` with every other field at its default.
-    pub fn named(name: &str) -> Self {
+impl From<ReorderKind> for ReorderConfig {
+    /// Config for `kind` with every other field at its default.
+    fn from(kind: ReorderKind) -> Self {
         ReorderConfig {
-            name: name.to_owned(),
+            kind,
             ..ReorderConfig::default()
         }
     }
+}
+
+impl ReorderConfig {
     pub(crate) fn timeout(&self) -> Duration {
         nonzero_or(self.timeout, DEFAULT_TIMEOUT)
     }
@@ -276,37 +288,15 @@ fn nonzero_or(d: Duration, default: Duration) -> Duration {
     }
 }
 
-/// `build` was given a name it does not know.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownName(pub String);
-
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown reorder strategy `{}` (expected one of {})",
-            self.0,
-            REORDER_NAMES.join(", ")
-        )
+/// Build the strategy `config.kind` selects.
+pub fn build(config: &ReorderConfig) -> Box<dyn Reorder> {
+    match config.kind {
+        ReorderKind::Passive => Box::new(Passive::new(config)),
+        ReorderKind::ActiveFixed => Box::new(Active::new(ActiveMode::Fixed, config)),
+        ReorderKind::ActiveAdaptive => Box::new(Active::new(ActiveMode::Adaptive, config)),
+        ReorderKind::Equalized => Box::new(Active::new(ActiveMode::Equalized, config)),
+        ReorderKind::DelayEqualization => {
+            Box::new(Active::new(ActiveMode::DelayEqualization, config))
+        }
     }
-}
-
-impl std::error::Error for UnknownName {}
-
-/// Build the strategy `config.name` selects.
-pub fn build(config: &ReorderConfig) -> Result<Box<dyn Reorder>, UnknownName> {
-    let name = config.name.trim();
-    let name = if name.is_empty() { "passive" } else { name };
-    let name = REORDER_NAMES
-        .iter()
-        .find(|n| n.eq_ignore_ascii_case(name) || n.replace('-', "_").eq_ignore_ascii_case(name))
-        .ok_or_else(|| UnknownName(config.name.clone()))?;
-    Ok(match *name {
-        "passive" => Box::new(Passive::new(config)),
-        "active-fixed" => Box::new(Active::new(ActiveMode::Fixed, config)),
-        "active-adaptive" => Box::new(Active::new(ActiveMode::Adaptive, config)),
-        "equalized" => Box::new(Active::new(ActiveMode::Equalized, config)),
-        "delay-equalization" => Box::new(Active::new(ActiveMode::DelayEqualization, config)),
-        _ => return Err(UnknownName(config.name.clone())),
-    })
 }

@@ -13,9 +13,9 @@
 //!
 //! The MP_SEQ is assigned after the decision, in application order.
 //!
-//! Every scheduler is built from a [`SchedulerConfig`] by [`build`]; the names
-//! are listed in [`SCHEDULER_NAMES`] (plus the 3GPP ATSSS steering-mode
-//! aliases of [`ATSSS_ALIASES`], TS 23.501 §5.32.8).
+//! Every scheduler is built from a [`SchedulerConfig`] by [`build`]; the
+//! choices are the [`SchedulerKind`]s (their names include the 3GPP ATSSS
+//! steering-mode aliases, TS 23.501 §5.32.8).
 //!
 //! Shared rules (every scheduler, unless its docs say otherwise):
 //! * a path is *usable* when [`PathView::is_usable`] (Active, MP_PRIO ≠ 0);
@@ -32,7 +32,7 @@
 //! * Schedulers update their own state (round-robin position, ratio credit)
 //!   inside `select`: a non-empty decision is assumed to be carried out.
 
-use std::fmt::{self, Debug};
+use std::fmt::Debug;
 use std::time::Duration;
 
 mod acpf;
@@ -85,35 +85,49 @@ pub trait Scheduler: Send + Debug {
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
+
+    /// True when every packet goes out on every usable path. A lossy path
+    /// then costs nothing to keep (its twin covers each loss), so the
+    /// connection does not give it up early for a backup
+    /// (`ConnectionConfig::fail_after_rtos_with_backup` does not apply).
+    fn duplicates_every_packet(&self) -> bool {
+        false
+    }
 }
 
-/// Scheduler names accepted by [`build`] (config, CLI and results use these).
-pub const SCHEDULER_NAMES: &[&str] = &[
-    "cpf",
-    "rr",
-    "srtt",
-    "ratio",
-    "redundant",
-    "otias",
-    "handover",
-    "acpf",
-    "ecf",
-];
+crate::kind::named_kind! {
+    /// The schedulers: the one list of their names (config, CLI, results).
+    /// The 3GPP ATSSS steering modes (TS 23.501 §5.32.8) are aliases of
+    /// the scheduler each maps to.
+    #[derive(Default)]
+    pub enum SchedulerKind ("scheduler") {
+        #[default]
+        Cpf = "cpf",
+        Rr = "rr",
+        Srtt = "srtt",
+        Ratio = "ratio",
+        Redundant = "redundant",
+        Otias = "otias",
+        Handover = "handover",
+        Acpf = "acpf",
+        Ecf = "ecf",
+    }
+    aliases {
+        "active-standby" => Handover,
+        "smallest-delay" => Srtt,
+        "load-balancing" => Ratio,
+        "priority-based" => Cpf,
+    }
+}
 
-/// 3GPP ATSSS steering modes (TS 23.501 §5.32.8) and the scheduler each maps to.
-pub const ATSSS_ALIASES: &[(&str, &str)] = &[
-    ("active-standby", "handover"),
-    ("smallest-delay", "srtt"),
-    ("load-balancing", "ratio"),
-    ("priority-based", "cpf"),
-];
+pub use crate::kind::UnknownName;
 
 /// Settings for every scheduler; each reads the fields it needs.
 /// `Default` gives CPF with the documented defaults (zero = "use the default").
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SchedulerConfig {
-    /// Scheduler name (see [`SCHEDULER_NAMES`], [`ATSSS_ALIASES`]); "" = "cpf".
-    pub name: String,
+    /// Which scheduler.
+    pub kind: SchedulerKind,
     /// `ratio`: weight of each path, by position in the `PathId`-ordered path
     /// list (the order paths were configured in). Empty = equal weights; a
     /// path beyond the list gets weight 0 (used only to spill).
@@ -130,76 +144,29 @@ pub struct SchedulerConfig {
     pub handover_switch_back_delay: Duration,
 }
 
-impl SchedulerConfig {
-    /// Config for `name` with every other field at its default.
-    pub fn named(name: &str) -> Self {
+impl From<SchedulerKind> for SchedulerConfig {
+    /// Config for `kind` with every other field at its default.
+    fn from(kind: SchedulerKind) -> Self {
         SchedulerConfig {
-            name: name.to_owned(),
+            kind,
             ..SchedulerConfig::default()
         }
     }
-
-    /// The canonical scheduler name this config selects (aliases resolved).
-    pub fn canonical_name(&self) -> Option<&'static str> {
-        canonical(&self.name)
-    }
 }
 
-/// `build` was given a name it does not know.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownName(pub String);
-
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown scheduler `{}` (expected one of ", self.0)?;
-        for (i, n) in SCHEDULER_NAMES.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            f.write_str(n)?;
-        }
-        for (alias, _) in ATSSS_ALIASES {
-            write!(f, ", {alias}")?;
-        }
-        f.write_str(")")
+/// Build the scheduler `config.kind` selects.
+pub fn build(config: &SchedulerConfig) -> Box<dyn Scheduler> {
+    match config.kind {
+        SchedulerKind::Cpf => Box::new(Cpf::new()),
+        SchedulerKind::Rr => Box::new(RoundRobin::new(config.rr_burst)),
+        SchedulerKind::Srtt => Box::new(MinSrtt::new()),
+        SchedulerKind::Ratio => Box::new(Ratio::new(&config.weights)),
+        SchedulerKind::Redundant => Box::new(Redundant::new()),
+        SchedulerKind::Otias => Box::new(Otias::new(config.otias_max_queue_rounds)),
+        SchedulerKind::Handover => Box::new(Handover::new(config.handover_switch_back_delay)),
+        SchedulerKind::Acpf => Box::new(Acpf::new(config.acpf_queue_delay)),
+        SchedulerKind::Ecf => Box::new(Ecf::new()),
     }
-}
-
-impl std::error::Error for UnknownName {}
-
-/// Resolve `name` (case-insensitive, `_` accepted for `-`) to a canonical name.
-fn canonical(name: &str) -> Option<&'static str> {
-    let name = name.trim();
-    if name.is_empty() {
-        return Some("cpf");
-    }
-    let norm =
-        |s: &str| s.eq_ignore_ascii_case(name) || s.replace('-', "_").eq_ignore_ascii_case(name);
-    if let Some(n) = SCHEDULER_NAMES.iter().find(|n| norm(n)) {
-        return Some(n);
-    }
-    ATSSS_ALIASES
-        .iter()
-        .find(|(alias, _)| norm(alias))
-        .and_then(|(_, target)| SCHEDULER_NAMES.iter().find(|n| *n == target))
-        .copied()
-}
-
-/// Build the scheduler `config.name` selects.
-pub fn build(config: &SchedulerConfig) -> Result<Box<dyn Scheduler>, UnknownName> {
-    let unknown = || UnknownName(config.name.clone());
-    Ok(match canonical(&config.name).ok_or_else(unknown)? {
-        "cpf" => Box::new(Cpf::new()),
-        "rr" => Box::new(RoundRobin::new(config.rr_burst)),
-        "srtt" => Box::new(MinSrtt::new()),
-        "ratio" => Box::new(Ratio::new(&config.weights)),
-        "redundant" => Box::new(Redundant::new()),
-        "otias" => Box::new(Otias::new(config.otias_max_queue_rounds)),
-        "handover" => Box::new(Handover::new(config.handover_switch_back_delay)),
-        "acpf" => Box::new(Acpf::new(config.acpf_queue_delay)),
-        "ecf" => Box::new(Ecf::new()),
-        _ => return Err(unknown()),
-    })
 }
 
 /// True when some usable path has a priority above standby: standby paths

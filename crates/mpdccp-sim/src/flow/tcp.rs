@@ -23,7 +23,7 @@
 //!   (`cc::DeliveryRateEstimator`), pacing when the controller paces, and an
 //!   optional rate cap (a pacing floor).
 //!
-//! The controller (`reno`, `cubic`, `bbr`) comes from `cc::build` and decides
+//! The controller (`reno`, `cubic`, `bbr`) comes from a `cc::CcKind` (the controller factory) and decides
 //! the window; loss-reaction deduplication (once per window) is its business.
 
 use std::collections::VecDeque;
@@ -660,7 +660,7 @@ mod link_tests {
     use super::*;
     use mpdccp_model::link::Link;
     use mpdccp_model::scenario::{Direction, PathSpec, RatePoint};
-    use mpdccp_proto::cc::{self, CcConfig};
+    use mpdccp_proto::cc::{self, CcConfig, ControllerFactory};
 
     fn run(cc_name: &str, mbps: f64, loss: f64, secs: u64) -> (TcpSender, u64) {
         let spec = PathSpec {
@@ -677,7 +677,10 @@ mod link_tests {
             mss_bytes: 1400,
             ..CcConfig::default()
         };
-        let cc = cc::build(cc_name, &cfg).expect("controller exists");
+        let cc = cc_name
+            .parse::<cc::CcKind>()
+            .expect("a controller name")
+            .build(&cfg);
         let end = Instant::from_millis(secs * 1000);
         let mut tx = TcpSender::new(1, 1400, cc, None, Instant::ZERO, Some(end));
         let mut rx = TcpReceiver::with_ack_every(1, 1);

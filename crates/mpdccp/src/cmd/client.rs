@@ -17,9 +17,11 @@ daemon_command! {
     ///     priority = 3                      MP_PRIO: 1 standby, 2 secondary, 3..15 primary
     ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
     ///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers)
-    ///   [tunnel] cc = "ccid2", scheduler = "cpf", weights = [], reorder = "active-fixed",
-    ///            reorder_timeout_ms = 15, send_queue_pkts = 1000, max_paths = 8, path_mtu = 1500,
-    ///            multipath = true, socket_buffer_bytes = 262144,
+    ///   [tunnel] cc = "ccid2", scheduler = "cpf", reorder = "passive" (names: see below),
+    ///            weights = [], reorder_timeout_ms = 50, send_queue_pkts = 1000,
+    ///            send_queue_bytes = 2000000, mss_bytes = (path MTU minus IP+UDP), multipath = true,
+    ///            max_paths = 8, path_mtu = 1500, socket_buffer_bytes = 262144,
+    ///            offload = true, gso_segments = 32,
     ///            keepalive_ms = 2000        probe a silent subflow (Sync/SyncAck); 0 = off
     ///            path_idle_timeout_ms = 15000  close a subflow silent this long; 0 = never
     ///            idle_timeout_ms = 120000   close the connection when every path is silent; 0 = never

@@ -12,6 +12,7 @@ macro_rules! daemon_command {
         daemon: $daemon:path $(,)?
     ) => {
         #[derive(clap::Args, Debug)]
+        #[command(after_long_help = $crate::cmd::kind_names_help())]
         pub struct Args {
             $(#[$config_doc])*
             #[arg(long, short, verbatim_doc_comment)]
@@ -32,6 +33,20 @@ macro_rules! daemon_command {
     };
 }
 
+/// The valid `cc`, `scheduler` and `reorder` names, from the core's enums
+/// (the one list of each), for help texts.
+pub fn kind_names_help() -> String {
+    use mpdccp_proto::cc::CcKind;
+    use mpdccp_proto::reorder::ReorderKind;
+    use mpdccp_proto::sched::SchedulerKind;
+    format!(
+        "tunnel.cc: {}\ntunnel.scheduler: {}\ntunnel.reorder: {}",
+        CcKind::valid_names().join(", "),
+        SchedulerKind::valid_names().join(", "),
+        ReorderKind::valid_names().join(", ")
+    )
+}
+
 pub mod bench;
 pub mod client;
 pub mod demo;
@@ -41,4 +56,5 @@ pub mod server;
 pub mod sim;
 pub mod status;
 pub mod sweep;
+pub mod sweep_stats;
 pub mod testbed;

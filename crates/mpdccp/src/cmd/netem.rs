@@ -1,4 +1,4 @@
-//! `mpdccp netem`: the userspace link emulator (see `mpdccp_net::emu`).
+//! `mpdccp netem`: the userspace link emulator (see `mpdccp_lab::emu`).
 //!
 //! Runs inside a router namespace between a client-side and a server-side
 //! interface; the path is described exactly as in a scenario's `[[path]]`
@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use mpdccp_lab::emu::{self, EmuConfig, Router};
 use mpdccp_model::scenario::{Outage, PathSpec, RatePoint, Scenario};
-use mpdccp_net::emu::{self, EmuConfig, Router};
 use mpdccp_proto::Instant;
 
 #[derive(clap::Args, Debug)]

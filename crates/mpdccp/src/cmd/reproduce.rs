@@ -1,7 +1,7 @@
 //! `mpdccp reproduce`: run the published experiments E1–E6 in the simulator,
 //! print `experiment | metric | published | ours | verdict`, and write
-//! `REPORT.md` (with the plots) and `results.json`. Exit code 2 when a check
-//! fails.
+//! `REPORT.md` (with the plots) and `results.json`, and end with a one-line
+//! verdict. Exit code 1 when a check fails (2 stays clap's usage error).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -46,6 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     reproduce::write_report(&args.out, &report)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
+        eprintln!("{}", report.verdict_line());
     } else {
         print!("{}", report.table());
         println!(
@@ -58,9 +59,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             },
             args.out.join("REPORT.md").display()
         );
+        println!("{}", report.verdict_line());
     }
     Ok(if report.failed() {
-        ExitCode::from(2)
+        ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })

@@ -1,6 +1,6 @@
 //! `mpdccp sim`: run one scenario in the deterministic simulator and write
 //! `summary.json`, `timeseries.csv` and plots (the result contract of
-//! `SCENARIOS.md`).
+//! docs/SCENARIOS.md).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML, see SCENARIOS.md).
+    /// Scenario file (TOML, format in docs/SCENARIOS.md).
     pub scenario: PathBuf,
     /// Seed (overrides the scenario's `seed`).
     #[arg(long)]
@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Override a scenario field, e.g. `tunnel.cc=ccid5`, `path.0.delay_ms=20`,
-    /// `flow.app.rate_mbps=10` (repeatable).
+    /// `flow.app.rate_mbps=10` (repeatable; every key: docs/SCENARIOS.md).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Print the summary as JSON on stdout instead of the tables.
@@ -65,7 +65,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out_dir.display()
         );
     }
+    for w in warnings(&summary) {
+        eprintln!("warning: {w}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a newcomer should not miss in a run that otherwise "worked": the
+/// tunnel never came up, or a flow delivered nothing.
+pub fn warnings(summary: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let meta = summary.get("meta");
+    let tunnel_flows = meta
+        .and_then(|m| m.get("tunnel_established_s"))
+        .is_some_and(Value::is_null)
+        && meta
+            .and_then(|m| m.get("client_stats"))
+            .is_some_and(|v| !v.is_null());
+    if tunnel_flows {
+        out.push("the tunnel was never established: no tunnel flow could send".into());
+    }
+    for fl in summary
+        .get("flows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if fl.get("delivered_pkts").and_then(Value::as_u64) == Some(0) {
+            out.push(format!(
+                "flow `{}` delivered nothing ({} packets sent)",
+                fl.get("name").and_then(Value::as_str).unwrap_or("?"),
+                fl.get("sent_pkts").and_then(Value::as_u64).unwrap_or(0)
+            ));
+        }
+    }
+    out
 }
 
 /// Loads a scenario and applies `--set` overrides in order.
@@ -113,9 +147,19 @@ fn f(v: &Value, path: &str) -> String {
 /// The short flow and path tables printed after a run.
 pub fn tables(summary: &Value) -> String {
     let mut s = String::new();
+    // Flow Mbit/s is over the flow's active time, path Mbit/s over the run
+    // (docs/SCENARIOS.md, "summary.json").
     s.push_str(&format!(
-        "{:<14} {:>9} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
-        "flow", "Mbit/s", "sent", "delivered", "lost", "ooo", "owd p50", "owd p95", "owd max"
+        "{:<14} {:>16} {:>9} {:>10} {:>8} {:>8} {:>13} {:>13} {:>13}\n",
+        "flow",
+        "goodput (Mbit/s)",
+        "sent",
+        "delivered",
+        "lost",
+        "ooo",
+        "owd p50 (ms)",
+        "owd p95 (ms)",
+        "owd max (ms)"
     ));
     for fl in summary
         .get("flows")
@@ -124,7 +168,7 @@ pub fn tables(summary: &Value) -> String {
         .flatten()
     {
         s.push_str(&format!(
-            "{:<14} {:>9} {:>9} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9}\n",
+            "{:<14} {:>16} {:>9} {:>10} {:>8} {:>8} {:>13} {:>13} {:>13}\n",
             fl.get("name").and_then(Value::as_str).unwrap_or("?"),
             f(fl, "goodput_mbps"),
             f(fl, "sent_pkts"),
@@ -137,8 +181,15 @@ pub fn tables(summary: &Value) -> String {
         ));
     }
     s.push_str(&format!(
-        "{:<14} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
-        "path", "Mbit/s", "sent", "lost", "rtt p50", "rtt p95", "rtt max", "qdel p95"
+        "{:<14} {:>16} {:>9} {:>8} {:>13} {:>13} {:>13} {:>14}\n",
+        "path",
+        "rate (Mbit/s)",
+        "sent",
+        "lost",
+        "rtt p50 (ms)",
+        "rtt p95 (ms)",
+        "rtt max (ms)",
+        "qdel p95 (ms)"
     ));
     for p in summary
         .get("paths")
@@ -147,7 +198,7 @@ pub fn tables(summary: &Value) -> String {
         .flatten()
     {
         s.push_str(&format!(
-            "{:<14} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<14} {:>16} {:>9} {:>8} {:>13} {:>13} {:>13} {:>14}\n",
             p.get("name").and_then(Value::as_str).unwrap_or("?"),
             f(p, "throughput_mbps"),
             f(p, "sent_pkts"),
@@ -158,5 +209,23 @@ pub fn tables(summary: &Value) -> String {
             f(p, "queue_delay_ms.p95"),
         ));
     }
+    s.push_str("(flow Mbit/s over the flow's active time, path Mbit/s over the run)\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_that_delivered_nothing_is_warned_about() {
+        let ok = serde_json::json!({"flows": [{"name": "app", "sent_pkts": 5, "delivered_pkts": 5}],
+            "meta": {"tunnel_established_s": 0.04, "client_stats": {}}});
+        assert!(warnings(&ok).is_empty());
+        let silent = serde_json::json!({"flows": [{"name": "bulk", "sent_pkts": 0, "delivered_pkts": 0}],
+            "meta": {"tunnel_established_s": null, "client_stats": {}}});
+        let w = warnings(&silent);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[1].contains("`bulk` delivered nothing"), "{w:?}");
+    }
 }

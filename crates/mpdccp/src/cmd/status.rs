@@ -174,13 +174,13 @@ pub fn render(v: &Value) -> String {
             "name".into(),
             "state".into(),
             "prio".into(),
-            "cwnd".into(),
-            "inflight".into(),
-            "srtt_ms".into(),
-            "rate_Mbps".into(),
-            "loss_%".into(),
-            "tx_pkts".into(),
-            "rx_pkts".into(),
+            "cwnd (pkts)".into(),
+            "inflight (pkts)".into(),
+            "srtt (ms)".into(),
+            "rate (Mbit/s)".into(),
+            "loss (%)".into(),
+            "tx (pkts)".into(),
+            "rx (pkts)".into(),
         ]];
         for p in c["paths"].as_array().into_iter().flatten() {
             rows.push(vec![
@@ -237,7 +237,7 @@ mod tests {
         let lines: Vec<&str> = s.lines().collect();
         let head = lines
             .iter()
-            .position(|l| l.contains("srtt_ms"))
+            .position(|l| l.contains("srtt (ms)"))
             .expect("header");
         // Columns line up: every row of the path table has the same width.
         let w = lines[head].len();

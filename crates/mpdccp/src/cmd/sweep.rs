@@ -1,7 +1,9 @@
 //! `mpdccp sweep`: many simulations in one call — several scenario files
 //! and/or a matrix of `--set` values (cartesian product), run in parallel
 //! threads. One subdirectory per run plus `index.csv` (one row per run and
-//! flow/path, so a spreadsheet or pandas can pivot it).
+//! flow/path, so a spreadsheet or pandas can pivot it); with several
+//! `--seeds`, `cells.csv` with the mean and spread per cell. Columns:
+//! docs/SCENARIOS.md. Exit code 1 when a run fails.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -13,7 +15,7 @@ use serde_json::Value;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario files (TOML).
+    /// Scenario files (TOML, format in docs/SCENARIOS.md).
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
     /// A matrix axis: `KEY=V1,V2,…` (repeatable; all axes are combined).
@@ -22,6 +24,7 @@ pub struct Args {
     #[arg(long = "set", value_name = "KEY=V1,V2")]
     pub set: Vec<String>,
     /// Seeds to run each combination with, e.g. `1,2,3` [default: the scenario's].
+    /// Several seeds add `cells.csv`: mean and spread per combination.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<u64>,
     /// Output directory.
@@ -230,14 +233,51 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     std::fs::write(args.out.join("index.csv"), csv)?;
+    // Several seeds: mean and spread per cell (scenario file × settings).
+    let per_seed: Vec<(String, &Value)> = results
+        .iter()
+        .filter_map(|(_, job, res, _)| {
+            let cell = format!("{}{}", job.file.display(), settings_suffix(&job.sets));
+            res.as_ref().ok().map(|v| (cell, v))
+        })
+        .collect();
+    let stats = if args.seeds.len() > 1 {
+        let stats = super::sweep_stats::cell_stats(&per_seed);
+        std::fs::write(args.out.join("cells.csv"), super::sweep_stats::csv(&stats))?;
+        if super::sweep_stats::seeds_change_nothing(&per_seed) {
+            eprintln!(
+                "warning: the seeds changed nothing — the scenario has no random element \
+                 (every path has loss = 0), so every seed gives the same result"
+            );
+        }
+        Some(stats)
+    } else {
+        None
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&index)?);
     } else {
+        if let Some(stats) = &stats {
+            print!("{}", super::sweep_stats::table(stats));
+        }
         println!(
-            "{} runs ({} failed); index in {}",
+            "{} runs: {} ok{}; index in {}{}",
             total,
-            failed,
-            args.out.join("index.csv").display()
+            total - failed,
+            if failed > 0 {
+                format!(", {failed} FAILED (see the `error` column)")
+            } else {
+                String::new()
+            },
+            args.out.join("index.csv").display(),
+            if stats.is_some() {
+                format!(
+                    ", per-cell mean and spread in {}",
+                    args.out.join("cells.csv").display()
+                )
+            } else {
+                String::new()
+            }
         );
     }
     Ok(if failed > 0 {
@@ -245,6 +285,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// ` (k=v;k=v)` for a cell name; empty without settings.
+fn settings_suffix(sets: &[(String, String)]) -> String {
+    if sets.is_empty() {
+        return String::new();
+    }
+    let s: Vec<String> = sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(" ({})", s.join(";"))
 }
 
 fn n(v: &Value, path: &str) -> String {

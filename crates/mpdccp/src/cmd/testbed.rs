@@ -1,5 +1,5 @@
 //! `mpdccp testbed SCENARIO.toml [--out DIR]`: the scenario on the real
-//! tunnel in network namespaces (see `mpdccp_net::testbed`). Needs root.
+//! tunnel in network namespaces (see `mpdccp_lab::testbed`). Needs root.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context;
+use mpdccp_lab::testbed::{self, TestbedConfig};
 use mpdccp_model::results::write_outputs;
 use mpdccp_model::scenario::Scenario;
-use mpdccp_net::testbed::{self, TestbedConfig};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -20,7 +20,7 @@ also on error or Ctrl-C. Needs root and iperf3 (for tcp flows).\n\n\
 With --bench, SCENARIO is not needed: measures the tunnel over two unshaped paths instead."
 )]
 pub struct Args {
-    /// Scenario file (TOML, see shared/SCENARIOS.md).
+    /// Scenario file (TOML, format in docs/SCENARIOS.md).
     scenario: Option<PathBuf>,
     /// Output directory (default: testbed-out/<scenario name>).
     #[arg(long)]
@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the mpdccp binary")?;
     if args.bench {
         let report =
-            mpdccp_net::bench::run(&exe, args.bench_secs, args.bench_socket_buffer, &abort)?;
+            mpdccp_lab::bench::run(&exe, args.bench_secs, args.bench_socket_buffer, &abort)?;
         println!("{}", serde_json::to_string_pretty(&report)?);
         if let Some(out) = &args.out {
             std::fs::create_dir_all(out)?;

@@ -457,7 +457,7 @@ mod tests {
 
     fn subflow(iss: u64) -> Subflow {
         let conf = ConnectionConfig::default();
-        let cc = crate::cc::build("ccid2", &conf.cc_config).expect("ccid2 exists");
+        let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);
         let mut sf = Subflow::new(PathId(0), PathConfig::default(), iss, cc, &conf);
         sf.state = SubState::Open;
         sf

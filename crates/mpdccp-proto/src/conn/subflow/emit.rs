@@ -4,7 +4,7 @@
 //! (address adverts) and writes the bytes.
 
 use super::*;
-use crate::conn::codec::{self, MpJoin, MpKey, MpRtt, Segment};
+use crate::conn::codec::{self, KeyOffer, MpJoin, MpRtt, Segment};
 use crate::conn::keys::{self, ConnKeys};
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, PacketType};
@@ -40,13 +40,9 @@ pub(crate) struct EmitCtx {
 
 impl EmitCtx {
     /// Our MP_KEY: CI and plain key, echoing the peer's with `echo`.
-    fn mp_key(&self, echo: bool) -> MpKey {
-        MpKey {
-            plain: true,
-            ci: self.local_ci,
-            key: self.local_key,
-            peer_key: if echo { self.remote_key } else { None },
-        }
+    fn mp_key(&self, echo: bool) -> KeyOffer {
+        let peer = if echo { self.remote_key } else { None };
+        KeyOffer::plain(self.local_ci, self.local_key, peer)
     }
 }
 

@@ -181,6 +181,7 @@ pub(crate) struct Subflow {
 
 /// Counters of one path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PathStats {
     pub tx_pkts: u64,
     pub tx_bytes: u64,
@@ -318,8 +319,12 @@ impl Subflow {
     }
     /// Usable, and its own queue is shorter than its window (a path that
     /// is hopelessly backlogged takes no more packets).
-    pub(crate) fn takes_data(&self) -> bool {
-        self.is_usable() && (self.queue.len() as u32) < self.cc.cwnd_pkts().max(1)
+    /// Usable, with fewer than `limit` packets waiting in its queue.
+    pub(crate) fn takes_data_within(&self, limit: u32) -> bool {
+        self.is_usable() && (self.queue.len() as u32) < limit
+    }
+    pub(crate) fn cwnd_pkts(&self) -> u32 {
+        self.cc.cwnd_pkts()
     }
     /// Last valid packet received (or the subflow's creation).
     pub(crate) fn last_rx_at(&self) -> Instant {

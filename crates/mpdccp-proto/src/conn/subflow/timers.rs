@@ -229,7 +229,7 @@ mod tests {
 
     fn subflow(state: SubState) -> Subflow {
         let conf = ConnectionConfig::default();
-        let cc = crate::cc::build("ccid2", &conf.cc_config).expect("ccid2 exists");
+        let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);
         let mut sf = Subflow::new(PathId(0), PathConfig::default(), 1000, cc, &conf);
         sf.state = state;
         sf.have_isr = true;

@@ -42,11 +42,12 @@ use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use crate::clock;
 use crate::emu::Sample;
 use crate::netns::{self, spawn_in_netns};
 use crate::probe::{self, Arrival, ProbeConfig, SendLog};
 use crate::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
+use mpdccp_net::clock;
+use mpdccp_net::daemon::config::TunnelConfig;
 
 /// Settings of one testbed run.
 #[derive(Clone, Debug)]
@@ -213,21 +214,11 @@ fn run_in(
         if path_mtu > DEFAULT_PATH_MTU {
             topo.set_path_mtu(path_mtu)?;
         }
-        let mut extra = format!(
-            "send_queue_pkts = {}\nmultipath = {}\npath_mtu = {path_mtu}\n",
-            t.send_queue_pkts, t.multipath
-        );
-        if !t.weights.is_empty() {
-            extra.push_str(&format!("weights = {:?}\n", t.weights));
-        }
         // Plain DCCP (multipath = false) runs on the first path only.
         let paths = if t.multipath { Vec::new() } else { vec![0] };
         let opts = TunnelOpts {
-            cc: t.cc.clone(),
-            scheduler: t.scheduler.clone(),
-            reorder: t.reorder.clone(),
-            reorder_timeout_ms: t.reorder_timeout_ms.map(|m| m.round() as u64).unwrap_or(15),
-            extra_tunnel: extra,
+            tunnel: daemon_tunnel_config(sc),
+            tun_mtu: tunnelled_packet_max(sc) as u32,
             wait_paths: 1,
             priorities: if paths.is_empty() {
                 sc.path
@@ -504,6 +495,29 @@ fn run_in(
     Ok(rec.finish(meta))
 }
 
+/// The largest packet a scenario sends through the tunnel (0 = none). The
+/// testbed's TUN MTU: the daemons then size the core as the simulator does
+/// (controllers count in packets of this size).
+pub fn tunnelled_packet_max(sc: &Scenario) -> usize {
+    sc.flow
+        .iter()
+        .filter(|f| f.via == "tunnel")
+        .map(|f| f.packet_bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The daemons' `[tunnel]` table for a scenario: its `[tunnel]` settings
+/// as they are (the daemon maps them to the core's configuration as the
+/// simulator does) and the path MTU that carries its largest packet.
+pub fn daemon_tunnel_config(sc: &Scenario) -> TunnelConfig {
+    TunnelConfig {
+        settings: sc.tunnel.clone(),
+        path_mtu: tunnel_path_mtu(sc),
+        ..TunnelConfig::default()
+    }
+}
+
 /// TCP_MAXSEG for a TCP flow whose segments are `packet_bytes` long as IP
 /// packets: minus the IPv4 and TCP headers (20 + 20). Linux subtracts the
 /// timestamp option (12) from it again, so a full segment carries
@@ -522,15 +536,9 @@ const DEFAULT_PATH_MTU: u32 = 1500;
 /// inside the tunnel into two DCCP packets each (twice the packet rate and
 /// ~9 % header overhead that the simulated run does not have).
 fn tunnel_path_mtu(sc: &Scenario) -> u32 {
-    let largest = sc
-        .flow
-        .iter()
-        .filter(|f| f.via == "tunnel")
-        .map(|f| f.packet_bytes)
-        .max()
-        .unwrap_or(0);
+    let largest = tunnelled_packet_max(sc);
     let need = largest as u64
-        + u64::from(crate::mtu::IPV4_HEADER_BYTES + crate::mtu::UDP_HEADER_BYTES)
+        + u64::from(mpdccp_net::mtu::IPV4_HEADER_BYTES + mpdccp_net::mtu::UDP_HEADER_BYTES)
         + mpdccp_proto::conn::DATA_HEADER_MAX as u64;
     u32::try_from(need)
         .unwrap_or(u32::MAX)

@@ -12,7 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{bail, Context};
-use tracing::{debug, warn};
+pub use mpdccp_net::iproute::{ip, run};
+use tracing::warn;
 
 /// A short prefix unique to this process, e.g. `m1234`; interface names are
 /// limited to 15 bytes, so keep what follows it short.
@@ -22,8 +23,7 @@ pub fn unique_prefix() -> String {
 
 /// Whether we run with CAP_NET_ADMIN / as root (what namespaces need).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// For tests that build namespaces: true when running as root; otherwise
@@ -40,34 +40,11 @@ pub fn root_or_skip(test: &str) -> bool {
     false
 }
 
-/// Runs `ip ARGS…`, failing with its stderr.
-pub fn ip(args: &[&str]) -> anyhow::Result<()> {
-    run("ip", args)
-}
-
 /// Runs `ip -n NS ARGS…`.
 pub fn ip_in(ns: &str, args: &[&str]) -> anyhow::Result<()> {
     let mut all = vec!["-n", ns];
     all.extend_from_slice(args);
     run("ip", &all)
-}
-
-/// Runs a program to completion, failing with its stderr.
-pub fn run(prog: &str, args: &[&str]) -> anyhow::Result<()> {
-    debug!(cmd = %format!("{prog} {}", args.join(" ")), "run");
-    let out = Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run `{prog}`"))?;
-    if !out.status.success() {
-        bail!(
-            "`{prog} {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
 }
 
 /// Runs `sysctl -w KEY=VALUE` inside namespace `ns`.
@@ -92,12 +69,12 @@ pub fn sysctl_in(ns: &str, key: &str, value: &str) -> anyhow::Result<()> {
 pub fn enter_netns(name: &str) -> anyhow::Result<()> {
     let path = format!("/var/run/netns/{name}");
     let f = std::fs::File::open(&path).with_context(|| format!("cannot open {path}"))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: `f` is an open namespace file; CLONE_NEWNET restricts the kind.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        bail!("setns({name}): {}", io::Error::last_os_error());
-    }
-    Ok(())
+    use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};
+    move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&f),
+        Some(LinkNameSpaceType::Network),
+    )
+    .with_context(|| format!("setns({name})"))
 }
 
 /// Runs `f` on a new thread inside network namespace `name`.
@@ -278,8 +255,12 @@ impl Proc {
             return Some(st);
         }
         // `ip netns exec` execs the program in place, so the pid is the program's own.
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        if let Some(pid) = i32::try_from(child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
         let deadline = StdInstant::now() + self.grace;
         while StdInstant::now() < deadline {
             if let Ok(Some(st)) = child.try_wait() {

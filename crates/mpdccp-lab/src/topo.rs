@@ -20,8 +20,13 @@ use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::{bail, Context};
 
+use mpdccp_proto::reorder::ReorderKind;
+
 use crate::netns::{self, spawn_in_netns, veth_pair, Netns, Proc};
 use crate::probe::{self, Arrival, ProbeConfig, SendLog};
+use mpdccp_net::daemon::config::{
+    ClientConfig, ClientPath, OpsConfig, ServerConfig, TunConfig, TunnelConfig,
+};
 
 /// Addresses and interface names of one path.
 #[derive(Clone, Debug)]
@@ -35,7 +40,8 @@ pub struct PathAddrs {
 }
 
 impl PathAddrs {
-    fn new(i: usize) -> PathAddrs {
+    /// The addresses of path `i` (1-based).
+    pub fn new(i: usize) -> PathAddrs {
         let n = i as u8;
         PathAddrs {
             iface: format!("p{i}"),
@@ -247,12 +253,10 @@ impl Topology {
 /// Tunnel settings for [`Topology::start_tunnel`].
 #[derive(Clone, Debug)]
 pub struct TunnelOpts {
-    pub cc: String,
-    pub scheduler: String,
-    pub reorder: String,
-    pub reorder_timeout_ms: u64,
-    /// Extra TOML lines appended to the `[tunnel]` table of both ends.
-    pub extra_tunnel: String,
+    /// The `[tunnel]` table of both daemons.
+    pub tunnel: TunnelConfig,
+    /// TUN MTU of both daemons; 0 = from the path MTU.
+    pub tun_mtu: u32,
     /// Paths (0-based) the client uses; empty = all.
     pub paths: Vec<usize>,
     /// Wait until this many paths are established (0 = all used paths).
@@ -267,13 +271,15 @@ pub struct TunnelOpts {
 }
 
 impl Default for TunnelOpts {
+    /// The daemons' defaults, except reordering: the lab's two-path tests
+    /// exercise `active-fixed` with a 15 ms timeout.
     fn default() -> Self {
+        let mut tunnel = TunnelConfig::default();
+        tunnel.settings.reorder = ReorderKind::ActiveFixed;
+        tunnel.settings.reorder_timeout_ms = Some(15.0);
         TunnelOpts {
-            cc: "ccid2".into(),
-            scheduler: "cpf".into(),
-            reorder: "active-fixed".into(),
-            reorder_timeout_ms: 15,
-            extra_tunnel: String::new(),
+            tunnel,
+            tun_mtu: 0,
             paths: Vec::new(),
             wait_paths: 0,
             log: "info".into(),
@@ -281,6 +287,63 @@ impl Default for TunnelOpts {
             rt_priority: 0,
         }
     }
+}
+
+/// The two daemons' configurations for a topology in `dir` with `paths`
+/// (typed; [`Topology::start_tunnel`] writes them with `toml::to_string`).
+pub fn daemon_configs(
+    dir: &Path,
+    paths: &[PathAddrs],
+    opts: &TunnelOpts,
+) -> (ServerConfig, ClientConfig) {
+    let tun = |v4: Ipv4Addr, v6: &str| TunConfig {
+        name: "mpd0".into(),
+        addresses: vec![format!("{v4}/24"), format!("{v6}/64")],
+        mtu: opts.tun_mtu,
+        ..TunConfig::default()
+    };
+    let ops = |server: bool| OpsConfig {
+        control_socket: dir.join(if server { "server.sock" } else { "client.sock" }),
+        prometheus: None,
+    };
+    let server = ServerConfig {
+        listen: SocketAddr::from(([0, 0, 0, 0], SERVER_PORT)),
+        tun: tun(SERVER_TUN_V4, SERVER_TUN_V6),
+        tunnel: opts.tunnel.clone(),
+        ops: ops(true),
+        max_clients: ServerConfig::DEFAULT_MAX_CLIENTS,
+        max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
+        seed: 7,
+    };
+    let used: Vec<usize> = if opts.paths.is_empty() {
+        (0..paths.len()).collect()
+    } else {
+        opts.paths.clone()
+    };
+    let path = used
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let a = &paths[i];
+            ClientPath {
+                name: a.iface.clone(),
+                interface: a.iface.clone(),
+                remote: Some(SocketAddr::from((a.server_ip, SERVER_PORT))),
+                priority: opts.priorities.get(k).copied().unwrap_or(3),
+                ..ClientPath::default()
+            }
+        })
+        .collect();
+    let client = ClientConfig {
+        server: None,
+        tun: tun(CLIENT_TUN_V4, CLIENT_TUN_V6),
+        tunnel: opts.tunnel.clone(),
+        ops: ops(false),
+        path,
+        rejoin_backoff_ms: 200,
+        seed: 9,
+    };
+    (server, client)
 }
 
 /// Inner (tunnel) addresses.
@@ -302,36 +365,18 @@ impl Topology {
             .join(if server { "server.log" } else { "client.log" })
     }
 
+    /// The two daemons' configurations for `opts` (see [`daemon_configs`]).
+    pub fn daemon_configs(&self, opts: &TunnelOpts) -> (ServerConfig, ClientConfig) {
+        daemon_configs(&self.dir, &self.paths, opts)
+    }
+
     /// Starts `mpdccp server` and `mpdccp client` and waits until the
     /// connection is established on the requested paths.
     pub fn start_tunnel(&mut self, exe: &Path, opts: &TunnelOpts) -> anyhow::Result<()> {
-        let tunnel = format!(
-            "[tunnel]\ncc = \"{}\"\nscheduler = \"{}\"\nreorder = \"{}\"\nreorder_timeout_ms = {}\n{}\n",
-            opts.cc, opts.scheduler, opts.reorder, opts.reorder_timeout_ms, opts.extra_tunnel
-        );
-        let server_cfg = format!(
-            "listen = \"0.0.0.0:{SERVER_PORT}\"\nseed = 7\n[tun]\nname = \"mpd0\"\naddresses = [\"{SERVER_TUN_V4}/24\", \"{SERVER_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
-            self.control_socket(true).display()
-        );
-        let used: Vec<usize> = if opts.paths.is_empty() {
-            (0..self.paths.len()).collect()
-        } else {
-            opts.paths.clone()
-        };
-        let mut client_cfg = format!(
-            "seed = 9\nrejoin_backoff_ms = 200\n[tun]\nname = \"mpd0\"\naddresses = [\"{CLIENT_TUN_V4}/24\", \"{CLIENT_TUN_V6}/64\"]\n[ops]\ncontrol_socket = \"{}\"\n{tunnel}",
-            self.control_socket(false).display()
-        );
-        for (k, &i) in used.iter().enumerate() {
-            let a = &self.paths[i];
-            client_cfg.push_str(&format!(
-                "[[path]]\nname = \"{}\"\ninterface = \"{}\"\nremote = \"{}:{SERVER_PORT}\"\npriority = {}\n",
-                a.iface,
-                a.iface,
-                a.server_ip,
-                opts.priorities.get(k).copied().unwrap_or(3)
-            ));
-        }
+        let (server_cfg, client_cfg) = self.daemon_configs(opts);
+        let used = client_cfg.path.len();
+        let server_cfg = toml::to_string(&server_cfg).context("server.toml")?;
+        let client_cfg = toml::to_string(&client_cfg).context("client.toml")?;
         let sc = self.dir.join("server.toml");
         let cc = self.dir.join("client.toml");
         std::fs::write(&sc, server_cfg)?;
@@ -388,7 +433,7 @@ impl Topology {
             .spawn_logged(prog, &client_refs, &self.log_file(false))?;
         self.procs.push(p);
         let want = if opts.wait_paths == 0 {
-            used.len()
+            used
         } else {
             opts.wait_paths
         };
@@ -415,7 +460,7 @@ impl Topology {
 
     /// The JSON status of the server or client daemon.
     pub fn status(&self, server: bool) -> anyhow::Result<serde_json::Value> {
-        Ok(crate::daemon::ops::query(
+        Ok(mpdccp_net::daemon::ops::query(
             &self.control_socket(server),
             "status",
         )?)
@@ -463,7 +508,7 @@ impl Topology {
         });
         wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire))
             .context("probe receiver not ready")?;
-        let start = crate::clock::now() + Duration::from_millis(20);
+        let start = mpdccp_net::clock::now() + Duration::from_millis(20);
         let cfg = ProbeConfig {
             flow: 1,
             dst: bind,

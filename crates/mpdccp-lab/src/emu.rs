@@ -24,7 +24,6 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -36,9 +35,11 @@ use mpdccp_proto::Instant;
 use serde::Serialize;
 use tracing::{debug, info};
 
-use crate::clock;
+use mpdccp_net::clock;
+use mpdccp_net::tun::Tun;
+use rustix::event::{PollFd, PollFlags};
+
 use crate::netns;
-use crate::tun::Tun;
 
 /// Settings of one emulated path (both directions).
 #[derive(Clone, Debug, Default)]
@@ -321,18 +322,6 @@ pub fn run_with(
     let mut next_sample = rel(clock::now()) + interval;
     info!(path = %config.spec.name, up = %config.up_tun, down = %config.down_tun, "emulator running");
 
-    let mut fds = [
-        libc::pollfd {
-            fd: dirs[0].tun.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: dirs[1].tun.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
     while !stop.load(Ordering::Relaxed) {
         let now = rel(clock::now());
         for d in dirs.iter_mut() {
@@ -354,33 +343,34 @@ pub fn run_with(
         }
         // None: close to a deadline, just look at the fds and go round again.
         let timeout = clock::sleep_budget(now, deadline).map(|d| d.min(Duration::from_millis(100)));
-        let ts = match timeout {
-            Some(d) => libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: d.subsec_nanos() as libc::c_long,
-            },
-            None => libc::timespec {
+        // Zero: just look at the fds.
+        let ts = rustix::event::Timespec::try_from(timeout.unwrap_or(Duration::ZERO)).unwrap_or(
+            rustix::event::Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-        };
-        fds[0].revents = 0;
-        fds[1].revents = 0;
-        // SAFETY: `fds` is a valid array of 2 pollfds; `ts` a valid timespec.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        );
+        let readable: [bool; 2];
+        let r = {
+            let mut fds = [
+                PollFd::new(&dirs[0].tun, PollFlags::IN),
+                PollFd::new(&dirs[1].tun, PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(n) => {
+                    readable = [0, 1].map(|i| fds[i].revents().contains(PollFlags::IN));
+                    n
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io::Error::from(e).into()),
             }
-            return Err(e.into());
-        }
+        };
         if r == 0 && timeout.is_none() {
             std::thread::yield_now();
             continue;
         }
         for (i, d) in dirs.iter_mut().enumerate() {
-            if fds[i].revents & libc::POLLIN != 0 {
+            if readable[i] {
                 d.handle_readable(|| rel(clock::now()), 256)?;
             }
         }
@@ -418,10 +408,8 @@ impl StatsWriter {
         let thread = std::thread::Builder::new()
             .name("emu-stats".into())
             .spawn(move || -> io::Result<()> {
-                let param = libc::sched_param { sched_priority: 0 };
-                // SAFETY: `param` is a valid sched_param; pid 0 = this thread.
                 // Failure only leaves the inherited class: harmless.
-                unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+                clock::set_normal_scheduling();
                 while let Ok(s) = rx.recv() {
                     serde_json::to_writer(&mut w, &s)?;
                     w.write_all(b"\n")?;

@@ -18,6 +18,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
+use mpdccp_proto::sched::SchedulerKind;
+
 use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 
 fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Result<Value> {
@@ -65,8 +67,7 @@ fn cpu_s(pid: u32) -> f64 {
     };
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = rustix::param::clock_ticks_per_second() as f64;
     (ticks(11) + ticks(12)) / hz.max(1.0)
 }
 
@@ -168,15 +169,14 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         "delivery_lateness_us_max": late_max,
         "delivery_lateness_us_p50_of_100ms_maxima": late_p50,
     });
-    let opts = TunnelOpts {
-        scheduler: "rr".into(),
-        reorder: "active-fixed".into(),
+    let mut opts = TunnelOpts {
         log: "warn".into(),
-        extra_tunnel: format!(
-            "send_queue_pkts = 4000\nsocket_buffer_bytes = {sock_buf}\noffload = {offload}\n"
-        ),
         ..Default::default()
     };
+    opts.tunnel.settings.scheduler = SchedulerKind::Rr;
+    opts.tunnel.settings.send_queue_pkts = 4000;
+    opts.tunnel.socket_buffer_bytes = sock_buf;
+    opts.tunnel.offload = offload;
     t.start_tunnel(exe, &opts)?;
     let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
     let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;

@@ -1,7 +1,7 @@
 //! The UDP probe generator of the testbed (`udp-cbr` flows): constant bit
 //! rate, each datagram carrying a sequence number and its send time.
 //!
-//! Send times are `CLOCK_MONOTONIC` ([`crate::clock::now`]), which every
+//! Send times are `CLOCK_MONOTONIC` ([`mpdccp_net::clock::now`]), which every
 //! network namespace of the host shares, so the receiver's one-way delay
 //! (receive time minus send time) is exact, whatever namespaces and tunnels
 //! lie between. The receiver keeps one record per packet (preallocated for the
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use mpdccp_proto::Instant;
 
-use crate::clock;
+use mpdccp_net::clock;
 
 /// Header of every probe: magic, flow id, sequence number, send time.
 pub const HEADER_BYTES: usize = 4 + 4 + 8 + 8;

@@ -1,0 +1,24 @@
+//! # mpdccp-lab — the tunnel under test
+//!
+//! What runs the real daemon (`mpdccp-net`) in a laboratory: the userspace
+//! link emulator, network namespaces, the client / router-per-path / server
+//! topology, the probe generator, scenarios on the real tunnel and the
+//! tunnel benchmark. Everything it creates on the host (namespaces, veth
+//! pairs, processes) is owned by a guard that removes it on drop.
+//!
+//! Module map:
+//! * [`netns`] — namespaces, veth pairs, child processes (RAII).
+//! * [`emu`] — the userspace link emulator (`mpdccp netem`).
+//! * [`topo`] — client / router-per-path / server namespace topology.
+//! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
+//! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
+//! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
+
+#![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod emu;
+pub mod netns;
+pub mod probe;
+pub mod testbed;
+pub mod topo;

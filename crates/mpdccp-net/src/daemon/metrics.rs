@@ -1,0 +1,294 @@
+//! The Prometheus endpoint's content: the status document (`mpdccp status
+//! --json`) as OpenMetrics text, encoded by the `prometheus-client` crate.
+//!
+//! Counters (the core's `ConnStats`, `PathStats`, `ReorderStats`,
+//! `EndpointStats` and the daemon's `DaemonStats`) are counters,
+//! `mpdccp_<section>_<name>_total`; everything else (windows, RTTs, rates,
+//! queue lengths, states as 0/1) is a gauge. Every family has a `# HELP`
+//! line; connections and paths are labels (`conn`, `path`, `name`).
+//!
+//! The listener thread calls [`metrics_text`] on the document the loop hands
+//! it, so encoding never runs on the packet path. A fresh registry per
+//! scrape holds the snapshot: the values are the daemon's own counters, read
+//! at one instant, not counters this module increments.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::{json, Value};
+
+/// Content type of [`metrics_text`] (OpenMetrics 1.0, which Prometheus
+/// scrapes natively).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The reorderer's fields that are levels, not counts.
+const REORDER_GAUGES: &[&str] = &["held_pkts", "held_bytes"];
+
+type Labels = Vec<(String, String)>;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// The samples of one family before encoding.
+struct Fam {
+    kind: Kind,
+    help: String,
+    samples: Vec<(Labels, f64)>,
+}
+
+/// Families by name (sorted: a stable output).
+#[derive(Default)]
+struct Families(BTreeMap<String, Fam>);
+
+impl Families {
+    /// Adds one sample of `value` (a number, or a boolean as 0/1; anything
+    /// else, e.g. `null`, is not a sample). A counter takes only whole
+    /// non-negative numbers; a name already used by the other kind is
+    /// skipped rather than emitting an invalid exposition.
+    fn add(&mut self, kind: Kind, name: &str, help: &str, labels: &Labels, value: &Value) {
+        let v = match (kind, value) {
+            (Kind::Counter, v) => v.as_u64().map(|n| n as f64),
+            (Kind::Gauge, Value::Bool(b)) => Some(f64::from(u8::from(*b))),
+            (Kind::Gauge, v) => v.as_f64(),
+        };
+        let Some(v) = v else { return };
+        let fam = self.0.entry(metric_name(name)).or_insert_with(|| Fam {
+            kind,
+            help: help.to_owned(),
+            samples: Vec::new(),
+        });
+        if fam.kind == kind {
+            fam.samples.push((labels.clone(), v));
+        }
+    }
+
+    /// Every number of a flat JSON object, as `<prefix>_<key>`; one level of
+    /// nested objects becomes `<prefix>_<key>_<key2>` (the daemon's offload
+    /// counters).
+    fn add_object(&mut self, kind: Kind, prefix: &str, what: &str, labels: &Labels, obj: &Value) {
+        for (k, v) in obj.as_object().into_iter().flatten() {
+            if v.is_object() {
+                self.add_object(kind, &format!("{prefix}_{k}"), what, labels, v);
+            } else {
+                self.add(kind, &format!("{prefix}_{k}"), &help(what, k), labels, v);
+            }
+        }
+    }
+
+    fn encode(self) -> String {
+        let mut registry = Registry::with_prefix("mpdccp");
+        for (name, fam) in self.0 {
+            // Families without labels are single metrics (no `{}`).
+            let unlabelled = match fam.samples.as_slice() {
+                [(l, _)] => l.is_empty(),
+                _ => false,
+            };
+            match (fam.kind, unlabelled) {
+                (Kind::Counter, true) => {
+                    let c = Counter::<u64>::default();
+                    c.inc_by(fam.samples[0].1 as u64);
+                    registry.register(name, fam.help, c);
+                }
+                (Kind::Gauge, true) => {
+                    let g = Gauge::<f64, AtomicU64>::default();
+                    g.set(fam.samples[0].1);
+                    registry.register(name, fam.help, g);
+                }
+                (Kind::Counter, false) => {
+                    let f = Family::<Labels, Counter>::default();
+                    for (l, v) in &fam.samples {
+                        f.get_or_create(l).inc_by(*v as u64);
+                    }
+                    registry.register(name, fam.help, f);
+                }
+                (Kind::Gauge, false) => {
+                    let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+                    for (l, v) in &fam.samples {
+                        f.get_or_create(l).set(*v);
+                    }
+                    registry.register(name, fam.help, f);
+                }
+            }
+        }
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &registry);
+        out
+    }
+}
+
+fn help(what: &str, key: &str) -> String {
+    format!("{what}: {key}")
+}
+
+/// A metric name from a JSON key: `[a-zA-Z0-9_]`, anything else becomes `_`.
+fn metric_name(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// A label value escaped for the exposition format (the encoder writes
+/// values verbatim).
+fn label_value(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn label(key: &str, value: &str) -> (String, String) {
+    (key.to_owned(), label_value(value))
+}
+
+/// The OpenMetrics text of a status document (see the module docs).
+pub fn metrics_text(status: &Value) -> String {
+    let mut f = Families::default();
+    let none = Labels::new();
+    for (k, v) in status.as_object().into_iter().flatten() {
+        if v.is_number() {
+            f.add(Kind::Gauge, k, &help("daemon status", k), &none, v);
+        }
+    }
+    f.add_object(
+        Kind::Counter,
+        "daemon",
+        "daemon counter (DaemonStats)",
+        &none,
+        &status["daemon"],
+    );
+    f.add_object(
+        Kind::Counter,
+        "endpoint",
+        "server endpoint counter (EndpointStats)",
+        &none,
+        &status["endpoint"],
+    );
+    for p in status["configured_paths"].as_array().into_iter().flatten() {
+        let l = vec![label("name", p["name"].as_str().unwrap_or(""))];
+        for (k, v) in p.as_object().into_iter().flatten() {
+            if k != "path_id" {
+                let name = format!("configured_path_{k}");
+                f.add(
+                    Kind::Gauge,
+                    &name,
+                    &help("configured client path", k),
+                    &l,
+                    v,
+                );
+            }
+        }
+    }
+    for c in status["connections"].as_array().into_iter().flatten() {
+        add_connection(&mut f, c);
+    }
+    f.encode()
+}
+
+fn add_connection(f: &mut Families, c: &Value) {
+    let conn = c["handle"].to_string();
+    let cl = vec![label("conn", &conn)];
+    for key in ["established", "closed", "send_queue_pkts"] {
+        let name = format!("conn_{key}");
+        f.add(Kind::Gauge, &name, &help("connection", key), &cl, &c[key]);
+    }
+    f.add_object(
+        Kind::Counter,
+        "conn",
+        "connection counter (ConnStats)",
+        &cl,
+        &c["stats"],
+    );
+    for (k, v) in c["reorder"].as_object().into_iter().flatten() {
+        let kind = if REORDER_GAUGES.contains(&k.as_str()) {
+            Kind::Gauge
+        } else {
+            Kind::Counter
+        };
+        let what = "receiver reordering (ReorderStats)";
+        f.add(kind, &format!("reorder_{k}"), &help(what, k), &cl, v);
+    }
+    for p in c["paths"].as_array().into_iter().flatten() {
+        let mut pl = vec![label("conn", &conn), label("path", &p["id"].to_string())];
+        if let Some(n) = p["name"].as_str() {
+            pl.push(label("name", n));
+        }
+        let active = json!(p["state"] == "Active");
+        let what = "path is in state Active (1) or not (0)";
+        f.add(Kind::Gauge, "path_active", what, &pl, &active);
+        for (k, v) in p.as_object().into_iter().flatten() {
+            if k == "stats" {
+                f.add_object(Kind::Counter, "path", "path counter (PathStats)", &pl, v);
+            } else if k != "id" {
+                f.add(Kind::Gauge, &format!("path_{k}"), &help("path", k), &pl, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_counters_with_help_and_labels() {
+        let st = json!({"daemon": {"udp_rx_malformed": 3, "tun_offload": {"tso_frames": 2}},
+            "connections": [
+            {"handle": 0, "established": true, "send_queue_pkts": 0, "stats": {"rx_bytes": 5},
+             "reorder": {"late": 1, "held_pkts": 4},
+             "paths": [{"id": 1, "name": "p1", "cwnd_pkts": 10, "stats": {"lost_pkts": 2}}]}]});
+        let t = metrics_text(&st);
+        for want in [
+            "# HELP mpdccp_daemon_udp_rx_malformed daemon counter (DaemonStats): udp_rx_malformed.\n\
+             # TYPE mpdccp_daemon_udp_rx_malformed counter\n\
+             mpdccp_daemon_udp_rx_malformed_total 3\n",
+            "mpdccp_daemon_tun_offload_tso_frames_total 2\n",
+            "mpdccp_conn_rx_bytes_total{conn=\"0\"} 5\n",
+            "# TYPE mpdccp_reorder_late counter\nmpdccp_reorder_late_total{conn=\"0\"} 1\n",
+            "# TYPE mpdccp_reorder_held_pkts gauge\nmpdccp_reorder_held_pkts{conn=\"0\"} 4.0\n",
+            "# TYPE mpdccp_path_lost_pkts counter\n\
+             mpdccp_path_lost_pkts_total{conn=\"0\",path=\"1\",name=\"p1\"} 2\n",
+            "# TYPE mpdccp_path_cwnd_pkts gauge\n\
+             mpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"p1\"} 10.0\n",
+            "mpdccp_conn_established{conn=\"0\"} 1.0\n",
+        ] {
+            assert!(t.contains(want), "missing {want:?} in\n{t}");
+        }
+        assert!(t.ends_with("# EOF\n"), "{t}");
+    }
+
+    #[test]
+    fn families_are_grouped_labels_escaped_and_nulls_skipped() {
+        let st = json!({"uptime_s": 1.5, "connections": [
+            {"handle": 0, "established": true, "send_queue_pkts": 0, "stats": {}, "reorder": {},
+             "paths": [{"id": 1, "name": "a\"b", "state": "Active", "cwnd_pkts": 10, "srtt_ms": null},
+                       {"id": 2, "name": null, "state": "Closed", "cwnd_pkts": 4}]}]});
+        let t = metrics_text(&st);
+        let types: Vec<&str> = t.lines().filter(|l| l.starts_with("# TYPE")).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for ty in &types {
+            assert!(seen.insert(*ty), "duplicate {ty}\n{t}");
+        }
+        assert_eq!(
+            types.len(),
+            t.lines().filter(|l| l.starts_with("# HELP")).count()
+        );
+        assert!(
+            t.contains("mpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"a\\\"b\"} 10.0\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("mpdccp_path_active{conn=\"0\",path=\"2\"} 0.0\n"),
+            "{t}"
+        );
+        assert!(t.contains("mpdccp_uptime_s 1.5\n"), "{t}");
+        assert!(!t.contains("srtt_ms"), "null is not a sample: {t}");
+    }
+}

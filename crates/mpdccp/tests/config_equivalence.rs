@@ -1,0 +1,167 @@
+//! One typed tunnel configuration: a scenario's `[tunnel]` settings give the
+//! same core `ConnectionConfig` in the simulator, in the daemon, and in the
+//! daemon started by the testbed (which writes the daemon's TOML); unknown
+//! names are errors that list the valid ones wherever a name is read.
+//! No root needed.
+
+use std::path::Path;
+use std::process::Command;
+
+use mpdccp_lab::testbed::{daemon_tunnel_config, tunnelled_packet_max};
+use mpdccp_lab::topo::{daemon_configs, PathAddrs, TunnelOpts};
+use mpdccp_model::scenario::Scenario;
+use mpdccp_net::daemon::config::{ClientConfig, ServerConfig};
+use mpdccp_net::daemon::mtu_plan;
+use mpdccp_proto::conn::ConnectionConfig;
+
+fn scenario(file: &str) -> Scenario {
+    Scenario::load(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scenarios")
+            .join(file),
+    )
+    .expect("scenario loads")
+}
+
+/// The daemon's configuration as the testbed produces it for `sc`: the
+/// typed `[tunnel]` table, written to TOML and read back by the daemon's
+/// own loader, then mapped with the daemon's MTU plan.
+fn daemon_side(sc: &Scenario) -> (ConnectionConfig, ConnectionConfig) {
+    let opts = TunnelOpts {
+        tunnel: daemon_tunnel_config(sc),
+        tun_mtu: tunnelled_packet_max(sc) as u32,
+        ..TunnelOpts::default()
+    };
+    let paths: Vec<PathAddrs> = (1..=sc.path.len()).map(PathAddrs::new).collect();
+    let (server, client) = daemon_configs(Path::new("/tmp/x"), &paths, &opts);
+    let server = ServerConfig::from_toml_str(&toml::to_string(&server).unwrap()).unwrap();
+    let client = ClientConfig::from_toml_str(&toml::to_string(&client).unwrap()).unwrap();
+    let conn = |tun, tunnel: &mpdccp_net::daemon::config::TunnelConfig| {
+        tunnel.connection_config(&mtu_plan(tun, tunnel.path_mtu, false))
+    };
+    (
+        conn(&server.tun, &server.tunnel),
+        conn(&client.tun, &client.tunnel),
+    )
+}
+
+/// The fields that come from the tunnel settings must be equal; the
+/// drivers' own fields (daemon timers and GSO, the simulator's checksum
+/// shortcut) are listed and compared to what each driver sets.
+fn assert_same_settings(sim: &ConnectionConfig, daemon: &ConnectionConfig, what: &str) {
+    assert_eq!(sim.cc, daemon.cc, "{what}: cc");
+    assert_eq!(sim.cc_config, daemon.cc_config, "{what}: cc_config");
+    assert_eq!(sim.scheduler, daemon.scheduler, "{what}: scheduler");
+    assert_eq!(sim.reorder, daemon.reorder, "{what}: reorder");
+    assert_eq!(sim.send_queue_pkts, daemon.send_queue_pkts, "{what}");
+    assert_eq!(sim.send_queue_bytes, daemon.send_queue_bytes, "{what}");
+    assert_eq!(sim.mss_bytes, daemon.mss_bytes, "{what}: mss_bytes");
+    assert_eq!(sim.multipath, daemon.multipath, "{what}: multipath");
+    // Everything else: the core's defaults, except each driver's own.
+    let d = ConnectionConfig::default();
+    let rest = |c: &ConnectionConfig| ConnectionConfig {
+        cc: d.cc,
+        cc_config: d.cc_config.clone(),
+        scheduler: d.scheduler.clone(),
+        reorder: d.reorder.clone(),
+        send_queue_pkts: d.send_queue_pkts,
+        send_queue_bytes: d.send_queue_bytes,
+        mss_bytes: d.mss_bytes,
+        multipath: d.multipath,
+        ..c.clone()
+    };
+    assert_eq!(
+        rest(sim),
+        ConnectionConfig {
+            verify_checksums: false,
+            ..d.clone()
+        },
+        "{what}: simulator"
+    );
+    assert_eq!(
+        rest(daemon),
+        ConnectionConfig {
+            keepalive_interval: Some(std::time::Duration::from_secs(2)),
+            path_idle_timeout: Some(std::time::Duration::from_secs(15)),
+            idle_timeout: Some(std::time::Duration::from_secs(120)),
+            max_gso_segments: 32,
+            ..d
+        },
+        "{what}: daemon"
+    );
+}
+
+#[test]
+fn simulator_daemon_and_testbed_map_settings_alike() {
+    for file in [
+        "e2-ccid5.toml",
+        "e3-ccid2.toml",
+        "e4-coupled-cubic.toml",
+        "e5-aggregation.toml",
+        "e6-ratio-80-20.toml",
+    ] {
+        let mut sc = scenario(file);
+        // Every settings field away from its default at least once.
+        if file == "e3-ccid2.toml" {
+            sc.apply_set("tunnel.send_queue_bytes", "500000").unwrap();
+            sc.apply_set("tunnel.mss_bytes", "1600").unwrap();
+            sc.apply_set("tunnel.scheduler", "Load_Balancing").unwrap();
+            sc.apply_set("tunnel.weights", "[3, 1]").unwrap();
+        }
+        let sim = mpdccp_sim::connection_config(&sc);
+        let (server, client) = daemon_side(&sc);
+        assert_same_settings(&sim, &server, &format!("{file} server"));
+        assert_same_settings(&sim, &client, &format!("{file} client"));
+    }
+    // The values themselves, for one scenario (E2: CCID5, CPF,
+    // active-fixed 15 ms, 1400-byte packets).
+    let sim = mpdccp_sim::connection_config(&scenario("e2-ccid5.toml"));
+    assert_eq!(sim.cc.name(), "ccid5");
+    assert_eq!(sim.reorder.kind.name(), "active-fixed");
+    assert_eq!(sim.reorder.timeout, std::time::Duration::from_millis(15));
+    assert_eq!(sim.cc_config.mss_bytes, 1400);
+    assert_eq!(
+        sim.mss_bytes,
+        1400 + mpdccp_proto::conn::DATA_HEADER_MAX as u32
+    );
+}
+
+/// `--set tunnel.X=foo` and a scenario file with an unknown name fail with
+/// the list of valid names.
+#[test]
+fn unknown_names_are_rejected_with_the_valid_ones() {
+    let exe = env!("CARGO_BIN_EXE_mpdccp");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/e2-ccid2.toml");
+    for (key, listed) in [
+        (
+            "cc",
+            "unknown congestion control `foo` (expected one of ccid2, ccid5",
+        ),
+        (
+            "scheduler",
+            "unknown scheduler `foo` (expected one of cpf, rr",
+        ),
+        (
+            "reorder",
+            "unknown reorder strategy `foo` (expected one of passive",
+        ),
+    ] {
+        let out = Command::new(exe)
+            .args(["sim", file.to_str().unwrap(), "--set"])
+            .arg(format!("tunnel.{key}=foo"))
+            .args(["--out", "/nonexistent/never-written"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{key}");
+        assert!(err.contains(listed), "--set tunnel.{key}=foo: {err}");
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    let bad = text.replace("scheduler = \"cpf\"", "scheduler = \"blest\"");
+    assert_ne!(bad, text);
+    let err = Scenario::from_toml_str(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("unknown scheduler `blest`") && err.contains("active-standby"),
+        "{err}"
+    );
+}
