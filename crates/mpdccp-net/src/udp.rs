@@ -53,7 +53,9 @@ impl PathSocket {
         });
         let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
         socket.set_nonblocking(true)?;
-        socket.set_reuse_address(true)?;
+        // No SO_REUSEADDR (nor SO_REUSEPORT): the port is ours alone, so a
+        // second server or another local user cannot bind it and receive
+        // our datagrams (issue #11). UDP has no TIME_WAIT that would need it.
         if let Some(dev) = &config.device {
             socket.bind_device(Some(dev.as_bytes()))?;
         }
@@ -67,7 +69,14 @@ impl PathSocket {
                 let _ = socket.set_send_buffer_size(config.buffer_bytes);
             }
         }
-        socket.bind(&SockAddr::from(local))?;
+        socket.bind(&SockAddr::from(local)).map_err(|e| {
+            let hint = if e.kind() == io::ErrorKind::AddrInUse {
+                " (another process, maybe a second mpdccp server, has this port)"
+            } else {
+                ""
+            };
+            io::Error::new(e.kind(), format!("cannot bind udp {local}: {e}{hint}"))
+        })?;
         let local = socket
             .local_addr()?
             .as_socket()
@@ -494,6 +503,39 @@ impl SendBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The listening socket is exclusive (issue #11): a second server on the
+    /// same address, one on the wildcard address, and a local process asking
+    /// for SO_REUSEADDR + SO_REUSEPORT all fail, with an error that names
+    /// the address.
+    #[test]
+    fn listening_port_is_exclusive() {
+        let cfg = PathSocketConfig {
+            local: Some("127.0.0.1:0".parse().unwrap()),
+            ..Default::default()
+        };
+        let first = PathSocket::bind(&cfg, "127.0.0.1:1".parse().unwrap()).unwrap();
+        let addr = first.local_addr();
+        let again = PathSocketConfig {
+            local: Some(addr),
+            ..Default::default()
+        };
+        let err = PathSocket::bind(&again, addr).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("udp {addr}")), "{msg}");
+        assert!(msg.contains("second mpdccp server"), "{msg}");
+        let wildcard = SocketAddr::new("0.0.0.0".parse().unwrap(), addr.port());
+        let wild_cfg = PathSocketConfig {
+            local: Some(wildcard),
+            ..Default::default()
+        };
+        assert!(PathSocket::bind(&wild_cfg, addr).is_err());
+        let thief = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        thief.set_reuse_address(true).unwrap();
+        thief.set_reuse_port(true).unwrap();
+        assert!(thief.bind(&SockAddr::from(addr)).is_err());
+    }
 
     #[test]
     fn batch_roundtrip_on_loopback() {

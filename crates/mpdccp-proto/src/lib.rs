@@ -14,6 +14,8 @@
 //! same code, so a simulated result is a statement about the shipped core.
 //!
 //! Module map (top-down):
+//! * [`auth`]    — authenticated mode: peers, Noise IK handshake, cookies,
+//!   rate limits, payload protection (see docs/SECURITY.md).
 //! * [`wire`]    — packet and option parsing/emitting (RFC 4340, 9897, 6773).
 //! * [`conn`]    — `Connection` (MP-DCCP meta state) and its DCCP subflows.
 //! * `harness` — a deterministic N-path test harness on a virtual clock
@@ -26,6 +28,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod cc;
 pub mod conn;
 #[cfg(feature = "harness")]

@@ -40,6 +40,10 @@ enum Command {
     Netem(cmd::netem::Args),
     /// Run a scenario on the real tunnel in network namespaces (needs root).
     Testbed(cmd::testbed::Args),
+    /// Print a new X25519 private key (base64) for the authenticated mode.
+    Genkey(cmd::keys::GenArgs),
+    /// Print the public key of the private key read on standard input.
+    Pubkey(cmd::keys::PubArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +60,8 @@ fn main() -> ExitCode {
         Command::Status(a) => cmd::status::run(a),
         Command::Netem(a) => cmd::netem::run(a),
         Command::Testbed(a) => cmd::testbed::run(a),
+        Command::Genkey(a) => cmd::keys::genkey(a),
+        Command::Pubkey(a) => cmd::keys::pubkey(a),
     };
     match result {
         Ok(code) => code,

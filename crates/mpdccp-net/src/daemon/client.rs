@@ -11,7 +11,9 @@
 //!   failed attempt up to 30 s, reset once the join succeeds), as a new
 //!   subflow with a fresh `PathId` and a fresh UDP port;
 //! * a configured interface that appears later joins the same way;
-//! * if the whole connection closes (server gone), a new one is made.
+//! * if the whole connection closes (server gone), a new one is made; one
+//!   that closes before it was established (refused) waits twice as long
+//!   each time, up to a minute, and warns at most every 30 s.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -24,6 +26,7 @@ use mpdccp_proto::{Instant, PathId, PathState};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
+use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::ClientConfig;
 use super::iface::{iface_state, LinkWatcher};
 use super::ops::{conn_json, OpsServer};
@@ -127,6 +130,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let mut closing: Option<Instant> = None;
     let mut next_check = Instant::ZERO;
     let mut reconnect_at: Option<Instant> = None;
+    let mut reconnect = Reconnect::new(base_backoff, RECONNECT_CAP);
+    let mut connected_once = false;
 
     // A deadline handle_timeout cannot advance is a bug; never spin on it.
     let mut timer_guard = StuckTimerGuard::new();
@@ -156,7 +161,10 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         while let Some(ev) = d.conn.poll_event() {
             match ev {
                 Event::Delivered { data, .. } => tun_writer.write(&d.tun, &mut d.stats, &data),
-                Event::Connected => info!("connected"),
+                Event::Connected => {
+                    info!("connected");
+                    connected_once = true;
+                }
                 Event::PathEstablished(id) => {
                     if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
                         info!(path = %p.name, %id, "path established");
@@ -183,8 +191,19 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                     if closing.is_some() {
                         info!(%reason, "connection closed");
                     } else {
-                        warn!(%reason, "connection closed; reconnecting");
-                        reconnect_at = Some(now + base_backoff);
+                        // Refused or unreachable: back off, warn rate-limited.
+                        let retry = reconnect.closed(now, connected_once);
+                        connected_once = false;
+                        let (wait, failures) = (retry.wait, retry.failures);
+                        match retry.warn {
+                            Some(suppressed) => {
+                                warn!(%reason, failures, suppressed, "connection closed; reconnecting in {wait:?}")
+                            }
+                            None => {
+                                debug!(%reason, failures, "connection closed; reconnecting in {wait:?}")
+                            }
+                        }
+                        reconnect_at = Some(now + wait);
                     }
                 }
                 other => debug!(?other, "event"),

@@ -21,11 +21,14 @@
 //! DCCP packets leave as UDP GSO trains and arrive as UDP GRO trains
 //! ([`drain_socket`]).
 
+mod backoff;
 pub mod client;
 pub mod config;
 pub mod iface;
+pub mod keyfile;
 pub mod metrics;
 pub mod ops;
+mod routes;
 pub mod server;
 
 use std::io;

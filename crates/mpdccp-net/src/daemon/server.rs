@@ -3,20 +3,22 @@
 //! remote address and routes MP_JOINs by their token. One TUN for all
 //! clients: a packet read from it goes to the client that owns its inner
 //! destination address, learned from the inner source addresses that client
-//! sent (bounded table; with a single client everything goes to it).
+//! sent (bounded in total and per client, sticky against a neighbour's
+//! claims, see `routes.rs`; with a single client everything goes to it).
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard};
+use mpdccp_proto::auth::LogThrottle;
+use mpdccp_proto::conn::{Endpoint, EndpointConfig, Event, StuckTimerGuard};
 use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::config::ServerConfig;
 use super::ops::{conn_json, stats_json, OpsServer};
+use super::routes::{Learn, LearnedRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::{
     flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
@@ -29,6 +31,17 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
+    // The exclusive listening socket first: a second server on this port
+    // fails here, with the address in the error, before touching any TUN.
+    let sock_buf = config.tunnel.socket_buffer_bytes;
+    let sock = PathSocket::bind(
+        &PathSocketConfig {
+            device: None,
+            local: Some(config.listen),
+            buffer_bytes: sock_buf,
+        },
+        config.listen,
+    )?;
     let (tun, plan) = open_tun(
         &config.tun,
         config.tunnel.path_mtu,
@@ -43,15 +56,6 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         1,
     )
     .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
-    let sock_buf = config.tunnel.socket_buffer_bytes;
-    let sock = PathSocket::bind(
-        &PathSocketConfig {
-            device: None,
-            local: Some(config.listen),
-            buffer_bytes: sock_buf,
-        },
-        config.listen,
-    )?;
     sock.set_gro(config.tunnel.offload);
     info!(listen = %sock.local_addr(), "server listening");
     eprintln!("server listening on udp {}", sock.local_addr());
@@ -64,8 +68,12 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     };
     let mut s = Server {
         ep: Endpoint::new(ep_cfg, super::os_seed(config.seed)),
-        owners: BTreeMap::new(),
-        max_owners: config.max_learned_addresses,
+        owners: LearnedRoutes::new(
+            config.max_learned_addresses,
+            MAX_PER_CONNECTION,
+            STEAL_AFTER,
+        ),
+        route_log: LogThrottle::new(Duration::from_secs(10)),
         stats: DaemonStats::default(),
         tun,
         tun_writer: TunWriter::new(),
@@ -130,8 +138,8 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 struct Server {
     ep: Endpoint<SocketAddr>,
     /// Inner address → the client connection that sent from it.
-    owners: BTreeMap<IpAddr, ConnectionHandle>,
-    max_owners: usize,
+    owners: LearnedRoutes,
+    route_log: LogThrottle,
     stats: DaemonStats,
     tun: Tun,
     tun_writer: TunWriter,
@@ -153,11 +161,12 @@ impl Server {
             match ev {
                 Event::Delivered { data, .. } => {
                     if let Some(src) = inner_src(&data) {
-                        if self.owners.get(&src) != Some(&h)
-                            && (self.owners.len() < self.max_owners
-                                || self.owners.contains_key(&src))
-                        {
-                            self.owners.insert(src, h);
+                        let now = clock::now();
+                        let learned = self.owners.learn(src, h, now);
+                        if !matches!(learned, Learn::Ok | Learn::Moved) {
+                            if let Some(suppressed) = self.route_log.allow(now) {
+                                warn!(conn = h.0, %src, ?learned, suppressed, "inner source address not learned");
+                            }
                         }
                     }
                     self.tun_writer.write(&self.tun, &mut self.stats, &data);
@@ -171,7 +180,7 @@ impl Server {
                 Event::PathClosed(p) => info!(conn = h.0, path = %p, "path closed"),
                 Event::Closed { reason } => {
                     info!(conn = h.0, %reason, "connection closed");
-                    self.owners.retain(|_, o| *o != h);
+                    self.owners.forget(h);
                 }
                 other => debug!(conn = h.0, ?other, "event"),
             }
@@ -193,8 +202,8 @@ impl Server {
                 stats.tun_rx_malformed += 1;
                 return;
             };
-            let h = match owners.get(&dst) {
-                Some(&h) => Some(h),
+            let h = match owners.owner(dst) {
+                Some(h) => Some(h),
                 None => {
                     let conns = ep.connections();
                     (conns.len() == 1).then(|| conns[0])
@@ -245,6 +254,7 @@ impl Server {
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
             "endpoint": stats_json(&self.ep.stats()),
             "learned_addresses": self.owners.len(),
+            "learned_routes": serde_json::to_value(self.owners.stats()).unwrap_or(Value::Null),
             "connections": conns,
         })
     }

@@ -50,6 +50,7 @@ pub fn kind_names_help() -> String {
 pub mod bench;
 pub mod client;
 pub mod demo;
+pub mod keys;
 pub mod netem;
 pub mod reproduce;
 pub mod server;

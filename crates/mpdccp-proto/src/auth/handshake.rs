@@ -1,0 +1,562 @@
+//! The authenticated key exchange: Noise `IKpsk2` (X25519, ChaCha20-Poly1305,
+//! BLAKE2s) over the `snow` crate, one round trip, carried in MP_KEY key type
+//! 255 (RFC 9897 §3.2.4, the experimental slot) and MP_EXP (see `framing`).
+//!
+//! ```text
+//! Init     (client → server, DCCP-Request)   137 bytes
+//!   1 type | 32 e | 48 enc(s) | 24 enc(timestamp) | 16 mac1 | 16 mac2
+//! Response (server → client, DCCP-Response)   65 bytes
+//!   2 type | 32 e | 16 enc(empty) | 16 mac1
+//! Cookie   (server → client, under load)      57 bytes   (see cookie.rs)
+//! Confirm  (client → server, DCCP-Ack)        17 bytes
+//!   4 type | 16 MAC(confirm key, handshake hash)
+//! ```
+//!
+//! * `mac1 = MAC(SHA-256(label ‖ receiver's static public key), message)`
+//!   lets a receiver drop messages from hosts that do not even know its key
+//!   before any Diffie-Hellman work (WireGuard whitepaper §5.4.4).
+//! * The 8-byte timestamp (caller's wall clock, ns since the Unix epoch)
+//!   must grow per peer: a replayed Init is refused.
+//! * The responder learns who the initiator is only by decrypting its
+//!   static key; an unknown key is refused and leaves no state.
+//! * Keys: HKDF-Expand of Noise's two split keys (only known to the two
+//!   ends, forward secret through `ee`/`se`) gives each side's d-key for
+//!   MP_JOIN/ADDADDR/REMOVEADDR HMACs, each direction's payload key and the
+//!   confirmation key. The Confirm in the DCCP-Ack proves the initiator
+//!   holds them: a replayed Init never becomes a connection.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{CryptoRng, RngCore};
+use snow::params::{DHChoice, NoiseParams};
+use snow::resolvers::{CryptoResolver, DefaultResolver, FallbackResolver};
+use snow::types::{Cipher, Dh, Hash, Random};
+use snow::{Builder, HandshakeState};
+
+use super::cookie::{open_cookie_reply, CookieGuard, COOKIE_REPLY_LEN, COOKIE_USE_LIFETIME};
+use super::mac::{expand, labelled_hash, mac16, verify16, MAC_LEN};
+use super::peers::{PeerId, PeerTable, KEY_LEN};
+use super::ratelimit::{RateLimitConfig, RateLimitStats, RateLimiter};
+use super::AuthError;
+use crate::time::Instant;
+
+pub const NOISE_PATTERN: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
+const PROLOGUE: &[u8] = b"mpdccp-auth-v1";
+const LABEL_MAC1: &[u8] = b"mpdccp-auth-v1 mac1----";
+
+pub const MSG_INIT: u8 = 1;
+pub const MSG_RESPONSE: u8 = 2;
+pub const MSG_CONFIRM: u8 = 4;
+
+const TIMESTAMP_LEN: usize = 8;
+const AEAD_TAG: usize = 16;
+/// e ‖ enc(s) ‖ enc(timestamp).
+const NOISE_INIT_LEN: usize = KEY_LEN + (KEY_LEN + AEAD_TAG) + (TIMESTAMP_LEN + AEAD_TAG);
+const INIT_MAC1: usize = 1 + NOISE_INIT_LEN;
+const INIT_MAC2: usize = INIT_MAC1 + MAC_LEN;
+pub const INIT_LEN: usize = INIT_MAC2 + MAC_LEN;
+/// e ‖ enc(empty).
+const NOISE_RESPONSE_LEN: usize = KEY_LEN + AEAD_TAG;
+const RESPONSE_MAC1: usize = 1 + NOISE_RESPONSE_LEN;
+pub const RESPONSE_LEN: usize = RESPONSE_MAC1 + MAC_LEN;
+pub const CONFIRM_LEN: usize = 1 + MAC_LEN;
+// The Init fits key type 255's 64 bytes plus one MP_EXP (at most 252).
+const _: () = assert!(INIT_LEN <= super::framing::KEY_DATA_LEN + super::framing::EXP_MAX);
+
+/// snow's RNG slot filled from a seed the caller's RNG provides, so each
+/// handshake's ephemeral key is reproducible in a seeded run.
+struct SeededRng(ChaCha20Rng);
+
+impl RngCore for SeededRng {
+    fn next_u32(&mut self) -> u32 {
+        self.0.next_u32()
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.0.fill_bytes(dest)
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.0.try_fill_bytes(dest)
+    }
+}
+impl CryptoRng for SeededRng {}
+impl Random for SeededRng {}
+
+struct SeededResolver([u8; 32]);
+
+impl CryptoResolver for SeededResolver {
+    fn resolve_rng(&self) -> Option<Box<dyn Random>> {
+        Some(Box::new(SeededRng(ChaCha20Rng::from_seed(self.0))))
+    }
+    fn resolve_dh(&self, _: &DHChoice) -> Option<Box<dyn Dh>> {
+        None
+    }
+    fn resolve_hash(&self, _: &snow::params::HashChoice) -> Option<Box<dyn Hash>> {
+        None
+    }
+    fn resolve_cipher(&self, _: &snow::params::CipherChoice) -> Option<Box<dyn Cipher>> {
+        None
+    }
+}
+
+fn builder<'a>(seed: [u8; 32]) -> Builder<'a> {
+    // Invariant: NOISE_PATTERN is a constant snow parses.
+    let params: NoiseParams = NOISE_PATTERN.parse().expect("valid Noise pattern");
+    let resolver = FallbackResolver::new(Box::new(SeededResolver(seed)), Box::new(DefaultResolver));
+    Builder::with_resolver(params, Box::new(resolver)).prologue(PROLOGUE)
+}
+
+fn draw_seed(rng: &mut dyn RngCore) -> [u8; 32] {
+    let mut s = [0u8; 32];
+    rng.fill_bytes(&mut s);
+    s
+}
+
+/// A fresh static key pair `(private, public)` from the caller's RNG.
+pub fn keypair(rng: &mut dyn RngCore) -> ([u8; KEY_LEN], [u8; KEY_LEN]) {
+    // Invariant: the seeded resolver always supplies RNG and X25519.
+    let kp = builder(draw_seed(rng))
+        .generate_keypair()
+        .expect("X25519 key generation");
+    let mut private = [0u8; KEY_LEN];
+    private.copy_from_slice(&kp.private);
+    (private, public_key(&private))
+}
+
+/// The X25519 public key of a private key.
+pub fn public_key(private: &[u8; KEY_LEN]) -> [u8; KEY_LEN] {
+    // Invariant: the default resolver implements Curve25519.
+    let mut dh = DefaultResolver
+        .resolve_dh(&DHChoice::Curve25519)
+        .expect("X25519 available");
+    dh.set(private);
+    let mut public = [0u8; KEY_LEN];
+    public.copy_from_slice(dh.pubkey());
+    public
+}
+
+fn mac1_key(receiver_public: &[u8; KEY_LEN]) -> [u8; 32] {
+    labelled_hash(LABEL_MAC1, receiver_public)
+}
+
+/// Which end of the handshake a [`SessionKeys`] belongs to. The initiator
+/// is RFC 9897's host A (the client), the responder host B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Initiator,
+    Responder,
+}
+
+/// Everything MP-DCCP needs from the handshake. Secret: no Debug output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionKeys {
+    pub side: Side,
+    /// d-keyA: signs the initiator's MP_HMACs (RFC 9897 §3.2.2, §3.2.5).
+    pub d_key_initiator: [u8; 32],
+    /// d-keyB: signs the responder's MP_HMACs.
+    pub d_key_responder: [u8; 32],
+    /// ChaCha20-Poly1305 key for payload sent by the initiator.
+    pub payload_initiator: [u8; 32],
+    /// ChaCha20-Poly1305 key for payload sent by the responder.
+    pub payload_responder: [u8; 32],
+    confirm_key: [u8; 32],
+    handshake_hash: [u8; 32],
+}
+
+impl std::fmt::Debug for SessionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SessionKeys {{ side: {:?}, .. }}", self.side)
+    }
+}
+
+impl SessionKeys {
+    fn derive(hs: &mut HandshakeState, side: Side) -> Self {
+        // Noise §5.2 Split(): k1 encrypts initiator → responder, k2 back.
+        let (k1, k2) = hs.dangerously_get_raw_split();
+        let mut handshake_hash = [0u8; 32];
+        handshake_hash.copy_from_slice(&hs.get_handshake_hash()[..32]);
+        SessionKeys {
+            side,
+            d_key_initiator: expand(&k1, b"mpdccp-auth-v1 d-key"),
+            d_key_responder: expand(&k2, b"mpdccp-auth-v1 d-key"),
+            payload_initiator: expand(&k1, b"mpdccp-auth-v1 payload"),
+            payload_responder: expand(&k2, b"mpdccp-auth-v1 payload"),
+            confirm_key: expand(&k1, b"mpdccp-auth-v1 confirm"),
+            handshake_hash,
+        }
+    }
+
+    /// The d-key this host signs its MP_HMACs with.
+    pub fn d_key_local(&self) -> &[u8; 32] {
+        match self.side {
+            Side::Initiator => &self.d_key_initiator,
+            Side::Responder => &self.d_key_responder,
+        }
+    }
+    /// The d-key the peer signs with (this host verifies with it).
+    pub fn d_key_remote(&self) -> &[u8; 32] {
+        match self.side {
+            Side::Initiator => &self.d_key_responder,
+            Side::Responder => &self.d_key_initiator,
+        }
+    }
+    pub fn payload_send(&self) -> &[u8; 32] {
+        match self.side {
+            Side::Initiator => &self.payload_initiator,
+            Side::Responder => &self.payload_responder,
+        }
+    }
+    pub fn payload_recv(&self) -> &[u8; 32] {
+        match self.side {
+            Side::Initiator => &self.payload_responder,
+            Side::Responder => &self.payload_initiator,
+        }
+    }
+
+    /// The Confirm message the initiator puts in its DCCP-Ack.
+    pub fn confirm(&self) -> [u8; CONFIRM_LEN] {
+        let mut m = [0u8; CONFIRM_LEN];
+        m[0] = MSG_CONFIRM;
+        m[1..].copy_from_slice(&mac16(&self.confirm_key, &[&self.handshake_hash]));
+        m
+    }
+
+    /// Responder: does this Confirm prove the initiator holds the keys?
+    pub fn verify_confirm(&self, msg: &[u8]) -> Result<(), AuthError> {
+        if msg.len() != CONFIRM_LEN || msg[0] != MSG_CONFIRM {
+            return Err(AuthError::Malformed);
+        }
+        if verify16(&self.confirm_key, &[&self.handshake_hash], &msg[1..]) {
+            Ok(())
+        } else {
+            Err(AuthError::BadConfirm)
+        }
+    }
+}
+
+/// The client's keys.
+#[derive(Clone)]
+pub struct InitiatorConfig {
+    pub static_private: [u8; KEY_LEN],
+    pub server_public: [u8; KEY_LEN],
+    pub psk: Option<[u8; KEY_LEN]>,
+}
+
+/// What the initiator needs to rebuild its handshake state after its Init:
+/// the ephemeral comes from `seed`, so the state is recomputed when a
+/// Response arrives and a forged Response cannot spoil the real one.
+#[derive(Clone, Copy)]
+struct PendingInit {
+    seed: [u8; 32],
+    timestamp: u64,
+    mac1: [u8; MAC_LEN],
+}
+
+/// Client side of the handshake; one attempt at a time, cookie kept across
+/// attempts.
+pub struct Initiator {
+    cfg: InitiatorConfig,
+    server_mac1_key: [u8; 32],
+    own_mac1_key: [u8; 32],
+    pending: Option<PendingInit>,
+    cookie: Option<([u8; MAC_LEN], Instant)>,
+}
+
+impl Initiator {
+    pub fn new(cfg: InitiatorConfig) -> Self {
+        Initiator {
+            server_mac1_key: mac1_key(&cfg.server_public),
+            own_mac1_key: mac1_key(&public_key(&cfg.static_private)),
+            cfg,
+            pending: None,
+            cookie: None,
+        }
+    }
+
+    fn build(&self, seed: [u8; 32]) -> Result<HandshakeState, AuthError> {
+        let psk = self.cfg.psk.unwrap_or([0; KEY_LEN]);
+        builder(seed)
+            .local_private_key(&self.cfg.static_private)
+            .remote_public_key(&self.cfg.server_public)
+            .psk(2, &psk)
+            .build_initiator()
+            .map_err(|_| AuthError::Handshake)
+    }
+
+    /// Writes the Noise part of an Init into `out`, returning the state.
+    fn write_noise(&self, p: &PendingInit, out: &mut [u8]) -> Result<HandshakeState, AuthError> {
+        let mut hs = self.build(p.seed)?;
+        let n = hs
+            .write_message(&p.timestamp.to_be_bytes(), out)
+            .map_err(|_| AuthError::Handshake)?;
+        debug_assert_eq!(n, NOISE_INIT_LEN);
+        Ok(hs)
+    }
+
+    /// A new Init (a new attempt replaces any previous one). `unix_nanos` is
+    /// the wall clock, which must grow across attempts (replay protection).
+    pub fn start(
+        &mut self,
+        rng: &mut dyn RngCore,
+        unix_nanos: u64,
+        now: Instant,
+    ) -> Result<[u8; INIT_LEN], AuthError> {
+        let mut p = PendingInit {
+            seed: draw_seed(rng),
+            timestamp: unix_nanos,
+            mac1: [0; MAC_LEN],
+        };
+        let mut msg = [0u8; INIT_LEN];
+        msg[0] = MSG_INIT;
+        self.write_noise(&p, &mut msg[1..INIT_MAC1])?;
+        p.mac1 = mac16(&self.server_mac1_key, &[&msg[..INIT_MAC1]]);
+        msg[INIT_MAC1..INIT_MAC2].copy_from_slice(&p.mac1);
+        let cookie = self
+            .cookie
+            .filter(|(_, got)| now.saturating_duration_since(*got) < COOKIE_USE_LIFETIME);
+        if let Some((c, _)) = cookie {
+            let mac2 = mac16(&c, &[&msg[..INIT_MAC2]]);
+            msg[INIT_MAC2..].copy_from_slice(&mac2);
+        }
+        self.pending = Some(p);
+        Ok(msg)
+    }
+
+    /// A cookie reply to the pending Init: keep the cookie for the next
+    /// [`start`](Self::start), which the caller should do after a short wait.
+    pub fn handle_cookie_reply(&mut self, msg: &[u8], now: Instant) -> Result<(), AuthError> {
+        let p = self.pending.as_ref().ok_or(AuthError::Unexpected)?;
+        let cookie = open_cookie_reply(&self.cfg.server_public, &p.mac1, msg)?;
+        self.cookie = Some((cookie, now));
+        Ok(())
+    }
+
+    /// The Response to the pending Init: the session keys and the Confirm to
+    /// send. A bad Response leaves the pending Init usable.
+    pub fn handle_response(
+        &mut self,
+        msg: &[u8],
+    ) -> Result<(SessionKeys, [u8; CONFIRM_LEN]), AuthError> {
+        if msg.len() != RESPONSE_LEN || msg[0] != MSG_RESPONSE {
+            return Err(AuthError::Malformed);
+        }
+        if !verify16(
+            &self.own_mac1_key,
+            &[&msg[..RESPONSE_MAC1]],
+            &msg[RESPONSE_MAC1..],
+        ) {
+            return Err(AuthError::BadMac1);
+        }
+        let p = self.pending.ok_or(AuthError::Unexpected)?;
+        let mut scratch = [0u8; NOISE_INIT_LEN];
+        let mut hs = self.write_noise(&p, &mut scratch)?;
+        let mut payload = [0u8; 0];
+        hs.read_message(&msg[1..RESPONSE_MAC1], &mut payload)
+            .map_err(|_| AuthError::Handshake)?;
+        self.pending = None;
+        let keys = SessionKeys::derive(&mut hs, Side::Initiator);
+        let confirm = keys.confirm();
+        Ok((keys, confirm))
+    }
+}
+
+/// The server's keys, peers and handshake limits.
+#[derive(Clone, Debug)]
+pub struct ResponderConfig {
+    pub static_private: [u8; KEY_LEN],
+    pub peers: PeerTable,
+    pub rate: RateLimitConfig,
+    /// Inits per second (that pass mac1) above which cookies are required
+    /// even while the half-open table is below its threshold.
+    pub load_inits_per_sec: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResponderStats {
+    pub inits: u64,
+    pub malformed: u64,
+    pub bad_mac1: u64,
+    pub cookie_replies: u64,
+    pub handshake_failed: u64,
+    pub unknown_peer: u64,
+    pub replayed: u64,
+    pub accepted: u64,
+    pub rate: RateLimitStats,
+}
+
+/// A verified Init: the peer, the keys (to hold in the half-open entry
+/// until the Confirm verifies) and the Response to send.
+#[derive(Debug)]
+pub struct Accepted {
+    pub peer: PeerId,
+    pub keys: SessionKeys,
+    pub response: [u8; RESPONSE_LEN],
+}
+
+#[derive(Debug)]
+pub enum InitOutcome {
+    Accept(Box<Accepted>),
+    /// Under load and no valid mac2: send this back to the source.
+    CookieReply([u8; COOKIE_REPLY_LEN]),
+}
+
+/// Counts Inits per one-second window.
+#[derive(Clone, Copy, Debug)]
+struct LoadMeter {
+    window_start: Instant,
+    count: u32,
+}
+
+impl LoadMeter {
+    fn record(&mut self, now: Instant) -> u32 {
+        if now.saturating_duration_since(self.window_start) >= Duration::from_secs(1) {
+            self.window_start = now;
+            self.count = 0;
+        }
+        self.count = self.count.saturating_add(1);
+        self.count
+    }
+}
+
+/// Server side. Stateless between messages: the only state an Init can
+/// change is the peer's last timestamp (after full verification), the
+/// bounded rate-limit table and counters.
+#[derive(Debug)]
+pub struct Responder {
+    static_private: [u8; KEY_LEN],
+    mac1_key: [u8; 32],
+    peers: PeerTable,
+    last_timestamp: Vec<u64>,
+    cookies: CookieGuard,
+    limiter: RateLimiter,
+    load: LoadMeter,
+    load_threshold: u32,
+    stats: ResponderStats,
+}
+
+impl Responder {
+    pub fn new(cfg: ResponderConfig, rng: &mut dyn RngCore) -> Self {
+        let public = public_key(&cfg.static_private);
+        Responder {
+            static_private: cfg.static_private,
+            mac1_key: mac1_key(&public),
+            last_timestamp: vec![0; cfg.peers.len()],
+            peers: cfg.peers,
+            cookies: CookieGuard::new(draw_seed(rng), &public),
+            limiter: RateLimiter::new(cfg.rate),
+            load: LoadMeter {
+                window_start: Instant::ZERO,
+                count: 0,
+            },
+            load_threshold: cfg.load_inits_per_sec,
+            stats: ResponderStats::default(),
+        }
+    }
+
+    pub fn peers(&self) -> &PeerTable {
+        &self.peers
+    }
+
+    pub fn stats(&self) -> ResponderStats {
+        ResponderStats {
+            rate: self.limiter.stats(),
+            ..self.stats
+        }
+    }
+
+    /// Handle an Init from `src`. `half_open_high` is the endpoint's "half-
+    /// open entries above threshold" signal; the responder adds its own Init
+    /// rate. Checks run cheapest first: length, mac1 (a hash), cookie (a
+    /// hash), rate limit, then the two Diffie-Hellman operations.
+    pub fn handle_init(
+        &mut self,
+        msg: &[u8],
+        src: SocketAddr,
+        half_open_high: bool,
+        now: Instant,
+        rng: &mut dyn RngCore,
+    ) -> Result<InitOutcome, AuthError> {
+        self.stats.inits += 1;
+        if msg.len() != INIT_LEN || msg[0] != MSG_INIT {
+            self.stats.malformed += 1;
+            return Err(AuthError::Malformed);
+        }
+        let mac1: [u8; MAC_LEN] = msg[INIT_MAC1..INIT_MAC2].try_into().unwrap_or_default();
+        if !verify16(&self.mac1_key, &[&msg[..INIT_MAC1]], &mac1) {
+            self.stats.bad_mac1 += 1;
+            return Err(AuthError::BadMac1);
+        }
+        let under_load = half_open_high || self.load.record(now) > self.load_threshold;
+        if under_load
+            && !self
+                .cookies
+                .check_mac2(src, now, &msg[..INIT_MAC2], &msg[INIT_MAC2..])
+        {
+            self.stats.cookie_replies += 1;
+            return Ok(InitOutcome::CookieReply(
+                self.cookies.reply(src, now, &mac1, rng),
+            ));
+        }
+        if !self.limiter.allow(src.ip(), now) {
+            return Err(AuthError::RateLimited);
+        }
+        self.complete(&msg[1..INIT_MAC1], rng)
+            .map(|a| InitOutcome::Accept(Box::new(a)))
+    }
+
+    /// The Diffie-Hellman part: read the Init, identify the peer, check the
+    /// timestamp, write the Response.
+    fn complete(&mut self, noise: &[u8], rng: &mut dyn RngCore) -> Result<Accepted, AuthError> {
+        let mut hs = builder(draw_seed(rng))
+            .local_private_key(&self.static_private)
+            .build_responder()
+            .map_err(|_| AuthError::Handshake)?;
+        let mut payload = [0u8; TIMESTAMP_LEN];
+        let read = hs.read_message(noise, &mut payload);
+        if read != Ok(TIMESTAMP_LEN) {
+            self.stats.handshake_failed += 1;
+            return Err(AuthError::Handshake);
+        }
+        let peer_key = hs.get_remote_static().unwrap_or_default();
+        let Some(peer) = self.peers.by_public_key(peer_key) else {
+            self.stats.unknown_peer += 1;
+            return Err(AuthError::UnknownPeer);
+        };
+        let timestamp = u64::from_be_bytes(payload);
+        let last = &mut self.last_timestamp[peer.0 as usize];
+        if timestamp <= *last {
+            self.stats.replayed += 1;
+            return Err(AuthError::Replay);
+        }
+        let p = self.peers.get(peer).ok_or(AuthError::UnknownPeer)?;
+        let psk = p.psk.unwrap_or([0; KEY_LEN]);
+        let peer_mac1_key = mac1_key(&p.public_key);
+        let mut response = [0u8; RESPONSE_LEN];
+        response[0] = MSG_RESPONSE;
+        let written = hs
+            .set_psk(2, &psk)
+            .and_then(|_| hs.write_message(&[], &mut response[1..RESPONSE_MAC1]));
+        if written != Ok(NOISE_RESPONSE_LEN) {
+            self.stats.handshake_failed += 1;
+            return Err(AuthError::Handshake);
+        }
+        let mac1 = mac16(&peer_mac1_key, &[&response[..RESPONSE_MAC1]]);
+        response[RESPONSE_MAC1..].copy_from_slice(&mac1);
+        *last = timestamp;
+        self.stats.accepted += 1;
+        Ok(Accepted {
+            peer,
+            keys: SessionKeys::derive(&mut hs, Side::Responder),
+            response,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "handshake_tests.rs"]
+mod tests;
