@@ -289,7 +289,7 @@ fn forged_removeaddr_closes_nothing() {
         });
         let mut tag = [0u8; 20];
         tag[..4].copy_from_slice(&round.to_be_bytes());
-        seg.mp.hmac = (round % 3 != 0).then_some(tag);
+        seg.mp.removeaddr_hmac = (round % 3 != 0).then_some(tag);
         let (src, dst) = Harness::path_addrs(path);
         seg.src_port = src.port();
         seg.dst_port = dst.port();
@@ -349,7 +349,7 @@ fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
                 .find(|s| s.mp.removeaddr.is_some())
                 .expect("the genuine MP_REMOVEADDR is on the wire");
             captured = seg.mp.removeaddr;
-            hmac = seg.mp.hmac.expect("with its MP_HMAC");
+            hmac = seg.mp.removeaddr_hmac.expect("with its MP_HMAC");
         }
         let mark = h.wire.len();
         h.open_path(k + 1);
@@ -379,7 +379,7 @@ fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
     let mut seg = Segment::new(PacketType::Ack, g.seq);
     seg.ack = g.ack;
     seg.mp.removeaddr = Some(r);
-    seg.mp.hmac = Some(hmac);
+    seg.mp.removeaddr_hmac = Some(hmac);
     let (src, dst) = Harness::path_addrs(0);
     seg.src_port = src.port();
     seg.dst_port = dst.port();

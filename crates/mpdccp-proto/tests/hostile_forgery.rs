@@ -403,7 +403,10 @@ fn addaddr_and_removeaddr_with_bad_hmac_are_rejected_every_time() {
                 nonce: rng.gen(),
             });
         }
-        seg.mp.hmac = (k % 2 == 0).then(|| rng.gen());
+        // A forged tag right after the option (RFC 9897 §3.2.6) or none.
+        let tag = (k % 2 == 0).then(|| rng.gen());
+        seg.mp.addaddr_hmac = seg.mp.addaddr.and(tag);
+        seg.mp.removeaddr_hmac = seg.mp.removeaddr.and(tag);
         inject(&mut h, Side::Server, path, &emit(&seg, path, Side::Client));
         let s = h.server.stats();
         let counted = (s.addaddr_bad_hmac - s0.addaddr_bad_hmac)

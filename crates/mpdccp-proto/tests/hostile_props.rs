@@ -193,7 +193,7 @@ fn forge(f: &Forged, src: IpAddr, dst: IpAddr) -> Vec<u8> {
                 ip: IpAddr::V4(Ipv4Addr::from((r >> 32) as u32)),
                 port: Some(r as u16),
             });
-            s.mp.hmac = Some([r as u8; 20]);
+            s.mp.addaddr_hmac = Some([r as u8; 20]);
         }
         7 => s.mp.seq = Some(r & SEQ_MASK),
         8 => s.mp.hmac = Some([(r >> 3) as u8; 20]),

@@ -49,7 +49,7 @@ impl Advert {
                 addr_id: self.id,
                 nonce: self.nonce,
             };
-            seg.mp.hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
+            seg.mp.removeaddr_hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
             seg.mp.removeaddr = Some(r);
         } else {
             let ad = MpAddAddr {
@@ -58,7 +58,7 @@ impl Advert {
                 ip: self.addr.ip(),
                 port: (self.addr.port() != 0).then_some(self.addr.port()),
             };
-            seg.mp.hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
+            seg.mp.addaddr_hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
             seg.mp.addaddr = Some(ad);
         }
     }
@@ -104,26 +104,53 @@ impl Connection {
     pub(super) fn handle_address_options(&mut self, now: Instant, i: usize, m: &codec::MpOpts) {
         let keys = self.d_keys();
         if let Some(a) = m.addaddr {
-            match (m.hmac, keys) {
+            match (m.addaddr_hmac, keys) {
                 (Some(h), Some(k)) if verify_addaddr(&k.d_key_remote(), &a, &h) => {
-                    self.on_addaddr(i, &a)
+                    self.on_addaddr(i, &a, m.seq)
                 }
                 _ => self.stats.addaddr_bad_hmac += 1,
             }
         }
         if let Some(r) = m.removeaddr {
-            match (m.hmac, keys) {
+            match (m.removeaddr_hmac, keys) {
                 (Some(h), Some(k)) if verify_removeaddr(&k.d_key_remote(), &r, &h) => {
-                    self.on_removeaddr(now, i, &r)
+                    self.on_removeaddr(now, i, &r, m.seq)
                 }
                 _ => self.stats.removeaddr_bad_hmac += 1,
             }
         }
     }
 
-    fn on_addaddr(&mut self, i: usize, a: &MpAddAddr) {
+    /// RFC 9897 §3.2.1: whether an address option with MP_SEQ `seq` is
+    /// older than one already received for Address ID `id` (counted).
+    fn address_option_outdated(&mut self, id: u8, seq: Option<u64>) -> bool {
+        let mut last = self.addr_option_seq.get(&id).copied();
+        let outdated = seq::outdated_in_dataset(&mut last, seq);
+        if let Some(l) = last {
+            self.addr_option_seq.insert(id, l);
+        }
+        self.stats.mp_option_outdated += u64::from(outdated);
+        outdated
+    }
+
+    fn on_addaddr(&mut self, i: usize, a: &MpAddAddr, seq: Option<u64>) {
         let addr = SocketAddr::new(a.ip, a.port.unwrap_or(0));
-        if self.remote_addrs.insert(a.addr_id, addr) != Some(addr) {
+        // §3.2.8: "The advertisement of broadcast or multicast IP addresses
+        // MUST be ignored"; a known Address ID keeps its IP ("MUST silently
+        // ignore the MP_ADDADDR if the IP Address is not the same"), only
+        // its port may change.
+        let reused = self
+            .remote_addrs
+            .get(&a.addr_id)
+            .is_some_and(|old| old.ip() != a.ip);
+        if reused || !crate::wire::mp::addaddr_is_usable(a.ip) {
+            self.stats.addaddr_ignored += 1;
+            return;
+        }
+        // Outdated: confirmed ("MAY", §3.2.1) so the sender stops, not stored.
+        if !self.address_option_outdated(a.addr_id, seq)
+            && self.remote_addrs.insert(a.addr_id, addr) != Some(addr)
+        {
             self.events.push_back(Event::AddressAdded {
                 id: a.addr_id,
                 addr,
@@ -131,6 +158,7 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         sf.owe_confirm(ConfirmItem {
+            seq,
             kind: mp::ADDADDR,
             id: a.addr_id,
             nonce: a.nonce,
@@ -139,7 +167,23 @@ impl Connection {
         sf.ack_now();
     }
 
-    fn on_removeaddr(&mut self, now: Instant, i: usize, r: &MpRemoveAddr) {
+    fn on_removeaddr(&mut self, now: Instant, i: usize, r: &MpRemoveAddr, seq: Option<u64>) {
+        // Outdated: confirmed ("MAY", §3.2.1), not acted on.
+        if !self.address_option_outdated(r.addr_id, seq) {
+            self.withdraw_remote_address(now, r);
+        }
+        let sf = &mut self.paths[i];
+        sf.owe_confirm(ConfirmItem {
+            seq,
+            kind: mp::REMOVEADDR,
+            id: r.addr_id,
+            nonce: r.nonce,
+            addr: None,
+        });
+        sf.ack_now();
+    }
+
+    fn withdraw_remote_address(&mut self, now: Instant, r: &MpRemoveAddr) {
         if self.remote_addrs.remove(&r.addr_id).is_some() {
             self.events
                 .push_back(Event::AddressRemoved { id: r.addr_id });
@@ -155,14 +199,6 @@ impl Connection {
             self.removeaddr_seen.push_back((r.addr_id, r.nonce));
             self.close_paths_of_address(now, r.addr_id);
         }
-        let sf = &mut self.paths[i];
-        sf.owe_confirm(ConfirmItem {
-            kind: mp::REMOVEADDR,
-            id: r.addr_id,
-            nonce: r.nonce,
-            addr: None,
-        });
-        sf.ack_now();
     }
 
     /// Fires the expired advert timers: the option is owed again, or its
@@ -262,35 +298,26 @@ impl Connection {
     }
 }
 
-/// MP_ADDADDR authentication (RFC 9897 §3.2.8): HMAC-SHA256 with the
-/// sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port.
+/// MP_ADDADDR authentication (RFC 9897 §3.2.6, §3.2.8): HMAC-SHA256 with
+/// the sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port, the
+/// port as two zero bytes when absent. The message is the wire layer's.
 pub(super) fn addaddr_hmac(d_key: &[u8; 16], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
-    let ip = ip_bytes(a.ip);
-    let port = a.port.map(|p| p.to_be_bytes());
-    keys::hmac20(
-        d_key,
-        &[
-            &[a.addr_id],
-            &a.nonce.to_be_bytes(),
-            &ip[..ip_len(a.ip)],
-            port.as_ref().map_or(&[][..], |p| &p[..]),
-        ],
-    )
+    keys::hmac20(d_key, &[&addaddr_message(a)])
 }
 
 pub(super) fn verify_addaddr(d_key: &[u8; 16], a: &MpAddAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
-    let ip = ip_bytes(a.ip);
-    let port = a.port.map(|p| p.to_be_bytes());
-    keys::verify20(
-        d_key,
-        &[
-            &[a.addr_id],
-            &a.nonce.to_be_bytes(),
-            &ip[..ip_len(a.ip)],
-            port.as_ref().map_or(&[][..], |p| &p[..]),
-        ],
-        tag,
-    )
+    keys::verify20(d_key, &[&addaddr_message(a)], tag)
+}
+
+fn addaddr_message(a: &MpAddAddr) -> Vec<u8> {
+    crate::wire::MpOption::AddAddr {
+        addr_id: a.addr_id,
+        nonce: Some(a.nonce),
+        addr: a.ip,
+        port: a.port,
+    }
+    .hmac_message()
+    .unwrap_or_default()
 }
 
 /// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce.
@@ -304,20 +331,4 @@ pub(super) fn verify_removeaddr(
     tag: &[u8; keys::HMAC_LEN],
 ) -> bool {
     keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
-}
-
-fn ip_bytes(ip: IpAddr) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    match ip {
-        IpAddr::V4(v) => b[..4].copy_from_slice(&v.octets()),
-        IpAddr::V6(v) => b.copy_from_slice(&v.octets()),
-    }
-    b
-}
-
-fn ip_len(ip: IpAddr) -> usize {
-    match ip {
-        IpAddr::V4(_) => 4,
-        IpAddr::V6(_) => 16,
-    }
 }

@@ -115,9 +115,13 @@ pub struct MpRemoveAddr {
     pub nonce: u32,
 }
 
-/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1).
+/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1): the MP_SEQ the
+/// confirmed option arrived with, then the option copied.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConfirmItem {
+    /// The MP_SEQ of the packet that carried the option; `None` when it
+    /// came without one (an older peer), then the option is echoed alone.
+    pub seq: Option<u64>,
     /// The confirmed sub-option (`subtype::PRIO`, `ADDADDR`, `REMOVEADDR`).
     pub kind: u8,
     /// Address id (ADDADDR/REMOVEADDR) or priority value (PRIO).
@@ -128,7 +132,22 @@ pub struct ConfirmItem {
 }
 
 impl ConfirmItem {
-    fn to_wire(self) -> Option<MpOption> {
+    /// The same option (whatever MP_SEQ it came with).
+    pub fn same_option(&self, other: &ConfirmItem) -> bool {
+        (self.kind, self.id, self.nonce, self.addr)
+            == (other.kind, other.id, other.nonce, other.addr)
+    }
+
+    /// Appends this confirmation's elements: MP_SEQ, then the option.
+    fn push_wire(self, out: &mut Vec<MpOption>) {
+        let Some(o) = self.option() else { return };
+        if let Some(s) = self.seq {
+            out.push(MpOption::Seq(s & crate::wire::SEQ_MASK));
+        }
+        out.push(o);
+    }
+
+    fn option(self) -> Option<MpOption> {
         Some(match self.kind {
             subtype::PRIO => MpOption::Prio(self.id),
             subtype::REMOVEADDR => MpOption::RemoveAddr {
@@ -148,32 +167,49 @@ impl ConfirmItem {
         })
     }
 
-    fn from_wire(o: &MpOption) -> Option<ConfirmItem> {
-        Some(match *o {
-            MpOption::Prio(p) => ConfirmItem {
-                kind: subtype::PRIO,
-                id: p,
-                ..Default::default()
-            },
-            MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
-                kind: subtype::REMOVEADDR,
-                id: addr_id,
-                nonce: nonce.unwrap_or(0),
-                addr: None,
-            },
-            MpOption::AddAddr {
-                addr_id,
-                nonce,
-                addr,
-                port,
-            } => ConfirmItem {
-                kind: subtype::ADDADDR,
-                id: addr_id,
-                nonce: nonce.unwrap_or(0),
-                addr: Some((addr, port)),
-            },
-            _ => return None,
-        })
+    /// Reads MP_CONFIRM's elements: each MP_SEQ pairs with the option
+    /// after it.
+    fn from_wire(items: &[MpOption], mut each: impl FnMut(ConfirmItem)) {
+        let mut seq = None;
+        for o in items {
+            let item = match *o {
+                MpOption::Seq(s) => {
+                    seq = Some(s);
+                    continue;
+                }
+                MpOption::Prio(p) => ConfirmItem {
+                    kind: subtype::PRIO,
+                    id: p,
+                    ..Default::default()
+                },
+                MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
+                    kind: subtype::REMOVEADDR,
+                    id: addr_id,
+                    nonce: nonce.unwrap_or(0),
+                    ..Default::default()
+                },
+                MpOption::AddAddr {
+                    addr_id,
+                    nonce,
+                    addr,
+                    port,
+                } => ConfirmItem {
+                    kind: subtype::ADDADDR,
+                    id: addr_id,
+                    nonce: nonce.unwrap_or(0),
+                    addr: Some((addr, port)),
+                    ..Default::default()
+                },
+                _ => {
+                    seq = None;
+                    continue;
+                }
+            };
+            each(ConfirmItem {
+                seq: seq.take(),
+                ..item
+            });
+        }
     }
 }
 
@@ -184,7 +220,13 @@ pub const MAX_CONFIRMS: usize = 4;
 pub struct MpOpts {
     pub key: Option<KeyOffer>,
     pub join: Option<MpJoin>,
+    /// MP_HMAC directly after MP_JOIN, or the lone MP_HMAC of a packet
+    /// without a protected option (a join's third packet; RFC 9897 §3.2.6).
     pub hmac: Option<[u8; 20]>,
+    /// MP_HMAC directly after MP_ADDADDR.
+    pub addaddr_hmac: Option<[u8; 20]>,
+    /// MP_HMAC directly after MP_REMOVEADDR.
+    pub removeaddr_hmac: Option<[u8; 20]>,
     pub seq: Option<u64>,
     pub rtt: Option<MpRtt>,
     pub addaddr: Option<MpAddAddr>,
@@ -210,6 +252,45 @@ impl MpOpts {
         } else {
             false
         }
+    }
+}
+
+/// RFC 9897 §3.2.6 while parsing: "an MP_HMAC MUST directly follow its
+/// associated multipath option"; one that follows nothing "MUST be
+/// ignored", unless it is the single MP_HMAC of a packet with no protected
+/// option (a join's third packet). Padding does not break adjacency
+/// (as [`crate::wire::mp::associate_hmacs`]).
+#[derive(Default)]
+struct HmacPlacement {
+    /// The protected sub-option (JOIN, ADDADDR, REMOVEADDR) just read.
+    after: Option<u8>,
+    strays: u8,
+    first_stray: Option<[u8; 20]>,
+}
+
+impl HmacPlacement {
+    /// Files MP_HMAC `h` under the option it follows.
+    fn place(&mut self, m: &mut MpOpts, h: [u8; 20]) {
+        match self.after.take() {
+            Some(subtype::JOIN) => m.hmac = Some(h),
+            Some(subtype::ADDADDR) => m.addaddr_hmac = Some(h),
+            Some(subtype::REMOVEADDR) => m.removeaddr_hmac = Some(h),
+            _ => {
+                self.strays = self.strays.saturating_add(1);
+                self.first_stray.get_or_insert(h);
+            }
+        }
+    }
+
+    /// After the last option: keeps a lone MP_HMAC, returns how many
+    /// strays were ignored.
+    fn finish(self, m: &mut MpOpts) -> u8 {
+        let protected = m.join.is_some() || m.addaddr.is_some() || m.removeaddr.is_some();
+        if self.strays == 1 && !protected {
+            m.hmac = self.first_stray;
+            return 0;
+        }
+        self.strays
     }
 }
 
@@ -323,24 +404,32 @@ impl<'a> Segment<'a> {
         let fixed = if s.short_seq { 12 } else { 16 } + s.ptype.subheader_len(s.short_seq);
         let area = data.get(fixed..hl).ok_or(WireError::BadDataOffset)?;
         let mut rules = OptionRules::new(s.ptype);
+        let mut hmacs = HmacPlacement::default();
         let walked = (|| {
             for o in OptionIter::new(area) {
                 let o = o?;
-                if rules.check(&o)? == OptionVerdict::Use {
-                    s.absorb(&o)?;
+                match rules.check(&o)? {
+                    OptionVerdict::Use => s.absorb(&o, &mut hmacs)?,
+                    OptionVerdict::Mandatory => hmacs.after = None,
+                    OptionVerdict::Skip => {}
                 }
             }
             rules.finish()
         })();
         s.option_error = walked.err();
-        s.ignored_opts = u8::try_from(rules.ignored).unwrap_or(u8::MAX);
+        let strays = hmacs.finish(&mut s.mp);
+        s.ignored_opts = u8::try_from(rules.ignored)
+            .unwrap_or(u8::MAX)
+            .saturating_add(strays);
         s.payload = &data[hl..];
         Ok(s)
     }
 
     /// Takes in one option that passed [`OptionRules`]; an error is an
     /// invalid option (RFC 4340 §5.8).
-    fn absorb(&mut self, o: &RawOption<'a>) -> Result<(), WireError> {
+    fn absorb(&mut self, o: &RawOption<'a>, hmacs: &mut HmacPlacement) -> Result<(), WireError> {
+        // Any option but an MP_HMAC ends the adjacency of the one before.
+        let after = hmacs.after.take();
         match o.kind {
             kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
                 let (feature, value) = match o.to_option()? {
@@ -374,7 +463,33 @@ impl<'a> Segment<'a> {
                 if let Some(seq) = o.mp_seq() {
                     self.mp.seq = Some(seq);
                 } else {
-                    absorb_mp(&mut self.mp, MpOption::parse(o.data)?);
+                    match MpOption::parse(o.data) {
+                        Ok(MpOption::Hmac(h)) => {
+                            hmacs.after = after;
+                            hmacs.place(&mut self.mp, h);
+                        }
+                        Ok(m) => {
+                            if matches!(
+                                m,
+                                MpOption::Join { .. }
+                                    | MpOption::AddAddr { .. }
+                                    | MpOption::RemoveAddr { .. }
+                            ) {
+                                hmacs.after = o.data.first().copied();
+                            }
+                            absorb_mp(&mut self.mp, m)
+                        }
+                        // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read
+                        // (a reserved key type, a bad length) offers no key
+                        // type to agree on. That is a fallback to plain
+                        // DCCP (or, on the third packet, a closed subflow),
+                        // not an Option Error: a key-less MP_KEY says so.
+                        Err(_) if o.data.first() == Some(&subtype::KEY) => {
+                            self.mp.key = Some(KeyOffer::default());
+                            self.bad_opts = self.bad_opts.saturating_add(1);
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
             // Not acted on, but a length Table 3 forbids is still an
@@ -486,7 +601,8 @@ fn absorb_mp(m: &mut MpOpts, o: MpOption) {
                 nonce,
             })
         }
-        MpOption::Hmac(h) => m.hmac = Some(h),
+        // Placed by `HmacPlacement` before this is reached.
+        MpOption::Hmac(_) => {}
         MpOption::Seq(s) => m.seq = Some(s),
         MpOption::Rtt {
             rtt_type,
@@ -521,11 +637,9 @@ fn absorb_mp(m: &mut MpOpts, o: MpOption) {
         MpOption::Prio(p) => m.prio = Some(p),
         MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
         MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
-        MpOption::Confirm(items) => {
-            for i in items.iter().filter_map(ConfirmItem::from_wire) {
-                m.push_confirm(i);
-            }
-        }
+        MpOption::Confirm(items) => ConfirmItem::from_wire(&items, |i| {
+            m.push_confirm(i);
+        }),
         MpOption::Exp(_) => {}
     }
 }
@@ -541,6 +655,8 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         let keys = k.keys.clone();
         put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
     }
+    // RFC 9897 §3.2.6: each MP_HMAC directly after the option it
+    // protects; `hmac` alone (a join's third packet) where it stands.
     if let Some(j) = m.join {
         put(
             MpOption::Join {
@@ -577,6 +693,9 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
             },
             &mut p,
         )?;
+        if let Some(h) = m.addaddr_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
     }
     if let Some(r) = m.removeaddr {
         put(
@@ -586,6 +705,9 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
             },
             &mut p,
         )?;
+        if let Some(h) = m.removeaddr_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
     }
     if let Some(pr) = m.prio {
         put(MpOption::Prio(pr), &mut p)?;
@@ -607,7 +729,10 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         )?;
     }
     if m.n_confirms > 0 {
-        let items = m.confirms().iter().filter_map(|c| c.to_wire()).collect();
+        let mut items = Vec::with_capacity(2 * m.confirms().len());
+        for c in m.confirms() {
+            c.push_wire(&mut items);
+        }
         put(MpOption::Confirm(items), &mut p)?;
     }
     Some(p)
@@ -623,6 +748,7 @@ pub fn path_ips(local: Option<SocketAddr>, remote: Option<SocketAddr>) -> (IpAdd
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::mp::subtype as mp_sub;
 
     fn v4() -> (IpAddr, IpAddr) {
         ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
@@ -641,7 +767,7 @@ mod tests {
             cells: av.to_vec(),
         });
         s.mp.seq = Some((1 << 48) - 1);
-        s.mp.hmac = Some([7; 20]);
+        s.mp.addaddr_hmac = Some([7; 20]);
         s.mp.key = Some(KeyOffer::plain(0xdead_beef, [1; 8], Some([2; 8])));
         s.mp.addaddr = Some(MpAddAddr {
             addr_id: 3,
@@ -655,6 +781,7 @@ mod tests {
             ..ConfirmItem::default()
         });
         s.mp.push_confirm(ConfirmItem {
+            seq: Some(0x1234_5678_9abc),
             kind: subtype::ADDADDR,
             id: 4,
             nonce: 77,
@@ -779,6 +906,15 @@ mod tests {
             err(&[kind::MULTIPATH, 5, 1, 0, 0]),
             Some(WireError::BadMpOption { .. })
         ));
+        // RFC 9897 §3.6: an MP_KEY with a reserved key type (7) is no
+        // Option Error but an offer of no usable key (fallback).
+        let raw = ack_with(&[kind::MULTIPATH, 9, mp_sub::KEY, 0, 0, 0, 0, 1, 7]);
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!(p.option_error, None);
+        assert_eq!(
+            (p.mp.key.as_ref().map(KeyOffer::plain_key), p.bad_opts),
+            (Some(None), 1)
+        );
         // Mandatory before an understood option, unknown options alone:
         // fine (§5.8: unknown options are ignored).
         assert_eq!(err(&[kind::MANDATORY, kind::SLOW_RECEIVER]), None);
@@ -791,6 +927,49 @@ mod tests {
         ] {
             assert_eq!(err(opts).and_then(WireError::reset_code), Some(code));
         }
+    }
+
+    #[test]
+    fn each_mp_hmac_belongs_to_the_option_it_directly_follows() {
+        let bytes = |opts: &[MpOption]| {
+            let mut b = Vec::new();
+            for o in opts {
+                let mut buf = [0u8; 64];
+                let n = DccpOption::Multipath(o.clone()).emit(&mut buf).unwrap();
+                b.extend_from_slice(&buf[..n]);
+            }
+            ack_with(&b)
+        };
+        let add = MpOption::AddAddr {
+            addr_id: 3,
+            nonce: Some(9),
+            addr: "192.0.2.1".parse().unwrap(),
+            port: None,
+        };
+        let rem = MpOption::RemoveAddr {
+            addr_id: 4,
+            nonce: Some(8),
+        };
+        let (ta, tr) = (MpOption::Hmac([1; 20]), MpOption::Hmac([2; 20]));
+        // RFC 9897 §3.2.6: one tag per protected option, in order.
+        let raw = bytes(&[add.clone(), ta.clone(), rem.clone(), tr.clone()]);
+        let p = Segment::parse(&raw, None).unwrap();
+        let tags = (p.mp.addaddr_hmac, p.mp.removeaddr_hmac, p.mp.hmac);
+        assert_eq!(tags, (Some([1; 20]), Some([2; 20]), None));
+        assert_eq!(p.ignored_opts, 0);
+        // Before its option, or after another option: ignored, counted.
+        let raw = bytes(&[ta.clone(), add.clone(), MpOption::Seq(5), tr.clone()]);
+        let p = Segment::parse(&raw, None).unwrap();
+        let tags = (p.mp.addaddr_hmac, p.mp.removeaddr_hmac, p.mp.hmac);
+        assert_eq!((tags, p.ignored_opts), ((None, None, None), 2));
+        // The single MP_HMAC of a packet with no protected option is kept
+        // (a join's third packet); two such are both ignored.
+        let raw = bytes(&[MpOption::Seq(5), ta.clone()]);
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!(p.mp.hmac, Some([1; 20]));
+        let raw = bytes(&[ta, tr]);
+        let p = Segment::parse(&raw, None).unwrap();
+        assert_eq!((p.mp.hmac, p.ignored_opts), (None, 2));
     }
 
     #[test]

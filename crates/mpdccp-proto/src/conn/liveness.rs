@@ -192,6 +192,9 @@ impl Connection {
     pub(super) fn handle_close_key(&mut self, seg: &Segment<'_>) {
         if let Some(k) = seg.mp.close {
             if k == self.local_key {
+                // §3.2.11: "When a DCCP-CloseReq is used, the following
+                // DCCP-Close MUST also carry the MP_CLOSE".
+                self.closing_mp = self.mp == Some(true);
                 if !matches!(self.state, ConnState::Closing | ConnState::Closed) {
                     self.close_reason = Some("closed by peer".into());
                     self.state = ConnState::Closing;

@@ -218,6 +218,9 @@ pub struct Connection {
     plain_rx_seq: u64,
     adverts: Vec<Advert>,
     remote_addrs: BTreeMap<u8, SocketAddr>,
+    /// Highest MP_SEQ of the peer's MP_ADDADDR/MP_REMOVEADDR per Address
+    /// ID, the dataset of RFC 9897 §3.2.1 (outdated options are not acted on).
+    addr_option_seq: BTreeMap<u8, u64>,
     /// We sent MP_CLOSE (graceful) — peers' subflows close with it.
     closing_mp: bool,
     close_reason: Option<String>,
@@ -301,6 +304,7 @@ impl Connection {
             plain_rx_seq: 0,
             adverts: Vec::new(),
             remote_addrs: BTreeMap::new(),
+            addr_option_seq: BTreeMap::new(),
             closing_mp: false,
             close_reason: None,
             closed_event_sent: false,

@@ -152,10 +152,14 @@ impl Connection {
             sf.on_peer_rtt(&r);
         }
         if let Some(p) = m.prio {
-            if sf.on_peer_prio(p) {
-                let path = sf.id();
-                self.events
-                    .push_back(Event::PriorityChanged { path, priority: p });
+            match sf.on_peer_prio(p, m.seq) {
+                Some(true) => {
+                    let path = sf.id();
+                    self.events
+                        .push_back(Event::PriorityChanged { path, priority: p });
+                }
+                Some(false) => {}
+                None => self.stats.mp_option_outdated += 1,
             }
         }
         for c in m.confirms() {
@@ -264,8 +268,10 @@ impl Connection {
             if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
                 self.close_reason = Some("fast close by peer".into());
                 self.discard_queue();
+                // §3.2.3: "Host B will send a DCCP-Reset packet response
+                // on all subflows to Host A with Reset Code 13".
                 for sf in &mut self.paths {
-                    if sf.abort() {
+                    if sf.answer_fast_close() {
                         self.events.push_back(Event::PathClosed(sf.id()));
                     }
                 }

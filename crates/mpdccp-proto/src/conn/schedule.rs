@@ -203,6 +203,7 @@ impl Connection {
             mp_rtt_interval: c.mp_rtt_interval,
             mp_option_rto: c.mp_option_rto,
             mp_option_max_tries: c.mp_option_max_tries,
+            last_mp_seq: self.next_mp_seq.wrapping_sub(1),
         }
     }
 
@@ -271,6 +272,9 @@ impl Connection {
         if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
             let rto = self.paths[i].option_rto(self.config.mp_option_rto);
             self.adverts[ai].attach(now, rto, &k, &mut seg);
+            // RFC 9897 §3.2.1: with MP_SEQ, the highest one assigned (a
+            // pure Ack numbers no data).
+            seg.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
         }
         let sf = &mut self.paths[i];
         sf.on_ack_sent();

@@ -46,6 +46,14 @@ pub struct ConnStats {
     pub bad_close_key: u64,
     pub addaddr_bad_hmac: u64,
     pub removeaddr_bad_hmac: u64,
+    /// Authenticated MP_ADDADDR ignored as RFC 9897 §3.2.8 demands: a
+    /// broadcast/multicast/unspecified address, or a known Address ID
+    /// with another IP.
+    pub addaddr_ignored: u64,
+    /// MP_ADDADDR / MP_REMOVEADDR / MP_PRIO older (lower MP_SEQ) than one
+    /// already received for the same dataset (RFC 9897 §3.2.1): confirmed,
+    /// not acted on.
+    pub mp_option_outdated: u64,
     /// MP option retransmissions that were never confirmed.
     pub mp_option_unconfirmed: u64,
     /// Multipath requested but the peer answered as plain DCCP.

@@ -34,6 +34,8 @@ pub(crate) struct EmitCtx {
     pub mp_rtt_interval: Duration,
     pub mp_option_rto: Duration,
     pub mp_option_max_tries: u32,
+    /// The highest MP_SEQ assigned so far (the IDSN - 1 before the first).
+    pub last_mp_seq: u64,
 }
 
 impl EmitCtx {
@@ -113,7 +115,8 @@ impl Subflow {
         if let Some(code) = self.pend.reset.take() {
             let mut s = self.segment(PacketType::Reset);
             s.reset_code = code;
-            if code == ResetCode::MpFastClose {
+            let bare = std::mem::take(&mut self.pend.reset_bare);
+            if code == ResetCode::MpFastClose && !bare {
                 s.mp.fast_close = ctx.remote_key;
             }
             return Some(s);
@@ -313,14 +316,17 @@ impl Subflow {
         }
         let mut prio_given_up = false;
         if ctx.mp_on {
-            for c in self.pend.confirms.drain(..) {
-                if !s.mp.push_confirm(c) {
-                    break;
-                }
+            // The rest wait for the next packet (most recent first).
+            let n = self.pend.confirms.len().min(codec::MAX_CONFIRMS);
+            for c in self.pend.confirms.drain(..n) {
+                s.mp.push_confirm(c);
             }
             if prio_due {
                 s.mp.prio = self.pend.prio;
                 prio_given_up = self.prio_sent(now, ctx);
+                // RFC 9897 §3.2.1: MP_PRIO goes with MP_SEQ; a pure Ack
+                // repeats the highest one assigned (it numbers no data).
+                s.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
             }
         }
         AckSegment {

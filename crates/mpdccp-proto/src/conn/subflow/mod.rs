@@ -66,6 +66,8 @@ pub(crate) struct PendingCtrl {
     pub close: bool,
     pub closereq: bool,
     pub reset: Option<ResetCode>,
+    /// The Reset answers the peer's MP_FAST_CLOSE: sent without one.
+    pub reset_bare: bool,
     /// MP_PRIO to (re)send until confirmed.
     pub prio: Option<u8>,
     /// The MP_PRIO retransmission timer fired: resend with the next packet.
@@ -157,6 +159,8 @@ pub(crate) struct Subflow {
     local_addr_id: u8,
     remote_addr_id: u8,
     priority: u8,
+    /// Highest MP_SEQ of the peer's MP_PRIO on this subflow (§3.2.1).
+    peer_prio_seq: Option<u64>,
     last_mp_rtt_sent: Option<Instant>,
     peer_rtt: Option<Duration>,
     /// Highest MP_SEQ received on this path, for the reorderer.
@@ -212,6 +216,7 @@ impl Subflow {
         Subflow {
             id,
             priority: cfg.priority,
+            peer_prio_seq: None,
             cfg,
             state: SubState::Closed,
             initiator: false,

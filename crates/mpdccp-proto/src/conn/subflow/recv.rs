@@ -168,6 +168,20 @@ impl Subflow {
         true
     }
 
+    /// The peer's fast close (RFC 9897 §3.2.3): closed at once, with one
+    /// Reset (code 13, no MP_FAST_CLOSE of ours) owed to a peer that knows
+    /// us. True when the subflow was not closed yet.
+    pub(crate) fn answer_fast_close(&mut self) -> bool {
+        if !self.abort() {
+            return false;
+        }
+        if self.have_isr {
+            self.pend.reset = Some(ResetCode::MpFastClose);
+            self.pend.reset_bare = true;
+        }
+        true
+    }
+
     /// Our fast close: Reset with MP_FAST_CLOSE to a peer that knows us,
     /// and nothing else any more (RFC 9897 §3.2.3).
     pub(crate) fn fast_close(&mut self) {
@@ -372,19 +386,23 @@ impl Subflow {
     }
 
     /// MP_PRIO from the peer: confirmed at once. True when it changed.
-    pub(crate) fn on_peer_prio(&mut self, p: u8) -> bool {
-        let changed = self.priority != p;
-        self.priority = p;
-        let item = ConfirmItem {
+    /// `None` when it is outdated (RFC 9897 §3.2.1: an earlier MP_PRIO
+    /// on this subflow, its dataset, had a higher MP_SEQ): confirmed, not
+    /// applied. Otherwise whether the priority changed.
+    pub(crate) fn on_peer_prio(&mut self, p: u8, seq: Option<u64>) -> Option<bool> {
+        let outdated = crate::conn::seq::outdated_in_dataset(&mut self.peer_prio_seq, seq);
+        let changed = !outdated && self.priority != p;
+        if !outdated {
+            self.priority = p;
+        }
+        self.owe_confirm(ConfirmItem {
+            seq,
             kind: crate::wire::mp::subtype::PRIO,
             id: p,
             ..ConfirmItem::default()
-        };
-        if !self.pend.confirms.contains(&item) {
-            self.owe_confirm(item);
-        }
+        });
         self.ack_now = true;
-        changed
+        (!outdated).then_some(changed)
     }
 
     /// The peer confirmed our MP_PRIO `p`: no more retransmissions.
@@ -398,10 +416,12 @@ impl Subflow {
 
     /// MP_CONFIRM `item` with the next Ack (bounded: a flood of options
     /// owes no more than a few packets' worth).
+    /// RFC 9897 §3.2.1: "with the most recent suboption received listed
+    /// first"; a repeated option is confirmed once, with its latest MP_SEQ.
     pub(crate) fn owe_confirm(&mut self, item: ConfirmItem) {
-        if self.pend.confirms.len() < MAX_CONFIRMS_OWED {
-            self.pend.confirms.push(item);
-        }
+        self.pend.confirms.retain(|c| !c.same_option(&item));
+        self.pend.confirms.insert(0, item);
+        self.pend.confirms.truncate(MAX_CONFIRMS_OWED);
     }
 
     /// Sets our priority of the path, and with `tell` sends MP_PRIO until

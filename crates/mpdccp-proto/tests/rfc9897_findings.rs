@@ -1,0 +1,477 @@
+//! Connection-level RFC 9897 findings (docs/rfc9897/FINDINGS.md F3–F9,
+//! F12), each checked on the bytes a live session puts on the wire or on
+//! what a connection does with a packet built here.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{emit, inject};
+use mpdccp_proto::conn::codec::{MpAddAddr, ResetCode, Segment};
+use mpdccp_proto::conn::keys::{self, ConnKeys};
+use mpdccp_proto::conn::{Event, PacketType};
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::wire::mp::subtype as mp;
+use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
+use mpdccp_proto::PathId;
+
+fn two_paths(seed: u64) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![
+            LinkSpec {
+                delay: Duration::from_millis(10),
+                ..Default::default()
+            },
+            LinkSpec {
+                delay: Duration::from_millis(20),
+                ..Default::default()
+            },
+        ],
+        seed,
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_paths(2, Duration::from_millis(300));
+    assert_eq!(h.server.paths().len(), 2);
+    h
+}
+
+fn mp_options(bytes: &[u8]) -> Vec<MpOption> {
+    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter_map(|o| match o {
+            DccpOption::Multipath(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The plain key `side` sent in its first MP_KEY.
+fn key_of(h: &Harness, side: Side) -> [u8; 8] {
+    h.wire
+        .iter()
+        .filter(|w| w.from == side)
+        .find_map(|w| {
+            mp_options(&w.bytes).into_iter().find_map(|o| match o {
+                MpOption::Key { keys, .. } => keys[0].data.as_slice().try_into().ok(),
+                _ => None,
+            })
+        })
+        .expect("MP_KEY on the wire")
+}
+
+/// F12, §3.2.11: "When a DCCP-CloseReq is used, the following DCCP-Close
+/// MUST also carry the MP_CLOSE" — the client's Close on both subflows
+/// answers the server's CloseReq with MP_CLOSE and the server's key.
+#[test]
+fn f12_the_close_answering_a_closereq_carries_mp_close() {
+    let mut h = two_paths(11);
+    let server_key = key_of(&h, Side::Server);
+    let mark = h.wire.len();
+    let now = h.now;
+    h.server.close(now);
+    h.drive_for(Duration::from_secs(3));
+    let mut closes = [0u32; 2];
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Client) {
+        if inspect::packet_type(&w.bytes) != Some(PacketType::Close) {
+            continue;
+        }
+        let r = inspect::find_mp_suboption(&w.bytes, mp::CLOSE).expect("MP_CLOSE in the Close");
+        assert_eq!(w.bytes[r], server_key);
+        closes[w.path.0 as usize] += 1;
+    }
+    assert!(
+        closes.iter().all(|&n| n >= 1),
+        "a Close per subflow: {closes:?}"
+    );
+}
+
+/// F9, §3.2.3: "Host B will send a DCCP-Reset packet response on all
+/// subflows to Host A with Reset Code 13" — without MP_FAST_CLOSE of its
+/// own (the connection is gone; the peer's key ended it).
+#[test]
+fn f9_a_fast_close_is_answered_with_reset_13_on_every_subflow() {
+    let mut h = two_paths(12);
+    let mark = h.wire.len();
+    let now = h.now;
+    h.client.fast_close(now);
+    h.drive_for(Duration::from_secs(1));
+    assert!(h.server.is_closed(), "the fast close ends the server side");
+    let mut answered = [0u32; 2];
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Server) {
+        let s = Segment::parse(&w.bytes, None).expect("our own packet");
+        assert_eq!(s.ptype, PacketType::Reset, "nothing but the Reset");
+        assert_eq!(s.reset_code, ResetCode::MpFastClose);
+        assert_eq!(s.mp.fast_close, None, "no MP_FAST_CLOSE in the answer");
+        answered[w.path.0 as usize] += 1;
+    }
+    assert_eq!(answered, [1, 1], "one Reset (code 13) per subflow");
+}
+
+/// The keys as the client holds them (it signs with `d_key_local`).
+fn client_keys(h: &Harness) -> ConnKeys {
+    ConnKeys {
+        local: key_of(h, Side::Client),
+        remote: key_of(h, Side::Server),
+    }
+}
+
+/// MP_ADDADDR signed as the client signs (HMAC over the RFC 9897 §3.2.6
+/// message, built by the wire layer).
+fn signed_addaddr(k: &ConnKeys, id: u8, nonce: u32, addr: SocketAddr) -> (MpAddAddr, [u8; 20]) {
+    let a = MpAddAddr {
+        addr_id: id,
+        nonce,
+        ip: addr.ip(),
+        port: (addr.port() != 0).then_some(addr.port()),
+    };
+    let msg = MpOption::AddAddr {
+        addr_id: id,
+        nonce: Some(nonce),
+        addr: addr.ip(),
+        port: a.port,
+    }
+    .hmac_message()
+    .expect("ADDADDR has a message");
+    (a, keys::hmac20(&k.d_key_local(), &[&msg]))
+}
+
+fn address_events(h: &Harness, side: Side) -> Vec<(u8, SocketAddr)> {
+    h.events(side)
+        .iter()
+        .filter_map(|e| match e {
+            Event::AddressAdded { id, addr } => Some((*id, *addr)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// F5, §3.2.6 / §3.2.8: "If the port number is not present … the HMAC
+/// message will include 2 bytes of value zero" — the MP_HMAC of a
+/// port-less MP_ADDADDR equals HMAC(d-keyA, ID‖Nonce‖Address‖0x0000),
+/// and the peer accepts it.
+#[test]
+fn f5_a_portless_addaddr_is_signed_with_two_zero_port_bytes() {
+    let mut h = two_paths(13);
+    let k = client_keys(&h);
+    let mark = h.wire.len();
+    let now = h.now;
+    let addr: SocketAddr = "192.0.2.20:0".parse().unwrap();
+    let id = h.client.advertise_address(now, addr).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    let sent = h.wire[mark..]
+        .iter()
+        .filter(|w| w.from == Side::Client)
+        .map(|w| mp_options(&w.bytes))
+        .find(|o| o.iter().any(|o| matches!(o, MpOption::AddAddr { .. })))
+        .expect("MP_ADDADDR sent");
+    let (MpOption::AddAddr { nonce, port, .. }, Some(MpOption::Hmac(tag))) = (
+        sent.iter()
+            .find(|o| matches!(o, MpOption::AddAddr { .. }))
+            .unwrap(),
+        sent.iter().find(|o| matches!(o, MpOption::Hmac(_))),
+    ) else {
+        panic!("MP_ADDADDR with MP_HMAC: {sent:?}")
+    };
+    assert_eq!(*port, None, "no port on the wire");
+    let (_, want) = signed_addaddr(&k, id, nonce.unwrap(), addr);
+    assert_eq!(*tag, want);
+    assert_eq!(address_events(&h, Side::Server), vec![(id, addr)]);
+}
+
+/// F7, §3.2.8: "The advertisement of broadcast or multicast IP addresses
+/// MUST be ignored by the recipient" — even with a valid MP_HMAC.
+#[test]
+fn f7_broadcast_and_multicast_adverts_are_ignored() {
+    let mut h = two_paths(14);
+    for bad in ["224.1.2.3:5000", "255.255.255.255:5000", "[ff02::1]:5000"] {
+        let now = h.now;
+        h.client
+            .advertise_address(now, bad.parse().unwrap())
+            .unwrap();
+        h.drive_for(Duration::from_millis(200));
+    }
+    let good: SocketAddr = "192.0.2.30:5000".parse().unwrap();
+    let now = h.now;
+    let id = h.client.advertise_address(now, good).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    assert_eq!(h.server.remote_addresses(), vec![(id, good)]);
+    assert_eq!(address_events(&h, Side::Server), vec![(id, good)]);
+    assert!(h.server.stats().addaddr_ignored >= 3);
+}
+
+/// F8, §3.2.8: "The receiver MUST silently ignore the MP_ADDADDR if the IP
+/// Address is not the same as that previously assigned to this Address
+/// ID"; the same IP with another port updates the port.
+#[test]
+fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
+    let mut h = two_paths(15);
+    let k = client_keys(&h);
+    let first: SocketAddr = "192.0.2.40:7000".parse().unwrap();
+    let now = h.now;
+    let id = h.client.advertise_address(now, first).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    assert_eq!(h.server.remote_addresses(), vec![(id, first)]);
+    // The same id for another IP (validly signed): ignored, counted.
+    let other = addaddr(id, 0x5151, "198.51.100.7:7000");
+    let tag = MpOption::Hmac(client_tag(&k, &other));
+    let pkt = client_ack_with(&h, 0, 1, &[other, tag]);
+    let ignored = h.server.stats().addaddr_ignored;
+    inject(&mut h, Side::Server, 0, &pkt);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(h.server.remote_addresses(), vec![(id, first)]);
+    assert_eq!(h.server.stats().addaddr_ignored, ignored + 1);
+    // The same IP with a new port: allowed, the port is updated.
+    let moved: SocketAddr = "192.0.2.40:7001".parse().unwrap();
+    let again = addaddr(id, 0x5252, "192.0.2.40:7001");
+    let tag = MpOption::Hmac(client_tag(&k, &again));
+    let pkt = client_ack_with(&h, 0, 2, &[again, tag]);
+    inject(&mut h, Side::Server, 0, &pkt);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(h.server.remote_addresses(), vec![(id, moved)]);
+    assert_eq!(address_events(&h, Side::Server).last(), Some(&(id, moved)));
+}
+
+/// A pure Ack from the client on `path`, `k` after its last packet there,
+/// carrying the MP options `opts` in this order (bytes by the wire layer,
+/// not the connection's codec).
+fn client_ack_with(h: &Harness, path: usize, k: u64, opts: &[MpOption]) -> Vec<u8> {
+    let last = |from: Side| {
+        let w = h
+            .wire
+            .iter()
+            .rev()
+            .find(|w| w.from == from && w.path == PathId(path as u32))
+            .expect("traffic on the path");
+        Segment::parse(&w.bytes, None).expect("genuine").seq
+    };
+    let mut s = Segment::new(PacketType::Ack, last(Side::Client) + k);
+    s.ack = Some(last(Side::Server));
+    let mut b = emit(&s, path, Side::Client);
+    let mut area = Vec::new();
+    for o in opts {
+        let mut buf = [0u8; 256];
+        let n = DccpOption::Multipath(o.clone()).emit(&mut buf).unwrap();
+        area.extend_from_slice(&buf[..n]);
+    }
+    area.resize(area.len().div_ceil(4) * 4, 0);
+    let hl = b[4] as usize * 4;
+    b[4] += (area.len() / 4) as u8;
+    b.splice(hl..hl, area);
+    let (src, dst) = common::addrs(path, Side::Client);
+    inspect::fix_checksum(&mut b, src.ip(), dst.ip());
+    b
+}
+
+fn priority_events(h: &Harness, side: Side, path: PathId) -> Vec<u8> {
+    h.events(side)
+        .iter()
+        .filter_map(|e| match e {
+            Event::PriorityChanged { path: p, priority } if *p == path => Some(*priority),
+            _ => None,
+        })
+        .collect()
+}
+
+/// F3, §3.2.1: the options MP_CONFIRM confirms (MP_ADDADDR,
+/// MP_REMOVEADDR, MP_PRIO) "MUST be sent in a DCCP datagram with MP_SEQ",
+/// also on a pure Ack; the receiver treats an option with a lower MP_SEQ
+/// than one before it in the same dataset (here MP_PRIO on one subflow)
+/// as outdated.
+#[test]
+fn f3_confirmable_options_travel_with_mp_seq_and_outdated_ones_are_not_applied() {
+    let mut h = two_paths(16);
+    let mark = h.wire.len();
+    let now = h.now;
+    let addr: SocketAddr = "192.0.2.50:6000".parse().unwrap();
+    let id = h.client.advertise_address(now, addr).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    let now = h.now;
+    h.client.withdraw_address(now, id).unwrap();
+    h.client.set_priority(now, PathId(1), 3);
+    h.drive_for(Duration::from_millis(300));
+    let mut seen = [0u32; 3];
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Client) {
+        let opts = mp_options(&w.bytes);
+        let kinds: Vec<usize> = opts
+            .iter()
+            .filter_map(|o| match o {
+                MpOption::AddAddr { .. } => Some(0),
+                MpOption::RemoveAddr { .. } => Some(1),
+                MpOption::Prio(_) => Some(2),
+                _ => None,
+            })
+            .collect();
+        if kinds.is_empty() {
+            continue;
+        }
+        let seqs = opts
+            .iter()
+            .filter(|o| matches!(o, MpOption::Seq(_)))
+            .count();
+        assert_eq!(seqs, 1, "one MP_SEQ with {opts:?}");
+        for k in kinds {
+            seen[k] += 1;
+        }
+    }
+    assert!(seen.iter().all(|&n| n >= 1), "each option sent: {seen:?}");
+    // Receiver: MP_PRIO 5 numbered 1005, then a late MP_PRIO 1 numbered
+    // 1000 on the same subflow: the late one is outdated.
+    let newer = client_ack_with(&h, 0, 1, &[MpOption::Seq(1005), MpOption::Prio(5)]);
+    let older = client_ack_with(&h, 0, 2, &[MpOption::Seq(1000), MpOption::Prio(1)]);
+    inject(&mut h, Side::Server, 0, &newer);
+    inject(&mut h, Side::Server, 0, &older);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(priority_events(&h, Side::Server, PathId(0)), vec![5]);
+}
+
+/// MP_HMAC as the client computes it for `o` (message by the wire layer).
+fn client_tag(k: &ConnKeys, o: &MpOption) -> [u8; 20] {
+    keys::hmac20(&k.d_key_local(), &[&o.hmac_message().expect("protected")])
+}
+
+fn addaddr(id: u8, nonce: u32, addr: &str) -> MpOption {
+    let a: SocketAddr = addr.parse().unwrap();
+    MpOption::AddAddr {
+        addr_id: id,
+        nonce: Some(nonce),
+        addr: a.ip(),
+        port: Some(a.port()),
+    }
+}
+
+/// F4, §3.2.1: each confirmation is "the associated MP_SEQ received"
+/// followed by the option, "with the most recent suboption received
+/// listed first".
+#[test]
+fn f4_mp_confirm_echoes_mp_seq_most_recent_first() {
+    let mut h = two_paths(17);
+    let k = client_keys(&h);
+    let first = addaddr(60, 0x6060, "192.0.2.60:6060");
+    let second = addaddr(61, 0x6161, "192.0.2.61:6061");
+    let pkt = |h: &Harness, n: u64, seq: u64, o: &MpOption| {
+        let tag = client_tag(&k, o);
+        client_ack_with(
+            h,
+            0,
+            n,
+            &[MpOption::Seq(seq), o.clone(), MpOption::Hmac(tag)],
+        )
+    };
+    let (a, b) = (pkt(&h, 1, 2000, &first), pkt(&h, 2, 2001, &second));
+    let mark = h.wire.len();
+    inject(&mut h, Side::Server, 0, &a);
+    inject(&mut h, Side::Server, 0, &b);
+    h.drive_for(Duration::from_millis(50));
+    assert_eq!(h.server.remote_addresses().len(), 2, "both accepted");
+    let confirm = h.wire[mark..]
+        .iter()
+        .filter(|w| w.from == Side::Server && w.path == PathId(0))
+        .find_map(|w| {
+            mp_options(&w.bytes).into_iter().find_map(|o| match o {
+                MpOption::Confirm(items) => Some(items),
+                _ => None,
+            })
+        })
+        .expect("MP_CONFIRM sent");
+    assert_eq!(
+        confirm,
+        vec![MpOption::Seq(2001), second, MpOption::Seq(2000), first]
+    );
+}
+
+/// The DCCP options of `bytes` in wire order, without Padding.
+fn options_in_order(bytes: &[u8]) -> Vec<DccpOption> {
+    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter(|o| !matches!(o, DccpOption::Padding))
+        .collect()
+}
+
+/// F6, §3.2.6: "an MP_HMAC MUST directly follow its associated multipath
+/// option"; validation follows "the sending sequence", and an MP_HMAC that
+/// follows nothing "MUST be ignored".
+#[test]
+fn f6_each_mp_hmac_directly_follows_the_option_it_protects() {
+    let mut h = two_paths(18);
+    let k = client_keys(&h);
+    let mark = h.wire.len();
+    let now = h.now;
+    let id = h
+        .client
+        .advertise_address(now, "192.0.2.80:8080".parse().unwrap())
+        .unwrap();
+    h.drive_for(Duration::from_millis(300));
+    let now = h.now;
+    h.client.withdraw_address(now, id).unwrap();
+    h.drive_for(Duration::from_millis(300));
+    // Sender: MP_HMAC right after MP_ADDADDR and after MP_REMOVEADDR.
+    let mut protected = 0;
+    for w in h.wire[mark..].iter().filter(|w| w.from == Side::Client) {
+        let opts = options_in_order(&w.bytes);
+        for (n, o) in opts.iter().enumerate() {
+            if matches!(
+                o,
+                DccpOption::Multipath(MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. })
+            ) {
+                protected += 1;
+                assert!(
+                    matches!(
+                        opts.get(n + 1),
+                        Some(DccpOption::Multipath(MpOption::Hmac(_)))
+                    ),
+                    "MP_HMAC directly after {o:?}: {opts:?}"
+                );
+            }
+        }
+    }
+    assert!(protected >= 2, "{protected} protected options sent");
+    // Receiver: two protected options, each with its own tag, both count.
+    let add = addaddr(90, 0x9090, "192.0.2.90:9090");
+    let rem = MpOption::RemoveAddr {
+        addr_id: 91,
+        nonce: Some(0x9191),
+    };
+    let both = client_ack_with(
+        &h,
+        0,
+        1,
+        &[
+            MpOption::Seq(3000),
+            add.clone(),
+            MpOption::Hmac(client_tag(&k, &add)),
+            rem.clone(),
+            MpOption::Hmac(client_tag(&k, &rem)),
+        ],
+    );
+    let s0 = h.server.stats();
+    inject(&mut h, Side::Server, 0, &both);
+    h.drive_for(Duration::from_millis(20));
+    let s1 = h.server.stats();
+    assert_eq!(
+        s1.addaddr_bad_hmac, s0.addaddr_bad_hmac,
+        "ADDADDR's own tag"
+    );
+    assert_eq!(s1.removeaddr_bad_hmac, s0.removeaddr_bad_hmac);
+    assert!(h.server.remote_addresses().iter().any(|(i, _)| *i == 90));
+    // A valid tag that does not directly follow its option is ignored:
+    // the MP_ADDADDR counts as unauthenticated.
+    let late = addaddr(92, 0x9292, "192.0.2.92:9292");
+    let stray = client_ack_with(
+        &h,
+        0,
+        2,
+        &[
+            MpOption::Hmac(client_tag(&k, &late)),
+            MpOption::Seq(3001),
+            late,
+        ],
+    );
+    inject(&mut h, Side::Server, 0, &stray);
+    h.drive_for(Duration::from_millis(20));
+    assert_eq!(h.server.stats().addaddr_bad_hmac, s1.addaddr_bad_hmac + 1);
+    assert!(!h.server.remote_addresses().iter().any(|(i, _)| *i == 92));
+}
