@@ -7,40 +7,11 @@ use std::time::Duration;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
-use mpdccp_proto::wire::{DccpOption, DccpRepr, KeyType, MpOption};
+use mpdccp_proto::wire::{KeyType, MpOption};
 use mpdccp_proto::PathId;
 
-fn two_paths(seed: u64) -> Harness {
-    let mut h = Harness::new(HarnessConfig {
-        paths: vec![
-            LinkSpec {
-                delay: Duration::from_millis(10),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(20),
-                ..Default::default()
-            },
-        ],
-        seed,
-        ..Default::default()
-    });
-    h.record = true;
-    h.open_paths(2, Duration::from_millis(300));
-    assert_eq!(h.server.paths().len(), 2);
-    h
-}
-
-fn mp_options(bytes: &[u8]) -> Vec<MpOption> {
-    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
-    repr.options
-        .into_iter()
-        .filter_map(|o| match o {
-            DccpOption::Multipath(m) => Some(m),
-            _ => None,
-        })
-        .collect()
-}
+mod common;
+use common::{mp_options, two_paths};
 
 fn exchange(h: &mut Harness, n: u32) {
     for k in 0..n {

@@ -7,46 +7,14 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{emit, inject};
+use common::{emit, inject, mp_options, two_paths};
 use mpdccp_proto::conn::codec::{MpAddAddr, ResetCode, Segment};
 use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
-use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::{inspect, Harness, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
 use mpdccp_proto::PathId;
-
-fn two_paths(seed: u64) -> Harness {
-    let mut h = Harness::new(HarnessConfig {
-        paths: vec![
-            LinkSpec {
-                delay: Duration::from_millis(10),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(20),
-                ..Default::default()
-            },
-        ],
-        seed,
-        ..Default::default()
-    });
-    h.record = true;
-    h.open_paths(2, Duration::from_millis(300));
-    assert_eq!(h.server.paths().len(), 2);
-    h
-}
-
-fn mp_options(bytes: &[u8]) -> Vec<MpOption> {
-    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
-    repr.options
-        .into_iter()
-        .filter_map(|o| match o {
-            DccpOption::Multipath(m) => Some(m),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The plain key `side` sent in its first MP_KEY.
 fn key_of(h: &Harness, side: Side) -> [u8; 8] {

@@ -6,13 +6,11 @@
 //! is the host that initiated the connection. MP_HMAC values are
 //! HMAC-SHA256 truncated to the leftmost 160 bits (20 bytes).
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// Length of MP_HMAC on the wire.
-pub const HMAC_LEN: usize = 20;
+// One HMAC-20 for every profile: the wire layer's (the connection builds on
+// it; the reference profiles' derivations live beside it).
+pub use crate::wire::mp::HMAC_LEN;
+use crate::wire::profile_keys::concat;
+pub use crate::wire::profile_keys::{hmac20, hmac20_matches as verify20};
 
 /// Keys of one MP-DCCP connection once both MP_KEYs are known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,37 +28,6 @@ impl ConnKeys {
     pub fn d_key_remote(&self) -> [u8; 16] {
         concat(self.remote, self.local)
     }
-}
-
-fn concat(a: [u8; 8], b: [u8; 8]) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&a);
-    k[8..].copy_from_slice(&b);
-    k
-}
-
-/// HMAC-SHA256 over the concatenation of `parts`, leftmost 20 bytes.
-pub fn hmac20(key: &[u8], parts: &[&[u8]]) -> [u8; HMAC_LEN] {
-    // Invariant: HMAC accepts keys of any length, so new_from_slice cannot fail.
-    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
-    for p in parts {
-        mac.update(p);
-    }
-    let full = mac.finalize().into_bytes();
-    let mut out = [0u8; HMAC_LEN];
-    out.copy_from_slice(&full[..HMAC_LEN]);
-    out
-}
-
-/// Constant-time check of a truncated HMAC.
-pub fn verify20(key: &[u8], parts: &[&[u8]], tag: &[u8; HMAC_LEN]) -> bool {
-    let Ok(mut mac) = HmacSha256::new_from_slice(key) else {
-        return false;
-    };
-    for p in parts {
-        mac.update(p);
-    }
-    mac.verify_truncated_left(tag).is_ok()
 }
 
 /// MP_JOIN's MP_HMAC computed by the host with derived key `d_key` over its

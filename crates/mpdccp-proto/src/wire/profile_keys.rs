@@ -68,7 +68,8 @@ impl PlainKeys {
     }
 }
 
-fn concat(a: [u8; 8], b: [u8; 8]) -> [u8; 16] {
+/// `a ‖ b`: a derived key from two plain keys (RFC 9897 §3.2.4).
+pub(crate) fn concat(a: [u8; 8], b: [u8; 8]) -> [u8; 16] {
     let mut k = [0u8; 16];
     k[..8].copy_from_slice(&a);
     k[8..].copy_from_slice(&b);

@@ -5,6 +5,9 @@
 //! oracle, and [`EpNet`], a genuine client joined to a server [`Endpoint`]
 //! without delay for attacks at the endpoint.
 //!
+//! Also the two-path recorded session and the option reader of the RFC 9897
+//! tests (`rfc9897_conn`, `rfc9897_findings`).
+//!
 //! Each test crate uses a different subset.
 #![allow(dead_code)]
 
@@ -12,7 +15,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::Segment;
-use mpdccp_proto::harness::{Harness, Side};
+use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
 use mpdccp_proto::{
     ConnStats, Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig,
     PathId, PathState, Role,
@@ -275,4 +279,39 @@ impl EpNet {
             })
             .count()
     }
+}
+
+/// A recorded (`h.record`) session over two clean paths of 10 and 20 ms,
+/// both subflows established.
+pub fn two_paths(seed: u64) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![
+            LinkSpec {
+                delay: Duration::from_millis(10),
+                ..Default::default()
+            },
+            LinkSpec {
+                delay: Duration::from_millis(20),
+                ..Default::default()
+            },
+        ],
+        seed,
+        ..Default::default()
+    });
+    h.record = true;
+    h.open_paths(2, Duration::from_millis(300));
+    assert_eq!(h.server.paths().len(), 2);
+    h
+}
+
+/// The Multipath options of one of our own packets, in order.
+pub fn mp_options(bytes: &[u8]) -> Vec<MpOption> {
+    let (repr, _) = DccpRepr::parse(bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter_map(|o| match o {
+            DccpOption::Multipath(m) => Some(m),
+            _ => None,
+        })
+        .collect()
 }
