@@ -32,7 +32,7 @@ fn config() -> ConnectionConfig {
         send_queue_pkts: QUEUE_PKTS,
         ..Default::default()
     };
-    c.reorder.name = "active-fixed".into();
+    c.reorder.kind = mpdccp_proto::reorder::ReorderKind::ActiveFixed;
     c.reorder.max_hold_pkts = HOLD_PKTS;
     c
 }
