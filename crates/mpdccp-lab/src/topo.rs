@@ -268,9 +268,9 @@ pub struct TunnelOpts {
     /// Run both daemons under `SCHED_FIFO` at this priority (`chrt -f`);
     /// 0 = normal scheduling. See [`Topology::start_tunnel`].
     pub rt_priority: u8,
-    /// Transport of every client path; with `dccp` the server also listens
-    /// for native DCCP on each path's address.
-    pub transport: Transport,
+    /// Transport per used path (default `udp`); when any is `dccp` the
+    /// server also listens for native DCCP on every path's address.
+    pub transports: Vec<Transport>,
 }
 
 impl Default for TunnelOpts {
@@ -288,7 +288,7 @@ impl Default for TunnelOpts {
             log: "info".into(),
             priorities: Vec::new(),
             rt_priority: 0,
-            transport: Transport::Udp,
+            transports: Vec::new(),
         }
     }
 }
@@ -315,7 +315,7 @@ pub fn daemon_configs(
         tun: tun(SERVER_TUN_V4, SERVER_TUN_V6),
         tunnel: opts.tunnel.clone(),
         ops: ops(true),
-        dccp_listen: if opts.transport == Transport::Dccp {
+        dccp_listen: if opts.transports.contains(&Transport::Dccp) {
             paths.iter().map(|a| IpAddr::V4(a.server_ip)).collect()
         } else {
             Vec::new()
@@ -339,7 +339,7 @@ pub fn daemon_configs(
                 interface: a.iface.clone(),
                 remote: Some(SocketAddr::from((a.server_ip, SERVER_PORT))),
                 priority: opts.priorities.get(k).copied().unwrap_or(3),
-                transport: opts.transport,
+                transport: opts.transports.get(k).copied().unwrap_or_default(),
                 ..ClientPath::default()
             }
         })
