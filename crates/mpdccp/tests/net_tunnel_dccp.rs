@@ -3,7 +3,7 @@
 //! between network namespaces on two paths: handshake, pings inside at the
 //! tunnel MTU native DCCP allows (8 bytes more than DCCP-in-UDP), and a
 //! probe stream delivered exactly once over both paths, with no UDP on the
-//! wire. Same topology and emulated paths (5 ms, 20 Mbit/s each) as
+//! wire, and a forged packet (bad checksum) dropped and counted. Same topology and emulated paths (5 ms, 20 Mbit/s each) as
 //! `net_tunnel.rs`; the emulator works at the IP level, so it carries
 //! protocol 33 as it carries UDP.
 //!
@@ -18,12 +18,14 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
 use mpdccp_lab::probe;
-use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
+use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 use mpdccp_net::daemon::config::Transport;
 use mpdccp_net::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES, UDP_HEADER_BYTES};
+use mpdccp_net::raw::RawDccpSocket;
 use mpdccp_proto::sched::SchedulerKind;
+use mpdccp_proto::wire::{DccpKind, DccpRepr, Packet};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -140,6 +142,48 @@ fn tunnel_over_native_dccp_on_two_paths() {
         assert_eq!(d["udp_rx_datagrams"], 0, "{who}: {d}");
         assert_eq!(d["udp_tx_datagrams"], 0, "{who}: {d}");
     }
+
+    // Hostile input: a DCCP Request from the client's address with a
+    // checksum that does not verify over the real addresses is dropped by
+    // the server's raw socket and counted; the tunnel is unharmed.
+    let (from, to) = (t.paths[0].client_ip, t.paths[0].server_ip);
+    spawn_in_netns(t.client.name(), move || {
+        let sock = RawDccpSocket::bind(from.into())?;
+        let req = DccpRepr {
+            src_port: 0,
+            dst_port: 0,
+            seq: 1,
+            kind: DccpKind::Request { service_code: 0 },
+            ..Default::default()
+        };
+        let mut b = vec![0u8; req.buffer_len(0)];
+        req.emit(&mut b, &[], None)?;
+        let mut p = Packet::new_checked(&mut b[..])?;
+        p.fill_checksum((from.into(), to.into()))?;
+        let sum = p.checksum();
+        p.set_checksum(sum ^ 0x0101);
+        sock.send_as_is(&b, to.into())?;
+        Ok(())
+    })
+    .join()
+    .expect("forger thread")
+    .expect("forged packet sent");
+    wait_for(Duration::from_secs(2), || {
+        t.status(true)
+            .is_ok_and(|st| st["daemon"]["dccp_rx_dropped"] == 1)
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "forged packet not counted: {}",
+            t.status(true).unwrap_or_default()
+        )
+    });
+    let out = t
+        .client
+        .output("ping", &["-c", "3", "-i", "0.05", "-W", "2", "-q", &v4])
+        .expect("ping after the forged packet");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    assert_eq!(t.established_paths(), 2);
 }
 
 #[test]
