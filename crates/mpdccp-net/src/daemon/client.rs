@@ -1,5 +1,6 @@
-//! `mpdccp client`: the CPE end. One UDP socket per configured access network,
-//! bound to its interface; a path manager that follows the interfaces.
+//! `mpdccp client`: the CPE end. One socket per configured access network
+//! (UDP, or a raw protocol-33 socket for `transport = "dccp"`), bound to its
+//! interface; a path manager that follows the interfaces.
 //!
 //! Path manager rules:
 //! * at start, the first usable path opens the connection (MP_KEY); the
@@ -411,7 +412,9 @@ impl Client {
             // No addresses for the DCCP checksum pseudo-header: the server's
             // `Endpoint` does not learn its local address per datagram, so
             // both ends checksum with unspecified addresses (the outer UDP
-            // checksum still covers every byte, RFC 6773 §4).
+            // checksum still covers every byte, RFC 6773 §4). A native DCCP
+            // path's raw socket fills and verifies the checksum over the
+            // real addresses instead (RFC 4340 §9.1, `native.rs`).
             let cfg = PathConfig {
                 priority: p.priority,
                 local: None,

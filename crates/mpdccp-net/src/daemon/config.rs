@@ -52,7 +52,7 @@ pub struct TunnelConfig {
     pub max_paths: usize,
     /// Smallest MTU of any path's network (outer IP packets), bytes.
     pub path_mtu: u32,
-    /// Kernel send/receive buffer of each UDP socket, bytes. Packets waiting
+    /// Kernel send/receive buffer of each UDP (or native DCCP raw) socket, bytes. Packets waiting
     /// here are invisible to congestion control: a large buffer hides a slow
     /// receiver behind queueing delay (and reordering timeouts) instead of
     /// loss. Root may exceed net.core.rmem_max.
@@ -164,7 +164,7 @@ impl Transport {
 pub struct ClientPath {
     /// Name used in logs and status (default: the interface).
     pub name: String,
-    /// Interface the path's UDP socket is bound to (SO_BINDTODEVICE).
+    /// Interface the path's socket is bound to (SO_BINDTODEVICE).
     pub interface: String,
     /// Source address; default: the interface's first address of the server's family.
     pub source: Option<IpAddr>,
