@@ -231,6 +231,8 @@ fn run_in(
             paths,
             log: cfg.log.clone(),
             rt_priority: cfg.daemon_rt_priority,
+            // Scenarios do not choose a transport yet (issue #15 part 3).
+            ..TunnelOpts::default()
         };
         topo.start_tunnel(exe, &opts)?;
         // Joins of the other paths get until t0.

@@ -12,7 +12,7 @@
 //! of it — processes first, then namespaces (which take their veths with
 //! them) — is removed when the [`Topology`] drops.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use mpdccp_proto::reorder::ReorderKind;
 use crate::netns::{self, spawn_in_netns, veth_pair, Netns, Proc};
 use crate::probe::{self, Arrival, ProbeConfig, SendLog};
 use mpdccp_net::daemon::config::{
-    ClientConfig, ClientPath, OpsConfig, ServerConfig, TunConfig, TunnelConfig,
+    ClientConfig, ClientPath, OpsConfig, ServerConfig, Transport, TunConfig, TunnelConfig,
 };
 
 /// Addresses and interface names of one path.
@@ -268,6 +268,9 @@ pub struct TunnelOpts {
     /// Run both daemons under `SCHED_FIFO` at this priority (`chrt -f`);
     /// 0 = normal scheduling. See [`Topology::start_tunnel`].
     pub rt_priority: u8,
+    /// Transport per used path (default `udp`); when any is `dccp` the
+    /// server also listens for native DCCP on every path's address.
+    pub transports: Vec<Transport>,
 }
 
 impl Default for TunnelOpts {
@@ -285,6 +288,7 @@ impl Default for TunnelOpts {
             log: "info".into(),
             priorities: Vec::new(),
             rt_priority: 0,
+            transports: Vec::new(),
         }
     }
 }
@@ -311,6 +315,11 @@ pub fn daemon_configs(
         tun: tun(SERVER_TUN_V4, SERVER_TUN_V6),
         tunnel: opts.tunnel.clone(),
         ops: ops(true),
+        dccp_listen: if opts.transports.contains(&Transport::Dccp) {
+            paths.iter().map(|a| IpAddr::V4(a.server_ip)).collect()
+        } else {
+            Vec::new()
+        },
         max_clients: ServerConfig::DEFAULT_MAX_CLIENTS,
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
@@ -330,6 +339,7 @@ pub fn daemon_configs(
                 interface: a.iface.clone(),
                 remote: Some(SocketAddr::from((a.server_ip, SERVER_PORT))),
                 priority: opts.priorities.get(k).copied().unwrap_or(3),
+                transport: opts.transports.get(k).copied().unwrap_or_default(),
                 ..ClientPath::default()
             }
         })

@@ -26,11 +26,12 @@ pub const IPV6_MIN_MTU: u32 = 1280;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtuPlan {
     pub path_mtu: u32,
-    /// Outer IP + UDP header bytes.
+    /// Outer IP + encapsulation (UDP, or nothing for native DCCP) bytes.
     pub outer_bytes: u32,
     /// DCCP header + option budget.
     pub dccp_bytes: u32,
-    /// Largest UDP payload (one DCCP packet): what the core calls `mss_bytes`.
+    /// Largest DCCP packet (the UDP payload, or the IP payload for native
+    /// DCCP): what the core calls `mss_bytes`.
     pub mss_bytes: u32,
     /// Largest inner IP packet: the TUN MTU.
     pub tun_mtu: u32,
@@ -38,13 +39,25 @@ pub struct MtuPlan {
 
 impl MtuPlan {
     /// `ipv6_outer`: whether any path runs over IPv6 (40-byte header).
+    /// DCCP-in-UDP.
     pub fn new(path_mtu: u32, ipv6_outer: bool, options_budget_bytes: u32) -> MtuPlan {
+        Self::with_encap(path_mtu, ipv6_outer, UDP_HEADER_BYTES, options_budget_bytes)
+    }
+
+    /// `encap_bytes` between the outer IP header and DCCP: 8 for UDP, 0
+    /// for native DCCP.
+    pub fn with_encap(
+        path_mtu: u32,
+        ipv6_outer: bool,
+        encap_bytes: u32,
+        options_budget_bytes: u32,
+    ) -> MtuPlan {
         let ip = if ipv6_outer {
             IPV6_HEADER_BYTES
         } else {
             IPV4_HEADER_BYTES
         };
-        let outer_bytes = ip + UDP_HEADER_BYTES;
+        let outer_bytes = ip + encap_bytes;
         let dccp_bytes = DCCP_HEADER_BYTES + options_budget_bytes.next_multiple_of(4);
         let mss_bytes = path_mtu.saturating_sub(outer_bytes);
         MtuPlan {
@@ -66,7 +79,7 @@ impl std::fmt::Display for MtuPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "path MTU {} - outer IP+UDP {} - DCCP header+options {} = tunnel MTU {} (DCCP packet <= {} bytes)",
+            "path MTU {} - outer IP(+UDP) {} - DCCP header+options {} = tunnel MTU {} (DCCP packet <= {} bytes)",
             self.path_mtu, self.outer_bytes, self.dccp_bytes, self.tun_mtu, self.mss_bytes
         )
     }
@@ -98,6 +111,20 @@ mod tests {
         assert_eq!(p.outer_bytes, 48);
         assert_eq!(p.dccp_bytes, 24 + 48);
         assert_eq!(p.tun_mtu, 1500 - 48 - 72);
+    }
+
+    #[test]
+    fn native_dccp_has_no_udp_header() {
+        let udp = MtuPlan::new(1500, false, 48);
+        let raw = MtuPlan::with_encap(1500, false, 0, 48);
+        // 1500 - 20 = 1480 for DCCP; 1480 - 24 - 48 = 1408 inside.
+        assert_eq!(
+            (raw.outer_bytes, raw.mss_bytes, raw.tun_mtu),
+            (20, 1480, 1408)
+        );
+        assert_eq!(raw.tun_mtu, udp.tun_mtu + UDP_HEADER_BYTES);
+        let raw6 = MtuPlan::with_encap(1500, true, 0, 48);
+        assert_eq!(raw6.tun_mtu, 1500 - 40 - 72);
     }
 
     #[test]

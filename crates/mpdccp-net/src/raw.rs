@@ -96,6 +96,17 @@ impl RawDccpSocket {
         self.sock.bind_device(Some(ifname.as_bytes()))
     }
 
+    /// Kernel receive/send buffers (best effort: the kernel clamps to
+    /// net.core.[rw]mem_max).
+    pub fn set_buffer_bytes(&self, n: usize) -> io::Result<()> {
+        self.sock.set_recv_buffer_size(n)?;
+        self.sock.set_send_buffer_size(n)
+    }
+
+    pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.sock)
+    }
+
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         self.sock.set_read_timeout(t)
     }

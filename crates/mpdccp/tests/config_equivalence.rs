@@ -37,7 +37,7 @@ fn daemon_side(sc: &Scenario) -> (ConnectionConfig, ConnectionConfig) {
     let server = ServerConfig::from_toml_str(&toml::to_string(&server).unwrap()).unwrap();
     let client = ClientConfig::from_toml_str(&toml::to_string(&client).unwrap()).unwrap();
     let conn = |tun, tunnel: &mpdccp_net::daemon::config::TunnelConfig| {
-        tunnel.connection_config(&mtu_plan(tun, tunnel.path_mtu, false))
+        tunnel.connection_config(&mtu_plan(tun, tunnel.path_mtu, false, 8))
     };
     (
         conn(&server.tun, &server.tunnel),

@@ -1,5 +1,6 @@
-//! `mpdccp client`: the CPE end. One UDP socket per configured access network,
-//! bound to its interface; a path manager that follows the interfaces.
+//! `mpdccp client`: the CPE end. One socket per configured access network
+//! (UDP, or a raw protocol-33 socket for `transport = "dccp"`), bound to its
+//! interface; a path manager that follows the interfaces.
 //!
 //! Path manager rules:
 //! * at start, the first usable path opens the connection (MP_KEY); the
@@ -27,13 +28,14 @@ use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
-use super::config::ClientConfig;
+use super::config::{ClientConfig, Transport};
 use super::iface::{iface_state, LinkWatcher};
 use super::ops::{conn_json, OpsServer};
 use super::{
     flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
 use crate::clock;
+use crate::raw::RawDccpSocket;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
 
@@ -43,15 +45,38 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// How long a graceful close may take before the daemon exits anyway.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
+/// A path's socket: DCCP-in-UDP, or native DCCP (raw, protocol 33).
+enum PathSock {
+    Udp(PathSocket),
+    Dccp(RawDccpSocket),
+}
+
+impl PathSock {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            PathSock::Udp(s) => s.as_raw_fd(),
+            PathSock::Dccp(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn local_addr(&self) -> String {
+        match self {
+            PathSock::Udp(s) => s.local_addr().to_string(),
+            PathSock::Dccp(s) => s.local_addr().to_string(),
+        }
+    }
+}
+
 struct PathRt {
     name: String,
     iface: String,
     remote: SocketAddr,
     source: Option<IpAddr>,
     priority: u8,
+    transport: Transport,
     /// Interface usable (up, with an address of the server's family).
     usable: bool,
-    socket: Option<PathSocket>,
+    socket: Option<PathSock>,
     batch: SendBatch,
     /// Subflow in the core, while joined.
     id: Option<PathId>,
@@ -74,6 +99,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         &config.tun,
         config.tunnel.path_mtu,
         ipv6_outer,
+        config.encap_bytes(),
         config.tunnel.offload,
     )?;
     let conn_cfg = config.tunnel.connection_config(&plan);
@@ -99,6 +125,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 .expect("validated: remote or server is set"),
             source: p.source,
             priority: p.priority,
+            transport: p.transport,
             usable: false,
             socket: None,
             batch: SendBatch::new(BATCH),
@@ -125,6 +152,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let mut txbuf = vec![0u8; 65_536];
     let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
     let mut segbuf = vec![0u8; 65_536];
+    let mut rawbuf = vec![0u8; 65_536];
     let mut tun_writer = TunWriter::new();
     let mut poll = PollSet::with_capacity(8 + paths.len());
     let mut closing: Option<Instant> = None;
@@ -146,8 +174,10 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             if closing.is_none() {
                 d.manage_paths(now, &mut paths, base_backoff);
                 // UDP GRO on every (new) path socket; idempotent.
-                for s in paths.iter().filter_map(|p| p.socket.as_ref()) {
-                    s.set_gro(offload);
+                for p in &paths {
+                    if let Some(PathSock::Udp(s)) = &p.socket {
+                        s.set_gro(offload);
+                    }
                 }
             }
             next_check = now + RECHECK;
@@ -281,9 +311,9 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 closing = Some(now + CLOSE_GRACE);
             }
         }
-        for (k, p) in paths.iter().enumerate().take(16) {
+        for (k, p) in paths.iter_mut().enumerate().take(16) {
             if i_sock[k] != usize::MAX && poll.readable(i_sock[k]) {
-                d.handle_socket(p, &mut rx);
+                d.handle_socket(p, &mut rx, &mut rawbuf);
             }
         }
         if poll.readable(i_tun) && closing.is_none() {
@@ -368,12 +398,7 @@ impl Client {
                 IpAddr::V4(_) => st.ipv4.map(IpAddr::V4),
                 IpAddr::V6(_) => st.ipv6.map(IpAddr::V6),
             });
-            let sock_cfg = PathSocketConfig {
-                device: Some(p.iface.clone()),
-                local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
-                buffer_bytes: self.sock_buf,
-            };
-            let sock = match PathSocket::bind(&sock_cfg, p.remote) {
+            let sock = match self.open_socket(p, local_ip) {
                 Ok(s) => s,
                 Err(e) => {
                     warn!(path = %p.name, "cannot open socket: {e}");
@@ -387,7 +412,9 @@ impl Client {
             // No addresses for the DCCP checksum pseudo-header: the server's
             // `Endpoint` does not learn its local address per datagram, so
             // both ends checksum with unspecified addresses (the outer UDP
-            // checksum still covers every byte, RFC 6773 §4).
+            // checksum still covers every byte, RFC 6773 §4). A native DCCP
+            // path's raw socket fills and verifies the checksum over the
+            // real addresses instead (RFC 4340 §9.1, `native.rs`).
             let cfg = PathConfig {
                 priority: p.priority,
                 local: None,
@@ -410,18 +437,61 @@ impl Client {
         }
     }
 
-    fn handle_socket(&mut self, p: &PathRt, rx: &mut RecvBatch) {
-        let (Some(sock), Some(id)) = (&p.socket, p.id) else {
+    /// The path's socket for its transport. Native DCCP needs the local
+    /// address (it enters every checksum, RFC 4340 §9.1).
+    fn open_socket(&self, p: &PathRt, local_ip: Option<IpAddr>) -> std::io::Result<PathSock> {
+        match p.transport {
+            Transport::Udp => {
+                let sock_cfg = PathSocketConfig {
+                    device: Some(p.iface.clone()),
+                    local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
+                    buffer_bytes: self.sock_buf,
+                };
+                PathSocket::bind(&sock_cfg, p.remote).map(PathSock::Udp)
+            }
+            Transport::Dccp => {
+                let local = local_ip.ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::AddrNotAvailable,
+                        "native DCCP: the interface has no address of the server's family",
+                    )
+                })?;
+                super::native::open(local, Some(&p.iface), self.sock_buf).map(PathSock::Dccp)
+            }
+        }
+    }
+
+    fn handle_socket(&mut self, p: &mut PathRt, rx: &mut RecvBatch, rawbuf: &mut [u8]) {
+        let (Some(sock), Some(id)) = (&mut p.socket, p.id) else {
             return;
         };
         let conn = &mut self.conn;
-        super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, data| {
-            if from != p.remote {
-                stats.udp_rx_foreign += 1;
-                return;
+        let remote = p.remote;
+        match sock {
+            PathSock::Udp(sock) => {
+                super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, data| {
+                    if from != remote {
+                        stats.udp_rx_foreign += 1;
+                        return;
+                    }
+                    conn.handle_datagram(now, id, data);
+                })
             }
-            conn.handle_datagram(now, id, data);
-        });
+            // The raw socket sees every DCCP packet to its address: only
+            // the server's count (ports are the core's, not a socket's).
+            PathSock::Dccp(sock) => super::native::drain(
+                sock,
+                rawbuf,
+                &mut self.stats,
+                |stats, now, from, _, data| {
+                    if from != remote.ip() {
+                        stats.udp_rx_foreign += 1;
+                        return;
+                    }
+                    conn.handle_datagram(now, id, data);
+                },
+            ),
+        }
     }
 
     fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
@@ -444,22 +514,27 @@ impl Client {
                 self.stats.udp_tx_no_socket += 1;
                 continue;
             };
-            let Some(sock) = &p.socket else {
-                self.stats.udp_tx_no_socket += 1;
-                continue;
-            };
-            let data = &buf[..t.size];
-            queue_transmit(
-                sock,
-                &mut p.batch,
-                &mut self.stats,
-                data,
-                t.segment_size,
-                p.remote,
-            );
+            match &p.socket {
+                Some(PathSock::Udp(sock)) => queue_transmit(
+                    sock,
+                    &mut p.batch,
+                    &mut self.stats,
+                    &buf[..t.size],
+                    t.segment_size,
+                    p.remote,
+                ),
+                Some(PathSock::Dccp(sock)) => super::native::send(
+                    sock,
+                    &mut buf[..t.size],
+                    t.segment_size,
+                    p.remote.ip(),
+                    &mut self.stats,
+                ),
+                None => self.stats.udp_tx_no_socket += 1,
+            }
         }
         for p in paths.iter_mut() {
-            if let Some(sock) = &p.socket {
+            if let Some(PathSock::Udp(sock)) = &p.socket {
                 flush_batch(sock, &mut p.batch, &mut self.stats);
             } else {
                 p.batch.clear();
@@ -479,9 +554,10 @@ impl Client {
             .map(|p| {
                 json!({
                     "name": p.name, "interface": p.iface, "remote": p.remote.to_string(),
+                    "transport": p.transport,
                     "usable": p.usable, "path_id": p.id.map(|i| i.0), "established": p.established,
                     "lost_subflows": p.lost,
-                    "local": p.socket.as_ref().map(|s| s.local_addr().to_string()),
+                    "local": p.socket.as_ref().map(PathSock::local_addr),
                 })
             })
             .collect();

@@ -52,7 +52,7 @@ pub struct TunnelConfig {
     pub max_paths: usize,
     /// Smallest MTU of any path's network (outer IP packets), bytes.
     pub path_mtu: u32,
-    /// Kernel send/receive buffer of each UDP socket, bytes. Packets waiting
+    /// Kernel send/receive buffer of each UDP (or native DCCP raw) socket, bytes. Packets waiting
     /// here are invisible to congestion control: a large buffer hides a slow
     /// receiver behind queueing delay (and reordering timeouts) instead of
     /// loss. Root may exceed net.core.rmem_max.
@@ -134,13 +134,37 @@ impl Default for OpsConfig {
     }
 }
 
+/// How a path's DCCP packets travel (issue #15 part 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// DCCP-in-UDP (RFC 6773): one UDP socket per path, GSO/GRO, NAT-friendly.
+    #[default]
+    Udp,
+    /// Native DCCP, IP protocol 33, through a raw socket bound to the
+    /// path's source address (needs CAP_NET_RAW; no UDP header, so the
+    /// tunnel MTU is 8 bytes larger; RFC 4340 §9.1 checksum over the real
+    /// addresses).
+    Dccp,
+}
+
+impl Transport {
+    /// Bytes of encapsulation between the outer IP header and DCCP.
+    pub fn encap_bytes(self) -> u32 {
+        match self {
+            Transport::Udp => crate::mtu::UDP_HEADER_BYTES,
+            Transport::Dccp => 0,
+        }
+    }
+}
+
 /// One access network of the client.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientPath {
     /// Name used in logs and status (default: the interface).
     pub name: String,
-    /// Interface the path's UDP socket is bound to (SO_BINDTODEVICE).
+    /// Interface the path's socket is bound to (SO_BINDTODEVICE).
     pub interface: String,
     /// Source address; default: the interface's first address of the server's family.
     pub source: Option<IpAddr>,
@@ -148,6 +172,8 @@ pub struct ClientPath {
     pub remote: Option<SocketAddr>,
     /// RFC 9897 MP_PRIO: 0 unused, 1 standby, 2 secondary, 3..=15 primary.
     pub priority: u8,
+    /// `"udp"` (default) or `"dccp"` (native; the port of `remote` is unused).
+    pub transport: Transport,
 }
 
 impl Default for ClientPath {
@@ -158,6 +184,7 @@ impl Default for ClientPath {
             source: None,
             remote: None,
             priority: 3,
+            transport: Transport::Udp,
         }
     }
 }
@@ -202,6 +229,11 @@ pub struct ServerConfig {
     pub tunnel: TunnelConfig,
     #[serde(default)]
     pub ops: OpsConfig,
+    /// Local addresses on which to accept native DCCP (IP protocol 33) as
+    /// well, one raw socket each (a raw socket only sees packets to its
+    /// address, and the checksum needs it). Empty = UDP only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dccp_listen: Vec<IpAddr>,
     /// Most clients at once.
     #[serde(default = "default_max_clients")]
     pub max_clients: usize,
@@ -254,8 +286,21 @@ impl ClientConfig {
             if p.priority > 15 {
                 bail!("path {i}: priority must be 0..=15");
             }
+            if p.source.is_some_and(|a| a.is_unspecified()) {
+                bail!("path {i}: `source` must be a specific address");
+            }
         }
         validate_common(&self.tun, &self.tunnel)
+    }
+
+    /// Encapsulation bytes the TUN MTU must leave room for: the largest of
+    /// any path's transport (a packet may be sent on any path).
+    pub fn encap_bytes(&self) -> u32 {
+        self.path
+            .iter()
+            .map(|p| p.transport.encap_bytes())
+            .max()
+            .unwrap_or(crate::mtu::UDP_HEADER_BYTES)
     }
 
     /// Display name of path `i`.
@@ -277,6 +322,11 @@ impl ServerConfig {
     /// Parses and validates a server configuration.
     pub fn from_toml_str(text: &str) -> anyhow::Result<ServerConfig> {
         let c: ServerConfig = toml::from_str(text)?;
+        for a in &c.dccp_listen {
+            if a.is_unspecified() {
+                bail!("dccp_listen: {a}: native DCCP needs specific addresses (checksum pseudo-header)");
+            }
+        }
         validate_common(&c.tun, &c.tunnel)?;
         Ok(c)
     }
@@ -408,6 +458,30 @@ mod tests {
         assert_eq!(back.tunnel.settings.weights, [3, 1]);
         assert_eq!(back.tunnel.settings.reorder_timeout_ms, Some(15.0));
         assert_eq!(back.path[0].interface, "p1");
+    }
+
+    #[test]
+    fn transport_per_path_and_server_dccp_listen() {
+        let text = "server = \"10.1.2.2:6773\"\n[[path]]\ninterface = \"p1\"\ntransport = \"dccp\"\n[[path]]\ninterface = \"p2\"\n";
+        let c = ClientConfig::from_toml_str(text).unwrap();
+        assert_eq!(c.path[0].transport, Transport::Dccp);
+        assert_eq!(c.path[1].transport, Transport::Udp);
+        // One UDP path keeps the UDP header in the budget; all-native frees it.
+        assert_eq!(c.encap_bytes(), 8);
+        let native =
+            ClientConfig::from_toml_str(&text.replace("p2\"\n", "p2\"\ntransport = \"dccp\"\n"))
+                .unwrap();
+        assert_eq!(native.encap_bytes(), 0);
+        assert!(ClientConfig::from_toml_str(&text.replace("\"dccp\"", "\"sctp\"")).is_err());
+        let s = ServerConfig::from_toml_str(
+            "listen = \"0.0.0.0:6773\"\ndccp_listen = [\"10.1.2.2\", \"fd00::2\"]\n",
+        )
+        .unwrap();
+        assert_eq!(s.dccp_listen.len(), 2);
+        assert!(ServerConfig::from_toml_str(
+            "listen = \"0.0.0.0:6773\"\ndccp_listen = [\"0.0.0.0\"]\n"
+        )
+        .is_err());
     }
 
     #[test]

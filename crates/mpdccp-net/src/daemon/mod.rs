@@ -27,6 +27,7 @@ pub mod config;
 pub mod iface;
 pub mod keyfile;
 pub mod metrics;
+pub mod native;
 pub mod ops;
 mod routes;
 pub mod server;
@@ -190,6 +191,13 @@ pub struct DaemonStats {
     pub udp_rx_gro_trains: u64,
     /// UDP GSO trains sent (each several datagrams in one kernel packet).
     pub udp_tx_gso_trains: u64,
+    /// Native DCCP (`transport = "dccp"`): packets through the raw sockets,
+    /// and received ones dropped there (bad IP header, bad checksum).
+    pub dccp_rx_packets: u64,
+    pub dccp_rx_bytes: u64,
+    pub dccp_rx_dropped: u64,
+    pub dccp_tx_packets: u64,
+    pub dccp_tx_errors: u64,
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,
@@ -293,8 +301,14 @@ impl TunWriter {
 
 /// The MTU plan of a daemon: from the path MTU, with the TUN MTU lowered to
 /// `tun.mtu` when that is set and smaller.
-pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool) -> MtuPlan {
-    let plan = MtuPlan::new(path_mtu, ipv6_outer, DEFAULT_OPTIONS_BUDGET_BYTES);
+/// `encap_bytes`: UDP header (8) unless every path is native DCCP (0).
+pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool, encap_bytes: u32) -> MtuPlan {
+    let plan = MtuPlan::with_encap(
+        path_mtu,
+        ipv6_outer,
+        encap_bytes,
+        DEFAULT_OPTIONS_BUDGET_BYTES,
+    );
     MtuPlan {
         tun_mtu: if cfg.mtu > 0 {
             cfg.mtu.min(plan.tun_mtu)
@@ -310,9 +324,10 @@ pub fn open_tun(
     cfg: &TunConfig,
     path_mtu: u32,
     ipv6_outer: bool,
+    encap_bytes: u32,
     offload: bool,
 ) -> anyhow::Result<(Tun, MtuPlan)> {
-    let plan = mtu_plan(cfg, path_mtu, ipv6_outer);
+    let plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
     let mtu = plan.tun_mtu;
     let tun = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.

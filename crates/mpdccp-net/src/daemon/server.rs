@@ -5,8 +5,10 @@
 //! destination address, learned from the inner source addresses that client
 //! sent (bounded in total and per client, sticky against a neighbour's
 //! claims, see `routes.rs`; with a single client everything goes to it).
+//! With `dccp_listen`, native DCCP (IP protocol 33) is accepted too, on one
+//! raw socket per listed address; its peers are keyed apart from UDP ones.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -23,10 +25,25 @@ use super::{
     flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
 use crate::clock;
+use crate::raw::RawDccpSocket;
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
 
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+/// Who a path's packets come from, the `Endpoint`'s demultiplexing key.
+/// UDP peers by address and port (RFC 6773); native DCCP peers by the
+/// local address they reached (which raw socket answers), their address
+/// and the DCCP source port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Peer {
+    Udp(SocketAddr),
+    Dccp {
+        local: IpAddr,
+        remote: IpAddr,
+        port: u16,
+    },
+}
 
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
@@ -45,7 +62,9 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     let (tun, plan) = open_tun(
         &config.tun,
         config.tunnel.path_mtu,
-        config.listen.is_ipv6(),
+        config.listen.is_ipv6() || config.dccp_listen.iter().any(IpAddr::is_ipv6),
+        // UDP is always served: its header stays in the budget.
+        crate::mtu::UDP_HEADER_BYTES,
         config.tunnel.offload,
     )?;
     let conn_cfg = config.tunnel.connection_config(&plan);
@@ -56,6 +75,12 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         1,
     )
     .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
+    let mut raw: Vec<RawDccpSocket> = Vec::new();
+    for &a in &config.dccp_listen {
+        raw.push(super::native::open(a, None, sock_buf)?);
+        info!(listen = %a, "server listening (native DCCP)");
+        eprintln!("server listening on dccp {a}");
+    }
     sock.set_gro(config.tunnel.offload);
     info!(listen = %sock.local_addr(), "server listening");
     eprintln!("server listening on udp {}", sock.local_addr());
@@ -84,7 +109,8 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     let mut batch = SendBatch::new(BATCH);
     let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
     let mut segbuf = vec![0u8; 65_536];
-    let mut poll = PollSet::with_capacity(8);
+    let mut rawbuf = vec![0u8; 65_536];
+    let mut poll = PollSet::with_capacity(8 + raw.len());
     let mut closing: Option<Instant> = None;
     // A deadline handle_timeout cannot advance is a bug; never spin on it.
     let mut timer_guard = StuckTimerGuard::new();
@@ -96,7 +122,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             timer_guard.handled(now);
         }
         s.handle_events();
-        s.flush(now, &sock, &mut batch);
+        s.flush(now, &sock, &raw, &mut batch);
         if let Some(t) = closing {
             if s.ep.connections().is_empty() || now >= t {
                 break;
@@ -107,6 +133,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         let i_sock = poll.add(sock.as_raw_fd());
         let i_sig = poll.add(signals.as_raw_fd());
         let i_ops = poll.add(ops.wake_fd());
+        let i_raw: Vec<usize> = raw.iter().map(|r| poll.add(r.as_raw_fd())).collect();
         let mut deadline = timer_guard.wake_at(s.ep.poll_timeout());
         if let Some(t) = closing {
             deadline = Some(deadline.map_or(t, |d| d.min(t)));
@@ -128,6 +155,11 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         if poll.readable(i_sock) {
             s.handle_socket(&sock, &mut rx);
         }
+        for (r, &i) in raw.iter_mut().zip(&i_raw) {
+            if poll.readable(i) {
+                s.handle_raw(r, &mut rawbuf);
+            }
+        }
         if poll.readable(i_tun) && closing.is_none() {
             s.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
         }
@@ -136,7 +168,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 }
 
 struct Server {
-    ep: Endpoint<SocketAddr>,
+    ep: Endpoint<Peer>,
     /// Inner address → the client connection that sent from it.
     owners: LearnedRoutes,
     route_log: LogThrottle,
@@ -191,7 +223,22 @@ impl Server {
     fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
         let ep = &mut self.ep;
         super::drain_socket(sock, rx, &mut self.stats, |_, now, from, data| {
-            ep.handle_datagram(now, from, data);
+            ep.handle_datagram(now, Peer::Udp(from), data);
+        });
+    }
+
+    fn handle_raw(&mut self, sock: &mut RawDccpSocket, buf: &mut [u8]) {
+        let (ep, local) = (&mut self.ep, sock.local_addr());
+        super::native::drain(sock, buf, &mut self.stats, |_, now, remote, port, data| {
+            ep.handle_datagram(
+                now,
+                Peer::Dccp {
+                    local,
+                    remote,
+                    port,
+                },
+                data,
+            );
         });
     }
 
@@ -222,7 +269,15 @@ impl Server {
     /// Sends the core's output: datagrams and GSO trains are written
     /// straight into the `sendmmsg` batch (no copy), flushed when full and
     /// at the end.
-    fn flush(&mut self, now: Instant, sock: &PathSocket, batch: &mut SendBatch) {
+    /// Native DCCP output is sent from the batch slot at once (raw
+    /// sockets have neither `sendmmsg` batching worth it nor GSO).
+    fn flush(
+        &mut self,
+        now: Instant,
+        sock: &PathSocket,
+        raw: &[RawDccpSocket],
+        batch: &mut SendBatch,
+    ) {
         loop {
             if batch.is_full() {
                 flush_batch(sock, batch, &mut self.stats);
@@ -231,6 +286,22 @@ impl Server {
             let cap = buf.len().min(super::TRAIN_BUF_BYTES);
             let Some((to, t)) = self.ep.poll_transmit(now, &mut buf[..cap]) else {
                 break;
+            };
+            let to = match to {
+                Peer::Udp(a) => a,
+                Peer::Dccp { local, remote, .. } => {
+                    match raw.iter().find(|r| r.local_addr() == local) {
+                        Some(r) => super::native::send(
+                            r,
+                            &mut buf[..t.size],
+                            t.segment_size,
+                            remote,
+                            &mut self.stats,
+                        ),
+                        None => self.stats.udp_tx_no_socket += 1,
+                    }
+                    continue;
+                }
             };
             if t.segment_size.is_some_and(|s| s < t.size) {
                 self.stats.udp_tx_gso_trains += 1;
