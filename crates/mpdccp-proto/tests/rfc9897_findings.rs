@@ -13,7 +13,7 @@ use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
-use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
+use mpdccp_proto::wire::{DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption};
 use mpdccp_proto::PathId;
 
 fn two_paths(seed: u64) -> Harness {
@@ -474,4 +474,63 @@ fn f6_each_mp_hmac_directly_follows_the_option_it_protects() {
     h.drive_for(Duration::from_millis(20));
     assert_eq!(h.server.stats().addaddr_bad_hmac, s1.addaddr_bad_hmac + 1);
     assert!(!h.server.remote_addresses().iter().any(|(i, _)| *i == 92));
+}
+
+/// The feature-negotiation options (Change/Confirm L/R) of the first
+/// packet of `ptype` that `from` put on the wire.
+fn feature_options(h: &Harness, from: Side, ptype: PacketType) -> Vec<DccpOption> {
+    let w = h
+        .wire
+        .iter()
+        .find(|w| {
+            w.from == from
+                && DccpRepr::parse(&w.bytes, None).is_ok_and(|(r, _)| r.packet_type() == ptype)
+        })
+        .expect("packet on the wire");
+    let (repr, _) = DccpRepr::parse(&w.bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o,
+                DccpOption::ChangeL { .. }
+                    | DccpOption::ChangeR { .. }
+                    | DccpOption::ConfirmL { .. }
+                    | DccpOption::ConfirmR { .. }
+            )
+        })
+        .collect()
+}
+
+/// F1, RFC 9897 §3.1: the client sends `Change R(10) 0` (the server's
+/// feature) and the server answers `Confirm L(10) 0 0` — the agreed
+/// version followed by its own preference list (RFC 4340 §6.1), byte for
+/// byte what the k4.14 reference kernel sends.
+#[test]
+fn f1_multipath_capable_is_change_r_answered_by_confirm_l() {
+    let h = two_paths(11);
+    let mpc = FeatureNum::MultipathCapable;
+    let req = feature_options(&h, Side::Client, PacketType::Request);
+    assert!(req.contains(&DccpOption::ChangeR {
+        feature: mpc,
+        value: FeatureValue::ServerPriority(vec![0]),
+    }));
+    assert!(!req
+        .iter()
+        .any(|o| matches!(o, DccpOption::ChangeL { feature, .. } if *feature == mpc)));
+    let resp = feature_options(&h, Side::Server, PacketType::Response);
+    let confirm = DccpOption::ConfirmL {
+        feature: mpc,
+        value: FeatureValue::ServerPriority(vec![0, 0]),
+    };
+    assert!(resp.contains(&confirm), "{resp:?}");
+    assert!(!resp
+        .iter()
+        .any(|o| matches!(o, DccpOption::ConfirmR { feature, .. } if *feature == mpc)));
+    // Bytes as the reference's `Confirm L(10) 00 00`: kind 33, length 5.
+    let mut b = [0u8; 8];
+    let n = confirm.emit(&mut b).expect("fits");
+    assert_eq!(&b[..n], &[33, 5, 10, 0, 0]);
+    assert_eq!(h.client.is_multipath(), Some(true));
+    assert_eq!(h.server.is_multipath(), Some(true));
 }

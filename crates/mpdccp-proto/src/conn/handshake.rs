@@ -76,9 +76,12 @@ impl Connection {
             self.stats.rx_unexpected += 1;
             return Some(ResetCode::ConnectionRefused);
         }
-        let offered = seg
-            .feat(opt::CHANGE_L, FeatureNum::MultipathCapable)
-            .is_some_and(|f| f.has_value);
+        // RFC 9897 §3.1: Change R(10); Change L from our own older
+        // releases is still understood.
+        let offered = [opt::CHANGE_R, opt::CHANGE_L].iter().any(|&k| {
+            seg.feat(k, FeatureNum::MultipathCapable)
+                .is_some_and(|f| f.has_value)
+        });
         self.accept_key_offer(offered, seg);
         None
     }
@@ -134,9 +137,12 @@ impl Connection {
     pub(super) fn handle_response(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.paths[i].on_response(now, seg);
         if !self.paths[i].is_join() {
-            let confirmed = seg
-                .feat(opt::CONFIRM_R, FeatureNum::MultipathCapable)
-                .is_some_and(|f| f.has_value);
+            // RFC 9897 §3.1: Confirm L(10) (Confirm R from older peers
+            // of ours).
+            let confirmed = [opt::CONFIRM_L, opt::CONFIRM_R].iter().any(|&k| {
+                seg.feat(k, FeatureNum::MultipathCapable)
+                    .is_some_and(|f| f.has_value)
+            });
             self.accept_key_offer(confirmed, seg);
         } else {
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.

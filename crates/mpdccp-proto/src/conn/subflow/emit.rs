@@ -176,7 +176,9 @@ impl Subflow {
         );
         if ctx.offer_mp {
             if !self.join {
-                s.push_feat(opt::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
+                // RFC 9897 §3.1: the client asks for the server's Multipath
+                // Capable feature, version 0.
+                s.push_feat(opt::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
                 s.mp.key = Some(ctx.mp_key(false));
             } else {
                 s.mp.join = Some(self.mp_join(ctx));
@@ -210,7 +212,9 @@ impl Subflow {
         );
         if ctx.mp_on {
             if !self.join {
-                s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
+                // RFC 9897 §3.1 / RFC 4340 §6.1: Confirm L, the agreed
+                // version followed by our preference list.
+                s.push_feat_list(opt::CONFIRM_L, FeatureNum::MultipathCapable, &[0, 0]);
                 s.mp.key = Some(ctx.mp_key(false));
             } else if let Some(k) = ctx.keys {
                 s.mp.join = Some(self.mp_join(ctx));
@@ -223,7 +227,7 @@ impl Subflow {
         } else if !self.join {
             // Feature 10 not understood / refused: empty Confirm
             // (RFC 4340 §6.6.7) tells the client to fall back.
-            s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, None);
+            s.push_feat(opt::CONFIRM_L, FeatureNum::MultipathCapable, None);
         }
         s
     }
