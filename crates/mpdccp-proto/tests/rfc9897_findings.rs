@@ -13,6 +13,7 @@ use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
+use mpdccp_proto::wire::option::kind as opt;
 use mpdccp_proto::wire::{DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption};
 use mpdccp_proto::PathId;
 
@@ -533,4 +534,87 @@ fn f1_multipath_capable_is_change_r_answered_by_confirm_l() {
     assert_eq!(&b[..n], &[33, 5, 10, 0, 0]);
     assert_eq!(h.client.is_multipath(), Some(true));
     assert_eq!(h.server.is_multipath(), Some(true));
+}
+
+/// Server-priority option `kind(feature) list` as the wire layer reads it.
+fn sp(kind: u8, feature: FeatureNum, list: &[u8]) -> DccpOption {
+    let value = if list.is_empty() {
+        FeatureValue::Empty
+    } else {
+        FeatureValue::ServerPriority(list.to_vec())
+    };
+    match kind {
+        opt::CHANGE_L => DccpOption::ChangeL { feature, value },
+        opt::CONFIRM_L => DccpOption::ConfirmL { feature, value },
+        opt::CHANGE_R => DccpOption::ChangeR { feature, value },
+        _ => DccpOption::ConfirmR { feature, value },
+    }
+}
+
+/// RFC 4340 §6 (docs/INTEROP.md): the reference kernel's Response carries
+/// Change L(2,4,6,10) and Change R(6) and resets a connection whose
+/// handshake Ack confirms none of them. Our client now confirms each
+/// Change of the Response in its third packet — Change L by Confirm R,
+/// Change R by Confirm L, the server-priority value reconciled with the
+/// server's list first (§6.3.1) and followed by our preferences (§6.1),
+/// and an unknown feature by an empty Confirm (§6.6.7) — and our server
+/// confirms every Change of our Request.
+#[test]
+fn every_handshake_change_option_is_confirmed() {
+    use FeatureNum::*;
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        seed: 12,
+        ..Default::default()
+    });
+    h.record = true;
+    h.tamper = Some(Box::new(|from, _path, bytes| {
+        let orig = bytes.clone();
+        let mut s = Segment::parse(&orig, None).expect("our packet parses");
+        if from == Side::Server && s.ptype == PacketType::Response {
+            for f in [AllowShortSeqnos, EcnIncapable, SendAckVector] {
+                s.push_feat(opt::CHANGE_L, f, Some(0));
+            }
+            s.push_feat(opt::CHANGE_L, MultipathCapable, Some(0));
+            s.push_feat(opt::CHANGE_R, SendAckVector, Some(1));
+            s.push_feat(opt::CHANGE_L, Other(200), Some(7));
+            *bytes = emit(&s, 0, Side::Server);
+        }
+        true
+    }));
+    h.open_paths(1, Duration::from_millis(300));
+    assert_eq!(h.client.is_multipath(), Some(true));
+    assert!(h.client.is_established() && h.server.is_established());
+    let ack = feature_options(&h, Side::Client, PacketType::Ack);
+    let want = [
+        sp(opt::CONFIRM_R, AllowShortSeqnos, &[0, 0, 1]),
+        sp(opt::CONFIRM_R, EcnIncapable, &[0, 0, 1]),
+        sp(opt::CONFIRM_R, SendAckVector, &[0, 1, 0]),
+        sp(opt::CONFIRM_R, MultipathCapable, &[0, 0]),
+        sp(opt::CONFIRM_L, SendAckVector, &[1, 1, 0]),
+        sp(opt::CONFIRM_R, Other(200), &[]),
+    ];
+    assert_eq!(ack, want);
+    // Our own pair: the Response confirms each Change of the Request.
+    let req = feature_options(&h, Side::Client, PacketType::Request);
+    let resp = feature_options(&h, Side::Server, PacketType::Response);
+    let changes: Vec<_> = req
+        .iter()
+        .map(|o| match o {
+            DccpOption::ChangeL { feature, .. } => (opt::CONFIRM_R, *feature),
+            DccpOption::ChangeR { feature, .. } => (opt::CONFIRM_L, *feature),
+            other => panic!("a Request carries no {other:?}"),
+        })
+        .collect();
+    // (The wire holds the Response as tampered: its Changes are ours.)
+    let confirms: Vec<_> = resp
+        .iter()
+        .filter_map(|o| match o {
+            DccpOption::ConfirmL { feature, .. } => Some((opt::CONFIRM_L, *feature)),
+            DccpOption::ConfirmR { feature, .. } => Some((opt::CONFIRM_R, *feature)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changes, confirms);
+    assert!(resp.contains(&sp(opt::CONFIRM_L, Ccid, &[2, 2])));
 }

@@ -51,6 +51,38 @@ impl Default for FeatOpt {
 }
 
 impl FeatOpt {
+    /// A one-value option (a non-negotiable value).
+    pub fn with_value(kind: u8, feature: FeatureNum, value: u64) -> Self {
+        FeatOpt {
+            kind,
+            feature,
+            value,
+            has_value: true,
+            ..FeatOpt::default()
+        }
+    }
+
+    /// A server-priority option carrying `list` (empty: an empty value);
+    /// entries past [`MAX_FEAT_LIST`] are left out.
+    pub fn with_list(kind: u8, feature: FeatureNum, list: &[u8]) -> Self {
+        // One value is kept as `value` alone, as `push_feat` does.
+        let n = if list.len() > 1 {
+            list.len().min(MAX_FEAT_LIST)
+        } else {
+            0
+        };
+        let mut list_buf = [0; MAX_FEAT_LIST];
+        list_buf[..n].copy_from_slice(&list[..n]);
+        FeatOpt {
+            kind,
+            feature,
+            value: list.first().map_or(0, |&b| u64::from(b)),
+            has_value: !list.is_empty(),
+            list_buf,
+            n_list: n as u8,
+        }
+    }
+
     /// The server-priority list as sent (one entry for a one-value option).
     pub fn list(&self) -> Vec<u8> {
         match (self.n_list, self.has_value) {
@@ -61,9 +93,11 @@ impl FeatOpt {
     }
 }
 
-pub const MAX_FEATS: usize = 8;
+/// Feature options kept per packet (the reference kernel's Response
+/// carries ten); more are dropped.
+pub const MAX_FEATS: usize = 16;
 /// Entries of a server-priority list kept per option.
-pub const MAX_FEAT_LIST: usize = 6;
+pub const MAX_FEAT_LIST: usize = 8;
 
 /// The MP_KEY option (RFC 9897 §3.2.4): the connection identifier and the
 /// keys offered, each `wire`'s [`MpKey`] (the one key type, any key type);
@@ -400,12 +434,7 @@ impl<'a> Segment<'a> {
     /// preferences or a Confirm's selected value + preferences); an empty
     /// list is an empty value.
     pub fn push_feat_list(&mut self, kind: u8, feature: FeatureNum, list: &[u8]) {
-        self.push_feat(kind, feature, list.first().map(|&b| b as u64));
-        if let Some(f) = self.feats[..self.n_feats as usize].last_mut() {
-            let n = list.len().min(MAX_FEAT_LIST);
-            f.list_buf[..n].copy_from_slice(&list[..n]);
-            f.n_list = n as u8;
-        }
+        self.push_feat_opt(FeatOpt::with_list(kind, feature, list));
     }
 
     /// Adds `f` as it is (a Confirm built by the feature negotiation).

@@ -42,6 +42,8 @@ impl Connection {
                 let window = seg
                     .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
                     .map(|f| f.value);
+                let mp = self.mp == Some(true);
+                sf.owe_feature_confirms(features::handshake_confirms(seg, true, mp));
                 sf.respond(now, self.config.respond_timeout, window);
             }
         }
@@ -144,7 +146,11 @@ impl Connection {
                     .is_some_and(|f| f.has_value)
             });
             self.accept_key_offer(confirmed, seg);
-        } else {
+        }
+        // RFC 4340 §6: the third packet confirms the Response's Changes.
+        let mp = self.mp == Some(true);
+        self.paths[i].owe_feature_confirms(features::handshake_confirms(seg, false, mp));
+        if self.paths[i].is_join() {
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.
             let ra = self.paths[i].local_nonce();
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {

@@ -202,19 +202,13 @@ impl Subflow {
         let mut s = self.segment(PacketType::Response);
         self.hs_probe = Some((self.gss, now));
         s.service_code = ctx.service_code;
-        s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));
-        s.push_feat(opt::CONFIRM_R, FeatureNum::Ccid, Some(2));
-        s.push_feat(opt::CONFIRM_L, FeatureNum::SendAckVector, Some(1));
-        s.push_feat(
-            opt::CONFIRM_R,
-            FeatureNum::SequenceWindow,
-            Some(self.seq_window),
-        );
+        // RFC 4340 §6: a Confirm for each of the Request's Changes,
+        // Multipath Capable's among them (RFC 9897 §3.1: Confirm L(10)).
+        for &f in &self.pend.feat_confirms {
+            s.push_feat_opt(f);
+        }
         if ctx.mp_on {
             if !self.join {
-                // RFC 9897 §3.1 / RFC 4340 §6.1: Confirm L, the agreed
-                // version followed by our preference list.
-                s.push_feat_list(opt::CONFIRM_L, FeatureNum::MultipathCapable, &[0, 0]);
                 s.mp.key = Some(ctx.mp_key(false));
             } else if let Some(k) = ctx.keys {
                 s.mp.join = Some(self.mp_join(ctx));
@@ -224,10 +218,6 @@ impl Subflow {
                     self.remote_nonce,
                 ));
             }
-        } else if !self.join {
-            // Feature 10 not understood / refused: empty Confirm
-            // (RFC 4340 §6.6.7) tells the client to fall back.
-            s.push_feat(opt::CONFIRM_L, FeatureNum::MultipathCapable, None);
         }
         s
     }
@@ -241,6 +231,11 @@ impl Subflow {
         let av = self
             .rx
             .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
+        // RFC 4340 §6: confirm the Response's Changes (the reference
+        // kernel resets a connection that leaves them unconfirmed).
+        for &f in &self.pend.feat_confirms {
+            s.push_feat_opt(f);
+        }
         if ctx.mp_on {
             if !self.join {
                 s.mp.key = Some(ctx.mp_key(true));
