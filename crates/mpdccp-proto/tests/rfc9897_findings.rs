@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{emit, inject};
-use mpdccp_proto::conn::codec::{MpAddAddr, ResetCode, Segment};
+use mpdccp_proto::conn::codec::{FeatOpt, MpAddAddr, ResetCode, Segment};
 use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
@@ -617,4 +617,66 @@ fn every_handshake_change_option_is_confirmed() {
         .collect();
     assert_eq!(changes, confirms);
     assert!(resp.contains(&sp(opt::CONFIRM_L, Ccid, &[2, 2])));
+}
+
+/// A one-path session whose datagrams from `side` of type `ptype` get
+/// the Multipath Capable option of `kind` replaced by `list`.
+fn with_mp_capable(side: Side, ptype: PacketType, kind: u8, list: &'static [u8]) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        seed: 13,
+        ..Default::default()
+    });
+    h.record = true;
+    h.tamper = Some(Box::new(move |from, _path, bytes| {
+        let orig = bytes.clone();
+        let mut s = Segment::parse(&orig, None).expect("our packet parses");
+        if from == side && s.ptype == ptype {
+            let n = s.n_feats as usize;
+            for f in &mut s.feats[..n] {
+                if f.kind == kind && f.feature == FeatureNum::MultipathCapable {
+                    *f = FeatOpt::with_list(kind, f.feature, list);
+                }
+            }
+            *bytes = emit(&s, 0, side);
+        }
+        true
+    }));
+    h.open_paths(1, Duration::from_millis(300));
+    h
+}
+
+/// F10, RFC 9897 §3.1/§3.6 and RFC 4340 §6.3.1: multipath needs version 0
+/// (the version is the value's high nibble, the low bits are ignored).
+/// Our server, whose list is [0], agrees when the client lists version 0
+/// anywhere and answers `Confirm L(10) 0 0`; a client offering version 1
+/// only gets an empty Confirm L(10) and plain DCCP. Our client falls back
+/// when the server's Confirm selects another version.
+#[test]
+fn f10_multipath_needs_version_0() {
+    let mpc = FeatureNum::MultipathCapable;
+    for (offer, agreed) in [
+        (&[0x10][..], false),
+        (&[0x10, 0x00][..], true),
+        (&[0x05][..], true),
+    ] {
+        let h = with_mp_capable(Side::Client, PacketType::Request, opt::CHANGE_R, offer);
+        assert_eq!(h.server.is_multipath(), Some(agreed), "offer {offer:x?}");
+        assert_eq!(h.client.is_multipath(), Some(agreed), "offer {offer:x?}");
+        let resp = feature_options(&h, Side::Server, PacketType::Response);
+        let list: &[u8] = if agreed { &[0, 0] } else { &[] };
+        assert!(resp.contains(&sp(opt::CONFIRM_L, mpc, list)), "{resp:?}");
+        assert!(
+            h.client.is_established(),
+            "plain DCCP or multipath, it opens"
+        );
+    }
+    let h = with_mp_capable(
+        Side::Server,
+        PacketType::Response,
+        opt::CONFIRM_L,
+        &[0x10, 0x10],
+    );
+    assert_eq!(h.client.is_multipath(), Some(false));
+    assert!(h.client.stats().fallbacks >= 1);
 }

@@ -6,8 +6,34 @@
 //! leaves its Response's Change options unconfirmed (docs/INTEROP.md).
 
 use super::codec::{FeatOpt, Segment};
+use crate::wire::mp::{mp_capable_value, mp_capable_version};
 use crate::wire::option::kind as opt;
 use crate::wire::FeatureNum;
+
+/// RFC 9897 §3.1, §3.6 (finding F10): multipath only on version 0, our
+/// one version. Server: the client's Change R(10) list (Change L from our
+/// own older releases) holds version 0, so server-priority reconciliation
+/// (RFC 4340 §6.3.1) selects it. Client: the server's Confirm L(10)
+/// (Confirm R from older releases of ours) selected version 0. Otherwise
+/// the caller falls back to plain DCCP.
+pub(super) fn mp_version_agreed(seg: &Segment<'_>, we_are_server: bool) -> bool {
+    let kinds = if we_are_server {
+        [opt::CHANGE_R, opt::CHANGE_L]
+    } else {
+        [opt::CONFIRM_L, opt::CONFIRM_R]
+    };
+    let Some(f) = kinds
+        .iter()
+        .find_map(|&k| seg.feat(k, FeatureNum::MultipathCapable))
+    else {
+        return false;
+    };
+    if we_are_server {
+        f.list().iter().any(|&b| mp_capable_version(b) == 0)
+    } else {
+        f.has_value && mp_capable_version(f.value as u8) == 0
+    }
+}
 
 /// Values of a server-priority feature we can work with, ours first;
 /// `at_us` is the feature's location (the peer sent Change R). `None`: a
@@ -72,7 +98,14 @@ fn confirm(change: &FeatOpt, we_are_server: bool, multipath: bool) -> FeatOpt {
         }
         f => match supported(f, at_us, multipath) {
             Some(ours) if change.has_value => {
-                match reconcile(&change.list(), ours, we_are_server) {
+                let mut peer = change.list();
+                if f == FeatureNum::MultipathCapable {
+                    // Only the version counts (§3.1: the low bits are
+                    // unassigned and ignored).
+                    peer.iter_mut()
+                        .for_each(|b| *b = mp_capable_value(mp_capable_version(*b)));
+                }
+                match reconcile(&peer, ours, we_are_server) {
                     // §6.1: the selected value, then our preference list.
                     Some(v) => {
                         let mut list = vec![v];

@@ -78,12 +78,8 @@ impl Connection {
             self.stats.rx_unexpected += 1;
             return Some(ResetCode::ConnectionRefused);
         }
-        // RFC 9897 §3.1: Change R(10); Change L from our own older
-        // releases is still understood.
-        let offered = [opt::CHANGE_R, opt::CHANGE_L].iter().any(|&k| {
-            seg.feat(k, FeatureNum::MultipathCapable)
-                .is_some_and(|f| f.has_value)
-        });
+        // RFC 9897 §3.1: Change R(10) listing version 0 (F10).
+        let offered = features::mp_version_agreed(seg, true);
         self.accept_key_offer(offered, seg);
         None
     }
@@ -139,12 +135,8 @@ impl Connection {
     pub(super) fn handle_response(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.paths[i].on_response(now, seg);
         if !self.paths[i].is_join() {
-            // RFC 9897 §3.1: Confirm L(10) (Confirm R from older peers
-            // of ours).
-            let confirmed = [opt::CONFIRM_L, opt::CONFIRM_R].iter().any(|&k| {
-                seg.feat(k, FeatureNum::MultipathCapable)
-                    .is_some_and(|f| f.has_value)
-            });
+            // RFC 9897 §3.1: Confirm L(10) selecting version 0 (F10).
+            let confirmed = features::mp_version_agreed(seg, false);
             self.accept_key_offer(confirmed, seg);
         }
         // RFC 4340 §6: the third packet confirms the Response's Changes.
