@@ -39,10 +39,9 @@ pub(crate) struct EmitCtx {
 }
 
 impl EmitCtx {
-    /// Our MP_KEY: CI and plain key, echoing the peer's with `echo`.
-    fn mp_key(&self, echo: bool) -> KeyOffer {
-        let peer = if echo { self.remote_key } else { None };
-        KeyOffer::plain(self.local_ci, self.local_key, peer)
+    /// Our MP_KEY: CI and plain key (Request and Response only, F11).
+    fn mp_key(&self) -> KeyOffer {
+        KeyOffer::plain(self.local_ci, self.local_key, None)
     }
 }
 
@@ -179,7 +178,7 @@ impl Subflow {
                 // RFC 9897 §3.1: the client asks for the server's Multipath
                 // Capable feature, version 0.
                 s.push_feat(opt::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
-                s.mp.key = Some(ctx.mp_key(false));
+                s.mp.key = Some(ctx.mp_key());
             } else {
                 s.mp.join = Some(self.mp_join(ctx));
             }
@@ -209,7 +208,7 @@ impl Subflow {
         }
         if ctx.mp_on {
             if !self.join {
-                s.mp.key = Some(ctx.mp_key(false));
+                s.mp.key = Some(ctx.mp_key());
             } else if let Some(k) = ctx.keys {
                 s.mp.join = Some(self.mp_join(ctx));
                 s.mp.hmac = Some(keys::join_hmac(
@@ -223,7 +222,7 @@ impl Subflow {
     }
 
     /// The client's third handshake packet (and its repeats in PARTOPEN):
-    /// Ack echoing both keys, or MP_HMAC = HMAC(d-keyA, RA‖RB) for a join.
+    /// Ack with Confirms, and MP_HMAC = HMAC(d-keyA, RA‖RB) for a join.
     fn handshake_ack<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Segment<'a> {
         self.pend.handshake_ack = false;
         self.retransmit(now);
@@ -236,10 +235,11 @@ impl Subflow {
         for &f in &self.pend.feat_confirms {
             s.push_feat_opt(f);
         }
-        if ctx.mp_on {
-            if !self.join {
-                s.mp.key = Some(ctx.mp_key(true));
-            } else if let Some(k) = ctx.keys {
+        // RFC 9897 §3.2.4, §3.3 (F11): no MP_KEY on the first subflow's
+        // third packet (several keys only in the Request), as the k4.14
+        // reference kernel; a join's carries MP_HMAC.
+        if ctx.mp_on && self.join {
+            if let Some(k) = ctx.keys {
                 s.mp.hmac = Some(keys::join_hmac(
                     &k.d_key_local(),
                     self.local_nonce,
