@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use mpdccp_proto::conn::codec::{KeyOffer, Segment};
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
@@ -254,11 +255,17 @@ fn too_busy_reset_on_a_join_leaves_the_other_subflows_open() {
     }
 }
 
-/// §3.6: "The subflow closing procedure MUST be also applied if a final ACK
-/// carrying MP_KEY with wrong KeyA/KeyB is received." The client's third
-/// packet echoes the server's key with one bit flipped.
-#[test]
-fn wrong_key_echo_in_the_final_ack_closes_the_subflow() {
+/// The client's third packet with the MP_KEY echo of our older releases
+/// added (`resvd CI {0, KeyA} {0, KeyB}`): `Echo::Right`, KeyB's last bit
+/// flipped, or KeyA's type made reserved (7, so the option cannot be read).
+#[derive(Clone, Copy, PartialEq)]
+enum Echo {
+    Right,
+    Flipped,
+    Malformed,
+}
+
+fn third_packet_with_key_echo(echo: Echo) -> Harness {
     let mut h = Harness::new(HarnessConfig {
         paths: vec![LinkSpec {
             delay: Duration::from_millis(10),
@@ -267,25 +274,81 @@ fn wrong_key_echo_in_the_final_ack_closes_the_subflow() {
         ..Default::default()
     });
     h.record = true;
-    h.tamper = Some(Box::new(|side, path, bytes| {
-        if side == Side::Client && inspect::packet_type(bytes) == Some(PacketType::Ack) {
-            if let Some(r) = inspect::find_mp_suboption(bytes, mp::KEY) {
-                // resvd CI {0, KeyA} {0, KeyB}: flip a bit of the echoed KeyB.
-                bytes[r.end - 1] ^= 0x01;
-                let (c, s) = Harness::path_addrs(path.0 as usize);
-                inspect::fix_checksum(bytes, c.ip(), s.ip());
+    let mut client: Option<(u32, [u8; 8])> = None;
+    let mut server: Option<[u8; 8]> = None;
+    h.tamper = Some(Box::new(move |side, path, bytes| {
+        let orig = bytes.clone();
+        let mut s = Segment::parse(&orig, None).expect("our packet parses");
+        let key = s.mp.key.as_ref().and_then(|k| Some((k.ci, k.plain_key()?)));
+        match (side, s.ptype, key) {
+            (Side::Client, PacketType::Request, Some(k)) => client = Some(k),
+            (Side::Server, PacketType::Response, Some((_, k))) => server = Some(k),
+            (Side::Client, PacketType::Ack, None) => {
+                if let (Some((ci, kc)), Some(mut ks)) = (client, server.take()) {
+                    ks[7] ^= u8::from(echo == Echo::Flipped);
+                    s.mp.key = Some(KeyOffer::plain(ci, kc, Some(ks)));
+                    *bytes = common::emit(&s, path.0 as usize, Side::Client);
+                    if echo == Echo::Malformed {
+                        let r = inspect::find_mp_suboption(bytes, mp::KEY).expect("MP_KEY");
+                        // resvd(1) CI(4) | Key Type: 0 -> 7 (reserved).
+                        bytes[r.start + 5] = 7;
+                        let (c, s) = Harness::path_addrs(path.0 as usize);
+                        inspect::fix_checksum(bytes, c.ip(), s.ip());
+                    }
+                }
             }
+            _ => {}
         }
         true
     }));
     h.open_path(0);
     h.drive_for(Duration::from_millis(500));
-    assert!(h.server.stats().bad_key_echo >= 1);
-    assert!(!h.server.is_established(), "no connection on a wrong echo");
-    let reset_5 = h.wire.iter().any(|w| {
-        w.from == Side::Server
-            && inspect::packet_type(&w.bytes) == Some(PacketType::Reset)
-            && w.bytes[24] == 5
-    });
-    assert!(reset_5, "Reset (Option Error) on the subflow");
+    h
+}
+
+/// §3.6: "The subflow closing procedure MUST be also applied if a final ACK
+/// carrying MP_KEY with wrong KeyA/KeyB is received." The (older-style)
+/// echo of the server's key in the client's third packet has a bit flipped,
+/// or cannot be read at all (F11).
+#[test]
+fn wrong_key_echo_in_the_final_ack_closes_the_subflow() {
+    for echo in [Echo::Flipped, Echo::Malformed] {
+        let h = third_packet_with_key_echo(echo);
+        assert!(h.server.stats().bad_key_echo >= 1);
+        assert!(!h.server.is_established(), "no connection on a wrong echo");
+        let reset_5 = h.wire.iter().any(|w| {
+            w.from == Side::Server
+                && inspect::packet_type(&w.bytes) == Some(PacketType::Reset)
+                && w.bytes[24] == 5
+        });
+        assert!(reset_5, "Reset (Option Error) on the subflow");
+    }
+}
+
+/// F11 (§3.2.4, §3.3): our client's third packet carries no MP_KEY (as the
+/// k4.14 reference kernel), and a correct echo from our older releases is
+/// still accepted.
+#[test]
+fn the_third_packet_carries_no_mp_key_but_an_old_echo_is_accepted() {
+    let h = two_paths(9);
+    let third = h
+        .wire
+        .iter()
+        .find(|w| {
+            w.from == Side::Client
+                && w.path == PathId(0)
+                && inspect::packet_type(&w.bytes) == Some(PacketType::Ack)
+        })
+        .expect("the client's third packet");
+    assert!(inspect::find_mp_suboption(&third.bytes, mp::KEY).is_none());
+    let keys = h
+        .wire
+        .iter()
+        .filter(|w| inspect::find_mp_suboption(&w.bytes, mp::KEY).is_some())
+        .count();
+    assert_eq!(keys, 2, "MP_KEY in the Request and the Response only");
+    let h = third_packet_with_key_echo(Echo::Right);
+    assert!(h.server.is_established() && h.client.is_established());
+    assert_eq!(h.server.is_multipath(), Some(true));
+    assert_eq!(h.server.stats().bad_key_echo, 0);
 }

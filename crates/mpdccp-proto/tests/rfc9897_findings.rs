@@ -8,12 +8,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{emit, inject, mp_options, two_paths};
-use mpdccp_proto::conn::codec::{MpAddAddr, ResetCode, Segment};
+use mpdccp_proto::conn::codec::{FeatOpt, MpAddAddr, ResetCode, Segment};
 use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
-use mpdccp_proto::harness::{inspect, Harness, Side};
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
-use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
+use mpdccp_proto::wire::option::kind as opt;
+use mpdccp_proto::wire::{DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption};
 use mpdccp_proto::PathId;
 
 /// The plain key `side` sent in its first MP_KEY.
@@ -442,4 +443,208 @@ fn f6_each_mp_hmac_directly_follows_the_option_it_protects() {
     h.drive_for(Duration::from_millis(20));
     assert_eq!(h.server.stats().addaddr_bad_hmac, s1.addaddr_bad_hmac + 1);
     assert!(!h.server.remote_addresses().iter().any(|(i, _)| *i == 92));
+}
+
+/// The feature-negotiation options (Change/Confirm L/R) of the first
+/// packet of `ptype` that `from` put on the wire.
+fn feature_options(h: &Harness, from: Side, ptype: PacketType) -> Vec<DccpOption> {
+    let w = h
+        .wire
+        .iter()
+        .find(|w| {
+            w.from == from
+                && DccpRepr::parse(&w.bytes, None).is_ok_and(|(r, _)| r.packet_type() == ptype)
+        })
+        .expect("packet on the wire");
+    let (repr, _) = DccpRepr::parse(&w.bytes, None).expect("our own packet parses");
+    repr.options
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o,
+                DccpOption::ChangeL { .. }
+                    | DccpOption::ChangeR { .. }
+                    | DccpOption::ConfirmL { .. }
+                    | DccpOption::ConfirmR { .. }
+            )
+        })
+        .collect()
+}
+
+/// F1, RFC 9897 §3.1: the client sends `Change R(10) 0` (the server's
+/// feature) and the server answers `Confirm L(10) 0 0` — the agreed
+/// version followed by its own preference list (RFC 4340 §6.1), byte for
+/// byte what the k4.14 reference kernel sends.
+#[test]
+fn f1_multipath_capable_is_change_r_answered_by_confirm_l() {
+    let h = two_paths(11);
+    let mpc = FeatureNum::MultipathCapable;
+    let req = feature_options(&h, Side::Client, PacketType::Request);
+    assert!(req.contains(&DccpOption::ChangeR {
+        feature: mpc,
+        value: FeatureValue::ServerPriority(vec![0]),
+    }));
+    assert!(!req
+        .iter()
+        .any(|o| matches!(o, DccpOption::ChangeL { feature, .. } if *feature == mpc)));
+    let resp = feature_options(&h, Side::Server, PacketType::Response);
+    let confirm = DccpOption::ConfirmL {
+        feature: mpc,
+        value: FeatureValue::ServerPriority(vec![0, 0]),
+    };
+    assert!(resp.contains(&confirm), "{resp:?}");
+    assert!(!resp
+        .iter()
+        .any(|o| matches!(o, DccpOption::ConfirmR { feature, .. } if *feature == mpc)));
+    // Bytes as the reference's `Confirm L(10) 00 00`: kind 33, length 5.
+    let mut b = [0u8; 8];
+    let n = confirm.emit(&mut b).expect("fits");
+    assert_eq!(&b[..n], &[33, 5, 10, 0, 0]);
+    assert_eq!(h.client.is_multipath(), Some(true));
+    assert_eq!(h.server.is_multipath(), Some(true));
+}
+
+/// Server-priority option `kind(feature) list` as the wire layer reads it.
+fn sp(kind: u8, feature: FeatureNum, list: &[u8]) -> DccpOption {
+    let value = if list.is_empty() {
+        FeatureValue::Empty
+    } else {
+        FeatureValue::ServerPriority(list.to_vec())
+    };
+    match kind {
+        opt::CHANGE_L => DccpOption::ChangeL { feature, value },
+        opt::CONFIRM_L => DccpOption::ConfirmL { feature, value },
+        opt::CHANGE_R => DccpOption::ChangeR { feature, value },
+        _ => DccpOption::ConfirmR { feature, value },
+    }
+}
+
+/// RFC 4340 §6 (docs/INTEROP.md): the reference kernel's Response carries
+/// Change L(2,4,6,10) and Change R(6) and resets a connection whose
+/// handshake Ack confirms none of them. Our client now confirms each
+/// Change of the Response in its third packet — Change L by Confirm R,
+/// Change R by Confirm L, the server-priority value reconciled with the
+/// server's list first (§6.3.1) and followed by our preferences (§6.1),
+/// and an unknown feature by an empty Confirm (§6.6.7) — and our server
+/// confirms every Change of our Request.
+#[test]
+fn every_handshake_change_option_is_confirmed() {
+    use FeatureNum::*;
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        seed: 12,
+        ..Default::default()
+    });
+    h.record = true;
+    h.tamper = Some(Box::new(|from, _path, bytes| {
+        let orig = bytes.clone();
+        let mut s = Segment::parse(&orig, None).expect("our packet parses");
+        if from == Side::Server && s.ptype == PacketType::Response {
+            for f in [AllowShortSeqnos, EcnIncapable, SendAckVector] {
+                s.push_feat(opt::CHANGE_L, f, Some(0));
+            }
+            s.push_feat(opt::CHANGE_L, MultipathCapable, Some(0));
+            s.push_feat(opt::CHANGE_R, SendAckVector, Some(1));
+            s.push_feat(opt::CHANGE_L, Other(200), Some(7));
+            *bytes = emit(&s, 0, Side::Server);
+        }
+        true
+    }));
+    h.open_paths(1, Duration::from_millis(300));
+    assert_eq!(h.client.is_multipath(), Some(true));
+    assert!(h.client.is_established() && h.server.is_established());
+    let ack = feature_options(&h, Side::Client, PacketType::Ack);
+    let want = [
+        sp(opt::CONFIRM_R, AllowShortSeqnos, &[0, 0, 1]),
+        sp(opt::CONFIRM_R, EcnIncapable, &[0, 0, 1]),
+        sp(opt::CONFIRM_R, SendAckVector, &[0, 1, 0]),
+        sp(opt::CONFIRM_R, MultipathCapable, &[0, 0]),
+        sp(opt::CONFIRM_L, SendAckVector, &[1, 1, 0]),
+        sp(opt::CONFIRM_R, Other(200), &[]),
+    ];
+    assert_eq!(ack, want);
+    // Our own pair: the Response confirms each Change of the Request.
+    let req = feature_options(&h, Side::Client, PacketType::Request);
+    let resp = feature_options(&h, Side::Server, PacketType::Response);
+    let changes: Vec<_> = req
+        .iter()
+        .map(|o| match o {
+            DccpOption::ChangeL { feature, .. } => (opt::CONFIRM_R, *feature),
+            DccpOption::ChangeR { feature, .. } => (opt::CONFIRM_L, *feature),
+            other => panic!("a Request carries no {other:?}"),
+        })
+        .collect();
+    // (The wire holds the Response as tampered: its Changes are ours.)
+    let confirms: Vec<_> = resp
+        .iter()
+        .filter_map(|o| match o {
+            DccpOption::ConfirmL { feature, .. } => Some((opt::CONFIRM_L, *feature)),
+            DccpOption::ConfirmR { feature, .. } => Some((opt::CONFIRM_R, *feature)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changes, confirms);
+    assert!(resp.contains(&sp(opt::CONFIRM_L, Ccid, &[2, 2])));
+}
+
+/// A one-path session whose datagrams from `side` of type `ptype` get
+/// the Multipath Capable option of `kind` replaced by `list`.
+fn with_mp_capable(side: Side, ptype: PacketType, kind: u8, list: &'static [u8]) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default()],
+        seed: 13,
+        ..Default::default()
+    });
+    h.record = true;
+    h.tamper = Some(Box::new(move |from, _path, bytes| {
+        let orig = bytes.clone();
+        let mut s = Segment::parse(&orig, None).expect("our packet parses");
+        if from == side && s.ptype == ptype {
+            let n = s.n_feats as usize;
+            for f in &mut s.feats[..n] {
+                if f.kind == kind && f.feature == FeatureNum::MultipathCapable {
+                    *f = FeatOpt::with_list(kind, f.feature, list);
+                }
+            }
+            *bytes = emit(&s, 0, side);
+        }
+        true
+    }));
+    h.open_paths(1, Duration::from_millis(300));
+    h
+}
+
+/// F10, RFC 9897 §3.1/§3.6 and RFC 4340 §6.3.1: multipath needs version 0
+/// (the version is the value's high nibble, the low bits are ignored).
+/// Our server, whose list is [0], agrees when the client lists version 0
+/// anywhere and answers `Confirm L(10) 0 0`; a client offering version 1
+/// only gets an empty Confirm L(10) and plain DCCP. Our client falls back
+/// when the server's Confirm selects another version.
+#[test]
+fn f10_multipath_needs_version_0() {
+    let mpc = FeatureNum::MultipathCapable;
+    for (offer, agreed) in [
+        (&[0x10][..], false),
+        (&[0x10, 0x00][..], true),
+        (&[0x05][..], true),
+    ] {
+        let h = with_mp_capable(Side::Client, PacketType::Request, opt::CHANGE_R, offer);
+        assert_eq!(h.server.is_multipath(), Some(agreed), "offer {offer:x?}");
+        assert_eq!(h.client.is_multipath(), Some(agreed), "offer {offer:x?}");
+        let resp = feature_options(&h, Side::Server, PacketType::Response);
+        let list: &[u8] = if agreed { &[0, 0] } else { &[] };
+        assert!(resp.contains(&sp(opt::CONFIRM_L, mpc, list)), "{resp:?}");
+        assert!(
+            h.client.is_established(),
+            "plain DCCP or multipath, it opens"
+        );
+    }
+    let h = with_mp_capable(
+        Side::Server,
+        PacketType::Response,
+        opt::CONFIRM_L,
+        &[0x10, 0x10],
+    );
+    assert_eq!(h.client.is_multipath(), Some(false));
+    assert!(h.client.stats().fallbacks >= 1);
 }

@@ -478,14 +478,13 @@ fn real_connection_against_reference_server(
     Some(o)
 }
 
-/// The acceptance test for the next step (the real `Connection` with a
-/// reference wire profile). Today it fails at the first subflow: the
-/// Connection's handshake Ack does not Confirm the Change options of the
-/// reference's Response (RFC 4340 §6.2: Change L 2, 4, 6, 10 and Change R
-/// 6), Linux cannot activate the features and answers Reset code 9 (Too
-/// Busy). Bytes in docs/INTEROP.md.
+/// The real sans-IO `Connection` (RFC 9897 profile) against the k4.14
+/// reference server: it connects and gets its echoes. It used to fail at
+/// the first subflow: the handshake Ack did not Confirm the Change options
+/// of the reference's Response (RFC 4340 §6.2: Change L 2, 4, 6, 10 and
+/// Change R 6) and Linux answered Reset code 9 (Too Busy); conn/features.rs
+/// confirms them now. Bytes in docs/INTEROP.md.
 #[test]
-#[ignore = "Connection does not confirm the server's Change options; the reference Resets (code 9)"]
 fn real_connection_against_reference_server_k414() {
     let test = "real_connection_against_reference_server_k414";
     let Some(o) = real_connection_against_reference_server(Kernel::K414, test) else {

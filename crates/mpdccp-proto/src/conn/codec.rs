@@ -19,8 +19,10 @@ pub use crate::wire::{
     Packet, PacketType, RawOption, ResetCode, WireError,
 };
 
-/// One feature-negotiation option (Change/Confirm L/R). Values are the
-/// non-negotiable value or the first entry of a server-priority list.
+/// One feature-negotiation option (Change/Confirm L/R). `value` is the
+/// non-negotiable value or the first entry of a server-priority list; the
+/// list itself (a Change's preference list, or a Confirm's selected value
+/// followed by the sender's preferences, RFC 4340 §6.1) is `list()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatOpt {
     /// `kind::CHANGE_L`, `CONFIRM_L`, `CHANGE_R` or `CONFIRM_R`.
@@ -29,6 +31,10 @@ pub struct FeatOpt {
     pub value: u64,
     /// False for an empty value ("not understood" / no agreement, §6.6.7).
     pub has_value: bool,
+    /// A server-priority list, its first `n_list` entries (longer lists
+    /// keep their first [`MAX_FEAT_LIST`]); empty for a one-value option.
+    pub list_buf: [u8; MAX_FEAT_LIST],
+    pub n_list: u8,
 }
 
 impl Default for FeatOpt {
@@ -38,11 +44,60 @@ impl Default for FeatOpt {
             feature: FeatureNum::Other(0),
             value: 0,
             has_value: false,
+            list_buf: [0; MAX_FEAT_LIST],
+            n_list: 0,
         }
     }
 }
 
-pub const MAX_FEATS: usize = 8;
+impl FeatOpt {
+    /// A one-value option (a non-negotiable value).
+    pub fn with_value(kind: u8, feature: FeatureNum, value: u64) -> Self {
+        FeatOpt {
+            kind,
+            feature,
+            value,
+            has_value: true,
+            ..FeatOpt::default()
+        }
+    }
+
+    /// A server-priority option carrying `list` (empty: an empty value);
+    /// entries past [`MAX_FEAT_LIST`] are left out.
+    pub fn with_list(kind: u8, feature: FeatureNum, list: &[u8]) -> Self {
+        // One value is kept as `value` alone, as `push_feat` does.
+        let n = if list.len() > 1 {
+            list.len().min(MAX_FEAT_LIST)
+        } else {
+            0
+        };
+        let mut list_buf = [0; MAX_FEAT_LIST];
+        list_buf[..n].copy_from_slice(&list[..n]);
+        FeatOpt {
+            kind,
+            feature,
+            value: list.first().map_or(0, |&b| u64::from(b)),
+            has_value: !list.is_empty(),
+            list_buf,
+            n_list: n as u8,
+        }
+    }
+
+    /// The server-priority list as sent (one entry for a one-value option).
+    pub fn list(&self) -> Vec<u8> {
+        match (self.n_list, self.has_value) {
+            (0, true) => vec![self.value as u8],
+            (0, false) => Vec::new(),
+            (n, _) => self.list_buf[..n as usize].to_vec(),
+        }
+    }
+}
+
+/// Feature options kept per packet (the reference kernel's Response
+/// carries ten); more are dropped.
+pub const MAX_FEATS: usize = 16;
+/// Entries of a server-priority list kept per option.
+pub const MAX_FEAT_LIST: usize = 8;
 
 /// The MP_KEY option (RFC 9897 §3.2.4): the connection identifier and the
 /// keys offered, each `wire`'s [`MpKey`] (the one key type, any key type);
@@ -364,11 +419,28 @@ impl<'a> Segment<'a> {
     pub fn push_feat(&mut self, kind: u8, feature: FeatureNum, value: Option<u64>) {
         if (self.n_feats as usize) < MAX_FEATS {
             self.feats[self.n_feats as usize] = FeatOpt {
+                list_buf: [0; MAX_FEAT_LIST],
+                n_list: 0,
                 kind,
                 feature,
                 value: value.unwrap_or(0),
                 has_value: value.is_some(),
             };
+            self.n_feats += 1;
+        }
+    }
+
+    /// Adds a server-priority feature option carrying `list` (a Change's
+    /// preferences or a Confirm's selected value + preferences); an empty
+    /// list is an empty value.
+    pub fn push_feat_list(&mut self, kind: u8, feature: FeatureNum, list: &[u8]) {
+        self.push_feat_opt(FeatOpt::with_list(kind, feature, list));
+    }
+
+    /// Adds `f` as it is (a Confirm built by the feature negotiation).
+    pub fn push_feat_opt(&mut self, f: FeatOpt) {
+        if (self.n_feats as usize) < MAX_FEATS {
+            self.feats[self.n_feats as usize] = f;
             self.n_feats += 1;
         }
     }
@@ -439,14 +511,13 @@ impl<'a> Segment<'a> {
                     | DccpOption::ConfirmR { feature, value } => (feature, value),
                     _ => return Err(WireError::BadOptionValue { kind: o.kind }),
                 };
-                let v = match value {
-                    FeatureValue::Empty => None,
-                    FeatureValue::NonNegotiable(v) => Some(v),
+                match value {
+                    FeatureValue::Empty => self.push_feat(o.kind, feature, None),
+                    FeatureValue::NonNegotiable(v) => self.push_feat(o.kind, feature, Some(v)),
                     FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
-                        l.first().map(|&b| b as u64)
+                        self.push_feat_list(o.kind, feature, &l)
                     }
-                };
-                self.push_feat(o.kind, feature, v);
+                }
             }
             kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
                 self.ack_vector = Some(o.data);
@@ -518,7 +589,7 @@ impl<'a> Segment<'a> {
             let value = match (f.has_value, f.feature.nn_len()) {
                 (false, _) => FeatureValue::Empty,
                 (true, Some(_)) => FeatureValue::NonNegotiable(f.value),
-                (true, None) => FeatureValue::ServerPriority(vec![f.value as u8]),
+                (true, None) => FeatureValue::ServerPriority(f.list()),
             };
             let (feature, value) = (f.feature, value);
             let o = match f.kind {

@@ -42,6 +42,8 @@ impl Connection {
                 let window = seg
                     .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
                     .map(|f| f.value);
+                let mp = self.mp == Some(true);
+                sf.owe_feature_confirms(features::handshake_confirms(seg, true, mp));
                 sf.respond(now, self.config.respond_timeout, window);
             }
         }
@@ -76,9 +78,8 @@ impl Connection {
             self.stats.rx_unexpected += 1;
             return Some(ResetCode::ConnectionRefused);
         }
-        let offered = seg
-            .feat(opt::CHANGE_L, FeatureNum::MultipathCapable)
-            .is_some_and(|f| f.has_value);
+        // RFC 9897 §3.1: Change R(10) listing version 0 (F10).
+        let offered = features::mp_version_agreed(seg, true);
         self.accept_key_offer(offered, seg);
         None
     }
@@ -134,11 +135,14 @@ impl Connection {
     pub(super) fn handle_response(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.paths[i].on_response(now, seg);
         if !self.paths[i].is_join() {
-            let confirmed = seg
-                .feat(opt::CONFIRM_R, FeatureNum::MultipathCapable)
-                .is_some_and(|f| f.has_value);
+            // RFC 9897 §3.1: Confirm L(10) selecting version 0 (F10).
+            let confirmed = features::mp_version_agreed(seg, false);
             self.accept_key_offer(confirmed, seg);
-        } else {
+        }
+        // RFC 4340 §6: the third packet confirms the Response's Changes.
+        let mp = self.mp == Some(true);
+        self.paths[i].owe_feature_confirms(features::handshake_confirms(seg, false, mp));
+        if self.paths[i].is_join() {
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.
             let ra = self.paths[i].local_nonce();
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {

@@ -67,6 +67,7 @@ mod adverts;
 pub mod codec;
 mod config;
 mod endpoint;
+mod features;
 mod handshake;
 pub mod keys;
 mod liveness;

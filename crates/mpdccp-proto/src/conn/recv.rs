@@ -33,9 +33,14 @@ impl Connection {
             }
         };
         // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
-        // subflow (never in answer to a Reset).
+        // subflow (never in answer to a Reset). A Request or Response on a
+        // subflow past its handshake is dealt with by type first (§8.5
+        // step 7 before step 8): its options are never read.
         if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
-            if seg.ptype != PacketType::Reset {
+            if !matches!(
+                seg.ptype,
+                PacketType::Reset | PacketType::Request | PacketType::Response
+            ) {
                 self.reset_path(i, code);
                 return;
             }

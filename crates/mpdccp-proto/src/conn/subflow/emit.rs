@@ -39,10 +39,9 @@ pub(crate) struct EmitCtx {
 }
 
 impl EmitCtx {
-    /// Our MP_KEY: CI and plain key, echoing the peer's with `echo`.
-    fn mp_key(&self, echo: bool) -> KeyOffer {
-        let peer = if echo { self.remote_key } else { None };
-        KeyOffer::plain(self.local_ci, self.local_key, peer)
+    /// Our MP_KEY: CI and plain key (Request and Response only, F11).
+    fn mp_key(&self) -> KeyOffer {
+        KeyOffer::plain(self.local_ci, self.local_key, None)
     }
 }
 
@@ -176,8 +175,10 @@ impl Subflow {
         );
         if ctx.offer_mp {
             if !self.join {
-                s.push_feat(opt::CHANGE_L, FeatureNum::MultipathCapable, Some(0));
-                s.mp.key = Some(ctx.mp_key(false));
+                // RFC 9897 §3.1: the client asks for the server's Multipath
+                // Capable feature, version 0.
+                s.push_feat(opt::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
+                s.mp.key = Some(ctx.mp_key());
             } else {
                 s.mp.join = Some(self.mp_join(ctx));
             }
@@ -200,18 +201,14 @@ impl Subflow {
         let mut s = self.segment(PacketType::Response);
         self.hs_probe = Some((self.gss, now));
         s.service_code = ctx.service_code;
-        s.push_feat(opt::CONFIRM_L, FeatureNum::Ccid, Some(2));
-        s.push_feat(opt::CONFIRM_R, FeatureNum::Ccid, Some(2));
-        s.push_feat(opt::CONFIRM_L, FeatureNum::SendAckVector, Some(1));
-        s.push_feat(
-            opt::CONFIRM_R,
-            FeatureNum::SequenceWindow,
-            Some(self.seq_window),
-        );
+        // RFC 4340 §6: a Confirm for each of the Request's Changes,
+        // Multipath Capable's among them (RFC 9897 §3.1: Confirm L(10)).
+        for &f in &self.pend.feat_confirms {
+            s.push_feat_opt(f);
+        }
         if ctx.mp_on {
             if !self.join {
-                s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, Some(0));
-                s.mp.key = Some(ctx.mp_key(false));
+                s.mp.key = Some(ctx.mp_key());
             } else if let Some(k) = ctx.keys {
                 s.mp.join = Some(self.mp_join(ctx));
                 s.mp.hmac = Some(keys::join_hmac(
@@ -220,16 +217,12 @@ impl Subflow {
                     self.remote_nonce,
                 ));
             }
-        } else if !self.join {
-            // Feature 10 not understood / refused: empty Confirm
-            // (RFC 4340 §6.6.7) tells the client to fall back.
-            s.push_feat(opt::CONFIRM_R, FeatureNum::MultipathCapable, None);
         }
         s
     }
 
     /// The client's third handshake packet (and its repeats in PARTOPEN):
-    /// Ack echoing both keys, or MP_HMAC = HMAC(d-keyA, RA‖RB) for a join.
+    /// Ack with Confirms, and MP_HMAC = HMAC(d-keyA, RA‖RB) for a join.
     fn handshake_ack<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Segment<'a> {
         self.pend.handshake_ack = false;
         self.retransmit(now);
@@ -237,10 +230,16 @@ impl Subflow {
         let av = self
             .rx
             .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
-        if ctx.mp_on {
-            if !self.join {
-                s.mp.key = Some(ctx.mp_key(true));
-            } else if let Some(k) = ctx.keys {
+        // RFC 4340 §6: confirm the Response's Changes (the reference
+        // kernel resets a connection that leaves them unconfirmed).
+        for &f in &self.pend.feat_confirms {
+            s.push_feat_opt(f);
+        }
+        // RFC 9897 §3.2.4, §3.3 (F11): no MP_KEY on the first subflow's
+        // third packet (several keys only in the Request), as the k4.14
+        // reference kernel; a join's carries MP_HMAC.
+        if ctx.mp_on && self.join {
+            if let Some(k) = ctx.keys {
                 s.mp.hmac = Some(keys::join_hmac(
                     &k.d_key_local(),
                     self.local_nonce,

@@ -77,6 +77,9 @@ pub(crate) struct PendingCtrl {
     pub confirms: Vec<super::codec::ConfirmItem>,
     /// Confirm R(Ack Ratio, v) owed.
     pub confirm_ack_ratio: Option<u64>,
+    /// Confirms of the peer's handshake Change options (RFC 4340 §6),
+    /// repeated on every Response / third-packet Ack.
+    pub feat_confirms: Vec<super::codec::FeatOpt>,
 }
 
 #[derive(Debug)]

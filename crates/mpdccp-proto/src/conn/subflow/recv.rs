@@ -313,6 +313,11 @@ impl Subflow {
         }
     }
 
+    /// The Confirms our Response / third packet owes the peer's Changes.
+    pub(crate) fn owe_feature_confirms(&mut self, confirms: Vec<crate::conn::codec::FeatOpt>) {
+        self.pend.feat_confirms = confirms;
+    }
+
     /// Client in REQUEST: the packet acknowledges one of our Requests.
     pub(crate) fn acks_our_request(&self, seg: &Segment<'_>) -> bool {
         seg.ack.is_some_and(|a| {
