@@ -165,6 +165,39 @@ fn two_reference_vms_k414() {
     two_reference_vms(Kernel::K414, "two_reference_vms_k414");
 }
 
+/// Boots the reference server VM on both bridges (10.0.1.2, 10.0.2.2) and
+/// attaches a namespace of ours as the client (10.0.1.1 on path A; subflow
+/// 2 leaves from 10.0.2.1 via path B), with both bridges captured into
+/// `out`. `tag` keeps the names of concurrent tests apart. Returns our
+/// namespace, the lab (dropped before the namespace) and the server's log.
+fn reference_server_for_our_client(
+    r: &interop::Reference,
+    kernel: Kernel,
+    out: &std::path::Path,
+    tag: &str,
+) -> (Netns, Lab, PathBuf) {
+    let (p, t) = (unique_prefix(), kernel.tag());
+    let ours = Netns::new(&format!("{p}{tag}o{t}")).expect("our namespace");
+    let mut lab = Lab::new(&format!("{p}{tag}l{t}"));
+    lab.attach(
+        r,
+        &ours,
+        &format!("{p}{tag}{t}"),
+        ["10.0.1.1/24", "10.0.2.1/24"],
+        Some(("10.0.2.1", "10.0.2.2")),
+    );
+    lab.capture_bridges(out);
+    let server_log = out.join("server.log");
+    let params = [
+        "ip0=10.0.1.2/24",
+        "ip1=10.0.2.2/24",
+        "role=server",
+        "mpdebug=1",
+    ];
+    lab.boot_vm(r, "mptaps0,mptaps1", 2, &params, &server_log);
+    (ours, lab, server_log)
+}
+
 /// Our scripted client (wire codec + raw sockets, in its own namespace,
 /// attached to the bridges by veth pairs) against the reference server VM.
 fn our_client_against_reference_server(kernel: Kernel, test: &str) {
@@ -173,27 +206,7 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
     };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = out_dir(test);
-    let p = unique_prefix();
-    let t = kernel.tag();
-    let ours = Netns::new(&format!("{p}ro{t}")).expect("our namespace");
-    let mut lab = Lab::new(&format!("{p}rl{t}"));
-    // Our endpoint is the client: subflow 2 leaves from 10.0.2.1 via path B.
-    lab.attach(
-        &r,
-        &ours,
-        &format!("{p}{t}"),
-        ["10.0.1.1/24", "10.0.2.1/24"],
-        Some(("10.0.2.1", "10.0.2.2")),
-    );
-    lab.capture_bridges(&out);
-    let server_log = out.join("server.log");
-    let params = [
-        "ip0=10.0.1.2/24",
-        "ip1=10.0.2.2/24",
-        "role=server",
-        "mpdebug=1",
-    ];
-    lab.boot_vm(&r, "mptaps0,mptaps1", 2, &params, &server_log);
+    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "r");
     let listening = wait_for_log(
         &server_log,
         "dccpecho server: listening",
@@ -428,25 +441,7 @@ fn real_connection_against_reference_server(
     let r = prerequisites(test, kernel)?;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = out_dir(test);
-    let (p, t) = (unique_prefix(), kernel.tag());
-    let ours = Netns::new(&format!("{p}co{t}")).expect("our namespace");
-    let mut lab = Lab::new(&format!("{p}cl{t}"));
-    lab.attach(
-        &r,
-        &ours,
-        &format!("{p}c{t}"),
-        ["10.0.1.1/24", "10.0.2.1/24"],
-        Some(("10.0.2.1", "10.0.2.2")),
-    );
-    lab.capture_bridges(&out);
-    let server_log = out.join("server.log");
-    let params = [
-        "ip0=10.0.1.2/24",
-        "ip1=10.0.2.2/24",
-        "role=server",
-        "mpdebug=1",
-    ];
-    lab.boot_vm(&r, "mptaps0,mptaps1", 2, &params, &server_log);
+    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "c");
     assert!(wait_for_log(
         &server_log,
         "dccpecho server: listening",
