@@ -22,12 +22,14 @@
 //! * [`iproute`] — `ip` and other helper programs.
 //! * [`daemon`] — `mpdccp server` / `mpdccp client`: config, event loop, path manager, status.
 //! * [`raw`] — native DCCP (IP protocol 33) through raw sockets.
+//! * [`process`] — process-wide settings of the CLI (SIGPIPE).
 
 pub mod clock;
 pub mod daemon;
 pub mod iproute;
 pub mod mtu;
 pub mod offload;
+pub mod process;
 pub mod raw;
 pub mod tun;
 pub mod udp;

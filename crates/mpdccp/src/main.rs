@@ -49,6 +49,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    if !matches!(cli.command, Command::Server(_) | Command::Client(_)) {
+        mpdccp_net::process::default_sigpipe();
+    }
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Sim(a) => cmd::sim::run(a),
