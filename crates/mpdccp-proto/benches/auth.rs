@@ -6,47 +6,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mpdccp_proto::auth::handshake::InitOutcome;
-use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::protect::OVERHEAD;
-use mpdccp_proto::auth::{
-    keypair, Initiator, InitiatorConfig, PathProtector, RateLimitConfig, Responder,
-    ResponderConfig, SessionKeys,
-};
-use mpdccp_proto::Instant;
-use rand::SeedableRng;
+use mpdccp_proto::auth::{PathProtector, SessionKeys};
 
 fn session() -> (SessionKeys, SessionKeys) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-    let (sp, spub) = keypair(&mut rng);
-    let (cp, cpub) = keypair(&mut rng);
-    let peer = Peer {
-        name: "bench".into(),
-        public_key: cpub,
-        psk: None,
-        allowed_ips: vec![],
-    };
-    let peers = PeerTable::new(vec![peer], PeerLimits::default()).expect("peer table");
-    let cfg = ResponderConfig {
-        static_private: sp,
-        peers,
-        rate: RateLimitConfig::default(),
-        load_inits_per_sec: 100,
-    };
-    let mut server = Responder::new(cfg, &mut rng);
-    let mut client = Initiator::new(InitiatorConfig {
-        static_private: cp,
-        server_public: spub,
-        psk: None,
-    });
-    let init = client.start(&mut rng, 1, Instant::ZERO).expect("init");
-    let src = "192.0.2.1:1".parse().expect("address");
-    let Ok(InitOutcome::Accept(a)) = server.handle_init(&init, src, false, Instant::ZERO, &mut rng)
-    else {
-        panic!("handshake failed");
-    };
-    let (ck, _) = client.handle_response(&a.response).expect("response");
-    (ck, a.keys)
+    mpdccp_proto::harness::session_keys(1)
 }
 
 fn bench(c: &mut Criterion) {

@@ -18,7 +18,8 @@ use super::AuthError;
 
 /// Bytes a protected frame adds to the payload.
 pub const OVERHEAD: usize = COUNTER_LEN + TAG_LEN;
-const COUNTER_LEN: usize = 8;
+/// Bytes of the per-path counter in front of the ciphertext.
+pub const COUNTER_LEN: usize = 8;
 const TAG_LEN: usize = 16;
 
 /// Words of the replay bitmap; one word is kept as the slack RFC 6479 uses
@@ -145,19 +146,30 @@ impl PathProtector {
         out: &mut [u8],
     ) -> Result<usize, AuthError> {
         let len = plaintext.len() + OVERHEAD;
-        if out.len() < len || self.next_send == u64::MAX {
+        if out.len() < len {
+            return Err(AuthError::Malformed);
+        }
+        out[COUNTER_LEN..COUNTER_LEN + plaintext.len()].copy_from_slice(plaintext);
+        self.seal_in_place(aad, &mut out[..len])
+    }
+
+    /// As [`seal`](Self::seal) with the plaintext already in place at
+    /// `frame[8..frame.len() - 16]` (the send path writes the packet once
+    /// and seals it where it lies); returns `frame.len()`.
+    pub fn seal_in_place(&mut self, aad: &[u8], frame: &mut [u8]) -> Result<usize, AuthError> {
+        let len = frame.len();
+        if len < OVERHEAD || self.next_send == u64::MAX {
             return Err(AuthError::Malformed);
         }
         let counter = self.next_send;
         self.next_send += 1;
-        out[..COUNTER_LEN].copy_from_slice(&counter.to_be_bytes());
-        let body = &mut out[COUNTER_LEN..COUNTER_LEN + plaintext.len()];
-        body.copy_from_slice(plaintext);
+        frame[..COUNTER_LEN].copy_from_slice(&counter.to_be_bytes());
+        let body = &mut frame[COUNTER_LEN..len - TAG_LEN];
         let tag = self
             .send
             .encrypt_in_place_detached(&nonce(counter), aad, body)
             .map_err(|_| AuthError::Malformed)?;
-        out[len - TAG_LEN..len].copy_from_slice(&tag);
+        frame[len - TAG_LEN..].copy_from_slice(&tag);
         self.stats.sealed += 1;
         Ok(len)
     }

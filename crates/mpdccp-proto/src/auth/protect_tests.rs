@@ -1,46 +1,9 @@
 use super::*;
-use crate::auth::handshake::{keypair, InitOutcome, Initiator, InitiatorConfig};
-use crate::auth::handshake::{Responder, ResponderConfig};
-use crate::auth::peers::{Peer, PeerLimits, PeerTable};
-use crate::auth::ratelimit::RateLimitConfig;
-use crate::time::Instant;
 use rand::SeedableRng;
 
 /// Both ends' keys from a real handshake.
 fn session() -> (SessionKeys, SessionKeys) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-    let (sp, spub) = keypair(&mut rng);
-    let (cp, cpub) = keypair(&mut rng);
-    let peers = PeerTable::new(
-        vec![Peer {
-            name: "c".into(),
-            public_key: cpub,
-            psk: None,
-            allowed_ips: vec![],
-        }],
-        PeerLimits::default(),
-    )
-    .unwrap();
-    let cfg = ResponderConfig {
-        static_private: sp,
-        peers,
-        rate: RateLimitConfig::default(),
-        load_inits_per_sec: 100,
-    };
-    let mut server = Responder::new(cfg, &mut rng);
-    let mut client = Initiator::new(InitiatorConfig {
-        static_private: cp,
-        server_public: spub,
-        psk: None,
-    });
-    let init = client.start(&mut rng, 1, Instant::ZERO).unwrap();
-    let src = "192.0.2.1:9".parse().unwrap();
-    let Ok(InitOutcome::Accept(a)) = server.handle_init(&init, src, false, Instant::ZERO, &mut rng)
-    else {
-        panic!("handshake failed")
-    };
-    let (ck, _) = client.handle_response(&a.response).unwrap();
-    (ck, a.keys)
+    crate::harness::session_keys(3)
 }
 
 fn seal(p: &mut PathProtector, aad: &[u8], msg: &[u8]) -> Vec<u8> {

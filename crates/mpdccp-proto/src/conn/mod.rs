@@ -71,6 +71,7 @@ mod features;
 mod handshake;
 pub mod keys;
 mod liveness;
+mod protection;
 mod queue;
 mod recv;
 mod schedule;
@@ -85,6 +86,7 @@ pub use config::{
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
+pub use protection::PROTECTION_OVERHEAD;
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
 pub use subflow::PathStats;
@@ -247,6 +249,8 @@ pub struct Connection {
     /// (bounded): a replayed withdrawal must not close a later subflow
     /// that reuses the address id.
     removeaddr_seen: VecDeque<(u8, u32)>,
+    /// Payload protection (`protection.rs`); `None` = payload in clear.
+    protection: Option<Box<protection::Protection>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -323,6 +327,7 @@ impl Connection {
             mp_jump_probe: None,
             ever_had_path: false,
             removeaddr_seen: VecDeque::new(),
+            protection: None,
         })
     }
 
@@ -418,7 +423,8 @@ impl Connection {
             self.stats.send_rejected_closed += 1;
             return Err(SendError::Closed);
         }
-        if packet.len() + DATA_HEADER_MAX > self.config.mss_bytes as usize {
+        if packet.len() + DATA_HEADER_MAX + self.payload_overhead() > self.config.mss_bytes as usize
+        {
             self.stats.send_rejected_too_large += 1;
             return Err(SendError::TooLarge);
         }
@@ -535,7 +541,7 @@ impl Connection {
         match idx {
             Some(i) => {
                 self.paths[i].count_rx(data.len());
-                self.handle_segment(now, i, &seg);
+                self.handle_segment_checked(now, i, seg, data);
             }
             None if self.role == Role::Server && seg.ptype == PacketType::Request => {
                 self.accept_request(now, path, &seg)

@@ -278,7 +278,10 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         sf.on_ack_sent();
-        let result = seg.emit(buf, addrs);
+        let result = match (seg.emit(buf, addrs), &data) {
+            (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
+            (result, _) => result,
+        };
         if let Some((_, q)) = data {
             // A packet that did not fit is lost to the application (counted
             // once, below, with every datagram that did not fit).

@@ -28,6 +28,12 @@ pub struct ConnStats {
     pub rx_missing_mp_seq: u64,
     /// Data that arrived on a closing/closed connection.
     pub rx_data_after_close: u64,
+    /// Payload protection: data packets that did not authenticate (forged,
+    /// altered header or payload, wrong key or path), dropped unread.
+    pub rx_protect_failed: u64,
+    /// Payload protection: data packets whose counter was seen already on
+    /// the path or is older than its replay window, dropped unread.
+    pub rx_replayed: u64,
     pub syncs_sent: u64,
     pub syncacks_sent: u64,
     pub resets_sent: u64,
@@ -125,6 +131,8 @@ impl ConnStats {
             + self.rx_duplicate
             + self.rx_missing_mp_seq
             + self.rx_data_after_close
+            + self.rx_protect_failed
+            + self.rx_replayed
             + self.join_unknown_token
             + self.join_bad_hmac
             + self.join_too_busy

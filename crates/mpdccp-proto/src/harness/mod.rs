@@ -21,8 +21,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
+
+mod keys;
 use crate::path::PathId;
 use crate::time::Instant;
+pub use keys::session_keys;
 
 /// One emulated path (both directions alike).
 #[derive(Clone, Debug)]

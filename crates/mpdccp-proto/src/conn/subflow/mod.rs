@@ -22,10 +22,12 @@ use crate::wire::ResetCode;
 
 mod ccid2;
 mod emit;
+mod protect;
 mod recv;
 mod timers;
 
 pub(crate) use emit::{AckSegment, EmitCtx};
+pub(crate) use protect::{seal_packet, OpenScratch};
 pub(crate) use recv::{Admit, ResetEffect};
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
@@ -180,6 +182,9 @@ pub(crate) struct Subflow {
     keepalive_at: Option<Instant>,
     /// When the subflow was first seen CLOSED (it is forgotten a little later).
     closed_at: Option<Instant>,
+    /// Payload protection of this path, built at its first data packet
+    /// once the connection has session keys (`protect.rs`).
+    protector: Option<Box<crate::auth::PathProtector>>,
 }
 
 /// Counters of one path.
@@ -278,6 +283,7 @@ impl Subflow {
             last_rx_at: Instant::ZERO,
             keepalive_at: None,
             closed_at: None,
+            protector: None,
         }
     }
 

@@ -1,0 +1,134 @@
+//! Payload protection on one subflow (docs/SECURITY.md §5): the subflow's
+//! [`PathProtector`] and what is sealed in a DCCP packet.
+//!
+//! * Sealed: the application data of DCCP-Data and DCCP-DataAck (the
+//!   tunnelled IP packet) becomes `counter ‖ ciphertext ‖ tag`
+//!   (`auth::protect::OVERHEAD` = 24 bytes more).
+//! * Authenticated in clear (AEAD associated data): the whole DCCP header
+//!   as it is on the wire — ports, type, CsCov, sequence and
+//!   acknowledgement numbers, every option (Ack Vector, MP_SEQ, MP_RTT,
+//!   MP_PRIO, MP_CONFIRM, feature negotiation) and padding — with the
+//!   checksum field taken as zero, because the checksum (RFC 4340 §9) is
+//!   computed after sealing, over the ciphertext. A forged or altered
+//!   header therefore fails like a forged payload.
+//! * Not covered: packets without application data (handshake, pure Ack,
+//!   Sync/SyncAck, Close/CloseReq/Reset); see `conn/protection.rs`.
+
+use super::*;
+use crate::auth::protect::{PathProtector, COUNTER_LEN, OVERHEAD};
+use crate::auth::{AuthError, SessionKeys};
+use crate::wire::Packet;
+
+impl Subflow {
+    /// The path binding both ends agree on, once the subflow's handshake
+    /// has fixed it (RESPOND at the server, PARTOPEN at the client, and
+    /// after): empty for the connection's initial subflow (the session keys
+    /// are fresh per Noise handshake, and a connection has one initial
+    /// subflow), `RA ‖ RB` for a join (RFC 9897 §3.2.2 nonces: RA the
+    /// client's, RB the server's; both ends know both, and fresh random
+    /// nonces keep two joins of a session from sharing a key).
+    pub(crate) fn protect_binding(&self) -> Option<Vec<u8>> {
+        if !self.binding_fixed() {
+            return None;
+        }
+        if !self.join {
+            return Some(Vec::new());
+        }
+        let (ra, rb) = if self.initiator {
+            (self.local_nonce, self.remote_nonce)
+        } else {
+            (self.remote_nonce, self.local_nonce)
+        };
+        let mut b = ra.to_be_bytes().to_vec();
+        b.extend_from_slice(&rb.to_be_bytes());
+        Some(b)
+    }
+
+    /// The handshake has fixed the binding, so data may flow (protected).
+    pub(crate) fn binding_fixed(&self) -> bool {
+        matches!(
+            self.state,
+            SubState::Respond
+                | SubState::PartOpen
+                | SubState::Open
+                | SubState::CloseReq
+                | SubState::Closing
+        )
+    }
+
+    /// The subflow's protector, built from `keys` on first use (the first
+    /// data packet either way after the binding is fixed).
+    pub(crate) fn protector(&mut self, keys: &SessionKeys) -> Option<&mut PathProtector> {
+        if self.protector.is_none() {
+            let binding = self.protect_binding()?;
+            self.protector = Some(Box::new(PathProtector::new(keys, &binding)));
+        }
+        self.protector.as_deref_mut()
+    }
+
+    /// Whether this subflow built a protector already.
+    pub(crate) fn has_protector(&self) -> bool {
+        self.protector.is_some()
+    }
+}
+
+/// Seals the data packet `buf[..len]` whose last `payload_len` bytes are
+/// the plaintext, in place, and fills its checksum for `addrs`; returns the
+/// new length (`len + OVERHEAD`), or `None` when `buf` is too small or the
+/// path's counter is exhausted.
+pub(crate) fn seal_packet(
+    p: &mut PathProtector,
+    buf: &mut [u8],
+    len: usize,
+    payload_len: usize,
+    addrs: (IpAddr, IpAddr),
+) -> Option<usize> {
+    let hl = len.checked_sub(payload_len)?;
+    let sealed = len + OVERHEAD;
+    if buf.len() < sealed {
+        return None;
+    }
+    // counter (8) ‖ plaintext ‖ tag (16): the plaintext moves 8 bytes on.
+    buf.copy_within(hl..len, hl + COUNTER_LEN);
+    Packet::new_unchecked(&mut buf[..hl]).set_checksum(0);
+    let (header, frame) = buf.split_at_mut(hl);
+    p.seal_in_place(header, &mut frame[..payload_len + OVERHEAD])
+        .ok()?;
+    Packet::new_unchecked(&mut buf[..sealed])
+        .fill_checksum(addrs)
+        .ok()?;
+    Some(sealed)
+}
+
+/// Scratch space of the receive side (kept between packets).
+#[derive(Debug, Default)]
+pub(crate) struct OpenScratch {
+    aad: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+impl OpenScratch {
+    /// Opens the data packet `data` (`payload` its application data, as
+    /// parsed): on success the plaintext is `self.plaintext(n)`.
+    pub(crate) fn open(
+        &mut self,
+        p: &mut PathProtector,
+        data: &[u8],
+        payload: &[u8],
+    ) -> Result<usize, AuthError> {
+        let hl = data.len().saturating_sub(payload.len());
+        self.aad.clear();
+        self.aad.extend_from_slice(&data[..hl]);
+        if self.aad.len() >= 8 {
+            Packet::new_unchecked(&mut self.aad[..]).set_checksum(0);
+        }
+        self.frame.clear();
+        self.frame.extend_from_slice(payload);
+        p.open(&self.aad, &mut self.frame)
+    }
+
+    /// The plaintext of the last successful [`open`](Self::open).
+    pub(crate) fn plaintext(&self, n: usize) -> &[u8] {
+        &self.frame[COUNTER_LEN..COUNTER_LEN + n]
+    }
+}
