@@ -331,6 +331,12 @@ proptest! {
         if let Ok(n) = udccp::decode_payload(ports.0, ports.1, &bytes, &mut out, None) {
             prop_assert_eq!(n, bytes.len() + 8);
             prop_assert!(Packet::new_checked(&out[..n]).is_ok());
+            // Whatever restores converts back to the very same payload
+            // (U-DCCP's octets 9-16 and the rest are all carried).
+            let mut again = out[..n].to_vec();
+            udccp::encode_in_place(&mut again, None).expect("restored packet converts");
+            prop_assert_eq!(&again[8..], &bytes[..]);
+            prop_assert_eq!(&again[..4], &out[..4]);
         }
     }
 
