@@ -269,7 +269,8 @@ pub struct TunnelOpts {
     /// 0 = normal scheduling. See [`Topology::start_tunnel`].
     pub rt_priority: u8,
     /// Transport per used path (default `udp`); when any is `dccp` the
-    /// server also listens for native DCCP on every path's address.
+    /// server also listens for native DCCP on every path's address, when
+    /// any is `udccp` for U-DCCP on [`SERVER_UDCCP_PORT`].
     pub transports: Vec<Transport>,
 }
 
@@ -320,6 +321,10 @@ pub fn daemon_configs(
         } else {
             Vec::new()
         },
+        udccp_listen: opts
+            .transports
+            .contains(&Transport::UDccp)
+            .then(|| SocketAddr::from(([0, 0, 0, 0], SERVER_UDCCP_PORT))),
         max_clients: ServerConfig::DEFAULT_MAX_CLIENTS,
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
@@ -334,12 +339,17 @@ pub fn daemon_configs(
         .enumerate()
         .map(|(k, &i)| {
             let a = &paths[i];
+            let transport = opts.transports.get(k).copied().unwrap_or_default();
+            let port = match transport {
+                Transport::UDccp => SERVER_UDCCP_PORT,
+                _ => SERVER_PORT,
+            };
             ClientPath {
                 name: a.iface.clone(),
                 interface: a.iface.clone(),
-                remote: Some(SocketAddr::from((a.server_ip, SERVER_PORT))),
+                remote: Some(SocketAddr::from((a.server_ip, port))),
                 priority: opts.priorities.get(k).copied().unwrap_or(3),
-                transport: opts.transports.get(k).copied().unwrap_or_default(),
+                transport,
                 ..ClientPath::default()
             }
         })
@@ -363,6 +373,8 @@ pub const SERVER_TUN_V6: &str = "fd99::1";
 pub const CLIENT_TUN_V6: &str = "fd99::2";
 /// The server's UDP port.
 pub const SERVER_PORT: u16 = 6773;
+/// The server's U-DCCP port (`udccp_listen`).
+pub const SERVER_UDCCP_PORT: u16 = 6774;
 
 impl Topology {
     pub fn control_socket(&self, server: bool) -> PathBuf {

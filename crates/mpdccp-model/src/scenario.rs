@@ -96,6 +96,45 @@ pub struct PathSpec {
     /// Loaded `trace_down`.
     #[serde(skip)]
     pub trace_down_data: Option<Arc<Trace>>,
+    /// How the tunnel's DCCP packets travel on this path (issue #15 part
+    /// 3): each then costs its outer IPv4 header and encapsulation on the
+    /// link ([`PathTransport::outer_bytes`]). Unset: the link carries the
+    /// DCCP packet alone, the accounting of every scenario before the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<PathTransport>,
+}
+
+/// A path's transport, as the daemon's `transport` key: DCCP-in-UDP
+/// (RFC 6773), native DCCP (IP protocol 33) or U-DCCP
+/// (draft-amend-tsvwg-dccp-udp-header-conversion-01: the DCCP header
+/// rearranged into the UDP header, no byte added).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathTransport {
+    Udp,
+    Dccp,
+    #[serde(rename = "udccp")]
+    UDccp,
+}
+
+impl PathTransport {
+    /// Bytes a DCCP packet costs on the link beyond itself: the outer IPv4
+    /// header (20, the simulator's paths are IPv4) and the encapsulation
+    /// (RFC 6773's UDP header, 8; none for native DCCP and U-DCCP).
+    pub fn outer_bytes(self) -> usize {
+        20 + match self {
+            PathTransport::Udp => 8,
+            PathTransport::Dccp | PathTransport::UDccp => 0,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PathTransport::Udp => "udp",
+            PathTransport::Dccp => "dccp",
+            PathTransport::UDccp => "udccp",
+        }
+    }
 }
 
 impl Default for PathSpec {
@@ -114,6 +153,7 @@ impl Default for PathSpec {
             trace_down: None,
             trace_up_data: None,
             trace_down_data: None,
+            transport: None,
         }
     }
 }

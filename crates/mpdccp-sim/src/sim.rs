@@ -922,6 +922,14 @@ impl Simulation {
             let path = t.path.0 as usize;
             let size = t.size.min(self.tx_buf.len());
             let seg = t.segment_size.unwrap_or(size).max(1);
+            // The path's transport: outer IPv4 header and encapsulation
+            // on the link (none when the scenario leaves it unset).
+            let outer = self
+                .scenario
+                .path
+                .get(path)
+                .and_then(|p| p.transport)
+                .map_or(0, |t| t.outer_bytes() as u32);
             let mut off = 0;
             while off < size {
                 let end = (off + seg).min(size);
@@ -933,7 +941,7 @@ impl Simulation {
                     let w = Wire {
                         payload: Payload::Dccp(b),
                         enqueued: now,
-                        len: (end - off) as u32,
+                        len: (end - off) as u32 + outer,
                     };
                     self.push_link(path, side.dir(), w);
                 }
@@ -1230,15 +1238,22 @@ impl Simulation {
         let path_meta: Vec<serde_json::Value> = self
             .paths
             .iter()
-            .map(|p| {
+            .zip(&self.scenario.path)
+            .map(|(p, spec)| {
                 let st = p.links[self.data_dir].stats();
-                serde_json::json!({
+                let mut v = serde_json::json!({
                     "tunnel_mbps": p.tunnel_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
                     "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
                     "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
                     "other_flows_dropped_pkts": p.flow_dropped_pkts,
                     "link": st,
-                })
+                });
+                // Only when set: summaries of scenarios without it keep their bytes.
+                if let Some(t) = spec.transport {
+                    v["transport"] = t.name().into();
+                    v["outer_bytes_per_pkt"] = t.outer_bytes().into();
+                }
+                v
             })
             .collect();
         if let Some(peak) = &self.send_queue_peak {

@@ -16,8 +16,8 @@ use std::process::Command;
 use mpdccp_proto::wire::mp::KeyType;
 use mpdccp_proto::wire::pcap::PcapWriter;
 use mpdccp_proto::wire::{
-    checksum, udp_encap, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpKey, MpOption,
-    ResetCode, RttType,
+    checksum, udccp, udp_encap, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpKey,
+    MpOption, ResetCode, RttType,
 };
 use mpdccp_proto::Instant;
 
@@ -276,15 +276,13 @@ fn frames_with(rows: &[Vec<String>], field: &str) -> usize {
         .count()
 }
 
-#[test]
-fn lua_dissector_decodes_the_demo_capture() {
-    if !tshark_available() {
-        return;
-    }
-    let dir = tmpdir("demo");
+/// The demo's capture in one transport's form, with the rows tshark must
+/// show (from our own parser of the DCCP packet inside each frame).
+fn demo_capture(transport: &str) -> (PathBuf, Vec<Vec<String>>) {
+    let dir = tmpdir(&format!("demo-{transport}"));
     let pcap = dir.join("demo.pcap");
     let out = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
-        .args(["demo", "--json", "--pcap"])
+        .args(["demo", "--json", "--transport", transport, "--pcap"])
         .arg(&pcap)
         .output()
         .expect("run mpdccp demo");
@@ -294,31 +292,72 @@ fn lua_dissector_decodes_the_demo_capture() {
         .map(|ip| {
             assert_eq!(ip[0] >> 4, 4, "the demo writes IPv4");
             let ihl = usize::from(ip[0] & 0x0f) * 4;
-            expect_packet(&ip[ihl..], "native DCCP")
+            let seg = &ip[ihl..];
+            match transport {
+                "dccp" => {
+                    assert_eq!(ip[9], 33);
+                    expect_packet(seg, "native DCCP")
+                }
+                "udp" => {
+                    assert_eq!(ip[9], 17);
+                    expect_packet(&seg[8..], "DCCP-in-UDP (RFC 6773)")
+                }
+                _ => {
+                    assert_eq!(ip[9], 17);
+                    // Our restoration, checked against the IP addresses.
+                    let a = |o: usize| {
+                        IpAddr::V4(Ipv4Addr::new(ip[o], ip[o + 1], ip[o + 2], ip[o + 3]))
+                    };
+                    let mut d = vec![0u8; seg.len()];
+                    let n = udccp::decode(seg, &mut d, Some((a(12), a(16)))).unwrap();
+                    assert_eq!(n, seg.len(), "U-DCCP: DCCP length = UDP length");
+                    expect_packet(&d[..n], "U-DCCP")
+                }
+            }
         })
         .collect();
-    let rows = tshark_rows(&pcap, &[]);
-    compare(&rows, &expected);
-    // The capture exercises what the issue names: keys and CI, joins,
-    // HMACs, MP_SEQ, MP_RTT, ADDADDR with nonce, MP_CONFIRM, MP_CLOSE.
-    for f in [
-        "mpdccp.mp.key.ci",
-        "mpdccp.mp.key.data",
-        "mpdccp.mp.join.nonce",
-        "mpdccp.mp.hmac",
-        "mpdccp.mp.seq",
-        "mpdccp.mp.rtt.value",
-        "mpdccp.mp.addaddr.ipv4",
-        "mpdccp.mp.addaddr.nonce",
-        "mpdccp.mp.confirm.items",
-        "mpdccp.mp.close.key",
-        "mpdccp.mp_capable.version",
-    ] {
-        assert!(frames_with(&rows, f) > 0, "no frame shows {f}");
+    (pcap, expected)
+}
+
+#[test]
+fn lua_dissector_decodes_the_demo_capture_of_each_transport() {
+    if !tshark_available() {
+        return;
     }
-    // 200 tunnelled packets each way, each in a DataAck with MP_SEQ.
-    assert!(frames_with(&rows, "mpdccp.mp.seq") >= 400);
-    let _ = std::fs::remove_dir_all(dir);
+    for (transport, prefs) in [
+        ("dccp", vec![]),
+        ("udp", vec!["mpdccp.udp_port:6511"]),
+        ("udccp", vec!["mpdccp.udccp_port:4242"]),
+    ] {
+        let (pcap, expected) = demo_capture(transport);
+        let rows = tshark_rows(&pcap, &prefs);
+        compare(&rows, &expected);
+        // The capture exercises what the issue names: keys and CI, joins,
+        // HMACs, MP_SEQ, MP_RTT, ADDADDR with nonce, MP_CONFIRM, MP_CLOSE.
+        for f in [
+            "mpdccp.mp.key.ci",
+            "mpdccp.mp.key.data",
+            "mpdccp.mp.join.nonce",
+            "mpdccp.mp.hmac",
+            "mpdccp.mp.seq",
+            "mpdccp.mp.rtt.value",
+            "mpdccp.mp.addaddr.ipv4",
+            "mpdccp.mp.addaddr.nonce",
+            "mpdccp.mp.confirm.items",
+            "mpdccp.mp.close.key",
+            "mpdccp.mp_capable.version",
+        ] {
+            assert!(frames_with(&rows, f) > 0, "{transport}: no frame shows {f}");
+        }
+        // 200 tunnelled packets each way, each in a DataAck with MP_SEQ.
+        assert!(frames_with(&rows, "mpdccp.mp.seq") >= 400, "{transport}");
+        if transport == "udccp" {
+            // Ports from the UDP header, = the DCCP ports (4242).
+            let i = FIELDS.iter().position(|f| *f == "mpdccp.srcport").unwrap();
+            assert!(rows.iter().all(|r| r[i] == "4242"), "{transport}");
+        }
+        let _ = std::fs::remove_dir_all(pcap.parent().unwrap());
+    }
 }
 
 /// Every sub-option and field, hand-built with our encoder.
@@ -464,22 +503,13 @@ fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, udp: &[u8]) -> Vec<u8> {
     h
 }
 
-/// DCCP (X=1) → U-DCCP, Figure 5 of the draft: octets 5-6 UDP Length, 7-8
-/// UDP checksum, octet 9 Type (high nibble) | CCVal, octet 10 Data Offset.
+/// DCCP (X=1) → U-DCCP with our converter (`wire::udccp`, Figure 5 of
+/// the draft: octets 5-6 UDP Length, 7-8 UDP checksum, octet 9 Type (high
+/// nibble) | CCVal, octet 10 Data Offset).
 fn to_udccp(dccp: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
-    let mut u = dccp.to_vec();
-    let data_offset = dccp[4];
-    let ccval = dccp[5] >> 4;
-    let ptype = (dccp[8] >> 1) & 0x0f;
-    assert_eq!(dccp[8] & 1, 1, "U-DCCP converts X=1 headers only");
-    u[8] = (ptype << 4) | ccval;
-    u[9] = data_offset;
-    let len = u.len() as u16;
-    u[4..6].copy_from_slice(&len.to_be_bytes());
-    u[6..8].fill(0);
-    let c = checksum::compute((IpAddr::V4(src), IpAddr::V4(dst)), &u, u.len(), 17);
-    let c = if c == 0 { 0xffff } else { c };
-    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut u = vec![0u8; dccp.len()];
+    let n = udccp::encode(dccp, &mut u, Some((IpAddr::V4(src), IpAddr::V4(dst)))).unwrap();
+    assert_eq!(n, dccp.len(), "U-DCCP adds no byte");
     u
 }
 

@@ -1,5 +1,6 @@
 //! `mpdccp client`: the CPE end. One socket per configured access network
-//! (UDP, or a raw protocol-33 socket for `transport = "dccp"`), bound to its
+//! (UDP — carrying U-DCCP for `transport = "udccp"` — or a raw protocol-33
+//! socket for `transport = "dccp"`), bound to its
 //! interface; a path manager that follows the interfaces.
 //!
 //! Path manager rules:
@@ -45,23 +46,24 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// How long a graceful close may take before the daemon exits anyway.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
-/// A path's socket: DCCP-in-UDP, or native DCCP (raw, protocol 33).
+/// A path's socket: DCCP-in-UDP, native DCCP (raw, protocol 33) or U-DCCP.
 enum PathSock {
     Udp(PathSocket),
     Dccp(RawDccpSocket),
+    UDccp(PathSocket),
 }
 
 impl PathSock {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         match self {
-            PathSock::Udp(s) => s.as_raw_fd(),
+            PathSock::Udp(s) | PathSock::UDccp(s) => s.as_raw_fd(),
             PathSock::Dccp(s) => s.as_raw_fd(),
         }
     }
 
     fn local_addr(&self) -> String {
         match self {
-            PathSock::Udp(s) => s.local_addr().to_string(),
+            PathSock::Udp(s) | PathSock::UDccp(s) => s.local_addr().to_string(),
             PathSock::Dccp(s) => s.local_addr().to_string(),
         }
     }
@@ -175,7 +177,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 d.manage_paths(now, &mut paths, base_backoff);
                 // UDP GRO on every (new) path socket; idempotent.
                 for p in &paths {
-                    if let Some(PathSock::Udp(s)) = &p.socket {
+                    if let Some(PathSock::Udp(s) | PathSock::UDccp(s)) = &p.socket {
                         s.set_gro(offload);
                     }
                 }
@@ -440,15 +442,14 @@ impl Client {
     /// The path's socket for its transport. Native DCCP needs the local
     /// address (it enters every checksum, RFC 4340 §9.1).
     fn open_socket(&self, p: &PathRt, local_ip: Option<IpAddr>) -> std::io::Result<PathSock> {
+        let sock_cfg = PathSocketConfig {
+            device: Some(p.iface.clone()),
+            local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
+            buffer_bytes: self.sock_buf,
+        };
         match p.transport {
-            Transport::Udp => {
-                let sock_cfg = PathSocketConfig {
-                    device: Some(p.iface.clone()),
-                    local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
-                    buffer_bytes: self.sock_buf,
-                };
-                PathSocket::bind(&sock_cfg, p.remote).map(PathSock::Udp)
-            }
+            Transport::Udp => PathSocket::bind(&sock_cfg, p.remote).map(PathSock::Udp),
+            Transport::UDccp => PathSocket::bind(&sock_cfg, p.remote).map(PathSock::UDccp),
             Transport::Dccp => {
                 let local = local_ip.ok_or_else(|| {
                     std::io::Error::new(
@@ -477,6 +478,19 @@ impl Client {
                     conn.handle_datagram(now, id, data);
                 })
             }
+            PathSock::UDccp(sock) => super::udccp::drain(
+                sock,
+                rx,
+                rawbuf,
+                &mut self.stats,
+                |stats, now, from, data| {
+                    if from != remote {
+                        stats.udp_rx_foreign += 1;
+                        return;
+                    }
+                    conn.handle_datagram(now, id, data);
+                },
+            ),
             // The raw socket sees every DCCP packet to its address: only
             // the server's count (ports are the core's, not a socket's).
             PathSock::Dccp(sock) => super::native::drain(
@@ -523,6 +537,14 @@ impl Client {
                     t.segment_size,
                     p.remote,
                 ),
+                Some(PathSock::UDccp(sock)) => super::udccp::queue(
+                    sock,
+                    &mut p.batch,
+                    &mut self.stats,
+                    &mut buf[..t.size],
+                    t.segment_size,
+                    p.remote,
+                ),
                 Some(PathSock::Dccp(sock)) => super::native::send(
                     sock,
                     &mut buf[..t.size],
@@ -534,7 +556,7 @@ impl Client {
             }
         }
         for p in paths.iter_mut() {
-            if let Some(PathSock::Udp(sock)) = &p.socket {
+            if let Some(PathSock::Udp(sock) | PathSock::UDccp(sock)) = &p.socket {
                 flush_batch(sock, &mut p.batch, &mut self.stats);
             } else {
                 p.batch.clear();

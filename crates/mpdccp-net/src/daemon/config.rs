@@ -146,6 +146,11 @@ pub enum Transport {
     /// tunnel MTU is 8 bytes larger; RFC 4340 §9.1 checksum over the real
     /// addresses).
     Dccp,
+    /// U-DCCP (draft-amend-tsvwg-dccp-udp-header-conversion-01): the DCCP
+    /// header rearranged into a UDP header, through a UDP socket to the
+    /// server's `udccp_listen` port; no encapsulation bytes, NAT-friendly.
+    #[serde(rename = "udccp")]
+    UDccp,
 }
 
 impl Transport {
@@ -153,7 +158,7 @@ impl Transport {
     pub fn encap_bytes(self) -> u32 {
         match self {
             Transport::Udp => crate::mtu::UDP_HEADER_BYTES,
-            Transport::Dccp => 0,
+            Transport::Dccp | Transport::UDccp => 0,
         }
     }
 }
@@ -172,7 +177,8 @@ pub struct ClientPath {
     pub remote: Option<SocketAddr>,
     /// RFC 9897 MP_PRIO: 0 unused, 1 standby, 2 secondary, 3..=15 primary.
     pub priority: u8,
-    /// `"udp"` (default) or `"dccp"` (native; the port of `remote` is unused).
+    /// `"udp"` (default), `"dccp"` (native; the port of `remote` is unused)
+    /// or `"udccp"` (`remote` is the server's `udccp_listen` address).
     pub transport: Transport,
 }
 
@@ -234,6 +240,10 @@ pub struct ServerConfig {
     /// address, and the checksum needs it). Empty = UDP only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dccp_listen: Vec<IpAddr>,
+    /// UDP address:port on which to accept U-DCCP as well (every datagram
+    /// to it is U-DCCP, handshake included; docs/INTEROP.md). None = off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udccp_listen: Option<SocketAddr>,
     /// Most clients at once.
     #[serde(default = "default_max_clients")]
     pub max_clients: usize,
@@ -458,6 +468,23 @@ mod tests {
         assert_eq!(back.tunnel.settings.weights, [3, 1]);
         assert_eq!(back.tunnel.settings.reorder_timeout_ms, Some(15.0));
         assert_eq!(back.path[0].interface, "p1");
+    }
+
+    #[test]
+    fn udccp_transport_and_listener() {
+        let text =
+            "server = \"10.1.2.2:6774\"\n[[path]]\ninterface = \"p1\"\ntransport = \"udccp\"\n";
+        let c = ClientConfig::from_toml_str(text).unwrap();
+        assert_eq!(c.path[0].transport, Transport::UDccp);
+        assert_eq!(c.encap_bytes(), 0, "U-DCCP adds no header");
+        let back = toml::to_string(&c).unwrap();
+        assert!(back.contains("transport = \"udccp\""), "{back}");
+        let s = ServerConfig::from_toml_str(
+            "listen = \"0.0.0.0:6773\"\nudccp_listen = \"0.0.0.0:6774\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.udccp_listen, Some("0.0.0.0:6774".parse().unwrap()));
+        assert!(ClientConfig::from_toml_str(&text.replace("udccp", "u-dccp")).is_err());
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod native;
 pub mod ops;
 mod routes;
 pub mod server;
+pub mod udccp;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -198,6 +199,13 @@ pub struct DaemonStats {
     pub dccp_rx_dropped: u64,
     pub dccp_tx_packets: u64,
     pub dccp_tx_errors: u64,
+    /// U-DCCP (`transport = "udccp"`): datagrams received (also in
+    /// `udp_rx_*`) and those whose payload did not restore to a DCCP
+    /// header (dropped); packets converted for sending, and refused ones.
+    pub udccp_rx_packets: u64,
+    pub udccp_rx_malformed: u64,
+    pub udccp_tx_packets: u64,
+    pub udccp_tx_errors: u64,
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,
@@ -301,7 +309,7 @@ impl TunWriter {
 
 /// The MTU plan of a daemon: from the path MTU, with the TUN MTU lowered to
 /// `tun.mtu` when that is set and smaller.
-/// `encap_bytes`: UDP header (8) unless every path is native DCCP (0).
+/// `encap_bytes`: UDP header (8) unless every path is native DCCP or U-DCCP (0).
 pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool, encap_bytes: u32) -> MtuPlan {
     let plan = MtuPlan::with_encap(
         path_mtu,

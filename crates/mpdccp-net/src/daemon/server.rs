@@ -7,6 +7,7 @@
 //! claims, see `routes.rs`; with a single client everything goes to it).
 //! With `dccp_listen`, native DCCP (IP protocol 33) is accepted too, on one
 //! raw socket per listed address; its peers are keyed apart from UDP ones.
+//! With `udccp_listen`, a second UDP socket speaks U-DCCP (`udccp.rs`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -43,6 +44,7 @@ enum Peer {
         remote: IpAddr,
         port: u16,
     },
+    UDccp(SocketAddr),
 }
 
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
@@ -75,6 +77,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         1,
     )
     .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
+    let udccp = super::udccp::bind_listener(config.udccp_listen, sock_buf, config.tunnel.offload)?;
     let mut raw: Vec<RawDccpSocket> = Vec::new();
     for &a in &config.dccp_listen {
         raw.push(super::native::open(a, None, sock_buf)?);
@@ -122,7 +125,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             timer_guard.handled(now);
         }
         s.handle_events();
-        s.flush(now, &sock, &raw, &mut batch);
+        s.flush(now, &sock, &raw, udccp.as_ref(), &mut batch);
         if let Some(t) = closing {
             if s.ep.connections().is_empty() || now >= t {
                 break;
@@ -134,6 +137,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         let i_sig = poll.add(signals.as_raw_fd());
         let i_ops = poll.add(ops.wake_fd());
         let i_raw: Vec<usize> = raw.iter().map(|r| poll.add(r.as_raw_fd())).collect();
+        let i_udccp = udccp.as_ref().map(|u| poll.add(u.as_raw_fd()));
         let mut deadline = timer_guard.wake_at(s.ep.poll_timeout());
         if let Some(t) = closing {
             deadline = Some(deadline.map_or(t, |d| d.min(t)));
@@ -154,6 +158,14 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         }
         if poll.readable(i_sock) {
             s.handle_socket(&sock, &mut rx);
+        }
+        if let (Some(u), Some(i)) = (&udccp, i_udccp) {
+            if poll.readable(i) {
+                let ep = &mut s.ep;
+                super::udccp::drain(u, &mut rx, &mut rawbuf, &mut s.stats, |_, now, from, d| {
+                    ep.handle_datagram(now, Peer::UDccp(from), d);
+                });
+            }
         }
         for (r, &i) in raw.iter_mut().zip(&i_raw) {
             if poll.readable(i) {
@@ -276,6 +288,7 @@ impl Server {
         now: Instant,
         sock: &PathSocket,
         raw: &[RawDccpSocket],
+        udccp: Option<&PathSocket>,
         batch: &mut SendBatch,
     ) {
         loop {
@@ -296,6 +309,20 @@ impl Server {
                             &mut buf[..t.size],
                             t.segment_size,
                             remote,
+                            &mut self.stats,
+                        ),
+                        None => self.stats.udp_tx_no_socket += 1,
+                    }
+                    continue;
+                }
+                // Converted in the batch slot; the listener sends it.
+                Peer::UDccp(a) => {
+                    match udccp {
+                        Some(u) => super::udccp::queue_now(
+                            u,
+                            &mut buf[..t.size],
+                            t.segment_size,
+                            a,
                             &mut self.stats,
                         ),
                         None => self.stats.udp_tx_no_socket += 1,

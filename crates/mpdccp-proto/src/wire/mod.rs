@@ -1,5 +1,6 @@
 //! Wire format: DCCP generic header and options (RFC 4340), the Multipath
 //! option 46 and its sub-options (RFC 9897), DCCP-in-UDP framing (RFC 6773),
+//! the U-DCCP header conversion (draft-amend-tsvwg-dccp-udp-header-conversion-01)
 //! and a pcap writer for debugging.
 //!
 //! # Contract
@@ -22,7 +23,7 @@
 //!
 //! Module map: [`packet`] (generic header, §5), [`option`] (§5.8, §6),
 //! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9), [`seq`]
-//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`pcap`], [`capture`] (reading
+//! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`udccp`] (U-DCCP), [`pcap`], [`capture`] (reading
 //! pcap/pcapng back), [`profile`] and
 //! [`profile_keys`] (the reference kernel's layouts and derivations).
 
@@ -36,6 +37,7 @@ pub mod pcap;
 pub mod profile;
 pub mod profile_keys;
 pub mod seq;
+pub mod udccp;
 pub mod udp_encap;
 
 pub use ackvec::{AckState, AckVector, AckVectorBuilder, AckVectorIter, AckVectorRef};

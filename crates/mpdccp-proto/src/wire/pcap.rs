@@ -75,40 +75,10 @@ impl<W: Write> PcapWriter<W> {
         dccp: &[u8],
     ) -> io::Result<()> {
         let mut pkt = std::mem::take(&mut self.scratch);
-        pkt.clear();
-        match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let total = 20 + dccp.len();
-                let total16 = u16::try_from(total).map_err(|_| {
-                    io::Error::new(io::ErrorKind::InvalidInput, "packet too large for IPv4")
-                })?;
-                let mut h = [0u8; 20];
-                h[0] = 0x45; // version 4, IHL 5
-                h[2..4].copy_from_slice(&total16.to_be_bytes());
-                h[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
-                self.ip_id = self.ip_id.wrapping_add(1);
-                h[6] = 0x40; // DF
-                h[8] = 64; // TTL
-                h[9] = IPPROTO_DCCP;
-                h[12..16].copy_from_slice(&s.octets());
-                h[16..20].copy_from_slice(&d.octets());
-                let c = checksum::internet_checksum(&h);
-                h[10..12].copy_from_slice(&c.to_be_bytes());
-                pkt.extend_from_slice(&h);
-            }
-            (s, d) => {
-                let (s6, d6) = (checksum::as_ipv6(s), checksum::as_ipv6(d));
-                let plen = u16::try_from(dccp.len())
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "packet too large"))?;
-                let mut h = [0u8; 40];
-                h[0] = 0x60;
-                h[4..6].copy_from_slice(&plen.to_be_bytes());
-                h[6] = IPPROTO_DCCP;
-                h[7] = 64;
-                h[8..24].copy_from_slice(&s6.octets());
-                h[24..40].copy_from_slice(&d6.octets());
-                pkt.extend_from_slice(&h);
-            }
+        let r = self.ip_header(&mut pkt, src, dst, IPPROTO_DCCP, dccp.len());
+        if let Err(e) = r {
+            self.scratch = pkt;
+            return Err(e);
         }
         let ip_len = pkt.len();
         pkt.extend_from_slice(dccp);
@@ -126,6 +96,76 @@ impl<W: Write> PcapWriter<W> {
         let r = self.write_record(now, &pkt);
         self.scratch = pkt;
         r
+    }
+
+    /// Record one transport segment (e.g. a UDP datagram, header included:
+    /// DCCP-in-UDP or U-DCCP) sent from `src` to `dst` with IP protocol
+    /// `proto`, as it is (its checksum is the caller's).
+    pub fn write_segment(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        proto: u8,
+        segment: &[u8],
+    ) -> io::Result<()> {
+        let mut pkt = std::mem::take(&mut self.scratch);
+        let r = self
+            .ip_header(&mut pkt, src, dst, proto, segment.len())
+            .and_then(|()| {
+                pkt.extend_from_slice(segment);
+                self.write_record(now, &pkt)
+            });
+        self.scratch = pkt;
+        r
+    }
+
+    /// Writes (replacing `pkt`) an IPv4 header (DF, TTL 64) or, when either
+    /// address is IPv6, an IPv6 one, for a payload of `len` bytes.
+    fn ip_header(
+        &mut self,
+        pkt: &mut Vec<u8>,
+        src: IpAddr,
+        dst: IpAddr,
+        proto: u8,
+        len: usize,
+    ) -> io::Result<()> {
+        pkt.clear();
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let total = 20 + len;
+                let total16 = u16::try_from(total).map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "packet too large for IPv4")
+                })?;
+                let mut h = [0u8; 20];
+                h[0] = 0x45; // version 4, IHL 5
+                h[2..4].copy_from_slice(&total16.to_be_bytes());
+                h[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
+                self.ip_id = self.ip_id.wrapping_add(1);
+                h[6] = 0x40; // DF
+                h[8] = 64; // TTL
+                h[9] = proto;
+                h[12..16].copy_from_slice(&s.octets());
+                h[16..20].copy_from_slice(&d.octets());
+                let c = checksum::internet_checksum(&h);
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+                pkt.extend_from_slice(&h);
+            }
+            (s, d) => {
+                let (s6, d6) = (checksum::as_ipv6(s), checksum::as_ipv6(d));
+                let plen = u16::try_from(len)
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "packet too large"))?;
+                let mut h = [0u8; 40];
+                h[0] = 0x60;
+                h[4..6].copy_from_slice(&plen.to_be_bytes());
+                h[6] = proto;
+                h[7] = 64;
+                h[8..24].copy_from_slice(&s6.octets());
+                h[24..40].copy_from_slice(&d6.octets());
+                pkt.extend_from_slice(&h);
+            }
+        }
+        Ok(())
     }
 
     /// Record one raw IP packet as it is.

@@ -1,7 +1,8 @@
 //! `mpdccp demo`: a built-in two-path MP-DCCP session in the deterministic
 //! harness — handshake, join, data both ways, MP_ADDADDR, graceful close —
-//! with an optional pcap of every datagram (LINKTYPE_RAW, IPv4 + DCCP, one
-//! address pair per path, valid checksums) and a short summary.
+//! with an optional pcap of every datagram (LINKTYPE_RAW, IPv4, one address
+//! pair per path, valid checksums; native DCCP, DCCP-in-UDP or U-DCCP per
+//! `--transport`) and a short summary.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,6 +21,11 @@ pub struct Args {
     /// Write every datagram of the session to this pcap file.
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// How the pcap shows the packets on the wire: native DCCP (IP protocol
+    /// 33), DCCP-in-UDP (RFC 6773, UDP port 6511 at the server) or U-DCCP
+    /// (the DCCP ports, 4242, are the UDP ports).
+    #[arg(long, value_enum, default_value_t = PcapTransport::Dccp)]
+    pub transport: PcapTransport,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -32,6 +38,45 @@ pub struct Args {
     /// Tunnelled packets sent each way.
     #[arg(long, default_value_t = 200)]
     pub packets: u32,
+}
+
+/// The encapsulation of the demo's pcap.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PcapTransport {
+    Dccp,
+    Udp,
+    Udccp,
+}
+
+/// Writes one harness datagram to the pcap in `transport`'s form.
+fn write_wire(
+    w: &mut PcapWriter<std::io::BufWriter<std::fs::File>>,
+    transport: PcapTransport,
+    r: &mpdccp_proto::harness::WireRecord,
+) -> anyhow::Result<()> {
+    use mpdccp_proto::wire::{udccp, udp_encap};
+    let (src, dst) = (r.src.ip(), r.dst.ip());
+    match transport {
+        PcapTransport::Dccp => w.write_dccp(r.time, src, dst, &r.bytes)?,
+        PcapTransport::Udp => {
+            // The client's side of RFC 6773 uses the DCCP port, the
+            // server's the IANA port 6511.
+            let (sp, dp) = match r.from {
+                Side::Client => (r.src.port(), udp_encap::DCCP_UDP_PORT),
+                Side::Server => (udp_encap::DCCP_UDP_PORT, r.dst.port()),
+            };
+            let mut d = vec![0u8; udp_encap::UDP_HEADER_LEN + r.bytes.len()];
+            d[udp_encap::UDP_HEADER_LEN..].copy_from_slice(&r.bytes);
+            let n = udp_encap::frame(&mut d, r.bytes.len(), sp, dp, Some((src, dst)))?;
+            w.write_segment(r.time, src, dst, udp_encap::IPPROTO_UDP, &d[..n])?;
+        }
+        PcapTransport::Udccp => {
+            let mut d = vec![0u8; r.bytes.len()];
+            let n = udccp::encode(&r.bytes, &mut d, Some((src, dst)))?;
+            w.write_segment(r.time, src, dst, udp_encap::IPPROTO_UDP, &d[..n])?;
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -128,7 +173,7 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
         let mut w =
             PcapWriter::create(file).with_context(|| format!("creating {}", file.display()))?;
         for r in &h.wire {
-            w.write_dccp(r.time, r.src.ip(), r.dst.ip(), &r.bytes)?;
+            write_wire(&mut w, args.transport, r)?;
         }
         w.flush()?;
     }

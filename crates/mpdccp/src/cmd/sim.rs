@@ -191,15 +191,22 @@ pub fn tables(summary: &Value) -> String {
         "rtt max (ms)",
         "qdel p95 (ms)"
     ));
-    for p in summary
+    for (i, p) in summary
         .get("paths")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
+        // The path's transport, when the scenario sets one (`udccp`, …).
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("?");
+        let name = match summary["meta"]["paths"][i]["transport"].as_str() {
+            Some(t) => format!("{name} ({t})"),
+            None => name.to_string(),
+        };
         s.push_str(&format!(
             "{:<14} {:>16} {:>9} {:>8} {:>13} {:>13} {:>13} {:>14}\n",
-            p.get("name").and_then(Value::as_str).unwrap_or("?"),
+            name,
             f(p, "throughput_mbps"),
             f(p, "sent_pkts"),
             f(p, "lost_pkts"),
