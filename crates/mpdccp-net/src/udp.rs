@@ -7,10 +7,20 @@
 //! (`UDP_SEGMENT`: several equal-sized datagrams in one kernel packet that
 //! stays one `sk_buff` through veths and forwarding routers), and UDP GRO
 //! (`UDP_GRO`) on receive so such trains arrive as one buffer.
+//!
+//! A socket bound to a wildcard address (`0.0.0.0`, `[::]`) asks for each
+//! datagram's destination address (`IP_PKTINFO`, `IPV6_RECVPKTINFO`) and
+//! answers from it (the same cmsg on send): otherwise the kernel picks the
+//! source by the route back, and a server with several addresses on one
+//! interface answers a path from the wrong one, which the client drops.
+//!
+//! `quinn-udp` does the same (pktinfo, GSO, GRO, ECN) behind a portable API,
+//! but sends one transmit per `sendmsg`; our batches hold many destinations
+//! per `sendmmsg`, so we keep these ~100 lines of cmsg code.
 
 use std::io;
 use std::mem;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -25,11 +35,17 @@ pub const MAX_TRAIN_BYTES: usize = 65_536;
 /// Room for the control messages we ask for (UDP_GRO's int, IP(V6)_PKTINFO).
 const CONTROL_WORDS: usize = 16;
 
+/// Room for what we send: UDP_SEGMENT (24 bytes) + IPV6_PKTINFO (40).
+const SEND_CONTROL_WORDS: usize = 10;
+
 /// One UDP socket of one path (client) or of the listening port (server).
 #[derive(Debug)]
 pub struct PathSocket {
     socket: Socket,
     local: SocketAddr,
+    /// Bound to a wildcard address: datagrams carry their destination
+    /// (pktinfo) and answers name their source.
+    pktinfo: bool,
 }
 
 /// Options for [`PathSocket::bind`].
@@ -81,7 +97,22 @@ impl PathSocket {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("bound socket has no IP address"))?;
-        Ok(PathSocket { socket, local })
+        let pktinfo = local.ip().is_unspecified();
+        if pktinfo {
+            enable_pktinfo(&socket, local.is_ipv6())
+                .map_err(|e| io::Error::new(e.kind(), format!("udp {local}: pktinfo: {e}")))?;
+        }
+        Ok(PathSocket {
+            socket,
+            local,
+            pktinfo,
+        })
+    }
+
+    /// Whether datagrams report their destination address
+    /// ([`RecvBatch::local_ip`]): the socket is bound to a wildcard address.
+    pub fn pktinfo(&self) -> bool {
+        self.pktinfo
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -110,6 +141,37 @@ impl PathSocket {
     /// Sends one datagram.
     pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
         self.socket.send_to(buf, &SockAddr::from(to))
+    }
+
+    /// Sends one datagram from local address `from` (a wildcard socket's
+    /// answer from the address the peer wrote to); `None` or a socket bound
+    /// to one address: the kernel's choice.
+    pub fn send_from(&self, buf: &[u8], to: SocketAddr, from: Option<IpAddr>) -> io::Result<usize> {
+        let from = if self.pktinfo { from } else { None };
+        if from.is_none() {
+            return self.send_to(buf, to);
+        }
+        let name = SockAddr::from(to);
+        let mut control = [0u64; SEND_CONTROL_WORDS];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_ptr() as *mut _,
+            iov_len: buf.len(),
+        };
+        // SAFETY: zeroed msghdr is valid; every pointer stays live until sendmsg returns.
+        let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+        hdr.msg_name = name.as_ptr() as *mut _;
+        hdr.msg_namelen = name.len();
+        hdr.msg_iov = &mut iov;
+        hdr.msg_iovlen = 1;
+        // SAFETY: `control` is live and SEND_CONTROL_WORDS long.
+        unsafe { fill_send_control(&mut hdr, &mut control, None, from, self.local.is_ipv6()) };
+        // SAFETY: `hdr` and what it points at are valid for the call.
+        let n = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &hdr, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
     }
 
     /// Sends `buf` as datagrams of `segment_bytes` (the last may be shorter)
@@ -164,20 +226,18 @@ impl PathSocket {
             hdr.msg_namelen = batch.addrs[i].len();
             hdr.msg_iov = &mut batch.iovs[i];
             hdr.msg_iovlen = 1;
-            if seg > 0 && (seg as usize) < len {
-                hdr.msg_control = batch.controls[i].as_mut_ptr().cast();
-                // SAFETY: CMSG_SPACE is a pure size computation.
-                hdr.msg_controllen =
-                    unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
-                // SAFETY: msg_control points at `controls[i]`, large enough for one u16 cmsg.
-                unsafe {
-                    let cmsg = libc::CMSG_FIRSTHDR(&hdr);
-                    (*cmsg).cmsg_level = libc::SOL_UDP;
-                    (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-                    (*cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg);
-                }
-            }
+            let from = if self.pktinfo { batch.froms[i] } else { None };
+            let gso = (seg > 0 && (seg as usize) < len).then_some(seg);
+            // SAFETY: `controls[i]` is live and large enough (SEND_CONTROL_WORDS).
+            unsafe {
+                fill_send_control(
+                    &mut hdr,
+                    &mut batch.controls[i],
+                    gso,
+                    from,
+                    self.local.is_ipv6(),
+                )
+            };
             batch.hdrs[i] = libc::mmsghdr {
                 msg_hdr: hdr,
                 msg_len: 0,
@@ -198,9 +258,10 @@ impl PathSocket {
             let refused = matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL));
             if refused && seg > 0 && (seg as usize) < len {
                 let to = batch.addrs[0].as_socket().unwrap_or(self.local);
+                let from = if self.pktinfo { batch.froms[0] } else { None };
                 let mut k = 0;
                 for d in batch.data[off..off + len].chunks(seg as usize) {
-                    self.send_to(d, to)?;
+                    self.send_from(d, to, from)?;
                     k += 1;
                 }
                 batch.consume(1);
@@ -255,6 +316,124 @@ impl PathSocket {
 }
 
 const UDP_GRO: libc::c_int = 104;
+
+/// Asks for each datagram's destination address: `IP_PKTINFO` on an IPv4
+/// socket; `IPV6_RECVPKTINFO` on an IPv6 one, plus `IP_PKTINFO` for the
+/// IPv4-mapped datagrams of a dual-stack `[::]` socket (best effort: an
+/// IPv6-only socket refuses it and needs none).
+fn enable_pktinfo(socket: &Socket, ipv6: bool) -> io::Result<()> {
+    let set = |level, opt| -> io::Result<()> {
+        let v: libc::c_int = 1;
+        // SAFETY: `v` is a valid c_int for the duration of the call.
+        let r = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                level,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    if ipv6 {
+        set(libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)?;
+        let _ = set(libc::IPPROTO_IP, libc::IP_PKTINFO);
+        Ok(())
+    } else {
+        set(libc::IPPROTO_IP, libc::IP_PKTINFO)
+    }
+}
+
+/// Writes the send cmsgs into `control` and points `hdr` at them: a GSO
+/// segment size (`UDP_SEGMENT`) and/or the source address (`IP_PKTINFO`'s
+/// `ipi_spec_dst` on an IPv4 socket, `IPV6_PKTINFO` on an IPv6 one, an IPv4
+/// source as a mapped address). Nothing to say: no control at all.
+///
+/// # Safety
+/// `control` must stay live (and `hdr` unused otherwise) until the send.
+unsafe fn fill_send_control(
+    hdr: &mut libc::msghdr,
+    control: &mut [u64; SEND_CONTROL_WORDS],
+    gso: Option<u16>,
+    from: Option<IpAddr>,
+    ipv6_socket: bool,
+) {
+    // (level, type, payload, payload length); no allocation per packet.
+    type Cmsg = (libc::c_int, libc::c_int, [u8; 20], usize);
+    fn cmsg(level: libc::c_int, ty: libc::c_int, data: &[u8]) -> Cmsg {
+        let mut buf = [0u8; 20];
+        buf[..data.len()].copy_from_slice(data);
+        (level, ty, buf, data.len())
+    }
+    let pktinfo: Option<Cmsg> = match (from, ipv6_socket) {
+        (Some(IpAddr::V4(a)), false) => {
+            let info = libc::in_pktinfo {
+                ipi_ifindex: 0,
+                ipi_spec_dst: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.octets()),
+                },
+                ipi_addr: libc::in_addr { s_addr: 0 },
+            };
+            Some(cmsg(libc::IPPROTO_IP, libc::IP_PKTINFO, as_bytes(&info)))
+        }
+        (Some(ip), true) => {
+            let a: Ipv6Addr = match ip {
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+                IpAddr::V6(a) => a,
+            };
+            let info = libc::in6_pktinfo {
+                ipi6_addr: libc::in6_addr {
+                    s6_addr: a.octets(),
+                },
+                ipi6_ifindex: 0,
+            };
+            Some(cmsg(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_PKTINFO,
+                as_bytes(&info),
+            ))
+        }
+        // An IPv6 source on an IPv4 socket cannot be: let the kernel choose.
+        (Some(IpAddr::V6(_)), false) | (None, _) => None,
+    };
+    hdr.msg_control = std::ptr::null_mut();
+    hdr.msg_controllen = 0;
+    let gso = gso.map(|seg| cmsg(libc::SOL_UDP, libc::UDP_SEGMENT, &seg.to_ne_bytes()));
+    let msgs = [gso, pktinfo];
+    if msgs.iter().all(Option::is_none) {
+        return;
+    }
+    *control = [0; SEND_CONTROL_WORDS];
+    hdr.msg_control = control.as_mut_ptr().cast();
+    hdr.msg_controllen = mem::size_of_val(control);
+    let mut used = 0usize;
+    // SAFETY: `control` holds SEND_CONTROL_WORDS * 8 = 80 bytes, more than
+    // CMSG_SPACE(2) + CMSG_SPACE(20) = 24 + 40; CMSG_* stay within it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        for (level, ty, data, len) in msgs.iter().flatten() {
+            (*c).cmsg_level = *level;
+            (*c).cmsg_type = *ty;
+            (*c).cmsg_len = libc::CMSG_LEN(*len as u32) as usize;
+            std::ptr::copy_nonoverlapping(data.as_ptr(), libc::CMSG_DATA(c), *len);
+            used += libc::CMSG_SPACE(*len as u32) as usize;
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    hdr.msg_controllen = used;
+}
+
+/// The bytes of a plain-old-data C struct.
+fn as_bytes<T: Copy>(v: &T) -> &[u8] {
+    // SAFETY: `T` is a `repr(C)` libc struct without padding holes we read
+    // uninitialised (in_pktinfo, in6_pktinfo: all fields initialised).
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), mem::size_of::<T>()) }
+}
 
 fn force_buffer(socket: &Socket, opt: libc::c_int, bytes: usize) -> bool {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
@@ -337,6 +516,41 @@ impl RecvBatch {
         Some((&self.data[i * slot..i * slot + len], addr, truncated))
     }
 
+    /// The destination address of datagram `i` (the local address the peer
+    /// wrote to), when the socket reports it ([`PathSocket::pktinfo`]).
+    /// An IPv4-mapped address comes back as IPv4.
+    pub fn local_ip(&self, i: usize) -> Option<IpAddr> {
+        if i >= self.len {
+            return None;
+        }
+        let h = &self.hdrs[i].msg_hdr;
+        if h.msg_control.is_null() || h.msg_controllen == 0 {
+            return None;
+        }
+        // SAFETY: as in `gro_segment_bytes`: well-formed cmsgs the kernel wrote.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                let data = libc::CMSG_DATA(c);
+                match ((*c).cmsg_level, (*c).cmsg_type) {
+                    (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                        let info = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
+                        // s_addr holds the address in network order: its bytes are the octets.
+                        return Some(IpAddr::from(info.ipi_addr.s_addr.to_ne_bytes()));
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                        let info = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
+                        let a = Ipv6Addr::from(info.ipi6_addr.s6_addr);
+                        return Some(a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4));
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
+    }
+
     /// The segment size of datagram `i` when UDP GRO coalesced a train into
     /// it (the buffer then holds datagrams of this size, the last shorter).
     pub fn gro_segment_bytes(&self, i: usize) -> Option<usize> {
@@ -379,7 +593,9 @@ pub struct SendBatch {
     /// (offset, length, segment size or 0) per entry.
     spans: Vec<(usize, usize, u16)>,
     addrs: Vec<SockAddr>,
-    controls: Vec<[u64; 4]>,
+    /// Source address per entry (wildcard sockets answer from it).
+    froms: Vec<Option<IpAddr>>,
+    controls: Vec<[u64; SEND_CONTROL_WORDS]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     len: usize,
@@ -396,7 +612,8 @@ impl SendBatch {
             data: vec![0; slots * SLOT_BYTES + MAX_TRAIN_BYTES],
             spans: vec![(0, 0, 0); slots],
             addrs: vec![SockAddr::from(any); slots],
-            controls: vec![[0; 4]; slots],
+            froms: vec![None; slots],
+            controls: vec![[0; SEND_CONTROL_WORDS]; slots],
             iovs: vec![
                 libc::iovec {
                     iov_base: std::ptr::null_mut(),
@@ -436,6 +653,18 @@ impl SendBatch {
     /// with `segment_bytes` a train of datagrams of that size (the last may
     /// be shorter) sent as one GSO packet.
     pub fn commit(&mut self, len: usize, to: SocketAddr, segment_bytes: Option<usize>) {
+        self.commit_from(len, to, segment_bytes, None)
+    }
+
+    /// [`SendBatch::commit`] with the local source address to send from
+    /// (used by sockets bound to a wildcard address, ignored by others).
+    pub fn commit_from(
+        &mut self,
+        len: usize,
+        to: SocketAddr,
+        segment_bytes: Option<usize>,
+        from: Option<IpAddr>,
+    ) {
         debug_assert!(!self.is_full());
         let len = len.min(self.data.len() - self.used);
         let seg = match segment_bytes {
@@ -444,6 +673,7 @@ impl SendBatch {
         };
         self.spans[self.len] = (self.used, len, seg);
         self.addrs[self.len] = SockAddr::from(to);
+        self.froms[self.len] = from;
         self.used += len;
         self.len += 1;
     }
@@ -474,6 +704,7 @@ impl SendBatch {
             let (off, len, seg) = self.spans[i];
             self.spans[i - n] = (off - start, len, seg);
             self.addrs.swap(i - n, i);
+            self.froms.swap(i - n, i);
         }
         self.used -= start;
         self.len -= n;
@@ -628,5 +859,72 @@ mod tests {
         assert_eq!(got[1].1, Some(1000));
         assert_eq!(got[2].0, vec![2; 5]);
         assert_eq!(got.len(), 3);
+    }
+
+    fn recv_one(s: &PathSocket, rb: &mut RecvBatch) -> (Vec<u8>, SocketAddr, Option<IpAddr>) {
+        for _ in 0..500 {
+            match s.recv_batch(rb) {
+                Ok(_) => {
+                    let (d, from, _) = rb.datagram(0).unwrap();
+                    return (d.to_vec(), from.unwrap(), rb.local_ip(0));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("nothing received");
+    }
+
+    /// A socket on 0.0.0.0 learns that a datagram was sent to 127.0.0.2 and
+    /// answers from 127.0.0.2 — single datagram, batch and GSO train alike —
+    /// where the kernel's own choice is 127.0.0.1 (issue #13, wildcard
+    /// listen). Loopback has all of 127/8, so no root is needed.
+    #[test]
+    fn wildcard_socket_answers_from_the_address_it_was_sent_to() {
+        let server = PathSocket::bind(
+            &PathSocketConfig {
+                local: Some("0.0.0.0:0".parse().unwrap()),
+                ..Default::default()
+            },
+            "127.0.0.1:1".parse().unwrap(),
+        )
+        .unwrap();
+        assert!(server.pktinfo());
+        let port = server.local_addr().port();
+        let client = PathSocket::bind(
+            &PathSocketConfig {
+                local: Some("127.0.0.1:0".parse().unwrap()),
+                ..Default::default()
+            },
+            "127.0.0.1:1".parse().unwrap(),
+        )
+        .unwrap();
+        assert!(!client.pktinfo());
+        let second: SocketAddr = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
+        client.send_to(b"hello", second).unwrap();
+        let mut rb = RecvBatch::new(1);
+        let (d, peer, local) = recv_one(&server, &mut rb);
+        assert_eq!((d.as_slice(), peer), (&b"hello"[..], client.local_addr()));
+        assert_eq!(local, Some(second.ip()));
+        // Without a source the kernel picks 127.0.0.1: what the client drops.
+        server.send_to(b"plain", peer).unwrap();
+        let mut crb = RecvBatch::new(1);
+        let (_, from, _) = recv_one(&client, &mut crb);
+        assert_eq!(from.ip(), "127.0.0.1".parse::<IpAddr>().unwrap());
+        server.send_from(b"one", peer, local).unwrap();
+        let (d, from, _) = recv_one(&client, &mut crb);
+        assert_eq!((d.as_slice(), from), (&b"one"[..], second));
+        let mut sb = SendBatch::new(4);
+        sb.next_buf()[..3].copy_from_slice(b"two");
+        sb.commit_from(3, peer, None, local);
+        sb.next_buf()[..300].copy_from_slice(&[7; 300]);
+        sb.commit_from(300, peer, Some(100), local);
+        assert_eq!(server.send_batch(&mut sb).unwrap(), 4);
+        for want in [3, 100, 100, 100] {
+            let (d, from, _) = recv_one(&client, &mut crb);
+            assert_eq!((d.len(), from), (want, second));
+        }
     }
 }

@@ -31,6 +31,7 @@ use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::{ClientConfig, Transport};
 use super::iface::{iface_state, LinkWatcher};
 use super::ops::{conn_json, OpsServer};
+use super::warn::PacketWarning;
 use super::{
     flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
@@ -469,9 +470,15 @@ impl Client {
         let remote = p.remote;
         match sock {
             PathSock::Udp(sock) => {
-                super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, data| {
+                let local = sock.local_addr();
+                super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, _, data| {
                     if from != remote {
                         stats.udp_rx_foreign += 1;
+                        stats.warnings.warn(
+                            PacketWarning::Foreign,
+                            now,
+                            format_args!("udp {local}: datagram from {from}, not the server {remote}: dropped (a server on a wildcard address answering from another address?)"),
+                        );
                         return;
                     }
                     conn.handle_datagram(now, id, data);
@@ -486,6 +493,13 @@ impl Client {
                 |stats, now, from, _, data| {
                     if from != remote.ip() {
                         stats.udp_rx_foreign += 1;
+                        stats.warnings.warn(
+                            PacketWarning::Foreign,
+                            now,
+                            format_args!(
+                                "dccp: packet from {from}, not the server {remote}: dropped"
+                            ),
+                        );
                         return;
                     }
                     conn.handle_datagram(now, id, data);

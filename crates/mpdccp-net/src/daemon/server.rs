@@ -32,12 +32,17 @@ use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
 /// Who a path's packets come from, the `Endpoint`'s demultiplexing key.
-/// UDP peers by address and port (RFC 6773); native DCCP peers by the
-/// local address they reached (which raw socket answers), their address
-/// and the DCCP source port.
+/// UDP peers by address and port (RFC 6773) and, on a wildcard listen
+/// address, the local address they wrote to (answers leave from it, so a
+/// server with several addresses answers each path from the one its client
+/// knows); native DCCP peers by the local address they reached (which raw
+/// socket answers), their address and the DCCP source port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Peer {
-    Udp(SocketAddr),
+    Udp {
+        remote: SocketAddr,
+        local: Option<IpAddr>,
+    },
     Dccp {
         local: IpAddr,
         remote: IpAddr,
@@ -222,8 +227,8 @@ impl Server {
 
     fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
         let ep = &mut self.ep;
-        super::drain_socket(sock, rx, &mut self.stats, |_, now, from, data| {
-            ep.handle_datagram(now, Peer::Udp(from), data);
+        super::drain_socket(sock, rx, &mut self.stats, |_, now, remote, local, data| {
+            ep.handle_datagram(now, Peer::Udp { remote, local }, data);
         });
     }
 
@@ -287,8 +292,8 @@ impl Server {
             let Some((to, t)) = self.ep.poll_transmit(now, &mut buf[..cap]) else {
                 break;
             };
-            let to = match to {
-                Peer::Udp(a) => a,
+            let (to, from) = match to {
+                Peer::Udp { remote, local } => (remote, local),
                 Peer::Dccp { local, remote, .. } => {
                     match raw.iter().find(|r| r.local_addr() == local) {
                         Some(r) => super::native::send(
@@ -306,7 +311,7 @@ impl Server {
             if t.segment_size.is_some_and(|s| s < t.size) {
                 self.stats.udp_tx_gso_trains += 1;
             }
-            batch.commit(t.size, to, t.segment_size);
+            batch.commit_from(t.size, to, t.segment_size, from);
         }
         flush_batch(sock, batch, &mut self.stats);
     }
