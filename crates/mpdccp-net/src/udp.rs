@@ -67,13 +67,16 @@ impl PathSocket {
             SocketAddr::V4(_) => "0.0.0.0:0".parse().expect("valid literal"),
             SocketAddr::V6(_) => "[::]:0".parse().expect("valid literal"),
         });
-        let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
-        socket.set_nonblocking(true)?;
+        let dev = config.device.as_deref().unwrap_or("any");
+        let ctx = |e: io::Error| io::Error::new(e.kind(), format!("udp {local} (dev {dev}): {e}"));
+        let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
+            .map_err(ctx)?;
+        socket.set_nonblocking(true).map_err(ctx)?;
         // No SO_REUSEADDR (nor SO_REUSEPORT): the port is ours alone, so a
         // second server or another local user cannot bind it and receive
         // our datagrams (issue #11). UDP has no TIME_WAIT that would need it.
         if let Some(dev) = &config.device {
-            socket.bind_device(Some(dev.as_bytes()))?;
+            socket.bind_device(Some(dev.as_bytes())).map_err(ctx)?;
         }
         if config.buffer_bytes > 0 {
             // Root may exceed net.core.[rw]mem_max (SO_*BUFFORCE); otherwise

@@ -370,16 +370,19 @@ fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
                 ));
             }
         }
+        // Paths are series by stable name; a name's subflows are summed.
+        let mut sums: BTreeMap<(String, String), u64> = BTreeMap::new();
         for p in c["paths"].as_array().into_iter().flatten() {
-            let mut l = vec![("conn", conn.clone()), ("path", p["id"].to_string())];
-            if let Some(name) = p["name"].as_str() {
-                l.push(("name", name.to_string()));
-            }
+            let name = p["name"].as_str().expect("every path is named").to_string();
             for (k, x) in p["stats"].as_object().into_iter().flatten() {
                 if let Some(x) = x.as_u64() {
-                    v.push((format!("mpdccp_path_{k}_total"), lbl(&l), x));
+                    *sums.entry((name.clone(), k.clone())).or_default() += x;
                 }
             }
+        }
+        for ((name, k), x) in sums {
+            let l = lbl(&[("conn", conn.clone()), ("name", name)]);
+            v.push((format!("mpdccp_path_{k}_total"), l, x));
         }
     }
     v
@@ -433,20 +436,28 @@ fn prometheus_endpoint_is_valid_and_agrees_with_status_json() {
                 "{name}{l:?}: scrape {a}, json {j}, scrape {b}"
             );
         }
-        // Per-path labels: one `mpdccp_path_cwnd_pkts` per path of the JSON.
+        // Per-path labels: one `mpdccp_path_cwnd_pkts` per path name of
+        // the JSON (the client's configured names, the server's client
+        // addresses), never a subflow id.
         let paths: BTreeSet<String> = st["connections"][0]["paths"]
             .as_array()
             .expect("paths")
             .iter()
-            .map(|p| p["id"].to_string())
+            .map(|p| p["name"].as_str().expect("named").to_string())
             .collect();
         let prom_paths: BTreeSet<String> = second
             .iter()
             .filter(|s| s.name == "mpdccp_path_cwnd_pkts")
-            .filter_map(|s| s.labels.get("path").cloned())
+            .filter_map(|s| s.labels.get("name").cloned())
             .collect();
         assert_eq!(paths, prom_paths);
         assert_eq!(paths.len(), 2);
+        assert!(!second.iter().any(|s| s.labels.contains_key("path")));
+        // The peer of the connection: one remote address per path.
+        let remotes = st["connections"][0]["peer"]["remotes"]
+            .as_array()
+            .expect("peer remotes");
+        assert_eq!(remotes.len(), 2, "{}", st["connections"][0]["peer"]);
         if !server {
             // The client names its paths after the configured interfaces.
             let names: BTreeSet<&str> = second

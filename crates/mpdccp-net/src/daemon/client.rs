@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::{ClientConfig, Transport};
 use super::iface::{iface_state, LinkWatcher};
-use super::ops::{conn_json, OpsServer};
+use super::ops::{conn_json, OpsServer, PathLabel};
 use super::warn::PacketWarning;
 use super::{
     flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
@@ -147,6 +147,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         tun,
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
+        path_names: Default::default(),
     };
     let offload = config.tunnel.offload;
     let mut rx = super::recv_batch(offload);
@@ -333,11 +334,17 @@ struct Client {
     tun: Tun,
     started: Instant,
     tun_mtu: u32,
+    /// Subflow → its configured path's name and server address, kept
+    /// while the core knows the subflow (closed ones too: a path keeps its
+    /// name after close).
+    path_names: std::collections::BTreeMap<PathId, (String, SocketAddr)>,
 }
 
 impl Client {
     /// Brings paths up and down to match their interfaces.
     fn manage_paths(&mut self, now: Instant, paths: &mut [PathRt], base_backoff: Duration) {
+        let conn = &self.conn;
+        self.path_names.retain(|id, _| conn.has_path(*id));
         for p in paths.iter_mut() {
             // A subflow the core closed on its own (expired by
             // `path_idle_timeout`, reset or withdrawn by the server) while
@@ -425,6 +432,7 @@ impl Client {
                 Ok(()) => {
                     info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
                     self.stats.joins_started += 1;
+                    self.path_names.insert(id, (p.name.clone(), p.remote));
                     p.id = Some(id);
                     p.socket = Some(sock);
                     p.established = false;
@@ -557,11 +565,12 @@ impl Client {
     }
 
     fn status(&self, paths: &[PathRt]) -> Value {
-        let name_of = |id: u32| {
-            paths
-                .iter()
-                .find(|p| p.id == Some(PathId(id)))
-                .map(|p| p.name.clone())
+        let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
+            Some((name, remote)) => PathLabel {
+                name: Some(name.clone()),
+                remote: Some(remote.to_string()),
+            },
+            None => PathLabel::default(),
         };
         let cfg_paths: Vec<Value> = paths
             .iter()
@@ -581,7 +590,7 @@ impl Client {
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
             "configured_paths": cfg_paths,
-            "connections": [conn_json(&self.conn, self.conn_gen, &name_of)],
+            "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],
         })
     }
 }

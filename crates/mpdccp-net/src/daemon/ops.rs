@@ -27,15 +27,25 @@ fn ms(d: Option<Duration>) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// What the daemon knows of a path beyond the core: its stable name (the
+/// client's configured path name; the server's: the client's address) and
+/// the peer's address it talks to.
+#[derive(Clone, Debug, Default)]
+pub struct PathLabel {
+    pub name: Option<String>,
+    pub remote: Option<String>,
+}
+
 /// One path's status entry.
-pub fn path_json(conn: &Connection, v: &PathView, name: Option<&str>) -> Value {
+pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
     let stats = conn
         .path_stats(v.id)
         .map(|s| stats_json(&s))
         .unwrap_or(Value::Null);
     json!({
         "id": v.id.0,
-        "name": name,
+        "name": label.name,
+        "remote": label.remote,
         "state": format!("{:?}", v.state),
         "priority": v.priority,
         "cc_state": v.cc_state,
@@ -52,15 +62,26 @@ pub fn path_json(conn: &Connection, v: &PathView, name: Option<&str>) -> Value {
     })
 }
 
-/// One connection's status entry; `name_of` names paths (client side).
-pub fn conn_json(conn: &Connection, handle: u64, name_of: &dyn Fn(u32) -> Option<String>) -> Value {
-    let paths: Vec<Value> = conn
+/// One connection's status entry; `label_of` names each path (by subflow
+/// id). `peer` holds who the other end is: its addresses (one per path)
+/// and its identity (`null` until peers authenticate, issue #11).
+pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathLabel) -> Value {
+    let labels: Vec<(PathView, PathLabel)> = conn
         .paths()
+        .into_iter()
+        .map(|v| {
+            let l = label_of(v.id.0);
+            (v, l)
+        })
+        .collect();
+    let paths: Vec<Value> = labels.iter().map(|(v, l)| path_json(conn, v, l)).collect();
+    let remotes: std::collections::BTreeSet<&str> = labels
         .iter()
-        .map(|v| path_json(conn, v, name_of(v.id.0).as_deref()))
+        .filter_map(|(_, l)| l.remote.as_deref())
         .collect();
     json!({
         "handle": handle,
+        "peer": {"identity": Value::Null, "remotes": remotes},
         "established": conn.is_established(),
         "closed": conn.is_closed(),
         "multipath": conn.is_multipath(),

@@ -13,13 +13,13 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use mpdccp_proto::auth::LogThrottle;
-use mpdccp_proto::conn::{Endpoint, EndpointConfig, Event, StuckTimerGuard};
-use mpdccp_proto::Instant;
+use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard};
+use mpdccp_proto::{Instant, PathId};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::config::ServerConfig;
-use super::ops::{conn_json, stats_json, OpsServer};
+use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
 use super::routes::{Learn, LearnedRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::{
     flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
@@ -316,12 +316,31 @@ impl Server {
         flush_batch(sock, batch, &mut self.stats);
     }
 
+    /// A path's stable name (the client's address, without the port a
+    /// rejoin changes) and remote address, for status and metrics.
+    fn path_label(&self, h: ConnectionHandle, id: u32) -> PathLabel {
+        let (name, remote) = match self.ep.remote_of(h, PathId(id)) {
+            Some(Peer::Udp { remote, .. }) => (remote.ip().to_string(), remote.to_string()),
+            Some(Peer::Dccp { remote, port, .. }) => {
+                (format!("dccp:{remote}"), format!("dccp:{remote}:{port}"))
+            }
+            None => return PathLabel::default(),
+        };
+        PathLabel {
+            name: Some(name),
+            remote: Some(remote),
+        }
+    }
+
     fn status(&self) -> Value {
         let conns: Vec<Value> = self
             .ep
             .connections()
             .into_iter()
-            .filter_map(|h| self.ep.connection(h).map(|c| conn_json(c, h.0, &|_| None)))
+            .filter_map(|h| {
+                let label = |id: u32| self.path_label(h, id);
+                self.ep.connection(h).map(|c| conn_json(c, h.0, &label))
+            })
             .collect();
         json!({
             "role": "server",
