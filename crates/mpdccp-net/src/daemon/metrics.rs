@@ -167,6 +167,13 @@ pub fn metrics_text(status: &Value) -> String {
     );
     f.add_object(
         Kind::Counter,
+        "ops",
+        "operations endpoints (status documents the packet loop built)",
+        &none,
+        &status["ops"],
+    );
+    f.add_object(
+        Kind::Counter,
         "endpoint",
         "server endpoint counter (EndpointStats)",
         &none,

@@ -247,8 +247,14 @@ impl OpsServer {
         close
     }
 
-    /// Replaces the snapshot and wakes the listeners waiting for it.
-    fn publish(&self, doc: Value) {
+    /// Replaces the snapshot and wakes the listeners waiting for it. The
+    /// document gains `ops.snapshots`: how many the loop has built (the
+    /// packet loop's whole cost of status requests and scrapes).
+    fn publish(&self, mut doc: Value) {
+        self.snapshots.set(self.snapshots.get() + 1);
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("ops".into(), json!({"snapshots": self.snapshots.get()}));
+        }
         if let Ok(mut s) = self.shared.snap.lock() {
             s.doc = Arc::new(doc);
             s.taken = Some(std::time::Instant::now());
@@ -256,7 +262,6 @@ impl OpsServer {
             s.wanted = false;
             s.metrics = None;
         }
-        self.snapshots.set(self.snapshots.get() + 1);
         self.shared.published.notify_all();
     }
 }
