@@ -110,6 +110,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
     let watcher = LinkWatcher::new().context("netlink")?;
+    super::notify::ready(&format!("tunnel {} up", tun.name()));
     let base_backoff = Duration::from_millis(config.rejoin_backoff_ms.max(1));
     let seed = super::os_seed(config.seed);
 
@@ -300,6 +301,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
 
         if poll.readable(i_sig) && signals.take() && closing.is_none() {
             info!("signal: closing gracefully (MP_CLOSE)");
+            super::notify::stopping();
             d.conn.close(now);
             closing = Some(now + CLOSE_GRACE);
         }

@@ -28,6 +28,7 @@ pub mod iface;
 pub mod keyfile;
 pub mod metrics;
 pub mod native;
+pub mod notify;
 pub mod ops;
 mod routes;
 pub mod server;

@@ -91,6 +91,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     eprintln!("server listening on udp {}", sock.local_addr());
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
+    super::notify::ready(&format!("listening on udp {}", sock.local_addr()));
     let ep_cfg = EndpointConfig {
         conn: conn_cfg,
         max_connections: config.max_clients,
@@ -147,6 +148,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         let now = clock::now();
         if poll.readable(i_sig) && signals.take() && closing.is_none() {
             info!("signal: closing all connections gracefully (MP_CLOSE)");
+            super::notify::stopping();
             s.close_all(now);
             closing = Some(now + CLOSE_GRACE);
         }
