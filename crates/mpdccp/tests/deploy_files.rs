@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use mpdccp_lab::netns::{root_or_skip, Netns};
 use mpdccp_net::daemon::config::{ClientConfig, ServerConfig};
 
 fn repo() -> PathBuf {
@@ -150,4 +151,21 @@ fn example_configs_load_and_match_the_units() {
     let nft = std::fs::read_to_string(repo().join("deploy/nftables/server-nat.nft")).unwrap();
     assert!(nft.contains(&format!("udp dport {}", s.listen.port())));
     assert!(nft.contains(&format!("define TUN = \"{}\"", s.tun.name)));
+}
+
+/// The server's forwarding/NAT ruleset loads (`nft -c`, check only) in a
+/// namespace of its own. Needs root and nft (`.ci/run` installs it).
+#[test]
+fn nftables_example_loads() {
+    if !root_or_skip("nftables_example_loads") {
+        return;
+    }
+    let ns = Netns::new(&format!("mpdccp-nft-{}", std::process::id())).expect("namespace");
+    let file = repo().join("deploy/nftables/server-nat.nft");
+    let out = ns
+        .output("nft", &["-c", "-f", &file.to_string_lossy()])
+        .unwrap_or_else(|e| panic!("nft -c -f {}: {e:#}", file.display()));
+    assert!(out.trim().is_empty(), "{out}");
+    let bad = ns.output("nft", &["-c", "add rule inet mpdccp nosuch accept"]);
+    assert!(bad.is_err(), "nft -c checks for real");
 }
