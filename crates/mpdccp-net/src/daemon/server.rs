@@ -12,7 +12,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpdccp_proto::auth::LogThrottle;
 use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard};
 use mpdccp_proto::{Instant, PathId};
 use serde_json::{json, Value};
@@ -21,6 +20,7 @@ use tracing::{debug, info, warn};
 use super::config::ServerConfig;
 use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
 use super::routes::{Learn, LearnedRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
+use super::warn::PacketWarning;
 use super::{
     flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
@@ -104,7 +104,6 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             MAX_PER_CONNECTION,
             STEAL_AFTER,
         ),
-        route_log: LogThrottle::new(Duration::from_secs(10)),
         stats: DaemonStats::default(),
         tun,
         tun_writer: TunWriter::new(),
@@ -178,7 +177,6 @@ struct Server {
     ep: Endpoint<Peer>,
     /// Inner address → the client connection that sent from it.
     owners: LearnedRoutes,
-    route_log: LogThrottle,
     stats: DaemonStats,
     tun: Tun,
     tun_writer: TunWriter,
@@ -203,7 +201,8 @@ impl Server {
                         let now = clock::now();
                         let learned = self.owners.learn(src, h, now);
                         if !matches!(learned, Learn::Ok | Learn::Moved) {
-                            if let Some(suppressed) = self.route_log.allow(now) {
+                            let w = &mut self.stats.warnings;
+                            if let Some(suppressed) = w.allow(PacketWarning::Route, now) {
                                 warn!(conn = h.0, %src, ?learned, suppressed, "inner source address not learned");
                             }
                         }
