@@ -24,6 +24,7 @@
 //! * [`raw`] — native DCCP (IP protocol 33) through raw sockets.
 
 pub mod clock;
+mod cmsg;
 pub mod daemon;
 pub mod iproute;
 pub mod mtu;
