@@ -513,7 +513,10 @@ impl PollSet {
             if e.kind() == io::ErrorKind::Interrupted {
                 return Ok(0);
             }
-            return Err(e);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("ppoll on {} fds: {e}", self.fds.len()),
+            ));
         }
         Ok(r as usize)
     }
