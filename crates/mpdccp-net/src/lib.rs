@@ -25,6 +25,7 @@
 //! * [`process`] — process-wide settings of the CLI (SIGPIPE).
 
 pub mod clock;
+mod cmsg;
 pub mod daemon;
 pub mod iproute;
 pub mod mtu;

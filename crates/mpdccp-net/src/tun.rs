@@ -75,7 +75,8 @@ impl Tun {
             )
         };
         if raw < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            return Err(named(name, "open /dev/net/tun", e));
         }
         // SAFETY: `raw` is a freshly opened fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -87,7 +88,7 @@ impl Tun {
         req.name[..name.len()].copy_from_slice(name.as_bytes());
         // SAFETY: `req` is a properly laid out `struct ifreq` prefix of sufficient size.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req) } < 0 {
-            return Err(io::Error::last_os_error());
+            return Err(named(name, "TUNSETIFF", io::Error::last_os_error()));
         }
         let len = req
             .name
@@ -99,7 +100,7 @@ impl Tun {
             let f = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
             // SAFETY: TUNSETOFFLOAD takes the flag word by value.
             if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, f as libc::c_ulong) } < 0 {
-                return Err(io::Error::last_os_error());
+                return Err(named(&name, "TUNSETOFFLOAD", io::Error::last_os_error()));
             }
         }
         Ok(Tun { fd, name, offload })
@@ -159,6 +160,20 @@ impl Tun {
     }
 }
 
+/// An error of TUN device `name`, saying what failed and, for the usual
+/// causes, what to do.
+fn named(name: &str, what: &str, e: io::Error) -> io::Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::EBUSY) => {
+            " (another process has this TUN open: a second daemon, or one still exiting)"
+        }
+        Some(libc::EPERM) | Some(libc::EACCES) => " (needs CAP_NET_ADMIN)",
+        Some(libc::ENOENT) | Some(libc::ENODEV) => " (no TUN support: modprobe tun)",
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("tun {name}: {what}: {e}{hint}"))
+}
+
 impl AsRawFd for Tun {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -168,5 +183,24 @@ impl AsRawFd for Tun {
 impl std::os::fd::AsFd for Tun {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_device_and_the_cause() {
+        let e = named(
+            "mpd0",
+            "TUNSETIFF",
+            io::Error::from_raw_os_error(libc::EBUSY),
+        );
+        let m = e.to_string();
+        assert!(m.starts_with("tun mpd0: TUNSETIFF: "), "{m}");
+        assert!(m.contains("still exiting"), "{m}");
+        let long = Tun::open("a-name-longer-than-ifnamsiz").unwrap_err();
+        assert!(long.to_string().contains("a-name-longer-than-ifnamsiz"));
     }
 }

@@ -7,13 +7,25 @@
 //! (`UDP_SEGMENT`: several equal-sized datagrams in one kernel packet that
 //! stays one `sk_buff` through veths and forwarding routers), and UDP GRO
 //! (`UDP_GRO`) on receive so such trains arrive as one buffer.
+//!
+//! A socket bound to a wildcard address (`0.0.0.0`, `[::]`) asks for each
+//! datagram's destination address (`IP_PKTINFO`, `IPV6_RECVPKTINFO`) and
+//! answers from it (the same cmsg on send): otherwise the kernel picks the
+//! source by the route back, and a server with several addresses on one
+//! interface answers a path from the wrong one, which the client drops.
+//!
+//! `quinn-udp` does the same (pktinfo, GSO, GRO, ECN) behind a portable API,
+//! but sends one transmit per `sendmsg`; our batches hold many destinations
+//! per `sendmmsg`, so we keep these ~100 lines of cmsg code.
 
 use std::io;
 use std::mem;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::cmsg::{self, enable_pktinfo, fill_send_control, SEND_CONTROL_WORDS};
 
 /// Largest UDP payload we ever receive in one slot (a DCCP packet; bigger
 /// datagrams are truncated and counted as malformed by the caller).
@@ -30,6 +42,9 @@ const CONTROL_WORDS: usize = 16;
 pub struct PathSocket {
     socket: Socket,
     local: SocketAddr,
+    /// Bound to a wildcard address: datagrams carry their destination
+    /// (pktinfo) and answers name their source.
+    pktinfo: bool,
 }
 
 /// Options for [`PathSocket::bind`].
@@ -51,13 +66,16 @@ impl PathSocket {
             SocketAddr::V4(_) => "0.0.0.0:0".parse().expect("valid literal"),
             SocketAddr::V6(_) => "[::]:0".parse().expect("valid literal"),
         });
-        let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
-        socket.set_nonblocking(true)?;
+        let dev = config.device.as_deref().unwrap_or("any");
+        let ctx = |e: io::Error| io::Error::new(e.kind(), format!("udp {local} (dev {dev}): {e}"));
+        let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
+            .map_err(ctx)?;
+        socket.set_nonblocking(true).map_err(ctx)?;
         // No SO_REUSEADDR (nor SO_REUSEPORT): the port is ours alone, so a
         // second server or another local user cannot bind it and receive
         // our datagrams (issue #11). UDP has no TIME_WAIT that would need it.
         if let Some(dev) = &config.device {
-            socket.bind_device(Some(dev.as_bytes()))?;
+            socket.bind_device(Some(dev.as_bytes())).map_err(ctx)?;
         }
         if config.buffer_bytes > 0 {
             // Root may exceed net.core.[rw]mem_max (SO_*BUFFORCE); otherwise
@@ -81,7 +99,22 @@ impl PathSocket {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("bound socket has no IP address"))?;
-        Ok(PathSocket { socket, local })
+        let pktinfo = local.ip().is_unspecified();
+        if pktinfo {
+            enable_pktinfo(&socket, local.is_ipv6())
+                .map_err(|e| io::Error::new(e.kind(), format!("udp {local}: pktinfo: {e}")))?;
+        }
+        Ok(PathSocket {
+            socket,
+            local,
+            pktinfo,
+        })
+    }
+
+    /// Whether datagrams report their destination address
+    /// ([`RecvBatch::local_ip`]): the socket is bound to a wildcard address.
+    pub fn pktinfo(&self) -> bool {
+        self.pktinfo
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -110,6 +143,37 @@ impl PathSocket {
     /// Sends one datagram.
     pub fn send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
         self.socket.send_to(buf, &SockAddr::from(to))
+    }
+
+    /// Sends one datagram from local address `from` (a wildcard socket's
+    /// answer from the address the peer wrote to); `None` or a socket bound
+    /// to one address: the kernel's choice.
+    pub fn send_from(&self, buf: &[u8], to: SocketAddr, from: Option<IpAddr>) -> io::Result<usize> {
+        let from = if self.pktinfo { from } else { None };
+        if from.is_none() {
+            return self.send_to(buf, to);
+        }
+        let name = SockAddr::from(to);
+        let mut control = [0u64; SEND_CONTROL_WORDS];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_ptr() as *mut _,
+            iov_len: buf.len(),
+        };
+        // SAFETY: zeroed msghdr is valid; every pointer stays live until sendmsg returns.
+        let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
+        hdr.msg_name = name.as_ptr() as *mut _;
+        hdr.msg_namelen = name.len();
+        hdr.msg_iov = &mut iov;
+        hdr.msg_iovlen = 1;
+        // SAFETY: `control` is live and SEND_CONTROL_WORDS long.
+        unsafe { fill_send_control(&mut hdr, &mut control, None, from, self.local.is_ipv6()) };
+        // SAFETY: `hdr` and what it points at are valid for the call.
+        let n = unsafe { libc::sendmsg(self.socket.as_raw_fd(), &hdr, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
     }
 
     /// Sends `buf` as datagrams of `segment_bytes` (the last may be shorter)
@@ -164,20 +228,18 @@ impl PathSocket {
             hdr.msg_namelen = batch.addrs[i].len();
             hdr.msg_iov = &mut batch.iovs[i];
             hdr.msg_iovlen = 1;
-            if seg > 0 && (seg as usize) < len {
-                hdr.msg_control = batch.controls[i].as_mut_ptr().cast();
-                // SAFETY: CMSG_SPACE is a pure size computation.
-                hdr.msg_controllen =
-                    unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
-                // SAFETY: msg_control points at `controls[i]`, large enough for one u16 cmsg.
-                unsafe {
-                    let cmsg = libc::CMSG_FIRSTHDR(&hdr);
-                    (*cmsg).cmsg_level = libc::SOL_UDP;
-                    (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-                    (*cmsg).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize;
-                    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg);
-                }
-            }
+            let from = if self.pktinfo { batch.froms[i] } else { None };
+            let gso = (seg > 0 && (seg as usize) < len).then_some(seg);
+            // SAFETY: `controls[i]` is live and large enough (SEND_CONTROL_WORDS).
+            unsafe {
+                fill_send_control(
+                    &mut hdr,
+                    &mut batch.controls[i],
+                    gso,
+                    from,
+                    self.local.is_ipv6(),
+                )
+            };
             batch.hdrs[i] = libc::mmsghdr {
                 msg_hdr: hdr,
                 msg_len: 0,
@@ -198,9 +260,10 @@ impl PathSocket {
             let refused = matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL));
             if refused && seg > 0 && (seg as usize) < len {
                 let to = batch.addrs[0].as_socket().unwrap_or(self.local);
+                let from = if self.pktinfo { batch.froms[0] } else { None };
                 let mut k = 0;
                 for d in batch.data[off..off + len].chunks(seg as usize) {
-                    self.send_to(d, to)?;
+                    self.send_from(d, to, from)?;
                     k += 1;
                 }
                 batch.consume(1);
@@ -337,6 +400,22 @@ impl RecvBatch {
         Some((&self.data[i * slot..i * slot + len], addr, truncated))
     }
 
+    /// The destination address of datagram `i` (the local address the peer
+    /// wrote to), when the socket reports it ([`PathSocket::pktinfo`]).
+    /// An IPv4-mapped address comes back as IPv4.
+    pub fn local_ip(&self, i: usize) -> Option<IpAddr> {
+        if i >= self.len {
+            return None;
+        }
+        let h = &self.hdrs[i].msg_hdr;
+        if h.msg_control.is_null() || h.msg_controllen == 0 {
+            return None;
+        }
+        // SAFETY: the kernel filled `msg_control` (our `controls[i]`) with
+        // `msg_controllen` bytes of well-formed cmsgs.
+        unsafe { cmsg::destination_ip(h) }
+    }
+
     /// The segment size of datagram `i` when UDP GRO coalesced a train into
     /// it (the buffer then holds datagrams of this size, the last shorter).
     pub fn gro_segment_bytes(&self, i: usize) -> Option<usize> {
@@ -379,7 +458,9 @@ pub struct SendBatch {
     /// (offset, length, segment size or 0) per entry.
     spans: Vec<(usize, usize, u16)>,
     addrs: Vec<SockAddr>,
-    controls: Vec<[u64; 4]>,
+    /// Source address per entry (wildcard sockets answer from it).
+    froms: Vec<Option<IpAddr>>,
+    controls: Vec<[u64; SEND_CONTROL_WORDS]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
     len: usize,
@@ -396,7 +477,8 @@ impl SendBatch {
             data: vec![0; slots * SLOT_BYTES + MAX_TRAIN_BYTES],
             spans: vec![(0, 0, 0); slots],
             addrs: vec![SockAddr::from(any); slots],
-            controls: vec![[0; 4]; slots],
+            froms: vec![None; slots],
+            controls: vec![[0; SEND_CONTROL_WORDS]; slots],
             iovs: vec![
                 libc::iovec {
                     iov_base: std::ptr::null_mut(),
@@ -436,6 +518,18 @@ impl SendBatch {
     /// with `segment_bytes` a train of datagrams of that size (the last may
     /// be shorter) sent as one GSO packet.
     pub fn commit(&mut self, len: usize, to: SocketAddr, segment_bytes: Option<usize>) {
+        self.commit_from(len, to, segment_bytes, None)
+    }
+
+    /// [`SendBatch::commit`] with the local source address to send from
+    /// (used by sockets bound to a wildcard address, ignored by others).
+    pub fn commit_from(
+        &mut self,
+        len: usize,
+        to: SocketAddr,
+        segment_bytes: Option<usize>,
+        from: Option<IpAddr>,
+    ) {
         debug_assert!(!self.is_full());
         let len = len.min(self.data.len() - self.used);
         let seg = match segment_bytes {
@@ -444,6 +538,7 @@ impl SendBatch {
         };
         self.spans[self.len] = (self.used, len, seg);
         self.addrs[self.len] = SockAddr::from(to);
+        self.froms[self.len] = from;
         self.used += len;
         self.len += 1;
     }
@@ -474,6 +569,7 @@ impl SendBatch {
             let (off, len, seg) = self.spans[i];
             self.spans[i - n] = (off - start, len, seg);
             self.addrs.swap(i - n, i);
+            self.froms.swap(i - n, i);
         }
         self.used -= start;
         self.len -= n;
@@ -628,5 +724,72 @@ mod tests {
         assert_eq!(got[1].1, Some(1000));
         assert_eq!(got[2].0, vec![2; 5]);
         assert_eq!(got.len(), 3);
+    }
+
+    fn recv_one(s: &PathSocket, rb: &mut RecvBatch) -> (Vec<u8>, SocketAddr, Option<IpAddr>) {
+        for _ in 0..500 {
+            match s.recv_batch(rb) {
+                Ok(_) => {
+                    let (d, from, _) = rb.datagram(0).unwrap();
+                    return (d.to_vec(), from.unwrap(), rb.local_ip(0));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("nothing received");
+    }
+
+    /// A socket on 0.0.0.0 learns that a datagram was sent to 127.0.0.2 and
+    /// answers from 127.0.0.2 — single datagram, batch and GSO train alike —
+    /// where the kernel's own choice is 127.0.0.1 (issue #13, wildcard
+    /// listen). Loopback has all of 127/8, so no root is needed.
+    #[test]
+    fn wildcard_socket_answers_from_the_address_it_was_sent_to() {
+        let server = PathSocket::bind(
+            &PathSocketConfig {
+                local: Some("0.0.0.0:0".parse().unwrap()),
+                ..Default::default()
+            },
+            "127.0.0.1:1".parse().unwrap(),
+        )
+        .unwrap();
+        assert!(server.pktinfo());
+        let port = server.local_addr().port();
+        let client = PathSocket::bind(
+            &PathSocketConfig {
+                local: Some("127.0.0.1:0".parse().unwrap()),
+                ..Default::default()
+            },
+            "127.0.0.1:1".parse().unwrap(),
+        )
+        .unwrap();
+        assert!(!client.pktinfo());
+        let second: SocketAddr = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
+        client.send_to(b"hello", second).unwrap();
+        let mut rb = RecvBatch::new(1);
+        let (d, peer, local) = recv_one(&server, &mut rb);
+        assert_eq!((d.as_slice(), peer), (&b"hello"[..], client.local_addr()));
+        assert_eq!(local, Some(second.ip()));
+        // Without a source the kernel picks 127.0.0.1: what the client drops.
+        server.send_to(b"plain", peer).unwrap();
+        let mut crb = RecvBatch::new(1);
+        let (_, from, _) = recv_one(&client, &mut crb);
+        assert_eq!(from.ip(), "127.0.0.1".parse::<IpAddr>().unwrap());
+        server.send_from(b"one", peer, local).unwrap();
+        let (d, from, _) = recv_one(&client, &mut crb);
+        assert_eq!((d.as_slice(), from), (&b"one"[..], second));
+        let mut sb = SendBatch::new(4);
+        sb.next_buf()[..3].copy_from_slice(b"two");
+        sb.commit_from(3, peer, None, local);
+        sb.next_buf()[..300].copy_from_slice(&[7; 300]);
+        sb.commit_from(300, peer, Some(100), local);
+        assert_eq!(server.send_batch(&mut sb).unwrap(), 4);
+        for want in [3, 100, 100, 100] {
+            let (d, from, _) = recv_one(&client, &mut crb);
+            assert_eq!((d.len(), from), (want, second));
+        }
     }
 }

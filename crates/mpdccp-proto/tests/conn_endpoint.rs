@@ -225,3 +225,38 @@ fn half_open_connections_are_bounded() {
     }
     assert!(n <= 64 + 8 * 4, "{n} datagrams");
 }
+
+/// A client's graceful close ends within one round trip: the server answers
+/// the Close (MP_CLOSE) with its Reset before the endpoint forgets the
+/// connection. The endpoint used to drop the connection with the Reset
+/// still owed, so the client waited for its Close retransmission (0.5 s)
+/// and `mpdccp client` took that long to exit on SIGTERM (issue #13).
+#[test]
+fn graceful_close_is_answered_before_the_connection_is_forgotten() {
+    let mut w = World::new(1, EndpointConfig::default());
+    let now = w.now;
+    w.clients[0]
+        .add_path(now, PathId(0), PathConfig::default())
+        .unwrap();
+    for _ in 0..20 {
+        w.step();
+    }
+    assert!(w.clients[0].is_established());
+    let sent_before = w.to_clients.len();
+    let now = w.now;
+    w.clients[0].close(now);
+    for _ in 0..3 {
+        w.step();
+    }
+    assert!(
+        w.clients[0].is_closed(),
+        "client still closing 3 ms after close (zero-latency links)"
+    );
+    let answers: Vec<_> = w.to_clients[sent_before..]
+        .iter()
+        .map(|(_, d)| inspect::packet_type(d).expect("valid packet"))
+        .collect();
+    assert_eq!(answers, vec![PacketType::Reset], "{answers:?}");
+    assert!(w.ep.connections().is_empty());
+    assert_eq!(w.ep.stats().closed_connections, 1);
+}

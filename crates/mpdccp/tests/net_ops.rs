@@ -370,16 +370,19 @@ fn counters(st: &Value) -> Vec<(String, BTreeMap<String, String>, u64)> {
                 ));
             }
         }
+        // Paths are series by stable name; a name's subflows are summed.
+        let mut sums: BTreeMap<(String, String), u64> = BTreeMap::new();
         for p in c["paths"].as_array().into_iter().flatten() {
-            let mut l = vec![("conn", conn.clone()), ("path", p["id"].to_string())];
-            if let Some(name) = p["name"].as_str() {
-                l.push(("name", name.to_string()));
-            }
+            let name = p["name"].as_str().expect("every path is named").to_string();
             for (k, x) in p["stats"].as_object().into_iter().flatten() {
                 if let Some(x) = x.as_u64() {
-                    v.push((format!("mpdccp_path_{k}_total"), lbl(&l), x));
+                    *sums.entry((name.clone(), k.clone())).or_default() += x;
                 }
             }
+        }
+        for ((name, k), x) in sums {
+            let l = lbl(&[("conn", conn.clone()), ("name", name)]);
+            v.push((format!("mpdccp_path_{k}_total"), l, x));
         }
     }
     v
@@ -433,20 +436,28 @@ fn prometheus_endpoint_is_valid_and_agrees_with_status_json() {
                 "{name}{l:?}: scrape {a}, json {j}, scrape {b}"
             );
         }
-        // Per-path labels: one `mpdccp_path_cwnd_pkts` per path of the JSON.
+        // Per-path labels: one `mpdccp_path_cwnd_pkts` per path name of
+        // the JSON (the client's configured names, the server's client
+        // addresses), never a subflow id.
         let paths: BTreeSet<String> = st["connections"][0]["paths"]
             .as_array()
             .expect("paths")
             .iter()
-            .map(|p| p["id"].to_string())
+            .map(|p| p["name"].as_str().expect("named").to_string())
             .collect();
         let prom_paths: BTreeSet<String> = second
             .iter()
             .filter(|s| s.name == "mpdccp_path_cwnd_pkts")
-            .filter_map(|s| s.labels.get("path").cloned())
+            .filter_map(|s| s.labels.get("name").cloned())
             .collect();
         assert_eq!(paths, prom_paths);
         assert_eq!(paths.len(), 2);
+        assert!(!second.iter().any(|s| s.labels.contains_key("path")));
+        // The peer of the connection: one remote address per path.
+        let remotes = st["connections"][0]["peer"]["remotes"]
+            .as_array()
+            .expect("peer remotes");
+        assert_eq!(remotes.len(), 2, "{}", st["connections"][0]["peer"]);
         if !server {
             // The client names its paths after the configured interfaces.
             let names: BTreeSet<&str> = second
@@ -603,5 +614,87 @@ fn a_silent_control_client_does_not_stall_the_tunnel() {
     assert!(
         st["connections"].is_array() || st["paths"].is_array(),
         "{st}"
+    );
+}
+
+/// Per-packet RTTs (ms) of a `ping` run (its `time=… ms` lines).
+fn ping_rtts(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|v| v.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+fn p99(mut v: Vec<f64>) -> f64 {
+    assert!(v.len() >= 100, "{} samples", v.len());
+    v.sort_by(f64::total_cmp);
+    v[(v.len() * 99).div_ceil(100) - 1]
+}
+
+/// Prometheus scrapes run off the packet path (issue #11): the listener
+/// thread answers from the status snapshot the loop publishes at most every
+/// 100 ms, so back-to-back scrapes cost the loop at most 10 status
+/// documents a second, whatever the scrape rate (counted: `ops.snapshots`;
+/// before, one per scrape). Pings through an unshaped tunnel (RTT ~0.3 ms)
+/// with and without a scrape loop on the client: the p99 RTT stays within
+/// 5 ms of the idle one (at least 1 ms): one status document takes well
+/// under 0.1 ms, the rest is scheduling noise of a loaded 2-core machine
+/// (idle p99 seen up to 4 ms); the issue measured 0.5 → 12.4 ms.
+#[test]
+fn back_to_back_scrapes_do_not_raise_tunnel_rtt() {
+    const PORT: u16 = 9465;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("back_to_back_scrapes_do_not_raise_tunnel_rtt") {
+        return;
+    }
+    let mut t = Topology::build(2).expect("topology");
+    t.start_tunnel(exe(), &TunnelOpts::default())
+        .expect("tunnel up on both paths");
+    restart_with_prometheus(&mut t, PORT);
+    let dst = SERVER_TUN_V4.to_string();
+    let ping = |t: &Topology| {
+        let out = t
+            .client
+            .output("ping", &["-c", "200", "-i", "0.01", &dst])
+            .expect("ping");
+        assert!(out.contains(" 0% packet loss"), "{out}");
+        ping_rtts(&out)
+    };
+    let base = p99(ping(&t));
+    let built = |t: &Topology| n(&t.status(false).expect("status")["ops"]["snapshots"]);
+    let (built_before, t0) = (built(&t), StdInstant::now());
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = {
+        let stop = stop.clone();
+        spawn_in_netns(t.client.name(), move || {
+            let mut ok = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let mut s = TcpStream::connect(("127.0.0.1", PORT))?;
+                s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+                let mut out = String::new();
+                s.read_to_string(&mut out)?;
+                ok += u32::from(out.starts_with("HTTP/1.0 200") && out.ends_with("# EOF\n"));
+            }
+            Ok(ok)
+        })
+    };
+    let loaded = p99(ping(&t));
+    stop.store(true, Ordering::Relaxed);
+    let scrapes = scraper.join().expect("scraper").expect("scrapes");
+    let (docs, secs) = (built(&t) - built_before, t0.elapsed().as_secs_f64());
+    eprintln!(
+        "p99 RTT {base:.3} ms idle, {loaded:.3} ms during {scrapes} back-to-back scrapes; \
+         the loop built {docs} status documents in {secs:.1} s"
+    );
+    assert!(scrapes >= 81, "only {scrapes} scrapes answered");
+    // The loop's cost does not follow the scrape rate: one document per
+    // 100 ms at most (+2: the status calls of this test).
+    assert!(
+        docs as f64 <= secs * 10.0 + 2.0,
+        "{docs} status documents for {scrapes} scrapes in {secs:.1} s"
+    );
+    assert!(
+        loaded <= base.max(1.0) + 5.0,
+        "p99 RTT {base:.3} → {loaded:.3} ms under {scrapes} scrapes"
     );
 }

@@ -31,7 +31,8 @@ use tracing::{debug, info, warn};
 use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::{ClientConfig, Transport};
 use super::iface::{iface_state, LinkWatcher};
-use super::ops::{conn_json, OpsServer};
+use super::ops::{conn_json, OpsServer, PathLabel};
+use super::warn::PacketWarning;
 use super::{
     flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
@@ -111,6 +112,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
     let watcher = LinkWatcher::new().context("netlink")?;
+    super::notify::ready(&format!("tunnel {} up", tun.name()));
     let base_backoff = Duration::from_millis(config.rejoin_backoff_ms.max(1));
     let seed = super::os_seed(config.seed);
 
@@ -148,6 +150,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         tun,
         started: clock::now(),
         tun_mtu: plan.tun_mtu,
+        path_names: Default::default(),
     };
     let offload = config.tunnel.offload;
     let mut rx = super::recv_batch(offload);
@@ -300,6 +303,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
 
         if poll.readable(i_sig) && signals.take() && closing.is_none() {
             info!("signal: closing gracefully (MP_CLOSE)");
+            super::notify::stopping();
             d.conn.close(now);
             closing = Some(now + CLOSE_GRACE);
         }
@@ -334,11 +338,17 @@ struct Client {
     tun: Tun,
     started: Instant,
     tun_mtu: u32,
+    /// Subflow → its configured path's name and server address, kept
+    /// while the core knows the subflow (closed ones too: a path keeps its
+    /// name after close).
+    path_names: std::collections::BTreeMap<PathId, (String, SocketAddr)>,
 }
 
 impl Client {
     /// Brings paths up and down to match their interfaces.
     fn manage_paths(&mut self, now: Instant, paths: &mut [PathRt], base_backoff: Duration) {
+        let conn = &self.conn;
+        self.path_names.retain(|id, _| conn.has_path(*id));
         for p in paths.iter_mut() {
             // A subflow the core closed on its own (expired by
             // `path_idle_timeout`, reset or withdrawn by the server) while
@@ -426,6 +436,7 @@ impl Client {
                 Ok(()) => {
                     info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
                     self.stats.joins_started += 1;
+                    self.path_names.insert(id, (p.name.clone(), p.remote));
                     p.id = Some(id);
                     p.socket = Some(sock);
                     p.established = false;
@@ -470,9 +481,15 @@ impl Client {
         let remote = p.remote;
         match sock {
             PathSock::Udp(sock) => {
-                super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, data| {
+                let local = sock.local_addr();
+                super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, _, data| {
                     if from != remote {
                         stats.udp_rx_foreign += 1;
+                        stats.warnings.warn(
+                            PacketWarning::Foreign,
+                            now,
+                            format_args!("udp {local}: datagram from {from}, not the server {remote}: dropped (a server on a wildcard address answering from another address?)"),
+                        );
                         return;
                     }
                     conn.handle_datagram(now, id, data);
@@ -500,6 +517,13 @@ impl Client {
                 |stats, now, from, _, data| {
                     if from != remote.ip() {
                         stats.udp_rx_foreign += 1;
+                        stats.warnings.warn(
+                            PacketWarning::Foreign,
+                            now,
+                            format_args!(
+                                "dccp: packet from {from}, not the server {remote}: dropped"
+                            ),
+                        );
                         return;
                     }
                     conn.handle_datagram(now, id, data);
@@ -565,11 +589,12 @@ impl Client {
     }
 
     fn status(&self, paths: &[PathRt]) -> Value {
-        let name_of = |id: u32| {
-            paths
-                .iter()
-                .find(|p| p.id == Some(PathId(id)))
-                .map(|p| p.name.clone())
+        let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
+            Some((name, remote)) => PathLabel {
+                name: Some(name.clone()),
+                remote: Some(remote.to_string()),
+            },
+            None => PathLabel::default(),
         };
         let cfg_paths: Vec<Value> = paths
             .iter()
@@ -589,7 +614,7 @@ impl Client {
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
             "configured_paths": cfg_paths,
-            "connections": [conn_json(&self.conn, self.conn_gen, &name_of)],
+            "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],
         })
     }
 }

@@ -5,7 +5,8 @@
 //! `EndpointStats` and the daemon's `DaemonStats`) are counters,
 //! `mpdccp_<section>_<name>_total`; everything else (windows, RTTs, rates,
 //! queue lengths, states as 0/1) is a gauge. Every family has a `# HELP`
-//! line; connections and paths are labels (`conn`, `path`, `name`).
+//! line; connections and paths are labels (`conn`, and `name`: a path's
+//! stable name, see [`add_paths`]).
 //!
 //! The listener thread calls [`metrics_text`] on the document the loop hands
 //! it, so encoding never runs on the packet path. A fresh registry per
@@ -166,6 +167,13 @@ pub fn metrics_text(status: &Value) -> String {
     );
     f.add_object(
         Kind::Counter,
+        "ops",
+        "operations endpoints (status documents the packet loop built)",
+        &none,
+        &status["ops"],
+    );
+    f.add_object(
+        Kind::Counter,
         "endpoint",
         "server endpoint counter (EndpointStats)",
         &none,
@@ -215,20 +223,63 @@ fn add_connection(f: &mut Families, c: &Value) {
         let what = "receiver reordering (ReorderStats)";
         f.add(kind, &format!("reorder_{k}"), &help(what, k), &cl, v);
     }
-    for p in c["paths"].as_array().into_iter().flatten() {
-        let mut pl = vec![label("conn", &conn), label("path", &p["id"].to_string())];
-        if let Some(n) = p["name"].as_str() {
-            pl.push(label("name", n));
-        }
-        let active = json!(p["state"] == "Active");
+    add_paths(
+        f,
+        &conn,
+        c["paths"].as_array().map(Vec::as_slice).unwrap_or(&[]),
+    );
+}
+
+/// Paths are labelled by their stable name, not the subflow id a rejoin
+/// changes (issue #13): the subflows of one name are one series. Counters
+/// are summed over them (a closed subflow's counts stay in while the core
+/// keeps it); gauges come from the subflow in use (the first Active one,
+/// else the newest); `path_subflows` says how many there were. A path
+/// without a name (none configured) is labelled `id<N>`.
+fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
+    let mut by_name: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for p in paths {
+        let name = match p["name"].as_str() {
+            Some(n) => n.to_owned(),
+            None => format!("id{}", p["id"]),
+        };
+        by_name.entry(name).or_default().push(p);
+    }
+    for (name, subs) in by_name {
+        let pl = vec![label("conn", conn), label("name", &name)];
+        let current = subs
+            .iter()
+            .find(|p| p["state"] == "Active")
+            .or(subs.last())
+            .copied()
+            .unwrap_or(&Value::Null);
+        let active = json!(current["state"] == "Active");
         let what = "path is in state Active (1) or not (0)";
         f.add(Kind::Gauge, "path_active", what, &pl, &active);
-        for (k, v) in p.as_object().into_iter().flatten() {
-            if k == "stats" {
-                f.add_object(Kind::Counter, "path", "path counter (PathStats)", &pl, v);
-            } else if k != "id" {
+        let what = "subflows of this path the core still holds (rejoins add one)";
+        f.add(Kind::Gauge, "path_subflows", what, &pl, &json!(subs.len()));
+        for (k, v) in current.as_object().into_iter().flatten() {
+            if !matches!(k.as_str(), "stats" | "id" | "name" | "remote") {
                 f.add(Kind::Gauge, &format!("path_{k}"), &help("path", k), &pl, v);
             }
+        }
+        let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+        for p in &subs {
+            for (k, v) in p["stats"].as_object().into_iter().flatten() {
+                if let Some(n) = v.as_u64() {
+                    *sums.entry(k.as_str()).or_default() += n;
+                }
+            }
+        }
+        for (k, n) in sums {
+            let what = "path counter (PathStats, summed over the path's subflows)";
+            f.add(
+                Kind::Counter,
+                &format!("path_{k}"),
+                &help(what, k),
+                &pl,
+                &json!(n),
+            );
         }
     }
 }
@@ -254,9 +305,9 @@ mod tests {
             "# TYPE mpdccp_reorder_late counter\nmpdccp_reorder_late_total{conn=\"0\"} 1\n",
             "# TYPE mpdccp_reorder_held_pkts gauge\nmpdccp_reorder_held_pkts{conn=\"0\"} 4.0\n",
             "# TYPE mpdccp_path_lost_pkts counter\n\
-             mpdccp_path_lost_pkts_total{conn=\"0\",path=\"1\",name=\"p1\"} 2\n",
+             mpdccp_path_lost_pkts_total{conn=\"0\",name=\"p1\"} 2\n",
             "# TYPE mpdccp_path_cwnd_pkts gauge\n\
-             mpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"p1\"} 10.0\n",
+             mpdccp_path_cwnd_pkts{conn=\"0\",name=\"p1\"} 10.0\n",
             "mpdccp_conn_established{conn=\"0\"} 1.0\n",
         ] {
             assert!(t.contains(want), "missing {want:?} in\n{t}");
@@ -281,14 +332,36 @@ mod tests {
             t.lines().filter(|l| l.starts_with("# HELP")).count()
         );
         assert!(
-            t.contains("mpdccp_path_cwnd_pkts{conn=\"0\",path=\"1\",name=\"a\\\"b\"} 10.0\n"),
+            t.contains("mpdccp_path_cwnd_pkts{conn=\"0\",name=\"a\\\"b\"} 10.0\n"),
             "{t}"
         );
         assert!(
-            t.contains("mpdccp_path_active{conn=\"0\",path=\"2\"} 0.0\n"),
+            t.contains("mpdccp_path_active{conn=\"0\",name=\"id2\"} 0.0\n"),
             "{t}"
         );
         assert!(t.contains("mpdccp_uptime_s 1.5\n"), "{t}");
         assert!(!t.contains("srtt_ms"), "null is not a sample: {t}");
+    }
+
+    /// A path that rejoined (a closed subflow and its successor, same
+    /// name) is one series: counters summed, gauges of the active subflow.
+    #[test]
+    fn a_rejoined_path_keeps_its_name_and_its_counts() {
+        let st = json!({"connections": [
+            {"handle": 3, "stats": {}, "reorder": {}, "paths": [
+                {"id": 0, "name": "lte", "state": "Closed", "cwnd_pkts": 2, "stats": {"tx_data_pkts": 40}},
+                {"id": 4, "name": "lte", "state": "Active", "cwnd_pkts": 12, "stats": {"tx_data_pkts": 2}},
+                {"id": 1, "name": "dsl", "state": "Active", "cwnd_pkts": 9, "stats": {"tx_data_pkts": 7}}]}]});
+        let t = metrics_text(&st);
+        for want in [
+            "mpdccp_path_tx_data_pkts_total{conn=\"3\",name=\"lte\"} 42\n",
+            "mpdccp_path_tx_data_pkts_total{conn=\"3\",name=\"dsl\"} 7\n",
+            "mpdccp_path_cwnd_pkts{conn=\"3\",name=\"lte\"} 12.0\n",
+            "mpdccp_path_subflows{conn=\"3\",name=\"lte\"} 2.0\n",
+            "mpdccp_path_active{conn=\"3\",name=\"lte\"} 1.0\n",
+        ] {
+            assert!(t.contains(want), "missing {want:?} in\n{t}");
+        }
+        assert!(!t.contains("path=\""), "no subflow-id label: {t}");
     }
 }

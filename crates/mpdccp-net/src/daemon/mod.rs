@@ -28,10 +28,12 @@ pub mod iface;
 pub mod keyfile;
 pub mod metrics;
 pub mod native;
+pub mod notify;
 pub mod ops;
 mod routes;
 pub mod server;
 pub mod udccp;
+pub mod warn;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -48,6 +50,7 @@ use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
+use warn::{PacketWarning, PacketWarnings};
 
 /// Packets drained from one fd per wake-up before looking at the others.
 pub const BATCH: usize = 64;
@@ -68,15 +71,23 @@ pub const TRAIN_BUF_BYTES: usize = 65_000;
 
 /// Receives what is queued on `sock` (up to 4 `recvmmsg` calls, so one busy
 /// socket cannot starve the others), counts it in `stats`, and hands each
-/// DCCP datagram to `deliver(stats, now, from, datagram)` — a UDP GRO train
-/// split back into its datagrams at the segment size the kernel reported.
+/// DCCP datagram to `deliver(stats, now, from, local, datagram)` — a UDP GRO
+/// train split back into its datagrams at the segment size the kernel
+/// reported; `local` is the address the peer sent to when the socket is
+/// bound to a wildcard address (answer from it), else `None`.
 /// `now` is read after each receive: the core takes it as the arrival time
 /// (a stale one would shorten RTT samples).
 pub fn drain_socket(
     sock: &PathSocket,
     rx: &mut RecvBatch,
     stats: &mut DaemonStats,
-    mut deliver: impl FnMut(&mut DaemonStats, Instant, std::net::SocketAddr, &[u8]),
+    mut deliver: impl FnMut(
+        &mut DaemonStats,
+        Instant,
+        std::net::SocketAddr,
+        Option<std::net::IpAddr>,
+        &[u8],
+    ),
 ) {
     for _ in 0..4 {
         let n = match sock.recv_batch(rx) {
@@ -93,8 +104,17 @@ pub fn drain_socket(
                 stats.udp_rx_datagrams += 1;
                 stats.udp_rx_bytes += data.len() as u64;
                 stats.udp_rx_truncated += u64::from(truncated);
+                if truncated {
+                    let local = sock.local_addr();
+                    stats.warnings.warn(
+                        PacketWarning::Truncated,
+                        now,
+                        format_args!("udp {local}: datagram from {from:?} truncated, dropped"),
+                    );
+                }
                 continue;
             };
+            let local = rx.local_ip(i);
             let seg = match rx.gro_segment_bytes(i).filter(|&s| s < data.len()) {
                 Some(s) => {
                     stats.udp_rx_gro_trains += 1;
@@ -105,7 +125,7 @@ pub fn drain_socket(
             for d in data.chunks(seg) {
                 stats.udp_rx_datagrams += 1;
                 stats.udp_rx_bytes += d.len() as u64;
-                deliver(stats, now, from, d);
+                deliver(stats, now, from, local, d);
             }
         }
         if n < rx.capacity() {
@@ -123,9 +143,20 @@ pub fn flush_batch(sock: &PathSocket, batch: &mut SendBatch, stats: &mut DaemonS
                 stats.udp_tx_datagrams += n as u64;
                 stats.udp_tx_syscalls += 1;
             }
-            _ => {
-                stats.udp_tx_errors += batch.datagrams() as u64;
+            res => {
+                let lost = batch.datagrams() as u64;
+                stats.udp_tx_errors += lost;
                 batch.clear();
+                let why = match res {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "socket buffer full".into(),
+                };
+                let local = sock.local_addr();
+                stats.warnings.warn(
+                    PacketWarning::UdpSend,
+                    crate::clock::now(),
+                    format_args!("udp {local}: send failed ({why}); {lost} datagrams dropped"),
+                );
             }
         }
     }
@@ -211,6 +242,9 @@ pub struct DaemonStats {
     pub joins_started: u64,
     /// TUN offload: super-packets split and coalesced, checksums completed.
     pub tun_offload: OffloadStats,
+    /// The rate limiter of per-packet warnings (not a counter).
+    #[serde(skip)]
+    pub warnings: PacketWarnings,
 }
 
 /// Reads up to [`BATCH`] frames from the TUN (stopping early after
@@ -281,30 +315,52 @@ impl TunWriter {
         stats.tun_tx_bytes += pkt.len() as u64;
         if !tun.offload() {
             stats.tun_tx_frames += 1;
-            if tun.send(pkt).is_err() {
+            if let Err(e) = tun.send(pkt) {
                 stats.tun_tx_errors += 1;
+                warn_tun_write(tun, stats, &e);
             }
             return;
         }
-        let (mut frames, mut errors) = (0u64, 0u64);
+        let (mut frames, mut errors, mut last) = (0u64, 0u64, None);
         self.coalescer
             .push(pkt, &mut stats.tun_offload, &mut |h, p| {
                 frames += 1;
-                errors += u64::from(tun.send_vnet(h, p).is_err());
+                if let Err(e) = tun.send_vnet(h, p) {
+                    errors += 1;
+                    last = Some(e);
+                }
             });
         stats.tun_tx_frames += frames;
         stats.tun_tx_errors += errors;
+        if let Some(e) = last {
+            warn_tun_write(tun, stats, &e);
+        }
     }
 
     pub fn flush(&mut self, tun: &Tun, stats: &mut DaemonStats) {
-        let (mut frames, mut errors) = (0u64, 0u64);
+        let (mut frames, mut errors, mut last) = (0u64, 0u64, None);
         self.coalescer.flush(&mut stats.tun_offload, &mut |h, p| {
             frames += 1;
-            errors += u64::from(tun.send_vnet(h, p).is_err());
+            if let Err(e) = tun.send_vnet(h, p) {
+                errors += 1;
+                last = Some(e);
+            }
         });
         stats.tun_tx_frames += frames;
         stats.tun_tx_errors += errors;
+        if let Some(e) = last {
+            warn_tun_write(tun, stats, &e);
+        }
     }
+}
+
+fn warn_tun_write(tun: &Tun, stats: &mut DaemonStats, e: &io::Error) {
+    let name = tun.name();
+    stats.warnings.warn(
+        PacketWarning::TunWrite,
+        crate::clock::now(),
+        format_args!("tun {name}: write failed: {e}"),
+    );
 }
 
 /// The MTU plan of a daemon: from the path MTU, with the TUN MTU lowered to
@@ -465,7 +521,10 @@ impl PollSet {
             if e.kind() == io::ErrorKind::Interrupted {
                 return Ok(0);
             }
-            return Err(e);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("ppoll on {} fds: {e}", self.fds.len()),
+            ));
         }
         Ok(r as usize)
     }

@@ -19,14 +19,16 @@ use crate::raw::{RawDccpSocket, RawStats};
 /// Opens a non-blocking raw DCCP socket on `local`, optionally pinned to
 /// `device`, with `buffer_bytes` kernel buffers (0 = default).
 pub fn open(local: IpAddr, device: Option<&str>, buffer_bytes: usize) -> io::Result<RawDccpSocket> {
-    let s = RawDccpSocket::bind(local)
-        .map_err(|e| io::Error::new(e.kind(), format!("native DCCP on {local}: {e}")))?;
-    s.set_nonblocking(true)?;
+    let dev = device.unwrap_or("any");
+    let ctx =
+        |e: io::Error| io::Error::new(e.kind(), format!("native DCCP on {local} (dev {dev}): {e}"));
+    let s = RawDccpSocket::bind(local).map_err(ctx)?;
+    s.set_nonblocking(true).map_err(ctx)?;
     if let Some(dev) = device {
-        s.bind_device(dev)?;
+        s.bind_device(dev).map_err(ctx)?;
     }
     if buffer_bytes > 0 {
-        s.set_buffer_bytes(buffer_bytes)?;
+        s.set_buffer_bytes(buffer_bytes).map_err(ctx)?;
     }
     Ok(s)
 }

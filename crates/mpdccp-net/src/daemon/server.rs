@@ -13,15 +13,15 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpdccp_proto::auth::LogThrottle;
-use mpdccp_proto::conn::{Endpoint, EndpointConfig, Event, StuckTimerGuard};
-use mpdccp_proto::Instant;
+use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard};
+use mpdccp_proto::{Instant, PathId};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::config::ServerConfig;
-use super::ops::{conn_json, stats_json, OpsServer};
+use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
 use super::routes::{Learn, LearnedRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
+use super::warn::PacketWarning;
 use super::{
     flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
 };
@@ -33,12 +33,17 @@ use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
 /// Who a path's packets come from, the `Endpoint`'s demultiplexing key.
-/// UDP peers by address and port (RFC 6773); native DCCP peers by the
-/// local address they reached (which raw socket answers), their address
-/// and the DCCP source port.
+/// UDP peers by address and port (RFC 6773) and, on a wildcard listen
+/// address, the local address they wrote to (answers leave from it, so a
+/// server with several addresses answers each path from the one its client
+/// knows); native DCCP peers by the local address they reached (which raw
+/// socket answers), their address and the DCCP source port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Peer {
-    Udp(SocketAddr),
+    Udp {
+        remote: SocketAddr,
+        local: Option<IpAddr>,
+    },
     Dccp {
         local: IpAddr,
         remote: IpAddr,
@@ -89,6 +94,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     eprintln!("server listening on udp {}", sock.local_addr());
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
+    super::notify::ready(&format!("listening on udp {}", sock.local_addr()));
     let ep_cfg = EndpointConfig {
         conn: conn_cfg,
         max_connections: config.max_clients,
@@ -101,7 +107,6 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             MAX_PER_CONNECTION,
             STEAL_AFTER,
         ),
-        route_log: LogThrottle::new(Duration::from_secs(10)),
         stats: DaemonStats::default(),
         tun,
         tun_writer: TunWriter::new(),
@@ -146,6 +151,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         let now = clock::now();
         if poll.readable(i_sig) && signals.take() && closing.is_none() {
             info!("signal: closing all connections gracefully (MP_CLOSE)");
+            super::notify::stopping();
             s.close_all(now);
             closing = Some(now + CLOSE_GRACE);
         }
@@ -183,7 +189,6 @@ struct Server {
     ep: Endpoint<Peer>,
     /// Inner address → the client connection that sent from it.
     owners: LearnedRoutes,
-    route_log: LogThrottle,
     stats: DaemonStats,
     tun: Tun,
     tun_writer: TunWriter,
@@ -208,7 +213,8 @@ impl Server {
                         let now = clock::now();
                         let learned = self.owners.learn(src, h, now);
                         if !matches!(learned, Learn::Ok | Learn::Moved) {
-                            if let Some(suppressed) = self.route_log.allow(now) {
+                            let w = &mut self.stats.warnings;
+                            if let Some(suppressed) = w.allow(PacketWarning::Route, now) {
                                 warn!(conn = h.0, %src, ?learned, suppressed, "inner source address not learned");
                             }
                         }
@@ -234,8 +240,8 @@ impl Server {
 
     fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
         let ep = &mut self.ep;
-        super::drain_socket(sock, rx, &mut self.stats, |_, now, from, data| {
-            ep.handle_datagram(now, Peer::Udp(from), data);
+        super::drain_socket(sock, rx, &mut self.stats, |_, now, remote, local, data| {
+            ep.handle_datagram(now, Peer::Udp { remote, local }, data);
         });
     }
 
@@ -300,8 +306,8 @@ impl Server {
             let Some((to, t)) = self.ep.poll_transmit(now, &mut buf[..cap]) else {
                 break;
             };
-            let to = match to {
-                Peer::Udp(a) => a,
+            let (to, from) = match to {
+                Peer::Udp { remote, local } => (remote, local),
                 Peer::Dccp { local, remote, .. } => {
                     match raw.iter().find(|r| r.local_addr() == local) {
                         Some(r) => super::native::send(
@@ -333,9 +339,28 @@ impl Server {
             if t.segment_size.is_some_and(|s| s < t.size) {
                 self.stats.udp_tx_gso_trains += 1;
             }
-            batch.commit(t.size, to, t.segment_size);
+            batch.commit_from(t.size, to, t.segment_size, from);
         }
         flush_batch(sock, batch, &mut self.stats);
+    }
+
+    /// A path's stable name (the client's address, without the port a
+    /// rejoin changes) and remote address, for status and metrics.
+    fn path_label(&self, h: ConnectionHandle, id: u32) -> PathLabel {
+        let (name, remote) = match self.ep.remote_of(h, PathId(id)) {
+            Some(Peer::Udp { remote, .. }) => (remote.ip().to_string(), remote.to_string()),
+            Some(Peer::Dccp { remote, port, .. }) => {
+                (format!("dccp:{remote}"), format!("dccp:{remote}:{port}"))
+            }
+            Some(Peer::UDccp(remote)) => {
+                (format!("udccp:{}", remote.ip()), format!("udccp:{remote}"))
+            }
+            None => return PathLabel::default(),
+        };
+        PathLabel {
+            name: Some(name),
+            remote: Some(remote),
+        }
     }
 
     fn status(&self) -> Value {
@@ -343,7 +368,10 @@ impl Server {
             .ep
             .connections()
             .into_iter()
-            .filter_map(|h| self.ep.connection(h).map(|c| conn_json(c, h.0, &|_| None)))
+            .filter_map(|h| {
+                let label = |id: u32| self.path_label(h, id);
+                self.ep.connection(h).map(|c| conn_json(c, h.0, &label))
+            })
             .collect();
         json!({
             "role": "server",

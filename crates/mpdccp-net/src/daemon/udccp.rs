@@ -36,7 +36,9 @@ pub fn drain(
     mut deliver: impl FnMut(&mut DaemonStats, Instant, SocketAddr, &[u8]),
 ) {
     let local_port = sock.local_addr().port();
-    super::drain_socket(sock, rx, stats, |stats, now, from, payload| {
+    // The destination address (IP_PKTINFO) is not kept: U-DCCP replies leave
+    // from the interface's address, so bind `udccp_listen` to one address.
+    super::drain_socket(sock, rx, stats, |stats, now, from, _to, payload| {
         stats.udccp_rx_packets += 1;
         match udccp::decode_payload(from.port(), local_port, payload, scratch, None) {
             Ok(n) => deliver(stats, now, from, &scratch[..n]),

@@ -115,6 +115,11 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.routes.get(remote).copied()
     }
 
+    /// The remote key a connection's path is routed from (for status).
+    pub fn remote_of(&self, h: ConnectionHandle, path: PathId) -> Option<&K> {
+        self.reverse.get(&(h, path))
+    }
+
     /// Processes one datagram from `remote`; returns the connection it went to.
     pub fn handle_datagram(
         &mut self,
@@ -261,9 +266,12 @@ impl<K: Ord + Clone> Endpoint<K> {
                 continue;
             };
             if let Some(t) = s.conn.poll_transmit(now, buf) {
+                // The key first: collecting may forget the connection (its
+                // last packet, a Reset, has just been taken) and its routes.
+                let to = self.reverse.get(&(h, t.path)).cloned();
                 self.collect(h);
-                if let Some(k) = self.reverse.get(&(h, t.path)) {
-                    return Some((k.clone(), t));
+                if let Some(k) = to {
+                    return Some((k, t));
                 }
             }
             self.collect(h);
@@ -307,8 +315,10 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.events.push_back((h, e));
         }
         if closed || s.conn.is_closed() {
-            // Keep the connection until its final Resets have gone out.
-            if s.conn.poll_timeout().is_none() {
+            // Keep the connection until its final Resets have gone out
+            // (the Reset answering a Close ends the client's close at once;
+            // dropped here, the client retransmitted its Close 0.5 s later).
+            if s.conn.poll_timeout().is_none() && !s.conn.owes_reset() {
                 let ci = s.conn.local_ci();
                 self.conns.remove(&h);
                 self.by_ci.remove(&ci);

@@ -706,6 +706,12 @@ impl Connection {
     }
 
     /// True when a subflow with this id exists.
+    /// A subflow still owes its peer a Reset (e.g. the answer to a Close):
+    /// a closed connection must be polled once more before it is dropped.
+    pub fn owes_reset(&self) -> bool {
+        self.paths.iter().any(|p| p.has_pending_reset())
+    }
+
     pub fn has_path(&self, id: PathId) -> bool {
         self.idx(id).is_some()
     }

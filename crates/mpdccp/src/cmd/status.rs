@@ -172,6 +172,7 @@ pub fn render(v: &Value) -> String {
         let mut rows = vec![vec![
             "id".into(),
             "name".into(),
+            "remote".into(),
             "state".into(),
             "prio".into(),
             "cwnd (pkts)".into(),
@@ -186,6 +187,7 @@ pub fn render(v: &Value) -> String {
             rows.push(vec![
                 num(&p["id"], 0),
                 p["name"].as_str().unwrap_or("-").into(),
+                p["remote"].as_str().unwrap_or("-").into(),
                 p["state"].as_str().unwrap_or("?").into(),
                 num(&p["priority"], 0),
                 num(&p["cwnd_pkts"], 0),
