@@ -80,6 +80,9 @@ pub struct ClientReport {
     pub stuck_timers: u64,
 }
 
+/// Pause before a refused client tries again.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
 struct Client {
     sock: UdpSocket,
     conn: Connection,
@@ -90,6 +93,8 @@ struct Client {
     closed: bool,
     seq: u64,
     echoes: u64,
+    /// Refused before OPEN: the timer entry reopens the connection.
+    reopen_pending: bool,
 }
 
 /// Phases of a run, for the callers' progress and the data rate.
@@ -152,6 +157,7 @@ pub fn run(
             closed: false,
             seq: 0,
             echoes: 0,
+            reopen_pending: false,
         });
     }
     let mut d = Driver {
@@ -294,6 +300,10 @@ impl Driver {
             }
             self.timers.pop_first();
             self.clients[i].deadline = None;
+            if std::mem::take(&mut self.clients[i].reopen_pending) {
+                self.open(i, now);
+                continue;
+            }
             self.clients[i].conn.handle_timeout(now);
             self.firing = true;
             self.flush(i, now);
@@ -389,12 +399,19 @@ impl Driver {
             }
         }
         if reopen {
-            // Refused before OPEN (e.g. Reset "too busy"): a new connection.
+            // Refused before OPEN (e.g. Reset "too busy"): a new connection
+            // after a pause, so a full server is not hammered.
             self.report.handshake_retries += 1;
             self.handshaking -= 1;
             self.seed += 1;
             c.conn = Connection::new(Role::Client, self.plan.conn.clone(), now, self.seed);
-            self.open(i, now);
+            c.reopen_pending = true;
+            if let Some(old) = c.deadline.take() {
+                self.timers.remove(&(old, i));
+            }
+            let at = now + RETRY_PAUSE;
+            c.deadline = Some(at);
+            self.timers.insert((at, i));
             return;
         }
         self.rearm(i, now);

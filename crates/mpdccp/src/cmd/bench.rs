@@ -48,6 +48,10 @@ pub struct ClientsArgs {
     /// default is 256].
     #[arg(long)]
     pub server_max_clients: Option<usize>,
+    /// Stop connecting (and start the data phase with the clients that
+    /// made it) after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub connect_timeout_s: f64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -160,6 +164,8 @@ fn clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {
         packet_bytes: a.packet_bytes,
         max_handshakes: a.handshakes,
         server_max_clients: a.server_max_clients,
+        connect_timeout: std::time::Duration::try_from_secs_f64(a.connect_timeout_s)
+            .map_err(|e| anyhow::anyhow!("--connect-timeout-s: {e}"))?,
         ..Default::default()
     };
     let v = mpdccp_lab::loadgen::run(&exe, &opts, abort)?;
