@@ -133,33 +133,7 @@ pub fn run(
 ) -> anyhow::Result<ClientReport> {
     clock::set_precise_timers();
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC).context("epoll_create")?;
-    let mut clients = Vec::with_capacity(plan.clients);
-    for i in 0..plan.clients {
-        let sock = UdpSocket::bind(SocketAddr::new(plan.local_ip.into(), 0))
-            .with_context(|| format!("client {i}: bind"))?;
-        sock.connect(plan.server)?;
-        sock.set_nonblocking(true)?;
-        epoll::add(
-            &ep,
-            sock.as_fd(),
-            epoll::EventData::new_u64(i as u64),
-            epoll::EventFlags::IN,
-        )
-        .context("epoll_ctl")?;
-        let conn = Connection::new(Role::Client, plan.conn.clone(), clock::now(), i as u64 + 1);
-        clients.push(Client {
-            sock,
-            conn,
-            inner: packet::client_inner_addr(i),
-            deadline: None,
-            started: None,
-            connected_at: None,
-            closed: false,
-            seq: 0,
-            echoes: 0,
-            reopen_pending: false,
-        });
-    }
+    let clients = open_clients(&plan, &ep)?;
     let mut d = Driver {
         clients,
         timers: BTreeSet::new(),
@@ -246,16 +220,7 @@ pub fn run(
         let wait = wake
             .saturating_duration_since(clock::now())
             .min(Duration::from_millis(50));
-        let ts = rustix::event::Timespec {
-            tv_sec: wait.as_secs() as i64,
-            tv_nsec: i64::from(wait.subsec_nanos()),
-        };
-        events.clear();
-        match epoll::wait(&ep, rustix::buffer::spare_capacity(&mut events), Some(&ts)) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e).context("epoll_wait"),
-        }
+        wait_readable(&ep, &mut events, wait)?;
         for ev in &events {
             d.receive(ev.data.u64() as usize);
         }
@@ -264,6 +229,56 @@ pub fn run(
         d.finish_report(t0);
     }
     Ok(d.report)
+}
+
+/// One connected, non-blocking UDP socket (its own source port: the
+/// server's key for the client) and one client `Connection` per client.
+fn open_clients(plan: &ClientPlan, ep: &impl AsFd) -> anyhow::Result<Vec<Client>> {
+    let mut clients = Vec::with_capacity(plan.clients);
+    for i in 0..plan.clients {
+        let sock = UdpSocket::bind(SocketAddr::new(plan.local_ip.into(), 0))
+            .with_context(|| format!("client {i}: bind"))?;
+        sock.connect(plan.server)?;
+        sock.set_nonblocking(true)?;
+        epoll::add(
+            ep,
+            sock.as_fd(),
+            epoll::EventData::new_u64(i as u64),
+            epoll::EventFlags::IN,
+        )
+        .context("epoll_ctl")?;
+        let conn = Connection::new(Role::Client, plan.conn.clone(), clock::now(), i as u64 + 1);
+        clients.push(Client {
+            sock,
+            conn,
+            inner: packet::client_inner_addr(i),
+            deadline: None,
+            started: None,
+            connected_at: None,
+            closed: false,
+            seq: 0,
+            echoes: 0,
+            reopen_pending: false,
+        });
+    }
+    Ok(clients)
+}
+
+/// Waits up to `wait` for readable sockets; `events` holds them after.
+fn wait_readable(
+    ep: &impl AsFd,
+    events: &mut Vec<epoll::Event>,
+    wait: Duration,
+) -> anyhow::Result<()> {
+    let ts = rustix::event::Timespec {
+        tv_sec: wait.as_secs() as i64,
+        tv_nsec: i64::from(wait.subsec_nanos()),
+    };
+    events.clear();
+    match epoll::wait(ep, rustix::buffer::spare_capacity(events), Some(&ts)) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e).context("epoll_wait"),
+    }
 }
 
 impl Driver {
