@@ -372,10 +372,11 @@ pub fn print_text(v: &Value) {
         v["handshake_retries"]
     );
     println!(
-        "server RSS per client  {:.1} kB (idle {} kB → {} kB connected) (goal: reported)",
+        "server RSS per client  {:.1} kB (idle {} kB → {} kB connected → {} kB after data) (goal: reported)",
         f("server_rss_kb_per_client"),
         v["server_rss_kb"]["idle"],
-        v["server_rss_kb"]["connected"]
+        v["server_rss_kb"]["connected"],
+        v["server_rss_kb"]["after_data"]
     );
     println!(
         "server CPU per Mbit/s  {:.3} % of a core per Mbit/s ({:.1} % at {:.1} Mbit/s carried, both directions) (goal: reported)",
