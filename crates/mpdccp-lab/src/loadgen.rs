@@ -71,7 +71,7 @@ impl Default for LoadOpts {
             max_handshakes: 32,
             connect_timeout: Duration::from_secs(60),
             server_max_clients: None,
-            socket_buffer_bytes: 4 << 20,
+            socket_buffer_bytes: TunnelConfig::default().socket_buffer_bytes,
             log: "warn".into(),
         }
     }
@@ -125,6 +125,30 @@ pub fn vm_rss_kb(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The kernel's UDP counters in namespace `ns` (`Udp:` of /proc/net/snmp):
+/// `RcvbufErrors` are datagrams dropped because a socket's buffer was full.
+fn udp_snmp(ns: &Netns) -> Value {
+    let Ok(text) = ns.output("cat", &["/proc/net/snmp"]) else {
+        return Value::Null;
+    };
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("Udp:"))
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .collect();
+    let [names, values] = rows.as_slice() else {
+        return Value::Null;
+    };
+    let pick = ["InDatagrams", "RcvbufErrors", "SndbufErrors", "InErrors"];
+    names
+        .iter()
+        .zip(values)
+        .filter(|(n, _)| pick.contains(n))
+        .map(|(n, v)| (n.to_string(), json!(v.parse::<u64>().unwrap_or(0))))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 fn loadavg() -> String {
@@ -261,6 +285,10 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
         .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
     let samples: Vec<_> = rx.try_iter().collect();
     let after_close = lab.status().unwrap_or(Value::Null);
+    let kernel_udp = json!({
+        "server_ns": udp_snmp(&lab.server_ns),
+        "clients_ns": udp_snmp(&lab.clients_ns),
+    });
     let status = samples
         .iter()
         .find_map(|s| s.4.clone())
@@ -286,6 +314,7 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
         echo_sent,
         status: &status,
         after_close: &after_close,
+        kernel_udp,
         loads: [load_before, load_during, loadavg()],
     }))
 }
@@ -302,6 +331,7 @@ struct Figures<'a> {
     echo_sent: u64,
     status: &'a Value,
     after_close: &'a Value,
+    kernel_udp: Value,
     loads: [String; 3],
 }
 
@@ -334,6 +364,7 @@ fn assemble(f: &Figures<'_>) -> Value {
         "handshake_retries": r.handshake_retries,
         "dropped_after_connect": r.dropped_after_connect,
         "server_max_clients": f.opts.server_max_clients.unwrap_or(f.opts.clients),
+        "server_socket_buffer_bytes": f.opts.socket_buffer_bytes,
         "server_rss_kb": {"idle": f.idle.rss_kb, "connected": f.connected.rss_kb, "after_data": f.after.rss_kb},
         "server_rss_kb_per_client": rss_per_client_kb,
         "server_cpu_s": {"connect": f.connected.cpu_s - f.idle.cpu_s, "data": cpu_data},
@@ -349,6 +380,7 @@ fn assemble(f: &Figures<'_>) -> Value {
                  "foreign": r.down_foreign},
         "clients_with_downstream": r.clients_with_downstream,
         "generator": {"udp_tx_dropped": r.udp_tx_dropped, "stuck_timers": r.stuck_timers},
+        "kernel_udp": f.kernel_udp.clone(),
         "endpoint": f.status["endpoint"].clone(),
         "daemon": f.status["daemon"].clone(),
         "loadavg": {"before": f.loads[0], "end_of_data": f.loads[1], "after": f.loads[2]},
@@ -392,6 +424,10 @@ pub fn print_text(v: &Value) {
         v["down"]["lost_pct"].as_f64().unwrap_or(0.0),
         v["down"]["received"],
         v["down"]["sent"]
+    );
+    println!(
+        "socket drops           server namespace {} (UDP RcvbufErrors), clients namespace {}",
+        v["kernel_udp"]["server_ns"]["RcvbufErrors"], v["kernel_udp"]["clients_ns"]["RcvbufErrors"]
     );
     println!(
         "load average           before {}, end of data {}",

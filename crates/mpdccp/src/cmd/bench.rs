@@ -52,6 +52,10 @@ pub struct ClientsArgs {
     /// made it) after this many seconds.
     #[arg(long, default_value_t = 60.0)]
     pub connect_timeout_s: f64,
+    /// The server's UDP socket buffer (`tunnel.socket_buffer_bytes`)
+    /// [default: the daemon's].
+    #[arg(long)]
+    pub socket_buffer: Option<usize>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -157,7 +161,9 @@ fn clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&abort))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&abort))?;
     let exe = std::env::current_exe()?;
+    let defaults = mpdccp_lab::loadgen::LoadOpts::default();
     let opts = mpdccp_lab::loadgen::LoadOpts {
+        socket_buffer_bytes: a.socket_buffer.unwrap_or(defaults.socket_buffer_bytes),
         clients: a.clients,
         mbps: a.mbps,
         seconds: a.seconds,
@@ -166,7 +172,7 @@ fn clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {
         server_max_clients: a.server_max_clients,
         connect_timeout: std::time::Duration::try_from_secs_f64(a.connect_timeout_s)
             .map_err(|e| anyhow::anyhow!("--connect-timeout-s: {e}"))?,
-        ..Default::default()
+        ..defaults
     };
     let v = mpdccp_lab::loadgen::run(&exe, &opts, abort)?;
     if a.json {
