@@ -13,11 +13,13 @@
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
+//! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).
 
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod emu;
+pub mod loadgen;
 pub mod netns;
 pub mod probe;
 pub mod testbed;

@@ -260,3 +260,79 @@ fn graceful_close_is_answered_before_the_connection_is_forgotten() {
     assert!(w.ep.connections().is_empty());
     assert_eq!(w.ep.stats().closed_connections, 1);
 }
+
+/// The deadline index answers what a scan of every connection would:
+/// `poll_timeout` is the earliest connection deadline at every step,
+/// `handle_timeout` leaves none expired, and once the output is drained
+/// no connection is scanned one by one (the server's per-packet work does
+/// not grow with idle clients).
+#[test]
+fn deadline_index_agrees_with_a_scan_and_idle_connections_cost_nothing() {
+    let n = 48;
+    let mut w = World::new(n, EndpointConfig::default());
+    let scan = |ep: &Endpoint<Key>| {
+        ep.connections()
+            .into_iter()
+            .filter_map(|h| ep.connection(h)?.poll_timeout())
+            .min()
+    };
+    for c in 0..n {
+        let now = w.now;
+        w.clients[c]
+            .add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+    }
+    let mut idle_checks = 0;
+    let (mut up_sent, mut down_sent, mut down_got) = (0, 0, 0);
+    for step in 0..3_000u32 {
+        // Some traffic each way, then quiet; a few clients leave.
+        if step % 50 == 0 && step < 1_500 {
+            let now = w.now;
+            for c in (0..n).step_by(5) {
+                up_sent += usize::from(w.clients[c].send(now, &[c as u8; 200]).is_ok());
+            }
+            if let Some(&h) = w.ep.connections().get(step as usize % 7) {
+                down_sent += usize::from(w.ep.send(now, h, &[0xEE; 300]).is_ok());
+            }
+        }
+        if step == 2_000 {
+            let now = w.now;
+            for c in 0..4 {
+                w.clients[c].close(now);
+            }
+        }
+        w.step();
+        for c in &mut w.clients {
+            while let Some(e) = c.poll_event() {
+                down_got += usize::from(matches!(e, Event::Delivered { .. }));
+            }
+        }
+        assert_eq!(w.ep.poll_timeout(), scan(&w.ep), "step {step}");
+        let now = w.now;
+        for h in w.ep.connections() {
+            let t = w.ep.connection(h).unwrap().poll_timeout();
+            assert!(
+                t.is_none_or(|t| t > now),
+                "step {step}: connection {h:?} left expired at {t:?}"
+            );
+        }
+        // After step() drained the endpoint's output, only the
+        // connections that step's timers touched are still looked at.
+        let mut buf = vec![0u8; 2048];
+        if w.ep.poll_transmit(now, &mut buf).is_none() {
+            assert_eq!(w.ep.connections_with_work(), 0, "step {step}");
+            idle_checks += 1;
+        }
+    }
+    assert!(w.clients[4..].iter().all(|c| c.is_established()));
+    assert_eq!(w.ep.connections().len(), n - 4, "closed clients forgotten");
+    assert!(idle_checks > 2_000);
+    // Everything sent either way arrived (no connection was left unpolled).
+    let up_got = w
+        .server_events
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::Delivered { .. }))
+        .count();
+    assert!(up_sent > 0 && down_sent > 0);
+    assert_eq!((up_got, down_got), (up_sent, down_sent));
+}

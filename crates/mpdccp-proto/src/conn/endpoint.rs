@@ -4,8 +4,14 @@
 //! Requests, routes MP_JOIN Requests by their path token (the server's
 //! connection identifier), and bounds the number of half-open connections so
 //! a flood of Requests cannot exhaust memory.
+//!
+//! Timers and output scale with the connections that have work, not with
+//! all of them: deadlines are kept in an ordered index (`poll_timeout` is its
+//! first entry, `handle_timeout` pops the expired ones) and `poll_transmit`
+//! asks only the connections touched since they last had nothing to send.
+//! A server with 1 000 idle clients must not scan them all per packet.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 
 use super::codec::{PacketType, ResetCode, Segment};
@@ -70,11 +76,21 @@ pub struct Endpoint<K: Ord + Clone> {
     resets: VecDeque<(K, [u8; 28], usize)>,
     events: VecDeque<(ConnectionHandle, Event)>,
     stats: EndpointStats,
+    /// `(deadline, handle)` of every connection not in `dirty`, as its
+    /// `poll_timeout` was when it left `dirty` (its state, hence its
+    /// deadline, cannot change without an input, which marks it dirty).
+    timers: BTreeSet<(Instant, ConnectionHandle)>,
+    /// Connections given an input (datagram, timeout, `send`,
+    /// `connection_mut`) since `poll_transmit` last found nothing to send
+    /// on them: they may have output, and their index entry may be stale.
+    dirty: BTreeSet<ConnectionHandle>,
 }
 
 struct Slot {
     conn: Connection,
     next_path: u32,
+    /// This connection's entry in `Endpoint::timers`.
+    indexed: Option<Instant>,
 }
 
 impl<K: Ord + Clone> Endpoint<K> {
@@ -90,6 +106,8 @@ impl<K: Ord + Clone> Endpoint<K> {
             resets: VecDeque::new(),
             events: VecDeque::new(),
             stats: EndpointStats::default(),
+            timers: BTreeSet::new(),
+            dirty: BTreeSet::new(),
         }
     }
 
@@ -101,13 +119,23 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.conns.get(&h).map(|s| &s.conn)
     }
 
+    /// The caller may change the connection: it is treated as given an input.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.conns.get_mut(&h).map(|s| &mut s.conn)
+        let s = self.conns.get_mut(&h)?;
+        self.dirty.insert(h);
+        Some(&mut s.conn)
     }
 
     /// Handles of all live connections, in order.
     pub fn connections(&self) -> Vec<ConnectionHandle> {
         self.conns.keys().copied().collect()
+    }
+
+    /// Connections that `poll_transmit` / `poll_timeout` still look at one
+    /// by one (given an input since they last had nothing to send); the
+    /// rest cost O(log n) through the deadline index.
+    pub fn connections_with_work(&self) -> usize {
+        self.dirty.len()
     }
 
     /// The connection and path a remote key is routed to.
@@ -153,6 +181,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
             if let Some(slot) = self.conns.get_mut(&h) {
                 slot.conn.handle_datagram(now, pid, data);
+                self.dirty.insert(h);
                 self.collect(h);
                 return Some(h);
             }
@@ -183,6 +212,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.routes.insert(remote.clone(), (h, pid));
             self.reverse.insert((h, pid), remote);
             slot.conn.handle_datagram(now, pid, data);
+            self.dirty.insert(h);
             self.stats.joins_routed += 1;
             self.collect(h);
             return Some(h);
@@ -214,7 +244,15 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.by_ci.insert(conn.local_ci(), h);
         self.routes.insert(remote.clone(), (h, PathId(0)));
         self.reverse.insert((h, PathId(0)), remote);
-        self.conns.insert(h, Slot { conn, next_path: 1 });
+        self.conns.insert(
+            h,
+            Slot {
+                conn,
+                next_path: 1,
+                indexed: None,
+            },
+        );
+        self.dirty.insert(h);
         self.stats.accepted += 1;
         self.collect(h);
         Some(h)
@@ -228,14 +266,32 @@ impl<K: Ord + Clone> Endpoint<K> {
         packet: &[u8],
     ) -> Result<(), super::SendError> {
         match self.conns.get_mut(&h) {
-            Some(s) => s.conn.send(now, packet),
+            Some(s) => {
+                self.dirty.insert(h);
+                s.conn.send(now, packet)
+            }
             None => Err(super::SendError::Closed),
         }
     }
 
+    /// Fires the connections whose deadline is at or before `now`, in
+    /// handle order: the expired index entries and the dirty connections
+    /// (whose entries may be stale), O(k log n) for k of them.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let hs: Vec<_> = self.conns.keys().copied().collect();
-        for h in hs {
+        let mut due: BTreeSet<ConnectionHandle> = self.dirty.clone();
+        while let Some(&(t, h)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(s) = self.conns.get_mut(&h) {
+                s.indexed = None;
+            }
+            // Re-indexed when poll_transmit next finds it idle.
+            self.dirty.insert(h);
+            due.insert(h);
+        }
+        for h in due {
             if let Some(s) = self.conns.get_mut(&h) {
                 if s.conn.poll_timeout().is_some_and(|t| t <= now) {
                     s.conn.handle_timeout(now);
@@ -260,9 +316,10 @@ impl<K: Ord + Clone> Endpoint<K> {
                 ));
             }
         }
-        let hs: Vec<_> = self.conns.keys().copied().collect();
+        let hs: Vec<_> = self.dirty.iter().copied().collect();
         for h in hs {
             let Some(s) = self.conns.get_mut(&h) else {
+                self.dirty.remove(&h);
                 continue;
             };
             if let Some(t) = s.conn.poll_transmit(now, buf) {
@@ -273,17 +330,47 @@ impl<K: Ord + Clone> Endpoint<K> {
                 if let Some(k) = to {
                     return Some((k, t));
                 }
+                continue;
             }
             self.collect(h);
+            // Nothing to send: back in the index until its next input.
+            self.reindex(h);
         }
         None
     }
 
+    /// The earliest deadline: the index's first entry, or a dirty
+    /// connection's own (O(log n + dirty)).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns
-            .values()
-            .filter_map(|s| s.conn.poll_timeout())
+        let dirty = self
+            .dirty
+            .iter()
+            .filter_map(|h| self.conns.get(h)?.conn.poll_timeout());
+        self.timers
+            .first()
+            .map(|e| e.0)
+            .into_iter()
+            .chain(dirty)
             .min()
+    }
+
+    /// Takes `h` out of `dirty` and indexes its current deadline.
+    fn reindex(&mut self, h: ConnectionHandle) {
+        self.dirty.remove(&h);
+        let Some(s) = self.conns.get_mut(&h) else {
+            return;
+        };
+        let next = s.conn.poll_timeout();
+        if next == s.indexed {
+            return;
+        }
+        if let Some(old) = s.indexed {
+            self.timers.remove(&(old, h));
+        }
+        if let Some(t) = next {
+            self.timers.insert((t, h));
+        }
+        s.indexed = next;
     }
 
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
@@ -320,6 +407,10 @@ impl<K: Ord + Clone> Endpoint<K> {
             // dropped here, the client retransmitted its Close 0.5 s later).
             if s.conn.poll_timeout().is_none() && !s.conn.owes_reset() {
                 let ci = s.conn.local_ci();
+                if let Some(t) = s.indexed {
+                    self.timers.remove(&(t, h));
+                }
+                self.dirty.remove(&h);
                 self.conns.remove(&h);
                 self.by_ci.remove(&ci);
                 let keys: Vec<_> = self

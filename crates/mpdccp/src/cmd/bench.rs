@@ -1,6 +1,7 @@
 //! `mpdccp bench sim`: simulator speed — simulated packets per wall-clock
 //! second on the E4 scenario (the heaviest: 500 + 100 Mbit/s), and optionally
-//! the wall time of a whole `mpdccp reproduce`.
+//! the wall time of a whole `mpdccp reproduce`. `mpdccp bench clients`:
+//! many clients on one server daemon (`mpdccp_lab::loadgen`, needs root).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +18,47 @@ pub struct Args {
 pub enum What {
     /// Simulator speed on E4 (Coupled CUBIC), plus optionally a full reproduce.
     Sim(SimArgs),
+    /// Many clients on one server: a load generator drives N client
+    /// connections (one UDP port each) against a real `mpdccp server` in a
+    /// network namespace; reports connect time, server RSS per client, server
+    /// CPU per Mbit/s and loss. Needs root.
+    Clients(ClientsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ClientsArgs {
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 1000)]
+    pub clients: usize,
+    /// Aggregate upstream rate offered by all clients, Mbit/s of inner IP
+    /// packets (an echo behind the server sends the same back down).
+    #[arg(long, default_value_t = 10.0)]
+    pub mbps: f64,
+    /// Seconds of data once every client is connected.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Inner IP packet size, bytes.
+    #[arg(long, default_value_t = 1200)]
+    pub packet_bytes: usize,
+    /// Handshakes in flight at once (the server answers Requests beyond its
+    /// half-open bound of 64 with Reset "too busy").
+    #[arg(long, default_value_t = 32)]
+    pub handshakes: usize,
+    /// The server's `max_clients` [default: --clients; the daemon's own
+    /// default is 256].
+    #[arg(long)]
+    pub server_max_clients: Option<usize>,
+    /// Stop connecting (and start the data phase with the clients that
+    /// made it) after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub connect_timeout_s: f64,
+    /// The server's UDP socket buffer (`tunnel.socket_buffer_bytes`)
+    /// [default: the daemon's].
+    #[arg(long)]
+    pub socket_buffer: Option<usize>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -38,7 +80,10 @@ pub struct SimArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let What::Sim(a) = args.what;
+    let a = match args.what {
+        What::Sim(a) => a,
+        What::Clients(c) => return clients(c),
+    };
     let mut s = match &a.scenario {
         Some(p) => super::sim::load(p, &[])?,
         None => reproduce::load_scenario(None, "e4-coupled-cubic", false)?,
@@ -105,6 +150,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 r.as_f64().unwrap_or(0.0)
             );
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let abort = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&abort))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&abort))?;
+    let exe = std::env::current_exe()?;
+    let defaults = mpdccp_lab::loadgen::LoadOpts::default();
+    let opts = mpdccp_lab::loadgen::LoadOpts {
+        socket_buffer_bytes: a.socket_buffer.unwrap_or(defaults.socket_buffer_bytes),
+        clients: a.clients,
+        mbps: a.mbps,
+        seconds: a.seconds,
+        packet_bytes: a.packet_bytes,
+        max_handshakes: a.handshakes,
+        server_max_clients: a.server_max_clients,
+        connect_timeout: std::time::Duration::try_from_secs_f64(a.connect_timeout_s)
+            .map_err(|e| anyhow::anyhow!("--connect-timeout-s: {e}"))?,
+        ..defaults
+    };
+    let v = mpdccp_lab::loadgen::run(&exe, &opts, abort)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        mpdccp_lab::loadgen::print_text(&v);
     }
     Ok(ExitCode::SUCCESS)
 }
