@@ -64,6 +64,7 @@ use crate::time::Instant;
 
 pub mod ackvec;
 mod adverts;
+mod authn;
 pub mod codec;
 mod config;
 mod endpoint;
@@ -71,6 +72,7 @@ mod features;
 mod handshake;
 pub mod keys;
 mod liveness;
+mod protect_pending;
 mod queue;
 mod recv;
 mod schedule;
@@ -79,12 +81,14 @@ mod stats;
 mod subflow;
 mod timer_guard;
 
+pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
     ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
+pub use protect_pending::PAYLOAD_PROTECTION_AVAILABLE;
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
 pub use subflow::PathStats;
@@ -94,7 +98,8 @@ use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, ResetCode, WireError};
 use adverts::Advert;
-use codec::{ConfirmItem, MpAddAddr, MpRemoveAddr, Segment};
+use authn::AuthRole;
+use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
@@ -247,6 +252,11 @@ pub struct Connection {
     /// (bounded): a replayed withdrawal must not close a later subflow
     /// that reuses the address id.
     removeaddr_seen: VecDeque<(u8, u32)>,
+    /// Open mode (key type 0) or the authenticated handshake's side.
+    auth: AuthRole,
+    /// The authenticated handshake's keys (boxed: rarely touched, secret).
+    session: Option<Box<crate::auth::SessionKeys>>,
+    auth_stats: AuthStats,
 }
 
 impl std::fmt::Debug for Connection {
@@ -323,6 +333,9 @@ impl Connection {
             mp_jump_probe: None,
             ever_had_path: false,
             removeaddr_seen: VecDeque::new(),
+            auth: AuthRole::Off,
+            session: None,
+            auth_stats: AuthStats::default(),
         })
     }
 
