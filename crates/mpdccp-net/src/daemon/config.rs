@@ -674,6 +674,20 @@ mod tests {
         assert_eq!(c.auth_mode(), AuthMode::Authenticated);
     }
 
+    /// The shipped examples parse, and their keys and prefixes are valid.
+    #[test]
+    fn examples_parse_with_peers_and_keys() {
+        let s =
+            ServerConfig::from_toml_str(include_str!("../../../../examples/server.toml")).unwrap();
+        assert_eq!(s.auth_mode(), AuthMode::Authenticated);
+        let peers = super::super::keyfile::peer_table(&s.peer).unwrap();
+        assert_eq!(peers.len(), 2);
+        let c =
+            ClientConfig::from_toml_str(include_str!("../../../../examples/client.toml")).unwrap();
+        assert_eq!(c.auth_mode(), AuthMode::Authenticated);
+        super::super::keyfile::decode_key(c.server_public_key.as_deref().unwrap()).unwrap();
+    }
+
     #[test]
     fn cidr() {
         assert!(parse_cidr("10.0.0.1/24").is_ok());
