@@ -406,3 +406,38 @@ fn open_mode_resets_are_rate_limited() {
     assert_eq!(ep.stats().resets_rate_limited, u64::from(1000 - limit));
     println!("open mode: 1000 spoofed packets → {sent} Resets");
 }
+
+/// A second cookie reply, answering a retransmission of the client's first
+/// Init after the client already moved on to its second, does not open with
+/// the pending Init: ignored, and the handshake completes (found with the
+/// namespace flood test, where it closed the connection).
+#[test]
+fn a_stale_cookie_reply_is_ignored() {
+    let k = keys(1);
+    let mut w = World::new(&k, &[k.peers[0].0], Some(gate(&k, 0)));
+    w.start(0, 0);
+    let now = w.now;
+    let mut buf = vec![0u8; 2048];
+    let from = addr(0, 0);
+    let t = w.clients[0].poll_transmit(now, &mut buf).unwrap();
+    let init1 = buf[..t.size].to_vec();
+    let mut cookie_for_init1 = || {
+        w.ep.handle_datagram(now, from, &init1);
+        let (_, t) = w.ep.poll_transmit(now, &mut buf).expect("a cookie reply");
+        buf[..t.size].to_vec()
+    };
+    let first = cookie_for_init1();
+    let second = cookie_for_init1();
+    w.clients[0].handle_datagram(now, PathId(0), &first);
+    assert_eq!(w.clients[0].auth_stats().cookie_retries, 1);
+    // The client's Request with Init2 goes out; then the late reply arrives.
+    let t = w.clients[0].poll_transmit(now, &mut buf).unwrap();
+    let init2 = buf[..t.size].to_vec();
+    w.clients[0].handle_datagram(now, PathId(0), &second);
+    assert_eq!(w.clients[0].auth_stats().bad_cookie_reply, 1);
+    assert!(!w.clients[0].is_closed());
+    w.ep.handle_datagram(now, from, &init2);
+    w.run(20);
+    assert!(w.clients[0].is_established());
+    assert_eq!(w.ep.connections().len(), 1);
+}

@@ -25,7 +25,8 @@ pub struct AuthStats {
     pub bad_response: u64,
     /// Client: cookie replies followed by a new Init.
     pub cookie_retries: u64,
-    /// Client: a Reset 9 whose cookie reply did not open.
+    /// Client: a Reset 9 whose cookie reply did not open (stale or
+    /// forged) or came after too many: ignored.
     pub bad_cookie_reply: u64,
     /// The peer offered no key type 255, or another key type with it
     /// (downgrade, RFC 9897 §6): refused.
@@ -200,29 +201,36 @@ impl Connection {
     }
 
     /// Client, first subflow in REQUEST: a Reset 9 with a cookie reply.
-    /// True when the Request goes out again with a new Init (mac2 set).
-    pub(super) fn auth_cookie_reset(&mut self, now: Instant, i: usize, seg: &Segment<'_>) -> bool {
+    /// `None`: not a cookie reply (an ordinary Reset). `Some(true)`: the
+    /// Request goes out again at once with a new Init (mac2 set).
+    /// `Some(false)`: a cookie reply that does not open with our pending
+    /// Init (a late answer to a retransmitted earlier Init, or a forgery)
+    /// or one too many: ignored, the Request retransmission goes on.
+    pub(super) fn auth_cookie_reset(
+        &mut self,
+        now: Instant,
+        i: usize,
+        seg: &Segment<'_>,
+    ) -> Option<bool> {
         let AuthRole::Client(a) = &mut self.auth else {
-            return false;
+            return None;
         };
         if seg.reset_code != ResetCode::TooBusy || self.paths[i].is_join() {
-            return false;
+            return None;
         }
-        let Some(msg) = seg.mp.exp.as_deref() else {
-            return false;
-        };
+        let msg = seg.mp.exp.as_deref()?;
         if a.cookie_retries >= MAX_COOKIE_RETRIES
             || a.initiator.handle_cookie_reply(msg, now).is_err()
         {
             self.auth_stats.bad_cookie_reply += 1;
-            return false;
+            return Some(false);
         }
         a.cookie_retries += 1;
         a.init = None;
         self.auth_stats.cookie_retries += 1;
         let (nonce, addr_id) = (self.paths[i].local_nonce(), self.paths[i].local_addr_id());
         self.paths[i].start_request(now, false, nonce, addr_id);
-        true
+        Some(true)
     }
 
     /// Server: the Request's offer. Key type 255 alone (the gate verified

@@ -120,7 +120,7 @@ impl Connection {
         match seg.ptype {
             PacketType::Reset if acks_us => {
                 self.stats.resets_received += 1;
-                if self.auth_cookie_reset(now, i, seg) {
+                if self.auth_cookie_reset(now, i, seg).is_some() {
                     return;
                 }
                 let first = !self.paths[i].is_join();
