@@ -74,7 +74,20 @@ struct World {
 impl World {
     /// Clients `i` use `client_keys[i]` (a private key) against the server.
     fn new(k: &Keys, client_keys: &[[u8; 32]], gate: Option<Gate<Key>>) -> World {
-        let mut ep = Endpoint::new(EndpointConfig::default(), 7);
+        Self::with_config(k, client_keys, gate, ConnectionConfig::default())
+    }
+
+    fn with_config(
+        k: &Keys,
+        client_keys: &[[u8; 32]],
+        gate: Option<Gate<Key>>,
+        conn: ConnectionConfig,
+    ) -> World {
+        let ep_cfg = EndpointConfig {
+            conn: conn.clone(),
+            ..EndpointConfig::default()
+        };
+        let mut ep = Endpoint::new(ep_cfg, 7);
         if let Some(g) = gate {
             ep.enable_auth(g, |k| *k);
         }
@@ -83,12 +96,7 @@ impl World {
             .iter()
             .enumerate()
             .map(|(i, private)| {
-                let mut c = Connection::new(
-                    Role::Client,
-                    ConnectionConfig::default(),
-                    now,
-                    100 + i as u64,
-                );
+                let mut c = Connection::new(Role::Client, conn.clone(), now, 100 + i as u64);
                 let cfg = InitiatorConfig {
                     static_private: *private,
                     server_public: k.server.1,
@@ -440,4 +448,48 @@ fn a_stale_cookie_reply_is_ignored() {
     w.run(20);
     assert!(w.clients[0].is_established());
     assert_eq!(w.ep.connections().len(), 1);
+}
+
+/// `auth = "protected"`: with `protect_payload` on both ends a tunnelled
+/// packet is delivered intact, its bytes never appear on the wire, and a
+/// data packet changed in flight is dropped. Needs the per-path seal/open
+/// of `conn/subflow/` (another branch, docs/SECURITY.md Status): un-ignore
+/// when it is merged and `conn/protect_pending.rs` is gone.
+#[test]
+#[ignore = "payload protection's seal/open is merged from conn/subflow/"]
+fn protected_payload_is_sealed_and_checked() {
+    let k = keys(1);
+    let conn = ConnectionConfig {
+        protect_payload: true,
+        ..ConnectionConfig::default()
+    };
+    let mut w = World::with_config(&k, &[k.peers[0].0], Some(gate(&k, 1000)), conn);
+    w.start(0, 0);
+    w.run(20);
+    assert!(w.clients[0].is_established());
+    let marker: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+    let now = w.now;
+    w.clients[0].send(now, &marker).unwrap();
+    let before = w.wire.len();
+    w.run(10);
+    assert!(w.wire[before..]
+        .iter()
+        .all(|(_, _, d)| !d.windows(16).any(|x| x == &marker[..16])));
+    let h = w.ep.connections()[0];
+    let server = w.ep.connection(h).unwrap();
+    assert!(server.reorder_stats().received >= 1, "delivered");
+    // A data packet with one payload byte flipped does not open.
+    let (_, from, data) = w.wire[before..]
+        .iter()
+        .find(|(c, _, d)| *c && d.len() > 100)
+        .cloned()
+        .expect("the data packet");
+    let mut forged = data.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    let delivered = server.reorder_stats().received;
+    let now = w.now;
+    w.ep.handle_datagram(now, from, &forged);
+    let server = w.ep.connection(h).unwrap();
+    assert_eq!(server.reorder_stats().received, delivered);
 }
