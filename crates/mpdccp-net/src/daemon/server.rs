@@ -226,6 +226,14 @@ fn endpoint(
     Ok((ep, Some(PeerRoutes::new(peers))))
 }
 
+/// IPv6 link-local or unspecified (a host's own link chatter).
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V6(a) => a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V4(a) => a.is_link_local() || a.is_unspecified(),
+    }
+}
+
 /// Refusal counters at the last log line.
 #[derive(Default)]
 struct Refusals {
@@ -266,7 +274,12 @@ impl Server {
                             .is_some_and(|src| r.source_allowed(self.ep.peer(h), src));
                         if !allowed {
                             let now = clock::now();
-                            if let Some(suppressed) = self.route_log.allow(now) {
+                            // The client's own IPv6 link-local chatter (DAD,
+                            // router solicitations) is counted, not warned of.
+                            let chatter = inner_src(&data).is_some_and(is_link_local);
+                            if let Some(suppressed) =
+                                (!chatter).then(|| self.route_log.allow(now)).flatten()
+                            {
                                 warn!(conn = h.0, src = ?inner_src(&data), suppressed, "inner source outside the peer's allowed_ips: dropped");
                             }
                             continue;
