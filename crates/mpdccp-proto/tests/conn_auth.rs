@@ -493,3 +493,35 @@ fn protected_payload_is_sealed_and_checked() {
     let server = w.ep.connection(h).unwrap();
     assert_eq!(server.reorder_stats().received, delivered);
 }
+
+/// A peer that connects again (a restarted CPE, from a new address) gets
+/// its new connection, and the old one is closed: one session per peer.
+#[test]
+fn a_reconnecting_peer_supersedes_its_old_connection() {
+    let k = keys(1);
+    let me = k.peers[0].0;
+    let mut w = World::new(&k, &[me, me], Some(gate(&k, 1000)));
+    w.start(0, 0);
+    w.run(20);
+    let old = w.ep.connections()[0];
+    assert_eq!(w.ep.peer(old).map(|p| p.0), Some(0));
+    // Its timestamp must be newer than the first connection's Init.
+    w.run(5);
+    w.start(1, 0);
+    w.run(20);
+    assert!(w.clients[1].is_established());
+    assert_eq!(w.ep.stats().superseded, 1);
+    let new =
+        w.ep.connections()
+            .into_iter()
+            .find(|&h| h != old)
+            .expect("the new connection");
+    assert_eq!(w.ep.peer(new).map(|p| p.0), Some(0));
+    assert!(w.ep.peer(old).is_none());
+    w.run(50);
+    assert!(
+        w.clients[0].is_closed(),
+        "the old client was told (fast close)"
+    );
+    assert_eq!(w.ep.connections(), vec![new]);
+}

@@ -345,9 +345,12 @@ impl<K: Ord + Clone> Endpoint<K> {
                 continue;
             };
             if let Some(t) = s.conn.poll_transmit(now, buf) {
+                // The address first: `collect` forgets a connection whose
+                // last packet (its final Reset) this was.
+                let to = self.reverse.get(&(h, t.path)).cloned();
                 self.collect(h);
-                if let Some(k) = self.reverse.get(&(h, t.path)) {
-                    return Some((k.clone(), t));
+                if let Some(k) = to {
+                    return Some((k, t));
                 }
             }
             self.collect(h);
