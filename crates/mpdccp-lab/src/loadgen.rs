@@ -78,7 +78,7 @@ impl Default for LoadOpts {
 }
 
 /// The server's configuration, in one place. Open mode (RFC 9897 key type
-/// 0): when the daemon gains `auth`, this is where `auth = "open"` goes.
+/// 0): the generator's clients run the plain handshake.
 pub fn server_config(dir: &Path, opts: &LoadOpts) -> ServerConfig {
     ServerConfig {
         listen: SocketAddr::from((SERVER_OUTER, SERVER_PORT)),
@@ -100,9 +100,14 @@ pub fn server_config(dir: &Path, opts: &LoadOpts) -> ServerConfig {
             prometheus: None,
         },
         dccp_listen: Vec::new(),
+        udccp_listen: None,
         max_clients: opts.server_max_clients.unwrap_or(opts.clients),
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
+        auth: Some(mpdccp_net::daemon::config::AuthMode::Open),
+        private_key_file: None,
+        peer: Vec::new(),
+        limits: Default::default(),
     }
 }
 

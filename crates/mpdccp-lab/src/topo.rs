@@ -328,6 +328,11 @@ pub fn daemon_configs(
         max_clients: ServerConfig::DEFAULT_MAX_CLIENTS,
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
+        // A lab on its own namespaces; authenticated runs set keys (#11).
+        auth: Some(mpdccp_net::daemon::config::AuthMode::Open),
+        private_key_file: None,
+        peer: Vec::new(),
+        limits: Default::default(),
     };
     let used: Vec<usize> = if opts.paths.is_empty() {
         (0..paths.len()).collect()
@@ -362,6 +367,10 @@ pub fn daemon_configs(
         path,
         rejoin_backoff_ms: 200,
         seed: 9,
+        auth: None,
+        private_key_file: None,
+        server_public_key: None,
+        psk_file: None,
     };
     (server, client)
 }

@@ -85,12 +85,14 @@ fn request_flood_keeps_half_open_state_bounded() {
     assert_eq!(s.accepted, 1 + cfg.max_half_open as u64, "{s:?}");
     assert_eq!(s.refused_half_open, FLOOD - cfg.max_half_open as u64);
     assert_eq!(net.ep.connections().len(), 1 + cfg.max_half_open);
-    // Resets (Too Busy) for the refused: never more than the cap waiting.
+    // Resets (Too Busy) for the refused: never more than the cap waiting,
+    // and at most `max_resets_per_sec` per second (no reflector, #11).
     assert_eq!(
-        s.resets_dropped + net.to_attackers,
+        s.resets_dropped + s.resets_rate_limited + net.to_attackers,
         FLOOD,
         "each refusal answered or counted as dropped (Responses included)"
     );
+    assert!(s.resets_rate_limited > 0);
     assert!(delivers(&mut net, 50), "genuine connection unharmed");
 }
 

@@ -81,7 +81,7 @@ fn f9_a_fast_close_is_answered_with_reset_13_on_every_subflow() {
 
 /// The keys as the client holds them (it signs with `d_key_local`).
 fn client_keys(h: &Harness) -> ConnKeys {
-    ConnKeys {
+    ConnKeys::Plain {
         local: key_of(h, Side::Client),
         remote: key_of(h, Side::Server),
     }

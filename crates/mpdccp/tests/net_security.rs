@@ -18,7 +18,7 @@ fn exe() -> &'static Path {
 
 fn server_config(dir: &Path, tun: &str, listen: &str) -> String {
     format!(
-        "listen = \"{listen}\"\nseed = 1\n[tun]\nname = \"{tun}\"\naddresses = [\"10.98.0.1/24\"]\n[ops]\ncontrol_socket = \"{}\"\n",
+        "listen = \"{listen}\"\nauth = \"open\"\nseed = 1\n[tun]\nname = \"{tun}\"\naddresses = [\"10.98.0.1/24\"]\n[ops]\ncontrol_socket = \"{}\"\n",
         dir.join(format!("{tun}.sock")).display()
     )
 }

@@ -23,14 +23,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use mpdccp_proto::conn::{Connection, Event, PathConfig, Role, StuckTimerGuard};
+use mpdccp_proto::auth::InitiatorConfig;
+use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig, Role, StuckTimerGuard};
 use mpdccp_proto::{Instant, PathId, PathState};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
-use super::config::{ClientConfig, Transport};
+use super::config::{AuthMode, ClientConfig, Transport};
 use super::iface::{iface_state, LinkWatcher};
+use super::keyfile;
 use super::ops::{conn_json, OpsServer, PathLabel};
 use super::warn::PacketWarning;
 use super::{
@@ -91,6 +93,39 @@ struct PathRt {
     lost: u64,
 }
 
+/// The client's handshake keys in the authenticated modes.
+fn client_auth(config: &ClientConfig) -> anyhow::Result<Option<InitiatorConfig>> {
+    match config.auth_mode() {
+        AuthMode::Open => {
+            warn!("auth = \"open\": RFC 9897 key type 0, keys in clear, the server is not authenticated");
+            Ok(None)
+        }
+        _ => Ok(Some(keyfile::initiator_config(
+            config.private_key_file.as_deref().expect("validated"),
+            config.server_public_key.as_deref().expect("validated"),
+            config.psk_file.as_deref(),
+        )?)),
+    }
+}
+
+/// A client connection; in the authenticated modes it runs the Noise
+/// handshake, its Init stamped with the wall clock (replay protection).
+fn new_connection(
+    cfg: &ConnectionConfig,
+    auth: Option<&InitiatorConfig>,
+    now: Instant,
+    seed: u64,
+) -> anyhow::Result<Connection> {
+    let mut c = Connection::try_new(Role::Client, cfg.clone(), now, seed)?;
+    if let Some(a) = auth {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        c.enable_client_auth(a.clone(), unix, now)?;
+    }
+    Ok(c)
+}
+
 /// Runs the client until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
@@ -104,10 +139,18 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         ipv6_outer,
         config.encap_bytes(),
         config.tunnel.offload,
+        config.auth_mode() == AuthMode::Protected,
     )?;
-    let conn_cfg = config.tunnel.connection_config(&plan);
+    let mut conn_cfg = config.tunnel.connection_config(&plan);
+    if config.auth_mode() == AuthMode::Protected {
+        // The DCCP packet stays as large as the path allows; the TUN MTU
+        // (hence the largest tunnelled packet) gave way for the AEAD.
+        conn_cfg.mss_bytes += mpdccp_proto::conn::PROTECTION_OVERHEAD as u32;
+    }
+    let auth = client_auth(&config)?;
+    conn_cfg.protect_payload = config.auth_mode() == AuthMode::Protected;
     // Check the settings before touching the network.
-    Connection::try_new(Role::Client, conn_cfg.clone(), clock::now(), 1)
+    new_connection(&conn_cfg, auth.as_ref(), clock::now(), 1)
         .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
@@ -143,7 +186,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
 
     let mut d = Client {
         sock_buf: config.tunnel.socket_buffer_bytes,
-        conn: Connection::new(Role::Client, conn_cfg.clone(), clock::now(), seed),
+        conn: new_connection(&conn_cfg, auth.as_ref(), clock::now(), seed)?,
         conn_gen: 0,
         next_path_id: 0,
         stats: DaemonStats::default(),
@@ -253,12 +296,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             if now >= t && closing.is_none() {
                 reconnect_at = None;
                 d.conn_gen += 1;
-                d.conn = Connection::new(
-                    Role::Client,
-                    conn_cfg.clone(),
-                    now,
-                    seed.wrapping_add(d.conn_gen),
-                );
+                d.conn =
+                    new_connection(&conn_cfg, auth.as_ref(), now, seed.wrapping_add(d.conn_gen))?;
                 for p in paths.iter_mut() {
                     p.id = None;
                     p.socket = None;

@@ -3,9 +3,8 @@
 //! keys and PSKs in files only root can read, and `[[peer]]` tables turned
 //! into the core's `auth::PeerTable` with errors that name the peer.
 //!
-//! Used by `mpdccp genkey` / `mpdccp pubkey` today; the server and client
-//! configurations read it once the handshake is wired into the endpoint
-//! (docs/SECURITY.md, Status).
+//! Used by `mpdccp genkey` / `mpdccp pubkey` and by the server and client
+//! configurations (`auth = "authenticated"`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -16,7 +15,7 @@ use base64::Engine;
 use mpdccp_proto::auth::peers::KEY_LEN;
 use mpdccp_proto::auth::{keypair, IpPrefix, Peer, PeerLimits, PeerTable};
 use rand_chacha::rand_core::SeedableRng;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A 32-byte key from its base64 form.
 pub fn decode_key(s: &str) -> anyhow::Result<[u8; KEY_LEN]> {
@@ -60,14 +59,14 @@ pub fn read_secret_key(path: &Path) -> anyhow::Result<[u8; KEY_LEN]> {
 }
 
 /// One `[[peer]]` of the server configuration.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     pub name: String,
     /// The peer's public key, base64 (`mpdccp pubkey < peer.key`).
     pub public_key: String,
     /// Optional pre-shared key file (base64, mode 0600), mixed into the handshake.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub psk_file: Option<PathBuf>,
     /// Inner prefixes the peer may send from and receives traffic for.
     pub allowed_ips: Vec<String>,
@@ -95,6 +94,19 @@ impl PeerConfig {
             allowed_ips,
         })
     }
+}
+
+/// The client's side of the handshake from its configuration keys.
+pub fn initiator_config(
+    private_key_file: &Path,
+    server_public_key: &str,
+    psk_file: Option<&Path>,
+) -> anyhow::Result<mpdccp_proto::auth::InitiatorConfig> {
+    Ok(mpdccp_proto::auth::InitiatorConfig {
+        static_private: read_secret_key(private_key_file)?,
+        server_public: decode_key(server_public_key).context("server_public_key")?,
+        psk: psk_file.map(read_secret_key).transpose()?,
+    })
 }
 
 /// The server's peer table from its `[[peer]]` entries.

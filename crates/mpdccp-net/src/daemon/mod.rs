@@ -383,15 +383,24 @@ pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool, encap_bytes: u
     }
 }
 
-/// Opens and configures the TUN device; returns it with the MTU plan used.
+/// Opens and configures the TUN device; returns it with the MTU plan used
+/// (with `protected`, lowered by the payload protection's overhead).
 pub fn open_tun(
     cfg: &TunConfig,
     path_mtu: u32,
     ipv6_outer: bool,
     encap_bytes: u32,
     offload: bool,
+    protected: bool,
 ) -> anyhow::Result<(Tun, MtuPlan)> {
-    let plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
+    let mut plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
+    if protected {
+        // `auth = "protected"`: the AEAD's counter and tag ride in every
+        // data packet (docs/SECURITY.md §5), so the TUN carries that much less.
+        let extra = mpdccp_proto::conn::PROTECTION_OVERHEAD as u32;
+        plan.dccp_bytes += extra;
+        plan.tun_mtu = plan.tun_mtu.saturating_sub(extra);
+    }
     let mtu = plan.tun_mtu;
     let tun = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.

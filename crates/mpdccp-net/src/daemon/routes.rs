@@ -10,14 +10,93 @@
 //!   owner that went quiet (a client that restarted) loses it after that.
 //!
 //! This is only damage control for the unauthenticated mode: the
-//! authenticated mode routes by configured `allowed_ips` (docs/SECURITY.md).
+//! authenticated mode routes by configured `allowed_ips` ([`PeerRoutes`],
+//! docs/SECURITY.md §2).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use mpdccp_proto::auth::{PeerId, PeerTable, SourceVerdict};
 use mpdccp_proto::conn::ConnectionHandle;
 use mpdccp_proto::Instant;
+
+/// Authenticated mode: inner addresses belong to the peers whose
+/// `allowed_ips` cover them, nothing is learned from traffic. Upstream, a
+/// packet whose source is not in its peer's prefixes is dropped before the
+/// TUN; downstream, the destination's peer (longest prefix) gets it over
+/// that peer's one connection.
+#[derive(Debug)]
+pub struct PeerRoutes {
+    peers: PeerTable,
+    conn_of: BTreeMap<PeerId, ConnectionHandle>,
+    stats: PeerRouteStats,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PeerRouteStats {
+    /// Upstream packets dropped: source outside the peer's `allowed_ips`.
+    pub inner_source_refused: u64,
+    /// … of which the source belongs to another peer (spoofing a neighbour).
+    pub inner_source_of_other_peer: u64,
+    /// Downstream packets for a configured peer without a connection.
+    pub peer_not_connected: u64,
+    /// A peer's newer connection took over its routes.
+    pub superseded: u64,
+}
+
+impl PeerRoutes {
+    pub fn new(peers: PeerTable) -> PeerRoutes {
+        PeerRoutes {
+            peers,
+            conn_of: BTreeMap::new(),
+            stats: PeerRouteStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> PeerRouteStats {
+        self.stats
+    }
+
+    pub fn peers(&self) -> &PeerTable {
+        &self.peers
+    }
+
+    /// Connection `h` of `peer` is established: it takes the peer's routes
+    /// (a reconnecting peer supersedes its old connection).
+    pub fn connected(&mut self, peer: PeerId, h: ConnectionHandle) {
+        if self.conn_of.insert(peer, h).is_some_and(|old| old != h) {
+            self.stats.superseded += 1;
+        }
+    }
+
+    pub fn closed(&mut self, h: ConnectionHandle) {
+        self.conn_of.retain(|_, c| *c != h);
+    }
+
+    /// May `peer` send from `src`? Counts the refusal.
+    pub fn source_allowed(&mut self, peer: Option<PeerId>, src: IpAddr) -> bool {
+        let verdict = peer.map(|p| self.peers.check_source(p, src));
+        if verdict == Some(SourceVerdict::Allowed) {
+            return true;
+        }
+        self.stats.inner_source_refused += 1;
+        if matches!(verdict, Some(SourceVerdict::OtherPeer(_))) {
+            self.stats.inner_source_of_other_peer += 1;
+        }
+        false
+    }
+
+    /// The connection of the peer that owns `dst`.
+    pub fn route(&mut self, dst: IpAddr) -> Option<ConnectionHandle> {
+        let peer = self.peers.route(dst)?;
+        let h = self.conn_of.get(&peer).copied();
+        if h.is_none() {
+            self.stats.peer_not_connected += 1;
+        }
+        h
+    }
+}
 
 /// Default cap of learned addresses per connection.
 pub const MAX_PER_CONNECTION: usize = 256;
@@ -191,5 +270,42 @@ mod tests {
         r.forget(a);
         assert_eq!(r.len(), 1);
         assert_eq!(r.learn(ip(7), a, s(2)), Learn::Ok);
+    }
+
+    /// Two peers with their prefixes: neither may send from or receive
+    /// for the other's addresses; a reconnect takes over the routes.
+    #[test]
+    fn peer_routes_follow_allowed_ips_only() {
+        use mpdccp_proto::auth::{Peer, PeerLimits};
+        let peer = |i: u8, p: &str| Peer {
+            name: format!("p{i}"),
+            public_key: [i; 32],
+            psk: None,
+            allowed_ips: vec![p.parse().unwrap()],
+        };
+        let t = PeerTable::new(
+            vec![peer(1, "10.99.1.0/24"), peer(2, "10.99.2.0/24")],
+            PeerLimits::default(),
+        )
+        .unwrap();
+        let mut r = PeerRoutes::new(t);
+        let (a, b) = (PeerId(0), PeerId(1));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        r.connected(a, ConnectionHandle(10));
+        r.connected(b, ConnectionHandle(11));
+        assert!(r.source_allowed(Some(a), ip("10.99.1.7")));
+        assert!(!r.source_allowed(Some(a), ip("10.99.2.7")));
+        assert!(!r.source_allowed(Some(a), ip("192.0.2.1")));
+        assert!(!r.source_allowed(None, ip("10.99.1.7")));
+        assert_eq!(r.stats().inner_source_refused, 3);
+        assert_eq!(r.stats().inner_source_of_other_peer, 1);
+        assert_eq!(r.route(ip("10.99.2.9")), Some(ConnectionHandle(11)));
+        assert_eq!(r.route(ip("10.99.3.9")), None);
+        r.connected(b, ConnectionHandle(12));
+        assert_eq!(r.route(ip("10.99.2.9")), Some(ConnectionHandle(12)));
+        assert_eq!(r.stats().superseded, 1);
+        r.closed(ConnectionHandle(12));
+        assert_eq!(r.route(ip("10.99.2.9")), None);
+        assert_eq!(r.stats().peer_not_connected, 1);
     }
 }

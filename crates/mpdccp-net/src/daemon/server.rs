@@ -8,19 +8,30 @@
 //! With `dccp_listen`, native DCCP (IP protocol 33) is accepted too, on one
 //! raw socket per listed address; its peers are keyed apart from UDP ones.
 //! With `udccp_listen`, a second UDP socket speaks U-DCCP (`udccp.rs`).
+//!
+//! With `auth = "authenticated"` (docs/SECURITY.md) the endpoint admits
+//! configured peers only (Noise IK in MP_KEY key type 255), an inner source
+//! outside the peer's `allowed_ips` never reaches the TUN, and downstream
+//! packets go to the peer whose prefixes hold the destination.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpdccp_proto::conn::{ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard};
+use mpdccp_proto::auth::gate::Gate;
+use mpdccp_proto::auth::{LogThrottle, Responder, ResponderConfig};
+use mpdccp_proto::conn::{
+    ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig, Event, StuckTimerGuard,
+};
 use mpdccp_proto::{Instant, PathId};
+use rand_chacha::rand_core::SeedableRng;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
-use super::config::ServerConfig;
+use super::config::{AuthMode, ServerConfig};
+use super::keyfile;
 use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
-use super::routes::{Learn, LearnedRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
+use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::warn::PacketWarning;
 use super::{
     flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
@@ -73,8 +84,15 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         // UDP is always served: its header stays in the budget.
         crate::mtu::UDP_HEADER_BYTES,
         config.tunnel.offload,
+        config.auth_mode() == AuthMode::Protected,
     )?;
-    let conn_cfg = config.tunnel.connection_config(&plan);
+    let mut conn_cfg = config.tunnel.connection_config(&plan);
+    if config.auth_mode() == AuthMode::Protected {
+        // The DCCP packet stays as large as the path allows; the TUN MTU
+        // (hence the largest tunnelled packet) gave way for the AEAD.
+        conn_cfg.mss_bytes += mpdccp_proto::conn::PROTECTION_OVERHEAD as u32;
+    }
+    conn_cfg.protect_payload = config.auth_mode() == AuthMode::Protected;
     mpdccp_proto::conn::Connection::try_new(
         mpdccp_proto::conn::Role::Server,
         conn_cfg.clone(),
@@ -95,18 +113,17 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
     super::notify::ready(&format!("listening on udp {}", sock.local_addr()));
-    let ep_cfg = EndpointConfig {
-        conn: conn_cfg,
-        max_connections: config.max_clients,
-        ..Default::default()
-    };
+    let (ep, peer_routes) = endpoint(&config, conn_cfg)?;
     let mut s = Server {
-        ep: Endpoint::new(ep_cfg, super::os_seed(config.seed)),
+        ep,
+        peer_routes,
+        refusals: Refusals::default(),
         owners: LearnedRoutes::new(
             config.max_learned_addresses,
             MAX_PER_CONNECTION,
             STEAL_AFTER,
         ),
+        refusal_log: LogThrottle::new(Duration::from_secs(10)),
         stats: DaemonStats::default(),
         tun,
         tun_writer: TunWriter::new(),
@@ -130,6 +147,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             timer_guard.handled(now);
         }
         s.handle_events();
+        s.log_refusals(now);
         s.flush(now, &sock, &raw, udccp.as_ref(), &mut batch);
         if let Some(t) = closing {
             if s.ep.connections().is_empty() || now >= t {
@@ -185,9 +203,69 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The endpoint for the configured mode: in the authenticated modes with
+/// the gate (server key, peers, `[limits]`) and the peers' routes.
+fn endpoint(
+    config: &ServerConfig,
+    conn: ConnectionConfig,
+) -> anyhow::Result<(Endpoint<Peer>, Option<PeerRoutes>)> {
+    let mode = config.auth_mode();
+    let limits = &config.limits;
+    let ep_cfg = EndpointConfig {
+        conn,
+        max_connections: config.max_clients,
+        max_half_open: limits.open_half_open,
+        max_resets_per_sec: limits.resets_per_sec,
+        // Cookie replies under a flood go out from here (no state each).
+        max_pending_resets: 1024,
+    };
+    let mut ep = Endpoint::new(ep_cfg, super::os_seed(config.seed));
+    if mode == AuthMode::Open {
+        if !config.listen.ip().is_loopback() {
+            warn!(listen = %config.listen, "auth = \"open\": any host that reaches this port gets a tunnel (RFC 9897 key type 0, keys in clear)");
+        }
+        return Ok((ep, None));
+    }
+    let key_file = config.private_key_file.as_deref().expect("validated");
+    let peers = keyfile::peer_table(&config.peer)?;
+    let responder_cfg = ResponderConfig {
+        static_private: keyfile::read_secret_key(key_file)?,
+        peers: peers.clone(),
+        rate: limits.rate(),
+        load_inits_per_sec: limits.load_inits_per_sec,
+    };
+    // The cookie secret from the OS, whatever `seed` says.
+    let mut rng = rand_chacha::ChaCha20Rng::from_seed(keyfile::generate_private_key()?);
+    let gate = Gate::new(Responder::new(responder_cfg, &mut rng), limits.gate());
+    ep.enable_auth(gate, |p| match *p {
+        Peer::Udp { remote, .. } | Peer::UDccp(remote) => remote,
+        Peer::Dccp { remote, port, .. } => SocketAddr::new(remote, port),
+    });
+    info!(mode = ?mode, peers = peers.len(), "authenticated mode: configured peers only");
+    Ok((ep, Some(PeerRoutes::new(peers))))
+}
+
+/// IPv6 link-local or unspecified (a host's own link chatter).
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V6(a) => a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V4(a) => a.is_link_local() || a.is_unspecified(),
+    }
+}
+
+/// Refusal counters at the last log line.
+#[derive(Default)]
+struct Refusals {
+    total: u64,
+}
+
 struct Server {
     ep: Endpoint<Peer>,
-    /// Inner address → the client connection that sent from it.
+    /// Authenticated modes: routes by the peers' `allowed_ips`.
+    peer_routes: Option<PeerRoutes>,
+    refusals: Refusals,
+    refusal_log: LogThrottle,
+    /// Open mode: inner address → the client connection that sent from it.
     owners: LearnedRoutes,
     stats: DaemonStats,
     tun: Tun,
@@ -209,7 +287,23 @@ impl Server {
         while let Some((h, ev)) = self.ep.poll_event() {
             match ev {
                 Event::Delivered { data, .. } => {
-                    if let Some(src) = inner_src(&data) {
+                    if let Some(r) = &mut self.peer_routes {
+                        let allowed = inner_src(&data)
+                            .is_some_and(|src| r.source_allowed(self.ep.peer(h), src));
+                        if !allowed {
+                            let now = clock::now();
+                            // The client's own IPv6 link-local chatter (DAD,
+                            // router solicitations) is counted, not warned of.
+                            let chatter = inner_src(&data).is_some_and(is_link_local);
+                            if let Some(suppressed) = (!chatter)
+                                .then(|| self.stats.warnings.allow(PacketWarning::InnerSource, now))
+                                .flatten()
+                            {
+                                warn!(conn = h.0, src = ?inner_src(&data), suppressed, "inner source outside the peer's allowed_ips: dropped");
+                            }
+                            continue;
+                        }
+                    } else if let Some(src) = inner_src(&data) {
                         let now = clock::now();
                         let learned = self.owners.learn(src, h, now);
                         if !matches!(learned, Learn::Ok | Learn::Moved) {
@@ -221,7 +315,16 @@ impl Server {
                     }
                     self.tun_writer.write(&self.tun, &mut self.stats, &data);
                 }
-                Event::Connected => info!(conn = h.0, "client connected"),
+                Event::Connected => {
+                    let peer = self.ep.peer(h);
+                    if let (Some(r), Some(p)) = (&mut self.peer_routes, peer) {
+                        r.connected(p, h);
+                        let name = r.peers().get(p).map(|x| x.name.clone());
+                        info!(conn = h.0, peer = ?name, "peer connected");
+                    } else {
+                        info!(conn = h.0, "client connected");
+                    }
+                }
                 Event::PathEstablished(p) => {
                     self.stats.path_up_events += 1;
                     info!(conn = h.0, path = %p, "path established");
@@ -231,6 +334,9 @@ impl Server {
                 Event::Closed { reason } => {
                     info!(conn = h.0, %reason, "connection closed");
                     self.owners.forget(h);
+                    if let Some(r) = &mut self.peer_routes {
+                        r.closed(h);
+                    }
                 }
                 other => debug!(conn = h.0, ?other, "event"),
             }
@@ -261,15 +367,17 @@ impl Server {
     }
 
     fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
-        let (ep, owners) = (&mut self.ep, &self.owners);
+        let (ep, owners, peers) = (&mut self.ep, &self.owners, &mut self.peer_routes);
         super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
             let Some(dst) = inner_dst(pkt) else {
                 stats.tun_rx_malformed += 1;
                 return;
             };
-            let h = match owners.owner(dst) {
-                Some(h) => Some(h),
-                None => {
+            let h = match (peers.as_mut(), owners.owner(dst)) {
+                // Authenticated: the configured prefixes only.
+                (Some(r), _) => r.route(dst),
+                (None, Some(h)) => Some(h),
+                (None, None) => {
                     let conns = ep.connections();
                     (conns.len() == 1).then(|| conns[0])
                 }
@@ -363,6 +471,65 @@ impl Server {
         }
     }
 
+    /// One warning per interval when handshakes or packets were refused
+    /// (each limit has its counter in `status`; issue #11).
+    fn log_refusals(&mut self, now: Instant) {
+        let e = self.ep.stats();
+        let mut total = e.refused_unauthenticated
+            + e.cookie_replies
+            + e.refused_half_open
+            + e.refused_max_connections
+            + e.resets_rate_limited
+            + e.downgrade_refused;
+        if let Some((g, _)) = self.ep.auth_stats() {
+            total += g.half_open_full + g.half_open_replaced + g.half_open_expired;
+        }
+        if let Some(r) = &self.peer_routes {
+            total += r.stats().inner_source_refused;
+        }
+        if total == self.refusals.total {
+            return;
+        }
+        if let Some(suppressed) = self.refusal_log.allow(now) {
+            let new = total - self.refusals.total;
+            self.refusals.total = total;
+            warn!(
+                new,
+                suppressed,
+                unauthenticated = e.refused_unauthenticated,
+                cookies = e.cookie_replies,
+                half_open = e.refused_half_open,
+                max_clients = e.refused_max_connections,
+                resets_limited = e.resets_rate_limited,
+                "refusals since the last report (see `mpdccp status`)"
+            );
+        }
+    }
+
+    fn auth_status(&self) -> Value {
+        let Some((g, r)) = self.ep.auth_stats() else {
+            return json!({"mode": "open"});
+        };
+        let routes = self.peer_routes.as_ref().map(|p| p.stats());
+        json!({
+            "mode": "authenticated",
+            "peers": self.peer_routes.as_ref().map_or(0, |p| p.peers().len()),
+            "routes": serde_json::to_value(routes).unwrap_or(Value::Null),
+            "gate": {
+                "half_open": g.half_open_created, "half_open_replaced": g.half_open_replaced,
+                "half_open_full": g.half_open_full, "half_open_expired": g.half_open_expired,
+                "confirmed": g.confirmed, "confirm_failed": g.confirm_failed,
+                "sessions_replaced": g.sessions_replaced,
+            },
+            "handshake": {
+                "inits": r.inits, "malformed": r.malformed, "bad_mac1": r.bad_mac1,
+                "cookie_replies": r.cookie_replies, "handshake_failed": r.handshake_failed,
+                "unknown_peer": r.unknown_peer, "replayed": r.replayed, "accepted": r.accepted,
+                "rate_limited": r.rate.limited, "rate_table_full": r.rate.table_full,
+            },
+        })
+    }
+
     fn status(&self) -> Value {
         let conns: Vec<Value> = self
             .ep
@@ -381,6 +548,7 @@ impl Server {
             "endpoint": stats_json(&self.ep.stats()),
             "learned_addresses": self.owners.len(),
             "learned_routes": serde_json::to_value(self.owners.stats()).unwrap_or(Value::Null),
+            "auth": self.auth_status(),
             "connections": conns,
         })
     }

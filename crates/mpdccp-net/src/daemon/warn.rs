@@ -30,9 +30,11 @@ pub enum PacketWarning {
     TunWrite,
     /// Server: an inner source address that could not be learned.
     Route,
+    /// Server (authenticated): an inner source outside the peer's `allowed_ips`.
+    InnerSource,
 }
 
-const KINDS: usize = 5;
+const KINDS: usize = 6;
 
 impl PacketWarning {
     fn index(self) -> usize {
@@ -42,6 +44,7 @@ impl PacketWarning {
             PacketWarning::UdpSend => 2,
             PacketWarning::TunWrite => 3,
             PacketWarning::Route => 4,
+            PacketWarning::InnerSource => 5,
         }
     }
 }

@@ -301,11 +301,11 @@ impl Connection {
 /// MP_ADDADDR authentication (RFC 9897 §3.2.6, §3.2.8): HMAC-SHA256 with
 /// the sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port, the
 /// port as two zero bytes when absent. The message is the wire layer's.
-pub(super) fn addaddr_hmac(d_key: &[u8; 16], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
+pub(super) fn addaddr_hmac(d_key: &[u8], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
     keys::hmac20(d_key, &[&addaddr_message(a)])
 }
 
-pub(super) fn verify_addaddr(d_key: &[u8; 16], a: &MpAddAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
+pub(super) fn verify_addaddr(d_key: &[u8], a: &MpAddAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
     keys::verify20(d_key, &[&addaddr_message(a)], tag)
 }
 
@@ -321,12 +321,12 @@ fn addaddr_message(a: &MpAddAddr) -> Vec<u8> {
 }
 
 /// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce.
-pub(super) fn removeaddr_hmac(d_key: &[u8; 16], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
+pub(super) fn removeaddr_hmac(d_key: &[u8], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
     keys::hmac20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()])
 }
 
 pub(super) fn verify_removeaddr(
-    d_key: &[u8; 16],
+    d_key: &[u8],
     r: &MpRemoveAddr,
     tag: &[u8; keys::HMAC_LEN],
 ) -> bool {

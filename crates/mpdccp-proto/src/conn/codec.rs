@@ -131,6 +131,26 @@ impl KeyOffer {
         self.nth_plain(0)
     }
 
+    /// Key type 255's data (the authenticated handshake), when offered.
+    pub fn experimental(&self) -> Option<&[u8]> {
+        self.keys
+            .iter()
+            .find(|k| k.key_type == crate::wire::mp::KeyType::Experimental)
+            .map(|k| k.data.as_slice())
+    }
+
+    /// A key type 255 offer carrying `data` (exactly 64 bytes), alone: no
+    /// other key type next to it, so nothing to downgrade to (RFC 9897 §6).
+    pub fn experimental_only(ci: u32, data: &[u8]) -> KeyOffer {
+        KeyOffer {
+            ci,
+            keys: vec![MpKey {
+                key_type: crate::wire::mp::KeyType::Experimental,
+                data: data.to_vec(),
+            }],
+        }
+    }
+
     /// The receiver's key echoed back (third handshake packet).
     pub fn echoed_key(&self) -> Option<[u8; 8]> {
         self.nth_plain(1)
@@ -293,6 +313,10 @@ pub struct MpOpts {
     pub fast_close: Option<[u8; 8]>,
     pub confirms: [ConfirmItem; MAX_CONFIRMS],
     pub n_confirms: u8,
+    /// MP_EXP's body (RFC 9897 §3.2.12; at most 252 bytes, the wire
+    /// parser's bound): the authenticated handshake's messages beyond key
+    /// type 255's 64 bytes (docs/SECURITY.md §3). The first one is kept.
+    pub exp: Option<Vec<u8>>,
 }
 
 impl MpOpts {
@@ -711,7 +735,9 @@ fn absorb_mp(m: &mut MpOpts, o: MpOption) {
         MpOption::Confirm(items) => ConfirmItem::from_wire(&items, |i| {
             m.push_confirm(i);
         }),
-        MpOption::Exp(_) => {}
+        MpOption::Exp(d) => {
+            m.exp.get_or_insert(d);
+        }
     }
 }
 
@@ -725,6 +751,9 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
     if let Some(k) = &m.key {
         let keys = k.keys.clone();
         put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
+    }
+    if let Some(e) = &m.exp {
+        put(MpOption::Exp(e.clone()), &mut p)?;
     }
     // RFC 9897 §3.2.6: each MP_HMAC directly after the option it
     // protects; `hmac` alone (a join's third packet) where it stands.

@@ -102,6 +102,9 @@ pub struct ConnectionConfig {
     /// retransmitted Close, and for status) before it is forgotten and its
     /// slot reused.
     pub closed_path_linger: Duration,
+    /// Authenticated mode only: seal every data payload per path with the
+    /// handshake's payload keys (docs/SECURITY.md §5).
+    pub protect_payload: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -141,6 +144,7 @@ impl Default for ConnectionConfig {
             path_idle_timeout: None,
             idle_timeout: None,
             closed_path_linger: Duration::from_secs(1),
+            protect_payload: false,
         }
     }
 }

@@ -10,14 +10,34 @@
 //! first entry, `handle_timeout` pops the expired ones) and `poll_transmit`
 //! asks only the connections touched since they last had nothing to send.
 //! A server with 1 000 idle clients must not scan them all per packet.
+//!
+//! With an `auth::Gate` ([`Endpoint::enable_auth`], docs/SECURITY.md §3) a
+//! Request creates a connection only when its Init (MP_KEY key type 255 +
+//! MP_EXP) comes from a configured peer; under load the answer is a
+//! stateless cookie reply in a Reset (code 9). Nothing else from an unknown
+//! remote is answered (no reflection towards spoofed sources). In open mode
+//! Resets to unknown remotes are rate limited.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 use super::codec::{PacketType, ResetCode, Segment};
 use super::{Connection, ConnectionConfig, Event, Role, Transmit};
+use crate::auth::framing;
+use crate::auth::gate::{Admission, Gate, GateStats};
+use crate::auth::{PeerId, ResponderStats, SessionKeys};
 use crate::path::PathId;
 use crate::time::Instant;
+
+/// The admission gate and how to get a key's UDP source (cookies bind to it).
+type AuthGate<K> = (Gate<K>, fn(&K) -> SocketAddr);
+
+/// Room for a stateless Reset with a cookie reply in MP_EXP (28 + 60).
+const RESET_BUF: usize = 96;
 
 /// Endpoint settings.
 #[derive(Clone, Debug)]
@@ -30,6 +50,9 @@ pub struct EndpointConfig {
     pub max_half_open: usize,
     /// Stateless Resets waiting to be sent, at most.
     pub max_pending_resets: usize,
+    /// Open mode: stateless Resets to unknown remotes per second, at most
+    /// (a spoofed source must not turn the server into a reflector).
+    pub max_resets_per_sec: u32,
 }
 
 impl Default for EndpointConfig {
@@ -39,6 +62,7 @@ impl Default for EndpointConfig {
             max_connections: 1024,
             max_half_open: 64,
             max_pending_resets: 64,
+            max_resets_per_sec: 200,
         }
     }
 }
@@ -61,7 +85,22 @@ pub struct EndpointStats {
     pub unknown_remote: u64,
     pub malformed: u64,
     pub resets_dropped: u64,
+    /// Open mode: Resets not sent, over `max_resets_per_sec`.
+    pub resets_rate_limited: u64,
     pub closed_connections: u64,
+    /// Authenticated mode: Requests without a valid Init from a configured
+    /// peer (bad mac1, unknown key, replay, rate limit…): dropped, no state.
+    pub refused_unauthenticated: u64,
+    /// A Request offering key type 255 next to another key type.
+    pub downgrade_refused: u64,
+    /// Stateless cookie replies sent under load.
+    pub cookie_replies: u64,
+    /// Datagrams from unknown remotes dropped without an answer.
+    pub dropped_silently: u64,
+    /// Connections closed because the same peer connected again.
+    pub superseded: u64,
+    /// A connection opened whose gate entry was gone (replaced, expired).
+    pub confirm_orphaned: u64,
 }
 
 /// A multi-client server endpoint. `K` is the driver's remote-address key.
@@ -73,7 +112,7 @@ pub struct Endpoint<K: Ord + Clone> {
     routes: BTreeMap<K, (ConnectionHandle, PathId)>,
     reverse: BTreeMap<(ConnectionHandle, PathId), K>,
     by_ci: BTreeMap<u32, ConnectionHandle>,
-    resets: VecDeque<(K, [u8; 28], usize)>,
+    resets: VecDeque<(K, [u8; RESET_BUF], usize)>,
     events: VecDeque<(ConnectionHandle, Event)>,
     stats: EndpointStats,
     /// `(deadline, handle)` of every connection not in `dirty`, as its
@@ -84,6 +123,13 @@ pub struct Endpoint<K: Ord + Clone> {
     /// `connection_mut`) since `poll_transmit` last found nothing to send
     /// on them: they may have output, and their index entry may be stale.
     dirty: BTreeSet<ConnectionHandle>,
+    /// Authenticated mode: the admission gate and the UDP source of a key.
+    gate: Option<AuthGate<K>>,
+    /// The peer each authenticated connection belongs to.
+    peers: BTreeMap<ConnectionHandle, PeerId>,
+    rng: ChaCha8Rng,
+    /// Open mode's Reset budget: (window start, Resets in it).
+    reset_window: (Instant, u32),
 }
 
 struct Slot {
@@ -108,7 +154,35 @@ impl<K: Ord + Clone> Endpoint<K> {
             stats: EndpointStats::default(),
             timers: BTreeSet::new(),
             dirty: BTreeSet::new(),
+            gate: None,
+            peers: BTreeMap::new(),
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6175_7468),
+            reset_window: (Instant::ZERO, 0),
         }
+    }
+
+    /// Authenticated mode: only Requests the gate admits create connections.
+    /// `source_of` gives the UDP source of a key (cookies bind to it).
+    pub fn enable_auth(&mut self, gate: Gate<K>, source_of: fn(&K) -> SocketAddr) {
+        self.gate = Some((gate, source_of));
+    }
+
+    /// The configured peer an authenticated connection belongs to (known
+    /// once it is established).
+    pub fn peer(&self, h: ConnectionHandle) -> Option<PeerId> {
+        self.peers.get(&h).copied()
+    }
+
+    /// The gate's and the responder's counters (authenticated mode).
+    pub fn auth_stats(&self) -> Option<(GateStats, ResponderStats)> {
+        self.gate
+            .as_ref()
+            .map(|(g, _)| (g.stats(), g.responder().stats()))
+    }
+
+    /// The gate's peers (authenticated mode).
+    pub fn peer_table(&self) -> Option<&crate::auth::PeerTable> {
+        self.gate.as_ref().map(|(g, _)| g.responder().peers())
     }
 
     pub fn stats(&self) -> EndpointStats {
@@ -196,14 +270,14 @@ impl<K: Ord + Clone> Endpoint<K> {
         if seg.ptype != PacketType::Request {
             self.stats.unknown_remote += 1;
             if seg.ptype != PacketType::Reset {
-                self.queue_reset(remote, &seg, ResetCode::NoConnection);
+                self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
             }
             return None;
         }
         if let Some(j) = seg.mp.join {
             let Some(&h) = self.by_ci.get(&j.token) else {
                 self.stats.unknown_token += 1;
-                self.queue_reset(remote, &seg, ResetCode::NoConnection);
+                self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
                 return None;
             };
             let slot = self.conns.get_mut(&h)?;
@@ -220,7 +294,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         // A new connection.
         if self.conns.len() >= self.config.max_connections {
             self.stats.refused_max_connections += 1;
-            self.queue_reset(remote, &seg, ResetCode::TooBusy);
+            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
             return None;
         }
         let half_open = self
@@ -230,9 +304,13 @@ impl<K: Ord + Clone> Endpoint<K> {
             .count();
         if half_open >= self.config.max_half_open {
             self.stats.refused_half_open += 1;
-            self.queue_reset(remote, &seg, ResetCode::TooBusy);
+            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
             return None;
         }
+        let admitted = match self.gate.is_some() {
+            true => Some(self.admit(now, &remote, &seg)?),
+            false => None,
+        };
         let h = ConnectionHandle(self.next_handle);
         self.next_handle += 1;
         let seed = self
@@ -240,6 +318,9 @@ impl<K: Ord + Clone> Endpoint<K> {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(h.0);
         let mut conn = Connection::new(Role::Server, self.config.conn.clone(), now, seed);
+        if let Some((keys, response)) = admitted {
+            conn.preset_server_auth(*keys, response);
+        }
         conn.handle_datagram(now, PathId(0), data);
         self.by_ci.insert(conn.local_ci(), h);
         self.routes.insert(remote.clone(), (h, PathId(0)));
@@ -278,6 +359,9 @@ impl<K: Ord + Clone> Endpoint<K> {
     /// handle order: the expired index entries and the dirty connections
     /// (whose entries may be stale), O(k log n) for k of them.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some((g, _)) = &mut self.gate {
+            g.expire(now);
+        }
         let mut due: BTreeSet<ConnectionHandle> = self.dirty.clone();
         while let Some(&(t, h)) = self.timers.first() {
             if t > now {
@@ -342,6 +426,7 @@ impl<K: Ord + Clone> Endpoint<K> {
     /// The earliest deadline: the index's first entry, or a dirty
     /// connection's own (O(log n + dirty)).
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let gate = self.gate.as_ref().and_then(|(g, _)| g.poll_timeout());
         let dirty = self
             .dirty
             .iter()
@@ -351,6 +436,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             .map(|e| e.0)
             .into_iter()
             .chain(dirty)
+            .chain(gate)
             .min()
     }
 
@@ -395,17 +481,31 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.routes.remove(&remote);
         }
         let mut closed = false;
+        let mut connected = false;
         while let Some(e) = s.conn.poll_event() {
-            if matches!(e, Event::Closed { .. }) {
-                closed = true;
+            match e {
+                Event::Closed { .. } => closed = true,
+                Event::Connected => connected = true,
+                _ => {}
             }
             self.events.push_back((h, e));
         }
+        if connected {
+            self.authenticated(h);
+        }
+        let Some(s) = self.conns.get_mut(&h) else {
+            return;
+        };
         if closed || s.conn.is_closed() {
             // Keep the connection until its final Resets have gone out
             // (the Reset answering a Close ends the client's close at once;
             // dropped here, the client retransmitted its Close 0.5 s later).
             if s.conn.poll_timeout().is_none() && !s.conn.owes_reset() {
+                if let (Some((g, _)), Some(k)) = (&mut self.gate, self.reverse.get(&(h, PathId(0))))
+                {
+                    g.forget(k);
+                }
+                self.peers.remove(&h);
                 let ci = s.conn.local_ci();
                 if let Some(t) = s.indexed {
                     self.timers.remove(&(t, h));
@@ -427,9 +527,95 @@ impl<K: Ord + Clone> Endpoint<K> {
         }
     }
 
+    /// Authenticated mode: the gate's verdict on a new Request's Init. The
+    /// keys and Response for the connection, or `None` (dropped silently,
+    /// or answered with a stateless cookie reply).
+    fn admit(
+        &mut self,
+        now: Instant,
+        remote: &K,
+        seg: &Segment<'_>,
+    ) -> Option<(Box<SessionKeys>, [u8; crate::auth::handshake::RESPONSE_LEN])> {
+        let (gate, source_of) = self.gate.as_mut()?;
+        let offer = seg.mp.key.as_ref();
+        let key = offer.and_then(|k| k.experimental());
+        if key.is_some() && offer.is_some_and(|k| k.keys.len() > 1) {
+            // RFC 9897 §6: never let a weaker key type be chosen instead.
+            self.stats.downgrade_refused += 1;
+            return None;
+        }
+        let src = source_of(remote);
+        let verdict = framing::join(key, seg.mp.exp.as_deref())
+            .and_then(|m| gate.on_init(remote.clone(), &m, src, now, &mut self.rng));
+        match verdict {
+            Ok(Admission::Respond { keys, response, .. }) => Some((keys, response)),
+            Ok(Admission::Cookie(c)) => {
+                self.stats.cookie_replies += 1;
+                self.push_reset(remote.clone(), seg, ResetCode::TooBusy, Some(&c));
+                None
+            }
+            Err(_) => {
+                self.stats.refused_unauthenticated += 1;
+                None
+            }
+        }
+    }
+
+    /// Authenticated mode: connection `h` verified its Confirm. The gate
+    /// names its peer; the peer's previous connection is closed (a peer
+    /// has one session). Without a gate entry the connection goes.
+    fn authenticated(&mut self, h: ConnectionHandle) {
+        let Some((gate, _)) = self.gate.as_mut() else {
+            return;
+        };
+        let Some(key) = self.reverse.get(&(h, PathId(0))) else {
+            return;
+        };
+        match gate.established(key) {
+            Ok(a) => {
+                self.peers.insert(h, a.peer);
+                let old = a.replaces.and_then(|k| self.routes.get(&k)).map(|r| r.0);
+                if let Some(old) = old.filter(|&o| o != h) {
+                    self.stats.superseded += 1;
+                    if let Some(s) = self.conns.get_mut(&old) {
+                        s.conn.fast_close(Instant::ZERO);
+                    }
+                    self.peers.remove(&old);
+                }
+            }
+            Err(_) => {
+                self.stats.confirm_orphaned += 1;
+                if let Some(s) = self.conns.get_mut(&h) {
+                    s.conn.fast_close(Instant::ZERO);
+                }
+            }
+        }
+    }
+
     /// RFC 4340 §8.3.1: a packet for no connection is answered with Reset,
-    /// seq = its ack + 1 (0 if none), ack = its seq.
-    fn queue_reset(&mut self, remote: K, seg: &Segment<'_>, code: ResetCode) {
+    /// seq = its ack + 1 (0 if none), ack = its seq — in open mode only,
+    /// and at most `max_resets_per_sec` (no reflector for spoofed
+    /// sources). In authenticated mode unknown remotes get nothing.
+    fn queue_reset(&mut self, now: Instant, remote: K, seg: &Segment<'_>, code: ResetCode) {
+        if self.gate.is_some() {
+            self.stats.dropped_silently += 1;
+            return;
+        }
+        let (start, n) = &mut self.reset_window;
+        if now.saturating_duration_since(*start) >= Duration::from_secs(1) {
+            (*start, *n) = (now, 0);
+        }
+        if *n >= self.config.max_resets_per_sec {
+            self.stats.resets_rate_limited += 1;
+            return;
+        }
+        *n += 1;
+        self.push_reset(remote, seg, code, None);
+    }
+
+    /// A stateless Reset answering `seg`, with `exp` (a cookie reply) as
+    /// MP_EXP when given.
+    fn push_reset(&mut self, remote: K, seg: &Segment<'_>, code: ResetCode, exp: Option<&[u8]>) {
         if self.resets.len() >= self.config.max_pending_resets {
             self.stats.resets_dropped += 1;
             return;
@@ -439,7 +625,8 @@ impl<K: Ord + Clone> Endpoint<K> {
         s.dst_port = seg.src_port;
         s.ack = Some(seg.seq);
         s.reset_code = code;
-        let mut b = [0u8; 28];
+        s.mp.exp = exp.map(<[u8]>::to_vec);
+        let mut b = [0u8; RESET_BUF];
         let un = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
         if let Some(n) = s.emit(&mut b, (un, un)) {
             self.resets.push_back((remote, b, n));

@@ -2,14 +2,13 @@
 //! subflow, MP_JOIN + MP_HMAC on the others, the server's acceptance of
 //! Requests and the checks of the third packet.
 //!
-//! This is the seam for what comes next: every decision that depends on
-//! the key exchange — which MP_KEY offer is acceptable
-//! ([`Connection::accept_key_offer`]), how a join's MP_HMAC is checked and
-//! how the third packet proves the keys ([`Connection::verify_third_packet`])
-//! — is made here, over the parsed [`Segment`]. An authenticated key
-//! exchange (key types 1/2) replaces these functions' bodies, and a wire
-//! profile (RFC 9897 or the reference kernel's layouts) changes only how
-//! `codec` reads and writes the options, not these rules.
+//! Every decision that depends on the key exchange — which MP_KEY offer is
+//! acceptable ([`Connection::accept_key_offer`]), how a join's MP_HMAC is
+//! checked and how the third packet proves the keys
+//! ([`Connection::verify_third_packet`]) — is made here, over the parsed
+//! [`Segment`]; the authenticated mode's messages (key type 255 + MP_EXP)
+//! are in `authn.rs`, and its keys reach the HMACs through
+//! [`Connection::d_keys`].
 
 use super::*;
 use codec::MpJoin;
@@ -78,6 +77,10 @@ impl Connection {
             self.stats.rx_unexpected += 1;
             return Some(ResetCode::ConnectionRefused);
         }
+        // Authenticated mode: key type 255 alone (no downgrade).
+        if !self.auth_request_offer_ok(seg) {
+            return Some(ResetCode::ConnectionRefused);
+        }
         // RFC 9897 §3.1: Change R(10) listing version 0 (F10).
         let offered = features::mp_version_agreed(seg, true);
         self.accept_key_offer(offered, seg);
@@ -89,6 +92,12 @@ impl Connection {
     /// (plain text today); otherwise plain DCCP (counted as a fallback).
     fn accept_key_offer(&mut self, feature_agreed: bool, seg: &Segment<'_>) {
         let offer = seg.mp.key.as_ref();
+        if self.is_authenticated_mode() {
+            // Key type 255 was checked (authn.rs); the keys are installed.
+            self.remote_ci = offer.map(|k| k.ci);
+            self.mp = Some(feature_agreed && offer.is_some() && self.session.is_some());
+            return;
+        }
         match offer.and_then(|k| Some((k.ci, k.plain_key()?))) {
             Some((ci, key)) if self.config.multipath && feature_agreed => {
                 self.remote_key = Some(key);
@@ -111,6 +120,9 @@ impl Connection {
         match seg.ptype {
             PacketType::Reset if acks_us => {
                 self.stats.resets_received += 1;
+                if self.auth_cookie_reset(now, i, seg).is_some() {
+                    return;
+                }
                 let first = !self.paths[i].is_join();
                 self.fail_path(i, None);
                 if first {
@@ -123,7 +135,16 @@ impl Connection {
             PacketType::Response if acks_us => {
                 match seg.option_error.and_then(WireError::reset_code) {
                     Some(code) => self.fail_path(i, Some(code)),
-                    None => self.handle_response(now, i, seg),
+                    None if self.paths[i].is_join() => self.handle_response(now, i, seg),
+                    None => match self.auth_response(seg) {
+                        authn::ResponseVerdict::Proceed => self.handle_response(now, i, seg),
+                        authn::ResponseVerdict::Ignore => self.stats.rx_unexpected += 1,
+                        authn::ResponseVerdict::Refuse => {
+                            self.close_reason =
+                                Some("server did not authenticate (key type 255)".into());
+                            self.fail_path(i, Some(ResetCode::ConnectionRefused));
+                        }
+                    },
                 }
             }
             _ => self.stats.rx_unexpected += 1,
@@ -186,6 +207,14 @@ impl Connection {
                 self.paths[i].refuse(ResetCode::OptionError);
                 return false;
             }
+        } else if let Some(ok) = self.auth_confirm_ok(seg) {
+            // Authenticated mode: the Confirm proves the client holds the
+            // keys; without it no connection (docs/SECURITY.md §3).
+            if !ok {
+                self.paths[i].refuse(ResetCode::OptionError);
+                self.close_reason = Some("key confirmation failed".into());
+                return false;
+            }
         } else if let Some(k) = &seg.mp.key {
             let echo = k.echoed_key();
             if k.plain_key() != self.remote_key || echo.is_some_and(|p| p != self.local_key) {
@@ -215,8 +244,16 @@ impl Connection {
         self.events.push_back(Event::PathEstablished(id));
     }
 
+    /// The keys of every MP_HMAC: the handshake's d-keys in authenticated
+    /// mode, key type 0's otherwise.
     pub(super) fn d_keys(&self) -> Option<ConnKeys> {
-        Some(ConnKeys {
+        if let Some(k) = self.session.as_deref() {
+            return Some(ConnKeys::Derived {
+                local: *k.d_key_local(),
+                remote: *k.d_key_remote(),
+            });
+        }
+        Some(ConnKeys::Plain {
             local: self.local_key,
             remote: self.remote_key?,
         })

@@ -12,28 +12,82 @@ pub use crate::wire::mp::HMAC_LEN;
 use crate::wire::profile_keys::concat;
 pub use crate::wire::profile_keys::{hmac20, hmac20_matches as verify20};
 
-/// Keys of one MP-DCCP connection once both MP_KEYs are known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConnKeys {
-    pub local: [u8; 8],
-    pub remote: [u8; 8],
+/// Keys of one MP-DCCP connection once both sides' key material is known.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ConnKeys {
+    /// Key type 0 (RFC 9897 §3.2.4): both 64-bit keys, sent in clear.
+    Plain { local: [u8; 8], remote: [u8; 8] },
+    /// Authenticated mode (docs/SECURITY.md §4): each side's 32-byte d-key
+    /// from the Noise handshake, known only to the two ends.
+    Derived { local: [u8; 32], remote: [u8; 32] },
+}
+
+impl std::fmt::Debug for ConnKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnKeys::Plain { .. } => f.write_str("ConnKeys::Plain(..)"),
+            ConnKeys::Derived { .. } => f.write_str("ConnKeys::Derived(..)"),
+        }
+    }
+}
+
+/// A derived key (16 bytes for key type 0, 32 when derived); HMAC takes
+/// any key length, so the users see only `&[u8]`.
+#[derive(Clone, Copy)]
+pub struct DKey {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl DKey {
+    fn new(key: &[u8]) -> DKey {
+        let mut bytes = [0u8; 32];
+        bytes[..key.len()].copy_from_slice(key);
+        DKey {
+            bytes,
+            len: key.len(),
+        }
+    }
+}
+
+impl std::ops::Deref for DKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 impl ConnKeys {
-    /// The derived key this host signs with: own key first.
-    pub fn d_key_local(&self) -> [u8; 16] {
-        concat(self.local, self.remote)
+    /// The derived key this host signs with (key type 0: own key first).
+    pub fn d_key_local(&self) -> DKey {
+        match self {
+            ConnKeys::Plain { local, remote } => DKey::new(&concat(*local, *remote)),
+            ConnKeys::Derived { local, .. } => DKey::new(local),
+        }
     }
     /// The derived key the peer signs with.
-    pub fn d_key_remote(&self) -> [u8; 16] {
-        concat(self.remote, self.local)
+    pub fn d_key_remote(&self) -> DKey {
+        match self {
+            ConnKeys::Plain { local, remote } => DKey::new(&concat(*remote, *local)),
+            ConnKeys::Derived { remote, .. } => DKey::new(remote),
+        }
     }
+}
+
+/// The 8 bytes MP_CLOSE / MP_FAST_CLOSE carry in authenticated mode
+/// instead of the receiver's key (docs/SECURITY.md §4): HKDF-Expand of the
+/// receiver's d-key, truncated; only the two ends can compute it.
+pub fn close_value(d_key: &[u8; 32]) -> [u8; 8] {
+    let full = crate::auth::mac::expand(d_key, b"mpdccp-auth-v1 close");
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&full[..8]);
+    v
 }
 
 /// MP_JOIN's MP_HMAC computed by the host with derived key `d_key` over its
 /// own nonce followed by the peer's: B sends HMAC(d-keyB, RB ‖ RA) in the
 /// Response, A sends HMAC(d-keyA, RA ‖ RB) in the Ack (RFC 9897 §3.2.2).
-pub fn join_hmac(d_key: &[u8; 16], own_nonce: u32, peer_nonce: u32) -> [u8; HMAC_LEN] {
+pub fn join_hmac(d_key: &[u8], own_nonce: u32, peer_nonce: u32) -> [u8; HMAC_LEN] {
     hmac20(
         d_key,
         &[&own_nonce.to_be_bytes(), &peer_nonce.to_be_bytes()],
@@ -41,7 +95,7 @@ pub fn join_hmac(d_key: &[u8; 16], own_nonce: u32, peer_nonce: u32) -> [u8; HMAC
 }
 
 pub fn verify_join_hmac(
-    d_key: &[u8; 16],
+    d_key: &[u8],
     sender_nonce: u32,
     receiver_nonce: u32,
     tag: &[u8; HMAC_LEN],
@@ -75,19 +129,37 @@ mod tests {
 
     #[test]
     fn join_hmacs_are_directional() {
-        let a = ConnKeys {
+        let a = ConnKeys::Plain {
             local: [1; 8],
             remote: [2; 8],
         };
-        let b = ConnKeys {
+        let b = ConnKeys::Plain {
             local: [2; 8],
             remote: [1; 8],
         };
-        assert_eq!(a.d_key_local(), b.d_key_remote());
+        assert_eq!(*a.d_key_local(), *b.d_key_remote());
+        assert_eq!(a.d_key_local().len(), 16);
         // B signs RB‖RA with d-keyB; A verifies with its view of d-keyB.
         let tag_b = join_hmac(&b.d_key_local(), 0xBBBB, 0xAAAA);
         assert!(verify_join_hmac(&a.d_key_remote(), 0xBBBB, 0xAAAA, &tag_b));
         assert!(!verify_join_hmac(&a.d_key_remote(), 0xAAAA, 0xBBBB, &tag_b));
         assert_ne!(tag_b, join_hmac(&a.d_key_local(), 0xAAAA, 0xBBBB));
+    }
+
+    #[test]
+    fn derived_keys_are_directional_and_differ_from_plain() {
+        let a = ConnKeys::Derived {
+            local: [1; 32],
+            remote: [2; 32],
+        };
+        let b = ConnKeys::Derived {
+            local: [2; 32],
+            remote: [1; 32],
+        };
+        assert_eq!(a.d_key_local().len(), 32);
+        let tag_b = join_hmac(&b.d_key_local(), 7, 8);
+        assert!(verify_join_hmac(&a.d_key_remote(), 7, 8, &tag_b));
+        assert!(!verify_join_hmac(&a.d_key_local(), 7, 8, &tag_b));
+        assert_ne!(close_value(&[1; 32]), close_value(&[2; 32]));
     }
 }

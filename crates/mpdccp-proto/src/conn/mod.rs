@@ -64,6 +64,7 @@ use crate::time::Instant;
 
 pub mod ackvec;
 mod adverts;
+mod authn;
 pub mod codec;
 mod config;
 mod endpoint;
@@ -80,6 +81,7 @@ mod stats;
 mod subflow;
 mod timer_guard;
 
+pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
     ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
@@ -96,7 +98,8 @@ use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, ResetCode, WireError};
 use adverts::Advert;
-use codec::{ConfirmItem, MpAddAddr, MpRemoveAddr, Segment};
+use authn::AuthRole;
+use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
@@ -251,6 +254,11 @@ pub struct Connection {
     removeaddr_seen: VecDeque<(u8, u32)>,
     /// Payload protection (`protection.rs`); `None` = payload in clear.
     protection: Option<Box<protection::Protection>>,
+    /// Open mode (key type 0) or the authenticated handshake's side.
+    auth: AuthRole,
+    /// The authenticated handshake's keys (boxed: rarely touched, secret).
+    session: Option<Box<crate::auth::SessionKeys>>,
+    auth_stats: AuthStats,
 }
 
 impl std::fmt::Debug for Connection {
@@ -328,6 +336,9 @@ impl Connection {
             ever_had_path: false,
             removeaddr_seen: VecDeque::new(),
             protection: None,
+            auth: AuthRole::Off,
+            session: None,
+            auth_stats: AuthStats::default(),
         })
     }
 

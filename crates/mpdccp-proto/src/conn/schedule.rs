@@ -223,7 +223,8 @@ impl Connection {
         if data_only && !sf.data_sendable(now) {
             return None;
         }
-        if let Some(s) = sf.poll_control(now, &ctx) {
+        if let Some(mut s) = sf.poll_control(now, &ctx) {
+            self.auth_options(now, i, &mut s); // #11: key type 255 + MP_EXP (authn.rs)
             match s.ptype {
                 PacketType::Reset => self.stats.resets_sent += 1,
                 PacketType::Sync => self.stats.syncs_sent += 1,

@@ -9,6 +9,10 @@ daemon_command! {
     ///   server = "192.0.2.1:6773"          default server address for every path
     ///   rejoin_backoff_ms = 200             first rejoin delay (doubles, max 30 s)
     ///   seed = 0                            0 = OS randomness
+    ///   server_public_key = "base64…"       the server's key (`mpdccp pubkey`); makes auth "authenticated"
+    ///   private_key_file = "/etc/mpdccp/client.key"  this client's key (mode 0600, `mpdccp genkey`)
+    ///   psk_file = "/etc/mpdccp/psk"        optional pre-shared key (mode 0600)
+    ///   auth = "authenticated"              or "open" (RFC 9897 key type 0; default without a server key)
     ///   [[path]]                            (at least one) one per access network
     ///     interface = "wlan0"               (required) SO_BINDTODEVICE
     ///     name = "wifi"                     for logs/status (default: interface)

@@ -7,9 +7,18 @@ daemon_command! {
     /// Configuration file (TOML), all keys optional unless marked:
     ///
     ///   listen = "0.0.0.0:6773"            (required) UDP address:port for all clients
-    ///   max_clients = 256                   most connections at once
+    ///   max_clients = 1024                  most connections at once
     ///   max_learned_addresses = 65536       inner addresses remembered for routing
     ///   seed = 0                            0 = OS randomness
+    ///   auth = "authenticated"              or "open" (RFC 9897 key type 0, any host gets a tunnel);
+    ///                                       required unless `listen` is a loopback address
+    ///   private_key_file = "/etc/mpdccp/server.key"  (authenticated) mode 0600, `mpdccp genkey`
+    ///   [[peer]] name = "cpe1", public_key = "base64…" (`mpdccp pubkey`),
+    ///            allowed_ips = ["10.99.1.0/24"] (inner prefixes it sends from and receives),
+    ///            psk_file = "/etc/mpdccp/cpe1.psk" (optional)
+    ///   [limits] half_open = 1024, half_open_per_peer = 2, half_open_lifetime_ms = 3000,
+    ///            cookie_threshold = 16, load_inits_per_sec = 1000, handshakes_per_sec = 20,
+    ///            handshake_burst = 5, rate_sources = 8192, open_half_open = 64, resets_per_sec = 200
     ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.1/24", "fd99::1/64"],
     ///            routes = [], mtu = 0 (0 = path_mtu minus all headers)
     ///   [tunnel] cc = "ccid2", scheduler = "cpf", reorder = "passive" (names: see below),
