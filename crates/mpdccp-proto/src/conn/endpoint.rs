@@ -580,6 +580,8 @@ impl<K: Ord + Clone> Endpoint<K> {
                     if let Some(s) = self.conns.get_mut(&old) {
                         s.conn.fast_close(Instant::ZERO);
                     }
+                    // Its MP_FAST_CLOSE is output: poll_transmit must ask it.
+                    self.dirty.insert(old);
                     self.peers.remove(&old);
                 }
             }
@@ -588,6 +590,7 @@ impl<K: Ord + Clone> Endpoint<K> {
                 if let Some(s) = self.conns.get_mut(&h) {
                     s.conn.fast_close(Instant::ZERO);
                 }
+                self.dirty.insert(h);
             }
         }
     }
