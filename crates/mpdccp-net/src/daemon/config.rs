@@ -638,7 +638,7 @@ mod tests {
         let back = toml::to_string(&c).unwrap();
         assert!(back.contains("transport = \"udccp\""), "{back}");
         let s = ServerConfig::from_toml_str(
-            "listen = \"0.0.0.0:6773\"\nudccp_listen = \"0.0.0.0:6774\"\n",
+            "listen = \"0.0.0.0:6773\"\nauth = \"open\"\nudccp_listen = \"0.0.0.0:6774\"\n",
         )
         .unwrap();
         assert_eq!(s.udccp_listen, Some("0.0.0.0:6774".parse().unwrap()));
