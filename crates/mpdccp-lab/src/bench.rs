@@ -9,7 +9,10 @@
 //! * CPU seconds used by the two daemons during the TCP run (from
 //!   /proc/PID/stat), as a share of one core;
 //! * RTT of ping at light load (100 pings, 10 ms apart) through the tunnel
-//!   and directly; the difference is the latency the tunnel adds.
+//!   and directly; the difference is the latency the tunnel adds;
+//! * the same through the tunnel again with `auth = "protected"` (Noise
+//!   handshake, every data payload sealed with ChaCha20-Poly1305 per path,
+//!   docs/SECURITY.md §5): what payload protection costs.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -19,6 +22,8 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use mpdccp_proto::sched::SchedulerKind;
+
+use mpdccp_net::daemon::config::AuthMode;
 
 use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 
@@ -177,6 +182,7 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     opts.tunnel.settings.send_queue_pkts = 4000;
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
+    let daemons_at = t.procs.len();
     t.start_tunnel(exe, &opts)?;
     let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
     let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
@@ -213,6 +219,46 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     };
     let client_per_call = per_call(&client_status["daemon"]);
     let server_per_call = per_call(&server_status["daemon"]);
+    if abort.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::bail!("interrupted");
+    }
+    // The same tunnel with payload protection: stop the open-mode daemons
+    // (client first) and start both in protected mode.
+    for mut p in t.procs.drain(daemons_at..daemons_at + 2).rev() {
+        p.stop();
+    }
+    let protected_opts = TunnelOpts {
+        auth: AuthMode::Protected,
+        ..opts
+    };
+    t.start_tunnel(exe, &protected_opts)?;
+    let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
+    let protected = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    let protected_status = t.status(true).unwrap_or(Value::Null);
+    anyhow::ensure!(
+        protected_status["auth"]["mode"] == "authenticated",
+        "the protected run's server is not in authenticated mode: {}",
+        protected_status["auth"]
+    );
+    let share = |k: &str| {
+        let (p, o) = (
+            protected[k].as_f64().unwrap_or(0.0),
+            tunnel[k].as_f64().unwrap_or(0.0),
+        );
+        if o > 0.0 {
+            json!((p / o * 1000.0).round() / 1000.0)
+        } else {
+            Value::Null
+        }
+    };
+    let protection = json!({
+        "setup": "the same two paths and tunnel settings, auth = \"protected\" on both daemons (ChaCha20-Poly1305 per data packet, 24 bytes each, TUN MTU 24 bytes lower)",
+        "tunnel_two_paths": protected,
+        "tcp_ratio_to_open": share("tcp_mbps"),
+        "udp_received_ratio_to_open": share("udp_received_mbps"),
+        "server_auth_stats": protected_status["auth"],
+        "client_conn_stats": t.status(false).unwrap_or(Value::Null)["connections"][0]["stats"],
+    });
     Ok(json!({
         "setup": "2 unshaped veth paths through kernel-forwarding routers; tunnel cc ccid2, scheduler rr, reorder active-fixed",
         "socket_buffer_bytes": sock_buf,
@@ -221,6 +267,7 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         "direct_one_veth": direct,
         "tunnel_two_paths": tunnel,
         "tunnel_added_rtt_ms": added,
+        "payload_protection": protection,
         "emulator_one_path": emulator,
         "offload": offload,
         "client_per_syscall": client_per_call,

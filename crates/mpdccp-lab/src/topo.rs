@@ -25,8 +25,9 @@ use mpdccp_proto::reorder::ReorderKind;
 use crate::netns::{self, spawn_in_netns, veth_pair, Netns, Proc};
 use crate::probe::{self, Arrival, ProbeConfig, SendLog};
 use mpdccp_net::daemon::config::{
-    ClientConfig, ClientPath, OpsConfig, ServerConfig, Transport, TunConfig, TunnelConfig,
+    AuthMode, ClientConfig, ClientPath, OpsConfig, ServerConfig, Transport, TunConfig, TunnelConfig,
 };
+use mpdccp_net::daemon::keyfile::{encode_key, PeerConfig};
 
 /// Addresses and interface names of one path.
 #[derive(Clone, Debug)]
@@ -272,6 +273,10 @@ pub struct TunnelOpts {
     /// server also listens for native DCCP on every path's address, when
     /// any is `udccp` for U-DCCP on [`SERVER_UDCCP_PORT`].
     pub transports: Vec<Transport>,
+    /// Security mode of both daemons (default `open`). `authenticated` and
+    /// `protected` give each a lab key pair ([`lab_private_key`]) and the
+    /// server one `[[peer]]`, the client, with its tunnel addresses.
+    pub auth: AuthMode,
 }
 
 impl Default for TunnelOpts {
@@ -290,6 +295,7 @@ impl Default for TunnelOpts {
             priorities: Vec::new(),
             rt_priority: 0,
             transports: Vec::new(),
+            auth: AuthMode::Open,
         }
     }
 }
@@ -307,6 +313,7 @@ pub fn daemon_configs(
         mtu: opts.tun_mtu,
         ..TunConfig::default()
     };
+    let keyed = opts.auth != AuthMode::Open;
     let ops = |server: bool| OpsConfig {
         control_socket: dir.join(if server { "server.sock" } else { "client.sock" }),
         prometheus: None,
@@ -328,10 +335,21 @@ pub fn daemon_configs(
         max_clients: ServerConfig::DEFAULT_MAX_CLIENTS,
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
-        // A lab on its own namespaces; authenticated runs set keys (#11).
-        auth: Some(mpdccp_net::daemon::config::AuthMode::Open),
-        private_key_file: None,
-        peer: Vec::new(),
+        auth: Some(opts.auth),
+        private_key_file: keyed.then(|| dir.join(LAB_KEY_FILES[0])),
+        peer: if keyed {
+            vec![PeerConfig {
+                name: "client".into(),
+                public_key: encode_key(&mpdccp_proto::auth::public_key(&lab_private_key(1))),
+                psk_file: None,
+                allowed_ips: vec![
+                    format!("{CLIENT_TUN_V4}/32"),
+                    format!("{CLIENT_TUN_V6}/128"),
+                ],
+            }]
+        } else {
+            Vec::new()
+        },
         limits: Default::default(),
     };
     let used: Vec<usize> = if opts.paths.is_empty() {
@@ -367,12 +385,43 @@ pub fn daemon_configs(
         path,
         rejoin_backoff_ms: 200,
         seed: 9,
-        auth: None,
-        private_key_file: None,
-        server_public_key: None,
+        auth: keyed.then_some(opts.auth),
+        private_key_file: keyed.then(|| dir.join(LAB_KEY_FILES[1])),
+        server_public_key: keyed
+            .then(|| encode_key(&mpdccp_proto::auth::public_key(&lab_private_key(0)))),
         psk_file: None,
     };
     (server, client)
+}
+
+/// Key files of the lab's server (0) and client (1) in the topology's directory.
+pub const LAB_KEY_FILES: [&str; 2] = ["server.key", "client.key"];
+
+/// The lab's X25519 private key of the server (0) or client (1): fixed
+/// (seeded), so a lab run is repeatable; never a key for a real network.
+pub fn lab_private_key(role: u8) -> [u8; 32] {
+    use rand_chacha::rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0x6c61_6200 + u64::from(role));
+    mpdccp_proto::auth::keypair(&mut rng).0
+}
+
+/// Writes the lab's key files into `dir` with mode 0600 (the daemons refuse
+/// keys others may read).
+fn write_lab_keys(dir: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    for (role, file) in LAB_KEY_FILES.iter().enumerate() {
+        let path = dir.join(file);
+        let _ = std::fs::remove_file(&path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("{}", path.display()))?;
+        writeln!(f, "{}", encode_key(&lab_private_key(role as u8)))?;
+    }
+    Ok(())
 }
 
 /// Inner (tunnel) addresses.
@@ -412,6 +461,9 @@ impl Topology {
         let cc = self.dir.join("client.toml");
         std::fs::write(&sc, server_cfg)?;
         std::fs::write(&cc, client_cfg)?;
+        if opts.auth != AuthMode::Open {
+            write_lab_keys(&self.dir)?;
+        }
         let exe_s = exe.to_string_lossy().into_owned();
         let env_log = format!("RUST_LOG={}", opts.log);
         let (sc_s, cc_s) = (
