@@ -45,16 +45,38 @@ fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Resu
 /// median resists the scheduling spikes of a busy 2-core machine).
 fn ping_ms(t: &Topology, dst: &str) -> anyhow::Result<[f64; 5]> {
     let out = t.client.output("ping", &["-c", "100", "-i", "0.01", dst])?;
+    let v = ping_rtts(&out);
+    anyhow::ensure!(!v.is_empty(), "no ping replies from {dst}");
+    let q = |p: f64| quantile(&v, p);
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    Ok([q(0.0), q(0.5), mean, q(0.9), q(1.0)])
+}
+
+/// Ping replies of the first 0.8 s of a loaded run, not counted.
+const PING_WARMUP: usize = 80;
+
+/// The RTTs (ms) of ping's output, sorted.
+fn ping_rtts(out: &str) -> Vec<f64> {
     let mut v: Vec<f64> = out
         .lines()
         .filter_map(|l| l.split("time=").nth(1))
         .filter_map(|r| r.split_whitespace().next()?.parse().ok())
         .collect();
-    anyhow::ensure!(!v.is_empty(), "no ping replies from {dst}");
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    Ok([q(0.0), q(0.5), mean, q(0.9), q(1.0)])
+    v
+}
+
+/// The `p` quantile of sorted, non-empty `v` (nearest rank).
+fn quantile(v: &[f64], p: f64) -> f64 {
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// p50 / p99 / max of RTTs (ms) and how many there were.
+fn rtt_summary(v: &[f64]) -> Value {
+    if v.is_empty() {
+        return Value::Null;
+    }
+    json!({"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": quantile(v, 1.0), "n": v.len()})
 }
 
 fn ping_avg_ms(t: &Topology, dst: &str) -> anyhow::Result<f64> {
@@ -79,9 +101,21 @@ pub(crate) fn cpu_s(pid: u32) -> f64 {
 fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Result<Value> {
     // Light load first, on the idle path/tunnel; again after the load runs.
     let idle = ping_ms(t, dst)?;
+    // Pings every 10 ms while the TCP flow saturates the path: the latency
+    // the queues add under load. iperf3 starts 0.3 s after the pings; the
+    // first PING_WARMUP replies (the flow's start) are not counted.
+    let ping_log = t.dir.join("bench-ping-under-load.txt");
+    let count = (secs as usize * 100).to_string();
     let cpu0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    let mut pinger =
+        t.client
+            .spawn_logged("ping", &["-c", &count, "-i", "0.01", dst], &ping_log)?;
     let tcp = iperf(t, dst, &[], secs)?;
     let cpu1: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    pinger.wait_timeout(Duration::from_secs(2));
+    pinger.stop();
+    let log = std::fs::read_to_string(&ping_log).unwrap_or_default();
+    let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
     let tcp_mbps = tcp["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .unwrap_or(0.0)
@@ -106,6 +140,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "ping_rtt_ms_light_load": idle[1],
         "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
         "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,
+        "ping_rtt_ms_under_tcp_load": rtt_summary(&under_load),
     }))
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
+use mpdccp_proto::conn::{CoDelConfig, ConnectionConfig, TunnelSettings};
 use serde::{Deserialize, Serialize};
 
 use super::keyfile::PeerConfig;
@@ -157,6 +157,26 @@ pub struct TunnelConfig {
     /// Most equal-sized DCCP packets the core hands out as one UDP GSO
     /// train (with `offload`).
     pub gso_segments: usize,
+    /// Tunnelled packets that waited longer than this in the send queue
+    /// are dropped instead of sent (a path was down, the peer restarted);
+    /// 0 = no age limit.
+    pub send_queue_max_delay_ms: u64,
+    /// Active queue management of the send queue: `"codel"` (RFC 8289) or
+    /// `"none"` (bounded by `send_queue_pkts`/`_bytes` only).
+    pub aqm: Aqm,
+    /// CoDel's target sojourn time, ms (RFC 8289 default 5).
+    pub codel_target_ms: f64,
+    /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
+    pub codel_interval_ms: f64,
+}
+
+/// The `aqm` key of `[tunnel]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aqm {
+    None,
+    #[default]
+    Codel,
 }
 
 impl Default for TunnelConfig {
@@ -171,6 +191,10 @@ impl Default for TunnelConfig {
             idle_timeout_ms: 120_000,
             offload: true,
             gso_segments: 32,
+            send_queue_max_delay_ms: 500,
+            aqm: Aqm::Codel,
+            codel_target_ms: 5.0,
+            codel_interval_ms: 100.0,
         }
     }
 }
@@ -192,6 +216,11 @@ impl TunnelConfig {
             } else {
                 1
             },
+            send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
+            send_queue_codel: (self.aqm == Aqm::Codel).then(|| CoDelConfig {
+                target: Duration::from_secs_f64(self.codel_target_ms.max(0.0) / 1e3),
+                interval: Duration::from_secs_f64(self.codel_interval_ms.max(0.001) / 1e3),
+            }),
             ..self.settings.connection_config(plan.tun_mtu as usize)
         }
     }
@@ -524,6 +553,10 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
     }
     if tunnel.path_mtu < 576 {
         bail!("tunnel.path_mtu must be >= 576");
+    }
+    let (target, interval) = (tunnel.codel_target_ms, tunnel.codel_interval_ms);
+    if !(target.is_finite() && interval.is_finite() && target >= 0.0 && interval >= 1.0) {
+        bail!("tunnel.codel_target_ms must be >= 0 and codel_interval_ms >= 1 (got {target}, {interval})");
     }
     Ok(())
 }

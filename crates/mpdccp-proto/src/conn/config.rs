@@ -7,6 +7,7 @@ use crate::cc::{CcConfig, CcKind};
 use crate::reorder::{ReorderConfig, ReorderKind};
 use crate::sched::{SchedulerConfig, SchedulerKind};
 
+use super::aqm::CoDelConfig;
 use super::queue::DropPolicy;
 use super::{DATA_HEADER_MAX, SERVICE_CODE};
 
@@ -30,6 +31,11 @@ pub struct ConnectionConfig {
     /// Bounded send queue in front of the scheduler, bytes.
     pub send_queue_bytes: usize,
     pub drop_policy: DropPolicy,
+    /// Packets that waited longer than this in the send queue are dropped
+    /// before they are scheduled (none = no age limit).
+    pub send_queue_max_delay: Option<Duration>,
+    /// CoDel (RFC 8289) on the send queue (none = off; `conn/aqm.rs`).
+    pub send_queue_codel: Option<CoDelConfig>,
     /// Most subflows at once; a join beyond gets Reset 9 ("too busy").
     pub max_paths: usize,
     /// Largest DCCP packet (header + tunnelled packet), bytes.
@@ -117,6 +123,8 @@ impl Default for ConnectionConfig {
             send_queue_pkts: DEFAULT_SEND_QUEUE_PKTS,
             send_queue_bytes: DEFAULT_SEND_QUEUE_BYTES,
             drop_policy: DropPolicy::DropNewest,
+            send_queue_max_delay: None,
+            send_queue_codel: None,
             max_paths: 8,
             mss_bytes: DEFAULT_MSS_BYTES,
             multipath: true,

@@ -64,6 +64,7 @@ use crate::time::Instant;
 
 pub mod ackvec;
 mod adverts;
+mod aqm;
 mod authn;
 pub mod codec;
 mod config;
@@ -81,6 +82,7 @@ mod stats;
 mod subflow;
 mod timer_guard;
 
+pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
@@ -299,7 +301,8 @@ impl Connection {
                 config.send_queue_pkts,
                 config.send_queue_bytes,
                 config.drop_policy,
-            ),
+            )
+            .with_time_limits(config.send_queue_max_delay, config.send_queue_codel),
             config,
             rng,
             state: ConnState::Handshaking,

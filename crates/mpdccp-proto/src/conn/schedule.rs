@@ -104,6 +104,9 @@ impl Connection {
         // refreshed when its path takes a packet, not rebuilt for every path.
         self.rebuild_views();
         for _ in 0..64 {
+            let shed = self.queue.shed_head(now);
+            self.stats.send_queue_expired += shed.expired;
+            self.stats.send_queue_codel_dropped += shed.codel;
             let Some(head) = self.queue.front() else {
                 break;
             };

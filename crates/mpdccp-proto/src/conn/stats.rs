@@ -66,6 +66,11 @@ pub struct ConnStats {
     pub fallbacks: u64,
     pub send_queue_dropped_newest: u64,
     pub send_queue_dropped_oldest: u64,
+    /// Packets dropped at the send queue's head for waiting longer than
+    /// `send_queue_max_delay`.
+    pub send_queue_expired: u64,
+    /// Packets CoDel dropped at the send queue's head (`send_queue_codel`).
+    pub send_queue_codel_dropped: u64,
     pub send_rejected_closed: u64,
     pub send_rejected_too_large: u64,
     /// Queued packets discarded when the connection closed.
