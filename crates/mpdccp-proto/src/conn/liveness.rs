@@ -2,6 +2,7 @@
 //! keepalive / path expiry / idle timeout, forgetting closed subflows.
 
 use super::*;
+use crate::path::priority;
 
 impl Connection {
     /// Closes subflow `i` at once, without a handshake (its address is
@@ -125,6 +126,14 @@ impl Connection {
                 self.stats.paths_expired += 1;
             }
         }
+        if let Some((i, at)) = self.stall_due() {
+            if at <= now {
+                self.paths[i].fail_stalled(now);
+                self.stats.standby_takeovers += 1;
+                self.events.push_back(Event::PathFailed(self.paths[i].id()));
+                self.reinject(i);
+            }
+        }
         if let Some(k) = self.config.keepalive_interval {
             for sf in &mut self.paths {
                 if sf.keepalive_due(k).is_some_and(|at| at <= now) {
@@ -161,6 +170,30 @@ impl Connection {
         newer.then(|| heard + t)
     }
 
+    /// Issue #13: a standby path carries nothing while a better one is
+    /// usable (`sched::standby_excluded`), so when the only usable
+    /// non-standby path stops being acknowledged, nothing gets through
+    /// until it is declared failed. Its RTO (at least 200 ms) is too slow
+    /// for that: with a usable standby path waiting, the path is given up
+    /// once it stalls ([`Subflow::stall_deadline`], about 2 srtt), and
+    /// comes back with the next acknowledgement or probe answer. Returns
+    /// the stalled path's index and the deadline.
+    pub(super) fn stall_due(&self) -> Option<(usize, Instant)> {
+        let standby =
+            |p: &Subflow| p.is_usable() && (1..=priority::STANDBY).contains(&p.priority());
+        if self.mp != Some(true) || !self.paths.iter().any(standby) {
+            return None;
+        }
+        let mut better = (0..self.paths.len())
+            .filter(|&i| self.paths[i].is_usable() && self.paths[i].priority() > priority::STANDBY);
+        let i = better.next()?;
+        if better.next().is_some() {
+            return None;
+        }
+        let at = self.paths[i].stall_deadline(self.config.ack_delay)?;
+        Some((i, at))
+    }
+
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
     pub(super) fn liveness_timeout(&self) -> Option<Instant> {
         if self.state != ConnState::Established {
@@ -173,6 +206,7 @@ impl Connection {
             .map(|k| self.paths.iter().filter_map(move |sf| sf.keepalive_due(k)));
         self.idle_deadline()
             .into_iter()
+            .chain(self.stall_due().map(|(_, at)| at))
             .chain(expiry)
             .chain(keepalive.into_iter().flatten())
             .min()

@@ -223,10 +223,16 @@ impl Connection {
         let ctx = self.emit_ctx();
         let sf = &mut self.paths[i];
         let addrs = sf.pseudo_addrs();
+        if ctx.mp_on {
+            sf.release_untold_prio();
+        }
         if data_only && !sf.data_sendable(now) {
             return None;
         }
         if let Some(mut s) = sf.poll_control(now, &ctx) {
+            if ctx.mp_on {
+                sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
+            }
             self.auth_options(now, i, &mut s); // #11: key type 255 + MP_EXP (authn.rs)
             match s.ptype {
                 PacketType::Reset => self.stats.resets_sent += 1,

@@ -107,6 +107,10 @@ pub struct ConnStats {
     pub removeaddr_duplicate: u64,
     /// Subflows expired after `path_idle_timeout` of silence.
     pub paths_expired: u64,
+    /// The only non-standby path stalled (nothing acknowledged for about
+    /// 2 srtt) while a standby path waited: given up before its RTO so
+    /// the standby takes over (issue #13).
+    pub standby_takeovers: u64,
     /// Closed subflows forgotten (their slot free for a new one).
     pub paths_reaped: u64,
     /// Keepalive probes (Sync) sent on silent subflows.

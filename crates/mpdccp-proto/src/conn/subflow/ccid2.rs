@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use super::*;
 
+/// Least slack (beyond one srtt) before a path with packets in flight
+/// counts as stalled ([`Subflow::stall_deadline`]): on a LAN-short path a
+/// descheduled peer must not hand the traffic to a metered standby.
+const STALL_MIN_SLACK: Duration = Duration::from_millis(10);
+
 /// What one acknowledgement covered.
 struct Acked {
     pkts: u32,
@@ -83,6 +88,29 @@ impl Subflow {
             self.next_send_at = self.next_send_at.max(now.saturating_sub(depth)) + gap;
         }
         self.stats.tx_data_pkts += 1;
+    }
+
+    /// When this path, with packets in flight, counts as stalled: its
+    /// oldest outstanding packet is unacknowledged `srtt + max(srtt,
+    /// 4·rttvar, STALL_MIN_SLACK) + ack_delay` after it left (the peer may
+    /// hold its ack for `ack_delay`). Well before the RTO (floored at
+    /// 200 ms); used only to hand over to a waiting standby path.
+    pub(crate) fn stall_deadline(&self, ack_delay: Duration) -> Option<Instant> {
+        if !self.is_usable() || self.pipe == 0 {
+            return None;
+        }
+        let srtt = self.rtt.srtt()?;
+        let oldest = self.sent.iter().find(|s| !s.acked && !s.lost)?;
+        let slack = srtt.max(self.rtt.rttvar() * 4).max(STALL_MIN_SLACK);
+        Some(oldest.rate.sent_time + srtt + slack + ack_delay)
+    }
+
+    /// The path stalled with a standby waiting: failed as after its RTOs
+    /// (the scheduler moves to the standby), probed until it answers; an
+    /// acknowledgement of what is in flight brings it back.
+    pub(crate) fn fail_stalled(&mut self, now: Instant) {
+        self.failed = true;
+        self.timers.arm(Timer::Probe, now + self.rto());
     }
 
     pub fn rto(&self) -> Duration {

@@ -164,6 +164,10 @@ pub(crate) struct Subflow {
     local_addr_id: u8,
     remote_addr_id: u8,
     priority: u8,
+    /// Our priority differs from the primary a peer assumes (RFC 9897
+    /// §3.2.10) and was set before multipath was on: MP_PRIO is owed as
+    /// soon as it is (see [`Subflow::release_untold_prio`]).
+    prio_untold: bool,
     /// Highest MP_SEQ of the peer's MP_PRIO on this subflow (§3.2.1).
     peer_prio_seq: Option<u64>,
     last_mp_rtt_sent: Option<Instant>,
@@ -224,6 +228,7 @@ impl Subflow {
         Subflow {
             id,
             priority: cfg.priority,
+            prio_untold: cfg.priority != crate::path::priority::PRIMARY,
             peer_prio_seq: None,
             cfg,
             state: SubState::Closed,

@@ -430,14 +430,47 @@ impl Subflow {
     }
 
     /// Sets our priority of the path, and with `tell` sends MP_PRIO until
-    /// confirmed.
+    /// confirmed. Without `tell` (multipath not negotiated yet) the peer
+    /// hears of it once it is (a peer assumes primary, RFC 9897 §3.2.10).
     pub(crate) fn set_priority(&mut self, now: Instant, prio: u8, tell: bool) {
         self.priority = prio;
         if tell {
+            self.prio_untold = false;
             self.pend.prio = Some(prio);
             self.timers.arm(Timer::PrioRetx, now);
             self.pend.prio_due = false;
             self.pend.prio_tries = 0;
+        } else {
+            self.prio_untold = prio != crate::path::priority::PRIMARY;
+        }
+    }
+
+    /// Multipath is on: a priority the peer has not been told (given at
+    /// `add_path` or set before the handshake) becomes an MP_PRIO owed on
+    /// this subflow, retransmitted until MP_CONFIRM. It also rides on the
+    /// client's third handshake packet ([`Subflow::attach_handshake_prio`]),
+    /// so the peer never schedules on the path with the wrong priority.
+    pub(crate) fn release_untold_prio(&mut self) {
+        if std::mem::take(&mut self.prio_untold) {
+            self.pend.prio = Some(self.priority);
+            self.pend.prio_due = true;
+            self.pend.prio_tries = 0;
+        }
+    }
+
+    /// The client's third handshake packet `s` (and its repeats in
+    /// PARTOPEN) carries the MP_PRIO still owed, with MP_SEQ (RFC 9897
+    /// §3.2.1: the highest assigned, `last_mp_seq`): the server applies it
+    /// as the subflow opens, before it schedules anything on it. It stays
+    /// owed (`prio_due`): the first Ack in OPEN repeats it and arms the
+    /// retransmission until MP_CONFIRM.
+    pub(crate) fn attach_handshake_prio(&self, s: &mut Segment<'_>, last_mp_seq: u64) {
+        if self.state != SubState::PartOpen || s.ptype != PacketType::Ack {
+            return;
+        }
+        if let Some(p) = self.pend.prio {
+            s.mp.prio = Some(p);
+            s.mp.seq.get_or_insert(last_mp_seq & SEQ_MASK);
         }
     }
 }
