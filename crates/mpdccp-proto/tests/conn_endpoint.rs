@@ -1,6 +1,7 @@
 //! `Endpoint`: a server for many clients — demultiplexing by remote key,
 //! MP_JOIN routing by token, bounded half-open connections.
 
+use mpdccp_proto::conn::codec::{ResetCode, Segment};
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::inspect;
 use mpdccp_proto::{
@@ -183,6 +184,61 @@ fn join_with_unknown_token_gets_a_stateless_reset() {
         .collect();
     assert_eq!(resets.len(), 1, "one stateless Reset to the stranger");
     assert_eq!(w.ep.connections().len(), 1, "no connection created");
+}
+
+/// RFC 9897 §3.6 (F2) through the endpoint: a join routed to a live
+/// connection by its real token but offering Multipath Capable version 1
+/// only is refused with Reset 5 (Option Error); once that Reset is out
+/// neither the connection nor the endpoint keeps anything of it (no
+/// subflow, no route), and the client's own join on that connection
+/// still opens.
+#[test]
+fn join_with_another_mp_capable_version_is_refused_and_leaves_no_route() {
+    let mut w = World::new(1, EndpointConfig::default());
+    let now = w.now;
+    w.clients[0]
+        .add_path(now, PathId(0), PathConfig::default())
+        .unwrap();
+    for _ in 0..20 {
+        w.step();
+    }
+    let h = w.ep.route(&(0, 0)).expect("connection").0;
+    // The client's real join Request (token right), taken before it is
+    // delivered, with its Change R(10) 0 turned into Change R(10) 0x10.
+    let mut buf = vec![0u8; 2048];
+    let now = w.now;
+    w.clients[0]
+        .add_path(now, PathId(1), PathConfig::default())
+        .unwrap();
+    let t = w.clients[0].poll_transmit(now, &mut buf).unwrap();
+    let mut join = buf[..t.size].to_vec();
+    assert!(inspect::find_mp_suboption(&join, 1).is_some(), "MP_JOIN");
+    let at = join
+        .windows(4)
+        .position(|o| o == [34, 4, 10, 0])
+        .expect("Change R(10) 0 in the join Request");
+    join[at + 3] = 0x10;
+    let before = w.to_clients.len();
+    w.ep.handle_datagram(w.now, (77, 0), &join);
+    assert_eq!(w.ep.stats().joins_routed, 1);
+    w.step();
+    let resets: Vec<_> = w.to_clients[before..]
+        .iter()
+        .filter(|(k, _)| *k == (77, 0))
+        .map(|(_, d)| Segment::parse(d, None).expect("our Reset parses"))
+        .map(|s| (s.ptype, s.reset_code))
+        .collect();
+    assert_eq!(resets, vec![(PacketType::Reset, ResetCode::OptionError)]);
+    let c = w.ep.connection(h).unwrap();
+    assert_eq!(c.stats().join_bad_mp_capable, 1);
+    assert_eq!(c.paths().len(), 1, "no subflow kept for the refused join");
+    assert_eq!(w.ep.route(&(77, 0)), None, "no route kept");
+    // The genuine join (retransmitted) still gets through.
+    for _ in 0..1500 {
+        w.step();
+    }
+    assert_eq!(w.ep.route(&(0, 1)).map(|r| r.0), Some(h));
+    assert_eq!(w.ep.connection(h).unwrap().paths().len(), 2);
 }
 
 #[test]

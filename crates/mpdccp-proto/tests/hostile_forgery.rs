@@ -19,6 +19,7 @@ use mpdccp_proto::conn::codec::{
 use mpdccp_proto::conn::seq::SEQ_MASK;
 use mpdccp_proto::conn::SERVICE_CODE;
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::wire::option::kind;
 use mpdccp_proto::{Event, PathId, PathState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -147,6 +148,9 @@ fn join_with_forged_hmac_is_rejected_every_time() {
         };
         let mut req = Segment::new(PacketType::Request, req_seq);
         req.service_code = SERVICE_CODE;
+        // A join as the RFC has it (§3.2.2: Change R(10) 0), so only the
+        // third packet's MP_HMAC is wrong.
+        req.push_feat(kind::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
         req.mp.join = Some(MpJoin {
             addr_id: rng.gen(),
             token,
@@ -748,6 +752,9 @@ fn forged_join_response_is_rejected_by_the_client_every_time() {
         let mut resp = Segment::new(PacketType::Response, rng.gen::<u64>() & SEQ_MASK);
         resp.ack = Some(req.0);
         resp.service_code = SERVICE_CODE;
+        // Multipath Capable confirmed as the RFC has it (§3.2.2: Confirm
+        // L(10) 0 0), so only the MP_HMAC is wrong.
+        resp.push_feat_list(kind::CONFIRM_L, FeatureNum::MultipathCapable, &[0, 0]);
         resp.mp.join = Some(MpJoin {
             addr_id: rng.gen(),
             token: h.client.local_ci(),

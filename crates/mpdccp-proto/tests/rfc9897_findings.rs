@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{emit, inject, mp_options, two_paths};
+use common::{emit, inject, mp_options, open_paths, two_paths};
 use mpdccp_proto::conn::codec::{FeatOpt, MpAddAddr, ResetCode, Segment};
 use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
@@ -647,4 +647,271 @@ fn f10_multipath_needs_version_0() {
     );
     assert_eq!(h.client.is_multipath(), Some(false));
     assert!(h.client.stats().fallbacks >= 1);
+}
+
+/// The feature-negotiation options of the first packet of `ptype` that
+/// `from` put on `path`, with that packet's bytes.
+fn feature_options_on(
+    h: &Harness,
+    from: Side,
+    ptype: PacketType,
+    path: u32,
+) -> (Vec<DccpOption>, Vec<u8>) {
+    let w = h
+        .wire
+        .iter()
+        .find(|w| {
+            w.from == from
+                && w.path == PathId(path)
+                && DccpRepr::parse(&w.bytes, None).is_ok_and(|(r, _)| r.packet_type() == ptype)
+        })
+        .expect("packet on the wire");
+    let (repr, _) = DccpRepr::parse(&w.bytes, None).expect("our own packet parses");
+    let feats = repr
+        .options
+        .into_iter()
+        .filter(|o| {
+            matches!(
+                o,
+                DccpOption::ChangeL { .. }
+                    | DccpOption::ChangeR { .. }
+                    | DccpOption::ConfirmL { .. }
+                    | DccpOption::ConfirmR { .. }
+            )
+        })
+        .collect();
+    (feats, w.bytes.clone())
+}
+
+/// True when `bytes` holds `needle` (an option's bytes) in its options area.
+fn holds(bytes: &[u8], needle: &[u8]) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+/// F2, RFC 9897 §3.2.2: "Similar to the setup of the first subflow,
+/// MP_JOIN also exchanges the Multipath Capable feature" — the join
+/// Request on path 1 carries `Change R(10) 0` (bytes 34 4 10 0) next to
+/// MP_JOIN, and the server's join Response `Confirm L(10) 0 0` (33 5 10 0
+/// 0) next to MP_JOIN + MP_HMAC, as the k4.14 / k5.10 reference kernels
+/// send them on their joins.
+#[test]
+fn f2_a_join_exchanges_multipath_capable_as_the_first_subflow() {
+    let h = two_paths(21);
+    let mpc = FeatureNum::MultipathCapable;
+    let change = DccpOption::ChangeR {
+        feature: mpc,
+        value: FeatureValue::ServerPriority(vec![0]),
+    };
+    let confirm = DccpOption::ConfirmL {
+        feature: mpc,
+        value: FeatureValue::ServerPriority(vec![0, 0]),
+    };
+    let mut b = [0u8; 8];
+    let n = change.emit(&mut b).expect("fits");
+    assert_eq!(&b[..n], &[34, 4, 10, 0]);
+    let n = confirm.emit(&mut b).expect("fits");
+    assert_eq!(&b[..n], &[33, 5, 10, 0, 0]);
+
+    let (req, bytes) = feature_options_on(&h, Side::Client, PacketType::Request, 1);
+    assert!(mp_options(&bytes)
+        .iter()
+        .any(|o| matches!(o, MpOption::Join { .. })));
+    assert!(req.contains(&change), "{req:?}");
+    assert!(holds(&bytes, &[34, 4, 10, 0]));
+    assert_eq!(
+        req.iter()
+            .filter(|o| matches!(o,
+                DccpOption::ChangeL { feature, .. } | DccpOption::ChangeR { feature, .. }
+                    if *feature == mpc))
+            .count(),
+        1,
+        "one Multipath Capable Change"
+    );
+
+    let (resp, bytes) = feature_options_on(&h, Side::Server, PacketType::Response, 1);
+    assert!(mp_options(&bytes)
+        .iter()
+        .any(|o| matches!(o, MpOption::Join { .. })));
+    assert!(resp.contains(&confirm), "{resp:?}");
+    assert!(holds(&bytes, &[33, 5, 10, 0, 0]));
+    assert!(h.client.stats().join_bad_mp_capable == 0 && h.server.stats().join_bad_mp_capable == 0);
+    assert_eq!(open_paths(&h, Side::Client), 2);
+}
+
+/// A two-path session (path 1 joins) whose `side` packets of `ptype` on
+/// path 1 get their Multipath Capable option of `kind` replaced by `list`
+/// (`None`: removed).
+fn join_with_mp_capable(
+    side: Side,
+    ptype: PacketType,
+    kind: u8,
+    list: Option<&'static [u8]>,
+) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default(), LinkSpec::default()],
+        seed: 22,
+        ..Default::default()
+    });
+    h.record = true;
+    h.tamper = Some(Box::new(move |from, path, bytes| {
+        if from != side || path != PathId(1) {
+            return true;
+        }
+        let orig = bytes.clone();
+        let mut s = Segment::parse(&orig, None).expect("our packet parses");
+        if s.ptype == ptype {
+            let feats: Vec<FeatOpt> = s.feats().to_vec();
+            s.n_feats = 0;
+            for f in feats {
+                if f.kind == kind && f.feature == FeatureNum::MultipathCapable {
+                    if let Some(l) = list {
+                        s.push_feat_list(kind, f.feature, l);
+                    }
+                } else {
+                    s.push_feat_opt(f);
+                }
+            }
+            *bytes = emit(&s, 1, side);
+        }
+        true
+    }));
+    h.open_paths(2, Duration::from_millis(300));
+    h
+}
+
+/// The Reset codes `from` sent on `path`.
+fn resets_on(h: &Harness, from: Side, path: u32) -> Vec<ResetCode> {
+    h.wire
+        .iter()
+        .filter(|w| w.from == from && w.path == PathId(path))
+        .filter_map(|w| Segment::parse(&w.bytes, None).ok())
+        .filter(|s| s.ptype == PacketType::Reset)
+        .map(|s| s.reset_code)
+        .collect()
+}
+
+/// The first subflow still carries data both ways.
+fn still_delivers(h: &mut Harness, tag: u8) {
+    for side in [Side::Client, Side::Server] {
+        let before = h.delivered(side.peer()).len();
+        for k in 0..20u8 {
+            let now = h.now;
+            h.conn(side).send(now, &[tag, k, 0, 0, 0, 0]).expect("send");
+            h.drive_for(Duration::from_millis(2));
+        }
+        h.drive_for(Duration::from_millis(200));
+        assert_eq!(h.delivered(side.peer()).len() - before, 20, "{side:?}");
+    }
+}
+
+/// F2, RFC 9897 §3.6: "If a subflow attempts to join an existing MP-DCCP
+/// connection, but … MP_CAPABLE feature are not present or are faulty …
+/// that subflow MUST be closed. This is especially the case if a
+/// different MP_CAPABLE version than the originally negotiated version is
+/// used"; §3.5: "an appropriate DCCP-Reset code … reset code 5 (Option
+/// Error) when an MP-DCCP option provides invalid data". A join Request
+/// without Change R(10), or listing version 1 only, is answered with Reset
+/// 5 and no Response, counted, and leaves no subflow on the server; the
+/// client's first subflow carries on. One that lists version 1 then 0 is
+/// agreed on version 0 (server-priority reconciliation, §3.1).
+#[test]
+fn f2_a_join_request_without_version_0_is_refused_with_option_error() {
+    for (list, refused) in [
+        (None, true),
+        (Some(&[0x10][..]), true),
+        (Some(&[0x10, 0x00][..]), false),
+    ] {
+        let mut h = join_with_mp_capable(Side::Client, PacketType::Request, opt::CHANGE_R, list);
+        let (req, _) = feature_options_on(&h, Side::Client, PacketType::Request, 1);
+        let has_mpc = req.iter().any(
+            |o| matches!(o, DccpOption::ChangeR { feature, .. } if *feature == FeatureNum::MultipathCapable),
+        );
+        assert_eq!(has_mpc, list.is_some(), "tampered as meant: {req:?}");
+        let server_resp = h.wire.iter().any(|w| {
+            w.from == Side::Server
+                && w.path == PathId(1)
+                && inspect::packet_type(&w.bytes) == Some(PacketType::Response)
+        });
+        if refused {
+            assert_eq!(h.server.stats().join_bad_mp_capable, 1, "{list:x?}");
+            assert_eq!(
+                resets_on(&h, Side::Server, 1),
+                vec![ResetCode::OptionError],
+                "{list:x?}"
+            );
+            assert!(!server_resp, "no Response to a refused join");
+            assert!(!h.server.has_path(PathId(1)), "no subflow kept");
+            assert!(!h.server_events.contains(&Event::PathEstablished(PathId(1))));
+            assert!(h.client_events.contains(&Event::PathFailed(PathId(1))));
+            assert_eq!(open_paths(&h, Side::Client), 1);
+            assert_eq!(open_paths(&h, Side::Server), 1);
+        } else {
+            assert_eq!(h.server.stats().join_bad_mp_capable, 0);
+            let (resp, _) = feature_options_on(&h, Side::Server, PacketType::Response, 1);
+            assert!(resp.contains(&sp(opt::CONFIRM_L, FeatureNum::MultipathCapable, &[0, 0])));
+            assert_eq!(open_paths(&h, Side::Client), 2);
+            assert_eq!(open_paths(&h, Side::Server), 2);
+        }
+        assert!(h.client.is_established() && h.server.is_established());
+        still_delivers(&mut h, 0xF2);
+    }
+}
+
+/// F2, RFC 9897 §3.6 (the client's side): a join Response whose Confirm
+/// L(10) is missing, empty (no agreement) or selects version 1 closes that
+/// subflow — Reset 5 (Option Error) from the client, `join_bad_mp_capable`,
+/// the path never opens — and the connection's first subflow keeps working.
+#[test]
+fn f2_a_join_response_without_confirm_l_10_closes_the_subflow() {
+    for list in [None, Some(&[][..]), Some(&[0x10, 0x10][..])] {
+        let mut h = join_with_mp_capable(Side::Server, PacketType::Response, opt::CONFIRM_L, list);
+        assert_eq!(h.client.stats().join_bad_mp_capable, 1, "{list:x?}");
+        assert_eq!(
+            resets_on(&h, Side::Client, 1),
+            vec![ResetCode::OptionError],
+            "{list:x?}"
+        );
+        assert!(h.client_events.contains(&Event::PathFailed(PathId(1))));
+        assert!(!h.client_events.contains(&Event::PathEstablished(PathId(1))));
+        assert!(!h.server_events.contains(&Event::PathEstablished(PathId(1))));
+        assert_eq!(open_paths(&h, Side::Client), 1);
+        assert_eq!(open_paths(&h, Side::Server), 1);
+        assert!(h.client.is_established() && h.server.is_established());
+        still_delivers(&mut h, 0xF3);
+    }
+}
+
+/// F2 and hostile input: refused joins (here without Change R(10), on 100
+/// fresh path ids between two polls) leave no state. Each is counted; at
+/// most `max_paths` refused subflows wait for their Reset, the rest are
+/// dropped unanswered (`refusals_dropped`); once the Resets are out no
+/// subflow of them is left, and the session carries on.
+#[test]
+fn f2_refused_joins_leave_no_state() {
+    let mut h = two_paths(23);
+    let max_paths = mpdccp_proto::ConnectionConfig::default().max_paths;
+    let token = h.server.local_ci();
+    let s0 = h.server.stats();
+    for k in 0..100u32 {
+        let mut req = Segment::new(PacketType::Request, 1000 + u64::from(k));
+        req.service_code = mpdccp_proto::conn::SERVICE_CODE;
+        req.mp.join = Some(mpdccp_proto::conn::codec::MpJoin {
+            addr_id: 50,
+            token,
+            nonce: k + 1,
+        });
+        let path = 10 + k as usize;
+        inject(&mut h, Side::Server, path, &emit(&req, path, Side::Client));
+        assert!(h.server.paths().len() <= 2 + max_paths, "after {k}");
+    }
+    let s = h.server.stats();
+    assert_eq!(s.join_bad_mp_capable - s0.join_bad_mp_capable, 100);
+    assert_eq!(
+        s.refusals_dropped - s0.refusals_dropped,
+        100 - max_paths as u64
+    );
+    h.drive_for(Duration::from_millis(5));
+    assert_eq!(h.server.paths().len(), 2, "only the genuine subflows");
+    assert_eq!(open_paths(&h, Side::Server), 2);
+    still_delivers(&mut h, 0xF4);
 }

@@ -427,3 +427,47 @@ fn client_ci_and_server_ci(profile: WireProfile, lines: &[Line]) -> (u32, u32) {
     };
     (ci("Request"), ci("Response"))
 }
+
+/// RFC 9897 §3.1, §3.2.2 (finding F2): the reference kernels exchange
+/// Multipath Capable on their joins exactly as on the first subflow — the
+/// Request `Change R(10) 0` (22 04 0a 00), the Response `Confirm L(10) 0 0`
+/// (21 05 0a 00 00) — which is what our join Request and Response now
+/// carry and what our server and client now require of a join
+/// (`rfc9897_findings.rs::f2_*`).
+#[test]
+fn reference_joins_exchange_multipath_capable_as_the_first_subflow() {
+    for file in ["reference-k510.txt", "reference-k414.txt"] {
+        let lines = load(file);
+        let mut seen = [[0; 2]; 2];
+        for l in lines.iter().filter(|l| l.pkt) {
+            let p = Packet::new_checked(&l.bytes[..]).expect("valid packet");
+            let opts: Vec<(u8, Vec<u8>)> = p
+                .options()
+                .map(|o| o.expect("well-formed options"))
+                .map(|o| (o.kind, o.data.to_vec()))
+                .collect();
+            let join = opts
+                .iter()
+                .any(|(k, d)| *k == 46 && d.first() == Some(&subtype::JOIN));
+            let want: (u8, &[u8]) = match l.ptype.as_str() {
+                "Request" => (34, &[10, 0]),
+                "Response" => (33, &[10, 0, 0]),
+                _ => continue,
+            };
+            let mpc: Vec<&(u8, Vec<u8>)> = opts
+                .iter()
+                .filter(|(k, d)| (32..=35).contains(k) && d.first() == Some(&10))
+                .collect();
+            assert_eq!(
+                mpc,
+                vec![&(want.0, want.1.to_vec())],
+                "{file} frame {} ({}, join {join})",
+                l.frame,
+                l.ptype
+            );
+            seen[usize::from(join)][usize::from(want.0 == 33)] += 1;
+        }
+        // A Request and a Response each, on the first subflow and the join.
+        assert_eq!(seen, [[1, 1], [1, 1]], "{file}");
+    }
+}

@@ -260,7 +260,8 @@ fn emit(seg: &mut mpdccp_proto::conn::codec::Segment) -> Vec<u8> {
 
 #[test]
 fn hostile_input_is_counted_and_harmless() {
-    use mpdccp_proto::conn::codec::{MpJoin, PacketType, Segment};
+    use mpdccp_proto::conn::codec::{FeatureNum, MpJoin, PacketType, Segment};
+    use mpdccp_proto::wire::option::kind;
     use rand::{Rng, SeedableRng};
 
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -293,6 +294,9 @@ fn hostile_input_is_counted_and_harmless() {
     let join = |token: u32, seq: u64| {
         let mut seg = Segment::new(PacketType::Request, seq);
         seg.service_code = mpdccp_proto::conn::SERVICE_CODE;
+        // Multipath Capable as RFC 9897 §3.2.2 has it on a join (a join
+        // without it is refused with Reset 5 before any Response).
+        seg.push_feat(kind::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
         seg.mp.join = Some(MpJoin {
             addr_id: 5,
             token,

@@ -15,29 +15,43 @@ use codec::MpJoin;
 
 impl Connection {
     /// Server: a Request on a path without a subflow. Refusals leave a
-    /// closed subflow that sends its Reset once and is then forgotten
-    /// (a host that has not proven who it is gets no state).
+    /// closed subflow that sends its Reset once and is forgotten as soon as
+    /// it has (a host that has not proven who it is gets no state); beyond
+    /// `max_paths` refusals waiting for their Reset, a refused Request is
+    /// dropped unanswered and leaves nothing at all.
     pub(super) fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
         if matches!(self.state, ConnState::Closing | ConnState::Closed) {
             self.stats.rx_request_refused += 1;
             return;
         }
         let mut sf = self.new_subflow(path, PathConfig::default());
-        sf.on_first_request(now, seg);
         // RFC 4340 §5.8 / §5.8.2: a Request whose options break the rules
         // is refused before anything in it is believed.
-        let refused = match (
+        let verdict = match (
             seg.option_error.and_then(WireError::reset_code),
             seg.mp.join,
         ) {
-            (Some(code), _) => Some(code),
-            (None, Some(j)) => self.check_join_request(&mut sf, &j),
-            (None, None) => self.check_initial_request(seg),
+            (Some(code), _) => Err(code),
+            (None, Some(j)) => self.check_join_request(&j, seg).map(Some),
+            (None, None) => self.check_initial_request(seg).map(|()| None),
         };
-        match refused {
-            Some(code) => sf.refuse(code),
-            None => {
-                // RFC 4340 §6: features the client asked us to confirm.
+        match verdict {
+            Err(_) if self.refusals_waiting() >= self.config.max_paths => {
+                self.stats.refusals_dropped += 1;
+                return;
+            }
+            Err(code) => {
+                sf.on_first_request(now, seg);
+                sf.refuse(code);
+            }
+            Ok(join) => {
+                sf.on_first_request(now, seg);
+                if let Some((j, nonce, addr_id)) = join {
+                    sf.accept_join(&j, nonce, addr_id);
+                }
+                // RFC 4340 §6: features the client asked us to confirm
+                // (a join's Multipath Capable among them: Confirm L(10)
+                // 0 0, RFC 9897 §3.1, §3.2.2).
                 let window = seg
                     .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
                     .map(|f| f.value);
@@ -49,42 +63,61 @@ impl Connection {
         self.insert_path(sf);
     }
 
+    /// Server subflows that refused their Request and still owe the Reset.
+    fn refusals_waiting(&self) -> usize {
+        self.paths
+            .iter()
+            .filter(|p| !p.announced() && p.state() == SubState::Closed && p.has_pending_reset())
+            .count()
+    }
+
     /// MP_JOIN in a Request (RFC 9897 §3.2.2): the Reset code refusing it,
-    /// or `None` with the subflow set up as a join.
-    fn check_join_request(&mut self, sf: &mut Subflow, j: &MpJoin) -> Option<ResetCode> {
+    /// or the join with the nonce and Address ID we answer it with.
+    fn check_join_request(
+        &mut self,
+        j: &MpJoin,
+        seg: &Segment<'_>,
+    ) -> Result<(MpJoin, u32, u8), ResetCode> {
         if self.mp != Some(true) {
             self.stats.join_not_multipath += 1;
-            Some(ResetCode::ConnectionRefused)
+            Err(ResetCode::ConnectionRefused)
         } else if j.token != self.local_ci {
             // Unknown path token → Reset.
             self.stats.join_unknown_token += 1;
-            Some(ResetCode::NoConnection)
+            Err(ResetCode::NoConnection)
+        } else if !features::mp_version_agreed(seg, true) {
+            // RFC 9897 §3.2.2, §3.6 (F2): a join exchanges Multipath
+            // Capable as the first subflow did, and "MUST use the version
+            // negotiated for the first subflow" (0); without Change R(10)
+            // listing it the subflow is closed — Reset 5, Option Error
+            // (§3.5: "an MP-DCCP option provides invalid data").
+            self.stats.join_bad_mp_capable += 1;
+            Err(ResetCode::OptionError)
         } else if self.live_paths() >= self.config.max_paths {
             self.stats.join_too_busy += 1;
-            Some(ResetCode::TooBusy)
+            Err(ResetCode::TooBusy)
         } else {
             let nonce = self.rng.gen::<u32>().max(1);
             let addr_id = self.alloc_addr_id();
-            sf.accept_join(j, nonce, addr_id);
-            None
+            Ok((*j, nonce, addr_id))
         }
     }
 
     /// The first Request: multipath if both want it, plain DCCP otherwise;
     /// a second initial handshake on a connection is refused.
-    fn check_initial_request(&mut self, seg: &Segment<'_>) -> Option<ResetCode> {
+    fn check_initial_request(&mut self, seg: &Segment<'_>) -> Result<(), ResetCode> {
         if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || self.mp.is_some() {
             self.stats.rx_unexpected += 1;
-            return Some(ResetCode::ConnectionRefused);
+            return Err(ResetCode::ConnectionRefused);
         }
         // Authenticated mode: key type 255 alone (no downgrade).
         if !self.auth_request_offer_ok(seg) {
-            return Some(ResetCode::ConnectionRefused);
+            return Err(ResetCode::ConnectionRefused);
         }
         // RFC 9897 §3.1: Change R(10) listing version 0 (F10).
         let offered = features::mp_version_agreed(seg, true);
         self.accept_key_offer(offered, seg);
-        None
+        Ok(())
     }
 
     /// RFC 9897 §3.3: multipath when we want it, the peer asked for (or
@@ -164,6 +197,15 @@ impl Connection {
         let mp = self.mp == Some(true);
         self.paths[i].owe_feature_confirms(features::handshake_confirms(seg, false, mp));
         if self.paths[i].is_join() {
+            // RFC 9897 §3.2.2, §3.6 (F2): the join's Response confirms
+            // Multipath Capable as the first subflow's did — Confirm L(10)
+            // selecting version 0, the connection's; missing, empty or
+            // another version: the subflow is closed (Reset 5).
+            if !features::mp_version_agreed(seg, false) {
+                self.stats.join_bad_mp_capable += 1;
+                self.fail_path(i, Some(ResetCode::OptionError));
+                return;
+            }
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.
             let ra = self.paths[i].local_nonce();
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {

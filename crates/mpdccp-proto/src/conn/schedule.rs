@@ -65,6 +65,13 @@ impl Connection {
                     break;
                 }
             }
+            // A refused or failed handshake's subflow is forgotten as soon
+            // as its Reset is out: refused Requests (forged joins) leave no
+            // state behind, even when no timer would reap them soon.
+            if !self.paths[i].announced() && self.paths[i].owes_nothing() {
+                self.paths.remove(i);
+                self.rr_next = 0;
+            }
             return Some(Transmit {
                 path: id,
                 size: total,

@@ -46,6 +46,17 @@ pub struct ConnStats {
     pub join_too_busy: u64,
     /// Joins refused because multipath is not in use.
     pub join_not_multipath: u64,
+    /// MP_JOIN handshakes whose Multipath Capable feature is missing or
+    /// does not select version 0, the connection's (RFC 9897 §3.6; server:
+    /// the Request's Change R(10) is refused with Reset 5, Option Error;
+    /// client: the Response's Confirm L(10) closes the subflow).
+    pub join_bad_mp_capable: u64,
+    /// Refused Requests on new paths dropped without an answer (and without
+    /// state) because `max_paths` refused subflows were still waiting to
+    /// send their Reset: a flood of refused joins cannot grow the path
+    /// table between two `poll_transmit` calls. (The refusal's cause is
+    /// counted too, so this is not part of [`ConnStats::rejected_input`].)
+    pub refusals_dropped: u64,
     /// MP_KEY echoes that did not match the keys exchanged.
     pub bad_key_echo: u64,
     /// MP_CLOSE / MP_FAST_CLOSE carrying the wrong key (ignored).
@@ -146,6 +157,7 @@ impl ConnStats {
             + self.join_bad_hmac
             + self.join_too_busy
             + self.join_not_multipath
+            + self.join_bad_mp_capable
             + self.bad_key_echo
             + self.bad_close_key
             + self.addaddr_bad_hmac

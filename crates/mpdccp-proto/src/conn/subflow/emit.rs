@@ -174,10 +174,12 @@ impl Subflow {
             Some(self.seq_window),
         );
         if ctx.offer_mp {
+            // RFC 9897 §3.1: the client asks for the server's Multipath
+            // Capable feature, version 0 — on a join too (§3.2.2, F2: "MP_JOIN
+            // also exchanges the Multipath Capable feature"; a join uses the
+            // first subflow's version, and 0 is our only one).
+            s.push_feat(opt::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
             if !self.join {
-                // RFC 9897 §3.1: the client asks for the server's Multipath
-                // Capable feature, version 0.
-                s.push_feat(opt::CHANGE_R, FeatureNum::MultipathCapable, Some(0));
                 s.mp.key = Some(ctx.mp_key());
             } else {
                 s.mp.join = Some(self.mp_join(ctx));
