@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use mpdccp_proto::sched::SchedulerKind;
 
-use mpdccp_net::daemon::config::AuthMode;
+use mpdccp_net::daemon::config::{Aqm, AuthMode};
 
 use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 
@@ -105,6 +105,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     // the queues add under load. iperf3 starts 0.3 s after the pings; the
     // first PING_WARMUP replies (the flow's start) are not counted.
     let ping_log = t.dir.join("bench-ping-under-load.txt");
+    let _ = std::fs::remove_file(&ping_log); // spawn_logged appends
     let count = (secs as usize * 100).to_string();
     let cpu0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
     let mut pinger =
@@ -149,7 +150,15 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     // MPDCCP_BENCH_OFFLOAD=0 measures the tunnel without kernel offloads
     // (UDP GSO/GRO, TUN TSO/coalescing) for comparison.
     let offload = std::env::var("MPDCCP_BENCH_OFFLOAD").map_or(true, |v| v != "0");
+    // MPDCCP_BENCH_AQM=none measures the send queue without CoDel.
+    let aqm = match std::env::var("MPDCCP_BENCH_AQM").as_deref() {
+        Ok("none") => Aqm::None,
+        _ => Aqm::Codel,
+    };
     let secs = secs.max(2);
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned));
     let mut t = Topology::build(2)?;
     // Direct: over path 1's veths, forwarded by its router in the kernel.
     let direct_dst = t.paths[0].server_ip.to_string();
@@ -217,6 +226,7 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     opts.tunnel.settings.send_queue_pkts = 4000;
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
+    opts.tunnel.aqm = aqm;
     let daemons_at = t.procs.len();
     t.start_tunnel(exe, &opts)?;
     let pids: Vec<u32> = t.procs.iter().filter_map(|p| p.id()).collect();
@@ -305,6 +315,8 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         "payload_protection": protection,
         "emulator_one_path": emulator,
         "offload": offload,
+        "aqm": aqm,
+        "load_average_at_start": load_average,
         "client_per_syscall": client_per_call,
         "server_per_syscall": server_per_call,
         "client_daemon_stats": client_status["daemon"],
