@@ -22,6 +22,19 @@ struct World {
 }
 
 impl World {
+    /// One client whose first path is open at the default endpoint.
+    fn one_connected_client() -> Self {
+        let mut w = World::new(1, EndpointConfig::default());
+        let now = w.now;
+        w.clients[0]
+            .add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        for _ in 0..20 {
+            w.step();
+        }
+        w
+    }
+
     fn new(n: usize, cfg: EndpointConfig) -> Self {
         World {
             ep: Endpoint::new(cfg, 7),
@@ -148,14 +161,7 @@ fn serves_two_clients_and_routes_joins_by_token() {
 
 #[test]
 fn join_with_unknown_token_gets_a_stateless_reset() {
-    let mut w = World::new(1, EndpointConfig::default());
-    let now = w.now;
-    w.clients[0]
-        .add_path(now, PathId(0), PathConfig::default())
-        .unwrap();
-    for _ in 0..20 {
-        w.step();
-    }
+    let mut w = World::one_connected_client();
     // A stranger sends a join Request copied from a real one, with a bogus token.
     let mut other = Connection::new(Role::Client, ConnectionConfig::default(), w.now, 999);
     other
@@ -194,14 +200,7 @@ fn join_with_unknown_token_gets_a_stateless_reset() {
 /// still opens.
 #[test]
 fn join_with_another_mp_capable_version_is_refused_and_leaves_no_route() {
-    let mut w = World::new(1, EndpointConfig::default());
-    let now = w.now;
-    w.clients[0]
-        .add_path(now, PathId(0), PathConfig::default())
-        .unwrap();
-    for _ in 0..20 {
-        w.step();
-    }
+    let mut w = World::one_connected_client();
     let h = w.ep.route(&(0, 0)).expect("connection").0;
     // The client's real join Request (token right), taken before it is
     // delivered, with its Change R(10) 0 turned into Change R(10) 0x10.
@@ -289,14 +288,7 @@ fn half_open_connections_are_bounded() {
 /// and `mpdccp client` took that long to exit on SIGTERM (issue #13).
 #[test]
 fn graceful_close_is_answered_before_the_connection_is_forgotten() {
-    let mut w = World::new(1, EndpointConfig::default());
-    let now = w.now;
-    w.clients[0]
-        .add_path(now, PathId(0), PathConfig::default())
-        .unwrap();
-    for _ in 0..20 {
-        w.step();
-    }
+    let mut w = World::one_connected_client();
     assert!(w.clients[0].is_established());
     let sent_before = w.to_clients.len();
     let now = w.now;
