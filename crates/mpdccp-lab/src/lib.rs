@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod bench_goals;
 pub mod emu;
 pub mod loadgen;
 pub mod netns;

@@ -67,6 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.bench {
         let report =
             mpdccp_lab::bench::run(&exe, args.bench_secs, args.bench_socket_buffer, &abort)?;
+        eprintln!("{}", mpdccp_lab::bench_goals::table(&report["goals"]));
         println!("{}", serde_json::to_string_pretty(&report)?);
         if let Some(out) = &args.out {
             std::fs::create_dir_all(out)?;

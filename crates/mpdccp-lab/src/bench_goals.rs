@@ -1,0 +1,199 @@
+//! Issue #14's goals for the real tunnel, each next to the figure of one
+//! `mpdccp testbed --bench` run that it judges. A goal whose figure the
+//! benchmark cannot produce yet says so (`met: null`) instead of passing.
+
+use serde_json::{json, Value};
+
+/// One figure against its goal.
+struct Goal {
+    figure: &'static str,
+    value: Option<f64>,
+    unit: &'static str,
+    goal: &'static str,
+    met: Option<bool>,
+    basis: &'static str,
+}
+
+fn f(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn diff(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? - b?)
+}
+
+/// The goals judged on `report` (the JSON of [`crate::bench::run`]).
+pub fn judge(report: &Value) -> Value {
+    let t = &report["tunnel_two_paths"];
+    let d = &report["direct_one_veth"];
+    let at_least = |v: Option<f64>, x: f64| v.map(|v| v >= x);
+    let at_most = |v: Option<f64>, x: f64| v.map(|v| v <= x);
+    let tcp1 = ratio(f(&t["tcp_mbps"]), f(&d["tcp_mbps"]));
+    let tcp4 = ratio(f(&t["tcp_4_streams_mbps"]), f(&d["tcp_4_streams_mbps"]));
+    let retx1 = f(&t["tcp_retransmit_percent"]);
+    let retx4 = f(&t["tcp_4_streams_retransmit_percent"]);
+    let udp_loss = f(&t["udp_loss_percent"]);
+    // Added RTT: the tunnel's percentile minus the direct path's, each from
+    // its own run (the direct path's own queue is not the tunnel's doing).
+    let idle_p99 = diff(
+        f(&t["ping_rtt_ms_idle"]["p99"]),
+        f(&d["ping_rtt_ms_idle"]["p99"]),
+    )
+    .map(|ms| ms * 1000.0);
+    let load_p50 = diff(
+        f(&t["ping_rtt_ms_under_tcp_load"]["p50"]),
+        f(&d["ping_rtt_ms_under_tcp_load"]["p50"]),
+    );
+    let goals = [
+        Goal {
+            figure: "kernel TCP through the tunnel / directly, 1 stream",
+            value: tcp1,
+            unit: "x",
+            goal: ">= 0.6",
+            met: at_least(tcp1, 0.6),
+            basis: "iperf3 received rate, same run",
+        },
+        Goal {
+            figure: "kernel TCP through the tunnel / directly, 4 streams",
+            value: tcp4,
+            unit: "x",
+            goal: ">= 0.6",
+            met: at_least(tcp4, 0.6),
+            basis: "iperf3 -P 4 received rate, same run",
+        },
+        Goal {
+            figure: "TCP retransmits through the tunnel, 1 stream",
+            value: retx1,
+            unit: "% of segments",
+            goal: "< 0.1",
+            met: retx1.map(|v| v < 0.1),
+            basis: "iperf3 retransmits / (bytes sent / MSS)",
+        },
+        Goal {
+            figure: "TCP retransmits through the tunnel, 4 streams",
+            value: retx4,
+            unit: "% of segments",
+            goal: "< 0.1",
+            met: retx4.map(|v| v < 0.1),
+            basis: "iperf3 retransmits / (bytes sent / MSS)",
+        },
+        Goal {
+            figure: "UDP 1200 B at 2 Gbit/s offered through the tunnel: loss",
+            value: udp_loss,
+            unit: "%",
+            goal: "< 1",
+            met: udp_loss.map(|v| v < 1.0),
+            basis: "iperf3 -u lost_percent",
+        },
+        Goal {
+            figure: "added RTT at light load, p99",
+            value: idle_p99,
+            unit: "us",
+            goal: "<= 50",
+            met: at_most(idle_p99, 50.0),
+            basis: "ping every 5 ms: tunnel p99 - direct p99",
+        },
+        Goal {
+            figure: "added RTT under a saturating TCP flow, p50",
+            value: load_p50,
+            unit: "ms",
+            goal: "<= 1",
+            met: at_most(load_p50, 1.0),
+            basis: "ping every 10 ms during the 1-stream TCP run: tunnel p50 - direct p50",
+        },
+        Goal {
+            figure: "1 -> 2 cores, several flows",
+            value: None,
+            unit: "x",
+            goal: ">= 1.8",
+            met: None,
+            basis: "not measured: each daemon is one thread (no multi-queue TUN yet)",
+        },
+    ];
+    Value::Array(
+        goals
+            .iter()
+            .map(|g| {
+                json!({"figure": g.figure, "value": g.value, "unit": g.unit,
+                       "goal": g.goal, "met": g.met, "basis": g.basis})
+            })
+            .collect(),
+    )
+}
+
+/// The goals as a table for a terminal.
+pub fn table(goals: &Value) -> String {
+    let mut out = String::from("figure | ours | goal | verdict\n---|---|---|---\n");
+    for g in goals.as_array().into_iter().flatten() {
+        let value = g["value"].as_f64().map_or("–".to_string(), |v| {
+            format!("{v:.3} {}", g["unit"].as_str().unwrap_or(""))
+        });
+        let verdict = match g["met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        out.push_str(&format!(
+            "{} | {value} | {} | {verdict}\n",
+            g["figure"].as_str().unwrap_or(""),
+            g["goal"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn goals_are_judged_from_the_report_and_missing_figures_are_not_passed() {
+        let report = json!({
+            "direct_one_veth": {"tcp_mbps": 10000.0, "tcp_4_streams_mbps": 12000.0,
+                "ping_rtt_ms_idle": {"p99": 0.10}, "ping_rtt_ms_under_tcp_load": {"p50": 0.2}},
+            "tunnel_two_paths": {"tcp_mbps": 5000.0, "tcp_4_streams_mbps": 8000.0,
+                "tcp_retransmit_percent": 0.05, "udp_loss_percent": 3.0,
+                "ping_rtt_ms_idle": {"p99": 0.14}, "ping_rtt_ms_under_tcp_load": {"p50": 0.9}},
+        });
+        let g = judge(&report);
+        let by = |name: &str| {
+            g.as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["figure"].as_str().unwrap().starts_with(name))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            by("kernel TCP through the tunnel / directly, 1")["value"],
+            0.5
+        );
+        assert_eq!(
+            by("kernel TCP through the tunnel / directly, 1")["met"],
+            false
+        );
+        assert_eq!(
+            by("kernel TCP through the tunnel / directly, 4")["met"],
+            true
+        );
+        assert_eq!(by("TCP retransmits through the tunnel, 1")["met"], true);
+        // No 4-stream retransmit figure in this report: not judged.
+        assert_eq!(
+            by("TCP retransmits through the tunnel, 4")["met"],
+            Value::Null
+        );
+        assert_eq!(by("UDP")["met"], false);
+        let p99 = by("added RTT at light load")["value"].as_f64().unwrap();
+        assert!((p99 - 40.0).abs() < 1e-6, "{p99}");
+        assert_eq!(by("added RTT under")["met"], true);
+        assert_eq!(by("1 -> 2 cores")["met"], Value::Null);
+        assert!(table(&g).contains("NOT met"));
+    }
+}
