@@ -8,6 +8,10 @@ use std::process::ExitCode;
 
 use mpdccp_sim::reproduce;
 
+/// ns-3 3.37, one CUBIC flow at 500 Mbit/s and 100 ms RTT: simulated
+/// packets per wall-clock second (issue #14's anchor).
+const NS3_PKTS_PER_WALL_S: f64 = 10_700.0;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
@@ -114,6 +118,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "realtime_factor": s.duration_s / wall,
         "projected_wall_s_for_1000_s": wall * 1000.0 / s.duration_s,
     });
+    // Issue #14's goals: >= 100x ns-3 3.37's packet rate on one CUBIC flow
+    // at 500 Mbit/s, 100 ms RTT (10.7 k packets per wall second), and the
+    // full E4 run (1000 simulated s) in under 60 s wall.
+    let vs_ns3 = pkts_per_s / NS3_PKTS_PER_WALL_S;
+    let e4_wall = wall * 1000.0 / s.duration_s;
+    result["goals"] = serde_json::json!([
+        {"figure": "simulated link packets per wall second / ns-3 3.37's (10.7 k/s)",
+         "value": vs_ns3, "unit": "x", "goal": ">= 100", "met": vs_ns3 >= 100.0},
+        {"figure": "E4, 1000 simulated s (projected from this run)",
+         "value": e4_wall, "unit": "s wall", "goal": "< 60", "met": e4_wall < 60.0},
+    ]);
     if a.reproduce {
         let dir =
             std::env::temp_dir().join(format!("mpdccp-bench-reproduce-{}", std::process::id()));
@@ -142,6 +157,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!(
             "{}: {:.0} simulated s in {:.2} wall s — {:.0} packets/s, {:.0} events/s, {:.1}× real time; 1000 s would take ≈{:.0} s",
             s.name, s.duration_s, wall, pkts_per_s, events_per_s, s.duration_s / wall, wall * 1000.0 / s.duration_s
+        );
+        println!(
+            "goals: {:.0}x ns-3's packet rate (goal >= 100x: {}), E4 1000 s in ≈{:.0} s (goal < 60 s: {})",
+            vs_ns3,
+            if vs_ns3 >= 100.0 { "met" } else { "NOT met" },
+            e4_wall,
+            if e4_wall < 60.0 { "met" } else { "NOT met" }
         );
         if let Some(r) = result.get("reproduce_wall_s") {
             println!(
