@@ -90,6 +90,16 @@ pub struct ConnectionConfig {
     /// (dropped and counted) unless a run of consistent packets confirms
     /// the jump; keeps one forged MP_SEQ from pushing the reorderer ahead.
     pub max_mp_seq_jump: u64,
+    /// Issue #13, fresh path estimates: a usable subflow with nothing in
+    /// flight and no RTT sample for this long is probed with a Sync (its
+    /// SyncAck, sent at once by the peer, gives an RTT sample), again every
+    /// interval while it idles; and a sample arriving after such a gap
+    /// restarts SRTT/RTTVAR (RFC 6298 §2.2), since the queue the old
+    /// estimate saw has drained. Without it a path whose SRTT a bulk
+    /// transfer inflated keeps that SRTT for as long as the scheduler
+    /// sends it nothing, and light traffic goes to the slower path.
+    /// `None` = neither.
+    pub rtt_probe_interval: Option<Duration>,
     /// A subflow from which nothing valid arrived for this long is probed
     /// with a Sync (the peer answers SyncAck), again every interval, so a
     /// quiet but working path (a standby, or one direction idle) proves it
@@ -148,6 +158,7 @@ impl Default for ConnectionConfig {
             max_gso_segments: 1,
             respond_timeout: Duration::from_secs(30),
             max_mp_seq_jump: 8192,
+            rtt_probe_interval: Some(Duration::from_secs(1)),
             keepalive_interval: None,
             path_idle_timeout: None,
             idle_timeout: None,

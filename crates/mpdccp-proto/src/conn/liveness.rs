@@ -134,6 +134,14 @@ impl Connection {
                 self.reinject(i);
             }
         }
+        if let Some(k) = self.config.rtt_probe_interval {
+            for sf in &mut self.paths {
+                if sf.rtt_probe_due(k).is_some_and(|at| at <= now) {
+                    sf.send_rtt_probe(now);
+                    self.stats.rtt_probes_sent += 1;
+                }
+            }
+        }
         if let Some(k) = self.config.keepalive_interval {
             for sf in &mut self.paths {
                 if sf.keepalive_due(k).is_some_and(|at| at <= now) {
@@ -204,8 +212,13 @@ impl Connection {
             .config
             .keepalive_interval
             .map(|k| self.paths.iter().filter_map(move |sf| sf.keepalive_due(k)));
+        let rtt_probe = self
+            .config
+            .rtt_probe_interval
+            .map(|k| self.paths.iter().filter_map(move |sf| sf.rtt_probe_due(k)));
         self.idle_deadline()
             .into_iter()
+            .chain(rtt_probe.into_iter().flatten())
             .chain(self.stall_due().map(|(_, at)| at))
             .chain(expiry)
             .chain(keepalive.into_iter().flatten())

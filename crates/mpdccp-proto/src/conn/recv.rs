@@ -60,7 +60,7 @@ impl Connection {
             PacketType::Reset => self.handle_reset(now, i, seg),
             PacketType::Sync => sf.on_sync(seg, ackn),
             PacketType::SyncAck => {
-                if sf.on_syncack() {
+                if sf.on_syncack(now, ackn) {
                     let id = sf.id();
                     self.events.push_back(Event::PathEstablished(id));
                 }

@@ -125,6 +125,9 @@ pub struct ConnStats {
     /// Closed subflows forgotten (their slot free for a new one).
     pub paths_reaped: u64,
     /// Keepalive probes (Sync) sent on silent subflows.
+    /// Syncs sent to refresh the RTT estimate of an idle path
+    /// (`ConnectionConfig::rtt_probe_interval`).
+    pub rtt_probes_sent: u64,
     pub keepalives_sent: u64,
     /// Connections closed after `idle_timeout` of silence on every subflow.
     pub idle_timeouts: u64,

@@ -271,7 +271,8 @@ impl Subflow {
             self.stats.rtt_samples_rejected += 1;
             return None;
         };
-        let (_, used) = self.rtt.on_sample_with_ack_delay(raw, ack_delay);
+        self.note_rtt_sample_due(now);
+        let (_, used) = self.rtt.on_sample_with_ack_delay_at(now, raw, ack_delay);
         self.last_rtt_sample_at = Some(now);
         self.stats.rtt_samples += 1;
         match used {
@@ -367,7 +368,7 @@ impl Subflow {
                     self.stats.rtt_samples_rejected += 1;
                     return;
                 };
-                self.rtt.on_sample(rtt);
+                self.rtt.on_sample_at(now, rtt);
                 self.last_rtt_sample_at = Some(now);
                 self.cc.on_initial_rtt(now, rtt);
             }

@@ -149,6 +149,7 @@ impl Subflow {
             let mut s = self.segment(PacketType::Sync);
             s.ack = Some(ack);
             self.last_sync_sent = Some(now);
+            self.sync_probe = Some((self.gss, now));
             return Some(s);
         }
         None

@@ -154,6 +154,14 @@ pub(crate) struct Subflow {
     /// handshake RTT sample (RFC 4340 §8.1).
     hs_probe: Option<(u64, Instant)>,
     last_sync_sent: Option<Instant>,
+    /// Sequence number and send time of our latest Sync: the SyncAck
+    /// acknowledging exactly it gives an RTT sample (the peer answers at
+    /// once, RFC 4340 §7.5.4).
+    sync_probe: Option<(u64, Instant)>,
+    /// When the latest idle-path RTT probe was asked for.
+    rtt_probe_at: Option<Instant>,
+    /// `ConnectionConfig::rtt_probe_interval`.
+    rtt_stale_after: Option<Duration>,
 
     pend: PendingCtrl,
     timers: TimerTable,
@@ -274,6 +282,9 @@ impl Subflow {
             retx_interval: conf.handshake_rto,
             hs_probe: None,
             last_sync_sent: None,
+            sync_probe: None,
+            rtt_probe_at: None,
+            rtt_stale_after: conf.rtt_probe_interval,
             pend: PendingCtrl::default(),
             timers: TimerTable::default(),
             local_nonce: 0,
@@ -448,6 +459,31 @@ impl Subflow {
         let at = self.last_rx_at + k;
         Some(self.keepalive_at.map_or(at, |p| at.max(p + k)))
     }
+    /// Issue #13: when this idle subflow (usable, nothing in flight or
+    /// waiting) is due an RTT probe: `k` after its latest RTT sample and
+    /// after the previous probe.
+    pub(crate) fn rtt_probe_due(&self, k: Duration) -> Option<Instant> {
+        if !self.is_usable() || self.pipe > 0 || !self.queue.is_empty() {
+            return None;
+        }
+        let at = self.last_rtt_sample_at? + k;
+        Some(self.rtt_probe_at.map_or(at, |p| at.max(p + k)))
+    }
+    /// Probes the idle subflow's RTT with a Sync.
+    pub(crate) fn send_rtt_probe(&mut self, now: Instant) {
+        self.pend.sync = Some(self.gsr & SEQ_MASK);
+        self.rtt_probe_at = Some(now);
+    }
+    /// The estimate has had no sample for longer than `stale` (issue #13):
+    /// the next sample restarts it (RFC 6298 §2.2).
+    pub(crate) fn note_rtt_sample_due(&mut self, now: Instant) {
+        if let (Some(k), Some(t)) = (self.rtt_stale_after, self.last_rtt_sample_at) {
+            if now.saturating_duration_since(t) > k {
+                self.rtt.restart();
+            }
+        }
+    }
+
     /// Probes the silent subflow with a Sync.
     pub(crate) fn send_keepalive(&mut self, now: Instant) {
         self.pend.sync = Some(self.gsr & SEQ_MASK);

@@ -115,7 +115,24 @@ impl Subflow {
     }
 
     /// SyncAck: a failed path that answers its probe is back. True then.
-    pub(crate) fn on_syncack(&mut self) -> bool {
+    /// The SyncAck acknowledging exactly our latest Sync is an RTT sample
+    /// (issue #13: an idle path's estimate is refreshed by its probes; the
+    /// peer answers a Sync at once, so no acknowledgement delay applies).
+    pub(crate) fn on_syncack(&mut self, now: Instant, ackn: Option<u64>) -> bool {
+        if let (Some(a), Some((seq, sent))) = (ackn, self.sync_probe) {
+            if a == seq {
+                self.sync_probe = None;
+                match now.checked_duration_since(sent) {
+                    Some(rtt) => {
+                        self.note_rtt_sample_due(now);
+                        self.rtt.on_sample_at(now, rtt);
+                        self.last_rtt_sample_at = Some(now);
+                        self.stats.rtt_samples += 1;
+                    }
+                    None => self.stats.rtt_samples_rejected += 1,
+                }
+            }
+        }
         if !self.failed {
             return false;
         }
