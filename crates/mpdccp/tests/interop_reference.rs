@@ -47,7 +47,7 @@ use interop::{check_capture, prerequisites, wait_for_log, Kernel, Lab};
 use mpdccp_lab::netns::{spawn_in_netns, unique_prefix, Netns, Proc};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::subtype;
-use mpdccp_proto::wire::{MpOption, ResetCode};
+use mpdccp_proto::wire::{MpOption, ResetCode, WireProfile};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -175,6 +175,7 @@ fn reference_server_for_our_client(
     kernel: Kernel,
     out: &std::path::Path,
     tag: &str,
+    extra: &[&str],
 ) -> (Netns, Lab, PathBuf) {
     let (p, t) = (unique_prefix(), kernel.tag());
     let ours = Netns::new(&format!("{p}{tag}o{t}")).expect("our namespace");
@@ -188,12 +189,13 @@ fn reference_server_for_our_client(
     );
     lab.capture_bridges(out);
     let server_log = out.join("server.log");
-    let params = [
+    let mut params = vec![
         "ip0=10.0.1.2/24",
         "ip1=10.0.2.2/24",
         "role=server",
         "mpdebug=1",
     ];
+    params.extend_from_slice(extra);
     lab.boot_vm(r, "mptaps0,mptaps1", 2, &params, &server_log);
     (ours, lab, server_log)
 }
@@ -206,7 +208,7 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
     };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = out_dir(test);
-    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "r");
+    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "r", &[]);
     let listening = wait_for_log(
         &server_log,
         "dccpecho server: listening",
@@ -431,62 +433,151 @@ fn reference_client_against_our_server_k510() {
     );
 }
 
-/// The real `Connection` (RFC 9897 layout only, which is k4.14's for
-/// MP_KEY) as client against the reference server over native DCCP, one
-/// path: records how far it gets and every packet.
+/// What one run of the real `Connection` against the reference server
+/// left: the driver's record, the server's console, our decoder's view of
+/// both bridge captures, and the output directory (kept on failure).
+struct RealRun {
+    o: interop::conn_driver::ConnOutcome,
+    log: String,
+    capture: interop::SessionCheck,
+    out: PathBuf,
+}
+
+/// The real `Connection` as client, speaking `profile`, against the
+/// reference server over native DCCP (round-robin scheduler on both
+/// ends): path A only, or path A (MP_KEY) and path B (MP_JOIN, from
+/// 10.0.2.1 to the server's path-A address as the reference's own client
+/// does, BUILD.md "Subflows"). `n` echoes, then Close + MP_CLOSE.
 fn real_connection_against_reference_server(
     kernel: Kernel,
     test: &str,
-) -> Option<interop::conn_driver::ConnOutcome> {
+    profile: WireProfile,
+    two_paths: bool,
+    n: u8,
+) -> Option<RealRun> {
     let r = prerequisites(test, kernel)?;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = out_dir(test);
-    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "c");
+    let tag = if two_paths { "d" } else { "c" };
+    let (ours, lab, server_log) =
+        reference_server_for_our_client(&r, kernel, &out, tag, &["sched=rr"]);
     assert!(wait_for_log(
         &server_log,
         "dccpecho server: listening",
         Duration::from_secs(120)
     ));
-    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![b'a' + i; 64]).collect();
+    let payloads: Vec<Vec<u8>> = (0..n)
+        .map(|i| (0..64u8).map(|b| b.wrapping_mul(7) ^ i).collect())
+        .collect();
+    let want = payloads.clone();
     let o = spawn_in_netns(ours.name(), move || {
-        let path = interop::conn_driver::DriverPath::new(
+        let server = interop::conn_driver::reference_server("10.0.1.2");
+        let mut paths = vec![interop::conn_driver::DriverPath::new(
             0,
             "10.0.1.1:40100".parse().unwrap(),
-            interop::conn_driver::reference_server("10.0.1.2"),
-        )?;
+            server,
+        )?];
+        if two_paths {
+            paths.push(interop::conn_driver::DriverPath::new(
+                1,
+                "10.0.2.1:40101".parse().unwrap(),
+                server,
+            )?);
+        }
         Ok(interop::conn_driver::run_connection(
-            vec![path],
+            paths,
+            profile,
             42,
             &payloads,
-            Duration::from_secs(15),
+            Duration::from_secs(25),
         )?)
     })
     .join()
     .expect("driver thread")
     .expect("driver");
     std::thread::sleep(Duration::from_secs(1));
+    let log = std::fs::read_to_string(&server_log).unwrap_or_default();
     drop(lab);
     eprintln!("{test}: {o:#?}");
-    if o.connected {
-        cleanup(&out);
-    }
-    Some(o)
+    let pkts = interop::read_bridge_captures(&out);
+    let capture = check_capture(&pkts, profile, is_client);
+    eprintln!("{test}: capture {capture:?}");
+    assert!(o.connected, "not connected: {:?}", o.events);
+    assert_eq!(o.delivered, want, "echoes (in order, byte for byte)");
+    assert!(
+        log.contains(&format!("echoed {n} datagrams")),
+        "server log: no clean close after {n} echoes ({})",
+        out.display()
+    );
+    assert!(o.closed.is_some(), "connection did not close");
+    assert!(
+        o.resets.contains(&(0, ResetCode::Closed)),
+        "Close+MP_CLOSE on A not answered by Reset(Closed): {:?}",
+        o.resets
+    );
+    assert_eq!(capture.bad_checksum, 0, "{capture:?}");
+    assert!(capture.bad_mp.is_empty(), "{capture:?}");
+    assert!(capture.closes_ok >= 1, "MP_CLOSE with the server's key");
+    Some(RealRun {
+        o,
+        log,
+        capture,
+        out,
+    })
 }
 
 /// The real sans-IO `Connection` (RFC 9897 profile) against the k4.14
-/// reference server: it connects and gets its echoes. It used to fail at
-/// the first subflow: the handshake Ack did not Confirm the Change options
-/// of the reference's Response (RFC 4340 §6.2: Change L 2, 4, 6, 10 and
-/// Change R 6) and Linux answered Reset code 9 (Too Busy); conn/features.rs
-/// confirms them now. Bytes in docs/INTEROP.md.
+/// reference server on one path: it connects and gets its echoes. It used
+/// to fail at the first subflow: the handshake Ack did not Confirm the
+/// Change options of the reference's Response (RFC 4340 §6.2: Change L 2,
+/// 4, 6, 10 and Change R 6) and Linux answered Reset code 9 (Too Busy);
+/// conn/features.rs confirms them now. Bytes in docs/INTEROP.md.
 #[test]
 fn real_connection_against_reference_server_k414() {
     let test = "real_connection_against_reference_server_k414";
-    let Some(o) = real_connection_against_reference_server(Kernel::K414, test) else {
+    let p = WireProfile::Rfc9897;
+    let Some(run) = real_connection_against_reference_server(Kernel::K414, test, p, false, 5)
+    else {
         return;
     };
-    assert!(o.connected, "{:?}", o.events);
-    assert_eq!(o.delivered.len(), 5, "echoes delivered");
+    cleanup(&run.out);
+}
+
+/// The real `Connection` with `wire_profile = reference-k4.14` against the
+/// k4.14 server over two paths: MP_KEY on A, MP_JOIN on B with both join
+/// HMACs in the reference's form (HMAC(d-keyB, CI_S‖nonceC) verified by
+/// us, HMAC(d-keyA, CI_S‖nonceS) accepted by the server: "There are 2
+/// subflows"), 20 echoes spread over both paths in both directions, each
+/// checked, and Close + MP_CLOSE answered by Reset(Closed).
+#[test]
+fn real_connection_two_paths_against_reference_server_k414() {
+    let test = "real_connection_two_paths_against_reference_server_k414";
+    let p = WireProfile::ReferenceK414;
+    let Some(run) = real_connection_against_reference_server(Kernel::K414, test, p, true, 20)
+    else {
+        return;
+    };
+    let (o, s) = (&run.o, &run.capture);
+    assert_eq!(o.established, [0, 1], "both subflows open: {:?}", o.events);
+    assert!(
+        run.log.contains("There are 2 subflows"),
+        "the server never accepted our MP_JOIN"
+    );
+    for k in [(0, true), (1, true), (0, false), (1, false)] {
+        assert!(
+            o.payload.get(&k).is_some_and(|&c| c > 0),
+            "no echo traffic on (path, sent) {k:?}: {:?}",
+            o.payload
+        );
+    }
+    // Our decoder on the capture: the join identifier as the profile
+    // derives it, both join HMACs verified.
+    assert_eq!(
+        (s.join_ids_ok, s.hmacs_ok, s.hmacs_bad),
+        (1, 2, 0),
+        "{s:?}"
+    );
+    cleanup(&run.out);
 }
 
 /// MP_REMOVEADDR of subflow B's Address ID arrived with a valid HMAC (also

@@ -16,7 +16,7 @@ pub use crate::wire::mp::{KeyType, MpKey};
 use crate::wire::option::{kind, OptionRules, OptionVerdict};
 pub use crate::wire::{
     AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, OptionIter,
-    Packet, PacketType, RawOption, ResetCode, WireError,
+    Packet, PacketType, RawOption, ResetCode, WireError, WireProfile,
 };
 
 /// One feature-negotiation option (Change/Confirm L/R). `value` is the
@@ -214,26 +214,29 @@ impl ConfirmItem {
     }
 
     /// Appends this confirmation's elements: MP_SEQ, then the option.
-    fn push_wire(self, out: &mut Vec<MpOption>) {
-        let Some(o) = self.option() else { return };
+    fn push_wire(self, out: &mut Vec<MpOption>, profile: WireProfile) {
+        let Some(o) = self.option(profile.addr_nonce()) else {
+            return;
+        };
         if let Some(s) = self.seq {
             out.push(MpOption::Seq(s & crate::wire::SEQ_MASK));
         }
         out.push(o);
     }
 
-    fn option(self) -> Option<MpOption> {
+    fn option(self, with_nonce: bool) -> Option<MpOption> {
+        let nonce = with_nonce.then_some(self.nonce);
         Some(match self.kind {
             subtype::PRIO => MpOption::Prio(self.id),
             subtype::REMOVEADDR => MpOption::RemoveAddr {
                 addr_id: self.id,
-                nonce: Some(self.nonce),
+                nonce,
             },
             subtype::ADDADDR => {
                 let (addr, port) = self.addr?;
                 MpOption::AddAddr {
                     addr_id: self.id,
-                    nonce: Some(self.nonce),
+                    nonce,
                     addr,
                     port,
                 }
@@ -482,6 +485,16 @@ impl<'a> Segment<'a> {
     /// an error; a malformed option is recorded in `option_error` (the
     /// header is still good enough for the sequence checks).
     pub fn parse(data: &'a [u8], addrs: Option<(IpAddr, IpAddr)>) -> Result<Self, WireError> {
+        Self::parse_in(data, addrs, WireProfile::Rfc9897)
+    }
+
+    /// [`Segment::parse`] with option 46 read in `profile`'s layout (a
+    /// reference kernel's, docs/INTEROP.md).
+    pub fn parse_in(
+        data: &'a [u8],
+        addrs: Option<(IpAddr, IpAddr)>,
+        profile: WireProfile,
+    ) -> Result<Self, WireError> {
         let p = Packet::new_checked(data)?;
         if let Some(a) = addrs {
             p.verify_checksum(a)?;
@@ -505,7 +518,7 @@ impl<'a> Segment<'a> {
             for o in OptionIter::new(area) {
                 let o = o?;
                 match rules.check(&o)? {
-                    OptionVerdict::Use => s.absorb(&o, &mut hmacs)?,
+                    OptionVerdict::Use => s.absorb(&o, &mut hmacs, profile)?,
                     OptionVerdict::Mandatory => hmacs.after = None,
                     OptionVerdict::Skip => {}
                 }
@@ -523,7 +536,12 @@ impl<'a> Segment<'a> {
 
     /// Takes in one option that passed [`OptionRules`]; an error is an
     /// invalid option (RFC 4340 §5.8).
-    fn absorb(&mut self, o: &RawOption<'a>, hmacs: &mut HmacPlacement) -> Result<(), WireError> {
+    fn absorb(
+        &mut self,
+        o: &RawOption<'a>,
+        hmacs: &mut HmacPlacement,
+        profile: WireProfile,
+    ) -> Result<(), WireError> {
         // Any option but an MP_HMAC ends the adjacency of the one before.
         let after = hmacs.after.take();
         match o.kind {
@@ -558,7 +576,7 @@ impl<'a> Segment<'a> {
                 if let Some(seq) = o.mp_seq() {
                     self.mp.seq = Some(seq);
                 } else {
-                    match MpOption::parse(o.data) {
+                    match profile.parse_mp(o.data) {
                         Ok(MpOption::Hmac(h)) => {
                             hmacs.after = after;
                             hmacs.place(&mut self.mp, h);
@@ -606,6 +624,16 @@ impl<'a> Segment<'a> {
     /// (source, destination); returns its length, or `None` when `buf` is
     /// too small or the header would exceed 1020 bytes.
     pub fn emit(&mut self, buf: &mut [u8], addrs: (IpAddr, IpAddr)) -> Option<usize> {
+        self.emit_in(buf, addrs, WireProfile::Rfc9897)
+    }
+
+    /// [`Segment::emit`] with option 46 written in `profile`'s layout.
+    pub fn emit_in(
+        &mut self,
+        buf: &mut [u8],
+        addrs: (IpAddr, IpAddr),
+        profile: WireProfile,
+    ) -> Option<usize> {
         let fixed = 16 + self.ptype.subheader_len(false);
         // Options first, right after the fixed header.
         let mut p = fixed;
@@ -635,7 +663,7 @@ impl<'a> Segment<'a> {
         if let (Some(e), true) = (self.elapsed_10us, self.ptype.has_ack()) {
             p += DccpOption::ElapsedTime(e).emit(buf.get_mut(p..)?).ok()?;
         }
-        p = emit_mp(&self.mp, buf, p)?;
+        p = emit_mp(&self.mp, buf, p, profile)?;
         let hl = p.div_ceil(4) * 4;
         let total = hl + self.payload.len();
         if hl > crate::wire::MAX_HEADER_LEN || buf.len() < total {
@@ -743,11 +771,13 @@ fn absorb_mp(m: &mut MpOpts, o: MpOption) {
 
 /// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
 /// new offset.
-fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
+fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize, profile: WireProfile) -> Option<usize> {
     let mut put = |o: MpOption, p: &mut usize| -> Option<()> {
-        *p += o.emit(buf.get_mut(*p..)?).ok()?;
+        *p += profile.emit_mp(&o, buf.get_mut(*p..)?).ok()?;
         Some(())
     };
+    // The reference's ADDADDR/REMOVEADDR carry no nonce (BUILD.md "k4.14").
+    let nonce = |n: u32| profile.addr_nonce().then_some(n);
     if let Some(k) = &m.key {
         let keys = k.keys.clone();
         put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
@@ -787,7 +817,7 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         put(
             MpOption::AddAddr {
                 addr_id: a.addr_id,
-                nonce: Some(a.nonce),
+                nonce: nonce(a.nonce),
                 addr: a.ip,
                 port: a.port,
             },
@@ -801,7 +831,7 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
         put(
             MpOption::RemoveAddr {
                 addr_id: r.addr_id,
-                nonce: Some(r.nonce),
+                nonce: nonce(r.nonce),
             },
             &mut p,
         )?;
@@ -831,7 +861,7 @@ fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize) -> Option<usize> {
     if m.n_confirms > 0 {
         let mut items = Vec::with_capacity(2 * m.confirms().len());
         for c in m.confirms() {
-            c.push_wire(&mut items);
+            c.push_wire(&mut items, profile);
         }
         put(MpOption::Confirm(items), &mut p)?;
     }

@@ -95,6 +95,7 @@ pub use queue::DropPolicy;
 pub use stats::ConnStats;
 pub use subflow::PathStats;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
+pub use crate::wire::WireProfile;
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
@@ -519,7 +520,7 @@ impl Connection {
         if self.state == ConnState::Closed {
             // A closed connection still answers a retransmitted Close (our
             // Reset was lost) so the peer can finish (RFC 4340 §8.3).
-            if let (Some(i), Ok(seg)) = (idx, Segment::parse(data, None)) {
+            if let (Some(i), Ok(seg)) = (idx, Segment::parse_in(data, None, self.config.wire_profile)) {
                 self.paths[i].answer_close_when_closed(&seg);
             }
             return;
@@ -527,7 +528,7 @@ impl Connection {
         let addrs = idx
             .filter(|_| self.config.verify_checksums)
             .and_then(|i| self.paths[i].rx_pseudo_addrs());
-        let seg = match Segment::parse(data, addrs) {
+        let seg = match Segment::parse_in(data, addrs, self.config.wire_profile) {
             Ok(s) => s,
             Err(WireError::BadChecksum) => {
                 self.stats.rx_bad_checksum += 1;
