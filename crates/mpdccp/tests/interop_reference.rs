@@ -551,10 +551,21 @@ fn real_connection_against_reference_server_k414() {
 /// checked, and Close + MP_CLOSE answered by Reset(Closed).
 #[test]
 fn real_connection_two_paths_against_reference_server_k414() {
-    let test = "real_connection_two_paths_against_reference_server_k414";
-    let p = WireProfile::ReferenceK414;
-    let Some(run) = real_connection_against_reference_server(Kernel::K414, test, p, true, 20)
-    else {
+    real_connection_two_paths(Kernel::K414, "real_connection_two_paths_against_reference_server_k414");
+}
+
+/// The same against the k5.10 server with `wire_profile =
+/// reference-k5.10`: MP_KEY without CI, the third MP_KEY `{0,KeyC}{0,KeyS}`
+/// on our handshake Ack, the server's token (SHA-256(KeyS‖KeyC)[0..4]
+/// reversed) as the join identifier and in both join HMACs.
+#[test]
+fn real_connection_two_paths_against_reference_server_k510() {
+    real_connection_two_paths(Kernel::K510, "real_connection_two_paths_against_reference_server_k510");
+}
+
+fn real_connection_two_paths(kernel: Kernel, test: &str) {
+    let p = kernel.profile();
+    let Some(run) = real_connection_against_reference_server(kernel, test, p, true, 20) else {
         return;
     };
     let (o, s) = (&run.o, &run.capture);

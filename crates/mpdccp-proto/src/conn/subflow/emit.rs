@@ -43,9 +43,18 @@ pub(crate) struct EmitCtx {
 }
 
 impl EmitCtx {
-    /// Our MP_KEY: CI and plain key (Request and Response only, F11).
+    /// Our MP_KEY: CI and plain key (Request and Response only, F11); the
+    /// k5.10 reference's MP_KEY has no CI field (BUILD.md "MP_KEY").
     fn mp_key(&self) -> KeyOffer {
-        KeyOffer::plain(self.local_ci, self.local_key, None)
+        KeyOffer::plain(self.ci_on_wire(), self.local_key, None)
+    }
+
+    fn ci_on_wire(&self) -> u32 {
+        if self.profile.key_has_ci() {
+            self.local_ci
+        } else {
+            0
+        }
     }
 }
 
@@ -256,6 +265,11 @@ impl Subflow {
             if let Some(k) = ctx.keys {
                 s.mp.hmac = Some(self.join_hmac(ctx, &k));
             }
+        } else if ctx.mp_on && ctx.profile.third_key_message() {
+            // The k5.10 reference's third MP_KEY, `{0,KeyC}{0,KeyS}`
+            // (BUILD.md "MP_KEY": "Client's first Ack").
+            let ci = ctx.ci_on_wire();
+            s.mp.key = Some(KeyOffer::plain(ci, ctx.local_key, ctx.remote_key));
         }
         self.on_ack_sent();
         s.ack_vector_out = Some(av);
