@@ -591,6 +591,89 @@ fn real_connection_two_paths(kernel: Kernel, test: &str) {
     cleanup(&run.out);
 }
 
+/// The reference client VM (`sched=rr`) against our real `Endpoint` /
+/// server `Connection` speaking the kernel's profile: its MP_KEY Request
+/// opens a connection, its MP_JOIN from 10.0.2.1 is routed to it by the
+/// identifier the profile derives (k4.14: our CI; k5.10: our token) and
+/// both join HMACs verify; every datagram is echoed; its Close + MP_CLOSE
+/// closes the connection.
+fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
+    let Some(r) = prerequisites(test, kernel) else {
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = out_dir(test);
+    let (p, t) = (unique_prefix(), kernel.tag());
+    let ours = Netns::new(&format!("{p}eo{t}")).expect("our namespace");
+    let mut lab = Lab::new(&format!("{p}el{t}"));
+    let addrs = ["10.0.1.2/24", "10.0.2.2/24"];
+    lab.attach(&r, &ours, &format!("{p}e{t}"), addrs, None);
+    lab.capture_bridges(&out);
+    let profile = r.profile;
+    let server = spawn_in_netns(ours.name(), move || {
+        let local = "10.0.1.2".parse().unwrap();
+        Ok(interop::conn_server::run_endpoint(
+            profile,
+            local,
+            Duration::from_secs(60),
+        )?)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let client_log = out.join("client.log");
+    let count = format!("count={ECHOES}");
+    let params = [
+        "ip0=10.0.1.1/24",
+        "ip1=10.0.2.1/24",
+        "gw1=10.0.2.2",
+        "role=client",
+        "peer=10.0.1.2",
+        &count,
+        "interval=100",
+        "mpdebug=1",
+        "startdelay=1",
+        "sched=rr",
+    ];
+    lab.boot_vm(&r, "mptapc0,mptapc1", 1, &params, &client_log);
+    let done = wait_for_log(&client_log, "client exit code", Duration::from_secs(120));
+    let o = server.join().expect("server thread").expect("endpoint");
+    let log = std::fs::read_to_string(&client_log).unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(1));
+    drop(lab);
+    eprintln!("{test}: {o:#?}");
+    let pkts = interop::read_bridge_captures(&out);
+    let s = check_capture(&pkts, profile, is_client);
+    eprintln!("{test}: capture {s:?}");
+    let at = out.display();
+    assert!(done, "client VM did not finish, see {at}");
+    let want = format!("RESULT sent={ECHOES} echoed={ECHOES} bad=0");
+    assert!(log.contains(&want), "reference client: no `{want}` ({at})");
+    assert!(log.contains("There are 2 subflows"), "no subflow 2 ({at})");
+    // Two subflows opened, none failed on the way.
+    assert_eq!((o.paths_open, o.delivered), (2, ECHOES), "{at}: {:?}", o.events);
+    let (a, b): (IpAddr, IpAddr) = ("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap());
+    for k in [(a, false), (b, false), (a, true), (b, true)] {
+        assert!(o.payload.get(&k).is_some_and(|&n| n > 0), "{k:?}: {:?}", o.payload);
+    }
+    assert!(o.closed.is_some(), "our connection did not close ({at})");
+    assert_eq!(
+        (s.bad_checksum, s.join_ids_ok, s.hmacs_ok, s.hmacs_bad),
+        (0, 1, 2, 0),
+        "{s:?}"
+    );
+    assert!(s.closes_ok >= 1, "{s:?}");
+    cleanup(&out);
+}
+
+#[test]
+fn reference_client_against_real_endpoint_k414() {
+    reference_client_against_real_endpoint(Kernel::K414, "reference_client_against_real_endpoint_k414");
+}
+
+#[test]
+fn reference_client_against_real_endpoint_k510() {
+    reference_client_against_real_endpoint(Kernel::K510, "reference_client_against_real_endpoint_k510");
+}
+
 /// MP_REMOVEADDR of subflow B's Address ID arrived with a valid HMAC (also
 /// verified in the capture, with both join HMACs) and we confirmed it.
 fn check_reference_addresses(o: &interop::server::ServerOutcome, s: &interop::SessionCheck) {

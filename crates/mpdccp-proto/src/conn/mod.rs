@@ -354,6 +354,13 @@ impl Connection {
     pub fn local_ci(&self) -> u32 {
         self.local_ci
     }
+    /// The identifier a join to this connection names in its MP_JOIN (a
+    /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or
+    /// with the k5.10 reference profile the server's token, known once
+    /// both keys are (BUILD.md "MP_JOIN").
+    pub fn join_token(&self) -> u32 {
+        self.join_ids().0
+    }
     /// The peer's connection identifier, once known.
     pub fn remote_ci(&self) -> Option<u32> {
         self.remote_ci
