@@ -551,7 +551,10 @@ fn real_connection_against_reference_server_k414() {
 /// checked, and Close + MP_CLOSE answered by Reset(Closed).
 #[test]
 fn real_connection_two_paths_against_reference_server_k414() {
-    real_connection_two_paths(Kernel::K414, "real_connection_two_paths_against_reference_server_k414");
+    real_connection_two_paths(
+        Kernel::K414,
+        "real_connection_two_paths_against_reference_server_k414",
+    );
 }
 
 /// The same against the k5.10 server with `wire_profile =
@@ -560,7 +563,10 @@ fn real_connection_two_paths_against_reference_server_k414() {
 /// reversed) as the join identifier and in both join HMACs.
 #[test]
 fn real_connection_two_paths_against_reference_server_k510() {
-    real_connection_two_paths(Kernel::K510, "real_connection_two_paths_against_reference_server_k510");
+    real_connection_two_paths(
+        Kernel::K510,
+        "real_connection_two_paths_against_reference_server_k510",
+    );
 }
 
 fn real_connection_two_paths(kernel: Kernel, test: &str) {
@@ -569,7 +575,13 @@ fn real_connection_two_paths(kernel: Kernel, test: &str) {
         return;
     };
     let (o, s) = (&run.o, &run.capture);
+    // Both subflows opened once, none failed on the way.
     assert_eq!(o.established, [0, 1], "both subflows open: {:?}", o.events);
+    assert!(
+        o.events.iter().all(|e| e.starts_with("PathClosed")),
+        "{:?}",
+        o.events
+    );
     assert!(
         run.log.contains("There are 2 subflows"),
         "the server never accepted our MP_JOIN"
@@ -583,11 +595,7 @@ fn real_connection_two_paths(kernel: Kernel, test: &str) {
     }
     // Our decoder on the capture: the join identifier as the profile
     // derives it, both join HMACs verified.
-    assert_eq!(
-        (s.join_ids_ok, s.hmacs_ok, s.hmacs_bad),
-        (1, 2, 0),
-        "{s:?}"
-    );
+    assert_eq!((s.join_ids_ok, s.hmacs_ok, s.hmacs_bad), (1, 2, 0), "{s:?}");
     cleanup(&run.out);
 }
 
@@ -649,10 +657,19 @@ fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
     assert!(log.contains(&want), "reference client: no `{want}` ({at})");
     assert!(log.contains("There are 2 subflows"), "no subflow 2 ({at})");
     // Two subflows opened, none failed on the way.
-    assert_eq!((o.paths_open, o.delivered), (2, ECHOES), "{at}: {:?}", o.events);
+    assert_eq!(
+        (o.paths_open, o.delivered),
+        (2, ECHOES),
+        "{at}: {:?}",
+        o.events
+    );
     let (a, b): (IpAddr, IpAddr) = ("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap());
     for k in [(a, false), (b, false), (a, true), (b, true)] {
-        assert!(o.payload.get(&k).is_some_and(|&n| n > 0), "{k:?}: {:?}", o.payload);
+        assert!(
+            o.payload.get(&k).is_some_and(|&n| n > 0),
+            "{k:?}: {:?}",
+            o.payload
+        );
     }
     assert!(o.closed.is_some(), "our connection did not close ({at})");
     assert_eq!(
@@ -666,12 +683,18 @@ fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
 
 #[test]
 fn reference_client_against_real_endpoint_k414() {
-    reference_client_against_real_endpoint(Kernel::K414, "reference_client_against_real_endpoint_k414");
+    reference_client_against_real_endpoint(
+        Kernel::K414,
+        "reference_client_against_real_endpoint_k414",
+    );
 }
 
 #[test]
 fn reference_client_against_real_endpoint_k510() {
-    reference_client_against_real_endpoint(Kernel::K510, "reference_client_against_real_endpoint_k510");
+    reference_client_against_real_endpoint(
+        Kernel::K510,
+        "reference_client_against_real_endpoint_k510",
+    );
 }
 
 /// MP_REMOVEADDR of subflow B's Address ID arrived with a valid HMAC (also

@@ -93,8 +93,7 @@ impl Connection {
         if let Some(a) = self.adverts.iter_mut().find(|a| {
             let nonce_ok = any_nonce || a.nonce == c.nonce;
             a.id == c.id && a.remove == remove && nonce_ok && !a.confirmed
-        })
-        {
+        }) {
             a.confirmed = true;
             let id = a.id;
             self.events.push_back(Event::AddressConfirmed { id });

@@ -16,14 +16,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::wire::mp::subtype;
 pub use crate::wire::mp::{KeyType, MpKey};
-use codec_mp::{absorb_mp, emit_mp, HmacPlacement};
-pub use codec_mp::{
-    ConfirmItem, KeyOffer, MpAddAddr, MpJoin, MpOpts, MpRemoveAddr, MpRtt, MAX_CONFIRMS,
-};
 use crate::wire::option::{kind, OptionRules, OptionVerdict};
 pub use crate::wire::{
     AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, OptionIter,
     Packet, PacketType, RawOption, ResetCode, WireError, WireProfile,
+};
+use codec_mp::{absorb_mp, emit_mp, HmacPlacement};
+pub use codec_mp::{
+    ConfirmItem, KeyOffer, MpAddAddr, MpJoin, MpOpts, MpRemoveAddr, MpRtt, MAX_CONFIRMS,
 };
 
 /// One feature-negotiation option (Change/Confirm L/R). `value` is the
@@ -105,7 +105,6 @@ impl FeatOpt {
 pub const MAX_FEATS: usize = 16;
 /// Entries of a server-priority list kept per option.
 pub const MAX_FEAT_LIST: usize = 8;
-
 
 /// One DCCP packet as the connection sees it.
 #[derive(Clone, Debug)]
@@ -443,7 +442,6 @@ impl<'a> Segment<'a> {
         }
     }
 }
-
 
 /// Pseudo-header addresses of a path: its configured local/remote IPs, or the
 /// unspecified IPv4 address when the driver did not give them.

@@ -343,7 +343,12 @@ pub(super) fn absorb_mp(m: &mut MpOpts, o: MpOption) {
 
 /// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
 /// new offset.
-pub(super) fn emit_mp(m: &MpOpts, buf: &mut [u8], mut p: usize, profile: WireProfile) -> Option<usize> {
+pub(super) fn emit_mp(
+    m: &MpOpts,
+    buf: &mut [u8],
+    mut p: usize,
+    profile: WireProfile,
+) -> Option<usize> {
     let mut put = |o: MpOption, p: &mut usize| -> Option<()> {
         *p += profile.emit_mp(&o, buf.get_mut(*p..)?).ok()?;
         Some(())

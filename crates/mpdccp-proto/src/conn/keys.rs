@@ -120,7 +120,10 @@ pub fn join_hmac_in(
     join_id: u32,
     (nonce_c, nonce_s): (u32, u32),
 ) -> [u8; HMAC_LEN] {
-    hmac20(d_key, &[&p.join_hmac_message(at, join_id, nonce_c, nonce_s)])
+    hmac20(
+        d_key,
+        &[&p.join_hmac_message(at, join_id, nonce_c, nonce_s)],
+    )
 }
 
 /// Checks a received join MP_HMAC as [`join_hmac_in`] computes it (in
@@ -188,7 +191,10 @@ mod tests {
         assert_eq!(ack, join_hmac(&dk, 0xaaaa, 0xbbbb));
         let k414 = WireProfile::ReferenceK414;
         let r = join_hmac_in(k414, &dk, JoinHmac::Response, j, n);
-        assert_eq!(r, hmac20(&dk, &[&j.to_be_bytes(), &0xaaaau32.to_be_bytes()]));
+        assert_eq!(
+            r,
+            hmac20(&dk, &[&j.to_be_bytes(), &0xaaaau32.to_be_bytes()])
+        );
         assert!(verify_join_hmac_in(k414, &dk, JoinHmac::Response, j, n, &r));
         assert!(!verify_join_hmac_in(rfc, &dk, JoinHmac::Response, j, n, &r));
     }

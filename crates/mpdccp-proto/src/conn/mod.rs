@@ -82,6 +82,7 @@ mod stats;
 mod subflow;
 mod timer_guard;
 
+pub use crate::wire::WireProfile;
 pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
@@ -95,7 +96,6 @@ pub use queue::DropPolicy;
 pub use stats::ConnStats;
 pub use subflow::PathStats;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
-pub use crate::wire::WireProfile;
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
@@ -527,7 +527,9 @@ impl Connection {
         if self.state == ConnState::Closed {
             // A closed connection still answers a retransmitted Close (our
             // Reset was lost) so the peer can finish (RFC 4340 §8.3).
-            if let (Some(i), Ok(seg)) = (idx, Segment::parse_in(data, None, self.config.wire_profile)) {
+            if let (Some(i), Ok(seg)) =
+                (idx, Segment::parse_in(data, None, self.config.wire_profile))
+            {
                 self.paths[i].answer_close_when_closed(&seg);
             }
             return;

@@ -177,9 +177,7 @@ pub fn run_connection(
 fn record(o: &mut ConnOutcome, path: usize, sent: bool, pkt: &[u8]) {
     let p = Packet::new_checked(pkt).ok();
     let ty = p.as_ref().map(|p| p.packet_type());
-    *o.counts
-        .entry((path, sent, format!("{ty:?}")))
-        .or_default() += 1;
+    *o.counts.entry((path, sent, format!("{ty:?}"))).or_default() += 1;
     if let Some(p) = &p {
         if matches!(ty, Some(PacketType::Data | PacketType::DataAck)) && !p.payload().is_empty() {
             *o.payload.entry((path, sent)).or_default() += 1;
