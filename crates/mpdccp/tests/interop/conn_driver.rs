@@ -45,8 +45,21 @@ pub struct ConnOutcome {
     pub resets: Vec<(usize, ResetCode)>,
     /// The first 400 packets, in order.
     pub packets: Vec<Recorded>,
+    /// Address ids the peer confirmed (MP_CONFIRM of our MP_ADDADDR, then
+    /// of our MP_REMOVEADDR), in order.
+    pub addresses_confirmed: Vec<u8>,
     /// The Connection's own counters at the end (`ConnStats`).
     pub stats: String,
+}
+
+/// What the driver does once every echo is back.
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue {
+    /// Close at once.
+    Close,
+    /// Advertise `addr` (MP_ADDADDR, RFC 9897 §3.2.8), wait for its
+    /// confirmation, withdraw it (MP_REMOVEADDR, §3.2.9), wait again, close.
+    Address(SocketAddr),
 }
 
 /// One path of the driver: socket, local and remote DCCP endpoints.
@@ -72,13 +85,15 @@ impl DriverPath {
 /// first of `paths` opens the connection (MP_KEY), the others join once it
 /// is up (MP_JOIN, RFC 9897 §3.2.2); once every path is open `payloads` go
 /// out one every 100 ms (round-robin scheduler, so each path carries
-/// some), and when all came back the connection closes (Close + MP_CLOSE,
-/// §3.2.11) and the driver waits for `Event::Closed`.
+/// some), and when all came back (and the `epilogue` is done) the
+/// connection closes (Close + MP_CLOSE, §3.2.11) and the driver waits for
+/// `Event::Closed`.
 pub fn run_connection(
     mut paths: Vec<DriverPath>,
     profile: WireProfile,
     service: u32,
     payloads: &[Vec<u8>],
+    epilogue: Epilogue,
     limit: Duration,
 ) -> io::Result<ConnOutcome> {
     let start = StdInstant::now();
@@ -111,6 +126,7 @@ pub fn run_connection(
     let mut next_send = 0usize;
     let mut last_send = StdInstant::now();
     let mut closing = false;
+    let (mut advert, mut withdrawn) = (None, false);
     while start.elapsed() < limit && o.closed.is_none() {
         while let Some(t) = conn.poll_transmit(now(), &mut buf) {
             let Some(i) = paths.iter().position(|p| p.id == t.path) else {
@@ -145,6 +161,7 @@ pub fn run_connection(
                 }
                 Event::Delivered { data, .. } => o.delivered.push(data),
                 Event::Closed { reason } => o.closed = Some(reason),
+                Event::AddressConfirmed { id } => o.addresses_confirmed.push(id),
                 other => o.events.push(format!("{other:?}")),
             }
         }
@@ -164,8 +181,25 @@ pub fn run_connection(
             last_send = StdInstant::now();
         }
         let echoed = next_send == payloads.len() && o.delivered.len() >= payloads.len();
-        // Give up waiting for lost echoes 3 s before the end, and close.
-        if !closing && (echoed || start.elapsed() + Duration::from_secs(3) > limit) {
+        let mut done = echoed;
+        if let (Epilogue::Address(addr), true) = (epilogue, echoed) {
+            match (advert, o.addresses_confirmed.len()) {
+                (None, _) => {
+                    let id = conn.advertise_address(now(), addr);
+                    advert = Some(id.map_err(|e| io::Error::other(format!("{e:?}")))?);
+                }
+                (Some(id), 1) if !withdrawn => {
+                    withdrawn = true;
+                    conn.withdraw_address(now(), id)
+                        .map_err(|e| io::Error::other(format!("{e:?}")))?;
+                }
+                _ => {}
+            }
+            done = o.addresses_confirmed.len() >= 2;
+        }
+        // Give up waiting (lost echoes, no confirmation) 3 s before the
+        // end, and close.
+        if !closing && (done || start.elapsed() + Duration::from_secs(3) > limit) {
             closing = true;
             conn.close(now());
         }
