@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpdccp_proto::conn::PacketType;
-use mpdccp_proto::harness::{Harness, HarnessConfig, Side};
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, Side};
 use mpdccp_proto::wire::mp::subtype;
 use mpdccp_proto::wire::profile_keys::{JoinHmac, PlainKeys};
 use mpdccp_proto::wire::{MpOption, Packet, WireProfile};
@@ -217,4 +217,44 @@ fn mismatched_profiles_refuse_the_join() {
         let bad = h.client.stats().join_bad_hmac + h.server.stats().join_bad_hmac;
         assert!(bad >= 1, "{c} -> {s}");
     }
+}
+
+/// The reference carries MP_CONFIRM (and ADDADDR, …) on empty Data packets
+/// with an MP_SEQ of their own (BUILD.md "Where the MP options go"): such
+/// a packet holds its place in the order but is no datagram — the ones
+/// after it are delivered, it is not.
+#[test]
+fn empty_data_with_its_own_mp_seq_is_not_delivered() {
+    let mut h = Harness::new(HarnessConfig::default());
+    let mut n = 0;
+    h.tamper = Some(Box::new(move |side, path, bytes| {
+        let is_data = inspect::packet_type(bytes) == Some(PacketType::DataAck);
+        if side == Side::Client && is_data {
+            n += 1;
+            if n == 3 {
+                let hl = Packet::new_checked(&bytes[..]).unwrap().header_len();
+                bytes.truncate(hl);
+                let (c, s) = Harness::path_addrs(path.0 as usize);
+                inspect::fix_checksum(bytes, c.ip(), s.ip());
+            }
+        }
+        true
+    }));
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(200));
+    for k in 0..6u8 {
+        let now = h.now;
+        h.client.send(now, &[k; 50]).unwrap();
+        h.drive_for(Duration::from_millis(20));
+    }
+    h.drive_for(Duration::from_millis(500));
+    let got: Vec<u8> = h
+        .server_events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Delivered { data, .. } => Some(data.first().copied().unwrap_or(255)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, [0, 1, 3, 4, 5]);
 }
