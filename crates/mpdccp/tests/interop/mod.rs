@@ -5,6 +5,7 @@
 pub mod conn_driver;
 pub mod conn_server;
 pub mod peer;
+pub mod real;
 pub mod script;
 pub mod server;
 
