@@ -39,6 +39,9 @@
 //! * `reference_client_against_real_endpoint_*`: the reference client
 //!   against our `Endpoint` over two paths: 20/20 echoes, join routed by
 //!   the profile's identifier, both join HMACs verified, MP_CLOSE.
+//! * `reference_client_removes_address_at_real_endpoint_*`: the same while
+//!   it drops subflow B's address: its MP_REMOVEADDR verified and
+//!   confirmed, subflow B dropped, 40/40 echoes.
 //!
 //! Needs root, qemu-system-x86, tcpdump and mergecap, and
 //! `../shared/reference-kernel` (or `$MPDCCP_REFERENCE_DIR`); without them
@@ -499,6 +502,7 @@ fn reference_client_against_real_endpoint_k414() {
     reference_client_against_real_endpoint(
         Kernel::K414,
         "reference_client_against_real_endpoint_k414",
+        false,
     );
 }
 
@@ -507,7 +511,22 @@ fn reference_client_against_real_endpoint_k510() {
     reference_client_against_real_endpoint(
         Kernel::K510,
         "reference_client_against_real_endpoint_k510",
+        false,
     );
+}
+
+/// The same while the reference client drops subflow B's address: its
+/// MP_REMOVEADDR (reference layout) verified, confirmed, subflow B gone.
+#[test]
+fn reference_client_removes_address_at_real_endpoint_k414() {
+    let test = "reference_client_removes_address_at_real_endpoint_k414";
+    reference_client_against_real_endpoint(Kernel::K414, test, true);
+}
+
+#[test]
+fn reference_client_removes_address_at_real_endpoint_k510() {
+    let test = "reference_client_removes_address_at_real_endpoint_k510";
+    reference_client_against_real_endpoint(Kernel::K510, test, true);
 }
 
 /// MP_REMOVEADDR of subflow B's Address ID arrived with a valid HMAC (also

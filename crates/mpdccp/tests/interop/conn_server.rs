@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant as StdInstant};
 
 use mpdccp_net::raw::RawDccpSocket;
-use mpdccp_proto::conn::{ConnectionConfig, Endpoint, EndpointConfig, Event};
+use mpdccp_proto::conn::{ConnStats, ConnectionConfig, Endpoint, EndpointConfig, Event};
 use mpdccp_proto::sched::{SchedulerConfig, SchedulerKind};
 use mpdccp_proto::wire::{Packet, PacketType, ResetCode, WireProfile};
 use mpdccp_proto::Instant;
@@ -34,7 +34,9 @@ pub struct EndpointOutcome {
     pub payload: BTreeMap<(IpAddr, bool), usize>,
     /// Resets we sent, per remote IP.
     pub resets_sent: Vec<(IpAddr, ResetCode)>,
-    /// The connection's `ConnStats` and the endpoint's counters at the end.
+    /// The connection's counters, as last seen before it was forgotten.
+    pub conn_stats: Option<ConnStats>,
+    /// The endpoint's counters at the end.
     pub stats: String,
 }
 
@@ -113,9 +115,11 @@ pub fn run_endpoint(
                 other => o.events.push(format!("{other:?}")),
             }
         }
+        if let Some(c) = handle.and_then(|h| ep.connection(h)) {
+            o.conn_stats = Some(c.stats());
+        }
     }
-    let conn = handle.and_then(|h| ep.connection(h).map(|c| format!("{:?}", c.stats())));
-    o.stats = format!("{:?} / {conn:?}", ep.stats());
+    o.stats = format!("{:?}", ep.stats());
     Ok(o)
 }
 

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{spawn_in_netns, unique_prefix, Netns};
+use mpdccp_proto::wire::mp::subtype;
 use mpdccp_proto::wire::{ResetCode, WireProfile};
 
 use super::conn_driver::{ConnOutcome, Epilogue};
@@ -155,7 +156,7 @@ pub fn real_connection_two_paths(kernel: Kernel, test: &str) {
 /// identifier the profile derives (k4.14: our CI; k5.10: our token) and
 /// both join HMACs verify; every datagram is echoed; its Close + MP_CLOSE
 /// closes the connection.
-pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
+pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b: bool) {
     let Some(r) = prerequisites(test, kernel) else {
         return;
     };
@@ -178,8 +179,11 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
     });
     std::thread::sleep(Duration::from_millis(300));
     let client_log = out.join("client.log");
-    let count = format!("count={ECHOES}");
-    let params = [
+    // With `drop_b` the client drops 10.0.2.1, subflow B's address, 2 s
+    // after B is up (MP_REMOVEADDR), and sends for 4 s.
+    let echoes = if drop_b { 2 * ECHOES } else { ECHOES };
+    let count = format!("count={echoes}");
+    let mut params = vec![
         "ip0=10.0.1.1/24",
         "ip1=10.0.2.1/24",
         "gw1=10.0.2.2",
@@ -191,6 +195,9 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
         "startdelay=1",
         "sched=rr",
     ];
+    if drop_b {
+        params.push("dropaddr=eth1:10.0.2.1/24");
+    }
     lab.boot_vm(&r, "mptapc0,mptapc1", 1, &params, &client_log);
     let done = wait_for_log(&client_log, "client exit code", Duration::from_secs(120));
     let o = server.join().expect("server thread").expect("endpoint");
@@ -203,16 +210,31 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str) {
     eprintln!("{test}: capture {s:?}");
     let at = out.display();
     assert!(done, "client VM did not finish, see {at}");
-    let want = format!("RESULT sent={ECHOES} echoed={ECHOES} bad=0");
+    let want = format!("RESULT sent={echoes} echoed={echoes} bad=0");
     assert!(log.contains(&want), "reference client: no `{want}` ({at})");
     assert!(log.contains("There are 2 subflows"), "no subflow 2 ({at})");
     // Two subflows opened, none failed on the way.
     assert_eq!(
         (o.paths_open, o.delivered),
-        (2, ECHOES),
+        (2, echoes),
         "{at}: {:?}",
         o.events
     );
+    if drop_b {
+        // Its MP_REMOVEADDR (id only, HMAC(d-keyA, id)) verified by our
+        // core, confirmed by our MP_CONFIRM, subflow B dropped.
+        let st = o.conn_stats.expect("connection stats");
+        assert_eq!((st.paths_removed_by_peer, st.removeaddr_bad_hmac), (1, 0));
+        let confirms = s.mp_counts.get(&subtype::CONFIRM);
+        assert_eq!(confirms, Some(&1), "our MP_CONFIRM: {s:?}");
+        assert_eq!(
+            (s.bad_checksum, s.hmacs_ok, s.hmacs_bad),
+            (0, 3, 0),
+            "{s:?}"
+        );
+        cleanup(&out);
+        return;
+    }
     let (a, b): (IpAddr, IpAddr) = ("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap());
     for k in [(a, false), (b, false), (a, true), (b, true)] {
         assert!(
