@@ -210,8 +210,19 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b
     eprintln!("{test}: capture {s:?}");
     let at = out.display();
     assert!(done, "client VM did not finish, see {at}");
-    let want = format!("RESULT sent={echoes} echoed={echoes} bad=0");
-    assert!(log.contains(&want), "reference client: no `{want}` ({at})");
+    // With `drop_b` one echo may be lost: the client deletes the address
+    // and only ~100 ms later sends MP_REMOVEADDR (on A); an echo our
+    // round robin put on B in between goes to an address that is gone,
+    // and DCCP does not retransmit (the reference loses one there too,
+    // BUILD.md "k4.14" results). Every datagram reached us either way.
+    let echoed = (0..=echoes)
+        .rev()
+        .find(|e| log.contains(&format!("RESULT sent={echoes} echoed={e} bad=0")));
+    let least = if drop_b { echoes - 1 } else { echoes };
+    assert!(
+        echoed.is_some_and(|e| e >= least),
+        "reference client: {echoed:?} of {echoes} echoed ({at})"
+    );
     assert!(log.contains("There are 2 subflows"), "no subflow 2 ({at})");
     // Two subflows opened, none failed on the way.
     assert_eq!(
