@@ -28,6 +28,21 @@
 //!   client drops subflow B's address: its MP_REMOVEADDR (HMAC verified) is
 //!   confirmed by our MP_CONFIRM and we reset subflow B; 40/40 echoes.
 //!
+//! The real sans-IO core (`interop/real.rs`, `ConnectionConfig::wire_profile`):
+//!
+//! * `real_connection_against_reference_server_k414`: our `Connection`
+//!   (RFC 9897 profile) as client on one path: 5 echoes, Close+MP_CLOSE.
+//! * `real_connection_two_paths_against_reference_server_*`: our
+//!   `Connection` in the kernel's profile over two paths: MP_KEY, MP_JOIN
+//!   (both HMACs verified), 20 echoes over both paths each way, our
+//!   MP_ADDADDR and MP_REMOVEADDR confirmed, Close+MP_CLOSE.
+//! * `reference_client_against_real_endpoint_*`: the reference client
+//!   against our `Endpoint` over two paths: 20/20 echoes, join routed by
+//!   the profile's identifier, both join HMACs verified, MP_CLOSE.
+//! * `reference_client_removes_address_at_real_endpoint_*`: the same while
+//!   it drops subflow B's address: its MP_REMOVEADDR verified and
+//!   confirmed, subflow B dropped, 40/40 echoes.
+//!
 //! Needs root, qemu-system-x86, tcpdump and mergecap, and
 //! `../shared/reference-kernel` (or `$MPDCCP_REFERENCE_DIR`); without them
 //! the tests skip, or fail when `CI` is set. A VM boots in ~3 s under TCG;
@@ -41,13 +56,17 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use interop::real::{
+    real_connection_against_reference_server, real_connection_two_paths,
+    reference_client_against_real_endpoint,
+};
 use interop::script::{run_client, Addrs};
 use interop::server::run_server;
 use interop::{check_capture, prerequisites, wait_for_log, Kernel, Lab};
 use mpdccp_lab::netns::{spawn_in_netns, unique_prefix, Netns, Proc};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::subtype;
-use mpdccp_proto::wire::{MpOption, ResetCode};
+use mpdccp_proto::wire::{MpOption, ResetCode, WireProfile};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -175,6 +194,7 @@ fn reference_server_for_our_client(
     kernel: Kernel,
     out: &std::path::Path,
     tag: &str,
+    extra: &[&str],
 ) -> (Netns, Lab, PathBuf) {
     let (p, t) = (unique_prefix(), kernel.tag());
     let ours = Netns::new(&format!("{p}{tag}o{t}")).expect("our namespace");
@@ -188,12 +208,13 @@ fn reference_server_for_our_client(
     );
     lab.capture_bridges(out);
     let server_log = out.join("server.log");
-    let params = [
+    let mut params = vec![
         "ip0=10.0.1.2/24",
         "ip1=10.0.2.2/24",
         "role=server",
         "mpdebug=1",
     ];
+    params.extend_from_slice(extra);
     lab.boot_vm(r, "mptaps0,mptaps1", 2, &params, &server_log);
     (ours, lab, server_log)
 }
@@ -206,7 +227,7 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
     };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = out_dir(test);
-    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "r");
+    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "r", &[]);
     let listening = wait_for_log(
         &server_log,
         "dccpecho server: listening",
@@ -431,62 +452,81 @@ fn reference_client_against_our_server_k510() {
     );
 }
 
-/// The real `Connection` (RFC 9897 layout only, which is k4.14's for
-/// MP_KEY) as client against the reference server over native DCCP, one
-/// path: records how far it gets and every packet.
-fn real_connection_against_reference_server(
-    kernel: Kernel,
-    test: &str,
-) -> Option<interop::conn_driver::ConnOutcome> {
-    let r = prerequisites(test, kernel)?;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = out_dir(test);
-    let (ours, lab, server_log) = reference_server_for_our_client(&r, kernel, &out, "c");
-    assert!(wait_for_log(
-        &server_log,
-        "dccpecho server: listening",
-        Duration::from_secs(120)
-    ));
-    let payloads: Vec<Vec<u8>> = (0..5u8).map(|i| vec![b'a' + i; 64]).collect();
-    let o = spawn_in_netns(ours.name(), move || {
-        let path = interop::conn_driver::DriverPath::new(
-            0,
-            "10.0.1.1:40100".parse().unwrap(),
-            interop::conn_driver::reference_server("10.0.1.2"),
-        )?;
-        Ok(interop::conn_driver::run_connection(
-            vec![path],
-            42,
-            &payloads,
-            Duration::from_secs(15),
-        )?)
-    })
-    .join()
-    .expect("driver thread")
-    .expect("driver");
-    std::thread::sleep(Duration::from_secs(1));
-    drop(lab);
-    eprintln!("{test}: {o:#?}");
-    if o.connected {
-        cleanup(&out);
-    }
-    Some(o)
-}
-
 /// The real sans-IO `Connection` (RFC 9897 profile) against the k4.14
-/// reference server: it connects and gets its echoes. It used to fail at
-/// the first subflow: the handshake Ack did not Confirm the Change options
-/// of the reference's Response (RFC 4340 §6.2: Change L 2, 4, 6, 10 and
-/// Change R 6) and Linux answered Reset code 9 (Too Busy); conn/features.rs
-/// confirms them now. Bytes in docs/INTEROP.md.
+/// reference server on one path: it connects and gets its echoes. It used
+/// to fail at the first subflow: the handshake Ack did not Confirm the
+/// Change options of the reference's Response (RFC 4340 §6.2: Change L 2,
+/// 4, 6, 10 and Change R 6) and Linux answered Reset code 9 (Too Busy);
+/// conn/features.rs confirms them now. Bytes in docs/INTEROP.md.
 #[test]
 fn real_connection_against_reference_server_k414() {
     let test = "real_connection_against_reference_server_k414";
-    let Some(o) = real_connection_against_reference_server(Kernel::K414, test) else {
+    let p = WireProfile::Rfc9897;
+    let Some(run) = real_connection_against_reference_server(Kernel::K414, test, p, false, 5)
+    else {
         return;
     };
-    assert!(o.connected, "{:?}", o.events);
-    assert_eq!(o.delivered.len(), 5, "echoes delivered");
+    cleanup(&run.out);
+}
+
+/// The real `Connection` with `wire_profile = reference-k4.14` against the
+/// k4.14 server over two paths: MP_KEY on A, MP_JOIN on B with both join
+/// HMACs in the reference's form (HMAC(d-keyB, CI_S‖nonceC) verified by
+/// us, HMAC(d-keyA, CI_S‖nonceS) accepted by the server: "There are 2
+/// subflows"), 20 echoes spread over both paths in both directions, each
+/// checked, and Close + MP_CLOSE answered by Reset(Closed).
+#[test]
+fn real_connection_two_paths_against_reference_server_k414() {
+    real_connection_two_paths(
+        Kernel::K414,
+        "real_connection_two_paths_against_reference_server_k414",
+    );
+}
+
+/// The same against the k5.10 server with `wire_profile =
+/// reference-k5.10`: MP_KEY without CI, the third MP_KEY `{0,KeyC}{0,KeyS}`
+/// on our handshake Ack, the server's token (SHA-256(KeyS‖KeyC)[0..4]
+/// reversed) as the join identifier and in both join HMACs.
+#[test]
+fn real_connection_two_paths_against_reference_server_k510() {
+    real_connection_two_paths(
+        Kernel::K510,
+        "real_connection_two_paths_against_reference_server_k510",
+    );
+}
+
+/// The reference client against our real `Endpoint` (server
+/// `Connection`s in the kernel's profile) over two paths.
+#[test]
+fn reference_client_against_real_endpoint_k414() {
+    reference_client_against_real_endpoint(
+        Kernel::K414,
+        "reference_client_against_real_endpoint_k414",
+        false,
+    );
+}
+
+#[test]
+fn reference_client_against_real_endpoint_k510() {
+    reference_client_against_real_endpoint(
+        Kernel::K510,
+        "reference_client_against_real_endpoint_k510",
+        false,
+    );
+}
+
+/// The same while the reference client drops subflow B's address: its
+/// MP_REMOVEADDR (reference layout) verified, confirmed, subflow B gone.
+#[test]
+fn reference_client_removes_address_at_real_endpoint_k414() {
+    let test = "reference_client_removes_address_at_real_endpoint_k414";
+    reference_client_against_real_endpoint(Kernel::K414, test, true);
+}
+
+#[test]
+fn reference_client_removes_address_at_real_endpoint_k510() {
+    let test = "reference_client_removes_address_at_real_endpoint_k510";
+    reference_client_against_real_endpoint(Kernel::K510, test, true);
 }
 
 /// MP_REMOVEADDR of subflow B's Address ID arrived with a valid HMAC (also

@@ -39,6 +39,7 @@ impl Advert {
         now: Instant,
         rto: Duration,
         k: &ConnKeys,
+        profile: WireProfile,
         seg: &mut Segment<'_>,
     ) {
         self.tries += 1;
@@ -49,7 +50,7 @@ impl Advert {
                 addr_id: self.id,
                 nonce: self.nonce,
             };
-            seg.mp.removeaddr_hmac = Some(removeaddr_hmac(&k.d_key_local(), &r));
+            seg.mp.removeaddr_hmac = Some(removeaddr_hmac(profile, &k.d_key_local(), &r));
             seg.mp.removeaddr = Some(r);
         } else {
             let ad = MpAddAddr {
@@ -58,7 +59,7 @@ impl Advert {
                 ip: self.addr.ip(),
                 port: (self.addr.port() != 0).then_some(self.addr.port()),
             };
-            seg.mp.addaddr_hmac = Some(addaddr_hmac(&k.d_key_local(), &ad));
+            seg.mp.addaddr_hmac = Some(addaddr_hmac(profile, &k.d_key_local(), &ad));
             seg.mp.addaddr = Some(ad);
         }
     }
@@ -84,14 +85,15 @@ impl Connection {
     }
 
     /// The peer confirmed our MP_ADDADDR / MP_REMOVEADDR (same id, kind
-    /// and nonce): no more retransmissions.
+    /// and nonce — a reference profile has no nonce): no more
+    /// retransmissions.
     pub(super) fn on_advert_confirmed(&mut self, c: &ConfirmItem) {
         let remove = c.kind == mp::REMOVEADDR;
-        if let Some(a) = self
-            .adverts
-            .iter_mut()
-            .find(|a| a.id == c.id && a.remove == remove && a.nonce == c.nonce && !a.confirmed)
-        {
+        let any_nonce = !self.config.wire_profile.addr_nonce();
+        if let Some(a) = self.adverts.iter_mut().find(|a| {
+            let nonce_ok = any_nonce || a.nonce == c.nonce;
+            a.id == c.id && a.remove == remove && nonce_ok && !a.confirmed
+        }) {
             a.confirmed = true;
             let id = a.id;
             self.events.push_back(Event::AddressConfirmed { id });
@@ -103,9 +105,10 @@ impl Connection {
     /// confirmed (RFC 9897 §3.2.8, §3.2.9).
     pub(super) fn handle_address_options(&mut self, now: Instant, i: usize, m: &codec::MpOpts) {
         let keys = self.d_keys();
+        let p = self.config.wire_profile;
         if let Some(a) = m.addaddr {
             match (m.addaddr_hmac, keys) {
-                (Some(h), Some(k)) if verify_addaddr(&k.d_key_remote(), &a, &h) => {
+                (Some(h), Some(k)) if verify_addaddr(p, &k.d_key_remote(), &a, &h) => {
                     self.on_addaddr(i, &a, m.seq)
                 }
                 _ => self.stats.addaddr_bad_hmac += 1,
@@ -113,7 +116,7 @@ impl Connection {
         }
         if let Some(r) = m.removeaddr {
             match (m.removeaddr_hmac, keys) {
-                (Some(h), Some(k)) if verify_removeaddr(&k.d_key_remote(), &r, &h) => {
+                (Some(h), Some(k)) if verify_removeaddr(p, &k.d_key_remote(), &r, &h) => {
                     self.on_removeaddr(now, i, &r, m.seq)
                 }
                 _ => self.stats.removeaddr_bad_hmac += 1,
@@ -300,35 +303,55 @@ impl Connection {
 
 /// MP_ADDADDR authentication (RFC 9897 §3.2.6, §3.2.8): HMAC-SHA256 with
 /// the sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port, the
-/// port as two zero bytes when absent. The message is the wire layer's.
-pub(super) fn addaddr_hmac(d_key: &[u8], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
-    keys::hmac20(d_key, &[&addaddr_message(a)])
+/// port as two zero bytes when absent; a reference profile's message has
+/// no nonce and the IPv4 address reversed (BUILD.md "MP_ADDADDR"). The
+/// message is the wire layer's.
+pub(super) fn addaddr_hmac(p: WireProfile, d_key: &[u8], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
+    keys::hmac20(d_key, &[&addaddr_message(p, a)])
 }
 
-pub(super) fn verify_addaddr(d_key: &[u8], a: &MpAddAddr, tag: &[u8; keys::HMAC_LEN]) -> bool {
-    keys::verify20(d_key, &[&addaddr_message(a)], tag)
+pub(super) fn verify_addaddr(
+    p: WireProfile,
+    d_key: &[u8],
+    a: &MpAddAddr,
+    tag: &[u8; keys::HMAC_LEN],
+) -> bool {
+    keys::verify20(d_key, &[&addaddr_message(p, a)], tag)
 }
 
-fn addaddr_message(a: &MpAddAddr) -> Vec<u8> {
-    crate::wire::MpOption::AddAddr {
+fn addaddr_message(p: WireProfile, a: &MpAddAddr) -> Vec<u8> {
+    p.addr_hmac_message(&crate::wire::MpOption::AddAddr {
         addr_id: a.addr_id,
-        nonce: Some(a.nonce),
+        nonce: p.addr_nonce().then_some(a.nonce),
         addr: a.ip,
         port: a.port,
-    }
-    .hmac_message()
+    })
     .unwrap_or_default()
 }
 
-/// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce.
-pub(super) fn removeaddr_hmac(d_key: &[u8], r: &MpRemoveAddr) -> [u8; keys::HMAC_LEN] {
-    keys::hmac20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()])
+/// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce (RFC 9897
+/// §3.2.9), Address ID alone in a reference profile.
+pub(super) fn removeaddr_hmac(
+    p: WireProfile,
+    d_key: &[u8],
+    r: &MpRemoveAddr,
+) -> [u8; keys::HMAC_LEN] {
+    keys::hmac20(d_key, &[&removeaddr_message(p, r)])
 }
 
 pub(super) fn verify_removeaddr(
+    p: WireProfile,
     d_key: &[u8],
     r: &MpRemoveAddr,
     tag: &[u8; keys::HMAC_LEN],
 ) -> bool {
-    keys::verify20(d_key, &[&[r.addr_id], &r.nonce.to_be_bytes()], tag)
+    keys::verify20(d_key, &[&removeaddr_message(p, r)], tag)
+}
+
+fn removeaddr_message(p: WireProfile, r: &MpRemoveAddr) -> Vec<u8> {
+    p.addr_hmac_message(&crate::wire::MpOption::RemoveAddr {
+        addr_id: r.addr_id,
+        nonce: p.addr_nonce().then_some(r.nonce),
+    })
+    .unwrap_or_default()
 }

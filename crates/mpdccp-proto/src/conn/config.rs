@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::cc::{CcConfig, CcKind};
 use crate::reorder::{ReorderConfig, ReorderKind};
 use crate::sched::{SchedulerConfig, SchedulerKind};
+use crate::wire::WireProfile;
 
 use super::aqm::CoDelConfig;
 use super::queue::DropPolicy;
@@ -121,6 +122,10 @@ pub struct ConnectionConfig {
     /// Authenticated mode only: seal every data payload per path with the
     /// handshake's payload keys (docs/SECURITY.md §5).
     pub protect_payload: bool,
+    /// Layout of option 46 and the join/address derivations this
+    /// connection speaks (`wire/profile.rs`): RFC 9897 by default, or a
+    /// reference kernel's (docs/INTEROP.md) to interoperate with it.
+    pub wire_profile: WireProfile,
 }
 
 impl Default for ConnectionConfig {
@@ -164,6 +169,7 @@ impl Default for ConnectionConfig {
             idle_timeout: None,
             closed_path_linger: Duration::from_secs(1),
             protect_payload: false,
+            wire_profile: WireProfile::Rfc9897,
         }
     }
 }

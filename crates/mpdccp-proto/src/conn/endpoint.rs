@@ -111,6 +111,7 @@ pub struct Endpoint<K: Ord + Clone> {
     conns: BTreeMap<ConnectionHandle, Slot>,
     routes: BTreeMap<K, (ConnectionHandle, PathId)>,
     reverse: BTreeMap<(ConnectionHandle, PathId), K>,
+    /// Connections by the identifier their joins carry ([`Connection::join_token`]).
     by_ci: BTreeMap<u32, ConnectionHandle>,
     resets: VecDeque<(K, [u8; RESET_BUF], usize)>,
     events: VecDeque<(ConnectionHandle, Event)>,
@@ -260,7 +261,7 @@ impl<K: Ord + Clone> Endpoint<K> {
                 return Some(h);
             }
         }
-        let seg = match Segment::parse(data, None) {
+        let seg = match Segment::parse_in(data, None, self.config.conn.wire_profile) {
             Ok(s) => s,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -322,7 +323,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             conn.preset_server_auth(*keys, response);
         }
         conn.handle_datagram(now, PathId(0), data);
-        self.by_ci.insert(conn.local_ci(), h);
+        self.by_ci.insert(conn.join_token(), h);
         self.routes.insert(remote.clone(), (h, PathId(0)));
         self.reverse.insert((h, PathId(0)), remote);
         self.conns.insert(
@@ -506,7 +507,7 @@ impl<K: Ord + Clone> Endpoint<K> {
                     g.forget(k);
                 }
                 self.peers.remove(&h);
-                let ci = s.conn.local_ci();
+                let ci = s.conn.join_token();
                 if let Some(t) = s.indexed {
                     self.timers.remove(&(t, h));
                 }

@@ -11,7 +11,9 @@
 //! [`Connection::d_keys`].
 
 use super::*;
+use crate::wire::profile_keys::PlainKeys;
 use codec::MpJoin;
+use keys::JoinHmac;
 
 impl Connection {
     /// Server: a Request on a path without a subflow. Refusals leave a
@@ -81,7 +83,7 @@ impl Connection {
         if self.mp != Some(true) {
             self.stats.join_not_multipath += 1;
             Err(ResetCode::ConnectionRefused)
-        } else if j.token != self.local_ci {
+        } else if j.token != self.join_ids().0 {
             // Unknown path token → Reset.
             self.stats.join_unknown_token += 1;
             Err(ResetCode::NoConnection)
@@ -206,11 +208,15 @@ impl Connection {
                 self.fail_path(i, Some(ResetCode::OptionError));
                 return;
             }
-            // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server.
+            // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server
+            // (a reference profile: HMAC(d-keyB, J‖RA), BUILD.md "MP_HMAC").
             let ra = self.paths[i].local_nonce();
+            let (p, j_id) = (self.config.wire_profile, self.join_ids().0);
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {
                 (Some(j), Some(h), Some(k)) => {
-                    keys::verify_join_hmac(&k.d_key_remote(), j.nonce, ra, &h).then_some(j)
+                    let d = k.d_key_remote();
+                    let at = JoinHmac::Response;
+                    keys::verify_join_hmac_in(p, &d, at, j_id, (ra, j.nonce), &h).then_some(j)
                 }
                 _ => None,
             };
@@ -235,13 +241,15 @@ impl Connection {
         }
         let sf = &self.paths[i];
         if sf.is_join() {
+            // RFC 9897 §3.2.2: HMAC(d-keyA, RA‖RB); a reference profile:
+            // HMAC(d-keyA, J‖RB) (BUILD.md "MP_HMAC").
+            let (p, j_id) = (self.config.wire_profile, self.join_ids().0);
+            let nonces = (sf.remote_nonce(), sf.local_nonce());
             let ok = match (seg.mp.hmac, self.d_keys()) {
-                (Some(h), Some(k)) => keys::verify_join_hmac(
-                    &k.d_key_remote(),
-                    sf.remote_nonce(),
-                    sf.local_nonce(),
-                    &h,
-                ),
+                (Some(h), Some(k)) => {
+                    let d = k.d_key_remote();
+                    keys::verify_join_hmac_in(p, &d, JoinHmac::Ack, j_id, nonces, &h)
+                }
                 _ => false,
             };
             if !ok {
@@ -284,6 +292,38 @@ impl Connection {
             self.events.push_back(Event::Connected);
         }
         self.events.push_back(Event::PathEstablished(id));
+    }
+
+    /// The identifiers of a join (RFC 9897 §3.2.2): the one in the
+    /// client's MP_JOIN (the server's CI) and the one in the server's (the
+    /// client's CI); the k5.10 reference puts the server's token in both
+    /// (BUILD.md "MP_JOIN", `wire::profile_keys`). 0 while unknown.
+    pub(super) fn join_ids(&self) -> (u32, u32) {
+        let (ours, theirs) = (self.local_ci, self.remote_ci.unwrap_or(0));
+        let (client_ci, server_ci) = match self.role {
+            Role::Client => (ours, theirs),
+            Role::Server => (theirs, ours),
+        };
+        let p = self.config.wire_profile;
+        match (self.remote_key, self.session.is_some()) {
+            (Some(remote), false) => {
+                let keys = match self.role {
+                    Role::Client => PlainKeys {
+                        client: self.local_key,
+                        server: remote,
+                    },
+                    Role::Server => PlainKeys {
+                        client: remote,
+                        server: self.local_key,
+                    },
+                };
+                (
+                    p.join_id(&keys, server_ci),
+                    p.join_response_id(&keys, client_ci),
+                )
+            }
+            _ => (server_ci, client_ci),
+        }
     }
 
     /// The keys of every MP_HMAC: the handshake's d-keys in authenticated

@@ -10,7 +10,8 @@
 // it; the reference profiles' derivations live beside it).
 pub use crate::wire::mp::HMAC_LEN;
 use crate::wire::profile_keys::concat;
-pub use crate::wire::profile_keys::{hmac20, hmac20_matches as verify20};
+pub use crate::wire::profile_keys::{hmac20, hmac20_matches as verify20, JoinHmac};
+use crate::wire::WireProfile;
 
 /// Keys of one MP-DCCP connection once both sides' key material is known.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,6 +108,38 @@ pub fn verify_join_hmac(
     )
 }
 
+/// MP_JOIN's MP_HMAC on packet `at` under wire profile `p`, keyed with the
+/// sender's derived key: RFC 9897 §3.2.2 covers the sender's nonce then
+/// the peer's (the same bytes as [`join_hmac`]); the reference kernels
+/// cover `J ‖ nonce of the other side`, `J` = the identifier in the
+/// client's MP_JOIN (BUILD.md "MP_HMAC", `wire::profile_keys`).
+pub fn join_hmac_in(
+    p: WireProfile,
+    d_key: &[u8],
+    at: JoinHmac,
+    join_id: u32,
+    (nonce_c, nonce_s): (u32, u32),
+) -> [u8; HMAC_LEN] {
+    hmac20(
+        d_key,
+        &[&p.join_hmac_message(at, join_id, nonce_c, nonce_s)],
+    )
+}
+
+/// Checks a received join MP_HMAC as [`join_hmac_in`] computes it (in
+/// constant time).
+pub fn verify_join_hmac_in(
+    p: WireProfile,
+    d_key: &[u8],
+    at: JoinHmac,
+    join_id: u32,
+    (nonce_c, nonce_s): (u32, u32),
+    tag: &[u8; HMAC_LEN],
+) -> bool {
+    let m = p.join_hmac_message(at, join_id, nonce_c, nonce_s);
+    verify20(d_key, &[&m], tag)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +177,26 @@ mod tests {
         assert!(verify_join_hmac(&a.d_key_remote(), 0xBBBB, 0xAAAA, &tag_b));
         assert!(!verify_join_hmac(&a.d_key_remote(), 0xAAAA, 0xBBBB, &tag_b));
         assert_ne!(tag_b, join_hmac(&a.d_key_local(), 0xAAAA, 0xBBBB));
+    }
+
+    /// The RFC profile's join HMACs are [`join_hmac`]'s bytes; k4.14's
+    /// differ (the identifier in place of the sender's nonce).
+    #[test]
+    fn profile_join_hmacs() {
+        let (dk, j, n) = ([9u8; 16], 0x5392_02e7, (0xaaaa, 0xbbbb));
+        let rfc = WireProfile::Rfc9897;
+        let resp = join_hmac_in(rfc, &dk, JoinHmac::Response, j, n);
+        assert_eq!(resp, join_hmac(&dk, 0xbbbb, 0xaaaa));
+        let ack = join_hmac_in(rfc, &dk, JoinHmac::Ack, j, n);
+        assert_eq!(ack, join_hmac(&dk, 0xaaaa, 0xbbbb));
+        let k414 = WireProfile::ReferenceK414;
+        let r = join_hmac_in(k414, &dk, JoinHmac::Response, j, n);
+        assert_eq!(
+            r,
+            hmac20(&dk, &[&j.to_be_bytes(), &0xaaaau32.to_be_bytes()])
+        );
+        assert!(verify_join_hmac_in(k414, &dk, JoinHmac::Response, j, n, &r));
+        assert!(!verify_join_hmac_in(rfc, &dk, JoinHmac::Response, j, n, &r));
     }
 
     #[test]

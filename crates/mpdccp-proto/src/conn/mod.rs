@@ -82,6 +82,7 @@ mod stats;
 mod subflow;
 mod timer_guard;
 
+pub use crate::wire::WireProfile;
 pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
@@ -353,6 +354,13 @@ impl Connection {
     pub fn local_ci(&self) -> u32 {
         self.local_ci
     }
+    /// The identifier a join to this connection names in its MP_JOIN (a
+    /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or
+    /// with the k5.10 reference profile the server's token, known once
+    /// both keys are (BUILD.md "MP_JOIN").
+    pub fn join_token(&self) -> u32 {
+        self.join_ids().0
+    }
     /// The peer's connection identifier, once known.
     pub fn remote_ci(&self) -> Option<u32> {
         self.remote_ci
@@ -519,7 +527,9 @@ impl Connection {
         if self.state == ConnState::Closed {
             // A closed connection still answers a retransmitted Close (our
             // Reset was lost) so the peer can finish (RFC 4340 §8.3).
-            if let (Some(i), Ok(seg)) = (idx, Segment::parse(data, None)) {
+            if let (Some(i), Ok(seg)) =
+                (idx, Segment::parse_in(data, None, self.config.wire_profile))
+            {
                 self.paths[i].answer_close_when_closed(&seg);
             }
             return;
@@ -527,7 +537,7 @@ impl Connection {
         let addrs = idx
             .filter(|_| self.config.verify_checksums)
             .and_then(|i| self.paths[i].rx_pseudo_addrs());
-        let seg = match Segment::parse(data, addrs) {
+        let seg = match Segment::parse_in(data, addrs, self.config.wire_profile) {
             Ok(s) => s,
             Err(WireError::BadChecksum) => {
                 self.stats.rx_bad_checksum += 1;

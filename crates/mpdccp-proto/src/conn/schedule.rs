@@ -205,7 +205,6 @@ impl Connection {
             local_key: self.local_key,
             remote_key: self.remote_key,
             local_ci: self.local_ci,
-            remote_ci: self.remote_ci,
             closing_mp: self.closing_mp,
             service_code: c.service_code,
             ackvec_cover_pkts: c.ackvec_cover_pkts,
@@ -214,6 +213,8 @@ impl Connection {
             mp_option_rto: c.mp_option_rto,
             mp_option_max_tries: c.mp_option_max_tries,
             last_mp_seq: self.next_mp_seq.wrapping_sub(1),
+            profile: c.wire_profile,
+            join_ids: self.join_ids(),
         }
     }
 
@@ -288,14 +289,15 @@ impl Connection {
         // clash with nothing else there).
         if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
             let rto = self.paths[i].option_rto(self.config.mp_option_rto);
-            self.adverts[ai].attach(now, rto, &k, &mut seg);
+            self.adverts[ai].attach(now, rto, &k, self.config.wire_profile, &mut seg);
             // RFC 9897 §3.2.1: with MP_SEQ, the highest one assigned (a
             // pure Ack numbers no data).
             seg.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
         }
         let sf = &mut self.paths[i];
         sf.on_ack_sent();
-        let result = match (seg.emit(buf, addrs), &data) {
+        let profile = self.config.wire_profile;
+        let result = match (seg.emit_in(buf, addrs, profile), &data) {
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
             (result, _) => result,
         };
@@ -328,7 +330,7 @@ impl Connection {
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {
-        let r = s.emit(buf, addrs);
+        let r = s.emit_in(buf, addrs, self.config.wire_profile);
         if r.is_none() {
             self.stats.tx_buffer_too_small += 1;
         }

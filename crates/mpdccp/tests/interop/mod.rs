@@ -3,7 +3,9 @@
 //! started in it, killed on drop), and checking a capture with our decoder.
 
 pub mod conn_driver;
+pub mod conn_server;
 pub mod peer;
+pub mod real;
 pub mod script;
 pub mod server;
 

@@ -5,9 +5,9 @@
 
 use super::*;
 use crate::conn::codec::{self, KeyOffer, MpJoin, MpRtt, Segment};
-use crate::conn::keys::{self, ConnKeys};
+use crate::conn::keys::{self, ConnKeys, JoinHmac};
 use crate::wire::option::kind as opt;
-use crate::wire::{FeatureNum, PacketType};
+use crate::wire::{FeatureNum, PacketType, WireProfile};
 
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
 const ACKVEC_MAX_CELLS: usize = 48;
@@ -23,7 +23,6 @@ pub(crate) struct EmitCtx {
     pub local_key: [u8; 8],
     pub remote_key: Option<[u8; 8]>,
     pub local_ci: u32,
-    pub remote_ci: Option<u32>,
     /// The connection is closing with MP_CLOSE (RFC 9897 §3.2.11).
     pub closing_mp: bool,
     pub service_code: u32,
@@ -36,12 +35,26 @@ pub(crate) struct EmitCtx {
     pub mp_option_max_tries: u32,
     /// The highest MP_SEQ assigned so far (the IDSN - 1 before the first).
     pub last_mp_seq: u64,
+    /// The connection's wire profile (join HMAC messages).
+    pub profile: WireProfile,
+    /// The identifiers of a join: in the client's MP_JOIN, in the
+    /// server's (RFC 9897 §3.2.2: the peer's CI; k5.10: the server token).
+    pub join_ids: (u32, u32),
 }
 
 impl EmitCtx {
-    /// Our MP_KEY: CI and plain key (Request and Response only, F11).
+    /// Our MP_KEY: CI and plain key (Request and Response only, F11); the
+    /// k5.10 reference's MP_KEY has no CI field (BUILD.md "MP_KEY").
     fn mp_key(&self) -> KeyOffer {
-        KeyOffer::plain(self.local_ci, self.local_key, None)
+        KeyOffer::plain(self.ci_on_wire(), self.local_key, None)
+    }
+
+    fn ci_on_wire(&self) -> u32 {
+        if self.profile.key_has_ci() {
+            self.local_ci
+        } else {
+            0
+        }
     }
 }
 
@@ -190,11 +203,23 @@ impl Subflow {
     }
 
     fn mp_join(&self, ctx: &EmitCtx) -> MpJoin {
+        let (client, server) = ctx.join_ids;
         MpJoin {
             addr_id: self.local_addr_id,
-            token: ctx.remote_ci.unwrap_or(0),
+            token: if self.initiator { client } else { server },
             nonce: self.local_nonce,
         }
+    }
+
+    /// Our MP_HMAC of a join's Response (server) or third packet (client),
+    /// under the connection's profile (RFC 9897 §3.2.2; BUILD.md "MP_HMAC").
+    fn join_hmac(&self, ctx: &EmitCtx, k: &ConnKeys) -> [u8; keys::HMAC_LEN] {
+        let (at, nonces) = if self.initiator {
+            (JoinHmac::Ack, (self.local_nonce, self.remote_nonce))
+        } else {
+            (JoinHmac::Response, (self.remote_nonce, self.local_nonce))
+        };
+        keys::join_hmac_in(ctx.profile, &k.d_key_local(), at, ctx.join_ids.0, nonces)
     }
 
     /// Response confirming the client's features, with our MP_KEY or
@@ -214,11 +239,7 @@ impl Subflow {
                 s.mp.key = Some(ctx.mp_key());
             } else if let Some(k) = ctx.keys {
                 s.mp.join = Some(self.mp_join(ctx));
-                s.mp.hmac = Some(keys::join_hmac(
-                    &k.d_key_local(),
-                    self.local_nonce,
-                    self.remote_nonce,
-                ));
+                s.mp.hmac = Some(self.join_hmac(ctx, &k));
             }
         }
         s
@@ -243,12 +264,13 @@ impl Subflow {
         // reference kernel; a join's carries MP_HMAC.
         if ctx.mp_on && self.join {
             if let Some(k) = ctx.keys {
-                s.mp.hmac = Some(keys::join_hmac(
-                    &k.d_key_local(),
-                    self.local_nonce,
-                    self.remote_nonce,
-                ));
+                s.mp.hmac = Some(self.join_hmac(ctx, &k));
             }
+        } else if ctx.mp_on && ctx.profile.third_key_message() {
+            // The k5.10 reference's third MP_KEY, `{0,KeyC}{0,KeyS}`
+            // (BUILD.md "MP_KEY": "Client's first Ack").
+            let ci = ctx.ci_on_wire();
+            s.mp.key = Some(KeyOffer::plain(ci, ctx.local_key, ctx.remote_key));
         }
         self.on_ack_sent();
         s.ack_vector_out = Some(av);

@@ -257,7 +257,11 @@ impl Subflow {
             ack_now: false,
             ack_ratio_rx: 1,
             ack_ratio_tx: conf.ack_ratio.max(1),
-            ack_ratio_unconfirmed: conf.ack_ratio.max(1) != 1,
+            // RFC 4340 §11.3: Ack Ratio defaults to 2 at the peer, so the
+            // configured value is announced whatever it is — 1 included
+            // (the reference kernel otherwise acks every second packet
+            // only, and a lone packet waits for its RTO).
+            ack_ratio_unconfirmed: true,
             acked_high: [0; 2],
             gsr_rx_at: None,
             sent: VecDeque::new(),

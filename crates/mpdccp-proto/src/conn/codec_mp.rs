@@ -1,0 +1,446 @@
+//! The multipath part of [`super::codec`]: the MP sub-options one packet
+//! carries ([`MpOpts`]) and how they are read from and written to option
+//! 46 in the connection's wire profile (RFC 9897 §3.2 by default, a
+//! reference kernel's layout otherwise, `wire/profile.rs`).
+
+use std::net::IpAddr;
+
+use crate::wire::mp::{subtype, RttType};
+use crate::wire::{MpKey, MpOption, WireProfile};
+
+/// The MP_KEY option (RFC 9897 §3.2.4): the connection identifier and the
+/// keys offered, each `wire`'s [`MpKey`] (the one key type, any key type);
+/// the third handshake packet echoes the receiver's key after the sender's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyOffer {
+    pub ci: u32,
+    pub keys: Vec<MpKey>,
+}
+
+impl KeyOffer {
+    /// A plain-text (type 0) offer of `key`, echoing `peer` when given.
+    pub fn plain(ci: u32, key: [u8; 8], peer: Option<[u8; 8]>) -> KeyOffer {
+        let mut keys = vec![MpKey::plain(u64::from_be_bytes(key))];
+        keys.extend(peer.map(|p| MpKey::plain(u64::from_be_bytes(p))));
+        KeyOffer { ci, keys }
+    }
+
+    /// The `n`-th plain-text key offered (key types we do not support are
+    /// passed over).
+    fn nth_plain(&self, n: usize) -> Option<[u8; 8]> {
+        self.keys
+            .iter()
+            .filter_map(MpKey::plain_key)
+            .nth(n)
+            .map(u64::to_be_bytes)
+    }
+
+    /// The sender's key, if it offered a plain-text one.
+    pub fn plain_key(&self) -> Option<[u8; 8]> {
+        self.nth_plain(0)
+    }
+
+    /// Key type 255's data (the authenticated handshake), when offered.
+    pub fn experimental(&self) -> Option<&[u8]> {
+        self.keys
+            .iter()
+            .find(|k| k.key_type == crate::wire::mp::KeyType::Experimental)
+            .map(|k| k.data.as_slice())
+    }
+
+    /// A key type 255 offer carrying `data` (exactly 64 bytes), alone: no
+    /// other key type next to it, so nothing to downgrade to (RFC 9897 §6).
+    pub fn experimental_only(ci: u32, data: &[u8]) -> KeyOffer {
+        KeyOffer {
+            ci,
+            keys: vec![MpKey {
+                key_type: crate::wire::mp::KeyType::Experimental,
+                data: data.to_vec(),
+            }],
+        }
+    }
+
+    /// The receiver's key echoed back (third handshake packet).
+    pub fn echoed_key(&self) -> Option<[u8; 8]> {
+        self.nth_plain(1)
+    }
+}
+
+/// MP_JOIN (RFC 9897 §3.2.2): address id, path token (peer CI), nonce.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpJoin {
+    pub addr_id: u8,
+    pub token: u32,
+    pub nonce: u32,
+}
+
+/// MP_RTT (RFC 9897 §3.2.7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpRtt {
+    /// 0 raw (latest), 1 min, 2 max, 3 smoothed.
+    pub kind: u8,
+    pub rtt_ms: u32,
+    pub age_ms: u32,
+}
+
+/// MP_ADDADDR (RFC 9897 §3.2.8); its HMAC travels in the packet's MP_HMAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpAddAddr {
+    pub addr_id: u8,
+    pub nonce: u32,
+    pub ip: IpAddr,
+    pub port: Option<u16>,
+}
+
+/// MP_REMOVEADDR (RFC 9897 §3.2.9); its HMAC travels in the packet's MP_HMAC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpRemoveAddr {
+    pub addr_id: u8,
+    pub nonce: u32,
+}
+
+/// One item an MP_CONFIRM echoes (RFC 9897 §3.2.1): the MP_SEQ the
+/// confirmed option arrived with, then the option copied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConfirmItem {
+    /// The MP_SEQ of the packet that carried the option; `None` when it
+    /// came without one (an older peer), then the option is echoed alone.
+    pub seq: Option<u64>,
+    /// The confirmed sub-option (`subtype::PRIO`, `ADDADDR`, `REMOVEADDR`).
+    pub kind: u8,
+    /// Address id (ADDADDR/REMOVEADDR) or priority value (PRIO).
+    pub id: u8,
+    pub nonce: u32,
+    /// ADDADDR's address and port.
+    pub addr: Option<(IpAddr, Option<u16>)>,
+}
+
+impl ConfirmItem {
+    /// The same option (whatever MP_SEQ it came with).
+    pub fn same_option(&self, other: &ConfirmItem) -> bool {
+        (self.kind, self.id, self.nonce, self.addr)
+            == (other.kind, other.id, other.nonce, other.addr)
+    }
+
+    /// Appends this confirmation's elements: MP_SEQ, then the option.
+    fn push_wire(self, out: &mut Vec<MpOption>, profile: WireProfile) {
+        let Some(o) = self.option(profile.addr_nonce()) else {
+            return;
+        };
+        if let Some(s) = self.seq {
+            out.push(MpOption::Seq(s & crate::wire::SEQ_MASK));
+        }
+        out.push(o);
+    }
+
+    fn option(self, with_nonce: bool) -> Option<MpOption> {
+        let nonce = with_nonce.then_some(self.nonce);
+        Some(match self.kind {
+            subtype::PRIO => MpOption::Prio(self.id),
+            subtype::REMOVEADDR => MpOption::RemoveAddr {
+                addr_id: self.id,
+                nonce,
+            },
+            subtype::ADDADDR => {
+                let (addr, port) = self.addr?;
+                MpOption::AddAddr {
+                    addr_id: self.id,
+                    nonce,
+                    addr,
+                    port,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Reads MP_CONFIRM's elements: each MP_SEQ pairs with the option
+    /// after it.
+    fn from_wire(items: &[MpOption], mut each: impl FnMut(ConfirmItem)) {
+        let mut seq = None;
+        for o in items {
+            let item = match *o {
+                MpOption::Seq(s) => {
+                    seq = Some(s);
+                    continue;
+                }
+                MpOption::Prio(p) => ConfirmItem {
+                    kind: subtype::PRIO,
+                    id: p,
+                    ..Default::default()
+                },
+                MpOption::RemoveAddr { addr_id, nonce } => ConfirmItem {
+                    kind: subtype::REMOVEADDR,
+                    id: addr_id,
+                    nonce: nonce.unwrap_or(0),
+                    ..Default::default()
+                },
+                MpOption::AddAddr {
+                    addr_id,
+                    nonce,
+                    addr,
+                    port,
+                } => ConfirmItem {
+                    kind: subtype::ADDADDR,
+                    id: addr_id,
+                    nonce: nonce.unwrap_or(0),
+                    addr: Some((addr, port)),
+                    ..Default::default()
+                },
+                _ => {
+                    seq = None;
+                    continue;
+                }
+            };
+            each(ConfirmItem {
+                seq: seq.take(),
+                ..item
+            });
+        }
+    }
+}
+
+pub const MAX_CONFIRMS: usize = 4;
+
+/// The MP sub-options of one packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MpOpts {
+    pub key: Option<KeyOffer>,
+    pub join: Option<MpJoin>,
+    /// MP_HMAC directly after MP_JOIN, or the lone MP_HMAC of a packet
+    /// without a protected option (a join's third packet; RFC 9897 §3.2.6).
+    pub hmac: Option<[u8; 20]>,
+    /// MP_HMAC directly after MP_ADDADDR.
+    pub addaddr_hmac: Option<[u8; 20]>,
+    /// MP_HMAC directly after MP_REMOVEADDR.
+    pub removeaddr_hmac: Option<[u8; 20]>,
+    pub seq: Option<u64>,
+    pub rtt: Option<MpRtt>,
+    pub addaddr: Option<MpAddAddr>,
+    pub removeaddr: Option<MpRemoveAddr>,
+    pub prio: Option<u8>,
+    /// MP_CLOSE carries the receiver's key (RFC 9897 §3.2.11).
+    pub close: Option<[u8; 8]>,
+    /// MP_FAST_CLOSE carries the receiver's key (RFC 9897 §3.2.3).
+    pub fast_close: Option<[u8; 8]>,
+    pub confirms: [ConfirmItem; MAX_CONFIRMS],
+    pub n_confirms: u8,
+    /// MP_EXP's body (RFC 9897 §3.2.12; at most 252 bytes, the wire
+    /// parser's bound): the authenticated handshake's messages beyond key
+    /// type 255's 64 bytes (docs/SECURITY.md §3). The first one is kept.
+    pub exp: Option<Vec<u8>>,
+}
+
+impl MpOpts {
+    pub fn confirms(&self) -> &[ConfirmItem] {
+        &self.confirms[..self.n_confirms as usize]
+    }
+    pub fn push_confirm(&mut self, c: ConfirmItem) -> bool {
+        if (self.n_confirms as usize) < MAX_CONFIRMS {
+            self.confirms[self.n_confirms as usize] = c;
+            self.n_confirms += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// RFC 9897 §3.2.6 while parsing: "an MP_HMAC MUST directly follow its
+/// associated multipath option"; one that follows nothing "MUST be
+/// ignored", unless it is the single MP_HMAC of a packet with no protected
+/// option (a join's third packet). Padding does not break adjacency
+/// (as [`crate::wire::mp::associate_hmacs`]).
+#[derive(Default)]
+pub(super) struct HmacPlacement {
+    /// The protected sub-option (JOIN, ADDADDR, REMOVEADDR) just read.
+    pub(super) after: Option<u8>,
+    strays: u8,
+    first_stray: Option<[u8; 20]>,
+}
+
+impl HmacPlacement {
+    /// Files MP_HMAC `h` under the option it follows.
+    pub(super) fn place(&mut self, m: &mut MpOpts, h: [u8; 20]) {
+        match self.after.take() {
+            Some(subtype::JOIN) => m.hmac = Some(h),
+            Some(subtype::ADDADDR) => m.addaddr_hmac = Some(h),
+            Some(subtype::REMOVEADDR) => m.removeaddr_hmac = Some(h),
+            _ => {
+                self.strays = self.strays.saturating_add(1);
+                self.first_stray.get_or_insert(h);
+            }
+        }
+    }
+
+    /// After the last option: keeps a lone MP_HMAC, returns how many
+    /// strays were ignored.
+    pub(super) fn finish(self, m: &mut MpOpts) -> u8 {
+        let protected = m.join.is_some() || m.addaddr.is_some() || m.removeaddr.is_some();
+        if self.strays == 1 && !protected {
+            m.hmac = self.first_stray;
+            return 0;
+        }
+        self.strays
+    }
+}
+
+/// Folds one parsed MP sub-option into `m`.
+pub(super) fn absorb_mp(m: &mut MpOpts, o: MpOption) {
+    match o {
+        MpOption::Key { ci, keys } => m.key = Some(KeyOffer { ci, keys }),
+        MpOption::Join { addr_id, ci, nonce } => {
+            m.join = Some(MpJoin {
+                addr_id,
+                token: ci,
+                nonce,
+            })
+        }
+        // Placed by `HmacPlacement` before this is reached.
+        MpOption::Hmac(_) => {}
+        MpOption::Seq(s) => m.seq = Some(s),
+        MpOption::Rtt {
+            rtt_type,
+            rtt_ms,
+            age_ms,
+        } => {
+            m.rtt = Some(MpRtt {
+                kind: rtt_type.to_u8(),
+                rtt_ms,
+                age_ms,
+            })
+        }
+        MpOption::AddAddr {
+            addr_id,
+            nonce,
+            addr,
+            port,
+        } => {
+            m.addaddr = Some(MpAddAddr {
+                addr_id,
+                nonce: nonce.unwrap_or(0),
+                ip: addr,
+                port,
+            })
+        }
+        MpOption::RemoveAddr { addr_id, nonce } => {
+            m.removeaddr = Some(MpRemoveAddr {
+                addr_id,
+                nonce: nonce.unwrap_or(0),
+            })
+        }
+        MpOption::Prio(p) => m.prio = Some(p),
+        MpOption::Close { key_data } => m.close = key_data.as_slice().try_into().ok(),
+        MpOption::FastClose { key_data } => m.fast_close = key_data.as_slice().try_into().ok(),
+        MpOption::Confirm(items) => ConfirmItem::from_wire(&items, |i| {
+            m.push_confirm(i);
+        }),
+        MpOption::Exp(d) => {
+            m.exp.get_or_insert(d);
+        }
+    }
+}
+
+/// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
+/// new offset.
+pub(super) fn emit_mp(
+    m: &MpOpts,
+    buf: &mut [u8],
+    mut p: usize,
+    profile: WireProfile,
+) -> Option<usize> {
+    let mut put = |o: MpOption, p: &mut usize| -> Option<()> {
+        *p += profile.emit_mp(&o, buf.get_mut(*p..)?).ok()?;
+        Some(())
+    };
+    // The reference's ADDADDR/REMOVEADDR carry no nonce (BUILD.md "k4.14").
+    let nonce = |n: u32| profile.addr_nonce().then_some(n);
+    if let Some(k) = &m.key {
+        let keys = k.keys.clone();
+        put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
+    }
+    if let Some(e) = &m.exp {
+        put(MpOption::Exp(e.clone()), &mut p)?;
+    }
+    // RFC 9897 §3.2.6: each MP_HMAC directly after the option it
+    // protects; `hmac` alone (a join's third packet) where it stands.
+    if let Some(j) = m.join {
+        put(
+            MpOption::Join {
+                addr_id: j.addr_id,
+                ci: j.token,
+                nonce: j.nonce,
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(h) = m.hmac {
+        put(MpOption::Hmac(h), &mut p)?;
+    }
+    if let Some(s) = m.seq {
+        put(MpOption::Seq(s & crate::wire::SEQ_MASK), &mut p)?;
+    }
+    if let Some(r) = m.rtt {
+        put(
+            MpOption::Rtt {
+                rtt_type: RttType::from_u8(r.kind),
+                rtt_ms: r.rtt_ms,
+                age_ms: r.age_ms,
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(a) = m.addaddr {
+        put(
+            MpOption::AddAddr {
+                addr_id: a.addr_id,
+                nonce: nonce(a.nonce),
+                addr: a.ip,
+                port: a.port,
+            },
+            &mut p,
+        )?;
+        if let Some(h) = m.addaddr_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
+    }
+    if let Some(r) = m.removeaddr {
+        put(
+            MpOption::RemoveAddr {
+                addr_id: r.addr_id,
+                nonce: nonce(r.nonce),
+            },
+            &mut p,
+        )?;
+        if let Some(h) = m.removeaddr_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
+    }
+    if let Some(pr) = m.prio {
+        put(MpOption::Prio(pr), &mut p)?;
+    }
+    if let Some(k) = m.close {
+        put(
+            MpOption::Close {
+                key_data: k.to_vec(),
+            },
+            &mut p,
+        )?;
+    }
+    if let Some(k) = m.fast_close {
+        put(
+            MpOption::FastClose {
+                key_data: k.to_vec(),
+            },
+            &mut p,
+        )?;
+    }
+    if m.n_confirms > 0 {
+        let mut items = Vec::with_capacity(2 * m.confirms().len());
+        for c in m.confirms() {
+            c.push_wire(&mut items, profile);
+        }
+        put(MpOption::Confirm(items), &mut p)?;
+    }
+    Some(p)
+}
