@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use mpdccp_proto::conn::{CoDelConfig, ConnectionConfig, TunnelSettings};
+use mpdccp_proto::wire::WireProfile;
 use serde::{Deserialize, Serialize};
 
 use super::keyfile::PeerConfig;
@@ -168,6 +169,26 @@ pub struct TunnelConfig {
     pub codel_target_ms: f64,
     /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
     pub codel_interval_ms: f64,
+    /// Layout of option 46 and the key derivations: `"rfc9897"` (default),
+    /// or the Telekom reference kernel's `"reference-k4.14"` /
+    /// `"reference-k5.10"` (docs/INTEROP.md; open mode only, both ends alike).
+    #[serde(with = "wire_profile_name")]
+    pub wire_profile: WireProfile,
+}
+
+/// `wire_profile` as its configuration name (`WireProfile::name` / `FromStr`).
+mod wire_profile_name {
+    use mpdccp_proto::wire::WireProfile;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &WireProfile, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(p.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<WireProfile, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// The `aqm` key of `[tunnel]`.
@@ -195,6 +216,7 @@ impl Default for TunnelConfig {
             aqm: Aqm::Codel,
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
+            wire_profile: WireProfile::Rfc9897,
         }
     }
 }
@@ -217,6 +239,7 @@ impl TunnelConfig {
                 1
             },
             send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
+            wire_profile: self.wire_profile,
             send_queue_codel: (self.aqm == Aqm::Codel).then(|| CoDelConfig {
                 target: Duration::from_secs_f64(self.codel_target_ms.max(0.0) / 1e3),
                 interval: Duration::from_secs_f64(self.codel_interval_ms.max(0.001) / 1e3),
@@ -446,6 +469,7 @@ impl ClientConfig {
                 self.auth_mode()
             );
         }
+        validate_profile(self.auth_mode(), &self.tunnel)?;
         validate_common(&self.tun, &self.tunnel)
     }
 
@@ -493,6 +517,7 @@ impl ServerConfig {
             }
         }
         c.validate_auth()?;
+        validate_profile(c.auth_mode(), &c.tunnel)?;
         validate_common(&c.tun, &c.tunnel)?;
         Ok(c)
     }
@@ -527,6 +552,17 @@ impl ServerConfig {
             _ => Ok(()),
         }
     }
+}
+
+/// The reference kernel's layouts carry plain keys (key type 0) only.
+fn validate_profile(auth: AuthMode, tunnel: &TunnelConfig) -> anyhow::Result<()> {
+    if tunnel.wire_profile != WireProfile::Rfc9897 && auth != AuthMode::Open {
+        bail!(
+            "tunnel.wire_profile = {:?} speaks the reference kernel's plain keys: it needs auth = \"open\"",
+            tunnel.wire_profile.name()
+        );
+    }
+    Ok(())
 }
 
 fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()> {
@@ -614,6 +650,40 @@ mod tests {
         assert!(
             err.to_string().contains("unknown field `keepalive`"),
             "{err}"
+        );
+    }
+
+    /// `wire_profile` reaches the core by name; the reference layouts need
+    /// open mode; an unknown name lists the valid ones.
+    #[test]
+    fn wire_profile_reaches_the_core_and_needs_open_mode() {
+        let server = |profile: &str, auth: &str| {
+            format!(
+                "listen = \"0.0.0.0:6773\"\nauth = \"{auth}\"\nprivate_key_file = \"/k\"\n\
+                 [tunnel]\nwire_profile = \"{profile}\"\n\
+                 [[peer]]\nname = \"a\"\npublic_key = \"x\"\nallowed_ips = []\n"
+            )
+        };
+        let c = ServerConfig::from_toml_str(&server("reference-k4.14", "open")).unwrap();
+        assert_eq!(c.tunnel.wire_profile, WireProfile::ReferenceK414);
+        let plan = crate::daemon::mtu_plan(&c.tun, c.tunnel.path_mtu, false, 8);
+        assert_eq!(
+            c.tunnel.connection_config(&plan).wire_profile,
+            WireProfile::ReferenceK414
+        );
+        let err = ServerConfig::from_toml_str(&server("reference-k5.10", "authenticated"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs auth = \"open\""), "{err}");
+        let err = ServerConfig::from_toml_str(&server("k4", "open"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("reference-k4.14"), "{err}");
+        // Round trip through the TOML the testbed writes.
+        let text = toml::to_string(&c.tunnel).unwrap();
+        assert!(
+            text.contains("wire_profile = \"reference-k4.14\""),
+            "{text}"
         );
     }
 
