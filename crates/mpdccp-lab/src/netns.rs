@@ -40,6 +40,23 @@ pub fn root_or_skip(test: &str) -> bool {
     false
 }
 
+/// `tool` is on the PATH; otherwise print a skip notice and return false,
+/// or panic when `CI` is set (CI must have every tool its tests use).
+pub fn tool_or_skip(test: &str, tool: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: needs {tool}, and CI must have it");
+    }
+    eprintln!("SKIP {test}: needs {tool}");
+    false
+}
+
 /// Runs `ip -n NS ARGS…`.
 pub fn ip_in(ns: &str, args: &[&str]) -> anyhow::Result<()> {
     let mut all = vec!["-n", ns];

@@ -365,20 +365,7 @@ fn reference_client_against_our_server(kernel: Kernel, test: &str, addresses: bo
     // gains an address opens a subflow from it; it sends no MP_ADDADDR.)
     let echoes = if addresses { 2 * ECHOES } else { ECHOES };
     let count = format!("count={echoes}");
-    let mut params = vec![
-        "ip0=10.0.1.1/24",
-        "ip1=10.0.2.1/24",
-        "gw1=10.0.2.2",
-        "role=client",
-        "peer=10.0.1.2",
-        &count,
-        "interval=100",
-        "mpdebug=1",
-        "startdelay=1",
-    ];
-    if addresses {
-        params.push("dropaddr=eth1:10.0.2.1/24");
-    }
+    let params = interop::reference_client_params(&count, addresses, false);
     lab.boot_vm(&r, "mptapc0,mptapc1", 1, &params, &client_log);
     let done = wait_for_log(&client_log, "client exit code", Duration::from_secs(120));
     let o = server

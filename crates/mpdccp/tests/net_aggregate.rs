@@ -14,29 +14,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use mpdccp_net::daemon::config::TunnelConfig;
 use serde_json::Value;
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
-
-/// `tool` is on the PATH; otherwise skip, or fail under `CI`.
-fn tool_or_skip(test: &str, tool: &str) -> bool {
-    let found = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: needs {tool}, and CI must have it");
-    }
-    eprintln!("SKIP {test}: needs {tool}");
-    false
 }
 
 /// Rate of each path, Mbit/s.

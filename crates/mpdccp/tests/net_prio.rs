@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
 use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
 use serde_json::Value;
 
@@ -21,22 +21,6 @@ fn exe() -> &'static Path {
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(u64::MAX)
-}
-
-/// `tool` is on the PATH; otherwise skip, or fail under `CI`.
-fn tool_or_skip(test: &str, tool: &str) -> bool {
-    let found = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: needs {tool}, and CI must have it");
-    }
-    eprintln!("SKIP {test}: needs {tool}");
-    false
 }
 
 /// iperf3 UDP at `rate` for 2 s from the client's namespace to the

@@ -426,3 +426,28 @@ fn join_hmac(
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Boot parameters of the reference client VM against our server at
+/// 10.0.1.2: two addresses (path A 10.0.1.1, path B 10.0.2.1), `count`
+/// echoes 100 ms apart; `drop_b`: it drops B's address 2 s after B is up
+/// (MP_REMOVEADDR); `sched_rr`: its scheduler alternates the paths.
+pub fn reference_client_params(count: &str, drop_b: bool, sched_rr: bool) -> Vec<&str> {
+    let mut params = vec![
+        "ip0=10.0.1.1/24",
+        "ip1=10.0.2.1/24",
+        "gw1=10.0.2.2",
+        "role=client",
+        "peer=10.0.1.2",
+        count,
+        "interval=100",
+        "mpdebug=1",
+        "startdelay=1",
+    ];
+    if sched_rr {
+        params.push("sched=rr");
+    }
+    if drop_b {
+        params.push("dropaddr=eth1:10.0.2.1/24");
+    }
+    params
+}

@@ -183,21 +183,7 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b
     // after B is up (MP_REMOVEADDR), and sends for 4 s.
     let echoes = if drop_b { 2 * ECHOES } else { ECHOES };
     let count = format!("count={echoes}");
-    let mut params = vec![
-        "ip0=10.0.1.1/24",
-        "ip1=10.0.2.1/24",
-        "gw1=10.0.2.2",
-        "role=client",
-        "peer=10.0.1.2",
-        &count,
-        "interval=100",
-        "mpdebug=1",
-        "startdelay=1",
-        "sched=rr",
-    ];
-    if drop_b {
-        params.push("dropaddr=eth1:10.0.2.1/24");
-    }
+    let params = super::reference_client_params(&count, drop_b, true);
     lab.boot_vm(&r, "mptapc0,mptapc1", 1, &params, &client_log);
     let done = wait_for_log(&client_log, "client exit code", Duration::from_secs(120));
     let o = server.join().expect("server thread").expect("endpoint");
