@@ -43,7 +43,6 @@ fn config() -> ConnectionConfig {
     c
 }
 
-
 fn check_bounds(h: &Harness) {
     for side in [Side::Client, Side::Server] {
         let c = h.conn_ref(side);

@@ -99,7 +99,8 @@ fn new_client(i: usize, now: Instant, base: u32) -> Client {
         server_public: k[1],
         psk: None,
     };
-    conn.enable_client_auth(cfg, 1_000 + now.as_nanos(), now).unwrap();
+    conn.enable_client_auth(cfg, 1_000 + now.as_nanos(), now)
+        .unwrap();
     let _ = conn.add_path(now, PathId(base), PathConfig::default());
     Client {
         conn,
@@ -156,7 +157,15 @@ fuzz_target!(|data: &[u8]| {
             }
             while let Some((to, t)) = ep.poll_transmit(now, &mut buf) {
                 last_down = buf[..t.size].to_vec();
-                let i = usize::from(to.ip().to_string().rsplit('.').next().unwrap().parse::<u8>().unwrap());
+                let i = usize::from(
+                    to.ip()
+                        .to_string()
+                        .rsplit('.')
+                        .next()
+                        .unwrap()
+                        .parse::<u8>()
+                        .unwrap(),
+                );
                 if let Some(Some(cl)) = clients.get_mut(i) {
                     let pid = u32::from(to.port() - 7000);
                     cl.conn.handle_datagram(now, PathId(pid), &last_down);

@@ -16,11 +16,20 @@ fuzz_target!(|data: &[u8]| {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
     );
-    let v6 = (IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    let v6 = (
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    );
     let _ = DccpRepr::parse(data, Some(v4));
     let _ = DccpRepr::parse(data, Some(v6));
     if let Ok(p) = Packet::new_checked(data) {
-        let _ = (p.seq(), p.ack(), p.service_code(), p.reset(), p.payload().len());
+        let _ = (
+            p.seq(),
+            p.ack(),
+            p.service_code(),
+            p.reset(),
+            p.payload().len(),
+        );
         for o in p.options().map_while(Result::ok) {
             let _ = o.to_option();
         }
@@ -37,7 +46,8 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok((r, hl)) = DccpRepr::parse(data, None) {
         let mut again = vec![0u8; r.buffer_len(data.len() - hl)];
-        r.emit(&mut again, &data[hl..], None).expect("parsed Repr must re-emit");
+        r.emit(&mut again, &data[hl..], None)
+            .expect("parsed Repr must re-emit");
         let (r2, _) = DccpRepr::parse(&again, None).expect("re-emitted bytes must parse");
         assert_eq!(r, r2);
     }
