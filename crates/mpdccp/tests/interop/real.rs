@@ -196,11 +196,12 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b
     eprintln!("{test}: capture {s:?}");
     let at = out.display();
     assert!(done, "client VM did not finish, see {at}");
-    // With `drop_b` one echo may be lost: the client deletes the address
-    // and only ~100 ms later sends MP_REMOVEADDR (on A); an echo our
-    // round robin put on B in between goes to an address that is gone,
-    // and DCCP does not retransmit (the reference loses one there too,
-    // BUILD.md "k4.14" results). Every datagram reached us either way.
+    // With `drop_b` one datagram each way may be lost: the client deletes
+    // the address and only ~100 ms later sends MP_REMOVEADDR (on A); an echo
+    // our round robin put on B in between goes to an address that is gone,
+    // and a datagram its scheduler had put on B as the address went may not
+    // leave; DCCP does not retransmit (the reference loses one there too,
+    // BUILD.md "k4.14" results; an upstream loss was seen in a CI run).
     let echoed = (0..=echoes)
         .rev()
         .find(|e| log.contains(&format!("RESULT sent={echoes} echoed={e} bad=0")));
@@ -211,10 +212,11 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b
     );
     assert!(log.contains("There are 2 subflows"), "no subflow 2 ({at})");
     // Two subflows opened, none failed on the way.
-    assert_eq!(
-        (o.paths_open, o.delivered),
-        (2, echoes),
-        "{at}: {:?}",
+    assert_eq!(o.paths_open, 2, "{at}: {:?}", o.events);
+    assert!(
+        (least..=echoes).contains(&o.delivered),
+        "{at}: {} of {echoes} delivered: {:?}",
+        o.delivered,
         o.events
     );
     if drop_b {
