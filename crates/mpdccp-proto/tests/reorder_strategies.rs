@@ -76,12 +76,25 @@ fn passive_delivers_in_arrival_order_and_drops_duplicates() {
 /// Two paths 50 ms apart in one-way delay, packets alternate between them
 /// every millisecond; the event loop honours `poll_timeout`.
 fn run_two_paths(r: &mut dyn Reorder, lost: &[u64], n: u64) -> (Vec<Delivered>, Vec<Instant>) {
-    let paths = views(&[10, 60]);
+    run_two_paths_seen_as(r, lost, n, [10, 60], [10, 60])
+}
+
+/// As [`run_two_paths`], with the one-way delays the packets really take
+/// (`actual_ms`) and those the receiver's path estimates show
+/// (`estimated_ms`).
+fn run_two_paths_seen_as(
+    r: &mut dyn Reorder,
+    lost: &[u64],
+    n: u64,
+    estimated_ms: [u64; 2],
+    actual_ms: [u64; 2],
+) -> (Vec<Delivered>, Vec<Instant>) {
+    let paths = views(&estimated_ms);
     let mut arrivals: Vec<(Instant, u64, u32)> = (0..n)
         .filter(|s| !lost.contains(s))
         .map(|s| {
             let p = (s % 2) as u32;
-            (at(s) + paths[p as usize].owd.unwrap(), s, p)
+            (at(s) + ms(actual_ms[p as usize]), s, p)
         })
         .collect();
     arrivals.sort();
@@ -411,4 +424,43 @@ fn every_name_parses_builds_and_reports_itself_and_others_are_rejected() {
         "unknown reorder strategy `magic` (expected one of passive, active-fixed, \
          active-adaptive, equalized, delay-equalization)"
     );
+}
+
+/// `active-adaptive` learns the reordering extent from arrivals when the
+/// path estimates miss it (a standing queue in the data direction that
+/// SRTT/2 does not show): the estimates say 10 and 20 ms one-way, packets
+/// really take 10 and 60 ms. The first gaps are given up after the
+/// formula's 15 ms and their packets arrive late; each late packet is a
+/// sample, and from then on gaps are held until filled — for at most
+/// 5/4 of the 50 ms extent plus the 5 ms offset. `active-fixed` at the same
+/// 15 ms, for contrast, delivers late all the way through.
+#[test]
+fn active_adaptive_learns_an_extent_its_path_estimates_miss() {
+    let n = 2_000;
+    let late_after = |d: &[Delivered], from: u64| {
+        let mut high = None;
+        let mut late = 0;
+        for x in d.iter().filter(|x| x.seq >= from) {
+            if high.is_some_and(|h| x.seq < h) {
+                late += 1;
+            }
+            high = Some(high.map_or(x.seq, |h: u64| h.max(x.seq)));
+        }
+        late
+    };
+    let mut adaptive = build("active-adaptive", |_| {});
+    let (d, _) = run_two_paths_seen_as(adaptive.as_mut(), &[], n, [10, 20], [10, 60]);
+    assert_eq!(d.len() as u64, n);
+    let st = adaptive.stats();
+    assert!(
+        st.late > 0 && st.late < 60,
+        "learning needs a few late packets: {st:?}"
+    );
+    assert_eq!(late_after(&d, 200), 0, "{st:?}");
+    let longest = d.iter().map(|x| x.held).max().unwrap();
+    assert!(longest <= ms(50 * 5 / 4 + 5 + 1), "held {longest:?}");
+
+    let mut fixed = build("active-fixed", |c| c.timeout = ms(15));
+    let (d, _) = run_two_paths_seen_as(fixed.as_mut(), &[], n, [10, 20], [10, 60]);
+    assert!(late_after(&d, 200) > 800, "{:?}", fixed.stats());
 }

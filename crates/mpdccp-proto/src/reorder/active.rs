@@ -11,7 +11,9 @@
 //! over active paths with a known latency:
 //!
 //! * `active-fixed`: `timeout`;
-//! * `active-adaptive`: `min(max − min + offset, max_timeout)`;
+//! * `active-adaptive`: `min(max(max − min, 5/4 · extent) + offset,
+//!   max_timeout)`, `extent` the reordering extent in time learnt from
+//!   arrivals ([`super::extent`]);
 //! * `equalized`: `min(max − lat(arrival path) + offset, max_timeout)`;
 //! * `delay-equalization`: every packet (in order or not) is held
 //!   `min(max − lat(arrival path), max_timeout)`, so all paths show the
@@ -31,6 +33,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use super::dedup::{DedupWindow, Seen};
+use super::extent::Extent;
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
 };
@@ -97,6 +100,8 @@ pub struct Active {
     lost_below: u64,
     /// A gap was skipped since the last release.
     gap_skipped: bool,
+    /// Reordering extent learnt from arrivals (`active-adaptive` only).
+    extent: Extent,
     stats: ReorderStats,
 }
 
@@ -120,13 +125,14 @@ impl Active {
             path_highest: Vec::new(),
             lost_below: 0,
             gap_skipped: false,
+            extent: Extent::default(),
             stats: ReorderStats::default(),
         }
     }
 
     /// How long a packet arriving on `path` may be held, and whether it is
     /// held even when in order.
-    fn wait_for(&self, path: PathId, paths: &[PathView]) -> (Duration, bool) {
+    fn wait_for(&self, now: Instant, path: PathId, paths: &[PathView]) -> (Duration, bool) {
         if self.mode == ActiveMode::Fixed {
             return (self.timeout, false);
         }
@@ -147,10 +153,16 @@ impl Active {
         let capped = |d: Duration| d.min(self.max_timeout);
         match self.mode {
             ActiveMode::Fixed => (self.timeout, false),
-            ActiveMode::Adaptive => match (max, min) {
-                (Some(max), Some(min)) => (capped(max.saturating_sub(min) + self.offset), false),
-                _ => (self.timeout, false),
-            },
+            ActiveMode::Adaptive => {
+                let learnt = self.extent.at(now) * 5 / 4;
+                match (max, min) {
+                    (Some(max), Some(min)) => (
+                        capped(max.saturating_sub(min).max(learnt) + self.offset),
+                        false,
+                    ),
+                    _ => (self.timeout.max(capped(learnt + self.offset)), false),
+                }
+            }
             ActiveMode::Equalized => match (max, own) {
                 (Some(max), Some(own)) => (capped(max.saturating_sub(own) + self.offset), false),
                 _ => (self.timeout, false),
@@ -289,6 +301,9 @@ impl Active {
                         self.stats.gaps_overflow += missing;
                     } else {
                         self.stats.gaps_timed_out += missing;
+                        if self.mode == ActiveMode::Adaptive {
+                            self.extent.gave_up(next, seq, entry.get().item.arrival);
+                        }
                     }
                     next = seq;
                     self.gap_skipped = true;
@@ -342,6 +357,9 @@ impl Active {
                 Seen::New => {
                     // Its gap was given up already: deliver now, out of order.
                     self.stats.late += 1;
+                    if self.mode == ActiveMode::Adaptive {
+                        self.extent.late(now, seq);
+                    }
                     if !self.drop_late {
                         self.queue_ready(item, now, true);
                     }
@@ -363,11 +381,19 @@ impl Active {
         self.note_path_highest(item.path, seq);
         if seq == next && self.mode != ActiveMode::DelayEqualization {
             // The common case: in order, nothing to hold, no wait to compute.
+            if self.mode == ActiveMode::Adaptive {
+                // It fills a gap that held packets wait on: how long since
+                // the first of them (lowest seq above it) overtook it.
+                if let Some((_, h)) = self.held.first_key_value() {
+                    let d = now.saturating_duration_since(h.item.arrival);
+                    self.extent.sample(now, d);
+                }
+            }
             self.next = Some(seq + 1);
             let gap = std::mem::take(&mut self.gap_skipped);
             self.queue_ready(item, now, gap);
         } else {
-            let (wait, hold_in_order) = self.wait_for(item.path, paths);
+            let (wait, hold_in_order) = self.wait_for(now, item.path, paths);
             let deadline = item.arrival + wait;
             if seq == next && (!hold_in_order || deadline <= now) {
                 self.next = Some(seq + 1);

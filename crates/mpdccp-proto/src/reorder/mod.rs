@@ -28,6 +28,7 @@ use std::time::Duration;
 
 mod active;
 mod dedup;
+mod extent;
 mod passive;
 
 pub use active::{Active, ActiveMode};
