@@ -397,7 +397,7 @@ fn a_flood_of_forged_packets_stays_bounded() {
         x ^= x >> 7;
         x ^= x << 17;
         let mut d = good.clone();
-        let s = if x % 2 == 0 {
+        let s = if x.is_multiple_of(2) {
             x
         } else {
             seq + (1 << 20) + (x % 1000)
