@@ -207,6 +207,16 @@ impl<K: Ord + Clone> Gate<K> {
         self.sessions.retain(|_, k| k != key);
     }
 
+    /// A session's key changed (its path 0 moved to a validated new
+    /// remote, NAT rebinding): the peer's session is found under `new`.
+    pub fn rekey(&mut self, old: &K, new: K) {
+        for k in self.sessions.values_mut() {
+            if k == old {
+                *k = new.clone();
+            }
+        }
+    }
+
     /// Drop half-open entries past their lifetime.
     pub fn expire(&mut self, now: Instant) {
         let life = self.cfg.half_open_lifetime;

@@ -33,6 +33,9 @@ use crate::auth::{PeerId, ResponderStats, SessionKeys};
 use crate::path::PathId;
 use crate::time::Instant;
 
+#[path = "rebind.rs"]
+mod rebind;
+
 /// The admission gate and how to get a key's UDP source (cookies bind to it).
 type AuthGate<K> = (Gate<K>, fn(&K) -> SocketAddr);
 
@@ -101,6 +104,15 @@ pub struct EndpointStats {
     pub superseded: u64,
     /// A connection opened whose gate entry was gone (replaced, expired).
     pub confirm_orphaned: u64,
+    /// NAT rebinding (`rebind.rs`): valid packets of a known subflow from
+    /// a new remote that started (or renewed) a challenge of it.
+    pub rebind_candidates: u64,
+    /// New remotes whose challenge was answered: the path moved to them.
+    pub rebinds_validated: u64,
+    /// Datagrams from unknown remotes that claimed a known subflow (by
+    /// its DCCP ports) and failed the checks, SyncAcks answering no
+    /// challenge, candidates refused by the full table.
+    pub rebind_rejected: u64,
 }
 
 /// A multi-client server endpoint. `K` is the driver's remote-address key.
@@ -131,6 +143,8 @@ pub struct Endpoint<K: Ord + Clone> {
     rng: ChaCha8Rng,
     /// Open mode's Reset budget: (window start, Resets in it).
     reset_window: (Instant, u32),
+    /// NAT rebinding: subflows' DCCP ports, pending candidates.
+    rebind: rebind::Rebind<K>,
 }
 
 struct Slot {
@@ -159,6 +173,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             peers: BTreeMap::new(),
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6175_7468),
             reset_window: (Instant::ZERO, 0),
+            rebind: rebind::Rebind::default(),
         }
     }
 
@@ -269,6 +284,11 @@ impl<K: Ord + Clone> Endpoint<K> {
             }
         };
         if seg.ptype != PacketType::Request {
+            match self.try_rebind(now, &remote, &seg, data) {
+                rebind::Outcome::Accepted(h) => return Some(h),
+                rebind::Outcome::Dropped => return None,
+                rebind::Outcome::NoClaim => {}
+            }
             self.stats.unknown_remote += 1;
             if seg.ptype != PacketType::Reset {
                 self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
@@ -287,6 +307,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.routes.insert(remote.clone(), (h, pid));
             self.reverse.insert((h, pid), remote);
             slot.conn.handle_datagram(now, pid, data);
+            self.note_ports(h, pid, &seg);
             self.dirty.insert(h);
             self.stats.joins_routed += 1;
             self.collect(h);
@@ -326,6 +347,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.by_ci.insert(conn.join_token(), h);
         self.routes.insert(remote.clone(), (h, PathId(0)));
         self.reverse.insert((h, PathId(0)), remote);
+        self.note_ports(h, PathId(0), &seg);
         self.conns.insert(
             h,
             Slot {
@@ -410,7 +432,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             if let Some(t) = s.conn.poll_transmit(now, buf) {
                 // The key first: collecting may forget the connection (its
                 // last packet, a Reset, has just been taken) and its routes.
-                let to = self.reverse.get(&(h, t.path)).cloned();
+                let to = self.destination(now, h, &t, buf);
                 self.collect(h);
                 if let Some(k) = to {
                     return Some((k, t));
@@ -475,12 +497,14 @@ impl<K: Ord + Clone> Endpoint<K> {
             .reverse
             .range((h, PathId(0))..=(h, PathId(u32::MAX)))
             .filter(|((_, pid), _)| !s.conn.has_path(*pid))
-            .map(|(k, v)| (*k, v.clone()))
+            .map(|(k, _)| k.1)
             .collect();
-        for (rk, remote) in gone {
-            self.reverse.remove(&rk);
-            self.routes.remove(&remote);
+        for pid in gone {
+            self.unroute(h, pid);
         }
+        let Some(s) = self.conns.get_mut(&h) else {
+            return;
+        };
         let mut closed = false;
         let mut connected = false;
         while let Some(e) = s.conn.poll_event() {
@@ -517,11 +541,10 @@ impl<K: Ord + Clone> Endpoint<K> {
                 let keys: Vec<_> = self
                     .reverse
                     .range((h, PathId(0))..=(h, PathId(u32::MAX)))
-                    .map(|(k, v)| (*k, v.clone()))
+                    .map(|(k, _)| k.1)
                     .collect();
-                for (rk, remote) in keys {
-                    self.reverse.remove(&rk);
-                    self.routes.remove(&remote);
+                for pid in keys {
+                    self.unroute(h, pid);
                 }
                 self.stats.closed_connections += 1;
             }
