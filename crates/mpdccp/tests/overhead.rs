@@ -149,7 +149,9 @@ fn data_packet_overhead_per_transport_and_family() {
     let plan = MtuPlan::new(tunnel.path_mtu, false, DEFAULT_OPTIONS_BUDGET_BYTES);
     // The bound is a guarantee, whatever the loss: the Ack Vector grows
     // with loss and reordering and then goes on a pure Ack of its own.
-    eprintln!("| loss, reordering | data packets | DCCP header median / max | DCCP-Data (no ack) |");
+    eprintln!(
+        "| loss, reordering | data packets | DCCP header median / max | DCCP-Data (no ack) |"
+    );
     for (loss, reorder) in [(0.001, 0.0), (0.03, 0.05), (0.2, 0.1)] {
         let (mut h, _) = measure(loss, reorder);
         let n = h.len();
