@@ -602,7 +602,7 @@ mod tests {
                 seq += 1;
                 p.sent(slot, seq, size, now);
                 if size <= n {
-                    now = now + Duration::from_millis(10);
+                    now += Duration::from_millis(10);
                     p.on_syncack(now, seq);
                     continue;
                 }
