@@ -46,11 +46,11 @@ use tracing::info;
 
 use crate::iproute;
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
-use mpdccp_proto::conn::PlpmtudConfig;
 use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
+use mpdccp_proto::conn::PlpmtudConfig;
 use warn::{PacketWarning, PacketWarnings};
 
 /// Packets drained from one fd per wake-up before looking at the others.

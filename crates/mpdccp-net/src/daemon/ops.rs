@@ -68,7 +68,11 @@ pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
 
 /// The connection's DPLPMTUD counters (RFC 8899), null with it off.
 fn plpmtu_stats_json(conn: &Connection) -> Value {
-    if conn.paths().iter().all(|v| conn.path_plpmtu(v.id).is_none()) {
+    if conn
+        .paths()
+        .iter()
+        .all(|v| conn.path_plpmtu(v.id).is_none())
+    {
         return Value::Null;
     }
     let s = conn.plpmtu_stats();

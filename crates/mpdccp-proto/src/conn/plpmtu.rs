@@ -529,12 +529,22 @@ impl Connection {
         }
     }
 
-    /// The smallest PLPMTU over open subflows that have one, and its path.
+    /// The smallest PLPMTU over the open subflows, and its path; `None`
+    /// until one subflow completed a search. A subflow still searching
+    /// (just joined, or after a black hole) counts with the size it has
+    /// confirmed so far (the base at first): until it confirms more, only
+    /// that is known to pass it (RFC 8899 §5.1.2), and the scheduler may
+    /// give it any packet.
     fn plpmtu_min(&self) -> Option<(PathId, u32)> {
-        self.paths
-            .iter()
-            .filter(|p| p.sends_data())
-            .filter_map(|p| Some((p.id(), p.plpmtud.as_ref()?.reported()?)))
+        let subflows = || {
+            self.paths
+                .iter()
+                .filter(|p| p.sends_data())
+                .filter_map(|p| Some((p.id(), p.plpmtud.as_ref()?)))
+        };
+        subflows().find(|(_, m)| m.reported().is_some())?;
+        subflows()
+            .map(|(id, m)| (id, m.reported().unwrap_or(m.plpmtu)))
             .min_by_key(|&(id, v)| (v, id))
     }
 
