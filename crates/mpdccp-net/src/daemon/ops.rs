@@ -111,7 +111,7 @@ pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathL
         "remote_ci": conn.remote_ci(),
         "send_queue_pkts": conn.send_queue_len(),
         "plpmtu": conn.plpmtu(),
-        "plpmtu_stats": plpmtu_stats_json(&conn),
+        "plpmtu_stats": plpmtu_stats_json(conn),
         "stats": stats_json(&conn.stats()),
         "reorder": stats_json(&conn.reorder_stats()),
         "paths": paths,
