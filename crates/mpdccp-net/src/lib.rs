@@ -30,6 +30,7 @@ pub mod daemon;
 pub mod iproute;
 pub mod mtu;
 pub mod offload;
+pub mod pmtud;
 pub mod process;
 pub mod raw;
 pub mod tun;

@@ -75,6 +75,7 @@ impl RawDccpSocket {
             Type::RAW,
             Some(Protocol::from(i32::from(IPPROTO_DCCP))),
         )?;
+        crate::pmtud::set_df_probe(&sock, local.is_ipv6())?;
         sock.bind(&SockAddr::from(SocketAddr::new(local, 0)))?;
         Ok(RawDccpSocket {
             sock,

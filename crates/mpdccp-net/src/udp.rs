@@ -87,6 +87,8 @@ impl PathSocket {
                 let _ = socket.set_send_buffer_size(config.buffer_bytes);
             }
         }
+        // DF, no local fragmentation, no kernel PMTU cache: DPLPMTUD (pmtud.rs).
+        crate::pmtud::set_df_probe(&socket, local.is_ipv6()).map_err(ctx)?;
         socket.bind(&SockAddr::from(local)).map_err(|e| {
             let hint = if e.kind() == io::ErrorKind::AddrInUse {
                 " (another process, maybe a second mpdccp server, has this port)"

@@ -133,15 +133,26 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         .path
         .iter()
         .any(|p| p.remote.or(config.server).is_some_and(|r| r.is_ipv6()));
-    let (tun, plan) = open_tun(
+    // DPLPMTUD searches up to `path_mtu`, bounded by the MTU of every
+    // configured interface that exists now (RFC 8899 §5.1.2 MAX_PLPMTU).
+    let plpmtud_max_ip = config.tunnel.plpmtud.then(|| {
+        config
+            .path
+            .iter()
+            .filter_map(|p| super::iface::iface_mtu(&p.interface))
+            .fold(config.tunnel.path_mtu, u32::min)
+    });
+    let (tun, plan, mtu_policy) = open_tun(
         &config.tun,
         config.tunnel.path_mtu,
         ipv6_outer,
         config.encap_bytes(),
         config.tunnel.offload,
         config.auth_mode() == AuthMode::Protected,
+        plpmtud_max_ip,
     )?;
     let mut conn_cfg = config.tunnel.connection_config(&plan);
+    conn_cfg.plpmtud = mtu_policy.plpmtud;
     if config.auth_mode() == AuthMode::Protected {
         // The DCCP packet stays as large as the path allows; the TUN MTU
         // (hence the largest tunnelled packet) gave way for the AEAD.
@@ -192,7 +203,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         stats: DaemonStats::default(),
         tun,
         started: clock::now(),
-        tun_mtu: plan.tun_mtu,
+        tun_mtu: mtu_policy.tun_mtu(None),
+        mtu_policy,
         path_names: Default::default(),
     };
     let offload = config.tunnel.offload;
@@ -265,6 +277,20 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                         }
                     }
                 }
+                Event::PlpmtuChanged { path, plpmtu } => {
+                    let name = d
+                        .path_names
+                        .get(&path)
+                        .map_or_else(|| path.to_string(), |(n, _)| n.clone());
+                    info!(path = %name, %path, plpmtu, "smallest PLPMTU changed (DCCP packet bytes)");
+                    d.tun_mtu = super::follow_plpmtu(
+                        &d.tun,
+                        &d.mtu_policy,
+                        d.tun_mtu,
+                        d.conn.plpmtu(),
+                        &name,
+                    );
+                }
                 Event::Closed { reason } => {
                     if closing.is_some() {
                         info!(%reason, "connection closed");
@@ -298,6 +324,9 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 d.conn_gen += 1;
                 d.conn =
                     new_connection(&conn_cfg, auth.as_ref(), now, seed.wrapping_add(d.conn_gen))?;
+                // The new connection's paths search again from the base.
+                d.tun_mtu =
+                    super::follow_plpmtu(&d.tun, &d.mtu_policy, d.tun_mtu, None, "reconnect");
                 for p in paths.iter_mut() {
                     p.id = None;
                     p.socket = None;
@@ -376,7 +405,10 @@ struct Client {
     stats: DaemonStats,
     tun: Tun,
     started: Instant,
+    /// The TUN MTU in force; with DPLPMTUD it follows the connection's
+    /// smallest PLPMTU (`mtu_policy`).
     tun_mtu: u32,
+    mtu_policy: super::TunMtuPolicy,
     /// Subflow → its configured path's name and server address, kept
     /// while the core knows the subflow (closed ones too: a path keeps its
     /// name after close).
@@ -651,6 +683,8 @@ impl Client {
             "role": "client",
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
+            "tun_mtu": self.tun_mtu,
+            "plpmtud": self.mtu_policy.plpmtud.is_some(),
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
             "configured_paths": cfg_paths,
             "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],

@@ -135,8 +135,18 @@ pub struct TunnelConfig {
     pub settings: TunnelSettings,
     /// Most paths (subflows) per connection.
     pub max_paths: usize,
-    /// Smallest MTU of any path's network (outer IP packets), bytes.
+    /// Smallest MTU of any path's network (outer IP packets), bytes. With
+    /// `plpmtud` the largest size searched for (bounded by the paths'
+    /// interface MTUs), else the size every path is assumed to carry.
     pub path_mtu: u32,
+    /// Datagram PLPMTU discovery (RFC 8899) on every path: padded
+    /// DCCP-Sync probes (RFC 4340 §14.1), no reliance on ICMP. The TUN
+    /// starts at the MTU the base size allows (RFC 8899 §5.1.2: 1200 over
+    /// IPv4, 1280 over IPv6 outer packets; never below 1280 when the TUN
+    /// has an IPv6 address and `path_mtu` allows it) and follows the
+    /// smallest PLPMTU confirmed on the connection's paths. false = the TUN
+    /// MTU is fixed from `path_mtu`.
+    pub plpmtud: bool,
     /// Kernel send/receive buffer of each UDP (or native DCCP raw) socket, bytes. Packets waiting
     /// here are invisible to congestion control: a large buffer hides a slow
     /// receiver behind queueing delay (and reordering timeouts) instead of
@@ -213,6 +223,7 @@ impl Default for TunnelConfig {
             },
             max_paths: ConnectionConfig::default().max_paths,
             path_mtu: 1500,
+            plpmtud: true,
             socket_buffer_bytes: 256 << 10,
             keepalive_ms: 2_000,
             path_idle_timeout_ms: 15_000,

@@ -164,7 +164,21 @@ pub fn iface_state(name: &str) -> IfaceState {
     st
 }
 
+/// The MTU of interface `name` (SIOCGIFMTU).
+pub fn iface_mtu(name: &str) -> Option<u32> {
+    let req = iface_ioctl(name, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    u32::try_from(unsafe { req.ifr_ifru.ifru_mtu }).ok()
+}
+
 fn iface_flags(name: &str) -> Option<i32> {
+    let req = iface_ioctl(name, libc::SIOCGIFFLAGS)?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    Some(unsafe { req.ifr_ifru.ifru_flags } as i32)
+}
+
+/// An `ifreq` for `name` after the getter ioctl `op`.
+fn iface_ioctl(name: &str, op: libc::c_ulong) -> Option<libc::ifreq> {
     // SAFETY: plain socket(2) call; closed by OwnedFd.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
@@ -182,11 +196,10 @@ fn iface_flags(name: &str) -> Option<i32> {
         *d = s as libc::c_char;
     }
     // SAFETY: `req` is a valid ifreq with a NUL-terminated name.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+    if unsafe { libc::ioctl(fd.as_raw_fd(), op, &mut req) } < 0 {
         return None;
     }
-    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
-    Some(unsafe { req.ifr_ifru.ifru_flags } as i32)
+    Some(req)
 }
 
 #[cfg(test)]
@@ -199,6 +212,8 @@ mod tests {
         assert!(st.exists && st.up, "{st:?}");
         assert_eq!(st.ipv4, Some(Ipv4Addr::LOCALHOST));
         assert!(!iface_state("nonexistent0").exists);
+        assert!(iface_mtu("lo").is_some_and(|m| m >= 1280));
+        assert_eq!(iface_mtu("nonexistent0"), None);
     }
 
     #[test]

@@ -203,7 +203,7 @@ pub fn metrics_text(status: &Value) -> String {
 fn add_connection(f: &mut Families, c: &Value) {
     let conn = c["handle"].to_string();
     let cl = vec![label("conn", &conn)];
-    for key in ["established", "closed", "send_queue_pkts"] {
+    for key in ["established", "closed", "send_queue_pkts", "plpmtu"] {
         let name = format!("conn_{key}");
         f.add(Kind::Gauge, &name, &help("connection", key), &cl, &c[key]);
     }
@@ -213,6 +213,13 @@ fn add_connection(f: &mut Families, c: &Value) {
         "connection counter (ConnStats)",
         &cl,
         &c["stats"],
+    );
+    f.add_object(
+        Kind::Counter,
+        "plpmtu",
+        "DPLPMTUD counter (PlpmtuStats, RFC 8899)",
+        &cl,
+        &c["plpmtu_stats"],
     );
     for (k, v) in c["reorder"].as_object().into_iter().flatten() {
         let kind = if REORDER_GAUGES.contains(&k.as_str()) {

@@ -50,6 +50,7 @@ use crate::offload::{self, Coalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
+use mpdccp_proto::conn::PlpmtudConfig;
 use warn::{PacketWarning, PacketWarnings};
 
 /// Packets drained from one fd per wake-up before looking at the others.
@@ -383,8 +384,65 @@ pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool, encap_bytes: u
     }
 }
 
+/// How the TUN MTU follows DPLPMTUD (RFC 8899, issue #13).
+///
+/// The PLPMTU the core reports counts DCCP packet bytes (the outer IP and
+/// UDP headers are already off); a tunnelled packet is that minus the
+/// bounded data header ([`mpdccp_proto::conn::DATA_HEADER_MAX`]) and, with
+/// `auth = "protected"`, the AEAD's counter and tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TunMtuPolicy {
+    /// The core's per-subflow settings; `None`: `tunnel.plpmtud = false`,
+    /// the TUN MTU stays at `max`.
+    pub plpmtud: Option<PlpmtudConfig>,
+    /// DCCP packet bytes that are not tunnelled packet: data header bound
+    /// plus payload protection.
+    pub dccp_overhead: u32,
+    /// The configured TUN MTU (from `path_mtu`, lowered by `tun.mtu`): the
+    /// TUN never goes above it (the core refuses larger packets).
+    pub max: u32,
+    /// The TUN has an IPv6 address: Linux removes a device's IPv6
+    /// addresses below 1280 (RFC 8200 §5), so the TUN stays at 1280 when
+    /// `max` allows, even if the PLPMTU is smaller (such IPv6 packets may
+    /// be lost; IPv4 packets above the PLPMTU too, which is logged).
+    pub ipv6_inside: bool,
+}
+
+impl TunMtuPolicy {
+    /// The TUN MTU for the smallest PLPMTU confirmed (`None`: none yet, the
+    /// base size, RFC 8899 §5.1.2), bounded below by the base.
+    pub fn tun_mtu(&self, plpmtu: Option<u32>) -> u32 {
+        let Some(cfg) = self.plpmtud else {
+            return self.max;
+        };
+        let p = plpmtu.unwrap_or(cfg.base_bytes).max(cfg.base_bytes);
+        let m = p.saturating_sub(self.dccp_overhead).min(self.max);
+        if self.ipv6_inside && m < crate::mtu::IPV6_MIN_MTU && self.max >= crate::mtu::IPV6_MIN_MTU
+        {
+            return crate::mtu::IPV6_MIN_MTU;
+        }
+        m
+    }
+
+    /// The largest tunnelled packet the PLPMTU allows (for the log: below
+    /// [`TunMtuPolicy::tun_mtu`] only when the IPv6 floor applies).
+    pub fn fits(&self, plpmtu: u32) -> u32 {
+        plpmtu.saturating_sub(self.dccp_overhead).min(self.max)
+    }
+}
+
+/// Sets the TUN MTU (`ip link set dev NAME mtu N`, as at start).
+pub fn set_tun_mtu(tun: &Tun, mtu: u32) -> anyhow::Result<()> {
+    iproute::ip(&["link", "set", "dev", tun.name(), "mtu", &mtu.to_string()])
+}
+
 /// Opens and configures the TUN device; returns it with the MTU plan used
-/// (with `protected`, lowered by the payload protection's overhead).
+/// (with `protected`, lowered by the payload protection's overhead) and
+/// the TUN MTU policy. `plpmtud_max_ip`: with DPLPMTUD on, the largest IP
+/// packet searched for (`path_mtu`, bounded by the interface MTUs); the TUN
+/// then starts at what the base size allows (RFC 8899 §5.1.2: "the
+/// BASE_PLPMTU ... until confirmed"), so nothing is sent oversized while
+/// the search runs, and is raised as sizes are confirmed.
 pub fn open_tun(
     cfg: &TunConfig,
     path_mtu: u32,
@@ -392,16 +450,30 @@ pub fn open_tun(
     encap_bytes: u32,
     offload: bool,
     protected: bool,
-) -> anyhow::Result<(Tun, MtuPlan)> {
+    plpmtud_max_ip: Option<u32>,
+) -> anyhow::Result<(Tun, MtuPlan, TunMtuPolicy)> {
     let mut plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
+    let mut extra = 0;
     if protected {
         // `auth = "protected"`: the AEAD's counter and tag ride in every
         // data packet (docs/SECURITY.md §5), so the TUN carries that much less.
-        let extra = mpdccp_proto::conn::PROTECTION_OVERHEAD as u32;
+        extra = mpdccp_proto::conn::PROTECTION_OVERHEAD as u32;
         plan.dccp_bytes += extra;
         plan.tun_mtu = plan.tun_mtu.saturating_sub(extra);
     }
-    let mtu = plan.tun_mtu;
+    let mut ipv6_inside = false;
+    for a in &cfg.addresses {
+        ipv6_inside |= parse_cidr(a)?.0.is_ipv6();
+    }
+    let policy = TunMtuPolicy {
+        plpmtud: plpmtud_max_ip.map(|max_ip| {
+            PlpmtudConfig::for_path(max_ip.min(path_mtu), plan.outer_bytes, ipv6_outer)
+        }),
+        dccp_overhead: mpdccp_proto::conn::DATA_HEADER_MAX as u32 + extra,
+        max: plan.tun_mtu,
+        ipv6_inside,
+    };
+    let mtu = policy.tun_mtu(None);
     let tun = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
         Tun::open_offload(&cfg.name).or_else(|e| {
@@ -413,11 +485,9 @@ pub fn open_tun(
     };
     let name = tun.name().to_string();
     iproute::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
-    let mut v6 = false;
     for a in &cfg.addresses {
         let (ip, _) = parse_cidr(a)?;
         if ip.is_ipv6() {
-            v6 = true;
             // No duplicate address detection on a point-to-point tunnel: the
             // address is usable at once.
             iproute::ip(&["-6", "addr", "add", a, "dev", &name, "nodad"])?;
@@ -429,11 +499,47 @@ pub fn open_tun(
         iproute::ip(&["route", "replace", r, "dev", &name])?;
     }
     info!(tun = %name, mtu, "{plan}");
-    eprintln!("tunnel {name}: {plan}; MTU set to {mtu}");
-    if v6 && mtu < crate::mtu::IPV6_MIN_MTU {
+    match policy.plpmtud {
+        Some(p) => {
+            info!(tun = %name, mtu, base_bytes = p.base_bytes, max_bytes = p.max_bytes,
+                "DPLPMTUD on: TUN MTU starts at the base size, raised as larger sizes are confirmed (RFC 8899)");
+            eprintln!(
+                "tunnel {name}: {plan}; DPLPMTUD searches DCCP packets {}..={} bytes; MTU set to {mtu} until confirmed",
+                p.base_bytes, p.max_bytes
+            );
+        }
+        None => eprintln!("tunnel {name}: {plan}; MTU set to {mtu}"),
+    }
+    if ipv6_inside && plan.tun_mtu < crate::mtu::IPV6_MIN_MTU {
         tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
     }
-    Ok((tun, plan))
+    Ok((tun, plan, policy))
+}
+
+/// Applies a new smallest PLPMTU to the TUN (`cause`: the path whose
+/// change prompted it, for the log); returns the TUN MTU now in force.
+pub fn follow_plpmtu(
+    tun: &Tun,
+    policy: &TunMtuPolicy,
+    current: u32,
+    plpmtu: Option<u32>,
+    cause: &str,
+) -> u32 {
+    let want = policy.tun_mtu(plpmtu);
+    if want == current {
+        return current;
+    }
+    if let Err(e) = set_tun_mtu(tun, want) {
+        tracing::warn!(tun = %tun.name(), mtu = want, "cannot set the TUN MTU: {e}");
+        return current;
+    }
+    info!(tun = %tun.name(), path = %cause, plpmtu = ?plpmtu, from = current, to = want,
+        "PLPMTU changed: TUN MTU set");
+    if let Some(p) = plpmtu.filter(|&p| policy.fits(p) < want) {
+        tracing::warn!(tun = %tun.name(), plpmtu = p, mtu = want,
+            "the path carries tunnelled packets of {} bytes only: IPv6 needs 1280, so the TUN stays at 1280 and larger packets may be lost", policy.fits(p));
+    }
+    want
 }
 
 /// SIGTERM/SIGINT delivered as readable bytes on a socket, for the poll loop.

@@ -58,7 +58,29 @@ pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
         "pacing_rate_bps": v.pacing_rate_bytes_per_s.map(|r| r * 8),
         "delivery_rate_bps": v.delivery_rate_bytes_per_s.map(|r| r * 8),
         "loss_rate": v.loss_rate,
+        // RFC 8899: the PLPMTU confirmed so far (DCCP packet bytes) and
+        // the search state; null with DPLPMTUD off.
+        "plpmtu": conn.path_plpmtu(v.id).map(|(_, n)| n),
+        "plpmtu_state": conn.path_plpmtu(v.id).map(|(s, _)| format!("{s:?}")),
         "stats": stats,
+    })
+}
+
+/// The connection's DPLPMTUD counters (RFC 8899), null with it off.
+fn plpmtu_stats_json(conn: &Connection) -> Value {
+    if conn
+        .paths()
+        .iter()
+        .all(|v| conn.path_plpmtu(v.id).is_none())
+    {
+        return Value::Null;
+    }
+    let s = conn.plpmtu_stats();
+    json!({
+        "probes_sent": s.probes_sent, "probe_bytes_sent": s.probe_bytes_sent,
+        "probes_acked": s.probes_acked, "probes_lost": s.probes_lost,
+        "syncacks_unmatched": s.syncacks_unmatched, "black_holes": s.black_holes,
+        "dropped_oversize": s.dropped_oversize, "searches_completed": s.searches_completed,
     })
 }
 
@@ -88,6 +110,8 @@ pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathL
         "local_ci": conn.local_ci(),
         "remote_ci": conn.remote_ci(),
         "send_queue_pkts": conn.send_queue_len(),
+        "plpmtu": conn.plpmtu(),
+        "plpmtu_stats": plpmtu_stats_json(conn),
         "stats": stats_json(&conn.stats()),
         "reorder": stats_json(&conn.reorder_stats()),
         "paths": paths,

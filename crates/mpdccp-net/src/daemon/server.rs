@@ -77,7 +77,10 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         },
         config.listen,
     )?;
-    let (tun, plan) = open_tun(
+    // One TUN for all clients: it follows the smallest PLPMTU over the
+    // connections (a downstream packet must fit the client it goes to, and
+    // the TUN cannot tell clients apart), bounded below by the base size.
+    let (tun, plan, mtu_policy) = open_tun(
         &config.tun,
         config.tunnel.path_mtu,
         config.listen.is_ipv6() || config.dccp_listen.iter().any(IpAddr::is_ipv6),
@@ -85,8 +88,10 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         crate::mtu::UDP_HEADER_BYTES,
         config.tunnel.offload,
         config.auth_mode() == AuthMode::Protected,
+        config.tunnel.plpmtud.then_some(config.tunnel.path_mtu),
     )?;
     let mut conn_cfg = config.tunnel.connection_config(&plan);
+    conn_cfg.plpmtud = mtu_policy.plpmtud;
     if config.auth_mode() == AuthMode::Protected {
         // The DCCP packet stays as large as the path allows; the TUN MTU
         // (hence the largest tunnelled packet) gave way for the AEAD.
@@ -128,7 +133,8 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         tun,
         tun_writer: TunWriter::new(),
         started: clock::now(),
-        tun_mtu: plan.tun_mtu,
+        tun_mtu: mtu_policy.tun_mtu(None),
+        mtu_policy,
     };
     let mut rx = super::recv_batch(config.tunnel.offload);
     let mut batch = SendBatch::new(BATCH);
@@ -271,7 +277,10 @@ struct Server {
     tun: Tun,
     tun_writer: TunWriter,
     started: Instant,
+    /// The TUN MTU in force; with DPLPMTUD the smallest over the
+    /// connections' PLPMTUs (`mtu_policy`).
     tun_mtu: u32,
+    mtu_policy: super::TunMtuPolicy,
 }
 
 impl Server {
@@ -283,7 +292,19 @@ impl Server {
         }
     }
 
+    /// The smallest PLPMTU over the open connections that have one.
+    fn min_plpmtu(&self) -> Option<u32> {
+        self.ep
+            .connections()
+            .into_iter()
+            .filter_map(|h| self.ep.connection(h))
+            .filter(|c| !c.is_closed())
+            .filter_map(|c| c.plpmtu())
+            .min()
+    }
+
     fn handle_events(&mut self) {
+        let mut mtu_cause: Option<String> = None;
         while let Some((h, ev)) = self.ep.poll_event() {
             match ev {
                 Event::Delivered { data, .. } => {
@@ -331,7 +352,12 @@ impl Server {
                 }
                 Event::PathFailed(p) => warn!(conn = h.0, path = %p, "path failing"),
                 Event::PathClosed(p) => info!(conn = h.0, path = %p, "path closed"),
+                Event::PlpmtuChanged { path, plpmtu } => {
+                    info!(conn = h.0, %path, plpmtu, "connection's smallest PLPMTU changed (DCCP packet bytes)");
+                    mtu_cause = Some(format!("conn {} {path}", h.0));
+                }
                 Event::Closed { reason } => {
+                    mtu_cause = Some(format!("conn {} closed", h.0));
                     info!(conn = h.0, %reason, "connection closed");
                     self.owners.forget(h);
                     if let Some(r) = &mut self.peer_routes {
@@ -342,6 +368,11 @@ impl Server {
             }
         }
         self.tun_writer.flush(&self.tun, &mut self.stats);
+        if let Some(cause) = mtu_cause {
+            let min = self.min_plpmtu();
+            self.tun_mtu =
+                super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, min, &cause);
+        }
     }
 
     fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
@@ -544,6 +575,8 @@ impl Server {
             "role": "server",
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
+            "tun_mtu": self.tun_mtu,
+            "plpmtud": self.mtu_policy.plpmtud.is_some(),
             "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
             "endpoint": stats_json(&self.ep.stats()),
             "learned_addresses": self.owners.len(),

@@ -23,7 +23,8 @@ pub use crate::wire::{
 };
 use codec_mp::{absorb_mp, emit_mp, HmacPlacement};
 pub use codec_mp::{
-    ConfirmItem, KeyOffer, MpAddAddr, MpJoin, MpOpts, MpRemoveAddr, MpRtt, MAX_CONFIRMS,
+    confirm_len, ConfirmItem, KeyOffer, MpAddAddr, MpJoin, MpOpts, MpRemoveAddr, MpRtt,
+    MAX_CONFIRMS,
 };
 
 /// One feature-negotiation option (Change/Confirm L/R). `value` is the

@@ -202,6 +202,15 @@ impl ConfirmItem {
 
 pub const MAX_CONFIRMS: usize = 4;
 
+/// Encoded length of an MP_CONFIRM carrying `items` in `profile`.
+pub fn confirm_len(items: &[ConfirmItem], profile: WireProfile) -> usize {
+    let mut v = Vec::with_capacity(2 * items.len());
+    for c in items {
+        c.push_wire(&mut v, profile);
+    }
+    profile.mp_buffer_len(&MpOption::Confirm(v))
+}
+
 /// The MP sub-options of one packet.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MpOpts {

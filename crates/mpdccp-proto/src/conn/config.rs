@@ -50,6 +50,10 @@ pub struct ConnectionConfig {
     pub ack_ratio: u32,
     /// Delayed-acknowledgement timer for fewer than Ack Ratio packets.
     pub ack_delay: Duration,
+    /// DPLPMTUD (RFC 8899) on every subflow (`conn/plpmtu.rs`); `None` =
+    /// off, every path assumed to carry `mss_bytes` (the simulator's
+    /// default, so published results stay as they were).
+    pub plpmtud: Option<super::PlpmtudConfig>,
     /// Sequence numbers an Ack Vector covers at most.
     pub ackvec_cover_pkts: u64,
     /// RTO before the first RTT sample (RFC 6298 §2.1 says 1 s).
@@ -146,6 +150,7 @@ impl Default for ConnectionConfig {
             seq_window_pkts: 10_000,
             ack_ratio: 2,
             ack_delay: Duration::from_millis(10),
+            plpmtud: None,
             ackvec_cover_pkts: 64,
             initial_rto: Duration::from_secs(1),
             handshake_rto: Duration::from_millis(500),

@@ -73,6 +73,7 @@ mod features;
 mod handshake;
 pub mod keys;
 mod liveness;
+mod plpmtu;
 mod protection;
 mod queue;
 mod recv;
@@ -91,6 +92,10 @@ pub use config::{
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
+pub use plpmtu::{
+    PlpmtuState, PlpmtuStats, PlpmtudConfig, BASE_PLPMTU_IPV4, BASE_PLPMTU_IPV6, MAX_PROBES,
+    PMTU_RAISE_TIMER, PROBE_TIMER,
+};
 pub use protection::PROTECTION_OVERHEAD;
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
@@ -111,11 +116,16 @@ use subflow::{Fired, SubState, Subflow, TimerCtx};
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
 
-/// Upper bound of the DCCP header on a data packet built by this crate
-/// (generic header, ack subheader, Ack Vector, MP_SEQ, MP_RTT, feature
-/// changes and confirmations); `mss_bytes` minus this is the largest
+/// Upper bound of the DCCP header on a data packet built by this crate,
+/// guaranteed when each data packet is built (`conn/data_header.rs`): the
+/// generic header with the acknowledgement sub-header (24), MP_SEQ (9, RFC
+/// 9897 §3.2.5 requires it on every data packet) and an Ack Vector of up to
+/// 21 cells, or MP_RTT and an Ack Ratio change next to a short one. What
+/// does not fit waits for a pure Ack; an Ack Vector that does not fit is
+/// never cut (RFC 4340 §11.4): the data goes as DCCP-Data and the
+/// acknowledgement on its own. `mss_bytes` minus this is the largest
 /// tunnelled packet [`Connection::send`] accepts.
-pub const DATA_HEADER_MAX: usize = 136;
+pub const DATA_HEADER_MAX: usize = 56;
 
 /// Consistent implausible MP_SEQ packets that confirm a renumbering.
 const MP_SEQ_RESYNC_PKTS: u32 = 16;
@@ -161,6 +171,9 @@ pub enum Event {
     AddressConfirmed { id: u8 },
     /// The peer set a path's priority (MP_PRIO).
     PriorityChanged { path: PathId, priority: u8 },
+    /// The smallest PLPMTU (DCCP packet bytes, RFC 8899) across the open
+    /// subflows changed, prompted by `path` ([`Connection::plpmtu`]).
+    PlpmtuChanged { path: PathId, plpmtu: u32 },
 }
 
 /// Errors of path-manager commands.
@@ -262,6 +275,8 @@ pub struct Connection {
     /// The authenticated handshake's keys (boxed: rarely touched, secret).
     session: Option<Box<crate::auth::SessionKeys>>,
     auth_stats: AuthStats,
+    /// The smallest PLPMTU last reported with [`Event::PlpmtuChanged`].
+    plpmtu_reported: Option<u32>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -343,6 +358,7 @@ impl Connection {
             auth: AuthRole::Off,
             session: None,
             auth_stats: AuthStats::default(),
+            plpmtu_reported: None,
         })
     }
 
@@ -587,6 +603,7 @@ impl Connection {
         self.reorder.handle_timeout(now);
         self.drain_reorder(now);
         self.fire_adverts(now);
+        self.plpmtu_timers(now);
         self.check_closed();
         self.reap();
     }
@@ -605,6 +622,7 @@ impl Connection {
         }
         upd(self.advert_timeout());
         upd(self.liveness_timeout());
+        upd(self.plpmtu_timeout());
         upd(self.reorder.poll_timeout());
         if backlog {
             upd(self.scheduler.poll_timeout());

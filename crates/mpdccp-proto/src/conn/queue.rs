@@ -193,6 +193,14 @@ impl SendQueue {
         }
     }
 
+    /// Drops the packets longer than `max_len`; returns how many.
+    pub fn drop_longer_than(&mut self, max_len: usize) -> usize {
+        let n = self.q.len();
+        self.q.retain(|q| q.data.len() <= max_len);
+        self.bytes = self.q.iter().map(|q| q.data.len()).sum();
+        n - self.q.len()
+    }
+
     pub fn clear(&mut self) -> usize {
         let n = self.q.len();
         while let Some(q) = self.pop() {

@@ -64,6 +64,7 @@ impl Connection {
                     let id = sf.id();
                     self.events.push_back(Event::PathEstablished(id));
                 }
+                self.plpmtu_syncack(now, i, ackn);
             }
             PacketType::CloseReq => {
                 self.handle_close_key(seg);

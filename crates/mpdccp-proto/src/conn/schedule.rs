@@ -253,6 +253,12 @@ impl Connection {
         if !sf.sends_data() {
             return None;
         }
+        // RFC 8899 probe (a padded Sync), before data: `plpmtu.rs`.
+        if !data_only && sf.plpmtud.is_some() {
+            if let Some(n) = self.emit_plpmtu_probe(now, i, buf) {
+                return Some(n);
+            }
+        }
         self.emit_ack_or_data(now, i, &ctx, buf)
     }
 
@@ -272,16 +278,25 @@ impl Connection {
         };
         let sf = &mut self.paths[i];
         let addrs = sf.pseudo_addrs();
-        let data_ready = sf.data_ready(now);
+        let mut data_ready = sf.data_ready(now);
         if !data_ready && !sf.ack_owed(now, advert.is_some()) {
             return None;
         }
+        // The data packet's header is bounded (`subflow/data_header.rs`):
+        // what is owed and does not fit goes first on a pure Ack.
+        let av = sf.next_ack_vector(ctx);
+        let plan = data_ready.then(|| sf.plan_data(now, ctx, av.cells.len()));
+        if plan.is_some_and(|p| p.ack_first) {
+            data_ready = false;
+            self.stats.acks_before_data += 1;
+        }
+        let sf = &mut self.paths[i];
         let data = if data_ready { sf.pop_data() } else { None };
         let AckSegment {
             mut seg,
             seq,
             prio_given_up,
-        } = sf.ack_segment(now, ctx, data.as_ref());
+        } = sf.ack_segment(now, ctx, data.as_ref(), av, plan);
         if prio_given_up {
             self.stats.mp_option_unconfirmed += 1;
         }
@@ -295,9 +310,29 @@ impl Connection {
             seg.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
         }
         let sf = &mut self.paths[i];
-        sf.on_ack_sent();
+        if seg.ptype.has_ack() {
+            sf.on_ack_sent();
+        }
         let profile = self.config.wire_profile;
-        let result = match (seg.emit_in(buf, addrs, profile), &data) {
+        let mut emitted = seg.emit_in(buf, addrs, profile);
+        if let (Some(_), Some((mseq, q))) = (emitted, &data) {
+            // The bound is a guarantee: checked on every data packet built.
+            let hl = usize::from(buf[4]) * 4;
+            debug_assert!(
+                hl <= DATA_HEADER_MAX,
+                "data header {hl} > {DATA_HEADER_MAX}"
+            );
+            if hl > DATA_HEADER_MAX {
+                // Never sent: the same packet as bare DCCP-Data + MP_SEQ.
+                self.stats.tx_data_header_over += 1;
+                let mut bare = Segment::new(PacketType::Data, seg.seq);
+                (bare.src_port, bare.dst_port) = (seg.src_port, seg.dst_port);
+                bare.mp.seq = seg.mp.seq.map(|_| mseq & SEQ_MASK);
+                bare.payload = &q.data;
+                emitted = bare.emit_in(buf, addrs, profile);
+            }
+        }
+        let result = match (emitted, &data) {
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
             (result, _) => result,
         };

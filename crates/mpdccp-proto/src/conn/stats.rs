@@ -10,6 +10,12 @@ pub struct ConnStats {
     pub tx_datagrams: u64,
     pub tx_bytes: u64,
     pub tx_data_pkts: u64,
+    /// Pure Acks sent ahead of a data packet because what was owed (a long
+    /// Ack Vector, MP_PRIO, MP_CONFIRM) did not fit its bounded header.
+    pub acks_before_data: u64,
+    /// Data packets whose header came out above `DATA_HEADER_MAX` (a bug;
+    /// re-built as bare DCCP-Data, never sent oversized).
+    pub tx_data_header_over: u64,
     pub rx_data_pkts: u64,
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,

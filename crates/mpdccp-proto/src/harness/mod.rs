@@ -47,6 +47,9 @@ pub struct LinkSpec {
     pub reorder_delay: Duration,
     /// Priority given to the path at `add_path`.
     pub priority: u8,
+    /// Datagrams larger than this are dropped (a link MTU below the
+    /// endpoints', no ICMP: a PLPMTUD black hole); `None` = no limit.
+    pub max_datagram: Option<usize>,
 }
 
 impl Default for LinkSpec {
@@ -60,6 +63,7 @@ impl Default for LinkSpec {
             reorder: 0.0,
             reorder_delay: Duration::from_millis(5),
             priority: crate::path::priority::PRIMARY,
+            max_datagram: None,
         }
     }
 }
@@ -490,7 +494,8 @@ impl Harness {
             }
             _ => (now + spec.delay, false),
         };
-        let dropped = !keep || in_outage || lost || overflow;
+        let too_big = spec.max_datagram.is_some_and(|m| bytes.len() > m);
+        let dropped = !keep || in_outage || lost || overflow || too_big;
         if self.record {
             let (c, s) = Self::path_addrs(p);
             let (src, dst) = if from == Side::Client { (c, s) } else { (s, c) };

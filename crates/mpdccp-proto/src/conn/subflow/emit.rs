@@ -10,7 +10,7 @@ use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, PacketType, WireProfile};
 
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
-const ACKVEC_MAX_CELLS: usize = 48;
+pub(crate) const ACKVEC_MAX_CELLS: usize = 48;
 
 /// The meta-connection state a subflow needs to build its packets.
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +89,7 @@ impl Subflow {
         self.state == SubState::Open
             && self.pend.reset.is_none()
             && self.pend.sync.is_none()
-            && self.pend.syncack.is_none()
+            && self.pend.syncack.is_empty()
             && self.data_ready(now)
     }
 
@@ -103,7 +103,7 @@ impl Subflow {
         self.have_isr && self.state == SubState::Open
     }
 
-    fn segment<'a>(&mut self, ptype: PacketType) -> Segment<'a> {
+    pub(crate) fn segment<'a>(&mut self, ptype: PacketType) -> Segment<'a> {
         let seq = self.next_seq();
         let mut s = Segment::new(ptype, seq & SEQ_MASK);
         s.src_port = self.cfg.local.map_or(4242, |a| a.port());
@@ -153,7 +153,7 @@ impl Subflow {
             return None;
         }
         // RFC 4340 §7.5.4.
-        if let Some(ack) = self.pend.syncack.take() {
+        if let Some(ack) = self.pend.syncack.pop_front() {
             let mut s = self.segment(PacketType::SyncAck);
             s.ack = Some(ack);
             return Some(s);
@@ -307,41 +307,49 @@ impl Subflow {
     /// DataAck carrying `data` (MP_SEQ and its payload), or a pure Ack:
     /// Ack Vector, Elapsed Time, Ack Ratio negotiation, MP_RTT, MP_CONFIRM
     /// and MP_PRIO (RFC 4340 §11, §13.2; RFC 4341 §6.1.2; RFC 9897 §3.2).
+    /// With data, `plan` (from [`Subflow::plan_data`]) says which options
+    /// fit the bounded header; `av` is the Ack Vector to carry.
     pub(crate) fn ack_segment<'q>(
         &mut self,
         now: Instant,
         ctx: &EmitCtx,
         data: Option<&'q (u64, Queued)>,
+        av: crate::wire::AckVector,
+        plan: Option<super::DataPlan>,
     ) -> AckSegment<'q> {
-        let prio_due = self.prio_due(now);
-        let ptype = if data.is_some() {
-            PacketType::DataAck
-        } else {
-            PacketType::Ack
+        // A pure Ack carries everything owed.
+        let plan = data.and(plan);
+        let prio_due = self.prio_due(now) && plan.is_none_or(|p| p.prio);
+        let ptype = match (data, plan) {
+            (None, _) => PacketType::Ack,
+            (Some(_), Some(p)) if !p.ack => PacketType::Data,
+            (Some(_), _) => PacketType::DataAck,
         };
         let mut s = self.segment(ptype);
         let seq = self.gss;
-        let av = self
-            .rx
-            .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
-        s.ack_vector_out = Some(av);
+        if ptype.has_ack() {
+            s.ack_vector_out = Some(av);
+        }
         // A held pure ack says for how long, so the peer's RTT sample does
         // not carry our Ack Ratio / ack-timer wait (RFC 4340 §13.2). Data
         // packets leave it out: their size is budgeted to the MSS.
         if ptype == PacketType::Ack {
             s.elapsed_10us = self.ack_elapsed_10us(now);
         }
-        if let Some(v) = self.pend.confirm_ack_ratio.take() {
-            s.push_feat(opt::CONFIRM_R, FeatureNum::AckRatio, Some(v));
+        if plan.is_none_or(|p| p.ratio_confirm) {
+            if let Some(v) = self.pend.confirm_ack_ratio.take() {
+                s.push_feat(opt::CONFIRM_R, FeatureNum::AckRatio, Some(v));
+            }
         }
         if let Some((mseq, q)) = data {
-            self.data_options(now, ctx, &mut s, *mseq);
+            self.data_options(now, ctx, &mut s, *mseq, plan);
             s.payload = &q.data;
         }
         let mut prio_given_up = false;
         if ctx.mp_on {
             // The rest wait for the next packet (most recent first).
-            let n = self.pend.confirms.len().min(codec::MAX_CONFIRMS);
+            let n = plan.map_or(self.pend.confirms.len(), |p| p.confirms);
+            let n = n.min(self.pend.confirms.len()).min(codec::MAX_CONFIRMS);
             for c in self.pend.confirms.drain(..n) {
                 s.mp.push_confirm(c);
             }
@@ -362,13 +370,21 @@ impl Subflow {
 
     /// Options of a data packet: the Ack Ratio change (≤ ceil(cwnd/2),
     /// RFC 4341 §6.1.2), MP_SEQ and now and then MP_RTT.
-    fn data_options(&mut self, now: Instant, ctx: &EmitCtx, s: &mut Segment<'_>, mseq: u64) {
+    fn data_options(
+        &mut self,
+        now: Instant,
+        ctx: &EmitCtx,
+        s: &mut Segment<'_>,
+        mseq: u64,
+        plan: Option<super::DataPlan>,
+    ) {
+        let ratio = plan.is_none_or(|p| p.ratio_change);
         let want = self.desired_ack_ratio(ctx.ack_ratio);
-        if want != self.ack_ratio_tx {
+        if want != self.ack_ratio_tx && ratio {
             self.ack_ratio_tx = want;
             self.ack_ratio_unconfirmed = true;
         }
-        if self.ack_ratio_unconfirmed {
+        if self.ack_ratio_unconfirmed && ratio {
             s.push_feat(
                 opt::CHANGE_L,
                 FeatureNum::AckRatio,
@@ -379,9 +395,10 @@ impl Subflow {
             return;
         }
         s.mp.seq = Some(mseq & SEQ_MASK);
-        let due = self
-            .last_mp_rtt_sent
-            .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
+        let due = plan.is_none_or(|p| p.rtt)
+            && self
+                .last_mp_rtt_sent
+                .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
         if let (true, Some(srtt)) = (due, self.rtt.srtt()) {
             s.mp.rtt = Some(self.mp_rtt(now, srtt));
         }

@@ -21,11 +21,13 @@ use crate::time::Instant;
 use crate::wire::ResetCode;
 
 mod ccid2;
+mod data_header;
 mod emit;
 mod protect;
 mod recv;
 mod timers;
 
+pub(crate) use data_header::DataPlan;
 pub(crate) use emit::{AckSegment, EmitCtx};
 pub(crate) use protect::{seal_packet, OpenScratch};
 pub(crate) use recv::{Admit, ResetEffect};
@@ -55,6 +57,9 @@ pub(crate) struct Sent {
     pub lost: bool,
 }
 
+/// SyncAcks owed at once at most (a Sync flood grows nothing).
+pub(crate) const SYNCACKS_OWED_MAX: usize = 4;
+
 /// Control items waiting for the next packet on this subflow.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PendingCtrl {
@@ -64,7 +69,10 @@ pub(crate) struct PendingCtrl {
     pub handshake_ack: bool,
     /// Sync to send, acknowledging this (wire) sequence number.
     pub sync: Option<u64>,
-    pub syncack: Option<u64>,
+    /// SyncAcks owed, oldest first: each Sync gets its own (RFC 4340
+    /// §7.5.4), so a PLPMTU probe is not lost behind another Sync; at most
+    /// [`SYNCACKS_OWED_MAX`], later ones replace the newest.
+    pub syncack: VecDeque<u64>,
     pub close: bool,
     pub closereq: bool,
     pub reset: Option<ResetCode>,
@@ -197,6 +205,8 @@ pub(crate) struct Subflow {
     /// Payload protection of this path, built at its first data packet
     /// once the connection has session keys (`protect.rs`).
     protector: Option<Box<crate::auth::PathProtector>>,
+    /// DPLPMTUD (RFC 8899) of this path (`conn/plpmtu.rs`); None = off.
+    pub(crate) plpmtud: Option<super::plpmtu::Plpmtud>,
 }
 
 /// Counters of one path.
@@ -304,7 +314,18 @@ impl Subflow {
             keepalive_at: None,
             closed_at: None,
             protector: None,
+            plpmtud: conf.plpmtud.map(super::plpmtu::Plpmtud::new),
         }
+    }
+
+    /// Our greatest sequence number sent, unwrapped (the latest packet's).
+    pub(crate) fn gss_unwrapped(&self) -> u64 {
+        self.gss
+    }
+
+    /// Retransmission timeouts since data was last acknowledged.
+    pub(crate) fn consecutive_rtos(&self) -> u32 {
+        self.rto_count
     }
 
     pub(crate) fn id(&self) -> PathId {
@@ -411,6 +432,12 @@ impl Subflow {
     /// The newest packet waiting here (for reinjection elsewhere).
     pub(crate) fn unqueue_newest(&mut self) -> Option<(u64, Queued)> {
         self.queue.pop_back()
+    }
+    /// Drops the packets waiting here that `keep` refuses; returns how many.
+    pub(crate) fn drop_queued_unless(&mut self, keep: impl Fn(&Queued) -> bool) -> usize {
+        let n = self.queue.len();
+        self.queue.retain(|(_, q)| keep(q));
+        n - self.queue.len()
     }
     /// Drops what waits here; returns how many packets.
     pub(crate) fn clear_queue(&mut self) -> usize {

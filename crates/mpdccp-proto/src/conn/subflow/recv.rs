@@ -108,7 +108,10 @@ impl Subflow {
 
     /// Sync: answer with SyncAck (RFC 4340 §7.5.4).
     pub(crate) fn on_sync(&mut self, seg: &Segment<'_>, ackn: Option<u64>) {
-        self.pend.syncack = Some(seg.seq);
+        if self.pend.syncack.len() >= SYNCACKS_OWED_MAX {
+            self.pend.syncack.pop_back();
+        }
+        self.pend.syncack.push_back(seg.seq);
         if let Some(a) = ackn {
             self.gar = self.gar.max(a);
         }
