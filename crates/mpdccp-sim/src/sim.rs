@@ -132,6 +132,17 @@ fn trimmed_len(d: &[u8]) -> usize {
         }
         end -= 64;
     }
+    // Then 8-byte words: the last non-zero byte of a little-endian word is
+    // its most significant non-zero one.
+    while end >= 8 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&d[end - 8..end]);
+        let w = u64::from_le_bytes(w);
+        if w != 0 {
+            return end - (w.leading_zeros() / 8) as usize;
+        }
+        end -= 8;
+    }
     while end > 0 && d[end - 1] == 0 {
         end -= 1;
     }
