@@ -75,11 +75,13 @@ impl Side {
 }
 
 /// What a link carries: a DCCP datagram (index into the buffer pool) or a
-/// plain flow packet.
+/// plain flow packet (index into `flow_pool`). Indices keep a link entry at
+/// 64 bytes instead of 136 (a `FlowPkt` with its SACK blocks is 72): E4's
+/// path 1 holds 12 000+ entries.
 #[derive(Clone, Copy, Debug)]
 enum Payload {
     Dccp(u32),
-    Flow(FlowPkt),
+    Flow(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -306,6 +308,9 @@ pub struct Simulation {
     /// Link direction whose packets count as the path's traffic.
     data_dir: usize,
     pool: BufPool,
+    /// Flow packets on the links, and the free slots.
+    flow_pool: Vec<FlowPkt>,
+    flow_free: Vec<u32>,
     rec: Recorder,
     tx_buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -549,6 +554,8 @@ impl Simulation {
             flows,
             data_dir,
             pool: BufPool::default(),
+            flow_pool: Vec::new(),
+            flow_free: Vec::new(),
             rec,
             tx_buf: vec![0; TRANSMIT_BUF_BYTES],
             scratch: Vec::with_capacity(2048),
@@ -772,8 +779,18 @@ impl Simulation {
                 }
             }
             Via::Path(p) => {
+                let slot = match self.flow_free.pop() {
+                    Some(k) => {
+                        self.flow_pool[k as usize] = pkt;
+                        k
+                    }
+                    None => {
+                        self.flow_pool.push(pkt);
+                        (self.flow_pool.len() - 1) as u32
+                    }
+                };
                 let w = Wire {
-                    payload: Payload::Flow(pkt),
+                    payload: Payload::Flow(slot),
                     enqueued: now,
                     len: pkt.len,
                 };
@@ -810,8 +827,9 @@ impl Simulation {
                     "link drop"
                 );
             }
-            if let Payload::Dccp(b) = w.payload {
-                self.pool.release(b);
+            match w.payload {
+                Payload::Dccp(b) => self.pool.release(b),
+                Payload::Flow(k) => self.flow_free.push(k),
             }
         }
         self.rearm_link(path, dir);
@@ -867,7 +885,11 @@ impl Simulation {
                 }
                 self.pool.release(b);
             }
-            Payload::Flow(pkt) => self.on_flow_packet(pkt),
+            Payload::Flow(k) => {
+                let pkt = self.flow_pool[k as usize];
+                self.flow_free.push(k);
+                self.on_flow_packet(pkt);
+            }
         }
     }
 
