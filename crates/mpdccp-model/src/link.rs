@@ -414,7 +414,11 @@ impl<P> Link<P> {
         while let Some(&(_, r)) = self.rate.get(i) {
             let seg_end = self.rate.get(i + 1).map(|s| s.0);
             if r > 0 {
-                let needed_ns = work.div_ceil(r as u128);
+                // u128 division is a libcall; a packet's work fits u64.
+                let needed_ns = match u64::try_from(work) {
+                    Ok(w) => u128::from(w.div_ceil(r)),
+                    Err(_) => work.div_ceil(r as u128),
+                };
                 let available_ns = seg_end.map(|e| (e.as_nanos() - t.as_nanos()) as u128);
                 match available_ns {
                     Some(avail) if avail < needed_ns => work -= avail * r as u128,

@@ -75,11 +75,13 @@ impl Side {
 }
 
 /// What a link carries: a DCCP datagram (index into the buffer pool) or a
-/// plain flow packet.
+/// plain flow packet (index into `flow_pool`). Indices keep a link entry at
+/// 64 bytes instead of 136 (a `FlowPkt` with its SACK blocks is 72): E4's
+/// path 1 holds 12 000+ entries.
 #[derive(Clone, Copy, Debug)]
 enum Payload {
     Dccp(u32),
-    Flow(FlowPkt),
+    Flow(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -89,11 +91,64 @@ struct Wire {
     len: u32,
 }
 
-/// Reused datagram buffers: no allocation per packet once warm.
-#[derive(Debug, Default)]
+/// The datagrams on the links, stored without their trailing zero bytes.
+///
+/// A tunnelled flow packet is a short header padded with zeros to its full
+/// size (`packet.rs`), so a DCCP datagram in flight is ~110 meaningful bytes
+/// and ~1 400 zeros. Keeping only the bytes up to the last non-zero one (and
+/// the length) makes each in-flight datagram two cache lines instead of 24:
+/// with 10 000+ datagrams on a 500 Mbit/s × 200 ms path, the full copies
+/// did not fit any cache and every delivery missed on them. The receiver
+/// gets the exact bytes back in one hot buffer ([`BufPool::materialize`]),
+/// so what the connection parses is unchanged.
+#[derive(Debug)]
 struct BufPool {
-    bufs: Vec<Vec<u8>>,
+    /// Per slot: the datagram's full length and its bytes up to the last
+    /// non-zero one.
+    bufs: Vec<(usize, Vec<u8>)>,
     free: Vec<u32>,
+    /// The datagram handed to the receiver: zero past `rx_dirty`.
+    rx: Vec<u8>,
+    rx_dirty: usize,
+}
+
+impl Default for BufPool {
+    fn default() -> Self {
+        BufPool {
+            bufs: Vec::new(),
+            free: Vec::new(),
+            rx: vec![0; TRANSMIT_BUF_BYTES],
+            rx_dirty: 0,
+        }
+    }
+}
+
+/// Length of `d` without its trailing zero bytes.
+fn trimmed_len(d: &[u8]) -> usize {
+    // 64-byte blocks from the end (an OR-fold the compiler vectorizes),
+    // then bytes.
+    let mut end = d.len();
+    for block in d.rchunks_exact(64) {
+        if block.iter().fold(0u8, |a, &b| a | b) != 0 {
+            break;
+        }
+        end -= 64;
+    }
+    // Then 8-byte words: the last non-zero byte of a little-endian word is
+    // its most significant non-zero one.
+    while end >= 8 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&d[end - 8..end]);
+        let w = u64::from_le_bytes(w);
+        if w != 0 {
+            return end - (w.leading_zeros() / 8) as usize;
+        }
+        end -= 8;
+    }
+    while end > 0 && d[end - 1] == 0 {
+        end -= 1;
+    }
+    end
 }
 
 impl BufPool {
@@ -101,14 +156,29 @@ impl BufPool {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
-                self.bufs.push(Vec::with_capacity(1600));
+                self.bufs.push((0, Vec::with_capacity(128)));
                 (self.bufs.len() - 1) as u32
             }
         };
-        let b = &mut self.bufs[idx as usize];
+        let (len, b) = &mut self.bufs[idx as usize];
+        *len = data.len();
         b.clear();
-        b.extend_from_slice(data);
+        b.extend_from_slice(&data[..trimmed_len(data)]);
         idx
+    }
+    /// The exact bytes of datagram `idx`, valid until the next call.
+    fn materialize(&mut self, idx: u32) -> &[u8] {
+        let (len, b) = &self.bufs[idx as usize];
+        let (len, n) = (*len, b.len());
+        if self.rx.len() < len {
+            self.rx.resize(len, 0);
+        }
+        self.rx[..n].copy_from_slice(b);
+        if self.rx_dirty > n {
+            self.rx[n..self.rx_dirty].fill(0);
+        }
+        self.rx_dirty = n;
+        &self.rx[..len]
     }
     fn release(&mut self, idx: u32) {
         self.free.push(idx);
@@ -238,6 +308,9 @@ pub struct Simulation {
     /// Link direction whose packets count as the path's traffic.
     data_dir: usize,
     pool: BufPool,
+    /// Flow packets on the links, and the free slots.
+    flow_pool: Vec<FlowPkt>,
+    flow_free: Vec<u32>,
     rec: Recorder,
     tx_buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -481,6 +554,8 @@ impl Simulation {
             flows,
             data_dir,
             pool: BufPool::default(),
+            flow_pool: Vec::new(),
+            flow_free: Vec::new(),
             rec,
             tx_buf: vec![0; TRANSMIT_BUF_BYTES],
             scratch: Vec::with_capacity(2048),
@@ -704,8 +779,18 @@ impl Simulation {
                 }
             }
             Via::Path(p) => {
+                let slot = match self.flow_free.pop() {
+                    Some(k) => {
+                        self.flow_pool[k as usize] = pkt;
+                        k
+                    }
+                    None => {
+                        self.flow_pool.push(pkt);
+                        (self.flow_pool.len() - 1) as u32
+                    }
+                };
                 let w = Wire {
-                    payload: Payload::Flow(pkt),
+                    payload: Payload::Flow(slot),
                     enqueued: now,
                     len: pkt.len,
                 };
@@ -742,8 +827,9 @@ impl Simulation {
                     "link drop"
                 );
             }
-            if let Payload::Dccp(b) = w.payload {
-                self.pool.release(b);
+            match w.payload {
+                Payload::Dccp(b) => self.pool.release(b),
+                Payload::Flow(k) => self.flow_free.push(k),
             }
         }
         self.rearm_link(path, dir);
@@ -793,13 +879,17 @@ impl Simulation {
                         PathId(path as u32),
                         local,
                         remote,
-                        &self.pool.bufs[b as usize],
+                        self.pool.materialize(b),
                     );
                     node.dirty = true;
                 }
                 self.pool.release(b);
             }
-            Payload::Flow(pkt) => self.on_flow_packet(pkt),
+            Payload::Flow(k) => {
+                let pkt = self.flow_pool[k as usize];
+                self.flow_free.push(k);
+                self.on_flow_packet(pkt);
+            }
         }
     }
 
@@ -1372,5 +1462,41 @@ fn path_config(s: &Scenario, p: usize) -> PathConfig {
         },
         local: Some(local),
         remote: Some(remote),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buf_pool_gives_back_the_exact_bytes() {
+        let mut pool = BufPool::default();
+        let mut datagrams: Vec<Vec<u8>> = Vec::new();
+        for (len, nz) in [
+            (1496, 110),
+            (0, 0),
+            (40, 40),
+            (1496, 0),
+            (33, 1),
+            (300, 299),
+            (64, 32),
+        ] {
+            let mut d = vec![0u8; len];
+            for (k, b) in d.iter_mut().take(nz).enumerate() {
+                *b = (k % 251) as u8 | 1;
+            }
+            datagrams.push(d);
+        }
+        // Interleave long and short ones so stale bytes would show.
+        for d in datagrams.iter().chain(datagrams.iter().rev()) {
+            assert_eq!(
+                trimmed_len(d),
+                d.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+            );
+            let i = pool.alloc(d);
+            assert_eq!(pool.materialize(i), &d[..]);
+            pool.release(i);
+        }
     }
 }

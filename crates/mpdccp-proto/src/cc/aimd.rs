@@ -102,7 +102,8 @@ impl Aimd {
     }
 
     pub fn cwnd_pkts(&self) -> u32 {
-        self.cwnd.clamp(self.min_cwnd, self.max_cwnd).floor() as u32
+        // Truncation equals `floor() as u32` for every f64 (see cubic.rs).
+        self.cwnd.clamp(self.min_cwnd, self.max_cwnd) as u32
     }
 
     pub fn ssthresh_pkts(&self) -> Option<u32> {

@@ -386,9 +386,9 @@ impl CubicCore {
     }
 
     pub fn cwnd_pkts(&self) -> u32 {
-        (self.window_scale * self.cwnd)
-            .clamp(self.min_cwnd, self.max_cwnd)
-            .floor() as u32
+        // `as` truncates toward zero and saturates (NaN -> 0), which equals
+        // `floor() as u32` for every f64; it avoids a libm call per view.
+        (self.window_scale * self.cwnd).clamp(self.min_cwnd, self.max_cwnd) as u32
     }
 
     pub fn ssthresh_pkts(&self) -> Option<u32> {

@@ -49,30 +49,35 @@ pub fn pseudo_header_sum(addrs: IpPair, dccp_len: usize, proto: u8) -> u64 {
 }
 
 /// One's complement sum of `data` as big-endian 16-bit words (odd trailing
-/// byte padded with zero), unfolded. Sums 32-bit words, which is
-/// equivalent modulo 0xffff (RFC 1071 §2) and several times faster.
+/// byte padded with zero), partly folded: the result is congruent to that
+/// sum modulo 0xffff and zero exactly when it is, which is all a fold
+/// (end-around carry) of it, or of it plus other such sums, depends on.
+///
+/// Sums native-endian 64-bit words with carry (an add/adc pair per word, no
+/// byte swap) and swaps once at the end: a 64-bit word is congruent to the
+/// sum of its 16-bit quarters modulo 0xffff (2^16 ≡ 1), and the one's
+/// complement sum of byte-swapped words is the byte-swapped sum (RFC 1071
+/// §2 (A), (B)).
 pub fn data_sum(data: &[u8]) -> u64 {
-    // Two independent accumulators of 32-bit halves: no carries are lost
-    // (each add is < 2^33, so 2^31 chunks fit), and the loop pipelines.
-    let mut a: u64 = 0;
-    let mut b: u64 = 0;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let v = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        a += v >> 32;
-        b += v & 0xffff_ffff;
+    let mut acc: u128 = 0;
+    let mut words = data.chunks_exact(8);
+    for c in &mut words {
+        let w = [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]];
+        acc += u128::from(u64::from_ne_bytes(w));
     }
-    let mut sum = fold32(a) + fold32(b);
-    let rem = chunks.remainder();
+    // 2^64 ≡ 1: the high half adds to the low one.
+    let mut sum = u128::from(fold32((acc >> 64) as u64)) + u128::from(fold32(acc as u64));
+    let rem = words.remainder();
     let mut i = 0;
     while i + 1 < rem.len() {
-        sum += u64::from(u16::from_be_bytes([rem[i], rem[i + 1]]));
+        sum += u128::from(u16::from_ne_bytes([rem[i], rem[i + 1]]));
         i += 2;
     }
     if i < rem.len() {
-        sum += u64::from(rem[i]) << 8;
+        sum += u128::from(u16::from_ne_bytes([rem[i], 0]));
     }
-    sum
+    // < 2^34 here.
+    u64::from(u16::from_be(fold(sum as u64)))
 }
 
 /// Reduce a sum of 32-bit words to at most 32 bits, modulo 0xffff.
@@ -118,4 +123,47 @@ pub fn compute(addrs: IpPair, packet: &[u8], covered: usize, proto: u8) -> u16 {
 /// Internet checksum of a plain buffer (e.g. an IPv4 header), complemented.
 pub fn internet_checksum(data: &[u8]) -> u16 {
     !fold(data_sum(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 1071's definition, word by word.
+    fn reference_sum(data: &[u8]) -> u64 {
+        data.chunks(2)
+            .map(|c| u64::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
+            .sum()
+    }
+
+    #[test]
+    fn data_sum_folds_as_the_word_by_word_sum() {
+        let mut x: u32 = 0x1234_5678;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        for len in (0..80).chain([1495, 1496, 1497, 1500, 9000]) {
+            for fill in 0..4 {
+                let data: Vec<u8> = (0..len)
+                    .map(|_| match fill {
+                        0 => 0,
+                        1 => 0xff,
+                        _ => next() as u8,
+                    })
+                    .collect();
+                let (got, want) = (data_sum(&data), reference_sum(&data));
+                assert_eq!(fold(got), fold(want), "len {len} fill {fill}");
+                for extra in [0u64, 1, 0xffff, 0x1_2345] {
+                    assert_eq!(
+                        fold(got + extra),
+                        fold(want + extra),
+                        "len {len} fill {fill}"
+                    );
+                }
+            }
+        }
+    }
 }
