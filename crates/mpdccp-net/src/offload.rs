@@ -29,6 +29,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+#[path = "offload_udp.rs"]
+mod udp;
+
 /// Size of `struct virtio_net_hdr` (no `num_buffers`; TUN's default).
 pub const VNET_HDR_LEN: usize = 10;
 /// The all-zero header: no offload, checksum complete.
@@ -110,6 +113,11 @@ pub enum OffloadError {
     BadChecksumOffsets,
     /// A segment does not fit the output buffer.
     OutputTooSmall,
+    /// UDP GSO whose payload fits one `gso_size` (no GSO packet:
+    /// `__udp_gso_segment` refuses it with -EINVAL).
+    GsoSizeBeyondPayload,
+    /// UDP GSO of more than `UDP_MAX_SEGMENTS` (128) datagrams.
+    TooManySegments,
 }
 
 impl fmt::Display for OffloadError {
@@ -121,6 +129,8 @@ impl fmt::Display for OffloadError {
             OffloadError::ZeroGsoSize => write!(f, "gso_size 0"),
             OffloadError::BadChecksumOffsets => write!(f, "checksum offsets outside packet"),
             OffloadError::OutputTooSmall => write!(f, "segment larger than output buffer"),
+            OffloadError::GsoSizeBeyondPayload => write!(f, "gso_size not below the payload"),
+            OffloadError::TooManySegments => write!(f, "more than 128 UDP segments"),
         }
     }
 }
@@ -143,6 +153,15 @@ pub struct OffloadStats {
     /// Delivered TCP segments not coalesced because their checksum was wrong
     /// (written alone; the kernel drops them as it would have).
     pub gro_bad_checksum: u64,
+    /// TUN frames that were UDP GSO (`GSO_UDP_L4`) super-packets, and the
+    /// datagrams made of them.
+    pub uso_frames: u64,
+    pub uso_segments: u64,
+    /// UDP GSO super-packets written, the delivered datagrams merged into
+    /// them, and datagrams not merged because their checksum was wrong.
+    pub udp_gro_frames: u64,
+    pub udp_gro_segments: u64,
+    pub udp_gro_bad_checksum: u64,
 }
 
 // ---------------------------------------------------------------------------
@@ -379,7 +398,9 @@ fn split_inner(
             stats.tso_segments += n as u64;
             Ok(n)
         }
-        GSO_UDP | GSO_UDP_L4 => Err(OffloadError::UnsupportedGso(h.gso_type)),
+        GSO_UDP_L4 => udp::split_udp(&h, p, out, stats, each),
+        // UFO (IP fragmentation of big UDP datagrams) was never negotiated.
+        GSO_UDP => Err(OffloadError::UnsupportedGso(h.gso_type)),
         other => Err(OffloadError::UnsupportedGso(other)),
     }
 }
@@ -446,6 +467,10 @@ pub struct Coalescer {
     next_seq: u32,
     /// The last merged segment was short or had PSH: nothing may follow.
     closed: bool,
+    /// A pending UDP super-packet (then `first` is `None`).
+    udp: Option<udp::UdpPending>,
+    /// UDP datagrams may be merged ([`Coalescer::set_udp_gso`]).
+    udp_gso: bool,
 }
 
 impl Default for Coalescer {
@@ -463,6 +488,8 @@ impl Coalescer {
             segs: 0,
             next_seq: 0,
             closed: false,
+            udp: None,
+            udp_gso: false,
         }
     }
 
@@ -475,6 +502,9 @@ impl Coalescer {
         stats: &mut OffloadStats,
         write: &mut impl FnMut(&[u8; VNET_HDR_LEN], &[u8]),
     ) {
+        if self.udp_gso && self.push_udp(pkt, stats, write) {
+            return;
+        }
         let seg = coalescable(pkt);
         let seg = match seg {
             Some(s) if tcp_checksum_ok(pkt, s.l.v6, s.l.ip_hl) => Some(s),
@@ -552,6 +582,11 @@ impl Coalescer {
         stats: &mut OffloadStats,
         write: &mut impl FnMut(&[u8; VNET_HDR_LEN], &[u8]),
     ) {
+        if let Some(u) = self.udp.take() {
+            let len = std::mem::take(&mut self.len);
+            self.flush_udp(u, len, stats, write);
+            return;
+        }
         let Some(f) = self.first.take() else {
             return;
         };
@@ -787,9 +822,9 @@ mod tests {
         let mut f = good.clone();
         f[1] = GSO_TCPV6;
         assert_eq!(split_n(&f, &mut out, &mut st), Err(OffloadError::Malformed));
-        // Unsupported gso type.
+        // Unsupported gso type (UFO).
         let mut f = good.clone();
-        f[1] = GSO_UDP_L4;
+        f[1] = GSO_UDP;
         assert!(matches!(
             split_n(&f, &mut out, &mut st),
             Err(OffloadError::UnsupportedGso(_))
