@@ -1,24 +1,34 @@
-//! TUN offloads: TCP super-packets in, coalesced TCP super-packets out.
+//! TUN offloads: TCP and UDP super-packets in, coalesced super-packets out.
 //!
 //! With `IFF_VNET_HDR` every TUN read and write starts with a 10-byte
 //! `struct virtio_net_hdr` (`<linux/virtio_net.h>`, little-endian fields on
 //! this little-endian host). After `TUNSETOFFLOAD(TUN_F_CSUM | TUN_F_TSO4 |
-//! TUN_F_TSO6)` the kernel hands us TCP packets of up to 64 kB (TSO: one
-//! `gso_size` payload per future segment) and packets whose transport
-//! checksum is left for us to complete (`NEEDS_CSUM`, the kernel's
-//! CHECKSUM_PARTIAL). Writing works the other way: a super-packet with
-//! `gso_type` TCPV4/TCPV6 is one `sk_buff` for the receiving kernel instead
-//! of ~40 — the per-packet cost of the receiving TCP is what bounds the
-//! tunnel (see the README's profile).
+//! TUN_F_TSO6 | TUN_F_USO4 | TUN_F_USO6)` (USO: Linux >= 6.2; without it
+//! the TCP set, see [`crate::tun::Tun::uso`]) the kernel hands us TCP and
+//! UDP packets of up to 64 kB (TSO/USO: one `gso_size` payload per future
+//! segment) and packets whose transport checksum is left for us to
+//! complete (`NEEDS_CSUM`, the kernel's CHECKSUM_PARTIAL). Writing works
+//! the other way: a super-packet with `gso_type` TCPV4/TCPV6/UDP_L4 is one
+//! `sk_buff` for the receiving kernel instead of ~40 — the per-packet cost
+//! of the receiving TCP is what bounds the tunnel (see the README's
+//! profile).
 //!
 //! * [`split`]: one frame read from the TUN → IP packets of at most the
 //!   tunnel MTU, each complete (IPv4 length/ID/header checksum, TCP
 //!   sequence number/flags/checksum per segment; FIN and PSH only on the
 //!   last segment, CWR only on the first, as RFC 3168 §6.1.2 and Linux's
-//!   `tcp_gso_segment` do).
+//!   `tcp_gso_segment` do). `GSO_UDP_L4` frames (an application's
+//!   `UDP_SEGMENT`, forwarded UDP GRO) become UDP datagrams of `gso_size`
+//!   payload, the last maybe shorter, with UDP length/checksum and the
+//!   IPv4 ID +1 per datagram as `__udp_gso_segment`/`inet_gso_segment` do
+//!   (`offload_udp.rs`).
 //! * [`Coalescer`]: consecutive in-order TCP segments of one flow delivered
-//!   in the same wake-up → one super-packet. It never waits for more: the
-//!   caller flushes at the end of every wake-up, so no packet is held.
+//!   in the same wake-up → one super-packet; with
+//!   [`Coalescer::set_udp_gso`], consecutive equal-sized UDP datagrams of
+//!   one 5-tuple (consecutive IPv4 IDs, at most 64) → one `GSO_UDP_L4`
+//!   super-packet that the kernel re-segments into the very same
+//!   datagrams. It never waits for more: the caller flushes at the end of
+//!   every wake-up, so no packet is held.
 //!
 //! Input from the TUN is the local kernel's, but the tunnel's delivered
 //! packets come from the network: both are parsed defensively, every
