@@ -228,3 +228,98 @@ fn run_in(ns: &str) {
         assert_eq!(u16::from_be_bytes([p[4], p[5]]), id0.wrapping_add(i as u16));
     }
 }
+
+/// CPU cost of delivering UDP through the TUN, one write per datagram vs
+/// coalesced `GSO_UDP_L4` super-packets (the writer thread's user+system
+/// time covers the kernel's receive path up to the socket). Not a pass/fail
+/// test: `cargo test --release -p mpdccp-net --test tun_uso -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore]
+fn bench_tun_udp_write_plain_vs_coalesced() {
+    if !root_or_skip("bench_tun_udp_write_plain_vs_coalesced") {
+        return;
+    }
+    let ns = Ns(format!("mpdusob{}", std::process::id() % 1_000_000));
+    ip(&["netns", "add", &ns.0]);
+    let name = ns.0.clone();
+    let r = std::thread::spawn(move || bench_in(&name)).join();
+    drop(ns);
+    r.expect("bench thread panicked");
+}
+
+fn thread_cpu_s() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn bench_in(ns: &str) {
+    let f = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("open netns");
+    // SAFETY: a valid namespace fd; moves only this thread.
+    assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let tun = Tun::open_offload("usob0").expect("TUN with offloads");
+    assert!(tun.uso());
+    ip(&["-n", ns, "addr", "add", "10.77.0.1/24", "dev", "usob0"]);
+    ip(&["-n", ns, "link", "set", "usob0", "mtu", "1500", "up"]);
+    let (local, peer) = ([10, 77, 0, 1], [10, 77, 0, 2]);
+    const BATCH: usize = 44; // datagrams per wake-up, as in the bench
+    const BATCHES: usize = 4000;
+    let pl = vec![0x5au8; 1200];
+    let pkts: Vec<Vec<u8>> = (0..BATCH)
+        .map(|i| udp4(peer, local, 4000, 5000, i as u16, &pl))
+        .collect();
+    for mode in ["plain", "coalesced", "plain", "coalesced"] {
+        let rx = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::from(local), 5000)).unwrap();
+        let big: libc::c_int = 64 << 20;
+        // SAFETY: setsockopt with a valid int.
+        unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&big as *const libc::c_int).cast(),
+                4,
+            )
+        };
+        rx.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut b = [0u8; 2000];
+            let mut n = 0u64;
+            while rx.recv(&mut b).is_ok() {
+                n += 1;
+            }
+            n
+        });
+        let mut co = Coalescer::new();
+        co.set_udp_gso(mode == "coalesced");
+        let mut st = OffloadStats::default();
+        let (c0, t0) = (thread_cpu_s(), Instant::now());
+        let mut writes = 0u64;
+        for _ in 0..BATCHES {
+            for p in &pkts {
+                co.push(p, &mut st, &mut |h, q| {
+                    tun.send_vnet(h, q).expect("write");
+                    writes += 1;
+                });
+            }
+            co.flush(&mut st, &mut |h, q| {
+                tun.send_vnet(h, q).expect("write");
+                writes += 1;
+            });
+        }
+        let (cpu, wall) = (thread_cpu_s() - c0, t0.elapsed().as_secs_f64());
+        let got = reader.join().unwrap();
+        let n = (BATCH * BATCHES) as f64;
+        println!(
+            "{mode:9}: {n} datagrams in {writes} writes, writer CPU {:.2} s = {:.2} us/datagram, wall {:.2} s, delivered {got} ({:.1} %)",
+            cpu,
+            cpu / n * 1e6,
+            wall,
+            got as f64 / n * 100.0
+        );
+    }
+}
