@@ -432,7 +432,8 @@ struct Seg {
 /// or ECE, nothing else; the IP length equal to the buffer.
 fn coalescable(p: &[u8]) -> Option<Seg> {
     let l = tcp_layout(p).ok()?;
-    if l.end != p.len() {
+    // An IPv6 packet may be 40 bytes over 64 KiB: not for the buffer.
+    if l.end != p.len() || p.len() > MAX_PACKET_BYTES {
         return None;
     }
     if !l.v6 && (l.ip_hl != 20 || u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0) {

@@ -147,7 +147,8 @@ pub(super) struct UdpSeg {
 /// non-empty payload; the IP length equal to the buffer.
 pub(super) fn udp_coalescable(p: &[u8]) -> Option<UdpSeg> {
     let l = udp_layout(p).ok()?;
-    if l.end != p.len() {
+    // An IPv6 packet may be 40 bytes over 64 KiB: not for the buffer.
+    if l.end != p.len() || p.len() > MAX_PACKET_BYTES {
         return None;
     }
     if !l.v6 && (l.ip_hl != 20 || fold(sum_be(&p[..20], 0)) != 0xffff) {
@@ -603,6 +604,34 @@ mod tests {
             });
         }
         assert_eq!(n, 2, "each written alone at once");
+    }
+
+    /// IPv6 allows a packet 40 bytes over 64 KiB (payload length 65 535);
+    /// it passes alone instead of overrunning the coalescing buffer.
+    #[test]
+    fn largest_ipv6_packets_pass_alone() {
+        let big = udp_packet(true, 0, 40000, &payload(65_535 - 8));
+        assert_eq!(big.len(), 65_575);
+        let mut tcp = big.clone();
+        tcp[6] = 6;
+        tcp[40 + 12] = 5 << 4;
+        tcp[40 + 13] = 0x10;
+        let c = transport_checksum(
+            &{
+                let mut t = tcp.clone();
+                t[56] = 0;
+                t[57] = 0;
+                t
+            },
+            true,
+            40,
+            6,
+        );
+        tcp[56..58].copy_from_slice(&c.to_be_bytes());
+        for p in [big, tcp] {
+            let (w, _) = coalesce(&[p.clone(), p.clone()]);
+            assert_eq!(w, vec![(PLAIN_HDR, p.clone()), (PLAIN_HDR, p)]);
+        }
     }
 
     /// TCP and UDP interleaved: each flush keeps arrival order.
