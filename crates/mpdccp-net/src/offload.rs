@@ -1,24 +1,34 @@
-//! TUN offloads: TCP super-packets in, coalesced TCP super-packets out.
+//! TUN offloads: TCP and UDP super-packets in, coalesced super-packets out.
 //!
 //! With `IFF_VNET_HDR` every TUN read and write starts with a 10-byte
 //! `struct virtio_net_hdr` (`<linux/virtio_net.h>`, little-endian fields on
 //! this little-endian host). After `TUNSETOFFLOAD(TUN_F_CSUM | TUN_F_TSO4 |
-//! TUN_F_TSO6)` the kernel hands us TCP packets of up to 64 kB (TSO: one
-//! `gso_size` payload per future segment) and packets whose transport
-//! checksum is left for us to complete (`NEEDS_CSUM`, the kernel's
-//! CHECKSUM_PARTIAL). Writing works the other way: a super-packet with
-//! `gso_type` TCPV4/TCPV6 is one `sk_buff` for the receiving kernel instead
-//! of ~40 — the per-packet cost of the receiving TCP is what bounds the
-//! tunnel (see the README's profile).
+//! TUN_F_TSO6 | TUN_F_USO4 | TUN_F_USO6)` (USO: Linux >= 6.2; without it
+//! the TCP set, see [`crate::tun::Tun::uso`]) the kernel hands us TCP and
+//! UDP packets of up to 64 kB (TSO/USO: one `gso_size` payload per future
+//! segment) and packets whose transport checksum is left for us to
+//! complete (`NEEDS_CSUM`, the kernel's CHECKSUM_PARTIAL). Writing works
+//! the other way: a super-packet with `gso_type` TCPV4/TCPV6/UDP_L4 is one
+//! `sk_buff` for the receiving kernel instead of ~40 — the per-packet cost
+//! of the receiving TCP is what bounds the tunnel (see the README's
+//! profile).
 //!
 //! * [`split`]: one frame read from the TUN → IP packets of at most the
 //!   tunnel MTU, each complete (IPv4 length/ID/header checksum, TCP
 //!   sequence number/flags/checksum per segment; FIN and PSH only on the
 //!   last segment, CWR only on the first, as RFC 3168 §6.1.2 and Linux's
-//!   `tcp_gso_segment` do).
+//!   `tcp_gso_segment` do). `GSO_UDP_L4` frames (an application's
+//!   `UDP_SEGMENT`, forwarded UDP GRO) become UDP datagrams of `gso_size`
+//!   payload, the last maybe shorter, with UDP length/checksum and the
+//!   IPv4 ID +1 per datagram as `__udp_gso_segment`/`inet_gso_segment` do
+//!   (`offload_udp.rs`).
 //! * [`Coalescer`]: consecutive in-order TCP segments of one flow delivered
-//!   in the same wake-up → one super-packet. It never waits for more: the
-//!   caller flushes at the end of every wake-up, so no packet is held.
+//!   in the same wake-up → one super-packet; with
+//!   [`Coalescer::set_udp_gso`], consecutive equal-sized UDP datagrams of
+//!   one 5-tuple (consecutive IPv4 IDs, at most 64) → one `GSO_UDP_L4`
+//!   super-packet that the kernel re-segments into the very same
+//!   datagrams. It never waits for more: the caller flushes at the end of
+//!   every wake-up, so no packet is held.
 //!
 //! Input from the TUN is the local kernel's, but the tunnel's delivered
 //! packets come from the network: both are parsed defensively, every
@@ -28,6 +38,9 @@
 use std::fmt;
 
 use serde::Serialize;
+
+#[path = "offload_udp.rs"]
+mod udp;
 
 /// Size of `struct virtio_net_hdr` (no `num_buffers`; TUN's default).
 pub const VNET_HDR_LEN: usize = 10;
@@ -110,6 +123,11 @@ pub enum OffloadError {
     BadChecksumOffsets,
     /// A segment does not fit the output buffer.
     OutputTooSmall,
+    /// UDP GSO whose payload fits one `gso_size` (no GSO packet:
+    /// `__udp_gso_segment` refuses it with -EINVAL).
+    GsoSizeBeyondPayload,
+    /// UDP GSO of more than `UDP_MAX_SEGMENTS` (128) datagrams.
+    TooManySegments,
 }
 
 impl fmt::Display for OffloadError {
@@ -121,6 +139,8 @@ impl fmt::Display for OffloadError {
             OffloadError::ZeroGsoSize => write!(f, "gso_size 0"),
             OffloadError::BadChecksumOffsets => write!(f, "checksum offsets outside packet"),
             OffloadError::OutputTooSmall => write!(f, "segment larger than output buffer"),
+            OffloadError::GsoSizeBeyondPayload => write!(f, "gso_size not below the payload"),
+            OffloadError::TooManySegments => write!(f, "more than 128 UDP segments"),
         }
     }
 }
@@ -143,6 +163,15 @@ pub struct OffloadStats {
     /// Delivered TCP segments not coalesced because their checksum was wrong
     /// (written alone; the kernel drops them as it would have).
     pub gro_bad_checksum: u64,
+    /// TUN frames that were UDP GSO (`GSO_UDP_L4`) super-packets, and the
+    /// datagrams made of them.
+    pub uso_frames: u64,
+    pub uso_segments: u64,
+    /// UDP GSO super-packets written, the delivered datagrams merged into
+    /// them, and datagrams not merged because their checksum was wrong.
+    pub udp_gro_frames: u64,
+    pub udp_gro_segments: u64,
+    pub udp_gro_bad_checksum: u64,
 }
 
 // ---------------------------------------------------------------------------
@@ -379,7 +408,9 @@ fn split_inner(
             stats.tso_segments += n as u64;
             Ok(n)
         }
-        GSO_UDP | GSO_UDP_L4 => Err(OffloadError::UnsupportedGso(h.gso_type)),
+        GSO_UDP_L4 => udp::split_udp(&h, p, out, stats, each),
+        // UFO (IP fragmentation of big UDP datagrams) was never negotiated.
+        GSO_UDP => Err(OffloadError::UnsupportedGso(h.gso_type)),
         other => Err(OffloadError::UnsupportedGso(other)),
     }
 }
@@ -401,7 +432,8 @@ struct Seg {
 /// or ECE, nothing else; the IP length equal to the buffer.
 fn coalescable(p: &[u8]) -> Option<Seg> {
     let l = tcp_layout(p).ok()?;
-    if l.end != p.len() {
+    // An IPv6 packet may be 40 bytes over 64 KiB: not for the buffer.
+    if l.end != p.len() || p.len() > MAX_PACKET_BYTES {
         return None;
     }
     if !l.v6 && (l.ip_hl != 20 || u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0) {
@@ -446,6 +478,10 @@ pub struct Coalescer {
     next_seq: u32,
     /// The last merged segment was short or had PSH: nothing may follow.
     closed: bool,
+    /// A pending UDP super-packet (then `first` is `None`).
+    udp: Option<udp::UdpPending>,
+    /// UDP datagrams may be merged ([`Coalescer::set_udp_gso`]).
+    udp_gso: bool,
 }
 
 impl Default for Coalescer {
@@ -463,6 +499,8 @@ impl Coalescer {
             segs: 0,
             next_seq: 0,
             closed: false,
+            udp: None,
+            udp_gso: false,
         }
     }
 
@@ -475,6 +513,9 @@ impl Coalescer {
         stats: &mut OffloadStats,
         write: &mut impl FnMut(&[u8; VNET_HDR_LEN], &[u8]),
     ) {
+        if self.udp_gso && self.push_udp(pkt, stats, write) {
+            return;
+        }
         let seg = coalescable(pkt);
         let seg = match seg {
             Some(s) if tcp_checksum_ok(pkt, s.l.v6, s.l.ip_hl) => Some(s),
@@ -552,6 +593,11 @@ impl Coalescer {
         stats: &mut OffloadStats,
         write: &mut impl FnMut(&[u8; VNET_HDR_LEN], &[u8]),
     ) {
+        if let Some(u) = self.udp.take() {
+            let len = std::mem::take(&mut self.len);
+            self.flush_udp(u, len, stats, write);
+            return;
+        }
         let Some(f) = self.first.take() else {
             return;
         };
@@ -787,9 +833,9 @@ mod tests {
         let mut f = good.clone();
         f[1] = GSO_TCPV6;
         assert_eq!(split_n(&f, &mut out, &mut st), Err(OffloadError::Malformed));
-        // Unsupported gso type.
+        // Unsupported gso type (UFO).
         let mut f = good.clone();
-        f[1] = GSO_UDP_L4;
+        f[1] = GSO_UDP;
         assert!(matches!(
             split_n(&f, &mut out, &mut st),
             Err(OffloadError::UnsupportedGso(_))

@@ -10,9 +10,11 @@
 //! packets with [`Tun::recv`] until `WouldBlock`.
 //!
 //! [`Tun::open_offload`] adds `IFF_VNET_HDR` and `TUNSETOFFLOAD(TUN_F_CSUM |
-//! TUN_F_TSO4 | TUN_F_TSO6)`: every read and write then starts with a
-//! `virtio_net_hdr`, reads may be TCP super-packets of up to 64 kB and
-//! writes may be too (see [`crate::offload`]).
+//! TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_USO4 | TUN_F_USO6)`: every read and write
+//! then starts with a `virtio_net_hdr`, reads may be TCP or UDP (USO)
+//! super-packets of up to 64 kB and writes may be too (see
+//! [`crate::offload`]). Kernels before 6.2 refuse the USO bits with EINVAL;
+//! then the TCP set alone is asked for and [`Tun::uso`] is false.
 
 use std::ffi::CString;
 use std::io;
@@ -24,6 +26,7 @@ pub struct Tun {
     fd: OwnedFd,
     name: String,
     offload: bool,
+    uso: bool,
 }
 
 // From <linux/if_tun.h>; not all are exported by the libc crate.
@@ -35,6 +38,9 @@ const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO6: libc::c_uint = 0x04;
+/// Linux >= 6.2; `tun_set_offload` wants both or neither (NETIF_F_GSO_UDP_L4).
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
 
 #[repr(C)]
 struct IfReq {
@@ -96,14 +102,42 @@ impl Tun {
             .position(|&b| b == 0)
             .unwrap_or(libc::IFNAMSIZ);
         let name = String::from_utf8_lossy(&req.name[..len]).into_owned();
+        let mut uso = false;
         if offload {
-            let f = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
-            // SAFETY: TUNSETOFFLOAD takes the flag word by value.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, f as libc::c_ulong) } < 0 {
-                return Err(named(&name, "TUNSETOFFLOAD", io::Error::last_os_error()));
+            let tcp = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+            let set = |f: libc::c_uint| {
+                // SAFETY: TUNSETOFFLOAD takes the flag word by value.
+                if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, f as libc::c_ulong) }
+                    < 0
+                {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(())
+                }
+            };
+            match set(tcp | TUN_F_USO4 | TUN_F_USO6) {
+                Ok(()) => uso = true,
+                // Unknown bits: EINVAL (tun_set_offload before 6.2).
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    set(tcp).map_err(|e| named(&name, "TUNSETOFFLOAD", e))?
+                }
+                Err(e) => return Err(named(&name, "TUNSETOFFLOAD", e)),
             }
+            tracing::debug!(tun = %name, uso, "TUN offloads: CSUM TSO4 TSO6{}", if uso { " USO4 USO6" } else { "" });
         }
-        Ok(Tun { fd, name, offload })
+        Ok(Tun {
+            fd,
+            name,
+            offload,
+            uso,
+        })
+    }
+
+    /// Whether the kernel accepted UDP segmentation offload
+    /// (`TUN_F_USO4 | TUN_F_USO6`): reads may then be `GSO_UDP_L4`
+    /// super-packets, and writing them is understood.
+    pub fn uso(&self) -> bool {
+        self.uso
     }
 
     /// Whether frames carry a `virtio_net_hdr` ([`Tun::open_offload`]).

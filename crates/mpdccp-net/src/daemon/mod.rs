@@ -323,6 +323,8 @@ impl TunWriter {
             return;
         }
         let (mut frames, mut errors, mut last) = (0u64, 0u64, None);
+        // UDP GSO super-packets only where the kernel negotiated USO.
+        self.coalescer.set_udp_gso(tun.uso());
         self.coalescer
             .push(pkt, &mut stats.tun_offload, &mut |h, p| {
                 frames += 1;
