@@ -6,7 +6,6 @@
 use std::io;
 use std::mem;
 use std::net::{IpAddr, Ipv6Addr};
-use std::os::fd::AsRawFd;
 
 use socket2::Socket;
 
@@ -18,24 +17,7 @@ pub(crate) const SEND_CONTROL_WORDS: usize = 10;
 /// IPv4-mapped datagrams of a dual-stack `[::]` socket (best effort: an
 /// IPv6-only socket refuses it and needs none).
 pub(crate) fn enable_pktinfo(socket: &Socket, ipv6: bool) -> io::Result<()> {
-    let set = |level, opt| -> io::Result<()> {
-        let v: libc::c_int = 1;
-        // SAFETY: `v` is a valid c_int for the duration of the call.
-        let r = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                level,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
+    let set = |level, opt| crate::sockopt::set_int(socket, level, opt, 1);
     if ipv6 {
         set(libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)?;
         let _ = set(libc::IPPROTO_IP, libc::IP_PKTINFO);

@@ -33,5 +33,6 @@ pub mod offload;
 pub mod pmtud;
 pub mod process;
 pub mod raw;
+mod sockopt;
 pub mod tun;
 pub mod udp;

@@ -6,57 +6,15 @@
 //! the interface MTU fails locally (EMSGSIZE).
 
 use std::io;
-use std::mem;
 use std::os::fd::AsRawFd;
 
-fn set_int(
-    fd: libc::c_int,
-    level: libc::c_int,
-    name: libc::c_int,
-    v: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: `v` is a valid c_int for the duration of the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as u32,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn get_int(fd: libc::c_int, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` and `len` are valid for writes for the duration of the call.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r == 0 {
-        Ok(v)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+use crate::sockopt::{get_int, set_int};
 
 /// DF on, the kernel's PMTU cache ignored (the `_PROBE` mode). For an IPv6
 /// socket also the IPv4 option (a dual-stack socket sends IPv4 too; best
 /// effort there).
 pub fn set_df_probe(sock: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
-    let fd = sock.as_raw_fd();
+    let fd = sock;
     if ipv6 {
         set_int(
             fd,
@@ -83,7 +41,7 @@ pub fn set_df_probe(sock: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
 
 /// The socket's PMTU discovery mode (`IP_PMTUDISC_*` / `IPV6_PMTUDISC_*`).
 pub fn df_mode(sock: &impl AsRawFd, ipv6: bool) -> io::Result<libc::c_int> {
-    let fd = sock.as_raw_fd();
+    let fd = sock;
     if ipv6 {
         get_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER)
     } else {

@@ -129,17 +129,7 @@ impl PathSocket {
     /// [`RecvBatch::with_slot_bytes`] slots of [`MAX_TRAIN_BYTES`]. Returns
     /// whether the kernel accepted it. Idempotent.
     pub fn set_gro(&self, on: bool) -> bool {
-        let v: libc::c_int = on.into();
-        // SAFETY: `v` is a valid c_int for the duration of the call.
-        unsafe {
-            libc::setsockopt(
-                self.socket.as_raw_fd(),
-                libc::SOL_UDP,
-                UDP_GRO,
-                (&v as *const libc::c_int).cast(),
-                mem::size_of::<libc::c_int>() as u32,
-            ) == 0
-        }
+        crate::sockopt::set_int(&self.socket, libc::SOL_UDP, UDP_GRO, on.into()).is_ok()
     }
 
     /// Sends one datagram.
@@ -323,16 +313,7 @@ const UDP_GRO: libc::c_int = 104;
 
 fn force_buffer(socket: &Socket, opt: libc::c_int, bytes: usize) -> bool {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: `v` is a valid c_int for the duration of the call.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as u32,
-        ) == 0
-    }
+    crate::sockopt::set_int(socket, libc::SOL_SOCKET, opt, v).is_ok()
 }
 
 impl AsRawFd for PathSocket {
