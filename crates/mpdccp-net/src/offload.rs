@@ -259,7 +259,15 @@ struct TcpLayout {
     end: usize,
 }
 
-fn tcp_layout(p: &[u8]) -> Result<TcpLayout, OffloadError> {
+/// The IP header of a packet carrying `proto` with at least `l4_min` bytes
+/// of it: (IPv6, IP header length, end of the packet by its length field).
+/// Offload packets carry their transport header right after the fixed IPv6
+/// header; an IPv4 fragment (MF or an offset) is no whole segment.
+pub(crate) fn ip_layout(
+    p: &[u8],
+    proto: u8,
+    l4_min: usize,
+) -> Result<(bool, usize, usize), OffloadError> {
     let v = p.first().ok_or(OffloadError::Truncated)? >> 4;
     let (v6, ip_hl, end) = match v {
         4 => {
@@ -268,7 +276,8 @@ fn tcp_layout(p: &[u8]) -> Result<TcpLayout, OffloadError> {
             }
             let ihl = usize::from(p[0] & 0x0f) * 4;
             let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
-            if ihl < 20 || p[9] != 6 || total < ihl {
+            let frag = u16::from_be_bytes([p[6], p[7]]) & 0x3fff;
+            if ihl < 20 || p[9] != proto || total < ihl || frag != 0 {
                 return Err(OffloadError::Malformed);
             }
             (false, ihl, total)
@@ -277,17 +286,21 @@ fn tcp_layout(p: &[u8]) -> Result<TcpLayout, OffloadError> {
             if p.len() < 40 {
                 return Err(OffloadError::Truncated);
             }
-            // TSO6 packets carry TCP right after the fixed header.
-            if p[6] != 6 {
+            if p[6] != proto {
                 return Err(OffloadError::Malformed);
             }
             (true, 40, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
         }
         _ => return Err(OffloadError::Malformed),
     };
-    if end > p.len() || end < ip_hl + 20 {
+    if end > p.len() || end < ip_hl + l4_min {
         return Err(OffloadError::Truncated);
     }
+    Ok((v6, ip_hl, end))
+}
+
+fn tcp_layout(p: &[u8]) -> Result<TcpLayout, OffloadError> {
+    let (v6, ip_hl, end) = ip_layout(p, 6, 20)?;
     let doff = usize::from(p[ip_hl + 12] >> 4) * 4;
     if doff < 20 || ip_hl + doff > end {
         return Err(OffloadError::Malformed);

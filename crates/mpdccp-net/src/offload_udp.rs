@@ -37,36 +37,7 @@ struct UdpLayout {
 }
 
 fn udp_layout(p: &[u8]) -> Result<UdpLayout, OffloadError> {
-    let v = p.first().ok_or(OffloadError::Truncated)? >> 4;
-    let (v6, ip_hl, end) = match v {
-        4 => {
-            if p.len() < 20 {
-                return Err(OffloadError::Truncated);
-            }
-            let ihl = usize::from(p[0] & 0x0f) * 4;
-            let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
-            // A fragment (MF or offset) is no whole datagram.
-            let frag = u16::from_be_bytes([p[6], p[7]]) & 0x3fff;
-            if ihl < 20 || p[9] != IPPROTO_UDP || total < ihl || frag != 0 {
-                return Err(OffloadError::Malformed);
-            }
-            (false, ihl, total)
-        }
-        6 => {
-            if p.len() < 40 {
-                return Err(OffloadError::Truncated);
-            }
-            // USO packets carry UDP right after the fixed header.
-            if p[6] != IPPROTO_UDP {
-                return Err(OffloadError::Malformed);
-            }
-            (true, 40, 40 + usize::from(u16::from_be_bytes([p[4], p[5]])))
-        }
-        _ => return Err(OffloadError::Malformed),
-    };
-    if end > p.len() || end < ip_hl + 8 || ip_hl > p.len() {
-        return Err(OffloadError::Truncated);
-    }
+    let (v6, ip_hl, end) = super::ip_layout(p, IPPROTO_UDP, 8)?;
     Ok(UdpLayout { v6, ip_hl, end })
 }
 
