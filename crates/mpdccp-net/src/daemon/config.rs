@@ -174,6 +174,10 @@ pub struct TunnelConfig {
     /// are dropped instead of sent (a path was down, the peer restarted);
     /// 0 = no age limit.
     pub send_queue_max_delay_ms: u64,
+    /// An idle usable path with no RTT sample for this long is probed with
+    /// a DCCP-Sync so its SRTT stays fresh (docs/OPERATIONS.md, "Fresh path
+    /// estimates"); 0 = never (a path's SRTT then changes only with data).
+    pub rtt_probe_interval_ms: u64,
     /// Active queue management of the send queue: `"codel"` (RFC 8289) or
     /// `"none"` (bounded by `send_queue_pkts`/`_bytes` only).
     pub aqm: Aqm,
@@ -231,6 +235,7 @@ impl Default for TunnelConfig {
             offload: true,
             gso_segments: 32,
             send_queue_max_delay_ms: 500,
+            rtt_probe_interval_ms: 1_000,
             aqm: Aqm::Codel,
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
@@ -257,6 +262,7 @@ impl TunnelConfig {
                 1
             },
             send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
+            rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
             wire_profile: self.wire_profile,
             send_queue_codel: (self.aqm == Aqm::Codel).then(|| CoDelConfig {
                 target: Duration::from_secs_f64(self.codel_target_ms.max(0.0) / 1e3),
@@ -724,6 +730,29 @@ mod tests {
         assert_eq!(s.tunnel.settings.scheduler, SchedulerKind::Acpf);
         assert_eq!(TunnelSettings::default().reorder, ReorderKind::Passive);
         assert_eq!(TunnelSettings::default().scheduler, SchedulerKind::Cpf);
+    }
+
+    /// `rtt_probe_interval_ms` reaches the core: the default is the core's
+    /// own (1 s), 0 turns the probes off, another value is taken as is.
+    #[test]
+    fn rtt_probe_interval_reaches_the_core() {
+        let plan = crate::mtu::MtuPlan::new(1500, false, 32);
+        let core = |tunnel: &str| {
+            let text =
+                format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n");
+            ClientConfig::from_toml_str(&text)
+                .unwrap()
+                .tunnel
+                .connection_config(&plan)
+                .rtt_probe_interval
+        };
+        assert_eq!(core(""), ConnectionConfig::default().rtt_probe_interval);
+        assert_eq!(core(""), Some(Duration::from_secs(1)));
+        assert_eq!(core("[tunnel]\nrtt_probe_interval_ms = 0\n"), None);
+        assert_eq!(
+            core("[tunnel]\nrtt_probe_interval_ms = 250\n"),
+            Some(Duration::from_millis(250))
+        );
     }
 
     /// `wire_profile` reaches the core by name; the reference layouts need
