@@ -29,6 +29,41 @@ struct Run {
     emu_down: Sample,
 }
 
+/// The emulator's worst p90 lateness over both directions (µs per 100 ms
+/// window, `meta.emulator_late_us`).
+fn emulator_late_p90_us(r: &Run) -> u64 {
+    r.summary
+        .meta
+        .get("emulator_late_us")
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|p| [p["up"]["p90"].as_u64(), p["down"]["p90"].as_u64()])
+        .map(|v| v.unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(u64::MAX)
+}
+
+/// [`testbed`], run again (twice at most) when the host stalled the
+/// emulator: with a p90 lateness above 8 ms the link itself delayed
+/// packets, and the path RTT measures the VM, not the congestion control
+/// (a CI dry run once saw p90 13 ms and RTT p95 43 ms for kernel BBR).
+fn testbed_on_time(file: &str, out: &str) -> Run {
+    let mut r = testbed(file, out);
+    for attempt in 1..=2 {
+        let late = emulator_late_p90_us(&r);
+        if late <= 8_000 {
+            break;
+        }
+        eprintln!(
+            "{file}: emulator p90 lateness {late} µs (host stalled), run {}",
+            attempt + 1
+        );
+        r = testbed(file, &format!("{out}-{attempt}"));
+    }
+    r
+}
+
 /// Runs `mpdccp testbed` and returns what it wrote.
 fn testbed(file: &str, out: &str) -> Run {
     let out = std::env::temp_dir().join(format!("mpdccp-test-{}-{out}", std::process::id()));
@@ -88,7 +123,7 @@ fn e1_tcp_bbr_keeps_latency_low_after_the_drop() {
     if !root_or_skip("e1_tcp_bbr_keeps_latency_low_after_the_drop") {
         return;
     }
-    let r = testbed("e1-tcp-bbr.toml", "bbr");
+    let r = testbed_on_time("e1-tcp-bbr.toml", "bbr");
     let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 TCP BBR on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
     eprintln!(
@@ -136,7 +171,7 @@ fn e1_ccid5_tunnel_keeps_latency_low_after_the_drop() {
     if !root_or_skip("e1_ccid5_tunnel_keeps_latency_low_after_the_drop") {
         return;
     }
-    let r = testbed("e1-dccp-ccid5.toml", "ccid5");
+    let r = testbed_on_time("e1-dccp-ccid5.toml", "ccid5");
     let (goodput, rtt_p95) = after_drop(&r);
     eprintln!("E1 CCID5 tunnel on the testbed: after the drop {goodput:.2} Mbit/s, path RTT p95 {rtt_p95:.2} ms");
     // What decides a bad run (README §Testbed): the emulator's lateness
