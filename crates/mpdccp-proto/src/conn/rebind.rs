@@ -319,32 +319,21 @@ impl<K: Ord + Clone> Endpoint<K> {
                 c.last_heard = now;
                 now.saturating_duration_since(c.challenged_at) >= RECHALLENGE_AFTER
             }
-            // The latest new key of a subflow wins (RFC 9000 §9.3).
-            Some(c) => {
-                *c = Candidate {
+            None if full => {
+                self.stats.rebind_rejected += 1;
+                return;
+            }
+            // A new candidate; the latest new key of a subflow replaces its
+            // earlier one (RFC 9000 §9.3).
+            _ => {
+                let fresh = Candidate {
                     key: remote.clone(),
                     budget,
                     challenge: None,
                     challenged_at: now,
                     last_heard: now,
                 };
-                true
-            }
-            None if full => {
-                self.stats.rebind_rejected += 1;
-                return;
-            }
-            None => {
-                rb.candidates.insert(
-                    (h, pid),
-                    Candidate {
-                        key: remote.clone(),
-                        budget,
-                        challenge: None,
-                        challenged_at: now,
-                        last_heard: now,
-                    },
-                );
+                rb.candidates.insert((h, pid), fresh);
                 true
             }
         };
