@@ -18,27 +18,21 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::{json, Value};
 
 use mpdccp_proto::sched::SchedulerKind;
 
 use mpdccp_net::daemon::config::{Aqm, AuthMode};
 
+use crate::iperf::{received_mbps, udp_lost_percent};
 use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 
+/// iperf3 for `secs` seconds on its default port.
 fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Result<Value> {
-    let p = t.server.spawn("iperf3", &["-s", "-1", "-B", dst])?;
-    t.procs.push(p);
-    std::thread::sleep(Duration::from_millis(300));
     let secs_s = secs.to_string();
-    let mut args = vec!["-c", dst, "-t", &secs_s, "-J"];
+    let mut args = vec!["-t", &secs_s];
     args.extend_from_slice(extra);
-    let out = t.client.output("iperf3", &args)?;
-    let v: Value = serde_json::from_str(&out).context("iperf3 JSON")?;
-    // Let the one-shot server exit before the next run.
-    std::thread::sleep(Duration::from_millis(300));
-    Ok(v)
+    crate::iperf::run(t, dst, 5201, &args)
 }
 
 /// RTT of 100 pings 10 ms apart, ms: [min, median, mean, p90, max] (the
@@ -144,27 +138,18 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     pinger.stop();
     let log = std::fs::read_to_string(&ping_log).unwrap_or_default();
     let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
-    let tcp_mbps = tcp["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e6;
+    let tcp_mbps = received_mbps(&tcp);
     let tcp4 = iperf(t, dst, &["-P", "4"], secs)?;
     let rate = format!("{UDP_OFFERED_MBPS}M");
     let udp = iperf(t, dst, &["-u", "-b", &rate, "-l", "1200"], secs)?;
-    // Received rate: `sum_received` (iperf3 >= 3.12), else sent x (1 - loss).
-    let udp_loss = udp["end"]["sum"]["lost_percent"].as_f64().unwrap_or(0.0);
-    let udp_mbps = udp["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(
-            udp["end"]["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) * (1.0 - udp_loss / 100.0),
-        )
-        / 1e6;
+    let udp_loss = udp_lost_percent(&udp).unwrap_or(0.0);
+    let udp_mbps = received_mbps(&udp);
     let after = ping_ms(t, dst)?;
     Ok(json!({
         "tcp_mbps": tcp_mbps,
         "tcp_retransmits": tcp["end"]["sum_sent"]["retransmits"],
         "tcp_retransmit_percent": retransmit_percent(&tcp),
-        "tcp_4_streams_mbps": tcp4["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        "tcp_4_streams_mbps": received_mbps(&tcp4),
         "tcp_4_streams_retransmit_percent": retransmit_percent(&tcp4),
         "daemon_cpu_share_of_one_core_during_tcp": if pids.is_empty() { Value::Null } else { json!((cpu1 - cpu0) / secs as f64) },
         "udp_offered_mbps": UDP_OFFERED_MBPS,
@@ -175,7 +160,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,
         "ping_rtt_ms_idle": rtt_summary(&idle_rtts),
         "ping_rtt_ms_under_tcp_load": rtt_summary(&under_load),
-        "tcp_mbps_while_pinged": tcp_pinged["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        "tcp_mbps_while_pinged": received_mbps(&tcp_pinged),
     }))
 }
 
@@ -239,15 +224,12 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         .collect();
     lates.sort_unstable();
     let late_p50 = lates.get(lates.len() / 2).copied().unwrap_or(0);
-    let emu_loss = emu_udp["end"]["sum"]["lost_percent"]
-        .as_f64()
-        .unwrap_or(0.0);
+    let emu_loss = udp_lost_percent(&emu_udp).unwrap_or(0.0);
     let emulator = json!({
         "setup": "one path through mpdccp netem: 1 ms each way, 10 Gbit/s, 4 MB buffer",
-        "tcp_mbps": emu_tcp["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+        "tcp_mbps": received_mbps(&emu_tcp),
         "udp_offered_mbps": 1000,
-        "udp_received_mbps": emu_udp["end"]["sum_received"]["bits_per_second"].as_f64()
-            .unwrap_or(emu_udp["end"]["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) * (1.0 - emu_loss / 100.0)) / 1e6,
+        "udp_received_mbps": received_mbps(&emu_udp),
         "udp_loss_percent": emu_loss,
         "ping_rtt_ms_light_load": emu_rtt,
         "expected_rtt_ms": 2.0,
@@ -272,12 +254,7 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
     // IPv6 inside the tunnel (TSO6 / TCPV6 coalescing), TCP only.
     let tcp6 = iperf(&mut t, SERVER_TUN_V6, &[], secs)?;
-    tunnel["tcp_v6_mbps"] = json!(
-        tcp6["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap_or(0.0)
-            / 1e6
-    );
+    tunnel["tcp_v6_mbps"] = json!(received_mbps(&tcp6));
     tunnel["tcp_v6_retransmits"] = tcp6["end"]["sum_sent"]["retransmits"].clone();
     let added = tunnel["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0)
         - direct["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0);

@@ -10,6 +10,7 @@
 //! * [`netns`] — namespaces, veth pairs, child processes (RAII).
 //! * [`emu`] — the userspace link emulator (`mpdccp netem`).
 //! * [`topo`] — client / router-per-path / server namespace topology.
+//! * [`iperf`] — iperf3 runs from the client's to the server's namespace.
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
@@ -20,6 +21,7 @@
 pub mod bench;
 pub mod bench_goals;
 pub mod emu;
+pub mod iperf;
 pub mod loadgen;
 pub mod netns;
 pub mod probe;

@@ -194,12 +194,14 @@ impl Netns {
     }
 
     /// Spawns `prog ARGS…` inside the namespace; the process is stopped when the
-    /// returned guard drops.
+    /// returned guard drops. Its stdout goes to our stderr: our stdout may be
+    /// a JSON document (`--json`) that a tool's chatter would corrupt.
     pub fn spawn(&self, prog: &str, args: &[&str]) -> anyhow::Result<Proc> {
         let child = self
             .command(prog)
             .args(args)
             .stdin(Stdio::null())
+            .stdout(std::io::stderr())
             .spawn()
             .with_context(|| format!("cannot start `{prog}` in {}", self.name))?;
         Ok(Proc::new(format!("{prog}@{}", self.name), child))

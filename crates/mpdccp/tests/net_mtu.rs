@@ -17,6 +17,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use mpdccp_lab::iperf;
 use mpdccp_lab::netns::{root_or_skip, tool_or_skip, Netns};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use serde_json::Value;
@@ -139,28 +140,12 @@ fn df_ping(t: &Topology, size: u32) -> (bool, String) {
 /// datagrams: (lost %, packets).
 fn iperf_udp(t: &mut Topology, port: u16, len: u32) -> (f64, u64) {
     let dst = SERVER_TUN_V4.to_string();
-    let port_s = port.to_string();
-    let srv = t
-        .server
-        .spawn("iperf3", &["-s", "-1", "-B", &dst, "-p", &port_s])
-        .expect("iperf3 server");
-    t.procs.push(srv);
-    std::thread::sleep(Duration::from_millis(300));
     let len_s = len.to_string();
-    let out = t
-        .client
-        .output(
-            "iperf3",
-            &[
-                "-c", &dst, "-p", &port_s, "-u", "-b", "20M", "-l", &len_s, "-t", "3", "-J",
-            ],
-        )
-        .expect("iperf3 client");
-    let v: Value = serde_json::from_str(&out).expect("iperf3 json");
-    let sum = &v["end"]["sum"];
+    let args = ["-u", "-b", "20M", "-l", &len_s, "-t", "3"];
+    let v = iperf::run(t, &dst, port, &args).expect("iperf3");
     (
-        sum["lost_percent"].as_f64().expect("lost_percent"),
-        sum["packets"].as_u64().expect("packets"),
+        iperf::udp_lost_percent(&v).expect("lost_percent"),
+        v["end"]["sum"]["packets"].as_u64().expect("packets"),
     )
 }
 

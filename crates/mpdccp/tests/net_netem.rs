@@ -59,24 +59,14 @@ fn netem_delay_and_rate() {
     );
 
     // Rate: iperf3 UDP at 30 Mbit/s through a 20 Mbit/s link delivers 20 +- 5 %.
-    let iperf = t
-        .server
-        .spawn("iperf3", &["-s", "-1", "-B", &dst])
-        .expect("iperf3 server");
-    t.procs.push(iperf);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = t
-        .client
-        .output(
-            "iperf3",
-            &["-c", &dst, "-u", "-b", "30M", "-l", "1200", "-t", "3", "-J"],
-        )
-        .expect("iperf3 client");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
-    let bps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .or_else(|| v["end"]["sum"]["bits_per_second"].as_f64())
-        .expect("bits_per_second");
+    let v = mpdccp_lab::iperf::run(
+        &mut t,
+        &dst,
+        5201,
+        &["-u", "-b", "30M", "-l", "1200", "-t", "3"],
+    )
+    .expect("iperf3");
+    let bps = mpdccp_lab::iperf::received_bps(&v).expect("bits_per_second");
     // iperf3 counts UDP payload; the link's rate is on IP packets (1200 + 28).
     let ip_mbps = bps / 1e6 * 1228.0 / 1200.0;
     assert!(

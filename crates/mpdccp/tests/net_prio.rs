@@ -9,8 +9,8 @@
 //! notice, or fails when `CI` is set.
 
 use std::path::Path;
-use std::time::Duration;
 
+use mpdccp_lab::iperf;
 use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
 use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
 use serde_json::Value;
@@ -28,25 +28,12 @@ fn n(v: &Value) -> u64 {
 /// receiver's bits per second.
 fn iperf_udp(t: &mut Topology, port: u16, rate: &str, reverse: bool) -> f64 {
     let dst = SERVER_TUN_V4.to_string();
-    let port_s = port.to_string();
-    let srv = t
-        .server
-        .spawn("iperf3", &["-s", "-1", "-B", &dst, "-p", &port_s])
-        .expect("iperf3 server");
-    t.procs.push(srv);
-    std::thread::sleep(Duration::from_millis(300));
-    let mut args = vec![
-        "-c", &dst, "-p", &port_s, "-u", "-b", rate, "-l", "1000", "-t", "2", "-J",
-    ];
+    let mut args = vec!["-u", "-b", rate, "-l", "1000", "-t", "2"];
     if reverse {
         args.push("-R");
     }
-    let out = t.client.output("iperf3", &args).expect("iperf3 client");
-    let v: Value = serde_json::from_str(&out).expect("iperf3 json");
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .or_else(|| v["end"]["sum"]["bits_per_second"].as_f64())
-        .expect("bits_per_second")
+    let v = iperf::run(t, &dst, port, &args).expect("iperf3");
+    iperf::received_bps(&v).expect("bits_per_second")
 }
 
 /// The (primary, standby) path entries of one daemon's status, told apart

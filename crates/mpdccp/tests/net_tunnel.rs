@@ -183,21 +183,8 @@ fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
     opts.tunnel.settings.scheduler = SchedulerKind::Rr;
     t.start_tunnel(exe(), &opts).expect("tunnel");
     let dst = SERVER_TUN_V4.to_string();
-    let p = t
-        .server
-        .spawn("iperf3", &["-s", "-1", "-B", &dst])
-        .expect("iperf3 -s");
-    t.procs.push(p);
-    std::thread::sleep(Duration::from_millis(300));
-    let out = t
-        .client
-        .output("iperf3", &["-c", &dst, "-t", "8", "-O", "2", "-J"])
-        .expect("iperf3 client");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 json");
-    let mbps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .expect("bits_per_second")
-        / 1e6;
+    let v = mpdccp_lab::iperf::run(&mut t, &dst, 5201, &["-t", "8", "-O", "2"]).expect("iperf3");
+    let mbps = mpdccp_lab::iperf::received_mbps(&v);
     let st = t.status(false).unwrap_or_default();
     assert!(
         mbps >= 16.0,
