@@ -894,10 +894,18 @@ mod tests {
         }
     }
 
-    type Written = Vec<([u8; VNET_HDR_LEN], Vec<u8>)>;
+    /// What a coalescer wrote to the TUN: (virtio-net header, packet) per write.
+    pub(super) type Written = Vec<([u8; VNET_HDR_LEN], Vec<u8>)>;
 
     fn coalesce(pkts: &[Vec<u8>]) -> (Written, OffloadStats) {
+        coalesce_all(pkts, false)
+    }
+
+    /// Pushes `pkts` through one coalescer (UDP GSO on or off) and flushes it;
+    /// also used by `offload_udp`'s tests.
+    pub(super) fn coalesce_all(pkts: &[Vec<u8>], udp_gso: bool) -> (Written, OffloadStats) {
         let mut c = Coalescer::new();
+        c.set_udp_gso(udp_gso);
         let mut st = OffloadStats::default();
         let mut w: Written = Vec::new();
         let mut wr = |h: &[u8; VNET_HDR_LEN], p: &[u8]| w.push((*h, p.to_vec()));

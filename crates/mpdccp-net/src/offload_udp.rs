@@ -377,19 +377,10 @@ mod tests {
         Ok((v, st))
     }
 
-    type Written = Vec<([u8; VNET_HDR_LEN], Vec<u8>)>;
+    use super::super::tests::{coalesce_all, Written};
 
     fn coalesce(pkts: &[Vec<u8>]) -> (Written, OffloadStats) {
-        let mut c = Coalescer::new();
-        c.set_udp_gso(true);
-        let mut st = OffloadStats::default();
-        let mut w: Written = Vec::new();
-        let mut wr = |h: &[u8; VNET_HDR_LEN], p: &[u8]| w.push((*h, p.to_vec()));
-        for p in pkts {
-            c.push(p, &mut st, &mut wr);
-        }
-        c.flush(&mut st, &mut wr);
-        (w, st)
+        coalesce_all(pkts, true)
     }
 
     fn check_split(v6: bool) {
