@@ -35,6 +35,27 @@ fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Resu
     crate::iperf::run(t, dst, 5201, &args)
 }
 
+/// The client TUN's transmit drops (`ip -s link`: packets the kernel
+/// could not queue for the daemon to read); `None` without a tunnel.
+fn tun_tx_dropped(t: &Topology) -> Option<u64> {
+    let out = t
+        .client
+        .output(
+            "ip",
+            &["-j", "-s", "link", "show", "dev", crate::topo::TUN_NAME],
+        )
+        .ok()?;
+    let v: Value = serde_json::from_str(&out).ok()?;
+    v[0]["stats64"]["tx"]["dropped"].as_u64()
+}
+
+fn diff_u64(a: Option<u64>, b: Option<u64>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => json!(a.saturating_sub(b)),
+        _ => Value::Null,
+    }
+}
+
 /// RTT of 100 pings 10 ms apart, ms: [min, median, mean, p90, max] (the
 /// median resists the scheduling spikes of a busy 2-core machine).
 fn ping_ms(t: &Topology, dst: &str) -> anyhow::Result<[f64; 5]> {
@@ -141,7 +162,14 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let tcp_mbps = received_mbps(&tcp);
     let tcp4 = iperf(t, dst, &["-P", "4"], secs)?;
     let rate = format!("{UDP_OFFERED_MBPS}M");
+    // Where UDP is lost: the client TUN's own queue (the kernel drops when
+    // the daemon does not read fast enough) is counted apart from the
+    // daemons' counters; the daemons' CPU tells whether they were the limit.
+    let tun_drops0 = tun_tx_dropped(t);
+    let cpu_udp0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
     let udp = iperf(t, dst, &["-u", "-b", &rate, "-l", "1200"], secs)?;
+    let cpu_udp1: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    let tun_drops = diff_u64(tun_tx_dropped(t), tun_drops0);
     let udp_loss = udp_lost_percent(&udp).unwrap_or(0.0);
     let udp_mbps = received_mbps(&udp);
     let after = ping_ms(t, dst)?;
@@ -155,6 +183,9 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "udp_offered_mbps": UDP_OFFERED_MBPS,
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
+        "udp_sent_datagrams": udp["end"]["sum"]["packets"],
+        "udp_client_tun_queue_dropped": tun_drops,
+        "daemon_cpu_share_of_one_core_during_udp": if pids.is_empty() { Value::Null } else { json!((cpu_udp1 - cpu_udp0) / secs as f64) },
         "ping_rtt_ms_light_load": idle[1],
         "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
         "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,

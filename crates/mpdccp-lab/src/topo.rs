@@ -187,7 +187,7 @@ impl Topology {
             "replace",
             &format!("{dst}/32"),
             "dev",
-            "mpd0",
+            TUN_NAME,
             "quickack",
             "1",
         ])
@@ -302,13 +302,16 @@ impl Default for TunnelOpts {
 
 /// The two daemons' configurations for a topology in `dir` with `paths`
 /// (typed; [`Topology::start_tunnel`] writes them with `toml::to_string`).
+/// The TUN device's name in the client's and the server's namespace.
+pub const TUN_NAME: &str = "mpd0";
+
 pub fn daemon_configs(
     dir: &Path,
     paths: &[PathAddrs],
     opts: &TunnelOpts,
 ) -> (ServerConfig, ClientConfig) {
     let tun = |v4: Ipv4Addr, v6: &str| TunConfig {
-        name: "mpd0".into(),
+        name: TUN_NAME.into(),
         addresses: vec![format!("{v4}/24"), format!("{v6}/64")],
         mtu: opts.tun_mtu,
         ..TunConfig::default()
