@@ -161,6 +161,13 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
     let tcp_mbps = received_mbps(&tcp);
     let tcp4 = iperf(t, dst, &["-P", "4"], secs)?;
+    // The same single flow with ECN negotiated (`tcp_ecn = 1` at the sender;
+    // Linux's default 2 only answers ECN): a queue that marks instead of
+    // dropping then costs the flow no retransmissions.
+    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=1"])?;
+    let tcp_ecn = iperf(t, dst, &[], secs);
+    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=2"])?;
+    let tcp_ecn = tcp_ecn?;
     let rate = format!("{UDP_OFFERED_MBPS}M");
     // Where UDP is lost: the client TUN's own queue (the kernel drops when
     // the daemon does not read fast enough) is counted apart from the
@@ -177,6 +184,8 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "tcp_mbps": tcp_mbps,
         "tcp_retransmits": tcp["end"]["sum_sent"]["retransmits"],
         "tcp_retransmit_percent": retransmit_percent(&tcp),
+        "tcp_ecn_mbps": received_mbps(&tcp_ecn),
+        "tcp_ecn_retransmit_percent": retransmit_percent(&tcp_ecn),
         "tcp_4_streams_mbps": received_mbps(&tcp4),
         "tcp_4_streams_retransmit_percent": retransmit_percent(&tcp4),
         "daemon_cpu_share_of_one_core_during_tcp": if pids.is_empty() { Value::Null } else { json!((cpu1 - cpu0) / secs as f64) },

@@ -39,6 +39,7 @@ pub fn judge(report: &Value) -> Value {
     let tcp4 = ratio(f(&t["tcp_4_streams_mbps"]), f(&d["tcp_4_streams_mbps"]));
     let retx1 = f(&t["tcp_retransmit_percent"]);
     let retx4 = f(&t["tcp_4_streams_retransmit_percent"]);
+    let retx_ecn = f(&t["tcp_ecn_retransmit_percent"]);
     let udp_loss = f(&t["udp_loss_percent"]);
     // Added RTT: the tunnel's percentile minus the direct path's, each from
     // its own run (the direct path's own queue is not the tunnel's doing).
@@ -83,6 +84,14 @@ pub fn judge(report: &Value) -> Value {
             goal: "< 0.1",
             met: retx4.map(|v| v < 0.1),
             basis: "iperf3 retransmits / (bytes sent / MSS)",
+        },
+        Goal {
+            figure: "TCP retransmits through the tunnel, 1 stream, ECN negotiated",
+            value: retx_ecn,
+            unit: "% of segments",
+            goal: "< 0.1",
+            met: retx_ecn.map(|v| v < 0.1),
+            basis: "as above with net.ipv4.tcp_ecn = 1 at the sender (the AQM marks CE instead of dropping)",
         },
         Goal {
             figure: "UDP 1200 B at 2 Gbit/s offered through the tunnel: loss",
