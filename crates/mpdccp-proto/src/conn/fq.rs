@@ -371,3 +371,7 @@ impl Fnv {
         z ^ (z >> 31)
     }
 }
+
+#[cfg(test)]
+#[path = "fq_tests.rs"]
+mod tests;
