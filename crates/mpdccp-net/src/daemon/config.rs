@@ -188,6 +188,9 @@ pub struct TunnelConfig {
     pub codel_target_ms: f64,
     /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
     pub codel_interval_ms: f64,
+    /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
+    /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
+    pub fq_quantum_bytes: usize,
     /// Layout of option 46 and the key derivations: `"rfc9897"` (default),
     /// or the Telekom reference kernel's `"reference-k4.14"` /
     /// `"reference-k5.10"` (docs/INTEROP.md; open mode only, both ends alike).
@@ -245,6 +248,7 @@ impl Default for TunnelConfig {
             aqm: Aqm::FqCodel,
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
+            fq_quantum_bytes: 0,
             wire_profile: WireProfile::Rfc9897,
         }
     }
@@ -279,6 +283,7 @@ impl TunnelConfig {
             } else {
                 0
             },
+            send_queue_flow_quantum: self.fq_quantum_bytes,
             ..self.settings.connection_config(plan.tun_mtu as usize)
         }
     }
@@ -650,6 +655,9 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
     if it != 0 && ka != 0 && ka.saturating_mul(2) > it {
         bail!("tunnel.idle_timeout_ms ({it}) must be at least twice keepalive_ms ({ka})");
     }
+    if tunnel.fq_quantum_bytes > 1 << 20 {
+        bail!("tunnel.fq_quantum_bytes must be at most 1048576 (0 = one packet)");
+    }
     if tunnel.path_mtu < 576 {
         bail!("tunnel.path_mtu must be >= 576");
     }
@@ -790,6 +798,18 @@ mod tests {
         );
         assert_eq!(core("[tunnel]\naqm = \"codel\"\n"), (0, codel));
         assert_eq!(core("[tunnel]\naqm = \"none\"\n"), (0, None));
+        let quantum = |tunnel: &str| {
+            let text =
+                format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n");
+            ClientConfig::from_toml_str(&text)
+                .map(|c| c.tunnel.connection_config(&plan).send_queue_flow_quantum)
+        };
+        assert_eq!(quantum("").unwrap(), 0);
+        assert_eq!(
+            quantum("[tunnel]\nfq_quantum_bytes = 65536\n").unwrap(),
+            65536
+        );
+        assert!(quantum("[tunnel]\nfq_quantum_bytes = 2000000\n").is_err());
         let (_, c) = core("[tunnel]\ncodel_target_ms = 2.5\n");
         assert_eq!(c.unwrap().target, Duration::from_micros(2500));
         let text = "server = \"10.1.2.2:6773\"\n[tunnel]\naqm = \"fq-codel\"\n\

@@ -48,6 +48,12 @@ pub struct ConnectionConfig {
     /// results stay as they were); RFC 8290 suggests 1024
     /// ([`DEFAULT_SEND_QUEUE_FLOWS`]).
     pub send_queue_flows: usize,
+    /// The flow queues' DRR quantum, bytes (RFC 8290 §4.2); 0 = one
+    /// full-sized packet (`mss_bytes`, the RFC's choice). A larger one
+    /// serves a bulk flow in longer runs (a TSO frame's segments stay
+    /// together, so the receiver's TUN coalescing still merges them) at the
+    /// cost of coarser sharing among backlogged flows.
+    pub send_queue_flow_quantum: usize,
     /// Most subflows at once; a join beyond gets Reset 9 ("too busy").
     pub max_paths: usize,
     /// Largest DCCP packet (header + tunnelled packet), bytes.
@@ -156,6 +162,7 @@ impl Default for ConnectionConfig {
             send_queue_max_delay: None,
             send_queue_codel: None,
             send_queue_flows: 0,
+            send_queue_flow_quantum: 0,
             max_paths: 8,
             mss_bytes: DEFAULT_MSS_BYTES,
             multipath: true,

@@ -324,7 +324,10 @@ impl Connection {
             // simulator's runs stay as they were).
             .with_flow_queues(
                 config.send_queue_flows,
-                config.mss_bytes as usize,
+                match config.send_queue_flow_quantum {
+                    0 => config.mss_bytes as usize,
+                    q => q,
+                },
                 seed ^ 0x6671_5f63_6f64_656c,
             ),
             config,
