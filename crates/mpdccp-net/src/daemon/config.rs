@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use mpdccp_proto::conn::{CoDelConfig, ConnectionConfig, TunnelSettings};
+use mpdccp_proto::conn::{CoDelConfig, ConnectionConfig, TunnelSettings, DEFAULT_SEND_QUEUE_FLOWS};
 use mpdccp_proto::reorder::ReorderKind;
 use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::wire::WireProfile;
@@ -178,13 +178,19 @@ pub struct TunnelConfig {
     /// a DCCP-Sync so its SRTT stays fresh (docs/OPERATIONS.md, "Fresh path
     /// estimates"); 0 = never (a path's SRTT then changes only with data).
     pub rtt_probe_interval_ms: u64,
-    /// Active queue management of the send queue: `"codel"` (RFC 8289) or
-    /// `"none"` (bounded by `send_queue_pkts`/`_bytes` only).
+    /// Queue management of the send queue: `"fq_codel"` (RFC 8290, the
+    /// default: a queue and a CoDel per inner flow), `"codel"` (RFC 8289 on
+    /// one FIFO) or `"none"` (one FIFO bounded by `send_queue_pkts`/`_bytes`
+    /// only).
     pub aqm: Aqm,
-    /// CoDel's target sojourn time, ms (RFC 8289 default 5).
+    /// CoDel's target sojourn time, ms (RFC 8289 default 5; with
+    /// `fq_codel` per flow, as RFC 8290 §5.1 keeps it).
     pub codel_target_ms: f64,
     /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
     pub codel_interval_ms: f64,
+    /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
+    /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
+    pub fq_quantum_bytes: usize,
     /// Layout of option 46 and the key derivations: `"rfc9897"` (default),
     /// or the Telekom reference kernel's `"reference-k4.14"` /
     /// `"reference-k5.10"` (docs/INTEROP.md; open mode only, both ends alike).
@@ -212,8 +218,11 @@ mod wire_profile_name {
 #[serde(rename_all = "lowercase")]
 pub enum Aqm {
     None,
-    #[default]
     Codel,
+    /// Flow queues with CoDel each (`send_queue_flows` buckets in the core).
+    #[default]
+    #[serde(rename = "fq_codel")]
+    FqCodel,
 }
 
 impl Default for TunnelConfig {
@@ -236,9 +245,10 @@ impl Default for TunnelConfig {
             gso_segments: 32,
             send_queue_max_delay_ms: 500,
             rtt_probe_interval_ms: 1_000,
-            aqm: Aqm::Codel,
+            aqm: Aqm::FqCodel,
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
+            fq_quantum_bytes: 0,
             wire_profile: WireProfile::Rfc9897,
         }
     }
@@ -264,10 +274,16 @@ impl TunnelConfig {
             send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
             rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
             wire_profile: self.wire_profile,
-            send_queue_codel: (self.aqm == Aqm::Codel).then(|| CoDelConfig {
+            send_queue_codel: (self.aqm != Aqm::None).then(|| CoDelConfig {
                 target: Duration::from_secs_f64(self.codel_target_ms.max(0.0) / 1e3),
                 interval: Duration::from_secs_f64(self.codel_interval_ms.max(0.001) / 1e3),
             }),
+            send_queue_flows: if self.aqm == Aqm::FqCodel {
+                DEFAULT_SEND_QUEUE_FLOWS
+            } else {
+                0
+            },
+            send_queue_flow_quantum: self.fq_quantum_bytes,
             ..self.settings.connection_config(plan.tun_mtu as usize)
         }
     }
@@ -639,6 +655,9 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
     if it != 0 && ka != 0 && ka.saturating_mul(2) > it {
         bail!("tunnel.idle_timeout_ms ({it}) must be at least twice keepalive_ms ({ka})");
     }
+    if tunnel.fq_quantum_bytes > 1 << 20 {
+        bail!("tunnel.fq_quantum_bytes must be at most 1048576 (0 = one packet)");
+    }
     if tunnel.path_mtu < 576 {
         bail!("tunnel.path_mtu must be >= 576");
     }
@@ -753,6 +772,49 @@ mod tests {
             core("[tunnel]\nrtt_probe_interval_ms = 250\n"),
             Some(Duration::from_millis(250))
         );
+    }
+
+    /// `aqm` reaches the core: `fq_codel` (default) is flow queues with
+    /// CoDel each, `codel` one FIFO with CoDel, `none` one bare FIFO; the
+    /// CoDel parameters apply to both CoDel modes.
+    #[test]
+    fn aqm_reaches_the_core() {
+        let plan = crate::mtu::MtuPlan::new(1500, false, 32);
+        let core = |tunnel: &str| {
+            let text =
+                format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n");
+            let c = ClientConfig::from_toml_str(&text)
+                .unwrap()
+                .tunnel
+                .connection_config(&plan);
+            (c.send_queue_flows, c.send_queue_codel)
+        };
+        let codel = Some(CoDelConfig::default());
+        assert_eq!(core(""), (DEFAULT_SEND_QUEUE_FLOWS, codel));
+        assert_eq!(DEFAULT_SEND_QUEUE_FLOWS, 1024);
+        assert_eq!(
+            core("[tunnel]\naqm = \"fq_codel\"\n"),
+            (DEFAULT_SEND_QUEUE_FLOWS, codel)
+        );
+        assert_eq!(core("[tunnel]\naqm = \"codel\"\n"), (0, codel));
+        assert_eq!(core("[tunnel]\naqm = \"none\"\n"), (0, None));
+        let quantum = |tunnel: &str| {
+            let text =
+                format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n");
+            ClientConfig::from_toml_str(&text)
+                .map(|c| c.tunnel.connection_config(&plan).send_queue_flow_quantum)
+        };
+        assert_eq!(quantum("").unwrap(), 0);
+        assert_eq!(
+            quantum("[tunnel]\nfq_quantum_bytes = 65536\n").unwrap(),
+            65536
+        );
+        assert!(quantum("[tunnel]\nfq_quantum_bytes = 2000000\n").is_err());
+        let (_, c) = core("[tunnel]\ncodel_target_ms = 2.5\n");
+        assert_eq!(c.unwrap().target, Duration::from_micros(2500));
+        let text = "server = \"10.1.2.2:6773\"\n[tunnel]\naqm = \"fq-codel\"\n\
+                    [[path]]\ninterface = \"p1\"\n";
+        assert!(ClientConfig::from_toml_str(text).is_err());
     }
 
     /// `wire_profile` reaches the core by name; the reference layouts need

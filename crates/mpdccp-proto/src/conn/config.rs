@@ -16,6 +16,8 @@ use super::{DATA_HEADER_MAX, SERVICE_CODE};
 pub const DEFAULT_SEND_QUEUE_PKTS: usize = 1000;
 /// Default bound of the same queue, bytes.
 pub const DEFAULT_SEND_QUEUE_BYTES: usize = 2_000_000;
+/// Buckets of the send queue's flow queues when on (RFC 8290 §5.1).
+pub const DEFAULT_SEND_QUEUE_FLOWS: usize = super::fq::DEFAULT_FLOWS;
 /// Default largest DCCP packet, bytes.
 pub const DEFAULT_MSS_BYTES: u32 = 1500;
 
@@ -37,6 +39,21 @@ pub struct ConnectionConfig {
     pub send_queue_max_delay: Option<Duration>,
     /// CoDel (RFC 8289) on the send queue (none = off; `conn/aqm.rs`).
     pub send_queue_codel: Option<CoDelConfig>,
+    /// Flow queuing (FQ-CoDel, RFC 8290; `conn/fq.rs`): the send queue
+    /// becomes this many hash buckets of inner flows (5-tuple), served by
+    /// deficit round robin (quantum `mss_bytes`) with new, sparse flows
+    /// first; each flow has its own CoDel with `send_queue_codel`'s
+    /// parameters, and a full queue drops the fattest flow's head instead
+    /// of `drop_policy`. 0 = one FIFO (the default, so the simulator's
+    /// results stay as they were); RFC 8290 suggests 1024
+    /// ([`DEFAULT_SEND_QUEUE_FLOWS`]).
+    pub send_queue_flows: usize,
+    /// The flow queues' DRR quantum, bytes (RFC 8290 §4.2); 0 = one
+    /// full-sized packet (`mss_bytes`, the RFC's choice). A larger one
+    /// serves a bulk flow in longer runs (a TSO frame's segments stay
+    /// together, so the receiver's TUN coalescing still merges them) at the
+    /// cost of coarser sharing among backlogged flows.
+    pub send_queue_flow_quantum: usize,
     /// Most subflows at once; a join beyond gets Reset 9 ("too busy").
     pub max_paths: usize,
     /// Largest DCCP packet (header + tunnelled packet), bytes.
@@ -144,6 +161,8 @@ impl Default for ConnectionConfig {
             drop_policy: DropPolicy::DropNewest,
             send_queue_max_delay: None,
             send_queue_codel: None,
+            send_queue_flows: 0,
+            send_queue_flow_quantum: 0,
             max_paths: 8,
             mss_bytes: DEFAULT_MSS_BYTES,
             multipath: true,

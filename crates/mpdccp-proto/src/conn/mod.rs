@@ -73,6 +73,7 @@ mod config;
 mod ecn;
 mod endpoint;
 mod features;
+mod fq;
 mod handshake;
 pub mod keys;
 mod liveness;
@@ -92,7 +93,7 @@ pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
     ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
-    DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_PKTS,
+    DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use plpmtu::{
@@ -321,7 +322,17 @@ impl Connection {
                 config.send_queue_bytes,
                 config.drop_policy,
             )
-            .with_time_limits(config.send_queue_max_delay, config.send_queue_codel),
+            .with_time_limits(config.send_queue_max_delay, config.send_queue_codel)
+            // The hash key: from the seed, without drawing from `rng` (the
+            // simulator's runs stay as they were).
+            .with_flow_queues(
+                config.send_queue_flows,
+                match config.send_queue_flow_quantum {
+                    0 => config.mss_bytes as usize,
+                    q => q,
+                },
+                seed ^ 0x6671_5f63_6f64_656c,
+            ),
             config,
             rng,
             state: ConnState::Handshaking,
@@ -474,6 +485,15 @@ impl Connection {
             PushOutcome::QueuedDroppedOldest(n) => {
                 self.stats.send_queue_dropped_oldest += n as u64;
                 Ok(())
+            }
+            PushOutcome::DroppedFattest { dropped, queued } => {
+                self.stats.send_queue_dropped_fattest += dropped as u64;
+                if queued {
+                    Ok(())
+                } else {
+                    self.stats.send_queue_dropped_newest += 1;
+                    Err(SendError::QueueFull)
+                }
             }
             PushOutcome::Rejected => {
                 self.stats.send_queue_dropped_newest += 1;

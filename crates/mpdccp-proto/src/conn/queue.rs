@@ -2,12 +2,15 @@
 //! the tunnel must never buffer without bound: when full, either the newest
 //! packet (the one being sent) or the oldest queued packet is dropped.
 //! Buffers are recycled through a small pool so the steady state does not
-//! allocate per packet.
+//! allocate per packet. Optionally the queue is one queue per inner flow
+//! (FQ-CoDel, `conn/fq.rs`); then a full queue drops the head of the
+//! fattest flow instead.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::aqm::{CoDel, CoDelConfig};
+use super::fq::FlowQueues;
 use crate::time::Instant;
 
 /// What to drop when the send queue is full.
@@ -34,7 +37,12 @@ pub(crate) struct Queued {
 
 #[derive(Debug)]
 pub(crate) struct SendQueue {
+    /// The single FIFO (unused with `fq`).
     q: VecDeque<Queued>,
+    /// Flow queues instead of `q` (none = the FIFO).
+    fq: Option<FlowQueues>,
+    /// Totals over whichever holds the packets.
+    len: usize,
     bytes: usize,
     max_pkts: usize,
     max_bytes: usize,
@@ -42,7 +50,8 @@ pub(crate) struct SendQueue {
     pool: Vec<Vec<u8>>,
     /// Packets older than this are dropped at the head (none = no limit).
     max_delay: Option<Duration>,
-    /// CoDel at the head (none = off).
+    /// CoDel at the head (none = off); with `fq`, the template of each
+    /// flow's own.
     codel: Option<CoDel>,
 }
 
@@ -59,6 +68,13 @@ pub(crate) enum PushOutcome {
     Queued,
     /// Queued after dropping this many older packets.
     QueuedDroppedOldest(usize),
+    /// Flow queues were full: this many packets left the head of the
+    /// fattest flow (RFC 8290 §4.1.1); `queued` = false when the packet
+    /// being sent was among them (its flow was the fattest and had only it).
+    DroppedFattest {
+        dropped: usize,
+        queued: bool,
+    },
     Rejected,
 }
 
@@ -68,6 +84,8 @@ impl SendQueue {
     pub fn new(max_pkts: usize, max_bytes: usize, policy: DropPolicy) -> Self {
         SendQueue {
             q: VecDeque::new(),
+            fq: None,
+            len: 0,
             bytes: 0,
             max_pkts: max_pkts.max(1),
             max_bytes: max_bytes.max(1),
@@ -87,6 +105,19 @@ impl SendQueue {
     ) -> Self {
         self.max_delay = max_delay;
         self.codel = codel.map(CoDel::new);
+        if let Some(fq) = &mut self.fq {
+            fq.set_codel(self.codel.as_ref());
+        }
+        self
+    }
+
+    /// One queue per inner flow (FQ-CoDel, RFC 8290; `conn/fq.rs`):
+    /// `flows` hash buckets, DRR `quantum` bytes, hash key `seed`; each
+    /// flow gets its own CoDel with the parameters of `with_time_limits`.
+    /// `flows` = 0 keeps the single FIFO. Call on an empty queue.
+    pub fn with_flow_queues(mut self, flows: usize, quantum: usize, seed: u64) -> Self {
+        debug_assert_eq!(self.len, 0);
+        self.fq = (flows > 0).then(|| FlowQueues::new(flows, quantum, self.codel.as_ref(), seed));
         self
     }
 
@@ -95,6 +126,9 @@ impl SendQueue {
     /// Copies of a multi-path decision never wait here, so every dropped
     /// packet is one the peer never gets a number for.
     pub fn shed_head(&mut self, now: Instant) -> Shed {
+        if self.fq.is_some() {
+            return self.shed_flow_heads(now);
+        }
         let mut shed = Shed::default();
         while let Some(head) = self.q.front() {
             let sojourn = now.saturating_duration_since(head.enqueued);
@@ -124,19 +158,55 @@ impl SendQueue {
         shed
     }
 
+    /// `shed_head` with flow queues: the age limit and the flow's own CoDel
+    /// judge the head of the flow that goes next (RFC 8290 §4.2: CoDel
+    /// runs at dequeue, per flow, on the flow's sojourn and backlog); a
+    /// flow emptied by drops yields to the next.
+    fn shed_flow_heads(&mut self, now: Instant) -> Shed {
+        let mut shed = Shed::default();
+        let Some(fq) = self.fq.as_mut() else {
+            return shed;
+        };
+        while let Some((head, flow_bytes, codel)) = fq.head_for_aqm() {
+            let sojourn = now.saturating_duration_since(head.enqueued);
+            let expired = self.max_delay.is_some_and(|m| sojourn > m);
+            let above_one = flow_bytes > head.data.len();
+            let codel = !expired && codel.is_some_and(|c| c.drop_head(now, sojourn, above_one));
+            if !(expired || codel) {
+                break;
+            }
+            let old = fq.drop_current_head().expect("head exists");
+            self.len -= 1;
+            self.bytes -= old.data.len();
+            pool_put(&mut self.pool, old.data);
+            if expired {
+                shed.expired += 1;
+            } else {
+                shed.codel += 1;
+            }
+        }
+        shed
+    }
+
     pub fn len(&self) -> usize {
-        self.q.len()
+        self.len
     }
     pub fn bytes(&self) -> usize {
         self.bytes
     }
     pub fn front(&self) -> Option<&Queued> {
-        self.q.front()
+        match &self.fq {
+            Some(fq) => fq.front(),
+            None => self.q.front(),
+        }
     }
 
     pub fn push(&mut self, now: Instant, packet: &[u8]) -> PushOutcome {
         if packet.len() > self.max_bytes {
             return PushOutcome::Rejected;
+        }
+        if self.fq.is_some() {
+            return self.push_flow(now, packet);
         }
         let full = |s: &Self| s.q.len() + 1 > s.max_pkts || s.bytes + packet.len() > s.max_bytes;
         let mut dropped = 0;
@@ -147,6 +217,7 @@ impl SendQueue {
                     while full(self) {
                         match self.q.pop_front() {
                             Some(old) => {
+                                self.len -= 1;
                                 self.bytes -= old.data.len();
                                 self.recycle(old.data);
                                 dropped += 1;
@@ -157,15 +228,8 @@ impl SendQueue {
                 }
             }
         }
-        let mut data = self.pool.pop().unwrap_or_default();
-        data.clear();
-        data.extend_from_slice(packet);
-        self.bytes += data.len();
-        self.q.push_back(Queued {
-            data,
-            enqueued: now,
-            copy: false,
-        });
+        let item = self.queued(now, packet);
+        self.q.push_back(item);
         if dropped > 0 {
             PushOutcome::QueuedDroppedOldest(dropped)
         } else {
@@ -173,40 +237,118 @@ impl SendQueue {
         }
     }
 
+    /// A pooled buffer holding `packet`, counted in the totals.
+    fn queued(&mut self, now: Instant, packet: &[u8]) -> Queued {
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(packet);
+        self.len += 1;
+        self.bytes += data.len();
+        Queued {
+            data,
+            enqueued: now,
+            copy: false,
+        }
+    }
+
+    /// `push` with flow queues: the packet joins its flow, then while a
+    /// bound is exceeded the fattest flow loses its head (RFC 8290 §4.1.1),
+    /// so a flow that keeps the queue full pays for it, not a sparse one.
+    fn push_flow(&mut self, now: Instant, packet: &[u8]) -> PushOutcome {
+        let item = self.queued(now, packet);
+        let Some(fq) = self.fq.as_mut() else {
+            return PushOutcome::Rejected;
+        };
+        let f = fq.bucket(packet);
+        fq.push_back(f, item);
+        let (mut dropped, mut queued) = (0, true);
+        while self.len > self.max_pkts || self.bytes > self.max_bytes {
+            let Some((g, old)) = fq.drop_fattest_head() else {
+                break;
+            };
+            self.len -= 1;
+            self.bytes -= old.data.len();
+            pool_put(&mut self.pool, old.data);
+            // Heads go first: the new packet (at its flow's tail) is the
+            // one dropped exactly when its flow just emptied.
+            if g == f && queued && fq.flow_len(f) == 0 {
+                queued = false;
+            } else {
+                dropped += 1;
+            }
+        }
+        if dropped == 0 && queued {
+            PushOutcome::Queued
+        } else {
+            PushOutcome::DroppedFattest { dropped, queued }
+        }
+    }
+
     pub fn pop(&mut self) -> Option<Queued> {
-        let q = self.q.pop_front()?;
+        let q = match &mut self.fq {
+            Some(fq) => fq.pop()?,
+            None => self.q.pop_front()?,
+        };
+        self.len -= 1;
         self.bytes -= q.data.len();
         Some(q)
     }
 
     /// Puts packets back at the head (e.g. taken back from a path that went
-    /// down), ignoring limits: they were admitted once already.
+    /// down), ignoring limits: they were admitted once already. With flow
+    /// queues, at the head of the packet's flow.
     pub fn push_front(&mut self, q: Queued) {
+        self.len += 1;
         self.bytes += q.data.len();
-        self.q.push_front(q);
+        match &mut self.fq {
+            Some(fq) => {
+                let f = fq.bucket(&q.data);
+                fq.push_front(f, q);
+            }
+            None => self.q.push_front(q),
+        }
     }
 
     /// Returns a buffer to the pool.
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < POOL_MAX {
-            self.pool.push(buf);
-        }
+        pool_put(&mut self.pool, buf);
     }
 
     /// Drops the packets longer than `max_len`; returns how many.
     pub fn drop_longer_than(&mut self, max_len: usize) -> usize {
+        if let Some(fq) = &mut self.fq {
+            let pool = &mut self.pool;
+            let (n, bytes) = fq.retain(|q| q.data.len() <= max_len, |buf| pool_put(pool, buf));
+            self.len -= n;
+            self.bytes -= bytes;
+            return n;
+        }
         let n = self.q.len();
         self.q.retain(|q| q.data.len() <= max_len);
         self.bytes = self.q.iter().map(|q| q.data.len()).sum();
+        self.len = self.q.len();
         n - self.q.len()
     }
 
     pub fn clear(&mut self) -> usize {
+        if let Some(fq) = &mut self.fq {
+            let pool = &mut self.pool;
+            let n = fq.clear(|buf| pool_put(pool, buf));
+            self.len = 0;
+            self.bytes = 0;
+            return n;
+        }
         let n = self.q.len();
         while let Some(q) = self.pop() {
             self.recycle(q.data);
         }
         n
+    }
+}
+
+fn pool_put(pool: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
+    if pool.len() < POOL_MAX {
+        pool.push(buf);
     }
 }
 

@@ -83,6 +83,9 @@ pub struct ConnStats {
     pub fallbacks: u64,
     pub send_queue_dropped_newest: u64,
     pub send_queue_dropped_oldest: u64,
+    /// Flow queues (`send_queue_flows`) over a bound: packets dropped from
+    /// the head of the flow holding the most bytes (RFC 8290 §4.1.1).
+    pub send_queue_dropped_fattest: u64,
     /// Packets dropped at the send queue's head for waiting longer than
     /// `send_queue_max_delay`.
     pub send_queue_expired: u64,

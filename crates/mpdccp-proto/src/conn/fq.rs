@@ -1,0 +1,377 @@
+//! Flow queuing for the send queue: FQ-CoDel (RFC 8290).
+//!
+//! Why: one FIFO in front of the scheduler makes every tunnelled flow wait
+//! behind the backlog of the busiest one (a bulk TCP transfer keeps it
+//! full), and a full FIFO refuses the ping or the VoIP packet as readily as
+//! the bulk flow's. Here each inner flow (hashed by its 5-tuple) has its own
+//! queue and CoDel, served by deficit round robin with sparse (new) flows
+//! first, and overflow takes the head of the fattest flow. The host's
+//! kernel may have no fq_codel qdisc, and the daemon drains its TUN into
+//! this queue anyway, so this is where the isolation has to be.
+//!
+//! `SendQueue` (`conn/queue.rs`) keeps the totals, the bounds and the
+//! buffer pool; this module keeps the buckets and the two lists.
+
+use std::collections::VecDeque;
+
+use super::aqm::CoDel;
+use super::queue::Queued;
+
+/// Default number of buckets (RFC 8290 §4.1 / §5.1: 1024).
+pub const DEFAULT_FLOWS: usize = 1024;
+/// Most buckets a queue accepts (indices are `u32`; memory stays bounded).
+const MAX_FLOWS: usize = 65_536;
+
+/// Which list a bucket is on (RFC 8290 §4.1.2–4.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum List {
+    Inactive,
+    New,
+    Old,
+}
+
+#[derive(Debug)]
+struct Flow {
+    q: VecDeque<Queued>,
+    bytes: usize,
+    /// DRR credit in bytes (RFC 8290 §4.2).
+    deficit: i64,
+    list: List,
+    codel: Option<CoDel>,
+}
+
+#[derive(Debug)]
+pub(crate) struct FlowQueues {
+    flows: Vec<Flow>,
+    new_flows: VecDeque<u32>,
+    old_flows: VecDeque<u32>,
+    quantum: i64,
+    seed: u64,
+}
+
+impl FlowQueues {
+    /// `flows` buckets (clamped to 1..=65536), DRR `quantum` bytes (one
+    /// MTU-sized packet, RFC 8290 §4.2), per-flow CoDel from `codel`'s
+    /// parameters (a fresh state per bucket), hash key `seed`.
+    pub fn new(flows: usize, quantum: usize, codel: Option<&CoDel>, seed: u64) -> Self {
+        let n = flows.clamp(1, MAX_FLOWS);
+        FlowQueues {
+            flows: (0..n)
+                .map(|_| Flow {
+                    q: VecDeque::new(),
+                    bytes: 0,
+                    deficit: 0,
+                    list: List::Inactive,
+                    codel: codel.cloned(),
+                })
+                .collect(),
+            new_flows: VecDeque::new(),
+            old_flows: VecDeque::new(),
+            quantum: i64::try_from(quantum.max(1)).unwrap_or(i64::MAX / 4),
+            seed,
+        }
+    }
+
+    /// Replaces every bucket's CoDel (parameters set after construction).
+    pub fn set_codel(&mut self, codel: Option<&CoDel>) {
+        for f in &mut self.flows {
+            f.codel = codel.cloned();
+        }
+    }
+
+    /// The bucket of `packet` (RFC 8290 §4.1.1: a hash of the 5-tuple).
+    pub fn bucket(&self, packet: &[u8]) -> usize {
+        let h = flow_hash(packet, self.seed);
+        // Multiply-high: uniform over the buckets without a division.
+        ((u128::from(h) * self.flows.len() as u128) >> 64) as usize
+    }
+
+    /// Appends to bucket `f`; a bucket not on either list becomes a new
+    /// flow with a full quantum (RFC 8290 §4.1.1).
+    pub fn push_back(&mut self, f: usize, item: Queued) {
+        self.add(f, item, false);
+    }
+
+    /// Puts a packet back at the head of bucket `f` (taken back from a path).
+    pub fn push_front(&mut self, f: usize, item: Queued) {
+        self.add(f, item, true);
+    }
+
+    fn add(&mut self, f: usize, item: Queued, front: bool) {
+        let flow = &mut self.flows[f];
+        flow.bytes += item.data.len();
+        if front {
+            flow.q.push_front(item);
+        } else {
+            flow.q.push_back(item);
+        }
+        if flow.list == List::Inactive {
+            flow.list = List::New;
+            flow.deficit = self.quantum;
+            self.new_flows.push_back(f as u32);
+        }
+        self.settle();
+    }
+
+    /// The bucket whose head goes next, if any packet is queued.
+    pub fn current(&self) -> Option<usize> {
+        let f = self.new_flows.front().or(self.old_flows.front())?;
+        Some(*f as usize)
+    }
+
+    pub fn front(&self) -> Option<&Queued> {
+        self.flows[self.current()?].q.front()
+    }
+
+    /// The current bucket's head, its bucket's bytes, and its CoDel, for
+    /// the head-drop decisions of `SendQueue::shed_head`.
+    pub fn head_for_aqm(&mut self) -> Option<(&Queued, usize, Option<&mut CoDel>)> {
+        let f = self.current()?;
+        let flow = &mut self.flows[f];
+        let head = flow.q.front()?;
+        Some((head, flow.bytes, flow.codel.as_mut()))
+    }
+
+    /// Dequeues the current bucket's head and charges it to the bucket's
+    /// deficit (RFC 8290 §4.2).
+    pub fn pop(&mut self) -> Option<Queued> {
+        let f = self.current()?;
+        let item = self.take_head(f)?;
+        self.flows[f].deficit -= item.data.len() as i64;
+        self.settle();
+        Some(item)
+    }
+
+    /// Drops the current bucket's head without charging its deficit (an
+    /// AQM drop is not service).
+    pub fn drop_current_head(&mut self) -> Option<Queued> {
+        let f = self.current()?;
+        let item = self.take_head(f)?;
+        self.settle();
+        Some(item)
+    }
+
+    /// Drops the head of the bucket holding the most bytes (RFC 8290
+    /// §4.1.1); returns it and its bucket.
+    pub fn drop_fattest_head(&mut self) -> Option<(usize, Queued)> {
+        // Only buckets on a list can hold packets; ties go to the first.
+        let mut fat: Option<(usize, usize)> = None;
+        for &f in self.new_flows.iter().chain(self.old_flows.iter()) {
+            let b = self.flows[f as usize].bytes;
+            if fat.is_none_or(|(_, fb)| b > fb) {
+                fat = Some((f as usize, b));
+            }
+        }
+        let (f, _) = fat.filter(|&(_, b)| b > 0)?;
+        let item = self.take_head(f)?;
+        self.settle();
+        Some((f, item))
+    }
+
+    pub fn flow_len(&self, f: usize) -> usize {
+        self.flows[f].q.len()
+    }
+
+    fn take_head(&mut self, f: usize) -> Option<Queued> {
+        let flow = &mut self.flows[f];
+        let item = flow.q.pop_front()?;
+        flow.bytes -= item.data.len();
+        if flow.q.is_empty() {
+            // RFC 8289 §5.4: an empty queue ends "above target".
+            if let Some(c) = &mut flow.codel {
+                c.on_empty();
+            }
+        }
+        Some(item)
+    }
+
+    /// Keeps only packets for which `keep` holds; returns the dropped ones
+    /// (count, bytes) and hands their buffers to `recycle`.
+    pub fn retain(
+        &mut self,
+        mut keep: impl FnMut(&Queued) -> bool,
+        mut recycle: impl FnMut(Vec<u8>),
+    ) -> (usize, usize) {
+        let (mut n, mut bytes) = (0, 0);
+        for flow in &mut self.flows {
+            let mut kept = VecDeque::with_capacity(flow.q.len());
+            for item in flow.q.drain(..) {
+                if keep(&item) {
+                    kept.push_back(item);
+                } else {
+                    n += 1;
+                    bytes += item.data.len();
+                    flow.bytes -= item.data.len();
+                    recycle(item.data);
+                }
+            }
+            flow.q = kept;
+        }
+        self.settle();
+        (n, bytes)
+    }
+
+    /// Brings the lists to the state RFC 8290 §4.2's dequeue would reach
+    /// before taking a packet: the head of the new list, else of the old
+    /// list, is a non-empty bucket with credit left. A bucket out of credit
+    /// gets a quantum and goes to the end of the old list; an empty new
+    /// bucket goes to the old list (so a flow cannot stay "new" by
+    /// emptying), an empty old one leaves the lists. Terminates: each step
+    /// either moves an empty bucket towards inactive or adds a quantum.
+    fn settle(&mut self) {
+        loop {
+            let (f, from_new) = match (self.new_flows.front(), self.old_flows.front()) {
+                (Some(&f), _) => (f as usize, true),
+                (None, Some(&f)) => (f as usize, false),
+                (None, None) => return,
+            };
+            let flow = &mut self.flows[f];
+            let list = if from_new {
+                &mut self.new_flows
+            } else {
+                &mut self.old_flows
+            };
+            if flow.deficit <= 0 {
+                flow.deficit += self.quantum;
+                list.pop_front();
+                flow.list = List::Old;
+                self.old_flows.push_back(f as u32);
+            } else if flow.q.is_empty() {
+                list.pop_front();
+                if from_new {
+                    flow.list = List::Old;
+                    self.old_flows.push_back(f as u32);
+                } else {
+                    flow.list = List::Inactive;
+                }
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// Empties every bucket, handing each buffer to `recycle`; returns how
+    /// many packets there were.
+    pub fn clear(&mut self, mut recycle: impl FnMut(Vec<u8>)) -> usize {
+        let mut n = 0;
+        for flow in &mut self.flows {
+            for item in flow.q.drain(..) {
+                n += 1;
+                recycle(item.data);
+            }
+            flow.bytes = 0;
+            flow.deficit = 0;
+            flow.list = List::Inactive;
+            if let Some(c) = &mut flow.codel {
+                c.on_empty();
+            }
+        }
+        self.new_flows.clear();
+        self.old_flows.clear();
+        n
+    }
+}
+
+/// Seeded hash of an inner packet's flow: IP version, protocol, addresses
+/// and, where present, ports (TCP, UDP, UDP-Lite, DCCP, SCTP) or the ICMP
+/// echo identifier (so two pings are two flows). A fragment after the
+/// first, or a header that ends early, hashes by addresses only; a
+/// non-IP or malformed packet hashes to one fixed bucket. Never reads out
+/// of bounds; at most 8 IPv6 extension headers are walked.
+pub(crate) fn flow_hash(p: &[u8], seed: u64) -> u64 {
+    let mut h = Fnv(seed ^ 0xcbf2_9ce4_8422_2325);
+    match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 && usize::from(p[0] & 0xf) * 4 >= 20 => {
+            let ihl = usize::from(p[0] & 0xf) * 4;
+            let proto = p[9];
+            h.write(&[4, proto]);
+            h.write(&p[12..20]);
+            let first_fragment = u16::from_be_bytes([p[6], p[7]]) & 0x1fff == 0;
+            if first_fragment {
+                transport(&mut h, proto, p.get(ihl..).unwrap_or(&[]));
+            }
+        }
+        Some(6) if p.len() >= 40 => {
+            let mut next = p[6];
+            let mut off = 40;
+            let mut ports = true;
+            for _ in 0..8 {
+                match next {
+                    // Hop-by-hop, routing, destination options: length in
+                    // 8-octet units after the first 8 (RFC 8200 §4.3–4.6).
+                    0 | 43 | 60 => match p.get(off..off + 2) {
+                        Some(e) => {
+                            next = e[0];
+                            off += (usize::from(e[1]) + 1) * 8;
+                        }
+                        None => break,
+                    },
+                    // Fragment: ports only in the first (RFC 8200 §4.5).
+                    44 => match p.get(off..off + 8) {
+                        Some(e) => {
+                            next = e[0];
+                            ports &= u16::from_be_bytes([e[2], e[3]]) >> 3 == 0;
+                            off += 8;
+                        }
+                        None => break,
+                    },
+                    _ => break,
+                }
+            }
+            h.write(&[6, next]);
+            h.write(&p[8..40]);
+            if ports {
+                transport(&mut h, next, p.get(off..).unwrap_or(&[]));
+            }
+        }
+        _ => h.write(&[0]),
+    }
+    h.finish()
+}
+
+/// The transport part of the flow key, if the header is all there.
+fn transport(h: &mut Fnv, proto: u8, l4: &[u8]) {
+    match proto {
+        // TCP, UDP, DCCP, SCTP, UDP-Lite: source and destination ports.
+        6 | 17 | 33 | 132 | 136 => {
+            if let Some(ports) = l4.get(..4) {
+                h.write(ports);
+            }
+        }
+        // ICMP echo / echo reply, ICMPv6 echo request / reply: identifier.
+        1 | 58 => {
+            if let (Some(&t), Some(id)) = (l4.first(), l4.get(4..6)) {
+                if matches!((proto, t), (1, 0 | 8) | (58, 128 | 129)) {
+                    h.write(id);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// FNV-1a with a seeded basis and a final avalanche (splitmix64's), so the
+/// low and high bits both depend on every byte. Deterministic for a seed;
+/// the connection's seed keeps the bucket of a flow unpredictable to
+/// someone who does not know it.
+struct Fnv(u64);
+
+impl Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+#[path = "fq_tests.rs"]
+mod tests;
