@@ -209,12 +209,15 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
     // MPDCCP_BENCH_OFFLOAD=0 measures the tunnel without kernel offloads
     // (UDP GSO/GRO, TUN TSO/coalescing) for comparison.
     let offload = std::env::var("MPDCCP_BENCH_OFFLOAD").map_or(true, |v| v != "0");
-    // MPDCCP_BENCH_AQM=none measures the send queue without CoDel, =off
-    // also without the age limit (the queue bounded in packets only).
+    // The send queue's AQM: the daemon's default (fq_codel) unless
+    // MPDCCP_BENCH_AQM says `codel` (one FIFO), `none` (no CoDel) or `off`
+    // (also without the age limit: bounded in packets only).
     let aqm_env = std::env::var("MPDCCP_BENCH_AQM").unwrap_or_default();
     let aqm = match aqm_env.as_str() {
         "none" | "off" => Aqm::None,
-        _ => Aqm::Codel,
+        "codel" => Aqm::Codel,
+        "" | "fq_codel" => Aqm::FqCodel,
+        other => anyhow::bail!("MPDCCP_BENCH_AQM={other}: want fq_codel, codel, none or off"),
     };
     let secs = secs.max(2);
     let load_average = std::fs::read_to_string("/proc/loadavg")

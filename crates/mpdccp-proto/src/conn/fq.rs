@@ -125,10 +125,11 @@ impl FlowQueues {
 
     /// The current bucket's head, its bucket's bytes, and its CoDel, for
     /// the head-drop decisions of `SendQueue::shed_head`.
-    pub fn head_for_aqm(&mut self) -> Option<(&Queued, usize, Option<&mut CoDel>)> {
+    /// The head is mutable so that CoDel can mark it instead of dropping it.
+    pub fn head_for_aqm(&mut self) -> Option<(&mut Queued, usize, Option<&mut CoDel>)> {
         let f = self.current()?;
         let flow = &mut self.flows[f];
-        let head = flow.q.front()?;
+        let head = flow.q.front_mut()?;
         Some((head, flow.bytes, flow.codel.as_mut()))
     }
 

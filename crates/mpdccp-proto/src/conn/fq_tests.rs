@@ -253,6 +253,56 @@ fn codel_drops_only_in_the_flow_with_a_standing_queue() {
     assert_eq!(bulk_out + shed as usize + q.len(), 600);
 }
 
+/// The same standing queue from an ECN-capable flow (ECT(0)): CoDel marks
+/// its heads CE instead of dropping them (RFC 8290 §5.2), so every bulk
+/// packet is delivered, the marked ones with a valid IPv4 header checksum.
+#[test]
+fn codel_marks_an_ecn_capable_flow_instead_of_dropping() {
+    let t0 = Instant::ZERO;
+    let mut q = fq_queue(10_000, 100_000_000, Some(CoDelConfig::default()));
+    let ect = |k: u32| {
+        let mut p = tcp(1000, k);
+        p[1] = 0b10; // ECT(0)
+        let c = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p
+    };
+    for k in 0..20 {
+        q.push(t0 + ms(u64::from(k)), &ect(k));
+    }
+    let (mut dropped, mut marked, mut ce_seen, mut out) = (0, 0, 0, 0);
+    for k in 20..600u32 {
+        let now = t0 + ms(u64::from(k));
+        q.push(now, &ect(k));
+        let s = q.shed_head(now);
+        dropped += s.codel + s.expired;
+        marked += s.ecn_marked;
+        if let Some(p) = q.pop() {
+            out += 1;
+            assert_eq!(checksum(&p.data[..20]), 0, "header checksum after marking");
+            if p.data[1] & 0b11 == 0b11 {
+                ce_seen += 1;
+            }
+        }
+    }
+    assert_eq!(dropped, 0, "an ECN-capable flow loses nothing to CoDel");
+    assert!(marked >= 3, "{marked} CE marks");
+    assert_eq!(ce_seen, marked, "each mark is on a delivered packet");
+    assert_eq!(out + q.len(), 600);
+}
+
+/// RFC 1071 checksum over `h` (0 when `h` holds a valid one).
+fn checksum(h: &[u8]) -> u16 {
+    let mut s: u32 = h
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
 /// Hostile input: empty, short, truncated, non-IP and nonsense headers
 /// hash to a bucket without panicking; non-IP all to one bucket.
 #[test]

@@ -68,8 +68,6 @@ mod aqm;
 mod authn;
 pub mod codec;
 mod config;
-// Wired into the send queue's AQM with flow queuing (issue #14).
-#[allow(dead_code)]
 mod ecn;
 mod endpoint;
 mod features;

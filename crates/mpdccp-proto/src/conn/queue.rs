@@ -60,6 +60,8 @@ pub(crate) struct SendQueue {
 pub(crate) struct Shed {
     pub expired: u64,
     pub codel: u64,
+    /// Heads CoDel marked CE instead of dropping (flow queues only).
+    pub ecn_marked: u64,
 }
 
 /// Outcome of [`SendQueue::push`].
@@ -173,6 +175,12 @@ impl SendQueue {
             let above_one = flow_bytes > head.data.len();
             let codel = !expired && codel.is_some_and(|c| c.drop_head(now, sojourn, above_one));
             if !(expired || codel) {
+                break;
+            }
+            // As Linux's fq_codel (ecn on by default; RFC 8290 §5.2): an
+            // ECN-capable packet CoDel would drop is marked CE and sent.
+            if codel && super::ecn::mark_ce(&mut head.data) {
+                shed.ecn_marked += 1;
                 break;
             }
             let old = fq.drop_current_head().expect("head exists");
@@ -387,7 +395,8 @@ mod tests {
             q.shed_head(t + ms(501)),
             Shed {
                 expired: 1,
-                codel: 0
+                codel: 0,
+                ecn_marked: 0
             }
         );
         assert_eq!(q.front().unwrap().data, b"newer");
@@ -396,7 +405,8 @@ mod tests {
             q.shed_head(t + ms(900)),
             Shed {
                 expired: 1,
-                codel: 0
+                codel: 0,
+                ecn_marked: 0
             }
         );
         assert_eq!(q.len(), 0);

@@ -114,6 +114,7 @@ impl Connection {
             let shed = self.queue.shed_head(now);
             self.stats.send_queue_expired += shed.expired;
             self.stats.send_queue_codel_dropped += shed.codel;
+            self.stats.send_queue_ecn_marked += shed.ecn_marked;
             let Some(head) = self.queue.front() else {
                 break;
             };

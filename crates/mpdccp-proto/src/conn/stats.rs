@@ -91,6 +91,9 @@ pub struct ConnStats {
     pub send_queue_expired: u64,
     /// Packets CoDel dropped at the send queue's head (`send_queue_codel`).
     pub send_queue_codel_dropped: u64,
+    /// ECN-capable packets CoDel marked Congestion Experienced instead of
+    /// dropping them (flow queues, `conn/ecn.rs`).
+    pub send_queue_ecn_marked: u64,
     pub send_rejected_closed: u64,
     pub send_rejected_too_large: u64,
     /// Queued packets discarded when the connection closed.
