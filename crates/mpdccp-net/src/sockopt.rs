@@ -54,3 +54,69 @@ pub(crate) fn get_int(
         Err(io::Error::last_os_error())
     }
 }
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h).
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+/// Classic BPF's negative offset for loads from the IP header.
+const SKF_NET_OFF: u32 = (-0x10_0000i32) as u32;
+
+/// The steering program of a server's `SO_REUSEPORT` group of `n`
+/// sockets: socket = (low 32 bits of the source address + UDP source
+/// port) mod `n`. A path's datagrams all reach one socket, and a socket
+/// joined to the group later (index `n` or more) is never picked.
+pub(crate) fn reuseport_program(n: u32) -> Vec<libc::sock_filter> {
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    const LD_W: u16 = 0x20; // ld [k]
+    const LD_H: u16 = 0x28; // ldh [k]
+    const LD_B: u16 = 0x30; // ldb [k]
+    const RSH_K: u16 = 0x74;
+    const JEQ_K: u16 = 0x15;
+    const TAX: u16 = 0x07;
+    const ADD_X: u16 = 0x0c;
+    const MOD_K: u16 = 0x94;
+    const RET_A: u16 = 0x16;
+    vec![
+        op(LD_B, 0, 0, SKF_NET_OFF),
+        op(RSH_K, 0, 0, 4),
+        op(JEQ_K, 6, 0, 6),
+        // IPv4 (the UDP header after a 20-byte IP header; with options the
+        // spread is still uniform, a worker hands over what is not its own).
+        op(LD_W, 0, 0, SKF_NET_OFF + 12),
+        op(TAX, 0, 0, 0),
+        op(LD_H, 0, 0, SKF_NET_OFF + 20),
+        op(ADD_X, 0, 0, 0),
+        op(MOD_K, 0, 0, n),
+        op(RET_A, 0, 0, 0),
+        // IPv6: the source address's last word, the port after 40 bytes.
+        op(LD_W, 0, 0, SKF_NET_OFF + 20),
+        op(TAX, 0, 0, 0),
+        op(LD_H, 0, 0, SKF_NET_OFF + 40),
+        op(ADD_X, 0, 0, 0),
+        op(MOD_K, 0, 0, n),
+        op(RET_A, 0, 0, 0),
+    ]
+}
+
+/// Attaches [`reuseport_program`] to the group `sock` is in.
+pub(crate) fn attach_reuseport_steering(sock: &impl AsRawFd, n: u32) -> io::Result<()> {
+    let mut prog = reuseport_program(n.max(1));
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `prog`, alive for the call (the kernel copies it).
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

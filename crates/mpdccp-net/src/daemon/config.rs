@@ -418,6 +418,11 @@ pub struct ServerConfig {
     /// Most clients at once.
     #[serde(default = "default_max_clients")]
     pub max_clients: usize,
+    /// Packet threads (`daemon/workers.rs`): 1 = one loop as always; N > 1
+    /// = N workers, each with its own UDP socket (`SO_REUSEPORT` group),
+    /// TUN queue (`IFF_MULTI_QUEUE`) and share of the connections. UDP only.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
     /// Most inner addresses learned per server (routing of TUN packets to clients).
     #[serde(default = "default_max_routes")]
     pub max_learned_addresses: usize,
@@ -442,10 +447,15 @@ impl ServerConfig {
     /// 1 024: `mpdccp bench clients` measured 7.8 kB of server memory per client.
     pub const DEFAULT_MAX_CLIENTS: usize = 1024;
     pub const DEFAULT_MAX_LEARNED_ADDRESSES: usize = 65_536;
+    /// More threads than this gain nothing on the hosts we measure.
+    pub const MAX_WORKERS: usize = 64;
 }
 
 fn default_max_clients() -> usize {
     ServerConfig::DEFAULT_MAX_CLIENTS
+}
+fn default_workers() -> usize {
+    1
 }
 fn default_max_routes() -> usize {
     ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES
@@ -567,6 +577,12 @@ impl ServerConfig {
             if a.is_unspecified() {
                 bail!("dccp_listen: {a}: native DCCP needs specific addresses (checksum pseudo-header)");
             }
+        }
+        if !(1..=ServerConfig::MAX_WORKERS).contains(&c.workers) {
+            bail!("workers = {}: 1..={}", c.workers, ServerConfig::MAX_WORKERS);
+        }
+        if c.workers > 1 && (!c.dccp_listen.is_empty() || c.udccp_listen.is_some()) {
+            bail!("workers > 1 serves UDP (RFC 6773) only: no dccp_listen or udccp_listen");
         }
         c.validate_auth()?;
         validate_profile(c.auth_mode(), &c.tunnel)?;
