@@ -161,8 +161,8 @@ impl Shard {
     }
 
     /// Hands a datagram to the worker owning its path; `false`: ours (or
-    /// nobody's yet: a new connection stays here).
-    /// `known`: whether our endpoint has a path from `peer`.
+    /// nobody's yet: a new connection stays here). `known`: whether our
+    /// endpoint has a path from `peer`.
     pub(super) fn steer_datagram(
         &mut self,
         stats: &mut DaemonStats,
@@ -170,68 +170,73 @@ impl Shard {
         data: &[u8],
         known: impl Fn(&Peer) -> bool,
     ) -> bool {
-        let owner = if self.shared.remotes_len.load(Ordering::Relaxed) > 0 {
-            read(&self.shared.remotes).get(peer).copied()
-        } else {
-            None
-        };
-        let owner = match owner {
-            Some(w) => w,
-            None => match self.join_owner(data) {
-                Some(w) if w != self.id => {
-                    let mut t = write(&self.shared.remotes);
-                    if t.len() >= REMOTES_PER_WORKER * self.shared.mail.len() {
-                        stats.handoff_dropped += 1;
-                        return true;
-                    }
-                    // Before the handoff: the path's later datagrams follow.
-                    t.insert(*peer, w);
-                    self.shared.remotes_len.store(t.len(), Ordering::Relaxed);
-                    w
+        if self.shared.remotes_len.load(Ordering::Relaxed) > 0 {
+            let owner = read(&self.shared.remotes).get(peer).copied();
+            if let Some(w) = owner {
+                if w != self.id {
+                    self.hand(
+                        stats,
+                        w,
+                        Handoff::Datagram {
+                            peer: *peer,
+                            data: data.to_vec(),
+                        },
+                    );
                 }
-                Some(_) => return false,
-                None => return self.over_max_clients(stats, peer, data, known),
-            },
-        };
-        if owner == self.id {
+                return w != self.id;
+            }
+        }
+        let request = mpdccp_proto::wire::Packet::new_checked(data)
+            .is_ok_and(|p| p.packet_type() == PacketType::Request);
+        if !request || known(peer) {
             return false;
         }
-        let data = data.to_vec();
-        self.hand(stats, owner, Handoff::Datagram { peer: *peer, data });
+        let Some(join) = self.join_token(data) else {
+            return self.over_max_clients(stats);
+        };
+        let owner = read(&self.shared.tokens).get(&join).copied();
+        let Some(w) = owner.filter(|&w| w != self.id) else {
+            // Ours, or no connection's: our endpoint answers.
+            return false;
+        };
+        let mut t = write(&self.shared.remotes);
+        if t.len() >= REMOTES_PER_WORKER * self.shared.mail.len() {
+            stats.handoff_dropped += 1;
+            return true;
+        }
+        // Before the handoff: the path's later datagrams follow it.
+        t.insert(*peer, w);
+        self.shared.remotes_len.store(t.len(), Ordering::Relaxed);
+        drop(t);
+        self.hand(
+            stats,
+            w,
+            Handoff::Datagram {
+                peer: *peer,
+                data: data.to_vec(),
+            },
+        );
         true
     }
 
     /// `max_clients` over all workers (each endpoint's own bound is the
     /// whole): a new connection's Request beyond it is dropped and counted
-    /// (the client retries). Workers accepting at the same moment may
-    /// pass it by their Requests of one loop iteration, no more.
-    fn over_max_clients(
-        &self,
-        stats: &mut DaemonStats,
-        peer: &Peer,
-        data: &[u8],
-        known: impl Fn(&Peer) -> bool,
-    ) -> bool {
-        if self.total_connections() < self.shared.max_clients || known(peer) {
-            return false;
-        }
-        let request = mpdccp_proto::wire::Packet::new_checked(data)
-            .is_ok_and(|p| p.packet_type() == PacketType::Request);
-        if request {
+    /// (the client retries). A Request let through counts at once (the
+    /// loop's recount corrects it), so workers accepting at the same
+    /// instant pass the bound by `workers - 1` at most.
+    fn over_max_clients(&self, stats: &mut DaemonStats) -> bool {
+        if self.total_connections() >= self.shared.max_clients {
             stats.refused_max_clients += 1;
+            return true;
         }
-        request
+        self.shared.conns[self.id].fetch_add(1, Ordering::Relaxed);
+        false
     }
 
-    /// The worker owning the connection a Request's MP_JOIN names.
-    fn join_owner(&self, data: &[u8]) -> Option<usize> {
-        let p = mpdccp_proto::wire::Packet::new_checked(data).ok()?;
-        if p.packet_type() != PacketType::Request {
-            return None;
-        }
+    /// The token a Request's MP_JOIN names, if it has one.
+    fn join_token(&self, data: &[u8]) -> Option<u32> {
         let seg = Segment::parse_in(data, None, self.shared.wire_profile).ok()?;
-        let token = seg.mp.join?.token;
-        read(&self.shared.tokens).get(&token).copied()
+        Some(seg.mp.join?.token)
     }
 
     /// Hands a TUN packet with no local route to the worker owning `dst`.
