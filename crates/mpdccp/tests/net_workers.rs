@@ -111,6 +111,17 @@ fn two_workers_hand_joins_and_downstream_flows_to_the_owner() {
     let owner = &per[n(&conns[0]["worker"]) as usize];
     assert!(n(&owner["udp_rx_datagrams"]) > 0, "{st:#}");
     eprintln!("server workers: {}", st["per_worker"]);
+    // SIGTERM reaches every worker: MP_CLOSE, a clean exit within the grace.
+    let i = t.procs.len() - 2;
+    let mut server = t.procs.remove(i);
+    let t0 = std::time::Instant::now();
+    let exit = server.stop().expect("server exit status");
+    assert!(exit.success(), "server exit {exit:?}\n{}", t.log_tail(true));
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t0.elapsed()
+    );
 }
 
 fn bench_clients(args: &[&str]) -> Value {

@@ -436,21 +436,27 @@ impl Server {
     }
 }
 
-/// Binds the listening socket(s). With `n > 1`, `n` sockets in one
-/// `SO_REUSEPORT` group, all bound before anything else, and the group's
-/// steering program attached: it only ever picks one of these `n`, so a
-/// socket another process of the same user adds to the group later gets
-/// no datagram (the kernel lets only the same effective UID join at all).
-/// A process without `SO_REUSEPORT` still fails with `cannot bind udp`.
+/// Binds the listening socket(s). With `n > 1`: first an exclusive bind
+/// (no `SO_REUSEPORT`) as a probe, so a port another server holds — alone
+/// or as a group of its own — fails here with `cannot bind udp ADDR` as it
+/// does for one worker; then, the probe closed, `n` sockets in one
+/// `SO_REUSEPORT` group, and the group's steering program, which only ever
+/// picks one of these `n`: a socket that joins later (the kernel admits
+/// only the same effective UID) receives nothing unless it replaces the
+/// program (docs/SECURITY.md §7).
 pub(super) fn bind_listeners(config: &ServerConfig, n: usize) -> anyhow::Result<Vec<PathSocket>> {
-    let cfg = PathSocketConfig {
+    let mut cfg = PathSocketConfig {
         device: None,
         local: Some(config.listen),
         buffer_bytes: config.tunnel.socket_buffer_bytes,
     };
+    let probe = PathSocket::bind(&cfg, config.listen)?;
     if n == 1 {
-        return Ok(vec![PathSocket::bind(&cfg, config.listen)?]);
+        return Ok(vec![probe]);
     }
+    // Port 0: the group takes the port the probe was given.
+    cfg.local = Some(probe.local_addr());
+    drop(probe);
     let mut socks = Vec::with_capacity(n);
     for _ in 0..n {
         socks.push(PathSocket::bind_reuseport(&cfg, config.listen)?);
