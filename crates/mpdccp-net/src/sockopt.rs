@@ -120,3 +120,43 @@ pub(crate) fn attach_reuseport_steering(sock: &impl AsRawFd, n: u32) -> io::Resu
         Err(io::Error::last_os_error())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::{SocketAddr, UdpSocket};
+
+    fn member(addr: SocketAddr) -> UdpSocket {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        s.set_reuse_port(true).unwrap();
+        s.bind(&addr.into()).unwrap();
+        s.set_nonblocking(true).unwrap();
+        s.into()
+    }
+
+    fn drain(s: &UdpSocket) -> usize {
+        let mut buf = [0u8; 64];
+        std::iter::from_fn(|| s.recv(&mut buf).ok()).count()
+    }
+
+    /// The steering program spreads sources over the group's first two
+    /// sockets and never picks a socket that joined after it.
+    #[test]
+    fn reuseport_program_spreads_and_ignores_later_members() {
+        let first = member("127.0.0.1:0".parse().unwrap());
+        let addr = first.local_addr().unwrap();
+        let second = member(addr);
+        attach_reuseport_steering(&first, 2).unwrap();
+        let late = member(addr);
+        for _ in 0..64 {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            tx.send_to(b"\x00\x01dccp", addr).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (a, b, c) = (drain(&first), drain(&second), drain(&late));
+        assert_eq!(a + b, 64, "{a} + {b}, late {c}");
+        assert!(a > 0 && b > 0, "not spread: {a} / {b}");
+        assert_eq!(c, 0, "a later member received {c}");
+    }
+}

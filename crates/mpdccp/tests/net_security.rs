@@ -16,10 +16,6 @@ fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))
 }
 
-fn server_config(dir: &Path, tun: &str, listen: &str) -> String {
-    server_config_workers(dir, tun, listen, 1)
-}
-
 fn server_config_workers(dir: &Path, tun: &str, listen: &str, workers: usize) -> String {
     format!(
         "listen = \"{listen}\"\nauth = \"open\"\nseed = 1\nworkers = {workers}\n[tun]\nname = \"{tun}\"\naddresses = [\"10.98.0.1/24\"]\n[ops]\ncontrol_socket = \"{}\"\n",
