@@ -17,6 +17,7 @@ use std::time::Duration;
 use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
 use mpdccp_lab::probe;
 use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
+use mpdccp_net::daemon::config::AuthMode;
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -40,6 +41,21 @@ fn two_workers_hand_joins_and_downstream_flows_to_the_owner() {
     if !root_or_skip("two_workers_hand_joins_and_downstream_flows_to_the_owner") {
         return;
     }
+    hand_over(AuthMode::Open);
+}
+
+/// The same in authenticated mode: downstream packets are routed by the
+/// peer's `allowed_ips` to the worker holding the peer's connection.
+#[test]
+fn two_workers_hand_over_in_authenticated_mode() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("two_workers_hand_over_in_authenticated_mode") {
+        return;
+    }
+    hand_over(AuthMode::Authenticated);
+}
+
+fn hand_over(auth: AuthMode) {
     let mut t = Topology::build(2).expect("topology");
     for i in 0..2 {
         t.start_emulator(exe(), i, &["--delay-ms", "5", "--rate-mbps", "50"])
@@ -47,6 +63,7 @@ fn two_workers_hand_joins_and_downstream_flows_to_the_owner() {
     }
     let opts = TunnelOpts {
         server_workers: 2,
+        auth,
         ..TunnelOpts::default()
     };
     t.start_tunnel(exe(), &opts)
