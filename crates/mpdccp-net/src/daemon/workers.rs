@@ -147,15 +147,18 @@ impl Shard {
         }
     }
 
-    fn hand(&mut self, stats: &mut DaemonStats, to: usize, h: Handoff) {
+    /// `false`: the owner's mailbox was full (or gone), dropped.
+    fn hand(&mut self, stats: &mut DaemonStats, to: usize, h: Handoff) -> bool {
         match self.shared.mail[to].packets.try_send(h) {
             Ok(()) => {
                 stats.handoffs += 1;
                 self.to_wake[to] = true;
+                true
             }
             // Never block nor grow on network input: drop and count.
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 stats.handoff_dropped += 1;
+                false
             }
         }
     }
@@ -208,14 +211,19 @@ impl Shard {
         t.insert(*peer, w);
         self.shared.remotes_len.store(t.len(), Ordering::Relaxed);
         drop(t);
-        self.hand(
-            stats,
-            w,
-            Handoff::Datagram {
-                peer: *peer,
-                data: data.to_vec(),
-            },
-        );
+        let handed = Handoff::Datagram {
+            peer: *peer,
+            data: data.to_vec(),
+        };
+        if !self.hand(stats, w, handed) {
+            // Dropped: the owner will not learn of this remote, so nobody
+            // would remove it; the client's retransmitted Request retries.
+            let mut t = write(&self.shared.remotes);
+            if t.get(peer) == Some(&w) {
+                t.remove(peer);
+            }
+            self.shared.remotes_len.store(t.len(), Ordering::Relaxed);
+        }
         true
     }
 
