@@ -850,6 +850,19 @@ mod tests {
     }
 
     #[test]
+    fn server_workers_default_one_and_bounded() {
+        let base = "listen = \"0.0.0.0:6773\"\nauth = \"open\"\n";
+        assert_eq!(ServerConfig::from_toml_str(base).unwrap().workers, 1);
+        let two = ServerConfig::from_toml_str(&format!("{base}workers = 2\n")).unwrap();
+        assert_eq!(two.workers, 2);
+        assert!(ServerConfig::from_toml_str(&format!("{base}workers = 0\n")).is_err());
+        assert!(ServerConfig::from_toml_str(&format!("{base}workers = 65\n")).is_err());
+        // UDP only: the raw and U-DCCP listeners stay single-threaded.
+        let udccp = format!("{base}workers = 2\nudccp_listen = \"0.0.0.0:6774\"\n");
+        assert!(ServerConfig::from_toml_str(&udccp).is_err());
+    }
+
+    #[test]
     fn udccp_transport_and_listener() {
         let text =
             "server = \"10.1.2.2:6774\"\n[[path]]\ninterface = \"p1\"\ntransport = \"udccp\"\n";
