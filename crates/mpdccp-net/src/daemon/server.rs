@@ -500,10 +500,9 @@ impl Server {
             |stats, now, remote, local, data| {
                 let peer = Peer::Udp { remote, local };
                 // Another worker's connection: passed on, not answered here.
-                let known = |p: &Peer| ep.route(p).is_some();
                 if shard
                     .as_mut()
-                    .is_some_and(|sh| sh.steer_datagram(stats, &peer, data, known))
+                    .is_some_and(|sh| sh.steer_datagram(stats, &peer, data, ep))
                 {
                     return;
                 }

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use mpdccp_proto::auth::{PeerId, PeerTable};
 use mpdccp_proto::conn::codec::Segment;
-use mpdccp_proto::conn::{ConnectionConfig, ConnectionHandle, PacketType, WireProfile};
+use mpdccp_proto::conn::{ConnectionConfig, ConnectionHandle, Endpoint, PacketType, WireProfile};
 use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 use tracing::{info, warn};
@@ -59,7 +59,14 @@ const REMOTES_PER_WORKER: usize = 16_384;
 
 /// A packet for the worker that owns its connection.
 enum Handoff {
-    Datagram { peer: Peer, data: Vec<u8> },
+    /// `stray`: from a remote no worker had routed, not a Request (a path
+    /// that moved, NAT rebinding): the workers it has visited; each passes
+    /// it on unless its endpoint claims it, the last one answers it.
+    Datagram {
+        peer: Peer,
+        data: Vec<u8>,
+        stray: Option<u8>,
+    },
     Inner(Vec<u8>),
 }
 
@@ -164,14 +171,13 @@ impl Shard {
     }
 
     /// Hands a datagram to the worker owning its path; `false`: ours (or
-    /// nobody's yet: a new connection stays here). `known`: whether our
-    /// endpoint has a path from `peer`.
+    /// nobody's yet: a new connection stays here). `ep`: our endpoint.
     pub(super) fn steer_datagram(
         &mut self,
         stats: &mut DaemonStats,
         peer: &Peer,
         data: &[u8],
-        known: impl Fn(&Peer) -> bool,
+        ep: &Endpoint<Peer>,
     ) -> bool {
         if self.shared.remotes_len.load(Ordering::Relaxed) > 0 {
             let owner = read(&self.shared.remotes).get(peer).copied();
@@ -183,6 +189,7 @@ impl Shard {
                         Handoff::Datagram {
                             peer: *peer,
                             data: data.to_vec(),
+                            stray: None,
                         },
                     );
                 }
@@ -191,8 +198,15 @@ impl Shard {
         }
         let request = mpdccp_proto::wire::Packet::new_checked(data)
             .is_ok_and(|p| p.packet_type() == PacketType::Request);
-        if !request || known(peer) {
+        if ep.route(peer).is_some() {
             return false;
+        }
+        if !request {
+            // A path of ours that moved is claimed here; else the others ask.
+            if self.shared.mail.len() < 2 || ep.claims_rebinding(data) {
+                return false;
+            }
+            return self.pass_stray(stats, *peer, data.to_vec(), 1);
         }
         let Some(join) = self.join_token(data) else {
             return self.over_max_clients(stats);
@@ -214,6 +228,7 @@ impl Shard {
         let handed = Handoff::Datagram {
             peer: *peer,
             data: data.to_vec(),
+            stray: None,
         };
         if !self.hand(stats, w, handed) {
             // Dropped: the owner will not learn of this remote, so nobody
@@ -224,6 +239,19 @@ impl Shard {
             }
             self.shared.remotes_len.store(t.len(), Ordering::Relaxed);
         }
+        true
+    }
+
+    /// Passes a stray datagram to the next worker; `hops`: workers that
+    /// have seen it. Dropped (and counted) when that worker's queue is full.
+    fn pass_stray(&mut self, stats: &mut DaemonStats, peer: Peer, data: Vec<u8>, hops: u8) -> bool {
+        let next = (self.id + 1) % self.shared.mail.len();
+        let h = Handoff::Datagram {
+            peer,
+            data,
+            stray: Some(hops),
+        };
+        self.hand(stats, next, h);
         true
     }
 
@@ -401,7 +429,16 @@ impl Server {
             self.stats.handoffs_received += 1;
             taken += 1;
             match h {
-                Handoff::Datagram { peer, data } => {
+                Handoff::Datagram { peer, data, stray } => {
+                    let n = sh.shared.mail.len();
+                    if let Some(hops) = stray.filter(|&k| usize::from(k) + 1 < n) {
+                        let ours =
+                            self.ep.route(&peer).is_some() || self.ep.claims_rebinding(&data);
+                        if !ours {
+                            sh.pass_stray(&mut self.stats, peer, data, hops + 1);
+                            continue;
+                        }
+                    }
                     let routed = self.ep.handle_datagram(now, peer, &data);
                     let sh = self.shard.as_mut().expect("checked");
                     match routed {
@@ -409,6 +446,16 @@ impl Server {
                             let j = sh.joined.entry(c).or_default();
                             if !j.contains(&peer) {
                                 j.push(peer);
+                            }
+                            // A moved path, now ours: its next datagrams
+                            // come straight here from the worker they reach.
+                            let routed_here = self.ep.route(&peer).is_some();
+                            if stray.is_some() && routed_here {
+                                let mut t = write(&sh.shared.remotes);
+                                if t.len() < REMOTES_PER_WORKER * n {
+                                    t.insert(peer, sh.id);
+                                }
+                                sh.shared.remotes_len.store(t.len(), Ordering::Relaxed);
                             }
                         }
                         // A refused join: its remote is nobody's.
