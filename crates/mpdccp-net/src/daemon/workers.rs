@@ -20,7 +20,11 @@
 //!   the join over *before* it does, so that worker sends every later
 //!   datagram of the path the same way (no race with the owner);
 //! - inner addresses (open mode) and peers (authenticated) → the worker
-//!   whose connection learned / holds them, for packets from the TUN.
+//!   whose connection learned / holds them, for packets from the TUN;
+//! - a non-Request from a remote nobody routed (a NAT rebinding) goes
+//!   from worker to worker until an endpoint claims it
+//!   (`Endpoint::claims_rebinding`); the last one answers it; the claimer
+//!   then routes the new remote to itself.
 //!
 //! Limits: `max_clients` is checked over all workers before a Request
 //! reaches an endpoint (workers accepting at the same instant may pass it
