@@ -59,6 +59,8 @@ pub struct LoadOpts {
     pub socket_buffer_bytes: usize,
     /// `RUST_LOG` of the server.
     pub log: String,
+    /// The server's `workers` (packet threads, `daemon/workers.rs`).
+    pub workers: usize,
 }
 
 impl Default for LoadOpts {
@@ -73,6 +75,7 @@ impl Default for LoadOpts {
             server_max_clients: None,
             socket_buffer_bytes: TunnelConfig::default().socket_buffer_bytes,
             log: "warn".into(),
+            workers: 1,
         }
     }
 }
@@ -102,6 +105,7 @@ pub fn server_config(dir: &Path, opts: &LoadOpts) -> ServerConfig {
         dccp_listen: Vec::new(),
         udccp_listen: None,
         max_clients: opts.server_max_clients.unwrap_or(opts.clients),
+        workers: opts.workers,
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
         auth: Some(mpdccp_net::daemon::config::AuthMode::Open),
@@ -388,6 +392,8 @@ fn assemble(f: &Figures<'_>) -> Value {
         "kernel_udp": f.kernel_udp.clone(),
         "endpoint": f.status["endpoint"].clone(),
         "daemon": f.status["daemon"].clone(),
+        "server_workers": f.opts.workers,
+        "per_worker": f.status["per_worker"].clone(),
         "loadavg": {"before": f.loads[0], "end_of_data": f.loads[1], "after": f.loads[2]},
     })
 }
@@ -434,6 +440,17 @@ pub fn print_text(v: &Value) {
         "socket drops           server namespace {} (UDP RcvbufErrors), clients namespace {}",
         v["kernel_udp"]["server_ns"]["RcvbufErrors"], v["kernel_udp"]["clients_ns"]["RcvbufErrors"]
     );
+    if v["server_workers"].as_u64().unwrap_or(1) > 1 {
+        let d = &v["daemon"];
+        println!(
+            "server workers         {} (handoffs {}, received {}, dropped {}; per worker: {})",
+            v["server_workers"],
+            d["handoffs"],
+            d["handoffs_received"],
+            d["handoff_dropped"],
+            v["per_worker"]
+        );
+    }
     println!(
         "load average           before {}, end of data {}",
         v["loadavg"]["before"], v["loadavg"]["end_of_data"]

@@ -277,6 +277,8 @@ pub struct TunnelOpts {
     /// `protected` give each a lab key pair ([`lab_private_key`]) and the
     /// server one `[[peer]]`, the client, with its tunnel addresses.
     pub auth: AuthMode,
+    /// The server's `workers` (packet threads; default 1).
+    pub server_workers: usize,
 }
 
 impl Default for TunnelOpts {
@@ -296,6 +298,7 @@ impl Default for TunnelOpts {
             rt_priority: 0,
             transports: Vec::new(),
             auth: AuthMode::Open,
+            server_workers: 1,
         }
     }
 }
@@ -336,6 +339,7 @@ pub fn daemon_configs(
             .contains(&Transport::UDccp)
             .then(|| SocketAddr::from(([0, 0, 0, 0], SERVER_UDCCP_PORT))),
         max_clients: ServerConfig::DEFAULT_MAX_CLIENTS,
+        workers: opts.server_workers,
         max_learned_addresses: ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES,
         seed: 7,
         auth: Some(opts.auth),

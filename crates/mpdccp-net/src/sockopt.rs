@@ -54,3 +54,109 @@ pub(crate) fn get_int(
         Err(io::Error::last_os_error())
     }
 }
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h).
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+/// Classic BPF's negative offset for loads from the IP header.
+const SKF_NET_OFF: u32 = (-0x10_0000i32) as u32;
+
+/// The steering program of a server's `SO_REUSEPORT` group of `n`
+/// sockets: socket = (low 32 bits of the source address + UDP source
+/// port) mod `n`. A path's datagrams all reach one socket, and a socket
+/// joined to the group later (index `n` or more) is never picked.
+pub(crate) fn reuseport_program(n: u32) -> Vec<libc::sock_filter> {
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    const LD_W: u16 = 0x20; // ld [k]
+    const LD_H: u16 = 0x28; // ldh [k]
+    const LD_B: u16 = 0x30; // ldb [k]
+    const RSH_K: u16 = 0x74;
+    const JEQ_K: u16 = 0x15;
+    const TAX: u16 = 0x07;
+    const ADD_X: u16 = 0x0c;
+    const MOD_K: u16 = 0x94;
+    const RET_A: u16 = 0x16;
+    vec![
+        op(LD_B, 0, 0, SKF_NET_OFF),
+        op(RSH_K, 0, 0, 4),
+        op(JEQ_K, 6, 0, 6),
+        // IPv4 (the UDP header after a 20-byte IP header; with options the
+        // spread is still uniform, a worker hands over what is not its own).
+        op(LD_W, 0, 0, SKF_NET_OFF + 12),
+        op(TAX, 0, 0, 0),
+        op(LD_H, 0, 0, SKF_NET_OFF + 20),
+        op(ADD_X, 0, 0, 0),
+        op(MOD_K, 0, 0, n),
+        op(RET_A, 0, 0, 0),
+        // IPv6: the source address's last word, the port after 40 bytes.
+        op(LD_W, 0, 0, SKF_NET_OFF + 20),
+        op(TAX, 0, 0, 0),
+        op(LD_H, 0, 0, SKF_NET_OFF + 40),
+        op(ADD_X, 0, 0, 0),
+        op(MOD_K, 0, 0, n),
+        op(RET_A, 0, 0, 0),
+    ]
+}
+
+/// Attaches [`reuseport_program`] to the group `sock` is in.
+pub(crate) fn attach_reuseport_steering(sock: &impl AsRawFd, n: u32) -> io::Result<()> {
+    let mut prog = reuseport_program(n.max(1));
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `prog`, alive for the call (the kernel copies it).
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::{SocketAddr, UdpSocket};
+
+    fn member(addr: SocketAddr) -> UdpSocket {
+        let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        s.set_reuse_port(true).unwrap();
+        s.bind(&addr.into()).unwrap();
+        s.set_nonblocking(true).unwrap();
+        s.into()
+    }
+
+    fn drain(s: &UdpSocket) -> usize {
+        let mut buf = [0u8; 64];
+        std::iter::from_fn(|| s.recv(&mut buf).ok()).count()
+    }
+
+    /// The steering program spreads sources over the group's first two
+    /// sockets and never picks a socket that joined after it.
+    #[test]
+    fn reuseport_program_spreads_and_ignores_later_members() {
+        let first = member("127.0.0.1:0".parse().unwrap());
+        let addr = first.local_addr().unwrap();
+        let second = member(addr);
+        attach_reuseport_steering(&first, 2).unwrap();
+        let late = member(addr);
+        for _ in 0..64 {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            tx.send_to(b"\x00\x01dccp", addr).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (a, b, c) = (drain(&first), drain(&second), drain(&late));
+        assert_eq!(a + b, 64, "{a} + {b}, late {c}");
+        assert!(a > 0 && b > 0, "not spread: {a} / {b}");
+        assert_eq!(c, 0, "a later member received {c}");
+    }
+}

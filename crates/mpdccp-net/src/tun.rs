@@ -34,6 +34,7 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
@@ -62,7 +63,27 @@ impl Tun {
         Tun::open_with(name, true)
     }
 
+    /// `n` queues of one multi-queue TUN (`IFF_MULTI_QUEUE`), one fd each:
+    /// the kernel spreads outgoing packets over them by flow (a flow's
+    /// packets go to the queue that last wrote that flow). `n = 1` opens a
+    /// plain single-queue TUN, as [`Tun::open`] does.
+    pub fn open_queues(name: &str, offload: bool, n: usize) -> io::Result<Vec<Tun>> {
+        let multi = n > 1;
+        let first = Tun::open_flags(name, offload, multi)?;
+        // The kernel may have picked the name (`mpd%d`): the others attach to it.
+        let real = first.name.clone();
+        let mut v = vec![first];
+        for _ in 1..n {
+            v.push(Tun::open_flags(&real, offload, multi)?);
+        }
+        Ok(v)
+    }
+
     fn open_with(name: &str, offload: bool) -> io::Result<Tun> {
+        Tun::open_flags(name, offload, false)
+    }
+
+    fn open_flags(name: &str, offload: bool, multi_queue: bool) -> io::Result<Tun> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -88,7 +109,10 @@ impl Tun {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
-            flags: IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 },
+            flags: IFF_TUN
+                | IFF_NO_PI
+                | if offload { IFF_VNET_HDR } else { 0 }
+                | if multi_queue { IFF_MULTI_QUEUE } else { 0 },
             _pad: [0; 22],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());

@@ -62,6 +62,23 @@ impl PathSocket {
     /// Binds a non-blocking UDP socket. `family_of` decides IPv4 vs IPv6 when no
     /// local address is given.
     pub fn bind(config: &PathSocketConfig, family_of: SocketAddr) -> io::Result<PathSocket> {
+        PathSocket::bind_with(config, family_of, false)
+    }
+
+    /// As [`PathSocket::bind`], in a `SO_REUSEPORT` group: a sharded
+    /// server's workers each bind the listen address (`daemon/workers.rs`).
+    pub fn bind_reuseport(
+        config: &PathSocketConfig,
+        family_of: SocketAddr,
+    ) -> io::Result<PathSocket> {
+        PathSocket::bind_with(config, family_of, true)
+    }
+
+    fn bind_with(
+        config: &PathSocketConfig,
+        family_of: SocketAddr,
+        reuseport: bool,
+    ) -> io::Result<PathSocket> {
         let local = config.local.unwrap_or(match family_of {
             SocketAddr::V4(_) => "0.0.0.0:0".parse().expect("valid literal"),
             SocketAddr::V6(_) => "[::]:0".parse().expect("valid literal"),
@@ -74,6 +91,11 @@ impl PathSocket {
         // No SO_REUSEADDR (nor SO_REUSEPORT): the port is ours alone, so a
         // second server or another local user cannot bind it and receive
         // our datagrams (issue #11). UDP has no TIME_WAIT that would need it.
+        // The exception, a sharded server's own group, keeps joiners out
+        // with its steering program (`sockopt::reuseport_program`).
+        if reuseport {
+            socket.set_reuse_port(true).map_err(ctx)?;
+        }
         if let Some(dev) = &config.device {
             socket.bind_device(Some(dev.as_bytes())).map_err(ctx)?;
         }

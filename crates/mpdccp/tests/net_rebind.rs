@@ -108,12 +108,33 @@ fn a_nat_rebinding_moves_the_path_without_reset_or_rejoin() {
     if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "ping") {
         return;
     }
+    rebinding(1);
+}
+
+/// The same against a server with two workers: the steering program
+/// picks a socket by source address + port, so of the two new ports
+/// (40001, 40002) one reaches the worker that does not own the
+/// connection; that worker's endpoint does not claim the datagram and
+/// passes it on, the owner's does (`daemon/workers.rs`, stray datagrams).
+#[test]
+fn a_nat_rebinding_moves_the_path_with_two_workers_too() {
+    let test = "a_nat_rebinding_moves_the_path_with_two_workers_too";
+    if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "ping") {
+        return;
+    }
+    rebinding(2);
+}
+
+fn rebinding(workers: usize) {
     let mut t = Topology::build(1).expect("topology");
     // 10 ms each way: one RTT holds two pings of a 100/s stream.
     t.start_emulator(exe(), 0, &["--delay-ms", "10", "--rate-mbps", "50"])
         .expect("emulator");
-    t.start_tunnel(exe(), &TunnelOpts::default())
-        .expect("tunnel up");
+    let opts = TunnelOpts {
+        server_workers: workers,
+        ..TunnelOpts::default()
+    };
+    t.start_tunnel(exe(), &opts).expect("tunnel up");
     let client_ip = t.paths[0].client_ip.to_string();
     let cport = client_port(&t, &client_ip);
     let dst = SERVER_TUN_V4.to_string();
@@ -194,4 +215,11 @@ fn a_nat_rebinding_moves_the_path_without_reset_or_rejoin() {
     assert!(remote.ends_with(":40002"), "server's path remote {remote}");
     assert!(rtt_ms > 15.0, "the emulated RTT is 20 ms: {rtt_ms}");
     assert!(lost <= bound, "{lost} pings lost > {bound}:\n{out}");
+    if workers > 1 {
+        // One of the two rebindings crossed workers.
+        let d = &after["daemon"];
+        assert!(n(&d["handoffs"]) > 0, "{d}");
+        assert_eq!(n(&d["handoff_dropped"]), 0, "{d}");
+        println!("workers: {}", after["per_worker"]);
+    }
 }

@@ -434,6 +434,11 @@ pub struct ServerConfig {
     /// Most clients at once.
     #[serde(default = "default_max_clients")]
     pub max_clients: usize,
+    /// Packet threads (`daemon/workers.rs`): 1 = one loop as always; N > 1
+    /// = N workers, each with its own UDP socket (`SO_REUSEPORT` group),
+    /// TUN queue (`IFF_MULTI_QUEUE`) and share of the connections. UDP only.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
     /// Most inner addresses learned per server (routing of TUN packets to clients).
     #[serde(default = "default_max_routes")]
     pub max_learned_addresses: usize,
@@ -458,10 +463,15 @@ impl ServerConfig {
     /// 1 024: `mpdccp bench clients` measured 7.8 kB of server memory per client.
     pub const DEFAULT_MAX_CLIENTS: usize = 1024;
     pub const DEFAULT_MAX_LEARNED_ADDRESSES: usize = 65_536;
+    /// More threads than this gain nothing on the hosts we measure.
+    pub const MAX_WORKERS: usize = 64;
 }
 
 fn default_max_clients() -> usize {
     ServerConfig::DEFAULT_MAX_CLIENTS
+}
+fn default_workers() -> usize {
+    1
 }
 fn default_max_routes() -> usize {
     ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES
@@ -583,6 +593,12 @@ impl ServerConfig {
             if a.is_unspecified() {
                 bail!("dccp_listen: {a}: native DCCP needs specific addresses (checksum pseudo-header)");
             }
+        }
+        if !(1..=ServerConfig::MAX_WORKERS).contains(&c.workers) {
+            bail!("workers = {}: 1..={}", c.workers, ServerConfig::MAX_WORKERS);
+        }
+        if c.workers > 1 && (!c.dccp_listen.is_empty() || c.udccp_listen.is_some()) {
+            bail!("workers > 1 serves UDP (RFC 6773) only: no dccp_listen or udccp_listen");
         }
         c.validate_auth()?;
         validate_profile(c.auth_mode(), &c.tunnel)?;
@@ -893,6 +909,19 @@ mod tests {
         assert_eq!(back.tunnel.settings.weights, [3, 1]);
         assert_eq!(back.tunnel.settings.reorder_timeout_ms, Some(15.0));
         assert_eq!(back.path[0].interface, "p1");
+    }
+
+    #[test]
+    fn server_workers_default_one_and_bounded() {
+        let base = "listen = \"0.0.0.0:6773\"\nauth = \"open\"\n";
+        assert_eq!(ServerConfig::from_toml_str(base).unwrap().workers, 1);
+        let two = ServerConfig::from_toml_str(&format!("{base}workers = 2\n")).unwrap();
+        assert_eq!(two.workers, 2);
+        assert!(ServerConfig::from_toml_str(&format!("{base}workers = 0\n")).is_err());
+        assert!(ServerConfig::from_toml_str(&format!("{base}workers = 65\n")).is_err());
+        // UDP only: the raw and U-DCCP listeners stay single-threaded.
+        let udccp = format!("{base}workers = 2\nudccp_listen = \"0.0.0.0:6774\"\n");
+        assert!(ServerConfig::from_toml_str(&udccp).is_err());
     }
 
     #[test]

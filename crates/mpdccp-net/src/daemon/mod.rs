@@ -34,6 +34,7 @@ mod routes;
 pub mod server;
 pub mod udccp;
 pub mod warn;
+mod workers;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -241,6 +242,15 @@ pub struct DaemonStats {
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,
+    /// Server with `workers > 1` (`workers.rs`): datagrams and TUN packets
+    /// passed to the worker that owns their connection, those taken from
+    /// others, and those dropped because the owner's queue was full.
+    pub handoffs: u64,
+    pub handoffs_received: u64,
+    pub handoff_dropped: u64,
+    /// Server with `workers > 1`: new connections' Requests dropped because
+    /// all workers together had `max_clients`.
+    pub refused_max_clients: u64,
     /// TUN offload: super-packets split and coalesced, checksums completed.
     pub tun_offload: OffloadStats,
     /// The rate limiter of per-packet warnings (not a counter).
@@ -454,6 +464,32 @@ pub fn open_tun(
     protected: bool,
     plpmtud_max_ip: Option<u32>,
 ) -> anyhow::Result<(Tun, MtuPlan, TunMtuPolicy)> {
+    let (mut tuns, plan, policy) = open_tun_queues(
+        cfg,
+        path_mtu,
+        ipv6_outer,
+        encap_bytes,
+        offload,
+        protected,
+        plpmtud_max_ip,
+        1,
+    )?;
+    Ok((tuns.remove(0), plan, policy))
+}
+
+/// As [`open_tun`], with `queues` fds of one TUN (`IFF_MULTI_QUEUE` when
+/// more than one; a sharded server's workers read one each).
+#[allow(clippy::too_many_arguments)]
+pub fn open_tun_queues(
+    cfg: &TunConfig,
+    path_mtu: u32,
+    ipv6_outer: bool,
+    encap_bytes: u32,
+    offload: bool,
+    protected: bool,
+    plpmtud_max_ip: Option<u32>,
+    queues: usize,
+) -> anyhow::Result<(Vec<Tun>, MtuPlan, TunMtuPolicy)> {
     let mut plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
     let mut extra = 0;
     if protected {
@@ -476,16 +512,16 @@ pub fn open_tun(
         ipv6_inside,
     };
     let mtu = policy.tun_mtu(None);
-    let tun = if offload {
+    let tuns = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
-        Tun::open_offload(&cfg.name).or_else(|e| {
+        Tun::open_queues(&cfg.name, true, queues).or_else(|e| {
             tracing::warn!("TUN offloads unavailable ({e}); one packet per read/write");
-            Tun::open(&cfg.name)
+            Tun::open_queues(&cfg.name, false, queues)
         })?
     } else {
-        Tun::open(&cfg.name)?
+        Tun::open_queues(&cfg.name, false, queues)?
     };
-    let name = tun.name().to_string();
+    let name = tuns[0].name().to_string();
     iproute::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
     for a in &cfg.addresses {
         let (ip, _) = parse_cidr(a)?;
@@ -515,7 +551,7 @@ pub fn open_tun(
     if ipv6_inside && plan.tun_mtu < crate::mtu::IPV6_MIN_MTU {
         tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
     }
-    Ok((tun, plan, policy))
+    Ok((tuns, plan, policy))
 }
 
 /// Applies a new smallest PLPMTU to the TUN (`cause`: the path whose

@@ -34,12 +34,13 @@ use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::warn::PacketWarning;
 use super::{
-    flush_batch, inner_dst, inner_src, open_tun, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
+    flush_batch, inner_dst, inner_src, open_tun_queues, DaemonStats, PollSet, SignalPipe,
+    TunWriter, BATCH,
 };
 use crate::clock;
 use crate::raw::RawDccpSocket;
 use crate::tun::Tun;
-use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
+use crate::udp::{PathSocket, RecvBatch, SendBatch};
 
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
@@ -49,8 +50,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// server with several addresses answers each path from the one its client
 /// knows); native DCCP peers by the local address they reached (which raw
 /// socket answers), their address and the DCCP source port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Peer {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Peer {
     Udp {
         remote: SocketAddr,
         local: Option<IpAddr>,
@@ -66,21 +67,15 @@ enum Peer {
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
-    // The exclusive listening socket first: a second server on this port
-    // fails here, with the address in the error, before touching any TUN.
+    let n = config.workers.max(1);
+    // The listening socket(s) first: a second server on this port fails
+    // here, with the address in the error, before touching any TUN.
     let sock_buf = config.tunnel.socket_buffer_bytes;
-    let sock = PathSocket::bind(
-        &PathSocketConfig {
-            device: None,
-            local: Some(config.listen),
-            buffer_bytes: sock_buf,
-        },
-        config.listen,
-    )?;
+    let socks = super::workers::bind_listeners(&config, n)?;
     // One TUN for all clients: it follows the smallest PLPMTU over the
     // connections (a downstream packet must fit the client it goes to, and
     // the TUN cannot tell clients apart), bounded below by the base size.
-    let (tun, plan, mtu_policy) = open_tun(
+    let (mut tuns, plan, mtu_policy) = open_tun_queues(
         &config.tun,
         config.tunnel.path_mtu,
         config.listen.is_ipv6() || config.dccp_listen.iter().any(IpAddr::is_ipv6),
@@ -89,6 +84,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.tunnel.offload,
         config.auth_mode() == AuthMode::Protected,
         config.tunnel.plpmtud.then_some(config.tunnel.path_mtu),
+        n,
     )?;
     let mut conn_cfg = config.tunnel.connection_config(&plan);
     conn_cfg.plpmtud = mtu_policy.plpmtud;
@@ -112,36 +108,55 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         info!(listen = %a, "server listening (native DCCP)");
         eprintln!("server listening on dccp {a}");
     }
-    sock.set_gro(config.tunnel.offload);
-    info!(listen = %sock.local_addr(), "server listening");
-    eprintln!("server listening on udp {}", sock.local_addr());
+    for sock in &socks {
+        sock.set_gro(config.tunnel.offload);
+    }
+    let local = socks[0].local_addr();
+    info!(listen = %local, workers = n, "server listening");
+    eprintln!("server listening on udp {local}");
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
-    super::notify::ready(&format!("listening on udp {}", sock.local_addr()));
-    let (ep, peer_routes) = endpoint(&config, conn_cfg)?;
-    let mut s = Server {
-        ep,
-        peer_routes,
-        refusals: Refusals::default(),
-        owners: LearnedRoutes::new(
-            config.max_learned_addresses,
-            MAX_PER_CONNECTION,
-            STEAL_AFTER,
-        ),
-        refusal_log: LogThrottle::new(Duration::from_secs(10)),
-        stats: DaemonStats::default(),
-        tun,
-        tun_writer: TunWriter::new(),
-        started: clock::now(),
-        tun_mtu: mtu_policy.tun_mtu(None),
-        mtu_policy,
+    super::notify::ready(&format!("listening on udp {local}"));
+    if n > 1 {
+        let setup = super::workers::Setup {
+            conn_cfg,
+            socks,
+            tuns,
+            mtu_policy,
+        };
+        return super::workers::run(&config, setup, &ops, &signals);
+    }
+    let (ep, peer_routes) = endpoint(&config, conn_cfg, 1)?;
+    let mut s = Server::new(&config, ep, peer_routes, tuns.remove(0), mtu_policy, None);
+    let io = Io {
+        sock: &socks[0],
+        raw,
+        udccp,
+        signals: Some(&signals),
+        ops: Some(&ops),
     };
-    let mut rx = super::recv_batch(config.tunnel.offload);
+    serve(&mut s, io)
+}
+
+/// What one packet loop reads besides the TUN. The signals and the ops
+/// socket are the single-threaded server's; workers hear of them from the
+/// main thread (`workers.rs`).
+pub(super) struct Io<'a> {
+    pub sock: &'a PathSocket,
+    pub raw: Vec<RawDccpSocket>,
+    pub udccp: Option<PathSocket>,
+    pub signals: Option<&'a SignalPipe>,
+    pub ops: Option<&'a OpsServer>,
+}
+
+/// One packet loop until closed (and the connections gone or the grace over).
+pub(super) fn serve(s: &mut Server, mut io: Io) -> anyhow::Result<()> {
+    let mut rx = super::recv_batch(s.offload);
     let mut batch = SendBatch::new(BATCH);
     let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
     let mut segbuf = vec![0u8; 65_536];
     let mut rawbuf = vec![0u8; 65_536];
-    let mut poll = PollSet::with_capacity(8 + raw.len());
+    let mut poll = PollSet::with_capacity(8 + io.raw.len());
     let mut closing: Option<Instant> = None;
     // A deadline handle_timeout cannot advance is a bug; never spin on it.
     let mut timer_guard = StuckTimerGuard::new();
@@ -154,7 +169,10 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         }
         s.handle_events();
         s.log_refusals(now);
-        s.flush(now, &sock, &raw, udccp.as_ref(), &mut batch);
+        s.flush(now, io.sock, &io.raw, io.udccp.as_ref(), &mut batch);
+        if let Some(sh) = &mut s.shard {
+            sh.wake_owners();
+        }
         if let Some(t) = closing {
             if s.ep.connections().is_empty() || now >= t {
                 break;
@@ -162,42 +180,46 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
         }
         poll.clear();
         let i_tun = poll.add(s.tun.as_raw_fd());
-        let i_sock = poll.add(sock.as_raw_fd());
-        let i_sig = poll.add(signals.as_raw_fd());
-        let i_ops = poll.add(ops.wake_fd());
-        let i_raw: Vec<usize> = raw.iter().map(|r| poll.add(r.as_raw_fd())).collect();
-        let i_udccp = udccp.as_ref().map(|u| poll.add(u.as_raw_fd()));
+        let i_sock = poll.add(io.sock.as_raw_fd());
+        let i_sig = io.signals.map(|x| poll.add(x.as_raw_fd()));
+        let i_ops = io.ops.map(|o| poll.add(o.wake_fd()));
+        let i_wake = s.shard.as_ref().map(|sh| poll.add(sh.wake_fd()));
+        let i_raw: Vec<usize> = io.raw.iter().map(|r| poll.add(r.as_raw_fd())).collect();
+        let i_udccp = io.udccp.as_ref().map(|u| poll.add(u.as_raw_fd()));
         let mut deadline = timer_guard.wake_at(s.ep.poll_timeout());
         if let Some(t) = closing {
             deadline = Some(deadline.map_or(t, |d| d.min(t)));
         }
         poll.wait(clock::now(), deadline)?;
         let now = clock::now();
-        if poll.readable(i_sig) && signals.take() && closing.is_none() {
+        let ready = |i: Option<usize>| i.is_some_and(|i| poll.readable(i));
+        if ready(i_sig) && io.signals.is_some_and(|x| x.take()) && closing.is_none() {
             info!("signal: closing all connections gracefully (MP_CLOSE)");
             super::notify::stopping();
             s.close_all(now);
             closing = Some(now + CLOSE_GRACE);
         }
-        if poll.readable(i_ops) {
+        if let (Some(ops), true) = (io.ops, ready(i_ops)) {
             let status = || s.status();
             if ops.handle_requests(&status) && closing.is_none() {
                 s.close_all(now);
                 closing = Some(now + CLOSE_GRACE);
             }
         }
+        if ready(i_wake) && s.take_handoffs(now) && closing.is_none() {
+            s.close_all(now);
+            closing = Some(now + CLOSE_GRACE);
+        }
         if poll.readable(i_sock) {
-            s.handle_socket(&sock, &mut rx);
+            s.handle_socket(io.sock, &mut rx);
         }
-        if let (Some(u), Some(i)) = (&udccp, i_udccp) {
-            if poll.readable(i) {
-                let ep = &mut s.ep;
-                super::udccp::drain(u, &mut rx, &mut rawbuf, &mut s.stats, |_, now, from, d| {
-                    ep.handle_datagram(now, Peer::UDccp(from), d);
-                });
-            }
+        if let (Some(u), true) = (&io.udccp, ready(i_udccp)) {
+            let ep = &mut s.ep;
+            super::udccp::drain(u, &mut rx, &mut rawbuf, &mut s.stats, |_, now, from, d| {
+                ep.handle_datagram(now, Peer::UDccp(from), d);
+            });
         }
-        for (r, &i) in raw.iter_mut().zip(&i_raw) {
+        for (r, &i) in io.raw.iter_mut().zip(&i_raw) {
             if poll.readable(i) {
                 s.handle_raw(r, &mut rawbuf);
             }
@@ -211,16 +233,20 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 
 /// The endpoint for the configured mode: in the authenticated modes with
 /// the gate (server key, peers, `[limits]`) and the peers' routes.
-fn endpoint(
+/// With `workers` > 1 each worker's endpoint gets its share of the
+/// half-open limit (rounded up); `max_clients` is checked over all
+/// workers before a Request reaches an endpoint (`Shard::steer_datagram`).
+pub(super) fn endpoint(
     config: &ServerConfig,
     conn: ConnectionConfig,
+    workers: usize,
 ) -> anyhow::Result<(Endpoint<Peer>, Option<PeerRoutes>)> {
     let mode = config.auth_mode();
     let limits = &config.limits;
     let ep_cfg = EndpointConfig {
         conn,
         max_connections: config.max_clients,
-        max_half_open: limits.open_half_open,
+        max_half_open: limits.open_half_open.div_ceil(workers),
         max_resets_per_sec: limits.resets_per_sec,
         // Cookie replies under a flood go out from here (no state each).
         max_pending_resets: 1024,
@@ -251,6 +277,46 @@ fn endpoint(
     Ok((ep, Some(PeerRoutes::new(peers))))
 }
 
+/// Sends a packet from the TUN on the connection that owns its inner
+/// destination; with workers, one another worker owns is handed to it
+/// (`shard`; `None` for a packet already handed over: no ping-pong).
+pub(super) fn route_inner(
+    ep: &mut Endpoint<Peer>,
+    owners: &LearnedRoutes,
+    peers: &mut Option<PeerRoutes>,
+    shard: Option<&mut super::workers::Shard>,
+    stats: &mut DaemonStats,
+    now: Instant,
+    pkt: &[u8],
+) {
+    let Some(dst) = inner_dst(pkt) else {
+        stats.tun_rx_malformed += 1;
+        return;
+    };
+    let h = match (peers.as_mut(), owners.owner(dst)) {
+        // Authenticated: the configured prefixes only.
+        (Some(r), _) => r.route(dst),
+        (None, Some(h)) => Some(h),
+        (None, None) => {
+            let conns = ep.connections();
+            // The only client of the whole server (with workers: of all).
+            let only = shard.as_ref().is_none_or(|sh| sh.total_connections() == 1);
+            (conns.len() == 1 && only).then(|| conns[0])
+        }
+    };
+    let Some(h) = h else {
+        let table = peers.as_ref().map(|r| r.peers());
+        if shard.is_some_and(|sh| sh.steer_inner(stats, dst, table, pkt)) {
+            return;
+        }
+        stats.no_route += 1;
+        return;
+    };
+    if ep.send(now, h, pkt).is_err() {
+        stats.send_rejected += 1;
+    }
+}
+
 /// IPv6 link-local or unspecified (a host's own link chatter).
 fn is_link_local(ip: IpAddr) -> bool {
     match ip {
@@ -265,26 +331,58 @@ struct Refusals {
     total: u64,
 }
 
-struct Server {
-    ep: Endpoint<Peer>,
+pub(super) struct Server {
+    pub(super) ep: Endpoint<Peer>,
     /// Authenticated modes: routes by the peers' `allowed_ips`.
-    peer_routes: Option<PeerRoutes>,
+    pub(super) peer_routes: Option<PeerRoutes>,
     refusals: Refusals,
     refusal_log: LogThrottle,
     /// Open mode: inner address → the client connection that sent from it.
-    owners: LearnedRoutes,
-    stats: DaemonStats,
-    tun: Tun,
+    pub(super) owners: LearnedRoutes,
+    pub(super) stats: DaemonStats,
+    pub(super) tun: Tun,
     tun_writer: TunWriter,
     started: Instant,
     /// The TUN MTU in force; with DPLPMTUD the smallest over the
     /// connections' PLPMTUs (`mtu_policy`).
-    tun_mtu: u32,
+    pub(super) tun_mtu: u32,
     mtu_policy: super::TunMtuPolicy,
+    offload: bool,
+    /// `workers > 1`: this worker's share of the server (`workers.rs`).
+    pub(super) shard: Option<super::workers::Shard>,
 }
 
 impl Server {
-    fn close_all(&mut self, now: Instant) {
+    pub(super) fn new(
+        config: &ServerConfig,
+        ep: Endpoint<Peer>,
+        peer_routes: Option<PeerRoutes>,
+        tun: Tun,
+        mtu_policy: super::TunMtuPolicy,
+        shard: Option<super::workers::Shard>,
+    ) -> Server {
+        Server {
+            ep,
+            peer_routes,
+            refusals: Refusals::default(),
+            owners: LearnedRoutes::new(
+                config.max_learned_addresses,
+                MAX_PER_CONNECTION,
+                STEAL_AFTER,
+            ),
+            refusal_log: LogThrottle::new(Duration::from_secs(10)),
+            stats: DaemonStats::default(),
+            tun,
+            tun_writer: TunWriter::new(),
+            started: clock::now(),
+            tun_mtu: mtu_policy.tun_mtu(None),
+            mtu_policy,
+            offload: config.tunnel.offload,
+            shard,
+        }
+    }
+
+    pub(super) fn close_all(&mut self, now: Instant) {
         for h in self.ep.connections() {
             if let Some(c) = self.ep.connection_mut(h) {
                 c.close(now);
@@ -327,6 +425,9 @@ impl Server {
                     } else if let Some(src) = inner_src(&data) {
                         let now = clock::now();
                         let learned = self.owners.learn(src, h, now);
+                        if let (Some(sh), Learn::Ok | Learn::Moved) = (&mut self.shard, learned) {
+                            sh.learned(src);
+                        }
                         if !matches!(learned, Learn::Ok | Learn::Moved) {
                             let w = &mut self.stats.warnings;
                             if let Some(suppressed) = w.allow(PacketWarning::Route, now) {
@@ -338,6 +439,10 @@ impl Server {
                 }
                 Event::Connected => {
                     let peer = self.ep.peer(h);
+                    if let Some(sh) = &mut self.shard {
+                        let token = self.ep.connection(h).map(|c| c.join_token());
+                        sh.connected(h, token, peer);
+                    }
                     if let (Some(r), Some(p)) = (&mut self.peer_routes, peer) {
                         r.connected(p, h);
                         let name = r.peers().get(p).map(|x| x.name.clone());
@@ -363,23 +468,47 @@ impl Server {
                     if let Some(r) = &mut self.peer_routes {
                         r.closed(h);
                     }
+                    if let Some(sh) = &mut self.shard {
+                        sh.closed(h, &self.owners);
+                    }
                 }
                 other => debug!(conn = h.0, ?other, "event"),
             }
         }
         self.tun_writer.flush(&self.tun, &mut self.stats);
+        if let Some(sh) = &self.shard {
+            sh.set_connections(self.ep.connections().len());
+        }
         if let Some(cause) = mtu_cause {
             let min = self.min_plpmtu();
-            self.tun_mtu =
-                super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, min, &cause);
+            self.tun_mtu = match &self.shard {
+                // The TUN is shared: the smallest over every worker's.
+                Some(sh) => sh.follow_plpmtu(&self.tun, &self.mtu_policy, min, &cause),
+                None => {
+                    super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, min, &cause)
+                }
+            };
         }
     }
 
     fn handle_socket(&mut self, sock: &PathSocket, rx: &mut RecvBatch) {
-        let ep = &mut self.ep;
-        super::drain_socket(sock, rx, &mut self.stats, |_, now, remote, local, data| {
-            ep.handle_datagram(now, Peer::Udp { remote, local }, data);
-        });
+        let (ep, shard) = (&mut self.ep, &mut self.shard);
+        super::drain_socket(
+            sock,
+            rx,
+            &mut self.stats,
+            |stats, now, remote, local, data| {
+                let peer = Peer::Udp { remote, local };
+                // Another worker's connection: passed on, not answered here.
+                if shard
+                    .as_mut()
+                    .is_some_and(|sh| sh.steer_datagram(stats, &peer, data, ep))
+                {
+                    return;
+                }
+                ep.handle_datagram(now, peer, data);
+            },
+        );
     }
 
     fn handle_raw(&mut self, sock: &mut RawDccpSocket, buf: &mut [u8]) {
@@ -399,27 +528,9 @@ impl Server {
 
     fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
         let (ep, owners, peers) = (&mut self.ep, &self.owners, &mut self.peer_routes);
+        let shard = &mut self.shard;
         super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
-            let Some(dst) = inner_dst(pkt) else {
-                stats.tun_rx_malformed += 1;
-                return;
-            };
-            let h = match (peers.as_mut(), owners.owner(dst)) {
-                // Authenticated: the configured prefixes only.
-                (Some(r), _) => r.route(dst),
-                (None, Some(h)) => Some(h),
-                (None, None) => {
-                    let conns = ep.connections();
-                    (conns.len() == 1).then(|| conns[0])
-                }
-            };
-            let Some(h) = h else {
-                stats.no_route += 1;
-                return;
-            };
-            if ep.send(now, h, pkt).is_err() {
-                stats.send_rejected += 1;
-            }
+            route_inner(ep, owners, peers, shard.as_mut(), stats, now, pkt);
         });
     }
 
@@ -561,7 +672,7 @@ impl Server {
         })
     }
 
-    fn status(&self) -> Value {
+    pub(super) fn status(&self) -> Value {
         let conns: Vec<Value> = self
             .ep
             .connections()

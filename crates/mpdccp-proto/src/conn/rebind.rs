@@ -219,6 +219,26 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.rebind.candidates.len()
     }
 
+    /// Would a datagram from an unknown remote be taken as one of our
+    /// subflows' (by DCCP ports and sequence window)? Nothing changes: a
+    /// sharded server asks before passing the datagram to another worker.
+    pub fn claims_rebinding(&self, data: &[u8]) -> bool {
+        let Ok(seg) = Segment::parse_in(data, None, self.config.conn.wire_profile) else {
+            return false;
+        };
+        let ports = (seg.src_port, seg.dst_port);
+        self.rebind
+            .by_ports
+            .range((ports, ConnectionHandle(0), PathId(0))..)
+            .take_while(|(p, _, _)| *p == ports)
+            .take(MAX_CLAIMS_CHECKED)
+            .any(|&(_, h, pid)| {
+                self.conns
+                    .get(&h)
+                    .is_some_and(|s| !matches!(s.conn.rebind_claim(pid, &seg), Claim::Invalid))
+            })
+    }
+
     /// A non-Request datagram from an unknown `remote`: is it a subflow's
     /// packet from a new address (see the module docs)?
     pub(super) fn try_rebind(

@@ -60,6 +60,9 @@ pub struct ClientsArgs {
     /// [default: the daemon's].
     #[arg(long)]
     pub socket_buffer: Option<usize>,
+    /// The server's `workers` (packet threads; 1 = the single loop).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -192,6 +195,7 @@ fn clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {
         packet_bytes: a.packet_bytes,
         max_handshakes: a.handshakes,
         server_max_clients: a.server_max_clients,
+        workers: a.workers,
         connect_timeout: std::time::Duration::try_from_secs_f64(a.connect_timeout_s)
             .map_err(|e| anyhow::anyhow!("--connect-timeout-s: {e}"))?,
         ..defaults

@@ -1,0 +1,121 @@
+//! The sharded server's status document: the workers' answers summed.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use mpdccp_proto::Instant;
+use serde_json::{json, Value};
+
+use super::{Control, Shared};
+
+/// The server's status: the workers' documents summed (counters), their
+/// connections listed (handle = worker's handle × N + worker, unique), and
+/// one entry per worker under `workers`.
+pub(super) fn status(shared: &Shared, started: Instant) -> Value {
+    let n = shared.mail.len();
+    let mut docs = Vec::with_capacity(n);
+    for m in &shared.mail {
+        let (tx, rx) = mpsc::sync_channel(1);
+        if m.control.send(Control::Status(tx)).is_ok() {
+            m.wake.ring();
+            docs.push(rx);
+        }
+    }
+    let docs: Vec<Value> = docs
+        .into_iter()
+        .filter_map(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
+        .collect();
+    let mut total = json!({});
+    let mut conns = Vec::new();
+    let mut per_worker = Vec::new();
+    for d in &docs {
+        let w = d["worker"].as_u64().unwrap_or(0);
+        for c in d["connections"].as_array().into_iter().flatten() {
+            let mut c = c.clone();
+            if let Some(h) = c["handle"].as_u64() {
+                c["handle"] = json!(h * n as u64 + w);
+            }
+            c["worker"] = json!(w);
+            conns.push(c);
+        }
+        per_worker.push(json!({
+            "worker": w,
+            "connections": d["connections"].as_array().map_or(0, Vec::len),
+            "handoffs": d["daemon"]["handoffs"],
+            "handoffs_received": d["daemon"]["handoffs_received"],
+            "handoff_dropped": d["daemon"]["handoff_dropped"],
+            "udp_rx_datagrams": d["daemon"]["udp_rx_datagrams"],
+            "tun_rx_pkts": d["daemon"]["tun_rx_pkts"],
+        }));
+        let mut d = d.clone();
+        if let Some(o) = d.as_object_mut() {
+            o.remove("connections");
+        }
+        sum_into(&mut total, &d);
+    }
+    let mtu = shared.mtu.lock().map_or(0, |m| m.1);
+    if let Some(o) = total.as_object_mut() {
+        o.remove("worker");
+        o.remove("mailbox_capacity");
+        o.insert(
+            "uptime_s".into(),
+            json!((crate::clock::now() - started).as_secs_f64()),
+        );
+        o.insert("tun_mtu".into(), json!(mtu));
+        if let Some(t) = o.get_mut("tun").and_then(Value::as_object_mut) {
+            t.insert("mtu".into(), json!(mtu));
+        }
+        o.insert("workers".into(), json!(n));
+        o.insert("workers_answered".into(), json!(docs.len()));
+        o.insert("per_worker".into(), Value::Array(per_worker));
+        o.insert("connections".into(), Value::Array(conns));
+    }
+    total
+}
+
+/// Adds `b` into `a`: numbers summed, objects merged key by key, anything
+/// else (names, modes) kept from the first document.
+fn sum_into(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in y {
+                match x.get_mut(k) {
+                    Some(e) => sum_into(e, v),
+                    None => {
+                        x.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (a @ Value::Number(_), Value::Number(y)) => {
+            let s = match (a.as_u64(), y.as_u64()) {
+                (Some(p), Some(q)) => json!(p.saturating_add(q)),
+                _ => json!(a.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
+            };
+            *a = s;
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_sum_counters_and_keep_names() {
+        let mut a = json!({});
+        sum_into(
+            &mut a,
+            &json!({"role": "server", "daemon": {"handoffs": 2, "x": 1.5}}),
+        );
+        sum_into(
+            &mut a,
+            &json!({"role": "server", "daemon": {"handoffs": 3, "x": 1.0}, "y": 1}),
+        );
+        assert_eq!(
+            a,
+            json!({"role": "server", "daemon": {"handoffs": 5, "x": 2.5}, "y": 1})
+        );
+    }
+}
