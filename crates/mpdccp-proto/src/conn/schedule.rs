@@ -248,7 +248,7 @@ impl Connection {
                 PacketType::SyncAck => self.stats.syncacks_sent += 1,
                 _ => {}
             }
-            return self.finish_emit(s, addrs, buf);
+            return self.finish_emit(&mut s, addrs, buf);
         }
         if !sf.sends_data() {
             return None;
@@ -292,11 +292,9 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         let data = if data_ready { sf.pop_data() } else { None };
-        let AckSegment {
-            mut seg,
-            seq,
-            prio_given_up,
-        } = sf.ack_segment(now, ctx, data.as_ref(), av, plan);
+        let mut seg = Segment::new(PacketType::Ack, 0);
+        let AckSegment { seq, prio_given_up } =
+            sf.ack_segment(now, ctx, data.as_ref(), av, plan, &mut seg);
         if prio_given_up {
             self.stats.mp_option_unconfirmed += 1;
         }
@@ -361,7 +359,7 @@ impl Connection {
 
     pub(super) fn finish_emit(
         &mut self,
-        mut s: Segment<'_>,
+        s: &mut Segment<'_>,
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {
