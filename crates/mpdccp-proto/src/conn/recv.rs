@@ -207,10 +207,14 @@ impl Connection {
         self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
         let path = self.paths[i].note_mp_seq(seq);
         let payload = self.owned_payload(seg.payload);
-        self.rebuild_views();
         self.rx_states.clear();
-        self.rx_states
-            .extend(self.paths.iter().map(|p| p.receive_state()));
+        if self.reorder.reads_paths() {
+            self.rebuild_views();
+            self.rx_states
+                .extend(self.paths.iter().map(|p| p.receive_state()));
+        } else {
+            self.views.clear();
+        }
         self.reorder.push(
             now,
             ReorderItem {

@@ -230,7 +230,6 @@ impl Connection {
     ) -> Option<usize> {
         let ctx = self.emit_ctx();
         let sf = &mut self.paths[i];
-        let addrs = sf.pseudo_addrs();
         if ctx.mp_on {
             sf.release_untold_prio();
         }
@@ -238,6 +237,7 @@ impl Connection {
             return None;
         }
         if let Some(mut s) = sf.poll_control(now, &ctx) {
+            let addrs = sf.pseudo_addrs();
             if ctx.mp_on {
                 sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
             }
@@ -277,11 +277,12 @@ impl Connection {
             None
         };
         let sf = &mut self.paths[i];
-        let addrs = sf.pseudo_addrs();
         let mut data_ready = sf.data_ready(now);
         if !data_ready && !sf.ack_owed(now, advert.is_some()) {
             return None;
         }
+        // Only now: most calls find nothing to send.
+        let addrs = sf.pseudo_addrs();
         // The data packet's header is bounded (`subflow/data_header.rs`):
         // what is owed and does not fit goes first on a pure Ack.
         let av = sf.next_ack_vector(ctx);
