@@ -560,10 +560,10 @@ impl Connection {
         let addrs = idx
             .filter(|_| self.config.verify_checksums)
             .and_then(|i| self.paths[i].rx_pseudo_addrs());
-        // Borrowed, not moved out of the `Result`: a `Segment` is ~1 kB.
-        let parsed = Segment::parse_in(data, addrs, self.config.wire_profile);
-        let seg = match &parsed {
-            Ok(s) => s,
+        // Parsed in place: a `Segment` is ~1 kB to move.
+        let mut parsed = Segment::new(PacketType::Data, 0);
+        let seg = match parsed.parse_from(data, addrs, self.config.wire_profile) {
+            Ok(()) => &parsed,
             Err(WireError::BadChecksum) => {
                 self.stats.rx_bad_checksum += 1;
                 return;

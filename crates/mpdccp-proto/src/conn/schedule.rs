@@ -335,6 +335,9 @@ impl Connection {
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
             (result, _) => result,
         };
+        if let Some(av) = seg.ack_vector_out.take() {
+            self.paths[i].recycle_ack_vector(av);
+        }
         if let Some((_, q)) = data {
             // A packet that did not fit is lost to the application (counted
             // once, below, with every datagram that did not fit).

@@ -49,11 +49,18 @@ fn fits(ack: bool, opts: usize) -> bool {
 
 impl Subflow {
     /// The Ack Vector the next acknowledgement carries.
-    pub(crate) fn next_ack_vector(&self, ctx: &EmitCtx) -> crate::wire::AckVector {
-        self.rx.encode(
+    pub(crate) fn next_ack_vector(&mut self, ctx: &EmitCtx) -> crate::wire::AckVector {
+        let spare = std::mem::take(&mut self.av_spare);
+        self.rx.encode_in(
             self.ack_cover(ctx.ackvec_cover_pkts),
             super::emit::ACKVEC_MAX_CELLS,
+            spare,
         )
+    }
+
+    /// The cells of an Ack Vector no longer needed: the next one reuses them.
+    pub(crate) fn recycle_ack_vector(&mut self, av: crate::wire::AckVector) {
+        self.av_spare = av.cells;
     }
 
     /// Plans the next data packet given the Ack Vector it would carry.

@@ -337,6 +337,8 @@ impl Subflow {
         let seq = self.gss;
         if ptype.has_ack() {
             s.ack_vector_out = Some(av);
+        } else {
+            self.recycle_ack_vector(av);
         }
         // A held pure ack says for how long, so the peer's RTT sample does
         // not carry our Ack Ratio / ack-timer wait (RFC 4340 §13.2). Data
