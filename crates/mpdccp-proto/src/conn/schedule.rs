@@ -30,10 +30,13 @@ impl Connection {
             return None;
         }
         self.schedule(now);
+        // Built once for the paths' turns: a turn that sends nothing
+        // changes none of its inputs (the next batch packet's does).
+        let ctx = self.emit_ctx();
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            let Some(size) = self.emit_on(now, i, buf, false) else {
+            let Some(size) = self.emit_on(now, i, buf, false, &ctx) else {
                 continue;
             };
             self.rr_next = (i + 1) % n.max(1);
@@ -45,7 +48,8 @@ impl Connection {
             let mss = self.config.mss_bytes as usize;
             while segments < self.config.max_gso_segments && buf.len() - total >= mss {
                 self.schedule(now);
-                let Some(m) = self.emit_on(now, i, &mut buf[total..], true) else {
+                let ctx = self.emit_ctx();
+                let Some(m) = self.emit_on(now, i, &mut buf[total..], true, &ctx) else {
                     break;
                 };
                 self.count_tx(i, m);
@@ -227,8 +231,8 @@ impl Connection {
         i: usize,
         buf: &mut [u8],
         data_only: bool,
+        ctx: &EmitCtx,
     ) -> Option<usize> {
-        let ctx = self.emit_ctx();
         let sf = &mut self.paths[i];
         if ctx.mp_on {
             sf.release_untold_prio();
@@ -236,7 +240,7 @@ impl Connection {
         if data_only && !sf.data_sendable(now) {
             return None;
         }
-        if let Some(mut s) = sf.poll_control(now, &ctx) {
+        if let Some(mut s) = sf.poll_control(now, ctx) {
             let addrs = sf.pseudo_addrs();
             if ctx.mp_on {
                 sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
@@ -259,7 +263,7 @@ impl Connection {
                 return Some(n);
             }
         }
-        self.emit_ack_or_data(now, i, &ctx, buf)
+        self.emit_ack_or_data(now, i, ctx, buf)
     }
 
     /// Data (when the window and the pacer allow) or a pure Ack carrying

@@ -73,16 +73,21 @@ impl Subflow {
         };
         let av = 2 + av_cells;
         let owed = self.wants_ack(now);
-        let rtt_len = profile.mp_buffer_len(&MpOption::Rtt {
-            rtt_type: crate::wire::mp::RttType::from_u8(0),
-            rtt_ms: 0,
-            age_ms: 0,
-        });
         let rtt_due = ctx.mp_on
             && self.rtt.srtt().is_some()
             && self
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
+        // Only read when MP_RTT is due (now and then).
+        let rtt_len = if rtt_due {
+            profile.mp_buffer_len(&MpOption::Rtt {
+                rtt_type: crate::wire::mp::RttType::from_u8(0),
+                rtt_ms: 0,
+                age_ms: 0,
+            })
+        } else {
+            0
+        };
         let mut p = DataPlan {
             ack: fits(true, mp_seq + av),
             ..DataPlan::default()
