@@ -1101,7 +1101,9 @@ impl Simulation {
             };
             match ev {
                 Event::Delivered { data, .. } => {
-                    if let Some(pkt) = FlowPkt::decode(&data) {
+                    let pkt = FlowPkt::decode(&data);
+                    nodes[side as usize].conn.recycle_delivered(data);
+                    if let Some(pkt) = pkt {
                         self.on_flow_packet(pkt);
                     }
                 }

@@ -104,8 +104,13 @@ impl RecvHistory {
     /// `max_cover` numbers in at most `max_cells` cells (built with
     /// [`AckVectorBuilder`]; older numbers are cut off when it is full).
     pub fn encode(&self, max_cover: u64, max_cells: usize) -> AckVector {
+        self.encode_in(max_cover, max_cells, Vec::new())
+    }
+
+    /// [`RecvHistory::encode`] with the cells in `buf` (a recycled buffer).
+    pub fn encode_in(&self, max_cover: u64, max_cells: usize, buf: Vec<u8>) -> AckVector {
         let cover = max_cover.min(HISTORY).min(self.high - self.low + 1).max(1);
-        let mut b = AckVectorBuilder::new(max_cells);
+        let mut b = AckVectorBuilder::reusing(buf, max_cells);
         let end = self.high + 1 - cover;
         let mut s = self.high;
         loop {

@@ -226,11 +226,27 @@ impl<'a> Segment<'a> {
         addrs: Option<(IpAddr, IpAddr)>,
         profile: WireProfile,
     ) -> Result<Self, WireError> {
+        let mut s = Segment::new(PacketType::Data, 0);
+        s.parse_from(data, addrs, profile)?;
+        Ok(s)
+    }
+
+    /// [`Segment::parse_in`] into `self`, a fresh [`Segment::new`]: the
+    /// receive path parses in place instead of moving ~1 kB out of a
+    /// `Result`.
+    pub(crate) fn parse_from(
+        &mut self,
+        data: &'a [u8],
+        addrs: Option<(IpAddr, IpAddr)>,
+        profile: WireProfile,
+    ) -> Result<(), WireError> {
         let p = Packet::new_checked(data)?;
         if let Some(a) = addrs {
             p.verify_checksum(a)?;
         }
-        let mut s = Segment::new(p.packet_type(), p.seq());
+        let s = self;
+        s.ptype = p.packet_type();
+        s.seq = p.seq();
         s.src_port = p.src_port();
         s.dst_port = p.dst_port();
         s.short_seq = p.short_seq();
@@ -262,7 +278,7 @@ impl<'a> Segment<'a> {
             .unwrap_or(u8::MAX)
             .saturating_add(strays);
         s.payload = &data[hl..];
-        Ok(s)
+        Ok(())
     }
 
     /// Takes in one option that passed [`OptionRules`]; an error is an
@@ -402,20 +418,46 @@ impl<'a> Segment<'a> {
         }
         buf[p..hl].fill(0); // Padding options
         buf[hl..total].copy_from_slice(self.payload);
-        let kind = self.kind();
-        let repr = DccpRepr {
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-            seq: self.seq & crate::wire::SEQ_MASK,
-            kind,
-            ..DccpRepr::default()
-        };
-        // Fixed header only (no options, no payload): `repr.options` is empty.
-        repr.emit(&mut buf[..fixed], &[], None).ok()?;
+        self.emit_fixed(&mut buf[..fixed])?;
         let mut pkt = Packet::new_unchecked(&mut buf[..total]);
         pkt.set_data_offset((hl / 4) as u8);
         pkt.fill_checksum(addrs).ok()?;
         Some(total)
+    }
+
+    /// The fixed header (no options, no payload) into `b`. The data path's
+    /// types are written directly, the bytes `DccpRepr::emit` writes for
+    /// them: a `DccpRepr` with its checks costs more than the header.
+    fn emit_fixed(&self, b: &mut [u8]) -> Option<()> {
+        if !matches!(
+            self.ptype,
+            PacketType::Data | PacketType::Ack | PacketType::DataAck
+        ) {
+            let repr = DccpRepr {
+                src_port: self.src_port,
+                dst_port: self.dst_port,
+                seq: self.seq & crate::wire::SEQ_MASK,
+                kind: self.kind(),
+                ..DccpRepr::default()
+            };
+            return repr.emit(b, &[], None).ok().map(|_| ());
+        }
+        let be48 = |v: u64| -> [u8; 6] {
+            let w = (v & crate::wire::SEQ_MASK).to_be_bytes();
+            [w[2], w[3], w[4], w[5], w[6], w[7]]
+        };
+        b.fill(0);
+        b[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+        b[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+        b[4] = (b.len() / 4) as u8;
+        // Type and X = 1 (48-bit numbers), then Reserved and the sequence.
+        b[8] = ((self.ptype as u8) << 1) | 1;
+        b[10..16].copy_from_slice(&be48(self.seq));
+        if self.ptype.has_ack() {
+            // Reserved(16) then the 48-bit acknowledgement number.
+            b[18..24].copy_from_slice(&be48(self.ack.unwrap_or(0)));
+        }
+        Some(())
     }
 
     fn kind(&self) -> DccpKind {

@@ -8,6 +8,28 @@ fn v4() -> (IpAddr, IpAddr) {
 }
 
 #[test]
+fn data_path_fixed_header_is_what_dccp_repr_writes() {
+    for ptype in [PacketType::Data, PacketType::Ack, PacketType::DataAck] {
+        let mut s = Segment::new(ptype, 0x1_ABCD_EF01_2345);
+        (s.src_port, s.dst_port) = (4242, 0xBEEF);
+        s.ack = ptype.has_ack().then_some(0xFFFF_FFFF_FFFF_FF);
+        let fixed = 16 + ptype.subheader_len(false);
+        let mut fast = vec![0xAA; fixed];
+        s.emit_fixed(&mut fast).unwrap();
+        let repr = DccpRepr {
+            src_port: s.src_port,
+            dst_port: s.dst_port,
+            seq: s.seq & crate::wire::SEQ_MASK,
+            kind: s.kind(),
+            ..DccpRepr::default()
+        };
+        let mut slow = vec![0x55; fixed];
+        repr.emit(&mut slow, &[], None).unwrap();
+        assert_eq!(fast, slow, "{ptype:?}");
+    }
+}
+
+#[test]
 fn round_trip_through_wire() {
     let mut s = Segment::new(PacketType::DataAck, 0xABCD_EF01_2345);
     s.ack = Some(77);

@@ -137,6 +137,8 @@ const MP_SEQ_MAX_LAG: u64 = 1 << 24;
 
 /// MP_REMOVEADDR (id, nonce) pairs remembered against replays.
 const REMOVEADDR_SEEN_MAX: usize = 256;
+/// Recycled receive buffers kept (more are freed): enough for a burst.
+const RX_POOL_MAX: usize = 64;
 
 /// Output of [`Connection::poll_transmit`]: `buf[..size]` holds one datagram
 /// for `path`, or several of `segment_size` bytes each (a GSO batch; the
@@ -262,6 +264,10 @@ pub struct Connection {
     /// A datagram built for a GSO batch that did not match its segment size.
     held: Option<(PathId, usize)>,
     held_buf: Vec<u8>,
+    /// Buffers of delivered payloads handed back by the application
+    /// ([`Connection::recycle_delivered`]): a received payload is copied
+    /// into a warm buffer instead of a fresh allocation.
+    rx_pool: Vec<Vec<u8>>,
     /// A far-ahead MP_SEQ and how many consistent ones followed it.
     mp_jump_probe: Option<(u64, u32)>,
     /// A subflow was ever created (a server closes when its only attempt died).
@@ -363,6 +369,7 @@ impl Connection {
             last_now: Instant::ZERO,
             held: None,
             held_buf: Vec::new(),
+            rx_pool: Vec::new(),
             mp_jump_probe: None,
             ever_had_path: false,
             removeaddr_seen: VecDeque::new(),
@@ -574,8 +581,10 @@ impl Connection {
         let addrs = idx
             .filter(|_| self.config.verify_checksums)
             .and_then(|i| self.paths[i].rx_pseudo_addrs());
-        let seg = match Segment::parse_in(data, addrs, self.config.wire_profile) {
-            Ok(s) => s,
+        // Parsed in place: a `Segment` is ~1 kB to move.
+        let mut parsed = Segment::new(PacketType::Data, 0);
+        let seg = match parsed.parse_from(data, addrs, self.config.wire_profile) {
+            Ok(()) => &parsed,
             Err(WireError::BadChecksum) => {
                 self.stats.rx_bad_checksum += 1;
                 return;
@@ -605,7 +614,7 @@ impl Connection {
                 self.handle_segment_checked(now, i, seg, data);
             }
             None if self.role == Role::Server && seg.ptype == PacketType::Request => {
-                self.accept_request(now, path, &seg)
+                self.accept_request(now, path, seg)
             }
             None => self.stats.rx_unknown_path += 1,
         }
@@ -653,6 +662,16 @@ impl Connection {
 
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Hands back the buffer of an [`Event::Delivered`] once read: the
+    /// next received payloads reuse it (optional; saves an allocation
+    /// per packet).
+    pub fn recycle_delivered(&mut self, mut buf: Vec<u8>) {
+        if self.rx_pool.len() < RX_POOL_MAX {
+            buf.clear();
+            self.rx_pool.push(buf);
+        }
     }
 
     /// Graceful close: DCCP-Close with MP_CLOSE on every subflow.

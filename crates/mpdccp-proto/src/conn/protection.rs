@@ -90,16 +90,16 @@ impl Connection {
         &mut self,
         now: Instant,
         i: usize,
-        seg: Segment<'_>,
+        seg: &Segment<'_>,
         data: &[u8],
     ) {
         let Some(prot) = self.protection.as_deref_mut() else {
-            return self.handle_segment(now, i, &seg);
+            return self.handle_segment(now, i, seg);
         };
         // Data before the handshake fixed the binding is unexpected anyway
         // (REQUEST, CLOSED): the subflow counts it and reads no data.
         if !seg.ptype.carries_data() || !self.paths[i].binding_fixed() {
-            return self.handle_segment(now, i, &seg);
+            return self.handle_segment(now, i, seg);
         }
         let opened = match path_protector(prot, &mut self.paths[i]) {
             Some(p) => prot.scratch.open(p, data, seg.payload),
@@ -108,7 +108,7 @@ impl Connection {
         match opened {
             Ok(n) => {
                 let scratch = std::mem::take(&mut prot.scratch);
-                let mut seg: Segment<'_> = seg;
+                let mut seg: Segment<'_> = seg.clone();
                 seg.payload = scratch.plaintext(n);
                 self.handle_segment(now, i, &seg);
                 if let Some(prot) = self.protection.as_deref_mut() {

@@ -190,9 +190,10 @@ impl Connection {
             self.plain_rx_seq += 1;
             self.stats.delivered_pkts += 1;
             self.stats.delivered_bytes += seg.payload.len() as u64;
+            let data = self.owned_payload(seg.payload);
             self.events.push_back(Event::Delivered {
                 seq: self.plain_rx_seq,
-                data: seg.payload.to_vec(),
+                data,
             });
             return;
         }
@@ -205,22 +206,39 @@ impl Connection {
         };
         self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
         let path = self.paths[i].note_mp_seq(seq);
-        self.rebuild_views();
+        let payload = self.owned_payload(seg.payload);
         self.rx_states.clear();
-        self.rx_states
-            .extend(self.paths.iter().map(|p| p.receive_state()));
+        if self.reorder.reads_paths() {
+            self.rebuild_views();
+            self.rx_states
+                .extend(self.paths.iter().map(|p| p.receive_state()));
+        } else {
+            self.views.clear();
+        }
         self.reorder.push(
             now,
             ReorderItem {
                 seq,
                 path,
                 arrival: now,
-                payload: seg.payload.to_vec(),
+                payload,
             },
             &self.views,
             &self.rx_states,
         );
         self.drain_reorder(now);
+    }
+
+    /// `p` in a buffer of its own: a recycled one when the application
+    /// handed some back.
+    fn owned_payload(&mut self, p: &[u8]) -> Vec<u8> {
+        match self.rx_pool.pop() {
+            Some(mut b) => {
+                b.extend_from_slice(p);
+                b
+            }
+            None => p.to_vec(),
+        }
     }
 
     /// Unwraps a received MP_SEQ near the highest seen. `None` drops an
@@ -262,6 +280,7 @@ impl Connection {
             // "Where the MP options go"): they hold their place in the
             // order but are no datagram to deliver.
             if d.payload.is_empty() {
+                self.recycle_delivered(d.payload);
                 continue;
             }
             self.stats.delivered_pkts += 1;

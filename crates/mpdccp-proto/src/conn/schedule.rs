@@ -30,10 +30,13 @@ impl Connection {
             return None;
         }
         self.schedule(now);
+        // Built once for the paths' turns: a turn that sends nothing
+        // changes none of its inputs (the next batch packet's does).
+        let ctx = self.emit_ctx();
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            let Some(size) = self.emit_on(now, i, buf, false) else {
+            let Some(size) = self.emit_on(now, i, buf, false, &ctx) else {
                 continue;
             };
             self.rr_next = (i + 1) % n.max(1);
@@ -45,7 +48,8 @@ impl Connection {
             let mss = self.config.mss_bytes as usize;
             while segments < self.config.max_gso_segments && buf.len() - total >= mss {
                 self.schedule(now);
-                let Some(m) = self.emit_on(now, i, &mut buf[total..], true) else {
+                let ctx = self.emit_ctx();
+                let Some(m) = self.emit_on(now, i, &mut buf[total..], true, &ctx) else {
                     break;
                 };
                 self.count_tx(i, m);
@@ -228,17 +232,17 @@ impl Connection {
         i: usize,
         buf: &mut [u8],
         data_only: bool,
+        ctx: &EmitCtx,
     ) -> Option<usize> {
-        let ctx = self.emit_ctx();
         let sf = &mut self.paths[i];
-        let addrs = sf.pseudo_addrs();
         if ctx.mp_on {
             sf.release_untold_prio();
         }
         if data_only && !sf.data_sendable(now) {
             return None;
         }
-        if let Some(mut s) = sf.poll_control(now, &ctx) {
+        if let Some(mut s) = sf.poll_control(now, ctx) {
+            let addrs = sf.pseudo_addrs();
             if ctx.mp_on {
                 sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
             }
@@ -249,7 +253,7 @@ impl Connection {
                 PacketType::SyncAck => self.stats.syncacks_sent += 1,
                 _ => {}
             }
-            return self.finish_emit(s, addrs, buf);
+            return self.finish_emit(&mut s, addrs, buf);
         }
         if !sf.sends_data() {
             return None;
@@ -260,7 +264,7 @@ impl Connection {
                 return Some(n);
             }
         }
-        self.emit_ack_or_data(now, i, &ctx, buf)
+        self.emit_ack_or_data(now, i, ctx, buf)
     }
 
     /// Data (when the window and the pacer allow) or a pure Ack carrying
@@ -278,11 +282,12 @@ impl Connection {
             None
         };
         let sf = &mut self.paths[i];
-        let addrs = sf.pseudo_addrs();
         let mut data_ready = sf.data_ready(now);
         if !data_ready && !sf.ack_owed(now, advert.is_some()) {
             return None;
         }
+        // Only now: most calls find nothing to send.
+        let addrs = sf.pseudo_addrs();
         // The data packet's header is bounded (`subflow/data_header.rs`):
         // what is owed and does not fit goes first on a pure Ack.
         let av = sf.next_ack_vector(ctx);
@@ -293,11 +298,9 @@ impl Connection {
         }
         let sf = &mut self.paths[i];
         let data = if data_ready { sf.pop_data() } else { None };
-        let AckSegment {
-            mut seg,
-            seq,
-            prio_given_up,
-        } = sf.ack_segment(now, ctx, data.as_ref(), av, plan);
+        let mut seg = Segment::new(PacketType::Ack, 0);
+        let AckSegment { seq, prio_given_up } =
+            sf.ack_segment(now, ctx, data.as_ref(), av, plan, &mut seg);
         if prio_given_up {
             self.stats.mp_option_unconfirmed += 1;
         }
@@ -337,6 +340,9 @@ impl Connection {
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
             (result, _) => result,
         };
+        if let Some(av) = seg.ack_vector_out.take() {
+            self.paths[i].recycle_ack_vector(av);
+        }
         if let Some((_, q)) = data {
             // A packet that did not fit is lost to the application (counted
             // once, below, with every datagram that did not fit).
@@ -362,7 +368,7 @@ impl Connection {
 
     pub(super) fn finish_emit(
         &mut self,
-        mut s: Segment<'_>,
+        s: &mut Segment<'_>,
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {

@@ -121,6 +121,12 @@ pub trait Reorder: Send + Debug {
         rx: &[PathReceiveState],
     );
 
+    /// False when [`Reorder::push`] ignores `paths` and `rx`: the
+    /// connection then skips building them for every packet.
+    fn reads_paths(&self) -> bool {
+        true
+    }
+
     /// Next packet ready for delivery at `now`, if any.
     fn pop(&mut self, now: Instant) -> Option<Delivered>;
 

@@ -40,6 +40,10 @@ impl Reorder for Passive {
         "passive"
     }
 
+    fn reads_paths(&self) -> bool {
+        false
+    }
+
     fn push(
         &mut self,
         _now: Instant,

@@ -158,8 +158,15 @@ impl AckVectorBuilder {
     /// `max_cells` is clamped to 1..=[`MAX_CELLS`]; use it to bound the
     /// option so the header fits the MSS.
     pub fn new(max_cells: usize) -> Self {
+        Self::reusing(Vec::new(), max_cells)
+    }
+
+    /// [`AckVectorBuilder::new`] building into `cells` (cleared first): a
+    /// sender recycles the previous vector's buffer.
+    pub fn reusing(mut cells: Vec<u8>, max_cells: usize) -> Self {
+        cells.clear();
         AckVectorBuilder {
-            cells: Vec::new(),
+            cells,
             max_cells: max_cells.clamp(1, MAX_CELLS),
         }
     }

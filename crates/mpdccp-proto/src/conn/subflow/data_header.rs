@@ -49,11 +49,18 @@ fn fits(ack: bool, opts: usize) -> bool {
 
 impl Subflow {
     /// The Ack Vector the next acknowledgement carries.
-    pub(crate) fn next_ack_vector(&self, ctx: &EmitCtx) -> crate::wire::AckVector {
-        self.rx.encode(
+    pub(crate) fn next_ack_vector(&mut self, ctx: &EmitCtx) -> crate::wire::AckVector {
+        let spare = std::mem::take(&mut self.av_spare);
+        self.rx.encode_in(
             self.ack_cover(ctx.ackvec_cover_pkts),
             super::emit::ACKVEC_MAX_CELLS,
+            spare,
         )
+    }
+
+    /// The cells of an Ack Vector no longer needed: the next one reuses them.
+    pub(crate) fn recycle_ack_vector(&mut self, av: crate::wire::AckVector) {
+        self.av_spare = av.cells;
     }
 
     /// Plans the next data packet given the Ack Vector it would carry.
@@ -66,16 +73,21 @@ impl Subflow {
         };
         let av = 2 + av_cells;
         let owed = self.wants_ack(now);
-        let rtt_len = profile.mp_buffer_len(&MpOption::Rtt {
-            rtt_type: crate::wire::mp::RttType::from_u8(0),
-            rtt_ms: 0,
-            age_ms: 0,
-        });
         let rtt_due = ctx.mp_on
             && self.rtt.srtt().is_some()
             && self
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
+        // Only read when MP_RTT is due (now and then).
+        let rtt_len = if rtt_due {
+            profile.mp_buffer_len(&MpOption::Rtt {
+                rtt_type: crate::wire::mp::RttType::from_u8(0),
+                rtt_ms: 0,
+                age_ms: 0,
+            })
+        } else {
+            0
+        };
         let mut p = DataPlan {
             ack: fits(true, mp_seq + av),
             ..DataPlan::default()

@@ -58,9 +58,8 @@ impl EmitCtx {
     }
 }
 
-/// A data packet or pure Ack built by [`Subflow::ack_segment`].
-pub(crate) struct AckSegment<'q> {
-    pub seg: Segment<'q>,
+/// What [`Subflow::ack_segment`] tells about the packet it built.
+pub(crate) struct AckSegment {
     /// Its (unwrapped) sequence number.
     pub seq: u64,
     /// MP_PRIO was sent for the last time without a confirmation.
@@ -104,14 +103,22 @@ impl Subflow {
     }
 
     pub(crate) fn segment<'a>(&mut self, ptype: PacketType) -> Segment<'a> {
+        let mut s = Segment::new(ptype, 0);
+        self.number(&mut s, ptype);
+        s
+    }
+
+    /// Makes the fresh `s` the next packet of type `ptype` (built in place
+    /// on the data path: a `Segment` is ~1 kB to move).
+    fn number(&mut self, s: &mut Segment<'_>, ptype: PacketType) {
         let seq = self.next_seq();
-        let mut s = Segment::new(ptype, seq & SEQ_MASK);
+        s.ptype = ptype;
+        s.seq = seq & SEQ_MASK;
         s.src_port = self.cfg.local.map_or(4242, |a| a.port());
         s.dst_port = self.cfg.remote.map_or(4242, |a| a.port());
         if ptype.has_ack() {
             s.ack = Some(self.gsr & SEQ_MASK);
         }
-        s
     }
 
     /// One more try of the handshake/close packet: the timer backs off.
@@ -316,7 +323,8 @@ impl Subflow {
         data: Option<&'q (u64, Queued)>,
         av: crate::wire::AckVector,
         plan: Option<super::DataPlan>,
-    ) -> AckSegment<'q> {
+        s: &mut Segment<'q>,
+    ) -> AckSegment {
         // A pure Ack carries everything owed.
         let plan = data.and(plan);
         let prio_due = self.prio_due(now) && plan.is_none_or(|p| p.prio);
@@ -325,10 +333,12 @@ impl Subflow {
             (Some(_), Some(p)) if !p.ack => PacketType::Data,
             (Some(_), _) => PacketType::DataAck,
         };
-        let mut s = self.segment(ptype);
+        self.number(s, ptype);
         let seq = self.gss;
         if ptype.has_ack() {
             s.ack_vector_out = Some(av);
+        } else {
+            self.recycle_ack_vector(av);
         }
         // A held pure ack says for how long, so the peer's RTT sample does
         // not carry our Ack Ratio / ack-timer wait (RFC 4340 §13.2). Data
@@ -342,7 +352,7 @@ impl Subflow {
             }
         }
         if let Some((mseq, q)) = data {
-            self.data_options(now, ctx, &mut s, *mseq, plan);
+            self.data_options(now, ctx, s, *mseq, plan);
             s.payload = &q.data;
         }
         let mut prio_given_up = false;
@@ -361,11 +371,7 @@ impl Subflow {
                 s.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
             }
         }
-        AckSegment {
-            seg: s,
-            seq,
-            prio_given_up,
-        }
+        AckSegment { seq, prio_given_up }
     }
 
     /// Options of a data packet: the Ack Ratio change (≤ ceil(cwnd/2),

@@ -117,6 +117,8 @@ pub(crate) struct Subflow {
     /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
     seq_window: u64,
     rx: RecvHistory,
+    /// Buffer of the last Ack Vector sent, for the next one.
+    av_spare: Vec<u8>,
 
     // HC-receiver: acknowledgements we owe.
     data_since_ack: u32,
@@ -263,6 +265,7 @@ impl Subflow {
             have_isr: false,
             seq_window: conf.seq_window_pkts.max(32),
             rx: RecvHistory::new(0),
+            av_spare: Vec::new(),
             data_since_ack: 0,
             ack_now: false,
             ack_ratio_rx: 1,
