@@ -39,8 +39,11 @@ use std::fmt;
 
 use serde::Serialize;
 
+#[path = "offload_flows.rs"]
+mod flows;
 #[path = "offload_udp.rs"]
 mod udp;
+pub use flows::FlowCoalescer;
 
 /// Size of `struct virtio_net_hdr` (no `num_buffers`; TUN's default).
 pub const VNET_HDR_LEN: usize = 10;
@@ -684,6 +687,17 @@ mod tests {
         p[hl..].copy_from_slice(payload);
         let c = transport_checksum(&p, v6, t, 6);
         p[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+        p
+    }
+
+    /// An IPv4 TCP data segment (ACK) of flow `sport` -> 5201 with `len`
+    /// payload bytes at `seq`, valid checksums; also for `offload_flows`.
+    pub(super) fn tcp_packet_for_flow(sport: u16, seq: u32, len: usize) -> Vec<u8> {
+        let mut p = tcp_packet(false, seq, TCP_ACK, &payload(len), &[]);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[36..38].fill(0);
+        let c = transport_checksum(&p, false, 20, 6);
+        p[36..38].copy_from_slice(&c.to_be_bytes());
         p
     }
 

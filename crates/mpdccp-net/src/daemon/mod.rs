@@ -47,7 +47,7 @@ use tracing::info;
 
 use crate::iproute;
 use crate::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES};
-use crate::offload::{self, Coalescer, OffloadStats};
+use crate::offload::{self, FlowCoalescer, OffloadStats};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, RecvBatch, SendBatch, MAX_TRAIN_BYTES, SLOT_BYTES};
 use config::{parse_cidr, TunConfig};
@@ -301,11 +301,12 @@ pub fn drain_tun(
 pub const TUN_PKTS_PER_WAKE: usize = 512;
 
 /// Writes delivered packets to the TUN; with offload, consecutive segments
-/// of one TCP flow become one super-packet ([`offload::Coalescer`]). The
+/// of each TCP flow (up to 8 flows at once, interleaved or not) become one
+/// super-packet ([`offload::FlowCoalescer`]). The
 /// caller must [`TunWriter::flush`] at the end of each wake-up: nothing is
 /// held longer.
 pub struct TunWriter {
-    coalescer: Coalescer,
+    coalescer: FlowCoalescer,
 }
 
 impl Default for TunWriter {
@@ -317,7 +318,7 @@ impl Default for TunWriter {
 impl TunWriter {
     pub fn new() -> TunWriter {
         TunWriter {
-            coalescer: Coalescer::new(),
+            coalescer: FlowCoalescer::new(),
         }
     }
 
