@@ -12,7 +12,7 @@ fn data_path_fixed_header_is_what_dccp_repr_writes() {
     for ptype in [PacketType::Data, PacketType::Ack, PacketType::DataAck] {
         let mut s = Segment::new(ptype, 0x1_ABCD_EF01_2345);
         (s.src_port, s.dst_port) = (4242, 0xBEEF);
-        s.ack = ptype.has_ack().then_some(0xFFFF_FFFF_FFFF_FF);
+        s.ack = ptype.has_ack().then_some(0x00FF_FFFF_FFFF_FFFF);
         let fixed = 16 + ptype.subheader_len(false);
         let mut fast = vec![0xAA; fixed];
         s.emit_fixed(&mut fast).unwrap();
