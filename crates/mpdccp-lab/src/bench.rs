@@ -284,6 +284,14 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         ..Default::default()
     };
     opts.tunnel.settings.scheduler = SchedulerKind::Rr;
+    // MPDCCP_BENCH_CC=ccid5 (or any controller's name) for the paths'
+    // congestion control instead of the daemon's default.
+    if let Ok(cc) = std::env::var("MPDCCP_BENCH_CC") {
+        opts.tunnel.settings.cc = cc
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_CC={cc}: {e}"))?;
+    }
+    let path_cc = opts.tunnel.settings.cc;
     opts.tunnel.settings.send_queue_pkts = 4000;
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
@@ -375,6 +383,7 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         "emulator_one_path": emulator,
         "offload": offload,
         "aqm": aqm,
+        "path_cc": path_cc.to_string(),
         "load_average_at_start": load_average,
         "client_per_syscall": client_per_call,
         "server_per_syscall": server_per_call,
