@@ -55,11 +55,11 @@ pub(crate) fn mark_ce(pkt: &mut [u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// RFC 1071 checksum of an IPv4 header (checksum field included), 0 when valid.
-    fn fold(h: &[u8]) -> u16 {
+    pub(crate) fn fold(h: &[u8]) -> u16 {
         let mut s: u32 = h
             .chunks(2)
             .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::super::aqm::CoDelConfig;
+use super::super::ecn::tests::fold as checksum;
 use super::super::queue::{PushOutcome, SendQueue};
 use super::*;
 use crate::time::Instant;
@@ -289,18 +290,6 @@ fn codel_marks_an_ecn_capable_flow_instead_of_dropping() {
     assert!(marked >= 3, "{marked} CE marks");
     assert_eq!(ce_seen, marked, "each mark is on a delivered packet");
     assert_eq!(out + q.len(), 600);
-}
-
-/// RFC 1071 checksum over `h` (0 when `h` holds a valid one).
-fn checksum(h: &[u8]) -> u16 {
-    let mut s: u32 = h
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
 }
 
 /// Hostile input: empty, short, truncated, non-IP and nonsense headers
