@@ -456,3 +456,21 @@ pub fn print_text(v: &Value) {
         v["loadavg"]["before"], v["loadavg"]["end_of_data"]
     );
 }
+
+/// Runs `EXE bench clients --json ARGS…` (the CLI a test or script drives)
+/// and returns its report; fails with the command's stderr when it fails.
+pub fn run_cli(exe: &Path, args: &[&str]) -> anyhow::Result<Value> {
+    let out = std::process::Command::new(exe)
+        .args(["bench", "clients", "--json"])
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {} bench clients", exe.display()))?;
+    if !out.status.success() {
+        bail!(
+            "mpdccp bench clients failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("bench clients: JSON report")
+}

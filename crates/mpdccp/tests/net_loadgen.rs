@@ -18,18 +18,8 @@ use serde_json::Value;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn bench_clients(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
-        .args(["bench", "clients", "--json"])
-        .args(args)
-        .output()
-        .expect("run mpdccp bench clients");
-    assert!(
-        out.status.success(),
-        "mpdccp bench clients failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON report")
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mpdccp"));
+    mpdccp_lab::loadgen::run_cli(exe, args).expect("mpdccp bench clients")
 }
 
 fn n(v: &Value, path: &[&str]) -> u64 {

@@ -10,7 +10,6 @@
 
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -142,18 +141,9 @@ fn hand_over(auth: AuthMode) {
 }
 
 fn bench_clients(args: &[&str]) -> Value {
-    let out = Command::new(exe())
-        .args(["bench", "clients", "--json", "--workers", "2"])
-        .args(args)
-        .output()
-        .expect("run mpdccp bench clients");
-    assert!(
-        out.status.success(),
-        "mpdccp bench clients failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON report")
+    let mut all = vec!["--workers", "2"];
+    all.extend_from_slice(args);
+    mpdccp_lab::loadgen::run_cli(exe(), &all).expect("mpdccp bench clients")
 }
 
 /// 24 clients against two workers: all connect, both workers hold some,
