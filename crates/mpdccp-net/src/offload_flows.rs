@@ -40,8 +40,12 @@ impl FlowCoalescer {
         }
     }
 
-    /// See [`Coalescer::set_udp_gso`].
+    /// See [`Coalescer::set_udp_gso`]. Called per packet by the TUN writer:
+    /// the slots are only visited when the setting changes.
     pub fn set_udp_gso(&mut self, on: bool) {
+        if on == self.udp_gso {
+            return;
+        }
         self.udp_gso = on;
         for (_, c) in &mut self.slots {
             c.set_udp_gso(on);

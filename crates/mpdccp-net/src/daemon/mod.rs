@@ -333,38 +333,37 @@ impl TunWriter {
             }
             return;
         }
-        let (mut frames, mut errors, mut last) = (0u64, 0u64, None);
         // UDP GSO super-packets only where the kernel negotiated USO.
         self.coalescer.set_udp_gso(tun.uso());
-        self.coalescer
-            .push(pkt, &mut stats.tun_offload, &mut |h, p| {
-                frames += 1;
-                if let Err(e) = tun.send_vnet(h, p) {
-                    errors += 1;
-                    last = Some(e);
-                }
-            });
-        stats.tun_tx_frames += frames;
-        stats.tun_tx_errors += errors;
-        if let Some(e) = last {
-            warn_tun_write(tun, stats, &e);
-        }
+        let c = &mut self.coalescer;
+        write_frames(tun, stats, |st, mut w| c.push(pkt, st, &mut w));
     }
 
     pub fn flush(&mut self, tun: &Tun, stats: &mut DaemonStats) {
-        let (mut frames, mut errors, mut last) = (0u64, 0u64, None);
-        self.coalescer.flush(&mut stats.tun_offload, &mut |h, p| {
-            frames += 1;
-            if let Err(e) = tun.send_vnet(h, p) {
-                errors += 1;
-                last = Some(e);
-            }
-        });
-        stats.tun_tx_frames += frames;
-        stats.tun_tx_errors += errors;
-        if let Some(e) = last {
-            warn_tun_write(tun, stats, &e);
+        let c = &mut self.coalescer;
+        write_frames(tun, stats, |st, mut w| c.flush(st, &mut w));
+    }
+}
+
+/// Runs `emit` with a writer that sends each frame it produces to the TUN
+/// (with its virtio-net header), counting frames and errors.
+fn write_frames(
+    tun: &Tun,
+    stats: &mut DaemonStats,
+    emit: impl FnOnce(&mut OffloadStats, &mut dyn FnMut(&[u8; offload::VNET_HDR_LEN], &[u8])),
+) {
+    let (mut frames, mut errors, mut last) = (0u64, 0u64, None);
+    emit(&mut stats.tun_offload, &mut |h, p| {
+        frames += 1;
+        if let Err(e) = tun.send_vnet(h, p) {
+            errors += 1;
+            last = Some(e);
         }
+    });
+    stats.tun_tx_frames += frames;
+    stats.tun_tx_errors += errors;
+    if let Some(e) = last {
+        warn_tun_write(tun, stats, &e);
     }
 }
 
