@@ -49,6 +49,74 @@ fn tun_tx_dropped(t: &Topology) -> Option<u64> {
     v[0]["stats64"]["tx"]["dropped"].as_u64()
 }
 
+/// The kernel's UDP error counters in a namespace (`/proc/net/snmp` is per
+/// network namespace): receive-buffer and send-buffer overflows, all input
+/// errors.
+fn udp_snmp(ns: &crate::netns::Netns) -> Option<[u64; 3]> {
+    let out = ns.output("cat", &["/proc/net/snmp"]).ok()?;
+    let mut rows = out.lines().filter(|l| l.starts_with("Udp: "));
+    let names: Vec<&str> = rows.next()?.split_whitespace().collect();
+    let vals: Vec<&str> = rows.next()?.split_whitespace().collect();
+    let get = |k: &str| {
+        let i = names.iter().position(|n| *n == k)?;
+        vals.get(i)?.parse().ok()
+    };
+    Some([get("RcvbufErrors")?, get("SndbufErrors")?, get("InErrors")?])
+}
+
+/// Packets the kernel dropped at its per-CPU input backlog (veth delivers
+/// through it), all namespaces: `/proc/net/softnet_stat`'s second column.
+fn softnet_dropped() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/net/softnet_stat").ok()?;
+    s.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|x| u64::from_str_radix(x, 16).ok())
+        })
+        .sum()
+}
+
+/// Every loss-like counter (drops, rejects, losses, errors, expiries) of a
+/// daemon's status that grew between two snapshots, by its JSON path.
+fn grown_loss_counters(before: &Value, after: &Value) -> Value {
+    fn walk(path: String, b: &Value, a: &Value, out: &mut serde_json::Map<String, Value>) {
+        match a {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(p, &b[k.as_str()], v, out);
+                }
+            }
+            Value::Array(v) => {
+                for (i, x) in v.iter().enumerate() {
+                    walk(format!("{path}.{i}"), &b[i], x, out);
+                }
+            }
+            Value::Number(n) => {
+                let lossy = [
+                    "drop", "reject", "lost", "loss", "error", "expired", "discard", "late",
+                    "overflow",
+                ]
+                .iter()
+                .any(|w| path.rsplit('.').next().is_some_and(|leaf| leaf.contains(w)));
+                let (a, b) = (n.as_u64().unwrap_or(0), b.as_u64().unwrap_or(0));
+                if lossy && a > b {
+                    out.insert(path, json!(a - b));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = serde_json::Map::new();
+    walk(String::new(), before, after, &mut out);
+    Value::Object(out)
+}
+
 fn diff_u64(a: Option<u64>, b: Option<u64>) -> Value {
     match (a, b) {
         (Some(a), Some(b)) => json!(a.saturating_sub(b)),
@@ -117,6 +185,9 @@ pub(crate) fn cpu_s(pid: u32) -> f64 {
 /// 1200-byte datagrams at 2 Gbit/s with < 1 % loss).
 const UDP_OFFERED_MBPS: u32 = 2000;
 
+/// iperf3's socket buffers in the UDP runs (`-w`).
+const UDP_SOCKET_BUFFER: &str = "4M";
+
 /// Retransmitted share of a TCP run's segments, percent (segments from the
 /// bytes sent and the connection's MSS as iperf3 reports it).
 fn retransmit_percent(run: &Value) -> Value {
@@ -173,10 +244,59 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     // the daemon does not read fast enough) is counted apart from the
     // daemons' counters; the daemons' CPU tells whether they were the limit.
     let tun_drops0 = tun_tx_dropped(t);
+    let snmp0 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
+    let status0 = (t.status(false).ok(), t.status(true).ok());
     let cpu_udp0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
-    let udp = iperf(t, dst, &["-u", "-b", &rate, "-l", "1200"], secs)?;
+    // 4 MB socket buffers at both iperf3 ends (net.core.rmem_max here):
+    // with the default 208 kB the receiving iperf3 overflows its own socket
+    // whenever it is not scheduled for 1 ms, on the direct path too.
+    let udp = iperf(
+        t,
+        dst,
+        &["-u", "-b", &rate, "-l", "1200", "-w", UDP_SOCKET_BUFFER],
+        secs,
+    )?;
     let cpu_udp1: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
     let tun_drops = diff_u64(tun_tx_dropped(t), tun_drops0);
+    let snmp1 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
+    let status1 = (t.status(false).ok(), t.status(true).ok());
+    let snmp_delta = |a: Option<[u64; 3]>, b: Option<[u64; 3]>| match (a, b) {
+        (Some(a), Some(b)) => json!({
+            "rcvbuf_errors": b[0].saturating_sub(a[0]),
+            "sndbuf_errors": b[1].saturating_sub(a[1]),
+            "in_errors": b[2].saturating_sub(a[2]),
+        }),
+        _ => Value::Null,
+    };
+    let grown = |a: &Option<Value>, b: &Option<Value>| match (a, b) {
+        (Some(a), Some(b)) => grown_loss_counters(a, b),
+        _ => Value::Null,
+    };
+    // Where the lost datagrams went: the kernel's counters per namespace
+    // (the server's receive-buffer errors include the daemon's path socket,
+    // `udp_rx_socket_drops` below, and iperf3's), and the daemons' own.
+    // Lost inside the tunnel: sent by iperf3 but never written to the
+    // server's TUN (what the receiving host then drops is not the tunnel's).
+    let sent = udp["end"]["sum"]["packets"].as_u64();
+    let to_tun = match (&status0.1, &status1.1) {
+        (Some(a), Some(b)) => b["daemon"]["tun_tx_pkts"]
+            .as_u64()
+            .zip(a["daemon"]["tun_tx_pkts"].as_u64())
+            .map(|(b, a)| b.saturating_sub(a)),
+        _ => None,
+    };
+    let lost_in_tunnel = match (sent, to_tun) {
+        (Some(s), Some(d)) if s > 0 => json!(s.saturating_sub(d) as f64 / s as f64 * 100.0),
+        _ => Value::Null,
+    };
+    let udp_loss_where = json!({
+        "client_tun_queue_dropped": tun_drops,
+        "client_kernel_udp": snmp_delta(snmp0.0, snmp1.0),
+        "server_kernel_udp": snmp_delta(snmp0.1, snmp1.1),
+        "kernel_backlog_dropped_all_namespaces": diff_u64(snmp1.2, snmp0.2),
+        "client_daemon_counters_grown": grown(&status0.0, &status1.0),
+        "server_daemon_counters_grown": grown(&status0.1, &status1.1),
+    });
     let udp_loss = udp_lost_percent(&udp).unwrap_or(0.0);
     let udp_mbps = received_mbps(&udp);
     let after = ping_ms(t, dst)?;
@@ -193,7 +313,12 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
         "udp_sent_datagrams": udp["end"]["sum"]["packets"],
-        "udp_client_tun_queue_dropped": tun_drops,
+        // What iperf3 managed to send (on a busy host it sends less than offered).
+        "udp_sent_mbps": sent.map(|n| n as f64 * 1200.0 * 8.0 / secs as f64 / 1e6),
+        "udp_client_tun_queue_dropped": udp_loss_where["client_tun_queue_dropped"],
+        "udp_loss_where": udp_loss_where,
+        "udp_lost_in_tunnel_percent": lost_in_tunnel,
+        "udp_written_to_server_tun": to_tun,
         "daemon_cpu_share_of_one_core_during_udp": if pids.is_empty() { Value::Null } else { json!((cpu_udp1 - cpu_udp0) / secs as f64) },
         "ping_rtt_ms_light_load": idle[1],
         "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
@@ -205,7 +330,18 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
 }
 
 /// Runs the benchmark; returns the report.
-pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow::Result<Value> {
+/// `rt_priority`: the daemons' `SCHED_FIFO` priority (0 = normal), as in
+/// the testbed: the two daemons stand for two machines, so iperf3 and the
+/// other daemon must not delay them (on 2 cores, 2026-11-28, load 2.9:
+/// with 0 the client TUN dropped 116 k of 1.0 M UDP datagrams and TCP
+/// retransmitted 0.13 %; with 5, none and 0.05 %).
+pub fn run(
+    exe: &Path,
+    secs: u32,
+    sock_buf: usize,
+    rt_priority: u8,
+    abort: &AtomicBool,
+) -> anyhow::Result<Value> {
     // MPDCCP_BENCH_OFFLOAD=0 measures the tunnel without kernel offloads
     // (UDP GSO/GRO, TUN TSO/coalescing) for comparison.
     let offload = std::env::var("MPDCCP_BENCH_OFFLOAD").map_or(true, |v| v != "0");
@@ -305,6 +441,15 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         Err(_) => 8_000_000,
     });
     let queue_bytes = opts.tunnel.settings.send_queue_bytes;
+    // MPDCCP_BENCH_TXQUEUELEN: the TUNs' kernel queue, packets (the
+    // daemon's default otherwise; 0 = the kernel's 500).
+    if let Ok(q) = std::env::var("MPDCCP_BENCH_TXQUEUELEN") {
+        opts.tun_txqueuelen = q
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_TXQUEUELEN={q}: {e}"))?;
+    }
+    let tun_txqueuelen = opts.tun_txqueuelen;
+    opts.rt_priority = rt_priority;
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
     opts.tunnel.aqm = aqm;
@@ -397,6 +542,8 @@ pub fn run(exe: &Path, secs: u32, sock_buf: usize, abort: &AtomicBool) -> anyhow
         "aqm": aqm,
         "path_cc": path_cc.to_string(),
         "send_queue_pkts_bytes": [4000, queue_bytes],
+        "tun_txqueuelen": tun_txqueuelen,
+        "daemon_rt_priority": rt_priority,
         "load_average_at_start": load_average,
         "client_per_syscall": client_per_call,
         "server_per_syscall": server_per_call,

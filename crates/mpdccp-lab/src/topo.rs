@@ -258,6 +258,8 @@ pub struct TunnelOpts {
     pub tunnel: TunnelConfig,
     /// TUN MTU of both daemons; 0 = from the path MTU.
     pub tun_mtu: u32,
+    /// TUN queue of both daemons, packets (`[tun] txqueuelen`).
+    pub tun_txqueuelen: u32,
     /// Paths (0-based) the client uses; empty = all.
     pub paths: Vec<usize>,
     /// Wait until this many paths are established (0 = all used paths).
@@ -291,6 +293,7 @@ impl Default for TunnelOpts {
         TunnelOpts {
             tunnel,
             tun_mtu: 0,
+            tun_txqueuelen: mpdccp_net::daemon::config::DEFAULT_TUN_TXQUEUELEN,
             paths: Vec::new(),
             wait_paths: 0,
             log: "info".into(),
@@ -317,6 +320,7 @@ pub fn daemon_configs(
         name: TUN_NAME.into(),
         addresses: vec![format!("{v4}/24"), format!("{v6}/64")],
         mtu: opts.tun_mtu,
+        txqueuelen: opts.tun_txqueuelen,
         ..TunConfig::default()
     };
     let keyed = opts.auth != AuthMode::Open;

@@ -55,6 +55,32 @@ pub(crate) fn get_int(
     }
 }
 
+/// `SO_MEMINFO` (asm-generic/socket.h, Linux ≥ 4.12) and the index of the
+/// drop counter in the array it returns (`SK_MEMINFO_DROPS`, linux/sock_diag.h).
+const SO_MEMINFO: libc::c_int = 55;
+const SK_MEMINFO_DROPS: usize = 8;
+
+/// Packets the kernel dropped for this socket since it was opened (receive
+/// buffer full, filter): `sk_drops` as `ss -m` shows it. `None` on kernels
+/// without `SO_MEMINFO`.
+pub(crate) fn socket_drops(sock: &impl AsRawFd) -> Option<u64> {
+    let mut v = [0u32; 16];
+    let mut len = mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes for the duration of the
+    // call; the kernel writes at most `len` bytes and stores the length.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            v.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let words = len as usize / mem::size_of::<u32>();
+    (r == 0 && words > SK_MEMINFO_DROPS).then(|| u64::from(v[SK_MEMINFO_DROPS]))
+}
+
 /// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h).
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
 /// Classic BPF's negative offset for loads from the IP header.
@@ -138,6 +164,26 @@ mod tests {
     fn drain(s: &UdpSocket) -> usize {
         let mut buf = [0u8; 64];
         std::iter::from_fn(|| s.recv(&mut buf).ok()).count()
+    }
+
+    /// A socket that is not read drops what overflows its receive buffer,
+    /// and `socket_drops` counts exactly the datagrams that never arrive.
+    #[test]
+    fn socket_drops_counts_receive_buffer_overflow() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let s = Socket::from(rx.try_clone().unwrap());
+        s.set_recv_buffer_size(4096).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        assert_eq!(socket_drops(&rx), Some(0));
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sent = 200;
+        for _ in 0..sent {
+            tx.send_to(&[7u8; 512], rx.local_addr().unwrap()).unwrap();
+        }
+        let got = drain(&rx);
+        let dropped = socket_drops(&rx).unwrap() as usize;
+        assert!(dropped > 0, "a 4 kB buffer held all {sent} datagrams");
+        assert_eq!(got + dropped, sent, "received {got}, dropped {dropped}");
     }
 
     /// The steering program spreads sources over the group's first two

@@ -145,6 +145,12 @@ impl PathSocket {
         self.local
     }
 
+    /// Datagrams the kernel dropped for this socket (receive buffer full)
+    /// since it was opened; `None` before Linux 4.12.
+    pub fn rx_drops(&self) -> Option<u64> {
+        crate::sockopt::socket_drops(&self.socket)
+    }
+
     /// Turns UDP GRO (Linux ≥ 5.0) on or off: with it, a train of datagrams
     /// (a GSO packet of the peer, or datagrams the kernel coalesced) arrives
     /// as one buffer with its segment size, so receive with

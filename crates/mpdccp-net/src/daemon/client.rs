@@ -379,6 +379,13 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             next_check = now;
         }
         if poll.readable(i_ops) {
+            d.stats.udp_rx_socket_drops = paths
+                .iter()
+                .filter_map(|p| match &p.socket {
+                    Some(PathSock::Udp(s) | PathSock::UDccp(s)) => s.rx_drops(),
+                    _ => None,
+                })
+                .sum();
             let status = || d.status(&paths);
             if ops.handle_requests(&status) && closing.is_none() {
                 d.conn.close(now);

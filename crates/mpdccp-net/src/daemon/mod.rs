@@ -213,6 +213,10 @@ pub struct DaemonStats {
     pub udp_rx_truncated: u64,
     /// Client: datagrams not from the path's server address (dropped).
     pub udp_rx_foreign: u64,
+    /// Datagrams the kernel dropped at the path sockets because their
+    /// receive buffer was full (`SO_MEMINFO`; read when status is asked;
+    /// a client's count restarts when a path's socket is reopened).
+    pub udp_rx_socket_drops: u64,
     pub udp_tx_datagrams: u64,
     pub udp_tx_errors: u64,
     /// Core output for a path whose socket is gone (interface down).
@@ -523,6 +527,10 @@ pub fn open_tun_queues(
     };
     let name = tuns[0].name().to_string();
     iproute::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;
+    if cfg.txqueuelen > 0 {
+        let q = cfg.txqueuelen.to_string();
+        iproute::ip(&["link", "set", "dev", &name, "txqueuelen", &q])?;
+    }
     for a in &cfg.addresses {
         let (ip, _) = parse_cidr(a)?;
         if ip.is_ipv6() {

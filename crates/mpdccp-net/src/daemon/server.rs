@@ -199,6 +199,10 @@ pub(super) fn serve(s: &mut Server, mut io: Io) -> anyhow::Result<()> {
             s.close_all(now);
             closing = Some(now + CLOSE_GRACE);
         }
+        if ready(i_ops) || ready(i_wake) {
+            // Status is asked through one of these (a worker's through its wake).
+            s.stats.udp_rx_socket_drops = io.sock.rx_drops().unwrap_or(0);
+        }
         if let (Some(ops), true) = (io.ops, ready(i_ops)) {
             let status = || s.status();
             if ops.handle_requests(&status) && closing.is_none() {

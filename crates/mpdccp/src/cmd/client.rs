@@ -20,7 +20,8 @@ daemon_command! {
     ///     remote = "192.0.2.1:6773"         default: `server`
     ///     priority = 3                      MP_PRIO: 1 standby, 2 secondary, 3..15 primary
     ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
-    ///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers)
+    ///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers),
+    ///            txqueuelen = 2000 (packets the kernel queues for the daemon; 0 = its 500)
     ///   [tunnel] cc = "ccid2", scheduler = "cpf", reorder = "passive" (names: see below),
     ///            weights = [], reorder_timeout_ms = 50, send_queue_pkts = 1000,
     ///            send_queue_bytes = 2000000, mss_bytes = (path MTU minus IP+UDP), multipath = true,

@@ -20,7 +20,8 @@ daemon_command! {
     ///            cookie_threshold = 16, load_inits_per_sec = 1000, handshakes_per_sec = 20,
     ///            handshake_burst = 5, rate_sources = 8192, open_half_open = 64, resets_per_sec = 200
     ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.1/24", "fd99::1/64"],
-    ///            routes = [], mtu = 0 (0 = path_mtu minus all headers)
+    ///            routes = [], mtu = 0 (0 = path_mtu minus all headers),
+    ///            txqueuelen = 2000 (packets the kernel queues for the daemon; 0 = its 500)
     ///   [tunnel] cc = "ccid2", scheduler = "cpf", reorder = "passive" (names: see below),
     ///            weights = [], reorder_timeout_ms = 50, send_queue_pkts = 1000,
     ///            send_queue_bytes = 2000000, mss_bytes = (path MTU minus IP+UDP), multipath = true,

@@ -35,7 +35,8 @@ pub struct Args {
     #[arg(long, default_value = "info")]
     daemon_log: String,
     /// SCHED_FIFO priority of the tunnel daemons, which stand for two
-    /// separate machines (0 = normal scheduling; the emulators use 10).
+    /// separate machines (0 = normal scheduling; the emulators use 10);
+    /// also in `--bench`.
     #[arg(long, default_value_t = 5)]
     daemon_rt_priority: u8,
     /// Sample the client daemon's status (cwnd, srtt in the time series)
@@ -65,8 +66,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&abort))?;
     let exe = std::env::current_exe().context("cannot find the mpdccp binary")?;
     if args.bench {
-        let report =
-            mpdccp_lab::bench::run(&exe, args.bench_secs, args.bench_socket_buffer, &abort)?;
+        let report = mpdccp_lab::bench::run(
+            &exe,
+            args.bench_secs,
+            args.bench_socket_buffer,
+            args.daemon_rt_priority,
+            &abort,
+        )?;
         eprintln!("{}", mpdccp_lab::bench_goals::table(&report["goals"]));
         println!("{}", serde_json::to_string_pretty(&report)?);
         if let Some(out) = &args.out {
