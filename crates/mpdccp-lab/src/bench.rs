@@ -450,6 +450,13 @@ pub fn run(
     }
     let tun_txqueuelen = opts.tun_txqueuelen;
     opts.rt_priority = rt_priority;
+    // MPDCCP_BENCH_BUSY_POLL_US: the daemons' `busy_poll_us` (default 0).
+    if let Ok(b) = std::env::var("MPDCCP_BENCH_BUSY_POLL_US") {
+        opts.tunnel.busy_poll_us = b
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_BUSY_POLL_US={b}: {e}"))?;
+    }
+    let busy_poll_us = opts.tunnel.busy_poll_us;
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
     opts.tunnel.aqm = aqm;
@@ -544,6 +551,7 @@ pub fn run(
         "send_queue_pkts_bytes": [4000, queue_bytes],
         "tun_txqueuelen": tun_txqueuelen,
         "daemon_rt_priority": rt_priority,
+        "busy_poll_us": busy_poll_us,
         "load_average_at_start": load_average,
         "client_per_syscall": client_per_call,
         "server_per_syscall": server_per_call,

@@ -214,7 +214,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let mut segbuf = vec![0u8; 65_536];
     let mut rawbuf = vec![0u8; 65_536];
     let mut tun_writer = TunWriter::new();
-    let mut poll = PollSet::with_capacity(8 + paths.len());
+    let mut poll = PollSet::with_capacity(8 + paths.len())
+        .with_busy_poll(Duration::from_micros(config.tunnel.busy_poll_us));
     let mut closing: Option<Instant> = None;
     let mut next_check = Instant::ZERO;
     let mut reconnect_at: Option<Instant> = None;

@@ -630,13 +630,24 @@ impl AsRawFd for SignalPipe {
 /// and looked up by the index `add` returned.
 pub struct PollSet {
     fds: Vec<libc::pollfd>,
+    /// Busy polling (`[tunnel] busy_poll_us`): how long after the last
+    /// readable fd `wait` spins with zero timeouts before it sleeps.
+    busy: Duration,
+    last_ready: Option<Instant>,
 }
 
 impl PollSet {
     pub fn with_capacity(n: usize) -> PollSet {
         PollSet {
             fds: Vec::with_capacity(n),
+            busy: Duration::ZERO,
+            last_ready: None,
         }
+    }
+    /// Spins up to `busy` after each readable fd instead of sleeping.
+    pub fn with_busy_poll(mut self, busy: Duration) -> PollSet {
+        self.busy = busy;
+        self
     }
     pub fn clear(&mut self) {
         self.fds.clear();
@@ -657,10 +668,41 @@ impl PollSet {
     /// Waits until an fd is readable or `deadline` (absolute, `clock::now`
     /// time base) passes.
     pub fn wait(&mut self, now: Instant, deadline: Option<Instant>) -> io::Result<usize> {
+        let spin_until = self.last_ready.map(|t| t + self.busy);
+        if let Some(until) = spin_until.filter(|&u| u > now && !self.busy.is_zero()) {
+            // Busy polling: zero-timeout polls until an fd is readable, the
+            // spin window closes or the deadline comes (a timer's work).
+            let until = deadline.map_or(until, |d| d.min(until));
+            loop {
+                let r = self.ppoll(Duration::ZERO)?;
+                let t = crate::clock::now();
+                if r > 0 {
+                    self.last_ready = Some(t);
+                    return Ok(r);
+                }
+                if t >= until {
+                    if deadline.is_some_and(|d| t >= d) {
+                        return Ok(0);
+                    }
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        let now = crate::clock::now().max(now);
         let d = match deadline {
             Some(t) => t.saturating_duration_since(now).min(Duration::from_secs(1)),
             None => Duration::from_secs(1),
         };
+        let r = self.ppoll(d)?;
+        if r > 0 && !self.busy.is_zero() {
+            self.last_ready = Some(crate::clock::now());
+        }
+        Ok(r)
+    }
+
+    /// One `ppoll` of the set with timeout `d`; an interrupted call is 0.
+    fn ppoll(&mut self, d: Duration) -> io::Result<usize> {
         let ts = libc::timespec {
             tv_sec: d.as_secs() as libc::time_t,
             tv_nsec: d.subsec_nanos() as libc::c_long,

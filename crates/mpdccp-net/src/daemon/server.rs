@@ -156,7 +156,7 @@ pub(super) fn serve(s: &mut Server, mut io: Io) -> anyhow::Result<()> {
     let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
     let mut segbuf = vec![0u8; 65_536];
     let mut rawbuf = vec![0u8; 65_536];
-    let mut poll = PollSet::with_capacity(8 + io.raw.len());
+    let mut poll = PollSet::with_capacity(8 + io.raw.len()).with_busy_poll(s.busy_poll);
     let mut closing: Option<Instant> = None;
     // A deadline handle_timeout cannot advance is a bug; never spin on it.
     let mut timer_guard = StuckTimerGuard::new();
@@ -352,6 +352,8 @@ pub(super) struct Server {
     pub(super) tun_mtu: u32,
     mtu_policy: super::TunMtuPolicy,
     offload: bool,
+    /// `[tunnel] busy_poll_us`.
+    busy_poll: Duration,
     /// `workers > 1`: this worker's share of the server (`workers.rs`).
     pub(super) shard: Option<super::workers::Shard>,
 }
@@ -382,6 +384,7 @@ impl Server {
             tun_mtu: mtu_policy.tun_mtu(None),
             mtu_policy,
             offload: config.tunnel.offload,
+            busy_poll: Duration::from_micros(config.tunnel.busy_poll_us),
             shard,
         }
     }
