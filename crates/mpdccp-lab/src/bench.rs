@@ -167,7 +167,7 @@ fn ping_avg_ms(t: &Topology, dst: &str) -> anyhow::Result<f64> {
 }
 
 /// CPU time (user + system) of a process, seconds.
-pub(crate) fn cpu_s(pid: u32) -> f64 {
+pub fn cpu_s(pid: u32) -> f64 {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };

@@ -15,7 +15,9 @@ use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
 use mpdccp_lab::probe::{self, Arrival};
 use mpdccp_lab::topo::{
     wait_for, ProbeStream, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6,
+    TUN_NAME,
 };
+use mpdccp_net::daemon::config::DEFAULT_TUN_TXQUEUELEN;
 use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::Instant;
 
@@ -58,6 +60,18 @@ fn tunnel_handshake_ping_v4_v6() {
     assert!(out.contains(" 0% packet loss"), "{out}");
     let out = ping_ok(&t, SERVER_TUN_V6, 10).expect("ping6 through the tunnel");
     assert!(out.contains(" 0% packet loss"), "{out}");
+    // Both TUNs got the daemon's queue length, not the kernel's 500.
+    for ns in [&t.client, &t.server] {
+        let link = ns
+            .output("ip", &["-j", "link", "show", "dev", TUN_NAME])
+            .expect("ip link");
+        let v: serde_json::Value = serde_json::from_str(&link).expect("ip -j");
+        assert_eq!(
+            v[0]["txqlen"].as_u64(),
+            Some(u64::from(DEFAULT_TUN_TXQUEUELEN)),
+            "{link}"
+        );
+    }
     let st = t.status(true).expect("server status");
     assert_eq!(
         st["connections"].as_array().map(|a| a.len()),
@@ -69,6 +83,38 @@ fn tunnel_handshake_ping_v4_v6() {
         Some(2),
         "{st}"
     );
+}
+
+/// `busy_poll_us`: the loops spin after packets, so traffic still flows
+/// (the spin hands every readable fd on), and stop spinning when it ends:
+/// idle daemons use almost no CPU.
+#[test]
+fn busy_polling_carries_traffic_and_stops_when_idle() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("busy_polling_carries_traffic_and_stops_when_idle") {
+        return;
+    }
+    let mut t = two_paths("1", "100");
+    let mut opts = TunnelOpts::default();
+    opts.tunnel.busy_poll_us = 2_000;
+    t.start_tunnel(exe(), &opts).expect("tunnel up");
+    let pids: Vec<u32> = t.procs.iter().skip(2).filter_map(|p| p.id()).collect();
+    assert_eq!(pids.len(), 2, "two daemons");
+    let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 20).expect("ping through the tunnel");
+    assert!(out.contains(" 0% packet loss"), "{out}");
+    // Idle: keepalives and RTT probes only, a few per second. Spinning
+    // 2 ms after each would cost a few percent of a core; spinning for
+    // good, all of it.
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu = |pids: &[u32]| {
+        pids.iter()
+            .map(|&p| mpdccp_lab::bench::cpu_s(p))
+            .sum::<f64>()
+    };
+    let c0 = cpu(&pids);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = (cpu(&pids) - c0) / 2.0;
+    assert!(used < 0.25, "idle daemons used {used:.2} of a core");
 }
 
 /// Upstream probes (client → server), 300 ms to drain at the end.
