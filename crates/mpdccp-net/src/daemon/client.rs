@@ -36,7 +36,8 @@ use super::keyfile;
 use super::ops::{conn_json, OpsServer, PathLabel};
 use super::warn::PacketWarning;
 use super::{
-    flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunWriter, BATCH,
+    flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunSetup, TunWriter,
+    BATCH,
 };
 use crate::clock;
 use crate::raw::RawDccpSocket;
@@ -142,15 +143,15 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             .filter_map(|p| super::iface::iface_mtu(&p.interface))
             .fold(config.tunnel.path_mtu, u32::min)
     });
-    let (tun, plan, mtu_policy) = open_tun(
-        &config.tun,
-        config.tunnel.path_mtu,
+    let (tun, plan, mtu_policy) = open_tun(&TunSetup {
+        tun: &config.tun,
+        path_mtu: config.tunnel.path_mtu,
         ipv6_outer,
-        config.encap_bytes(),
-        config.tunnel.offload,
-        config.auth_mode() == AuthMode::Protected,
+        encap_bytes: config.encap_bytes(),
+        offload: config.tunnel.offload,
+        protected: config.auth_mode() == AuthMode::Protected,
         plpmtud_max_ip,
-    )?;
+    })?;
     let mut conn_cfg = config.tunnel.connection_config(&plan);
     conn_cfg.plpmtud = mtu_policy.plpmtud;
     if config.auth_mode() == AuthMode::Protected {

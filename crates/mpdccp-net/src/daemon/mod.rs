@@ -452,48 +452,51 @@ pub fn set_tun_mtu(tun: &Tun, mtu: u32) -> anyhow::Result<()> {
     iproute::ip(&["link", "set", "dev", tun.name(), "mtu", &mtu.to_string()])
 }
 
+/// What the TUN is opened for: the outer path and the tunnel's options,
+/// from which [`open_tun`] plans the MTU.
+pub struct TunSetup<'a> {
+    pub tun: &'a TunConfig,
+    /// Largest IP packet a path carries (`[tunnel] path_mtu`).
+    pub path_mtu: u32,
+    /// Outer IPv6 (a longer header than IPv4).
+    pub ipv6_outer: bool,
+    /// Encapsulation header bytes (UDP's 8 for DCCP-in-UDP).
+    pub encap_bytes: u32,
+    /// Kernel offloads (`IFF_VNET_HDR`, TSO/USO).
+    pub offload: bool,
+    /// `auth = "protected"`: every data packet carries the AEAD's bytes.
+    pub protected: bool,
+    /// With DPLPMTUD on, the largest IP packet searched for (`path_mtu`,
+    /// bounded by the interface MTUs).
+    pub plpmtud_max_ip: Option<u32>,
+}
+
 /// Opens and configures the TUN device; returns it with the MTU plan used
 /// (with `protected`, lowered by the payload protection's overhead) and
-/// the TUN MTU policy. `plpmtud_max_ip`: with DPLPMTUD on, the largest IP
-/// packet searched for (`path_mtu`, bounded by the interface MTUs); the TUN
-/// then starts at what the base size allows (RFC 8899 §5.1.2: "the
-/// BASE_PLPMTU ... until confirmed"), so nothing is sent oversized while
-/// the search runs, and is raised as sizes are confirmed.
-pub fn open_tun(
-    cfg: &TunConfig,
-    path_mtu: u32,
-    ipv6_outer: bool,
-    encap_bytes: u32,
-    offload: bool,
-    protected: bool,
-    plpmtud_max_ip: Option<u32>,
-) -> anyhow::Result<(Tun, MtuPlan, TunMtuPolicy)> {
-    let (mut tuns, plan, policy) = open_tun_queues(
-        cfg,
+/// the TUN MTU policy. With DPLPMTUD on, the TUN starts at what the base
+/// size allows (RFC 8899 §5.1.2: "the BASE_PLPMTU ... until confirmed"),
+/// so nothing is sent oversized while the search runs, and is raised as
+/// sizes are confirmed.
+pub fn open_tun(setup: &TunSetup) -> anyhow::Result<(Tun, MtuPlan, TunMtuPolicy)> {
+    let (mut tuns, plan, policy) = open_tun_queues(setup, 1)?;
+    Ok((tuns.remove(0), plan, policy))
+}
+
+/// As [`open_tun`], with `queues` fds of one TUN (`IFF_MULTI_QUEUE` when
+/// more than one; a sharded server's workers read one each).
+pub fn open_tun_queues(
+    setup: &TunSetup,
+    queues: usize,
+) -> anyhow::Result<(Vec<Tun>, MtuPlan, TunMtuPolicy)> {
+    let TunSetup {
+        tun: cfg,
         path_mtu,
         ipv6_outer,
         encap_bytes,
         offload,
         protected,
         plpmtud_max_ip,
-        1,
-    )?;
-    Ok((tuns.remove(0), plan, policy))
-}
-
-/// As [`open_tun`], with `queues` fds of one TUN (`IFF_MULTI_QUEUE` when
-/// more than one; a sharded server's workers read one each).
-#[allow(clippy::too_many_arguments)]
-pub fn open_tun_queues(
-    cfg: &TunConfig,
-    path_mtu: u32,
-    ipv6_outer: bool,
-    encap_bytes: u32,
-    offload: bool,
-    protected: bool,
-    plpmtud_max_ip: Option<u32>,
-    queues: usize,
-) -> anyhow::Result<(Vec<Tun>, MtuPlan, TunMtuPolicy)> {
+    } = *setup;
     let mut plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
     let mut extra = 0;
     if protected {

@@ -34,7 +34,7 @@ use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::warn::PacketWarning;
 use super::{
-    flush_batch, inner_dst, inner_src, open_tun_queues, DaemonStats, PollSet, SignalPipe,
+    flush_batch, inner_dst, inner_src, open_tun_queues, DaemonStats, PollSet, SignalPipe, TunSetup,
     TunWriter, BATCH,
 };
 use crate::clock;
@@ -75,17 +75,17 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     // One TUN for all clients: it follows the smallest PLPMTU over the
     // connections (a downstream packet must fit the client it goes to, and
     // the TUN cannot tell clients apart), bounded below by the base size.
-    let (mut tuns, plan, mtu_policy) = open_tun_queues(
-        &config.tun,
-        config.tunnel.path_mtu,
-        config.listen.is_ipv6() || config.dccp_listen.iter().any(IpAddr::is_ipv6),
+    let setup = TunSetup {
+        tun: &config.tun,
+        path_mtu: config.tunnel.path_mtu,
+        ipv6_outer: config.listen.is_ipv6() || config.dccp_listen.iter().any(IpAddr::is_ipv6),
         // UDP is always served: its header stays in the budget.
-        crate::mtu::UDP_HEADER_BYTES,
-        config.tunnel.offload,
-        config.auth_mode() == AuthMode::Protected,
-        config.tunnel.plpmtud.then_some(config.tunnel.path_mtu),
-        n,
-    )?;
+        encap_bytes: crate::mtu::UDP_HEADER_BYTES,
+        offload: config.tunnel.offload,
+        protected: config.auth_mode() == AuthMode::Protected,
+        plpmtud_max_ip: config.tunnel.plpmtud.then_some(config.tunnel.path_mtu),
+    };
+    let (mut tuns, plan, mtu_policy) = open_tun_queues(&setup, n)?;
     let mut conn_cfg = config.tunnel.connection_config(&plan);
     conn_cfg.plpmtud = mtu_policy.plpmtud;
     if config.auth_mode() == AuthMode::Protected {
