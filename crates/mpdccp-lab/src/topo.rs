@@ -207,6 +207,37 @@ impl Topology {
         Ok(())
     }
 
+    /// Builds `n_paths` paths, each through `mpdccp netem` with this
+    /// one-way delay and rate (the usual start of a tunnel test).
+    pub fn emulated(
+        exe: &Path,
+        n_paths: usize,
+        delay_ms: u32,
+        rate_mbps: u32,
+    ) -> anyhow::Result<Topology> {
+        let mut t = Topology::build(n_paths)?;
+        let (d, r) = (delay_ms.to_string(), rate_mbps.to_string());
+        for i in 0..n_paths {
+            t.start_emulator(exe, i, &["--delay-ms", &d, "--rate-mbps", &r])?;
+        }
+        Ok(t)
+    }
+
+    /// `count` pings through the tunnel from the client to the server's
+    /// inner IPv4 address and back the other way; an error (with ping's
+    /// output) unless every one is answered.
+    pub fn ping_both_ways(&self, count: u32) -> anyhow::Result<()> {
+        let n = count.to_string();
+        for (ns, dst) in [(&self.client, SERVER_TUN_V4), (&self.server, CLIENT_TUN_V4)] {
+            let dst = dst.to_string();
+            let out = ns.output("ping", &["-c", &n, "-i", "0.05", "-W", "2", "-q", &dst])?;
+            if !out.contains(" 0% packet loss") {
+                bail!("ping {} -> {dst}: {out}", ns.name());
+            }
+        }
+        Ok(())
+    }
+
     /// Starts `mpdccp netem` in router `i` (0-based) with `args` describing
     /// the path (e.g. `["--delay-ms","20"]` or `["--scenario",F,"--path",N]`),
     /// and waits until its TUNs and rules are in place.

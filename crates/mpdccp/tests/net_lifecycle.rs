@@ -189,11 +189,7 @@ fn sigterm_within_half_a_second_and_restart_within_one() {
     if !root_or_skip("sigterm_within_half_a_second_and_restart_within_one") {
         return;
     }
-    let mut t = Topology::build(2).expect("topology");
-    for i in 0..2 {
-        t.start_emulator(exe(), i, &["--delay-ms", "5", "--rate-mbps", "50"])
-            .expect("emulator");
-    }
+    let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");
     t.start_tunnel(exe(), &TunnelOpts::default())
         .expect("tunnel up on both paths");
     ping_ok(&t, "5");

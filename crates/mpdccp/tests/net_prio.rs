@@ -12,7 +12,7 @@ use std::path::Path;
 
 use mpdccp_lab::iperf;
 use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
-use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
+use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use serde_json::Value;
 
 fn exe() -> &'static Path {
@@ -57,13 +57,9 @@ fn a_standby_path_carries_no_data_in_either_direction() {
     if !root_or_skip(test) || !tool_or_skip(test, "iperf3") || !tool_or_skip(test, "ping") {
         return;
     }
-    let mut t = Topology::build(2).expect("topology");
     // 10 ms each way: the primary's srtt (~20 ms) is well above the
     // daemons' scheduling noise on a shared host.
-    for i in 0..2 {
-        t.start_emulator(exe(), i, &["--delay-ms", "10", "--rate-mbps", "50"])
-            .expect("emulator");
-    }
+    let mut t = Topology::emulated(exe(), 2, 10, 50).expect("topology");
     let opts = TunnelOpts {
         priorities: vec![3, 1],
         ..TunnelOpts::default()
@@ -72,15 +68,7 @@ fn a_standby_path_carries_no_data_in_either_direction() {
         .expect("tunnel up on both paths");
 
     // Ping both ways (requests one way, replies the other).
-    for (ns, dst) in [(&t.client, SERVER_TUN_V4), (&t.server, CLIENT_TUN_V4)] {
-        let out = ns
-            .output(
-                "ping",
-                &["-c", "10", "-i", "0.05", "-W", "2", "-q", &dst.to_string()],
-            )
-            .expect("ping through the tunnel");
-        assert!(out.contains(" 0% packet loss"), "{out}");
-    }
+    t.ping_both_ways(10).expect("ping through the tunnel");
     // iperf3 UDP upstream, then downstream, 20 Mbit/s for 2 s each.
     let up = iperf_udp(&mut t, 5301, "20M", false);
     let down = iperf_udp(&mut t, 5302, "20M", true);

@@ -27,17 +27,8 @@ fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))
 }
 
-fn two_paths(delay_ms: &str, rate_mbps: &str) -> Topology {
-    let mut t = Topology::build(2).expect("topology");
-    for i in 0..2 {
-        t.start_emulator(
-            exe(),
-            i,
-            &["--delay-ms", delay_ms, "--rate-mbps", rate_mbps],
-        )
-        .expect("emulator");
-    }
-    t
+fn two_paths(delay_ms: u32, rate_mbps: u32) -> Topology {
+    Topology::emulated(exe(), 2, delay_ms, rate_mbps).expect("topology")
 }
 
 fn ping_ok(t: &Topology, dst: &str, n: u32) -> anyhow::Result<String> {
@@ -53,7 +44,7 @@ fn tunnel_handshake_ping_v4_v6() {
     if !root_or_skip("tunnel_handshake_ping_v4_v6") {
         return;
     }
-    let mut t = two_paths("5", "50");
+    let mut t = two_paths(5, 50);
     t.start_tunnel(exe(), &TunnelOpts::default())
         .expect("tunnel up on both paths");
     let out = ping_ok(&t, &SERVER_TUN_V4.to_string(), 10).expect("ping through the tunnel");
@@ -94,7 +85,7 @@ fn busy_polling_carries_traffic_and_stops_when_idle() {
     if !root_or_skip("busy_polling_carries_traffic_and_stops_when_idle") {
         return;
     }
-    let mut t = two_paths("1", "100");
+    let mut t = two_paths(1, 100);
     let mut opts = TunnelOpts::default();
     opts.tunnel.busy_poll_us = 2_000;
     t.start_tunnel(exe(), &opts).expect("tunnel up");
@@ -133,7 +124,7 @@ fn tunnel_probe_stream_exactly_once_over_two_paths() {
     if !root_or_skip("tunnel_probe_stream_exactly_once_over_two_paths") {
         return;
     }
-    let mut t = two_paths("5", "20");
+    let mut t = two_paths(5, 20);
     // Round robin puts every other packet on the other path: reordering is exercised.
     let mut opts = TunnelOpts::default();
     opts.tunnel.settings.scheduler = SchedulerKind::Rr;
@@ -161,7 +152,7 @@ fn tunnel_survives_interface_down_and_rejoins() {
     if !root_or_skip("tunnel_survives_interface_down_and_rejoins") {
         return;
     }
-    let mut t = two_paths("5", "20");
+    let mut t = two_paths(5, 20);
     t.start_tunnel(exe(), &TunnelOpts::default())
         .expect("tunnel");
     let (s, start) = start_stream(&t, 4_000_000, 6.0, 9002);
@@ -221,7 +212,7 @@ fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
     if !root_or_skip("tunnel_carries_kernel_tcp_at_80_percent_of_two_paths") {
         return;
     }
-    let mut t = two_paths("5", "10");
+    let mut t = two_paths(5, 10);
     let mut opts = TunnelOpts {
         log: "warn".into(),
         ..Default::default()
@@ -301,7 +292,7 @@ fn hostile_input_is_counted_and_harmless() {
     if !root_or_skip("hostile_input_is_counted_and_harmless") {
         return;
     }
-    let mut t = two_paths("2", "50");
+    let mut t = two_paths(2, 50);
     t.start_tunnel(exe(), &TunnelOpts::default())
         .expect("tunnel");
     let before = t.status(true).expect("status");
@@ -430,7 +421,7 @@ fn tunnel_interface_flaps_twelve_times_without_leaking_paths() {
     if !root_or_skip("tunnel_interface_flaps_twelve_times_without_leaking_paths") {
         return;
     }
-    let mut t = two_paths("5", "20");
+    let mut t = two_paths(5, 20);
     t.start_tunnel(exe(), &TunnelOpts::default())
         .expect("tunnel");
     let secs = f64::from(CYCLES) * 2.5 + 2.0;
@@ -526,7 +517,7 @@ fn silent_path_expires_at_both_ends_and_rejoins() {
     if !root_or_skip("silent_path_expires_at_both_ends_and_rejoins") {
         return;
     }
-    let mut t = two_paths("5", "20");
+    let mut t = two_paths(5, 20);
     let mut opts = TunnelOpts::default();
     opts.tunnel.keepalive_ms = 500;
     opts.tunnel.path_idle_timeout_ms = 3000;

@@ -36,11 +36,7 @@ fn exe() -> &'static Path {
 /// Two emulated paths (5 ms, 20 Mbit/s), as in `net_tunnel.rs`, and the
 /// tunnel up on them with round robin (both paths carry every other packet).
 fn tunnel(transports: &[Transport]) -> Topology {
-    let mut t = Topology::build(2).expect("topology");
-    for i in 0..2 {
-        t.start_emulator(exe(), i, &["--delay-ms", "5", "--rate-mbps", "20"])
-            .expect("emulator");
-    }
+    let mut t = Topology::emulated(exe(), 2, 5, 20).expect("topology");
     let mut opts = TunnelOpts {
         transports: transports.to_vec(),
         ..TunnelOpts::default()

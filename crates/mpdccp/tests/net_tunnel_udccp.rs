@@ -41,12 +41,7 @@ fn exe() -> &'static Path {
 /// The topology with both emulators up, the tunnel not yet started (so a
 /// capture can see the handshakes).
 fn topology() -> Topology {
-    let mut t = Topology::build(2).expect("topology");
-    for i in 0..2 {
-        t.start_emulator(exe(), i, &["--delay-ms", "5", "--rate-mbps", "20"])
-            .expect("emulator");
-    }
-    t
+    Topology::emulated(exe(), 2, 5, 20).expect("topology")
 }
 
 fn start(t: &mut Topology, transports: &[Transport]) {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
 use mpdccp_lab::probe;
-use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4, SERVER_TUN_V4};
+use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4};
 use mpdccp_net::daemon::config::AuthMode;
 use serde_json::Value;
 
@@ -55,11 +55,7 @@ fn two_workers_hand_over_in_authenticated_mode() {
 }
 
 fn hand_over(auth: AuthMode) {
-    let mut t = Topology::build(2).expect("topology");
-    for i in 0..2 {
-        t.start_emulator(exe(), i, &["--delay-ms", "5", "--rate-mbps", "50"])
-            .expect("emulator");
-    }
+    let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");
     let opts = TunnelOpts {
         server_workers: 2,
         auth,
@@ -67,15 +63,7 @@ fn hand_over(auth: AuthMode) {
     };
     t.start_tunnel(exe(), &opts)
         .expect("tunnel up on both paths");
-    for (ns, dst) in [(&t.client, SERVER_TUN_V4), (&t.server, CLIENT_TUN_V4)] {
-        let out = ns
-            .output(
-                "ping",
-                &["-c", "10", "-i", "0.05", "-W", "2", "-q", &dst.to_string()],
-            )
-            .expect("ping");
-        assert!(out.contains(" 0% packet loss"), "{dst}: {out}");
-    }
+    t.ping_both_ways(10).expect("ping");
     // Flows the server side starts: each new one is queued by its hash.
     spawn_in_netns(t.server.name(), || {
         for _ in 0..64 {
