@@ -122,7 +122,7 @@ pub fn judge(report: &Value) -> Value {
             unit: "us",
             goal: "<= 50",
             met: at_most(idle_p99, 50.0),
-            basis: "ping every 5 ms: tunnel p99 - direct p99",
+            basis: "ping every 5 ms: tunnel p99 - direct p99 (the host's floor for any userspace relay: userspace_udp_echo_rtt_us)",
         },
         Goal {
             figure: "added RTT under a saturating TCP flow, p50",
