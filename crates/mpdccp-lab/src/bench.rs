@@ -168,17 +168,40 @@ fn ping_avg_ms(t: &Topology, dst: &str) -> anyhow::Result<f64> {
 
 /// CPU time (user + system) of a process, seconds.
 pub fn cpu_s(pid: u32) -> f64 {
+    let (u, s) = cpu_user_system_s(pid);
+    u + s
+}
+
+/// CPU time of a process in user space and in the kernel, seconds.
+fn cpu_user_system_s(pid: u32) -> (f64, f64) {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
+        return (0.0, 0.0);
     };
     // Fields after the parenthesised command name; utime and stime are 14 and 15.
     let Some(rest) = s.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
+        return (0.0, 0.0);
     };
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    let hz = rustix::param::clock_ticks_per_second() as f64;
-    (ticks(11) + ticks(12)) / hz.max(1.0)
+    let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
+    (ticks(11) / hz, ticks(12) / hz)
+}
+
+/// Each daemon's share of a core in user space and in the kernel between
+/// two [`cpu_user_system_s`] snapshots `secs` apart (server first).
+fn cpu_split(before: &[(f64, f64)], after: &[(f64, f64)], secs: u32) -> Value {
+    let names = ["server", "client"];
+    let mut out = serde_json::Map::new();
+    for (i, (a, b)) in after.iter().zip(before).enumerate() {
+        let name = names
+            .get(i)
+            .map_or_else(|| format!("daemon{i}"), |n| n.to_string());
+        out.insert(
+            name,
+            json!({"user": (a.0 - b.0) / secs as f64, "system": (a.1 - b.1) / secs as f64}),
+        );
+    }
+    Value::Object(out)
 }
 
 /// The floor under any userspace relay's added latency on this host: the
@@ -250,9 +273,11 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         &t.client
             .output("ping", &["-c", "200", "-i", "0.005", dst])?,
     );
-    let cpu0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    let split0: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
     let tcp = iperf(t, dst, &[], secs)?;
-    let cpu1: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    let split1: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
+    let sum = |v: &[(f64, f64)]| v.iter().map(|(u, s)| u + s).sum::<f64>();
+    let (cpu0, cpu1) = (sum(&split0), sum(&split1));
     // Pings every 10 ms while a second TCP flow saturates the path: the
     // latency the queues add under load. A run of its own: 100 small
     // packets a second interleaved with the flow cost the tunnel about a
@@ -286,7 +311,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let tun_drops0 = tun_tx_dropped(t);
     let snmp0 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
     let status0 = (t.status(false).ok(), t.status(true).ok());
-    let cpu_udp0: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    let usplit0: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
     // 4 MB socket buffers at both iperf3 ends (net.core.rmem_max here):
     // with the default 208 kB the receiving iperf3 overflows its own socket
     // whenever it is not scheduled for 1 ms, on the direct path too.
@@ -296,7 +321,8 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         &["-u", "-b", &rate, "-l", "1200", "-w", UDP_SOCKET_BUFFER],
         secs,
     )?;
-    let cpu_udp1: f64 = pids.iter().map(|&p| cpu_s(p)).sum();
+    let usplit1: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
+    let (cpu_udp0, cpu_udp1) = (sum(&usplit0), sum(&usplit1));
     let tun_drops = diff_u64(tun_tx_dropped(t), tun_drops0);
     let snmp1 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
     let status1 = (t.status(false).ok(), t.status(true).ok());
@@ -349,6 +375,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "tcp_4_streams_mbps": received_mbps(&tcp4),
         "tcp_4_streams_retransmit_percent": retransmit_percent(&tcp4),
         "daemon_cpu_share_of_one_core_during_tcp": if pids.is_empty() { Value::Null } else { json!((cpu1 - cpu0) / secs as f64) },
+        "daemon_cpu_user_system_during_tcp": cpu_split(&split0, &split1, secs),
         "udp_offered_mbps": UDP_OFFERED_MBPS,
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
@@ -360,6 +387,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "udp_lost_in_tunnel_percent": lost_in_tunnel,
         "udp_written_to_server_tun": to_tun,
         "daemon_cpu_share_of_one_core_during_udp": if pids.is_empty() { Value::Null } else { json!((cpu_udp1 - cpu_udp0) / secs as f64) },
+        "daemon_cpu_user_system_during_udp": cpu_split(&usplit0, &usplit1, secs),
         "ping_rtt_ms_light_load": idle[1],
         "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
         "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,
