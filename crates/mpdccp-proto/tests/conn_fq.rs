@@ -41,6 +41,30 @@ fn config(flows: usize) -> ConnectionConfig {
     }
 }
 
+/// Hostile inner traffic, every packet a new flow: a state per bucket at
+/// most (the queue starts with none; a flow emptied by an overflow drop
+/// keeps its state until its turn comes, RFC 8290 §4.2, so up to every
+/// bucket can hold one while nothing is sent).
+#[test]
+fn flow_state_is_bounded_by_the_buckets() {
+    let t = Instant::ZERO;
+    let cfg = ConnectionConfig {
+        send_queue_pkts: 100,
+        ..config(DEFAULT_SEND_QUEUE_FLOWS)
+    };
+    let mut c = Connection::try_new(Role::Client, cfg, t, 5).unwrap();
+    assert_eq!(c.send_queue_flow_states(), 0);
+    for port in 0..5000u16 {
+        let _ = c.send(t, &packet(port, 200, t));
+        assert!(c.send_queue_flow_states() <= DEFAULT_SEND_QUEUE_FLOWS);
+        if port < 100 {
+            // Until the queue is full, no more states than packets.
+            assert!(c.send_queue_flow_states() <= c.send_queue_len());
+        }
+    }
+    assert_eq!(c.send_queue_len(), 100);
+}
+
 /// The option reaches the connection's queue: with 10 bulk packets filling
 /// a 10-packet queue, the FIFO refuses the ping (tail drop) while the flow
 /// queues take it and drop the bulk flow's oldest packet.

@@ -110,6 +110,7 @@ pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathL
         "local_ci": conn.local_ci(),
         "remote_ci": conn.remote_ci(),
         "send_queue_pkts": conn.send_queue_len(),
+        "send_queue_flow_states": conn.send_queue_flow_states(),
         "plpmtu": conn.plpmtu(),
         "plpmtu_stats": plpmtu_stats_json(conn),
         "stats": stats_json(&conn.stats()),

@@ -122,6 +122,15 @@ impl CoDel {
     pub fn on_empty(&mut self) {
         self.first_above = None;
     }
+
+    /// Whether this state decides exactly as a new one would: not dropping,
+    /// nothing above target, and no drop rate worth resuming (§5.5 resumes
+    /// only when `count - lastcount > 1`). Such a state can be forgotten.
+    pub fn is_like_new(&self) -> bool {
+        !self.dropping
+            && self.first_above.is_none()
+            && self.count.saturating_sub(self.last_count) <= 1
+    }
 }
 
 #[cfg(test)]

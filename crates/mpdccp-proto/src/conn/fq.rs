@@ -40,14 +40,26 @@ struct Flow {
     codel: Option<CoDel>,
 }
 
+/// The buckets are sparse: a bucket has state (a `Flow`) only while it is
+/// on a list or its CoDel remembers something (a drop rate to resume). An
+/// inactive bucket with a CoDel like a new one behaves exactly as a fresh
+/// bucket, so its state is returned to the free list: a connection with
+/// one flow holds one `Flow`, not 1024 (≈ 140 kB per client on a server).
 #[derive(Debug)]
 pub(crate) struct FlowQueues {
+    /// Bucket → index in `flows`, or `NO_SLOT`.
+    slot_of: Vec<u32>,
     flows: Vec<Flow>,
+    free: Vec<u32>,
     new_flows: VecDeque<u32>,
     old_flows: VecDeque<u32>,
     quantum: i64,
+    /// A new bucket's CoDel.
+    codel: Option<CoDel>,
     seed: u64,
 }
+
+const NO_SLOT: u32 = u32::MAX;
 
 impl FlowQueues {
     /// `flows` buckets (clamped to 1..=65536), DRR `quantum` bytes (one
@@ -56,26 +68,85 @@ impl FlowQueues {
     pub fn new(flows: usize, quantum: usize, codel: Option<&CoDel>, seed: u64) -> Self {
         let n = flows.clamp(1, MAX_FLOWS);
         FlowQueues {
-            flows: (0..n)
-                .map(|_| Flow {
-                    q: VecDeque::new(),
-                    bytes: 0,
-                    deficit: 0,
-                    list: List::Inactive,
-                    codel: codel.cloned(),
-                })
-                .collect(),
+            slot_of: vec![NO_SLOT; n],
+            flows: Vec::new(),
+            free: Vec::new(),
             new_flows: VecDeque::new(),
             old_flows: VecDeque::new(),
             quantum: i64::try_from(quantum.max(1)).unwrap_or(i64::MAX / 4),
+            codel: codel.cloned(),
             seed,
         }
     }
 
     /// Replaces every bucket's CoDel (parameters set after construction).
     pub fn set_codel(&mut self, codel: Option<&CoDel>) {
+        self.codel = codel.cloned();
         for f in &mut self.flows {
             f.codel = codel.cloned();
+        }
+    }
+
+    /// Buckets that hold state now (for tests and memory accounting).
+    pub fn buckets_with_state(&self) -> usize {
+        self.flows.len() - self.free.len()
+    }
+
+    /// The state of bucket `f`, if it has any.
+    fn flow(&self, f: usize) -> Option<&Flow> {
+        let s = *self.slot_of.get(f)?;
+        (s != NO_SLOT).then(|| &self.flows[s as usize])
+    }
+
+    /// The state of bucket `f`; only for buckets on a list (which have one).
+    fn listed(&mut self, f: usize) -> &mut Flow {
+        let s = self.slot_of[f];
+        debug_assert_ne!(s, NO_SLOT, "bucket {f} is listed, so it has state");
+        &mut self.flows[s as usize]
+    }
+
+    /// The state of bucket `f`, made fresh if it had none.
+    fn flow_or_new(&mut self, f: usize) -> &mut Flow {
+        if self.slot_of[f] == NO_SLOT {
+            let fresh = Flow {
+                q: VecDeque::new(),
+                bytes: 0,
+                deficit: 0,
+                list: List::Inactive,
+                codel: self.codel.clone(),
+            };
+            let s = match self.free.pop() {
+                Some(s) => {
+                    self.flows[s as usize] = fresh;
+                    s
+                }
+                None => {
+                    self.flows.push(fresh);
+                    (self.flows.len() - 1) as u32
+                }
+            };
+            self.slot_of[f] = s;
+        }
+        let s = self.slot_of[f] as usize;
+        &mut self.flows[s]
+    }
+
+    /// Returns bucket `f`'s state to the free list if it is inactive and
+    /// remembers nothing a fresh one would not.
+    fn forget_if_idle(&mut self, f: usize) {
+        let s = self.slot_of[f];
+        if s == NO_SLOT {
+            return;
+        }
+        let flow = &mut self.flows[s as usize];
+        if flow.list == List::Inactive
+            && flow.q.is_empty()
+            && flow.codel.as_ref().is_none_or(CoDel::is_like_new)
+        {
+            // Drop the queue's storage too: an idle client keeps nothing.
+            flow.q = VecDeque::new();
+            self.slot_of[f] = NO_SLOT;
+            self.free.push(s);
         }
     }
 
@@ -83,7 +154,7 @@ impl FlowQueues {
     pub fn bucket(&self, packet: &[u8]) -> usize {
         let h = flow_hash(packet, self.seed);
         // Multiply-high: uniform over the buckets without a division.
-        ((u128::from(h) * self.flows.len() as u128) >> 64) as usize
+        ((u128::from(h) * self.slot_of.len() as u128) >> 64) as usize
     }
 
     /// Appends to bucket `f`; a bucket not on either list becomes a new
@@ -98,7 +169,8 @@ impl FlowQueues {
     }
 
     fn add(&mut self, f: usize, item: Queued, front: bool) {
-        let flow = &mut self.flows[f];
+        let quantum = self.quantum;
+        let flow = self.flow_or_new(f);
         flow.bytes += item.data.len();
         if front {
             flow.q.push_front(item);
@@ -107,7 +179,7 @@ impl FlowQueues {
         }
         if flow.list == List::Inactive {
             flow.list = List::New;
-            flow.deficit = self.quantum;
+            flow.deficit = quantum;
             self.new_flows.push_back(f as u32);
         }
         self.settle();
@@ -120,7 +192,7 @@ impl FlowQueues {
     }
 
     pub fn front(&self) -> Option<&Queued> {
-        self.flows[self.current()?].q.front()
+        self.flow(self.current()?)?.q.front()
     }
 
     /// The current bucket's head, its bucket's bytes, and its CoDel, for
@@ -128,7 +200,7 @@ impl FlowQueues {
     /// The head is mutable so that CoDel can mark it instead of dropping it.
     pub fn head_for_aqm(&mut self) -> Option<(&mut Queued, usize, Option<&mut CoDel>)> {
         let f = self.current()?;
-        let flow = &mut self.flows[f];
+        let flow = self.listed(f);
         let head = flow.q.front_mut()?;
         Some((head, flow.bytes, flow.codel.as_mut()))
     }
@@ -138,7 +210,7 @@ impl FlowQueues {
     pub fn pop(&mut self) -> Option<Queued> {
         let f = self.current()?;
         let item = self.take_head(f)?;
-        self.flows[f].deficit -= item.data.len() as i64;
+        self.listed(f).deficit -= item.data.len() as i64;
         self.settle();
         Some(item)
     }
@@ -158,7 +230,7 @@ impl FlowQueues {
         // Only buckets on a list can hold packets; ties go to the first.
         let mut fat: Option<(usize, usize)> = None;
         for &f in self.new_flows.iter().chain(self.old_flows.iter()) {
-            let b = self.flows[f as usize].bytes;
+            let b = self.flow(f as usize).map_or(0, |x| x.bytes);
             if fat.is_none_or(|(_, fb)| b > fb) {
                 fat = Some((f as usize, b));
             }
@@ -170,11 +242,12 @@ impl FlowQueues {
     }
 
     pub fn flow_len(&self, f: usize) -> usize {
-        self.flows[f].q.len()
+        self.flow(f).map_or(0, |x| x.q.len())
     }
 
     fn take_head(&mut self, f: usize) -> Option<Queued> {
-        let flow = &mut self.flows[f];
+        let s = *self.slot_of.get(f)?;
+        let flow = self.flows.get_mut(s as usize)?;
         let item = flow.q.pop_front()?;
         flow.bytes -= item.data.len();
         if flow.q.is_empty() {
@@ -194,6 +267,7 @@ impl FlowQueues {
         mut recycle: impl FnMut(Vec<u8>),
     ) -> (usize, usize) {
         let (mut n, mut bytes) = (0, 0);
+        // Free slots hold empty queues: visiting them changes nothing.
         for flow in &mut self.flows {
             let mut kept = VecDeque::with_capacity(flow.q.len());
             for item in flow.q.drain(..) {
@@ -226,7 +300,9 @@ impl FlowQueues {
                 (None, Some(&f)) => (f as usize, false),
                 (None, None) => return,
             };
-            let flow = &mut self.flows[f];
+            let s = self.slot_of[f];
+            debug_assert_ne!(s, NO_SLOT, "bucket {f} is listed, so it has state");
+            let flow = &mut self.flows[s as usize];
             let list = if from_new {
                 &mut self.new_flows
             } else {
@@ -244,6 +320,7 @@ impl FlowQueues {
                     self.old_flows.push_back(f as u32);
                 } else {
                     flow.list = List::Inactive;
+                    self.forget_if_idle(f);
                 }
             } else {
                 return;
@@ -269,6 +346,9 @@ impl FlowQueues {
         }
         self.new_flows.clear();
         self.old_flows.clear();
+        for f in 0..self.slot_of.len() {
+            self.forget_if_idle(f);
+        }
         n
     }
 }

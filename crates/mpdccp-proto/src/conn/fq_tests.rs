@@ -372,3 +372,38 @@ fn push_front_and_the_totals() {
     assert_eq!(q.clear(), 1);
     assert!(q.front().is_none());
 }
+
+/// Buckets are sparse: 50 flows hold a state per bucket while queued and none once
+/// drained (a server keeps no 1024-bucket table per idle client), and a
+/// returning flow starts as a new one (full quantum, served first).
+#[test]
+fn drained_buckets_keep_no_state() {
+    let t0 = Instant::ZERO;
+    let mut q = fq_queue(10_000, 100_000_000, Some(CoDelConfig::default()));
+    assert_eq!(q.flow_states(), 0);
+    let hash = FlowQueues::new(DEFAULT_FLOWS, QUANTUM, None, 7);
+    let mut buckets = std::collections::BTreeSet::new();
+    for port in 0..50u16 {
+        q.push(t0, &tcp(2000 + port, u32::from(port)));
+        buckets.insert(hash.bucket(&tcp(2000 + port, 0)));
+    }
+    // One state per occupied bucket (two of the 50 flows may share one).
+    assert_eq!(q.flow_states(), buckets.len());
+    assert!(buckets.len() >= 45);
+    while q.pop().is_some() {}
+    assert_eq!(q.flow_states(), 0, "drained flows keep state");
+    // Bulk backlog, then the returning flow 2000 overtakes it.
+    for k in 0..10 {
+        q.push(t0 + ms(1), &tcp(1000, k));
+    }
+    // Two pops spend the bulk flow's quantum: it moves to the old list.
+    q.pop();
+    q.pop();
+    q.push(t0 + ms(2), &tcp(2000, 99));
+    assert_eq!(seq_of(&q.pop().expect("queued").data), 99);
+    // Emptied from the new list, flow 2000 waits its turn on the old list
+    // (RFC 8290 §4.2) before it is forgotten.
+    assert_eq!(q.flow_states(), 2);
+    while q.pop().is_some() {}
+    assert_eq!(q.flow_states(), 0);
+}

@@ -512,6 +512,13 @@ impl Connection {
         self.queue.len()
     }
 
+    /// Flow-queue buckets holding state (`send_queue_flows` > 0): one per
+    /// inner flow with packets queued, plus those whose CoDel remembers a
+    /// drop rate; an idle connection holds none.
+    pub fn send_queue_flow_states(&self) -> usize {
+        self.queue.flow_states()
+    }
+
     /// Processes several received datagrams of one path.
     pub fn handle_datagrams<'a>(
         &mut self,

@@ -123,6 +123,12 @@ impl SendQueue {
         self
     }
 
+    /// Flow-queue buckets holding state now (0 with one FIFO): those with
+    /// packets, plus those whose CoDel remembers a drop rate.
+    pub fn flow_states(&self) -> usize {
+        self.fq.as_ref().map_or(0, FlowQueues::buckets_with_state)
+    }
+
     /// Drops head packets that waited too long (the age limit), then those
     /// CoDel decides to drop, before the head is offered to the scheduler.
     /// Copies of a multi-path decision never wait here, so every dropped
