@@ -116,6 +116,26 @@ impl Connection {
         if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_usable()) {
             return;
         }
+        // Most calls find every window (or pacer) full. For a scheduler
+        // that then holds, do exactly what the loop's first turn would:
+        // shed the head, and mark each usable path blocked (none can be
+        // chosen); the views would only be built to be asked.
+        if self.scheduler.holds_unless_a_path_can_send()
+            && !self.paths.iter().any(|p| p.view_can_send(now))
+        {
+            let shed = self.queue.shed_head(now);
+            self.stats.send_queue_expired += shed.expired;
+            self.stats.send_queue_codel_dropped += shed.codel;
+            self.stats.send_queue_ecn_marked += shed.ecn_marked;
+            if self.queue.front().is_some() {
+                for p in &mut self.paths {
+                    if p.view_usable() {
+                        p.note_blocked(now);
+                    }
+                }
+            }
+            return;
+        }
         // Within this loop only the per-path queues change, so a view is
         // refreshed when its path takes a packet, not rebuilt for every path.
         self.rebuild_views();
