@@ -173,7 +173,7 @@ mod tests {
                 0 => None,
                 k => Some(t(k % 5)),
             };
-            if (x >> 50) % 3 == 0 {
+            if (x >> 50).is_multiple_of(3) {
                 let until = t((x >> 20) % 6);
                 assert_eq!(scan.pop_until(until), heap.pop_until(until));
             } else {
