@@ -38,7 +38,7 @@ pub struct EventQueue {
     /// number (`u128::MAX` when disarmed), so the scan is a `min`.
     keys: Vec<u128>,
     next_seq: u64,
-    /// Few targets: no heap, `pop_until` scans `armed` (same order).
+    /// Few targets: no heap, `pop_until` scans `keys` (same order).
     scan: bool,
 }
 

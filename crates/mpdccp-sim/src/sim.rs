@@ -970,7 +970,9 @@ impl Simulation {
                     // After a drain (ended by a `None` at this instant), a
                     // connection given nothing new and holding nothing to
                     // schedule would only answer `None` again, changing
-                    // nothing: skip that poll (most visits to a receiver).
+                    // nothing (its paths' `None` exits are pure here: no
+                    // PLPMTUD, and `tx_buf` fits any datagram): skip that
+                    // poll (most visits to a receiver).
                     let idle = self
                         .nodes
                         .as_ref()
