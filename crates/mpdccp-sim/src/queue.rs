@@ -23,21 +23,34 @@ struct Entry {
     generation: u32,
 }
 
+/// Up to this many targets, `pop_until` scans the live deadlines instead
+/// of keeping a heap: a scenario has a dozen or so, and a scan of them
+/// costs less than a heap push plus a pop (with its stale entries).
+const SCAN_MAX_TARGETS: usize = 32;
+
 /// Deadlines of a fixed set of targets, ordered by `(time, seq)`.
 #[derive(Debug, Default)]
 pub struct EventQueue {
     heap: BinaryHeap<Reverse<Entry>>,
     /// Per target: the live deadline and its generation.
     armed: Vec<(Option<Instant>, u32)>,
+    /// Scan mode, per target: its live deadline's `(time, seq)` as one
+    /// number (`u128::MAX` when disarmed), so the scan is a `min`.
+    keys: Vec<u128>,
     next_seq: u64,
+    /// Few targets: no heap, `pop_until` scans `keys` (same order).
+    scan: bool,
 }
 
 impl EventQueue {
     pub fn new(targets: usize) -> Self {
+        let scan = targets <= SCAN_MAX_TARGETS;
         EventQueue {
-            heap: BinaryHeap::with_capacity(4 * targets + 16),
+            heap: BinaryHeap::with_capacity(if scan { 0 } else { 4 * targets + 16 }),
             armed: vec![(None, 0); targets],
+            keys: vec![u128::MAX; targets],
             next_seq: 0,
+            scan,
         }
     }
 
@@ -51,8 +64,15 @@ impl EventQueue {
         }
         slot.1 = slot.1.wrapping_add(1);
         slot.0 = at;
+        if self.scan {
+            self.keys[target] = u128::MAX;
+        }
         if let Some(at) = at {
             self.next_seq += 1;
+            if self.scan {
+                self.keys[target] = (u128::from(at.as_nanos()) << 64) | u128::from(self.next_seq);
+                return;
+            }
             self.heap.push(Reverse(Entry {
                 at,
                 seq: self.next_seq,
@@ -80,6 +100,22 @@ impl EventQueue {
     /// Remove and return the earliest live deadline at or before `until`.
     /// The target is disarmed; its handler re-arms it as needed.
     pub fn pop_until(&mut self, until: Instant) -> Option<(Instant, Target)> {
+        if self.scan {
+            // The live entry least in `(time, seq)`: the heap's order.
+            let (mut t, mut key) = (0, u128::MAX);
+            for (i, &k) in self.keys.iter().enumerate() {
+                if k < key {
+                    (t, key) = (i, k);
+                }
+            }
+            let at = self.armed[t].0.filter(|_| key != u128::MAX)?;
+            if at > until {
+                return None;
+            }
+            self.armed[t].0 = None;
+            self.keys[t] = u128::MAX;
+            return Some((at, t));
+        }
         while let Some(Reverse(e)) = self.heap.peek().copied() {
             let slot = &mut self.armed[e.target as usize];
             if slot.1 != e.generation || slot.0 != Some(e.at) {
@@ -119,8 +155,39 @@ mod tests {
     }
 
     #[test]
+    fn scan_and_heap_pop_in_the_same_order() {
+        let t = Instant::from_millis;
+        let n = SCAN_MAX_TARGETS + 1;
+        let mut scan = EventQueue::new(4);
+        let mut heap = EventQueue::new(n);
+        assert!(scan.scan && !heap.scan);
+        // A fixed pseudo-random mix of arms, re-arms (same and other
+        // times), disarms and pops over 4 targets.
+        let mut x = 12345u64;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let target = (x >> 33) as usize % 4;
+            let at = match (x >> 40) % 8 {
+                0 => None,
+                k => Some(t(k % 5)),
+            };
+            if (x >> 50).is_multiple_of(3) {
+                let until = t((x >> 20) % 6);
+                assert_eq!(scan.pop_until(until), heap.pop_until(until));
+            } else {
+                scan.set(target, at);
+                heap.set(target, at);
+            }
+        }
+    }
+
+    #[test]
     fn stale_entries_of_a_rearmed_timer_do_not_accumulate() {
-        let mut q = EventQueue::new(3);
+        // The heap mode (the scan keeps no entries).
+        let targets = SCAN_MAX_TARGETS + 1;
+        let mut q = EventQueue::new(targets);
         let t = Instant::from_millis;
         q.set(1, Some(t(50)));
         for k in 0..10_000 {
@@ -128,7 +195,7 @@ mod tests {
             q.set(2, Some(t(200 + k)));
         }
         assert!(
-            q.heap.len() <= 4 * 3 + 64 + 1,
+            q.heap.len() <= 4 * targets + 64 + 1,
             "heap holds {}",
             q.heap.len()
         );

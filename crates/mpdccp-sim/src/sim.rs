@@ -964,8 +964,23 @@ impl Simulation {
                 if let Some(nodes) = &mut self.nodes {
                     nodes[side as usize].dirty = false;
                 }
+                let mut first = true;
                 loop {
-                    self.top_up_bulk(side);
+                    let pushed = self.top_up_bulk(side);
+                    // After a drain (ended by a `None` at this instant), a
+                    // connection given nothing new and holding nothing to
+                    // schedule would only answer `None` again, changing
+                    // nothing (its paths' `None` exits are pure here: no
+                    // PLPMTUD, and `tx_buf` fits any datagram): skip that
+                    // poll (most visits to a receiver).
+                    let idle = self
+                        .nodes
+                        .as_ref()
+                        .is_some_and(|n| n[side as usize].conn.send_queue_len() == 0);
+                    if !first && pushed == 0 && idle {
+                        break;
+                    }
+                    first = false;
                     if self.drain_transmits(side) == 0 {
                         break;
                     }
@@ -1176,11 +1191,13 @@ impl Simulation {
         }
     }
 
-    /// Keeps the tunnel's send queue full for every active bulk flow of `side`.
-    fn top_up_bulk(&mut self, side: Side) {
+    /// Keeps the tunnel's send queue full for every active bulk flow of
+    /// `side`; returns how many packets it offered (refused ones too).
+    fn top_up_bulk(&mut self, side: Side) -> usize {
         let now = self.now;
+        let mut pushed = 0;
         if self.established_at.is_none() {
-            return;
+            return pushed;
         }
         for i in 0..self.flows.len() {
             let f = &self.flows[i];
@@ -1191,7 +1208,7 @@ impl Simulation {
                 continue;
             };
             let Some(nodes) = &mut self.nodes else {
-                return;
+                return pushed;
             };
             let conn = &mut nodes[side as usize].conn;
             let room = self.send_queue_pkts.saturating_sub(send_queue_len(conn));
@@ -1203,8 +1220,10 @@ impl Simulation {
                 let pkt = FlowPkt::data(i as u16, seq, now, bytes);
                 pkt.encode(&mut self.scratch);
                 let Some(nodes) = &mut self.nodes else {
-                    return;
+                    return pushed;
                 };
+                // Counted even when refused: the call reached the connection.
+                pushed += 1;
                 if nodes[side as usize].conn.send(now, &self.scratch).is_err() {
                     break;
                 }
@@ -1212,6 +1231,7 @@ impl Simulation {
                 self.rec.flow_sent(i, now, bytes as usize);
             }
         }
+        pushed
     }
 
     fn sample(&mut self, now: Instant) {

@@ -30,13 +30,18 @@ impl Connection {
             return None;
         }
         self.schedule(now);
-        // Built once for the paths' turns: a turn that sends nothing
-        // changes none of its inputs (the next batch packet's does).
-        let ctx = self.emit_ctx();
+        // Built once for the paths' turns, and only when a path may send:
+        // most calls find nothing, and a turn that sends nothing changes
+        // none of its inputs (the next batch packet's does).
+        let mut ctx: Option<EmitCtx> = None;
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            let Some(size) = self.emit_on(now, i, buf, false, &ctx) else {
+            if !self.may_emit(now, i) {
+                continue;
+            }
+            let ctx = ctx.get_or_insert_with(|| self.emit_ctx());
+            let Some(size) = self.emit_on(now, i, buf, false, ctx) else {
                 continue;
             };
             self.rr_next = (i + 1) % n.max(1);
@@ -109,6 +114,26 @@ impl Connection {
     /// assigned here, in application order.
     pub(super) fn schedule(&mut self, now: Instant) {
         if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_usable()) {
+            return;
+        }
+        // Most calls find every window (or pacer) full. For a scheduler
+        // that then holds, do exactly what the loop's first turn would:
+        // shed the head, and mark each usable path blocked (none can be
+        // chosen); the views would only be built to be asked.
+        if self.scheduler.holds_unless_a_path_can_send()
+            && !self.paths.iter().any(|p| p.view_can_send(now))
+        {
+            let shed = self.queue.shed_head(now);
+            self.stats.send_queue_expired += shed.expired;
+            self.stats.send_queue_codel_dropped += shed.codel;
+            self.stats.send_queue_ecn_marked += shed.ecn_marked;
+            if self.queue.front().is_some() {
+                for p in &mut self.paths {
+                    if p.view_usable() {
+                        p.note_blocked(now);
+                    }
+                }
+            }
             return;
         }
         // Within this loop only the per-path queues change, so a view is
@@ -221,6 +246,30 @@ impl Connection {
             profile: c.wire_profile,
             join_ids: self.join_ids(),
         }
+    }
+
+    /// False only when `emit_on(now, i, _, false, _)` would return `None`
+    /// having changed nothing but what it does here (the MP_PRIO release,
+    /// which it repeats as a no-op): the test before building an
+    /// [`EmitCtx`]. Mirrors `emit_on`'s and `emit_ack_or_data`'s early
+    /// exits; a PLPMTUD probe is always "maybe".
+    fn may_emit(&mut self, now: Instant, i: usize) -> bool {
+        let mp_on = self.mp == Some(true);
+        let sf = &mut self.paths[i];
+        if mp_on {
+            sf.release_untold_prio();
+        }
+        if sf.may_owe_control() {
+            return true;
+        }
+        if !sf.sends_data() {
+            return false;
+        }
+        if sf.plpmtud.is_some() || sf.data_ready(now) {
+            return true;
+        }
+        let advert = mp_on && self.adverts.iter().any(|a| a.is_due(now));
+        self.paths[i].ack_owed(now, advert)
     }
 
     /// Builds the next packet due on path `i`, if any: a control packet

@@ -53,6 +53,11 @@ impl Scheduler for Cpf {
         "cpf"
     }
 
+    /// Stateless; picks among `ready`/`can_send` paths only.
+    fn holds_unless_a_path_can_send(&self) -> bool {
+        true
+    }
+
     fn select(
         &mut self,
         now: Instant,

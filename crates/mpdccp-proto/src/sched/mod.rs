@@ -77,6 +77,13 @@ pub trait Scheduler: Send + Debug {
     /// `paths` lists every path of the connection, in `PathId` order.
     fn select(&mut self, now: Instant, pkt: &PacketMeta, paths: &[PathView], out: &mut Vec<PathId>);
 
+    /// True when `select` keeps no state and picks only paths whose view
+    /// `can_send(now)`: with no such path it holds the packet, and the
+    /// connection may skip building views to ask it.
+    fn holds_unless_a_path_can_send(&self) -> bool {
+        false
+    }
+
     /// The decision was carried out: `pkt` was handed to `paths`.
     fn on_scheduled(&mut self, _now: Instant, _pkt: &PacketMeta, _paths: &[PathId]) {}
 

@@ -175,6 +175,27 @@ impl Subflow {
         None
     }
 
+    /// False only when [`Subflow::poll_control`] would return `None`
+    /// without touching any state (it is pure then): a cheap test that
+    /// lets the connection skip building an [`EmitCtx`]. Mirrors its arms;
+    /// a Request is always "maybe" (its timer decides).
+    pub(crate) fn may_owe_control(&self) -> bool {
+        if self.pend.reset.is_some() {
+            return true;
+        }
+        let owed = match self.state {
+            SubState::Request => true,
+            SubState::Respond => self.pend.response,
+            SubState::PartOpen => self.pend.handshake_ack,
+            SubState::CloseReq => self.pend.closereq,
+            SubState::Closing => self.pend.close,
+            _ => false,
+        };
+        owed || (self.have_isr
+            && matches!(self.state, SubState::Open | SubState::PartOpen)
+            && (!self.pend.syncack.is_empty() || self.pend.sync.is_some()))
+    }
+
     /// Request (RFC 4340 §8.1.1) with MP_KEY (first subflow, RFC 9897
     /// §3.3) or MP_JOIN (§3.2.2), when its (re)transmission is due.
     fn request<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Option<Segment<'a>> {

@@ -612,6 +612,27 @@ impl Subflow {
         }
     }
 
+    /// `self.view().can_send(now)` without building the view (the
+    /// scheduling loop's test for "no path can send").
+    pub(crate) fn view_can_send(&self, now: Instant) -> bool {
+        let paced_wait = self.queue.len() >= PACED_BACKLOG_PKTS
+            && self.cc.pacing_rate_bytes_per_s().is_some()
+            && self.next_send_at > now;
+        let r = self.view_usable()
+            && self.pipe.saturating_add(self.queue.len() as u32) < self.cc.cwnd_pkts()
+            && !paced_wait;
+        debug_assert_eq!(r, self.view().can_send(now));
+        r
+    }
+
+    /// `self.view().is_usable()` without building the view.
+    pub(crate) fn view_usable(&self) -> bool {
+        let r = self.path_state() == PathState::Active
+            && self.priority != crate::path::priority::UNUSED;
+        debug_assert_eq!(r, self.view().is_usable());
+        r
+    }
+
     pub fn snapshot(&self) -> CcSnapshot {
         self.cc.snapshot(
             self.id,
