@@ -534,7 +534,10 @@ pub fn run(
     let daemons_at = t.procs.len();
     t.start_tunnel(exe, &opts)?;
     // The two daemons (server, then client), not the topology's other processes.
-    let pids: Vec<u32> = t.procs[daemons_at..].iter().filter_map(|p| p.id()).collect();
+    let pids: Vec<u32> = t.procs[daemons_at..]
+        .iter()
+        .filter_map(|p| p.id())
+        .collect();
     let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
     // IPv6 inside the tunnel (TSO6 / TCPV6 coalescing), TCP only.
     let tcp6 = iperf(&mut t, SERVER_TUN_V6, &[], secs)?;
@@ -578,7 +581,10 @@ pub fn run(
     };
     t.start_tunnel(exe, &protected_opts)?;
     // The two daemons (server, then client), not the topology's other processes.
-    let pids: Vec<u32> = t.procs[daemons_at..].iter().filter_map(|p| p.id()).collect();
+    let pids: Vec<u32> = t.procs[daemons_at..]
+        .iter()
+        .filter_map(|p| p.id())
+        .collect();
     let protected = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
     let protected_status = t.status(true).unwrap_or(Value::Null);
     anyhow::ensure!(
