@@ -384,6 +384,13 @@ pub trait CongestionController: Send + Debug {
         false
     }
 
+    /// Whether `on_ack` and `on_loss` read their [`CoupledView`]. False
+    /// lets the transport pass an empty view and skip building one per ack
+    /// (uncoupled controllers ignore it).
+    fn reads_coupled_view(&self) -> bool {
+        true
+    }
+
     /// Congestion window, whole packets (≥ the configured minimum).
     fn cwnd_pkts(&self) -> u32;
 

@@ -42,8 +42,12 @@ pub(crate) enum Coupled<'a> {
 }
 
 impl Coupled<'_> {
-    /// The view, built on the first call (an ack's loss then reuses it).
+    /// The view, built on the first call (an ack's loss then reuses it);
+    /// empty for a controller that does not read it.
     fn view(&mut self, own: &Subflow) -> &[CcSnapshot] {
+        if !own.cc.reads_coupled_view() {
+            return &[];
+        }
         match self {
             #[cfg(test)]
             Coupled::Given(v) => v,
