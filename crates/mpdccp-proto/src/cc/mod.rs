@@ -27,7 +27,8 @@
 //! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
 //! built from each controller's [`CongestionController::snapshot`];
-//! uncoupled ones ignore it.
+//! uncoupled ones ignore it (and say so with
+//! [`CongestionController::reads_coupled_view`], so none is built).
 //!
 //! | name | type | specification | paces |
 //! |---|---|---|---|
