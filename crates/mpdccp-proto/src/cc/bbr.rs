@@ -945,6 +945,10 @@ impl CongestionController for Bbr {
         self.last_app_limited = pkt.app_limited;
     }
 
+    fn reads_coupled_view(&self) -> bool {
+        false
+    }
+
     fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
         self.delivered = ack.delivered_pkts;
         if !self.has_seen_rtt && !ack.srtt.is_zero() {

@@ -69,6 +69,10 @@ impl CongestionController for Ccid2 {
             || (self.in_slow_start() && pkt.in_flight_pkts.saturating_mul(2) >= self.cwnd);
     }
 
+    fn reads_coupled_view(&self) -> bool {
+        false
+    }
+
     fn on_ack(&mut self, _now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
         if !self.cwnd_limited {
             return;

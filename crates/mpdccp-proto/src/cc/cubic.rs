@@ -452,6 +452,10 @@ impl CongestionController for Cubic {
         self.core.on_packet_sent(now, pkt);
     }
 
+    fn reads_coupled_view(&self) -> bool {
+        false
+    }
+
     fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
         self.core.on_ack(now, ack, CaRule::Cubic { coupling: 1.0 });
     }

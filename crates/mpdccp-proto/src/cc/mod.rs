@@ -27,7 +27,8 @@
 //! Coupled controllers (LIA, OLIA, BALIA, Coupled CUBIC) additionally read
 //! `paths`, a read-only [`CoupledView`] of every path of their connection,
 //! built from each controller's [`CongestionController::snapshot`];
-//! uncoupled ones ignore it.
+//! uncoupled ones ignore it (and say so with
+//! [`CongestionController::reads_coupled_view`], so none is built).
 //!
 //! | name | type | specification | paces |
 //! |---|---|---|---|
@@ -382,6 +383,13 @@ pub trait CongestionController: Send + Debug {
     /// (tcp_bbr.c `bbr_update_min_rtt` sets `tp->app_limited`).
     fn marks_app_limited(&self) -> bool {
         false
+    }
+
+    /// Whether `on_ack` and `on_loss` read their [`CoupledView`]. False
+    /// lets the transport pass an empty view and skip building one per ack
+    /// (uncoupled controllers ignore it).
+    fn reads_coupled_view(&self) -> bool {
+        true
     }
 
     /// Congestion window, whole packets (≥ the configured minimum).

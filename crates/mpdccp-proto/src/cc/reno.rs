@@ -35,6 +35,10 @@ impl CongestionController for Reno {
         self.window.on_packet_sent(pkt);
     }
 
+    fn reads_coupled_view(&self) -> bool {
+        false
+    }
+
     fn on_ack(&mut self, _now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
         if !self.window.is_cwnd_limited() {
             return;

@@ -1,7 +1,7 @@
 //! Input: one parsed packet on a subflow, the options that matter in
 //! OPEN, and the payload's way to the reorderer.
 
-use super::subflow::{Admit, ResetEffect};
+use super::subflow::{Admit, Coupled, ResetEffect};
 use super::*;
 
 impl Connection {
@@ -123,13 +123,19 @@ impl Connection {
         }
         self.handle_open_options(now, i, seg);
         if let Some(a) = ackn {
-            self.snapshots();
             // Elapsed Time is in 10 µs units (RFC 4340 §13.2).
             let ack_delay = seg
                 .elapsed_10us
                 .map(|e| Duration::from_micros(u64::from(e) * 10));
-            let sf = &mut self.paths[i];
-            if sf.on_ack(now, a, seg.ack_vector, ack_delay, &self.snaps) {
+            let (before, rest) = self.paths.split_at_mut(i);
+            let (sf, after) = rest.split_first_mut().expect("path index in range");
+            let coupled = Coupled::Lazy {
+                before,
+                after,
+                buf: &mut self.snaps,
+                built: false,
+            };
+            if sf.on_ack_with(now, a, seg.ack_vector, ack_delay, coupled) {
                 let id = sf.id();
                 self.events.push_back(Event::PathEstablished(id));
             }

@@ -103,13 +103,6 @@ impl Connection {
         }
     }
 
-    pub(super) fn snapshots(&mut self) {
-        self.snaps.clear();
-        for p in &self.paths {
-            self.snaps.push(p.snapshot());
-        }
-    }
-
     /// Hands queued packets to paths as the scheduler decides; MP_SEQ is
     /// assigned here, in application order.
     pub(super) fn schedule(&mut self, now: Instant) {

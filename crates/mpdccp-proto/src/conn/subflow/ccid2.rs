@@ -22,6 +22,54 @@ struct Acked {
     newest_sent: Instant,
 }
 
+/// Where the coupled view an ack's controller calls read comes from.
+pub(crate) enum Coupled<'a> {
+    /// A view built by the caller (tests; `&[]` for none).
+    #[cfg(test)]
+    Given(&'a [CcSnapshot]),
+    /// The connection's other paths, in path order before and after this
+    /// one: snapshotted into `buf` only when the ack reaches the controller
+    /// (most acks, e.g. all of a data receiver's, do not). Identical to
+    /// snapshotting every path before the ack: the others cannot change
+    /// meanwhile, and a coupled controller replaces its own entry by its
+    /// current state (it only needs the entry's place and path id).
+    Lazy {
+        before: &'a [Subflow],
+        after: &'a [Subflow],
+        buf: &'a mut Vec<CcSnapshot>,
+        built: bool,
+    },
+}
+
+impl Coupled<'_> {
+    /// The view, built on the first call (an ack's loss then reuses it);
+    /// empty for a controller that does not read it.
+    fn view(&mut self, own: &Subflow) -> &[CcSnapshot] {
+        if !own.cc.reads_coupled_view() {
+            return &[];
+        }
+        match self {
+            #[cfg(test)]
+            Coupled::Given(v) => v,
+            Coupled::Lazy {
+                before,
+                after,
+                buf,
+                built,
+            } => {
+                if !*built {
+                    *built = true;
+                    buf.clear();
+                    buf.extend(before.iter().map(Subflow::snapshot));
+                    buf.push(own.snapshot());
+                    buf.extend(after.iter().map(Subflow::snapshot));
+                }
+                buf
+            }
+        }
+    }
+}
+
 impl Subflow {
     /// A data packet left (it was written out): the flight, the pacer and
     /// the application-limited mark take it in.
@@ -130,6 +178,7 @@ impl Subflow {
     /// or forgotten after an RTO is not matched again). Elapsed Time is the
     /// peer's hold time of exactly that packet, so it may be subtracted
     /// (see [`RttEstimator::on_sample_with_ack_delay`]).
+    #[cfg(test)]
     pub fn on_ack(
         &mut self,
         now: Instant,
@@ -137,6 +186,19 @@ impl Subflow {
         cells: Option<&[u8]>,
         ack_delay: Option<Duration>,
         coupled: &[CcSnapshot],
+    ) -> bool {
+        self.on_ack_with(now, ack, cells, ack_delay, Coupled::Given(coupled))
+    }
+
+    /// [`Subflow::on_ack`] with the coupled view from `coupled` (built
+    /// only if the ack reaches the controller).
+    pub(crate) fn on_ack_with(
+        &mut self,
+        now: Instant,
+        ack: u64,
+        cells: Option<&[u8]>,
+        ack_delay: Option<Duration>,
+        mut coupled: Coupled<'_>,
     ) -> bool {
         if ack > self.gar {
             self.gar = ack;
@@ -179,10 +241,11 @@ impl Subflow {
                 lost_pkts_total: self.lost_total,
                 largest_acked_sent_time: newest_sent,
             };
-            self.cc.on_ack(now, &ev, coupled);
+            let view = coupled.view(self);
+            self.cc.on_ack(now, &ev, view);
             self.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
         }
-        self.detect_losses(now, coupled);
+        self.detect_losses(now, &mut coupled);
         self.trim();
         // BBR's PROBE_RTT keeps the flight low on purpose: mark the samples
         // of this phase application limited (cc/mod.rs contract).
@@ -296,7 +359,7 @@ impl Subflow {
     /// RFC 4341 §5: a packet is lost when at least three packets sent after it
     /// have been acknowledged — i.e. its number is below the third-highest
     /// acknowledged number.
-    fn detect_losses(&mut self, now: Instant, coupled: &[CcSnapshot]) {
+    fn detect_losses(&mut self, now: Instant, coupled: &mut Coupled<'_>) {
         let thresh = self.top_acked[2];
         if thresh == 0 {
             return;
@@ -327,7 +390,8 @@ impl Subflow {
                 largest_lost_sent_time: newest,
                 delivered_pkts: self.rate.delivered_pkts(),
             };
-            self.cc.on_loss(now, &ev, coupled);
+            let view = coupled.view(self);
+            self.cc.on_loss(now, &ev, view);
         }
     }
 

@@ -21,6 +21,7 @@ use crate::time::Instant;
 use crate::wire::ResetCode;
 
 mod ccid2;
+pub(crate) use ccid2::Coupled;
 mod data_header;
 mod emit;
 mod protect;
