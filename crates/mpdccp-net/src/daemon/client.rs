@@ -381,13 +381,6 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             next_check = now;
         }
         if poll.readable(i_ops) {
-            d.stats.udp_rx_socket_drops = paths
-                .iter()
-                .filter_map(|p| match &p.socket {
-                    Some(PathSock::Udp(s) | PathSock::UDccp(s)) => s.rx_drops(),
-                    _ => None,
-                })
-                .sum();
             let status = || d.status(&paths);
             if ops.handle_requests(&status) && closing.is_none() {
                 d.conn.close(now);
@@ -694,7 +687,18 @@ impl Client {
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
             "tun_mtu": self.tun_mtu,
             "plpmtud": self.mtu_policy.plpmtud.is_some(),
-            "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
+            "daemon": super::stats_json_with_drops(
+                &self.stats,
+                Some(
+                    paths
+                        .iter()
+                        .filter_map(|p| match &p.socket {
+                            Some(PathSock::Udp(s) | PathSock::UDccp(s)) => s.rx_drops(),
+                            _ => None,
+                        })
+                        .sum(),
+                ),
+            ),
             "configured_paths": cfg_paths,
             "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],
         })

@@ -189,6 +189,16 @@ pub fn queue_transmit(
     batch.commit(data.len(), to, segment_bytes);
 }
 
+/// `stats` as status JSON, plus `udp_rx_socket_drops`: the datagrams the
+/// kernel dropped at the path sockets because their receive buffer was
+/// full (`SO_MEMINFO`, read now: the kernel keeps that count; a client's
+/// restarts when a path's socket is reopened; `None` = unknown, 0).
+pub(crate) fn stats_json_with_drops(stats: &DaemonStats, drops: Option<u64>) -> serde_json::Value {
+    let mut v = serde_json::to_value(stats).unwrap_or(serde_json::Value::Null);
+    v["udp_rx_socket_drops"] = drops.unwrap_or(0).into();
+    v
+}
+
 /// Daemon-level counters (the core has its own, see `ConnStats`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DaemonStats {
@@ -213,10 +223,6 @@ pub struct DaemonStats {
     pub udp_rx_truncated: u64,
     /// Client: datagrams not from the path's server address (dropped).
     pub udp_rx_foreign: u64,
-    /// Datagrams the kernel dropped at the path sockets because their
-    /// receive buffer was full (`SO_MEMINFO`; read when status is asked;
-    /// a client's count restarts when a path's socket is reopened).
-    pub udp_rx_socket_drops: u64,
     pub udp_tx_datagrams: u64,
     pub udp_tx_errors: u64,
     /// Core output for a path whose socket is gone (interface down).

@@ -151,6 +151,8 @@ pub(super) struct Io<'a> {
 
 /// One packet loop until closed (and the connections gone or the grace over).
 pub(super) fn serve(s: &mut Server, mut io: Io) -> anyhow::Result<()> {
+    // Read when a status is built (`udp_rx_socket_drops`), not per wake.
+    s.path_socket = Some(io.sock.as_raw_fd());
     let mut rx = super::recv_batch(s.offload);
     let mut batch = SendBatch::new(BATCH);
     let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
@@ -198,10 +200,6 @@ pub(super) fn serve(s: &mut Server, mut io: Io) -> anyhow::Result<()> {
             super::notify::stopping();
             s.close_all(now);
             closing = Some(now + CLOSE_GRACE);
-        }
-        if ready(i_ops) || ready(i_wake) {
-            // Status is asked through one of these (a worker's through its wake).
-            s.stats.udp_rx_socket_drops = io.sock.rx_drops().unwrap_or(0);
         }
         if let (Some(ops), true) = (io.ops, ready(i_ops)) {
             let status = || s.status();
@@ -352,6 +350,8 @@ pub(super) struct Server {
     pub(super) tun_mtu: u32,
     mtu_policy: super::TunMtuPolicy,
     offload: bool,
+    /// The UDP socket `serve` reads (for its kernel drop count in status).
+    path_socket: Option<std::os::fd::RawFd>,
     /// `[tunnel] busy_poll_us`.
     busy_poll: Duration,
     /// `workers > 1`: this worker's share of the server (`workers.rs`).
@@ -384,6 +384,7 @@ impl Server {
             tun_mtu: mtu_policy.tun_mtu(None),
             mtu_policy,
             offload: config.tunnel.offload,
+            path_socket: None,
             busy_poll: Duration::from_micros(config.tunnel.busy_poll_us),
             shard,
         }
@@ -695,7 +696,10 @@ impl Server {
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
             "tun_mtu": self.tun_mtu,
             "plpmtud": self.mtu_policy.plpmtud.is_some(),
-            "daemon": serde_json::to_value(&self.stats).unwrap_or(Value::Null),
+            "daemon": super::stats_json_with_drops(
+                &self.stats,
+                self.path_socket.and_then(|fd| crate::sockopt::socket_drops(&fd)),
+            ),
             "endpoint": stats_json(&self.ep.stats()),
             "learned_addresses": self.owners.len(),
             "learned_routes": serde_json::to_value(self.owners.stats()).unwrap_or(Value::Null),

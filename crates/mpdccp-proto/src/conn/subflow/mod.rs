@@ -603,25 +603,28 @@ impl Subflow {
             delivery_rate_bytes_per_s: self.delivery_rate,
             loss_rate: self.loss_rate,
             cc_state: self.cc.state(),
-            // The per-path queue absorbs what the pacer holds back: report
-            // the pacer as binding only once a small backlog waits, so a
-            // paced path is not mistaken for a full one by schedulers.
-            next_send_time: pacing
-                .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
-                .map(|_| self.next_send_at),
+            next_send_time: self.pacer_binds_until(pacing),
             mss_bytes: self.mss_bytes,
         }
+    }
+
+    /// The view's `next_send_time`. The per-path queue absorbs what the
+    /// pacer holds back: the pacer binds only once a small backlog waits,
+    /// so a paced path is not mistaken for a full one by schedulers.
+    fn pacer_binds_until(&self, pacing: Option<u64>) -> Option<Instant> {
+        pacing
+            .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
+            .map(|_| self.next_send_at)
     }
 
     /// `self.view().can_send(now)` without building the view (the
     /// scheduling loop's test for "no path can send").
     pub(crate) fn view_can_send(&self, now: Instant) -> bool {
-        let paced_wait = self.queue.len() >= PACED_BACKLOG_PKTS
-            && self.cc.pacing_rate_bytes_per_s().is_some()
-            && self.next_send_at > now;
         let r = self.view_usable()
             && self.pipe.saturating_add(self.queue.len() as u32) < self.cc.cwnd_pkts()
-            && !paced_wait;
+            && self
+                .pacer_binds_until(self.cc.pacing_rate_bytes_per_s())
+                .is_none_or(|t| t <= now);
         debug_assert_eq!(r, self.view().can_send(now));
         r
     }
