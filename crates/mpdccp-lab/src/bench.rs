@@ -458,11 +458,7 @@ pub fn run(
     let emu_rtt = ping_avg_ms(&t, &emu_dst)?;
     // Stop the emulator (it removes its capture rules) so both tunnel paths are unshaped.
     t.procs.remove(emu_idx).stop();
-    let samples: Vec<crate::emu::Sample> = std::fs::read_to_string(&stats)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let samples = crate::emu::read_samples(&stats);
     let late_max = samples.iter().map(|s| s.late_max_us).max().unwrap_or(0);
     let mut lates: Vec<u64> = samples
         .iter()

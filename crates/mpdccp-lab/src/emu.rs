@@ -118,6 +118,58 @@ pub struct Sample {
     pub late_max_us: u64,
 }
 
+/// Reads the samples an emulator wrote with `--stats-out` (skipping a line
+/// still being written).
+pub fn read_samples(path: &std::path::Path) -> Vec<Sample> {
+    read_samples_from(path, 0)
+}
+
+/// Like [`read_samples`], from byte `offset` of the file on.
+pub fn read_samples_from(path: &std::path::Path, offset: u64) -> Vec<Sample> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    let Ok(mut f) = File::open(path) else {
+        return Vec::new();
+    };
+    if f.seek(SeekFrom::Start(offset)).is_err() || f.read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// How late the emulator's deliveries were against the model's schedule:
+/// percentiles over the per-interval maxima ([`Sample::late_max_us`]). A
+/// late emulator is a host that stalled it; delays measured through it
+/// then include the stall.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Lateness {
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub max_us: u64,
+    /// Intervals the figures are over.
+    pub intervals: usize,
+}
+
+impl Lateness {
+    pub fn of<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Lateness {
+        let mut v: Vec<u64> = samples.into_iter().map(|s| s.late_max_us).collect();
+        v.sort_unstable();
+        let pct = |q: f64| {
+            v.get(((v.len() as f64 - 1.0) * q).round().max(0.0) as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        Lateness {
+            p50_us: pct(0.5),
+            p90_us: pct(0.9),
+            max_us: v.last().copied().unwrap_or(0),
+            intervals: v.len(),
+        }
+    }
+}
+
 /// A packet in the link: its ring sequence number.
 type Pkt = u64;
 
@@ -524,5 +576,72 @@ impl Router {
     pub fn teardown(client_if: &str, server_if: &str) {
         let _ = netns::ip(&["rule", "del", "iif", client_if, "pref", "100"]);
         let _ = netns::ip(&["rule", "del", "iif", server_if, "pref", "101"]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(dir: &str, late_max_us: u64) -> Sample {
+        Sample {
+            t_s: 0.0,
+            path: "p".into(),
+            dir: dir.into(),
+            queue_bytes: 0,
+            queue_pkts: 0,
+            received_pkts: 0,
+            received_bytes: 0,
+            delivered_pkts: 0,
+            delivered_bytes: 0,
+            dropped_pkts: 0,
+            qdelay_max_ms: 0.0,
+            qdelay_mean_ms: 0.0,
+            qdelay_n: 0,
+            late_max_us,
+        }
+    }
+
+    #[test]
+    fn lateness_percentiles_are_nearest_rank_over_interval_maxima() {
+        // 1..=10 ms in shuffled order: p50 at rank round(9 × 0.5) = 5 → 6 ms
+        // (0-based), p90 at rank round(9 × 0.9) = 8 → 9 ms, max 10 ms.
+        let s: Vec<Sample> = [7, 3, 10, 1, 9, 2, 8, 4, 6, 5]
+            .iter()
+            .map(|ms| sample("up", ms * 1000))
+            .collect();
+        let l = Lateness::of(&s);
+        assert_eq!(
+            l,
+            Lateness {
+                p50_us: 6000,
+                p90_us: 9000,
+                max_us: 10_000,
+                intervals: 10
+            }
+        );
+        assert_eq!(Lateness::of(&[]), Lateness::default());
+    }
+
+    #[test]
+    fn samples_are_read_from_an_offset_and_a_torn_last_line_is_skipped() {
+        let dir = std::env::temp_dir().join(format!("mpdccp-emu-samples-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("s.jsonl");
+        let mut text = String::new();
+        for (d, l) in [("up", 100), ("down", 200)] {
+            text += &serde_json::to_string(&sample(d, l)).unwrap();
+            text.push('\n');
+        }
+        let mark = text.len() as u64;
+        text += &serde_json::to_string(&sample("up", 7000)).unwrap();
+        text += "\n{\"t_s\": 1.0, \"pa";
+        std::fs::write(&f, &text).unwrap();
+        assert_eq!(read_samples(&f).len(), 3);
+        let after = read_samples_from(&f, mark);
+        assert_eq!(after.len(), 1);
+        assert_eq!(Lateness::of(&after).max_us, 7000);
+        assert!(read_samples(&dir.join("missing")).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -438,7 +438,7 @@ fn run_in(
     let t_shift = setup.as_secs_f64();
     let mut lateness = Vec::new();
     for i in 0..sc.path.len() {
-        let samples = read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
+        let samples = crate::emu::read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
         record_path(&mut rec, sc, i, &samples, t_shift, &status_samples, t0);
         lateness.push(lateness_summary(&sc.path[i].name, &samples, t_shift));
     }
@@ -622,31 +622,16 @@ fn lateness_summary(path: &str, samples: &[Sample], shift_s: f64) -> Value {
     let mut out = serde_json::Map::new();
     out.insert("path".into(), json!(path));
     for dir in ["up", "down"] {
-        let mut v: Vec<u64> = samples
-            .iter()
-            .filter(|s| s.dir == dir && s.t_s >= shift_s)
-            .map(|s| s.late_max_us)
-            .collect();
-        v.sort_unstable();
-        let pct = |q: f64| {
-            v.get(((v.len() as f64 - 1.0) * q).round().max(0.0) as usize)
-                .copied()
-        };
+        let l =
+            crate::emu::Lateness::of(samples.iter().filter(|s| s.dir == dir && s.t_s >= shift_s));
+        // No samples: null, so a reader cannot take it for "on time".
+        let v = (l.intervals > 0).then_some(l);
         out.insert(
             dir.into(),
-            json!({ "p50": pct(0.5), "p90": pct(0.9), "max": v.last().copied() }),
+            json!({ "p50": v.map(|l| l.p50_us), "p90": v.map(|l| l.p90_us), "max": v.map(|l| l.max_us) }),
         );
     }
     Value::Object(out)
-}
-
-fn read_samples(path: &Path) -> Vec<Sample> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 fn record_path(

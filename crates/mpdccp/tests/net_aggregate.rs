@@ -146,64 +146,6 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
     t.start_tunnel(exe(), &opts)
         .expect("tunnel up on both paths");
 
-    // Bulk: one kernel TCP stream, client to server, 10 s.
-    let dst = SERVER_TUN_V4.to_string();
-    let srv = t
-        .server
-        .spawn("iperf3", &["-s", "-1", "-B", &dst, "-p", "5401"])
-        .expect("iperf3 server");
-    t.procs.push(srv);
-    std::thread::sleep(Duration::from_millis(300));
-    let secs: u64 = std::env::var("AGG_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
-    let log = t.dir.join("iperf3.json");
-    let log_s = log.to_string_lossy().into_owned();
-    let secs_s = secs.to_string();
-    let mut client = t
-        .client
-        .spawn(
-            "iperf3",
-            &[
-                "-c",
-                &dst,
-                "-p",
-                "5401",
-                "-t",
-                &secs_s,
-                "-O",
-                "2",
-                "-J",
-                "--logfile",
-                &log_s,
-            ],
-        )
-        .expect("iperf3 client");
-    // The shapers' counters over the measured part (after the 2 s iperf3
-    // omits), on the wire: every header of every layer counted.
-    std::thread::sleep(Duration::from_millis(2300));
-    let w0: Vec<u64> = (0..2).map(|i| tbf_sent_bytes(&t, i)).collect();
-    let w_start = std::time::Instant::now();
-    std::thread::sleep(Duration::from_secs(secs) - Duration::from_millis(500));
-    let w1: Vec<u64> = (0..2).map(|i| tbf_sent_bytes(&t, i)).collect();
-    let wire_s = w_start.elapsed().as_secs_f64();
-    let st = client
-        .wait_timeout(Duration::from_secs(secs + 15))
-        .expect("iperf3 client finishes");
-    assert!(st.success(), "iperf3 client: {st}");
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(&log).expect("iperf3 log")).expect("json");
-    let bps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .expect("bits_per_second");
-    let mbps = bps / 1e6;
-    let wire_mbps: Vec<f64> = w1
-        .iter()
-        .zip(&w0)
-        .map(|(a, b)| (a - b) as f64 * 8.0 / wire_s / 1e6)
-        .collect();
-    let wire_sum: f64 = wire_mbps.iter().sum();
     // Goodput ceiling, conservatively: the TCP payload share of a frame
     // the size of the path MTU (TUN MTU minus IPv4, TCP and its timestamps
     // option, over 1500 bytes plus the 14-byte Ethernet header). Tunnel
@@ -213,6 +155,17 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
         .as_f64()
         .unwrap_or(1400.0);
     let ceiling = 2.0 * PATH_MBPS * (tun_mtu - 52.0) / 1514.0;
+    // ≥ 90 % of the two paths' sum, on the wire and in goodput (of what
+    // the headers leave of it).
+    let aggregates = |(mbps, wire): &(f64, Vec<f64>)| {
+        wire.iter().sum::<f64>() >= 0.9 * 2.0 * PATH_MBPS && *mbps >= 0.9 * ceiling
+    };
+    // Bulk: one kernel TCP stream, client to server. A failed run is
+    // repeated only when an emulator was late by more than the shorter
+    // path's one-way delay: a stalled host, not the tunnel.
+    let dst = SERVER_TUN_V4.to_string();
+    let (mbps, wire_mbps) = t.measure_on_time(2, 10_000, |t| bulk_tcp(t, &dst), aggregates);
+    let wire_sum: f64 = wire_mbps.iter().sum();
     println!(
         "bulk: kernel TCP {mbps:.2} Mbit/s = {:.1} % of the goodput ceiling {ceiling:.2} Mbit/s \
          (2 x {PATH_MBPS} Mbit/s, TUN MTU {tun_mtu}); on the wire {wire_mbps:.2?} = {:.1} % of the sum",
@@ -251,8 +204,6 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
         ping.lines().last().unwrap_or_default()
     );
     assert!(ping.contains(" 0% packet loss"), "{ping}");
-    // ≥ 90 % of the two paths' sum, on the wire and in goodput (of what
-    // the headers leave of it).
     assert!(
         wire_sum >= 0.9 * 2.0 * PATH_MBPS,
         "on the wire {wire_mbps:.2?} Mbit/s < 90 % of {} Mbit/s",
@@ -271,4 +222,65 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
         ds[0] >= 18 && ds[1] <= 2,
         "server sent the replies over {ds:?}"
     );
+}
+
+/// One kernel TCP stream (iperf3), client to server through the tunnel, for
+/// `AGG_SECS` (default 10) after 2 s omitted: its goodput (Mbit/s) and each
+/// path's rate on the wire over the measured part (Mbit/s, from the
+/// shapers' counters: every header of every layer).
+fn bulk_tcp(t: &mut Topology, dst: &str) -> (f64, Vec<f64>) {
+    let srv = t
+        .server
+        .spawn("iperf3", &["-s", "-1", "-B", dst, "-p", "5401"])
+        .expect("iperf3 server");
+    t.procs.push(srv);
+    std::thread::sleep(Duration::from_millis(300));
+    let secs: u64 = std::env::var("AGG_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let log = t.dir.join("iperf3.json");
+    let _ = std::fs::remove_file(&log);
+    let log_s = log.to_string_lossy().into_owned();
+    let secs_s = secs.to_string();
+    let mut client = t
+        .client
+        .spawn(
+            "iperf3",
+            &[
+                "-c",
+                dst,
+                "-p",
+                "5401",
+                "-t",
+                &secs_s,
+                "-O",
+                "2",
+                "-J",
+                "--logfile",
+                &log_s,
+            ],
+        )
+        .expect("iperf3 client");
+    std::thread::sleep(Duration::from_millis(2300));
+    let w0: Vec<u64> = (0..2).map(|i| tbf_sent_bytes(t, i)).collect();
+    let w_start = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(secs) - Duration::from_millis(500));
+    let w1: Vec<u64> = (0..2).map(|i| tbf_sent_bytes(t, i)).collect();
+    let wire_s = w_start.elapsed().as_secs_f64();
+    let st = client
+        .wait_timeout(Duration::from_secs(secs + 15))
+        .expect("iperf3 client finishes");
+    assert!(st.success(), "iperf3 client: {st}");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&log).expect("iperf3 log")).expect("json");
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .expect("bits_per_second");
+    let wire_mbps = w1
+        .iter()
+        .zip(&w0)
+        .map(|(a, b)| (a - b) as f64 * 8.0 / wire_s / 1e6)
+        .collect();
+    (bps / 1e6, wire_mbps)
 }
