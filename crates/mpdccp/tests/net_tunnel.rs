@@ -220,8 +220,17 @@ fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
     opts.tunnel.settings.scheduler = SchedulerKind::Rr;
     t.start_tunnel(exe(), &opts).expect("tunnel");
     let dst = SERVER_TUN_V4.to_string();
-    let v = mpdccp_lab::iperf::run(&mut t, &dst, 5201, &["-t", "8", "-O", "2"]).expect("iperf3");
-    let mbps = mpdccp_lab::iperf::received_mbps(&v);
+    // A failed run is repeated only when an emulator was late by more than
+    // the paths' 5 ms one-way delay: a stalled host, not the tunnel.
+    let mbps = t.measure_on_time(
+        2,
+        5_000,
+        |t| {
+            let v = mpdccp_lab::iperf::run(t, &dst, 5201, &["-t", "8", "-O", "2"]).expect("iperf3");
+            mpdccp_lab::iperf::received_mbps(&v)
+        },
+        |&mbps| mbps >= 16.0,
+    );
     let st = t.status(false).unwrap_or_default();
     assert!(
         mbps >= 16.0,

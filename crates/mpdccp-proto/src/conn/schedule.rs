@@ -9,6 +9,18 @@ use super::*;
 /// gaming flow, so an RTO or two on one path costs no copy.
 const REDUNDANT_PATH_QUEUE_PKTS: u32 = 256;
 
+/// What a path owes next ([`Connection::owed_on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owed {
+    Nothing,
+    /// The subflow's own control packet ([`Subflow::owed_control`]).
+    Control,
+    /// Data or a pure Ack; with `probe`, a PLPMTUD probe may go first.
+    AckOrData {
+        probe: bool,
+    },
+}
+
 impl Connection {
     /// The next packet to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
@@ -37,7 +49,7 @@ impl Connection {
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            if !self.may_emit(now, i) {
+            if self.owed_on(now, i) == Owed::Nothing {
                 continue;
             }
             let ctx = ctx.get_or_insert_with(|| self.emit_ctx());
@@ -241,28 +253,36 @@ impl Connection {
         }
     }
 
-    /// False only when `emit_on(now, i, _, false, _)` would return `None`
-    /// having changed nothing but what it does here (the MP_PRIO release,
-    /// which it repeats as a no-op): the test before building an
-    /// [`EmitCtx`]. Mirrors `emit_on`'s and `emit_ack_or_data`'s early
-    /// exits; a PLPMTUD probe is always "maybe".
-    fn may_emit(&mut self, now: Instant, i: usize) -> bool {
+    /// What path `i` owes next, decided before anything is built: the one
+    /// rule [`Connection::emit_on`] follows, and the test that lets
+    /// `poll_transmit` skip building an [`EmitCtx`] when it is
+    /// [`Owed::Nothing`]. It changes nothing but the MP_PRIO release (which
+    /// a second call repeats as a no-op).
+    fn owed_on(&mut self, now: Instant, i: usize) -> Owed {
         let mp_on = self.mp == Some(true);
         let sf = &mut self.paths[i];
         if mp_on {
             sf.release_untold_prio();
         }
-        if sf.may_owe_control() {
-            return true;
+        if sf.owed_control().is_some() {
+            return Owed::Control;
         }
         if !sf.sends_data() {
-            return false;
+            return Owed::Nothing;
         }
-        if sf.plpmtud.is_some() || sf.data_ready(now) {
-            return true;
+        // A PLPMTUD probe's own timer decides (`plpmtu.rs`).
+        if sf.plpmtud.is_some() {
+            return Owed::AckOrData { probe: true };
+        }
+        if sf.data_ready(now) {
+            return Owed::AckOrData { probe: false };
         }
         let advert = mp_on && self.adverts.iter().any(|a| a.is_due(now));
-        self.paths[i].ack_owed(now, advert)
+        if self.paths[i].ack_owed(now, advert) {
+            Owed::AckOrData { probe: false }
+        } else {
+            Owed::Nothing
+        }
     }
 
     /// Builds the next packet due on path `i`, if any: a control packet
@@ -276,37 +296,39 @@ impl Connection {
         data_only: bool,
         ctx: &EmitCtx,
     ) -> Option<usize> {
-        let sf = &mut self.paths[i];
-        if ctx.mp_on {
-            sf.release_untold_prio();
-        }
-        if data_only && !sf.data_sendable(now) {
+        let owed = self.owed_on(now, i);
+        if data_only && !self.paths[i].data_sendable(now) {
             return None;
         }
-        if let Some(mut s) = sf.poll_control(now, ctx) {
-            let addrs = sf.pseudo_addrs();
-            if ctx.mp_on {
-                sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
+        match owed {
+            Owed::Nothing => None,
+            Owed::Control => {
+                let sf = &mut self.paths[i];
+                // `None`: a Request whose retransmission is not due yet.
+                let mut s = sf.poll_control(now, ctx)?;
+                let addrs = sf.pseudo_addrs();
+                if ctx.mp_on {
+                    sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
+                }
+                self.auth_options(now, i, &mut s); // #11: key type 255 + MP_EXP (authn.rs)
+                match s.ptype {
+                    PacketType::Reset => self.stats.resets_sent += 1,
+                    PacketType::Sync => self.stats.syncs_sent += 1,
+                    PacketType::SyncAck => self.stats.syncacks_sent += 1,
+                    _ => {}
+                }
+                self.finish_emit(&mut s, addrs, buf)
             }
-            self.auth_options(now, i, &mut s); // #11: key type 255 + MP_EXP (authn.rs)
-            match s.ptype {
-                PacketType::Reset => self.stats.resets_sent += 1,
-                PacketType::Sync => self.stats.syncs_sent += 1,
-                PacketType::SyncAck => self.stats.syncacks_sent += 1,
-                _ => {}
-            }
-            return self.finish_emit(&mut s, addrs, buf);
-        }
-        if !sf.sends_data() {
-            return None;
-        }
-        // RFC 8899 probe (a padded Sync), before data: `plpmtu.rs`.
-        if !data_only && sf.plpmtud.is_some() {
-            if let Some(n) = self.emit_plpmtu_probe(now, i, buf) {
-                return Some(n);
+            Owed::AckOrData { probe } => {
+                // RFC 8899 probe (a padded Sync), before data: `plpmtu.rs`.
+                if probe && !data_only {
+                    if let Some(n) = self.emit_plpmtu_probe(now, i, buf) {
+                        return Some(n);
+                    }
+                }
+                self.emit_ack_or_data(now, i, ctx, buf)
             }
         }
-        self.emit_ack_or_data(now, i, ctx, buf)
     }
 
     /// Data (when the window and the pacer allow) or a pure Ack carrying

@@ -72,6 +72,19 @@ fn retx_backoff(base: Duration, tries: u32) -> Duration {
     (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
 }
 
+/// A control packet a subflow owes ([`Subflow::owed_control`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OwedControl {
+    Reset,
+    Request,
+    Response,
+    HandshakeAck,
+    CloseReq,
+    Close,
+    SyncAck,
+    Sync,
+}
+
 impl Subflow {
     /// Pseudo-header addresses for the checksum (RFC 4340 §9.1).
     pub(crate) fn pseudo_addrs(&self) -> (std::net::IpAddr, std::net::IpAddr) {
@@ -128,72 +141,76 @@ impl Subflow {
         self.timers.arm(Timer::Retx, at);
     }
 
-    /// The control packet owed on this subflow, if any, in priority order:
-    /// Reset, then the state's handshake/close packet, then SyncAck, Sync.
-    pub(crate) fn poll_control<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Option<Segment<'a>> {
-        if let Some(code) = self.pend.reset.take() {
-            let mut s = self.segment(PacketType::Reset);
-            s.reset_code = code;
-            let bare = std::mem::take(&mut self.pend.reset_bare);
-            if code == ResetCode::MpFastClose && !bare {
-                s.mp.fast_close = ctx.remote_key;
-            }
-            return Some(s);
+    /// The kind of control packet this subflow owes, if any, in priority
+    /// order: Reset, then the state's handshake/close packet, then SyncAck
+    /// (RFC 4340 §7.5.4), Sync. Pure, so the connection can ask it before
+    /// building an [`EmitCtx`]; `Request` means "maybe" (its timer decides
+    /// in [`Subflow::poll_control`]).
+    pub(crate) fn owed_control(&self) -> Option<OwedControl> {
+        if self.pend.reset.is_some() {
+            return Some(OwedControl::Reset);
         }
         match self.state {
-            SubState::Request => return self.request(now, ctx),
-            SubState::Respond if self.pend.response => return Some(self.response(now, ctx)),
+            SubState::Request => return Some(OwedControl::Request),
+            SubState::Respond if self.pend.response => return Some(OwedControl::Response),
             SubState::PartOpen if self.pend.handshake_ack => {
-                return Some(self.handshake_ack(now, ctx))
+                return Some(OwedControl::HandshakeAck)
             }
-            SubState::CloseReq if self.pend.closereq => {
-                self.pend.closereq = false;
-                return Some(self.close(now, ctx, PacketType::CloseReq));
-            }
-            SubState::Closing if self.pend.close => {
-                self.pend.close = false;
-                return Some(self.close(now, ctx, PacketType::Close));
-            }
+            SubState::CloseReq if self.pend.closereq => return Some(OwedControl::CloseReq),
+            SubState::Closing if self.pend.close => return Some(OwedControl::Close),
             _ => {}
         }
         if !self.have_isr || !matches!(self.state, SubState::Open | SubState::PartOpen) {
             return None;
         }
-        // RFC 4340 §7.5.4.
-        if let Some(ack) = self.pend.syncack.pop_front() {
-            let mut s = self.segment(PacketType::SyncAck);
-            s.ack = Some(ack);
-            return Some(s);
+        if !self.pend.syncack.is_empty() {
+            Some(OwedControl::SyncAck)
+        } else if self.pend.sync.is_some() {
+            Some(OwedControl::Sync)
+        } else {
+            None
         }
-        if let Some(ack) = self.pend.sync.take() {
-            let mut s = self.segment(PacketType::Sync);
-            s.ack = Some(ack);
-            self.last_sync_sent = Some(now);
-            self.sync_probe = Some((self.gss, now));
-            return Some(s);
-        }
-        None
     }
 
-    /// False only when [`Subflow::poll_control`] would return `None`
-    /// without touching any state (it is pure then): a cheap test that
-    /// lets the connection skip building an [`EmitCtx`]. Mirrors its arms;
-    /// a Request is always "maybe" (its timer decides).
-    pub(crate) fn may_owe_control(&self) -> bool {
-        if self.pend.reset.is_some() {
-            return true;
+    /// Builds the control packet [`Subflow::owed_control`] names, if any.
+    pub(crate) fn poll_control<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Option<Segment<'a>> {
+        match self.owed_control()? {
+            OwedControl::Reset => {
+                let code = self.pend.reset.take()?;
+                let mut s = self.segment(PacketType::Reset);
+                s.reset_code = code;
+                let bare = std::mem::take(&mut self.pend.reset_bare);
+                if code == ResetCode::MpFastClose && !bare {
+                    s.mp.fast_close = ctx.remote_key;
+                }
+                Some(s)
+            }
+            OwedControl::Request => self.request(now, ctx),
+            OwedControl::Response => Some(self.response(now, ctx)),
+            OwedControl::HandshakeAck => Some(self.handshake_ack(now, ctx)),
+            OwedControl::CloseReq => {
+                self.pend.closereq = false;
+                Some(self.close(now, ctx, PacketType::CloseReq))
+            }
+            OwedControl::Close => {
+                self.pend.close = false;
+                Some(self.close(now, ctx, PacketType::Close))
+            }
+            OwedControl::SyncAck => {
+                let ack = self.pend.syncack.pop_front()?;
+                let mut s = self.segment(PacketType::SyncAck);
+                s.ack = Some(ack);
+                Some(s)
+            }
+            OwedControl::Sync => {
+                let ack = self.pend.sync.take()?;
+                let mut s = self.segment(PacketType::Sync);
+                s.ack = Some(ack);
+                self.last_sync_sent = Some(now);
+                self.sync_probe = Some((self.gss, now));
+                Some(s)
+            }
         }
-        let owed = match self.state {
-            SubState::Request => true,
-            SubState::Respond => self.pend.response,
-            SubState::PartOpen => self.pend.handshake_ack,
-            SubState::CloseReq => self.pend.closereq,
-            SubState::Closing => self.pend.close,
-            _ => false,
-        };
-        owed || (self.have_isr
-            && matches!(self.state, SubState::Open | SubState::PartOpen)
-            && (!self.pend.syncack.is_empty() || self.pend.sync.is_some()))
     }
 
     /// Request (RFC 4340 §8.1.1) with MP_KEY (first subflow, RFC 9897
