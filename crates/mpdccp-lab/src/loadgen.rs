@@ -195,11 +195,14 @@ impl Lab {
         let env_log = format!("RUST_LOG={}", opts.log);
         let (exe_s, toml_s) = (exe.to_string_lossy(), toml_path.to_string_lossy());
         // `env` and `ip netns exec` exec in place: the pid is the server's.
-        let server = server_ns.spawn_logged(
-            "env",
-            &[&env_log, &exe_s, "server", "--config", &toml_s],
-            &log,
-        )?;
+        // MPDCCP_BENCH_SERVER_WRAP runs it under a profiler instead (e.g.
+        // `valgrind --tool=massif --massif-out-file=F`, to see where its
+        // memory goes); the RSS figures are then the profiler's.
+        let wrap = std::env::var("MPDCCP_BENCH_SERVER_WRAP").unwrap_or_default();
+        let mut argv: Vec<&str> = vec![&env_log];
+        argv.extend(wrap.split_whitespace());
+        argv.extend([&*exe_s, "server", "--config", &*toml_s]);
+        let server = server_ns.spawn_logged("env", &argv, &log)?;
         let lab = Lab {
             server,
             dir,
