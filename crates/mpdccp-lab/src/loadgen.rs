@@ -285,11 +285,22 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
     let thread = crate::netns::spawn_in_netns(lab.clients_ns.name(), move || {
         clients::run(client_plan, &stop, |phase, _| {
             let echoed = counters.recv_pkts.load(Ordering::Relaxed);
+            // The process before the status query: building the document
+            // for every connection costs memory of its own, measured apart.
+            let before_status = sample(pid);
             // The server's view at the end of the data phase, before the close.
             let status = (phase == Phase::Drain)
                 .then(|| mpdccp_net::daemon::ops::query(&control, "status").ok())
                 .flatten();
-            let _ = tx.send((phase, sample(pid), echoed, loadavg(), status));
+            let after_status = sample(pid);
+            let _ = tx.send((
+                phase,
+                before_status,
+                echoed,
+                loadavg(),
+                status,
+                after_status,
+            ));
         })
     });
     let report = thread
@@ -308,6 +319,7 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
     let at = |p: Phase| samples.iter().find(|s| s.0 == p);
     let connected = at(Phase::Data).map_or(idle, |s| s.1);
     let after = at(Phase::Drain).map_or(connected, |s| s.1);
+    let after_status = at(Phase::Drain).map_or(after, |s| s.5);
     let load_during = at(Phase::Drain).map_or_else(String::new, |s| s.3.clone());
     let c = &echo.counters;
     let echo_recv = c.recv_pkts.load(Ordering::Relaxed);
@@ -321,6 +333,7 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
         idle,
         connected,
         after,
+        after_status,
         echo_recv,
         echo_recv_bytes,
         echo_sent,
@@ -338,6 +351,8 @@ struct Figures<'a> {
     idle: ServerSample,
     connected: ServerSample,
     after: ServerSample,
+    /// After the status query that follows `after`.
+    after_status: ServerSample,
     echo_recv: u64,
     echo_recv_bytes: u64,
     echo_sent: u64,
@@ -377,7 +392,9 @@ fn assemble(f: &Figures<'_>) -> Value {
         "dropped_after_connect": r.dropped_after_connect,
         "server_max_clients": f.opts.server_max_clients.unwrap_or(f.opts.clients),
         "server_socket_buffer_bytes": f.opts.socket_buffer_bytes,
-        "server_rss_kb": {"idle": f.idle.rss_kb, "connected": f.connected.rss_kb, "after_data": f.after.rss_kb},
+        "server_rss_kb": {"idle": f.idle.rss_kb, "connected": f.connected.rss_kb, "after_data": f.after.rss_kb,
+                          "after_status_query": f.after_status.rss_kb},
+        "status_json_bytes": serde_json::to_string(f.status).map_or(0, |t| t.len()),
         "server_rss_kb_per_client": rss_per_client_kb,
         "server_cpu_s": {"connect": f.connected.cpu_s - f.idle.cpu_s, "data": cpu_data},
         "data_s": r.data_s,
@@ -418,11 +435,13 @@ pub fn print_text(v: &Value) {
         v["handshake_retries"]
     );
     println!(
-        "server RSS per client  {:.1} kB (idle {} kB → {} kB connected → {} kB after data) (goal: reported)",
+        "server RSS per client  {:.1} kB (idle {} kB → {} kB connected → {} kB after data → {} kB after a status query of {} kB) (goal: reported)",
         f("server_rss_kb_per_client"),
         v["server_rss_kb"]["idle"],
         v["server_rss_kb"]["connected"],
-        v["server_rss_kb"]["after_data"]
+        v["server_rss_kb"]["after_data"],
+        v["server_rss_kb"]["after_status_query"],
+        v["status_json_bytes"].as_u64().unwrap_or(0) / 1000
     );
     println!(
         "server CPU per Mbit/s  {:.3} % of a core per Mbit/s ({:.1} % at {:.1} Mbit/s carried, both directions) (goal: reported)",

@@ -17,6 +17,7 @@
 //!   that closes before it was established (refused) waits twice as long
 //!   each time, up to a minute, and warns at most every 30 s.
 
+use crate::daemon::status_doc::StatusDoc;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -381,7 +382,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             next_check = now;
         }
         if poll.readable(i_ops) {
-            let status = || d.status(&paths);
+            let status = || StatusDoc::from(d.status(&paths));
             if ops.handle_requests(&status) && closing.is_none() {
                 d.conn.close(now);
                 closing = Some(now + CLOSE_GRACE);

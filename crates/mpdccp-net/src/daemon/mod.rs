@@ -32,6 +32,7 @@ pub mod notify;
 pub mod ops;
 mod routes;
 pub mod server;
+pub mod status_doc;
 pub mod udccp;
 pub mod warn;
 mod workers;

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use super::metrics::{metrics_text, CONTENT_TYPE};
+pub use super::status_doc::StatusDoc;
 
 /// A stats struct of the core as a JSON object (its `Serialize`: one
 /// number per counter, so every counter the core gains shows up).
@@ -139,14 +140,15 @@ pub const SNAPSHOT_MAX_AGE: Duration = Duration::from_millis(100);
 
 /// The status document the loop published last, and its encodings.
 struct Snapshot {
-    doc: Arc<Value>,
+    /// The document's JSON text (no tree is kept: `status_doc.rs`).
+    text: Arc<String>,
     /// When the loop built it (`None`: never).
     taken: Option<std::time::Instant>,
     /// Bumped at each publication (listeners wait for a change).
     generation: u64,
     /// A listener wants a fresher snapshot than this one.
     wanted: bool,
-    /// The OpenMetrics text of `doc`, encoded once by the first scrape.
+    /// The OpenMetrics text of the document, encoded once by the first scrape.
     metrics: Option<Arc<String>>,
 }
 
@@ -202,7 +204,7 @@ impl OpsServer {
         let (commands_tx, commands) = mpsc::sync_channel::<Pending>(MAX_PENDING);
         let shared = Arc::new(Shared {
             snap: Mutex::new(Snapshot {
-                doc: Arc::new(Value::Null),
+                text: Arc::new("null".into()),
                 taken: None,
                 generation: 0,
                 wanted: false,
@@ -248,7 +250,7 @@ impl OpsServer {
     /// and answers waiting commands (never blocks). A command is one line:
     /// `status` (answered from a snapshot too) or `close` to shut the
     /// daemon down gracefully. Returns true if a `close` was requested.
-    pub fn handle_requests(&self, status: &dyn Fn() -> Value) -> bool {
+    pub fn handle_requests(&self, status: &dyn Fn() -> StatusDoc) -> bool {
         let mut drain = [0u8; 64];
         while matches!((&self.wake_rx).read(&mut drain), Ok(n) if n > 0) {}
         let wanted = self.shared.snap.lock().map(|s| s.wanted).unwrap_or(false);
@@ -258,7 +260,7 @@ impl OpsServer {
         let mut close = false;
         while let Ok((line, answer)) = self.commands.try_recv() {
             let text = match line.trim() {
-                "" | "status" => status().to_string(),
+                "" | "status" => status().to_text(),
                 "close" => {
                     close = true;
                     json!({"ok": true, "closing": true}).to_string()
@@ -275,13 +277,14 @@ impl OpsServer {
     /// Replaces the snapshot and wakes the listeners waiting for it. The
     /// document gains `ops.snapshots`: how many the loop has built (the
     /// packet loop's whole cost of status requests and scrapes).
-    fn publish(&self, mut doc: Value) {
+    fn publish(&self, mut doc: StatusDoc) {
         self.snapshots.set(self.snapshots.get() + 1);
-        if let Some(o) = doc.as_object_mut() {
-            o.insert("ops".into(), json!({"snapshots": self.snapshots.get()}));
-        }
+        doc.head
+            .insert("ops".into(), json!({"snapshots": self.snapshots.get()}));
+        let text = Arc::new(doc.to_text());
+        drop(doc);
         if let Ok(mut s) = self.shared.snap.lock() {
-            s.doc = Arc::new(doc);
+            s.text = text;
             s.taken = Some(std::time::Instant::now());
             s.generation += 1;
             s.wanted = false;
@@ -321,9 +324,9 @@ impl Shared {
         (s.generation != generation).then_some(s)
     }
 
-    /// The status document, from a fresh snapshot.
-    fn status(&self) -> Option<Arc<Value>> {
-        self.fresh().map(|s| s.doc.clone())
+    /// The status document's text, from a fresh snapshot.
+    fn status(&self) -> Option<Arc<String>> {
+        self.fresh().map(|s| s.text.clone())
     }
 
     /// The OpenMetrics text of a fresh snapshot, encoded once per snapshot.
@@ -333,10 +336,13 @@ impl Shared {
             if let Some(m) = &s.metrics {
                 return Some(m.clone());
             }
-            (s.doc.clone(), s.generation)
+            (s.text.clone(), s.generation)
         };
-        // Encode without holding the lock (the loop may publish meanwhile).
+        // Encode without holding the lock (the loop may publish meanwhile),
+        // from a tree of the document that lives only for the encoding.
+        let doc: Value = serde_json::from_str(&doc).unwrap_or(Value::Null);
         let text = Arc::new(metrics_text(&doc));
+        drop(doc);
         if let Ok(mut s) = self.snap.lock() {
             if s.generation == generation {
                 s.metrics = Some(text.clone());
@@ -362,11 +368,13 @@ fn serve_control(sh: &Shared, s: UnixStream) {
     let mut r = BufReader::new(s.take(256));
     let _ = r.read_line(&mut line);
     let mut s = r.into_inner().into_inner();
+    // The snapshot's text is written as it is (no copy of a large document).
     let reply = match line.trim() {
-        "" | "status" => sh.status().map(|d| d.to_string()),
-        _ => sh.command(line),
+        "" | "status" => sh.status(),
+        _ => sh.command(line).map(Arc::new),
     };
-    let reply = reply.unwrap_or_else(|| json!({"error": "daemon busy, try again"}).to_string());
+    let reply =
+        reply.unwrap_or_else(|| Arc::new(json!({"error": "daemon busy, try again"}).to_string()));
     let _ = writeln!(s, "{reply}");
 }
 
@@ -427,7 +435,7 @@ mod tests {
         let built = std::cell::Cell::new(0u64);
         let status = || {
             built.set(built.get() + 1);
-            json!({"built": built.get()})
+            StatusDoc::new(json!({"built": built.get()}))
         };
         let t0 = std::time::Instant::now();
         let clients: Vec<_> = (0..4)

@@ -14,6 +14,7 @@
 //! outside the peer's `allowed_ips` never reaches the TUN, and downstream
 //! packets go to the peer whose prefixes hold the destination.
 
+use crate::daemon::status_doc::StatusDoc;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -680,17 +681,10 @@ impl Server {
         })
     }
 
-    pub(super) fn status(&self) -> Value {
-        let conns: Vec<Value> = self
-            .ep
-            .connections()
-            .into_iter()
-            .filter_map(|h| {
-                let label = |id: u32| self.path_label(h, id);
-                self.ep.connection(h).map(|c| conn_json(c, h.0, &label))
-            })
-            .collect();
-        json!({
+    /// The status document; each connection's entry is serialized as it
+    /// is built (`status_doc.rs`).
+    pub(super) fn status(&self) -> StatusDoc {
+        let mut doc = StatusDoc::new(json!({
             "role": "server",
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
@@ -704,7 +698,21 @@ impl Server {
             "learned_addresses": self.owners.len(),
             "learned_routes": serde_json::to_value(self.owners.stats()).unwrap_or(Value::Null),
             "auth": self.auth_status(),
-            "connections": conns,
-        })
+        }));
+        // A worker's handles are unique across workers as handle × N + worker.
+        let shard = self.shard.as_ref().map(|sh| sh.position());
+        for h in self.ep.connections() {
+            let Some(c) = self.ep.connection(h) else {
+                continue;
+            };
+            let label = |id: u32| self.path_label(h, id);
+            let mut entry = conn_json(c, h.0, &label);
+            if let Some((w, n)) = shard {
+                entry["handle"] = json!(h.0 * n as u64 + w as u64);
+                entry["worker"] = json!(w);
+            }
+            doc.push_connection(&entry);
+        }
+        doc
     }
 }

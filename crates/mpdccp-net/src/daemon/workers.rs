@@ -32,6 +32,7 @@
 //! authenticated gate and its rate limits are per worker (a source address
 //! and port always reaches one worker, so it meets one gate).
 
+use crate::daemon::status_doc::StatusDoc;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::IpAddr;
@@ -79,7 +80,7 @@ enum Handoff {
 
 /// From the main thread.
 enum Control {
-    Status(SyncSender<Value>),
+    Status(SyncSender<StatusDoc>),
     Close,
 }
 
@@ -399,6 +400,11 @@ impl Shard {
         m.1
     }
 
+    /// This worker's index and the number of workers.
+    pub(super) fn position(&self) -> (usize, usize) {
+        (self.id, self.shared.mail.len())
+    }
+
     /// This worker's counters for its status entry.
     fn status_extra(&self) -> Value {
         json!({"worker": self.id, "mailbox_capacity": MAILBOX})
@@ -486,13 +492,11 @@ impl Server {
             sh.wake.ring();
         }
         for reply in status {
-            let mut v = self.status();
-            if let (Some(o), Some(sh)) = (v.as_object_mut(), self.shard.as_ref()) {
-                if let Some(Value::Object(x)) = Some(sh.status_extra()) {
-                    o.extend(x);
-                }
+            let mut doc = self.status();
+            if let Some(Value::Object(x)) = self.shard.as_ref().map(|sh| sh.status_extra()) {
+                doc.head.extend(x);
             }
-            let _ = reply.try_send(v);
+            let _ = reply.try_send(doc);
         }
         close
     }

@@ -7,11 +7,12 @@ use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 
 use super::{Control, Shared};
+use crate::daemon::status_doc::StatusDoc;
 
 /// The server's status: the workers' documents summed (counters), their
-/// connections listed (handle = worker's handle × N + worker, unique), and
-/// one entry per worker under `workers`.
-pub(super) fn status(shared: &Shared, started: Instant) -> Value {
+/// connections listed (each worker numbers its handles handle × N + worker,
+/// unique), and one entry per worker under `per_worker`.
+pub(super) fn status(shared: &Shared, started: Instant) -> StatusDoc {
     let n = shared.mail.len();
     let mut docs = Vec::with_capacity(n);
     for m in &shared.mail {
@@ -21,37 +22,28 @@ pub(super) fn status(shared: &Shared, started: Instant) -> Value {
             docs.push(rx);
         }
     }
-    let docs: Vec<Value> = docs
+    let docs: Vec<StatusDoc> = docs
         .into_iter()
         .filter_map(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
         .collect();
+    let answered = docs.len();
     let mut total = json!({});
     let mut conns = Vec::new();
     let mut per_worker = Vec::new();
-    for d in &docs {
-        let w = d["worker"].as_u64().unwrap_or(0);
-        for c in d["connections"].as_array().into_iter().flatten() {
-            let mut c = c.clone();
-            if let Some(h) = c["handle"].as_u64() {
-                c["handle"] = json!(h * n as u64 + w);
-            }
-            c["worker"] = json!(w);
-            conns.push(c);
-        }
+    for d in docs {
+        let w = d.head.get("worker").and_then(Value::as_u64).unwrap_or(0);
+        let daemon = &d.head.get("daemon").cloned().unwrap_or(Value::Null);
         per_worker.push(json!({
             "worker": w,
-            "connections": d["connections"].as_array().map_or(0, Vec::len),
-            "handoffs": d["daemon"]["handoffs"],
-            "handoffs_received": d["daemon"]["handoffs_received"],
-            "handoff_dropped": d["daemon"]["handoff_dropped"],
-            "udp_rx_datagrams": d["daemon"]["udp_rx_datagrams"],
-            "tun_rx_pkts": d["daemon"]["tun_rx_pkts"],
+            "connections": d.connections.len(),
+            "handoffs": daemon["handoffs"],
+            "handoffs_received": daemon["handoffs_received"],
+            "handoff_dropped": daemon["handoff_dropped"],
+            "udp_rx_datagrams": daemon["udp_rx_datagrams"],
+            "tun_rx_pkts": daemon["tun_rx_pkts"],
         }));
-        let mut d = d.clone();
-        if let Some(o) = d.as_object_mut() {
-            o.remove("connections");
-        }
-        sum_into(&mut total, &d);
+        sum_into(&mut total, &Value::Object(d.head));
+        conns.extend(d.connections);
     }
     let mtu = shared.mtu.lock().map_or(0, |m| m.1);
     if let Some(o) = total.as_object_mut() {
@@ -66,11 +58,12 @@ pub(super) fn status(shared: &Shared, started: Instant) -> Value {
             t.insert("mtu".into(), json!(mtu));
         }
         o.insert("workers".into(), json!(n));
-        o.insert("workers_answered".into(), json!(docs.len()));
+        o.insert("workers_answered".into(), json!(answered));
         o.insert("per_worker".into(), Value::Array(per_worker));
-        o.insert("connections".into(), Value::Array(conns));
     }
-    total
+    let mut doc = StatusDoc::new(total);
+    doc.connections = conns;
+    doc
 }
 
 /// Adds `b` into `a`: numbers summed, objects merged key by key, anything
