@@ -49,11 +49,12 @@ impl Connection {
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
-            if self.owed_on(now, i) == Owed::Nothing {
+            let owed = self.owed_on(now, i);
+            if owed == Owed::Nothing {
                 continue;
             }
             let ctx = ctx.get_or_insert_with(|| self.emit_ctx());
-            let Some(size) = self.emit_on(now, i, buf, false, ctx) else {
+            let Some(size) = self.emit_on(now, i, buf, owed, ctx) else {
                 continue;
             };
             self.rr_next = (i + 1) % n.max(1);
@@ -66,7 +67,7 @@ impl Connection {
             while segments < self.config.max_gso_segments && buf.len() - total >= mss {
                 self.schedule(now);
                 let ctx = self.emit_ctx();
-                let Some(m) = self.emit_on(now, i, &mut buf[total..], true, &ctx) else {
+                let Some(m) = self.emit_data_on(now, i, &mut buf[total..], &ctx) else {
                     break;
                 };
                 self.count_tx(i, m);
@@ -285,21 +286,17 @@ impl Connection {
         }
     }
 
-    /// Builds the next packet due on path `i`, if any: a control packet
-    /// of the subflow first, then data or a pure Ack.
-    /// With `data_only`, only a data packet (for a GSO batch) is built.
-    pub(super) fn emit_on(
+    /// Builds the packet `owed` (from [`Connection::owed_on`], just now)
+    /// names on path `i`, if any: the subflow's control packet, or data or
+    /// a pure Ack (after a PLPMTUD probe when one is due).
+    fn emit_on(
         &mut self,
         now: Instant,
         i: usize,
         buf: &mut [u8],
-        data_only: bool,
+        owed: Owed,
         ctx: &EmitCtx,
     ) -> Option<usize> {
-        let owed = self.owed_on(now, i);
-        if data_only && !self.paths[i].data_sendable(now) {
-            return None;
-        }
         match owed {
             Owed::Nothing => None,
             Owed::Control => {
@@ -321,7 +318,7 @@ impl Connection {
             }
             Owed::AckOrData { probe } => {
                 // RFC 8899 probe (a padded Sync), before data: `plpmtu.rs`.
-                if probe && !data_only {
+                if probe {
                     if let Some(n) = self.emit_plpmtu_probe(now, i, buf) {
                         return Some(n);
                     }
@@ -329,6 +326,26 @@ impl Connection {
                 self.emit_ack_or_data(now, i, ctx, buf)
             }
         }
+    }
+
+    /// The next data packet of a GSO batch on path `i`, if data may go
+    /// now: nothing else (a control packet or a probe ends the batch).
+    fn emit_data_on(
+        &mut self,
+        now: Instant,
+        i: usize,
+        buf: &mut [u8],
+        ctx: &EmitCtx,
+    ) -> Option<usize> {
+        let sf = &mut self.paths[i];
+        if ctx.mp_on {
+            sf.release_untold_prio();
+        }
+        // Open, nothing owed before data, window and pacer open.
+        if !(sf.data_sendable(now) && sf.sends_data()) {
+            return None;
+        }
+        self.emit_ack_or_data(now, i, ctx, buf)
     }
 
     /// Data (when the window and the pacer allow) or a pure Ack carrying
