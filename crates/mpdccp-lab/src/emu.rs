@@ -127,14 +127,16 @@ pub fn read_samples(path: &std::path::Path) -> Vec<Sample> {
 /// Like [`read_samples`], from byte `offset` of the file on.
 pub fn read_samples_from(path: &std::path::Path, offset: u64) -> Vec<Sample> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     let Ok(mut f) = File::open(path) else {
         return Vec::new();
     };
-    if f.seek(SeekFrom::Start(offset)).is_err() || f.read_to_string(&mut text).is_err() {
+    if f.seek(SeekFrom::Start(offset)).is_err() || f.read_to_end(&mut bytes).is_err() {
         return Vec::new();
     }
-    text.lines()
+    // Lossy: an offset inside a line costs that line only.
+    String::from_utf8_lossy(&bytes)
+        .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }

@@ -394,7 +394,7 @@ fn assemble(f: &Figures<'_>) -> Value {
         "server_socket_buffer_bytes": f.opts.socket_buffer_bytes,
         "server_rss_kb": {"idle": f.idle.rss_kb, "connected": f.connected.rss_kb, "after_data": f.after.rss_kb,
                           "after_status_query": f.after_status.rss_kb},
-        "status_json_bytes": serde_json::to_string(f.status).map_or(0, |t| t.len()),
+        "status_json_bytes": (!f.status.is_null()).then(|| f.status.to_string().len()),
         "server_rss_kb_per_client": rss_per_client_kb,
         "server_cpu_s": {"connect": f.connected.cpu_s - f.idle.cpu_s, "data": cpu_data},
         "data_s": r.data_s,

@@ -264,14 +264,21 @@ impl Topology {
             &ready_s,
         ];
         all.extend_from_slice(args);
-        // Its samples say whether the host kept the emulator on time.
-        let stats = self.dir.join(format!("netem{i}.jsonl"));
-        let stats_s = stats.to_string_lossy().into_owned();
-        if !args.contains(&"--stats-out") {
-            all.extend(["--stats-out", &stats_s]);
-            self.emu_stats.retain(|(j, _)| *j != i);
-            self.emu_stats.push((i, stats));
-        }
+        // Its samples say whether the host kept the emulator on time: in the
+        // caller's file, or in ours. A stale file of an earlier emulator
+        // would give `emulator_mark` a wrong offset.
+        let own = self.dir.join(format!("netem{i}.jsonl"));
+        let own_s = own.to_string_lossy().into_owned();
+        let stats = match stats_out_arg(args) {
+            Some(f) => PathBuf::from(f),
+            None => {
+                all.extend(["--stats-out", &own_s]);
+                own
+            }
+        };
+        let _ = std::fs::remove_file(&stats);
+        self.emu_stats.retain(|(j, _)| *j != i);
+        self.emu_stats.push((i, stats));
         let exe_s = exe.to_string_lossy().into_owned();
         let mut p = self.routers[i].spawn(&exe_s, &all)?;
         let deadline = StdInstant::now() + Duration::from_secs(10);
@@ -327,10 +334,15 @@ impl Topology {
         loop {
             let mark = self.emulator_mark();
             let r = measure(self);
-            let late = self.emulator_late_since(&mark);
             let ok = passes(&r);
+            if !ok {
+                // The emulator writes a sample per 100 ms interval: let the
+                // interval that ended with the measurement reach the file.
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            let late = self.emulator_late_since(&mark);
             eprintln!(
-                "attempt {attempt}: {}; emulator lateness per 100 ms p50 {} / p90 {} / max {} µs",
+                "attempt {attempt}: {}; emulator lateness per stats interval p50 {} / p90 {} / max {} µs",
                 if ok { "passes" } else { "fails" },
                 late.p50_us,
                 late.p90_us,
@@ -357,6 +369,17 @@ impl Topology {
         self.procs.push(p);
         Ok(self.procs.len() - 1)
     }
+}
+
+/// The file of a `--stats-out F` or `--stats-out=F` among emulator arguments.
+fn stats_out_arg<'a>(args: &[&'a str]) -> Option<&'a str> {
+    args.iter()
+        .enumerate()
+        .find_map(|(k, a)| match a.strip_prefix("--stats-out") {
+            Some("") => args.get(k + 1).copied(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        })
 }
 
 /// Tunnel settings for [`Topology::start_tunnel`].
@@ -764,5 +787,25 @@ impl Drop for Topology {
             p.stop();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stats_out_arg;
+
+    #[test]
+    fn a_callers_stats_file_is_found_in_either_spelling() {
+        assert_eq!(
+            stats_out_arg(&["--delay-ms", "5", "--stats-out", "f.jsonl"]),
+            Some("f.jsonl")
+        );
+        assert_eq!(
+            stats_out_arg(&["--stats-out=g.jsonl", "--delay-ms", "5"]),
+            Some("g.jsonl")
+        );
+        assert_eq!(stats_out_arg(&["--delay-ms", "5"]), None);
+        assert_eq!(stats_out_arg(&["--stats-out"]), None);
+        assert_eq!(stats_out_arg(&["--stats-outx"]), None);
     }
 }

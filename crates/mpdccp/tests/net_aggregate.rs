@@ -185,23 +185,42 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
     std::thread::sleep(Duration::from_secs(3));
     let order_client: Vec<String> = vec!["p1".into(), "p2".into()];
     let order_server: Vec<String> = t.paths.iter().map(|a| a.client_ip.to_string()).collect();
-    let c0 = tx_data(&t.status(false).expect("client status"), &order_client);
-    let s0 = tx_data(&t.status(true).expect("server status"), &order_server);
-    let ping = t
-        .client
-        .output("ping", &["-c", "20", "-i", "0.1", "-W", "2", "-q", &dst])
-        .expect("ping through the tunnel");
-    let cst = t.status(false).expect("client status");
-    let sst = t.status(true).expect("server status");
-    let c1 = tx_data(&cst, &order_client);
-    let s1 = tx_data(&sst, &order_server);
-    let dc: Vec<u64> = c1.iter().zip(&c0).map(|(a, b)| a - b).collect();
-    let ds: Vec<u64> = s1.iter().zip(&s0).map(|(a, b)| a - b).collect();
-    println!(
-        "light: ping data packets per path (10 ms, 20 ms): client {dc:?}, server {ds:?}; srtt client {:?} server {:?} ms\n{}",
-        srtts(&cst),
-        srtts(&sst),
-        ping.lines().last().unwrap_or_default()
+    // Requests (client) and replies (server) take the 10 ms path, and none
+    // is lost. Repeated like the bulk run only when an emulator stalled.
+    let light_ok = |(ping, dc, ds): &(String, Vec<u64>, Vec<u64>)| {
+        ping.contains(" 0% packet loss") && dc[0] >= 18 && dc[1] <= 2 && ds[0] >= 18 && ds[1] <= 2
+    };
+    let (ping, dc, ds) = t.measure_on_time(
+        2,
+        10_000,
+        |t| {
+            let c0 = tx_data(&t.status(false).expect("client status"), &order_client);
+            let s0 = tx_data(&t.status(true).expect("server status"), &order_server);
+            let ping = t
+                .client
+                .output("ping", &["-c", "20", "-i", "0.1", "-W", "2", "-q", &dst])
+                .expect("ping through the tunnel");
+            let cst = t.status(false).expect("client status");
+            let sst = t.status(true).expect("server status");
+            let dc: Vec<u64> = tx_data(&cst, &order_client)
+                .iter()
+                .zip(&c0)
+                .map(|(a, b)| a - b)
+                .collect();
+            let ds: Vec<u64> = tx_data(&sst, &order_server)
+                .iter()
+                .zip(&s0)
+                .map(|(a, b)| a - b)
+                .collect();
+            println!(
+                "light: ping data packets per path (10 ms, 20 ms): client {dc:?}, server {ds:?}; srtt client {:?} server {:?} ms\n{}",
+                srtts(&cst),
+                srtts(&sst),
+                ping.lines().last().unwrap_or_default()
+            );
+            (ping, dc, ds)
+        },
+        light_ok,
     );
     assert!(ping.contains(" 0% packet loss"), "{ping}");
     assert!(
@@ -229,11 +248,12 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
 /// path's rate on the wire over the measured part (Mbit/s, from the
 /// shapers' counters: every header of every layer).
 fn bulk_tcp(t: &mut Topology, dst: &str) -> (f64, Vec<f64>) {
-    let srv = t
+    // Kept here, not in `t.procs`: a repeated run waits for it to exit so
+    // that the next one can bind the port.
+    let mut srv = t
         .server
         .spawn("iperf3", &["-s", "-1", "-B", dst, "-p", "5401"])
         .expect("iperf3 server");
-    t.procs.push(srv);
     std::thread::sleep(Duration::from_millis(300));
     let secs: u64 = std::env::var("AGG_SECS")
         .ok()
@@ -272,6 +292,7 @@ fn bulk_tcp(t: &mut Topology, dst: &str) -> (f64, Vec<f64>) {
         .wait_timeout(Duration::from_secs(secs + 15))
         .expect("iperf3 client finishes");
     assert!(st.success(), "iperf3 client: {st}");
+    let _ = srv.wait_timeout(Duration::from_secs(5));
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(&log).expect("iperf3 log")).expect("json");
     let bps = v["end"]["sum_received"]["bits_per_second"]

@@ -13,6 +13,7 @@
 //! scrape holds the snapshot: the values are the daemon's own counters, read
 //! at one instant, not counters this module increments.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
@@ -151,6 +152,19 @@ fn label(key: &str, value: &str) -> (String, String) {
 
 /// The OpenMetrics text of a status document (see the module docs).
 pub fn metrics_text(status: &Value) -> String {
+    let conns = status["connections"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    metrics_text_of(status, conns.iter().map(Cow::Borrowed))
+}
+
+/// [`metrics_text`] of a document given as its head (everything but
+/// `connections`) and its connections one at a time, so a caller holding
+/// them serialized parses one at a time (`status_doc.rs`).
+pub fn metrics_text_of<'a>(
+    status: &Value,
+    connections: impl Iterator<Item = Cow<'a, Value>>,
+) -> String {
     let mut f = Families::default();
     let none = Labels::new();
     for (k, v) in status.as_object().into_iter().flatten() {
@@ -194,8 +208,8 @@ pub fn metrics_text(status: &Value) -> String {
             }
         }
     }
-    for c in status["connections"].as_array().into_iter().flatten() {
-        add_connection(&mut f, c);
+    for c in connections {
+        add_connection(&mut f, &c);
     }
     f.encode()
 }

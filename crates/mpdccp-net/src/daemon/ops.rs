@@ -14,7 +14,7 @@ use mpdccp_proto::PathView;
 use serde_json::{json, Value};
 use tracing::warn;
 
-use super::metrics::{metrics_text, CONTENT_TYPE};
+use super::metrics::{metrics_text_of, CONTENT_TYPE};
 pub use super::status_doc::StatusDoc;
 
 /// A stats struct of the core as a JSON object (its `Serialize`: one
@@ -140,8 +140,8 @@ pub const SNAPSHOT_MAX_AGE: Duration = Duration::from_millis(100);
 
 /// The status document the loop published last, and its encodings.
 struct Snapshot {
-    /// The document's JSON text (no tree is kept: `status_doc.rs`).
-    text: Arc<String>,
+    /// The document, its connections serialized (`status_doc.rs`).
+    doc: Arc<StatusDoc>,
     /// When the loop built it (`None`: never).
     taken: Option<std::time::Instant>,
     /// Bumped at each publication (listeners wait for a change).
@@ -204,7 +204,7 @@ impl OpsServer {
         let (commands_tx, commands) = mpsc::sync_channel::<Pending>(MAX_PENDING);
         let shared = Arc::new(Shared {
             snap: Mutex::new(Snapshot {
-                text: Arc::new("null".into()),
+                doc: Arc::new(StatusDoc::default()),
                 taken: None,
                 generation: 0,
                 wanted: false,
@@ -281,10 +281,9 @@ impl OpsServer {
         self.snapshots.set(self.snapshots.get() + 1);
         doc.head
             .insert("ops".into(), json!({"snapshots": self.snapshots.get()}));
-        let text = Arc::new(doc.to_text());
-        drop(doc);
+        let doc = Arc::new(doc);
         if let Ok(mut s) = self.shared.snap.lock() {
-            s.text = text;
+            s.doc = doc;
             s.taken = Some(std::time::Instant::now());
             s.generation += 1;
             s.wanted = false;
@@ -324,9 +323,9 @@ impl Shared {
         (s.generation != generation).then_some(s)
     }
 
-    /// The status document's text, from a fresh snapshot.
-    fn status(&self) -> Option<Arc<String>> {
-        self.fresh().map(|s| s.text.clone())
+    /// The status document, from a fresh snapshot.
+    fn status(&self) -> Option<Arc<StatusDoc>> {
+        self.fresh().map(|s| s.doc.clone())
     }
 
     /// The OpenMetrics text of a fresh snapshot, encoded once per snapshot.
@@ -336,13 +335,10 @@ impl Shared {
             if let Some(m) = &s.metrics {
                 return Some(m.clone());
             }
-            (s.text.clone(), s.generation)
+            (s.doc.clone(), s.generation)
         };
-        // Encode without holding the lock (the loop may publish meanwhile),
-        // from a tree of the document that lives only for the encoding.
-        let doc: Value = serde_json::from_str(&doc).unwrap_or(Value::Null);
-        let text = Arc::new(metrics_text(&doc));
-        drop(doc);
+        // Encode without holding the lock (the loop may publish meanwhile).
+        let text = Arc::new(doc_metrics(&doc));
         if let Ok(mut s) = self.snap.lock() {
             if s.generation == generation {
                 s.metrics = Some(text.clone());
@@ -361,6 +357,16 @@ impl Shared {
     }
 }
 
+/// The OpenMetrics text of `doc`, parsing one connection's entry at a time.
+fn doc_metrics(doc: &StatusDoc) -> String {
+    let head = Value::Object(doc.head.clone());
+    let conns = doc
+        .connections
+        .iter()
+        .map(|raw| std::borrow::Cow::Owned(serde_json::from_str(raw.get()).unwrap_or(Value::Null)));
+    metrics_text_of(&head, conns)
+}
+
 fn serve_control(sh: &Shared, s: UnixStream) {
     let _ = s.set_read_timeout(Some(REQUEST_TIMEOUT));
     let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
@@ -368,14 +374,23 @@ fn serve_control(sh: &Shared, s: UnixStream) {
     let mut r = BufReader::new(s.take(256));
     let _ = r.read_line(&mut line);
     let mut s = r.into_inner().into_inner();
-    // The snapshot's text is written as it is (no copy of a large document).
-    let reply = match line.trim() {
-        "" | "status" => sh.status(),
-        _ => sh.command(line).map(Arc::new),
-    };
-    let reply =
-        reply.unwrap_or_else(|| Arc::new(json!({"error": "daemon busy, try again"}).to_string()));
-    let _ = writeln!(s, "{reply}");
+    let busy = || json!({"error": "daemon busy, try again"}).to_string();
+    match line.trim() {
+        // Serialized straight into the socket: no text of a large document.
+        "" | "status" => match sh.status() {
+            Some(doc) => {
+                let mut w = io::BufWriter::new(&s);
+                let _ = serde_json::to_writer(&mut w, &*doc).map_err(io::Error::from);
+                let _ = writeln!(w);
+            }
+            None => {
+                let _ = writeln!(s, "{}", busy());
+            }
+        },
+        _ => {
+            let _ = writeln!(s, "{}", sh.command(line).unwrap_or_else(busy));
+        }
+    }
 }
 
 fn serve_metrics(sh: &Shared, mut s: std::net::TcpStream) {
@@ -412,6 +427,31 @@ pub fn query(control: &Path, command: &str) -> io::Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The metrics of a document kept with serialized connections are
+    /// those of the whole tree, floats included (`float_roundtrip`).
+    #[test]
+    fn metrics_of_a_split_document_equal_the_whole_ones() {
+        let v = json!({
+            "uptime_s": 12.345678901234567,
+            "daemon": {"udp_rx_datagrams": 7},
+            "connections": [
+                {"handle": 1, "stats": {"tx_data_pkts": 3}, "paths": [
+                    {"name": "p1", "srtt_ms": 0.1_f64 + 0.2, "cwnd_pkts": 95, "stats": {"tx_pkts": 9}}]},
+                {"handle": 2, "stats": {"tx_data_pkts": 0}, "paths": []},
+            ],
+        });
+        // Lines compared as sets: a family orders its label sets as its
+        // hash map does.
+        let lines = |t: String| {
+            let mut l: Vec<String> = t.lines().map(str::to_owned).collect();
+            l.sort();
+            l
+        };
+        let whole = lines(super::super::metrics::metrics_text(&v));
+        assert!(whole.iter().any(|l| l.contains("srtt_ms")), "{whole:?}");
+        assert_eq!(lines(doc_metrics(&StatusDoc::from(v))), whole);
+    }
 
     #[test]
     fn stats_are_json_objects_of_numbers() {
