@@ -17,7 +17,6 @@
 //!   that closes before it was established (refused) waits twice as long
 //!   each time, up to a minute, and warns at most every 30 s.
 
-use crate::daemon::status_doc::StatusDoc;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -35,6 +34,7 @@ use super::config::{AuthMode, ClientConfig, Transport};
 use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
 use super::ops::{conn_json, OpsServer, PathLabel};
+use super::status_doc::StatusDoc;
 use super::warn::PacketWarning;
 use super::{
     flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunSetup, TunWriter,

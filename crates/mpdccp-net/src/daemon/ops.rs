@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use super::metrics::{metrics_text_of, CONTENT_TYPE};
-pub use super::status_doc::StatusDoc;
+use super::status_doc::StatusDoc;
 
 /// A stats struct of the core as a JSON object (its `Serialize`: one
 /// number per counter, so every counter the core gains shows up).
@@ -380,7 +380,7 @@ fn serve_control(sh: &Shared, s: UnixStream) {
         "" | "status" => match sh.status() {
             Some(doc) => {
                 let mut w = io::BufWriter::new(&s);
-                let _ = serde_json::to_writer(&mut w, &*doc).map_err(io::Error::from);
+                let _ = serde_json::to_writer(&mut w, &*doc);
                 let _ = writeln!(w);
             }
             None => {

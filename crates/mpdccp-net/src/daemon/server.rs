@@ -14,7 +14,6 @@
 //! outside the peer's `allowed_ips` never reaches the TUN, and downstream
 //! packets go to the peer whose prefixes hold the destination.
 
-use crate::daemon::status_doc::StatusDoc;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -33,6 +32,7 @@ use super::config::{AuthMode, ServerConfig};
 use super::keyfile;
 use super::ops::{conn_json, stats_json, OpsServer, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
+use super::status_doc::StatusDoc;
 use super::warn::PacketWarning;
 use super::{
     flush_batch, inner_dst, inner_src, open_tun_queues, DaemonStats, PollSet, SignalPipe, TunSetup,
@@ -699,7 +699,11 @@ impl Server {
             "learned_routes": serde_json::to_value(self.owners.stats()).unwrap_or(Value::Null),
             "auth": self.auth_status(),
         }));
-        // A worker's handles are unique across workers as handle × N + worker.
+        // A worker names itself, and its handles are unique across
+        // workers as handle × N + worker.
+        if let Some(sh) = &self.shard {
+            doc.head.extend(sh.status_extra());
+        }
         let shard = self.shard.as_ref().map(|sh| sh.position());
         for h in self.ep.connections() {
             let Some(c) = self.ep.connection(h) else {

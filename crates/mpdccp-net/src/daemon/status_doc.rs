@@ -8,7 +8,8 @@
 //! clients the whole tree of one status request raised the daemon's RSS by
 //! 39 MB for a 2.6 MB document (`mpdccp bench clients`, issue #14), and the
 //! allocator kept most of it. Here at most one connection's tree exists at
-//! a time, and the published snapshot is its text.
+//! a time; the published snapshot keeps the entries serialized, a status
+//! request writes them out as they are and a scrape parses one at a time.
 
 use serde::Serialize;
 use serde_json::value::RawValue;

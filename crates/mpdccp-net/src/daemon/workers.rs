@@ -32,7 +32,6 @@
 //! authenticated gate and its rate limits are per worker (a source address
 //! and port always reaches one worker, so it meets one gate).
 
-use crate::daemon::status_doc::StatusDoc;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::IpAddr;
@@ -53,6 +52,7 @@ use super::config::ServerConfig;
 use super::ops::OpsServer;
 use super::routes::LearnedRoutes;
 use super::server::{route_inner, serve, Io, Peer, Server};
+use super::status_doc::StatusDoc;
 use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy};
 use crate::tun::Tun;
 use crate::udp::{PathSocket, PathSocketConfig};
@@ -405,9 +405,12 @@ impl Shard {
         (self.id, self.shared.mail.len())
     }
 
-    /// This worker's counters for its status entry.
-    fn status_extra(&self) -> Value {
-        json!({"worker": self.id, "mailbox_capacity": MAILBOX})
+    /// This worker's fields in its status document's head.
+    pub(super) fn status_extra(&self) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("worker".into(), json!(self.id));
+        m.insert("mailbox_capacity".into(), json!(MAILBOX));
+        m
     }
 }
 
@@ -492,11 +495,7 @@ impl Server {
             sh.wake.ring();
         }
         for reply in status {
-            let mut doc = self.status();
-            if let Some(Value::Object(x)) = self.shard.as_ref().map(|sh| sh.status_extra()) {
-                doc.head.extend(x);
-            }
-            let _ = reply.try_send(doc);
+            let _ = reply.try_send(self.status());
         }
         close
     }
