@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpdccp_proto::auth::gate::{Admission, Gate, GateConfig};
+use mpdccp_proto::auth::handshake::UNBOUND;
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{
     keypair, Initiator, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig,
@@ -66,7 +67,7 @@ fn spoofed_init_flood_leaves_no_state_and_a_client_gets_in() {
         let now = t0 + Duration::from_micros(10 * u64::from(i));
         let spoofed = SocketAddr::from((rng.gen::<[u8; 4]>(), rng.gen::<u16>()));
         let init = &attacker_inits[i as usize % attacker_inits.len()];
-        match gate.on_init(spoofed, init, spoofed, now, &mut rng) {
+        match gate.on_init(spoofed, init, &UNBOUND, spoofed, now, &mut rng) {
             Ok(Admission::Cookie(_)) => cookies += 1,
             Ok(Admission::Respond { .. }) => panic!("the attacker was admitted"),
             Err(_) => {}
@@ -76,7 +77,7 @@ fn spoofed_init_flood_leaves_no_state_and_a_client_gets_in() {
         if i == FLOOD / 2 {
             let first = client.start(&mut rng, 1, now).unwrap();
             let Ok(Admission::Cookie(c)) =
-                gate.on_init(client_src, &first, client_src, now, &mut rng)
+                gate.on_init(client_src, &first, &UNBOUND, client_src, now, &mut rng)
             else {
                 panic!("under load the client first gets a cookie")
             };
@@ -85,7 +86,7 @@ fn spoofed_init_flood_leaves_no_state_and_a_client_gets_in() {
             let later = now + Duration::from_millis(10);
             let second = client.start(&mut rng, 2, later).unwrap();
             let Ok(Admission::Respond { response, .. }) =
-                gate.on_init(client_src, &second, client_src, later, &mut rng)
+                gate.on_init(client_src, &second, &UNBOUND, client_src, later, &mut rng)
             else {
                 panic!("the client with a cookie is admitted during the flood")
             };

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use mpdccp_proto::auth::framing;
 use mpdccp_proto::auth::gate::{Admission, Gate, GateConfig};
-use mpdccp_proto::auth::handshake::INIT_LEN;
+use mpdccp_proto::auth::handshake::{INIT_LEN, UNBOUND};
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{
     keypair, Initiator, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig,
@@ -112,7 +112,10 @@ fn handshake_with_cookie_through_dccp_packets() {
 
     // 1. Request → Reset (Too Busy) with the cookie; the server keeps nothing.
     let init = request(&mut client, &mut rng, 1);
-    let Admission::Cookie(cookie) = gate.on_init(src, &init, src, now, &mut rng).unwrap() else {
+    let Admission::Cookie(cookie) = gate
+        .on_init(src, &init, &UNBOUND, src, now, &mut rng)
+        .unwrap()
+    else {
         panic!("expected a cookie under load")
     };
     assert_eq!(gate.half_open(), 0);
@@ -126,7 +129,9 @@ fn handshake_with_cookie_through_dccp_packets() {
 
     // 2. Request with mac2 → Response.
     let init = request(&mut client, &mut rng, 2);
-    let Admission::Respond { response, .. } = gate.on_init(src, &init, src, now, &mut rng).unwrap()
+    let Admission::Respond { response, .. } = gate
+        .on_init(src, &init, &UNBOUND, src, now, &mut rng)
+        .unwrap()
     else {
         panic!("expected admission with the cookie")
     };

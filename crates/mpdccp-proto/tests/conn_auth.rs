@@ -10,7 +10,7 @@ use mpdccp_proto::auth::gate::{Gate, GateConfig};
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{keypair, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig};
 use mpdccp_proto::wire::mp::{KeyType, MpKey};
-use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, MpOption};
+use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, FeatureNum, MpOption};
 use mpdccp_proto::{
     Connection, ConnectionConfig, Endpoint, EndpointConfig, Instant, PathConfig, PathId, Role,
 };
@@ -521,4 +521,180 @@ fn a_reconnecting_peer_supersedes_its_old_connection() {
         "the old client was told (fast close)"
     );
     assert_eq!(w.ep.connections(), vec![new]);
+}
+
+/// `bytes` parsed, changed by `f` and written again (no checksum: the
+/// test endpoint reads packets without addresses).
+fn rewrap(bytes: &[u8], f: impl FnOnce(&mut DccpRepr)) -> Vec<u8> {
+    let (mut r, hl) = DccpRepr::parse(bytes, None).expect("a packet");
+    f(&mut r);
+    let payload = &bytes[hl..];
+    let mut out = vec![0u8; r.buffer_len(payload.len())];
+    let n = r.emit(&mut out, payload, None).expect("emits");
+    out.truncate(n);
+    out
+}
+
+fn is_mp_capable_change(o: &DccpOption) -> bool {
+    matches!(
+        o,
+        DccpOption::ChangeR {
+            feature: FeatureNum::MultipathCapable,
+            ..
+        }
+    )
+}
+
+/// The authentication bypass: an attacker holds a genuine Request whose
+/// Init the server never saw (dropped on path, or sent before a server
+/// restart) and re-wraps the Init — without Multipath Capable (once a
+/// plain-DCCP connection that skipped the Confirm), or with another
+/// connection identifier. Neither creates state or gets an answer, before
+/// or after a restart; the real client connects with its retransmission.
+#[test]
+fn a_captured_init_rewrapped_into_another_request_admits_no_one() {
+    let k = keys(1);
+    let mut w = World::new(&k, &[k.peers[0].0], Some(gate(&k, 1000)));
+    w.start(0, 0);
+    let mut buf = vec![0u8; 2048];
+    let t = w.clients[0].poll_transmit(w.now, &mut buf).unwrap();
+    // Dropped on path: the server never sees the genuine Request.
+    let captured = buf[..t.size].to_vec();
+    assert!(parse(&captured).options.iter().any(is_mp_capable_change));
+    let plain = rewrap(&captured, |r| {
+        r.options.retain(|o| !is_mp_capable_change(o))
+    });
+    let other_ci = rewrap(&captured, |r| {
+        for o in &mut r.options {
+            if let DccpOption::Multipath(MpOption::Key { ci, .. }) = o {
+                *ci ^= 0x5a5a;
+            }
+        }
+    });
+    let attackers: [SocketAddr; 2] = ["192.0.2.66:5555".parse().unwrap(), addr(0, 0)];
+    // The same against a server that restarted (a new endpoint, same keys).
+    let mut restarted = Endpoint::new(EndpointConfig::default(), 8);
+    restarted.enable_auth(gate(&k, 1000), |k| *k);
+    for ep in [&mut w.ep, &mut restarted] {
+        for forged in [&plain, &other_ci] {
+            for from in attackers {
+                ep.handle_datagram(w.now, from, forged);
+                assert!(ep.poll_transmit(w.now, &mut buf).is_none(), "no answer");
+            }
+        }
+        assert!(ep.connections().is_empty());
+        let (g, r) = ep.auth_stats().unwrap();
+        assert_eq!((g.half_open_created, r.accepted), (0, 0), "{g:?} {r:?}");
+        // The re-wrapped CI fails inside Noise: the binding differs.
+        assert_eq!(r.handshake_failed, 2, "{r:?}");
+        assert_eq!(ep.stats().downgrade_refused, 2);
+    }
+    // The genuine client's retransmission (a new Init, 0.5 s later) is
+    // admitted: it is established within 1 s of the attack.
+    let started = w.now;
+    while !w.clients[0].is_established() && w.now < started + Duration::from_secs(1) {
+        w.step();
+    }
+    assert!(w.clients[0].is_established(), "client connects within 1 s");
+    assert_eq!(w.ep.connections().len(), 1);
+}
+
+/// An attacker that spends the captured Init first (it won the race, or
+/// the genuine Request was dropped) gets a Response but cannot send the
+/// Confirm: its third packet, without Confirm or with a forged one, opens
+/// no connection and supersedes no session. The real client's next
+/// Request carries a newer Init and connects within 1 s.
+#[test]
+fn an_init_spent_first_by_an_attacker_opens_nothing_and_locks_no_one_out() {
+    let k = keys(1);
+    let mut w = World::new(&k, &[k.peers[0].0], Some(gate(&k, 1000)));
+    w.start(0, 0);
+    let mut buf = vec![0u8; 2048];
+    let t = w.clients[0].poll_transmit(w.now, &mut buf).unwrap();
+    let captured = buf[..t.size].to_vec();
+    let attacker: SocketAddr = "192.0.2.66:5555".parse().unwrap();
+    let now = w.now;
+    w.ep.handle_datagram(now, attacker, &captured);
+    let (to, t) = w.ep.poll_transmit(now, &mut buf).expect("a Response");
+    assert_eq!(to, attacker);
+    let response = parse(&buf[..t.size]);
+    assert!(matches!(response.kind, DccpKind::Response { .. }));
+    let request = parse(&captured);
+    for confirm in [None, Some(vec![4u8; 17])] {
+        let mut options = Vec::new();
+        if let Some(c) = confirm {
+            options.push(DccpOption::Multipath(MpOption::Exp(c)));
+        }
+        let ack = DccpRepr {
+            src_port: request.src_port,
+            dst_port: request.dst_port,
+            seq: request.seq + 1,
+            kind: DccpKind::Ack { ack: response.seq },
+            options,
+            ..DccpRepr::default()
+        };
+        let mut out = vec![0u8; ack.buffer_len(0)];
+        let n = ack.emit(&mut out, &[], None).unwrap();
+        w.ep.handle_datagram(now, attacker, &out[..n]);
+        while w.ep.poll_transmit(now, &mut buf).is_some() {}
+    }
+    let h = w.ep.connections();
+    assert!(h
+        .iter()
+        .all(|&h| !w.ep.connection(h).unwrap().is_established()));
+    assert!(h.iter().all(|&h| w.ep.peer(h).is_none()));
+    let (g, _) = w.ep.auth_stats().unwrap();
+    assert_eq!(g.confirmed, 0);
+    // The client never got an answer; its retransmission carries a newer
+    // Init (the captured one's timestamp is spent) and connects.
+    let started = w.now;
+    while !w.clients[0].is_established() && w.now < started + Duration::from_secs(1) {
+        w.step();
+    }
+    assert!(w.clients[0].is_established(), "client connects within 1 s");
+    let (g, r) = w.ep.auth_stats().unwrap();
+    assert_eq!(g.confirmed, 1);
+    assert_eq!(r.replayed, 0, "the retransmitted Request was not a replay");
+}
+
+/// Every (re)transmitted Request carries a new Init (a held-back copy
+/// outdates at the next retransmission), and a Response to an earlier one
+/// that arrives late still completes the handshake.
+#[test]
+fn each_request_carries_a_new_init_and_a_late_response_still_counts() {
+    let k = keys(1);
+    let mut w = World::new(&k, &[k.peers[0].0], Some(gate(&k, 1000)));
+    w.start(0, 0);
+    let mut buf = vec![0u8; 2048];
+    let mut requests = Vec::new();
+    let mut now = w.now;
+    while requests.len() < 3 {
+        if let Some(t) = w.clients[0].poll_transmit(now, &mut buf) {
+            requests.push(buf[..t.size].to_vec());
+        }
+        now += Duration::from_millis(10);
+        if w.clients[0].poll_timeout().is_some_and(|t| t <= now) {
+            w.clients[0].handle_timeout(now);
+        }
+    }
+    let exp = |d: &[u8]| {
+        parse(d).options.into_iter().find_map(|o| match o {
+            DccpOption::Multipath(MpOption::Exp(e)) => Some(e),
+            _ => None,
+        })
+    };
+    let inits: Vec<_> = requests.iter().map(|r| exp(r).expect("an Init")).collect();
+    assert!(inits[0] != inits[1] && inits[1] != inits[2] && inits[0] != inits[2]);
+    // Only the first reached the server; its Response arrives after the
+    // third Request went out.
+    let from = addr(0, 0);
+    w.ep.handle_datagram(now, from, &requests[0]);
+    let (_, t) = w.ep.poll_transmit(now, &mut buf).expect("a Response");
+    let response = buf[..t.size].to_vec();
+    w.clients[0].handle_datagram(now, PathId(0), &response);
+    assert_eq!(w.clients[0].auth_stats().bad_response, 0);
+    w.now = now;
+    w.run(20);
+    assert!(w.clients[0].is_established());
+    assert_eq!(w.ep.auth_stats().unwrap().0.confirmed, 1);
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use rand_core::RngCore;
 
 use super::cookie::COOKIE_REPLY_LEN;
-use super::handshake::{InitOutcome, Responder, SessionKeys, RESPONSE_LEN};
+use super::handshake::{Binding, InitOutcome, Responder, SessionKeys, RESPONSE_LEN};
 use super::peers::PeerId;
 use super::AuthError;
 use crate::time::Instant;
@@ -120,18 +120,23 @@ impl<K: Ord + Clone> Gate<K> {
         self.half_open.len()
     }
 
-    /// An Init arrived from `src` (the endpoint's key for it is `key`).
+    /// An Init arrived from `src` (the endpoint's key for it is `key`), in
+    /// a Request whose fields give `binding` (`handshake::Binding`).
     pub fn on_init(
         &mut self,
         key: K,
         init: &[u8],
+        binding: &Binding,
         src: SocketAddr,
         now: Instant,
         rng: &mut dyn RngCore,
     ) -> Result<Admission, AuthError> {
         self.expire(now);
         let high = self.half_open.len() > self.cfg.cookie_threshold;
-        let accepted = match self.responder.handle_init(init, src, high, now, rng)? {
+        let outcome = self
+            .responder
+            .handle_init_bound(init, binding, src, high, now, rng)?;
+        let accepted = match outcome {
             InitOutcome::CookieReply(c) => return Ok(Admission::Cookie(c)),
             InitOutcome::Accept(a) => *a,
         };

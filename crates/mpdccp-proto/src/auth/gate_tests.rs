@@ -1,5 +1,5 @@
 use super::*;
-use crate::auth::handshake::{keypair, Initiator, InitiatorConfig, ResponderConfig};
+use crate::auth::handshake::{keypair, Initiator, InitiatorConfig, ResponderConfig, UNBOUND};
 use crate::auth::peers::{Peer, PeerLimits, PeerTable};
 use crate::auth::ratelimit::RateLimitConfig;
 use rand::SeedableRng;
@@ -61,7 +61,8 @@ impl Lab {
         let m = self.clients[c]
             .start(&mut self.rng, self.clock, now)
             .unwrap();
-        self.gate.on_init(key, &m, src(key), now, &mut self.rng)
+        self.gate
+            .on_init(key, &m, &UNBOUND, src(key), now, &mut self.rng)
     }
 
     /// A full handshake of client `c` from `key`.

@@ -19,12 +19,18 @@
 //!   must grow per peer: a replayed Init is refused.
 //! * The responder learns who the initiator is only by decrypting its
 //!   static key; an unknown key is refused and leaves no state.
+//! * The Init is bound to the Request that carries it: a 32-byte
+//!   [`Binding`] (a digest of the Request's fields that the handshake must
+//!   not be moved away from, `conn/authn.rs`) follows the label in Noise's
+//!   prologue, so an Init re-wrapped into another Request fails to decrypt
+//!   and leaves no state (docs/SECURITY.md §3).
 //! * Keys: HKDF-Expand of Noise's two split keys (only known to the two
 //!   ends, forward secret through `ee`/`se`) gives each side's d-key for
 //!   MP_JOIN/ADDADDR/REMOVEADDR HMACs, each direction's payload key and the
 //!   confirmation key. The Confirm in the DCCP-Ack proves the initiator
 //!   holds them: a replayed Init never becomes a connection.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -44,7 +50,20 @@ use super::AuthError;
 use crate::time::Instant;
 
 pub const NOISE_PATTERN: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
-const PROLOGUE: &[u8] = b"mpdccp-auth-v1";
+/// Noise prologue label; the Request's [`Binding`] follows it. v2: the
+/// binding was added (a v1 Init carried the label alone).
+const PROLOGUE: &[u8] = b"mpdccp-auth-v2";
+
+/// What an Init is bound to (mixed into the Noise prologue): a digest of
+/// the carrying Request's fields. All zero for an Init carried on its own.
+pub type Binding = [u8; 32];
+
+/// The binding of an Init that travels without a Request around it.
+pub const UNBOUND: Binding = [0; 32];
+
+/// Inits of one attempt whose Response is still accepted: a Response to an
+/// earlier retransmission may arrive after the next Init went out.
+const MAX_PENDING: usize = 4;
 const LABEL_MAC1: &[u8] = b"mpdccp-auth-v1 mac1----";
 
 pub const MSG_INIT: u8 = 1;
@@ -104,11 +123,19 @@ impl CryptoResolver for SeededResolver {
     }
 }
 
-fn builder<'a>(seed: [u8; 32]) -> Builder<'a> {
+/// The prologue both ends mix in: the label, then the Init's binding.
+fn prologue(binding: &Binding) -> [u8; PROLOGUE.len() + 32] {
+    let mut p = [0u8; PROLOGUE.len() + 32];
+    p[..PROLOGUE.len()].copy_from_slice(PROLOGUE);
+    p[PROLOGUE.len()..].copy_from_slice(binding);
+    p
+}
+
+fn builder(seed: [u8; 32], prologue: &[u8]) -> Builder<'_> {
     // Invariant: NOISE_PATTERN is a constant snow parses.
     let params: NoiseParams = NOISE_PATTERN.parse().expect("valid Noise pattern");
     let resolver = FallbackResolver::new(Box::new(SeededResolver(seed)), Box::new(DefaultResolver));
-    Builder::with_resolver(params, Box::new(resolver)).prologue(PROLOGUE)
+    Builder::with_resolver(params, Box::new(resolver)).prologue(prologue)
 }
 
 fn draw_seed(rng: &mut dyn RngCore) -> [u8; 32] {
@@ -120,7 +147,7 @@ fn draw_seed(rng: &mut dyn RngCore) -> [u8; 32] {
 /// A fresh static key pair `(private, public)` from the caller's RNG.
 pub fn keypair(rng: &mut dyn RngCore) -> ([u8; KEY_LEN], [u8; KEY_LEN]) {
     // Invariant: the seeded resolver always supplies RNG and X25519.
-    let kp = builder(draw_seed(rng))
+    let kp = builder(draw_seed(rng), PROLOGUE)
         .generate_keypair()
         .expect("X25519 key generation");
     let mut private = [0u8; KEY_LEN];
@@ -255,15 +282,17 @@ struct PendingInit {
     seed: [u8; 32],
     timestamp: u64,
     mac1: [u8; MAC_LEN],
+    binding: Binding,
 }
 
-/// Client side of the handshake; one attempt at a time, cookie kept across
-/// attempts.
+/// Client side of the handshake; one attempt at a time (its last
+/// [`MAX_PENDING`] Inits are answerable), cookie kept across attempts.
 pub struct Initiator {
     cfg: InitiatorConfig,
     server_mac1_key: [u8; 32],
     own_mac1_key: [u8; 32],
-    pending: Option<PendingInit>,
+    /// The attempt's Inits, oldest first.
+    pending: VecDeque<PendingInit>,
     cookie: Option<([u8; MAC_LEN], Instant)>,
 }
 
@@ -273,14 +302,15 @@ impl Initiator {
             server_mac1_key: mac1_key(&cfg.server_public),
             own_mac1_key: mac1_key(&public_key(&cfg.static_private)),
             cfg,
-            pending: None,
+            pending: VecDeque::new(),
             cookie: None,
         }
     }
 
-    fn build(&self, seed: [u8; 32]) -> Result<HandshakeState, AuthError> {
+    fn build(&self, seed: [u8; 32], binding: &Binding) -> Result<HandshakeState, AuthError> {
         let psk = self.cfg.psk.unwrap_or([0; KEY_LEN]);
-        builder(seed)
+        let prologue = prologue(binding);
+        builder(seed, &prologue)
             .local_private_key(&self.cfg.static_private)
             .remote_public_key(&self.cfg.server_public)
             .psk(2, &psk)
@@ -290,7 +320,7 @@ impl Initiator {
 
     /// Writes the Noise part of an Init into `out`, returning the state.
     fn write_noise(&self, p: &PendingInit, out: &mut [u8]) -> Result<HandshakeState, AuthError> {
-        let mut hs = self.build(p.seed)?;
+        let mut hs = self.build(p.seed, &p.binding)?;
         let n = hs
             .write_message(&p.timestamp.to_be_bytes(), out)
             .map_err(|_| AuthError::Handshake)?;
@@ -298,18 +328,36 @@ impl Initiator {
         Ok(hs)
     }
 
-    /// A new Init (a new attempt replaces any previous one). `unix_nanos` is
-    /// the wall clock, which must grow across attempts (replay protection).
+    /// A new Init carried on its own ([`UNBOUND`]); see
+    /// [`Initiator::start_bound`].
     pub fn start(
         &mut self,
         rng: &mut dyn RngCore,
         unix_nanos: u64,
         now: Instant,
     ) -> Result<[u8; INIT_LEN], AuthError> {
+        self.start_bound(rng, unix_nanos, now, &UNBOUND)
+    }
+
+    /// A new Init bound to `binding` (the Request that carries it). Each
+    /// call is a new Init: a retransmitted Request carries a new one, so a
+    /// copy an attacker holds back and spends first (its timestamp is then
+    /// the newest the server saw) locks the real client out for one
+    /// retransmission, not a whole attempt. `unix_nanos` is the wall clock,
+    /// which must grow across Inits (replay protection). The last
+    /// [`MAX_PENDING`] Inits stay answerable.
+    pub fn start_bound(
+        &mut self,
+        rng: &mut dyn RngCore,
+        unix_nanos: u64,
+        now: Instant,
+        binding: &Binding,
+    ) -> Result<[u8; INIT_LEN], AuthError> {
         let mut p = PendingInit {
             seed: draw_seed(rng),
             timestamp: unix_nanos,
             mac1: [0; MAC_LEN],
+            binding: *binding,
         };
         let mut msg = [0u8; INIT_LEN];
         msg[0] = MSG_INIT;
@@ -323,21 +371,31 @@ impl Initiator {
             let mac2 = mac16(&c, &[&msg[..INIT_MAC2]]);
             msg[INIT_MAC2..].copy_from_slice(&mac2);
         }
-        self.pending = Some(p);
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.pop_front();
+        }
+        self.pending.push_back(p);
         Ok(msg)
     }
 
-    /// A cookie reply to the pending Init: keep the cookie for the next
-    /// [`start`](Self::start), which the caller should do after a short wait.
+    /// Forget the attempt's Inits (a new attempt starts from scratch).
+    pub fn reset_attempt(&mut self) {
+        self.pending.clear();
+    }
+
+    /// A cookie reply to the newest Init: keep the cookie for the next
+    /// [`start`](Self::start), which the caller should do after a short
+    /// wait. A reply to an older Init is stale (the Init after it already
+    /// went out) and refused.
     pub fn handle_cookie_reply(&mut self, msg: &[u8], now: Instant) -> Result<(), AuthError> {
-        let p = self.pending.as_ref().ok_or(AuthError::Unexpected)?;
+        let p = self.pending.back().ok_or(AuthError::Unexpected)?;
         let cookie = open_cookie_reply(&self.cfg.server_public, &p.mac1, msg)?;
         self.cookie = Some((cookie, now));
         Ok(())
     }
 
-    /// The Response to the pending Init: the session keys and the Confirm to
-    /// send. A bad Response leaves the pending Init usable.
+    /// The Response to one of the pending Inits (newest first): the session
+    /// keys and the Confirm to send. A bad Response leaves them usable.
     pub fn handle_response(
         &mut self,
         msg: &[u8],
@@ -352,13 +410,26 @@ impl Initiator {
         ) {
             return Err(AuthError::BadMac1);
         }
-        let p = self.pending.ok_or(AuthError::Unexpected)?;
-        let mut scratch = [0u8; NOISE_INIT_LEN];
-        let mut hs = self.write_noise(&p, &mut scratch)?;
-        let mut payload = [0u8; 0];
-        hs.read_message(&msg[1..RESPONSE_MAC1], &mut payload)
-            .map_err(|_| AuthError::Handshake)?;
-        self.pending = None;
+        if self.pending.is_empty() {
+            return Err(AuthError::Unexpected);
+        }
+        // Each try redoes the Init's DH work; MAX_PENDING bounds what a
+        // forged Response (mac1 needs only our public key) can cost.
+        let mut answered = None;
+        for p in self.pending.iter().rev() {
+            let mut scratch = [0u8; NOISE_INIT_LEN];
+            let mut hs = self.write_noise(p, &mut scratch)?;
+            let mut payload = [0u8; 0];
+            if hs
+                .read_message(&msg[1..RESPONSE_MAC1], &mut payload)
+                .is_ok()
+            {
+                answered = Some(hs);
+                break;
+            }
+        }
+        let mut hs = answered.ok_or(AuthError::Handshake)?;
+        self.pending.clear();
         let keys = SessionKeys::derive(&mut hs, Side::Initiator);
         let confirm = keys.confirm();
         Ok((keys, confirm))
@@ -469,13 +540,29 @@ impl Responder {
         }
     }
 
-    /// Handle an Init from `src`. `half_open_high` is the endpoint's "half-
-    /// open entries above threshold" signal; the responder adds its own Init
-    /// rate. Checks run cheapest first: length, mac1 (a hash), cookie (a
-    /// hash), rate limit, then the two Diffie-Hellman operations.
+    /// Handle an Init carried on its own ([`UNBOUND`]); see
+    /// [`Responder::handle_init_bound`].
     pub fn handle_init(
         &mut self,
         msg: &[u8],
+        src: SocketAddr,
+        half_open_high: bool,
+        now: Instant,
+        rng: &mut dyn RngCore,
+    ) -> Result<InitOutcome, AuthError> {
+        self.handle_init_bound(msg, &UNBOUND, src, half_open_high, now, rng)
+    }
+
+    /// Handle an Init from `src`, bound to `binding` (the Request it
+    /// arrived in: an Init moved into another Request fails as
+    /// [`AuthError::Handshake`]). `half_open_high` is the endpoint's "half-
+    /// open entries above threshold" signal; the responder adds its own Init
+    /// rate. Checks run cheapest first: length, mac1 (a hash), cookie (a
+    /// hash), rate limit, then the two Diffie-Hellman operations.
+    pub fn handle_init_bound(
+        &mut self,
+        msg: &[u8],
+        binding: &Binding,
         src: SocketAddr,
         half_open_high: bool,
         now: Instant,
@@ -505,14 +592,20 @@ impl Responder {
         if !self.limiter.allow(src.ip(), now) {
             return Err(AuthError::RateLimited);
         }
-        self.complete(&msg[1..INIT_MAC1], rng)
+        self.complete(&msg[1..INIT_MAC1], binding, rng)
             .map(|a| InitOutcome::Accept(Box::new(a)))
     }
 
     /// The Diffie-Hellman part: read the Init, identify the peer, check the
     /// timestamp, write the Response.
-    fn complete(&mut self, noise: &[u8], rng: &mut dyn RngCore) -> Result<Accepted, AuthError> {
-        let mut hs = builder(draw_seed(rng))
+    fn complete(
+        &mut self,
+        noise: &[u8],
+        binding: &Binding,
+        rng: &mut dyn RngCore,
+    ) -> Result<Accepted, AuthError> {
+        let prologue = prologue(binding);
+        let mut hs = builder(draw_seed(rng), &prologue)
             .local_private_key(&self.static_private)
             .build_responder()
             .map_err(|_| AuthError::Handshake)?;

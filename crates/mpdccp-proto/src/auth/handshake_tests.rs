@@ -361,3 +361,56 @@ fn public_key_matches_rfc7748_vector() {
     let public = hex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
     assert_eq!(public_key(&private), public);
 }
+
+/// An Init verifies only under the binding it was made with (the Request
+/// around it); under another it fails inside Noise and spends nothing: the
+/// same Init is still accepted under its own binding afterwards.
+#[test]
+fn an_init_verifies_only_under_its_binding() {
+    let mut l = lab();
+    let mut c = client(&l, None);
+    let now = Instant::from_millis(10);
+    let ours = [7u8; 32];
+    let mut other = ours;
+    other[31] ^= 1;
+    let init = c.start_bound(&mut l.rng, 1_000, now, &ours).unwrap();
+    for wrong in [&other, &UNBOUND] {
+        let r = l
+            .server
+            .handle_init_bound(&init, wrong, sa(SRC), false, now, &mut l.rng);
+        assert_eq!(r.unwrap_err(), AuthError::Handshake);
+    }
+    assert_eq!(l.server.stats().handshake_failed, 2);
+    let r = l
+        .server
+        .handle_init_bound(&init, &ours, sa(SRC), false, now, &mut l.rng);
+    let a = accept(r);
+    let (ck, _) = c.handle_response(&a.response).unwrap();
+    assert_eq!(ck.d_key_local(), a.keys.d_key_remote());
+}
+
+/// The last few Inits of an attempt are answerable (a Response to an
+/// earlier retransmission may arrive late); older ones are not.
+#[test]
+fn responses_to_the_last_inits_of_an_attempt_verify() {
+    let mut l = lab();
+    let mut c = client(&l, None);
+    let now = Instant::from_millis(10);
+    let inits: Vec<_> = (0..MAX_PENDING as u64 + 1)
+        .map(|i| c.start(&mut l.rng, 1_000 + i, now).unwrap())
+        .collect();
+    // The server saw only the oldest (its timestamp is the lowest).
+    let a = accept(
+        l.server
+            .handle_init(&inits[0], sa(SRC), false, now, &mut l.rng),
+    );
+    assert_eq!(
+        c.handle_response(&a.response).unwrap_err(),
+        AuthError::Handshake
+    );
+    let a = accept(
+        l.server
+            .handle_init(&inits[1], sa(SRC), false, now, &mut l.rng),
+    );
+    assert!(c.handle_response(&a.response).is_ok());
+}

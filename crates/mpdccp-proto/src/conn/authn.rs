@@ -10,7 +10,8 @@
 
 use super::*;
 use crate::auth::framing;
-use crate::auth::handshake::{CONFIRM_LEN, INIT_LEN, RESPONSE_LEN};
+use crate::auth::handshake::{Binding, CONFIRM_LEN, RESPONSE_LEN};
+use crate::auth::mac::labelled_hash;
 use crate::auth::{Initiator, InitiatorConfig, SessionKeys};
 
 /// Cookie replies a client follows per connection attempt; more are an
@@ -48,8 +49,6 @@ pub(super) struct ClientAuth {
     /// timestamps grow with `now`, so every attempt's is newer.
     unix_base: u64,
     clock_at: Instant,
-    /// The current attempt's Init; Request retransmissions repeat it.
-    init: Option<[u8; INIT_LEN]>,
     /// The Confirm the third packet carries once the Response verified.
     confirm: Option<[u8; CONFIRM_LEN]>,
     cookie_retries: u32,
@@ -88,7 +87,6 @@ impl Connection {
             initiator: Initiator::new(cfg),
             unix_base: unix_nanos,
             clock_at: now,
-            init: None,
             confirm: None,
             cookie_retries: 0,
         }));
@@ -152,11 +150,13 @@ impl Connection {
             AuthRole::Off => {}
             AuthRole::Client(a) => match seg.ptype {
                 PacketType::Request if first && seg.mp.key.is_some() => {
-                    if a.init.is_none() {
-                        let t = Self::unix_nanos(a, now);
-                        a.init = a.initiator.start(&mut self.rng, t, now).ok();
-                    }
-                    attach(seg, a.init.as_ref().map(|m| &m[..]));
+                    // A new Init in every (re)transmitted Request, bound to
+                    // it: a copy an attacker spends first locks the real
+                    // Request out until its next retransmission only.
+                    let t = Self::unix_nanos(a, now);
+                    let binding = request_binding(seg);
+                    let init = a.initiator.start_bound(&mut self.rng, t, now, &binding);
+                    attach(seg, init.as_ref().ok().map(|m| &m[..]));
                 }
                 PacketType::Ack if first && partopen => {
                     seg.mp.exp = a.confirm.map(|c| c.to_vec());
@@ -226,7 +226,6 @@ impl Connection {
             return Some(false);
         }
         a.cookie_retries += 1;
-        a.init = None;
         self.auth_stats.cookie_retries += 1;
         let (nonce, addr_id) = (self.paths[i].local_nonce(), self.paths[i].local_addr_id());
         self.paths[i].start_request(now, false, nonce, addr_id);
@@ -234,9 +233,10 @@ impl Connection {
     }
 
     /// Server: the Request's offer. Key type 255 alone (the gate verified
-    /// its message before this connection existed); anything else next to
-    /// it would be a downgrade and is refused.
-    pub(super) fn auth_request_offer_ok(&mut self, seg: &Segment<'_>) -> bool {
+    /// its message before this connection existed) in a Request that asks
+    /// for multipath (`mp_offered`); anything else next to it would be a
+    /// downgrade and is refused.
+    pub(super) fn auth_request_offer_ok(&mut self, seg: &Segment<'_>, mp_offered: bool) -> bool {
         if !matches!(self.auth, AuthRole::Server(_)) {
             return true;
         }
@@ -245,10 +245,10 @@ impl Connection {
             .key
             .as_ref()
             .is_some_and(|k| k.keys.len() == 1 && k.experimental().is_some());
-        if !ok {
+        if !ok || !mp_offered {
             self.auth_stats.downgrade_refused += 1;
         }
-        ok
+        ok && mp_offered
     }
 
     /// Server, first subflow's third packet: its MP_EXP is the Confirm.
@@ -266,6 +266,21 @@ impl Connection {
         }
         Some(ok)
     }
+}
+
+/// What an Init is bound to (`auth::handshake::Binding`): the fields of the
+/// Request around it that decide what the handshake creates — the service
+/// code, the connection identifier of MP_KEY and whether Multipath Capable
+/// version 0 is asked for (RFC 9897 §3.1, §3.3). An Init moved into a
+/// Request that differs in any of them does not decrypt at the server.
+/// Ports are left out: NAT rewrites them in native DCCP and U-DCCP.
+pub(super) fn request_binding(seg: &Segment<'_>) -> Binding {
+    let ci = seg.mp.key.as_ref().map_or(0, |k| k.ci);
+    let mut fields = [0u8; 9];
+    fields[..4].copy_from_slice(&seg.service_code.to_be_bytes());
+    fields[4..8].copy_from_slice(&ci.to_be_bytes());
+    fields[8] = u8::from(features::mp_version_agreed(seg, true));
+    labelled_hash(b"mpdccp-auth-v2 request binding", &fields)
 }
 
 /// A message as MP_KEY key type 255 (its first 64 bytes, alone: no key

@@ -568,9 +568,18 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.stats.downgrade_refused += 1;
             return None;
         }
+        if !super::features::mp_version_agreed(seg, true) {
+            // The keys and the Confirm ride in MP-DCCP options: a Request
+            // that does not ask for multipath could only become a plain
+            // connection no key proved. Refused before the gate, so its
+            // Init's timestamp is not spent.
+            self.stats.downgrade_refused += 1;
+            return None;
+        }
         let src = source_of(remote);
+        let binding = super::authn::request_binding(seg);
         let verdict = framing::join(key, seg.mp.exp.as_deref())
-            .and_then(|m| gate.on_init(remote.clone(), &m, src, now, &mut self.rng));
+            .and_then(|m| gate.on_init(remote.clone(), &m, &binding, src, now, &mut self.rng));
         match verdict {
             Ok(Admission::Respond { keys, response, .. }) => Some((keys, response)),
             Ok(Admission::Cookie(c)) => {

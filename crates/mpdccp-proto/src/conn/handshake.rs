@@ -112,12 +112,14 @@ impl Connection {
             self.stats.rx_unexpected += 1;
             return Err(ResetCode::ConnectionRefused);
         }
-        // Authenticated mode: key type 255 alone (no downgrade).
-        if !self.auth_request_offer_ok(seg) {
-            return Err(ResetCode::ConnectionRefused);
-        }
         // RFC 9897 §3.1: Change R(10) listing version 0 (F10).
         let offered = features::mp_version_agreed(seg, true);
+        // Authenticated mode: key type 255 alone (no downgrade), and
+        // multipath (the keys and the Confirm live in MP-DCCP options; a
+        // plain-DCCP fallback would admit a connection no key proved).
+        if !self.auth_request_offer_ok(seg, offered) {
+            return Err(ResetCode::ConnectionRefused);
+        }
         self.accept_key_offer(offered, seg);
         Ok(())
     }
@@ -236,6 +238,17 @@ impl Connection {
     /// subflow) or MP_HMAC = HMAC(d-keyA, RA‖RB) (join). A failure closes
     /// the subflow with Reset (Option Error).
     pub(super) fn verify_third_packet(&mut self, i: usize, seg: &Segment<'_>) -> bool {
+        let first = !self.paths[i].is_join();
+        // Authenticated mode: the Confirm proves the client holds the keys;
+        // without it no connection, whatever was negotiated
+        // (docs/SECURITY.md §3).
+        if let Some(ok) = first.then(|| self.auth_confirm_ok(seg)).flatten() {
+            if !ok {
+                self.paths[i].refuse(ResetCode::OptionError);
+                self.close_reason = Some("key confirmation failed".into());
+            }
+            return ok;
+        }
         if self.mp != Some(true) {
             return true;
         }
@@ -255,14 +268,6 @@ impl Connection {
             if !ok {
                 self.stats.join_bad_hmac += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
-                return false;
-            }
-        } else if let Some(ok) = self.auth_confirm_ok(seg) {
-            // Authenticated mode: the Confirm proves the client holds the
-            // keys; without it no connection (docs/SECURITY.md §3).
-            if !ok {
-                self.paths[i].refuse(ResetCode::OptionError);
-                self.close_reason = Some("key confirmation failed".into());
                 return false;
             }
         } else if let Some(k) = &seg.mp.key {
