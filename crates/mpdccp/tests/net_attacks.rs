@@ -454,3 +454,129 @@ fn request_flood_from_spoofed_sources_leaves_clients_in() {
         "b took {took:?}, a {baseline:?}"
     );
 }
+
+/// Requests as peer `private`'s client sends them (what a sniffer on its
+/// path captures): each with a fresh Init, stamped with the wall clock.
+fn peer_requests(private: [u8; 32], server_public: [u8; 32], n: usize) -> Vec<Vec<u8>> {
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    (0..n)
+        .map(|i| {
+            let now = Instant::from_secs_f64(1.0);
+            let mut c = Connection::new(
+                Role::Client,
+                ConnectionConfig::default(),
+                now,
+                50 + i as u64,
+            );
+            let cfg = InitiatorConfig {
+                static_private: private,
+                server_public,
+                psk: None,
+            };
+            c.enable_client_auth(cfg, unix + i as u64, now).unwrap();
+            c.add_path(now, PathId(0), PathConfig::default()).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let t = c.poll_transmit(now, &mut buf).unwrap();
+            buf.truncate(t.size);
+            buf
+        })
+        .collect()
+}
+
+/// `request` without its Change R(Multipath Capable): the re-wrap that
+/// once became a plain-DCCP connection without a Confirm.
+fn without_multipath(request: &[u8]) -> Vec<u8> {
+    use mpdccp_proto::wire::{DccpOption, DccpRepr, FeatureNum};
+    let (mut r, hl) = DccpRepr::parse(request, None).expect("a Request");
+    r.options.retain(|o| {
+        !matches!(
+            o,
+            DccpOption::ChangeR {
+                feature: FeatureNum::MultipathCapable,
+                ..
+            }
+        )
+    });
+    let payload = &request[hl..];
+    let mut out = vec![0u8; r.buffer_len(payload.len())];
+    let n = r.emit(&mut out, payload, None).expect("emits");
+    out.truncate(n);
+    out
+}
+
+/// Sends `datagrams` from namespace `ns` (its own address) to the server
+/// and returns how many answers came back within 300 ms.
+fn send_and_count_answers(ns: &str, datagrams: Vec<Vec<u8>>) -> usize {
+    spawn_in_netns(ns, move || {
+        let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
+        s.set_read_timeout(Some(Duration::from_millis(300)))?;
+        for d in &datagrams {
+            s.send_to(d, (SERVER, PORT))?;
+        }
+        let mut answers = 0;
+        let mut buf = [0u8; 2048];
+        while s.recv_from(&mut buf).is_ok() {
+            answers += 1;
+        }
+        Ok(answers)
+    })
+    .join()
+    .unwrap()
+    .expect("attacker socket")
+}
+
+/// The authentication bypass: x holds Requests of peer a whose Inits the
+/// server never saw (dropped on path) and re-wraps them without Multipath
+/// Capable, before and after a server restart. The server admits no one
+/// and answers nothing; a then connects within a second of its start.
+#[test]
+fn a_captured_init_rewrapped_without_multipath_admits_no_one() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("a_captured_init_rewrapped_without_multipath_admits_no_one") {
+        return;
+    }
+    let mut lab = Lab::new("i");
+    lab.start_server();
+    let captured = peer_requests(lab.private[0], lab.server_public, 2);
+    let x = lab.clients[2].name().to_string();
+    let answers = send_and_count_answers(&x, vec![without_multipath(&captured[0])]);
+    std::thread::sleep(Duration::from_millis(200));
+    let st = lab.status("server");
+    assert_eq!(answers, 0, "no answer to the re-wrapped Init");
+    assert_eq!(lab.server_connections(), 0, "{st}");
+    assert_eq!(st["auth"]["gate"]["half_open"].as_u64(), Some(0), "{st}");
+    let refused = st["endpoint"]["downgrade_refused"].as_u64().unwrap_or(0);
+    assert_eq!(refused, 1, "{st}");
+    // The server restarts (as after a crash, it forgot every timestamp).
+    drop(lab.procs.pop());
+    let _ = std::fs::remove_file(lab.sock("server"));
+    lab.start_server();
+    let answers = send_and_count_answers(&x, vec![without_multipath(&captured[1])]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(answers, 0);
+    assert_eq!(lab.server_connections(), 0, "{}", lab.status("server"));
+    // The real client is not locked out.
+    let started = StdInstant::now();
+    lab.start_client(0);
+    wait_for(Duration::from_secs(10), || lab.connected(0))
+        .unwrap_or_else(|_| panic!("a connects: {}\n{}", lab.log("server"), lab.log("a")));
+    let took = started.elapsed();
+    let tunnel = wait_for(Duration::from_secs(5), || {
+        lab.ping(&lab.clients[0], &["-c", "1", "10.99.0.1"])
+    });
+    assert!(
+        tunnel.is_ok(),
+        "a's tunnel works: {}\n{}\n{}",
+        lab.status("server"),
+        lab.log("server"),
+        lab.log("a")
+    );
+    println!(
+        "captured Init without Multipath Capable: 0 connections, 0 answers, before and after a restart; a connected {:.0} ms after its start (before: the attacker was admitted as a in 2–12 ms)",
+        took.as_secs_f64() * 1e3
+    );
+    assert!(took < Duration::from_secs(1), "a took {took:?}");
+}
