@@ -292,6 +292,13 @@ impl Proc {
         child.wait().ok()
     }
 
+    /// SIGKILL (a crash, as `kill -9`) and waits for the exit.
+    pub fn kill(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
     /// Waits for the process to exit by itself, up to `timeout`, then stops it.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = StdInstant::now() + timeout;

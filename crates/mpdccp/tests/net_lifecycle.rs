@@ -18,7 +18,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use mpdccp_lab::netns::{root_or_skip, Proc};
 use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4};
-use mpdccp_net::daemon::config::ClientPath;
+use mpdccp_net::daemon::config::{AuthMode, ClientPath};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -229,4 +229,81 @@ fn sigterm_within_half_a_second_and_restart_within_one() {
             t.log_tail(server)
         );
     }
+}
+
+/// A gateway crash: the server is killed (SIGKILL) under traffic and
+/// restarted at once. Authenticated mode drops joins to the connection the
+/// new server does not know without an answer, so the client must see for
+/// itself that its connection is gone (`daemon/dead_peer.rs`) and start a
+/// new handshake: the tunnel carries pings again within 2 s of the new
+/// server listening.
+#[test]
+fn kill9_and_restart_the_tunnel_is_back_within_two_seconds() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("kill9_and_restart_the_tunnel_is_back_within_two_seconds") {
+        return;
+    }
+    let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");
+    let opts = TunnelOpts {
+        auth: AuthMode::Authenticated,
+        ..TunnelOpts::default()
+    };
+    t.start_tunnel(exe(), &opts)
+        .expect("tunnel up on both paths");
+    ping_ok(&t, "5");
+    // Traffic through the crash: 50 pings a second until the end.
+    let pinger = t
+        .client
+        .spawn_logged(
+            "ping",
+            &["-i", "0.02", "-W", "1", "-D", &SERVER_TUN_V4.to_string()],
+            &t.dir.join("ping.log"),
+        )
+        .expect("ping");
+    std::thread::sleep(Duration::from_millis(500));
+    let i = t.procs.len() - 2;
+    let mut old = t.procs.remove(i);
+    let killed = StdInstant::now();
+    old.kill().expect("server killed");
+    drop(old);
+    let p = spawn_daemon(&t, true);
+    t.procs.insert(i, p);
+    let sock = t.dir.join("server.sock");
+    wait_for(Duration::from_secs(10), || {
+        t.status(true).is_ok_and(|st| st["role"] == "server")
+    })
+    .expect("the new server answers status");
+    let listening = StdInstant::now();
+    let back = wait_for(Duration::from_secs(30), || {
+        t.client
+            .output(
+                "ping",
+                &["-c", "1", "-W", "0.2", &SERVER_TUN_V4.to_string()],
+            )
+            .is_ok()
+    });
+    let outage = killed.elapsed();
+    let after_listen = listening.elapsed();
+    drop(pinger);
+    let _ = sock;
+    back.unwrap_or_else(|_| {
+        panic!(
+            "tunnel not back 30 s after the restart\nclient:\n{}\nserver:\n{}",
+            t.log_tail(false),
+            t.log_tail(true)
+        )
+    });
+    let st = t.status(false).expect("client status");
+    eprintln!(
+        "kill -9 + restart: new server answering {:.2} s after the kill; pings through the tunnel again {:.2} s after that ({:.2} s in all); client dead_reconnects = {}",
+        (listening - killed).as_secs_f64(),
+        after_listen.as_secs_f64(),
+        outage.as_secs_f64(),
+        st["daemon"]["dead_reconnects"]
+    );
+    assert!(
+        after_listen <= Duration::from_secs(2),
+        "back {after_listen:?} after the new server listened\nclient:\n{}",
+        t.log_tail(false)
+    );
 }

@@ -31,6 +31,7 @@ use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::{AuthMode, ClientConfig, Transport};
+use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER};
 use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
 use super::ops::{conn_json, OpsServer, PathLabel};
@@ -48,6 +49,8 @@ use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Interfaces are re-checked at least this often even without netlink events.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How often the client asks whether its connection is dead (`dead_peer`).
+const DEAD_CHECK: Duration = Duration::from_millis(100);
 /// How long a graceful close may take before the daemon exits anyway.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
@@ -223,6 +226,8 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     let mut reconnect_at: Option<Instant> = None;
     let mut reconnect = Reconnect::new(base_backoff, RECONNECT_CAP);
     let mut connected_once = false;
+    let mut dead = DeadPeer::default();
+    let mut next_dead_check = Instant::ZERO;
 
     // A deadline handle_timeout cannot advance is a bug; never spin on it.
     let mut timer_guard = StuckTimerGuard::new();
@@ -317,6 +322,21 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
             }
         }
         tun_writer.flush(&d.tun, &mut d.stats);
+        if closing.is_none() && reconnect_at.is_none() && now >= next_dead_check {
+            next_dead_check = now + DEAD_CHECK;
+            let stats = d.conn.stats();
+            let pulse = Pulse {
+                established: d.conn.is_established(),
+                any_active: d.conn.paths().iter().any(|v| v.state == PathState::Active),
+                rx: stats.rx_datagrams,
+                tx: stats.tx_datagrams,
+            };
+            if dead.check(now, pulse) {
+                warn!("the server has been silent for {DEAD_AFTER:?}: new handshake");
+                d.stats.dead_reconnects += 1;
+                reconnect_at = Some(now);
+            }
+        }
         if closing.is_some() && (d.conn.is_closed() || closing.is_some_and(|t| now >= t)) {
             d.flush(now, &mut paths, &mut txbuf);
             break;
@@ -324,6 +344,7 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
         if let Some(t) = reconnect_at {
             if now >= t && closing.is_none() {
                 reconnect_at = None;
+                dead.reset();
                 d.conn_gen += 1;
                 d.conn =
                     new_connection(&conn_cfg, auth.as_ref(), now, seed.wrapping_add(d.conn_gen))?;

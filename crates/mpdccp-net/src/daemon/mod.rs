@@ -24,6 +24,7 @@
 mod backoff;
 pub mod client;
 pub mod config;
+mod dead_peer;
 pub mod iface;
 pub mod keyfile;
 pub mod metrics;
@@ -253,6 +254,9 @@ pub struct DaemonStats {
     pub path_down_events: u64,
     pub path_up_events: u64,
     pub joins_started: u64,
+    /// Client: connections given up because no path had been Active for
+    /// `dead_peer::DEAD_AFTER` (a new handshake followed).
+    pub dead_reconnects: u64,
     /// Server with `workers > 1` (`workers.rs`): datagrams and TUN packets
     /// passed to the worker that owns their connection, those taken from
     /// others, and those dropped because the owner's queue was full.
