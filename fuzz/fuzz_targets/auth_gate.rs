@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use mpdccp_proto::auth::gate::{Admission, Gate, GateConfig};
+use mpdccp_proto::auth::handshake::UNBOUND;
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{
     keypair, Initiator, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig,
@@ -107,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
                     continue;
                 };
                 last_init = m.to_vec();
-                match gate.on_init(s, &m, src(s), now, &mut rng) {
+                match gate.on_init(s, &m, &UNBOUND, src(s), now, &mut rng) {
                     Ok(Admission::Respond { peer, response, .. }) => {
                         assert!(c < 2 && peer.0 as usize == c, "stranger admitted");
                         pending.push((c, s, response.to_vec()));
@@ -131,7 +132,7 @@ fuzz_target!(|data: &[u8]| {
                     *x ^= b;
                 }
                 let admitted = matches!(
-                    gate.on_init(s, &m, src(s), now, &mut rng),
+                    gate.on_init(s, &m, &UNBOUND, src(s), now, &mut rng),
                     Ok(Admission::Respond { .. })
                 );
                 // Only an unchanged Noise part (all but mac2, which is

@@ -444,14 +444,20 @@ impl Connection {
         let (mut s, slot, size) = self.paths[i].plpmtu_probe(now, buf.len())?;
         let seq = self.paths[i].gss_unwrapped();
         self.auth_options(now, i, &mut s);
+        // Protected mode seals the probe, its padding as the plaintext: the
+        // packet before sealing is that much smaller.
+        let seal = self.control_sealed(i, PacketType::Sync);
+        let target = size as usize - if seal { PROTECTION_OVERHEAD } else { 0 };
         let mut n = s.emit_in(buf, addrs, self.config.wire_profile)?;
-        if n != size as usize {
-            // Options (authentication) took room: pad to the exact size.
-            let pad = s.payload.len() + size as usize;
+        if n != target {
+            // Options (authentication, sealing) took room: pad to the size.
+            let pad = s.payload.len() + target;
             let pad = pad.checked_sub(n).filter(|&p| p <= PADDING.len())?;
             s.payload = &PADDING[..pad];
             n = s.emit_in(buf, addrs, self.config.wire_profile)?;
         }
+        let pad = s.payload.len();
+        let n = self.seal_control(i, PacketType::Sync, buf, n, pad, addrs)?;
         self.stats.syncs_sent += 1;
         let p = self.paths[i].plpmtud.as_mut()?;
         p.sent(slot, seq, n as u32, now);

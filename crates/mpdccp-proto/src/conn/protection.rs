@@ -15,11 +15,16 @@
 //!   Otherwise an attacker who sees the sequence numbers could ack data
 //!   that was lost, or push GSR ahead so that genuine packets fail the
 //!   window check (RFC 4340 §7.5.3).
-//! * Packets without application data (handshake, pure Ack, Sync,
-//!   SyncAck, Close, CloseReq, Reset) stay as they are: their MP options
-//!   that matter are MP_HMAC'd under the derived d-keys already, and the
-//!   rest can at worst disturb congestion control or close a path, which an
-//!   on-path attacker can do by dropping packets anyway.
+//! * Every other packet of a subflow whose handshake fixed its binding —
+//!   pure Ack, Sync/SyncAck, Close/CloseReq, Reset, the third handshake
+//!   packet, PLPMTUD probes — is sealed the same way, its payload (empty,
+//!   or a probe's padding) as the plaintext: 24 bytes more on the wire.
+//!   A forged or altered one (an invalid option, a Reset, MP_PRIO 0,
+//!   REMOVEADDR, an Ack taking the next sequence numbers, a Sync far ahead)
+//!   is dropped and counted like forged data and has no other effect.
+//!   Only the Request and Response stay as they are: they carry the key
+//!   exchange itself (the Init and Response messages authenticate them,
+//!   docs/SECURITY.md §3), and before the Response verified no key exists.
 //! * Connections without protection are unchanged, byte for byte.
 
 use super::subflow::{seal_packet, OpenScratch};
@@ -96,9 +101,9 @@ impl Connection {
         let Some(prot) = self.protection.as_deref_mut() else {
             return self.handle_segment(now, i, seg);
         };
-        // Data before the handshake fixed the binding is unexpected anyway
-        // (REQUEST, CLOSED): the subflow counts it and reads no data.
-        if !seg.ptype.carries_data() || !self.paths[i].binding_fixed() {
+        // Before the handshake fixed the binding nothing is sealed (data
+        // then is unexpected anyway: the subflow counts it and reads none).
+        if !sealed_type(seg.ptype) || !is_bound(&self.paths[i]) {
             return self.handle_segment(now, i, seg);
         }
         let opened = match path_protector(prot, &mut self.paths[i]) {
@@ -137,4 +142,40 @@ impl Connection {
         let p = path_protector(prot, &mut self.paths[i])?;
         seal_packet(p, buf, len, payload_len, addrs)
     }
+
+    /// Seals the packet of type `ptype` without application data just
+    /// written to `buf[..len]` on subflow `i` (its last `payload_len`
+    /// bytes, if any, are padding) when the subflow is bound; returns the
+    /// length to send (`len` when nothing is sealed).
+    pub(super) fn seal_control(
+        &mut self,
+        i: usize,
+        ptype: PacketType,
+        buf: &mut [u8],
+        len: usize,
+        payload_len: usize,
+        addrs: (IpAddr, IpAddr),
+    ) -> Option<usize> {
+        if !self.control_sealed(i, ptype) {
+            return Some(len);
+        }
+        self.seal_data(i, buf, len, payload_len, addrs)
+    }
+
+    /// Whether a packet of type `ptype` sent on subflow `i` now is sealed.
+    pub(super) fn control_sealed(&self, i: usize, ptype: PacketType) -> bool {
+        self.protection.is_some() && sealed_type(ptype) && is_bound(&self.paths[i])
+    }
+}
+
+/// Packet types sealed once a subflow is bound: all but the handshake's
+/// Request and Response (the key exchange authenticates those).
+fn sealed_type(t: PacketType) -> bool {
+    !matches!(t, PacketType::Request | PacketType::Response)
+}
+
+/// A subflow whose handshake fixed its binding, now or before (a subflow
+/// that closed after opening still seals its Close and Reset).
+fn is_bound(sf: &Subflow) -> bool {
+    sf.binding_fixed() || sf.has_protector()
 }

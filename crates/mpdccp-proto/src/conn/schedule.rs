@@ -307,14 +307,17 @@ impl Connection {
                 if ctx.mp_on {
                     sf.attach_handshake_prio(&mut s, ctx.last_mp_seq);
                 }
-                self.auth_options(now, i, &mut s); // #11: key type 255 + MP_EXP (authn.rs)
+                self.auth_options(now, i, &mut s); // key type 255 + MP_EXP (authn.rs)
                 match s.ptype {
                     PacketType::Reset => self.stats.resets_sent += 1,
                     PacketType::Sync => self.stats.syncs_sent += 1,
                     PacketType::SyncAck => self.stats.syncacks_sent += 1,
                     _ => {}
                 }
-                self.finish_emit(&mut s, addrs, buf)
+                let (ptype, payload_len) = (s.ptype, s.payload.len());
+                let n = self.finish_emit(&mut s, addrs, buf)?;
+                // Protected mode: every packet after the handshake is sealed.
+                self.seal_control(i, ptype, buf, n, payload_len, addrs)
             }
             Owed::AckOrData { probe } => {
                 // RFC 8899 probe (a padded Sync), before data: `plpmtu.rs`.
@@ -419,7 +422,8 @@ impl Connection {
         }
         let result = match (emitted, &data) {
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
-            (result, _) => result,
+            (Some(len), None) => self.seal_control(i, seg.ptype, buf, len, 0, addrs),
+            (None, _) => None,
         };
         if let Some(av) = seg.ack_vector_out.take() {
             self.paths[i].recycle_ack_vector(av);
