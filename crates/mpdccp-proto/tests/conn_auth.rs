@@ -10,7 +10,7 @@ use mpdccp_proto::auth::gate::{Gate, GateConfig};
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{keypair, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig};
 use mpdccp_proto::wire::mp::{KeyType, MpKey};
-use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, FeatureNum, MpOption};
+use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, FeatureNum, MpOption, ResetCode};
 use mpdccp_proto::{
     Connection, ConnectionConfig, Endpoint, EndpointConfig, Instant, PathConfig, PathId, Role,
 };
@@ -697,4 +697,144 @@ fn each_request_carries_a_new_init_and_a_late_response_still_counts() {
     w.run(20);
     assert!(w.clients[0].is_established());
     assert_eq!(w.ep.auth_stats().unwrap().0.confirmed, 1);
+}
+
+/// An on-path forger resets every path of an authenticated connection at
+/// the server (a DCCP-Reset with the client's next sequence numbers): the
+/// paths close, the connection does not. Only an MP_HMAC'd close or the
+/// idle timeout ends it, so a path the client opens again joins the same
+/// connection and carries data.
+#[test]
+fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() {
+    let k = keys(1);
+    let conn = ConnectionConfig {
+        idle_timeout: Some(Duration::from_secs(5)),
+        ..ConnectionConfig::default()
+    };
+    let mut w = World::with_config(&k, &[k.peers[0].0], Some(gate(&k, 1000)), conn);
+    w.start(0, 0);
+    w.run(20);
+    w.start(0, 1);
+    w.run(20);
+    let h = w.ep.connections()[0];
+    let active = |w: &World| {
+        w.ep.connection(h).map_or(0, |c| {
+            c.paths()
+                .iter()
+                .filter(|p| p.state == mpdccp_proto::PathState::Active)
+                .count()
+        })
+    };
+    assert_eq!(active(&w), 2);
+    for path in 0..2 {
+        let from = addr(0, path);
+        let (_, _, last) = w
+            .wire
+            .iter()
+            .rev()
+            .find(|(c, f, _)| *c && *f == from)
+            .expect("client traffic on the path");
+        let r = parse(last);
+        let ack = match r.kind {
+            DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
+            ref other => panic!("{other:?}"),
+        };
+        let reset = DccpRepr {
+            src_port: r.src_port,
+            dst_port: r.dst_port,
+            seq: r.seq + 1,
+            kind: DccpKind::Reset {
+                ack,
+                code: ResetCode::Closed,
+                data: [0; 3],
+            },
+            ..DccpRepr::default()
+        };
+        let mut out = vec![0u8; reset.buffer_len(0)];
+        let n = reset.emit(&mut out, &[], None).unwrap();
+        let now = w.now;
+        w.ep.handle_datagram(now, from, &out[..n]);
+    }
+    w.run(50);
+    let server = w.ep.connection(h).expect("the connection is still there");
+    assert!(!server.is_closed());
+    assert_eq!(active(&w), 0, "the forged Resets closed both paths");
+    assert!(server.stats().resets_received >= 2);
+    // The client's paths come back as joins of the same connection.
+    w.start(0, 2);
+    w.run(50);
+    assert_eq!(w.ep.connections(), vec![h]);
+    assert_eq!(
+        active(&w),
+        1,
+        "client closed {} paths {:?} ep {:?} server {:?}",
+        w.clients[0].is_closed(),
+        w.clients[0].paths(),
+        w.ep.stats(),
+        w.ep.connection(h).unwrap().stats()
+    );
+    // The client learns of its old paths' end from the server's Resets
+    // ("No Connection") to what it sends there (those packets are lost, as
+    // on any path that breaks); after that everything goes on the new path.
+    for _ in 0..5 {
+        let now = w.now;
+        w.clients[0].send(now, &[0x44; 100]).unwrap();
+        w.run(40);
+    }
+    let closed = w.clients[0]
+        .paths()
+        .iter()
+        .filter(|p| p.state == mpdccp_proto::PathState::Closed)
+        .count();
+    assert_eq!(closed, 2, "the client's old paths ended");
+    let before = w.ep.connection(h).unwrap().reorder_stats().received;
+    for _ in 0..5 {
+        let now = w.now;
+        w.clients[0].send(now, &[0x45; 100]).unwrap();
+        w.run(40);
+    }
+    let got = w.ep.connection(h).unwrap().reorder_stats().received - before;
+    assert_eq!(
+        got,
+        5,
+        "every packet arrives: client {:?} {:?}\nserver {:?}",
+        w.clients[0].paths(),
+        w.clients[0].stats(),
+        w.ep.connection(h).unwrap().stats()
+    );
+    // With no subflow left at all, silence for the idle timeout ends it.
+    let (started, idle) = (w.now, Duration::from_secs(5));
+    let from = addr(0, 2);
+    let (_, _, last) = w
+        .wire
+        .iter()
+        .rev()
+        .find(|(c, f, _)| *c && *f == from)
+        .expect("client traffic on the new path");
+    let r = parse(last);
+    let ack = match r.kind {
+        DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
+        ref other => panic!("{other:?}"),
+    };
+    let reset = DccpRepr {
+        src_port: r.src_port,
+        dst_port: r.dst_port,
+        seq: r.seq + 1,
+        kind: DccpKind::Reset {
+            ack,
+            code: ResetCode::Closed,
+            data: [0; 3],
+        },
+        ..DccpRepr::default()
+    };
+    let mut out = vec![0u8; reset.buffer_len(0)];
+    let n = reset.emit(&mut out, &[], None).unwrap();
+    w.ep.handle_datagram(started, from, &out[..n]);
+    w.run(4_000);
+    assert!(w.ep.connection(h).is_some_and(|c| !c.is_closed()));
+    w.run(1_500);
+    assert!(
+        w.ep.connection(h).is_none_or(|c| c.is_closed()),
+        "gone after {idle:?}"
+    );
 }

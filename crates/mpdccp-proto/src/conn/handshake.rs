@@ -289,6 +289,7 @@ impl Connection {
             return;
         }
         let id = self.paths[i].id();
+        self.orphaned_at = None;
         if !self.connected_event_sent {
             self.connected_event_sent = true;
             if self.state == ConnState::Handshaking {

@@ -4,6 +4,10 @@
 use super::*;
 use crate::path::priority;
 
+/// How long an authenticated connection without any subflow waits for one
+/// to rejoin when no idle timeout is configured.
+pub const ORPHAN_LINGER: Duration = Duration::from_secs(30);
+
 impl Connection {
     /// Closes subflow `i` at once, without a handshake (its address is
     /// gone or it is silent): queued packets go back to the connection
@@ -48,8 +52,18 @@ impl Connection {
                 }
             }
             ConnState::Established => {
+                let all_gone = self.ever_had_path && self.paths.iter().all(|p| p.is_gone());
+                if all_gone && self.is_authenticated_mode() {
+                    // The Reset, Close or option error that ended the last
+                    // subflow may come from an on-path forger: only an
+                    // MP_HMAC'd MP_CLOSE / MP_FAST_CLOSE or silence ends an
+                    // authenticated connection. Its paths rejoin (joins are
+                    // authenticated); the idle timeout ends it otherwise.
+                    self.orphaned_at.get_or_insert(self.last_now);
+                    return;
+                }
                 // All subflows gone for good: nothing can carry data any more.
-                if self.ever_had_path && self.paths.iter().all(|p| p.is_gone()) {
+                if all_gone {
                     self.close_reason
                         .get_or_insert_with(|| "all subflows closed".into());
                     self.finish_close();
@@ -153,8 +167,12 @@ impl Connection {
     }
 
     /// When the connection closes for `idle_timeout` of silence on every
-    /// live subflow.
+    /// live subflow, or (authenticated modes) after that long without any
+    /// subflow ([`ORPHAN_LINGER`] without an idle timeout).
     fn idle_deadline(&self) -> Option<Instant> {
+        if let Some(at) = self.orphaned_at {
+            return Some(at + self.config.idle_timeout.unwrap_or(ORPHAN_LINGER));
+        }
         let idle = self.config.idle_timeout?;
         self.paths
             .iter()

@@ -272,6 +272,10 @@ pub struct Connection {
     mp_jump_probe: Option<(u64, u32)>,
     /// A subflow was ever created (a server closes when its only attempt died).
     ever_had_path: bool,
+    /// Authenticated modes: since when every subflow of the established
+    /// connection is gone (`liveness.rs::check_closed`); it ends after the
+    /// idle timeout unless a path rejoins.
+    orphaned_at: Option<Instant>,
     /// MP_REMOVEADDR (address id, nonce) pairs acted on, newest last
     /// (bounded): a replayed withdrawal must not close a later subflow
     /// that reuses the address id.
@@ -372,6 +376,7 @@ impl Connection {
             rx_pool: Vec::new(),
             mp_jump_probe: None,
             ever_had_path: false,
+            orphaned_at: None,
             removeaddr_seen: VecDeque::new(),
             protection: None,
             auth: AuthRole::Off,
@@ -581,7 +586,7 @@ impl Connection {
             if let (Some(i), Ok(seg)) =
                 (idx, Segment::parse_in(data, None, self.config.wire_profile))
             {
-                self.paths[i].answer_close_when_closed(&seg);
+                self.paths[i].answer_close_when_closed(&seg, false);
             }
             return;
         }

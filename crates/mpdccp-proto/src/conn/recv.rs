@@ -8,7 +8,8 @@ impl Connection {
     pub(super) fn handle_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         let state = self.paths[i].state();
         if matches!(state, SubState::Closed | SubState::TimeWait) {
-            self.paths[i].answer_close_when_closed(seg);
+            let strays = self.is_authenticated_mode();
+            self.paths[i].answer_close_when_closed(seg, strays);
             // Nothing is expected on a closed subflow; count everything.
             self.stats.rx_unexpected += 1;
             return;

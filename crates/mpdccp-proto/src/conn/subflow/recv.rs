@@ -37,15 +37,23 @@ impl Subflow {
         self.state
     }
 
-    /// A Close/CloseReq on a subflow that is closed here: the peer did not
-    /// get our Reset; answer it once more (RFC 4340 §8.3).
-    pub(crate) fn answer_close_when_closed(&mut self, seg: &Segment<'_>) {
-        if matches!(seg.ptype, PacketType::Close | PacketType::CloseReq)
-            && self.have_isr
-            && self.pend.reset.is_none()
-        {
+    /// A packet on a subflow that is closed here. A Close/CloseReq: the
+    /// peer did not get our Reset; answer it once more (RFC 4340 §8.3).
+    /// With `reset_strays` (the authenticated modes), anything else but a
+    /// Reset is answered with Reset "No Connection" too (RFC 4340 §8.3.1):
+    /// a peer that did not see its subflow end (a forged Reset closed it
+    /// here) learns at its next packet and rejoins, instead of losing what
+    /// it sends there until its retransmissions give up.
+    pub(crate) fn answer_close_when_closed(&mut self, seg: &Segment<'_>, reset_strays: bool) {
+        let code = match seg.ptype {
+            PacketType::Close | PacketType::CloseReq => ResetCode::Closed,
+            PacketType::Reset | PacketType::Request | PacketType::Response => return,
+            _ if reset_strays => ResetCode::NoConnection,
+            _ => return,
+        };
+        if self.have_isr && self.pend.reset.is_none() {
             self.gsr = self.gsr.max(self.unwrap_seq(seg.seq));
-            self.pend.reset = Some(ResetCode::Closed);
+            self.pend.reset = Some(code);
         }
     }
 
