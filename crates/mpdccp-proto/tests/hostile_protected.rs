@@ -55,12 +55,12 @@ fn seg(t: PacketType, seq: u64, ack: u64) -> Segment<'static> {
     s
 }
 
-/// A pure Ack with a Mandatory option in front of an unknown one (RFC
+/// A pure Ack with a Mandatory option in front of a reserved one (RFC
 /// 4340 §5.8.2: the receiver resets the subflow with Mandatory Error).
 fn invalid_option_ack(seq: u64, ack: u64, path: usize, from: Side) -> Vec<Vec<u8>> {
     let mut b = emit(&seg(PacketType::Ack, seq + 1, ack), path, from);
     let hl = usize::from(b[4]) * 4;
-    b.splice(hl..hl, [1u8, 200, 2, 0]);
+    b.splice(hl..hl, [1u8, 100, 2, 0]);
     b[4] += 1;
     let (src, dst) = common::addrs(path, from);
     inspect::fix_checksum(&mut b, src.ip(), dst.ip());
@@ -230,5 +230,21 @@ fn every_packet_after_the_handshake_is_sealed() {
     assert!(
         kinds.contains_key("Ack") && kinds.contains_key("DataAck"),
         "{kinds:?}"
+    );
+}
+
+/// The control for the invalid-option Ack: without protection it resets
+/// the path it arrives on (RFC 4340 §5.8.2, Mandatory before an option
+/// the receiver does not know).
+#[test]
+fn without_protection_the_invalid_option_ack_resets_the_paths() {
+    let mut h = session(false);
+    assert_delivers(&mut h, TRAFFIC);
+    let before = h.server.stats().resets_sent;
+    strike(&mut h, invalid_option_ack, Side::Server);
+    assert!(
+        h.server.stats().resets_sent >= before + 2,
+        "{:?}",
+        h.server.stats()
     );
 }

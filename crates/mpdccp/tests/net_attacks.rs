@@ -126,9 +126,15 @@ impl Lab {
     }
 
     fn start_server(&mut self) {
+        self.start_server_in("authenticated");
+    }
+
+    /// The server in `auth` mode (`authenticated` or `protected`; the
+    /// clients follow with [`Lab::start_client_in`]).
+    fn start_server_in(&mut self, auth: &str) {
         let public = |i: usize| encode_key(&mpdccp_proto::auth::public_key(&self.private[i]));
         let cfg = format!(
-            "listen = \"{SERVER}:{PORT}\"\nauth = \"authenticated\"\nprivate_key_file = \"{}\"\nseed = 1\n\
+            "listen = \"{SERVER}:{PORT}\"\nauth = \"{auth}\"\nprivate_key_file = \"{}\"\nseed = 1\n\
              [tun]\nname = \"{}t\"\naddresses = [\"10.99.0.1/16\"]\n[ops]\ncontrol_socket = \"{}\"\n\
              [[peer]]\nname = \"a\"\npublic_key = \"{}\"\nallowed_ips = [\"10.99.1.0/24\"]\n\
              [[peer]]\nname = \"b\"\npublic_key = \"{}\"\nallowed_ips = [\"10.99.2.0/24\"]\n",
@@ -154,9 +160,13 @@ impl Lab {
     }
 
     fn start_client(&mut self, i: usize) {
+        self.start_client_in(i, "authenticated");
+    }
+
+    fn start_client_in(&mut self, i: usize, auth: &str) {
         let (name, _, inner) = client(i);
         let cfg = format!(
-            "server = \"{SERVER}:{PORT}\"\nprivate_key_file = \"{}\"\nserver_public_key = \"{}\"\nseed = {}\n\
+            "server = \"{SERVER}:{PORT}\"\nauth = \"{auth}\"\nprivate_key_file = \"{}\"\nserver_public_key = \"{}\"\nseed = {}\n\
              [tun]\nname = \"{}t\"\naddresses = [\"{inner}/16\"]\n[ops]\ncontrol_socket = \"{}\"\n\
              [[path]]\ninterface = \"{}{name}c\"\n",
             self.dir.join(format!("{name}.key")).display(),
@@ -579,4 +589,164 @@ fn a_captured_init_rewrapped_without_multipath_admits_no_one() {
         took.as_secs_f64() * 1e3
     );
     assert!(took < Duration::from_secs(1), "a took {took:?}");
+}
+
+/// The next datagram from `client_ip` to the server seen on the server's
+/// bridge (an on-path sniffer): its UDP source port and UDP payload (the
+/// DCCP packet).
+fn sniff_from(srv: &str, client_ip: Ipv4Addr) -> (u16, Vec<u8>) {
+    spawn_in_netns(srv, move || {
+        let proto = (libc::ETH_P_IP as u16).to_be();
+        // SAFETY: plain socket(2); the fd is closed below.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, i32::from(proto)) };
+        anyhow::ensure!(
+            fd >= 0,
+            "packet socket: {}",
+            std::io::Error::last_os_error()
+        );
+        let deadline = StdInstant::now() + Duration::from_secs(5);
+        let mut buf = [0u8; 2048];
+        let found = loop {
+            anyhow::ensure!(StdInstant::now() < deadline, "nothing from {client_ip}");
+            // SAFETY: `buf` outlives the call; MSG_DONTWAIT never blocks.
+            let n =
+                unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            if n <= 0 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            let p = &buf[..n as usize];
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            let udp = p.len() > ihl + 8
+                && p[9] == 17
+                && p[12..16] == client_ip.octets()
+                && p[16..20] == SERVER.octets()
+                && u16::from_be_bytes([p[ihl + 2], p[ihl + 3]]) == PORT;
+            if udp {
+                let sport = u16::from_be_bytes([p[ihl], p[ihl + 1]]);
+                break (sport, p[ihl + 8..].to_vec());
+            }
+        };
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        Ok(found)
+    })
+    .join()
+    .unwrap()
+    .expect("sniffer")
+}
+
+/// Pings from namespace `ns` to the server's inner address, `count` at
+/// 100/s; returns how many got no answer.
+fn pings_lost(ns: &str, count: u32) -> u32 {
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "ping",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.01",
+        ])
+        .args(["-W", "1", "-q", "10.99.0.1"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let received = out
+        .split(',')
+        .find_map(|f| f.trim().strip_suffix(" received")?.parse::<u32>().ok())
+        .unwrap_or(0);
+    count - received
+}
+
+/// An on-path attacker forges one packet from the client's address with
+/// the numbers it just sniffed: a Reset, and a pure Ack with an invalid
+/// option (RFC 4340 §5.8.2: the receiver resets the path). Authenticated
+/// mode: the server's path ends, the connection does not; the server's
+/// Reset "No Connection" to the client's next packet makes the client
+/// rejoin. Protected mode: both fail to open, are counted, and change
+/// nothing. The numbers go to the closing note.
+#[test]
+fn a_forged_reset_or_bad_option_from_the_clients_address_leaves_the_tunnel_up() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("a_forged_reset_or_bad_option_from_the_clients_address_leaves_the_tunnel_up") {
+        return;
+    }
+    use mpdccp_proto::conn::codec::{PacketType, ResetCode, Segment};
+    for mode in ["authenticated", "protected"] {
+        for attack in ["Reset", "invalid-option Ack"] {
+            let mut lab = Lab::new("r");
+            lab.start_server_in(mode);
+            lab.start_client_in(0, mode);
+            wait_for(Duration::from_secs(10), || lab.connected(0)).expect("a connects");
+            let (a_ns, a_ip) = (lab.clients[0].name().to_string(), client(0).1);
+            assert_eq!(pings_lost(&a_ns, 20), 0, "{mode}: the tunnel works");
+            // Traffic while the attacker sniffs and strikes.
+            let pinger = {
+                let name = a_ns.clone();
+                std::thread::spawn(move || pings_lost(&name, 300))
+            };
+            std::thread::sleep(Duration::from_millis(500));
+            let (sport, dccp) = sniff_from(lab.srv.name(), a_ip);
+            let g = Segment::parse(&dccp, None).expect("a DCCP packet");
+            let mut f = Segment::new(
+                if attack == "Reset" {
+                    PacketType::Reset
+                } else {
+                    PacketType::Ack
+                },
+                g.seq + 3,
+            );
+            (f.src_port, f.dst_port, f.ack) = (g.src_port, g.dst_port, g.ack);
+            f.reset_code = ResetCode::Closed;
+            let un = std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+            let mut b = vec![0u8; 256];
+            let n = f.emit(&mut b, (un, un)).expect("forgery fits");
+            b.truncate(n);
+            if attack != "Reset" {
+                // Mandatory in front of a reserved option type (100).
+                let hl = usize::from(b[4]) * 4;
+                b.splice(hl..hl, [1u8, 100, 2, 0]);
+                b[4] += 1;
+                mpdccp_proto::harness::inspect::fix_checksum(&mut b, un, un);
+            }
+            let x = lab.clients[2].name().to_string();
+            raw_udp_flood(&x, (SERVER, PORT), 1, 1, move |_| (a_ip, sport), vec![b])
+                .join()
+                .unwrap()
+                .expect("raw sender");
+            let lost = pinger.join().unwrap();
+            let st = lab.status("server");
+            let conns = lab.server_connections();
+            let failed: u64 = st["connections"]
+                .as_array()
+                .map(|cs| {
+                    cs.iter()
+                        .map(|c| c["stats"]["rx_protect_failed"].as_u64().unwrap_or(0))
+                        .sum()
+                })
+                .unwrap_or(0);
+            let resets = st["connections"][0]["stats"]["resets_received"]
+                .as_u64()
+                .unwrap_or(0);
+            println!(
+                "{mode}: one forged {attack} from the client's address: {lost} of 300 pings (100/s) lost, server connections {conns}, forgeries counted rx_protect_failed={failed}, resets_received={resets}"
+            );
+            assert!(lab.connected(0), "{mode} {attack}: a still connected");
+            assert_eq!(
+                pings_lost(&a_ns, 20),
+                0,
+                "{mode} {attack}: the tunnel works after"
+            );
+            if mode == "protected" {
+                assert!(lost <= 2, "{mode} {attack}: {lost} pings lost");
+                assert!(failed >= 1, "{mode} {attack}: counted: {st}");
+            } else {
+                // The path is reset and rejoins: under a second of pings.
+                assert!(lost < 100, "{mode} {attack}: {lost} pings lost");
+            }
+        }
+    }
 }
