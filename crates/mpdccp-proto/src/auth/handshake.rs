@@ -443,7 +443,8 @@ pub struct ResponderConfig {
     pub peers: PeerTable,
     pub rate: RateLimitConfig,
     /// Inits per second (that pass mac1) above which cookies are required
-    /// even while the half-open table is below its threshold.
+    /// even while the half-open table is below its threshold: a token
+    /// bucket at this rate, at most rate/50 (at least 1) in a row.
     pub load_inits_per_sec: u32,
 }
 
@@ -476,21 +477,54 @@ pub enum InitOutcome {
     CookieReply([u8; COOKIE_REPLY_LEN]),
 }
 
-/// Counts Inits per one-second window.
+/// The Diffie-Hellman budget for Inits without a cookie: a token bucket
+/// refilled at `rate` per second holding at most `burst`. A fixed
+/// one-second window let `rate` handshakes run back to back at the start
+/// of each second under a flood (1 000 × ~210 µs: every peer stalled for
+/// a fifth of it); the bucket spreads them, at most `burst` in a row.
 #[derive(Clone, Copy, Debug)]
-struct LoadMeter {
-    window_start: Instant,
-    count: u32,
+struct InitBudget {
+    /// Time credit in ns; one Init costs `per_init_ns`.
+    credit_ns: u64,
+    cap_ns: u64,
+    per_init_ns: u64,
+    last: Instant,
 }
 
-impl LoadMeter {
-    fn record(&mut self, now: Instant) -> u32 {
-        if now.saturating_duration_since(self.window_start) >= Duration::from_secs(1) {
-            self.window_start = now;
-            self.count = 0;
+/// Inits a full bucket lets through in a row: 1/50 of the rate (20 at the
+/// default 1 000/s, about 4 ms of X25519), at least one.
+fn budget_burst(rate: u32) -> u64 {
+    u64::from(rate / 50).max(1)
+}
+
+impl InitBudget {
+    fn new(rate: u32) -> Self {
+        let per_init_ns = if rate == 0 {
+            u64::MAX
+        } else {
+            1_000_000_000 / u64::from(rate)
+        };
+        let cap_ns = per_init_ns.saturating_mul(budget_burst(rate));
+        InitBudget {
+            credit_ns: if rate == 0 { 0 } else { cap_ns },
+            cap_ns,
+            per_init_ns,
+            last: Instant::ZERO,
         }
-        self.count = self.count.saturating_add(1);
-        self.count
+    }
+
+    /// Takes one Init's worth; false when the bucket is empty (load).
+    fn take(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_nanos();
+        self.last = self.last.max(now);
+        let dt = u64::try_from(dt).unwrap_or(u64::MAX);
+        self.credit_ns = self.credit_ns.saturating_add(dt).min(self.cap_ns);
+        if self.credit_ns >= self.per_init_ns {
+            self.credit_ns -= self.per_init_ns;
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -505,8 +539,7 @@ pub struct Responder {
     last_timestamp: Vec<u64>,
     cookies: CookieGuard,
     limiter: RateLimiter,
-    load: LoadMeter,
-    load_threshold: u32,
+    budget: InitBudget,
     stats: ResponderStats,
 }
 
@@ -520,11 +553,7 @@ impl Responder {
             peers: cfg.peers,
             cookies: CookieGuard::new(draw_seed(rng), &public),
             limiter: RateLimiter::new(cfg.rate),
-            load: LoadMeter {
-                window_start: Instant::ZERO,
-                count: 0,
-            },
-            load_threshold: cfg.load_inits_per_sec,
+            budget: InitBudget::new(cfg.load_inits_per_sec),
             stats: ResponderStats::default(),
         }
     }
@@ -578,7 +607,7 @@ impl Responder {
             self.stats.bad_mac1 += 1;
             return Err(AuthError::BadMac1);
         }
-        let under_load = half_open_high || self.load.record(now) > self.load_threshold;
+        let under_load = half_open_high || !self.budget.take(now);
         if under_load
             && !self
                 .cookies

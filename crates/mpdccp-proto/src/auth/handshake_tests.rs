@@ -234,20 +234,48 @@ fn under_load_a_cookie_round_trip_is_required() {
 
 #[test]
 fn init_rate_alone_switches_cookies_on() {
+    // 3 per second: a bucket of one, refilled every 333 ms.
     let mut l = lab_with(None, 3);
     let mut c = client(&l, None);
     let t = Instant::from_millis(1);
-    for ts in 1..=3 {
-        let i = c.start(&mut l.rng, ts, t).unwrap();
-        accept(l.server.handle_init(&i, sa(SRC), false, t, &mut l.rng));
-    }
-    let i = c.start(&mut l.rng, 4, t).unwrap();
+    let i = c.start(&mut l.rng, 1, t).unwrap();
+    accept(l.server.handle_init(&i, sa(SRC), false, t, &mut l.rng));
+    let i = c.start(&mut l.rng, 2, t).unwrap();
     let r = l.server.handle_init(&i, sa(SRC), false, t, &mut l.rng);
     assert!(matches!(r, Ok(InitOutcome::CookieReply(_))));
-    // The next second starts a new window.
-    let t2 = t + Duration::from_secs(1);
-    let i = c.start(&mut l.rng, 5, t2).unwrap();
+    let t2 = t + Duration::from_millis(340);
+    let i = c.start(&mut l.rng, 3, t2).unwrap();
     accept(l.server.handle_init(&i, sa(SRC), false, t2, &mut l.rng));
+}
+
+/// Under 20 000 Inits per second the budget lets 1 000 per second through
+/// to Diffie-Hellman, spread: never more than the burst (20) plus one per
+/// millisecond in any 10 ms, where a one-second window ran 1 000 back to
+/// back at each second's start.
+#[test]
+fn the_diffie_hellman_budget_is_spread_not_a_window() {
+    let mut b = InitBudget::new(1000);
+    let mut passed = Vec::new();
+    for k in 0..20_000u64 {
+        let now = Instant::from_nanos(k * 50_000);
+        if b.take(now) {
+            passed.push(now);
+        }
+    }
+    assert!(
+        (1_000..=1_000 + 20).contains(&passed.len()),
+        "{}",
+        passed.len()
+    );
+    let ten_ms = Duration::from_millis(10);
+    let worst = passed
+        .iter()
+        .map(|&t| passed.iter().filter(|&&u| u >= t && u < t + ten_ms).count())
+        .max()
+        .unwrap();
+    assert!(worst <= 20 + 10, "{worst} in 10 ms");
+    // Rate 0: every Init needs a cookie.
+    assert!(!InitBudget::new(0).take(Instant::from_millis(5)));
 }
 
 #[test]
