@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 use crate::auth::cookie::COOKIE_SECRET_LIFETIME;
 use crate::auth::peers::{Peer, PeerLimits};
 use crate::conn::keys::{hmac20, verify20};
