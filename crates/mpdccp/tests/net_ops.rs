@@ -694,3 +694,40 @@ fn back_to_back_scrapes_do_not_raise_tunnel_rtt() {
         "p99 RTT {base:.3} → {loaded:.3} ms under {scrapes} scrapes"
     );
 }
+
+/// Twenty connections to the metrics port that never send a request do
+/// not stall a scrape behind them (they used to be served one after
+/// another, each held for the request timeout: 10 s in all).
+#[test]
+fn idle_metrics_connections_do_not_stall_a_scrape() {
+    const PORT: u16 = 9465;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("idle_metrics_connections_do_not_stall_a_scrape") {
+        return;
+    }
+    let mut t = tunnel();
+    restart_with_prometheus(&mut t, PORT);
+    let ns = t.server.name().to_string();
+    let took = spawn_in_netns(&ns, move || {
+        let idle: Vec<TcpStream> = (0..20)
+            .filter_map(|_| TcpStream::connect(("127.0.0.1", PORT)).ok())
+            .collect();
+        anyhow::ensure!(idle.len() == 20, "{} idle connections", idle.len());
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = std::time::Instant::now();
+        let mut s = TcpStream::connect(("127.0.0.1", PORT))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        let took = t0.elapsed();
+        anyhow::ensure!(out.starts_with("HTTP/1.0 200"), "{out}");
+        drop(idle);
+        Ok(took)
+    })
+    .join()
+    .expect("scrape thread")
+    .expect("scrape");
+    eprintln!("a scrape behind 20 idle connections answered in {took:?}");
+    assert!(took < Duration::from_millis(700), "{took:?}");
+}

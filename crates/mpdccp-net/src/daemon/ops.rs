@@ -194,6 +194,9 @@ impl OpsServer {
             .map_err(|e| anyhow::anyhow!("control socket {}: {e}", control.display()))?;
         let prometheus = match prometheus {
             Some(a) => {
+                if !a.ip().is_loopback() {
+                    warn!(%a, "metrics are served without authentication: anyone who reaches {a} reads every connection's addresses and counters (bind to 127.0.0.1 and scrape through a tunnel or proxy)");
+                }
                 Some(TcpListener::bind(a).map_err(|e| anyhow::anyhow!("prometheus {a}: {e}"))?)
             }
             None => None,
@@ -226,11 +229,7 @@ impl OpsServer {
             let sh = shared.clone();
             std::thread::Builder::new()
                 .name("mpdccp-metrics".into())
-                .spawn(move || {
-                    for s in l.incoming().flatten() {
-                        serve_metrics(&sh, s);
-                    }
-                })?;
+                .spawn(move || accept_scrapes(&sh, &l))?;
         }
         Ok(OpsServer {
             control_path: control.to_path_buf(),
@@ -389,6 +388,33 @@ fn serve_control(sh: &Shared, s: UnixStream) {
         },
         _ => {
             let _ = writeln!(s, "{}", sh.command(line).unwrap_or_else(busy));
+        }
+    }
+}
+
+/// Scrapes served at once, at most; more are closed at once. A client
+/// that connects and sends nothing holds its slot for `REQUEST_TIMEOUT`
+/// only, so idle connections cannot stall the scrapes behind them (served
+/// one after another, 20 such connections held a scrape for 10 s).
+const MAX_SCRAPES: usize = 64;
+
+fn accept_scrapes(sh: &Arc<Shared>, l: &TcpListener) {
+    let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for s in l.incoming().flatten() {
+        use std::sync::atomic::Ordering::SeqCst;
+        if busy.fetch_add(1, SeqCst) >= MAX_SCRAPES {
+            busy.fetch_sub(1, SeqCst);
+            continue;
+        }
+        let (sh, slot) = (sh.clone(), busy.clone());
+        let spawned = std::thread::Builder::new()
+            .name("mpdccp-scrape".into())
+            .spawn(move || {
+                serve_metrics(&sh, s);
+                slot.fetch_sub(1, SeqCst);
+            });
+        if spawned.is_err() {
+            busy.fetch_sub(1, SeqCst);
         }
     }
 }

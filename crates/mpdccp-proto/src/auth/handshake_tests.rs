@@ -1,9 +1,9 @@
 use super::*;
-use std::time::Duration;
 use crate::auth::cookie::COOKIE_SECRET_LIFETIME;
 use crate::auth::peers::{Peer, PeerLimits};
 use crate::conn::keys::{hmac20, verify20};
 use rand::SeedableRng;
+use std::time::Duration;
 
 const SRC: &str = "192.0.2.10:40000";
 
