@@ -7,7 +7,8 @@
 //! upper bound learned when a round's loss rate exceeds 2 % (or its CE rate
 //! 50 %). PROBE_BW cycles DOWN → CRUISE → REFILL → UP (§4.3.3); UP grows
 //! `inflight_hi` with an exponentially rising slope until loss or ECN says
-//! stop. Units: packets, bytes per second, `Duration`.
+//! stop. Units: packets, bytes per second of MSS-sized packets (a packet
+//! rate; `bbr::BwFilter`), `Duration`.
 //!
 //! Simplifications, all documented at the code: per-packet `tx_in_flight`
 //! and `lost` of the draft are approximated per round (losses in the round
@@ -21,8 +22,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bbr::{
     bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
-    reported_pacing_rate, send_quantum_pkts, FullPipe, ProbeRttStep, RecoveryWindow, RoundCounter,
-    WindowedMax,
+    reported_pacing_rate, send_quantum_pkts, BwFilter, FullPipe, ProbeRttStep, RecoveryWindow,
+    RoundCounter,
 };
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
@@ -101,7 +102,7 @@ pub struct Bbr3 {
     rng: ChaCha8Rng,
 
     // Model (§4.5).
-    max_bw_filter: WindowedMax,
+    max_bw_filter: BwFilter,
     cycle_count: u64,
     bw_lo: f64,
     inflight_hi: f64,
@@ -160,7 +161,7 @@ impl Bbr3 {
             mss_bytes: config.mss_bytes.max(1) as f64,
             state: Bbr3State::Startup,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
-            max_bw_filter: WindowedMax::new(MAX_BW_FILTER_CYCLES),
+            max_bw_filter: BwFilter::new(MAX_BW_FILTER_CYCLES),
             cycle_count: 0,
             bw_lo: f64::INFINITY,
             inflight_hi: f64::INFINITY,
@@ -513,12 +514,14 @@ impl Bbr3 {
             self.rounds_since_bw_probe += 1;
             self.win.packet_conservation = false;
         }
-        let bw = rs.delivery_rate_bytes_per_s();
+        // A packet rate × MSS, as BBRv1 (`bbr::BwFilter`): the window is in
+        // packets, so the BDP must count packets (draft §4.5.2 measures
+        // bytes because its window is in bytes).
+        let bw = self
+            .max_bw_filter
+            .update(self.cycle_count, &rs, self.mss_bytes);
         self.bw_latest = self.bw_latest.max(bw);
         self.inflight_latest = self.inflight_latest.max(rs.delivered_pkts as f64);
-        if !rs.is_app_limited || bw >= self.max_bw_filter.max() {
-            self.max_bw_filter.update(self.cycle_count, bw);
-        }
     }
 
     fn check_startup_done(&mut self, ack: &AckEvent) {
@@ -618,7 +621,8 @@ impl Bbr3 {
 
     /// draft-ietf-ccwg-bbr BBRSetPacingRateWithGain.
     fn set_pacing_rate(&mut self, gain: f64) {
-        let bw = self.bw_bytes_per_s();
+        // In bytes per second of the packets actually sent (`BwFilter`).
+        let bw = self.max_bw_filter.pacing_bw(self.bw_bytes_per_s());
         if let Some(rate) = gained_pacing_rate(self.pacing_rate, bw, gain, self.full_bw_reached) {
             self.pacing_rate = rate;
         }
