@@ -1116,3 +1116,7 @@ impl CongestionController for Bbr {
         self.mode.as_str()
     }
 }
+
+#[cfg(test)]
+#[path = "bbr_tests.rs"]
+mod tests;
