@@ -971,6 +971,22 @@ fn bbr3_bounds_inflight_on_loss_where_bbr1_does_not() {
     assert!(loss3 < 0.5 * loss1, "bbr3 loss {loss3} vs bbr1 {loss1}");
 }
 
+/// Random (non-congestive) loss of 1 in 300 packets on a path whose BDP is
+/// 25 packets: one drop is over 2 % of its round, so if every lossy round
+/// counted as "inflight too high" BBRv3 would cut inflight_hi in CRUISE and
+/// hold the window at 0.85 × that flight until the next probe. Only losses
+/// of a bandwidth probe's data may (draft-ietf-ccwg-bbr HandleLostPacket,
+/// `is_bw_probe_sample`); the short-term bounds still respond.
+#[test]
+fn bbr3_random_loss_outside_probes_does_not_cap_the_window() {
+    let mut spec = LinkSpec::bottleneck(30.0, 10, 100);
+    spec.drop_every = Some(300);
+    let (u3, _, _, _, _) = steady(cc::Bbr3::new(&config(Some(10))), spec);
+    eprintln!("random loss 1/300: bbr3 utilization {u3:.3}");
+    // (0.87 when every lossy round cut inflight_hi.)
+    assert!(u3 >= 0.93, "bbr3 utilization {u3:.3}");
+}
+
 /// ECN (CE above a 10-packet queue): BBRv3 cuts inflight on marked rounds
 /// and keeps the queue near the marking threshold; BBRv1 ignores marks.
 #[test]

@@ -1,8 +1,8 @@
 //! CCID5 = BBRv1 (draft-cardwell-iccrg-bbr-congestion-control-00, behaving
 //! as Linux `tcp_bbr.c`), over DCCP as draft-romo-iccrg-ccid5 profiles it.
 //!
-//! Units: windows in packets, bandwidth in bytes per second, times as
-//! `Duration`. Round trips are counted with the delivery-rate sample's
+//! Units: windows in packets, bandwidth in bytes per second of MSS-sized
+//! packets (a packet rate; see `BwFilter`), times as `Duration`. Round trips are counted with the delivery-rate sample's
 //! `prior_delivered_pkts` (draft §4.1.1.3), so the transport must feed the
 //! [`super::DeliveryRateEstimator`] samples in every [`AckEvent`].
 //!
@@ -129,6 +129,81 @@ impl WindowedMax {
 }
 
 // --- model arithmetic shared with BBRv3 (`bbr3.rs`) -----------------------
+
+/// The bandwidth model's max filter, in two units. The window is in packets
+/// (CCID2's Ack Vector accounting, RFC 4341 §5, which CCID5 keeps), so the
+/// BDP must come from a *packet* rate, as in tcp_bbr.c: `bbr_update_bw`
+/// measures `rs->delivered` packets per interval and `bbr_bdp` is
+/// `bw × min_rtt` in packets. A byte rate divided by the MSS instead
+/// counts a path of small packets — a tunnel subflow carrying the inner
+/// flows' acks, 80 bytes each — as a fraction of a packet per round trip:
+/// its window stays at the quantization floor (6–8 packets), its samples
+/// are window-limited rather than application-limited so the estimate never
+/// rises, and the inner sender stalls for its acks while the tunnel's send
+/// queue refuses them. The packet rate is kept scaled by the MSS ("bytes
+/// per second of MSS-sized packets"), so with full-sized packets it is the
+/// byte rate and the model arithmetic ([`bdp_pkts`]) is unchanged.
+///
+/// The pacer spends real bytes, and tunnel packets are often smaller than
+/// the MSS: pacing at packets × MSS (tcp_bbr.c `bbr_rate_bytes_per_sec`,
+/// harmless for TCP's full-sized segments) would overshoot the path by the
+/// ratio MSS / packet size. So the filter also keeps the byte rate, and the
+/// pacing rate is the model bandwidth scaled by byte rate / packet rate
+/// ([`BwFilter::pacing_bw`]), the mean packet size of the same samples.
+#[derive(Clone, Debug)]
+pub(crate) struct BwFilter {
+    pkts: WindowedMax,
+    bytes: WindowedMax,
+}
+
+impl BwFilter {
+    pub fn new(window: u64) -> Self {
+        BwFilter {
+            pkts: WindowedMax::new(window),
+            bytes: WindowedMax::new(window),
+        }
+    }
+
+    /// One delivery-rate sample at filter time `key` (a round or a
+    /// cycle). An application-limited sample only counts when it raises
+    /// the estimate (draft-cardwell-iccrg-bbr §4.1.1.5; draft-ietf-ccwg-bbr
+    /// §4.5.2.3): while app limited the filter is frozen, old maximum
+    /// included. Returns the sample in model units.
+    pub fn update(&mut self, key: u64, rs: &RateSample, mss_bytes: f64) -> f64 {
+        let bw = rs.delivery_rate_pkts_per_s() * mss_bytes;
+        let byte_bw = rs.delivery_rate_bytes_per_s();
+        if !rs.is_app_limited || bw >= self.pkts.max() {
+            self.pkts.update(key, bw);
+        }
+        if !rs.is_app_limited || byte_bw >= self.bytes.max() {
+            self.bytes.update(key, byte_bw);
+        }
+        bw
+    }
+
+    pub fn expire(&mut self, key: u64) {
+        self.pkts.expire(key);
+        self.bytes.expire(key);
+    }
+
+    /// The max packet rate × MSS: what the window is sized from.
+    pub fn max(&self) -> f64 {
+        self.pkts.max()
+    }
+
+    /// `model_bw` (a packet rate × MSS, possibly bounded below the filter's
+    /// max) as bytes per second of the packets actually sent: scaled by the
+    /// byte rate over the packet rate of the filter's maxima. Unscaled
+    /// before any sample.
+    pub fn pacing_bw(&self, model_bw: f64) -> f64 {
+        let (pkts, bytes) = (self.pkts.max(), self.bytes.max());
+        if pkts > 0.0 && bytes > 0.0 {
+            model_bw * (bytes / pkts)
+        } else {
+            model_bw
+        }
+    }
+}
 
 /// Initial pacing rate, bytes/s: `gain × cwnd × mss / rtt` (draft §4.2.1
 /// BBRInitPacingRate; tcp_bbr.c `bbr_init_pacing_rate_from_rtt`).
@@ -455,7 +530,7 @@ pub struct Bbr {
     rng: ChaCha8Rng,
 
     // Model.
-    bw_filter: WindowedMax,
+    bw_filter: BwFilter,
     min_rtt: Option<Duration>,
     min_rtt_stamp: Instant,
     lt: LongTermBw,
@@ -508,7 +583,7 @@ impl Bbr {
             mss_bytes: mss,
             mode: BbrMode::Startup,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
-            bw_filter: WindowedMax::new(BW_FILTER_ROUNDS),
+            bw_filter: BwFilter::new(BW_FILTER_ROUNDS),
             min_rtt: None,
             min_rtt_stamp: Instant::ZERO,
             lt: LongTermBw::default(),
@@ -545,7 +620,8 @@ impl Bbr {
     pub fn mode(&self) -> BbrMode {
         self.mode
     }
-    /// The bandwidth estimate in use (long-term bandwidth when policed).
+    /// The bandwidth estimate in use (long-term bandwidth when policed),
+    /// a packet rate × MSS (see `BwFilter`).
     pub fn bw_bytes_per_s(&self) -> f64 {
         if self.lt.use_bw {
             self.lt.bw
@@ -668,6 +744,7 @@ impl Bbr {
     /// §4.2.1 BBRSetPacingRateWithGain: never lower the rate before the pipe
     /// is known full (a low early sample must not throttle STARTUP).
     fn set_pacing_rate(&mut self, bw: f64, gain: f64) {
+        let bw = self.bw_filter.pacing_bw(bw);
         if let Some(rate) = gained_pacing_rate(self.pacing_rate, bw, gain, self.full_bw_reached) {
             self.pacing_rate = rate;
         }
@@ -770,13 +847,7 @@ impl Bbr {
             self.win.packet_conservation = false;
         }
         self.lt_sampling(now, false, rs.is_app_limited);
-        let bw = rs.delivery_rate_bytes_per_s();
-        // §4.1.1.5: app-limited samples only count when they raise the
-        // estimate.
-        // While app limited the filter is frozen, old maximum included.
-        if !rs.is_app_limited || bw >= self.bw_filter.max() {
-            self.bw_filter.update(self.round.count, bw);
-        }
+        self.bw_filter.update(self.round.count, &rs, self.mss_bytes);
     }
 
     fn check_full_bw_reached(&mut self, ack: &AckEvent) {
@@ -1045,3 +1116,7 @@ impl CongestionController for Bbr {
         self.mode.as_str()
     }
 }
+
+#[cfg(test)]
+#[path = "bbr_tests.rs"]
+mod tests;

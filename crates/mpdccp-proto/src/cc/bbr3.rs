@@ -7,7 +7,8 @@
 //! upper bound learned when a round's loss rate exceeds 2 % (or its CE rate
 //! 50 %). PROBE_BW cycles DOWN → CRUISE → REFILL → UP (§4.3.3); UP grows
 //! `inflight_hi` with an exponentially rising slope until loss or ECN says
-//! stop. Units: packets, bytes per second, `Duration`.
+//! stop. Units: packets, bytes per second of MSS-sized packets (a packet
+//! rate; `bbr::BwFilter`), `Duration`.
 //!
 //! Simplifications, all documented at the code: per-packet `tx_in_flight`
 //! and `lost` of the draft are approximated per round (losses in the round
@@ -21,8 +22,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bbr::{
     bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
-    reported_pacing_rate, send_quantum_pkts, FullPipe, ProbeRttStep, RecoveryWindow, RoundCounter,
-    WindowedMax,
+    reported_pacing_rate, send_quantum_pkts, BwFilter, FullPipe, ProbeRttStep, RecoveryWindow,
+    RoundCounter,
 };
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
@@ -101,7 +102,7 @@ pub struct Bbr3 {
     rng: ChaCha8Rng,
 
     // Model (§4.5).
-    max_bw_filter: WindowedMax,
+    max_bw_filter: BwFilter,
     cycle_count: u64,
     bw_lo: f64,
     inflight_hi: f64,
@@ -138,6 +139,15 @@ pub struct Bbr3 {
     probe_up_rounds: u32,
     /// REFILL has run one full round.
     refill_round_start: u64,
+    /// draft-ietf-ccwg-bbr `BBR.is_bw_probe_sample`: the acks now arriving
+    /// are for data sent while probing bandwidth (UP), so their loss or CE
+    /// rate says the probe went too high. Only such samples may cut
+    /// `inflight_hi` (HandleLostPacket returns early otherwise), once per
+    /// probe.
+    bw_probe_sample: bool,
+    /// `ACKS_PROBE_STOPPING`: the probe ended (DOWN or PROBE_RTT began);
+    /// the next round start ends its samples.
+    probe_stopping: bool,
 
     // PROBE_RTT (§4.3.4).
     probe_rtt_done_stamp: Option<Instant>,
@@ -160,7 +170,7 @@ impl Bbr3 {
             mss_bytes: config.mss_bytes.max(1) as f64,
             state: Bbr3State::Startup,
             rng: ChaCha8Rng::seed_from_u64(config.seed),
-            max_bw_filter: WindowedMax::new(MAX_BW_FILTER_CYCLES),
+            max_bw_filter: BwFilter::new(MAX_BW_FILTER_CYCLES),
             cycle_count: 0,
             bw_lo: f64::INFINITY,
             inflight_hi: f64::INFINITY,
@@ -187,6 +197,8 @@ impl Bbr3 {
             probe_up_acks: 0.0,
             probe_up_rounds: 0,
             refill_round_start: 0,
+            bw_probe_sample: false,
+            probe_stopping: false,
             probe_rtt_done_stamp: None,
             probe_rtt_round_done: false,
             idle_restart: false,
@@ -294,6 +306,7 @@ impl Bbr3 {
 
     fn start_probe_bw_down(&mut self, now: Instant) {
         self.reset_congestion_signals();
+        self.probe_stopping = true;
         self.probe_up_cnt = f64::INFINITY;
         // §4.3.3.5 BBRPickProbeWait: 2–3 s, and a Reno-coexistence round
         // count, before the next probe.
@@ -403,6 +416,7 @@ impl Bbr3 {
             Bbr3State::ProbeBwRefill
                 if self.round.start && self.round.count > self.refill_round_start =>
             {
+                self.bw_probe_sample = true;
                 self.start_probe_bw_up(now);
             }
             Bbr3State::ProbeBwUp => {
@@ -440,6 +454,8 @@ impl Bbr3 {
 
     /// §4.5.10.2 BBRHandleInflightTooHigh.
     fn handle_inflight_too_high(&mut self, now: Instant, tx_in_flight: f64, app_limited: bool) {
+        // Only react once per probe.
+        self.bw_probe_sample = false;
         if !app_limited {
             self.inflight_hi = tx_in_flight.max(self.target_inflight() * BETA);
         }
@@ -513,12 +529,14 @@ impl Bbr3 {
             self.rounds_since_bw_probe += 1;
             self.win.packet_conservation = false;
         }
-        let bw = rs.delivery_rate_bytes_per_s();
+        // A packet rate × MSS, as BBRv1 (`bbr::BwFilter`): the window is in
+        // packets, so the BDP must count packets (draft §4.5.2 measures
+        // bytes because its window is in bytes).
+        let bw = self
+            .max_bw_filter
+            .update(self.cycle_count, &rs, self.mss_bytes);
         self.bw_latest = self.bw_latest.max(bw);
         self.inflight_latest = self.inflight_latest.max(rs.delivered_pkts as f64);
-        if !rs.is_app_limited || bw >= self.max_bw_filter.max() {
-            self.max_bw_filter.update(self.cycle_count, bw);
-        }
     }
 
     fn check_startup_done(&mut self, ack: &AckEvent) {
@@ -563,6 +581,7 @@ impl Bbr3 {
             self.state = Bbr3State::ProbeRtt;
             self.save_cwnd();
             self.probe_rtt_done_stamp = None;
+            self.probe_stopping = true;
             self.start_round();
         }
         if self.state == Bbr3State::ProbeRtt {
@@ -618,7 +637,8 @@ impl Bbr3 {
 
     /// draft-ietf-ccwg-bbr BBRSetPacingRateWithGain.
     fn set_pacing_rate(&mut self, gain: f64) {
-        let bw = self.bw_bytes_per_s();
+        // In bytes per second of the packets actually sent (`BwFilter`).
+        let bw = self.max_bw_filter.pacing_bw(self.bw_bytes_per_s());
         if let Some(rate) = gained_pacing_rate(self.pacing_rate, bw, gain, self.full_bw_reached) {
             self.pacing_rate = rate;
         }
@@ -689,6 +709,12 @@ impl CongestionController for Bbr3 {
         self.update_round_and_bw(ack);
         if self.round.start {
             self.end_round_signals();
+            // AdaptLongTermModel: a round after the probe stopped, the
+            // acks are no longer for data the probe sent.
+            if self.probe_stopping {
+                self.probe_stopping = false;
+                self.bw_probe_sample = false;
+            }
         }
         self.delivered_in_round += ack.acked_pkts as u64;
         self.check_startup_done(ack);
@@ -712,7 +738,16 @@ impl CongestionController for Bbr3 {
                 && self.loss_events_in_round >= STARTUP_FULL_LOSS_COUNT
             {
                 self.exit_startup_on_congestion();
-            } else if self.state != Bbr3State::Startup {
+            } else if self.state != Bbr3State::Startup && self.bw_probe_sample {
+                // draft-ietf-ccwg-bbr HandleLostPacket: a loss outside a
+                // bandwidth probe (CRUISE, DOWN, REFILL, PROBE_RTT) is not
+                // evidence that the probe's flight was too high, and cutting
+                // inflight_hi for it would cap the window at 0.85 × that
+                // flight until the next probe. Random loss on a path whose
+                // flight is under 50 packets is over 2 % of a round at its
+                // first drop, so this cut fired at nearly every loss. Those
+                // rounds still cut the short-term bounds (bw_lo,
+                // inflight_lo; `end_round_signals`).
                 self.handle_inflight_too_high(now, tx_in_flight, false);
             }
         }
@@ -767,7 +802,8 @@ impl CongestionController for Bbr3 {
         if self.inflight_too_high(tx_in_flight) {
             if self.state == Bbr3State::Startup {
                 self.exit_startup_on_congestion();
-            } else {
+            } else if self.bw_probe_sample {
+                // As for loss (`on_loss`): only a probe's samples.
                 let app_limited = ack.rate.is_some_and(|r| r.is_app_limited);
                 self.handle_inflight_too_high(now, tx_in_flight, app_limited);
             }
