@@ -59,6 +59,16 @@ pub fn color(v: Option<f64>, goal: f64, best: f64) -> RGBColor {
     }
 }
 
+/// A value with two decimals, rounded down below the goal so a cell that
+/// misses it never reads as meeting it (0.9496 shows 0.94, not 0.95).
+pub fn label(v: f64, goal: f64) -> String {
+    if v < goal {
+        format!("{:.2}", (v * 100.0).floor() / 100.0)
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 const CELL_W: i32 = 96;
 const CELL_H: i32 = 34;
 const LABEL_W: i32 = 230;
@@ -93,10 +103,10 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
         root.draw(&text(label, x, TOP - 8, 14, (HPos::Center, VPos::Bottom)))
             .map_err(plot_err)?;
     }
-    for (r, label) in map.row_labels.iter().enumerate() {
+    for (r, row_label) in map.row_labels.iter().enumerate() {
         let y0 = TOP + CELL_H * r as i32;
         root.draw(&text(
-            label,
+            row_label,
             LABEL_W - 8,
             y0 + CELL_H / 2,
             13,
@@ -104,7 +114,12 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
         ))
         .map_err(plot_err)?;
         for c in 0..cols as usize {
-            let v = map.values.get(r).and_then(|row| row.get(c)).copied().flatten();
+            let v = map
+                .values
+                .get(r)
+                .and_then(|row| row.get(c))
+                .copied()
+                .flatten();
             let x0 = LABEL_W + CELL_W * c as i32;
             root.draw(&Rectangle::new(
                 [(x0, y0), (x0 + CELL_W - 1, y0 + CELL_H - 1)],
@@ -116,7 +131,9 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
                 .get(r)
                 .and_then(|row| row.get(c))
                 .map_or("", String::as_str);
-            let main = v.filter(|v| v.is_finite()).map_or("n/a".into(), |v| format!("{v:.2}"));
+            let main = v
+                .filter(|v| v.is_finite())
+                .map_or("n/a".into(), |v| label(v, map.goal));
             let (cx, cy) = (x0 + CELL_W / 2, y0 + CELL_H / 2);
             if note.is_empty() {
                 root.draw(&text(&main, cx, cy, 14, (HPos::Center, VPos::Center)))
@@ -142,8 +159,14 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
         ))
         .map_err(plot_err)?;
     }
-    root.draw(&text("scale", LABEL_W - 8, y0 + 7, 13, (HPos::Right, VPos::Center)))
-        .map_err(plot_err)?;
+    root.draw(&text(
+        "scale",
+        LABEL_W - 8,
+        y0 + 7,
+        13,
+        (HPos::Right, VPos::Center),
+    ))
+    .map_err(plot_err)?;
     let scale_w = step_w * steps;
     for (v, label) in [
         (0.0, "0".to_owned()),
@@ -170,5 +193,8 @@ mod tests {
         assert!(above.1 > above.0, "{above:?}");
         assert_eq!(color(Some(5.0), 0.95, 1.2), RGBColor(26, 152, 80));
         assert_eq!(color(None, 0.95, 1.2), RGBColor(200, 200, 200));
+        assert_eq!(label(0.9496, 0.95), "0.94");
+        assert_eq!(label(0.9504, 0.95), "0.95");
+        assert_eq!(label(1.806, 0.95), "1.81");
     }
 }

@@ -70,7 +70,10 @@ impl Default for Options {
 
 /// The steady window `[from, to)` of a run of `duration_s`.
 pub fn steady_window(duration_s: f64) -> (f64, f64) {
-    ((0.2 * duration_s).max(5.0).min(duration_s * 0.5), duration_s)
+    (
+        (0.2 * duration_s).max(5.0).min(duration_s * 0.5),
+        duration_s,
+    )
 }
 
 /// One simulation of the matrix.

@@ -183,10 +183,7 @@ pub fn markdown(card: &Scorecard, command: &str) -> String {
                     }
                     Some(c) => {
                         let _ = write!(s, " error ❌ |");
-                        fails.push(format!(
-                            "{mix}/{cc}: {}",
-                            c.error.as_deref().unwrap_or("")
-                        ));
+                        fails.push(format!("{mix}/{cc}: {}", c.error.as_deref().unwrap_or("")));
                     }
                     None => {
                         let _ = write!(s, " – |");
@@ -204,7 +201,10 @@ pub fn markdown(card: &Scorecard, command: &str) -> String {
         }
         let _ = writeln!(s);
     }
-    let _ = writeln!(s, "## References (the same inner traffic on each path alone)\n");
+    let _ = writeln!(
+        s,
+        "## References (the same inner traffic on each path alone)\n"
+    );
     let _ = writeln!(
         s,
         "| mix | inner | path | capacity (Mbit/s) | goodput (Mbit/s) | rt OWD p95 (ms) | rt loss |"
@@ -323,7 +323,10 @@ pub fn heatmap(card: &Scorecard) -> HeatMap {
             map.notes.push(
                 cells
                     .iter()
-                    .map(|c| c.and_then(|c| c.goodput_mbps).map_or(String::new(), |g| format!("{g:.1}")))
+                    .map(|c| {
+                        c.and_then(|c| c.goodput_mbps)
+                            .map_or(String::new(), |g| format!("{g:.1}"))
+                    })
                     .collect(),
             );
         }

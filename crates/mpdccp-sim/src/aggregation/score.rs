@@ -200,7 +200,10 @@ pub fn scorecard(opts: &Options, jobs: &[Job], results: &[RunResult]) -> Scoreca
                 .iter()
                 .map(|f| f.rate_mbps)
                 .try_fold(0.0, |acc, r| r.map(|r| acc + r));
-            let min_delay = paths.iter().map(|p| p.delay_ms).fold(f64::INFINITY, f64::min);
+            let min_delay = paths
+                .iter()
+                .map(|p| p.delay_ms)
+                .fold(f64::INFINITY, f64::min);
             references.push(Reference {
                 mix: job.mix.name.into(),
                 inner: job.inner.name.into(),
