@@ -40,6 +40,11 @@ pub struct Args {
     /// Exit 1 when any cell fails a threshold (for regression gating).
     #[arg(long)]
     pub check: bool,
+    /// Also keep every run's summary.json in DIR/runs/ (named
+    /// `mix__inner__cc.json`, `mix__inner__direct-PATH.json`), to see why a
+    /// cell loses (send-queue refusals, drops per path, controller states).
+    #[arg(long)]
+    pub keep_runs: bool,
 }
 
 fn aggregation_help() -> String {
@@ -106,6 +111,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .collect::<Vec<_>>()
         .join(" ");
     report::write_all(&a.out, &card, &command)?;
+    if a.keep_runs {
+        let dir = a.out.join("runs");
+        std::fs::create_dir_all(&dir)?;
+        for (job, res) in jobs.iter().zip(&results) {
+            if let Ok(summary) = res {
+                let name = job.id().replace('/', "__").replace(':', "-");
+                std::fs::write(dir.join(format!("{name}.json")), summary.to_json())?;
+            }
+        }
+    }
     eprint!("{}", report::text_table(&card));
     eprintln!(
         "{} runs in {wall:.1} s wall; scorecard in {}",
