@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use mpdccp_model::heatmap::{plot_heatmap, HeatMap};
+use mpdccp_model::heatmap::{label, plot_heatmap, HeatMap};
 
 use super::score::{Cell, Scorecard};
 use crate::SimError;
@@ -81,10 +81,17 @@ fn failed(c: &Cell) -> Vec<String> {
             Some(v) if k.what.starts_with("real-time") => {
                 format!("{} {v:.1} > {:.1}", k.what, k.limit)
             }
-            Some(v) => format!("{} {v:.2} < {:.2}", k.what, k.limit),
+            Some(v) => format!("{} {} < {:.2}", k.what, label(v, k.limit), k.limit),
             None => format!("{}: no value", k.what),
         })
         .collect()
+}
+
+/// A cell's ratio to the best single path, two decimals, never rounded up
+/// onto the goal it misses.
+fn ratio_best(card: &Scorecard, c: &Cell) -> String {
+    c.ratio_best
+        .map_or(String::new(), |v| label(v, card.thresholds.min_ratio_best))
 }
 
 fn cell_of<'a>(card: &'a Scorecard, mix: &str, inner: &str, cc: &str) -> Option<&'a Cell> {
@@ -173,7 +180,7 @@ pub fn markdown(card: &Scorecard, command: &str) -> String {
                             s,
                             " {} ({} / {}){rt} {} |",
                             opt(c.goodput_mbps, 1),
-                            opt(c.ratio_best, 2),
+                            ratio_best(card, c),
                             opt(c.ratio_sum, 2),
                             if c.pass { "✅" } else { "❌" }
                         );
@@ -264,7 +271,7 @@ pub fn text_table(card: &Scorecard) -> String {
                     Some(c) if c.error.is_none() => format!(
                         "{} {}{}",
                         opt(c.goodput_mbps, 1),
-                        opt(c.ratio_best, 2),
+                        ratio_best(card, c),
                         if c.pass { " " } else { "*" }
                     ),
                     Some(_) => "error".into(),
