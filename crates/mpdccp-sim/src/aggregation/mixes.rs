@@ -84,8 +84,8 @@ fn lte_trace(name: &str, delay_ms: f64, buffer_bytes: usize) -> PathSpec {
     p
 }
 
-/// The four mixes of the issue use the simulator's default buffer (150 kB)
-/// as the issue's own table did, so its numbers compare; the added mixes
+/// The first four mixes (the ones the published before-table used) keep the
+/// simulator's default buffer (150 kB), so those numbers compare; the others
 /// use about one bandwidth-delay product, rounded up to 100 kB.
 pub const MIXES: &[Mix] = &[
     Mix {
