@@ -163,6 +163,13 @@ fn the_scorecard_is_deterministic_and_its_files_are_written() {
     o.jobs = 3;
     let b = run(&o);
     assert_eq!(report::json(&a), report::json(&b));
+    // A stored scorecard reads back whole (--baseline), and against itself
+    // nothing changed.
+    let back: Scorecard = serde_json::from_str(&report::json(&a)).unwrap();
+    assert_eq!(back, a);
+    let deltas = aggregation::compare::compare(&back, &b);
+    assert_eq!(deltas.len(), 1);
+    assert!(deltas.iter().all(|d| !d.regressed() && !d.improved()));
     let dir = std::env::temp_dir().join(format!("mpdccp-agg-test-{}", std::process::id()));
     report::write_all(&dir, &a, "mpdccp bench aggregation --mix lossy").unwrap();
     let png = std::fs::read(dir.join(report::HEATMAP)).unwrap();

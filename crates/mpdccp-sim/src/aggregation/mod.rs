@@ -14,6 +14,7 @@
 //! matrix order whatever the thread count, so the same options give a
 //! byte-identical `scorecard.json`.
 
+pub mod compare;
 pub mod mixes;
 pub mod report;
 pub mod score;

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 
 use mpdccp_model::results::{round6, Summary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::mixes::{self, RT_FLOW};
 use super::{steady_window, Job, Options, RunResult, SEED, STEADY};
 
 /// The goals each cell is checked against.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Thresholds {
     /// Every cell: goodput ≥ this × the best single path.
     pub min_ratio_best: f64,
@@ -38,7 +38,7 @@ impl Thresholds {
 }
 
 /// One path's direct run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Direct {
     pub path: String,
     /// Mean capacity of the path over the steady window, Mbit/s.
@@ -46,12 +46,12 @@ pub struct Direct {
     pub goodput_mbps: Option<f64>,
     pub rt_owd_p95_ms: Option<f64>,
     pub rt_loss: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// The references of one mix × inner traffic.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Reference {
     pub mix: String,
     pub inner: String,
@@ -68,7 +68,7 @@ pub struct Reference {
 }
 
 /// One check of a cell.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Check {
     pub what: String,
     pub value: Option<f64>,
@@ -77,7 +77,7 @@ pub struct Check {
 }
 
 /// One tunnel cell: mix × inner traffic × tunnel controller.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
     pub mix: String,
     pub inner: String,
@@ -92,19 +92,19 @@ pub struct Cell {
     pub rt_loss: Option<f64>,
     pub checks: Vec<Check>,
     pub pass: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// A mix or inner traffic and what it is.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Named {
     pub name: String,
     pub about: String,
 }
 
 /// Everything `scorecard.json` holds.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Scorecard {
     pub duration_s: f64,
     pub steady_from_s: f64,

@@ -45,6 +45,14 @@ pub struct Args {
     /// cell loses (send-queue refusals, drops per path, controller states).
     #[arg(long)]
     pub keep_runs: bool,
+    /// An earlier scorecard.json to compare with: REPORT.md and stderr list
+    /// the cells that improved or regressed (ratio to the best single path
+    /// changed by more than 0.02, or pass/fail flipped).
+    #[arg(long, value_name = "SCORECARD")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 1 when any cell regressed.
+    #[arg(long, requires = "baseline")]
+    pub fail_on_regression: bool,
 }
 
 fn aggregation_help() -> String {
@@ -68,6 +76,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         };
         sets.push((k.trim().to_owned(), v.trim().to_owned()));
     }
+    let baseline: Option<aggregation::Scorecard> = match &a.baseline {
+        None => None,
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("error: --baseline {}: {e}", p.display());
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
     let opts = Options {
         mixes: a.mix.clone(),
         ccs: a.cc.clone(),
@@ -111,6 +132,33 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .collect::<Vec<_>>()
         .join(" ");
     report::write_all(&a.out, &card, &command)?;
+    let mut regressed = 0;
+    if let (Some(b), Some(path)) = (&baseline, &a.baseline) {
+        let deltas = aggregation::compare::compare(b, &card);
+        let section = aggregation::compare::markdown(&deltas, &path.display().to_string());
+        let report_file = a.out.join(report::REPORT);
+        let mut md = std::fs::read_to_string(&report_file)?;
+        md.push('\n');
+        md.push_str(&section);
+        std::fs::write(&report_file, md)?;
+        regressed = deltas.iter().filter(|d| d.regressed()).count();
+        eprintln!(
+            "against {}: {} cells improved, {regressed} regressed",
+            path.display(),
+            deltas.iter().filter(|d| d.improved()).count()
+        );
+        for d in deltas.iter().filter(|d| d.regressed() || d.improved()) {
+            eprintln!(
+                "  {} {}/{}/{}: ratio to best {:.2} -> {:.2}",
+                if d.regressed() { "worse" } else { "better" },
+                d.mix,
+                d.inner,
+                d.cc,
+                d.ratio_best_before.unwrap_or(f64::NAN),
+                d.ratio_best_now.unwrap_or(f64::NAN)
+            );
+        }
+    }
     if a.keep_runs {
         let dir = a.out.join("runs");
         std::fs::create_dir_all(&dir)?;
@@ -132,6 +180,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     if card.runs_failed > 0 {
         eprintln!("error: {} runs failed", card.runs_failed);
+        return Ok(ExitCode::FAILURE);
+    }
+    if a.fail_on_regression && regressed > 0 {
+        eprintln!("check: {regressed} cells regressed against the baseline");
         return Ok(ExitCode::FAILURE);
     }
     if a.check && card.cells_failed > 0 {
