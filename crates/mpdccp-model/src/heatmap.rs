@@ -23,6 +23,9 @@ pub struct HeatMap {
     pub values: Vec<Vec<Option<f64>>>,
     /// A second, smaller line per cell (e.g. the goodput), or empty.
     pub notes: Vec<Vec<String>>,
+    /// `marked[row][col]`: a black corner on the cell (e.g. it misses
+    /// another goal than the one the colour shows).
+    pub marked: Vec<Vec<bool>>,
     /// Values at or above this are good.
     pub goal: f64,
     /// The value drawn in full green (and beyond).
@@ -126,6 +129,20 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
                 color(v, map.goal, map.best).filled(),
             ))
             .map_err(plot_err)?;
+            if map
+                .marked
+                .get(r)
+                .and_then(|row| row.get(c))
+                .copied()
+                .unwrap_or(false)
+            {
+                let x1 = x0 + CELL_W - 1;
+                root.draw(&Polygon::new(
+                    vec![(x1 - 11, y0), (x1, y0), (x1, y0 + 11)],
+                    BLACK.filled(),
+                ))
+                .map_err(plot_err)?;
+            }
             let note = map
                 .notes
                 .get(r)

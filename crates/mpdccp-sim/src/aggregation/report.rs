@@ -301,7 +301,7 @@ pub fn heatmap(card: &Scorecard) -> HeatMap {
             card.duration_s, card.steady_from_s, card.steady_to_s
         ),
         subtitle: format!(
-            "colour and number: ratio to the best path alone (goal ≥ {:.2}); small: goodput Mbit/s{}",
+            "colour and number: ratio to the best path alone (goal ≥ {:.2}); small: goodput Mbit/s; black corner: misses another goal (sum, real-time delay){}",
             card.thresholds.min_ratio_best,
             if card.sets.is_empty() {
                 String::new()
@@ -327,6 +327,16 @@ pub fn heatmap(card: &Scorecard) -> HeatMap {
                 .collect();
             map.values
                 .push(cells.iter().map(|c| c.and_then(|c| c.ratio_best)).collect());
+            map.marked.push(
+                cells
+                    .iter()
+                    .map(|c| {
+                        c.is_some_and(|c| {
+                            c.checks.iter().skip(1).any(|k| !k.pass) || c.error.is_some()
+                        })
+                    })
+                    .collect(),
+            );
             map.notes.push(
                 cells
                     .iter()
