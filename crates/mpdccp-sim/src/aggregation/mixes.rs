@@ -170,6 +170,13 @@ pub const MIXES: &[Mix] = &[
             ]
         },
     },
+    Mix {
+        // A tunnel over one path must not cost what the path carries alone:
+        // the controller's own behaviour, without a scheduler's choices.
+        name: "single",
+        about: "one path: 40 Mbit/s 12 ms, 150 kB (a one-path tunnel)",
+        paths: |_| vec![path("a", 12.0, 40.0, 150_000)],
+    },
 ];
 
 /// Looks a mix up by name.
