@@ -9,12 +9,14 @@
 //! * [`results`] — the result contract: the [`Recorder`] both drivers feed,
 //!   `summary.json` ([`Summary`]), `timeseries.csv` ([`TimeSeries`]) and
 //!   [`write_outputs`];
-//! * [`plot`] — PNG plots with an embedded font.
+//! * [`plot`] — PNG plots with an embedded font; [`heatmap`] — a table of
+//!   ratios as coloured cells (the aggregation benchmark's scorecard).
 //!
 //! Nothing here reads a clock or OS randomness except [`netem::WallClock`].
 
 #![forbid(unsafe_code)]
 
+pub mod heatmap;
 pub mod link;
 pub mod netem;
 pub mod plot;

@@ -31,7 +31,7 @@ use plotters::style::{register_font, FontStyle};
 use crate::results::{TimeSeries, TsKind, TsRow};
 
 /// The family name plots use for the embedded font.
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// One line of a plot.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -45,7 +45,7 @@ pub struct Series {
 pub const WIDTH: u32 = 1000;
 pub const HEIGHT: u32 = 500;
 
-fn ensure_font() -> io::Result<()> {
+pub(crate) fn ensure_font() -> io::Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED.get_or_init(|| {
         register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
@@ -60,7 +60,7 @@ fn ensure_font() -> io::Result<()> {
     }
 }
 
-fn plot_err<E: std::fmt::Display>(e: E) -> io::Error {
+pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> io::Error {
     io::Error::other(format!("plot: {e}"))
 }
 

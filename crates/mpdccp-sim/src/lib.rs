@@ -18,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod aggregation;
 pub mod figures;
 pub mod flow;
 pub mod packet;

@@ -2,6 +2,9 @@
 //! second on the E4 scenario (the heaviest: 500 + 100 Mbit/s), and optionally
 //! the wall time of a whole `mpdccp reproduce`. `mpdccp bench clients`:
 //! many clients on one server daemon (`mpdccp_lab::loadgen`, needs root).
+//! `mpdccp bench aggregation`: the tunnel against the best single path and
+//! the capacity sum on a matrix of path mixes × controllers × inner traffic
+//! (`mpdccp_sim::aggregation`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +30,13 @@ pub enum What {
     /// network namespace; reports connect time, server RSS per client, server
     /// CPU per Mbit/s and loss. Needs root.
     Clients(ClientsArgs),
+    /// Aggregation scorecard (simulator): path mixes × tunnel controllers ×
+    /// inner traffic, each cell against the same traffic directly on each
+    /// path alone (best single path) and the capacity sum. Writes
+    /// scorecard.json, scorecard.csv, REPORT.md and heatmap.png into --out.
+    /// Exit code 0 when it ran (thresholds are reported), 1 when a run
+    /// failed (or, with --check, a cell fails a threshold), 2 on bad usage.
+    Aggregation(super::bench_aggregation::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -90,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let a = match args.what {
         What::Sim(a) => a,
         What::Clients(c) => return clients(c),
+        What::Aggregation(g) => return super::bench_aggregation::run(g),
     };
     let mut s = match &a.scenario {
         Some(p) => super::sim::load(p, &[])?,

@@ -48,6 +48,7 @@ pub fn kind_names_help() -> String {
 }
 
 pub mod bench;
+pub mod bench_aggregation;
 pub mod client;
 pub mod demo;
 pub mod keys;

@@ -1,0 +1,198 @@
+//! `mpdccp bench aggregation`: the command line of the aggregation
+//! benchmark (`mpdccp_sim::aggregation` holds the matrix and the scoring).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use mpdccp_sim::aggregation::{self, report, Options};
+
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = aggregation_help())]
+pub struct Args {
+    /// Output directory.
+    #[arg(long, default_value = "aggregation-out")]
+    pub out: PathBuf,
+    /// Path mixes to run, e.g. `equal,asym` [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub mix: Vec<String>,
+    /// Tunnel controllers, e.g. `ccid5,bbr3` [default: ccid2, ccid5, cubic,
+    /// bbr3, lia, olia, balia, coupled-cubic].
+    #[arg(long, value_delimiter = ',')]
+    pub cc: Vec<String>,
+    /// Inner traffic, e.g. `tcp-cubic` [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub inner: Vec<String>,
+    /// Simulated seconds per run (the steady window is the last 80 %, from
+    /// at least 5 s).
+    #[arg(long, default_value_t = aggregation::DEFAULT_DURATION_S)]
+    pub duration_s: f64,
+    /// Override a scenario field in every run, e.g. `tunnel.scheduler=acpf`,
+    /// `tunnel.reorder=active-adaptive` (repeatable; keys: docs/SCENARIOS.md;
+    /// the controller is the `--cc` axis).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Parallel runs [default: available cores].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Print scorecard.json on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 when any cell fails a threshold (for regression gating).
+    #[arg(long)]
+    pub check: bool,
+    /// Also keep every run's summary.json in DIR/runs/ (named
+    /// `mix__inner__cc.json`, `mix__inner__direct-PATH.json`), to see why a
+    /// cell loses (send-queue refusals, drops per path, controller states).
+    #[arg(long)]
+    pub keep_runs: bool,
+    /// An earlier scorecard.json to compare with: REPORT.md and stderr list
+    /// the cells that improved or regressed (ratio to the best single path
+    /// changed by more than 0.02, or pass/fail flipped).
+    #[arg(long, value_name = "SCORECARD")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 1 when any cell regressed.
+    #[arg(long, requires = "baseline")]
+    pub fail_on_regression: bool,
+}
+
+fn aggregation_help() -> String {
+    let mut s = String::from("Path mixes:\n");
+    for m in aggregation::MIXES {
+        s.push_str(&format!("  {:<8} {}\n", m.name, m.about));
+    }
+    s.push_str("Inner traffic:\n");
+    for i in aggregation::INNERS {
+        s.push_str(&format!("  {:<9} {}\n", i.name, i.about));
+    }
+    s
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let mut sets = Vec::new();
+    for kv in &a.set {
+        let Some((k, v)) = kv.split_once('=') else {
+            eprintln!("error: --set `{kv}`: expected KEY=VALUE");
+            return Ok(ExitCode::from(2));
+        };
+        sets.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    let baseline: Option<aggregation::Scorecard> = match &a.baseline {
+        None => None,
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("error: --baseline {}: {e}", p.display());
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
+    let opts = Options {
+        mixes: a.mix.clone(),
+        ccs: a.cc.clone(),
+        inners: a.inner.clone(),
+        duration_s: a.duration_s,
+        sets,
+        jobs: a
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1),
+    };
+    let jobs = match aggregation::plan(&opts) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    eprintln!(
+        "aggregation: {} runs ({} s each) on {} threads",
+        jobs.len(),
+        opts.duration_s,
+        opts.jobs
+    );
+    let t0 = std::time::Instant::now();
+    let results = aggregation::run_jobs(&jobs, opts.jobs, |i, n, job, res, wall| {
+        let what = match res {
+            Ok(s) => s
+                .windows
+                .get(aggregation::STEADY)
+                .map(|w| w.flows.iter().map(|f| f.goodput_mbps).sum::<f64>())
+                .map_or("no steady window".into(), |g| format!("{g:.1} Mbit/s")),
+            Err(e) => format!("FAILED: {e}"),
+        };
+        eprintln!("cell {i}/{n} {}: {what} ({wall:.1} s)", job.id());
+    });
+    let card = aggregation::score::scorecard(&opts, &jobs, &results);
+    let wall = t0.elapsed().as_secs_f64();
+    let command = std::iter::once("mpdccp".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    report::write_all(&a.out, &card, &command)?;
+    let mut regressed = 0;
+    if let (Some(b), Some(path)) = (&baseline, &a.baseline) {
+        let deltas = aggregation::compare::compare(b, &card);
+        let section = aggregation::compare::markdown(&deltas, &path.display().to_string());
+        let report_file = a.out.join(report::REPORT);
+        let mut md = std::fs::read_to_string(&report_file)?;
+        md.push('\n');
+        md.push_str(&section);
+        std::fs::write(&report_file, md)?;
+        regressed = deltas.iter().filter(|d| d.regressed()).count();
+        eprintln!(
+            "against {}: {} cells improved, {regressed} regressed",
+            path.display(),
+            deltas.iter().filter(|d| d.improved()).count()
+        );
+        for d in deltas.iter().filter(|d| d.regressed() || d.improved()) {
+            eprintln!(
+                "  {} {}/{}/{}: ratio to best {:.2} -> {:.2}",
+                if d.regressed() { "worse" } else { "better" },
+                d.mix,
+                d.inner,
+                d.cc,
+                d.ratio_best_before.unwrap_or(f64::NAN),
+                d.ratio_best_now.unwrap_or(f64::NAN)
+            );
+        }
+    }
+    if a.keep_runs {
+        let dir = a.out.join("runs");
+        std::fs::create_dir_all(&dir)?;
+        for (job, res) in jobs.iter().zip(&results) {
+            if let Ok(summary) = res {
+                let name = job.id().replace('/', "__").replace(':', "-");
+                std::fs::write(dir.join(format!("{name}.json")), summary.to_json())?;
+            }
+        }
+    }
+    eprint!("{}", report::text_table(&card));
+    eprintln!(
+        "{} runs in {wall:.1} s wall; scorecard in {}",
+        jobs.len(),
+        a.out.display()
+    );
+    if a.json {
+        print!("{}", report::json(&card));
+    }
+    if card.runs_failed > 0 {
+        eprintln!("error: {} runs failed", card.runs_failed);
+        return Ok(ExitCode::FAILURE);
+    }
+    if a.fail_on_regression && regressed > 0 {
+        eprintln!("check: {regressed} cells regressed against the baseline");
+        return Ok(ExitCode::FAILURE);
+    }
+    if a.check && card.cells_failed > 0 {
+        eprintln!(
+            "check: {} of {} cells fail a threshold",
+            card.cells_failed,
+            card.cells.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
