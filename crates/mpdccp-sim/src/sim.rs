@@ -1410,6 +1410,10 @@ impl Simulation {
                     m.insert("tcp_tlp_count".into(), tx.stats.tlp_count.into());
                     m.insert("tcp_dsack_count".into(), tx.stats.dsack_count.into());
                     m.insert(
+                        "tcp_spurious_lost_pkts".into(),
+                        tx.stats.spurious_lost_pkts.into(),
+                    );
+                    m.insert(
                         "spurious_retransmitted_pkts".into(),
                         rx.duplicate_pkts.into(),
                     );
