@@ -539,6 +539,11 @@ impl Scenario {
                 cc.parse::<CcKind>()
                     .map_err(|e| invalid(format!("{what}: {e}")))?;
             }
+            if f.rate_mbps.is_some() && f.kind == FlowKind::Quic {
+                return Err(invalid(format!(
+                    "{what}: `rate_mbps` does not apply to `kind = \"quic\"` (its controller sets the rate)"
+                )));
+            }
             if f.loss_detection.is_some() && f.kind != FlowKind::Tcp {
                 return Err(invalid(format!(
                     "{what}: `loss_detection` applies to `kind = \"tcp\"` only"

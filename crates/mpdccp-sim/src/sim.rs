@@ -236,7 +236,7 @@ enum Source {
 
 enum Sink {
     Seq(SeqSink),
-    Tcp(TcpReceiver),
+    Tcp(Box<TcpReceiver>),
     Quic(QuicReceiver),
 }
 
@@ -454,7 +454,7 @@ impl Simulation {
                     let cc = kind.build(&cc_cfg);
                     let detection = f.loss_detection.unwrap_or_default();
                     // One ack per segment; see below for cross traffic.
-                    let mut rx = TcpReceiver::with_ack_every(flow_id, 1);
+                    let mut rx = Box::new(TcpReceiver::with_ack_every(flow_id, 1));
                     // RACK widens its reordering window on DSACKs (RFC 8985
                     // §6.2); Linux receivers send them by default.
                     rx.set_dsack(detection == LossDetection::Rack);

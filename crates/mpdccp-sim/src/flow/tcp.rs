@@ -41,12 +41,14 @@ use mpdccp_proto::Instant;
 
 pub use mpdccp_model::scenario::LossDetection;
 
-use crate::flow::rack::{Rack, ReoWndInput, DUPTHRESH};
-use crate::packet::{FlowPkt, PktKind};
+mod recovery;
+#[cfg(test)]
+mod tests;
 
-/// RFC 8985 §7.2 WCDelAckT: the worst-case delayed-ack time a probe
-/// timeout allows for when a single segment is in flight.
-const WC_DEL_ACK: Duration = Duration::from_millis(200);
+use recovery::is_dsack;
+
+use crate::flow::rack::{Rack, DUPTHRESH};
+use crate::packet::{FlowPkt, PktKind};
 
 #[derive(Clone, Copy, Debug)]
 struct Seg {
@@ -228,35 +230,6 @@ impl TcpSender {
         Some(self.transmit(now, seq))
     }
 
-    /// RFC 8985 §7.3: the probe timer fired; send one segment whatever the
-    /// window says — new data if there is any, else the highest segment
-    /// sent — and leave the RTO armed.
-    fn send_probe(&mut self, now: Instant) -> Option<FlowPkt> {
-        let seq = if self.has_new_data(now) {
-            self.next_seq
-        } else {
-            let i = self.segs.iter().rposition(|s| !s.sacked && s.in_flight)?;
-            self.snd_una + i as u64
-        };
-        self.stats.tlp_count += 1;
-        let pkt = if seq == self.next_seq {
-            self.transmit(now, seq)
-        } else {
-            // A second copy of an outstanding segment: `pipe` is unchanged.
-            let rs = self.rate.on_packet_sent(now, self.seg_bytes, self.pipe);
-            let s = self.seg_mut(seq)?;
-            s.rs = rs;
-            s.retransmitted = true;
-            self.stats.retransmitted_pkts += 1;
-            self.stats.sent_pkts += 1;
-            self.tlp_high_rxt = Some((self.next_seq, now));
-            FlowPkt::data(self.flow, seq, now, self.seg_bytes)
-        };
-        self.pto_deadline = None;
-        self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
-        Some(pkt)
-    }
-
     fn transmit(&mut self, now: Instant, seq: u64) -> FlowPkt {
         let rs = self.rate.on_packet_sent(now, self.seg_bytes, self.pipe);
         if seq == self.next_seq {
@@ -295,31 +268,6 @@ impl TcpSender {
         self.advance_pacer(now);
         self.arm_pto(now);
         FlowPkt::data(self.flow, seq, now, self.seg_bytes)
-    }
-
-    /// RFC 8985 §7.2: schedule a probe only with an empty SACK scoreboard,
-    /// outside loss recovery, and with something in flight. PTO = 2·SRTT,
-    /// plus the worst-case delayed ack for a lone segment, never after the
-    /// RTO; 1 s before the first RTT sample.
-    fn arm_pto(&mut self, now: Instant) {
-        self.pto_deadline = None;
-        if self.detection != LossDetection::Rack
-            || self.segs.is_empty()
-            || self.sacked_count > 0
-            || self.recovery_point.is_some()
-        {
-            return;
-        }
-        let pto = match self.rtt.srtt() {
-            Some(srtt) if self.pipe <= 1 => srtt * 2 + WC_DEL_ACK,
-            Some(srtt) => srtt * 2,
-            None => Duration::from_secs(1),
-        };
-        let mut at = now + pto;
-        if let Some(rto) = self.rto_deadline {
-            at = at.min(rto);
-        }
-        self.pto_deadline = Some(at);
     }
 
     fn advance_pacer(&mut self, now: Instant) {
@@ -552,112 +500,6 @@ impl TcpSender {
         }
     }
 
-    /// RFC 8985 §6.2 Steps 2–5 and §7.4 for one acknowledgement.
-    fn rack_on_ack(&mut self, now: Instant, ack: &FlowPkt, dsack: bool, new_data: bool) {
-        // Ascending sequence order, so reordering within one ack's SACK
-        // blocks is not mistaken for reordering in the network.
-        self.delivered.sort_unstable_by_key(|d| d.0);
-        let min_rtt = self.rtt.min_rtt();
-        for &(seq, xmit_ts, retx) in &self.delivered {
-            self.rack
-                .on_delivered(now, seq, xmit_ts, retx, ack.sent_at, min_rtt);
-        }
-        let exiting_recovery = self.recovery_point.is_some_and(|p| self.snd_una >= p);
-        if exiting_recovery {
-            self.recovery_point = None;
-        }
-        self.rack.update_reo_wnd(&ReoWndInput {
-            dsack,
-            snd_una: self.snd_una,
-            snd_nxt: self.next_seq,
-            exiting_recovery,
-            in_recovery: self.recovery_point.is_some(),
-            sacked: self.sacked_count,
-            min_rtt: min_rtt.unwrap_or_default(),
-            srtt: self.rtt.srtt().unwrap_or_default(),
-        });
-        self.tlp_on_ack(now, ack, dsack, new_data);
-        self.rack_detect_loss(now);
-    }
-
-    /// RFC 8985 §7.4 (as Linux `tcp_process_tlp_ack`): a probe that
-    /// retransmitted a segment either repaired a real loss — the ack moves
-    /// past TLPHighRxt without a DSACK — and the controller must react once,
-    /// or both copies arrived (a DSACK, or a pure duplicate ack).
-    fn tlp_on_ack(&mut self, now: Instant, ack: &FlowPkt, dsack: bool, new_data: bool) {
-        let Some((high, sent)) = self.tlp_high_rxt else {
-            return;
-        };
-        if ack.seq < high {
-            return;
-        }
-        self.tlp_high_rxt = None;
-        if dsack || (ack.seq == high && !new_data) {
-            return;
-        }
-        if ack.seq > high {
-            self.stats.lost_pkts += 1;
-            let ev = LossEvent {
-                lost_pkts: 1,
-                lost_bytes: u64::from(self.seg_bytes),
-                in_flight_pkts: self.pipe,
-                largest_lost_sent_time: sent,
-                delivered_pkts: self.rate.delivered_pkts(),
-            };
-            self.cc.on_loss(now, &ev, &[]);
-        } else {
-            // Acked up to TLPHighRxt exactly: wait for the next ack.
-            self.tlp_high_rxt = Some((high, sent));
-        }
-    }
-
-    /// RFC 8985 §6.2 Step 5: every outstanding segment sent before the
-    /// RACK segment and older than RACK.rtt + reo_wnd is lost; the earliest
-    /// of the others arms the reordering timer.
-    fn rack_detect_loss(&mut self, now: Instant) {
-        let mut timeout: Option<Duration> = None;
-        let mut lost_pkts = 0u32;
-        let mut first_lost = None;
-        let mut largest_lost_sent_time = Instant::ZERO;
-        for (i, s) in self.segs.iter_mut().enumerate() {
-            if s.sacked || !s.in_flight {
-                continue;
-            }
-            match self
-                .rack
-                .check(now, self.snd_una + i as u64, s.rs.sent_time)
-            {
-                Ok(()) => {
-                    s.in_flight = false;
-                    s.lost = true;
-                    lost_pkts += 1;
-                    first_lost.get_or_insert(self.snd_una + i as u64);
-                    largest_lost_sent_time = largest_lost_sent_time.max(s.rs.sent_time);
-                }
-                Err(Some(t)) => timeout = Some(timeout.map_or(t, |x| x.max(t))),
-                Err(None) => {}
-            }
-        }
-        self.rack_deadline = timeout.map(|t| now + t);
-        let Some(first) = first_lost else {
-            return;
-        };
-        self.recovery_point.get_or_insert(self.next_seq);
-        self.pto_deadline = None;
-        self.pipe = self.pipe.saturating_sub(lost_pkts);
-        self.lost_pending += u64::from(lost_pkts);
-        self.retx_scan = self.retx_scan.min(first);
-        self.stats.lost_pkts += u64::from(lost_pkts);
-        let ev = LossEvent {
-            lost_pkts,
-            lost_bytes: u64::from(lost_pkts) * u64::from(self.seg_bytes),
-            in_flight_pkts: self.pipe,
-            largest_lost_sent_time,
-            delivered_pkts: self.rate.delivered_pkts(),
-        };
-        self.cc.on_loss(now, &ev, &[]);
-    }
-
     fn deliver(&mut self, now: Instant, s: &Seg) {
         if s.in_flight {
             self.pipe = self.pipe.saturating_sub(1);
@@ -713,150 +555,5 @@ impl TcpSender {
             delivered_pkts: self.rate.delivered_pkts(),
         };
         self.cc.on_loss(now, &ev, &[]);
-    }
-}
-
-/// RFC 2883 §4: the first SACK block is a DSACK if it lies below the
-/// cumulative ack or inside the second block.
-fn is_dsack(ack: &FlowPkt) -> bool {
-    match ack.ranges() {
-        [] => false,
-        [(a, b), rest @ ..] => {
-            *b <= ack.seq || rest.first().is_some_and(|&(c, d)| c <= *a && *b <= d)
-        }
-    }
-}
-
-#[cfg(test)]
-mod link_tests {
-    //! The TCP endpoints alone over the model's links (`testnet.rs`).
-    use super::*;
-    use crate::flow::testnet::{self, Net, Tx};
-
-    fn stats(o: &testnet::Outcome) -> TcpStats {
-        match &o.tx {
-            Tx::Tcp(t) => t.stats,
-            Tx::Quic(_) => unreachable!("a TCP run"),
-        }
-    }
-
-    #[test]
-    fn reno_fills_a_clean_link() {
-        let net = Net {
-            secs: 20,
-            ..Net::default()
-        };
-        for d in [LossDetection::Dupthresh, LossDetection::Rack] {
-            let o = testnet::run(testnet::tcp("reno", 1400, d, &net), &net);
-            let st = stats(&o);
-            assert!(
-                o.goodput_mbps >= 9.0,
-                "{d:?}: {} Mbit/s, {st:?}",
-                o.goodput_mbps
-            );
-            // The buffer overflows in slow start: losses must have been repaired.
-            assert!(st.retransmitted_pkts > 0, "{st:?}");
-        }
-    }
-
-    #[test]
-    fn reno_recovers_from_random_loss_without_stalling() {
-        let net = Net {
-            secs: 20,
-            loss: 0.01,
-            ..Net::default()
-        };
-        for d in [LossDetection::Dupthresh, LossDetection::Rack] {
-            let o = testnet::run(testnet::tcp("reno", 1400, d, &net), &net);
-            // Mathis et al.: rate ≈ 1.22·MSS/(RTT·√p) ≈ 13.7 Mbit/s at 1 % and
-            // 10 ms, so the link (10 Mbit/s) should stay mostly busy.
-            assert!(o.goodput_mbps >= 5.0, "{d:?}: {} Mbit/s", o.goodput_mbps);
-            assert!(stats(&o).lost_pkts > 0);
-        }
-    }
-
-    /// RACK and CUBIC fill a 30 Mbit/s link without reordering.
-    #[test]
-    fn rack_cubic_fills_a_30_mbit_link() {
-        let net = Net {
-            mbps: 30.0,
-            delay_ms: 10.0,
-            secs: 20,
-            ..Net::default()
-        };
-        let o = testnet::run(testnet::tcp("cubic", 1400, LossDetection::Rack, &net), &net);
-        assert!(
-            o.goodput_mbps >= 27.0,
-            "{} Mbit/s, {:?}",
-            o.goodput_mbps,
-            stats(&o)
-        );
-    }
-
-    /// Every 5th segment arrives 8 ms late (about 20 segments behind at
-    /// 30 Mbit/s): DupThresh takes each for a loss and retransmits it,
-    /// RACK learns the reordering (DSACK) and waits.
-    #[test]
-    fn rack_tolerates_reordering_that_dupthresh_takes_for_loss() {
-        let net = Net {
-            mbps: 30.0,
-            delay_ms: 10.0,
-            secs: 20,
-            detour: Some((5, Duration::from_millis(8))),
-            ..Net::default()
-        };
-        let dup = testnet::run(
-            testnet::tcp("cubic", 1400, LossDetection::Dupthresh, &net),
-            &net,
-        );
-        let rack = testnet::run(testnet::tcp("cubic", 1400, LossDetection::Rack, &net), &net);
-        let spurious = |o: &testnet::Outcome| stats(o).spurious_lost_pkts + o.duplicates;
-        println!(
-            "dupthresh {:.1} Mbit/s {:?} dup {}; rack {:.1} Mbit/s {:?} dup {}",
-            dup.goodput_mbps,
-            stats(&dup),
-            dup.duplicates,
-            rack.goodput_mbps,
-            stats(&rack),
-            rack.duplicates
-        );
-        assert!(spurious(&dup) > 100, "dupthresh: {:?}", stats(&dup));
-        assert!(
-            spurious(&rack) * 10 < spurious(&dup),
-            "rack {:?} vs dupthresh {:?}",
-            stats(&rack),
-            stats(&dup)
-        );
-        assert!(
-            rack.goodput_mbps > 2.0 * dup.goodput_mbps && rack.goodput_mbps >= 25.0,
-            "rack {} vs dupthresh {} Mbit/s",
-            rack.goodput_mbps,
-            dup.goodput_mbps
-        );
-    }
-
-    /// RFC 8985 §7: the last segments of a transfer are lost; a probe
-    /// (not the RTO) recovers them.
-    #[test]
-    fn tail_loss_probe_repairs_a_tail_loss() {
-        let mut net = Net {
-            mbps: 10.0,
-            buffer_bytes: 30_000,
-            secs: 3,
-            ..Net::default()
-        };
-        // The same 1 s transfer twice; the second loses its last two
-        // transmissions.
-        let pair = || testnet::tcp_until("cubic", 1400, LossDetection::Rack, 1000);
-        let sent = stats(&testnet::run(pair(), &net)).sent_pkts;
-        net.drop = vec![sent - 2, sent - 1];
-        let o = testnet::run(pair(), &net);
-        let st = stats(&o);
-        assert!(st.tlp_count >= 1, "{st:?}");
-        assert_eq!(st.rto_count, 0, "{st:?}");
-        let (testnet::Tx::Tcp(tx), testnet::Rx::Tcp(rx)) = (&o.tx, &o.rx) else {
-            unreachable!()
-        };
-        assert_eq!(rx.delivered_in_order(), tx.next_seq(), "{st:?}");
     }
 }

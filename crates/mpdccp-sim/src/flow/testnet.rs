@@ -22,7 +22,7 @@ pub enum Tx {
 }
 
 pub enum Rx {
-    Tcp(TcpReceiver),
+    Tcp(Box<TcpReceiver>),
     Quic(QuicReceiver),
 }
 
@@ -77,7 +77,7 @@ pub fn tcp_until(cc: &str, bytes: u32, detection: LossDetection, stop_ms: u64) -
     let cc = cc.parse::<CcKind>().expect("a controller").build(&cfg);
     let end = Instant::from_millis(stop_ms);
     let tx = TcpSender::new(1, bytes, cc, None, Instant::ZERO, Some(end), detection);
-    let mut rx = TcpReceiver::with_ack_every(1, 1);
+    let mut rx = Box::new(TcpReceiver::with_ack_every(1, 1));
     rx.set_dsack(detection == LossDetection::Rack);
     (Tx::Tcp(tx), Rx::Tcp(rx))
 }
