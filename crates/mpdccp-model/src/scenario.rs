@@ -1045,6 +1045,29 @@ to_s = 15
         );
     }
 
+    /// `kind = "quic"` and `loss_detection` (TCP only) parse; the wrong
+    /// combinations are refused at load.
+    #[test]
+    fn inner_flow_kinds_and_loss_detection() {
+        let flow = |kind_and_keys: &str| {
+            Scenario::from_toml_str(
+                &E1.replace("kind = \"udp-cbr\"\nrate_mbps = 15", kind_and_keys),
+            )
+        };
+        let tcp = flow("kind = \"tcp\"\nloss_detection = \"dupthresh\"").expect("tcp");
+        assert_eq!(tcp.flow[0].loss_detection, Some(LossDetection::Dupthresh));
+        let tcp = flow("kind = \"tcp\"").expect("tcp");
+        assert_eq!(
+            tcp.flow[0].loss_detection.unwrap_or_default(),
+            LossDetection::Rack
+        );
+        let quic = flow("kind = \"quic\"\ncc = \"cubic\"").expect("quic");
+        assert_eq!(quic.flow[0].kind, FlowKind::Quic);
+        assert!(flow("kind = \"quic\"\nloss_detection = \"rack\"").is_err());
+        assert!(flow("kind = \"quic\"\nrate_mbps = 5").is_err());
+        assert!(flow("kind = \"tcp\"\nloss_detection = \"fack\"").is_err());
+    }
+
     #[test]
     fn round_trips_through_toml_and_derives_distinct_link_seeds() {
         let s = e1();
