@@ -379,6 +379,8 @@ impl TcpSender {
             self.rack_deadline = None;
             self.pto_deadline = None;
             self.probe_pending = false;
+            // The RTO ends any probe episode.
+            self.tlp_high_rxt = None;
         }
         self.rto_backoff = (self.rto_backoff * 2).min(64);
         self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);

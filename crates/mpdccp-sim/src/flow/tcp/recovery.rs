@@ -23,6 +23,10 @@ impl TcpSender {
         let seq = if self.has_new_data(now) {
             self.next_seq
         } else {
+            // One retransmitted probe per episode (TLPRxtOut).
+            if self.tlp_high_rxt.is_some() {
+                return None;
+            }
             let i = self.segs.iter().rposition(|s| !s.sacked && s.in_flight)?;
             self.snd_una + i as u64
         };
