@@ -295,6 +295,11 @@ fn run_in(
                     rx,
                 });
             }
+            FlowKind::Quic => {
+                // No QUIC client is driven in the testbed yet: refuse
+                // rather than measure something else under this name.
+                anyhow::bail!("flow `{}`: kind `quic` runs in the simulator only", f.name);
+            }
             FlowKind::Tcp => {
                 // The receiver acks every segment (the scenario's TCP
                 // model), not every second one.

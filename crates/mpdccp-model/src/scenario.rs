@@ -270,6 +270,10 @@ pub struct FlowSpec {
     pub stop_s: Option<f64>,
     /// Which way the data flows.
     pub direction: Direction,
+    /// `kind = "tcp"`: how the sender declares a segment lost (default
+    /// `rack`, as Linux).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_detection: Option<LossDetection>,
 }
 
 impl Default for FlowSpec {
@@ -284,6 +288,28 @@ impl Default for FlowSpec {
             start_s: 0.0,
             stop_s: None,
             direction: Direction::Up,
+            loss_detection: None,
+        }
+    }
+}
+
+/// Loss detection of an inner TCP sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossDetection {
+    /// RACK-TLP (RFC 8985): time-based loss detection with an adaptive
+    /// reordering window, and tail loss probes; Linux's default.
+    #[default]
+    Rack,
+    /// RFC 6675: a segment is lost once three segments above it are SACKed.
+    Dupthresh,
+}
+
+impl LossDetection {
+    pub fn name(self) -> &'static str {
+        match self {
+            LossDetection::Rack => "rack",
+            LossDetection::Dupthresh => "dupthresh",
         }
     }
 }
@@ -298,6 +324,9 @@ pub enum FlowKind {
     Bulk,
     /// Inner TCP with its own end-to-end congestion control.
     Tcp,
+    /// A QUIC-like bulk transfer: RFC 9002 loss detection and congestion
+    /// control over unreliable datagrams.
+    Quic,
 }
 
 /// A report window: results are repeated for events in `[from_s, to_s)`.
@@ -510,6 +539,16 @@ impl Scenario {
                 cc.parse::<CcKind>()
                     .map_err(|e| invalid(format!("{what}: {e}")))?;
             }
+            if f.rate_mbps.is_some() && f.kind == FlowKind::Quic {
+                return Err(invalid(format!(
+                    "{what}: `rate_mbps` does not apply to `kind = \"quic\"` (its controller sets the rate)"
+                )));
+            }
+            if f.loss_detection.is_some() && f.kind != FlowKind::Tcp {
+                return Err(invalid(format!(
+                    "{what}: `loss_detection` applies to `kind = \"tcp\"` only"
+                )));
+            }
             check_time(&what, "start_s", f.start_s, dur)?;
             if let Some(stop) = f.stop_s {
                 if !(stop.is_finite() && stop > f.start_s) {
@@ -591,6 +630,7 @@ const STRING_FIELDS: &[&str] = &[
     "trace_down",
     "notes",
     "direction",
+    "loss_detection",
 ];
 
 fn parse_set_value(value: &str, force_string: bool) -> toml::Value {
@@ -1003,6 +1043,29 @@ to_s = 15
                 (Instant::from_millis(5000), 10_000_000)
             ]
         );
+    }
+
+    /// `kind = "quic"` and `loss_detection` (TCP only) parse; the wrong
+    /// combinations are refused at load.
+    #[test]
+    fn inner_flow_kinds_and_loss_detection() {
+        let flow = |kind_and_keys: &str| {
+            Scenario::from_toml_str(
+                &E1.replace("kind = \"udp-cbr\"\nrate_mbps = 15", kind_and_keys),
+            )
+        };
+        let tcp = flow("kind = \"tcp\"\nloss_detection = \"dupthresh\"").expect("tcp");
+        assert_eq!(tcp.flow[0].loss_detection, Some(LossDetection::Dupthresh));
+        let tcp = flow("kind = \"tcp\"").expect("tcp");
+        assert_eq!(
+            tcp.flow[0].loss_detection.unwrap_or_default(),
+            LossDetection::Rack
+        );
+        let quic = flow("kind = \"quic\"\ncc = \"cubic\"").expect("quic");
+        assert_eq!(quic.flow[0].kind, FlowKind::Quic);
+        assert!(flow("kind = \"quic\"\nloss_detection = \"rack\"").is_err());
+        assert!(flow("kind = \"quic\"\nrate_mbps = 5").is_err());
+        assert!(flow("kind = \"tcp\"\nloss_detection = \"fack\"").is_err());
     }
 
     #[test]

@@ -10,15 +10,26 @@
 
 use mpdccp_proto::Instant;
 
-/// Most SACK blocks one acknowledgement carries (RFC 2018 §3 with timestamps).
+/// Most SACK blocks one TCP acknowledgement carries (RFC 2018 §3 with
+/// timestamps).
 pub const MAX_SACK_BLOCKS: usize = 3;
+
+/// Most ack ranges one QUIC ACK frame carries above its cumulative point
+/// (a cap in the spirit of quinn's and aioquic's: the newest ranges are
+/// kept, older gaps are either filled or already declared lost).
+pub const MAX_ACK_RANGES: usize = 16;
 
 /// Wire size of a pure TCP acknowledgement with timestamps and SACK
 /// (20 IP + 20 TCP + 12 timestamps + 2 + 8·3 SACK, rounded).
 pub const ACK_BYTES: u32 = 80;
 
-/// Encoded header length; packets are never smaller than this.
-pub const HEADER_BYTES: usize = 1 + 1 + 2 + 8 + 8 + 4 + 1 + 16 * MAX_SACK_BLOCKS;
+/// Smallest encoded packet: shorter packets are padded to this size. (The
+/// fixed part of the header is [`FIXED_HEADER_BYTES`]; this floor is kept
+/// so packet sizes do not depend on how many ranges an ack carries.)
+pub const HEADER_BYTES: usize = 73;
+
+/// The fixed part of the encoding, before the ranges.
+const FIXED_HEADER_BYTES: usize = 1 + 1 + 2 + 8 + 8 + 4 + 8 + 4 + 1;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PktKind {
@@ -31,7 +42,8 @@ pub enum PktKind {
 pub struct FlowPkt {
     pub flow: u16,
     pub kind: PktKind,
-    /// Data: the packet/segment number. Ack: the cumulative ack (next expected).
+    /// Data: the packet/segment number. Ack: the cumulative ack (next
+    /// expected; for QUIC every packet number below it was received).
     pub seq: u64,
     /// Data: when this transmission entered the network (tunnel entry or link
     /// push). Ack: the echoed `sent_at` of the data packet that triggered it
@@ -39,8 +51,16 @@ pub struct FlowPkt {
     pub sent_at: Instant,
     /// Size on the wire (the tunnelled IP packet), bytes.
     pub len: u32,
-    /// Ack only: SACK blocks `[start, end)`, most recent first.
-    pub sack: [(u64, u64); MAX_SACK_BLOCKS],
+    /// Data: the stream chunk carried. A TCP segment's is its sequence
+    /// number; a QUIC packet carries a chunk under a fresh packet number
+    /// (RFC 9000 §13.3: lost frames are sent again in new packets).
+    pub chunk: u64,
+    /// Ack (QUIC): how long the receiver held it after the largest
+    /// acknowledged packet arrived (RFC 9000 §19.3 ACK Delay), microseconds.
+    pub ack_delay_us: u32,
+    /// Ack only: SACK blocks / ack ranges `[start, end)`, most recent (TCP,
+    /// RFC 2018 §4; a DSACK first, RFC 2883) or highest (QUIC) first.
+    pub sack: [(u64, u64); MAX_ACK_RANGES],
     pub sack_len: u8,
 }
 
@@ -52,12 +72,29 @@ impl FlowPkt {
             seq,
             sent_at,
             len,
-            sack: [(0, 0); MAX_SACK_BLOCKS],
+            chunk: seq,
+            ack_delay_us: 0,
+            sack: [(0, 0); MAX_ACK_RANGES],
             sack_len: 0,
         }
     }
 
-    /// Encode into `buf` (cleared first) at full wire size.
+    /// An acknowledgement with no ranges yet.
+    pub fn ack(flow: u16, cum: u64, echo: Instant, len: u32) -> Self {
+        FlowPkt {
+            kind: PktKind::Ack,
+            chunk: 0,
+            ..FlowPkt::data(flow, cum, echo, len)
+        }
+    }
+
+    /// The ranges carried.
+    pub fn ranges(&self) -> &[(u64, u64)] {
+        &self.sack[..usize::from(self.sack_len).min(MAX_ACK_RANGES)]
+    }
+
+    /// Encode into `buf` (cleared first) at full wire size. Ranges are
+    /// offsets from `seq` (a DSACK block lies below it).
     pub fn encode(&self, buf: &mut Vec<u8>) {
         buf.clear();
         buf.push(0x45);
@@ -69,18 +106,21 @@ impl FlowPkt {
         buf.extend_from_slice(&self.seq.to_be_bytes());
         buf.extend_from_slice(&self.sent_at.as_nanos().to_be_bytes());
         buf.extend_from_slice(&self.len.to_be_bytes());
-        buf.push(self.sack_len);
-        for (a, b) in self.sack {
-            buf.extend_from_slice(&a.to_be_bytes());
-            buf.extend_from_slice(&b.to_be_bytes());
+        buf.extend_from_slice(&self.chunk.to_be_bytes());
+        buf.extend_from_slice(&self.ack_delay_us.to_be_bytes());
+        let ranges = self.ranges();
+        buf.push(ranges.len() as u8);
+        for &(a, b) in ranges {
+            buf.extend_from_slice(&(a.wrapping_sub(self.seq) as u32).to_be_bytes());
+            buf.extend_from_slice(&(b.wrapping_sub(self.seq) as u32).to_be_bytes());
         }
-        let len = (self.len as usize).max(HEADER_BYTES);
+        let len = (self.len as usize).max(HEADER_BYTES).max(buf.len());
         buf.resize(len, 0);
     }
 
     /// Decode a packet delivered by the tunnel; `None` if it is not one of ours.
     pub fn decode(b: &[u8]) -> Option<FlowPkt> {
-        if b.len() < HEADER_BYTES || b[0] != 0x45 {
+        if b.len() < FIXED_HEADER_BYTES || b[0] != 0x45 {
             return None;
         }
         let u64_at = |i: usize| -> u64 {
@@ -88,22 +128,33 @@ impl FlowPkt {
             a.copy_from_slice(&b[i..i + 8]);
             u64::from_be_bytes(a)
         };
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let kind = match b[1] {
             0 => PktKind::Data,
             1 => PktKind::Ack,
             _ => return None,
         };
-        let mut sack = [(0, 0); MAX_SACK_BLOCKS];
-        for (k, s) in sack.iter_mut().enumerate() {
-            *s = (u64_at(25 + 16 * k), u64_at(33 + 16 * k));
+        let seq = u64_at(4);
+        let n = usize::from(b[36]).min(MAX_ACK_RANGES);
+        if b.len() < FIXED_HEADER_BYTES + 8 * n {
+            return None;
+        }
+        let mut sack = [(0, 0); MAX_ACK_RANGES];
+        for (k, s) in sack.iter_mut().take(n).enumerate() {
+            let at = FIXED_HEADER_BYTES + 8 * k;
+            // Offsets are signed 32-bit (two's complement) from `seq`.
+            let off = |x: u32| seq.wrapping_add(i64::from(x as i32) as u64);
+            *s = (off(u32_at(at)), off(u32_at(at + 4)));
         }
         Some(FlowPkt {
             flow: u16::from_be_bytes([b[2], b[3]]),
             kind,
-            seq: u64_at(4),
+            seq,
             sent_at: Instant::from_nanos(u64_at(12)),
-            len: u32::from_be_bytes([b[20], b[21], b[22], b[23]]),
-            sack_len: b[24].min(MAX_SACK_BLOCKS as u8),
+            len: u32_at(20),
+            chunk: u64_at(24),
+            ack_delay_us: u32_at(32),
+            sack_len: n as u8,
             sack,
         })
     }
@@ -115,15 +166,32 @@ mod tests {
 
     #[test]
     fn round_trips_at_full_size() {
-        let mut p = FlowPkt::data(7, 123_456_789, Instant::from_micros(42), 1400);
-        p.kind = PktKind::Ack;
-        p.sack = [(5, 9), (11, 12), (0, 0)];
-        p.sack_len = 2;
+        let mut p = FlowPkt::ack(7, 123_456_789, Instant::from_micros(42), 1400);
+        p.ack_delay_us = 25_000;
+        // A DSACK block below the cumulative ack, then two above.
+        p.sack[..3].copy_from_slice(&[
+            (123_456_700, 123_456_701),
+            (123_456_790, 123_456_800),
+            (123_456_900, 123_456_901),
+        ]);
+        p.sack_len = 3;
         let mut buf = Vec::new();
         p.encode(&mut buf);
         assert_eq!(buf.len(), 1400);
         assert_eq!(FlowPkt::decode(&buf), Some(p));
         assert_eq!(FlowPkt::decode(&buf[..10]), None);
+        let d = FlowPkt::data(7, 3, Instant::from_micros(42), 1400);
+        d.encode(&mut buf);
+        assert_eq!(FlowPkt::decode(&buf), Some(d));
+        // A QUIC ack with every range still fits (and grows past the floor).
+        let mut q = FlowPkt::ack(1, 10, Instant::ZERO, 64);
+        for k in 0..MAX_ACK_RANGES {
+            q.sack[k] = (20 + 3 * k as u64, 21 + 3 * k as u64);
+        }
+        q.sack_len = MAX_ACK_RANGES as u8;
+        q.encode(&mut buf);
+        assert_eq!(buf.len(), FIXED_HEADER_BYTES + 8 * MAX_ACK_RANGES);
+        assert_eq!(FlowPkt::decode(&buf), Some(q));
         buf[0] = 0x60;
         assert_eq!(FlowPkt::decode(&buf), None);
     }

@@ -33,7 +33,10 @@ use mpdccp_proto::{Instant, PathId};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::flow::tcp::{TcpReceiver, TcpSender, DELAYED_ACK_SEGMENTS, DELAYED_ACK_TIMEOUT};
+use crate::flow::quic::{QuicSender, INITIAL_WINDOW_PKTS, MINIMUM_WINDOW_PKTS};
+use crate::flow::quic_rx::QuicReceiver;
+use crate::flow::tcp::{LossDetection, TcpSender};
+use crate::flow::tcp_rx::{TcpReceiver, DELAYED_ACK_SEGMENTS, DELAYED_ACK_TIMEOUT};
 use crate::flow::{Cbr, SeqSink};
 use crate::packet::{FlowPkt, PktKind};
 use crate::queue::{EventQueue, Target};
@@ -228,11 +231,13 @@ enum Source {
     Cbr(Cbr),
     Bulk { bytes: u32, next_seq: u64 },
     Tcp(Box<TcpSender>),
+    Quic(Box<QuicSender>),
 }
 
 enum Sink {
     Seq(SeqSink),
-    Tcp(TcpReceiver),
+    Tcp(Box<TcpReceiver>),
+    Quic(QuicReceiver),
 }
 
 struct SimFlow {
@@ -447,6 +452,12 @@ impl Simulation {
                         ..CcConfig::default()
                     };
                     let cc = kind.build(&cc_cfg);
+                    let detection = f.loss_detection.unwrap_or_default();
+                    // One ack per segment; see below for cross traffic.
+                    let mut rx = Box::new(TcpReceiver::with_ack_every(flow_id, 1));
+                    // RACK widens its reordering window on DSACKs (RFC 8985
+                    // §6.2); Linux receivers send them by default.
+                    rx.set_dsack(detection == LossDetection::Rack);
                     (
                         Source::Tcp(Box::new(TcpSender::new(
                             flow_id,
@@ -455,9 +466,35 @@ impl Simulation {
                             f.rate_mbps,
                             start,
                             Some(stop),
+                            detection,
                         ))),
-                        // One ack per segment; see below for cross traffic.
-                        Sink::Tcp(TcpReceiver::with_ack_every(flow_id, 1)),
+                        Sink::Tcp(rx),
+                    )
+                }
+                FlowKind::Quic => {
+                    // NewReno is RFC 9002 §7's controller and aioquic's default.
+                    let kind: CcKind =
+                        f.cc.as_deref()
+                            .unwrap_or("reno")
+                            .parse()
+                            .map_err(|e| SimError::Scenario(format!("{what}: {e}")))?;
+                    let cc_cfg = CcConfig {
+                        mss_bytes: bytes,
+                        seed: master.next_u64(),
+                        initial_cwnd_pkts: Some(INITIAL_WINDOW_PKTS),
+                        min_cwnd_pkts: MINIMUM_WINDOW_PKTS,
+                        bbr_app_limited_probe: false,
+                        ..CcConfig::default()
+                    };
+                    (
+                        Source::Quic(Box::new(QuicSender::new(
+                            flow_id,
+                            bytes,
+                            kind.build(&cc_cfg),
+                            start,
+                            Some(stop),
+                        ))),
+                        Sink::Quic(QuicReceiver::new(flow_id)),
                     )
                 }
             };
@@ -699,6 +736,7 @@ impl Simulation {
                 }
             }
             Source::Tcp(tx) => tx.handle_timeout(now),
+            Source::Quic(tx) => tx.handle_timeout(now),
             Source::Bulk { .. } => {
                 // Started (or stopped): the top-up in `settle` does the work.
                 if let Some(nodes) = &mut self.nodes {
@@ -714,6 +752,7 @@ impl Simulation {
         self.flows[i].delayed_ack_at = None;
         let ack = match &mut self.flows[i].sink {
             Sink::Tcp(r) => r.take_pending_ack(),
+            Sink::Quic(r) => r.take_pending_ack(self.now),
             Sink::Seq(_) => None,
         };
         if let Some(ack) = ack {
@@ -729,6 +768,15 @@ impl Simulation {
         let next = loop {
             match &mut self.flows[i].source {
                 Source::Tcp(tx) => {
+                    if now < start {
+                        break Some(start);
+                    }
+                    match tx.poll_transmit(now) {
+                        Some(pkt) => self.emit(i, pkt),
+                        None => break tx.poll_timeout(now),
+                    }
+                }
+                Source::Quic(tx) => {
                     if now < start {
                         break Some(start);
                     }
@@ -914,6 +962,15 @@ impl Simulation {
                         let a = r.handle_data(&pkt, &mut ack);
                         (a.new, a.out_of_order, Some((ack, a.ack_now)))
                     }
+                    Sink::Quic(r) => {
+                        let mut ack = pkt;
+                        let a = r.handle_data(now, &pkt, &mut ack);
+                        (a.new, a.out_of_order, Some((ack, a.ack_now)))
+                    }
+                };
+                let ack_timeout = match &f.sink {
+                    Sink::Quic(r) => r.max_ack_delay(),
+                    _ => DELAYED_ACK_TIMEOUT,
                 };
                 if new {
                     f.delivered_bytes += u64::from(pkt.len);
@@ -930,7 +987,7 @@ impl Simulation {
                         self.emit(i, ack);
                     }
                     Some((_, false)) if self.flows[i].delayed_ack_at.is_none() => {
-                        let at = now + DELAYED_ACK_TIMEOUT;
+                        let at = now + ack_timeout;
                         self.flows[i].delayed_ack_at = Some(at);
                         let t = self.t_delayed_ack(i);
                         self.queue.set(t, Some(at));
@@ -938,12 +995,17 @@ impl Simulation {
                     _ => {}
                 }
             }
-            PktKind::Ack => {
-                if let Source::Tcp(tx) = &mut self.flows[i].source {
+            PktKind::Ack => match &mut self.flows[i].source {
+                Source::Tcp(tx) => {
                     tx.handle_ack(now, &pkt);
                     self.pump_flow(i);
                 }
-            }
+                Source::Quic(tx) => {
+                    tx.handle_ack(now, &pkt);
+                    self.pump_flow(i);
+                }
+                _ => {}
+            },
         }
     }
 
@@ -1274,6 +1336,9 @@ impl Simulation {
                         (Source::Tcp(tx), Via::Path(q)) if q == p => {
                             Some((f64::from(tx.cwnd_pkts()), tx.srtt()))
                         }
+                        (Source::Quic(tx), Via::Path(q)) if q == p => {
+                            Some((f64::from(tx.cwnd_pkts()), tx.srtt()))
+                        }
                         _ => None,
                     })
                     .unwrap_or((0.0, None)),
@@ -1337,6 +1402,48 @@ impl Simulation {
                     m.insert(
                         "tcp_delivered_in_order_pkts".into(),
                         rx.delivered_in_order().into(),
+                    );
+                    m.insert(
+                        "tcp_loss_detection".into(),
+                        tx.loss_detection().name().into(),
+                    );
+                    m.insert("tcp_tlp_count".into(), tx.stats.tlp_count.into());
+                    m.insert("tcp_dsack_count".into(), tx.stats.dsack_count.into());
+                    m.insert(
+                        "tcp_spurious_lost_pkts".into(),
+                        tx.stats.spurious_lost_pkts.into(),
+                    );
+                    m.insert(
+                        "spurious_retransmitted_pkts".into(),
+                        rx.duplicate_pkts.into(),
+                    );
+                }
+                (Source::Quic(tx), Sink::Quic(rx)) => {
+                    if tx.stats.lost_pkts > 0 {
+                        self.rec.flow_lost(i, horizon, tx.stats.lost_pkts);
+                    }
+                    let st = &tx.stats;
+                    m.insert(
+                        "quic_retransmitted_pkts".into(),
+                        st.retransmitted_pkts.into(),
+                    );
+                    m.insert("quic_lost_pkts".into(), st.lost_pkts.into());
+                    m.insert(
+                        "quic_spurious_lost_pkts".into(),
+                        st.spurious_lost_pkts.into(),
+                    );
+                    m.insert("quic_pto_count".into(), st.pto_count.into());
+                    m.insert(
+                        "quic_persistent_congestion".into(),
+                        st.persistent_congestion.into(),
+                    );
+                    m.insert(
+                        "quic_delivered_in_order_pkts".into(),
+                        rx.delivered_in_order().into(),
+                    );
+                    m.insert(
+                        "spurious_retransmitted_pkts".into(),
+                        rx.duplicate_pkts.into(),
                     );
                 }
                 _ => {}

@@ -33,6 +33,8 @@ reorder = "{reorder}"
 [[flow]]
 name = "app"
 kind = "tcp"
+# The RFC 6675 model this result is about (RACK tolerates the reordering).
+loss_detection = "dupthresh"
 cc = "cubic"
 packet_bytes = 1300
 via = "tunnel"

@@ -3,12 +3,26 @@
 //! * [`Cbr`] — `udp-cbr`: fixed-size datagrams at a fixed rate;
 //! * bulk — always backlogged, no inner congestion control (the engine tops
 //!   up the tunnel's send queue, see `sim.rs`);
-//! * [`tcp`] — an inner TCP flow with its own end-to-end congestion control.
+//! * [`tcp`] — an inner TCP flow with its own end-to-end congestion control
+//!   and RACK-TLP or RFC 6675 loss detection ([`tcp_rx`], [`rack`]);
+//! * [`quic`] — a QUIC-like bulk flow with RFC 9002 loss detection and
+//!   congestion control ([`quic_rx`]).
+//!
+//! [`ranges`] is the receivers' shared record of what arrived; the RTT
+//! estimator, delivery-rate sampling and the controllers are the tunnel's
+//! own (`mpdccp_proto::cc`).
 //!
 //! Sinks ([`SeqSink`]) see every data packet's sequence number and send time,
 //! so one-way delay, loss, duplicates and out-of-order arrivals are exact.
 
+pub mod quic;
+pub mod quic_rx;
+pub mod rack;
+pub mod ranges;
 pub mod tcp;
+pub mod tcp_rx;
+#[cfg(test)]
+mod testnet;
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! An inner TCP flow: a bulk sender with its own end-to-end congestion
-//! control, and its receiver.
+//! control (the receiver is in `tcp_rx.rs`).
 //!
 //! Segment-granular (one sequence number per full-size segment), like the
 //! kernel's packet-counting TCP. What it implements:
@@ -13,9 +13,13 @@
 //!   chooses (see `sim.rs`): a TCP acking every segment answers each ack with
 //!   exactly one segment, a packet pattern a drop-tail FIFO without timing
 //!   noise rewards over any sender that emits pairs (`scenarios/README.md`, E4).
-//! * a SACK scoreboard; a segment is lost once `DUPTHRESH` segments above it
-//!   are SACKed (RFC 6675 §4 `IsLost`), lost segments are retransmitted before
-//!   new data, and the amount in flight is RFC 6675's `pipe`;
+//! * a SACK scoreboard; lost segments are retransmitted before new data, and
+//!   the amount in flight is RFC 6675's `pipe`. Loss detection is one of
+//!   (`LossDetection`): RACK-TLP (RFC 8985, Linux's default; `rack.rs`) —
+//!   a segment is lost once a later-sent one is delivered and an RTT plus a
+//!   reordering window has passed, with tail loss probes (§7) and DSACK
+//!   from the receiver to widen the window; or RFC 6675's DupThresh — lost
+//!   once `DUPTHRESH` segments above it are SACKed (§4 `IsLost`);
 //! * the retransmission timer of RFC 6298 (min 200 ms as Linux, backoff ×2);
 //!   on expiry every outstanding segment is marked lost (go-back-N as RFC 6298
 //!   §5.4 with SACK scoreboard reset, RFC 6675 §5.1);
@@ -35,18 +39,16 @@ use mpdccp_proto::cc::{
 };
 use mpdccp_proto::Instant;
 
-use crate::packet::{FlowPkt, PktKind, ACK_BYTES, MAX_SACK_BLOCKS};
+pub use mpdccp_model::scenario::LossDetection;
 
-/// RFC 6675 DupThresh.
-const DUPTHRESH: u64 = 3;
+mod recovery;
+#[cfg(test)]
+mod tests;
 
-/// RFC 5681 §4.2: an ack SHOULD be generated for at least every second
-/// full-sized segment.
-pub const DELAYED_ACK_SEGMENTS: u32 = 2;
+use recovery::is_dsack;
 
-/// Longest an ack waits for a second segment: Linux's minimum delayed-ack
-/// timeout (`TCP_DELACK_MIN`, 40 ms); RFC 5681 §4.2 allows up to 500 ms.
-pub const DELAYED_ACK_TIMEOUT: Duration = Duration::from_millis(40);
+use crate::flow::rack::{Rack, DUPTHRESH};
+use crate::packet::{FlowPkt, PktKind};
 
 #[derive(Clone, Copy, Debug)]
 struct Seg {
@@ -67,6 +69,13 @@ pub struct TcpStats {
     pub lost_pkts: u64,
     pub rto_count: u64,
     pub acked_pkts: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub tlp_count: u64,
+    /// Acknowledgements carrying a DSACK block (RFC 2883).
+    pub dsack_count: u64,
+    /// Segments declared lost whose first transmission was delivered
+    /// before any retransmission (reordering taken for loss).
+    pub spurious_lost_pkts: u64,
 }
 
 /// The sending side of an inner TCP flow (always backlogged between start and stop).
@@ -94,6 +103,21 @@ pub struct TcpSender {
     next_send_time: Instant,
     cap_bytes_per_s: Option<f64>,
     stop: Option<Instant>,
+    detection: LossDetection,
+    rack: Rack,
+    /// RFC 8985 §6.2 Step 5: when the next segment passes its RACK deadline.
+    rack_deadline: Option<Instant>,
+    /// RFC 8985 §7: the probe timeout, and a probe due.
+    pto_deadline: Option<Instant>,
+    probe_pending: bool,
+    /// RFC 8985 §7.4 TLPHighRxt (with TLPRxtOut) and the probe's send time.
+    tlp_high_rxt: Option<(u64, Instant)>,
+    /// In loss recovery until `snd_una` reaches this (RACK mode only).
+    recovery_point: Option<u64>,
+    /// SACKed segments above `snd_una`.
+    sacked_count: u64,
+    /// Newly delivered segments of one ack, for RACK (reused).
+    delivered: Vec<(u64, Instant, bool)>,
     pub stats: TcpStats,
 }
 
@@ -106,6 +130,7 @@ impl TcpSender {
         cap_mbps: Option<f64>,
         start: Instant,
         stop: Option<Instant>,
+        detection: LossDetection,
     ) -> Self {
         TcpSender {
             flow,
@@ -131,10 +156,34 @@ impl TcpSender {
             next_send_time: start,
             cap_bytes_per_s: cap_mbps.filter(|m| *m > 0.0).map(|m| m * 1e6 / 8.0),
             stop,
+            detection,
+            rack: Rack::default(),
+            rack_deadline: None,
+            pto_deadline: None,
+            probe_pending: false,
+            tlp_high_rxt: None,
+            recovery_point: None,
+            sacked_count: 0,
+            delivered: Vec::new(),
             stats: TcpStats::default(),
         }
     }
 
+    pub fn loss_detection(&self) -> LossDetection {
+        self.detection
+    }
+    /// RACK's current reordering window.
+    pub fn reo_wnd(&self) -> Duration {
+        self.rack.reo_wnd
+    }
+
+    /// Segments sent so far (new data).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+    pub fn seg_bytes(&self) -> u32 {
+        self.seg_bytes
+    }
     pub fn cwnd_pkts(&self) -> u32 {
         self.cc.cwnd_pkts()
     }
@@ -164,6 +213,12 @@ impl TcpSender {
     /// The next segment to transmit at `now`, if the window, the pacer and
     /// the application allow one.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<FlowPkt> {
+        if self.probe_pending {
+            self.probe_pending = false;
+            if let Some(p) = self.send_probe(now) {
+                return Some(p);
+            }
+        }
         if now < self.next_send_time || self.pipe >= self.cc.cwnd_pkts() {
             return None;
         }
@@ -172,6 +227,10 @@ impl TcpSender {
             None if self.has_new_data(now) => self.next_seq,
             None => return None,
         };
+        Some(self.transmit(now, seq))
+    }
+
+    fn transmit(&mut self, now: Instant, seq: u64) -> FlowPkt {
         let rs = self.rate.on_packet_sent(now, self.seg_bytes, self.pipe);
         if seq == self.next_seq {
             self.segs.push_back(Seg {
@@ -207,7 +266,8 @@ impl TcpSender {
             self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
         }
         self.advance_pacer(now);
-        Some(FlowPkt::data(self.flow, seq, now, self.seg_bytes))
+        self.arm_pto(now);
+        FlowPkt::data(self.flow, seq, now, self.seg_bytes)
     }
 
     fn advance_pacer(&mut self, now: Instant) {
@@ -260,7 +320,10 @@ impl TcpSender {
     /// When the sender wants to be woken: the RTO, or the pacer if it is the
     /// only thing holding a transmission back.
     pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
-        let mut t = self.rto_deadline;
+        let mut t = [self.rto_deadline, self.rack_deadline, self.pto_deadline]
+            .into_iter()
+            .flatten()
+            .min();
         let wants_to_send =
             self.pipe < self.cc.cwnd_pkts() && (self.lost_pending > 0 || self.has_new_data(now));
         if wants_to_send && self.next_send_time > now {
@@ -275,6 +338,17 @@ impl TcpSender {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.rack_deadline.is_some_and(|d| d <= now) {
+            // RFC 8985 §6.2 Step 5: the reordering timer.
+            self.rack_deadline = None;
+            self.rack_detect_loss(now);
+        }
+        if self.pto_deadline.is_some_and(|d| d <= now) {
+            // §7.3: the probe goes out instead of the RTO, which restarts.
+            self.pto_deadline = None;
+            self.probe_pending = true;
+            self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
+        }
         if self.rto_deadline.is_some_and(|d| d <= now) {
             self.on_rto(now);
         }
@@ -300,6 +374,14 @@ impl TcpSender {
         self.pipe = 0;
         self.retx_scan = self.snd_una;
         self.lost_mark_upto = self.lost_mark_upto.max(self.next_seq);
+        if self.detection == LossDetection::Rack {
+            self.recovery_point = Some(self.next_seq);
+            self.rack_deadline = None;
+            self.pto_deadline = None;
+            self.probe_pending = false;
+            // The RTO ends any probe episode.
+            self.tlp_high_rxt = None;
+        }
         self.rto_backoff = (self.rto_backoff * 2).min(64);
         self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
         self.next_send_time = now;
@@ -312,6 +394,12 @@ impl TcpSender {
         }
         let prior_in_flight = self.pipe;
         let mut acked_pkts = 0u32;
+        let rack = self.detection == LossDetection::Rack;
+        let dsack = is_dsack(ack);
+        if dsack {
+            self.stats.dsack_count += 1;
+        }
+        self.delivered.clear();
         // Cumulative part.
         let cum = ack.seq.min(self.next_seq);
         let advanced = cum > self.snd_una;
@@ -321,15 +409,24 @@ impl TcpSender {
             self.snd_una += 1;
             if s.lost && !s.sacked {
                 self.lost_pending = self.lost_pending.saturating_sub(1);
+                if !s.retransmitted {
+                    self.stats.spurious_lost_pkts += 1;
+                }
             }
             if !s.sacked {
                 self.deliver(now, &s);
                 acked_pkts += 1;
+                if rack {
+                    self.delivered
+                        .push((self.snd_una - 1, s.rs.sent_time, s.retransmitted));
+                }
+            } else {
+                self.sacked_count -= 1;
             }
         }
         // Selective part.
         let mut sack_changed = false;
-        for &(a, b) in ack.sack.iter().take(usize::from(ack.sack_len)) {
+        for &(a, b) in ack.ranges() {
             let a = a.max(self.snd_una);
             let b = b.min(self.next_seq);
             let mut seq = a;
@@ -346,10 +443,17 @@ impl TcpSender {
                 if let Some((s, was_lost)) = newly {
                     if was_lost {
                         self.lost_pending = self.lost_pending.saturating_sub(1);
+                        if !s.retransmitted {
+                            self.stats.spurious_lost_pkts += 1;
+                        }
                     }
                     self.deliver(now, &s);
                     acked_pkts += 1;
                     sack_changed = true;
+                    self.sacked_count += 1;
+                    if rack {
+                        self.delivered.push((seq, s.rs.sent_time, s.retransmitted));
+                    }
                     self.highest_sacked = Some(self.highest_sacked.map_or(seq, |h| h.max(seq)));
                 }
                 seq += 1;
@@ -379,7 +483,9 @@ impl TcpSender {
             };
             self.cc.on_ack(now, &ev, &[]);
         }
-        if sack_changed {
+        if rack {
+            self.rack_on_ack(now, ack, dsack, advanced || sack_changed);
+        } else if sack_changed {
             self.detect_losses(now);
         }
         if advanced {
@@ -390,6 +496,9 @@ impl TcpSender {
         } else if advanced || self.rto_deadline.is_none() {
             // RFC 6298 §5.3: restart the timer when new data is acknowledged.
             self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
+        }
+        if rack {
+            self.arm_pto(now);
         }
     }
 
@@ -448,286 +557,5 @@ impl TcpSender {
             delivered_pkts: self.rate.delivered_pkts(),
         };
         self.cc.on_loss(now, &ev, &[]);
-    }
-}
-
-/// The receiving side: reassembly state and acknowledgement generation.
-#[derive(Debug, Default)]
-pub struct TcpReceiver {
-    flow: u16,
-    rcv_next: u64,
-    /// Out-of-order segments held, as sorted disjoint ranges `[start, end)`.
-    ranges: Vec<(u64, u64)>,
-    highest_seen: Option<u64>,
-    /// Acknowledge every this many in-order segments (1 = every segment).
-    ack_every: u32,
-    /// In-order segments received since the last ack sent.
-    unacked: u32,
-    /// The ack held back (delayed ack), the receiver's latest state.
-    pending: Option<FlowPkt>,
-}
-
-/// What the receiver made of one data segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Arrival {
-    /// First arrival of this segment (not a duplicate).
-    pub new: bool,
-    /// It arrived after a segment with a higher sequence number.
-    pub out_of_order: bool,
-    /// Send the ack now; otherwise it is held (see [`TcpReceiver::take_pending_ack`]).
-    pub ack_now: bool,
-}
-
-impl TcpReceiver {
-    /// A receiver with delayed acks (every [`DELAYED_ACK_SEGMENTS`] segments).
-    pub fn new(flow: u16) -> Self {
-        Self::with_ack_every(flow, DELAYED_ACK_SEGMENTS)
-    }
-
-    /// A receiver acking every `n`-th in-order segment (1 = every segment).
-    pub fn with_ack_every(flow: u16, n: u32) -> Self {
-        TcpReceiver {
-            flow,
-            ack_every: n.max(1),
-            ..Default::default()
-        }
-    }
-
-    /// Acknowledge every `n`-th in-order segment from now on.
-    pub fn set_ack_every(&mut self, n: u32) {
-        self.ack_every = n.max(1);
-    }
-
-    /// The held ack, if any (the delayed-ack timer fired); the next ack
-    /// counts segments afresh.
-    pub fn take_pending_ack(&mut self) -> Option<FlowPkt> {
-        self.unacked = 0;
-        self.pending.take()
-    }
-
-    /// Segments delivered in order so far.
-    pub fn delivered_in_order(&self) -> u64 {
-        self.rcv_next
-    }
-
-    /// Accept one data segment; fills `ack` with the acknowledgement, to be
-    /// sent now if [`Arrival::ack_now`], else held as the pending ack.
-    pub fn handle_data(&mut self, pkt: &FlowPkt, ack: &mut FlowPkt) -> Arrival {
-        let seq = pkt.seq;
-        let out_of_order = self.highest_seen.is_some_and(|h| seq < h);
-        let dup = seq < self.rcv_next || self.ranges.iter().any(|&(a, b)| a <= seq && seq < b);
-        // RFC 5681 §4.2: ack at once a segment that is out of order (above a
-        // hole), fills (part of) a hole, or is a duplicate.
-        let in_sequence = !dup && seq == self.rcv_next && self.ranges.is_empty();
-        if !dup {
-            self.highest_seen = Some(self.highest_seen.map_or(seq, |h| h.max(seq)));
-            if seq == self.rcv_next {
-                self.rcv_next += 1;
-                // Pull in a held range that is now contiguous.
-                if let Some(&(a, b)) = self.ranges.first() {
-                    if a == self.rcv_next {
-                        self.rcv_next = b;
-                        self.ranges.remove(0);
-                    }
-                }
-            } else {
-                self.insert_range(seq);
-            }
-        }
-        *ack = FlowPkt {
-            flow: self.flow,
-            kind: PktKind::Ack,
-            seq: self.rcv_next,
-            sent_at: pkt.sent_at,
-            len: ACK_BYTES,
-            sack: [(0, 0); MAX_SACK_BLOCKS],
-            sack_len: 0,
-        };
-        // RFC 2018 §4: the first block reports the most recent segment; then
-        // the highest other blocks.
-        let mut n = 0;
-        if let Some(&r) = self.ranges.iter().find(|&&(a, b)| a <= seq && seq < b) {
-            ack.sack[0] = r;
-            n = 1;
-        }
-        for &r in self.ranges.iter().rev() {
-            if n == MAX_SACK_BLOCKS {
-                break;
-            }
-            if n > 0 && r == ack.sack[0] {
-                continue;
-            }
-            ack.sack[n] = r;
-            n += 1;
-        }
-        ack.sack_len = n as u8;
-        let ack_now = if in_sequence {
-            self.unacked += 1;
-            self.unacked >= self.ack_every
-        } else {
-            true
-        };
-        if ack_now {
-            self.unacked = 0;
-            self.pending = None;
-        } else {
-            self.pending = Some(*ack);
-        }
-        Arrival {
-            new: !dup,
-            out_of_order: out_of_order && !dup,
-            ack_now,
-        }
-    }
-
-    fn insert_range(&mut self, seq: u64) {
-        let i = self.ranges.partition_point(|&(_, b)| b < seq);
-        // ranges[i] is the first range ending at or after seq.
-        if i < self.ranges.len() && self.ranges[i].1 == seq {
-            self.ranges[i].1 += 1;
-            if i + 1 < self.ranges.len() && self.ranges[i + 1].0 == seq + 1 {
-                self.ranges[i].1 = self.ranges[i + 1].1;
-                self.ranges.remove(i + 1);
-            }
-        } else if i < self.ranges.len() && self.ranges[i].0 == seq + 1 {
-            self.ranges[i].0 = seq;
-        } else {
-            self.ranges.insert(i, (seq, seq + 1));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn data(seq: u64) -> FlowPkt {
-        FlowPkt::data(1, seq, Instant::ZERO, 1000)
-    }
-
-    #[test]
-    fn receiver_reports_holes_with_sack_blocks() {
-        let mut r = TcpReceiver::new(1);
-        let mut ack = data(0);
-        r.handle_data(&data(0), &mut ack);
-        assert_eq!((ack.seq, ack.sack_len), (1, 0));
-        r.handle_data(&data(2), &mut ack);
-        r.handle_data(&data(3), &mut ack);
-        r.handle_data(&data(5), &mut ack);
-        assert_eq!(ack.seq, 1);
-        assert_eq!(&ack.sack[..2], &[(5, 6), (2, 4)]);
-        let a = r.handle_data(&data(1), &mut ack);
-        assert!(a.new && a.out_of_order);
-        assert_eq!((ack.seq, ack.sack_len), (4, 1));
-        r.handle_data(&data(4), &mut ack);
-        assert_eq!((ack.seq, ack.sack_len), (6, 0));
-        assert!(!r.handle_data(&data(2), &mut ack).new);
-    }
-
-    /// RFC 5681 §4.2: every second in-order segment is acked, a held ack
-    /// is released by the timer, and out-of-order, gap-filling and
-    /// duplicate segments are acked at once.
-    #[test]
-    fn receiver_delays_every_other_ack_but_not_around_holes() {
-        let mut r = TcpReceiver::new(1);
-        let mut ack = data(0);
-        assert!(!r.handle_data(&data(0), &mut ack).ack_now);
-        assert!(r.handle_data(&data(1), &mut ack).ack_now);
-        assert!(r.take_pending_ack().is_none());
-        assert!(!r.handle_data(&data(2), &mut ack).ack_now);
-        let held = r.take_pending_ack().expect("segment 2 awaits its ack");
-        assert_eq!(held.seq, 3);
-        // Timer fired: the count starts again.
-        assert!(!r.handle_data(&data(3), &mut ack).ack_now);
-        assert!(r.handle_data(&data(4), &mut ack).ack_now);
-        // A hole (5 missing): 6 and 7 are acked at once (duplicate acks for
-        // fast retransmit), so is 5 filling the hole, and a duplicate.
-        assert!(r.handle_data(&data(6), &mut ack).ack_now);
-        assert!(r.handle_data(&data(7), &mut ack).ack_now);
-        assert!(r.handle_data(&data(5), &mut ack).ack_now);
-        assert_eq!(ack.seq, 8);
-        assert!(r.handle_data(&data(5), &mut ack).ack_now);
-        assert!(!r.handle_data(&data(8), &mut ack).ack_now);
-        let mut every = TcpReceiver::with_ack_every(1, 1);
-        assert!(every.handle_data(&data(0), &mut ack).ack_now);
-    }
-}
-
-#[cfg(test)]
-mod link_tests {
-    //! The TCP endpoints alone over the model's links (the engine-level test
-    //! is in `tests/`).
-    use super::*;
-    use mpdccp_model::link::Link;
-    use mpdccp_model::scenario::{Direction, PathSpec, RatePoint};
-    use mpdccp_proto::cc::{self, CcConfig, ControllerFactory};
-
-    fn run(cc_name: &str, mbps: f64, loss: f64, secs: u64) -> (TcpSender, u64) {
-        let spec = PathSpec {
-            name: "p".into(),
-            delay_ms: 5.0,
-            buffer_bytes: 150_000,
-            loss,
-            rate: vec![RatePoint { at_s: 0.0, mbps }],
-            ..PathSpec::default()
-        };
-        let mut up: Link<FlowPkt> = Link::with_direction(&spec, Direction::Up, 1);
-        let mut down: Link<FlowPkt> = Link::with_direction(&spec, Direction::Down, 2);
-        let cfg = CcConfig {
-            mss_bytes: 1400,
-            ..CcConfig::default()
-        };
-        let cc = cc_name
-            .parse::<cc::CcKind>()
-            .expect("a controller name")
-            .build(&cfg);
-        let end = Instant::from_millis(secs * 1000);
-        let mut tx = TcpSender::new(1, 1400, cc, None, Instant::ZERO, Some(end));
-        let mut rx = TcpReceiver::with_ack_every(1, 1);
-        let mut now = Instant::ZERO;
-        let mut ack = FlowPkt::data(1, 0, now, 0);
-        while now < end {
-            tx.handle_timeout(now);
-            while let Some(p) = tx.poll_transmit(now) {
-                let _ = up.push(now, p, p.len as usize);
-            }
-            while let Some(p) = up.poll_deliver(now) {
-                rx.handle_data(&p, &mut ack);
-                let _ = down.push(now, ack, ack.len as usize);
-            }
-            while let Some(a) = down.poll_deliver(now) {
-                tx.handle_ack(now, &a);
-            }
-            while let Some(p) = tx.poll_transmit(now) {
-                let _ = up.push(now, p, p.len as usize);
-            }
-            let next = [up.next_event(), down.next_event(), tx.poll_timeout(now)]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(end);
-            now = next.max(now + Duration::from_nanos(1)).min(end);
-        }
-        let delivered = rx.delivered_in_order();
-        (tx, delivered)
-    }
-
-    #[test]
-    fn reno_fills_a_clean_link() {
-        let (tx, delivered) = run("reno", 10.0, 0.0, 20);
-        let mbps = delivered as f64 * 1400.0 * 8.0 / 20.0 / 1e6;
-        assert!(mbps >= 9.0, "goodput {mbps} Mbit/s, stats {:?}", tx.stats);
-        // The buffer overflows in slow start: losses must have been repaired.
-        assert!(tx.stats.retransmitted_pkts > 0, "{:?}", tx.stats);
-    }
-
-    #[test]
-    fn reno_recovers_from_random_loss_without_stalling() {
-        let (tx, delivered) = run("reno", 10.0, 0.01, 20);
-        let mbps = delivered as f64 * 1400.0 * 8.0 / 20.0 / 1e6;
-        // Mathis et al.: rate ≈ 1.22·MSS/(RTT·√p) ≈ 13.7 Mbit/s at 1 % and 10 ms,
-        // so the link (10 Mbit/s) should stay mostly busy.
-        assert!(mbps >= 5.0, "goodput {mbps} Mbit/s, stats {:?}", tx.stats);
-        assert!(tx.stats.lost_pkts > 0);
     }
 }
