@@ -208,6 +208,18 @@ fn tcp(name: &str, cc: &str, via: &str) -> FlowSpec {
     }
 }
 
+/// A QUIC-like flow as aioquic and quinn run it: packet threshold 3, time
+/// threshold 9/8 RTT, NewReno, 1250-byte packets.
+fn quic(name: &str, via: &str) -> FlowSpec {
+    FlowSpec {
+        name: name.into(),
+        kind: FlowKind::Quic,
+        packet_bytes: 1250,
+        via: via.into(),
+        ..FlowSpec::default()
+    }
+}
+
 fn cbr(name: &str, mbps: f64, packet_bytes: usize, via: &str) -> FlowSpec {
     FlowSpec {
         name: name.into(),
@@ -242,8 +254,11 @@ pub const INNERS: &[Inner] = &[
         about: "1 Mbit/s real-time UDP (200 B) beside a TCP CUBIC bulk flow",
         flows: |_, via| vec![cbr(RT_FLOW, 1.0, 200, via), tcp("bulk", "cubic", via)],
     },
-    // The QUIC-like inner flow goes here once the simulator has it, e.g.
-    // `Inner { name: "quic", about: "...", flows: |_, via| vec![quic(via)] }`.
+    Inner {
+        name: "quic",
+        about: "one QUIC-like bulk flow (RFC 9002 loss detection, NewReno), 1250 B",
+        flows: |_, via| vec![quic("bulk", via)],
+    },
 ];
 
 /// Looks an inner traffic up by name.
