@@ -522,3 +522,34 @@ fn a_forged_syncack_from_the_candidate_does_not_validate_it() {
     assert_eq!(w.ep.stats().rebinds_validated, 1);
     assert_eq!(w.ep.route(&66_666), Some((h, PathId(0))));
 }
+
+/// A sniffed, in-window data packet re-sent from the attacker's own address
+/// with one invalid option (Mandatory before a reserved option type): from
+/// an address that has not been validated it is not acted on — the path is
+/// not reset, no challenge starts, nothing is delivered (it once reset the
+/// path before any validation: an outage per shot).
+#[test]
+fn an_in_window_packet_with_a_bad_option_from_a_new_address_changes_nothing() {
+    let mut w = World::connected(false);
+    let h = w.handle();
+    w.stream(Duration::from_millis(50));
+    w.run(Duration::from_millis(50));
+    let good = capture_data_packet(&mut w);
+    let mut d = good.clone();
+    let hl = usize::from(d[4]) * 4;
+    d.splice(hl..hl, [1u8, 100, 2, 0]);
+    d[4] += 1;
+    inspect::fix_checksum(&mut d, unspecified(), unspecified());
+    let resets = w.ep.connection(h).unwrap().stats().resets_sent;
+    let delivered = w.up_delivered.len();
+    w.ep.handle_datagram(w.now, 50_200, &d);
+    w.tick();
+    assert_unmoved(&w, h);
+    let c = w.ep.connection(h).unwrap();
+    assert_eq!(c.stats().resets_sent, resets, "no Reset for the bad option");
+    assert!(c
+        .paths()
+        .iter()
+        .all(|p| p.state == mpdccp_proto::PathState::Active));
+    assert_eq!(w.up_delivered.len(), delivered);
+}

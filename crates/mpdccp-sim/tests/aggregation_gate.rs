@@ -49,14 +49,23 @@ fn the_reduced_matrix_does_not_regress() {
         card.cells.len(),
         "the baseline has every cell of the reduced matrix (regenerate it when the matrix changes)"
     );
-    eprintln!("{}", compare::markdown(&deltas, &path.display().to_string()));
+    eprintln!(
+        "{}",
+        compare::markdown(&deltas, &path.display().to_string())
+    );
     let regressed: Vec<String> = deltas
         .iter()
         .filter(|d| d.regressed())
         .map(|d| {
             format!(
                 "{} / {} / {}: ratio to best {:?} -> {:?}, pass {} -> {}",
-                d.mix, d.inner, d.cc, d.ratio_best_before, d.ratio_best_now, d.pass_before, d.pass_now
+                d.mix,
+                d.inner,
+                d.cc,
+                d.ratio_best_before,
+                d.ratio_best_now,
+                d.pass_before,
+                d.pass_now
             )
         })
         .collect();

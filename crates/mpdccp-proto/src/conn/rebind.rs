@@ -72,6 +72,19 @@ pub(crate) enum Claim {
     Invalid,
 }
 
+/// MP options that change the connection rather than carry data: not
+/// acted on from an address that has not been validated.
+fn changes_state(seg: &Segment<'_>) -> bool {
+    let m = &seg.mp;
+    m.prio.is_some()
+        || m.addaddr.is_some()
+        || m.removeaddr.is_some()
+        || m.close.is_some()
+        || m.fast_close.is_some()
+        || m.key.is_some()
+        || m.join.is_some()
+}
+
 impl Connection {
     /// RFC 4340 §7.5.3 validity of `seg` on subflow `path` without any
     /// effect (no Sync owed, no window moved). A NAT rebinding candidate
@@ -93,10 +106,18 @@ impl Connection {
         let (awl, awh) = sf.ack_window();
         let ack_ok = ackn.is_none_or(|a| a >= awl && a <= awh);
         let seq_ok = seqn >= swl && seqn <= swh;
+        // Until the new address is validated its packets may only carry
+        // data and acknowledgements: one with an option error (which would
+        // reset the path) or an MP option that changes the connection
+        // (priority, addresses, close, a key or join) is not acted on.
+        let only_data = seg.option_error.is_none() && !changes_state(seg);
         match seg.ptype {
+            _ if !only_data && seq_ok && ack_ok => Claim::Ignored,
             PacketType::Ack | PacketType::DataAck if seq_ok && ackn.is_some() && ack_ok => {
-                // Pure Acks are not sealed: on a protected connection only
-                // data (whose AEAD must open) may move a path.
+                // On a protected connection only data (whose AEAD must
+                // open) may move a path: the one packet type that proves
+                // the sender holds the keys and carries something to
+                // deliver.
                 if self.protection.is_some() && !seg.ptype.carries_data() {
                     Claim::Ignored
                 } else {
