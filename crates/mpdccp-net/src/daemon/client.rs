@@ -131,9 +131,35 @@ fn new_connection(
     Ok(c)
 }
 
+/// What to check when a connection attempt got no answer at all (the core
+/// closes it with "handshake timed out" after its Request retransmissions):
+/// an authenticated server answers nothing to a client it does not list or
+/// whose Init was made for another server key.
+fn no_answer_hint(reason: &str, was_connected: bool, authenticated: bool) -> &'static str {
+    if was_connected || reason != "handshake timed out" {
+        ""
+    } else if authenticated {
+        ": the server did not answer our handshake — check that it is reachable (UDP), that server_public_key is its public key, and that its [[peer]] list has this client's public key (`mpdccp pubkey < client.key`)"
+    } else {
+        ": the server did not answer our handshake — check that it is reachable (UDP) and listening"
+    }
+}
+
 /// Runs the client until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
+    // A path whose interface does not exist is a typo far more often than
+    // a modem that has not appeared yet; without this the client would
+    // wait for it silently. (An interface that exists but is down is
+    // waited for: that is what the path manager is for.)
+    for p in &config.path {
+        if !super::iface::iface_state(&p.interface).exists {
+            anyhow::bail!(
+                "[[path]] interface {:?} does not exist (see `ip link`)",
+                p.interface
+            );
+        }
+    }
     let ipv6_outer = config
         .path
         .iter()
@@ -273,7 +299,13 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                 }
                 Event::PathFailed(id) | Event::PathClosed(id) => {
                     if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
-                        if !p.established {
+                        if !p.established && !d.conn.is_established() {
+                            // The first subflow's handshake: the connection
+                            // closes with it and reconnects (below).
+                            debug!(path = %p.name, %id, "handshake failed");
+                            p.id = None;
+                            p.socket = None;
+                        } else if !p.established {
                             // The join itself failed: retry later, with a longer wait.
                             warn!(path = %p.name, %id, "join failed; retrying in {:?}", p.backoff);
                             p.id = None;
@@ -304,12 +336,13 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
                         info!(%reason, "connection closed");
                     } else {
                         // Refused or unreachable: back off, warn rate-limited.
+                        let hint = no_answer_hint(&reason, connected_once, auth.is_some());
                         let retry = reconnect.closed(now, connected_once);
                         connected_once = false;
                         let (wait, failures) = (retry.wait, retry.failures);
                         match retry.warn {
                             Some(suppressed) => {
-                                warn!(%reason, failures, suppressed, "connection closed; reconnecting in {wait:?}")
+                                warn!(%reason, failures, suppressed, "connection closed{hint}; reconnecting in {wait:?}")
                             }
                             None => {
                                 debug!(%reason, failures, "connection closed; reconnecting in {wait:?}")
@@ -730,4 +763,25 @@ impl Client {
 /// For `mpdccp status`: where a client's control socket is by default.
 pub fn default_control_socket() -> PathBuf {
     PathBuf::from("/run/mpdccp.sock")
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::no_answer_hint;
+
+    #[test]
+    fn a_handshake_without_any_answer_names_the_keys_to_check() {
+        let h = no_answer_hint("handshake timed out", false, true);
+        assert!(
+            h.contains("server_public_key") && h.contains("[[peer]]"),
+            "{h}"
+        );
+        assert!(!no_answer_hint("handshake timed out", false, false).contains("server_public_key"));
+        // A refusal or a connection that worked before is another story.
+        assert_eq!(
+            no_answer_hint("connection refused (reset code TooBusy)", false, true),
+            ""
+        );
+        assert_eq!(no_answer_hint("handshake timed out", true, true), "");
+    }
 }
