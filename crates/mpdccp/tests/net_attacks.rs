@@ -574,6 +574,11 @@ fn a_captured_init_rewrapped_without_multipath_admits_no_one() {
     wait_for(Duration::from_secs(10), || lab.connected(0))
         .unwrap_or_else(|_| panic!("a connects: {}\n{}", lab.log("server"), lab.log("a")));
     let took = started.elapsed();
+    // The status names the connection by the peer its handshake proved.
+    let identity = wait_for(Duration::from_secs(2), || {
+        lab.status("server")["connections"][0]["peer"]["identity"] == "a"
+    });
+    assert!(identity.is_ok(), "peer identity: {}", lab.status("server"));
     let tunnel = wait_for(Duration::from_secs(5), || {
         lab.ping(&lab.clients[0], &["-c", "1", "10.99.0.1"])
     });

@@ -87,7 +87,8 @@ fn plpmtu_stats_json(conn: &Connection) -> Value {
 
 /// One connection's status entry; `label_of` names each path (by subflow
 /// id). `peer` holds who the other end is: its addresses (one per path)
-/// and its identity (`null` until peers authenticate, issue #11).
+/// and its identity (`null` here; the server fills in the configured
+/// peer's name once its handshake proved it, in the authenticated modes).
 pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathLabel) -> Value {
     let labels: Vec<(PathView, PathLabel)> = conn
         .paths()

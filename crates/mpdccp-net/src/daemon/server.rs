@@ -711,6 +711,14 @@ impl Server {
             };
             let label = |id: u32| self.path_label(h, id);
             let mut entry = conn_json(c, h.0, &label);
+            // Authenticated modes: the configured peer the handshake proved.
+            let peer = self.ep.peer(h).and_then(|p| {
+                let table = self.ep.peer_table()?;
+                Some(table.get(p)?.name.clone())
+            });
+            if let Some(name) = peer {
+                entry["peer"]["identity"] = json!(name);
+            }
             if let Some((w, n)) = shard {
                 entry["handle"] = json!(h.0 * n as u64 + w as u64);
                 entry["worker"] = json!(w);
