@@ -32,3 +32,22 @@ fn a_client_path_on_a_missing_interface_is_an_error_at_start() {
         "stderr: {stderr}"
     );
 }
+
+/// `reproduce --only` with an experiment that does not exist is a usage
+/// error: exit code 2, as the README promises, naming the known ones.
+#[test]
+fn reproduce_only_an_unknown_experiment_is_a_usage_error() {
+    let dir = std::env::temp_dir().join(format!("mpdccp-only-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
+        .args(["reproduce", "--only", "E1,E9", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("E9") && stderr.contains("E1, E2"),
+        "{stderr}"
+    );
+}

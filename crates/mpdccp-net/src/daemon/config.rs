@@ -311,7 +311,7 @@ impl TunnelConfig {
 pub struct OpsConfig {
     /// Unix socket for `mpdccp status` (JSON).
     pub control_socket: PathBuf,
-    /// Optional Prometheus text endpoint, e.g. `"127.0.0.1:9190"`.
+    /// Optional Prometheus text endpoint, e.g. `"127.0.0.1:9191"`.
     pub prometheus: Option<SocketAddr>,
 }
 

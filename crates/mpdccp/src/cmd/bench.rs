@@ -59,7 +59,7 @@ pub struct ClientsArgs {
     #[arg(long, default_value_t = 32)]
     pub handshakes: usize,
     /// The server's `max_clients` [default: --clients; the daemon's own
-    /// default is 256].
+    /// default is 1024].
     #[arg(long)]
     pub server_max_clients: Option<usize>,
     /// Stop connecting (and start the data phase with the clients that

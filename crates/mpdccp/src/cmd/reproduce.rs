@@ -32,6 +32,20 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // An unknown experiment is a usage error (exit 2), not a failed run.
+    let known = |o: &String| {
+        reproduce::EXPERIMENTS
+            .iter()
+            .any(|e| o.eq_ignore_ascii_case(e.id))
+    };
+    if let Some(bad) = args.only.iter().find(|o| !known(o)) {
+        let ids: Vec<&str> = reproduce::EXPERIMENTS.iter().map(|e| e.id).collect();
+        eprintln!(
+            "error: --only {bad}: no such experiment (expected some of {})",
+            ids.join(", ")
+        );
+        return Ok(ExitCode::from(2));
+    }
     let opts = ReproduceOptions {
         scenarios_dir: args.scenarios,
         out: args.out.clone(),

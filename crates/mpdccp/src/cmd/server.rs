@@ -30,7 +30,7 @@ daemon_command! {
     ///            keepalive_ms = 2000        probe a silent subflow (Sync/SyncAck); 0 = off
     ///            path_idle_timeout_ms = 15000  close a subflow silent this long; 0 = never
     ///            idle_timeout_ms = 120000   close the connection when every path is silent; 0 = never
-    ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9190"
+    ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9191"
     ///            (Prometheus: text format, any GET; optional)
     ///
     /// SIGTERM or SIGINT (or `mpdccp status --close`) closes gracefully: MP_CLOSE
