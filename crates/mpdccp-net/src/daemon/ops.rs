@@ -187,10 +187,15 @@ impl OpsServer {
         if let Some(dir) = control.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        // A stale socket from a previous run would make bind fail.
-        if UnixStream::connect(control).is_err() {
-            let _ = std::fs::remove_file(control);
+        // A stale socket from a previous run would make bind fail; a live
+        // one is another daemon's (a server and a client on one host).
+        if UnixStream::connect(control).is_ok() {
+            anyhow::bail!(
+                "control socket {}: another running daemon answers on it (a server and a client on one host?); give each its own `[ops] control_socket`",
+                control.display()
+            );
         }
+        let _ = std::fs::remove_file(control);
         let l = UnixListener::bind(control)
             .map_err(|e| anyhow::anyhow!("control socket {}: {e}", control.display()))?;
         let prometheus = match prometheus {
@@ -543,6 +548,29 @@ mod tests {
         }
         assert!(closed);
         assert_eq!(closer.join().unwrap()["closing"], json!(true));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod bind_tests {
+    use super::OpsServer;
+
+    /// A second daemon on one host with the same control socket gets an
+    /// error saying so (it used to be a bare "Address already in use"),
+    /// and the first daemon's socket keeps working.
+    #[test]
+    fn a_control_socket_in_use_is_named_as_such() {
+        let dir = std::env::temp_dir().join(format!("mpdccp-ops-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("ctl.sock");
+        let _first = OpsServer::bind(&sock, None).expect("first daemon");
+        let err = match OpsServer::bind(&sock, None) {
+            Ok(_) => panic!("a second daemon bound the same control socket"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("another running daemon"), "{err}");
+        assert!(std::os::unix::net::UnixStream::connect(&sock).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
