@@ -699,6 +699,38 @@ fn each_request_carries_a_new_init_and_a_late_response_still_counts() {
     assert_eq!(w.ep.auth_stats().unwrap().0.confirmed, 1);
 }
 
+/// A DCCP-Reset as if the client sent it on its path from `from`, with the
+/// next sequence number after the client's last packet there (what an
+/// on-path attacker that sniffs the path can build).
+fn forged_reset(w: &World, from: SocketAddr) -> Vec<u8> {
+    let (_, _, last) = w
+        .wire
+        .iter()
+        .rev()
+        .find(|(c, f, _)| *c && *f == from)
+        .expect("client traffic on the path");
+    let r = parse(last);
+    let ack = match r.kind {
+        DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
+        ref other => panic!("{other:?}"),
+    };
+    let reset = DccpRepr {
+        src_port: r.src_port,
+        dst_port: r.dst_port,
+        seq: r.seq + 1,
+        kind: DccpKind::Reset {
+            ack,
+            code: ResetCode::Closed,
+            data: [0; 3],
+        },
+        ..DccpRepr::default()
+    };
+    let mut out = vec![0u8; reset.buffer_len(0)];
+    let n = reset.emit(&mut out, &[], None).unwrap();
+    out.truncate(n);
+    out
+}
+
 /// An on-path forger resets every path of an authenticated connection at
 /// the server (a DCCP-Reset with the client's next sequence numbers): the
 /// paths close, the connection does not. Only an MP_HMAC'd close or the
@@ -728,32 +760,9 @@ fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() 
     assert_eq!(active(&w), 2);
     for path in 0..2 {
         let from = addr(0, path);
-        let (_, _, last) = w
-            .wire
-            .iter()
-            .rev()
-            .find(|(c, f, _)| *c && *f == from)
-            .expect("client traffic on the path");
-        let r = parse(last);
-        let ack = match r.kind {
-            DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
-            ref other => panic!("{other:?}"),
-        };
-        let reset = DccpRepr {
-            src_port: r.src_port,
-            dst_port: r.dst_port,
-            seq: r.seq + 1,
-            kind: DccpKind::Reset {
-                ack,
-                code: ResetCode::Closed,
-                data: [0; 3],
-            },
-            ..DccpRepr::default()
-        };
-        let mut out = vec![0u8; reset.buffer_len(0)];
-        let n = reset.emit(&mut out, &[], None).unwrap();
+        let reset = forged_reset(&w, from);
         let now = w.now;
-        w.ep.handle_datagram(now, from, &out[..n]);
+        w.ep.handle_datagram(now, from, &reset);
     }
     w.run(50);
     let server = w.ep.connection(h).expect("the connection is still there");
@@ -805,31 +814,7 @@ fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() 
     // With no subflow left at all, silence for the idle timeout ends it.
     let (started, idle) = (w.now, Duration::from_secs(5));
     let from = addr(0, 2);
-    let (_, _, last) = w
-        .wire
-        .iter()
-        .rev()
-        .find(|(c, f, _)| *c && *f == from)
-        .expect("client traffic on the new path");
-    let r = parse(last);
-    let ack = match r.kind {
-        DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
-        ref other => panic!("{other:?}"),
-    };
-    let reset = DccpRepr {
-        src_port: r.src_port,
-        dst_port: r.dst_port,
-        seq: r.seq + 1,
-        kind: DccpKind::Reset {
-            ack,
-            code: ResetCode::Closed,
-            data: [0; 3],
-        },
-        ..DccpRepr::default()
-    };
-    let mut out = vec![0u8; reset.buffer_len(0)];
-    let n = reset.emit(&mut out, &[], None).unwrap();
-    w.ep.handle_datagram(started, from, &out[..n]);
+    w.ep.handle_datagram(started, from, &forged_reset(&w, from));
     w.run(4_000);
     assert!(w.ep.connection(h).is_some_and(|c| !c.is_closed()));
     w.run(1_500);

@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 mod common;
-use common::{addrs, emit, inject, open_paths, open_two_paths, rejections, Delivery};
+use common::{addrs, emit, inject, last_genuine, open_paths, open_two_paths, rejections, Delivery};
 
 const ROUNDS: u32 = 1000;
 
@@ -88,18 +88,6 @@ fn assert_delivers(h: &mut Harness, n: u32, tag: u8) {
             drain: Duration::from_millis(300),
         },
     );
-}
-
-/// The last datagram `from` sent on `path` (genuine traffic), parsed.
-fn last_genuine(h: &Harness, from: Side, path: usize) -> (u64, Option<u64>) {
-    let w = h
-        .wire
-        .iter()
-        .rev()
-        .find(|w| w.from == from && w.path == PathId(path as u32) && !w.dropped)
-        .expect("genuine traffic on the path");
-    let s = Segment::parse(&w.bytes, None).expect("genuine packet parses");
-    (s.seq, s.ack)
 }
 
 /// A sequence number certainly outside the receiver's validity window

@@ -10,10 +10,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_delivers, emit, inject, open_paths, open_two_paths, Delivery};
+use common::{assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery};
 use mpdccp_proto::conn::codec::{MpRemoveAddr, PacketType, ResetCode, Segment};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
-use mpdccp_proto::PathId;
 
 const SESSION: u64 = 11;
 
@@ -30,19 +29,6 @@ fn session(protected: bool) -> Harness {
     open_two_paths(&mut h);
     assert!(h.client.is_established() && h.server.is_established());
     h
-}
-
-/// Sequence and acknowledgement numbers of the last genuine datagram
-/// `from` sent on `path`.
-fn last_numbers(h: &Harness, from: Side, path: usize) -> (u64, u64) {
-    let w = h
-        .wire
-        .iter()
-        .rev()
-        .find(|w| w.from == from && w.path == PathId(path as u32) && !w.dropped)
-        .expect("genuine traffic on the path");
-    let s = Segment::parse(&w.bytes, None).expect("genuine packet parses");
-    (s.seq, s.ack.unwrap_or(0))
 }
 
 /// The attacks: each builds the forged datagrams for one path from the
@@ -139,7 +125,8 @@ const ATTACKS: [(&str, Forge, Side); 13] = [
 fn strike(h: &mut Harness, forge: Forge, to: Side) -> u64 {
     let mut sent = 0;
     for path in 0..2 {
-        let (seq, ack) = last_numbers(h, to.peer(), path);
+        let (seq, ack) = last_genuine(h, to.peer(), path);
+        let ack = ack.unwrap_or(0);
         for d in forge(seq, ack, path, to.peer()) {
             inject(h, to, path, &d);
             sent += 1;

@@ -297,26 +297,30 @@ fn raw_udp_flood(
     })
 }
 
+/// The first Request a client with `private` sends to the server:
+/// with a valid Init stamped `unix` (ns).
+fn request_with_init(private: [u8; 32], server_public: [u8; 32], unix: u64, seed: u64) -> Vec<u8> {
+    let now = Instant::from_secs_f64(1.0);
+    let mut c = Connection::new(Role::Client, ConnectionConfig::default(), now, seed);
+    let cfg = InitiatorConfig {
+        static_private: private,
+        server_public,
+        psk: None,
+    };
+    c.enable_client_auth(cfg, unix, now).unwrap();
+    c.add_path(now, PathId(0), PathConfig::default()).unwrap();
+    let mut buf = vec![0u8; 2048];
+    let t = c.poll_transmit(now, &mut buf).unwrap();
+    buf.truncate(t.size);
+    buf
+}
+
 /// Requests with a valid Init (mac1 under the server's public key, which
 /// is not secret) from keys that are not configured peers.
 fn stranger_requests(server_public: [u8; 32], n: usize) -> Vec<Vec<u8>> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0xBAD);
     (0..n)
-        .map(|i| {
-            let now = Instant::from_secs_f64(1.0);
-            let mut c = Connection::new(Role::Client, ConnectionConfig::default(), now, i as u64);
-            let cfg = InitiatorConfig {
-                static_private: keypair(&mut rng).0,
-                server_public,
-                psk: None,
-            };
-            c.enable_client_auth(cfg, 1 + i as u64, now).unwrap();
-            c.add_path(now, PathId(0), PathConfig::default()).unwrap();
-            let mut buf = vec![0u8; 2048];
-            let t = c.poll_transmit(now, &mut buf).unwrap();
-            buf.truncate(t.size);
-            buf
-        })
+        .map(|i| request_with_init(keypair(&mut rng).0, server_public, 1 + i as u64, i as u64))
         .collect()
 }
 
@@ -473,26 +477,7 @@ fn peer_requests(private: [u8; 32], server_public: [u8; 32], n: usize) -> Vec<Ve
         .unwrap()
         .as_nanos() as u64;
     (0..n)
-        .map(|i| {
-            let now = Instant::from_secs_f64(1.0);
-            let mut c = Connection::new(
-                Role::Client,
-                ConnectionConfig::default(),
-                now,
-                50 + i as u64,
-            );
-            let cfg = InitiatorConfig {
-                static_private: private,
-                server_public,
-                psk: None,
-            };
-            c.enable_client_auth(cfg, unix + i as u64, now).unwrap();
-            c.add_path(now, PathId(0), PathConfig::default()).unwrap();
-            let mut buf = vec![0u8; 2048];
-            let t = c.poll_transmit(now, &mut buf).unwrap();
-            buf.truncate(t.size);
-            buf
-        })
+        .map(|i| request_with_init(private, server_public, unix + i as u64, 50 + i as u64))
         .collect()
 }
 

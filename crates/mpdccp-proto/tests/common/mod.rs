@@ -50,6 +50,19 @@ pub fn addrs(path: usize, from: Side) -> (SocketAddr, SocketAddr) {
     }
 }
 
+/// The last datagram `from` sent on `path` (genuine traffic): its sequence
+/// and acknowledgement numbers.
+pub fn last_genuine(h: &Harness, from: Side, path: usize) -> (u64, Option<u64>) {
+    let w = h
+        .wire
+        .iter()
+        .rev()
+        .find(|w| w.from == from && w.path == PathId(path as u32) && !w.dropped)
+        .expect("genuine traffic on the path");
+    let s = Segment::parse(&w.bytes, None).expect("genuine packet parses");
+    (s.seq, s.ack)
+}
+
 /// Emits `seg` as if sent by `from` on `path`, with a correct checksum.
 pub fn emit(seg: &Segment<'_>, path: usize, from: Side) -> Vec<u8> {
     let (src, dst) = addrs(path, from);
