@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use mpdccp_proto::conn::{CoDelConfig, ConnectionConfig, TunnelSettings, DEFAULT_SEND_QUEUE_FLOWS};
+use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
 use mpdccp_proto::reorder::ReorderKind;
 use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::wire::WireProfile;
@@ -135,7 +135,8 @@ impl Default for TunConfig {
 /// The `[tunnel]` table: the tunnel settings every driver shares (the
 /// core's [`TunnelSettings`], the same keys and defaults as a scenario's
 /// `[tunnel]`: `cc`, `scheduler`, `reorder`, `reorder_timeout_ms`, `weights`,
-/// `send_queue_pkts`, `send_queue_bytes`, `mss_bytes`, `multipath`) plus
+/// `send_queue_pkts`, `send_queue_bytes`, `mss_bytes`, `multipath`, `aqm`,
+/// `codel_target_ms`, `codel_interval_ms`, `fq_quantum_bytes`) plus
 /// what only the real tunnel has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -187,19 +188,6 @@ pub struct TunnelConfig {
     /// a DCCP-Sync so its SRTT stays fresh (docs/OPERATIONS.md, "Fresh path
     /// estimates"); 0 = never (a path's SRTT then changes only with data).
     pub rtt_probe_interval_ms: u64,
-    /// Queue management of the send queue: `"fq_codel"` (RFC 8290, the
-    /// default: a queue and a CoDel per inner flow), `"codel"` (RFC 8289 on
-    /// one FIFO) or `"none"` (one FIFO bounded by `send_queue_pkts`/`_bytes`
-    /// only).
-    pub aqm: Aqm,
-    /// CoDel's target sojourn time, ms (RFC 8289 default 5; with
-    /// `fq_codel` per flow, as RFC 8290 §5.1 keeps it).
-    pub codel_target_ms: f64,
-    /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
-    pub codel_interval_ms: f64,
-    /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
-    /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
-    pub fq_quantum_bytes: usize,
     /// Layout of option 46 and the key derivations: `"rfc9897"` (default),
     /// or the Telekom reference kernel's `"reference-k4.14"` /
     /// `"reference-k5.10"` (docs/INTEROP.md; open mode only, both ends alike).
@@ -228,17 +216,9 @@ mod wire_profile_name {
     }
 }
 
-/// The `aqm` key of `[tunnel]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Aqm {
-    None,
-    Codel,
-    /// Flow queues with CoDel each (`send_queue_flows` buckets in the core).
-    #[default]
-    #[serde(rename = "fq_codel")]
-    FqCodel,
-}
+/// The `aqm` key of `[tunnel]`, a shared setting since the simulator has
+/// the same send queue.
+pub use mpdccp_proto::conn::Aqm;
 
 impl Default for TunnelConfig {
     fn default() -> Self {
@@ -247,6 +227,7 @@ impl Default for TunnelConfig {
             settings: TunnelSettings {
                 reorder: ReorderKind::ActiveAdaptive,
                 scheduler: SchedulerKind::Acpf,
+                aqm: Aqm::FqCodel,
                 ..TunnelSettings::default()
             },
             max_paths: ConnectionConfig::default().max_paths,
@@ -260,10 +241,6 @@ impl Default for TunnelConfig {
             gso_segments: 32,
             send_queue_max_delay_ms: 500,
             rtt_probe_interval_ms: 1_000,
-            aqm: Aqm::FqCodel,
-            codel_target_ms: 5.0,
-            codel_interval_ms: 100.0,
-            fq_quantum_bytes: 0,
             wire_profile: WireProfile::Rfc9897,
             busy_poll_us: 0,
         }
@@ -290,16 +267,6 @@ impl TunnelConfig {
             send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
             rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
             wire_profile: self.wire_profile,
-            send_queue_codel: (self.aqm != Aqm::None).then(|| CoDelConfig {
-                target: Duration::from_secs_f64(self.codel_target_ms.max(0.0) / 1e3),
-                interval: Duration::from_secs_f64(self.codel_interval_ms.max(0.001) / 1e3),
-            }),
-            send_queue_flows: if self.aqm == Aqm::FqCodel {
-                DEFAULT_SEND_QUEUE_FLOWS
-            } else {
-                0
-            },
-            send_queue_flow_quantum: self.fq_quantum_bytes,
             ..self.settings.connection_config(plan.tun_mtu as usize)
         }
     }
@@ -517,6 +484,9 @@ fn apply_daemon_defaults(text: &str, tunnel: &mut TunnelConfig) {
     if !given("scheduler") {
         tunnel.settings.scheduler = daemon.scheduler;
     }
+    if !given("aqm") {
+        tunnel.settings.aqm = daemon.aqm;
+    }
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -687,15 +657,8 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
     if it != 0 && ka != 0 && ka.saturating_mul(2) > it {
         bail!("tunnel.idle_timeout_ms ({it}) must be at least twice keepalive_ms ({ka})");
     }
-    if tunnel.fq_quantum_bytes > 1 << 20 {
-        bail!("tunnel.fq_quantum_bytes must be at most 1048576 (0 = one packet)");
-    }
     if tunnel.path_mtu < 576 {
         bail!("tunnel.path_mtu must be >= 576");
-    }
-    let (target, interval) = (tunnel.codel_target_ms, tunnel.codel_interval_ms);
-    if !(target.is_finite() && interval.is_finite() && target >= 0.0 && interval >= 1.0) {
-        bail!("tunnel.codel_target_ms must be >= 0 and codel_interval_ms >= 1 (got {target}, {interval})");
     }
     Ok(())
 }
@@ -724,6 +687,7 @@ pub fn parse_cidr(s: &str) -> anyhow::Result<(IpAddr, u8)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpdccp_proto::conn::{CoDelConfig, DEFAULT_SEND_QUEUE_FLOWS};
 
     #[test]
     fn client_config_parses_and_rejects_typos() {
