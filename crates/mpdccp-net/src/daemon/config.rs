@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
-use mpdccp_proto::reorder::ReorderKind;
-use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::wire::WireProfile;
 use serde::{Deserialize, Serialize};
 
@@ -223,13 +221,10 @@ pub use mpdccp_proto::conn::Aqm;
 impl Default for TunnelConfig {
     fn default() -> Self {
         TunnelConfig {
-            // See `apply_daemon_defaults`.
-            settings: TunnelSettings {
-                reorder: ReorderKind::ActiveAdaptive,
-                scheduler: SchedulerKind::Acpf,
-                aqm: Aqm::FqCodel,
-                ..TunnelSettings::default()
-            },
+            // The shared defaults, never overridden here: a flattened table
+            // takes its missing keys from `TunnelSettings::default()` anyway,
+            // so an override would hold only for a file without `[tunnel]`.
+            settings: TunnelSettings::default(),
             max_paths: ConnectionConfig::default().max_paths,
             path_mtu: 1500,
             plpmtud: true,
@@ -460,35 +455,6 @@ fn default_max_routes() -> usize {
     ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES
 }
 
-/// Where the daemon's defaults differ from a scenario's (the shared
-/// [`TunnelSettings`] keep the simulator's, so published experiments are
-/// unchanged): `scheduler = "acpf"` and `reorder = "active-adaptive"`.
-/// Inner traffic that counts reordering as loss (QUIC, SACK TCP without
-/// RACK) gets about one path's worth with `cpf` + `passive` (simulated, two
-/// equal 20 Mbit/s paths: 19.4 Mbit/s; 37.7 with `acpf` + `active-adaptive`),
-/// kernel TCP is as fast either way, an in-order flow on one path is never
-/// held, and ACPF keeps the standing queue on the preferred path short.
-/// A flattened table ignores the container's default, hence this.
-fn apply_daemon_defaults(text: &str, tunnel: &mut TunnelConfig) {
-    let given = |key: &str| {
-        toml::from_str::<toml::Table>(text).is_ok_and(|t| {
-            t.get("tunnel")
-                .and_then(|v| v.as_table())
-                .is_some_and(|t| t.contains_key(key))
-        })
-    };
-    let daemon = TunnelConfig::default().settings;
-    if !given("reorder") {
-        tunnel.settings.reorder = daemon.reorder;
-    }
-    if !given("scheduler") {
-        tunnel.settings.scheduler = daemon.scheduler;
-    }
-    if !given("aqm") {
-        tunnel.settings.aqm = daemon.aqm;
-    }
-}
-
 fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
@@ -500,8 +466,7 @@ impl ClientConfig {
 
     /// Parses and validates a client configuration.
     pub fn from_toml_str(text: &str) -> anyhow::Result<ClientConfig> {
-        let mut c: ClientConfig = toml::from_str(text)?;
-        apply_daemon_defaults(text, &mut c.tunnel);
+        let c: ClientConfig = toml::from_str(text)?;
         c.validate()?;
         Ok(c)
     }
@@ -573,8 +538,7 @@ impl ServerConfig {
 
     /// Parses and validates a server configuration.
     pub fn from_toml_str(text: &str) -> anyhow::Result<ServerConfig> {
-        let mut c: ServerConfig = toml::from_str(text)?;
-        apply_daemon_defaults(text, &mut c.tunnel);
+        let c: ServerConfig = toml::from_str(text)?;
         for a in &c.dccp_listen {
             if a.is_unspecified() {
                 bail!("dccp_listen: {a}: native DCCP needs specific addresses (checksum pseudo-header)");
@@ -688,6 +652,8 @@ pub fn parse_cidr(s: &str) -> anyhow::Result<(IpAddr, u8)> {
 mod tests {
     use super::*;
     use mpdccp_proto::conn::{CoDelConfig, DEFAULT_SEND_QUEUE_FLOWS};
+    use mpdccp_proto::reorder::ReorderKind;
+    use mpdccp_proto::sched::SchedulerKind;
 
     #[test]
     fn client_config_parses_and_rejects_typos() {
@@ -720,31 +686,33 @@ mod tests {
         );
     }
 
-    /// The daemon schedules with ACPF and reorders actively unless told
-    /// otherwise, in a `[tunnel]` table with other keys, without one, and on
-    /// both ends; a scenario's defaults (the shared settings) stay `cpf` and
-    /// `passive`.
+    /// The daemon's tunnel defaults are the shared ones, one definition:
+    /// the same whether `[tunnel]` is absent, partial or on either end; a
+    /// key given still wins.
     #[test]
-    fn the_daemon_defaults_are_acpf_and_active_adaptive() {
+    fn the_daemon_defaults_are_the_shared_ones() {
+        assert_eq!(TunnelConfig::default().settings, TunnelSettings::default());
         let client = |tunnel: &str| {
             format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n")
         };
-        for text in [client(""), client("[tunnel]\ncc = \"ccid2\"\n")] {
+        for text in [client(""), client("[tunnel]\nkeepalive_ms = 3000\n")] {
             let c = ClientConfig::from_toml_str(&text).unwrap();
-            assert_eq!(
-                c.tunnel.settings.reorder,
-                ReorderKind::ActiveAdaptive,
-                "{text}"
-            );
+            assert_eq!(c.tunnel.settings, TunnelSettings::default(), "{text}");
         }
-        let c = ClientConfig::from_toml_str(&client("[tunnel]\nreorder = \"passive\"\n")).unwrap();
-        assert_eq!(c.tunnel.settings.reorder, ReorderKind::Passive);
+        let c =
+            ClientConfig::from_toml_str(&client("[tunnel]\nreorder = \"active-fixed\"\n")).unwrap();
+        assert_eq!(c.tunnel.settings.reorder, ReorderKind::ActiveFixed);
+        assert_eq!(
+            c.tunnel.settings.scheduler,
+            TunnelSettings::default().scheduler
+        );
         let s =
             ServerConfig::from_toml_str("listen = \"0.0.0.0:6773\"\nauth = \"open\"\n").unwrap();
-        assert_eq!(s.tunnel.settings.reorder, ReorderKind::ActiveAdaptive);
+        assert_eq!(s.tunnel.settings, TunnelSettings::default());
+        // The benchmark's choice (docs/AGGREGATION.md, "Defaults").
         assert_eq!(s.tunnel.settings.scheduler, SchedulerKind::Acpf);
-        assert_eq!(TunnelSettings::default().reorder, ReorderKind::Passive);
-        assert_eq!(TunnelSettings::default().scheduler, SchedulerKind::Cpf);
+        assert_eq!(s.tunnel.settings.reorder, ReorderKind::Passive);
+        assert_eq!(s.tunnel.settings.aqm, Aqm::FqCodel);
     }
 
     /// `rtt_probe_interval_ms` reaches the core: the default is the core's
