@@ -44,9 +44,9 @@ pub struct ConnectionConfig {
     /// deficit round robin (quantum `mss_bytes`) with new, sparse flows
     /// first; each flow has its own CoDel with `send_queue_codel`'s
     /// parameters, and a full queue drops the fattest flow's head instead
-    /// of `drop_policy`. 0 = one FIFO (the default, so the simulator's
-    /// results stay as they were); RFC 8290 suggests 1024
-    /// ([`DEFAULT_SEND_QUEUE_FLOWS`]).
+    /// of `drop_policy`. 0 = one FIFO (the core's default; a tunnel's
+    /// default, [`TunnelSettings`]' `aqm`, is FQ-CoDel); RFC 8290 suggests
+    /// 1024 ([`DEFAULT_SEND_QUEUE_FLOWS`]).
     pub send_queue_flows: usize,
     /// The flow queues' DRR quantum, bytes (RFC 8290 §4.2); 0 = one
     /// full-sized packet (`mss_bytes`, the RFC's choice). A larger one
