@@ -523,7 +523,7 @@ pub fn run(
     let busy_poll_us = opts.tunnel.busy_poll_us;
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
-    opts.tunnel.aqm = aqm;
+    opts.tunnel.settings.aqm = aqm;
     if aqm_env == "off" {
         opts.tunnel.send_queue_max_delay_ms = 0;
     }

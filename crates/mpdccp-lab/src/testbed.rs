@@ -521,9 +521,8 @@ pub fn daemon_tunnel_config(sc: &Scenario) -> TunnelConfig {
     TunnelConfig {
         settings: sc.tunnel.clone(),
         path_mtu: tunnel_path_mtu(sc),
-        // The simulator's send queue is bounded in packets only (a
-        // scenario has no AQM key yet): the testbed runs the same queue.
-        aqm: mpdccp_net::daemon::config::Aqm::None,
+        // The simulator's send queue has no age limit (the AQM, a shared
+        // setting, comes with the scenario's `[tunnel]`).
         send_queue_max_delay_ms: 0,
         ..TunnelConfig::default()
     }

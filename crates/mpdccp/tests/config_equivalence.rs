@@ -10,9 +10,9 @@ use std::process::Command;
 use mpdccp_lab::testbed::{daemon_tunnel_config, tunnelled_packet_max};
 use mpdccp_lab::topo::{daemon_configs, PathAddrs, TunnelOpts};
 use mpdccp_model::scenario::Scenario;
-use mpdccp_net::daemon::config::{ClientConfig, ServerConfig};
+use mpdccp_net::daemon::config::{ClientConfig, ServerConfig, TunnelConfig};
 use mpdccp_net::daemon::mtu_plan;
-use mpdccp_proto::conn::ConnectionConfig;
+use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
 
 fn scenario(file: &str) -> Scenario {
     Scenario::load(
@@ -57,6 +57,12 @@ fn assert_same_settings(sim: &ConnectionConfig, daemon: &ConnectionConfig, what:
     assert_eq!(sim.send_queue_bytes, daemon.send_queue_bytes, "{what}");
     assert_eq!(sim.mss_bytes, daemon.mss_bytes, "{what}: mss_bytes");
     assert_eq!(sim.multipath, daemon.multipath, "{what}: multipath");
+    assert_eq!(sim.send_queue_codel, daemon.send_queue_codel, "{what}: aqm");
+    assert_eq!(sim.send_queue_flows, daemon.send_queue_flows, "{what}: aqm");
+    assert_eq!(
+        sim.send_queue_flow_quantum, daemon.send_queue_flow_quantum,
+        "{what}: fq_quantum_bytes"
+    );
     // Everything else: the core's defaults, except each driver's own.
     let d = ConnectionConfig::default();
     let rest = |c: &ConnectionConfig| ConnectionConfig {
@@ -68,6 +74,9 @@ fn assert_same_settings(sim: &ConnectionConfig, daemon: &ConnectionConfig, what:
         send_queue_bytes: d.send_queue_bytes,
         mss_bytes: d.mss_bytes,
         multipath: d.multipath,
+        send_queue_codel: d.send_queue_codel,
+        send_queue_flows: d.send_queue_flows,
+        send_queue_flow_quantum: d.send_queue_flow_quantum,
         ..c.clone()
     };
     assert_eq!(
@@ -107,6 +116,13 @@ fn simulator_daemon_and_testbed_map_settings_alike() {
             sc.apply_set("tunnel.mss_bytes", "1600").unwrap();
             sc.apply_set("tunnel.scheduler", "Load_Balancing").unwrap();
             sc.apply_set("tunnel.weights", "[3, 1]").unwrap();
+            sc.apply_set("tunnel.aqm", "fq_codel").unwrap();
+            sc.apply_set("tunnel.codel_target_ms", "2.5").unwrap();
+            sc.apply_set("tunnel.codel_interval_ms", "50").unwrap();
+            sc.apply_set("tunnel.fq_quantum_bytes", "3000").unwrap();
+        }
+        if file == "e4-coupled-cubic.toml" {
+            sc.apply_set("tunnel.aqm", "codel").unwrap();
         }
         let sim = mpdccp_sim::connection_config(&sc);
         let (server, client) = daemon_side(&sc);
@@ -124,6 +140,65 @@ fn simulator_daemon_and_testbed_map_settings_alike() {
         sim.mss_bytes,
         1400 + mpdccp_proto::conn::DATA_HEADER_MAX as u32
     );
+}
+
+/// The defaults are one object: the daemon's `[tunnel]` defaults are the
+/// core's `TunnelSettings::default()` (no table, a partial table, either
+/// end), a scenario without `[tunnel]` gets the same, and both map to the
+/// same core settings (the testbed's daemons included).
+#[test]
+fn simulator_daemon_and_testbed_share_one_set_of_defaults() {
+    let defaults = TunnelSettings::default();
+    assert_eq!(TunnelConfig::default().settings, defaults);
+    let client = |tunnel: &str| {
+        let text = format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n");
+        ClientConfig::from_toml_str(&text).unwrap().tunnel
+    };
+    assert_eq!(client("").settings, defaults);
+    // A table that names one key keeps the defaults of all the others.
+    let partial = client("[tunnel]\nkeepalive_ms = 3000\n");
+    assert_eq!(partial.settings, defaults);
+    assert_eq!(partial.keepalive_ms, 3000);
+    let server =
+        ServerConfig::from_toml_str("listen = \"0.0.0.0:6773\"\nauth = \"open\"\n").unwrap();
+    assert_eq!(server.tunnel.settings, defaults);
+    let server = ServerConfig::from_toml_str(
+        "listen = \"0.0.0.0:6773\"\nauth = \"open\"\n[tunnel]\nmax_paths = 4\n",
+    )
+    .unwrap();
+    assert_eq!(server.tunnel.settings, defaults);
+
+    // A scenario that leaves `[tunnel]` out (E5 without its table).
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/e5-aggregation.toml"),
+    )
+    .unwrap();
+    let start = text.find("\n[tunnel]\n").expect("E5 has a [tunnel] table") + 1;
+    let end = start + 1 + text[start + 1..].find("\n[").unwrap() + 1;
+    let bare = format!("{}{}", &text[..start], &text[end..]);
+    let sc = Scenario::from_toml_str(&bare).unwrap();
+    assert_eq!(sc.tunnel, defaults);
+    let sim = mpdccp_sim::connection_config(&sc);
+    let (server_core, client_core) = daemon_side(&sc);
+    assert_same_settings(&sim, &server_core, "defaults, server");
+    assert_same_settings(&sim, &client_core, "defaults, client");
+    // And the daemon's own defaults reach the core as the simulator's do.
+    let daemon = client("");
+    let plan = mtu_plan(
+        &ClientConfig::from_toml_str("server = \"10.1.2.2:6773\"\n[[path]]\ninterface = \"p1\"\n")
+            .unwrap()
+            .tun,
+        daemon.path_mtu,
+        false,
+        8,
+    );
+    let core = daemon.connection_config(&plan);
+    let shared = defaults.connection_config(plan.tun_mtu as usize);
+    assert_eq!(core.scheduler, shared.scheduler);
+    assert_eq!(core.reorder, shared.reorder);
+    assert_eq!(core.send_queue_codel, shared.send_queue_codel);
+    assert_eq!(core.send_queue_flows, shared.send_queue_flows);
+    assert_eq!(core.cc, shared.cc);
 }
 
 /// `--set tunnel.X=foo` and a scenario file with an unknown name fail with

@@ -138,7 +138,8 @@ fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_fast
             .expect("emulator");
         shape(&t, i);
     }
-    // The daemons' own defaults: cpf, ccid2, their reordering.
+    // The daemons' own defaults (the shared ones: ccid2, acpf, passive
+    // reordering, fq_codel).
     let opts = TunnelOpts {
         tunnel: TunnelConfig::default(),
         ..TunnelOpts::default()

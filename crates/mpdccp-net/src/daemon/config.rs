@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use mpdccp_proto::conn::{CoDelConfig, ConnectionConfig, TunnelSettings, DEFAULT_SEND_QUEUE_FLOWS};
-use mpdccp_proto::reorder::ReorderKind;
-use mpdccp_proto::sched::SchedulerKind;
+use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
 use mpdccp_proto::wire::WireProfile;
 use serde::{Deserialize, Serialize};
 
@@ -135,7 +133,8 @@ impl Default for TunConfig {
 /// The `[tunnel]` table: the tunnel settings every driver shares (the
 /// core's [`TunnelSettings`], the same keys and defaults as a scenario's
 /// `[tunnel]`: `cc`, `scheduler`, `reorder`, `reorder_timeout_ms`, `weights`,
-/// `send_queue_pkts`, `send_queue_bytes`, `mss_bytes`, `multipath`) plus
+/// `send_queue_pkts`, `send_queue_bytes`, `mss_bytes`, `multipath`, `aqm`,
+/// `codel_target_ms`, `codel_interval_ms`, `fq_quantum_bytes`) plus
 /// what only the real tunnel has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -187,19 +186,6 @@ pub struct TunnelConfig {
     /// a DCCP-Sync so its SRTT stays fresh (docs/OPERATIONS.md, "Fresh path
     /// estimates"); 0 = never (a path's SRTT then changes only with data).
     pub rtt_probe_interval_ms: u64,
-    /// Queue management of the send queue: `"fq_codel"` (RFC 8290, the
-    /// default: a queue and a CoDel per inner flow), `"codel"` (RFC 8289 on
-    /// one FIFO) or `"none"` (one FIFO bounded by `send_queue_pkts`/`_bytes`
-    /// only).
-    pub aqm: Aqm,
-    /// CoDel's target sojourn time, ms (RFC 8289 default 5; with
-    /// `fq_codel` per flow, as RFC 8290 §5.1 keeps it).
-    pub codel_target_ms: f64,
-    /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
-    pub codel_interval_ms: f64,
-    /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
-    /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
-    pub fq_quantum_bytes: usize,
     /// Layout of option 46 and the key derivations: `"rfc9897"` (default),
     /// or the Telekom reference kernel's `"reference-k4.14"` /
     /// `"reference-k5.10"` (docs/INTEROP.md; open mode only, both ends alike).
@@ -228,27 +214,17 @@ mod wire_profile_name {
     }
 }
 
-/// The `aqm` key of `[tunnel]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Aqm {
-    None,
-    Codel,
-    /// Flow queues with CoDel each (`send_queue_flows` buckets in the core).
-    #[default]
-    #[serde(rename = "fq_codel")]
-    FqCodel,
-}
+/// The `aqm` key of `[tunnel]`, a shared setting since the simulator has
+/// the same send queue.
+pub use mpdccp_proto::conn::Aqm;
 
 impl Default for TunnelConfig {
     fn default() -> Self {
         TunnelConfig {
-            // See `apply_daemon_defaults`.
-            settings: TunnelSettings {
-                reorder: ReorderKind::ActiveAdaptive,
-                scheduler: SchedulerKind::Acpf,
-                ..TunnelSettings::default()
-            },
+            // The shared defaults, never overridden here: a flattened table
+            // takes its missing keys from `TunnelSettings::default()` anyway,
+            // so an override would hold only for a file without `[tunnel]`.
+            settings: TunnelSettings::default(),
             max_paths: ConnectionConfig::default().max_paths,
             path_mtu: 1500,
             plpmtud: true,
@@ -260,10 +236,6 @@ impl Default for TunnelConfig {
             gso_segments: 32,
             send_queue_max_delay_ms: 500,
             rtt_probe_interval_ms: 1_000,
-            aqm: Aqm::FqCodel,
-            codel_target_ms: 5.0,
-            codel_interval_ms: 100.0,
-            fq_quantum_bytes: 0,
             wire_profile: WireProfile::Rfc9897,
             busy_poll_us: 0,
         }
@@ -290,16 +262,6 @@ impl TunnelConfig {
             send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
             rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
             wire_profile: self.wire_profile,
-            send_queue_codel: (self.aqm != Aqm::None).then(|| CoDelConfig {
-                target: Duration::from_secs_f64(self.codel_target_ms.max(0.0) / 1e3),
-                interval: Duration::from_secs_f64(self.codel_interval_ms.max(0.001) / 1e3),
-            }),
-            send_queue_flows: if self.aqm == Aqm::FqCodel {
-                DEFAULT_SEND_QUEUE_FLOWS
-            } else {
-                0
-            },
-            send_queue_flow_quantum: self.fq_quantum_bytes,
             ..self.settings.connection_config(plan.tun_mtu as usize)
         }
     }
@@ -493,32 +455,6 @@ fn default_max_routes() -> usize {
     ServerConfig::DEFAULT_MAX_LEARNED_ADDRESSES
 }
 
-/// Where the daemon's defaults differ from a scenario's (the shared
-/// [`TunnelSettings`] keep the simulator's, so published experiments are
-/// unchanged): `scheduler = "acpf"` and `reorder = "active-adaptive"`.
-/// Inner traffic that counts reordering as loss (QUIC, SACK TCP without
-/// RACK) gets about one path's worth with `cpf` + `passive` (simulated, two
-/// equal 20 Mbit/s paths: 19.4 Mbit/s; 37.7 with `acpf` + `active-adaptive`),
-/// kernel TCP is as fast either way, an in-order flow on one path is never
-/// held, and ACPF keeps the standing queue on the preferred path short.
-/// A flattened table ignores the container's default, hence this.
-fn apply_daemon_defaults(text: &str, tunnel: &mut TunnelConfig) {
-    let given = |key: &str| {
-        toml::from_str::<toml::Table>(text).is_ok_and(|t| {
-            t.get("tunnel")
-                .and_then(|v| v.as_table())
-                .is_some_and(|t| t.contains_key(key))
-        })
-    };
-    let daemon = TunnelConfig::default().settings;
-    if !given("reorder") {
-        tunnel.settings.reorder = daemon.reorder;
-    }
-    if !given("scheduler") {
-        tunnel.settings.scheduler = daemon.scheduler;
-    }
-}
-
 fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
@@ -530,8 +466,7 @@ impl ClientConfig {
 
     /// Parses and validates a client configuration.
     pub fn from_toml_str(text: &str) -> anyhow::Result<ClientConfig> {
-        let mut c: ClientConfig = toml::from_str(text)?;
-        apply_daemon_defaults(text, &mut c.tunnel);
+        let c: ClientConfig = toml::from_str(text)?;
         c.validate()?;
         Ok(c)
     }
@@ -603,8 +538,7 @@ impl ServerConfig {
 
     /// Parses and validates a server configuration.
     pub fn from_toml_str(text: &str) -> anyhow::Result<ServerConfig> {
-        let mut c: ServerConfig = toml::from_str(text)?;
-        apply_daemon_defaults(text, &mut c.tunnel);
+        let c: ServerConfig = toml::from_str(text)?;
         for a in &c.dccp_listen {
             if a.is_unspecified() {
                 bail!("dccp_listen: {a}: native DCCP needs specific addresses (checksum pseudo-header)");
@@ -687,15 +621,8 @@ fn validate_common(tun: &TunConfig, tunnel: &TunnelConfig) -> anyhow::Result<()>
     if it != 0 && ka != 0 && ka.saturating_mul(2) > it {
         bail!("tunnel.idle_timeout_ms ({it}) must be at least twice keepalive_ms ({ka})");
     }
-    if tunnel.fq_quantum_bytes > 1 << 20 {
-        bail!("tunnel.fq_quantum_bytes must be at most 1048576 (0 = one packet)");
-    }
     if tunnel.path_mtu < 576 {
         bail!("tunnel.path_mtu must be >= 576");
-    }
-    let (target, interval) = (tunnel.codel_target_ms, tunnel.codel_interval_ms);
-    if !(target.is_finite() && interval.is_finite() && target >= 0.0 && interval >= 1.0) {
-        bail!("tunnel.codel_target_ms must be >= 0 and codel_interval_ms >= 1 (got {target}, {interval})");
     }
     Ok(())
 }
@@ -724,6 +651,9 @@ pub fn parse_cidr(s: &str) -> anyhow::Result<(IpAddr, u8)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpdccp_proto::conn::{CoDelConfig, DEFAULT_SEND_QUEUE_FLOWS};
+    use mpdccp_proto::reorder::ReorderKind;
+    use mpdccp_proto::sched::SchedulerKind;
 
     #[test]
     fn client_config_parses_and_rejects_typos() {
@@ -756,31 +686,33 @@ mod tests {
         );
     }
 
-    /// The daemon schedules with ACPF and reorders actively unless told
-    /// otherwise, in a `[tunnel]` table with other keys, without one, and on
-    /// both ends; a scenario's defaults (the shared settings) stay `cpf` and
-    /// `passive`.
+    /// The daemon's tunnel defaults are the shared ones, one definition:
+    /// the same whether `[tunnel]` is absent, partial or on either end; a
+    /// key given still wins.
     #[test]
-    fn the_daemon_defaults_are_acpf_and_active_adaptive() {
+    fn the_daemon_defaults_are_the_shared_ones() {
+        assert_eq!(TunnelConfig::default().settings, TunnelSettings::default());
         let client = |tunnel: &str| {
             format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n")
         };
-        for text in [client(""), client("[tunnel]\ncc = \"ccid2\"\n")] {
+        for text in [client(""), client("[tunnel]\nkeepalive_ms = 3000\n")] {
             let c = ClientConfig::from_toml_str(&text).unwrap();
-            assert_eq!(
-                c.tunnel.settings.reorder,
-                ReorderKind::ActiveAdaptive,
-                "{text}"
-            );
+            assert_eq!(c.tunnel.settings, TunnelSettings::default(), "{text}");
         }
-        let c = ClientConfig::from_toml_str(&client("[tunnel]\nreorder = \"passive\"\n")).unwrap();
-        assert_eq!(c.tunnel.settings.reorder, ReorderKind::Passive);
+        let c =
+            ClientConfig::from_toml_str(&client("[tunnel]\nreorder = \"active-fixed\"\n")).unwrap();
+        assert_eq!(c.tunnel.settings.reorder, ReorderKind::ActiveFixed);
+        assert_eq!(
+            c.tunnel.settings.scheduler,
+            TunnelSettings::default().scheduler
+        );
         let s =
             ServerConfig::from_toml_str("listen = \"0.0.0.0:6773\"\nauth = \"open\"\n").unwrap();
-        assert_eq!(s.tunnel.settings.reorder, ReorderKind::ActiveAdaptive);
+        assert_eq!(s.tunnel.settings, TunnelSettings::default());
+        // The benchmark's choice (docs/AGGREGATION.md, "Defaults").
         assert_eq!(s.tunnel.settings.scheduler, SchedulerKind::Acpf);
-        assert_eq!(TunnelSettings::default().reorder, ReorderKind::Passive);
-        assert_eq!(TunnelSettings::default().scheduler, SchedulerKind::Cpf);
+        assert_eq!(s.tunnel.settings.reorder, ReorderKind::Passive);
+        assert_eq!(s.tunnel.settings.aqm, Aqm::FqCodel);
     }
 
     /// `rtt_probe_interval_ms` reaches the core: the default is the core's

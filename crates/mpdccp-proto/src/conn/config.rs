@@ -44,9 +44,9 @@ pub struct ConnectionConfig {
     /// deficit round robin (quantum `mss_bytes`) with new, sparse flows
     /// first; each flow has its own CoDel with `send_queue_codel`'s
     /// parameters, and a full queue drops the fattest flow's head instead
-    /// of `drop_policy`. 0 = one FIFO (the default, so the simulator's
-    /// results stay as they were); RFC 8290 suggests 1024
-    /// ([`DEFAULT_SEND_QUEUE_FLOWS`]).
+    /// of `drop_policy`. 0 = one FIFO (the core's default; a tunnel's
+    /// default, [`TunnelSettings`]' `aqm`, is FQ-CoDel); RFC 8290 suggests
+    /// 1024 ([`DEFAULT_SEND_QUEUE_FLOWS`]).
     pub send_queue_flows: usize,
     /// The flow queues' DRR quantum, bytes (RFC 8290 §4.2); 0 = one
     /// full-sized packet (`mss_bytes`, the RFC's choice). A larger one
@@ -234,20 +234,74 @@ pub struct TunnelSettings {
     pub mss_bytes: Option<u32>,
     /// `false`: plain single-path DCCP on the first path (no MP-DCCP feature).
     pub multipath: bool,
+    /// Queue management of the send queue: `"fq_codel"` (RFC 8290: a
+    /// queue and a CoDel per inner flow, so a small real-time flow does not
+    /// wait behind a bulk one), `"codel"` (RFC 8289 on one FIFO) or
+    /// `"none"` (one FIFO bounded by `send_queue_pkts`/`_bytes` only).
+    pub aqm: Aqm,
+    /// CoDel's target sojourn time, ms (RFC 8289 default 5; with
+    /// `fq_codel` per flow, as RFC 8290 §5.1 keeps it).
+    pub codel_target_ms: f64,
+    /// CoDel's interval, ms (RFC 8289 default 100, about a worst-case RTT).
+    pub codel_interval_ms: f64,
+    /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
+    /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
+    pub fq_quantum_bytes: usize,
+}
+
+/// The `aqm` setting: what manages the send queue in front of the scheduler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
+pub enum Aqm {
+    /// One FIFO, bounded in packets and bytes only (drop policy applies).
+    None,
+    /// CoDel (RFC 8289) on one FIFO.
+    Codel,
+    /// Flow queues with a CoDel each (RFC 8290).
+    #[default]
+    #[cfg_attr(feature = "serde", serde(rename = "fq_codel"))]
+    FqCodel,
+}
+
+impl Aqm {
+    /// The configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aqm::None => "none",
+            Aqm::Codel => "codel",
+            Aqm::FqCodel => "fq_codel",
+        }
+    }
 }
 
 impl Default for TunnelSettings {
+    /// The one set of defaults of the simulator, the testbed and the
+    /// daemons, chosen with the aggregation benchmark (docs/AGGREGATION.md,
+    /// "Defaults"): ACPF spills a bulk flow to a second path only when the
+    /// first is full, so it aggregates without sending an inner flow over a
+    /// much slower path early; passive reordering never holds a packet (an
+    /// active strategy held the real-time flow behind gaps, up to 17 × the
+    /// faster path's RTT); FQ-CoDel keeps a small flow from waiting behind
+    /// a bulk one in the send queue.
     fn default() -> Self {
         TunnelSettings {
             cc: CcKind::default(),
-            scheduler: SchedulerKind::default(),
-            reorder: ReorderKind::default(),
+            scheduler: SchedulerKind::Acpf,
+            reorder: ReorderKind::Passive,
             reorder_timeout_ms: None,
             weights: Vec::new(),
             send_queue_pkts: DEFAULT_SEND_QUEUE_PKTS,
             send_queue_bytes: None,
             mss_bytes: None,
             multipath: true,
+            aqm: Aqm::FqCodel,
+            codel_target_ms: 5.0,
+            codel_interval_ms: 100.0,
+            fq_quantum_bytes: 0,
         }
     }
 }
@@ -279,6 +333,15 @@ impl TunnelSettings {
         if self.mss_bytes.is_some_and(|m| !(100..=65_000).contains(&m)) {
             return Err("`mss_bytes` must be in 100..=65000".into());
         }
+        let (target, interval) = (self.codel_target_ms, self.codel_interval_ms);
+        if !(target.is_finite() && interval.is_finite() && target >= 0.0 && interval >= 1.0) {
+            return Err(format!(
+                "`codel_target_ms` must be >= 0 and `codel_interval_ms` >= 1 (got {target}, {interval})"
+            ));
+        }
+        if self.fq_quantum_bytes > 1 << 20 {
+            return Err("`fq_quantum_bytes` must be at most 1048576 (0 = one packet)".into());
+        }
         Ok(())
     }
 
@@ -300,9 +363,9 @@ impl TunnelSettings {
             let need = largest_packet_bytes.saturating_add(DATA_HEADER_MAX);
             mss_bytes = u32::try_from(need).unwrap_or(u32::MAX);
         }
-        let timeout = self.reorder_timeout_ms.map_or(Duration::ZERO, |ms| {
-            Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::ZERO)
-        });
+        // Unvalidated numbers (NaN, infinite) map to zero rather than panic.
+        let ms = |ms: f64| Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::ZERO);
+        let timeout = self.reorder_timeout_ms.map_or(Duration::ZERO, ms);
         ConnectionConfig {
             cc: self.cc,
             cc_config,
@@ -318,6 +381,16 @@ impl TunnelSettings {
             },
             send_queue_pkts: self.send_queue_pkts,
             send_queue_bytes: self.send_queue_bytes.unwrap_or(d.send_queue_bytes),
+            send_queue_codel: (self.aqm != Aqm::None).then(|| CoDelConfig {
+                target: ms(self.codel_target_ms.max(0.0)),
+                interval: ms(self.codel_interval_ms.max(0.001)),
+            }),
+            send_queue_flows: if self.aqm == Aqm::FqCodel {
+                DEFAULT_SEND_QUEUE_FLOWS
+            } else {
+                0
+            },
+            send_queue_flow_quantum: self.fq_quantum_bytes,
             mss_bytes: self.mss_bytes.unwrap_or(mss_bytes),
             multipath: self.multipath,
             ..d

@@ -90,7 +90,7 @@ pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
-    ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
+    Aqm, ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};

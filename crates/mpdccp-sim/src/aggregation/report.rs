@@ -117,7 +117,8 @@ pub fn markdown(card: &Scorecard, command: &str) -> String {
         card.steady_from_s,
         card.steady_to_s,
         if card.sets.is_empty() {
-            " Tunnel settings: the simulator's defaults except `cc`.".to_owned()
+            " Tunnel settings: the shared defaults (`TunnelSettings::default()`) except `cc`."
+                .to_owned()
         } else {
             format!(" Overrides: `{}`.", card.sets.join("`, `"))
         }
