@@ -169,6 +169,15 @@ impl World {
         }
     }
 
+    /// Steps until client 0 is established or `limit` has passed.
+    fn connects_within(&mut self, limit: Duration) -> bool {
+        let started = self.now;
+        while !self.clients[0].is_established() && self.now < started + limit {
+            self.step();
+        }
+        self.clients[0].is_established()
+    }
+
     fn run(&mut self, ms: u32) {
         for _ in 0..ms {
             self.step();
@@ -591,11 +600,10 @@ fn a_captured_init_rewrapped_into_another_request_admits_no_one() {
     }
     // The genuine client's retransmission (a new Init, 0.5 s later) is
     // admitted: it is established within 1 s of the attack.
-    let started = w.now;
-    while !w.clients[0].is_established() && w.now < started + Duration::from_secs(1) {
-        w.step();
-    }
-    assert!(w.clients[0].is_established(), "client connects within 1 s");
+    assert!(
+        w.connects_within(Duration::from_secs(1)),
+        "client connects within 1 s"
+    );
     assert_eq!(w.ep.connections().len(), 1);
 }
 
@@ -647,11 +655,10 @@ fn an_init_spent_first_by_an_attacker_opens_nothing_and_locks_no_one_out() {
     assert_eq!(g.confirmed, 0);
     // The client never got an answer; its retransmission carries a newer
     // Init (the captured one's timestamp is spent) and connects.
-    let started = w.now;
-    while !w.clients[0].is_established() && w.now < started + Duration::from_secs(1) {
-        w.step();
-    }
-    assert!(w.clients[0].is_established(), "client connects within 1 s");
+    assert!(
+        w.connects_within(Duration::from_secs(1)),
+        "client connects within 1 s"
+    );
     let (g, r) = w.ep.auth_stats().unwrap();
     assert_eq!(g.confirmed, 1);
     assert_eq!(r.replayed, 0, "the retransmitted Request was not a replay");

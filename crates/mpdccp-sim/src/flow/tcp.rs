@@ -545,9 +545,22 @@ impl TcpSender {
         if lost_pkts == 0 {
             return;
         }
+        self.declare_lost(now, lost_pkts, from, largest_lost_sent_time);
+    }
+
+    /// Segments just marked lost (`lost_pkts` of them, the first at or
+    /// after `first`) leave `pipe`, wait for retransmission and reach the
+    /// controller as one loss event: the same for DupThresh and RACK.
+    pub(super) fn declare_lost(
+        &mut self,
+        now: Instant,
+        lost_pkts: u32,
+        first: u64,
+        largest_lost_sent_time: Instant,
+    ) {
         self.pipe = self.pipe.saturating_sub(lost_pkts);
         self.lost_pending += u64::from(lost_pkts);
-        self.retx_scan = self.retx_scan.min(from);
+        self.retx_scan = self.retx_scan.min(first);
         self.stats.lost_pkts += u64::from(lost_pkts);
         let ev = LossEvent {
             lost_pkts,

@@ -166,18 +166,7 @@ impl TcpSender {
         };
         self.recovery_point.get_or_insert(self.next_seq);
         self.pto_deadline = None;
-        self.pipe = self.pipe.saturating_sub(lost_pkts);
-        self.lost_pending += u64::from(lost_pkts);
-        self.retx_scan = self.retx_scan.min(first);
-        self.stats.lost_pkts += u64::from(lost_pkts);
-        let ev = LossEvent {
-            lost_pkts,
-            lost_bytes: u64::from(lost_pkts) * u64::from(self.seg_bytes),
-            in_flight_pkts: self.pipe,
-            largest_lost_sent_time,
-            delivered_pkts: self.rate.delivered_pkts(),
-        };
-        self.cc.on_loss(now, &ev, &[]);
+        self.declare_lost(now, lost_pkts, first, largest_lost_sent_time);
     }
 }
 
