@@ -561,7 +561,9 @@ mod bind_tests {
     /// and the first daemon's socket keeps working.
     #[test]
     fn a_control_socket_in_use_is_named_as_such() {
-        let dir = std::env::temp_dir().join(format!("mpdccp-ops-{}", std::process::id()));
+        // Its own folder: the other tests of this module use `mpdccp-ops-PID`
+        // at the same time, and this one removes its folder at the end.
+        let dir = std::env::temp_dir().join(format!("mpdccp-ops-bind-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("ctl.sock");
         let _first = OpsServer::bind(&sock, None).expect("first daemon");
