@@ -830,3 +830,129 @@ fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() 
         "gone after {idle:?}"
     );
 }
+
+/// The last packet the client sent from `from`, parsed, and its Ack.
+fn last_client_packet(w: &World, from: SocketAddr) -> (DccpRepr, Vec<u8>, u64) {
+    let (_, _, last) = w
+        .wire
+        .iter()
+        .rev()
+        .find(|(c, f, _)| *c && *f == from)
+        .expect("client traffic on the path");
+    let r = parse(last);
+    let ack = match r.kind {
+        DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
+        ref other => panic!("{other:?}"),
+    };
+    (r, last.clone(), ack)
+}
+
+/// A pure Ack from the client's path `from` with the next sequence number
+/// and `mp` as its options (what an on-path forger can build).
+fn forged_ack(w: &World, from: SocketAddr, mp: Vec<MpOption>) -> Vec<u8> {
+    let (r, _, ack) = last_client_packet(w, from);
+    let forged = DccpRepr {
+        src_port: r.src_port,
+        dst_port: r.dst_port,
+        seq: r.seq + 1,
+        kind: DccpKind::Ack { ack },
+        options: mp.into_iter().map(DccpOption::Multipath).collect(),
+        ..DccpRepr::default()
+    };
+    let mut out = vec![0u8; forged.buffer_len(0)];
+    let n = forged.emit(&mut out, &[], None).unwrap();
+    out.truncate(n);
+    out
+}
+
+fn server_prios(w: &World) -> Vec<u8> {
+    let h = w.ep.connections()[0];
+    let c = w.ep.connection(h).unwrap();
+    c.paths().iter().map(|p| p.priority).collect()
+}
+
+/// RFC 9897 leaves MP_PRIO unauthenticated, so one forged "priority 0" per
+/// path stopped the server's downstream. In the authenticated modes the
+/// client's MP_PRIO carries an MP_HMAC under its d-key over the MP_SEQ,
+/// the value and the subflow's join nonces: a forged one (no tag, a wrong tag, or
+/// a genuine tag replayed onto another subflow) is ignored and counted,
+/// while the client's own priority change still takes effect.
+#[test]
+fn mp_prio_is_authenticated_in_the_authenticated_mode() {
+    let k = keys(1);
+    let mut w = World::new(&k, &[k.peers[0].0], Some(gate(&k, 1000)));
+    w.start(0, 0);
+    w.run(20);
+    w.start(0, 1);
+    w.run(50);
+    let h = w.ep.connections()[0];
+    let before = server_prios(&w);
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|&p| p > 0), "{before:?}");
+
+    // Forged: no tag, then a wrong one, on both paths, with MP_SEQs far
+    // ahead (so only the tag can refuse them).
+    for path in 0..2 {
+        let from = addr(0, path);
+        for mp in [
+            vec![MpOption::Seq(1 << 40), MpOption::Prio(0)],
+            vec![
+                MpOption::Seq((1 << 40) + 1),
+                MpOption::Prio(0),
+                MpOption::Hmac([0x13; 20]),
+            ],
+        ] {
+            let d = forged_ack(&w, from, mp);
+            let now = w.now;
+            w.ep.handle_datagram(now, from, &d);
+        }
+    }
+    w.run(50);
+    assert_eq!(server_prios(&w), before, "forged MP_PRIO ignored");
+    let stats = w.ep.connection(h).unwrap().stats();
+    assert_eq!(stats.prio_bad_hmac, 4);
+
+    // Genuine: the client takes path 1 out of use; the server follows.
+    let mark = w.wire.len();
+    let now = w.now;
+    w.clients[0].set_priority(now, PathId(1), 0);
+    w.run(50);
+    assert_eq!(server_prios(&w), vec![before[0], 0]);
+    let genuine = w.wire[mark..]
+        .iter()
+        .find(|(c, f, d)| {
+            *c && *f == addr(0, 1)
+                && parse(d)
+                    .options
+                    .iter()
+                    .any(|o| matches!(o, DccpOption::Multipath(MpOption::Prio(0))))
+        })
+        .expect("the client sent MP_PRIO 0 on path 1")
+        .2
+        .clone();
+    // On the wire: MP_PRIO directly followed by its MP_HMAC.
+    let opts = parse(&genuine).options;
+    let at = opts
+        .iter()
+        .position(|o| matches!(o, DccpOption::Multipath(MpOption::Prio(0))))
+        .unwrap();
+    assert!(matches!(
+        opts.get(at + 1),
+        Some(DccpOption::Multipath(MpOption::Hmac(_)))
+    ));
+
+    // Replayed onto path 0 with path 0's next numbers: the tag names path
+    // 1's subflow, so path 0 keeps its priority.
+    let (r0, _, ack0) = last_client_packet(&w, addr(0, 0));
+    let replay = rewrap(&genuine, |r| {
+        r.src_port = r0.src_port;
+        r.dst_port = r0.dst_port;
+        r.seq = r0.seq + 1;
+        r.kind = DccpKind::Ack { ack: ack0 };
+    });
+    let now = w.now;
+    w.ep.handle_datagram(now, addr(0, 0), &replay);
+    w.run(50);
+    assert_eq!(server_prios(&w), vec![before[0], 0]);
+    assert_eq!(w.ep.connection(h).unwrap().stats().prio_bad_hmac, 5);
+}

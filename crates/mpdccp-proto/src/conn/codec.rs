@@ -346,6 +346,7 @@ impl<'a> Segment<'a> {
                                 MpOption::Join { .. }
                                     | MpOption::AddAddr { .. }
                                     | MpOption::RemoveAddr { .. }
+                                    | MpOption::Prio(_)
                             ) {
                                 hmacs.after = o.data.first().copied();
                             }

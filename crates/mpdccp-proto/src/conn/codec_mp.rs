@@ -228,6 +228,10 @@ pub struct MpOpts {
     pub addaddr: Option<MpAddAddr>,
     pub removeaddr: Option<MpRemoveAddr>,
     pub prio: Option<u8>,
+    /// MP_HMAC directly after MP_PRIO: the authenticated modes' extension
+    /// ([`super::prio_auth`]); RFC 9897 §3.2.6 has receivers of the open
+    /// mode ignore an MP_HMAC that follows no protected option.
+    pub prio_hmac: Option<[u8; 20]>,
     /// MP_CLOSE carries the receiver's key (RFC 9897 §3.2.11).
     pub close: Option<[u8; 8]>,
     /// MP_FAST_CLOSE carries the receiver's key (RFC 9897 §3.2.3).
@@ -275,6 +279,7 @@ impl HmacPlacement {
             Some(subtype::JOIN) => m.hmac = Some(h),
             Some(subtype::ADDADDR) => m.addaddr_hmac = Some(h),
             Some(subtype::REMOVEADDR) => m.removeaddr_hmac = Some(h),
+            Some(subtype::PRIO) => m.prio_hmac = Some(h),
             _ => {
                 self.strays = self.strays.saturating_add(1);
                 self.first_stray.get_or_insert(h);
@@ -427,6 +432,9 @@ pub(super) fn emit_mp(
     }
     if let Some(pr) = m.prio {
         put(MpOption::Prio(pr), &mut p)?;
+        if let Some(h) = m.prio_hmac {
+            put(MpOption::Hmac(h), &mut p)?;
+        }
     }
     if let Some(k) = m.close {
         put(

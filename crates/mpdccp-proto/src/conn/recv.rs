@@ -150,6 +150,10 @@ impl Connection {
     /// Options that matter in OPEN: Ack Ratio negotiation, then (multipath
     /// only) MP_RTT, MP_PRIO, MP_CONFIRM and the address options.
     pub(super) fn handle_open_options(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        let remote_d_key = match self.d_keys() {
+            Some(ConnKeys::Derived { remote, .. }) => Some(remote),
+            _ => None,
+        };
         let sf = &mut self.paths[i];
         if let Some(f) = seg.feat(opt::CHANGE_L, FeatureNum::AckRatio) {
             sf.on_ack_ratio_change(f.value);
@@ -164,7 +168,14 @@ impl Connection {
         if let Some(r) = m.rtt {
             sf.on_peer_rtt(&r);
         }
-        if let Some(p) = m.prio {
+        if let Some(p) = m.prio.filter(|&p| {
+            let ok = sf.prio_authentic(remote_d_key.as_ref(), p, m.seq, m.prio_hmac);
+            if !ok {
+                // Not confirmed either: a forger learns nothing.
+                self.stats.prio_bad_hmac += 1;
+            }
+            ok
+        }) {
             match sf.on_peer_prio(p, m.seq) {
                 Some(true) => {
                     let path = sf.id();

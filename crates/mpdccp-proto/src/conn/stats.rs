@@ -69,6 +69,9 @@ pub struct ConnStats {
     pub bad_close_key: u64,
     pub addaddr_bad_hmac: u64,
     pub removeaddr_bad_hmac: u64,
+    /// MP_PRIO without a valid MP_HMAC in the authenticated modes
+    /// (ignored, not confirmed; docs/SECURITY.md).
+    pub prio_bad_hmac: u64,
     /// Authenticated MP_ADDADDR ignored as RFC 9897 §3.2.8 demands: a
     /// broadcast/multicast/unspecified address, or a known Address ID
     /// with another IP.
@@ -177,6 +180,7 @@ impl ConnStats {
             + self.bad_close_key
             + self.addaddr_bad_hmac
             + self.removeaddr_bad_hmac
+            + self.prio_bad_hmac
             + self.rx_request_refused
             + self.rx_bad_options
     }

@@ -113,7 +113,15 @@ impl Subflow {
             && take(feat_len(FeatureNum::AckRatio), &mut used);
         p.rtt = rtt_due && take(rtt_len, &mut used);
         let prio_due = ctx.mp_on && self.prio_due(now);
-        p.prio = prio_due && take(profile.mp_buffer_len(&MpOption::Prio(0)), &mut used);
+        // In the authenticated modes MP_PRIO brings its MP_HMAC.
+        let prio_len = profile.mp_buffer_len(&MpOption::Prio(0))
+            + match ctx.keys {
+                Some(crate::conn::keys::ConnKeys::Derived { .. }) => {
+                    profile.mp_buffer_len(&MpOption::Hmac([0; 20]))
+                }
+                _ => 0,
+            };
+        p.prio = prio_due && take(prio_len, &mut used);
         if ctx.mp_on && !self.pend.confirms.is_empty() {
             let most = self
                 .pend

@@ -258,6 +258,25 @@ impl Subflow {
 
     /// Our MP_HMAC of a join's Response (server) or third packet (client),
     /// under the connection's profile (RFC 9897 §3.2.2; BUILD.md "MP_HMAC").
+    /// MP_PRIO's tag in the authenticated modes (d-keys from the
+    /// handshake, [`keys::prio_hmac`]); none in the open mode.
+    fn prio_tag(
+        &self,
+        ctx: &EmitCtx,
+        prio: Option<u8>,
+        mp_seq: u64,
+    ) -> Option<[u8; keys::HMAC_LEN]> {
+        match (&ctx.keys, prio) {
+            (Some(ConnKeys::Derived { local, .. }), Some(p)) => Some(keys::prio_hmac(
+                local,
+                p,
+                mp_seq,
+                (self.local_nonce, self.remote_nonce),
+            )),
+            _ => None,
+        }
+    }
+
     fn join_hmac(&self, ctx: &EmitCtx, k: &ConnKeys) -> [u8; keys::HMAC_LEN] {
         let (at, nonces) = if self.initiator {
             (JoinHmac::Ack, (self.local_nonce, self.remote_nonce))
@@ -406,7 +425,8 @@ impl Subflow {
                 prio_given_up = self.prio_sent(now, ctx);
                 // RFC 9897 §3.2.1: MP_PRIO goes with MP_SEQ; a pure Ack
                 // repeats the highest one assigned (it numbers no data).
-                s.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
+                let mp_seq = *s.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
+                s.mp.prio_hmac = self.prio_tag(ctx, s.mp.prio, mp_seq);
             }
         }
         AckSegment { seq, prio_given_up }

@@ -438,6 +438,30 @@ impl Subflow {
         (!outdated).then_some(changed)
     }
 
+    /// In the authenticated modes (`remote_d_key`), whether the MP_PRIO
+    /// `p` with `mp_seq` carries the peer's tag ([`keys::prio_hmac`]);
+    /// always true in the open mode, where MP_PRIO is unauthenticated
+    /// (RFC 9897 §3.2.9).
+    pub(crate) fn prio_authentic(
+        &self,
+        remote_d_key: Option<&[u8; 32]>,
+        p: u8,
+        mp_seq: Option<u64>,
+        tag: Option<[u8; 20]>,
+    ) -> bool {
+        let Some(k) = remote_d_key else { return true };
+        match (mp_seq, tag) {
+            (Some(seq), Some(t)) => crate::conn::keys::verify_prio_hmac(
+                k,
+                p,
+                seq,
+                (self.remote_nonce, self.local_nonce),
+                &t,
+            ),
+            _ => false,
+        }
+    }
+
     /// The peer confirmed our MP_PRIO `p`: no more retransmissions.
     pub(crate) fn on_prio_confirmed(&mut self, p: u8) {
         if self.pend.prio == Some(p) {
