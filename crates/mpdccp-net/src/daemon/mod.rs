@@ -25,15 +25,20 @@ mod backoff;
 pub mod client;
 pub mod config;
 mod dead_peer;
+mod driver;
 pub mod iface;
 pub mod keyfile;
 pub mod metrics;
 pub mod native;
 pub mod notify;
 pub mod ops;
+pub mod plan;
 mod routes;
+mod serve;
 pub mod server;
+mod shard;
 pub mod status_doc;
+mod transport;
 pub mod udccp;
 pub mod warn;
 mod workers;
@@ -464,7 +469,7 @@ pub fn set_tun_mtu(tun: &Tun, mtu: u32) -> anyhow::Result<()> {
 }
 
 /// What the TUN is opened for: the outer path and the tunnel's options,
-/// from which [`open_tun`] plans the MTU.
+/// from which [`plan_tun`] plans the MTU.
 pub struct TunSetup<'a> {
     pub tun: &'a TunConfig,
     /// Largest IP packet a path carries (`[tunnel] path_mtu`).
@@ -482,31 +487,17 @@ pub struct TunSetup<'a> {
     pub plpmtud_max_ip: Option<u32>,
 }
 
-/// Opens and configures the TUN device; returns it with the MTU plan used
-/// (with `protected`, lowered by the payload protection's overhead) and
-/// the TUN MTU policy. With DPLPMTUD on, the TUN starts at what the base
-/// size allows (RFC 8899 §5.1.2: "the BASE_PLPMTU ... until confirmed"),
-/// so nothing is sent oversized while the search runs, and is raised as
-/// sizes are confirmed.
-pub fn open_tun(setup: &TunSetup) -> anyhow::Result<(Tun, MtuPlan, TunMtuPolicy)> {
-    let (mut tuns, plan, policy) = open_tun_queues(setup, 1)?;
-    Ok((tuns.remove(0), plan, policy))
-}
-
-/// As [`open_tun`], with `queues` fds of one TUN (`IFF_MULTI_QUEUE` when
-/// more than one; a sharded server's workers read one each).
-pub fn open_tun_queues(
-    setup: &TunSetup,
-    queues: usize,
-) -> anyhow::Result<(Vec<Tun>, MtuPlan, TunMtuPolicy)> {
+/// The MTU plan for `setup` (with `protected`, lowered by the payload
+/// protection's overhead) and the TUN MTU policy; nothing is opened.
+pub fn plan_tun(setup: &TunSetup) -> anyhow::Result<(MtuPlan, TunMtuPolicy)> {
     let TunSetup {
         tun: cfg,
         path_mtu,
         ipv6_outer,
         encap_bytes,
-        offload,
         protected,
         plpmtud_max_ip,
+        ..
     } = *setup;
     let mut plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
     let mut extra = 0;
@@ -529,6 +520,25 @@ pub fn open_tun_queues(
         max: plan.tun_mtu,
         ipv6_inside,
     };
+    Ok((plan, policy))
+}
+
+/// Opens and configures the TUN device for `setup` as `run` planned it
+/// ([`plan::run_plan`]), with `queues` fds of one TUN (`IFF_MULTI_QUEUE`
+/// when more than one; a sharded server's workers read one each). With
+/// DPLPMTUD on, the TUN starts at what the base size allows (RFC 8899
+/// §5.1.2: "the BASE_PLPMTU ... until confirmed"), so nothing is sent
+/// oversized while the search runs, and is raised as sizes are confirmed.
+pub fn open_tun_queues(
+    setup: &TunSetup,
+    run: &plan::RunPlan,
+    queues: usize,
+) -> anyhow::Result<Vec<Tun>> {
+    let TunSetup {
+        tun: cfg, offload, ..
+    } = *setup;
+    let (plan, policy) = (run.mtu, run.tun_mtu);
+    let ipv6_inside = policy.ipv6_inside;
     let mtu = policy.tun_mtu(None);
     let tuns = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
@@ -573,7 +583,7 @@ pub fn open_tun_queues(
     if ipv6_inside && plan.tun_mtu < crate::mtu::IPV6_MIN_MTU {
         tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
     }
-    Ok((tuns, plan, policy))
+    Ok(tuns)
 }
 
 /// Applies a new smallest PLPMTU to the TUN (`cause`: the path whose
