@@ -470,6 +470,7 @@ pub fn set_tun_mtu(tun: &Tun, mtu: u32) -> anyhow::Result<()> {
 
 /// What the TUN is opened for: the outer path and the tunnel's options,
 /// from which [`plan_tun`] plans the MTU.
+#[derive(Clone, Copy)]
 pub struct TunSetup<'a> {
     pub tun: &'a TunConfig,
     /// Largest IP packet a path carries (`[tunnel] path_mtu`).
