@@ -1,18 +1,28 @@
 //! The tunnel daemon: `mpdccp server` and `mpdccp client`.
 //!
-//! One thread, one `ppoll` loop per daemon (the core is single-threaded and
-//! the packet path is short, so a second thread would only add hand-offs):
-//! the TUN fd, the UDP path sockets, the netlink watcher (client), a signal
-//! pipe and the wake-up pipe of the operations listener threads (`ops.rs`:
-//! they read requests and write answers, so no client can block the loop).
-//! Each wake-up drains inputs in
-//! batches (TUN reads until empty, `recvmmsg`), lets the core act
-//! (`handle_timeout` when `poll_timeout` has passed), writes delivered packets
-//! to the TUN and flushes `poll_transmit` output with `sendmmsg` / UDP GSO.
-//! The sleep is until the core's next deadline, with 1 µs timer slack, so
-//! pacing and timers are honoured to within the scheduler's wake-up latency.
-//! Buffers are allocated once at start; the daemon itself allocates nothing
-//! per packet (the core's `Event::Delivered` carries its own `Vec`).
+//! Every packet thread runs one loop, `driver::drive`: the client and a
+//! single-threaded server have one such thread; a server with
+//! `workers = N` runs N of them (`workers.rs`, `shard.rs`), each with its
+//! own endpoint, UDP socket and TUN queue, while the main thread keeps the
+//! signals and the operations socket. The loop waits in `ppoll` on the TUN
+//! fd, the path sockets, the netlink watcher (client), the signal pipe and
+//! the wake-up pipe of the operations listener threads (`ops.rs`: they
+//! read requests and write answers, so no client can block the loop), or a
+//! worker's mailbox. Each wake-up drains inputs in batches (TUN reads until
+//! empty, `recvmmsg`), lets the core act (`handle_timeout` when
+//! `poll_timeout` has passed), writes delivered packets to the TUN and
+//! flushes `poll_transmit` output with `sendmmsg` / UDP GSO. The sleep is
+//! until the core's next deadline, with 1 µs timer slack, so pacing and
+//! timers are honoured to within the scheduler's wake-up latency.
+//! Buffers are allocated once at start; the daemon itself allocates
+//! nothing per packet on the UDP path (the core's `Event::Delivered`
+//! carries its own `Vec`; a worker's hand-off to another worker copies
+//! the packet).
+//!
+//! The files: `client.rs` and `server.rs` start the daemons; `serve.rs` is
+//! the server's packet loop; `transport.rs` holds what differs between
+//! UDP, native DCCP and U-DCCP; `plan.rs` builds the `ConnectionConfig`
+//! the daemons run.
 //!
 //! With `tunnel.offload` (default) the kernel moves few, big packets: TCP
 //! super-packets from the TUN are split ([`drain_tun`], [`crate::offload`]),
@@ -416,7 +426,7 @@ pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool, encap_bytes: u
     }
 }
 
-/// How the TUN MTU follows DPLPMTUD (RFC 8899, issue #13).
+/// How the TUN MTU follows DPLPMTUD (RFC 8899).
 ///
 /// The PLPMTU the core reports counts DCCP packet bytes (the outer IP and
 /// UDP headers are already off); a tunnelled packet is that minus the
