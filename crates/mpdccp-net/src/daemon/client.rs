@@ -18,20 +18,20 @@
 //!   each time, up to a minute, and warns at most every 30 s.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use mpdccp_proto::auth::InitiatorConfig;
-use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
+use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, Role};
 use mpdccp_proto::{Instant, PathId, PathState};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
-use super::config::{AuthMode, ClientConfig, Transport};
+use super::config::{AuthMode, ClientConfig};
 use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER};
 use super::driver::{drive, Control, Daemon, Step};
 use super::iface::{iface_state, LinkWatcher};
@@ -40,55 +40,20 @@ use super::ops::{conn_json, OpsServer, PathLabel};
 use super::plan::{run_plan, RunPlan};
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
+use paths::PathRt;
+
+mod paths;
 use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy, TunWriter, BATCH};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{RecvBatch, SendBatch};
 
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Interfaces are re-checked at least this often even without netlink events.
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often the client asks whether its connection is dead (`dead_peer`).
 const DEAD_CHECK: Duration = Duration::from_millis(100);
 /// Paths the poll set watches (sockets beyond are not read).
 const MAX_POLLED_PATHS: usize = 16;
-
-/// One configured access network and its subflow.
-struct PathRt {
-    name: String,
-    iface: String,
-    remote: SocketAddr,
-    source: Option<IpAddr>,
-    priority: u8,
-    transport: Transport,
-    /// Interface usable (up, with an address of the server's family).
-    usable: bool,
-    socket: Option<PathLink>,
-    batch: SendBatch,
-    /// Subflow in the core, while joined.
-    id: Option<PathId>,
-    established: bool,
-    next_try: Instant,
-    backoff: Duration,
-    /// Subflows this path lost while established (the core closed them:
-    /// expired, reset or withdrawn by the server) and rejoined.
-    lost: u64,
-}
-
-impl PathRt {
-    /// Tries again after the backoff, which doubles (up to 30 s).
-    fn retry_later(&mut self, now: Instant) {
-        self.next_try = now + self.backoff;
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-    }
-
-    /// Forgets the subflow and its socket.
-    fn detach(&mut self) {
-        self.id = None;
-        self.socket = None;
-        self.established = false;
-    }
-}
 
 /// The client's handshake keys in the authenticated modes.
 fn client_auth(config: &ClientConfig) -> anyhow::Result<Option<InitiatorConfig>> {
@@ -314,36 +279,6 @@ impl Client {
         self.tun_writer.flush(&self.tun, &mut self.stats);
     }
 
-    fn path_established(&mut self, id: PathId) {
-        if let Some(p) = self.paths.iter_mut().find(|p| p.id == Some(id)) {
-            info!(path = %p.name, %id, "path established");
-            p.established = true;
-            p.backoff = self.base_backoff;
-            self.stats.path_up_events += 1;
-        }
-    }
-
-    fn path_failed(&mut self, now: Instant, id: PathId) {
-        let Some(p) = self.paths.iter_mut().find(|p| p.id == Some(id)) else {
-            return;
-        };
-        if !p.established && !self.conn.is_established() {
-            // The first subflow's handshake: the connection closes with it
-            // and reconnects (`closed`).
-            debug!(path = %p.name, %id, "handshake failed");
-            p.id = None;
-            p.socket = None;
-        } else if !p.established {
-            // The join itself failed: retry later, with a longer wait.
-            warn!(path = %p.name, %id, "join failed; retrying in {:?}", p.backoff);
-            p.id = None;
-            p.socket = None;
-            p.retry_later(now);
-        } else {
-            warn!(path = %p.name, %id, "path failing");
-        }
-    }
-
     fn plpmtu_changed(&mut self, path: PathId, plpmtu: u32) {
         let name = self
             .path_names
@@ -417,139 +352,6 @@ impl Client {
         }
         self.next_check = now;
         Ok(())
-    }
-
-    /// Brings paths up and down to match their interfaces.
-    fn manage_paths(&mut self, now: Instant) {
-        let conn = &self.conn;
-        self.path_names.retain(|id, _| conn.has_path(*id));
-        // Taken out for the loop (no allocation): each path changes the
-        // connection and the stats.
-        let mut paths = std::mem::take(&mut self.paths);
-        for p in &mut paths {
-            self.manage_path(now, p);
-        }
-        self.paths = paths;
-    }
-
-    fn manage_path(&mut self, now: Instant, p: &mut PathRt) {
-        self.rejoin_if_closed(now, p);
-        let st = iface_state(&p.iface);
-        if !self.follow_interface(now, p, st.usable_for(p.remote.ip())) {
-            return;
-        }
-        if !p.usable || p.id.is_some() || now < p.next_try {
-            return;
-        }
-        // The first subflow (MP_KEY) may go on any path; joins need an established connection.
-        let first = self.conn.paths().is_empty();
-        if !first && !self.conn.is_established() {
-            return;
-        }
-        let local_ip = p.source.or(match p.remote.ip() {
-            IpAddr::V4(_) => st.ipv4.map(IpAddr::V4),
-            IpAddr::V6(_) => st.ipv6.map(IpAddr::V6),
-        });
-        self.join(now, p, local_ip, first);
-    }
-
-    /// A subflow the core closed on its own (expired by
-    /// `path_idle_timeout`, reset or withdrawn by the server) while the
-    /// interface stays up: drop the socket and rejoin after a backoff, as
-    /// for an interface that came back.
-    fn rejoin_if_closed(&mut self, now: Instant, p: &mut PathRt) {
-        let Some(id) = p.id else { return };
-        let alive = self
-            .conn
-            .paths()
-            .iter()
-            .any(|v| v.id == id && v.state != PathState::Closed);
-        if alive || self.conn.is_closed() {
-            return;
-        }
-        info!(path = %p.name, %id, "subflow closed by the core; rejoining");
-        self.conn.set_path_down(now, id);
-        let was_established = p.established;
-        p.detach();
-        if was_established {
-            p.lost += 1;
-            p.backoff = self.base_backoff;
-        }
-        p.retry_later(now);
-    }
-
-    /// Follows the interface going down or becoming usable; `false`: it
-    /// just went down (nothing more to do for the path now).
-    fn follow_interface(&mut self, now: Instant, p: &mut PathRt, usable: bool) -> bool {
-        if p.usable && !usable {
-            info!(path = %p.name, iface = %p.iface, "interface down: path marked down");
-            self.stats.path_down_events += 1;
-            if let Some(id) = p.id.take() {
-                self.conn.set_path_down(now, id);
-            }
-            p.detach();
-            p.usable = false;
-            p.backoff = self.base_backoff;
-            return false;
-        }
-        if !p.usable && usable {
-            info!(path = %p.name, iface = %p.iface, "interface usable");
-            p.usable = true;
-            // A returning interface waits one backoff (links flap when they return).
-            p.next_try = if self.stats.path_down_events == 0 {
-                now
-            } else {
-                now + p.backoff
-            };
-        }
-        true
-    }
-
-    /// Opens the path's socket and adds its subflow to the connection.
-    fn join(&mut self, now: Instant, p: &mut PathRt, local_ip: Option<IpAddr>, first: bool) {
-        let opened = PathLink::open(
-            p.transport,
-            &p.iface,
-            local_ip,
-            p.remote,
-            self.sock_buf,
-            self.offload,
-        );
-        let sock = match opened {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(path = %p.name, "cannot open socket: {e}");
-                p.retry_later(now);
-                return;
-            }
-        };
-        let id = PathId(self.next_path_id);
-        self.next_path_id += 1;
-        // No addresses for the DCCP checksum pseudo-header: the server's
-        // `Endpoint` does not learn its local address per datagram, so
-        // both ends checksum with unspecified addresses (the outer UDP
-        // checksum still covers every byte, RFC 6773 §4). A native DCCP
-        // path's raw socket fills and verifies the checksum over the
-        // real addresses instead (RFC 4340 §9.1, `native.rs`).
-        let cfg = PathConfig {
-            priority: p.priority,
-            local: None,
-            remote: None,
-        };
-        match self.conn.add_path(now, id, cfg) {
-            Ok(()) => {
-                info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
-                self.stats.joins_started += 1;
-                self.path_names.insert(id, (p.name.clone(), p.remote));
-                p.id = Some(id);
-                p.socket = Some(sock);
-                p.established = false;
-            }
-            Err(e) => {
-                warn!(path = %p.name, "add_path: {e}");
-                p.retry_later(now);
-            }
-        }
     }
 
     /// Sends everything the core has for the network: datagrams and GSO

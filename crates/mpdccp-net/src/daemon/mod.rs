@@ -19,7 +19,8 @@
 //! carries its own `Vec`; a worker's hand-off to another worker copies
 //! the packet).
 //!
-//! The files: `client.rs` and `server.rs` start the daemons; `serve.rs` is
+//! The files: `client.rs` (its path manager in `client/paths.rs`) and
+//! `server.rs` start the daemons; `driver.rs` is the loop; `serve.rs` is
 //! the server's packet loop; `transport.rs` holds what differs between
 //! UDP, native DCCP and U-DCCP; `plan.rs` builds the `ConnectionConfig`
 //! the daemons run.
