@@ -21,7 +21,7 @@
 //!
 //! The files: `client.rs` (its path manager in `client/paths.rs`) and
 //! `server.rs` start the daemons; `driver.rs` is the loop; `serve.rs` is
-//! the server's packet loop; `transport.rs` holds what differs between
+//! the server's side of it; `transport.rs` holds what differs between
 //! UDP, native DCCP and U-DCCP; `plan.rs` builds the `ConnectionConfig`
 //! the daemons run.
 //!
