@@ -342,3 +342,34 @@ impl Listeners {
         flush_batch(&self.udp, batch, stats);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Peer;
+    use std::net::{IpAddr, SocketAddr};
+
+    /// A path's name leaves out the port, which a rejoin changes, so its
+    /// metric series stays one; each transport is told apart; the gate
+    /// keys a native DCCP peer by its DCCP source port.
+    #[test]
+    fn peer_names_are_stable_across_ports_and_transports_apart() {
+        let a: SocketAddr = "10.0.0.2:4000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:4001".parse().unwrap();
+        let udp = |remote| Peer::Udp {
+            remote,
+            local: None,
+        };
+        assert_eq!(udp(a).label().0, udp(b).label().0);
+        assert_ne!(udp(a).label().1, udp(b).label().1);
+        let ip: IpAddr = "10.0.0.2".parse().unwrap();
+        let dccp = Peer::Dccp {
+            local: "10.0.0.1".parse().unwrap(),
+            remote: ip,
+            port: 5000,
+        };
+        let names = [udp(a).label().0, dccp.label().0, Peer::UDccp(a).label().0];
+        assert_eq!(names, ["10.0.0.2", "dccp:10.0.0.2", "udccp:10.0.0.2"]);
+        assert_eq!(dccp.addr(), SocketAddr::new(ip, 5000));
+        assert_eq!(Peer::UDccp(b).addr(), b);
+    }
+}
