@@ -14,10 +14,11 @@
 //! flushes `poll_transmit` output with `sendmmsg` / UDP GSO. The sleep is
 //! until the core's next deadline, with 1 µs timer slack, so pacing and
 //! timers are honoured to within the scheduler's wake-up latency.
-//! Buffers are allocated once at start; the daemon itself allocates
-//! nothing per packet on the UDP path (the core's `Event::Delivered`
-//! carries its own `Vec`; a worker's hand-off to another worker copies
-//! the packet).
+//! Buffers are allocated once at start. Per packet the daemon allocates
+//! only where these say so: the core's `Event::Delivered` carries its own
+//! `Vec`; a worker's hand-off to another worker copies the packet; an
+//! open-mode server routing a TUN packet to a destination no client has
+//! sent from lists the connections (`Endpoint::connections`).
 //!
 //! The files: `client.rs` (its path manager in `client/paths.rs`) and
 //! `server.rs` start the daemons; `driver.rs` is the loop; `serve.rs` is
