@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -471,8 +471,8 @@ impl Daemon for Client {
             .min()
     }
 
-    fn tun(&self) -> &Tun {
-        &self.tun
+    fn tun_fd(&self) -> RawFd {
+        self.tun.as_raw_fd()
     }
 
     fn register(&mut self, poll: &mut PollSet) {

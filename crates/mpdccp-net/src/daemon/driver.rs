@@ -11,7 +11,7 @@
 //! run per wake-up and per packet batch, and are inlined into each
 //! daemon's own copy of the loop.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use mpdccp_proto::conn::StuckTimerGuard;
@@ -22,7 +22,6 @@ use super::ops::OpsServer;
 use super::status_doc::StatusDoc;
 use super::{PollSet, SignalPipe};
 use crate::clock;
-use crate::tun::Tun;
 
 /// How long a graceful close may take before the daemon exits anyway.
 pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(3);
@@ -63,7 +62,8 @@ pub(super) trait Daemon {
     fn deadline(&self) -> Option<Instant> {
         None
     }
-    fn tun(&self) -> &Tun;
+    /// The TUN queue this thread reads.
+    fn tun_fd(&self) -> RawFd;
     /// Adds the daemon's sockets (and other fds) to `poll`.
     fn register(&mut self, poll: &mut PollSet);
     /// A server worker's mailbox (handed-over packets, status requests);
@@ -106,7 +106,7 @@ pub(super) fn drive<D: Daemon>(
             break;
         }
         poll.clear();
-        let i_tun = poll.add(d.tun().as_raw_fd());
+        let i_tun = poll.add(d.tun_fd());
         let fds = match control {
             Control::Main { signals, ops } => {
                 Some((poll.add(signals.as_raw_fd()), poll.add(ops.wake_fd())))
@@ -145,5 +145,125 @@ fn start_close<D: Daemon>(d: &mut D, closing: &mut Option<Instant>, now: Instant
     if closing.is_none() {
         d.close(now);
         *closing = Some(now + CLOSE_GRACE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::os::fd::{AsRawFd, RawFd};
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    /// A daemon whose "TUN" is a socket that stays readable (never read
+    /// empty), asking to close on its third wake-up.
+    struct Fake {
+        tun: UnixStream,
+        _writer: UnixStream,
+        timer: Option<Instant>,
+        timeouts: u32,
+        works: u32,
+        tun_reads: u32,
+        tun_reads_closing: u32,
+        /// `work` calls when `close` came; `None`: not closed.
+        closed_at: Option<u32>,
+        closes: u32,
+        /// Drained this many wake-ups after the close (`None`: never).
+        drains_after: Option<u32>,
+    }
+
+    impl Fake {
+        fn new(drains_after: Option<u32>) -> Fake {
+            let (tun, mut writer) = UnixStream::pair().unwrap();
+            writer.write_all(b"packet").unwrap();
+            tun.set_nonblocking(true).unwrap();
+            Fake {
+                tun,
+                _writer: writer,
+                timer: Some(clock::now()),
+                timeouts: 0,
+                works: 0,
+                tun_reads: 0,
+                tun_reads_closing: 0,
+                closed_at: None,
+                closes: 0,
+                drains_after,
+            }
+        }
+    }
+
+    impl Daemon for Fake {
+        const SIGNAL_CLOSE: &'static str = "test";
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.timer
+        }
+        fn handle_timeout(&mut self, _now: Instant) {
+            self.timeouts += 1;
+            self.timer = None;
+        }
+        fn work(&mut self, _now: Instant, closing: bool) -> anyhow::Result<Step> {
+            assert_eq!(closing, self.closed_at.is_some());
+            self.works += 1;
+            Ok(Step::Wait)
+        }
+        fn drained(&self) -> bool {
+            match (self.closed_at, self.drains_after) {
+                (Some(at), Some(n)) => self.works >= at + n,
+                _ => false,
+            }
+        }
+        fn tun_fd(&self) -> RawFd {
+            self.tun.as_raw_fd()
+        }
+        fn register(&mut self, _poll: &mut PollSet) {}
+        fn take_requests(&mut self, _poll: &PollSet, _now: Instant) -> bool {
+            self.works >= 3
+        }
+        fn on_ready(&mut self, _poll: &PollSet, _now: Instant) {}
+        fn handle_tun(&mut self, _now: Instant, _buf: &mut [u8], _seg: &mut [u8]) {
+            self.tun_reads += 1;
+            self.tun_reads_closing += u32::from(self.closed_at.is_some());
+        }
+        fn close(&mut self, _now: Instant) {
+            self.closes += 1;
+            self.closed_at = Some(self.works);
+            if self.drains_after.is_none() {
+                // Nothing readable from now on: the loop sleeps to the grace.
+                let mut b = [0u8; 16];
+                while matches!(self.tun.read(&mut b), Ok(n) if n > 0) {}
+            }
+        }
+        fn status(&self) -> StatusDoc {
+            StatusDoc::from(serde_json::json!({}))
+        }
+    }
+
+    /// A due timer is handled once; a close request closes once, the TUN
+    /// is not read while closing, and the loop ends as soon as the daemon
+    /// is drained (not at the grace's end).
+    #[test]
+    fn a_close_request_closes_once_and_the_loop_ends_when_drained() {
+        let start = clock::now();
+        let mut d = Fake::new(Some(2));
+        drive(&mut d, Control::Worker, Duration::ZERO).unwrap();
+        assert_eq!(d.timeouts, 1);
+        assert_eq!(d.closes, 1);
+        assert_eq!(d.closed_at, Some(3));
+        assert_eq!(d.works, 5);
+        assert_eq!(d.tun_reads, 2, "read on the wake-ups before the close");
+        assert_eq!(d.tun_reads_closing, 0);
+        assert!(clock::now() - start < CLOSE_GRACE);
+    }
+
+    /// A daemon that never drains is left after the grace.
+    #[test]
+    fn a_close_that_never_drains_ends_after_the_grace() {
+        let start = clock::now();
+        let mut d = Fake::new(None);
+        drive(&mut d, Control::Worker, Duration::ZERO).unwrap();
+        assert_eq!(d.closes, 1);
+        assert_eq!(d.tun_reads_closing, 0);
+        assert!(clock::now() - start >= CLOSE_GRACE);
     }
 }

@@ -14,6 +14,7 @@
 //! `allowed_ips` never reaches the TUN, and downstream packets go to the
 //! peer whose prefixes hold the destination.
 
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use mpdccp_proto::auth::gate::Gate;
@@ -525,8 +526,8 @@ impl Daemon for Server {
         self.ep.connections().is_empty()
     }
 
-    fn tun(&self) -> &Tun {
-        &self.tun
+    fn tun_fd(&self) -> RawFd {
+        self.tun.as_raw_fd()
     }
 
     fn register(&mut self, poll: &mut PollSet) {
