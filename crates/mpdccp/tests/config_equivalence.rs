@@ -2,6 +2,8 @@
 //! same core `ConnectionConfig` in the simulator, in the daemon, and in the
 //! daemon started by the testbed (which writes the daemon's TOML); unknown
 //! names are errors that list the valid ones wherever a name is read.
+//! The daemon's side is what `daemon::plan::run_plan` returns, the
+//! configuration `mpdccp client` and `mpdccp server` really run.
 //! No root needed.
 
 use std::path::Path;
@@ -11,8 +13,12 @@ use mpdccp_lab::testbed::{daemon_tunnel_config, tunnelled_packet_max};
 use mpdccp_lab::topo::{daemon_configs, PathAddrs, TunnelOpts};
 use mpdccp_model::scenario::Scenario;
 use mpdccp_net::daemon::config::{ClientConfig, ServerConfig, TunnelConfig};
-use mpdccp_net::daemon::mtu_plan;
-use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
+use mpdccp_net::daemon::plan::run_plan;
+use mpdccp_net::daemon::{mtu_plan, TunSetup};
+use mpdccp_proto::conn::{ConnectionConfig, PlpmtudConfig, TunnelSettings, PROTECTION_OVERHEAD};
+
+/// Outer headers of a DCCP-in-UDP path over IPv4: IP (20) + UDP (8).
+const OUTER_IPV4_UDP: u32 = 28;
 
 fn scenario(file: &str) -> Scenario {
     Scenario::load(
@@ -23,10 +29,19 @@ fn scenario(file: &str) -> Scenario {
     .expect("scenario loads")
 }
 
-/// The daemon's configuration as the testbed produces it for `sc`: the
-/// typed `[tunnel]` table, written to TOML and read back by the daemon's
-/// own loader, then mapped with the daemon's MTU plan.
+/// The configurations the daemons run for `sc`, as the testbed starts
+/// them: the typed `[tunnel]` table, written to TOML and read back by the
+/// daemon's own loader, then planned by `run_plan` as `mpdccp server` and
+/// `mpdccp client` do (the client's interfaces unknown here: its DPLPMTUD
+/// search is bounded by `path_mtu` alone).
 fn daemon_side(sc: &Scenario) -> (ConnectionConfig, ConnectionConfig) {
+    let (server, client) = daemon_configs_for(sc);
+    let server = run_plan(&server.tun_setup(), &server.tunnel).unwrap();
+    let client = run_plan(&client.tun_setup(|_| None), &client.tunnel).unwrap();
+    (server.conn, client.conn)
+}
+
+fn daemon_configs_for(sc: &Scenario) -> (ServerConfig, ClientConfig) {
     let opts = TunnelOpts {
         tunnel: daemon_tunnel_config(sc),
         tun_mtu: tunnelled_packet_max(sc) as u32,
@@ -36,19 +51,18 @@ fn daemon_side(sc: &Scenario) -> (ConnectionConfig, ConnectionConfig) {
     let (server, client) = daemon_configs(Path::new("/tmp/x"), &paths, &opts);
     let server = ServerConfig::from_toml_str(&toml::to_string(&server).unwrap()).unwrap();
     let client = ClientConfig::from_toml_str(&toml::to_string(&client).unwrap()).unwrap();
-    let conn = |tun, tunnel: &mpdccp_net::daemon::config::TunnelConfig| {
-        tunnel.connection_config(&mtu_plan(tun, tunnel.path_mtu, false, 8))
-    };
-    (
-        conn(&server.tun, &server.tunnel),
-        conn(&client.tun, &client.tunnel),
-    )
+    (server, client)
 }
 
 /// The fields that come from the tunnel settings must be equal; the
 /// drivers' own fields (daemon timers and GSO, the simulator's checksum
 /// shortcut) are listed and compared to what each driver sets.
-fn assert_same_settings(sim: &ConnectionConfig, daemon: &ConnectionConfig, what: &str) {
+fn assert_same_settings(
+    sim: &ConnectionConfig,
+    daemon: &ConnectionConfig,
+    path_mtu: u32,
+    what: &str,
+) {
     assert_eq!(sim.cc, daemon.cc, "{what}: cc");
     assert_eq!(sim.cc_config, daemon.cc_config, "{what}: cc_config");
     assert_eq!(sim.scheduler, daemon.scheduler, "{what}: scheduler");
@@ -94,6 +108,8 @@ fn assert_same_settings(sim: &ConnectionConfig, daemon: &ConnectionConfig, what:
             path_idle_timeout: Some(std::time::Duration::from_secs(15)),
             idle_timeout: Some(std::time::Duration::from_secs(120)),
             max_gso_segments: 32,
+            // DPLPMTUD (on by default) searches up to the path MTU.
+            plpmtud: Some(PlpmtudConfig::for_path(path_mtu, OUTER_IPV4_UDP, false)),
             ..d
         },
         "{what}: daemon"
@@ -126,8 +142,9 @@ fn simulator_daemon_and_testbed_map_settings_alike() {
         }
         let sim = mpdccp_sim::connection_config(&sc);
         let (server, client) = daemon_side(&sc);
-        assert_same_settings(&sim, &server, &format!("{file} server"));
-        assert_same_settings(&sim, &client, &format!("{file} client"));
+        let path_mtu = daemon_tunnel_config(&sc).path_mtu;
+        assert_same_settings(&sim, &server, path_mtu, &format!("{file} server"));
+        assert_same_settings(&sim, &client, path_mtu, &format!("{file} client"));
     }
     // The values themselves, for one scenario (E2: CCID5, CPF,
     // active-fixed 15 ms, 1400-byte packets).
@@ -180,8 +197,9 @@ fn simulator_daemon_and_testbed_share_one_set_of_defaults() {
     assert_eq!(sc.tunnel, defaults);
     let sim = mpdccp_sim::connection_config(&sc);
     let (server_core, client_core) = daemon_side(&sc);
-    assert_same_settings(&sim, &server_core, "defaults, server");
-    assert_same_settings(&sim, &client_core, "defaults, client");
+    let path_mtu = daemon_tunnel_config(&sc).path_mtu;
+    assert_same_settings(&sim, &server_core, path_mtu, "defaults, server");
+    assert_same_settings(&sim, &client_core, path_mtu, "defaults, client");
     // And the daemon's own defaults reach the core as the simulator's do.
     let daemon = client("");
     let plan = mtu_plan(
@@ -199,6 +217,63 @@ fn simulator_daemon_and_testbed_share_one_set_of_defaults() {
     assert_eq!(core.send_queue_codel, shared.send_queue_codel);
     assert_eq!(core.send_queue_flows, shared.send_queue_flows);
     assert_eq!(core.cc, shared.cc);
+}
+
+/// What only the daemon adds to the shared mapping, made once for both
+/// ends: `auth = "protected"` keeps the DCCP packet as large as the path
+/// allows (the TUN MTU gives way for the AEAD's bytes, docs/SECURITY.md
+/// §5) and protects the payload; `tunnel.plpmtud = false` turns the search
+/// off; a client's DPLPMTUD search stops at its smallest interface MTU
+/// (RFC 8899 §5.1.2 MAX_PLPMTU).
+#[test]
+fn run_plan_adds_protection_and_plpmtud_alike_for_both_ends() {
+    let (server, client) = daemon_configs_for(&scenario("e5-aggregation.toml"));
+    let server_setup = server.tun_setup();
+    let client_setup = client.tun_setup(|_| None);
+    for (what, setup, tunnel) in [
+        ("server", &server_setup, &server.tunnel),
+        ("client", &client_setup, &client.tunnel),
+    ] {
+        let open = run_plan(setup, tunnel).unwrap();
+        assert!(!open.conn.protect_payload, "{what}");
+        let protected = run_plan(
+            &TunSetup {
+                protected: true,
+                ..*setup
+            },
+            tunnel,
+        )
+        .unwrap();
+        assert!(protected.conn.protect_payload, "{what}");
+        assert_eq!(protected.conn.mss_bytes, open.conn.mss_bytes, "{what}");
+        assert_eq!(
+            protected.mtu.tun_mtu + PROTECTION_OVERHEAD as u32,
+            open.mtu.tun_mtu,
+            "{what}"
+        );
+        let off = run_plan(
+            &TunSetup {
+                plpmtud_max_ip: None,
+                ..*setup
+            },
+            tunnel,
+        )
+        .unwrap();
+        assert_eq!(off.conn.plpmtud, None, "{what}");
+        assert_eq!(
+            ConnectionConfig {
+                plpmtud: None,
+                ..open.conn.clone()
+            },
+            off.conn,
+            "{what}"
+        );
+    }
+    let narrow = run_plan(&client.tun_setup(|_| Some(1400)), &client.tunnel).unwrap();
+    assert_eq!(
+        narrow.conn.plpmtud.map(|p| p.max_bytes),
+        Some(1400 - OUTER_IPV4_UDP)
+    );
 }
 
 /// `--set tunnel.X=foo` and a scenario file with an unknown name fail with

@@ -17,86 +17,43 @@
 //!   that closes before it was established (refused) waits twice as long
 //!   each time, up to a minute, and warns at most every 30 s.
 
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use mpdccp_proto::auth::InitiatorConfig;
-use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig, Role, StuckTimerGuard};
+use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, Role};
 use mpdccp_proto::{Instant, PathId, PathState};
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
-use super::config::{AuthMode, ClientConfig, Transport};
+use super::config::{AuthMode, ClientConfig};
 use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER};
+use super::driver::{drive, Control, Daemon, Step};
 use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
 use super::ops::{conn_json, OpsServer, PathLabel};
+use super::plan::{run_plan, RunPlan};
 use super::status_doc::StatusDoc;
-use super::warn::PacketWarning;
-use super::{
-    flush_batch, open_tun, queue_transmit, DaemonStats, PollSet, SignalPipe, TunSetup, TunWriter,
-    BATCH,
-};
-use crate::clock;
-use crate::raw::RawDccpSocket;
-use crate::tun::Tun;
-use crate::udp::{PathSocket, PathSocketConfig, RecvBatch, SendBatch};
+use super::transport::PathLink;
+use paths::PathRt;
 
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+mod paths;
+use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy, TunWriter, BATCH};
+use crate::clock;
+use crate::tun::Tun;
+use crate::udp::{RecvBatch, SendBatch};
+
 /// Interfaces are re-checked at least this often even without netlink events.
 const RECHECK: Duration = Duration::from_secs(1);
 /// How often the client asks whether its connection is dead (`dead_peer`).
 const DEAD_CHECK: Duration = Duration::from_millis(100);
-/// How long a graceful close may take before the daemon exits anyway.
-const CLOSE_GRACE: Duration = Duration::from_secs(3);
-
-/// A path's socket: DCCP-in-UDP, native DCCP (raw, protocol 33) or U-DCCP.
-enum PathSock {
-    Udp(PathSocket),
-    Dccp(RawDccpSocket),
-    UDccp(PathSocket),
-}
-
-impl PathSock {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        match self {
-            PathSock::Udp(s) | PathSock::UDccp(s) => s.as_raw_fd(),
-            PathSock::Dccp(s) => s.as_raw_fd(),
-        }
-    }
-
-    fn local_addr(&self) -> String {
-        match self {
-            PathSock::Udp(s) | PathSock::UDccp(s) => s.local_addr().to_string(),
-            PathSock::Dccp(s) => s.local_addr().to_string(),
-        }
-    }
-}
-
-struct PathRt {
-    name: String,
-    iface: String,
-    remote: SocketAddr,
-    source: Option<IpAddr>,
-    priority: u8,
-    transport: Transport,
-    /// Interface usable (up, with an address of the server's family).
-    usable: bool,
-    socket: Option<PathSock>,
-    batch: SendBatch,
-    /// Subflow in the core, while joined.
-    id: Option<PathId>,
-    established: bool,
-    next_try: Instant,
-    backoff: Duration,
-    /// Subflows this path lost while established (the core closed them:
-    /// expired, reset or withdrawn by the server) and rejoined.
-    lost: u64,
-}
+/// Paths the poll set watches (sockets beyond are not read).
+const MAX_POLLED_PATHS: usize = 16;
 
 /// The client's handshake keys in the authenticated modes.
 fn client_auth(config: &ClientConfig) -> anyhow::Result<Option<InitiatorConfig>> {
@@ -153,510 +110,400 @@ pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     // wait for it silently. (An interface that exists but is down is
     // waited for: that is what the path manager is for.)
     for p in &config.path {
-        if !super::iface::iface_state(&p.interface).exists {
+        if !iface_state(&p.interface).exists {
             anyhow::bail!(
                 "[[path]] interface {:?} does not exist (see `ip link`)",
                 p.interface
             );
         }
     }
-    let ipv6_outer = config
-        .path
-        .iter()
-        .any(|p| p.remote.or(config.server).is_some_and(|r| r.is_ipv6()));
-    // DPLPMTUD searches up to `path_mtu`, bounded by the MTU of every
-    // configured interface that exists now (RFC 8899 §5.1.2 MAX_PLPMTU).
-    let plpmtud_max_ip = config.tunnel.plpmtud.then(|| {
-        config
-            .path
-            .iter()
-            .filter_map(|p| super::iface::iface_mtu(&p.interface))
-            .fold(config.tunnel.path_mtu, u32::min)
-    });
-    let (tun, plan, mtu_policy) = open_tun(&TunSetup {
-        tun: &config.tun,
-        path_mtu: config.tunnel.path_mtu,
-        ipv6_outer,
-        encap_bytes: config.encap_bytes(),
-        offload: config.tunnel.offload,
-        protected: config.auth_mode() == AuthMode::Protected,
-        plpmtud_max_ip,
-    })?;
-    let mut conn_cfg = config.tunnel.connection_config(&plan);
-    conn_cfg.plpmtud = mtu_policy.plpmtud;
-    if config.auth_mode() == AuthMode::Protected {
-        // The DCCP packet stays as large as the path allows; the TUN MTU
-        // (hence the largest tunnelled packet) gave way for the AEAD.
-        conn_cfg.mss_bytes += mpdccp_proto::conn::PROTECTION_OVERHEAD as u32;
-    }
+    let setup = config.tun_setup(super::iface::iface_mtu);
+    let plan = run_plan(&setup, &config.tunnel)?;
+    let tun = super::open_tun_queues(&setup, &plan, 1)?.remove(0);
     let auth = client_auth(&config)?;
-    conn_cfg.protect_payload = config.auth_mode() == AuthMode::Protected;
-    // Check the settings before touching the network.
-    new_connection(&conn_cfg, auth.as_ref(), clock::now(), 1)
+    // Check the keys before touching the network.
+    new_connection(&plan.conn, auth.as_ref(), clock::now(), 1)
         .map_err(|e| anyhow::anyhow!("tunnel settings: {e}"))?;
     let ops = OpsServer::bind(&config.ops.control_socket, config.ops.prometheus)?;
     let signals = SignalPipe::new()?;
     let watcher = LinkWatcher::new().context("netlink")?;
     super::notify::ready(&format!("tunnel {} up", tun.name()));
-    let base_backoff = Duration::from_millis(config.rejoin_backoff_ms.max(1));
-    let seed = super::os_seed(config.seed);
-
-    let mut paths: Vec<PathRt> = config
-        .path
-        .iter()
-        .enumerate()
-        .map(|(i, p)| PathRt {
-            name: config.path_name(i),
-            iface: p.interface.clone(),
-            remote: p
-                .remote
-                .or(config.server)
-                .expect("validated: remote or server is set"),
-            source: p.source,
-            priority: p.priority,
-            transport: p.transport,
-            usable: false,
-            socket: None,
-            batch: SendBatch::new(BATCH),
-            id: None,
-            established: false,
-            next_try: Instant::ZERO,
-            backoff: base_backoff,
-            lost: 0,
-        })
-        .collect();
-
-    let mut d = Client {
-        sock_buf: config.tunnel.socket_buffer_bytes,
-        conn: new_connection(&conn_cfg, auth.as_ref(), clock::now(), seed)?,
-        conn_gen: 0,
-        next_path_id: 0,
-        stats: DaemonStats::default(),
-        tun,
-        started: clock::now(),
-        tun_mtu: mtu_policy.tun_mtu(None),
-        mtu_policy,
-        path_names: Default::default(),
+    let mut d = Client::new(&config, plan, auth, tun, watcher)?;
+    let control = Control::Main {
+        signals: &signals,
+        ops: &ops,
     };
-    let offload = config.tunnel.offload;
-    let mut rx = super::recv_batch(offload);
-    let mut txbuf = vec![0u8; 65_536];
-    let mut tunbuf = vec![0u8; 65_536 + crate::offload::VNET_HDR_LEN];
-    let mut segbuf = vec![0u8; 65_536];
-    let mut rawbuf = vec![0u8; 65_536];
-    let mut tun_writer = TunWriter::new();
-    let mut poll = PollSet::with_capacity(8 + paths.len())
-        .with_busy_poll(Duration::from_micros(config.tunnel.busy_poll_us));
-    let mut closing: Option<Instant> = None;
-    let mut next_check = Instant::ZERO;
-    let mut reconnect_at: Option<Instant> = None;
-    let mut reconnect = Reconnect::new(base_backoff, RECONNECT_CAP);
-    let mut connected_once = false;
-    let mut dead = DeadPeer::default();
-    let mut next_dead_check = Instant::ZERO;
-
-    // A deadline handle_timeout cannot advance is a bug; never spin on it.
-    let mut timer_guard = StuckTimerGuard::new();
-    loop {
-        let now = clock::now();
-        // Path manager.
-        if now >= next_check
-            || paths
-                .iter()
-                .any(|p| p.usable && p.id.is_none() && p.next_try <= now)
-        {
-            if closing.is_none() {
-                d.manage_paths(now, &mut paths, base_backoff);
-                // UDP GRO on every (new) path socket; idempotent.
-                for p in &paths {
-                    if let Some(PathSock::Udp(s) | PathSock::UDccp(s)) = &p.socket {
-                        s.set_gro(offload);
-                    }
-                }
-            }
-            next_check = now + RECHECK;
-        }
-        // Timers.
-        if d.conn.poll_timeout().is_some_and(|t| t <= now) {
-            d.conn.handle_timeout(now);
-            timer_guard.handled(now);
-        }
-        // Events.
-        while let Some(ev) = d.conn.poll_event() {
-            match ev {
-                Event::Delivered { data, .. } => tun_writer.write(&d.tun, &mut d.stats, &data),
-                Event::Connected => {
-                    info!("connected");
-                    connected_once = true;
-                }
-                Event::PathEstablished(id) => {
-                    if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
-                        info!(path = %p.name, %id, "path established");
-                        p.established = true;
-                        p.backoff = base_backoff;
-                        d.stats.path_up_events += 1;
-                    }
-                }
-                Event::PathFailed(id) | Event::PathClosed(id) => {
-                    if let Some(p) = paths.iter_mut().find(|p| p.id == Some(id)) {
-                        if !p.established && !d.conn.is_established() {
-                            // The first subflow's handshake: the connection
-                            // closes with it and reconnects (below).
-                            debug!(path = %p.name, %id, "handshake failed");
-                            p.id = None;
-                            p.socket = None;
-                        } else if !p.established {
-                            // The join itself failed: retry later, with a longer wait.
-                            warn!(path = %p.name, %id, "join failed; retrying in {:?}", p.backoff);
-                            p.id = None;
-                            p.socket = None;
-                            p.next_try = now + p.backoff;
-                            p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
-                        } else {
-                            warn!(path = %p.name, %id, "path failing");
-                        }
-                    }
-                }
-                Event::PlpmtuChanged { path, plpmtu } => {
-                    let name = d
-                        .path_names
-                        .get(&path)
-                        .map_or_else(|| path.to_string(), |(n, _)| n.clone());
-                    info!(path = %name, %path, plpmtu, "smallest PLPMTU changed (DCCP packet bytes)");
-                    d.tun_mtu = super::follow_plpmtu(
-                        &d.tun,
-                        &d.mtu_policy,
-                        d.tun_mtu,
-                        d.conn.plpmtu(),
-                        &name,
-                    );
-                }
-                Event::Closed { reason } => {
-                    if closing.is_some() {
-                        info!(%reason, "connection closed");
-                    } else {
-                        // Refused or unreachable: back off, warn rate-limited.
-                        let hint = no_answer_hint(&reason, connected_once, auth.is_some());
-                        let retry = reconnect.closed(now, connected_once);
-                        connected_once = false;
-                        let (wait, failures) = (retry.wait, retry.failures);
-                        match retry.warn {
-                            Some(suppressed) => {
-                                warn!(%reason, failures, suppressed, "connection closed{hint}; reconnecting in {wait:?}")
-                            }
-                            None => {
-                                debug!(%reason, failures, "connection closed; reconnecting in {wait:?}")
-                            }
-                        }
-                        reconnect_at = Some(now + wait);
-                    }
-                }
-                other => debug!(?other, "event"),
-            }
-        }
-        tun_writer.flush(&d.tun, &mut d.stats);
-        if closing.is_none() && reconnect_at.is_none() && now >= next_dead_check {
-            next_dead_check = now + DEAD_CHECK;
-            let stats = d.conn.stats();
-            let pulse = Pulse {
-                established: d.conn.is_established(),
-                any_active: d.conn.paths().iter().any(|v| v.state == PathState::Active),
-                rx: stats.rx_datagrams,
-                tx: stats.tx_datagrams,
-            };
-            if dead.check(now, pulse) {
-                warn!("the server has been silent for {DEAD_AFTER:?}: new handshake");
-                d.stats.dead_reconnects += 1;
-                reconnect_at = Some(now);
-            }
-        }
-        if closing.is_some() && (d.conn.is_closed() || closing.is_some_and(|t| now >= t)) {
-            d.flush(now, &mut paths, &mut txbuf);
-            break;
-        }
-        if let Some(t) = reconnect_at {
-            if now >= t && closing.is_none() {
-                reconnect_at = None;
-                dead.reset();
-                d.conn_gen += 1;
-                d.conn =
-                    new_connection(&conn_cfg, auth.as_ref(), now, seed.wrapping_add(d.conn_gen))?;
-                // The new connection's paths search again from the base.
-                d.tun_mtu =
-                    super::follow_plpmtu(&d.tun, &d.mtu_policy, d.tun_mtu, None, "reconnect");
-                for p in paths.iter_mut() {
-                    p.id = None;
-                    p.socket = None;
-                    p.established = false;
-                    p.next_try = now;
-                }
-                next_check = now;
-                continue;
-            }
-        }
-        d.flush(now, &mut paths, &mut txbuf);
-
-        // Wait.
-        poll.clear();
-        let i_tun = poll.add(d.tun.as_raw_fd());
-        let i_sig = poll.add(signals.as_raw_fd());
-        let i_nl = poll.add(watcher.as_raw_fd());
-        let i_ops = poll.add(ops.wake_fd());
-        let mut i_sock = [usize::MAX; 16];
-        for (k, p) in paths.iter().enumerate().take(16) {
-            if let Some(s) = &p.socket {
-                i_sock[k] = poll.add(s.as_raw_fd());
-            }
-        }
-        let mut deadline = next_check;
-        if let Some(t) = timer_guard.wake_at(d.conn.poll_timeout()) {
-            deadline = deadline.min(t);
-        }
-        for p in &paths {
-            if p.usable && p.id.is_none() {
-                deadline = deadline.min(p.next_try);
-            }
-        }
-        if let Some(t) = reconnect_at {
-            deadline = deadline.min(t);
-        }
-        if let Some(t) = closing {
-            deadline = deadline.min(t);
-        }
-        poll.wait(clock::now(), Some(deadline))?;
-        let now = clock::now();
-
-        if poll.readable(i_sig) && signals.take() && closing.is_none() {
-            info!("signal: closing gracefully (MP_CLOSE)");
-            super::notify::stopping();
-            d.conn.close(now);
-            closing = Some(now + CLOSE_GRACE);
-        }
-        if poll.readable(i_nl) && watcher.drain() {
-            next_check = now;
-        }
-        if poll.readable(i_ops) {
-            let status = || StatusDoc::from(d.status(&paths));
-            if ops.handle_requests(&status) && closing.is_none() {
-                d.conn.close(now);
-                closing = Some(now + CLOSE_GRACE);
-            }
-        }
-        for (k, p) in paths.iter_mut().enumerate().take(16) {
-            if i_sock[k] != usize::MAX && poll.readable(i_sock[k]) {
-                d.handle_socket(p, &mut rx, &mut rawbuf);
-            }
-        }
-        if poll.readable(i_tun) && closing.is_none() {
-            d.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
-        }
-    }
-    Ok(())
+    drive(
+        &mut d,
+        control,
+        Duration::from_micros(config.tunnel.busy_poll_us),
+    )
 }
 
+/// When to make a new connection: after a close (backoff) or when the
+/// server went silent (`dead_peer`).
+struct Redial {
+    at: Option<Instant>,
+    backoff: Reconnect,
+    /// The current connection got established (resets the backoff).
+    connected_once: bool,
+    dead: DeadPeer,
+    next_dead_check: Instant,
+}
+
+/// The client's packet thread: its connection, paths and buffers.
 struct Client {
-    sock_buf: usize,
     conn: Connection,
+    /// What every connection of this client is made with (`plan.rs`).
+    conn_cfg: ConnectionConfig,
+    auth: Option<InitiatorConfig>,
+    seed: u64,
     conn_gen: u64,
     next_path_id: u32,
+    paths: Vec<PathRt>,
+    base_backoff: Duration,
+    sock_buf: usize,
+    offload: bool,
+    redial: Redial,
     stats: DaemonStats,
     tun: Tun,
+    tun_writer: TunWriter,
     started: Instant,
     /// The TUN MTU in force; with DPLPMTUD it follows the connection's
     /// smallest PLPMTU (`mtu_policy`).
     tun_mtu: u32,
-    mtu_policy: super::TunMtuPolicy,
+    mtu_policy: TunMtuPolicy,
     /// Subflow → its configured path's name and server address, kept
     /// while the core knows the subflow (closed ones too: a path keeps its
     /// name after close).
-    path_names: std::collections::BTreeMap<PathId, (String, SocketAddr)>,
+    path_names: BTreeMap<PathId, (String, SocketAddr)>,
+    watcher: LinkWatcher,
+    next_check: Instant,
+    /// Receive slots, the transmit buffer and the U-DCCP / raw scratch
+    /// buffer, allocated once.
+    rx: RecvBatch,
+    txbuf: Vec<u8>,
+    rawbuf: Vec<u8>,
+    /// Poll indices of the last `register`: netlink, each path's socket.
+    i_nl: usize,
+    i_sock: [usize; MAX_POLLED_PATHS],
 }
 
 impl Client {
-    /// Brings paths up and down to match their interfaces.
-    fn manage_paths(&mut self, now: Instant, paths: &mut [PathRt], base_backoff: Duration) {
-        let conn = &self.conn;
-        self.path_names.retain(|id, _| conn.has_path(*id));
-        for p in paths.iter_mut() {
-            // A subflow the core closed on its own (expired by
-            // `path_idle_timeout`, reset or withdrawn by the server) while
-            // the interface stays up: drop the socket and rejoin after a
-            // backoff, as for an interface that came back.
-            if let Some(id) = p.id {
-                let alive = self
-                    .conn
-                    .paths()
-                    .iter()
-                    .any(|v| v.id == id && v.state != PathState::Closed);
-                if !alive && !self.conn.is_closed() {
-                    info!(path = %p.name, %id, "subflow closed by the core; rejoining");
-                    self.conn.set_path_down(now, id);
-                    p.id = None;
-                    p.socket = None;
-                    if p.established {
-                        p.lost += 1;
-                        p.backoff = base_backoff;
-                    }
-                    p.established = false;
-                    p.next_try = now + p.backoff;
-                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
-                }
-            }
-            let st = iface_state(&p.iface);
-            let usable = st.usable_for(p.remote.ip());
-            if p.usable && !usable {
-                info!(path = %p.name, iface = %p.iface, "interface down: path marked down");
-                self.stats.path_down_events += 1;
-                if let Some(id) = p.id.take() {
-                    self.conn.set_path_down(now, id);
-                }
-                p.socket = None;
-                p.established = false;
-                p.usable = false;
-                p.backoff = base_backoff;
-                continue;
-            }
-            if !p.usable && usable {
-                info!(path = %p.name, iface = %p.iface, "interface usable");
-                p.usable = true;
-                // A returning interface waits one backoff (links flap when they return).
-                p.next_try = if self.stats.path_down_events == 0 {
-                    now
-                } else {
-                    now + p.backoff
-                };
-            }
-            if !p.usable || p.id.is_some() || now < p.next_try {
-                continue;
-            }
-            // The first subflow (MP_KEY) may go on any path; joins need an established connection.
-            let first = self.conn.paths().is_empty();
-            if !first && !self.conn.is_established() {
-                continue;
-            }
-            let local_ip = p.source.or(match p.remote.ip() {
-                IpAddr::V4(_) => st.ipv4.map(IpAddr::V4),
-                IpAddr::V6(_) => st.ipv6.map(IpAddr::V6),
-            });
-            let sock = match self.open_socket(p, local_ip) {
-                Ok(s) => s,
-                Err(e) => {
-                    warn!(path = %p.name, "cannot open socket: {e}");
-                    p.next_try = now + p.backoff;
-                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
-                    continue;
-                }
-            };
-            let id = PathId(self.next_path_id);
-            self.next_path_id += 1;
-            // No addresses for the DCCP checksum pseudo-header: the server's
-            // `Endpoint` does not learn its local address per datagram, so
-            // both ends checksum with unspecified addresses (the outer UDP
-            // checksum still covers every byte, RFC 6773 §4). A native DCCP
-            // path's raw socket fills and verifies the checksum over the
-            // real addresses instead (RFC 4340 §9.1, `native.rs`).
-            let cfg = PathConfig {
+    fn new(
+        config: &ClientConfig,
+        plan: RunPlan,
+        auth: Option<InitiatorConfig>,
+        tun: Tun,
+        watcher: LinkWatcher,
+    ) -> anyhow::Result<Client> {
+        let base_backoff = Duration::from_millis(config.rejoin_backoff_ms.max(1));
+        let seed = super::os_seed(config.seed);
+        let paths = config
+            .path
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PathRt {
+                name: config.path_name(i),
+                iface: p.interface.clone(),
+                remote: p
+                    .remote
+                    .or(config.server)
+                    .expect("validated: remote or server is set"),
+                source: p.source,
                 priority: p.priority,
-                local: None,
-                remote: None,
-            };
-            match self.conn.add_path(now, id, cfg) {
-                Ok(()) => {
-                    info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
-                    self.stats.joins_started += 1;
-                    self.path_names.insert(id, (p.name.clone(), p.remote));
-                    p.id = Some(id);
-                    p.socket = Some(sock);
-                    p.established = false;
-                }
-                Err(e) => {
-                    warn!(path = %p.name, "add_path: {e}");
-                    p.next_try = now + p.backoff;
-                    p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
-                }
-            }
-        }
+                transport: p.transport,
+                usable: false,
+                socket: None,
+                batch: SendBatch::new(BATCH),
+                id: None,
+                established: false,
+                next_try: Instant::ZERO,
+                backoff: base_backoff,
+                lost: 0,
+            })
+            .collect();
+        let offload = config.tunnel.offload;
+        Ok(Client {
+            conn: new_connection(&plan.conn, auth.as_ref(), clock::now(), seed)?,
+            conn_cfg: plan.conn,
+            auth,
+            seed,
+            conn_gen: 0,
+            next_path_id: 0,
+            paths,
+            base_backoff,
+            sock_buf: config.tunnel.socket_buffer_bytes,
+            offload,
+            redial: Redial {
+                at: None,
+                backoff: Reconnect::new(base_backoff, RECONNECT_CAP),
+                connected_once: false,
+                dead: DeadPeer::default(),
+                next_dead_check: Instant::ZERO,
+            },
+            stats: DaemonStats::default(),
+            tun,
+            tun_writer: TunWriter::new(),
+            started: clock::now(),
+            tun_mtu: plan.tun_mtu.tun_mtu(None),
+            mtu_policy: plan.tun_mtu,
+            path_names: BTreeMap::new(),
+            watcher,
+            next_check: Instant::ZERO,
+            rx: super::recv_batch(offload),
+            txbuf: vec![0u8; 65_536],
+            rawbuf: vec![0u8; 65_536],
+            i_nl: usize::MAX,
+            i_sock: [usize::MAX; MAX_POLLED_PATHS],
+        })
     }
 
-    /// The path's socket for its transport. Native DCCP needs the local
-    /// address (it enters every checksum, RFC 4340 §9.1).
-    fn open_socket(&self, p: &PathRt, local_ip: Option<IpAddr>) -> std::io::Result<PathSock> {
-        let sock_cfg = PathSocketConfig {
-            device: Some(p.iface.clone()),
-            local: local_ip.map(|ip| SocketAddr::new(ip, 0)),
-            buffer_bytes: self.sock_buf,
-        };
-        match p.transport {
-            Transport::Udp => PathSocket::bind(&sock_cfg, p.remote).map(PathSock::Udp),
-            Transport::UDccp => PathSocket::bind(&sock_cfg, p.remote).map(PathSock::UDccp),
-            Transport::Dccp => {
-                let local = local_ip.ok_or_else(|| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::AddrNotAvailable,
-                        "native DCCP: the interface has no address of the server's family",
-                    )
-                })?;
-                super::native::open(local, Some(&p.iface), self.sock_buf).map(PathSock::Dccp)
+    fn handle_events(&mut self, now: Instant, closing: bool) {
+        while let Some(ev) = self.conn.poll_event() {
+            match ev {
+                Event::Delivered { data, .. } => {
+                    self.tun_writer.write(&self.tun, &mut self.stats, &data)
+                }
+                Event::Connected => {
+                    info!("connected");
+                    self.redial.connected_once = true;
+                }
+                Event::PathEstablished(id) => self.path_established(id),
+                Event::PathFailed(id) | Event::PathClosed(id) => self.path_failed(now, id),
+                Event::PlpmtuChanged { path, plpmtu } => self.plpmtu_changed(path, plpmtu),
+                Event::Closed { reason } => self.closed(now, closing, &reason),
+                other => debug!(?other, "event"),
             }
         }
+        self.tun_writer.flush(&self.tun, &mut self.stats);
     }
 
-    fn handle_socket(&mut self, p: &mut PathRt, rx: &mut RecvBatch, rawbuf: &mut [u8]) {
-        let (Some(sock), Some(id)) = (&mut p.socket, p.id) else {
+    fn plpmtu_changed(&mut self, path: PathId, plpmtu: u32) {
+        let name = self
+            .path_names
+            .get(&path)
+            .map_or_else(|| path.to_string(), |(n, _)| n.clone());
+        info!(path = %name, %path, plpmtu, "smallest PLPMTU changed (DCCP packet bytes)");
+        let min = self.conn.plpmtu();
+        self.tun_mtu = super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, min, &name);
+    }
+
+    /// The connection closed: when the daemon is not closing, refused or
+    /// unreachable; back off, warn rate-limited.
+    fn closed(&mut self, now: Instant, closing: bool, reason: &str) {
+        if closing {
+            info!(%reason, "connection closed");
             return;
-        };
-        let conn = &mut self.conn;
-        let remote = p.remote;
-        match sock {
-            PathSock::Udp(sock) => {
-                let local = sock.local_addr();
-                super::drain_socket(sock, rx, &mut self.stats, |stats, now, from, _, data| {
-                    if from != remote {
-                        stats.udp_rx_foreign += 1;
-                        stats.warnings.warn(
-                            PacketWarning::Foreign,
-                            now,
-                            format_args!("udp {local}: datagram from {from}, not the server {remote}: dropped (a server on a wildcard address answering from another address?)"),
-                        );
-                        return;
-                    }
-                    conn.handle_datagram(now, id, data);
-                })
+        }
+        let r = &mut self.redial;
+        let hint = no_answer_hint(reason, r.connected_once, self.auth.is_some());
+        let retry = r.backoff.closed(now, r.connected_once);
+        r.connected_once = false;
+        let (wait, failures) = (retry.wait, retry.failures);
+        match retry.warn {
+            Some(suppressed) => {
+                warn!(%reason, failures, suppressed, "connection closed{hint}; reconnecting in {wait:?}")
             }
-            PathSock::UDccp(sock) => super::udccp::drain(
-                sock,
-                rx,
-                rawbuf,
-                &mut self.stats,
-                |stats, now, from, data| {
-                    if from != remote {
-                        stats.udp_rx_foreign += 1;
-                        return;
-                    }
+            None => debug!(%reason, failures, "connection closed; reconnecting in {wait:?}"),
+        }
+        r.at = Some(now + wait);
+    }
+
+    /// Asks `dead_peer` every [`DEAD_CHECK`] whether the server went silent.
+    fn check_dead(&mut self, now: Instant) {
+        let r = &mut self.redial;
+        if r.at.is_some() || now < r.next_dead_check {
+            return;
+        }
+        r.next_dead_check = now + DEAD_CHECK;
+        let stats = self.conn.stats();
+        let pulse = Pulse {
+            established: self.conn.is_established(),
+            any_active: self
+                .conn
+                .paths()
+                .iter()
+                .any(|v| v.state == PathState::Active),
+            rx: stats.rx_datagrams,
+            tx: stats.tx_datagrams,
+        };
+        if r.dead.check(now, pulse) {
+            warn!("the server has been silent for {DEAD_AFTER:?}: new handshake");
+            self.stats.dead_reconnects += 1;
+            r.at = Some(now);
+        }
+    }
+
+    /// A new connection in place of the closed (or dead) one; every path
+    /// joins it afresh.
+    fn redial(&mut self, now: Instant) -> anyhow::Result<()> {
+        self.redial.at = None;
+        self.redial.dead.reset();
+        self.conn_gen += 1;
+        let seed = self.seed.wrapping_add(self.conn_gen);
+        self.conn = new_connection(&self.conn_cfg, self.auth.as_ref(), now, seed)?;
+        // The new connection's paths search again from the base.
+        self.tun_mtu =
+            super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, None, "reconnect");
+        for p in &mut self.paths {
+            p.detach();
+            p.next_try = now;
+        }
+        self.next_check = now;
+        Ok(())
+    }
+
+    /// Sends everything the core has for the network: datagrams and GSO
+    /// trains queue per path, one `sendmmsg` per path at the end.
+    fn flush(&mut self, now: Instant) {
+        let cap = self.txbuf.len().min(super::TRAIN_BUF_BYTES);
+        while let Some(t) = self.conn.poll_transmit(now, &mut self.txbuf[..cap]) {
+            match self.paths.iter_mut().find(|p| p.id == Some(t.path)) {
+                Some(PathRt {
+                    socket: Some(sock),
+                    batch,
+                    remote,
+                    ..
+                }) => {
+                    let data = &mut self.txbuf[..t.size];
+                    sock.transmit(batch, &mut self.stats, data, t.segment_size, *remote)
+                }
+                _ => self.stats.udp_tx_no_socket += 1,
+            }
+        }
+        for p in &mut self.paths {
+            match &p.socket {
+                Some(sock) => sock.flush(&mut p.batch, &mut self.stats),
+                None => p.batch.clear(),
+            }
+        }
+    }
+
+    fn status_json(&self) -> Value {
+        let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
+            Some((name, remote)) => PathLabel {
+                name: Some(name.clone()),
+                remote: Some(remote.to_string()),
+            },
+            None => PathLabel::default(),
+        };
+        let cfg_paths: Vec<Value> = self
+            .paths
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name, "interface": p.iface, "remote": p.remote.to_string(),
+                    "transport": p.transport,
+                    "usable": p.usable, "path_id": p.id.map(|i| i.0), "established": p.established,
+                    "lost_subflows": p.lost,
+                    "local": p.socket.as_ref().map(PathLink::local_addr),
+                })
+            })
+            .collect();
+        let drops = self
+            .paths
+            .iter()
+            .filter_map(|p| p.socket.as_ref()?.rx_drops())
+            .sum();
+        json!({
+            "role": "client",
+            "uptime_s": (clock::now() - self.started).as_secs_f64(),
+            "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
+            "tun_mtu": self.tun_mtu,
+            "plpmtud": self.mtu_policy.plpmtud.is_some(),
+            "daemon": super::stats_json_with_drops(&self.stats, Some(drops)),
+            "configured_paths": cfg_paths,
+            "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],
+        })
+    }
+}
+
+impl Daemon for Client {
+    const SIGNAL_CLOSE: &'static str = "closing gracefully (MP_CLOSE)";
+
+    /// The path manager: at least every [`RECHECK`], at once after a
+    /// netlink event or when a path's backoff is over.
+    fn prepare(&mut self, now: Instant, closing: bool) {
+        let due = self
+            .paths
+            .iter()
+            .any(|p| p.usable && p.id.is_none() && p.next_try <= now);
+        if now >= self.next_check || due {
+            if !closing {
+                self.manage_paths(now);
+            }
+            self.next_check = now + RECHECK;
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.conn.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.conn.handle_timeout(now);
+    }
+
+    fn work(&mut self, now: Instant, closing: bool) -> anyhow::Result<Step> {
+        self.handle_events(now, closing);
+        if !closing {
+            self.check_dead(now);
+            if self.redial.at.is_some_and(|t| now >= t) {
+                self.redial(now)?;
+                return Ok(Step::Again);
+            }
+        }
+        self.flush(now);
+        Ok(Step::Wait)
+    }
+
+    fn drained(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        let waiting = self.paths.iter().filter(|p| p.usable && p.id.is_none());
+        let next_try = waiting.map(|p| p.next_try).min();
+        [Some(self.next_check), next_try, self.redial.at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn tun_fd(&self) -> RawFd {
+        self.tun.as_raw_fd()
+    }
+
+    fn register(&mut self, poll: &mut PollSet) {
+        self.i_nl = poll.add(self.watcher.as_raw_fd());
+        self.i_sock = [usize::MAX; MAX_POLLED_PATHS];
+        for (k, p) in self.paths.iter().enumerate().take(MAX_POLLED_PATHS) {
+            if let Some(s) = &p.socket {
+                self.i_sock[k] = poll.add(s.as_raw_fd());
+            }
+        }
+    }
+
+    fn on_ready(&mut self, poll: &PollSet, now: Instant) {
+        if poll.readable(self.i_nl) && self.watcher.drain() {
+            self.next_check = now;
+        }
+        let (conn, stats) = (&mut self.conn, &mut self.stats);
+        let ready = self.paths.iter_mut().zip(self.i_sock);
+        for (p, _) in ready.filter(|&(_, i)| poll.readable(i)) {
+            let (Some(sock), Some(id)) = (&mut p.socket, p.id) else {
+                continue;
+            };
+            sock.drain(
+                p.remote,
+                &mut self.rx,
+                &mut self.rawbuf,
+                stats,
+                |now, data| {
                     conn.handle_datagram(now, id, data);
                 },
-            ),
-            // The raw socket sees every DCCP packet to its address: only
-            // the server's count (ports are the core's, not a socket's).
-            PathSock::Dccp(sock) => super::native::drain(
-                sock,
-                rawbuf,
-                &mut self.stats,
-                |stats, now, from, _, data| {
-                    if from != remote.ip() {
-                        stats.udp_rx_foreign += 1;
-                        stats.warnings.warn(
-                            PacketWarning::Foreign,
-                            now,
-                            format_args!(
-                                "dccp: packet from {from}, not the server {remote}: dropped"
-                            ),
-                        );
-                        return;
-                    }
-                    conn.handle_datagram(now, id, data);
-                },
-            ),
+            );
         }
     }
 
@@ -671,92 +518,12 @@ impl Client {
         });
     }
 
-    /// Sends everything the core has for the network: datagrams and GSO
-    /// trains queue per path, one `sendmmsg` per path at the end.
-    fn flush(&mut self, now: Instant, paths: &mut [PathRt], buf: &mut [u8]) {
-        let cap = buf.len().min(super::TRAIN_BUF_BYTES);
-        while let Some(t) = self.conn.poll_transmit(now, &mut buf[..cap]) {
-            let Some(p) = paths.iter_mut().find(|p| p.id == Some(t.path)) else {
-                self.stats.udp_tx_no_socket += 1;
-                continue;
-            };
-            match &p.socket {
-                Some(PathSock::Udp(sock)) => queue_transmit(
-                    sock,
-                    &mut p.batch,
-                    &mut self.stats,
-                    &buf[..t.size],
-                    t.segment_size,
-                    p.remote,
-                ),
-                Some(PathSock::UDccp(sock)) => super::udccp::queue(
-                    sock,
-                    &mut p.batch,
-                    &mut self.stats,
-                    &mut buf[..t.size],
-                    t.segment_size,
-                    p.remote,
-                ),
-                Some(PathSock::Dccp(sock)) => super::native::send(
-                    sock,
-                    &mut buf[..t.size],
-                    t.segment_size,
-                    p.remote.ip(),
-                    &mut self.stats,
-                ),
-                None => self.stats.udp_tx_no_socket += 1,
-            }
-        }
-        for p in paths.iter_mut() {
-            if let Some(PathSock::Udp(sock) | PathSock::UDccp(sock)) = &p.socket {
-                flush_batch(sock, &mut p.batch, &mut self.stats);
-            } else {
-                p.batch.clear();
-            }
-        }
+    fn close(&mut self, now: Instant) {
+        self.conn.close(now);
     }
 
-    fn status(&self, paths: &[PathRt]) -> Value {
-        let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
-            Some((name, remote)) => PathLabel {
-                name: Some(name.clone()),
-                remote: Some(remote.to_string()),
-            },
-            None => PathLabel::default(),
-        };
-        let cfg_paths: Vec<Value> = paths
-            .iter()
-            .map(|p| {
-                json!({
-                    "name": p.name, "interface": p.iface, "remote": p.remote.to_string(),
-                    "transport": p.transport,
-                    "usable": p.usable, "path_id": p.id.map(|i| i.0), "established": p.established,
-                    "lost_subflows": p.lost,
-                    "local": p.socket.as_ref().map(PathSock::local_addr),
-                })
-            })
-            .collect();
-        json!({
-            "role": "client",
-            "uptime_s": (clock::now() - self.started).as_secs_f64(),
-            "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
-            "tun_mtu": self.tun_mtu,
-            "plpmtud": self.mtu_policy.plpmtud.is_some(),
-            "daemon": super::stats_json_with_drops(
-                &self.stats,
-                Some(
-                    paths
-                        .iter()
-                        .filter_map(|p| match &p.socket {
-                            Some(PathSock::Udp(s) | PathSock::UDccp(s)) => s.rx_drops(),
-                            _ => None,
-                        })
-                        .sum(),
-                ),
-            ),
-            "configured_paths": cfg_paths,
-            "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],
-        })
+    fn status(&self) -> StatusDoc {
+        StatusDoc::from(self.status_json())
     }
 }
 

@@ -1,18 +1,30 @@
 //! The tunnel daemon: `mpdccp server` and `mpdccp client`.
 //!
-//! One thread, one `ppoll` loop per daemon (the core is single-threaded and
-//! the packet path is short, so a second thread would only add hand-offs):
-//! the TUN fd, the UDP path sockets, the netlink watcher (client), a signal
-//! pipe and the wake-up pipe of the operations listener threads (`ops.rs`:
-//! they read requests and write answers, so no client can block the loop).
-//! Each wake-up drains inputs in
-//! batches (TUN reads until empty, `recvmmsg`), lets the core act
-//! (`handle_timeout` when `poll_timeout` has passed), writes delivered packets
-//! to the TUN and flushes `poll_transmit` output with `sendmmsg` / UDP GSO.
-//! The sleep is until the core's next deadline, with 1 µs timer slack, so
-//! pacing and timers are honoured to within the scheduler's wake-up latency.
-//! Buffers are allocated once at start; the daemon itself allocates nothing
-//! per packet (the core's `Event::Delivered` carries its own `Vec`).
+//! Every packet thread runs one loop, `driver::drive`: the client and a
+//! single-threaded server have one such thread; a server with
+//! `workers = N` runs N of them (`workers.rs`, `shard.rs`), each with its
+//! own endpoint, UDP socket and TUN queue, while the main thread keeps the
+//! signals and the operations socket. The loop waits in `ppoll` on the TUN
+//! fd, the path sockets, the netlink watcher (client), the signal pipe and
+//! the wake-up pipe of the operations listener threads (`ops.rs`: they
+//! read requests and write answers, so no client can block the loop), or a
+//! worker's mailbox. Each wake-up drains inputs in batches (TUN reads until
+//! empty, `recvmmsg`), lets the core act (`handle_timeout` when
+//! `poll_timeout` has passed), writes delivered packets to the TUN and
+//! flushes `poll_transmit` output with `sendmmsg` / UDP GSO. The sleep is
+//! until the core's next deadline, with 1 µs timer slack, so pacing and
+//! timers are honoured to within the scheduler's wake-up latency.
+//! Buffers are allocated once at start. Per packet the daemon allocates
+//! only where these say so: the core's `Event::Delivered` carries its own
+//! `Vec`; a worker's hand-off to another worker copies the packet; an
+//! open-mode server routing a TUN packet to a destination no client has
+//! sent from lists the connections (`Endpoint::connections`).
+//!
+//! The files: `client.rs` (its path manager in `client/paths.rs`) and
+//! `server.rs` start the daemons; `driver.rs` is the loop; `serve.rs` is
+//! the server's side of it; `transport.rs` holds what differs between
+//! UDP, native DCCP and U-DCCP; `plan.rs` builds the `ConnectionConfig`
+//! the daemons run.
 //!
 //! With `tunnel.offload` (default) the kernel moves few, big packets: TCP
 //! super-packets from the TUN are split ([`drain_tun`], [`crate::offload`]),
@@ -25,15 +37,20 @@ mod backoff;
 pub mod client;
 pub mod config;
 mod dead_peer;
+mod driver;
 pub mod iface;
 pub mod keyfile;
 pub mod metrics;
 pub mod native;
 pub mod notify;
 pub mod ops;
+pub mod plan;
 mod routes;
+mod serve;
 pub mod server;
+mod shard;
 pub mod status_doc;
+mod transport;
 pub mod udccp;
 pub mod warn;
 mod workers;
@@ -411,7 +428,7 @@ pub fn mtu_plan(cfg: &TunConfig, path_mtu: u32, ipv6_outer: bool, encap_bytes: u
     }
 }
 
-/// How the TUN MTU follows DPLPMTUD (RFC 8899, issue #13).
+/// How the TUN MTU follows DPLPMTUD (RFC 8899).
 ///
 /// The PLPMTU the core reports counts DCCP packet bytes (the outer IP and
 /// UDP headers are already off); a tunnelled packet is that minus the
@@ -464,7 +481,8 @@ pub fn set_tun_mtu(tun: &Tun, mtu: u32) -> anyhow::Result<()> {
 }
 
 /// What the TUN is opened for: the outer path and the tunnel's options,
-/// from which [`open_tun`] plans the MTU.
+/// from which [`plan_tun`] plans the MTU.
+#[derive(Clone, Copy)]
 pub struct TunSetup<'a> {
     pub tun: &'a TunConfig,
     /// Largest IP packet a path carries (`[tunnel] path_mtu`).
@@ -482,31 +500,17 @@ pub struct TunSetup<'a> {
     pub plpmtud_max_ip: Option<u32>,
 }
 
-/// Opens and configures the TUN device; returns it with the MTU plan used
-/// (with `protected`, lowered by the payload protection's overhead) and
-/// the TUN MTU policy. With DPLPMTUD on, the TUN starts at what the base
-/// size allows (RFC 8899 §5.1.2: "the BASE_PLPMTU ... until confirmed"),
-/// so nothing is sent oversized while the search runs, and is raised as
-/// sizes are confirmed.
-pub fn open_tun(setup: &TunSetup) -> anyhow::Result<(Tun, MtuPlan, TunMtuPolicy)> {
-    let (mut tuns, plan, policy) = open_tun_queues(setup, 1)?;
-    Ok((tuns.remove(0), plan, policy))
-}
-
-/// As [`open_tun`], with `queues` fds of one TUN (`IFF_MULTI_QUEUE` when
-/// more than one; a sharded server's workers read one each).
-pub fn open_tun_queues(
-    setup: &TunSetup,
-    queues: usize,
-) -> anyhow::Result<(Vec<Tun>, MtuPlan, TunMtuPolicy)> {
+/// The MTU plan for `setup` (with `protected`, lowered by the payload
+/// protection's overhead) and the TUN MTU policy; nothing is opened.
+pub fn plan_tun(setup: &TunSetup) -> anyhow::Result<(MtuPlan, TunMtuPolicy)> {
     let TunSetup {
         tun: cfg,
         path_mtu,
         ipv6_outer,
         encap_bytes,
-        offload,
         protected,
         plpmtud_max_ip,
+        ..
     } = *setup;
     let mut plan = mtu_plan(cfg, path_mtu, ipv6_outer, encap_bytes);
     let mut extra = 0;
@@ -529,6 +533,25 @@ pub fn open_tun_queues(
         max: plan.tun_mtu,
         ipv6_inside,
     };
+    Ok((plan, policy))
+}
+
+/// Opens and configures the TUN device for `setup` as `run` planned it
+/// ([`plan::run_plan`]), with `queues` fds of one TUN (`IFF_MULTI_QUEUE`
+/// when more than one; a sharded server's workers read one each). With
+/// DPLPMTUD on, the TUN starts at what the base size allows (RFC 8899
+/// §5.1.2: "the BASE_PLPMTU ... until confirmed"), so nothing is sent
+/// oversized while the search runs, and is raised as sizes are confirmed.
+pub fn open_tun_queues(
+    setup: &TunSetup,
+    run: &plan::RunPlan,
+    queues: usize,
+) -> anyhow::Result<Vec<Tun>> {
+    let TunSetup {
+        tun: cfg, offload, ..
+    } = *setup;
+    let (plan, policy) = (run.mtu, run.tun_mtu);
+    let ipv6_inside = policy.ipv6_inside;
     let mtu = policy.tun_mtu(None);
     let tuns = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
@@ -573,7 +596,7 @@ pub fn open_tun_queues(
     if ipv6_inside && plan.tun_mtu < crate::mtu::IPV6_MIN_MTU {
         tracing::warn!(mtu, "tunnel MTU below 1280: IPv6 inside will not work");
     }
-    Ok((tuns, plan, policy))
+    Ok(tuns)
 }
 
 /// Applies a new smallest PLPMTU to the TUN (`cause`: the path whose

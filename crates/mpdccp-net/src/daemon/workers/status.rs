@@ -6,7 +6,7 @@ use std::time::Duration;
 use mpdccp_proto::Instant;
 use serde_json::{json, Value};
 
-use super::{Control, Shared};
+use crate::daemon::shard::{Control, Shared};
 use crate::daemon::status_doc::StatusDoc;
 
 /// The server's status: the workers' documents summed (counters), their
