@@ -141,16 +141,14 @@ fn a_job_array_on_a_one_node_slurm_cluster_equals_the_local_sweep() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     }
-    let host = String::from_utf8(
-        Command::new("hostname")
-            .arg("-s")
-            .output()
-            .expect("hostname")
-            .stdout,
-    )
-    .expect("utf8")
-    .trim()
-    .to_owned();
+    // slurmd finds its node by the short host name (gethostname).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("hostname")
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or("localhost")
+        .to_owned();
     let conf = cdir.join("slurm.conf");
     std::fs::write(&conf, slurm_conf(&cdir, &host)).expect("slurm.conf");
     let p = |f: &str| cdir.join(f);
