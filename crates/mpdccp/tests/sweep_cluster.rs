@@ -74,6 +74,16 @@ fn plan_cells_and_collect_equal_the_local_sweep_byte_for_byte() {
         "wall time would break byte identity"
     );
     assert_eq!(header_cols, 18);
+    // Planning again into the same directory: nothing is finished yet, the
+    // earlier results are not taken for this plan's.
+    sweep_ok(&plan, &split);
+    let o = collect();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("4 of 4 cells missing"),
+        "{}",
+        stderr(&o)
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -84,6 +84,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let cells = plan::build(&args.scenarios, &args.set, &args.seeds)?;
     plan::write(&args.out, &cells)?;
+    // A new plan starts unfinished: results left in the same directory by
+    // an earlier sweep must not be collected as this one's.
+    for c in &cells {
+        let done = args.out.join(&c.dir).join(collect::DONE_FILE);
+        if done.exists() {
+            std::fs::remove_file(&done)?;
+        }
+    }
     if args.plan || args.slurm {
         let plan_file = args.out.join(plan::PLAN_FILE);
         if args.slurm {
