@@ -265,6 +265,11 @@ pub struct FlowSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cc: Option<String>,
     pub start_s: f64,
+    /// Marks `start_s` as a detail the publication did not give: `mpdccp
+    /// reproduce --seeds N` moves the start by a seeded draw within
+    /// ± this many ms (never before 0) in every seed but the first. 0: fixed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub start_free_ms: f64,
     /// End of sending (default: the end of the run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_s: Option<f64>,
@@ -286,6 +291,7 @@ impl Default for FlowSpec {
             via: "tunnel".into(),
             cc: None,
             start_s: 0.0,
+            start_free_ms: 0.0,
             stop_s: None,
             direction: Direction::Up,
             loss_detection: None,
@@ -550,6 +556,12 @@ impl Scenario {
                 )));
             }
             check_time(&what, "start_s", f.start_s, dur)?;
+            if !(f.start_free_ms.is_finite() && (0.0..=10_000.0).contains(&f.start_free_ms)) {
+                return Err(invalid(format!(
+                    "{what}: `start_free_ms` must be within 0..=10000 (got {})",
+                    f.start_free_ms
+                )));
+            }
             if let Some(stop) = f.stop_s {
                 if !(stop.is_finite() && stop > f.start_s) {
                     return Err(invalid(format!(
@@ -742,6 +754,10 @@ fn read_trace(base: &Path, file: &str) -> Result<Arc<Trace>, ScenarioError> {
     Trace::parse(&text)
         .map(Arc::new)
         .map_err(|message| ScenarioError::Io { path, message })
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn check_time(what: &str, field: &str, t: f64, dur: f64) -> Result<(), ScenarioError> {

@@ -23,10 +23,18 @@ use crate::sim::ConnEventRecord;
 use crate::SimError;
 
 mod checks;
+mod interval;
 mod report;
+mod seeds;
 
 pub(crate) use checks::tunnel_mbps;
+pub use interval::{t_quantile_two_sided, Interval};
 pub use report::write_report;
+pub use seeds::reproduce_seeds;
+
+fn one_seed(n: &usize) -> bool {
+    *n <= 1
+}
 
 /// Scenario files compiled in: `(stem, TOML)`.
 pub const SCENARIO_FILES: &[(&str, &str)] = &[
@@ -194,12 +202,22 @@ pub struct Check {
     /// The unit of `value` (`Mbit/s`, `ms`, `s`, `pkts`, `×`; empty: none).
     pub unit: &'static str,
     pub verdict: Verdict,
+    /// `--seeds N` (N > 1): mean, spread and 95 % interval over the seeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+    /// The threshold as a predicate (`None`: info row, or judged otherwise),
+    /// so the check can be judged again on an interval.
+    #[serde(skip)]
+    pub accept: Option<fn(f64) -> bool>,
 }
 
 /// Everything `mpdccp reproduce` found.
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub quick: bool,
+    /// Seeds per configuration (`--seeds`); 1: the published single runs.
+    #[serde(skip_serializing_if = "one_seed")]
+    pub seeds: usize,
     pub wall_s: f64,
     pub checks: Vec<Check>,
     pub runs: Vec<RunRecord>,
@@ -334,6 +352,33 @@ pub fn run_one(stem: &str, scenario: &Scenario, dir: &Path) -> RunRecord {
 /// Runs the selected experiments (in parallel) and evaluates every check.
 pub fn reproduce(opts: &ReproduceOptions) -> Result<Report, SimError> {
     let t0 = WallInstant::now();
+    let selected = selected(opts)?;
+    let mut jobs: Vec<Job> = Vec::new();
+    for e in &selected {
+        for stem in e.runs {
+            let s = load_scenario(opts.scenarios_dir.as_deref(), stem, opts.quick)?;
+            jobs.push(Job {
+                stem: (*stem).to_owned(),
+                label: (*stem).to_owned(),
+                dir: opts.out.join(stem),
+                scenario: s,
+            });
+        }
+    }
+    let mut runs = run_jobs(opts, jobs)?;
+    runs.sort_by(|a, b| a.stem.cmp(&b.stem));
+    let checks = evaluate(&selected, &runs);
+    Ok(Report {
+        quick: opts.quick,
+        seeds: 1,
+        wall_s: t0.elapsed().as_secs_f64(),
+        checks,
+        runs,
+    })
+}
+
+/// The experiments `--only` selects (all without it).
+fn selected(opts: &ReproduceOptions) -> Result<Vec<&'static Experiment>, SimError> {
     let selected: Vec<&Experiment> = EXPERIMENTS
         .iter()
         .filter(|e| opts.only.is_empty() || opts.only.iter().any(|o| o.eq_ignore_ascii_case(e.id)))
@@ -348,13 +393,29 @@ pub fn reproduce(opts: &ReproduceOptions) -> Result<Report, SimError> {
                 .join(", ")
         )));
     }
-    let mut jobs: Vec<(String, Scenario)> = Vec::new();
-    for e in &selected {
-        for stem in e.runs {
-            let s = load_scenario(opts.scenarios_dir.as_deref(), stem, opts.quick)?;
-            jobs.push(((*stem).to_owned(), s));
-        }
+    Ok(selected)
+}
+
+/// Every check of the selected experiments over one set of runs.
+fn evaluate(selected: &[&Experiment], runs: &[RunRecord]) -> Vec<Check> {
+    let by_stem: BTreeMap<&str, &RunRecord> = runs.iter().map(|r| (r.stem.as_str(), r)).collect();
+    let mut checks = Vec::new();
+    for e in selected {
+        checks::evaluate(e.id, &by_stem, &mut checks);
     }
+    checks
+}
+
+/// One simulation of a reproduction: `label` names it in the progress lines.
+struct Job {
+    stem: String,
+    label: String,
+    dir: PathBuf,
+    scenario: Scenario,
+}
+
+/// Runs the jobs in `opts.jobs` threads; records in completion order.
+fn run_jobs(opts: &ReproduceOptions, mut jobs: Vec<Job>) -> Result<Vec<RunRecord>, SimError> {
     // Longest simulated work first, so the parallel runs finish together.
     jobs.sort_by(|a, b| {
         let w = |s: &Scenario| {
@@ -369,7 +430,7 @@ pub fn reproduce(opts: &ReproduceOptions) -> Result<Report, SimError> {
                     })
                     .sum::<f64>()
         };
-        w(&b.1).total_cmp(&w(&a.1))
+        w(&b.scenario).total_cmp(&w(&a.scenario))
     });
     std::fs::create_dir_all(&opts.out)?;
     let total = jobs.len();
@@ -380,16 +441,17 @@ pub fn reproduce(opts: &ReproduceOptions) -> Result<Report, SimError> {
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let job = queue.lock().map(|mut q| q.pop_front()).ok().flatten();
-                let Some((stem, scenario)) = job else {
+                let Some(job) = job else {
                     break;
                 };
-                let rec = run_one(&stem, &scenario, &opts.out.join(&stem));
+                let rec = run_one(&job.stem, &job.scenario, &job.dir);
                 if let Ok(mut d) = done.lock() {
                     if opts.progress {
                         eprintln!(
-                            "[{}/{}] {stem}: {:.0} s simulated in {:.1} s{}",
+                            "[{}/{}] {}: {:.0} s simulated in {:.1} s{}",
                             d.len() + 1,
                             total,
+                            job.label,
                             rec.duration_s,
                             rec.wall_s,
                             rec.error
@@ -403,19 +465,7 @@ pub fn reproduce(opts: &ReproduceOptions) -> Result<Report, SimError> {
             });
         }
     });
-    let mut runs = done.into_inner().unwrap_or_default();
-    runs.sort_by(|a, b| a.stem.cmp(&b.stem));
-    let by_stem: BTreeMap<&str, &RunRecord> = runs.iter().map(|r| (r.stem.as_str(), r)).collect();
-    let mut checks = Vec::new();
-    for e in &selected {
-        checks::evaluate(e.id, &by_stem, &mut checks);
-    }
-    Ok(Report {
-        quick: opts.quick,
-        wall_s: t0.elapsed().as_secs_f64(),
-        checks,
-        runs,
-    })
+    Ok(done.into_inner().unwrap_or_default())
 }
 
 /// Reads `a.b.0.c` out of a JSON value.

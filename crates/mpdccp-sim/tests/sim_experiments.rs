@@ -82,9 +82,12 @@ fn verdict_line_counts_judged_checks_and_names_each_failure() {
         value: Some(231.0),
         unit: "ms",
         verdict,
+        interval: None,
+        accept: None,
     };
     let mut report = Report {
         quick: false,
+        seeds: 1,
         wall_s: 1.0,
         checks: vec![
             check("a", Verdict::Pass),

@@ -46,6 +46,7 @@ impl Checker<'_> {
         value: Option<f64>,
         unit: &'static str,
         pass: Option<bool>,
+        accept: Option<fn(f64) -> bool>,
     ) {
         let (ours, verdict) = match (value, pass) {
             (None, _) => (
@@ -69,6 +70,8 @@ impl Checker<'_> {
             value: value.filter(|v| v.is_finite()),
             unit,
             verdict,
+            interval: None,
+            accept,
         });
     }
 
@@ -79,14 +82,20 @@ impl Checker<'_> {
         published: &str,
         v: Option<f64>,
         unit: &'static str,
-        ok: impl Fn(f64) -> bool,
+        ok: fn(f64) -> bool,
     ) {
-        let pass = Some(v.is_some_and(&ok));
-        self.push(metric, published, v, unit, pass);
+        self.push(
+            metric,
+            published,
+            v,
+            unit,
+            Some(v.is_some_and(ok)),
+            Some(ok),
+        );
     }
 
     fn info(&mut self, metric: String, published: &str, v: Option<f64>, unit: &'static str) {
-        self.push(metric, published, v, unit, None);
+        self.push(metric, published, v, unit, None, None);
     }
 
     /// Mean tunnel (subflow) rate on `path` over `[from_s, to_s)`, Mbit/s.
@@ -128,7 +137,7 @@ pub(crate) fn tunnel_mbps(r: &RunRecord, path: usize, from_s: f64, to_s: f64) ->
     Some(bytes as f64 * 8.0 / ((b - a) as f64 / 10.0) / 1e6)
 }
 
-fn fmt_num(v: f64, unit: &str) -> String {
+pub(super) fn fmt_num(v: f64, unit: &str) -> String {
     let n = if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
@@ -448,6 +457,7 @@ fn check_e5(mut c: Checker<'_>) {
         gap,
         "ms",
         Some(gap.zip(bound).is_some_and(|(g, b)| g <= b)),
+        None, // the bound is measured too: judged per seed
     );
     let gap_h = c.num("e5-handover", None, "meta.flows.0.max_delivery_gap_ms");
     c.info(
@@ -491,6 +501,8 @@ fn check_e5(mut c: Checker<'_>) {
             value: None,
             unit: "",
             verdict: Verdict::Info,
+            interval: None,
+            accept: None,
         });
     }
     let more = qs.zip(qa).map(|(s, a)| s - a);
@@ -569,5 +581,7 @@ fn check_e6(mut c: Checker<'_>) {
         value: None,
         unit: "",
         verdict: Verdict::Info,
+        interval: None,
+        accept: None,
     });
 }

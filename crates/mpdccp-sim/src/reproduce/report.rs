@@ -26,6 +26,18 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
         },
         report.wall_s
     );
+    if report.seeds > 1 {
+        let _ = writeln!(
+            md,
+            "**{} seeds per configuration** (the scenario's seed s, then s+1 …; from the \
+             second seed on, each flow start a scenario marks as unpublished, \
+             `start_free_ms`, moves by a seeded draw within ± that range). `ours` is \
+             `mean [95 % confidence interval] sd` over the seeds (Student t, n − 1 \
+             degrees of freedom); a check passes only when the whole interval meets its \
+             threshold. Figures and plots: the first seed.\n",
+            report.seeds
+        );
+    }
     let _ = writeln!(
         md,
         "**{}** (info rows carry no threshold). Result formats: `docs/SCENARIOS.md` \
@@ -47,6 +59,7 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
         // The rows this experiment's figures support, then the figures.
         let rows = Report {
             quick: report.quick,
+            seeds: report.seeds,
             wall_s: report.wall_s,
             checks: report
                 .checks

@@ -58,5 +58,8 @@ pub mod server;
 pub mod sim;
 pub mod status;
 pub mod sweep;
+pub mod sweep_collect;
+pub mod sweep_plan;
+pub mod sweep_slurm;
 pub mod sweep_stats;
 pub mod testbed;

@@ -26,6 +26,10 @@ pub struct Args {
     /// Parallel runs [default: available cores].
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Run every configuration over N seeds and judge each check on the 95 %
+    /// confidence interval of its mean (outputs in `<out>/seed-K/`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub seeds: u16,
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -56,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         progress: std::io::stderr().is_terminal() || std::env::var_os("MPDCCP_PROGRESS").is_some(),
     };
-    let report = reproduce::reproduce(&opts)?;
+    let report = reproduce::reproduce_seeds(&opts, usize::from(args.seeds))?;
     reproduce::write_report(&args.out, &report)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -1,22 +1,28 @@
 //! `mpdccp sweep`: many simulations in one call — several scenario files
-//! and/or a matrix of `--set` values (cartesian product), run in parallel
-//! threads. One subdirectory per run plus `index.csv` (one row per run and
-//! flow/path, so a spreadsheet or pandas can pivot it); with several
-//! `--seeds`, `cells.csv` with the mean and spread per cell. Columns:
-//! docs/SCENARIOS.md. Exit code 1 when a run fails.
+//! and/or a matrix of `--set` values (cartesian product) and seeds. One
+//! subdirectory per run plus `index.csv` (one row per run and flow/path, so
+//! a spreadsheet or pandas can pivot it); with several `--seeds`,
+//! `cells.csv` with the mean and spread per cell. Columns and the plan
+//! format: docs/SCENARIOS.md.
+//!
+//! Locally the runs go in parallel threads (`--jobs`). On a cluster the
+//! same sweep is three steps: `--plan` (or `--slurm`, which also writes an
+//! `sbatch` job-array script), `--cell I` per array task, `--collect`. The
+//! local sweep is those steps in one process, so both give the same files.
+//! Exit code 1 when a run fails or (`--collect`) a cell has not finished.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use anyhow::Context;
-use serde_json::Value;
+use anyhow::{bail, Context};
+
+use super::sweep_collect as collect;
+use super::sweep_plan as plan;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario files (TOML, format in docs/SCENARIOS.md).
-    #[arg(required = true)]
+    /// Scenario files (TOML, format in docs/SCENARIOS.md); not with `--cell`/`--collect`.
     pub scenarios: Vec<PathBuf>,
     /// A matrix axis: `KEY=V1,V2,…` (repeatable; all axes are combined).
     /// Values containing commas (TOML arrays) go in separate `--set` flags
@@ -27,7 +33,7 @@ pub struct Args {
     /// Several seeds add `cells.csv`: mean and spread per combination.
     #[arg(long, value_delimiter = ',')]
     pub seeds: Vec<u64>,
-    /// Output directory.
+    /// Output directory (the sweep directory: plan, runs, index).
     #[arg(long, default_value = "sweep-out")]
     pub out: PathBuf,
     /// Parallel runs [default: available cores].
@@ -36,275 +42,188 @@ pub struct Args {
     /// Print the index as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A finished run: order, job, its summary or error, wall seconds.
-type Finished = (usize, Job, Result<Value, String>, f64);
-
-struct Job {
-    id: String,
-    file: PathBuf,
-    sets: Vec<(String, String)>,
-    seed: Option<u64>,
+    /// Only write the plan (`<out>/plan.jsonl`, one cell per line) and check
+    /// every setting; run nothing.
+    #[arg(long, conflicts_with_all = ["cell", "collect"])]
+    pub plan: bool,
+    /// Write the plan and `<out>/sweep.sbatch`, a Slurm job array with one
+    /// task per cell; submit it with `sbatch`.
+    #[arg(long, conflicts_with_all = ["cell", "collect"])]
+    pub slurm: bool,
+    /// An extra `#SBATCH` line for `--slurm`, e.g. `--sbatch=--time=01:00:00` (repeatable).
+    #[arg(long, requires = "slurm", allow_hyphen_values = true)]
+    pub sbatch: Vec<String>,
+    /// Run cell I of `<out>/plan.jsonl` (a job array's task id).
+    #[arg(long, value_name = "I", conflicts_with = "collect")]
+    pub cell: Option<usize>,
+    /// Merge the finished cells of `<out>/plan.jsonl` into `index.csv`
+    /// (and `cells.csv`); exit 1 and list the cells still missing.
+    #[arg(long)]
+    pub collect: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    // Axes: key -> values (a key given twice adds values, in order).
-    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
-    for s in &args.set {
-        let (k, v) = s
-            .split_once('=')
-            .with_context(|| format!("--set `{s}`: expected KEY=V1,V2"))?;
-        let vals: Vec<String> =
-            if v.trim_start().starts_with('[') || v.trim_start().starts_with('{') {
-                vec![v.to_owned()]
-            } else {
-                v.split(',').map(|x| x.trim().to_owned()).collect()
-            };
-        match axes.iter_mut().find(|(key, _)| key == k) {
-            Some((_, existing)) => existing.extend(vals),
-            None => axes.push((k.to_owned(), vals)),
+    if args.cell.is_some() || args.collect {
+        if !args.scenarios.is_empty() || !args.set.is_empty() || !args.seeds.is_empty() {
+            bail!("--cell and --collect read scenarios, settings and seeds from the plan; give only --out");
+        }
+        let cells = plan::read(&args.out)?;
+        if let Some(i) = args.cell {
+            let cell = cells
+                .get(i)
+                .with_context(|| format!("--cell {i}: the plan has {} cells", cells.len()))?;
+            return Ok(match collect::run_cell(cell, &args.out)? {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            });
+        }
+        return report(&args, &cells);
+    }
+    if args.scenarios.is_empty() {
+        bail!("no scenario files given");
+    }
+    let cells = plan::build(&args.scenarios, &args.set, &args.seeds)?;
+    plan::write(&args.out, &cells)?;
+    // A new plan starts unfinished: results left in the same directory by
+    // an earlier sweep must not be collected as this one's.
+    for c in &cells {
+        let done = args.out.join(&c.dir).join(collect::DONE_FILE);
+        if done.exists() {
+            std::fs::remove_file(&done)?;
         }
     }
-    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
-    for (k, vals) in &axes {
-        let mut next = Vec::new();
-        for c in &combos {
-            for v in vals {
-                let mut c = c.clone();
-                c.push((k.clone(), v.clone()));
-                next.push(c);
-            }
+    if args.plan || args.slurm {
+        let plan_file = args.out.join(plan::PLAN_FILE);
+        if args.slurm {
+            let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
+            std::fs::create_dir_all(args.out.join("slurm"))?;
+            let script = super::sweep_slurm::script(
+                cells.len(),
+                &std::env::current_exe()?,
+                &abs(&std::env::current_dir()?),
+                &abs(&args.out),
+                &args.sbatch,
+            );
+            let path = args.out.join("sweep.sbatch");
+            std::fs::write(&path, script)?;
+            println!(
+                "{} cells in {}; submit: sbatch {}; then: mpdccp sweep --collect --out {}",
+                cells.len(),
+                plan_file.display(),
+                path.display(),
+                args.out.display()
+            );
+        } else {
+            println!("{} cells in {}", cells.len(), plan_file.display());
         }
-        combos = next;
+        return Ok(ExitCode::SUCCESS);
     }
-    let seeds: Vec<Option<u64>> = if args.seeds.is_empty() {
-        vec![None]
-    } else {
-        args.seeds.iter().map(|s| Some(*s)).collect()
-    };
-    let mut jobs = Vec::new();
-    for file in &args.scenarios {
-        let stem = file
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        for c in &combos {
-            for seed in &seeds {
-                let mut id = stem.clone();
-                for (k, v) in c {
-                    id.push_str(&format!("__{k}={v}"));
-                }
-                if let Some(s) = seed {
-                    id.push_str(&format!("__seed={s}"));
-                }
-                let id: String = id
-                    .chars()
-                    .map(|ch| {
-                        if ch.is_ascii_alphanumeric() || "-_.=".contains(ch) {
-                            ch
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                jobs.push(Job {
-                    id,
-                    file: file.clone(),
-                    sets: c.clone(),
-                    seed: *seed,
-                });
-            }
-        }
-    }
-    std::fs::create_dir_all(&args.out)?;
-    let total = jobs.len();
     let workers = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, total.max(1));
-    let queue = Mutex::new(
-        jobs.into_iter()
-            .enumerate()
-            .collect::<std::collections::VecDeque<_>>(),
-    );
-    let results: Mutex<Vec<Finished>> = Mutex::new(Vec::new());
+        .clamp(1, cells.len().max(1));
+    let queue = Mutex::new(cells.iter().collect::<std::collections::VecDeque<_>>());
+    let io_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let next = queue.lock().ok().and_then(|mut q| q.pop_front());
-                let Some((n, job)) = next else { break };
-                let t0 = std::time::Instant::now();
-                let res = run_job(&job, &args.out);
-                let wall = t0.elapsed().as_secs_f64();
-                eprintln!(
-                    "{} {}: {:.1} s{}",
-                    if res.is_ok() { "done" } else { "FAILED" },
-                    job.id,
-                    wall,
-                    res.as_ref()
-                        .err()
-                        .map(|e| format!(" — {e}"))
-                        .unwrap_or_default()
-                );
-                if let Ok(mut r) = results.lock() {
-                    r.push((n, job, res, wall));
+                let Some(cell) = next else { break };
+                if let Err(e) = collect::run_cell(cell, &args.out) {
+                    if let Ok(mut slot) = io_error.lock() {
+                        slot.get_or_insert(e);
+                    }
                 }
             });
         }
     });
-    let mut results = results.into_inner().unwrap_or_default();
-    results.sort_by_key(|r| r.0);
-    let mut csv = String::from("run,scenario,seed,settings,kind,name,goodput_or_throughput_mbps,sent_pkts,delivered_pkts,lost_pkts,out_of_order_pkts,owd_p50_ms,owd_p95_ms,owd_p99_ms,rtt_p50_ms,rtt_p95_ms,queue_delay_p95_ms,wall_s,error\n");
-    let mut failed = 0;
-    let mut index = Vec::new();
-    for (_, job, res, wall) in &results {
-        let settings = job
-            .sets
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(";");
-        let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-        match res {
-            Ok(summary) => {
-                let seed = summary.get("seed").and_then(Value::as_u64).unwrap_or(0);
-                let scen = summary
-                    .get("scenario")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                for fl in summary
-                    .get("flows")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let _ = writeln!(
-                        csv,
-                        "{},{},{seed},{},flow,{},{},{},{},{},{},{},{},{},,,,{wall:.3},",
-                        q(&job.id),
-                        q(scen),
-                        q(&settings),
-                        q(fl.get("name").and_then(Value::as_str).unwrap_or("")),
-                        n(fl, "goodput_mbps"),
-                        n(fl, "sent_pkts"),
-                        n(fl, "delivered_pkts"),
-                        n(fl, "lost_pkts"),
-                        n(fl, "out_of_order_pkts"),
-                        n(fl, "owd_ms.p50"),
-                        n(fl, "owd_ms.p95"),
-                        n(fl, "owd_ms.p99"),
-                    );
-                }
-                for p in summary
-                    .get("paths")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let _ = writeln!(
-                        csv,
-                        "{},{},{seed},{},path,{},{},{},,{},,,,,{},{},{},{wall:.3},",
-                        q(&job.id),
-                        q(scen),
-                        q(&settings),
-                        q(p.get("name").and_then(Value::as_str).unwrap_or("")),
-                        n(p, "throughput_mbps"),
-                        n(p, "sent_pkts"),
-                        n(p, "lost_pkts"),
-                        n(p, "rtt_ms.p50"),
-                        n(p, "rtt_ms.p95"),
-                        n(p, "queue_delay_ms.p95"),
-                    );
-                }
-                index.push(serde_json::json!({"run": job.id, "dir": args.out.join(&job.id), "settings": settings, "summary": summary}));
-            }
-            Err(e) => {
-                failed += 1;
-                let _ = writeln!(
-                    csv,
-                    "{},,,{},,,,,,,,,,,,,,{wall:.3},{}",
-                    q(&job.id),
-                    q(&settings),
-                    q(e)
-                );
-                index.push(serde_json::json!({"run": job.id, "settings": settings, "error": e}));
-            }
-        }
+    if let Some(e) = io_error.into_inner().ok().flatten() {
+        return Err(e);
     }
-    std::fs::write(args.out.join("index.csv"), csv)?;
-    // Several seeds: mean and spread per cell (scenario file × settings).
-    let per_seed: Vec<(String, &Value)> = results
-        .iter()
-        .filter_map(|(_, job, res, _)| {
-            let cell = format!("{}{}", job.file.display(), settings_suffix(&job.sets));
-            res.as_ref().ok().map(|v| (cell, v))
-        })
-        .collect();
-    let stats = if args.seeds.len() > 1 {
-        let stats = super::sweep_stats::cell_stats(&per_seed);
-        std::fs::write(args.out.join("cells.csv"), super::sweep_stats::csv(&stats))?;
-        if super::sweep_stats::seeds_change_nothing(&per_seed) {
-            eprintln!(
-                "warning: the seeds changed nothing — the scenario has no random element \
-                 (every path has loss = 0), so every seed gives the same result"
-            );
-        }
-        Some(stats)
-    } else {
-        None
-    };
+    report(&args, &cells)
+}
+
+/// Collects and prints the summary line (or the JSON index).
+fn report(args: &Args, cells: &[plan::Cell]) -> anyhow::Result<ExitCode> {
+    let c = collect::collect(cells, &args.out)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&index)?);
-    } else {
-        if let Some(stats) = &stats {
-            print!("{}", super::sweep_stats::table(stats));
-        }
-        println!(
-            "{} runs: {} ok{}; index in {}{}",
-            total,
-            total - failed,
-            if failed > 0 {
-                format!(", {failed} FAILED (see the `error` column)")
-            } else {
-                String::new()
-            },
-            args.out.join("index.csv").display(),
-            if stats.is_some() {
-                format!(
-                    ", per-cell mean and spread in {}",
-                    args.out.join("cells.csv").display()
-                )
-            } else {
-                String::new()
-            }
-        );
+        println!("{}", serde_json::to_string_pretty(&c.index)?);
+    } else if let Some(stats) = &c.stats {
+        print!("{}", super::sweep_stats::table(stats));
     }
-    Ok(if failed > 0 {
+    if !c.missing.is_empty() {
+        let ids = ranges(&c.missing);
+        eprintln!(
+            "{} of {} cells missing (not finished): {ids}",
+            c.missing.len(),
+            cells.len(),
+        );
+        let script = args.out.join("sweep.sbatch");
+        if script.exists() {
+            eprintln!("rerun them: sbatch --array={ids} {}", script.display());
+        }
+    }
+    let line = format!(
+        "{} runs: {} ok{}{}; index in {}{}",
+        cells.len(),
+        c.ok,
+        if c.failed > 0 {
+            format!(", {} FAILED (see the `error` column)", c.failed)
+        } else {
+            String::new()
+        },
+        if c.missing.is_empty() {
+            String::new()
+        } else {
+            format!(", {} missing", c.missing.len())
+        },
+        args.out.join("index.csv").display(),
+        if c.stats.is_some() {
+            format!(
+                ", per-cell mean and spread in {}",
+                args.out.join("cells.csv").display()
+            )
+        } else {
+            String::new()
+        }
+    );
+    if args.json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+    Ok(if c.failed > 0 || !c.missing.is_empty() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
 }
 
-/// ` (k=v;k=v)` for a cell name; empty without settings.
-fn settings_suffix(sets: &[(String, String)]) -> String {
-    if sets.is_empty() {
-        return String::new();
+/// `0-3,7,9-10`: sorted indices as ranges (Slurm's `--array` syntax).
+fn ranges(ids: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            ids[i].to_string()
+        } else {
+            format!("{}-{}", ids[i], ids[j])
+        });
+        i = j + 1;
     }
-    let s: Vec<String> = sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!(" ({})", s.join(";"))
+    parts.join(",")
 }
 
-fn n(v: &Value, path: &str) -> String {
-    mpdccp_sim::reproduce::lookup(v, path).map_or(String::new(), |x| format!("{x}"))
-}
-
-fn run_job(job: &Job, out: &std::path::Path) -> Result<Value, String> {
-    let sets: Vec<String> = job.sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let scenario = super::sim::load(&job.file, &sets).map_err(|e| format!("{e:#}"))?;
-    let res = mpdccp_sim::run(&scenario, job.seed, |_| {}).map_err(|e| e.to_string())?;
-    let dir = out.join(&job.id);
-    mpdccp_sim::write(&dir, &res).map_err(|e| e.to_string())?;
-    serde_json::to_value(&res.summary).map_err(|e| e.to_string())
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn missing_cells_print_as_slurm_array_ranges() {
+        assert_eq!(super::ranges(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
+        assert_eq!(super::ranges(&[5]), "5");
+        assert_eq!(super::ranges(&[]), "");
+    }
 }

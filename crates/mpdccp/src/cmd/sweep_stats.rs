@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use mpdccp_sim::reproduce::Interval;
 use serde_json::Value;
 
 /// The numbers summarised per flow and per path: (JSON path, column name).
@@ -116,11 +117,13 @@ pub fn seeds_change_nothing(runs: &[(String, &Value)]) -> bool {
 /// `cells.csv`: one row per cell, flow or path, and metric.
 pub fn csv(stats: &[CellStat]) -> String {
     let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-    let mut s = String::from("cell,kind,name,metric,n,mean,std,min,max\n");
+    let mut s = String::from("cell,kind,name,metric,n,mean,std,min,max,ci95_lo,ci95_hi\n");
     for c in stats {
+        // The 95 % interval of the mean (Student t), as `reproduce --seeds`.
+        let iv = Interval::of(&c.values);
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             q(&c.cell),
             c.kind,
             q(&c.name),
@@ -129,7 +132,9 @@ pub fn csv(stats: &[CellStat]) -> String {
             c.mean(),
             c.std(),
             c.min(),
-            c.max()
+            c.max(),
+            iv.as_ref().map_or(f64::NAN, |i| i.lo),
+            iv.as_ref().map_or(f64::NAN, |i| i.hi),
         );
     }
     s
@@ -189,9 +194,23 @@ mod tests {
             .find(|s| s.cell == "y" && s.metric == "rtt_p95_ms")
             .expect("cell y rtt");
         assert_eq!((y.values.len(), y.std()), (1, 0.0));
-        assert!(csv(&stats).starts_with(
-            "cell,kind,name,metric,n,mean,std,min,max\n\"x\",flow,\"app\",goodput_mbps,2,10,"
+        let text = csv(&stats);
+        assert!(text.starts_with(
+            "cell,kind,name,metric,n,mean,std,min,max,ci95_lo,ci95_hi\n\"x\",flow,\"app\",goodput_mbps,2,10,"
         ));
+        // n = 2: half-width t(1) · s/√2 = 12.706 · 1 → [−2.71, 22.71].
+        let row: Vec<f64> = text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .skip(9)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert!(
+            (row[0] + 2.706).abs() < 1e-2 && (row[1] - 22.706).abs() < 1e-2,
+            "{row:?}"
+        );
         assert!(!seeds_change_nothing(&runs));
         let same = vec![("x".to_owned(), &a), ("x".to_owned(), &a)];
         assert!(seeds_change_nothing(&same));
