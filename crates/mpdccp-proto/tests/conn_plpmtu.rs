@@ -253,3 +253,70 @@ fn a_syncack_matching_no_probe_confirms_nothing() {
         "ERROR retries every 10 probe timers: {s:?}"
     );
 }
+
+/// Two paths whose searches end at different times (5 ms and 60 ms of
+/// delay, the second a join that opens after the first subflow): the
+/// converged PLPMTU the daemons set their TUN MTU from takes the faster
+/// path's result, then moves at most once more, down, when the slower
+/// one's search ends below it; never back to a base size in between (the
+/// TUN MTU flapping of issue #26). `plpmtu()` (every open path, searching
+/// ones at what they confirmed so far) does dip to the base.
+#[test]
+fn the_converged_plpmtu_never_dips_to_a_searching_paths_base() {
+    for (slow_limit, want) in [(1472usize, vec![1472u32]), (1200, vec![1472, 1200])] {
+        let cfg = config();
+        let mut h = Harness::new(HarnessConfig {
+            client: cfg.clone(),
+            server: cfg,
+            paths: vec![
+                LinkSpec {
+                    delay: Duration::from_millis(5),
+                    max_datagram: Some(1472),
+                    ..LinkSpec::default()
+                },
+                LinkSpec {
+                    delay: Duration::from_millis(60),
+                    max_datagram: Some(slow_limit),
+                    ..LinkSpec::default()
+                },
+            ],
+            seed: 21,
+        });
+        let seen = std::cell::RefCell::new(([Vec::new(), Vec::new()], Vec::new()));
+        let record = |h: &Harness| {
+            let mut s = seen.borrow_mut();
+            for (k, side) in [Side::Client, Side::Server].into_iter().enumerate() {
+                if let Some(v) = h.conn_ref(side).plpmtu_converged() {
+                    if s.0[k].last() != Some(&v) {
+                        s.0[k].push(v);
+                    }
+                }
+            }
+            if let Some(v) = h.conn_ref(Side::Client).plpmtu() {
+                s.1.push(v);
+            }
+        };
+        h.open_path(0);
+        h.drive_until_pred(Duration::from_millis(300), |h| {
+            record(h);
+            false
+        });
+        h.open_path(1);
+        let done = h.drive_until_pred(Duration::from_secs(60), |h| {
+            record(h);
+            [Side::Client, Side::Server].iter().all(|&s| {
+                [PathId(0), PathId(1)].iter().all(|&p| {
+                    h.conn_ref(s).path_plpmtu(p).map(|x| x.0) == Some(PlpmtuState::SearchComplete)
+                })
+            })
+        });
+        assert!(done, "slow path limit {slow_limit}: searches did not end");
+        let (converged, all) = seen.into_inner();
+        for (k, side) in ["client", "server"].into_iter().enumerate() {
+            assert_eq!(converged[k], want, "slow path limit {slow_limit}, {side}");
+        }
+        // The control: counting the searching path, the minimum dips to
+        // the base while the join searches.
+        assert!(all.contains(&BASE), "{all:?}");
+    }
+}

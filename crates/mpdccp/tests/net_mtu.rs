@@ -204,8 +204,15 @@ fn run(test: &str, mtu1: u32, drop_icmp: bool) {
         Some(u64::from(mtu1 - OUTER))
     );
     assert_eq!(st["tun"]["mtu"].as_u64(), Some(want));
-    // The server's TUN follows its own (downstream) discovery.
-    let server_mtu = tun_mtu(&t, true).expect("server tun_mtu");
+    // The server's TUN follows its own (downstream) discovery, once that
+    // path's search ended there (a path still searching does not move the
+    // TUN: `Connection::plpmtu_converged`).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut server_mtu = tun_mtu(&t, true).expect("server tun_mtu");
+    while !(want..=want + 4).contains(&server_mtu) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        server_mtu = tun_mtu(&t, true).expect("server tun_mtu");
+    }
     let sst = t.status(true).expect("server status");
     println!(
         "server TUN MTU {server_mtu}; server PLPMTU per path {:?}",

@@ -731,3 +731,50 @@ fn idle_metrics_connections_do_not_stall_a_scrape() {
     eprintln!("a scrape behind 20 idle connections answered in {took:?}");
     assert!(took < Duration::from_millis(700), "{took:?}");
 }
+
+/// A clean start and an idle period with a ping now and then: neither
+/// daemon logs a warning (issue #26 "quiet logs"). The client host's own
+/// IPv6 chatter on its TUN (DAD from ::, router solicitations from fe80::)
+/// is outside its `allowed_ips`: the server drops and counts it
+/// (`inner_link_local_dropped`) and says nothing.
+#[test]
+fn a_clean_start_and_an_idle_period_log_no_warning() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("a_clean_start_and_an_idle_period_log_no_warning") {
+        return;
+    }
+    let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");
+    let opts = TunnelOpts {
+        tunnel: mpdccp_net::daemon::config::TunnelConfig::default(),
+        auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
+        ..TunnelOpts::default()
+    };
+    t.start_tunnel(exe(), &opts)
+        .expect("tunnel up on both paths");
+    // Past one 10 s refusal-report interval, a ping every 2 s.
+    for _ in 0..7 {
+        let out = t
+            .server
+            .output(
+                "ping",
+                &["-c", "1", "-W", "2", "-q", &CLIENT_TUN_V4.to_string()],
+            )
+            .expect("ping from the server");
+        assert!(out.contains(" 0% packet loss"), "{out}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let st = t.status(true).expect("server status");
+    for server in [true, false] {
+        let log = std::fs::read_to_string(t.log_file(server)).expect("daemon log");
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+        assert!(
+            warnings.is_empty(),
+            "{} logged warnings:\n{}",
+            if server { "server" } else { "client" },
+            warnings.join("\n")
+        );
+    }
+    // The chatter was there and was counted, so the silence is not luck.
+    let chatter = &st["auth"]["routes"]["inner_link_local_dropped"];
+    assert!(n(chatter) > 0 && n(chatter) != u64::MAX, "{chatter}");
+}

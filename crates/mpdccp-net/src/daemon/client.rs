@@ -285,7 +285,7 @@ impl Client {
             .get(&path)
             .map_or_else(|| path.to_string(), |(n, _)| n.clone());
         info!(path = %name, %path, plpmtu, "smallest PLPMTU changed (DCCP packet bytes)");
-        let min = self.conn.plpmtu();
+        let min = self.conn.plpmtu_converged();
         self.tun_mtu = super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, min, &name);
     }
 

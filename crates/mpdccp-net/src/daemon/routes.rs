@@ -37,6 +37,10 @@ pub struct PeerRoutes {
 pub struct PeerRouteStats {
     /// Upstream packets dropped: source outside the peer's `allowed_ips`.
     pub inner_source_refused: u64,
+    /// Upstream packets dropped without a warning: a link-local or
+    /// unspecified source outside `allowed_ips`, i.e. the client host's own
+    /// chatter on its TUN (IPv6 DAD, router solicitations), not an attack.
+    pub inner_link_local_dropped: u64,
     /// … of which the source belongs to another peer (spoofing a neighbour).
     pub inner_source_of_other_peer: u64,
     /// Downstream packets for a configured peer without a connection.
@@ -80,6 +84,10 @@ impl PeerRoutes {
         if verdict == Some(SourceVerdict::Allowed) {
             return true;
         }
+        if is_link_local(src) {
+            self.stats.inner_link_local_dropped += 1;
+            return false;
+        }
         self.stats.inner_source_refused += 1;
         if matches!(verdict, Some(SourceVerdict::OtherPeer(_))) {
             self.stats.inner_source_of_other_peer += 1;
@@ -95,6 +103,15 @@ impl PeerRoutes {
             self.stats.peer_not_connected += 1;
         }
         h
+    }
+}
+
+/// IPv6 link-local or unspecified, IPv4 link-local or unspecified: a
+/// host's own link chatter.
+pub(crate) fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V6(a) => a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V4(a) => a.is_link_local() || a.is_unspecified(),
     }
 }
 
@@ -297,7 +314,12 @@ mod tests {
         assert!(!r.source_allowed(Some(a), ip("10.99.2.7")));
         assert!(!r.source_allowed(Some(a), ip("192.0.2.1")));
         assert!(!r.source_allowed(None, ip("10.99.1.7")));
+        // A router solicitation from the client's fe80:: address and DAD
+        // from :: are dropped too, but counted apart (no warning).
+        assert!(!r.source_allowed(Some(a), ip("fe80::1")));
+        assert!(!r.source_allowed(Some(a), ip("::")));
         assert_eq!(r.stats().inner_source_refused, 3);
+        assert_eq!(r.stats().inner_link_local_dropped, 2);
         assert_eq!(r.stats().inner_source_of_other_peer, 1);
         assert_eq!(r.route(ip("10.99.2.9")), Some(ConnectionHandle(11)));
         assert_eq!(r.route(ip("10.99.3.9")), None);

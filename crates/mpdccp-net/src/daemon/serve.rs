@@ -165,15 +165,6 @@ fn route_inner(
     }
 }
 
-/// IPv6 link-local or unspecified (a host's own link chatter).
-fn is_link_local(ip: std::net::IpAddr) -> bool {
-    use std::net::IpAddr;
-    match ip {
-        IpAddr::V6(a) => a.is_unspecified() || (a.segments()[0] & 0xffc0) == 0xfe80,
-        IpAddr::V4(a) => a.is_link_local() || a.is_unspecified(),
-    }
-}
-
 /// One server packet loop's state.
 pub(super) struct Server {
     ep: Endpoint<Peer>,
@@ -243,7 +234,7 @@ impl Server {
             .into_iter()
             .filter_map(|h| self.ep.connection(h))
             .filter(|c| !c.is_closed())
-            .filter_map(|c| c.plpmtu())
+            .filter_map(|c| c.plpmtu_converged())
             .min()
     }
 
@@ -298,7 +289,7 @@ impl Server {
                     let now = clock::now();
                     // The client's own IPv6 link-local chatter (DAD,
                     // router solicitations) is counted, not warned of.
-                    let chatter = inner_src(data).is_some_and(is_link_local);
+                    let chatter = inner_src(data).is_some_and(super::routes::is_link_local);
                     if let Some(suppressed) = (!chatter)
                         .then(|| self.stats.warnings.allow(PacketWarning::InnerSource, now))
                         .flatten()
@@ -410,12 +401,13 @@ impl Server {
         if total == self.refusals_logged {
             return;
         }
-        if let Some(suppressed) = self.refusal_log.allow(now) {
+        // `new` counts the refused packets since the last line; the
+        // throttle's own count (calls, one per loop turn) means nothing here.
+        if self.refusal_log.allow(now).is_some() {
             let new = total - self.refusals_logged;
             self.refusals_logged = total;
             warn!(
                 new,
-                suppressed,
                 unauthenticated = e.refused_unauthenticated,
                 cookies = e.cookie_replies,
                 half_open = e.refused_half_open,

@@ -287,8 +287,10 @@ pub struct Connection {
     /// The authenticated handshake's keys (boxed: rarely touched, secret).
     session: Option<Box<crate::auth::SessionKeys>>,
     auth_stats: AuthStats,
-    /// The smallest PLPMTU last reported with [`Event::PlpmtuChanged`].
-    plpmtu_reported: Option<u32>,
+    /// The smallest PLPMTU, and the smallest converged one
+    /// ([`Connection::plpmtu_converged`]), when [`Event::PlpmtuChanged`]
+    /// was last emitted (a change of either emits it).
+    plpmtu_reported: (Option<u32>, Option<u32>),
 }
 
 impl std::fmt::Debug for Connection {
@@ -382,7 +384,7 @@ impl Connection {
             auth: AuthRole::Off,
             session: None,
             auth_stats: AuthStats::default(),
-            plpmtu_reported: None,
+            plpmtu_reported: (None, None),
         })
     }
 

@@ -521,14 +521,16 @@ impl Connection {
             .min()
     }
 
-    /// Emits [`Event::PlpmtuChanged`] when the smallest PLPMTU changed;
-    /// `cause` is the subflow whose change prompted the check.
+    /// Emits [`Event::PlpmtuChanged`] when the smallest PLPMTU or the
+    /// smallest converged one changed; `cause` is the subflow whose change
+    /// prompted the check.
     fn plpmtu_check(&mut self, cause: usize) {
         let now_min = self.plpmtu_min();
-        if now_min.map(|m| m.1) == self.plpmtu_reported {
+        let now = (now_min.map(|m| m.1), self.plpmtu_converged());
+        if now == self.plpmtu_reported {
             return;
         }
-        self.plpmtu_reported = now_min.map(|m| m.1);
+        self.plpmtu_reported = now;
         if let Some((path, plpmtu)) = now_min {
             let path = self.paths.get(cause).map_or(path, |p| p.id());
             self.events.push_back(Event::PlpmtuChanged { path, plpmtu });
@@ -556,10 +558,28 @@ impl Connection {
 
     /// The smallest PLPMTU (DCCP packet bytes) confirmed across the open
     /// subflows (RFC 8899), `None` before any search completed or with
-    /// PLPMTUD off. The largest tunnelled packet is this minus
+    /// PLPMTUD off. A subflow still searching counts with what it has
+    /// confirmed so far (its base size at first). The largest tunnelled packet is this minus
     /// [`DATA_HEADER_MAX`] and the payload protection's overhead.
     pub fn plpmtu(&self) -> Option<u32> {
         self.plpmtu_min().map(|m| m.1)
+    }
+
+    /// The smallest PLPMTU over the subflows whose search completed only
+    /// (a subflow still searching is left out rather than counted at its
+    /// base size), what the daemons set their TUN MTU from: counted at
+    /// base, a path that joins a second after the first pulled the MTU
+    /// down until its search ended and back up after (1280 → 1416 → 1280
+    /// → 1416 within 0.4 s at every start, issue #26), and on the server,
+    /// whose TUN all connections share, every client's new path did so for
+    /// every peer. Until a new path's search ends, a packet it carries may
+    /// exceed what it can take; its search then lowers this if it must.
+    pub fn plpmtu_converged(&self) -> Option<u32> {
+        self.paths
+            .iter()
+            .filter(|p| p.sends_data())
+            .filter_map(|p| p.plpmtud.as_ref()?.reported())
+            .min()
     }
 
     /// A path's PLPMTUD state and PLPMTU (confirmed so far).
