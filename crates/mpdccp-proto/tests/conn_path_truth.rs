@@ -58,7 +58,10 @@ fn idle_scrape_and_keyframe_after_bulk() {
     assert_eq!(end.in_flight_pkts, 0);
     let cwnd_end = end.cwnd_pkts;
     let pipe_ack = h.client.path_pipe_ack(P).expect("a pipeACK after bulk");
-    assert!(pipe_ack >= 30, "the transfer filled the path: pipeACK {pipe_ack}");
+    assert!(
+        pipe_ack >= 30,
+        "the transfer filled the path: pipeACK {pipe_ack}"
+    );
     // Scrapes through 10 s of idle: never above the window the transfer
     // had (RFC 7661 §4.3: an unused window does not grow) nor above what
     // it delivered per round trip (the restart window).
@@ -67,7 +70,11 @@ fn idle_scrape_and_keyframe_after_bulk() {
         let v = h.client.paths()[0].clone();
         assert_eq!(v.in_flight_pkts, 0, "idle");
         assert!(v.cwnd_pkts <= cwnd_end, "grew while idle: {v:?}");
-        assert!(v.cwnd_pkts as u64 <= pipe_ack.max(3), "{} > pipeACK {pipe_ack}", v.cwnd_pkts);
+        assert!(
+            v.cwnd_pkts as u64 <= pipe_ack.max(3),
+            "{} > pipeACK {pipe_ack}",
+            v.cwnd_pkts
+        );
     }
     // The keyframe: 30 packets at once after 10 s idle all leave before a
     // round trip (40 ms) has passed.

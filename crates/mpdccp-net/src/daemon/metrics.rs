@@ -61,7 +61,15 @@ impl Families {
     /// section) and `key`. A counter takes only whole non-negative numbers;
     /// a name already used by the other kind is skipped rather than
     /// emitting an invalid exposition.
-    fn add(&mut self, kind: Kind, name: &str, what: &str, key: &str, labels: &Labels, value: &Value) {
+    fn add(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        what: &str,
+        key: &str,
+        labels: &Labels,
+        value: &Value,
+    ) {
         let (name, factor) = metrics_help::base_unit(&metric_name(name));
         let v = match (kind, value) {
             (Kind::Counter, v) => v.as_u64().map(|n| (n as f64 * factor).round()),
@@ -390,7 +398,8 @@ mod tests {
             now,
             1,
         );
-        conn.add_path(now, PathId(0), PathConfig::default()).unwrap();
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
         let label = |_| super::super::ops::PathLabel {
             name: Some("dsl".into()),
             remote: None,

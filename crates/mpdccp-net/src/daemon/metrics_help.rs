@@ -17,7 +17,9 @@ const UNITS: &[(&str, &str, f64)] = &[
     ("_kb", "_bytes", 1024.0),
 ];
 
-/// Unit suffixes that are not base units: no family may end in one.
+/// Unit suffixes that are not base units: no family may end in one (the
+/// test of `metrics`).
+#[cfg(test)]
 pub(super) const NON_BASE_SUFFIXES: &[&str] = &["_ms", "_us", "_s", "_bps", "_kb"];
 
 /// The family name in base units for `name`, and the factor its values
@@ -114,12 +116,7 @@ pub(super) fn help_for(name: &str, what: &str, key: &str, counter: bool) -> Stri
     let words: Vec<&str> = key
         .split('_')
         .filter(|w| !w.is_empty())
-        .map(|w| {
-            WORDS
-                .iter()
-                .find(|(k, _)| *k == w)
-                .map_or(w, |(_, v)| *v)
-        })
+        .map(|w| WORDS.iter().find(|(k, _)| *k == w).map_or(w, |(_, v)| *v))
         .collect();
     let noun = if counter { "count of" } else { "current" };
     // The encoder ends the line with a period.

@@ -492,7 +492,10 @@ mod tests {
             l
         };
         let whole = lines(super::super::metrics::metrics_text(&v));
-        assert!(whole.iter().any(|l| l.contains("srtt_seconds")), "{whole:?}");
+        assert!(
+            whole.iter().any(|l| l.contains("srtt_seconds")),
+            "{whole:?}"
+        );
         assert_eq!(lines(doc_metrics(&StatusDoc::from(v))), whole);
     }
 

@@ -137,7 +137,9 @@ impl CwndValidation {
         if (self.filled == 0 && open.is_none()) || newest.is_some_and(|t| now - t > NVP) {
             return None;
         }
-        let closed = self.samples[PIPEACK_SAMPLES - self.filled..].iter().map(|s| s.1);
+        let closed = self.samples[PIPEACK_SAMPLES - self.filled..]
+            .iter()
+            .map(|s| s.1);
         closed.chain(open.map(|_| self.sample_acked)).max()
     }
 

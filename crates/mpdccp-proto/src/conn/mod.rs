@@ -87,7 +87,6 @@ mod timer_guard;
 
 pub use crate::wire::WireProfile;
 pub use aqm::CoDelConfig;
-pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
@@ -102,6 +101,7 @@ pub use plpmtu::{
 pub use protection::PROTECTION_OVERHEAD;
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
+pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 

@@ -594,7 +594,8 @@ impl Subflow {
     /// shown) and the loss window's once-a-second counter snapshot.
     pub(crate) fn refresh(&mut self, now: Instant) {
         self.cc.validate_window(now);
-        self.loss_window.note(now, self.stats.tx_data_pkts, self.proven_lost());
+        self.loss_window
+            .note(now, self.stats.tx_data_pkts, self.proven_lost());
     }
 
     /// Losses the acknowledgements proved (not an RTO's forgotten flight).
