@@ -449,6 +449,9 @@ impl Simulation {
                         seed: master.next_u64(),
                         // Inner TCP is a Linux baseline: tcp_bbr.c's PROBE_RTT.
                         bbr_app_limited_probe: false,
+                        // The idle rule is the tunnel's (cc::validation);
+                        // the inner models stay as published.
+                        cwnd_validation: false,
                         ..CcConfig::default()
                     };
                     let cc = kind.build(&cc_cfg);
@@ -484,6 +487,7 @@ impl Simulation {
                         initial_cwnd_pkts: Some(INITIAL_WINDOW_PKTS),
                         min_cwnd_pkts: MINIMUM_WINDOW_PKTS,
                         bbr_app_limited_probe: false,
+                        cwnd_validation: false,
                         ..CcConfig::default()
                     };
                     (

@@ -24,6 +24,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 
+#[path = "metrics_help.rs"]
+mod metrics_help;
+
 /// Content type of [`metrics_text`] (OpenMetrics 1.0, which Prometheus
 /// scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -52,19 +55,31 @@ struct Families(BTreeMap<String, Fam>);
 
 impl Families {
     /// Adds one sample of `value` (a number, or a boolean as 0/1; anything
-    /// else, e.g. `null`, is not a sample). A counter takes only whole
-    /// non-negative numbers; a name already used by the other kind is
-    /// skipped rather than emitting an invalid exposition.
-    fn add(&mut self, kind: Kind, name: &str, help: &str, labels: &Labels, value: &Value) {
+    /// else, e.g. `null`, is not a sample) to the family of `name` in base
+    /// units (`metrics_help`: `srtt_ms` becomes `srtt_seconds`, the value
+    /// scaled); its HELP is written for it or built from `what` (the
+    /// section) and `key`. A counter takes only whole non-negative numbers;
+    /// a name already used by the other kind is skipped rather than
+    /// emitting an invalid exposition.
+    fn add(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        what: &str,
+        key: &str,
+        labels: &Labels,
+        value: &Value,
+    ) {
+        let (name, factor) = metrics_help::base_unit(&metric_name(name));
         let v = match (kind, value) {
-            (Kind::Counter, v) => v.as_u64().map(|n| n as f64),
+            (Kind::Counter, v) => v.as_u64().map(|n| (n as f64 * factor).round()),
             (Kind::Gauge, Value::Bool(b)) => Some(f64::from(u8::from(*b))),
-            (Kind::Gauge, v) => v.as_f64(),
+            (Kind::Gauge, v) => v.as_f64().map(|x| x * factor),
         };
         let Some(v) = v else { return };
-        let fam = self.0.entry(metric_name(name)).or_insert_with(|| Fam {
+        let fam = self.0.entry(name).or_insert_with_key(|name| Fam {
             kind,
-            help: help.to_owned(),
+            help: metrics_help::help_for(name, what, key, kind == Kind::Counter),
             samples: Vec::new(),
         });
         if fam.kind == kind {
@@ -80,7 +95,7 @@ impl Families {
             if v.is_object() {
                 self.add_object(kind, &format!("{prefix}_{k}"), what, labels, v);
             } else {
-                self.add(kind, &format!("{prefix}_{k}"), &help(what, k), labels, v);
+                self.add(kind, &format!("{prefix}_{k}"), what, k, labels, v);
             }
         }
     }
@@ -127,10 +142,6 @@ impl Families {
     }
 }
 
-fn help(what: &str, key: &str) -> String {
-    format!("{what}: {key}")
-}
-
 /// A metric name from a JSON key: `[a-zA-Z0-9_]`, anything else becomes `_`.
 fn metric_name(s: &str) -> String {
     s.chars()
@@ -169,7 +180,7 @@ pub fn metrics_text_of<'a>(
     let none = Labels::new();
     for (k, v) in status.as_object().into_iter().flatten() {
         if v.is_number() {
-            f.add(Kind::Gauge, k, &help("daemon status", k), &none, v);
+            f.add(Kind::Gauge, k, "daemon status", k, &none, v);
         }
     }
     f.add_object(
@@ -198,13 +209,7 @@ pub fn metrics_text_of<'a>(
         for (k, v) in p.as_object().into_iter().flatten() {
             if k != "path_id" {
                 let name = format!("configured_path_{k}");
-                f.add(
-                    Kind::Gauge,
-                    &name,
-                    &help("configured client path", k),
-                    &l,
-                    v,
-                );
+                f.add(Kind::Gauge, &name, "configured client path", k, &l, v);
             }
         }
     }
@@ -219,7 +224,7 @@ fn add_connection(f: &mut Families, c: &Value) {
     let cl = vec![label("conn", &conn)];
     for key in ["established", "closed", "send_queue_pkts", "plpmtu"] {
         let name = format!("conn_{key}");
-        f.add(Kind::Gauge, &name, &help("connection", key), &cl, &c[key]);
+        f.add(Kind::Gauge, &name, "connection", key, &cl, &c[key]);
     }
     f.add_object(
         Kind::Counter,
@@ -242,7 +247,7 @@ fn add_connection(f: &mut Families, c: &Value) {
             Kind::Counter
         };
         let what = "receiver reordering (ReorderStats)";
-        f.add(kind, &format!("reorder_{k}"), &help(what, k), &cl, v);
+        f.add(kind, &format!("reorder_{k}"), what, k, &cl, v);
     }
     add_paths(
         f,
@@ -275,13 +280,22 @@ fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
             .copied()
             .unwrap_or(&Value::Null);
         let active = json!(current["state"] == "Active");
-        let what = "path is in state Active (1) or not (0)";
-        f.add(Kind::Gauge, "path_active", what, &pl, &active);
-        let what = "subflows of this path the core still holds (rejoins add one)";
-        f.add(Kind::Gauge, "path_subflows", what, &pl, &json!(subs.len()));
+        f.add(Kind::Gauge, "path_active", "path", "active", &pl, &active);
+        let n = json!(subs.len());
+        f.add(Kind::Gauge, "path_subflows", "path", "subflows", &pl, &n);
         for (k, v) in current.as_object().into_iter().flatten() {
-            if !matches!(k.as_str(), "stats" | "id" | "name" | "remote") {
-                f.add(Kind::Gauge, &format!("path_{k}"), &help("path", k), &pl, v);
+            if matches!(k.as_str(), "stats" | "id" | "name" | "remote") {
+                continue;
+            }
+            // One level of nesting (`loss_window`) as `path_<k>_<k2>`.
+            match v.as_object() {
+                Some(o) => {
+                    for (k2, v2) in o {
+                        let name = format!("path_{k}_{k2}");
+                        f.add(Kind::Gauge, &name, "path", &format!("{k}_{k2}"), &pl, v2);
+                    }
+                }
+                None => f.add(Kind::Gauge, &format!("path_{k}"), "path", k, &pl, v),
             }
         }
         let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
@@ -294,13 +308,7 @@ fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
         }
         for (k, n) in sums {
             let what = "path counter (PathStats, summed over the path's subflows)";
-            f.add(
-                Kind::Counter,
-                &format!("path_{k}"),
-                &help(what, k),
-                &pl,
-                &json!(n),
-            );
+            f.add(Kind::Counter, &format!("path_{k}"), what, k, &pl, &json!(n));
         }
     }
 }
@@ -318,7 +326,7 @@ mod tests {
              "paths": [{"id": 1, "name": "p1", "cwnd_pkts": 10, "stats": {"lost_pkts": 2}}]}]});
         let t = metrics_text(&st);
         for want in [
-            "# HELP mpdccp_daemon_udp_rx_malformed daemon counter (DaemonStats): udp_rx_malformed.\n\
+            "# HELP mpdccp_daemon_udp_rx_malformed Daemon counter (DaemonStats), field udp_rx_malformed: count of UDP received malformed.\n\
              # TYPE mpdccp_daemon_udp_rx_malformed counter\n\
              mpdccp_daemon_udp_rx_malformed_total 3\n",
             "mpdccp_daemon_tun_offload_tso_frames_total 2\n",
@@ -360,8 +368,88 @@ mod tests {
             t.contains("mpdccp_path_active{conn=\"0\",name=\"id2\"} 0.0\n"),
             "{t}"
         );
-        assert!(t.contains("mpdccp_uptime_s 1.5\n"), "{t}");
+        assert!(t.contains("mpdccp_uptime_seconds 1.5\n"), "{t}");
         assert!(!t.contains("srtt_ms"), "null is not a sample: {t}");
+    }
+
+    /// Replaces every `null` with 100 (a status of a path with no RTT
+    /// sample yet has nulls; the test wants every family).
+    fn fill_nulls(v: &mut Value) {
+        match v {
+            Value::Null => *v = json!(100),
+            Value::Array(a) => a.iter_mut().for_each(fill_nulls),
+            Value::Object(o) => o.values_mut().for_each(fill_nulls),
+            _ => {}
+        }
+    }
+
+    /// Every family of a real status document (a core connection with a
+    /// path, the daemon's and the endpoint's counters): a HELP that says
+    /// something (not the former `section: key` placeholder), names in base
+    /// units (seconds, bytes; no `_ms`, `_s`, `_bps`, `_kb`), values scaled.
+    #[test]
+    fn every_family_has_real_help_and_base_units() {
+        use mpdccp_proto::conn::TunnelSettings;
+        use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+        let now = Instant::ZERO;
+        let mut conn = Connection::new(
+            Role::Client,
+            TunnelSettings::default().connection_config(1280),
+            now,
+            1,
+        );
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| super::super::ops::PathLabel {
+            name: Some("dsl".into()),
+            remote: None,
+        };
+        let mut c = super::super::ops::conn_json(&conn, 0, &label);
+        fill_nulls(&mut c);
+        let st = json!({
+            "uptime_s": 2.5, "tun_mtu": 1280,
+            "daemon": super::super::ops::stats_json(&super::super::DaemonStats::default()),
+            "endpoint": super::super::ops::stats_json(&mpdccp_proto::conn::EndpointStats::default()),
+            "connections": [c],
+        });
+        let t = metrics_text(&st);
+        let helps: Vec<(&str, &str)> = t
+            .lines()
+            .filter_map(|l| l.strip_prefix("# HELP mpdccp_"))
+            .map(|l| l.split_once(' ').expect("name and text"))
+            .collect();
+        assert!(helps.len() > 100, "{} families", helps.len());
+        for (name, help) in &helps {
+            let tail = help.rsplit(": ").next().unwrap_or(help);
+            assert!(
+                help.split_whitespace().count() >= 4 && tail.contains(' '),
+                "placeholder HELP for {name}: {help:?}"
+            );
+            for bad in metrics_help::NON_BASE_SUFFIXES {
+                assert!(!name.ends_with(bad), "{name} is not in base units");
+            }
+            if help.ends_with(", seconds.") || help.ends_with(", seconds") {
+                assert!(name.ends_with("_seconds"), "{name}: {help}");
+            }
+            if help.contains("bytes per second") {
+                assert!(name.ends_with("_bytes_per_second"), "{name}: {help}");
+            }
+        }
+        // The unit keys of the document, converted (nulls became 100).
+        for want in [
+            "mpdccp_uptime_seconds 2.5\n",
+            "mpdccp_path_srtt_seconds{conn=\"0\",name=\"dsl\"} 0.1\n",
+            "mpdccp_path_min_rtt_seconds{conn=\"0\",name=\"dsl\"} 0.1\n",
+            "mpdccp_path_pacing_rate_bytes_per_second{conn=\"0\",name=\"dsl\"} 12.5\n",
+            "mpdccp_path_delivery_rate_bytes_per_second{conn=\"0\",name=\"dsl\"} 12.5\n",
+            "mpdccp_path_loss_window_ratio{conn=\"0\",name=\"dsl\"}",
+            "mpdccp_path_loss_window_window_seconds{conn=\"0\",name=\"dsl\"} 10.0\n",
+            "mpdccp_path_lost_pkts_total{conn=\"0\",name=\"dsl\"} 0\n",
+            "mpdccp_path_rto_lost_pkts_total{conn=\"0\",name=\"dsl\"} 0\n",
+            "mpdccp_path_tx_data_pkts_total{conn=\"0\",name=\"dsl\"} 0\n",
+        ] {
+            assert!(t.contains(want), "missing {want:?} in\n{t}");
+        }
     }
 
     /// A path that rejoined (a closed subflow and its successor, same

@@ -59,6 +59,17 @@ pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
         "pacing_rate_bps": v.pacing_rate_bytes_per_s.map(|r| r * 8),
         "delivery_rate_bps": v.delivery_rate_bytes_per_s.map(|r| r * 8),
         "loss_rate": v.loss_rate,
+        // Loss over the last ~10 s from the path's counters (issue 26: the
+        // per-ack `loss_rate` forgets within ~64 packets).
+        "loss_window": conn.path_windowed_loss(v.id).map(|w| json!({
+            "window_s": mpdccp_proto::conn::LOSS_WINDOW.as_secs(),
+            "sent_pkts": w.sent_pkts,
+            "lost_pkts": w.lost_pkts,
+            "ratio": w.ratio,
+        })),
+        // RFC 7661 pipeACK: packets the path delivered per round trip
+        // lately, the validated part of cwnd (null: none recently).
+        "pipe_ack_pkts": conn.path_pipe_ack(v.id),
         // RFC 8899: the PLPMTU confirmed so far (DCCP packet bytes) and
         // the search state; null with DPLPMTUD off.
         "plpmtu": conn.path_plpmtu(v.id).map(|(_, n)| n),
@@ -481,7 +492,10 @@ mod tests {
             l
         };
         let whole = lines(super::super::metrics::metrics_text(&v));
-        assert!(whole.iter().any(|l| l.contains("srtt_ms")), "{whole:?}");
+        assert!(
+            whole.iter().any(|l| l.contains("srtt_seconds")),
+            "{whole:?}"
+        );
         assert_eq!(lines(doc_metrics(&StatusDoc::from(v))), whole);
     }
 

@@ -5,7 +5,8 @@
 //! exactly as Reno" (RFC 6356 §3) true bit for bit: only the congestion
 //! avoidance increase differs between them.
 
-use super::{CcConfig, SentPacket};
+use super::validation::CwndValidation;
+use super::{AckEvent, CcConfig, SentPacket};
 use crate::time::Instant;
 
 #[derive(Clone, Debug)]
@@ -22,6 +23,8 @@ pub(crate) struct Aimd {
     cwnd_limited: bool,
     pub min_cwnd: f64,
     pub max_cwnd: f64,
+    /// RFC 7661 idle rule (see `validation`).
+    pub validation: CwndValidation,
 }
 
 impl Aimd {
@@ -35,10 +38,31 @@ impl Aimd {
             cwnd_limited: false,
             min_cwnd,
             max_cwnd,
+            validation: CwndValidation::new(config.cwnd_validation, initial_cwnd_pkts),
         }
     }
 
-    pub fn on_packet_sent(&mut self, pkt: &SentPacket) {
+    /// RFC 7661 / RFC 4341 §5.1: a window idle for more than an RTO decays
+    /// to its restart window. True when it did.
+    pub fn validate_idle(&mut self, now: Instant) -> bool {
+        match self.validation.check_idle(now, self.cwnd, self.ssthresh) {
+            Some(r) => {
+                self.cwnd = r.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+                self.ssthresh = self.ssthresh.max(r.ssthresh_floor);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Feeds the idle rule's pipeACK and RTO (call on every ack).
+    pub fn note_ack(&mut self, now: Instant, ack: &AckEvent) {
+        self.validation.on_ack(now, ack);
+    }
+
+    pub fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        self.validate_idle(now);
+        self.validation.on_packet_sent(now, pkt.in_flight_pkts);
         let in_flight = pkt.in_flight_pkts as f64;
         // In slow start a window at least half used still doubles usefully
         // (Linux `tcp_is_cwnd_limited` uses the same rule).

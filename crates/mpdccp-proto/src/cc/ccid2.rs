@@ -4,6 +4,7 @@
 //! (a packet is lost once three later packets are acknowledged, RFC 4341 §5)
 //! and the RTO timer; this type owns only the window arithmetic.
 
+use super::validation::CwndValidation;
 use super::{
     rfc3390_initial_window_pkts, AckEvent, CcConfig, CongestionController, CoupledView, LossEvent,
     SentPacket,
@@ -23,6 +24,8 @@ pub struct Ccid2 {
     cwnd_limited: bool,
     min_cwnd: u32,
     max_cwnd: u32,
+    /// RFC 4341 §5.1 idle rule (see `validation`).
+    validation: CwndValidation,
 }
 
 impl Ccid2 {
@@ -42,6 +45,24 @@ impl Ccid2 {
             cwnd_limited: false,
             min_cwnd,
             max_cwnd,
+            validation: CwndValidation::new(config.cwnd_validation, iw),
+        }
+    }
+
+    /// RFC 4341 §5.1: after an idle period of more than an RTO the window
+    /// decays to its restart window (`validation`), in whole packets.
+    fn validate_idle(&mut self, now: Instant) {
+        let ssthresh = if self.ssthresh == u32::MAX {
+            f64::INFINITY
+        } else {
+            self.ssthresh as f64
+        };
+        if let Some(r) = self.validation.check_idle(now, self.cwnd as f64, ssthresh) {
+            self.cwnd = (r.cwnd.ceil() as u32).clamp(self.min_cwnd, self.max_cwnd);
+            if r.ssthresh_floor.is_finite() {
+                self.ssthresh = self.ssthresh.max(r.ssthresh_floor.ceil() as u32);
+            }
+            self.ca_acked = 0;
         }
     }
 
@@ -62,7 +83,9 @@ impl CongestionController for Ccid2 {
         "ccid2"
     }
 
-    fn on_packet_sent(&mut self, _now: Instant, pkt: &SentPacket) {
+    fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        self.validate_idle(now);
+        self.validation.on_packet_sent(now, pkt.in_flight_pkts);
         // RFC 4341 §5 defers to RFC 2861/7661 for application-limited
         // periods: only a window the sender fills may grow.
         self.cwnd_limited = pkt.in_flight_pkts >= self.cwnd
@@ -73,7 +96,8 @@ impl CongestionController for Ccid2 {
         false
     }
 
-    fn on_ack(&mut self, _now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+    fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+        self.validation.on_ack(now, ack);
         if !self.cwnd_limited {
             return;
         }
@@ -100,6 +124,7 @@ impl CongestionController for Ccid2 {
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        self.validation.set_in_flight(loss.in_flight_pkts);
         if !super::starts_congestion_event(
             &mut self.recovery_start,
             now,
@@ -124,6 +149,14 @@ impl CongestionController for Ccid2 {
 
     fn cwnd_pkts(&self) -> u32 {
         self.cwnd
+    }
+
+    fn validate_window(&mut self, now: Instant) {
+        self.validate_idle(now);
+    }
+
+    fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
+        self.validation.pipe_ack_pkts(now)
     }
 
     fn state(&self) -> &'static str {

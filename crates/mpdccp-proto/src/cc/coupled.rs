@@ -344,14 +344,15 @@ impl CongestionController for CoupledReno {
         }
     }
 
-    fn on_packet_sent(&mut self, _now: Instant, pkt: &SentPacket) {
-        self.window.on_packet_sent(pkt);
+    fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        self.window.on_packet_sent(now, pkt);
     }
 
-    fn on_ack(&mut self, _now: Instant, ack: &AckEvent, paths: CoupledView<'_>) {
+    fn on_ack(&mut self, now: Instant, ack: &AckEvent, paths: CoupledView<'_>) {
         // Before any state change, so the view's entry for this path still
         // matches it.
         let (set, me) = self.set(paths, srtt_s(ack));
+        self.window.note_ack(now, ack);
         if !ack.srtt.is_zero() {
             self.srtt = ack.srtt;
         }
@@ -370,6 +371,7 @@ impl CongestionController for CoupledReno {
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, paths: CoupledView<'_>) {
+        self.window.validation.set_in_flight(loss.in_flight_pkts);
         if self
             .window
             .new_congestion_event(now, loss.largest_lost_sent_time)
@@ -392,6 +394,14 @@ impl CongestionController for CoupledReno {
 
     fn cwnd_pkts(&self) -> u32 {
         self.window.cwnd_pkts()
+    }
+
+    fn validate_window(&mut self, now: Instant) {
+        self.window.validate_idle(now);
+    }
+
+    fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
+        self.window.validation.pipe_ack_pkts(now)
     }
 
     fn state(&self) -> &'static str {
@@ -645,6 +655,7 @@ impl CongestionController for CoupledCubic {
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        self.core.validation.set_in_flight(loss.in_flight_pkts);
         if self
             .core
             .new_congestion_event(now, loss.largest_lost_sent_time)
@@ -665,6 +676,14 @@ impl CongestionController for CoupledCubic {
 
     fn cwnd_pkts(&self) -> u32 {
         self.core.cwnd_pkts()
+    }
+
+    fn validate_window(&mut self, now: Instant) {
+        self.core.validate_idle(now);
+    }
+
+    fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
+        self.core.validation.pipe_ack_pkts(now)
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {

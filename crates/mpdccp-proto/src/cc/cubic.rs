@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::round::RoundTracker;
+use super::validation::CwndValidation;
 use super::{
     rfc3390_initial_window_pkts, AckEvent, CcConfig, CongestionController, CoupledView, LossEvent,
     SentPacket,
@@ -169,6 +170,8 @@ pub(crate) struct CubicCore {
     pub window_scale: f64,
     pub min_cwnd: f64,
     pub max_cwnd: f64,
+    /// RFC 7661 idle rule (see `validation`), on the window in use.
+    pub validation: CwndValidation,
 }
 
 impl CubicCore {
@@ -206,6 +209,29 @@ impl CubicCore {
             window_scale: 1.0,
             min_cwnd,
             max_cwnd,
+            validation: CwndValidation::new(config.cwnd_validation, iw),
+        }
+    }
+
+    /// RFC 7661 / RFC 4341 §5.1: a window idle for more than an RTO decays
+    /// to its restart window (`validation`). The window in use is
+    /// `window_scale × cwnd`; a decay also starts a new epoch, so growth
+    /// resumes from the decayed window towards W_max (RFC 9438 §4.2).
+    pub fn validate_idle(&mut self, now: Instant) {
+        let scale = if self.window_scale > 0.0 {
+            self.window_scale
+        } else {
+            1.0
+        };
+        let window = scale * self.cwnd;
+        if let Some(r) = self
+            .validation
+            .check_idle(now, window, scale * self.ssthresh)
+        {
+            self.cwnd = r.cwnd / scale;
+            self.ssthresh = self.ssthresh.max(r.ssthresh_floor / scale);
+            self.clamp();
+            self.t_epoch = None;
         }
     }
 
@@ -214,6 +240,8 @@ impl CubicCore {
     }
 
     pub fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        self.validate_idle(now);
+        self.validation.on_packet_sent(now, pkt.in_flight_pkts);
         // RFC 9438 §5.8: an idle period must not count as epoch time, or the
         // window would jump on restart; shift the epoch by the idle gap. Only
         // an application-limited sender idles (an empty flight of a
@@ -233,6 +261,7 @@ impl CubicCore {
 
     /// One acknowledgement; congestion avoidance follows `ca`.
     pub fn on_ack(&mut self, now: Instant, ack: &AckEvent, ca: CaRule) {
+        self.validation.on_ack(now, ack);
         if !ack.srtt.is_zero() {
             self.srtt = ack.srtt;
         }
@@ -461,6 +490,7 @@ impl CongestionController for Cubic {
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        self.core.validation.set_in_flight(loss.in_flight_pkts);
         if self
             .core
             .new_congestion_event(now, loss.largest_lost_sent_time)
@@ -475,6 +505,14 @@ impl CongestionController for Cubic {
 
     fn cwnd_pkts(&self) -> u32 {
         self.core.cwnd_pkts()
+    }
+
+    fn validate_window(&mut self, now: Instant) {
+        self.core.validate_idle(now);
+    }
+
+    fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
+        self.core.validation.pipe_ack_pkts(now)
     }
 
     fn pacing_rate_bytes_per_s(&self) -> Option<u64> {

@@ -60,6 +60,7 @@ mod rate;
 mod reno;
 mod round;
 mod rtt;
+pub mod validation;
 
 pub use bbr::Bbr;
 pub use bbr3::Bbr3;
@@ -193,6 +194,11 @@ pub struct CcConfig {
     /// `bbr::Bbr::update_min_rtt`). `false` is Linux `tcp_bbr.c` exactly
     /// (the simulator's inner TCP `bbr`, a baseline, runs that).
     pub bbr_app_limited_probe: bool,
+    /// Congestion window validation after idle periods for the loss-based
+    /// controllers (RFC 7661 / RFC 4341 §5.1, see [`validation`]): a window
+    /// idle for more than an RTO decays to its restart window. `false` is
+    /// the behaviour before it (a window kept whole however long the idle).
+    pub cwnd_validation: bool,
 }
 
 impl Default for CcConfig {
@@ -208,6 +214,7 @@ impl Default for CcConfig {
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
             bbr_app_limited_probe: true,
+            cwnd_validation: true,
         }
     }
 }
@@ -394,6 +401,21 @@ pub trait CongestionController: Send + Debug {
 
     /// Congestion window, whole packets (≥ the configured minimum).
     fn cwnd_pkts(&self) -> u32;
+
+    /// Congestion window validation at `now` (RFC 7661, RFC 4341 §5.1; see
+    /// [`validation`]): a controller idle for more than an RTO decays its
+    /// window to its restart window. The transport calls it before it
+    /// schedules and when its timers run, so the window it schedules by and
+    /// the one status shows are both validated; sends check it as well.
+    /// Default: nothing (the BBR family restarts from idle its own way).
+    fn validate_window(&mut self, _now: Instant) {}
+
+    /// RFC 7661 pipeACK at `now`, packets: what the path delivered per round
+    /// trip over the last sampling period (`None`: no recent sample, or a
+    /// controller without window validation).
+    fn pipe_ack_pkts(&self, _now: Instant) -> Option<u64> {
+        None
+    }
 
     /// Pacing rate in bytes per second, or `None` if this controller does not
     /// pace. The transport releases packets no earlier than this allows.

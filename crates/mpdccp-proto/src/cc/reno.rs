@@ -31,15 +31,16 @@ impl CongestionController for Reno {
         "reno"
     }
 
-    fn on_packet_sent(&mut self, _now: Instant, pkt: &SentPacket) {
-        self.window.on_packet_sent(pkt);
+    fn on_packet_sent(&mut self, now: Instant, pkt: &SentPacket) {
+        self.window.on_packet_sent(now, pkt);
     }
 
     fn reads_coupled_view(&self) -> bool {
         false
     }
 
-    fn on_ack(&mut self, _now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+    fn on_ack(&mut self, now: Instant, ack: &AckEvent, _paths: CoupledView<'_>) {
+        self.window.note_ack(now, ack);
         if !self.window.is_cwnd_limited() {
             return;
         }
@@ -55,6 +56,7 @@ impl CongestionController for Reno {
     }
 
     fn on_loss(&mut self, now: Instant, loss: &LossEvent, _paths: CoupledView<'_>) {
+        self.window.validation.set_in_flight(loss.in_flight_pkts);
         if self
             .window
             .new_congestion_event(now, loss.largest_lost_sent_time)
@@ -71,6 +73,14 @@ impl CongestionController for Reno {
 
     fn cwnd_pkts(&self) -> u32 {
         self.window.cwnd_pkts()
+    }
+
+    fn validate_window(&mut self, now: Instant) {
+        self.window.validate_idle(now);
+    }
+
+    fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
+        self.window.validation.pipe_ack_pkts(now)
     }
 
     fn state(&self) -> &'static str {

@@ -247,6 +247,17 @@ pub struct TunnelSettings {
     /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
     /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
     pub fq_quantum_bytes: usize,
+    /// Congestion window validation after idle periods (RFC 7661 / RFC
+    /// 4341 §5.1, `cc::validation`); `false` pins the behaviour of results
+    /// published before it (a window kept whole across any idle period).
+    /// Written out only when off, so older results' settings are unchanged.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_true"))]
+    pub cwnd_validation: bool,
+}
+
+#[cfg(feature = "serde")]
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// The `aqm` setting: what manages the send queue in front of the scheduler.
@@ -302,6 +313,7 @@ impl Default for TunnelSettings {
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
             fq_quantum_bytes: 0,
+            cwnd_validation: true,
         }
     }
 }
@@ -357,6 +369,7 @@ impl TunnelSettings {
     pub fn connection_config(&self, largest_packet_bytes: usize) -> ConnectionConfig {
         let d = ConnectionConfig::default();
         let mut cc_config = d.cc_config.clone();
+        cc_config.cwnd_validation = self.cwnd_validation;
         let mut mss_bytes = d.mss_bytes;
         if largest_packet_bytes > 0 {
             cc_config.mss_bytes = u32::try_from(largest_packet_bytes).unwrap_or(u32::MAX);

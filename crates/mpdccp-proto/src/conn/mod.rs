@@ -101,6 +101,7 @@ pub use plpmtu::{
 pub use protection::PROTECTION_OVERHEAD;
 pub use queue::DropPolicy;
 pub use stats::ConnStats;
+pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 
@@ -642,6 +643,7 @@ impl Connection {
         self.reap();
         for i in 0..self.paths.len() {
             self.subflow_timers(now, i);
+            self.paths[i].refresh(now);
         }
         self.check_liveness(now);
         self.reorder.handle_timeout(now);
@@ -731,6 +733,21 @@ impl Connection {
     /// Slow-start threshold of a path's controller, if it has one.
     pub fn path_ssthresh(&self, id: PathId) -> Option<u32> {
         self.idx(id).and_then(|i| self.paths[i].ssthresh_pkts())
+    }
+
+    /// A path's loss over the last ~[`LOSS_WINDOW`] up to the latest `now`
+    /// this connection was driven with.
+    pub fn path_windowed_loss(&self, id: PathId) -> Option<WindowedLoss> {
+        self.idx(id)
+            .map(|i| self.paths[i].windowed_loss(self.last_now))
+    }
+
+    /// A path's RFC 7661 pipeACK (packets delivered per round trip over
+    /// its last sampling period) at the latest `now`; `None` for a
+    /// controller without window validation or without a recent sample.
+    pub fn path_pipe_ack(&self, id: PathId) -> Option<u64> {
+        self.idx(id)
+            .and_then(|i| self.paths[i].pipe_ack_pkts(self.last_now))
     }
 
     pub fn stats(&self) -> ConnStats {

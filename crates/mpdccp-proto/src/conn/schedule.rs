@@ -119,6 +119,10 @@ impl Connection {
     /// Hands queued packets to paths as the scheduler decides; MP_SEQ is
     /// assigned here, in application order.
     pub(super) fn schedule(&mut self, now: Instant) {
+        // An idle window decays before it is scheduled by (cc::validation).
+        for p in &mut self.paths {
+            p.refresh(now);
+        }
         if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_usable()) {
             return;
         }

@@ -72,6 +72,8 @@ pub fn tcp(cc: &str, bytes: u32, detection: LossDetection, net: &Net) -> (Tx, Rx
 pub fn tcp_until(cc: &str, bytes: u32, detection: LossDetection, stop_ms: u64) -> (Tx, Rx) {
     let cfg = CcConfig {
         mss_bytes: bytes,
+        // As the simulator's inner TCP (sim.rs): no idle rule.
+        cwnd_validation: false,
         ..CcConfig::default()
     };
     let cc = cc.parse::<CcKind>().expect("a controller").build(&cfg);

@@ -179,7 +179,7 @@ pub fn render(v: &Value) -> String {
             "inflight (pkts)".into(),
             "srtt (ms)".into(),
             "rate (Mbit/s)".into(),
-            "loss (%)".into(),
+            "loss 10s (%)".into(),
             "tx (pkts)".into(),
             "rx (pkts)".into(),
         ]];
@@ -196,7 +196,10 @@ pub fn render(v: &Value) -> String {
                 p["delivery_rate_bps"]
                     .as_f64()
                     .map_or("-".into(), |r| format!("{:.2}", r / 1e6)),
-                p["loss_rate"]
+                // Loss over the last ~10 s (issue 26: the per-ack
+                // `loss_rate` forgets within ~64 packets); `-` when nothing
+                // was sent in that window.
+                p["loss_window"]["ratio"]
                     .as_f64()
                     .map_or("-".into(), |r| format!("{:.2}", r * 100.0)),
                 num(&p["stats"]["tx_pkts"], 0),
@@ -231,7 +234,8 @@ mod tests {
                 "paths": [
                     {"id": 0, "name": "lte", "state": "Active", "priority": 3, "cwnd_pkts": 10,
                      "in_flight_pkts": 2, "srtt_ms": 31.25, "delivery_rate_bps": 9_500_000,
-                     "loss_rate": 0.001, "stats": {"tx_pkts": 1000, "rx_pkts": 500}},
+                     "loss_rate": 0.001, "loss_window": {"ratio": 0.0125},
+                     "stats": {"tx_pkts": 1000, "rx_pkts": 500}},
                     {"id": 3, "name": "wifi", "state": "Establishing", "priority": 3, "cwnd_pkts": 4,
                      "in_flight_pkts": 0, "srtt_ms": null, "delivery_rate_bps": null,
                      "loss_rate": 0.0, "stats": {"tx_pkts": 1, "rx_pkts": 0}}]}]});
@@ -246,7 +250,9 @@ mod tests {
         assert_eq!(lines[head + 1].len(), w, "{s}");
         assert_eq!(lines[head + 2].len(), w, "{s}");
         assert!(
-            lines[head + 1].contains("31.2") && lines[head + 1].contains("9.50"),
+            lines[head + 1].contains("31.2")
+                && lines[head + 1].contains("9.50")
+                && lines[head + 1].contains("1.25"),
             "{s}"
         );
         assert!(

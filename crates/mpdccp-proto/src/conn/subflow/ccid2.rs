@@ -411,6 +411,7 @@ impl Subflow {
         self.pipe = 0;
         self.lost_total += lost;
         self.stats.lost_pkts += lost;
+        self.stats.rto_lost_pkts += lost;
         self.stats.rtos += 1;
         self.top_acked = [0; 3];
         self.cc.on_rto(now);

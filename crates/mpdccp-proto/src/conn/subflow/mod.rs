@@ -24,6 +24,7 @@ mod ccid2;
 pub(crate) use ccid2::Coupled;
 mod data_header;
 mod emit;
+pub mod loss_window;
 mod protect;
 mod recv;
 mod timers;
@@ -148,6 +149,8 @@ pub(crate) struct Subflow {
     next_send_at: Instant,
     lost_total: u64,
     loss_rate: f64,
+    /// Loss over the last ~10 s from the counters (`loss_window`).
+    loss_window: loss_window::LossWindow,
     /// Latest delivery-rate sample not limited by the application.
     delivery_rate: Option<u64>,
     last_rtt_sample_at: Option<Instant>,
@@ -222,7 +225,13 @@ pub struct PathStats {
     pub rx_pkts: u64,
     pub rx_bytes: u64,
     pub rx_data_pkts: u64,
+    /// Data packets declared lost: by the acknowledgements (three later
+    /// packets acknowledged, RFC 4341 §5) or given up at an RTO (below).
     pub lost_pkts: u64,
+    /// Of `lost_pkts`, those in flight when an RTO fired: forgotten, their
+    /// fate unknown (a lost acknowledgement looks the same), so the
+    /// windowed loss ratio leaves them out.
+    pub rto_lost_pkts: u64,
     pub rtos: u64,
     pub acks_sent: u64,
     /// RTT samples taken from acknowledgements of data packets.
@@ -292,6 +301,7 @@ impl Subflow {
             next_send_at: Instant::ZERO,
             lost_total: 0,
             loss_rate: 0.0,
+            loss_window: loss_window::LossWindow::default(),
             delivery_rate: None,
             last_rtt_sample_at: None,
             blocked_at: None,
@@ -576,6 +586,32 @@ impl Subflow {
     pub fn ack_window(&self) -> (u64, u64) {
         let awl = (self.gss + 1).saturating_sub(self.seq_window).max(self.iss);
         (awl, self.gss)
+    }
+
+    /// Time-driven bookkeeping at `now`, run before scheduling and with
+    /// the timers: congestion window validation (RFC 7661 / RFC 4341 §5.1,
+    /// `cc::validation`: an idle window decays before it is scheduled by or
+    /// shown) and the loss window's once-a-second counter snapshot.
+    pub(crate) fn refresh(&mut self, now: Instant) {
+        self.cc.validate_window(now);
+        self.loss_window
+            .note(now, self.stats.tx_data_pkts, self.proven_lost());
+    }
+
+    /// Losses the acknowledgements proved (not an RTO's forgotten flight).
+    fn proven_lost(&self) -> u64 {
+        self.stats.lost_pkts - self.stats.rto_lost_pkts
+    }
+
+    /// Loss over the last ~10 s at `now` (`loss_window`).
+    pub(crate) fn windowed_loss(&self, now: Instant) -> loss_window::WindowedLoss {
+        self.loss_window
+            .ratio(now, self.stats.tx_data_pkts, self.proven_lost())
+    }
+
+    /// RFC 7661 pipeACK of this path's controller at `now`, packets.
+    pub(crate) fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
+        self.cc.pipe_ack_pkts(now)
     }
 
     pub fn cwnd_room(&self) -> bool {
