@@ -12,6 +12,10 @@ use super::*;
 /// descheduled peer must not hand the traffic to a metered standby.
 const STALL_MIN_SLACK: Duration = Duration::from_millis(10);
 
+/// Lost numbers a subflow keeps for the connection between two acks (the
+/// connection takes them after each ack; a bound against a huge Ack Vector).
+const MAX_LOST_SEQS: usize = 1024;
+
 /// What one acknowledgement covered.
 struct Acked {
     pkts: u32,
@@ -376,6 +380,9 @@ impl Subflow {
                 lost += 1;
                 lost_bytes += s.bytes as u64;
                 newest = newest.max(s.rate.sent_time);
+                if let Some(v) = self.lost_seqs.as_mut().filter(|v| v.len() < MAX_LOST_SEQS) {
+                    v.push(s.seq);
+                }
             }
         }
         if lost > 0 {
@@ -383,6 +390,10 @@ impl Subflow {
             self.lost_total += lost as u64;
             self.stats.lost_pkts += lost as u64;
             self.loss_rate = (self.loss_rate + lost as f64 / 64.0).min(1.0);
+            if self.loss_is_random() {
+                self.stats.random_losses_tolerated += lost as u64;
+                return;
+            }
             let ev = LossEvent {
                 lost_pkts: lost,
                 lost_bytes,
@@ -392,6 +403,35 @@ impl Subflow {
             };
             let view = coupled.view(self);
             self.cc.on_loss(now, &ev, view);
+        }
+    }
+
+    /// Veno's loss discrimination (Fu & Liew, IEEE JSAC 21(2), 2003, §III):
+    /// the packets this path keeps queued at the bottleneck are estimated
+    /// as N = cwnd · (RTT − minRTT) / RTT (the expected minus the actual
+    /// rate, times minRTT); a loss with N under β happened with no queue to
+    /// overflow, so it is random, not congestion. With the setting off, or
+    /// before an RTT sample, every loss is congestion. The latest sample is
+    /// the RTT at the loss: a drop-tail or AQM drop comes with a queue.
+    fn loss_is_random(&self) -> bool {
+        let Some(beta) = self.random_loss_backlog else {
+            return false;
+        };
+        let (Some(rtt), Some(min)) = (self.rtt.latest(), self.rtt.min_rtt()) else {
+            return false;
+        };
+        if rtt.is_zero() {
+            return false;
+        }
+        let queued = rtt.saturating_sub(min).as_secs_f64() / rtt.as_secs_f64();
+        (self.cc.cwnd_pkts() as f64) * queued < beta
+    }
+
+    /// The DCCP numbers declared lost since the last call (connection-level
+    /// retransmission), into `out`.
+    pub(crate) fn take_lost_seqs(&mut self, out: &mut Vec<u64>) {
+        if let Some(v) = self.lost_seqs.as_mut() {
+            out.append(v);
         }
     }
 

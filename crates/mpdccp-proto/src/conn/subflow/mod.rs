@@ -148,6 +148,11 @@ pub(crate) struct Subflow {
     next_send_at: Instant,
     lost_total: u64,
     loss_rate: f64,
+    /// Veno backlog threshold (`ConnectionConfig::random_loss_backlog_pkts`).
+    random_loss_backlog: Option<f64>,
+    /// DCCP numbers declared lost since the connection last took them
+    /// (only with connection-level retransmission; bounded).
+    lost_seqs: Option<Vec<u64>>,
     /// Latest delivery-rate sample not limited by the application.
     delivery_rate: Option<u64>,
     last_rtt_sample_at: Option<Instant>,
@@ -223,6 +228,9 @@ pub struct PathStats {
     pub rx_bytes: u64,
     pub rx_data_pkts: u64,
     pub lost_pkts: u64,
+    /// Losses not passed to the controller as congestion (no backlog;
+    /// `tolerate_random_loss`).
+    pub random_losses_tolerated: u64,
     pub rtos: u64,
     pub acks_sent: u64,
     /// RTT samples taken from acknowledgements of data packets.
@@ -291,6 +299,8 @@ impl Subflow {
             rto_count: 0,
             next_send_at: Instant::ZERO,
             lost_total: 0,
+            random_loss_backlog: conf.random_loss_backlog_pkts,
+            lost_seqs: conf.retransmit.map(|_| Vec::new()),
             loss_rate: 0.0,
             delivery_rate: None,
             last_rtt_sample_at: None,
@@ -432,6 +442,10 @@ impl Subflow {
     /// The scheduler put packet `mp_seq` on this path.
     pub(crate) fn assign(&mut self, mp_seq: u64, item: Queued) {
         self.queue.push_back((mp_seq, item));
+    }
+    /// A connection-level retransmission: first in line on this path.
+    pub(crate) fn assign_first(&mut self, mp_seq: u64, item: Queued) {
+        self.queue.push_front((mp_seq, item));
     }
     /// The newest packet waiting here (for reinjection elsewhere).
     pub(crate) fn unqueue_newest(&mut self) -> Option<(u64, Queued)> {
