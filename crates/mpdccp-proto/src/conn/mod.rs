@@ -743,6 +743,7 @@ impl Connection {
         let mut s = self.stats;
         for p in &self.paths {
             s.lost_pkts += p.stats().lost_pkts;
+            s.random_losses_tolerated += p.stats().random_losses_tolerated;
             s.rtos += p.stats().rtos;
         }
         s

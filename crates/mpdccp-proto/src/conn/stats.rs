@@ -102,9 +102,10 @@ pub struct ConnStats {
     pub reinjected_pkts: u64,
     /// Connection-level retransmission (`retransmit_lost`): packets a
     /// subflow declared lost and that were sent again under their MP_SEQ,
-    /// and those not resent because they were too old or the budget was
-    /// spent. Not serialized while zero (summaries of runs without it are
-    /// unchanged).
+    /// and those not resent because they were too old (still remembered:
+    /// older copies are forgotten as new packets leave, uncounted) or the
+    /// budget was spent. Not serialized while zero (summaries of runs
+    /// without it are unchanged).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
     pub conn_retransmitted_pkts: u64,
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]

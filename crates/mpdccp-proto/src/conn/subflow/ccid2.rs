@@ -614,6 +614,63 @@ mod tests {
         [n - 1]
     }
 
+    /// One round of 10 packets sent 1 ms apart from `t0`, acknowledged
+    /// `rtt_ms` after the newest with the 6th-newest reported not received
+    /// (RFC 4340 §11.4: state 3 in the top bits); returns the cwnd before
+    /// and after.
+    fn round_with_one_loss(sf: &mut Subflow, t0: u64, rtt_ms: u64) -> (u32, u32) {
+        let times: Vec<u64> = (t0..t0 + 10).collect();
+        let s = send(sf, &times);
+        let before = sf.cc.cwnd_pkts();
+        let cells = [4, 0xC0, 3];
+        sf.on_ack(at(t0 + 9 + rtt_ms), s[9], Some(&cells), None, &[]);
+        (before, sf.cc.cwnd_pkts())
+    }
+
+    fn veno_subflow() -> Subflow {
+        let conf = ConnectionConfig {
+            random_loss_backlog_pkts: Some(3.0),
+            ..ConnectionConfig::default()
+        };
+        let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);
+        let mut sf = Subflow::new(PathId(0), PathConfig::default(), 1000, cc, &conf);
+        sf.state = SubState::Open;
+        // A first round without loss at 10 ms: the minimum RTT.
+        let s = send(&mut sf, &[0, 1, 2, 3]);
+        sf.on_ack(at(13), s[3], Some(&run(4)), None, &[]);
+        sf
+    }
+
+    /// Veno's test (Fu & Liew 2003): a loss at the minimum RTT (no
+    /// backlog) is counted but the window is not reduced for it; the same
+    /// loss with the RTT at 4 × the minimum (a backlog of ¾ of the window,
+    /// over 3 packets) reduces it exactly as with the setting off.
+    #[test]
+    fn a_loss_without_backlog_is_not_congestion() {
+        let mut random = veno_subflow();
+        let (before, after_random) = round_with_one_loss(&mut random, 20, 10);
+        assert!(before >= 4, "{before}");
+        assert_eq!(random.stats.lost_pkts, 1);
+        assert_eq!(random.stats.random_losses_tolerated, 1);
+        assert!(after_random > before, "{before} -> {after_random}");
+
+        let mut queued = veno_subflow();
+        let (_, after_queued) = round_with_one_loss(&mut queued, 20, 40);
+        assert_eq!(queued.stats.lost_pkts, 1);
+        assert_eq!(queued.stats.random_losses_tolerated, 0);
+
+        // The setting off: the loss at the minimum RTT reduces the window.
+        let mut off = subflow(1000);
+        let s = send(&mut off, &[0, 1, 2, 3]);
+        off.on_ack(at(13), s[3], Some(&run(4)), None, &[]);
+        let (before_off, after_off) = round_with_one_loss(&mut off, 20, 10);
+        assert_eq!(before_off, before);
+        assert_eq!(off.stats.random_losses_tolerated, 0);
+        assert_eq!(after_queued, after_off);
+        assert!(after_off < after_random, "{after_off} vs {after_random}");
+        assert!(after_off <= (after_random + 1) / 2, "{after_off} vs {after_random}");
+    }
+
     #[test]
     fn the_sample_is_the_packet_named_by_the_ack_and_only_its_first_ack() {
         let mut sf = subflow(1000);
