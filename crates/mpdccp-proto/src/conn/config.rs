@@ -312,7 +312,12 @@ impl Default for TunnelSettings {
     /// much slower path early; passive reordering never holds a packet (an
     /// active strategy held the real-time flow behind gaps, up to 17 × the
     /// faster path's RTT); FQ-CoDel keeps a small flow from waiting behind
-    /// a bulk one in the send queue.
+    /// a bulk one in the send queue; tolerating random loss (a loss with no
+    /// backlog does not cut the window) lifts every controller on the
+    /// `lossy` mix and changes no other mix (docs/AGGREGATION.md "Random
+    /// loss"). Connection-level retransmission stays off: with passive
+    /// reordering the inner flow has declared the loss before the repair
+    /// arrives, and it moved other mixes both ways.
     fn default() -> Self {
         TunnelSettings {
             cc: CcKind::default(),
@@ -331,7 +336,7 @@ impl Default for TunnelSettings {
             retransmit_lost: false,
             retransmit_max_age_ms: 50.0,
             retransmit_budget_pct: 5.0,
-            tolerate_random_loss: false,
+            tolerate_random_loss: true,
         }
     }
 }
