@@ -79,7 +79,10 @@ fn a_reported_loss_is_repaired_once() {
         st.lost_pkts, st.conn_retransmitted_pkts, st.conn_retransmit_too_old, st.conn_retransmit_over_budget
     );
     assert!(missing_off >= 15, "{missing_off}");
-    assert!(missing_on * 5 <= missing_off, "{missing_on} vs {missing_off}");
+    assert!(
+        missing_on * 5 <= missing_off,
+        "{missing_on} vs {missing_off}"
+    );
     assert!(got_on.values().all(|&n| n == 1), "a packet delivered twice");
     assert!(st.conn_retransmitted_pkts > 0);
     // At most once per declared loss (each loss is of a first transmission
@@ -134,7 +137,10 @@ fn a_spurious_resend_is_dropped_by_the_receiver() {
     let got = offer(&mut h);
     let st = h.conn_ref(Side::Client).stats();
     let rs = h.conn_ref(Side::Server).reorder_stats();
-    println!("resent {}, duplicates dropped {}", st.conn_retransmitted_pkts, rs.duplicates);
+    println!(
+        "resent {}, duplicates dropped {}",
+        st.conn_retransmitted_pkts, rs.duplicates
+    );
     assert_eq!(got.len(), N as usize);
     assert!(got.values().all(|&n| n == 1), "a packet delivered twice");
     assert!(st.conn_retransmitted_pkts > 0);

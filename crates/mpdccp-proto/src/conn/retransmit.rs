@@ -59,6 +59,10 @@ pub(crate) enum Skip {
     OverBudget,
 }
 
+/// What [`RetransmitStore::take_lost`] gives: the MP_SEQ and payload to
+/// resend, or why not and the payload (if it was still kept) to recycle.
+pub(crate) type Taken = Result<(u64, Vec<u8>), (Skip, Option<Vec<u8>>)>;
+
 struct Entry {
     mp_seq: u64,
     sent: Instant,
@@ -137,12 +141,7 @@ impl RetransmitStore {
     /// The subflow `path` declared DCCP `seq` lost: its MP_SEQ and payload
     /// to send once more, or why not. The entry is gone either way, so a
     /// packet is resent at most once.
-    pub(crate) fn take_lost(
-        &mut self,
-        now: Instant,
-        path: PathId,
-        seq: u64,
-    ) -> Result<(u64, Vec<u8>), (Skip, Option<Vec<u8>>)> {
+    pub(crate) fn take_lost(&mut self, now: Instant, path: PathId, seq: u64) -> Taken {
         let Some(e) = self.by_key.remove(&(path, seq)) else {
             return Err((Skip::Unknown, None));
         };

@@ -668,7 +668,10 @@ mod tests {
         assert_eq!(off.stats.random_losses_tolerated, 0);
         assert_eq!(after_queued, after_off);
         assert!(after_off < after_random, "{after_off} vs {after_random}");
-        assert!(after_off <= (after_random + 1) / 2, "{after_off} vs {after_random}");
+        assert!(
+            after_off <= after_random.div_ceil(2),
+            "{after_off} vs {after_random}"
+        );
     }
 
     #[test]
