@@ -77,6 +77,11 @@ fn assert_same_settings(
         sim.send_queue_flow_quantum, daemon.send_queue_flow_quantum,
         "{what}: fq_quantum_bytes"
     );
+    assert_eq!(sim.retransmit, daemon.retransmit, "{what}: retransmit_lost");
+    assert_eq!(
+        sim.random_loss_backlog_pkts, daemon.random_loss_backlog_pkts,
+        "{what}: tolerate_random_loss"
+    );
     // Everything else: the core's defaults, except each driver's own.
     let d = ConnectionConfig::default();
     let rest = |c: &ConnectionConfig| ConnectionConfig {
@@ -91,6 +96,8 @@ fn assert_same_settings(
         send_queue_codel: d.send_queue_codel,
         send_queue_flows: d.send_queue_flows,
         send_queue_flow_quantum: d.send_queue_flow_quantum,
+        retransmit: d.retransmit,
+        random_loss_backlog_pkts: d.random_loss_backlog_pkts,
         ..c.clone()
     };
     assert_eq!(
@@ -136,6 +143,15 @@ fn simulator_daemon_and_testbed_map_settings_alike() {
             sc.apply_set("tunnel.codel_target_ms", "2.5").unwrap();
             sc.apply_set("tunnel.codel_interval_ms", "50").unwrap();
             sc.apply_set("tunnel.fq_quantum_bytes", "3000").unwrap();
+            sc.apply_set("tunnel.retransmit_lost", "true").unwrap();
+            sc.apply_set("tunnel.retransmit_max_age_ms", "30").unwrap();
+            sc.apply_set("tunnel.retransmit_budget_pct", "2").unwrap();
+            sc.apply_set("tunnel.tolerate_random_loss", "true").unwrap();
+            let sim = mpdccp_sim::connection_config(&sc);
+            let r = sim.retransmit.expect("retransmit_lost reaches the core");
+            assert_eq!(r.max_age, std::time::Duration::from_millis(30));
+            assert_eq!(r.budget_pct, 2.0);
+            assert_eq!(sim.random_loss_backlog_pkts, Some(3.0));
         }
         if file == "e4-coupled-cubic.toml" {
             sc.apply_set("tunnel.aqm", "codel").unwrap();

@@ -134,7 +134,9 @@ impl Default for TunConfig {
 /// core's [`TunnelSettings`], the same keys and defaults as a scenario's
 /// `[tunnel]`: `cc`, `scheduler`, `reorder`, `reorder_timeout_ms`, `weights`,
 /// `send_queue_pkts`, `send_queue_bytes`, `mss_bytes`, `multipath`, `aqm`,
-/// `codel_target_ms`, `codel_interval_ms`, `fq_quantum_bytes`) plus
+/// `codel_target_ms`, `codel_interval_ms`, `fq_quantum_bytes`,
+/// `retransmit_lost`, `retransmit_max_age_ms`, `retransmit_budget_pct`,
+/// `tolerate_random_loss`) plus
 /// what only the real tunnel has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -58,6 +58,13 @@ pub struct ConnectionConfig {
     pub max_paths: usize,
     /// Largest DCCP packet (header + tunnelled packet), bytes.
     pub mss_bytes: u32,
+    /// Connection-level retransmission of packets a subflow declared lost
+    /// (`conn/retransmit.rs`); none = off (the core's default).
+    pub retransmit: Option<super::RetransmitConfig>,
+    /// Random-loss tolerance (`conn/subflow/ccid2.rs`, Veno's test): a loss
+    /// while the path's estimated backlog is below this many packets is not
+    /// passed to the controller as congestion; none = every loss is.
+    pub random_loss_backlog_pkts: Option<f64>,
     /// false = plain single-path DCCP (no Multipath Capable feature).
     pub multipath: bool,
     /// Sequence Window (RFC 4340 §7.5.2), packets. Must exceed the largest
@@ -165,6 +172,8 @@ impl Default for ConnectionConfig {
             send_queue_flow_quantum: 0,
             max_paths: 8,
             mss_bytes: DEFAULT_MSS_BYTES,
+            retransmit: None,
+            random_loss_backlog_pkts: None,
             multipath: true,
             seq_window_pkts: 10_000,
             ack_ratio: 2,
@@ -247,6 +256,20 @@ pub struct TunnelSettings {
     /// With `fq_codel`: bytes a backlogged flow sends per round (DRR
     /// quantum, RFC 8290 §4.2); 0 = one full-sized packet (the RFC's).
     pub fq_quantum_bytes: usize,
+    /// Resend, once and under its MP_SEQ, a packet a subflow declared lost
+    /// while it is at most `retransmit_max_age_ms` old, within
+    /// `retransmit_budget_pct` of the data packets sent (`conn/retransmit.rs`,
+    /// docs/AGGREGATION.md "Random loss").
+    pub retransmit_lost: bool,
+    /// Oldest packet (since first sent) `retransmit_lost` resends, ms.
+    pub retransmit_max_age_ms: f64,
+    /// Resent packets at most this percentage of the data packets sent.
+    pub retransmit_budget_pct: f64,
+    /// Veno's loss discrimination (Fu & Liew, IEEE JSAC 21(2), 2003): a
+    /// loss while the path's backlog estimate cwnd·(RTT − minRTT)/RTT is
+    /// under 3 packets is random, not congestion; the controller does not
+    /// reduce for it.
+    pub tolerate_random_loss: bool,
     /// Congestion window validation after idle periods (RFC 7661 / RFC
     /// 4341 §5.1, `cc::validation`); `false` pins the behaviour of results
     /// published before it (a window kept whole across any idle period).
@@ -259,6 +282,9 @@ pub struct TunnelSettings {
 fn is_true(b: &bool) -> bool {
     *b
 }
+
+/// Veno's backlog threshold β, packets (Fu & Liew 2003, §III).
+pub const VENO_BACKLOG_PKTS: f64 = 3.0;
 
 /// The `aqm` setting: what manages the send queue in front of the scheduler.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -297,7 +323,12 @@ impl Default for TunnelSettings {
     /// much slower path early; passive reordering never holds a packet (an
     /// active strategy held the real-time flow behind gaps, up to 17 × the
     /// faster path's RTT); FQ-CoDel keeps a small flow from waiting behind
-    /// a bulk one in the send queue.
+    /// a bulk one in the send queue; tolerating random loss (a loss with no
+    /// backlog does not cut the window) lifts every controller on the
+    /// `lossy` mix and changes no other mix (docs/AGGREGATION.md "Random
+    /// loss"). Connection-level retransmission stays off: with passive
+    /// reordering the inner flow has declared the loss before the repair
+    /// arrives, and it moved other mixes both ways.
     fn default() -> Self {
         TunnelSettings {
             cc: CcKind::default(),
@@ -313,6 +344,10 @@ impl Default for TunnelSettings {
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
             fq_quantum_bytes: 0,
+            retransmit_lost: false,
+            retransmit_max_age_ms: 50.0,
+            retransmit_budget_pct: 5.0,
+            tolerate_random_loss: true,
             cwnd_validation: true,
         }
     }
@@ -349,6 +384,12 @@ impl TunnelSettings {
         if !(target.is_finite() && interval.is_finite() && target >= 0.0 && interval >= 1.0) {
             return Err(format!(
                 "`codel_target_ms` must be >= 0 and `codel_interval_ms` >= 1 (got {target}, {interval})"
+            ));
+        }
+        let (age, pct) = (self.retransmit_max_age_ms, self.retransmit_budget_pct);
+        if !(age.is_finite() && pct.is_finite() && age >= 0.0 && (0.0..=100.0).contains(&pct)) {
+            return Err(format!(
+                "`retransmit_max_age_ms` must be >= 0 and `retransmit_budget_pct` in 0..=100 (got {age}, {pct})"
             ));
         }
         if self.fq_quantum_bytes > 1 << 20 {
@@ -406,6 +447,12 @@ impl TunnelSettings {
             send_queue_flow_quantum: self.fq_quantum_bytes,
             mss_bytes: self.mss_bytes.unwrap_or(mss_bytes),
             multipath: self.multipath,
+            retransmit: self.retransmit_lost.then(|| super::RetransmitConfig {
+                max_age: ms(self.retransmit_max_age_ms.max(0.0)),
+                budget_pct: self.retransmit_budget_pct,
+                ..super::RetransmitConfig::default()
+            }),
+            random_loss_backlog_pkts: self.tolerate_random_loss.then_some(VENO_BACKLOG_PKTS),
             ..d
         }
     }

@@ -79,6 +79,7 @@ mod plpmtu;
 mod protection;
 mod queue;
 mod recv;
+mod retransmit;
 mod schedule;
 pub mod seq;
 mod stats;
@@ -100,6 +101,7 @@ pub use plpmtu::{
 };
 pub use protection::PROTECTION_OVERHEAD;
 pub use queue::DropPolicy;
+pub use retransmit::RetransmitConfig;
 pub use stats::ConnStats;
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
@@ -264,6 +266,9 @@ pub struct Connection {
     last_now: Instant,
     /// A datagram built for a GSO batch that did not match its segment size.
     held: Option<(PathId, usize)>,
+    /// Connection-level retransmission (`retransmit.rs`); none when off.
+    retx: Option<retransmit::RetransmitStore>,
+    lost_scratch: Vec<u64>,
     held_buf: Vec<u8>,
     /// Buffers of delivered payloads handed back by the application
     /// ([`Connection::recycle_delivered`]): a received payload is copied
@@ -320,6 +325,7 @@ impl Connection {
     ) -> Result<Connection, ConnError> {
         let scheduler = sched::build(&config.scheduler);
         let reorder = reorder::build(&config.reorder);
+        let retx = config.retransmit.map(retransmit::RetransmitStore::new);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let local_key: [u8; 8] = rng.gen();
         let local_ci: u32 = rng.gen::<u32>().max(1);
@@ -375,6 +381,8 @@ impl Connection {
             rr_next: 0,
             last_now: Instant::ZERO,
             held: None,
+            retx,
+            lost_scratch: Vec::new(),
             held_buf: Vec::new(),
             rx_pool: Vec::new(),
             mp_jump_probe: None,
@@ -754,6 +762,7 @@ impl Connection {
         let mut s = self.stats;
         for p in &self.paths {
             s.lost_pkts += p.stats().lost_pkts;
+            s.random_losses_tolerated += p.stats().random_losses_tolerated;
             s.rtos += p.stats().rtos;
         }
         s
@@ -800,6 +809,7 @@ impl Connection {
     /// (newest first, so they keep their order); a redundant copy is
     /// dropped instead, as its twins carry its MP_SEQ.
     fn reinject(&mut self, i: usize) {
+        self.forget_sent_on(i);
         while let Some((_, q)) = self.paths[i].unqueue_newest() {
             if q.copy {
                 self.stats.sched_copies_dropped += 1;

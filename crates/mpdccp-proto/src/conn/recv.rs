@@ -140,6 +140,7 @@ impl Connection {
                 let id = sf.id();
                 self.events.push_back(Event::PathEstablished(id));
             }
+            self.retransmit_lost(now, i);
         }
         if seg.ptype.carries_data() {
             self.paths[i].on_data_received(now, self.config.ack_delay);

@@ -432,7 +432,7 @@ impl Connection {
         if let Some(av) = seg.ack_vector_out.take() {
             self.paths[i].recycle_ack_vector(av);
         }
-        if let Some((_, q)) = data {
+        if let Some((mseq, q)) = data {
             // A packet that did not fit is lost to the application (counted
             // once, below, with every datagram that did not fit).
             if result.is_some() {
@@ -446,8 +446,10 @@ impl Connection {
                     self.config.initial_rto,
                 );
                 self.stats.tx_data_pkts += 1;
+                self.after_data_sent(now, i, seq, mseq, q);
+            } else {
+                self.queue.recycle(q.data);
             }
-            self.queue.recycle(q.data);
         }
         if result.is_none() {
             self.stats.tx_buffer_too_small += 1;

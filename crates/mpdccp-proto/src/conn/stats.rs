@@ -103,6 +103,22 @@ pub struct ConnStats {
     pub send_queue_discarded: u64,
     /// Packets re-queued from a path that failed or went down.
     pub reinjected_pkts: u64,
+    /// Connection-level retransmission (`retransmit_lost`): packets a
+    /// subflow declared lost and that were sent again under their MP_SEQ,
+    /// and those not resent because they were too old (still remembered:
+    /// older copies are forgotten as new packets leave, uncounted) or the
+    /// budget was spent. Not serialized while zero (summaries of runs
+    /// without it are unchanged).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub conn_retransmitted_pkts: u64,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub conn_retransmit_too_old: u64,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub conn_retransmit_over_budget: u64,
+    /// `tolerate_random_loss`: losses not passed to the controller (the
+    /// path had no backlog). Not serialized while zero.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub random_losses_tolerated: u64,
     /// Datagrams that did not fit the caller's buffer.
     pub tx_buffer_too_small: u64,
     /// Copies of a multi-path (`redundant`) decision dropped: the path's
@@ -184,4 +200,9 @@ impl ConnStats {
             + self.rx_request_refused
             + self.rx_bad_options
     }
+}
+
+#[cfg(feature = "serde")]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

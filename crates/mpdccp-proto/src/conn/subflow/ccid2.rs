@@ -12,6 +12,10 @@ use super::*;
 /// descheduled peer must not hand the traffic to a metered standby.
 const STALL_MIN_SLACK: Duration = Duration::from_millis(10);
 
+/// Lost numbers a subflow keeps for the connection between two acks (the
+/// connection takes them after each ack; a bound against a huge Ack Vector).
+const MAX_LOST_SEQS: usize = 1024;
+
 /// What one acknowledgement covered.
 struct Acked {
     pkts: u32,
@@ -376,6 +380,9 @@ impl Subflow {
                 lost += 1;
                 lost_bytes += s.bytes as u64;
                 newest = newest.max(s.rate.sent_time);
+                if let Some(v) = self.lost_seqs.as_mut().filter(|v| v.len() < MAX_LOST_SEQS) {
+                    v.push(s.seq);
+                }
             }
         }
         if lost > 0 {
@@ -383,6 +390,10 @@ impl Subflow {
             self.lost_total += lost as u64;
             self.stats.lost_pkts += lost as u64;
             self.loss_rate = (self.loss_rate + lost as f64 / 64.0).min(1.0);
+            if self.loss_is_random() {
+                self.stats.random_losses_tolerated += lost as u64;
+                return;
+            }
             let ev = LossEvent {
                 lost_pkts: lost,
                 lost_bytes,
@@ -392,6 +403,35 @@ impl Subflow {
             };
             let view = coupled.view(self);
             self.cc.on_loss(now, &ev, view);
+        }
+    }
+
+    /// Veno's loss discrimination (Fu & Liew, IEEE JSAC 21(2), 2003, §III):
+    /// the packets this path keeps queued at the bottleneck are estimated
+    /// as N = cwnd · (RTT − minRTT) / RTT (the expected minus the actual
+    /// rate, times minRTT); a loss with N under β happened with no queue to
+    /// overflow, so it is random, not congestion. With the setting off, or
+    /// before an RTT sample, every loss is congestion. The latest sample is
+    /// the RTT at the loss: a drop-tail or AQM drop comes with a queue.
+    fn loss_is_random(&self) -> bool {
+        let Some(beta) = self.random_loss_backlog else {
+            return false;
+        };
+        let (Some(rtt), Some(min)) = (self.rtt.latest(), self.rtt.min_rtt()) else {
+            return false;
+        };
+        if rtt.is_zero() {
+            return false;
+        }
+        let queued = rtt.saturating_sub(min).as_secs_f64() / rtt.as_secs_f64();
+        (self.cc.cwnd_pkts() as f64) * queued < beta
+    }
+
+    /// The DCCP numbers declared lost since the last call (connection-level
+    /// retransmission), into `out`.
+    pub(crate) fn take_lost_seqs(&mut self, out: &mut Vec<u64>) {
+        if let Some(v) = self.lost_seqs.as_mut() {
+            out.append(v);
         }
     }
 
@@ -573,6 +613,66 @@ mod tests {
     /// state 0 in the top two bits, run length n-1 below).
     fn run(n: u8) -> [u8; 1] {
         [n - 1]
+    }
+
+    /// One round of 10 packets sent 1 ms apart from `t0`, acknowledged
+    /// `rtt_ms` after the newest with the 6th-newest reported not received
+    /// (RFC 4340 §11.4: state 3 in the top bits); returns the cwnd before
+    /// and after.
+    fn round_with_one_loss(sf: &mut Subflow, t0: u64, rtt_ms: u64) -> (u32, u32) {
+        let times: Vec<u64> = (t0..t0 + 10).collect();
+        let s = send(sf, &times);
+        let before = sf.cc.cwnd_pkts();
+        let cells = [4, 0xC0, 3];
+        sf.on_ack(at(t0 + 9 + rtt_ms), s[9], Some(&cells), None, &[]);
+        (before, sf.cc.cwnd_pkts())
+    }
+
+    fn veno_subflow() -> Subflow {
+        let conf = ConnectionConfig {
+            random_loss_backlog_pkts: Some(3.0),
+            ..ConnectionConfig::default()
+        };
+        let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);
+        let mut sf = Subflow::new(PathId(0), PathConfig::default(), 1000, cc, &conf);
+        sf.state = SubState::Open;
+        // A first round without loss at 10 ms: the minimum RTT.
+        let s = send(&mut sf, &[0, 1, 2, 3]);
+        sf.on_ack(at(13), s[3], Some(&run(4)), None, &[]);
+        sf
+    }
+
+    /// Veno's test (Fu & Liew 2003): a loss at the minimum RTT (no
+    /// backlog) is counted but the window is not reduced for it; the same
+    /// loss with the RTT at 4 × the minimum (a backlog of ¾ of the window,
+    /// over 3 packets) reduces it exactly as with the setting off.
+    #[test]
+    fn a_loss_without_backlog_is_not_congestion() {
+        let mut random = veno_subflow();
+        let (before, after_random) = round_with_one_loss(&mut random, 20, 10);
+        assert!(before >= 4, "{before}");
+        assert_eq!(random.stats.lost_pkts, 1);
+        assert_eq!(random.stats.random_losses_tolerated, 1);
+        assert!(after_random > before, "{before} -> {after_random}");
+
+        let mut queued = veno_subflow();
+        let (_, after_queued) = round_with_one_loss(&mut queued, 20, 40);
+        assert_eq!(queued.stats.lost_pkts, 1);
+        assert_eq!(queued.stats.random_losses_tolerated, 0);
+
+        // The setting off: the loss at the minimum RTT reduces the window.
+        let mut off = subflow(1000);
+        let s = send(&mut off, &[0, 1, 2, 3]);
+        off.on_ack(at(13), s[3], Some(&run(4)), None, &[]);
+        let (before_off, after_off) = round_with_one_loss(&mut off, 20, 10);
+        assert_eq!(before_off, before);
+        assert_eq!(off.stats.random_losses_tolerated, 0);
+        assert_eq!(after_queued, after_off);
+        assert!(after_off < after_random, "{after_off} vs {after_random}");
+        assert!(
+            after_off <= after_random.div_ceil(2),
+            "{after_off} vs {after_random}"
+        );
     }
 
     #[test]

@@ -149,6 +149,11 @@ pub(crate) struct Subflow {
     next_send_at: Instant,
     lost_total: u64,
     loss_rate: f64,
+    /// Veno backlog threshold (`ConnectionConfig::random_loss_backlog_pkts`).
+    random_loss_backlog: Option<f64>,
+    /// DCCP numbers declared lost since the connection last took them
+    /// (only with connection-level retransmission; bounded).
+    lost_seqs: Option<Vec<u64>>,
     /// Loss over the last ~10 s from the counters (`loss_window`).
     loss_window: loss_window::LossWindow,
     /// Latest delivery-rate sample not limited by the application.
@@ -228,6 +233,9 @@ pub struct PathStats {
     /// Data packets declared lost: by the acknowledgements (three later
     /// packets acknowledged, RFC 4341 §5) or given up at an RTO (below).
     pub lost_pkts: u64,
+    /// Losses not passed to the controller as congestion (no backlog;
+    /// `tolerate_random_loss`).
+    pub random_losses_tolerated: u64,
     /// Of `lost_pkts`, those in flight when an RTO fired: forgotten, their
     /// fate unknown (a lost acknowledgement looks the same), so the
     /// windowed loss ratio leaves them out.
@@ -300,6 +308,8 @@ impl Subflow {
             rto_count: 0,
             next_send_at: Instant::ZERO,
             lost_total: 0,
+            random_loss_backlog: conf.random_loss_backlog_pkts,
+            lost_seqs: conf.retransmit.map(|_| Vec::new()),
             loss_rate: 0.0,
             loss_window: loss_window::LossWindow::default(),
             delivery_rate: None,
@@ -442,6 +452,10 @@ impl Subflow {
     /// The scheduler put packet `mp_seq` on this path.
     pub(crate) fn assign(&mut self, mp_seq: u64, item: Queued) {
         self.queue.push_back((mp_seq, item));
+    }
+    /// A connection-level retransmission: first in line on this path.
+    pub(crate) fn assign_first(&mut self, mp_seq: u64, item: Queued) {
+        self.queue.push_front((mp_seq, item));
     }
     /// The newest packet waiting here (for reinjection elsewhere).
     pub(crate) fn unqueue_newest(&mut self) -> Option<(u64, Queued)> {
