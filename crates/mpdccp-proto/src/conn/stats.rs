@@ -70,7 +70,9 @@ pub struct ConnStats {
     pub addaddr_bad_hmac: u64,
     pub removeaddr_bad_hmac: u64,
     /// MP_PRIO without a valid MP_HMAC in the authenticated modes
-    /// (ignored, not confirmed; docs/SECURITY.md).
+    /// (ignored, not confirmed; docs/SECURITY.md). Absent from results
+    /// while zero, so published summaries keep their bytes.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
     pub prio_bad_hmac: u64,
     /// Authenticated MP_ADDADDR ignored as RFC 9897 §3.2.8 demands: a
     /// broadcast/multicast/unspecified address, or a known Address ID
