@@ -113,6 +113,9 @@ pub struct PerFlow {
     /// Highest MP_SEQ seen per path (PathId order), for fast loss detection.
     path_highest: Vec<(PathId, u64)>,
     extent: Extent,
+    /// End of the highest missing range given up so far: a flow whose last
+    /// delivery is below it may have lost a packet there (`after_gap`).
+    given_up_to: u64,
     stats: ReorderStats,
 }
 
@@ -137,6 +140,7 @@ impl PerFlow {
             ready: VecDeque::new(),
             path_highest: Vec::new(),
             extent: Extent::default(),
+            given_up_to: 0,
             stats: ReorderStats::default(),
         }
     }
@@ -274,9 +278,11 @@ impl PerFlow {
             if end <= bound {
                 e.remove();
                 self.stats.gaps_fast_lost += end - start;
+                self.given_up_to = self.given_up_to.max(end);
             } else {
                 let g = e.remove();
                 self.stats.gaps_fast_lost += bound - start;
+                self.given_up_to = self.given_up_to.max(bound);
                 self.gaps.insert(bound, g);
                 break;
             }
@@ -294,12 +300,14 @@ impl PerFlow {
         for s in due {
             if let Some(g) = self.gaps.remove(&s) {
                 self.stats.gaps_timed_out += g.end - s;
+                self.given_up_to = self.given_up_to.max(g.end);
                 self.extent.gave_up(s, g.end, g.since);
             }
         }
         while self.gaps.len() > MAX_GAPS {
             if let Some((s, g)) = self.gaps.pop_first() {
                 self.stats.gaps_overflow += g.end - s;
+                self.given_up_to = self.given_up_to.max(g.end);
             }
         }
     }
@@ -364,7 +372,8 @@ impl PerFlow {
             flow.last = Some(flow.last.map_or(seq, |l| l.max(seq)));
             self.held_pkts -= 1;
             self.held_bytes -= h.item.payload.len();
-            self.deliver(h.item, now, blocked);
+            let after_gap = blocked || self.given_up_to > lo;
+            self.deliver(h.item, now, after_gap);
         }
         if self.flows.get(&key).is_none_or(|f| f.held.is_empty()) {
             self.holding.remove(&key);
@@ -380,6 +389,22 @@ impl PerFlow {
         }
     }
 
+    /// A packet whose MP_SEQ is in no open gap: a duplicate, or late (its
+    /// gap was given up): delivered out of order unless `drop_late`.
+    fn not_in_a_gap(&mut self, seen: Seen, item: ReorderItem, now: Instant) {
+        match seen {
+            Seen::Duplicate => self.stats.duplicates += 1,
+            Seen::TooOld => self.stats.late += 1,
+            Seen::New => {
+                self.stats.late += 1;
+                self.extent.late(now, item.seq);
+                if !self.drop_late {
+                    self.deliver(item, now, true);
+                }
+            }
+        }
+    }
+
     fn admit(&mut self, now: Instant, item: ReorderItem, paths: &[PathView], rx: &[PathReceiveState]) {
         self.stats.received += 1;
         let seq = item.seq;
@@ -391,18 +416,7 @@ impl PerFlow {
         let floor = *self.floor.get_or_insert(seq);
         let seen = self.dedup.insert(seq);
         if seq < floor {
-            match seen {
-                Seen::Duplicate => self.stats.duplicates += 1,
-                Seen::TooOld => self.stats.late += 1,
-                Seen::New => {
-                    // Its gap was given up: deliver now, out of order.
-                    self.stats.late += 1;
-                    self.extent.late(now, seq);
-                    if !self.drop_late {
-                        self.deliver(item, now, true);
-                    }
-                }
-            }
+            self.not_in_a_gap(seen, item, now);
             return;
         }
         // At or above the floor the gaps are the truth: a seq is new when
@@ -411,7 +425,9 @@ impl PerFlow {
             Some(t) if seq <= t => match self.fill(seq) {
                 Some(since) => self.extent.sample(now, now.saturating_duration_since(since)),
                 None => {
-                    self.stats.duplicates += 1;
+                    // Arrived already, or its gap was given up while a
+                    // lower one is still open.
+                    self.not_in_a_gap(seen, item, now);
                     return;
                 }
             },
@@ -460,7 +476,8 @@ impl PerFlow {
             if let Some(f) = self.flows.get_mut(&key) {
                 f.last = Some(seq);
             }
-            self.deliver(item, now, false);
+            let after_gap = last.is_some() && self.given_up_to > lo;
+            self.deliver(item, now, after_gap);
             return;
         }
         let deadline = item.arrival + self.hold_bound(now, paths);
