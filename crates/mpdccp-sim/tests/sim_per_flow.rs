@@ -62,5 +62,8 @@ fn per_flow_reordering_lets_a_quic_like_flow_aggregate_two_equal_paths() {
     // Per-flow: at least 0.8 of the 60 Mbit/s sum, a fraction of the
     // spurious losses.
     assert!(per_flow >= 0.8 * 60.0, "per-flow {per_flow:.1}");
-    assert!(per_flow_spurious * 4 < passive_spurious, "{per_flow_spurious}");
+    assert!(
+        per_flow_spurious * 4 < passive_spurious,
+        "{per_flow_spurious}"
+    );
 }

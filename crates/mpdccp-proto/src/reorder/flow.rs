@@ -350,10 +350,7 @@ impl PerFlow {
     /// more, whose deadline passed, or (`force`, overflow) the first one.
     fn release_flow(&mut self, key: u64, now: Instant, mut force: bool) {
         let floor = self.floor.unwrap_or(0);
-        loop {
-            let Some(flow) = self.flows.get(&key) else {
-                break;
-            };
+        while let Some(flow) = self.flows.get(&key) {
             let Some((&seq, h)) = flow.held.first_key_value() else {
                 break;
             };
@@ -405,7 +402,13 @@ impl PerFlow {
         }
     }
 
-    fn admit(&mut self, now: Instant, item: ReorderItem, paths: &[PathView], rx: &[PathReceiveState]) {
+    fn admit(
+        &mut self,
+        now: Instant,
+        item: ReorderItem,
+        paths: &[PathView],
+        rx: &[PathReceiveState],
+    ) {
         self.stats.received += 1;
         let seq = item.seq;
         if seq == u64::MAX {
@@ -423,7 +426,9 @@ impl PerFlow {
         // above the top or inside a gap.
         match self.top {
             Some(t) if seq <= t => match self.fill(seq) {
-                Some(since) => self.extent.sample(now, now.saturating_duration_since(since)),
+                Some(since) => self
+                    .extent
+                    .sample(now, now.saturating_duration_since(since)),
                 None => {
                     // Arrived already, or its gap was given up while a
                     // lower one is still open.
