@@ -432,3 +432,18 @@ fn one_mp_seq_jump_does_not_stop_delivery_with_passive_reordering() {
 fn one_mp_seq_jump_does_not_stop_delivery_with_active_reordering() {
     assert_eq!(delivered_after_one_jump("active-fixed"), 200);
 }
+
+/// The same with per-flow reordering (its gaps are ranges: a jump is one
+/// range, and the flows behind it are not blackholed).
+#[test]
+fn one_mp_seq_jump_does_not_stop_delivery_with_per_flow_reordering() {
+    assert_eq!(delivered_after_one_jump("per-flow"), 200);
+}
+
+/// Repeated huge jumps keep the per-flow reorderer within its caps too.
+#[test]
+fn huge_mp_seq_jumps_keep_the_per_flow_buffer_within_its_cap() {
+    let h = after_mp_seq_jumps("per-flow");
+    let r = h.server.reorder_stats();
+    assert!(r.received > 0, "{r:?}");
+}

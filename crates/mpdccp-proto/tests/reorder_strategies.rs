@@ -422,7 +422,7 @@ fn every_name_parses_builds_and_reports_itself_and_others_are_rejected() {
     assert_eq!(
         err.to_string(),
         "unknown reorder strategy `magic` (expected one of passive, active-fixed, \
-         active-adaptive, equalized, delay-equalization)"
+         active-adaptive, equalized, delay-equalization, per-flow)"
     );
 }
 

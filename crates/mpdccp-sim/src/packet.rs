@@ -1,10 +1,15 @@
 //! The packets traffic sources exchange, and their byte encoding inside the
 //! tunnel.
 //!
-//! Through the tunnel a flow packet is an opaque "IP packet" for
-//! `Connection::send`: a first byte of `0x45` (so a receiver demultiplexing on
-//! the IP version nibble sees IPv4), then the fields below, padded with zeros
-//! to the packet's full size. Directly over a link the struct itself travels.
+//! Through the tunnel a flow packet is an "IP packet" for
+//! `Connection::send`: a 20-byte IPv4 header and the ports of a UDP header
+//! that name the flow (protocol 17, addresses 10.0.0.1 → 10.0.0.2, both
+//! ports = the flow number), so the tunnel's per-flow machinery — the send
+//! queue's FQ-CoDel buckets, `per-flow` reordering — sees one 5-tuple per
+//! flow as it would for real traffic; then the fields below, padded with
+//! zeros to the packet's full size. (Before, the fields started at byte 1
+//! and the 5-tuple hash read sequence numbers and timestamps: every packet
+//! looked like a new flow.) Directly over a link the struct itself travels.
 //! Every data packet carries its flow, sequence number and send time, so the
 //! sink measures one-way delay, loss and reordering exactly.
 
@@ -28,8 +33,12 @@ pub const ACK_BYTES: u32 = 80;
 /// so packet sizes do not depend on how many ranges an ack carries.)
 pub const HEADER_BYTES: usize = 73;
 
-/// The fixed part of the encoding, before the ranges.
-const FIXED_HEADER_BYTES: usize = 1 + 1 + 2 + 8 + 8 + 4 + 8 + 4 + 1;
+/// Offset of the fields after the IPv4 header and the UDP ports.
+const FIELDS_AT: usize = 24;
+
+/// The fixed part of the encoding, before the ranges (80 with three SACK
+/// blocks: a TCP ack stays [`ACK_BYTES`]).
+const FIXED_HEADER_BYTES: usize = FIELDS_AT + 8 + 8 + 4 + 8 + 4;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PktKind {
@@ -97,25 +106,34 @@ impl FlowPkt {
     /// offsets from `seq` (a DSACK block lies below it).
     pub fn encode(&self, buf: &mut Vec<u8>) {
         buf.clear();
-        buf.push(0x45);
-        buf.push(match self.kind {
-            PktKind::Data => 0,
-            PktKind::Ack => 1,
-        });
-        buf.extend_from_slice(&self.flow.to_be_bytes());
+        let flow = self.flow.to_be_bytes();
+        // IPv4 header: version 4, IHL 5; bytes 1..4 carry the kind and the
+        // flow and byte 8 (TTL) the number of ranges (fields the flow hash
+        // does not read); no fragment bits (6..8); protocol 17 at 9;
+        // addresses at 12..20.
+        let ranges = self.ranges();
+        buf.extend_from_slice(&[0x45, self.kind_byte(), flow[0], flow[1], 0, 0, 0, 0]);
+        buf.extend_from_slice(&[ranges.len() as u8, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        // UDP ports: the flow number both ways.
+        buf.extend_from_slice(&[flow[0], flow[1], flow[0], flow[1]]);
         buf.extend_from_slice(&self.seq.to_be_bytes());
         buf.extend_from_slice(&self.sent_at.as_nanos().to_be_bytes());
         buf.extend_from_slice(&self.len.to_be_bytes());
         buf.extend_from_slice(&self.chunk.to_be_bytes());
         buf.extend_from_slice(&self.ack_delay_us.to_be_bytes());
-        let ranges = self.ranges();
-        buf.push(ranges.len() as u8);
         for &(a, b) in ranges {
             buf.extend_from_slice(&(a.wrapping_sub(self.seq) as u32).to_be_bytes());
             buf.extend_from_slice(&(b.wrapping_sub(self.seq) as u32).to_be_bytes());
         }
         let len = (self.len as usize).max(HEADER_BYTES).max(buf.len());
         buf.resize(len, 0);
+    }
+
+    fn kind_byte(&self) -> u8 {
+        match self.kind {
+            PktKind::Data => 0,
+            PktKind::Ack => 1,
+        }
     }
 
     /// Decode a packet delivered by the tunnel; `None` if it is not one of ours.
@@ -134,8 +152,9 @@ impl FlowPkt {
             1 => PktKind::Ack,
             _ => return None,
         };
-        let seq = u64_at(4);
-        let n = usize::from(b[36]).min(MAX_ACK_RANGES);
+        let f = FIELDS_AT;
+        let seq = u64_at(f);
+        let n = usize::from(b[8]).min(MAX_ACK_RANGES);
         if b.len() < FIXED_HEADER_BYTES + 8 * n {
             return None;
         }
@@ -150,10 +169,10 @@ impl FlowPkt {
             flow: u16::from_be_bytes([b[2], b[3]]),
             kind,
             seq,
-            sent_at: Instant::from_nanos(u64_at(12)),
-            len: u32_at(20),
-            chunk: u64_at(24),
-            ack_delay_us: u32_at(32),
+            sent_at: Instant::from_nanos(u64_at(f + 8)),
+            len: u32_at(f + 16),
+            chunk: u64_at(f + 20),
+            ack_delay_us: u32_at(f + 28),
             sack_len: n as u8,
             sack,
         })
@@ -179,6 +198,22 @@ mod tests {
         p.encode(&mut buf);
         assert_eq!(buf.len(), 1400);
         assert_eq!(FlowPkt::decode(&buf), Some(p));
+        // A TCP ack with three SACK blocks still fits its wire size.
+        let mut a = p;
+        a.len = ACK_BYTES;
+        a.encode(&mut buf);
+        assert_eq!(buf.len(), ACK_BYTES as usize);
+        assert_eq!(FlowPkt::decode(&buf), Some(a));
+        // The 5-tuple (protocol, addresses, ports) names the flow only:
+        // the same for every packet of flow 7, another for flow 8.
+        let tuple = |b: &[u8]| [&b[9..10], &b[12..24]].concat();
+        let t7 = tuple(&buf);
+        FlowPkt::data(7, 99, Instant::from_micros(1), 1400).encode(&mut buf);
+        assert_eq!(tuple(&buf), t7);
+        assert_eq!(buf[6] & 0x1f, 0);
+        assert_eq!(buf[7], 0);
+        FlowPkt::data(8, 99, Instant::from_micros(1), 1400).encode(&mut buf);
+        assert_ne!(tuple(&buf), t7);
         assert_eq!(FlowPkt::decode(&buf[..10]), None);
         let d = FlowPkt::data(7, 3, Instant::from_micros(42), 1400);
         d.encode(&mut buf);

@@ -713,7 +713,7 @@ mod tests {
         assert_eq!(s.tunnel.settings, TunnelSettings::default());
         // The benchmark's choice (docs/AGGREGATION.md, "Defaults").
         assert_eq!(s.tunnel.settings.scheduler, SchedulerKind::Acpf);
-        assert_eq!(s.tunnel.settings.reorder, ReorderKind::Passive);
+        assert_eq!(s.tunnel.settings.reorder, ReorderKind::PerFlow);
         assert_eq!(s.tunnel.settings.aqm, Aqm::FqCodel);
     }
 

@@ -320,20 +320,24 @@ impl Default for TunnelSettings {
     /// daemons, chosen with the aggregation benchmark (docs/AGGREGATION.md,
     /// "Defaults"): ACPF spills a bulk flow to a second path only when the
     /// first is full, so it aggregates without sending an inner flow over a
-    /// much slower path early; passive reordering never holds a packet (an
-    /// active strategy held the real-time flow behind gaps, up to 17 × the
-    /// faster path's RTT); FQ-CoDel keeps a small flow from waiting behind
-    /// a bulk one in the send queue; tolerating random loss (a loss with no
-    /// backlog does not cut the window) lifts every controller on the
-    /// `lossy` mix and changes no other mix (docs/AGGREGATION.md "Random
-    /// loss"). Connection-level retransmission stays off: with passive
-    /// reordering the inner flow has declared the loss before the repair
-    /// arrives, and it moved other mixes both ways.
+    /// much slower path early; `per-flow` reordering restores MP_SEQ order
+    /// within an inner flow spread over paths, for at most the paths'
+    /// delay difference, and never holds a flow that stays on one path
+    /// (`passive` left a QUIC-like flow below one path's rate on two equal
+    /// paths, every loss it saw spurious; a connection-level active
+    /// strategy held the real-time flow behind the bulk flow's gaps, up to
+    /// 17 × the faster path's RTT); FQ-CoDel keeps a small flow from
+    /// waiting behind a bulk one in the send queue; tolerating random loss
+    /// (a loss with no backlog does not cut the window) lifts every
+    /// controller on the `lossy` mix and changes no other mix
+    /// (docs/AGGREGATION.md "Random loss"). Connection-level
+    /// retransmission stays off: the inner flow has mostly declared the
+    /// loss before the repair arrives, and it moved other mixes both ways.
     fn default() -> Self {
         TunnelSettings {
             cc: CcKind::default(),
             scheduler: SchedulerKind::Acpf,
-            reorder: ReorderKind::Passive,
+            reorder: ReorderKind::PerFlow,
             reorder_timeout_ms: None,
             weights: Vec::new(),
             send_queue_pkts: DEFAULT_SEND_QUEUE_PKTS,

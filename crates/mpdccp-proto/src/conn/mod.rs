@@ -72,6 +72,7 @@ mod ecn;
 mod endpoint;
 mod features;
 mod fq;
+pub(crate) use fq::flow_hash;
 mod handshake;
 pub mod keys;
 mod liveness;

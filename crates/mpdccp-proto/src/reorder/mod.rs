@@ -15,7 +15,10 @@
 //! * `equalized` — per arrival path: slowest path latency minus this path's
 //!   (plus `offset`, capped);
 //! * `delay-equalization` — every packet from a faster path is held until the
-//!   slowest path's delay is matched, then released in MP_SEQ order.
+//!   slowest path's delay is matched, then released in MP_SEQ order;
+//! * `per-flow` — per inner flow (5-tuple): a gap holds only a flow spread
+//!   over paths whose packets it may be, at most the paths' latency spread
+//!   (or learnt extent) plus `offset`, capped (see [`PerFlow`]).
 //!
 //! Guarantees of every strategy: memory is bounded (`max_hold_pkts`,
 //! `max_hold_bytes`; overflow forces delivery and is counted), a sequence
@@ -29,9 +32,11 @@ use std::time::Duration;
 mod active;
 mod dedup;
 mod extent;
+mod flow;
 mod passive;
 
 pub use active::{Active, ActiveMode};
+pub use flow::{PerFlow, MAX_FLOWS, MAX_GAPS, SPREAD_MEMORY};
 pub use passive::Passive;
 
 use crate::path::{PathId, PathView};
@@ -150,6 +155,7 @@ crate::kind::named_kind! {
         ActiveAdaptive = "active-adaptive",
         Equalized = "equalized",
         DelayEqualization = "delay-equalization",
+        PerFlow = "per-flow",
     }
     aliases {}
 }
@@ -305,5 +311,6 @@ pub fn build(config: &ReorderConfig) -> Box<dyn Reorder> {
         ReorderKind::DelayEqualization => {
             Box::new(Active::new(ActiveMode::DelayEqualization, config))
         }
+        ReorderKind::PerFlow => Box::new(PerFlow::new(config)),
     }
 }

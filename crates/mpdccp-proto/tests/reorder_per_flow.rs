@@ -1,0 +1,245 @@
+//! `per-flow` reordering: a gap holds only the inner flow it may belong to,
+//! the hold is bounded by the paths' latency spread, and the state stays
+//! bounded under many flows and hostile packets.
+
+use std::time::Duration;
+
+use mpdccp_proto::reorder::{
+    self, Delivered, FastLoss, PathReceiveState, PerFlow, Reorder, ReorderConfig, ReorderItem,
+    ReorderKind, MAX_FLOWS, MAX_GAPS,
+};
+use mpdccp_proto::{Instant, PathId, PathView};
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+fn at(v: u64) -> Instant {
+    Instant::from_millis(v)
+}
+
+fn config(f: impl FnOnce(&mut ReorderConfig)) -> ReorderConfig {
+    let mut c = ReorderConfig::from(ReorderKind::PerFlow);
+    c.initial_seq = Some(0);
+    // Only deadlines end a gap unless a test says otherwise.
+    c.fast_loss = FastLoss::Off;
+    f(&mut c);
+    c
+}
+
+/// An IPv4/UDP packet of the flow `sport -> 5000` (addresses fixed).
+fn udp(sport: u16, len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len.max(28)];
+    p[0] = 0x45;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+    p
+}
+
+/// Path views with the given one-way delays (ms), all active.
+fn views(owd_ms: &[u64]) -> Vec<PathView> {
+    owd_ms
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| PathView {
+            owd: Some(ms(d)),
+            srtt: Some(ms(2 * d)),
+            ..PathView::new(PathId(i as u32))
+        })
+        .collect()
+}
+
+fn push(r: &mut dyn Reorder, now: Instant, seq: u64, path: u32, flow: u16, paths: &[PathView]) {
+    let item = ReorderItem {
+        seq,
+        path: PathId(path),
+        arrival: now,
+        payload: udp(flow, 100),
+    };
+    r.push(now, item, paths, &[]);
+}
+
+fn drain(r: &mut dyn Reorder, now: Instant) -> Vec<Delivered> {
+    std::iter::from_fn(|| r.pop(now)).collect()
+}
+
+fn seqs(d: &[Delivered]) -> Vec<u64> {
+    d.iter().map(|d| d.seq).collect()
+}
+
+const BULK: u16 = 1111;
+const RT: u16 = 2222;
+
+#[test]
+fn a_gap_in_the_spread_flow_holds_it_but_not_a_one_path_flow() {
+    let paths = views(&[8, 12]);
+    let mut r = reorder::build(&config(|_| {}));
+    // The bulk flow uses both paths: 0 on path 0, 1 on path 1.
+    push(r.as_mut(), at(0), 0, 0, BULK, &paths);
+    push(r.as_mut(), at(1), 1, 1, BULK, &paths);
+    // The real-time flow only ever uses path 0.
+    push(r.as_mut(), at(2), 2, 0, RT, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(2))), [0, 1, 2]);
+    // 3 (bulk, on the slower path) is missing; 4 (bulk) and 5 (rt) arrive.
+    push(r.as_mut(), at(3), 4, 0, BULK, &paths);
+    push(r.as_mut(), at(3), 5, 0, RT, &paths);
+    // The rt packet passes the bulk flow's gap; the bulk packet waits.
+    assert_eq!(seqs(&drain(r.as_mut(), at(3))), [5]);
+    assert_eq!(r.stats().held_pkts, 1);
+    // More rt traffic keeps flowing while the gap is open.
+    push(r.as_mut(), at(4), 6, 0, RT, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(4))), [6]);
+    // The gap fills: the bulk flow gets 3 then 4, in order, without a gap.
+    push(r.as_mut(), at(6), 3, 1, BULK, &paths);
+    let got = drain(r.as_mut(), at(6));
+    assert_eq!(seqs(&got), [3, 4]);
+    assert!(got.iter().all(|d| !d.after_gap));
+    assert_eq!(got[1].held, ms(3));
+    assert_eq!(r.stats().held_pkts, 0);
+    assert_eq!(r.poll_timeout(), None);
+}
+
+#[test]
+fn a_gap_below_a_flows_last_delivery_does_not_hold_it() {
+    let paths = views(&[8, 12]);
+    let mut r = reorder::build(&config(|_| {}));
+    // The bulk flow is spread; the rt flow starts on path 0 only.
+    push(r.as_mut(), at(0), 0, 0, BULK, &paths);
+    push(r.as_mut(), at(1), 1, 1, BULK, &paths);
+    push(r.as_mut(), at(2), 2, 0, RT, &paths);
+    drain(r.as_mut(), at(2));
+    // 3 is missing. rt's 4 passes (one path); bulk's 5 waits on 3.
+    push(r.as_mut(), at(3), 4, 0, RT, &paths);
+    push(r.as_mut(), at(3), 5, 1, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(3))), [4]);
+    // rt's 6 arrives on path 1: rt is now spread, but 3 lies below its last
+    // delivery (4), so it cannot be rt's in-order packet: no wait.
+    push(r.as_mut(), at(4), 6, 1, RT, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(4))), [6]);
+    // Another gap (7) above rt's last delivery does hold rt's 8.
+    push(r.as_mut(), at(5), 8, 0, RT, &paths);
+    assert!(drain(r.as_mut(), at(5)).is_empty());
+    assert_eq!(r.stats().held_pkts, 2);
+    // At 12 ms (3 + 9) gap 3 is given up: bulk's 5 goes; at 14 gap 7 and rt's 8.
+    r.handle_timeout(at(12));
+    assert_eq!(seqs(&drain(r.as_mut(), at(12))), [5]);
+    r.handle_timeout(at(14));
+    assert_eq!(seqs(&drain(r.as_mut(), at(14))), [8]);
+    assert_eq!(r.stats().gaps_timed_out, 2);
+}
+
+#[test]
+fn the_hold_is_bounded_by_the_paths_latency_difference() {
+    // One-way 8 and 20 ms: spread 12 ms, + the 5 ms default offset = 17 ms.
+    let paths = views(&[8, 20]);
+    let r = PerFlow::new(&config(|_| {}));
+    assert_eq!(r.hold_bound(at(0), &paths), ms(17));
+    let mut r: Box<dyn Reorder> = Box::new(r);
+    push(r.as_mut(), at(0), 0, 0, BULK, &paths);
+    push(r.as_mut(), at(1), 1, 1, BULK, &paths);
+    drain(r.as_mut(), at(1));
+    // 2 never arrives; 3 is held 17 ms, not the 50 ms fixed timeout.
+    push(r.as_mut(), at(10), 3, 0, BULK, &paths);
+    assert_eq!(r.poll_timeout(), Some(at(27)));
+    r.handle_timeout(at(26));
+    assert!(drain(r.as_mut(), at(26)).is_empty());
+    r.handle_timeout(at(27));
+    let got = drain(r.as_mut(), at(27));
+    assert_eq!(seqs(&got), [3]);
+    assert_eq!(got[0].held, ms(17));
+    assert!(got[0].after_gap);
+    // The bound follows the paths: equal latencies leave only the offset,
+    // a huge spread is capped at max_timeout.
+    let r = PerFlow::new(&config(|c| c.max_timeout = ms(100)));
+    assert_eq!(r.hold_bound(at(0), &views(&[10, 10])), ms(5));
+    assert_eq!(r.hold_bound(at(0), &views(&[10, 900])), ms(100));
+}
+
+#[test]
+fn fast_loss_detection_releases_a_flow_before_its_deadline() {
+    let paths = views(&[8, 12]);
+    let mut r = reorder::build(&config(|c| c.fast_loss = FastLoss::Fifo));
+    push(r.as_mut(), at(0), 0, 0, BULK, &paths);
+    push(r.as_mut(), at(1), 1, 1, BULK, &paths);
+    drain(r.as_mut(), at(1));
+    // 2 missing; 3 on path 0 waits.
+    push(r.as_mut(), at(2), 3, 0, BULK, &paths);
+    assert!(drain(r.as_mut(), at(2)).is_empty());
+    // Path 1 delivers 4: both FIFO paths are past 2, so 2 is lost.
+    push(r.as_mut(), at(3), 4, 1, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(3))), [3, 4]);
+    assert_eq!(r.stats().gaps_fast_lost, 1);
+}
+
+#[test]
+fn state_stays_bounded_under_many_flows_gaps_and_garbage() {
+    let paths = views(&[8, 40]);
+    let mut r = PerFlow::new(&config(|c| {
+        c.max_hold_pkts = 512;
+        c.max_timeout = Duration::from_secs(5);
+    }));
+    let mut x: u64 = 0x1234_5678;
+    let mut rnd = move || {
+        // xorshift64: deterministic pseudo-random input.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut delivered = 0usize;
+    let mut seq = 0u64;
+    for i in 0..60_000u64 {
+        let now = at(i / 50);
+        // Every third MP_SEQ skipped (a gap), flows from 60 000 source
+        // ports, each seen on both paths; some payloads malformed.
+        seq += 1 + u64::from(rnd() % 3 == 0);
+        let payload = match rnd() % 10 {
+            0 => Vec::new(),
+            1 => vec![0x45, 0, 0],
+            2 => vec![0x60; 41],
+            _ => udp((rnd() % 60_000) as u16, 60),
+        };
+        let item = ReorderItem {
+            seq,
+            path: PathId((rnd() % 2) as u32),
+            arrival: now,
+            payload,
+        };
+        r.push(now, item, &paths, &[]);
+        delivered += drain(&mut r, now).len();
+        assert!(r.flows_tracked() <= MAX_FLOWS + 1, "{}", r.flows_tracked());
+        assert!(r.gaps_tracked() <= MAX_GAPS);
+        assert!(r.stats().held_pkts <= 512);
+    }
+    r.handle_timeout(at(10_000_000));
+    delivered += drain(&mut r, at(10_000_000)).len();
+    let st = r.stats();
+    assert_eq!(st.held_pkts, 0);
+    assert_eq!(st.received, 60_000);
+    assert_eq!(delivered as u64, st.delivered);
+    assert_eq!(st.delivered, 60_000, "{st:?}");
+}
+
+#[test]
+fn a_wild_mp_seq_jump_is_one_gap_not_a_huge_allocation() {
+    let paths = views(&[8, 12]);
+    let mut r = PerFlow::new(&config(|_| {}));
+    let mut r2: &mut dyn Reorder = &mut r;
+    push(r2, at(0), 0, 0, BULK, &paths);
+    push(r2, at(1), 1, 1, BULK, &paths);
+    push(r2, at(2), 1 << 47, 0, BULK, &paths);
+    push(r2, at(2), u64::MAX, 0, BULK, &paths);
+    r2 = &mut r;
+    assert_eq!(seqs(&drain(r2, at(2))), [0, 1]);
+    assert_eq!(r.gaps_tracked(), 1);
+    r.handle_timeout(at(1_000));
+    assert_eq!(seqs(&drain(&mut r, at(1_000))), [1 << 47]);
+    assert_eq!(r.stats().late, 1);
+    let _ = PathReceiveState {
+        path: PathId(0),
+        highest_seq: None,
+        in_order: true,
+    };
+}
