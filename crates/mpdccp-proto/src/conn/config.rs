@@ -330,9 +330,13 @@ impl Default for TunnelSettings {
     /// waiting behind a bulk one in the send queue; tolerating random loss
     /// (a loss with no backlog does not cut the window) lifts every
     /// controller on the `lossy` mix and changes no other mix
-    /// (docs/AGGREGATION.md "Random loss"). Connection-level
-    /// retransmission stays off: the inner flow has mostly declared the
-    /// loss before the repair arrives, and it moved other mixes both ways.
+    /// (docs/AGGREGATION.md "Random loss"); connection-level
+    /// retransmission repairs a path's random loss within the time
+    /// `per-flow` holds the gap, so the inner flow never sees it (with
+    /// `passive` the inner flow had declared the loss before the repair
+    /// arrived): the full matrix passes 204 of 320 cells with it, 193
+    /// without, `lossy` TCP CUBIC through CCID2 0.98 × the best path
+    /// instead of 0.56.
     fn default() -> Self {
         TunnelSettings {
             cc: CcKind::default(),
@@ -348,7 +352,7 @@ impl Default for TunnelSettings {
             codel_target_ms: 5.0,
             codel_interval_ms: 100.0,
             fq_quantum_bytes: 0,
-            retransmit_lost: false,
+            retransmit_lost: true,
             retransmit_max_age_ms: 50.0,
             retransmit_budget_pct: 5.0,
             tolerate_random_loss: true,

@@ -25,7 +25,7 @@ daemon_command! {
     ///   [tunnel] cc = "ccid2", scheduler = "acpf", reorder = "per-flow" (names: see below),
     ///            aqm = "fq_codel" (or codel, none), codel_target_ms = 5, codel_interval_ms = 100,
     ///            fq_quantum_bytes = 0 (one packet),
-    ///            retransmit_lost = false, retransmit_max_age_ms = 50, retransmit_budget_pct = 5,
+    ///            retransmit_lost = true, retransmit_max_age_ms = 50, retransmit_budget_pct = 5,
     ///            tolerate_random_loss = true (docs/AGGREGATION.md "Random loss"),
     ///            weights = [], reorder_timeout_ms = 50, send_queue_pkts = 1000,
     ///            send_queue_bytes = 2000000, mss_bytes = (path MTU minus IP+UDP), multipath = true,
