@@ -368,11 +368,16 @@ impl Server {
         self.links.flush(&mut self.batch, &mut self.stats);
     }
 
-    /// A path's stable name and remote address, for status and metrics.
+    /// A path's stable name and remote address, for status and metrics
+    /// ([`transport::path_name`]).
     fn path_label(&self, h: ConnectionHandle, id: u32) -> PathLabel {
+        let peer_name = self
+            .ep
+            .peer(h)
+            .and_then(|p| Some(self.ep.peer_table()?.get(p)?.name.as_str()));
         match self.ep.remote_of(h, PathId(id)) {
-            Some(peer) => {
-                let (name, remote) = peer.label();
+            Some(link) => {
+                let (name, remote) = super::transport::path_name(peer_name, id, link);
                 PathLabel {
                     name: Some(name),
                     remote: Some(remote),

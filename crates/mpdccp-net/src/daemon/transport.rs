@@ -224,6 +224,19 @@ impl Peer {
     }
 }
 
+/// A server path's name and remote address for status and metrics. With
+/// a peer the handshake proved (authenticated modes), its configured name
+/// and the connection's path id (`cpe-17/p2`): a NAT rebinding moves the
+/// remote address, not the name, so the Prometheus series goes on. In the
+/// open mode, the client's address ([`Peer::label`]).
+pub fn path_name(peer_name: Option<&str>, path_id: u32, link: &Peer) -> (String, String) {
+    let (by_addr, remote) = link.label();
+    match peer_name {
+        Some(n) => (format!("{n}/p{path_id}"), remote),
+        None => (by_addr, remote),
+    }
+}
+
 /// The sockets one server loop reads: its UDP socket (RFC 6773; a
 /// worker's is its share of the `SO_REUSEPORT` group) and, with a single
 /// loop, the U-DCCP socket (`udccp_listen`) and one raw socket per
@@ -345,7 +358,7 @@ impl Listeners {
 
 #[cfg(test)]
 mod tests {
-    use super::Peer;
+    use super::{path_name, Peer};
     use std::net::{IpAddr, SocketAddr};
 
     /// A path's name leaves out the port, which a rejoin changes, so its
@@ -371,5 +384,22 @@ mod tests {
         assert_eq!(names, ["10.0.0.2", "dccp:10.0.0.2", "udccp:10.0.0.2"]);
         assert_eq!(dccp.addr(), SocketAddr::new(ip, 5000));
         assert_eq!(Peer::UDccp(b).addr(), b);
+    }
+
+    #[test]
+    fn an_authenticated_paths_name_survives_a_rebinding() {
+        let udp = |remote: SocketAddr| Peer::Udp {
+            remote,
+            local: None,
+        };
+        let before = udp("192.0.2.7:40000".parse().unwrap());
+        let after = udp("198.51.100.9:51000".parse().unwrap());
+        let (n1, r1) = path_name(Some("cpe-17"), 2, &before);
+        let (n2, r2) = path_name(Some("cpe-17"), 2, &after);
+        assert_eq!((n1.as_str(), n2.as_str()), ("cpe-17/p2", "cpe-17/p2"));
+        assert_ne!(r1, r2, "the remote address shows the rebinding");
+        assert_ne!(path_name(Some("cpe-17"), 3, &after).0, n2);
+        // Open mode: no proven identity, the address names the path.
+        assert_eq!(path_name(None, 2, &before).0, "192.0.2.7");
     }
 }
