@@ -710,17 +710,7 @@ fn each_request_carries_a_new_init_and_a_late_response_still_counts() {
 /// next sequence number after the client's last packet there (what an
 /// on-path attacker that sniffs the path can build).
 fn forged_reset(w: &World, from: SocketAddr) -> Vec<u8> {
-    let (_, _, last) = w
-        .wire
-        .iter()
-        .rev()
-        .find(|(c, f, _)| *c && *f == from)
-        .expect("client traffic on the path");
-    let r = parse(last);
-    let ack = match r.kind {
-        DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
-        ref other => panic!("{other:?}"),
-    };
+    let (r, ack) = last_client_packet(w, from);
     let reset = DccpRepr {
         src_port: r.src_port,
         dst_port: r.dst_port,
@@ -832,7 +822,7 @@ fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() 
 }
 
 /// The last packet the client sent from `from`, parsed, and its Ack.
-fn last_client_packet(w: &World, from: SocketAddr) -> (DccpRepr, Vec<u8>, u64) {
+fn last_client_packet(w: &World, from: SocketAddr) -> (DccpRepr, u64) {
     let (_, _, last) = w
         .wire
         .iter()
@@ -844,13 +834,13 @@ fn last_client_packet(w: &World, from: SocketAddr) -> (DccpRepr, Vec<u8>, u64) {
         DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
         ref other => panic!("{other:?}"),
     };
-    (r, last.clone(), ack)
+    (r, ack)
 }
 
 /// A pure Ack from the client's path `from` with the next sequence number
 /// and `mp` as its options (what an on-path forger can build).
 fn forged_ack(w: &World, from: SocketAddr, mp: Vec<MpOption>) -> Vec<u8> {
-    let (r, _, ack) = last_client_packet(w, from);
+    let (r, ack) = last_client_packet(w, from);
     let forged = DccpRepr {
         src_port: r.src_port,
         dst_port: r.dst_port,
@@ -943,7 +933,7 @@ fn mp_prio_is_authenticated_in_the_authenticated_mode() {
 
     // Replayed onto path 0 with path 0's next numbers: the tag names path
     // 1's subflow, so path 0 keeps its priority.
-    let (r0, _, ack0) = last_client_packet(&w, addr(0, 0));
+    let (r0, ack0) = last_client_packet(&w, addr(0, 0));
     let replay = rewrap(&genuine, |r| {
         r.src_port = r0.src_port;
         r.dst_port = r0.dst_port;
