@@ -38,7 +38,11 @@ pub fn wireguard_go_tools() -> Result<(PathBuf, PathBuf), String> {
         Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
         None => which("wireguard-go"),
     };
-    let wg = which("wg");
+    tools_or_why(wggo, which("wg"))
+}
+
+/// Both tools, or which are missing and the install commands.
+fn tools_or_why(wggo: Option<PathBuf>, wg: Option<PathBuf>) -> Result<(PathBuf, PathBuf), String> {
     match (wggo, wg) {
         (Some(a), Some(b)) => Ok((a, b)),
         (a, b) => Err(format!(
@@ -339,6 +343,19 @@ mod tests {
         assert_eq!(r["ping_rtt_ms_idle_p50"], json!(0.5));
         assert_eq!(r["udp_received_mbps"], Value::Null);
         assert_eq!(r["tcp_4_streams_mbps"], Value::Null);
+    }
+
+    #[test]
+    fn a_missing_tool_is_named_with_the_install_commands() {
+        let why = tools_or_why(None, Some("/usr/bin/wg".into())).unwrap_err();
+        assert!(why.starts_with("not installed (wireguard-go)"), "{why}");
+        assert!(
+            why.contains("go install golang.zx2c4.com/wireguard@latest"),
+            "{why}"
+        );
+        let why = tools_or_why(Some("/x/wireguard-go".into()), None).unwrap_err();
+        assert!(why.starts_with("not installed (wg)"), "{why}");
+        assert!(tools_or_why(Some("/a".into()), Some("/b".into())).is_ok());
     }
 
     #[test]
