@@ -458,6 +458,8 @@ fn peers(
         }
         Ok((wggo, wg)) => {
             out["wireguard_go_version"] = json!(crate::peers::wireguard_go_version(&wggo));
+            // The same scheduling as our daemons (`chrt -f`, when > 0).
+            out["wireguard_go_rt_priority"] = json!(opts.rt_priority);
             let pids = crate::peers::start_wireguard_go(t, &wggo, &wg, opts.rt_priority)?;
             let mut run = measure(t, crate::peers::WG_SERVER_V4, secs, &pids)?;
             run["tunnel_cores_per_gbps_tcp"] = crate::peers::cores_per_gbps(&run);

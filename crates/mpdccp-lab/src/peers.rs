@@ -290,35 +290,36 @@ pub fn csv(peers: &Value) -> String {
 /// ours / wireguard-go for each of our one-path runs.
 pub fn table(peers: &Value) -> String {
     let runs = rows(peers);
-    let mut s = format!(
-        "peers over one path ({}):\n{:<32}",
-        peers["setup"].as_str().unwrap_or(""),
-        "figure"
-    );
-    for (n, _) in &runs {
-        s.push_str(&format!("{n:>22}"));
-    }
     let ours: Vec<&String> = runs
         .iter()
         .map(|(n, _)| n)
         .filter(|n| peers["ratio_to_wireguard_go"][n.as_str()].is_object())
         .collect();
-    for n in &ours {
-        s.push_str(&format!("{:>22}", format!("{n}/wg-go")));
+    // Columns as wide as their names, two spaces apart.
+    let mut heads: Vec<String> = runs.iter().map(|(n, _)| n.clone()).collect();
+    heads.extend(ours.iter().map(|n| format!("{n}/wg-go")));
+    let w: Vec<usize> = heads.iter().map(|h| h.len().max(8) + 2).collect();
+    let mut s = format!(
+        "peers over one path ({}):\n{:<32}",
+        peers["setup"].as_str().unwrap_or(""),
+        "figure"
+    );
+    for (h, w) in heads.iter().zip(&w) {
+        s.push_str(&format!("{h:>w$}"));
     }
     s.push('\n');
     for (ptr, label, _) in FIGURES {
         s.push_str(&format!("{label:<32}"));
-        for (_, run) in &runs {
-            s.push_str(&format!(
-                "{:>22}",
-                cell(run.pointer(ptr).and_then(Value::as_f64))
-            ));
-        }
         let key = ptr.trim_start_matches('/').replace('/', "_");
-        for n in &ours {
-            let r = peers["ratio_to_wireguard_go"][n.as_str()][&key].as_f64();
-            s.push_str(&format!("{:>22}", cell(r)));
+        let cells = runs
+            .iter()
+            .map(|(_, run)| run.pointer(ptr).and_then(Value::as_f64))
+            .chain(
+                ours.iter()
+                    .map(|n| peers["ratio_to_wireguard_go"][n.as_str()][&key].as_f64()),
+            );
+        for (c, w) in cells.zip(&w) {
+            s.push_str(&format!("{:>w$}", cell(c)));
         }
         s.push('\n');
     }
@@ -382,5 +383,15 @@ mod tests {
         );
         assert!(lines[1].contains(",1.5,"), "{}", lines[1]);
         assert!(lines[2].starts_with("wireguard_go,2000,"), "{}", lines[2]);
+        let t = table(&peers);
+        let head = t.lines().nth(1).unwrap();
+        assert!(
+            head.contains(" mpdccp_one_path  wireguard_go  mpdccp_one_path/wg-go"),
+            "{t}"
+        );
+        assert!(
+            t.lines().nth(2).unwrap().trim_end().ends_with("1.500"),
+            "{t}"
+        );
     }
 }
