@@ -206,8 +206,9 @@ pub fn cores_per_gbps(run: &Value) -> Value {
 
 /// The figures compared across tunnels: (JSON key or pointer, label,
 /// higher is better).
-pub const FIGURES: [(&str, &str, bool); 6] = [
+pub const FIGURES: [(&str, &str, bool); 7] = [
     ("/tcp_mbps", "TCP 1 stream, Mbit/s", true),
+    ("/tcp_retransmits", "TCP 1 stream, retransmits", false),
     ("/tcp_4_streams_mbps", "TCP 4 streams, Mbit/s", true),
     ("/udp_received_mbps", "UDP delivered, Mbit/s", true),
     ("/ping_rtt_ms_idle/p50", "ping idle p50, ms", false),
