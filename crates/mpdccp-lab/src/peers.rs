@@ -3,7 +3,7 @@
 //!
 //! Install (not done by CI, to keep its time):
 //! ```text
-//! apt-get install wireguard-tools
+//! apt-get install --no-install-recommends wireguard-tools
 //! GOBIN=/tmp/wgbin go install golang.zx2c4.com/wireguard@latest
 //! install -m 755 /tmp/wgbin/wireguard /usr/local/bin/wireguard-go
 //! ```
@@ -46,7 +46,7 @@ fn tools_or_why(wggo: Option<PathBuf>, wg: Option<PathBuf>) -> Result<(PathBuf, 
     match (wggo, wg) {
         (Some(a), Some(b)) => Ok((a, b)),
         (a, b) => Err(format!(
-            "not installed ({}); install: apt-get install wireguard-tools; \
+            "not installed ({}); install: apt-get install --no-install-recommends wireguard-tools; \
              GOBIN=/tmp/wgbin go install golang.zx2c4.com/wireguard@latest && \
              install -m 755 /tmp/wgbin/wireguard /usr/local/bin/wireguard-go",
             [(a.is_none(), "wireguard-go"), (b.is_none(), "wg")]

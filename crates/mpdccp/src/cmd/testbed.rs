@@ -19,7 +19,7 @@ kernel's TCP), writes summary.json, timeseries.csv and plots, and removes everyt
 also on error or Ctrl-C. Needs root and iperf3 (for tcp flows).\n\n\
 With --bench, SCENARIO is not needed: measures the tunnel over two unshaped paths instead, \
 then over one path beside wireguard-go when `wireguard-go` and `wg` are installed (skipped \
-with a notice otherwise; install: apt-get install wireguard-tools; GOBIN=/tmp/wgbin go install \
+with a notice otherwise; install: apt-get install --no-install-recommends wireguard-tools; GOBIN=/tmp/wgbin go install \
 golang.zx2c4.com/wireguard@latest && install -m 755 /tmp/wgbin/wireguard \
 /usr/local/bin/wireguard-go). With --out DIR: DIR/bench.json and DIR/bench-peers.csv."
 )]
