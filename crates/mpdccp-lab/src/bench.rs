@@ -12,7 +12,11 @@
 //!   and directly; the difference is the latency the tunnel adds;
 //! * the same through the tunnel again with `auth = "protected"` (Noise
 //!   handshake, every data payload sealed with ChaCha20-Poly1305 per path,
-//!   docs/SECURITY.md §5): what payload protection costs.
+//!   docs/SECURITY.md §5): what payload protection costs;
+//! * the peers (issue #22): our tunnel over path 1 only (open and
+//!   protected) and wireguard-go over the same path when it is installed
+//!   (`crate::peers`), with the same traffic, and ours / wireguard-go per
+//!   figure; skipped with a notice when wireguard-go or `wg` is missing.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -397,17 +401,151 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     }))
 }
 
+/// Our tunnel over path 1 only (open, and protected unless `quick`), then
+/// wireguard-go over the same path when installed, each measured with the
+/// same traffic ([`measure`]), and ours / wireguard-go per figure. Stops
+/// every process from `daemons_at` on first, and what it starts.
+fn peers(
+    t: &mut Topology,
+    exe: &Path,
+    opts: &TunnelOpts,
+    daemons_at: usize,
+    secs: u32,
+    quick: bool,
+    abort: &AtomicBool,
+) -> anyhow::Result<Value> {
+    let stop_from = |t: &mut Topology| {
+        for mut p in t.procs.drain(daemons_at..).rev() {
+            p.stop();
+        }
+    };
+    stop_from(t);
+    let mut runs = serde_json::Map::new();
+    let modes: &[(&str, AuthMode)] = if quick {
+        &[("mpdccp_one_path", AuthMode::Open)]
+    } else {
+        &[
+            ("mpdccp_one_path", AuthMode::Open),
+            ("mpdccp_one_path_protected", AuthMode::Protected),
+        ]
+    };
+    for (name, auth) in modes {
+        let one = TunnelOpts {
+            paths: vec![0],
+            auth: *auth,
+            ..opts.clone()
+        };
+        t.start_tunnel(exe, &one)?;
+        let pids: Vec<u32> = t.procs[daemons_at..]
+            .iter()
+            .filter_map(|p| p.id())
+            .collect();
+        let mut run = measure(t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+        run["tunnel_cores_per_gbps_tcp"] = crate::peers::cores_per_gbps(&run);
+        runs.insert(name.to_string(), run);
+        stop_from(t);
+        if abort.load(std::sync::atomic::Ordering::Relaxed) {
+            anyhow::bail!("interrupted");
+        }
+    }
+    let mut out = json!({
+        "setup": "path 1 only (one unshaped veth path through a kernel-forwarding router); the same iperf3/ping runs per tunnel",
+    });
+    match crate::peers::wireguard_go_tools() {
+        Err(why) => {
+            eprintln!("bench: wireguard-go skipped: {why}");
+            out["wireguard_go_skipped"] = json!(why);
+        }
+        Ok((wggo, wg)) => {
+            out["wireguard_go_version"] = json!(crate::peers::wireguard_go_version(&wggo));
+            // The same scheduling as our daemons (`chrt -f`, when > 0).
+            out["wireguard_go_rt_priority"] = json!(opts.rt_priority);
+            let pids = crate::peers::start_wireguard_go(t, &wggo, &wg, opts.rt_priority)?;
+            let mut run = measure(t, crate::peers::WG_SERVER_V4, secs, &pids)?;
+            run["tunnel_cores_per_gbps_tcp"] = crate::peers::cores_per_gbps(&run);
+            stop_from(t);
+            let mut r = serde_json::Map::new();
+            for (name, ours) in &runs {
+                r.insert(name.clone(), crate::peers::ratios(ours, &run));
+            }
+            out["ratio_to_wireguard_go"] = Value::Object(r);
+            runs.insert("wireguard_go".into(), run);
+        }
+    }
+    out["runs"] = Value::Object(runs);
+    Ok(out)
+}
+
+/// The tunnel settings of every run of ours (the environment overrides
+/// documented inline).
+fn bench_opts(
+    sock_buf: usize,
+    rt_priority: u8,
+    offload: bool,
+    aqm: Aqm,
+    aqm_env: &str,
+) -> anyhow::Result<TunnelOpts> {
+    let mut opts = TunnelOpts {
+        log: "warn".into(),
+        ..Default::default()
+    };
+    opts.tunnel.settings.scheduler = SchedulerKind::Rr;
+    // MPDCCP_BENCH_CC=ccid5 (or any controller's name) for the paths'
+    // congestion control instead of the daemon's default.
+    if let Ok(cc) = std::env::var("MPDCCP_BENCH_CC") {
+        opts.tunnel.settings.cc = cc
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_CC={cc}: {e}"))?;
+    }
+    // A send queue for Gbit/s: 4000 packets, and bytes to match (the
+    // daemon's 2 MB is about 5 ms at 3 Gbit/s, so it would bind first and
+    // overflow in bursts; 2 MB vs 8 MB on 2026-11-27: 4 TCP streams 2.1 vs
+    // 3.5 Gbit/s, 4.3 % vs 0.2 % retransmitted). MPDCCP_BENCH_QUEUE_BYTES
+    // sets another byte bound.
+    opts.tunnel.settings.send_queue_pkts = 4000;
+    opts.tunnel.settings.send_queue_bytes = Some(match std::env::var("MPDCCP_BENCH_QUEUE_BYTES") {
+        Ok(b) => b
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_QUEUE_BYTES={b}: {e}"))?,
+        Err(_) => 8_000_000,
+    });
+    // MPDCCP_BENCH_TXQUEUELEN: the TUNs' kernel queue, packets (the
+    // daemon's default otherwise; 0 = the kernel's 500).
+    if let Ok(q) = std::env::var("MPDCCP_BENCH_TXQUEUELEN") {
+        opts.tun_txqueuelen = q
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_TXQUEUELEN={q}: {e}"))?;
+    }
+    opts.rt_priority = rt_priority;
+    // MPDCCP_BENCH_BUSY_POLL_US: the daemons' `busy_poll_us` (default 0).
+    if let Ok(b) = std::env::var("MPDCCP_BENCH_BUSY_POLL_US") {
+        opts.tunnel.busy_poll_us = b
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_BUSY_POLL_US={b}: {e}"))?;
+    }
+    opts.tunnel.socket_buffer_bytes = sock_buf;
+    opts.tunnel.offload = offload;
+    opts.tunnel.settings.aqm = aqm;
+    if aqm_env == "off" {
+        opts.tunnel.send_queue_max_delay_ms = 0;
+    }
+    Ok(opts)
+}
+
 /// Runs the benchmark; returns the report.
 /// `rt_priority`: the daemons' `SCHED_FIFO` priority (0 = normal), as in
 /// the testbed: the two daemons stand for two machines, so iperf3 and the
 /// other daemon must not delay them (on 2 cores, 2026-11-28, load 2.9:
 /// with 0 the client TUN dropped 116 k of 1.0 M UDP datagrams and TCP
 /// retransmitted 0.13 %; with 5, none and 0.05 %).
+/// `peers_only`: only the one-path open tunnel and wireguard-go (the
+/// `peers` section; a short run for tests).
 pub fn run(
     exe: &Path,
     secs: u32,
     sock_buf: usize,
     rt_priority: u8,
+    peers_only: bool,
     abort: &AtomicBool,
 ) -> anyhow::Result<Value> {
     // MPDCCP_BENCH_OFFLOAD=0 measures the tunnel without kernel offloads
@@ -428,6 +566,18 @@ pub fn run(
         .ok()
         .and_then(|s| s.split_whitespace().next().map(str::to_owned));
     let mut t = Topology::build(2)?;
+    let opts = bench_opts(sock_buf, rt_priority, offload, aqm, &aqm_env)?;
+    if peers_only {
+        let daemons_at = t.procs.len();
+        let peers = peers(&mut t, exe, &opts, daemons_at, secs, true, abort)?;
+        return Ok(json!({
+            "secs": secs,
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "daemon_rt_priority": rt_priority,
+            "load_average_at_start": load_average,
+            "peers": peers,
+        }));
+    }
     // Direct: over path 1's veths, forwarded by its router in the kernel.
     let direct_dst = t.paths[0].server_ip.to_string();
     let direct = measure(&mut t, &direct_dst, secs, &[])?;
@@ -479,54 +629,10 @@ pub fn run(
         "delivery_lateness_us_max": late_max,
         "delivery_lateness_us_p50_of_100ms_maxima": late_p50,
     });
-    let mut opts = TunnelOpts {
-        log: "warn".into(),
-        ..Default::default()
-    };
-    opts.tunnel.settings.scheduler = SchedulerKind::Rr;
-    // MPDCCP_BENCH_CC=ccid5 (or any controller's name) for the paths'
-    // congestion control instead of the daemon's default.
-    if let Ok(cc) = std::env::var("MPDCCP_BENCH_CC") {
-        opts.tunnel.settings.cc = cc
-            .parse()
-            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_CC={cc}: {e}"))?;
-    }
     let path_cc = opts.tunnel.settings.cc;
-    // A send queue for Gbit/s: 4000 packets, and bytes to match (the
-    // daemon's 2 MB is about 5 ms at 3 Gbit/s, so it would bind first and
-    // overflow in bursts; 2 MB vs 8 MB on 2026-11-27: 4 TCP streams 2.1 vs
-    // 3.5 Gbit/s, 4.3 % vs 0.2 % retransmitted). MPDCCP_BENCH_QUEUE_BYTES
-    // sets another byte bound.
-    opts.tunnel.settings.send_queue_pkts = 4000;
-    opts.tunnel.settings.send_queue_bytes = Some(match std::env::var("MPDCCP_BENCH_QUEUE_BYTES") {
-        Ok(b) => b
-            .parse()
-            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_QUEUE_BYTES={b}: {e}"))?,
-        Err(_) => 8_000_000,
-    });
     let queue_bytes = opts.tunnel.settings.send_queue_bytes;
-    // MPDCCP_BENCH_TXQUEUELEN: the TUNs' kernel queue, packets (the
-    // daemon's default otherwise; 0 = the kernel's 500).
-    if let Ok(q) = std::env::var("MPDCCP_BENCH_TXQUEUELEN") {
-        opts.tun_txqueuelen = q
-            .parse()
-            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_TXQUEUELEN={q}: {e}"))?;
-    }
     let tun_txqueuelen = opts.tun_txqueuelen;
-    opts.rt_priority = rt_priority;
-    // MPDCCP_BENCH_BUSY_POLL_US: the daemons' `busy_poll_us` (default 0).
-    if let Ok(b) = std::env::var("MPDCCP_BENCH_BUSY_POLL_US") {
-        opts.tunnel.busy_poll_us = b
-            .parse()
-            .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_BUSY_POLL_US={b}: {e}"))?;
-    }
     let busy_poll_us = opts.tunnel.busy_poll_us;
-    opts.tunnel.socket_buffer_bytes = sock_buf;
-    opts.tunnel.offload = offload;
-    opts.tunnel.settings.aqm = aqm;
-    if aqm_env == "off" {
-        opts.tunnel.send_queue_max_delay_ms = 0;
-    }
     let daemons_at = t.procs.len();
     t.start_tunnel(exe, &opts)?;
     // The two daemons (server, then client), not the topology's other processes.
@@ -573,7 +679,7 @@ pub fn run(
     }
     let protected_opts = TunnelOpts {
         auth: AuthMode::Protected,
-        ..opts
+        ..opts.clone()
     };
     t.start_tunnel(exe, &protected_opts)?;
     // The two daemons (server, then client), not the topology's other processes.
@@ -607,6 +713,10 @@ pub fn run(
         "server_auth_stats": protected_status["auth"],
         "client_conn_stats": t.status(false).unwrap_or(Value::Null)["connections"][0]["stats"],
     });
+    if abort.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::bail!("interrupted");
+    }
+    let peers = peers(&mut t, exe, &opts, daemons_at, secs, false, abort)?;
     let mut report = json!({
         "setup": "2 unshaped veth paths through kernel-forwarding routers; tunnel cc ccid2, scheduler rr, reorder active-fixed",
         "socket_buffer_bytes": sock_buf,
@@ -617,6 +727,7 @@ pub fn run(
         "tunnel_added_rtt_ms": added,
         "userspace_udp_echo_rtt_us": wakeup_floor_us(),
         "payload_protection": protection,
+        "peers": peers,
         "emulator_one_path": emulator,
         "offload": offload,
         "aqm": aqm,

@@ -14,6 +14,7 @@
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
+//! * [`peers`] — wireguard-go beside our tunnel in the benchmark.
 //! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).
 
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ pub mod emu;
 pub mod iperf;
 pub mod loadgen;
 pub mod netns;
+pub mod peers;
 pub mod probe;
 pub mod testbed;
 pub mod topo;

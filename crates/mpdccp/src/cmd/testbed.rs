@@ -17,7 +17,11 @@ use mpdccp_model::scenario::Scenario;
 network namespaces, runs the scenario's flows with real tools (probe generator, iperf3, the \
 kernel's TCP), writes summary.json, timeseries.csv and plots, and removes everything it made, \
 also on error or Ctrl-C. Needs root and iperf3 (for tcp flows).\n\n\
-With --bench, SCENARIO is not needed: measures the tunnel over two unshaped paths instead."
+With --bench, SCENARIO is not needed: measures the tunnel over two unshaped paths instead, \
+then over one path beside wireguard-go when `wireguard-go` and `wg` are installed (skipped \
+with a notice otherwise; install: apt-get install --no-install-recommends wireguard-tools; GOBIN=/tmp/wgbin go install \
+golang.zx2c4.com/wireguard@latest && install -m 755 /tmp/wgbin/wireguard \
+/usr/local/bin/wireguard-go). With --out DIR: DIR/bench.json and DIR/bench-peers.csv."
 )]
 pub struct Args {
     /// Scenario file (TOML, format in docs/SCENARIOS.md).
@@ -58,6 +62,10 @@ pub struct Args {
     /// UDP socket buffer of the daemons in the benchmark (`tunnel.socket_buffer_bytes`).
     #[arg(long, default_value_t = 256 << 10)]
     bench_socket_buffer: usize,
+    /// With --bench: only our tunnel over one path beside wireguard-go
+    /// (the `peers` section), a short run.
+    #[arg(long)]
+    bench_peers_only: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -71,15 +79,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.bench_secs,
             args.bench_socket_buffer,
             args.daemon_rt_priority,
+            args.bench_peers_only,
             &abort,
         )?;
-        eprintln!("{}", mpdccp_lab::bench_goals::table(&report["goals"]));
+        if report["goals"].is_object() || report["goals"].is_array() {
+            eprintln!("{}", mpdccp_lab::bench_goals::table(&report["goals"]));
+        }
+        eprintln!("{}", mpdccp_lab::peers::table(&report["peers"]));
         println!("{}", serde_json::to_string_pretty(&report)?);
         if let Some(out) = &args.out {
             std::fs::create_dir_all(out)?;
             std::fs::write(
                 out.join("bench.json"),
                 serde_json::to_string_pretty(&report)?,
+            )?;
+            std::fs::write(
+                out.join("bench-peers.csv"),
+                mpdccp_lab::peers::csv(&report["peers"]),
             )?;
         }
         return Ok(ExitCode::SUCCESS);

@@ -1,0 +1,398 @@
+//! The tunnels operators would run instead of ours, in the benchmark's own
+//! namespaces (issue #22): wireguard-go over path 1, configured with `wg`.
+//!
+//! Install (not done by CI, to keep its time):
+//! ```text
+//! apt-get install --no-install-recommends wireguard-tools
+//! GOBIN=/tmp/wgbin go install golang.zx2c4.com/wireguard@latest
+//! install -m 755 /tmp/wgbin/wireguard /usr/local/bin/wireguard-go
+//! ```
+//! (`go install` names the binary after the module's last element.)
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::topo::{wait_for, Topology};
+
+/// wireguard-go's inner addresses (a /24 of their own, apart from ours).
+pub const WG_CLIENT_V4: &str = "10.77.0.1";
+pub const WG_SERVER_V4: &str = "10.77.0.2";
+const WG_PORT: &str = "51820";
+
+/// `prog` on the PATH, as a full path.
+fn which(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| PathBuf::from(d).join(prog))
+        .find(|p| p.is_file())
+}
+
+/// wireguard-go (`MPDCCP_BENCH_WIREGUARD_GO` or the PATH) and `wg`, or
+/// why the bench skips the comparison.
+pub fn wireguard_go_tools() -> Result<(PathBuf, PathBuf), String> {
+    let wggo = match std::env::var_os("MPDCCP_BENCH_WIREGUARD_GO") {
+        Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
+        None => which("wireguard-go"),
+    };
+    tools_or_why(wggo, which("wg"))
+}
+
+/// Both tools, or which are missing and the install commands.
+fn tools_or_why(wggo: Option<PathBuf>, wg: Option<PathBuf>) -> Result<(PathBuf, PathBuf), String> {
+    match (wggo, wg) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        (a, b) => Err(format!(
+            "not installed ({}); install: apt-get install --no-install-recommends wireguard-tools; \
+             GOBIN=/tmp/wgbin go install golang.zx2c4.com/wireguard@latest && \
+             install -m 755 /tmp/wgbin/wireguard /usr/local/bin/wireguard-go",
+            [(a.is_none(), "wireguard-go"), (b.is_none(), "wg")]
+                .iter()
+                .filter(|(m, _)| *m)
+                .map(|(_, n)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// `wireguard-go --version`'s first line.
+pub fn wireguard_go_version(wggo: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new(wggo)
+        .arg("--version")
+        .output()
+        .ok()?;
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// Starts wireguard-go in the client and the server namespace, peered
+/// over path 1 (endpoints the path's veth addresses), each at the daemons'
+/// `SCHED_FIFO` priority when it is > 0 so both tunnels get the same
+/// scheduling. Interface names carry the topology's prefix: the UAPI socket
+/// (`/var/run/wireguard/NAME.sock`) is shared by all namespaces. Returns
+/// the two processes' ids (server first) for the CPU figures.
+pub fn start_wireguard_go(
+    t: &mut Topology,
+    wggo: &std::path::Path,
+    wg: &std::path::Path,
+    rt_priority: u8,
+) -> anyhow::Result<Vec<u32>> {
+    let wg_s = wg.to_string_lossy().into_owned();
+    let key = |name: &str| -> anyhow::Result<(PathBuf, String)> {
+        let out = std::process::Command::new(&wg_s).arg("genkey").output()?;
+        anyhow::ensure!(out.status.success(), "wg genkey failed");
+        let file = t.dir.join(name);
+        std::fs::write(&file, &out.stdout)?;
+        let mut child = std::process::Command::new(&wg_s)
+            .arg("pubkey")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        std::io::Write::write_all(child.stdin.as_mut().context("stdin")?, &out.stdout)?;
+        let pubk = child.wait_with_output()?;
+        Ok((
+            file,
+            String::from_utf8_lossy(&pubk.stdout).trim().to_owned(),
+        ))
+    };
+    let (ckey, cpub) = key("wg-client.key")?;
+    let (skey, spub) = key("wg-server.key")?;
+    let base = t.client.name().trim_end_matches('c').to_owned();
+    let (cif, sif) = (format!("{base}wc"), format!("{base}ws"));
+    anyhow::ensure!(cif.len() <= 15, "interface name {cif} too long");
+    let path = t.paths[0].clone();
+    let wggo_s = wggo.to_string_lossy().into_owned();
+    let prio = rt_priority.to_string();
+    let chrt_ok = rt_priority > 0
+        && std::process::Command::new("chrt")
+            .args(["-f", &prio, "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    let mut pids = Vec::new();
+    for server in [true, false] {
+        let (ifname, keyf, peer_pub, peer_ip, own, peer_inner) = if server {
+            (
+                &sif,
+                &skey,
+                &cpub,
+                path.client_ip,
+                WG_SERVER_V4,
+                WG_CLIENT_V4,
+            )
+        } else {
+            (
+                &cif,
+                &ckey,
+                &spub,
+                path.server_ip,
+                WG_CLIENT_V4,
+                WG_SERVER_V4,
+            )
+        };
+        let ns = if server { &t.server } else { &t.client };
+        let log = t.dir.join(format!("{ifname}.log"));
+        // `-f`: stay in the foreground, so the process we start is the one
+        // whose CPU we read (without it wireguard-go re-executes itself).
+        let mut args: Vec<&str> = Vec::new();
+        if chrt_ok {
+            args.extend(["-f", &prio, &wggo_s]);
+        }
+        args.extend(["-f", ifname.as_str()]);
+        let prog = if chrt_ok { "chrt" } else { wggo_s.as_str() };
+        let p = ns.spawn_logged(prog, &args, &log)?;
+        let pid = p.id();
+        t.procs.push(p);
+        let sock = PathBuf::from(format!("/var/run/wireguard/{ifname}.sock"));
+        wait_for(Duration::from_secs(10), || sock.exists()).with_context(|| {
+            format!(
+                "wireguard-go did not create {}; log: {}",
+                sock.display(),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })?;
+        let keyf_s = keyf.to_string_lossy().into_owned();
+        let endpoint = format!("{peer_ip}:{WG_PORT}");
+        let allowed = format!("{peer_inner}/32");
+        ns.output(
+            &wg_s,
+            &[
+                "set",
+                ifname,
+                "listen-port",
+                WG_PORT,
+                "private-key",
+                &keyf_s,
+                "peer",
+                peer_pub,
+                "allowed-ips",
+                &allowed,
+                "endpoint",
+                &endpoint,
+            ],
+        )?;
+        ns.ip(&["addr", "add", &format!("{own}/24"), "dev", ifname])?;
+        ns.ip(&["link", "set", ifname, "up"])?;
+        pids.extend(pid);
+    }
+    // The handshake happens with the first packet; wait for it.
+    wait_for(Duration::from_secs(10), || {
+        t.client
+            .output("ping", &["-c", "1", "-W", "1", WG_SERVER_V4])
+            .is_ok()
+    })
+    .context("no ping through wireguard-go")?;
+    Ok(pids)
+}
+
+/// Tunnel cores per Gbit/s of TCP (1 stream): the tunnel processes' share
+/// of a core over the received rate.
+pub fn cores_per_gbps(run: &Value) -> Value {
+    let cpu = run["daemon_cpu_share_of_one_core_during_tcp"].as_f64();
+    let gbps = run["tcp_mbps"].as_f64().unwrap_or(0.0) / 1000.0;
+    match cpu {
+        Some(c) if gbps > 0.0 => json!(c / gbps),
+        _ => Value::Null,
+    }
+}
+
+/// The figures compared across tunnels: (JSON key or pointer, label,
+/// higher is better).
+pub const FIGURES: [(&str, &str, bool); 7] = [
+    ("/tcp_mbps", "TCP 1 stream, Mbit/s", true),
+    ("/tcp_retransmits", "TCP 1 stream, retransmits", false),
+    ("/tcp_4_streams_mbps", "TCP 4 streams, Mbit/s", true),
+    ("/udp_received_mbps", "UDP delivered, Mbit/s", true),
+    ("/ping_rtt_ms_idle/p50", "ping idle p50, ms", false),
+    (
+        "/ping_rtt_ms_under_tcp_load/p50",
+        "ping under TCP load p50, ms",
+        false,
+    ),
+    (
+        "/tunnel_cores_per_gbps_tcp",
+        "tunnel cores per Gbit/s (TCP)",
+        false,
+    ),
+];
+
+/// ours / theirs for every figure of [`FIGURES`] (null where theirs is 0
+/// or missing).
+pub fn ratios(ours: &Value, theirs: &Value) -> Value {
+    let mut m = serde_json::Map::new();
+    for (ptr, _, _) in FIGURES {
+        let a = ours.pointer(ptr).and_then(Value::as_f64);
+        let b = theirs.pointer(ptr).and_then(Value::as_f64);
+        let key = ptr.trim_start_matches('/').replace('/', "_");
+        let r = match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => json!((a / b * 1000.0).round() / 1000.0),
+            _ => Value::Null,
+        };
+        m.insert(key, r);
+    }
+    Value::Object(m)
+}
+
+/// The tunnels of a report's `peers` section in table order: (name, run).
+fn rows(peers: &Value) -> Vec<(String, &Value)> {
+    let mut out = Vec::new();
+    if let Some(m) = peers["runs"].as_object() {
+        for (k, v) in m {
+            out.push((k.clone(), v));
+        }
+    }
+    out
+}
+
+fn cell(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.3}"),
+        None => "-".into(),
+    }
+}
+
+/// CSV of the `peers` section: one row per tunnel, one column per figure,
+/// then ours / wireguard-go per figure for our rows.
+pub fn csv(peers: &Value) -> String {
+    let mut s = String::from("tunnel");
+    for (_, label, _) in FIGURES {
+        s.push_str(&format!(",{label}"));
+    }
+    for (_, label, _) in FIGURES {
+        s.push_str(&format!(",ratio to wireguard-go: {label}"));
+    }
+    s.push('\n');
+    for (name, run) in rows(peers) {
+        s.push_str(&name);
+        for (ptr, _, _) in FIGURES {
+            let v = run.pointer(ptr).and_then(Value::as_f64);
+            s.push_str(&format!(",{}", v.map_or(String::new(), |x| x.to_string())));
+        }
+        for (ptr, _, _) in FIGURES {
+            let key = ptr.trim_start_matches('/').replace('/', "_");
+            let v = peers["ratio_to_wireguard_go"][&name][&key].as_f64();
+            s.push_str(&format!(",{}", v.map_or(String::new(), |x| x.to_string())));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The text table of the `peers` section: a column per tunnel, then
+/// ours / wireguard-go for each of our one-path runs.
+pub fn table(peers: &Value) -> String {
+    let runs = rows(peers);
+    let ours: Vec<&String> = runs
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| peers["ratio_to_wireguard_go"][n.as_str()].is_object())
+        .collect();
+    // Columns as wide as their names, two spaces apart.
+    let mut heads: Vec<String> = runs.iter().map(|(n, _)| n.clone()).collect();
+    heads.extend(ours.iter().map(|n| format!("{n}/wg-go")));
+    let w: Vec<usize> = heads.iter().map(|h| h.len().max(8) + 2).collect();
+    let mut s = format!(
+        "peers over one path ({}):\n{:<32}",
+        peers["setup"].as_str().unwrap_or(""),
+        "figure"
+    );
+    for (h, w) in heads.iter().zip(&w) {
+        s.push_str(&format!("{h:>w$}"));
+    }
+    s.push('\n');
+    for (ptr, label, _) in FIGURES {
+        s.push_str(&format!("{label:<32}"));
+        let key = ptr.trim_start_matches('/').replace('/', "_");
+        let cells = runs
+            .iter()
+            .map(|(_, run)| run.pointer(ptr).and_then(Value::as_f64))
+            .chain(
+                ours.iter()
+                    .map(|n| peers["ratio_to_wireguard_go"][n.as_str()][&key].as_f64()),
+            );
+        for (c, w) in cells.zip(&w) {
+            s.push_str(&format!("{:>w$}", cell(c)));
+        }
+        s.push('\n');
+    }
+    if let Some(why) = peers["wireguard_go_skipped"].as_str() {
+        s.push_str(&format!("wireguard-go skipped: {why}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_divide_ours_by_theirs_and_null_on_zero() {
+        let ours =
+            json!({"tcp_mbps": 3000.0, "ping_rtt_ms_idle": {"p50": 0.4}, "udp_received_mbps": 5.0});
+        let wg =
+            json!({"tcp_mbps": 2000.0, "ping_rtt_ms_idle": {"p50": 0.8}, "udp_received_mbps": 0.0});
+        let r = ratios(&ours, &wg);
+        assert_eq!(r["tcp_mbps"], json!(1.5));
+        assert_eq!(r["ping_rtt_ms_idle_p50"], json!(0.5));
+        assert_eq!(r["udp_received_mbps"], Value::Null);
+        assert_eq!(r["tcp_4_streams_mbps"], Value::Null);
+    }
+
+    #[test]
+    fn a_missing_tool_is_named_with_the_install_commands() {
+        let why = tools_or_why(None, Some("/usr/bin/wg".into())).unwrap_err();
+        assert!(why.starts_with("not installed (wireguard-go)"), "{why}");
+        assert!(
+            why.contains("go install golang.zx2c4.com/wireguard@latest"),
+            "{why}"
+        );
+        let why = tools_or_why(Some("/x/wireguard-go".into()), None).unwrap_err();
+        assert!(why.starts_with("not installed (wg)"), "{why}");
+        assert!(tools_or_why(Some("/a".into()), Some("/b".into())).is_ok());
+    }
+
+    #[test]
+    fn cores_per_gbps_is_cpu_over_rate() {
+        let run = json!({"tcp_mbps": 2000.0, "daemon_cpu_share_of_one_core_during_tcp": 1.5});
+        assert_eq!(cores_per_gbps(&run), json!(0.75));
+        let idle = json!({"tcp_mbps": 0.0, "daemon_cpu_share_of_one_core_during_tcp": 1.5});
+        assert_eq!(cores_per_gbps(&idle), Value::Null);
+    }
+
+    #[test]
+    fn csv_has_a_row_per_tunnel_with_its_ratio() {
+        let peers = json!({
+            "runs": {"mpdccp_one_path": {"tcp_mbps": 3000.0}, "wireguard_go": {"tcp_mbps": 2000.0}},
+            "ratio_to_wireguard_go": {"mpdccp_one_path": {"tcp_mbps": 1.5}},
+        });
+        let c = csv(&peers);
+        let lines: Vec<&str> = c.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines[1].starts_with("mpdccp_one_path,3000,"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].contains(",1.5,"), "{}", lines[1]);
+        assert!(lines[2].starts_with("wireguard_go,2000,"), "{}", lines[2]);
+        let t = table(&peers);
+        let head = t.lines().nth(1).unwrap();
+        assert!(
+            head.contains(" mpdccp_one_path  wireguard_go  mpdccp_one_path/wg-go"),
+            "{t}"
+        );
+        assert!(
+            t.lines().nth(2).unwrap().trim_end().ends_with("1.500"),
+            "{t}"
+        );
+    }
+}
