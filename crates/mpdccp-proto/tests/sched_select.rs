@@ -515,9 +515,11 @@ fn acpf_holds_rather_than_spill_to_a_path_that_delivers_later() {
     assert!(pick_with(&mut s, T0, &queued(100), &paths).is_empty());
     // A 200-packet backlog waits 55.8 + 12 = 67.8 ms > 60 ms: spill.
     assert_eq!(pick_with(&mut s, T0, &queued(200), &paths), [1]);
-    // Near its base RTT the slow path (arrival 35 ms) takes a packet once
-    // the fast path's backlog exceeds (35 − 12) · 86 / 24 = 82.4 packets.
-    let paths = asym_paths(70);
+    // With 20 ms of queue (srtt 90 ms, just over the 17.5 ms target, so at
+    // its effective window of 59) the slow path (arrival 45 ms) takes a
+    // packet once the fast path's backlog exceeds (45 − 12) · 86 / 24 =
+    // 118.25 packets.
+    let paths = asym_paths(90);
     let paths = [
         paths[0].clone(),
         PathView {
@@ -526,8 +528,9 @@ fn acpf_holds_rather_than_spill_to_a_path_that_delivers_later() {
             ..paths[1].clone()
         },
     ];
-    assert!(pick_with(&mut s, T0, &queued(82), &paths).is_empty());
-    assert_eq!(pick_with(&mut s, T0, &queued(83), &paths), [1]);
+    assert_eq!(s.effective_window(&paths[1]), 59);
+    assert!(pick_with(&mut s, T0, &queued(118), &paths).is_empty());
+    assert_eq!(pick_with(&mut s, T0, &queued(119), &paths), [1]);
     // Blind spilling (ACPF before the rule) takes the slow path at once.
     let mut blind = sched::build(&SchedulerConfig {
         acpf_blind_spill: true,
@@ -541,6 +544,10 @@ fn acpf_holds_rather_than_spill_to_a_path_that_delivers_later() {
     // queue is within ACPF's target, and the fast path is full.
     let mut paths = asym_paths(70);
     paths[1].in_flight_pkts = 10;
+    assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [1]);
+    // A faster path of lower MP_PRIO is no reason to wait: CPF's order.
+    let mut paths = asym_paths(120);
+    paths[0].priority = 2;
     assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [1]);
     // The fast path with room is taken, whatever the backlog.
     let mut paths = asym_paths(120);

@@ -110,11 +110,13 @@ impl Scheduler for Acpf {
             return;
         };
         if !self.blind_spill {
-            // The fastest eligible path, with or without room.
+            // The fastest eligible path, with or without room, among those
+            // CPF prefers at least as much (MP_PRIO first: a lower-priority
+            // path is no alternative worth waiting for).
             let no_standby = standby_excluded(paths);
             let fastest = paths
                 .iter()
-                .filter(|q| eligible(q, no_standby))
+                .filter(|q| eligible(q, no_standby) && q.priority >= p.priority)
                 .min_by_key(|q| srtt_rank(q));
             if let Some(f) = fastest {
                 if srtt_rank(p) > srtt_rank(f)
