@@ -22,16 +22,11 @@
 //! Selection is CPF over effective windows; if every path is at its
 //! effective window, CPF over full windows (the capacity is still there, and
 //! idling it would lose throughput) — but, unless `blind_spill`, a path
-//! slower than the fastest one whose standing queue exceeds its target, or
-//! that is past its effective window, takes a packet only when the packet arrives
-//! there no later than it would by waiting for the fastest path
-//! (`spill.rs`, ECF/BLEST-style); otherwise the fastest path's full window
-//! is used, or the packet waits. The effective window alone does not bound
-//! a slow path's queue: it scales the window by (min_rtt + target) / srtt,
-//! and a loss-based window that keeps growing (it is still "validated" at
-//! that fraction) fills the bottleneck buffer anyway — on `asym` 100 ms of
-//! queue on the 8 Mbit/s path — and the receiver's reordering then holds
-//! the inner flow for the whole spread.
+//! slower than the fastest one takes a packet beyond its effective window
+//! only when the packet arrives there no later than it would by waiting for
+//! the fastest path (`spill.rs`, ECF/BLEST-style). Without that check a
+//! loss-based subflow on a slow path fills its bottleneck buffer and the
+//! receiver's reordering holds the inner flow for the whole spread.
 
 use std::time::Duration;
 
@@ -69,33 +64,22 @@ impl Acpf {
         self
     }
 
-    /// The queueing-delay target of a path with this base RTT.
-    fn target(&self, min_rtt: Duration) -> Duration {
-        self.queue_delay
-            .unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET))
-    }
-
-    /// True when the path's standing queue (srtt − min_rtt) exceeds its
-    /// target; false without RTT knowledge.
-    fn over_target(&self, p: &PathView) -> bool {
-        match (p.srtt, p.min_rtt) {
-            (Some(srtt), Some(min_rtt)) => srtt.saturating_sub(min_rtt) > self.target(min_rtt),
-            _ => false,
-        }
-    }
-
     /// Packets this path may have in flight plus queued before ACPF spills.
     pub fn effective_window(&self, p: &PathView) -> u32 {
         let (Some(srtt), Some(min_rtt)) = (p.srtt, p.min_rtt) else {
             // No RTT knowledge yet: behave like CPF.
             return p.cwnd_pkts;
         };
-        if !self.over_target(p) || srtt.is_zero() {
+        let target = self
+            .queue_delay
+            .unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        let queue_delay = srtt.saturating_sub(min_rtt);
+        if queue_delay <= target || srtt.is_zero() {
             return p.cwnd_pkts;
         }
         // cwnd × (min_rtt + target) / srtt, in u128 nanoseconds: no overflow,
         // and srtt > min_rtt + target here, so the result is < cwnd.
-        let budget = min_rtt.saturating_add(self.target(min_rtt)).as_nanos();
+        let budget = min_rtt.saturating_add(target).as_nanos();
         let eff = u128::from(p.cwnd_pkts) * budget / srtt.as_nanos();
         // At least one packet, so a path with room is never starved entirely.
         (eff as u32).max(1)
@@ -118,16 +102,14 @@ impl Scheduler for Acpf {
             p.can_send(now)
                 && p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
         };
-        let (p, past_limits) = match cheapest(paths, below_limit) {
-            Some(p) => (p, false),
-            None => match cheapest(paths, |p| p.can_send(now)) {
-                Some(p) => (p, true),
-                None => return,
-            },
+        if let Some(p) = cheapest(paths, below_limit) {
+            out.push(p.id);
+            return;
+        }
+        let Some(p) = cheapest(paths, |p| p.can_send(now)) else {
+            return;
         };
-        // Within its queue target a path is used as ACPF always did; past
-        // it, or past every effective window, only if worth it.
-        if !self.blind_spill && (past_limits || self.over_target(p)) {
+        if !self.blind_spill {
             // The fastest eligible path, with or without room, among those
             // CPF prefers at least as much (MP_PRIO first: a lower-priority
             // path is no alternative worth waiting for).
@@ -137,13 +119,12 @@ impl Scheduler for Acpf {
                 .filter(|q| eligible(q, no_standby) && q.priority >= p.priority)
                 .min_by_key(|q| srtt_rank(q));
             if let Some(f) = fastest {
-                if srtt_rank(p) > srtt_rank(f) && !spill::worth_spilling(f, p, pkt.queued_pkts) {
-                    // Waiting for `f` delivers sooner: use the rest of its
-                    // window if it has room (ACPF's second stage), else
-                    // hold; the connection asks again when a path frees up.
-                    if f.can_send(now) {
-                        out.push(f.id);
-                    }
+                if srtt_rank(p) > srtt_rank(f)
+                    && !f.can_send(now)
+                    && !spill::worth_spilling(f, p, pkt.queued_pkts)
+                {
+                    // Waiting for `f` delivers sooner: hold; the connection
+                    // asks again when a path frees up.
                     return;
                 }
             }
