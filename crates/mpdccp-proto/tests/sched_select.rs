@@ -479,3 +479,78 @@ fn ratio_forgets_a_closed_path_and_keeps_the_split_of_the_rest() {
     }
     assert_eq!(count, [200, 0, 100]);
 }
+
+/// The `asym` mix as the sender sees it: path 0 40 Mbit/s, RTT 24 ms, a
+/// full window of 86 packets; path 1 8 Mbit/s, base RTT 70 ms, room.
+/// Both at their effective windows, so ACPF is past its first stage.
+fn asym_paths(slow_srtt_ms: u64) -> [PathView; 2] {
+    let fast = path(0, 3, 24, 86, 86);
+    let slow = PathView {
+        min_rtt: Some(ms(70)),
+        srtt: Some(ms(slow_srtt_ms)),
+        ..path(1, 3, 70, 60, 50)
+    };
+    [fast, slow]
+}
+
+fn queued(k: usize) -> PacketMeta {
+    PacketMeta {
+        len: 1200,
+        queued_pkts: k,
+        queued_bytes: 1200 * k,
+    }
+}
+
+#[test]
+fn acpf_holds_rather_than_spill_to_a_path_that_delivers_later() {
+    let mut s = Acpf::new(Duration::ZERO);
+    // Slow path with a 50 ms standing queue (srtt 120 ms): its effective
+    // window is 60 × 87.5 / 120 = 43 < 50 in flight; cwnd has room.
+    let paths = asym_paths(120);
+    assert_eq!(s.effective_window(&paths[1]), 43);
+    // One packet waiting: the fast path frees a slot within 0.3 ms and
+    // delivers in ~12 ms; the slow path in 60 ms. Hold.
+    assert!(pick_with(&mut s, T0, &queued(1), &paths).is_empty());
+    // The same with a 100-packet backlog (fast: 12 + 100·24/86 = 39.9 ms).
+    assert!(pick_with(&mut s, T0, &queued(100), &paths).is_empty());
+    // A 200-packet backlog waits 55.8 + 12 = 67.8 ms > 60 ms: spill.
+    assert_eq!(pick_with(&mut s, T0, &queued(200), &paths), [1]);
+    // With 20 ms of queue (srtt 90 ms, just over the 17.5 ms target, so at
+    // its effective window of 59) the slow path (arrival 45 ms) takes a
+    // packet once the fast path's backlog exceeds (45 − 12) · 86 / 24 =
+    // 118.25 packets.
+    let paths = asym_paths(90);
+    let paths = [
+        paths[0].clone(),
+        PathView {
+            in_flight_pkts: 60,
+            cwnd_pkts: 61,
+            ..paths[1].clone()
+        },
+    ];
+    assert_eq!(s.effective_window(&paths[1]), 59);
+    assert!(pick_with(&mut s, T0, &queued(118), &paths).is_empty());
+    assert_eq!(pick_with(&mut s, T0, &queued(119), &paths), [1]);
+    // Blind spilling (ACPF before the rule) takes the slow path at once.
+    let mut blind = sched::build(&SchedulerConfig {
+        acpf_blind_spill: true,
+        ..SchedulerConfig::from(SchedulerKind::Acpf)
+    });
+    assert_eq!(
+        pick_with(blind.as_mut(), T0, &queued(1), &asym_paths(120)),
+        [1]
+    );
+    // Below its effective window the slow path is used as before: its
+    // queue is within ACPF's target, and the fast path is full.
+    let mut paths = asym_paths(70);
+    paths[1].in_flight_pkts = 10;
+    assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [1]);
+    // A faster path of lower MP_PRIO is no reason to wait: CPF's order.
+    let mut paths = asym_paths(120);
+    paths[0].priority = 2;
+    assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [1]);
+    // The fast path with room is taken, whatever the backlog.
+    let mut paths = asym_paths(120);
+    paths[0].in_flight_pkts = 80;
+    assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [0]);
+}

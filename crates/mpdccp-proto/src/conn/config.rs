@@ -276,6 +276,12 @@ pub struct TunnelSettings {
     /// Written out only when off, so older results' settings are unchanged.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_true"))]
     pub cwnd_validation: bool,
+    /// `acpf`: check, before spilling a packet to a slower path beyond its
+    /// effective window, that it arrives there no later than by waiting for
+    /// the fastest path (`sched/spill.rs`); `false` = spill blindly, as
+    /// before. Written out only when off.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_true"))]
+    pub delay_aware_spill: bool,
 }
 
 #[cfg(feature = "serde")]
@@ -357,6 +363,7 @@ impl Default for TunnelSettings {
             retransmit_budget_pct: 5.0,
             tolerate_random_loss: true,
             cwnd_validation: true,
+            delay_aware_spill: true,
         }
     }
 }
@@ -434,6 +441,7 @@ impl TunnelSettings {
             scheduler: SchedulerConfig {
                 kind: self.scheduler,
                 weights: self.weights.clone(),
+                acpf_blind_spill: !self.delay_aware_spill,
                 ..SchedulerConfig::default()
             },
             reorder: ReorderConfig {

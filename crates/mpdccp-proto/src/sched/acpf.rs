@@ -21,12 +21,17 @@
 //!
 //! Selection is CPF over effective windows; if every path is at its
 //! effective window, CPF over full windows (the capacity is still there, and
-//! idling it would lose throughput).
+//! idling it would lose throughput) — but, unless `blind_spill`, a path
+//! slower than the fastest one takes a packet beyond its effective window
+//! only when the packet arrives there no later than it would by waiting for
+//! the fastest path (`spill.rs`, ECF/BLEST-style). Without that check a
+//! loss-based subflow on a slow path fills its bottleneck buffer and the
+//! receiver's reordering holds the inner flow for the whole spread.
 
 use std::time::Duration;
 
 use super::cpf::cheapest;
-use super::{PacketMeta, Scheduler};
+use super::{eligible, spill, srtt_rank, standby_excluded, PacketMeta, Scheduler};
 use crate::path::{PathId, PathView};
 use crate::time::Instant;
 
@@ -37,6 +42,9 @@ const MIN_TARGET: Duration = Duration::from_millis(1);
 pub struct Acpf {
     /// Fixed queueing-delay target; `None` = adaptive default.
     queue_delay: Option<Duration>,
+    /// Spill beyond effective windows without the delay check (the
+    /// behaviour before `spill.rs`).
+    blind_spill: bool,
 }
 
 impl Acpf {
@@ -45,7 +53,15 @@ impl Acpf {
     pub fn new(queue_delay: Duration) -> Self {
         Acpf {
             queue_delay: (!queue_delay.is_zero()).then_some(queue_delay),
+            blind_spill: false,
         }
+    }
+
+    /// `blind`: spill beyond effective windows whenever a path has room
+    /// (ACPF before the delay-aware rule).
+    pub fn with_blind_spill(mut self, blind: bool) -> Self {
+        self.blind_spill = blind;
+        self
     }
 
     /// Packets this path may have in flight plus queued before ACPF spills.
@@ -78,7 +94,7 @@ impl Scheduler for Acpf {
     fn select(
         &mut self,
         now: Instant,
-        _pkt: &PacketMeta,
+        pkt: &PacketMeta,
         paths: &[PathView],
         out: &mut Vec<PathId>,
     ) {
@@ -86,9 +102,33 @@ impl Scheduler for Acpf {
             p.can_send(now)
                 && p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
         };
-        let pick = cheapest(paths, below_limit).or_else(|| cheapest(paths, |p| p.can_send(now)));
-        if let Some(p) = pick {
+        if let Some(p) = cheapest(paths, below_limit) {
             out.push(p.id);
+            return;
         }
+        let Some(p) = cheapest(paths, |p| p.can_send(now)) else {
+            return;
+        };
+        if !self.blind_spill {
+            // The fastest eligible path, with or without room, among those
+            // CPF prefers at least as much (MP_PRIO first: a lower-priority
+            // path is no alternative worth waiting for).
+            let no_standby = standby_excluded(paths);
+            let fastest = paths
+                .iter()
+                .filter(|q| eligible(q, no_standby) && q.priority >= p.priority)
+                .min_by_key(|q| srtt_rank(q));
+            if let Some(f) = fastest {
+                if srtt_rank(p) > srtt_rank(f)
+                    && !f.can_send(now)
+                    && !spill::worth_spilling(f, p, pkt.queued_pkts)
+                {
+                    // Waiting for `f` delivers sooner: hold; the connection
+                    // asks again when a path frees up.
+                    return;
+                }
+            }
+        }
+        out.push(p.id);
     }
 }

@@ -43,6 +43,7 @@ mod otias;
 mod ratio;
 mod redundant;
 mod rr;
+mod spill;
 mod srtt;
 
 pub use acpf::Acpf;
@@ -144,6 +145,10 @@ pub struct SchedulerConfig {
     /// `acpf`: standing queueing delay (SRTT − min RTT) tolerated on a path
     /// before spilling; zero = `max(min_rtt / 4, 1 ms)` per path.
     pub acpf_queue_delay: Duration,
+    /// `acpf`: once every path is at its effective window, spill to a slower
+    /// path whenever it has room, without the delay check of `spill.rs`
+    /// (the behaviour before it; `false`, the default, checks).
+    pub acpf_blind_spill: bool,
     /// `otias`: windows' worth of packets a full path may queue; 0 = 2.
     pub otias_max_queue_rounds: u32,
     /// `handover`: how long a returning higher-priority path must stay usable
@@ -171,7 +176,9 @@ pub fn build(config: &SchedulerConfig) -> Box<dyn Scheduler> {
         SchedulerKind::Redundant => Box::new(Redundant::new()),
         SchedulerKind::Otias => Box::new(Otias::new(config.otias_max_queue_rounds)),
         SchedulerKind::Handover => Box::new(Handover::new(config.handover_switch_back_delay)),
-        SchedulerKind::Acpf => Box::new(Acpf::new(config.acpf_queue_delay)),
+        SchedulerKind::Acpf => {
+            Box::new(Acpf::new(config.acpf_queue_delay).with_blind_spill(config.acpf_blind_spill))
+        }
         SchedulerKind::Ecf => Box::new(Ecf::new()),
     }
 }

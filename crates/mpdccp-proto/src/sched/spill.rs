@@ -1,0 +1,130 @@
+//! Delay-aware spilling: may a packet go on a slower path, or should it wait
+//! for the fastest one? The completion-time comparison of ECF (Lim et al.,
+//! CoNEXT '17, Alg. 1) and BLEST (Ferlin et al., IFIP Networking '16),
+//! reduced to one packet's arrival time, as `acpf` uses it once every path
+//! is at its effective window.
+//!
+//! Why: a loss-based subflow on a slow path fills the bottleneck buffer if
+//! the scheduler keeps feeding its window (on the `asym` mix, 8 Mbit/s with
+//! 150 kB, a 100–120 ms standing queue). Every packet placed there arrives
+//! long after packets sent later on the fast path, the receiver's reordering
+//! holds the inner flow for that spread, and the inner TCP's RTT and loss
+//! recovery suffer more than the extra capacity gains.
+//!
+//! Rule, in one-way time (RTT / 2 per path, the paths being symmetric as
+//! far as the sender can tell): a packet handed to path `p` now arrives
+//! after
+//!
+//! ```text
+//! arrival(p) = srtt_p / 2 + wait_p,  wait_p = backlog_p · srtt_p / cwnd_p
+//! ```
+//!
+//! where `backlog_p` is what must leave before it (packets already queued
+//! on `p`, and for the fast path the connection's whole send queue `k`,
+//! which would go there if we wait — ECF's `k`). The window delivers
+//! `cwnd_p` packets per `srtt_p` (ACK clock). `srtt_p` already contains
+//! the path's standing bottleneck queue, so a slow path whose queue grows
+//! stops being chosen until it drains. A slower path `s` is used iff
+//! `arrival(s) ≤ arrival(f)`: the fast path's backlog is long enough that
+//! waiting for it would deliver later than the detour.
+
+use std::time::Duration;
+
+use crate::path::PathView;
+
+/// Expected one-way arrival time of a packet handed to `p` with `backlog`
+/// packets to leave before it; `None` without an RTT sample.
+pub fn arrival(p: &PathView, backlog: u64) -> Option<Duration> {
+    let srtt = p.srtt?;
+    let cwnd = u128::from(p.cwnd_pkts.max(1));
+    // u128 nanoseconds: no overflow for any queue length.
+    let wait = srtt.as_nanos() * u128::from(backlog) / cwnd;
+    let wait = Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX));
+    Some((srtt / 2).saturating_add(wait))
+}
+
+/// True when a packet may go on `slow` rather than wait for `fast` (which
+/// has no room now); `conn_queued` is the connection's send queue, this
+/// packet included. Without RTT samples there is nothing to compare: spill
+/// (do not idle capacity).
+pub fn worth_spilling(fast: &PathView, slow: &PathView, conn_queued: usize) -> bool {
+    let k = u64::try_from(conn_queued).unwrap_or(u64::MAX);
+    let fast_backlog = u64::from(fast.queued_pkts).saturating_add(k);
+    match (
+        arrival(fast, fast_backlog),
+        arrival(slow, u64::from(slow.queued_pkts)),
+    ) {
+        (Some(f), Some(s)) => s <= f,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::PathId;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    /// The `asym` mix: fast 40 Mbit/s, RTT 24 ms (86 packets of 1400 B per
+    /// RTT); slow 8 Mbit/s, base RTT 70 ms.
+    fn fast() -> PathView {
+        let mut p = PathView::new(PathId(0));
+        p.srtt = Some(ms(24));
+        p.cwnd_pkts = 86;
+        p.in_flight_pkts = 86;
+        p
+    }
+
+    fn slow(srtt_ms: u64) -> PathView {
+        let mut p = PathView::new(PathId(1));
+        p.srtt = Some(ms(srtt_ms));
+        p.cwnd_pkts = 50;
+        p
+    }
+
+    #[test]
+    fn arrival_is_half_rtt_plus_window_rounds_of_backlog() {
+        let f = fast();
+        assert_eq!(arrival(&f, 0), Some(ms(12)));
+        // 172 packets ahead = two windows = two RTTs of waiting.
+        assert_eq!(arrival(&f, 172), Some(ms(12 + 48)));
+        assert_eq!(arrival(&PathView::new(PathId(2)), 5), None);
+    }
+
+    #[test]
+    fn no_spill_when_slow_path_arrives_later_than_waiting() {
+        // One packet waiting: fast delivers it in ~12.3 ms, slow in 35 ms.
+        assert!(!worth_spilling(&fast(), &slow(70), 1));
+        // A 120 ms standing queue on the slow path: even a 50-packet
+        // backlog on the fast path (~14 ms of waiting) is sooner.
+        assert!(!worth_spilling(&fast(), &slow(190), 50));
+    }
+
+    #[test]
+    fn spills_once_fast_backlog_is_long_enough() {
+        // Slow arrives after 35 ms; fast after 12 ms + k · 24/86 ms:
+        // break-even at k = 23 · 86 / 24 ≈ 82.4 packets.
+        assert!(!worth_spilling(&fast(), &slow(70), 82));
+        assert!(worth_spilling(&fast(), &slow(70), 83));
+        // Packets already queued on the fast path count as backlog too.
+        let mut f = fast();
+        f.queued_pkts = 80;
+        assert!(worth_spilling(&f, &slow(70), 3));
+        // ... and the slow path's own queue delays its arrival.
+        let mut s = slow(70);
+        s.queued_pkts = 50; // one more RTT of 70 ms: arrival 105 ms
+        assert!(!worth_spilling(&fast(), &s, 83));
+        assert!(worth_spilling(&fast(), &s, 334));
+    }
+
+    #[test]
+    fn without_rtt_samples_spills() {
+        let mut f = fast();
+        f.srtt = None;
+        assert!(worth_spilling(&f, &slow(500), 1));
+        assert!(worth_spilling(&fast(), &PathView::new(PathId(1)), 1));
+    }
+}
