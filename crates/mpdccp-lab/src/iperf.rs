@@ -21,9 +21,22 @@ pub fn run(t: &mut Topology, dst: &str, port: u16, args: &[&str]) -> anyhow::Res
     t.procs.push(srv);
     // iperf3 has no readiness signal; 0.3 s covers its start on a busy host.
     std::thread::sleep(Duration::from_millis(300));
-    let mut full = vec!["-c", dst, "-p", &port_s, "-J"];
+    // A hard bound (coreutils `timeout`): an iperf3 client whose control
+    // connection stalls inside a broken tunnel waits forever otherwise
+    // (seen once with wireguard-go spinning at 94 % CPU): the run's `-t`
+    // plus 20 s, then SIGTERM, SIGKILL 2 s later.
+    let secs = args
+        .iter()
+        .position(|a| *a == "-t")
+        .and_then(|i| args.get(i + 1)?.parse::<f64>().ok())
+        .unwrap_or(10.0);
+    let bound = format!("{}", (secs + 20.0).ceil() as u64);
+    let mut full = vec!["-k", "2", &bound, "iperf3", "-c", dst, "-p", &port_s, "-J"];
     full.extend_from_slice(args);
-    let out = t.client.output("iperf3", &full)?;
+    let out = t
+        .client
+        .output("timeout", &full)
+        .with_context(|| format!("iperf3 to {dst}:{port} (bounded at {bound} s)"))?;
     let v: Value = serde_json::from_str(&out).context("iperf3 JSON")?;
     // Let the one-shot server exit before the next run on the port.
     std::thread::sleep(Duration::from_millis(300));
