@@ -84,6 +84,7 @@ fn verdict_line_counts_judged_checks_and_names_each_failure() {
         verdict,
         interval: None,
         accept: None,
+        because: None,
     };
     let mut report = Report {
         quick: false,
@@ -104,4 +105,32 @@ fn verdict_line_counts_judged_checks_and_names_each_failure() {
         "3 checks: 2 pass, 1 FAIL — E5 peak: ours 231 ms, published < 200 ms"
     );
     assert!(report.failed());
+}
+
+/// REPORT.md gives the reason next to a row whose value differs from the
+/// publication (E2: CCID2 spills after 0.3 s, published ≈ 3 s).
+#[test]
+fn report_says_why_next_to_a_row_that_differs() {
+    let out = std::env::temp_dir().join(format!("mpdccp-sim-report-{}", std::process::id()));
+    let report = reproduce(&ReproduceOptions {
+        scenarios_dir: None,
+        out: out.clone(),
+        quick: true,
+        only: vec!["E2".to_owned()],
+        jobs: 2,
+        progress: false,
+    })
+    .expect("experiments run");
+    mpdccp_sim::reproduce::write_report(&out, &report).expect("report");
+    let md = std::fs::read_to_string(out.join("REPORT.md")).expect("REPORT.md");
+    let _ = std::fs::remove_dir_all(&out);
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| CCID2 spills to path 2 after the drop |"))
+        .expect("the E2 row in its experiment's table");
+    assert!(
+        row.contains("| info | differs: CCID2's path-1 window"),
+        "{row}"
+    );
+    assert!(md.contains("| metric | published | ours | verdict | why |"));
 }

@@ -72,7 +72,15 @@ impl Checker<'_> {
             verdict,
             interval: None,
             accept,
+            because: None,
         });
+    }
+
+    /// Sets the reason of the row pushed last (see [`Check::because`]).
+    fn because(&mut self, why: &'static str) {
+        if let Some(c) = self.out.last_mut() {
+            c.because = Some(why);
+        }
     }
 
     /// A thresholded check: passes when `ok(value)`.
@@ -174,7 +182,13 @@ fn check_e1(mut c: Checker<'_>) {
     }
     for (stem, label) in [("e1-dccp-ccid2", "CCID2"), ("e1-tcp-cubic", "TCP CUBIC")] {
         let g = c.num(stem, w, "flows.0.goodput_mbps");
-        c.info(format!("{label} goodput 6–15 s"), "≈10", g, "Mbit/s");
+        c.check(
+            format!("{label} goodput 6–15 s"),
+            "≈10 (full 10 Mbit/s, ≥ 9)",
+            g,
+            "Mbit/s",
+            |v| v >= 9.0,
+        );
         let r = c.num(stem, w, "paths.0.rtt_ms.p95");
         c.check(
             format!("{label} path RTT p95 6–15 s"),
@@ -233,6 +247,11 @@ fn check_e2(mut c: Checker<'_>) {
         s2,
         "s",
     );
+    c.because(
+        "differs: CCID2's path-1 window, grown while the 15 Mbit/s app limited it, \
+         fills within a few RTTs after the drop and CPF overflows before the buffer \
+         does; judged by the row 'CCID5 spills earlier than CCID2 by'",
+    );
     c.check(
         "CCID5 spills to path 2 after the drop".into(),
         "at once (≤ 1 s)",
@@ -260,12 +279,14 @@ fn check_e2(mut c: Checker<'_>) {
         r2,
         "ms",
     );
+    c.because("no number published; judged with CCID5's by the ratio row below");
     c.info(
         "CCID5 path 1 RTT p95 after the drop".into(),
         "lower",
         r5,
         "ms",
     );
+    c.because("no number published; judged with CCID2's by the ratio row below");
     let ratio = match (r2, r5) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -310,7 +331,17 @@ fn check_e3(mut c: Checker<'_>) {
         r2,
         "ms",
     );
-    c.info("CCID5 path RTT p95 (worse path)".into(), "≈45 ms", r5, "ms");
+    c.because(
+        "not comparable: the publication describes the RTT distribution's two \
+         clusters (see the RTT CDF figure), a p95 cannot show them",
+    );
+    c.check(
+        "CCID5 path RTT p95 (worse path)".into(),
+        "≈45 ms (within ±30 %, 31.5–58.5)",
+        r5,
+        "ms",
+        |v| (31.5..=58.5).contains(&v),
+    );
     let lower = match (r2, r5) {
         (Some(a), Some(b)) => Some(a - b),
         _ => None,
@@ -325,12 +356,23 @@ fn check_e3(mut c: Checker<'_>) {
     for (stem, label) in [("e3-ccid2", "CCID2"), ("e3-ccid5", "CCID5")] {
         let a = c.num(stem, None, "paths.0.throughput_mbps");
         let b = c.num(stem, None, "paths.1.throughput_mbps");
-        c.info(
-            format!("{label} path 1 / path 2 throughput"),
-            "CCID5: equal load",
-            a.zip(b).map(|(a, b)| a / b.max(1e-9)),
-            "×",
-        );
+        let ratio = a.zip(b).map(|(a, b)| a / b.max(1e-9));
+        if label == "CCID5" {
+            c.check(
+                format!("{label} path 1 / path 2 throughput"),
+                "equal load (0.8–1.25×)",
+                ratio,
+                "×",
+                |v| (0.8..=1.25).contains(&v),
+            );
+        } else {
+            c.info(
+                format!("{label} path 1 / path 2 throughput"),
+                "—",
+                ratio,
+                "×",
+            );
+        }
     }
 }
 
@@ -343,12 +385,26 @@ fn check_e4(mut c: Checker<'_>) {
     let cc1 = c.subflow_mbps("e4-coupled-cubic", 0, from, to);
     let cc2 = c.subflow_mbps("e4-coupled-cubic", 1, from, to);
     c.info("LIA subflow 1".into(), "≈95 Mbit/s", lia1, "Mbit/s");
+    c.because(
+        "not comparable: RFC 6356 allows a Reno-like subflow at p = 1e-6 and 200 ms \
+         RTT at most ≈ 82 Mbit/s (√2/√p packets), so the published 95 exceeds LIA \
+         itself; its fluid equilibrium here is 52–70 (scenarios/README.md, E4)",
+    );
     c.info("LIA subflow 2".into(), "≈20 Mbit/s", lia2, "Mbit/s");
+    c.because(
+        "no threshold: a 900 s mean of subflow 2 moves by ± 10 Mbit/s with the \
+         start order alone (scenarios/README.md, E4 start order); judged relative \
+         to Coupled CUBIC's by the ratio row, RFC 6356 equilibrium 15–24",
+    );
     c.info(
         "LIA total".into(),
         "≈115 Mbit/s",
         lia1.zip(lia2).map(|(a, b)| a + b),
         "Mbit/s",
+    );
+    c.because(
+        "not comparable: exceeds RFC 6356 (subflow 1 above); the RFC 6356 \
+         equilibrium here is 76–85 Mbit/s",
     );
     c.info(
         "Coupled CUBIC subflow 1".into(),
@@ -356,11 +412,19 @@ fn check_e4(mut c: Checker<'_>) {
         cc1,
         "Mbit/s",
     );
+    c.because(
+        "judged by the total and the ratio to LIA; a 1000 s loss-driven run moves \
+         by ≈ 3 % with sub-µs timing shifts (scenarios/README.md, E4 note ²)",
+    );
     c.info(
         "Coupled CUBIC subflow 2".into(),
         "21–25 Mbit/s",
         cc2,
         "Mbit/s",
+    );
+    c.because(
+        "judged relative to LIA's subflow 2 (±30 % row): both move with the start \
+         order; below the CUBIC/Reno crossover it runs LIA (RFC 9438 §5.1)",
     );
     let ratio = match (cc1, lia1) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
@@ -401,6 +465,7 @@ fn check_e4(mut c: Checker<'_>) {
         t_lia,
         "Mbit/s",
     );
+    c.because("the reference for the next row (no number published)");
     let keep = match (t_cc, t_lia) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -422,6 +487,18 @@ fn check_e4(mut c: Checker<'_>) {
         "a little less than Coupled CUBIC's total",
         single,
         "Mbit/s",
+    );
+    c.because("no number published; judged by the ratio row below");
+    let share = match (single, total) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    c.check(
+        "single-path CUBIC / Coupled CUBIC total".into(),
+        "a little less (≈ 1; 0.85–1.15)",
+        share,
+        "×",
+        |v| (0.85..=1.15).contains(&v),
     );
 }
 
@@ -466,6 +543,11 @@ fn check_e5(mut c: Checker<'_>) {
         gap_h,
         "ms",
     );
+    c.because(
+        "qualitative: the switch happens at the first PathFailed (one RTO), so the \
+         gap is detection + one RTT as in aggregation; no break means the flow \
+         goes on, which it does",
+    );
     let q = |c: &Checker<'_>, stem: &str| c.num(stem, None, "send_queue_delay_ms.max");
     let qa = q(&c, "e5-aggregation");
     let qs = q(&c, "e5-handover");
@@ -481,6 +563,12 @@ fn check_e5(mut c: Checker<'_>) {
         "> 1000 ms",
         qs,
         "ms",
+    );
+    c.because(
+        "differs: our `handover` switches at the first PathFailed (one RTO); the \
+         ns-3 study's > 1000 ms needs a switch that waits for several RTO backoffs \
+         or a link-layer disconnect (scenarios/README.md, E5); the ordering is \
+         judged by the last row",
     );
     // Where each peak comes from: when it happened and what the paths did
     // while that packet waited (BBR's PROBE_RTT on LTE in both runs today).
@@ -503,6 +591,7 @@ fn check_e5(mut c: Checker<'_>) {
             verdict: Verdict::Info,
             interval: None,
             accept: None,
+            because: None,
         });
     }
     let more = qs.zip(qa).map(|(s, a)| s - a);
@@ -539,12 +628,15 @@ fn describe_peak(peak: &Value) -> String {
 }
 
 fn check_e6(mut c: Checker<'_>) {
-    let mut best: Option<(&str, f64)> = None;
-    for (stem, label) in [
+    let mut goodputs: [Option<f64>; 3] = [None; 3];
+    for (i, (stem, label)) in [
         ("e6-ratio-80-20", "80:20 + active-adaptive"),
         ("e6-min-srtt", "min-SRTT, passive"),
         ("e6-path1-only", "path 1 alone"),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let g = c.num(stem, None, "flows.0.goodput_mbps");
         c.info(
             format!("{label}: goodput"),
@@ -556,6 +648,7 @@ fn check_e6(mut c: Checker<'_>) {
             g,
             "Mbit/s",
         );
+        c.because("judged by the last row (the ranking)");
         let o = c.num(stem, None, "flows.0.owd_ms.p95");
         c.info(format!("{label}: OWD p95"), "—", o, "ms");
         let r = c.num(stem, None, "flows.0.out_of_order_pkts");
@@ -567,21 +660,51 @@ fn check_e6(mut c: Checker<'_>) {
             ga,
             "Mbit/s",
         );
-        if let Some(g) = g {
-            if best.is_none_or(|(_, b)| g > b) {
-                best = Some((label, g));
-            }
+        goodputs[i] = g;
+    }
+    // The published ranking: 80:20 + active-adaptive ahead of the other two.
+    let next_best = goodputs[1].zip(goodputs[2]).map(|(a, b)| a.max(b));
+    let ahead = match (goodputs[0], next_best) {
+        (Some(a), Some(b)) => Some(a - b),
+        _ => None,
+    };
+    c.check(
+        "80:20 + active-adaptive ahead of the next best by".into(),
+        "played best (> 0)",
+        ahead,
+        "Mbit/s",
+        |v| v > 0.0,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #27: every row with a published value is judged against a
+    /// stated tolerance or says why not. Evaluated without runs, so every
+    /// row of every experiment is emitted (values `None`).
+    #[test]
+    fn every_published_value_has_a_threshold_or_a_reason() {
+        let runs = BTreeMap::new();
+        let mut rows = Vec::new();
+        for id in ["E1", "E2", "E3", "E4", "E5", "E6"] {
+            evaluate(id, &runs, &mut rows);
+        }
+        assert!(rows.len() > 40, "{} rows", rows.len());
+        let unexplained: Vec<String> = rows
+            .iter()
+            .filter(|c| c.verdict == Verdict::Info && c.published != "—")
+            .filter(|c| c.because.is_none_or(|b| b.trim().is_empty()))
+            .map(|c| format!("{} {}: published {}", c.experiment, c.metric, c.published))
+            .collect();
+        assert!(unexplained.is_empty(), "{unexplained:#?}");
+        // A judged row carries its threshold as a predicate, so that
+        // `--seeds` can judge it again on an interval.
+        for c in rows.iter().filter(|c| c.verdict != Verdict::Info) {
+            let interval_judged = c.accept.is_some();
+            let per_seed = c.metric == "aggregation: longest delivery gap";
+            assert!(interval_judged || per_seed, "{} {}", c.experiment, c.metric);
         }
     }
-    c.out.push(Check {
-        experiment: "E6",
-        metric: "best configuration by goodput".into(),
-        published: "80:20 + active-adaptive".into(),
-        ours: best.map_or("n/a".into(), |(l, _)| l.to_owned()),
-        value: None,
-        unit: "",
-        verdict: Verdict::Info,
-        interval: None,
-        accept: None,
-    });
 }

@@ -69,7 +69,7 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
                 .collect(),
             runs: Vec::new(),
         };
-        md.push_str(&rows.table());
+        md.push_str(&rows.table_with_reasons());
         md.push('\n');
         for f in figures.iter().filter(|f| f.experiment == e.id) {
             let _ = writeln!(md, "![{}]({})\n\n*{}*\n", f.caption, f.file, f.caption);
@@ -86,30 +86,31 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
     Ok(())
 }
 
-/// The failed checks of one experiment and what we found about them.
+/// The failed checks of one experiment, then what we found about the
+/// experiment's disagreements (written whether or not a check failed: an
+/// info row can disagree too).
 fn write_disagreements(md: &mut String, id: &str, checks: &[Check]) {
     let failed: Vec<&Check> = checks
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)
         .collect();
-    if failed.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        md,
-        "Disagreements with the publication (reported, not tuned away):\n"
-    );
-    for c in failed {
+    if !failed.is_empty() {
         let _ = writeln!(
             md,
-            "- {}: published {}, ours {}.",
-            c.metric, c.published, c.ours
+            "Disagreements with the publication (reported, not tuned away):\n"
         );
+        for c in failed {
+            let _ = writeln!(
+                md,
+                "- {}: published {}, ours {}.",
+                c.metric, c.published, c.ours
+            );
+        }
+        md.push('\n');
     }
     if let Some(note) = disagreement_note(id) {
-        let _ = writeln!(md, "\n{note}");
+        let _ = writeln!(md, "{note}\n");
     }
-    md.push('\n');
 }
 
 /// One run's links and plots (`delay.png` first: the panels a reader

@@ -180,6 +180,7 @@ mod tests {
             verdict,
             interval: None,
             accept: Some(|v| v >= 10.0),
+            because: None,
         }
     }
 
