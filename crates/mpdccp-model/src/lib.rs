@@ -25,7 +25,8 @@ pub mod scenario;
 
 pub use link::{Delivery, Link, LinkDrop, LinkStats};
 pub use plot::{
-    decimate, plot_bars, plot_grid, plot_grouped_bars, plot_lines, plot_time_series, Panel, Series,
+    decimate, plot_bars, plot_grid, plot_grouped_bars, plot_grouped_bars_with_ranges, plot_lines,
+    plot_time_series, Marker, Panel, Series,
 };
 pub use results::{
     write_outputs, FlowSummary, LatencyMs, PathSummary, Recorder, Summary, TimeSeries, TsKind,

@@ -15,9 +15,17 @@
 //! * `owd_cdf.png` — the distribution of each flow's one-way delay.
 //!
 //! Long series (more points than the panel has pixel columns, e.g. 10 000
-//! bins of a 1000 s run) are decimated per pixel column: a light min/max band
-//! and the column mean as a 1-pixel line, so nothing is drawn outside the
-//! data's range (a wide stroke over jumpy points overshoots the frame).
+//! bins of a 1000 s run) are decimated per pixel column: a light min/max
+//! band (one filled polygon, so no stripes between columns) and the column
+//! mean as a line, so nothing is drawn outside the data's range (a wide
+//! stroke over jumpy points overshoots the frame).
+//!
+//! Conventions a reader of a paper expects (issue #27): tick labels without
+//! a trailing ".0", a major grid only, 2-pixel lines, no line across a span
+//! without data (an outage), a series that never has a non-zero value is
+//! neither drawn nor named in the legend, a CDF's axis ends at 1, events
+//! (rate changes, outages) as dashed vertical markers, and a series may
+//! carry a spread band (`--seeds`: min–max over the seeds).
 
 use std::io;
 use std::ops::Range;
@@ -25,7 +33,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
 use crate::results::{TimeSeries, TsKind, TsRow};
@@ -39,6 +49,80 @@ pub struct Series {
     pub label: String,
     /// `(x, y)` points, x increasing.
     pub points: Vec<(f64, f64)>,
+    /// A spread drawn as a light band under the line: `(x, lo, hi)`, x
+    /// increasing (e.g. min and max over seeds); empty: none.
+    pub band: Vec<(f64, f64, f64)>,
+}
+
+/// A labelled instant drawn as a dashed vertical line (a rate change, an
+/// outage's start or end).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Marker {
+    pub at_s: f64,
+    pub label: String,
+}
+
+/// A tick label: at most three decimals, trailing zeros and a bare "." cut
+/// ("10", "0.5", "2.25"), never "-0".
+pub fn tick_label(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Whether a series is drawn and named: it has a finite non-zero value
+/// (an unused path's all-zero throughput, or a series without samples, is
+/// absent, not a line on the axis).
+pub fn is_present(s: &Series) -> bool {
+    s.points.iter().any(|p| finite(p) && p.1 != 0.0) || !s.band.is_empty()
+}
+
+/// The legend entries of a panel, in drawing order.
+pub fn legend_entries(panel: &Panel) -> Vec<&str> {
+    panel
+        .series
+        .iter()
+        .filter(|s| is_present(s) && !s.label.is_empty())
+        .map(|s| s.label.as_str())
+        .collect()
+}
+
+/// Splits `points` (x increasing) into the runs a line may join: a
+/// non-finite point, or a step in x over 3 × the series' median step, ends
+/// a run, so no line crosses a span without data (an outage).
+pub fn segments(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut steps: Vec<f64> = points
+        .windows(2)
+        .filter(|w| finite(&w[0]) && finite(&w[1]))
+        .map(|w| w[1].0 - w[0].0)
+        .filter(|d| *d > 0.0)
+        .collect();
+    steps.sort_by(f64::total_cmp);
+    let limit = steps
+        .get(steps.len() / 2)
+        .map_or(f64::INFINITY, |m| 3.0 * m);
+    let mut out: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut cur: Vec<(f64, f64)> = Vec::new();
+    for p in points {
+        let gap = cur.last().is_some_and(|l| p.0 - l.0 > limit);
+        if !finite(p) || gap {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            if !finite(p) {
+                continue;
+            }
+        }
+        cur.push(*p);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
 }
 
 /// Plot size in pixels.
@@ -135,12 +219,14 @@ pub fn plot_time_series(dir: &Path, title: &str, ts: &TimeSeries) -> io::Result<
                     series.extend(names.iter().map(|name| Series {
                         label: format!("{name} {label}"),
                         points: ts.series(kind, name, field),
+                        ..Series::default()
                     }));
                 }
                 Panel {
-                    title: String::new(),
                     y_label: y_label.to_owned(),
                     series,
+                    markers: ts.markers.clone(),
+                    ..Panel::default()
                 }
             })
             .collect();
@@ -158,14 +244,21 @@ pub fn plot_time_series(dir: &Path, title: &str, ts: &TimeSeries) -> io::Result<
         .map(|(name, points)| Series {
             label: format!("{name} OWD"),
             points: points.clone(),
+            ..Series::default()
         })
         .collect();
-    plot_lines(
+    let panel = Panel {
+        y_label: "fraction of packets".into(),
+        series: cdf,
+        y_range: Some((0.0, 1.0)),
+        legend_lower_right: true,
+        ..Panel::default()
+    };
+    plot_grid(
         &dir.join("owd_cdf.png"),
         &format!("{title}: application one-way delay, CDF"),
         "one-way delay (ms)",
-        "fraction of packets",
-        &cdf,
+        &[vec![panel]],
     )?;
     Ok(())
 }
@@ -177,6 +270,12 @@ pub struct Panel {
     pub title: String,
     pub y_label: String,
     pub series: Vec<Series>,
+    /// A fixed y range (a CDF's 0–1) instead of one from the data.
+    pub y_range: Option<(f64, f64)>,
+    /// The legend in the lower right (a CDF rises to the upper right).
+    pub legend_lower_right: bool,
+    /// Events drawn as dashed vertical lines.
+    pub markers: Vec<Marker>,
 }
 
 /// Where a chart drew its data: pixel x of the x range's ends, and pixel y
@@ -192,11 +291,22 @@ fn finite(p: &(f64, f64)) -> bool {
     p.0.is_finite() && p.1.is_finite()
 }
 
-/// `[lo, hi]` of the finite x or y values of `series` (`None`: no point).
+/// `[lo, hi]` of the finite x or y values of `series`, bands included
+/// (`None`: no point).
 fn extent<'a>(series: impl Iterator<Item = &'a Series>, y: bool) -> Option<(f64, f64)> {
     series
-        .flat_map(|s| s.points.iter().filter(|p| finite(p)))
-        .map(|p| if y { p.1 } else { p.0 })
+        .flat_map(|s| {
+            let band = s
+                .band
+                .iter()
+                .flat_map(move |b| if y { [b.1, b.2] } else { [b.0, b.0] });
+            s.points
+                .iter()
+                .filter(|p| finite(p))
+                .map(move |p| if y { p.1 } else { p.0 })
+                .chain(band)
+        })
+        .filter(|v| v.is_finite())
         .fold(None, |acc, v| match acc {
             None => Some((v, v)),
             Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
@@ -209,6 +319,15 @@ fn x_axis(ext: Option<(f64, f64)>) -> Range<f64> {
         Some((lo, hi)) if lo < hi => lo.min(0.0)..hi,
         Some((lo, _)) => lo - 0.5..lo + 0.5,
         None => 0.0..1.0,
+    }
+}
+
+/// The y axis of one row of panels: a panel's fixed range (a CDF ends at
+/// 1, with 3 % room for the line), else [`y_axis`] of the row's data.
+pub fn row_y_axis(row: &[Panel]) -> Range<f64> {
+    match row.iter().find_map(|p| p.y_range) {
+        Some((lo, hi)) => lo..hi + (hi - lo) * 0.03,
+        None => y_axis(extent(row.iter().flat_map(|p| &p.series), true)),
     }
 }
 
@@ -301,40 +420,116 @@ fn draw_chart<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(panel.y_label.as_str())
+        .x_label_formatter(&|v| tick_label(*v))
+        .y_label_formatter(&|v| tick_label(*v))
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
-        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .max_light_lines(0)
         .draw()
         .map_err(plot_err)?;
+    let near = (x.end - x.start) * 0.08;
+    for (k, m) in panel
+        .markers
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| x.contains(&m.at_s))
+    {
+        let grey = RGBColor(110, 110, 110);
+        // Labels of events close together stack downwards instead of
+        // overprinting each other.
+        let stacked = panel.markers[..k]
+            .iter()
+            .filter(|o| (o.at_s - m.at_s).abs() < near)
+            .count() as f64;
+        chart
+            .draw_series([DashedPathElement::new(
+                [(m.at_s, y.start), (m.at_s, y.end)],
+                6,
+                4,
+                grey.stroke_width(1),
+            )])
+            .map_err(plot_err)?;
+        chart
+            .draw_series([Text::new(
+                format!(" {}", m.label),
+                (m.at_s, y.end - (y.end - y.start) * (0.02 + 0.06 * stacked)),
+                (FONT, 12).into_font().color(&grey),
+            )])
+            .map_err(plot_err)?;
+    }
     let columns = chart.plotting_area().get_pixel_range().0.len().max(1);
     for (i, s) in panel.series.iter().enumerate() {
+        if !is_present(s) {
+            continue;
+        }
+        // The colour follows the series' index, so a path keeps its colour
+        // in every panel whether or not another path is absent.
         let color = COLORS[i % COLORS.len()];
+        for run in segments(&s.band.iter().map(|b| (b.0, b.1)).collect::<Vec<_>>()) {
+            let (from, to) = (run[0].0, run[run.len() - 1].0);
+            let upper = s.band.iter().filter(|b| b.0 >= from && b.0 <= to);
+            let poly: Vec<(f64, f64)> = run
+                .iter()
+                .copied()
+                .chain(upper.rev().map(|b| (b.0, b.2)))
+                .collect();
+            chart
+                .draw_series([Polygon::new(poly, color.mix(0.2).filled())])
+                .map_err(plot_err)?;
+        }
         let points: Vec<(f64, f64)> = s.points.iter().filter(|p| finite(p)).copied().collect();
-        let line: Vec<(f64, f64)> =
-            if points.len() > columns {
-                let cols = decimate(&points, x.clone(), columns);
+        let line: Vec<(f64, f64)> = if points.len() > columns {
+            let cols = decimate(&points, x.clone(), columns);
+            for run in segments(&cols.iter().map(|c| (c.x, c.min)).collect::<Vec<_>>()) {
+                let (from, to) = (run[0].0, run[run.len() - 1].0);
+                let upper = cols.iter().filter(|c| c.x >= from && c.x <= to);
+                let poly: Vec<(f64, f64)> = run
+                    .iter()
+                    .copied()
+                    .chain(upper.rev().map(|c| (c.x, c.max)))
+                    .collect();
                 chart
-                    .draw_series(cols.iter().filter(|c| c.max > c.min).map(|c| {
-                        PathElement::new(vec![(c.x, c.min), (c.x, c.max)], color.mix(0.3))
-                    }))
+                    .draw_series([Polygon::new(poly, color.mix(0.25).filled())])
                     .map_err(plot_err)?;
-                cols.iter().map(|c| (c.x, c.mean)).collect()
+            }
+            cols.iter().map(|c| (c.x, c.mean)).collect()
+        } else {
+            points
+        };
+        let mut labelled = s.label.is_empty();
+        for run in segments(&line) {
+            // Segment by segment: a 2-pixel polyline's mitre joins spike far
+            // outside the data where a jumpy series turns sharply. A run of
+            // one point (a sparse sample) is a dot.
+            let drawn = if run.len() == 1 {
+                chart
+                    .draw_series([Circle::new(run[0], 2, color.filled())])
+                    .map_err(plot_err)?
             } else {
-                points
+                chart
+                    .draw_series(
+                        run.windows(2)
+                            .map(|w| PathElement::new(vec![w[0], w[1]], color.stroke_width(2))),
+                    )
+                    .map_err(plot_err)?
             };
-        let drawn = chart
-            .draw_series(LineSeries::new(line, color.stroke_width(1)))
-            .map_err(plot_err)?;
-        if !s.label.is_empty() {
-            drawn.label(s.label.clone()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-            });
+            if !labelled {
+                labelled = true;
+                drawn.label(s.label.clone()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+                });
+            }
         }
     }
-    if panel.series.iter().any(|s| !s.label.is_empty()) {
+    if !legend_entries(panel).is_empty() {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(if panel.legend_lower_right {
+                SeriesLabelPosition::LowerRight
+            } else {
+                SeriesLabelPosition::UpperRight
+            })
             .label_font((FONT, 14))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
@@ -359,9 +554,9 @@ pub fn plot_lines(
     series: &[Series],
 ) -> io::Result<DataPixels> {
     let panel = Panel {
-        title: String::new(),
         y_label: y_label.to_owned(),
         series: series.to_vec(),
+        ..Panel::default()
     };
     let px = plot_grid(file, title, x_label, &[vec![panel]])?;
     Ok(px[0][0])
@@ -398,7 +593,7 @@ pub fn plot_grid(
     let cells = root.split_evenly((n_rows, n_cols));
     let mut out = Vec::with_capacity(n_rows);
     for (r, row) in rows.iter().enumerate() {
-        let y = y_axis(extent(row.iter().flat_map(|p| &p.series), true));
+        let y = row_y_axis(row);
         let mut px = Vec::with_capacity(row.len());
         for (c, panel) in row.iter().enumerate() {
             px.push(draw_chart(
@@ -416,8 +611,8 @@ pub fn plot_grid(
 }
 
 /// Grouped bars: one group per label, one bar per entry of `legend` in each
-/// group (e.g. "ours" and "published" per subflow), value printed on top.
-/// A non-finite value draws no bar and prints "n/a".
+/// group (e.g. "ours" and "published" per subflow), value printed centred on
+/// top. A non-finite value draws no bar and prints "n/a".
 pub fn plot_grouped_bars(
     file: &Path,
     title: &str,
@@ -425,12 +620,32 @@ pub fn plot_grouped_bars(
     legend: &[&str],
     groups: &[(String, Vec<f64>)],
 ) -> io::Result<()> {
+    plot_grouped_bars_with_ranges(file, title, y_label, legend, groups, &[])
+}
+
+/// [`plot_grouped_bars`] with error bars: `ranges[g][j]` is the `(lo, hi)`
+/// of bar `j` in group `g` (a published range, or a 95 % interval over
+/// seeds); missing or `None`: no error bar.
+pub fn plot_grouped_bars_with_ranges(
+    file: &Path,
+    title: &str,
+    y_label: &str,
+    legend: &[&str],
+    groups: &[(String, Vec<f64>)],
+    ranges: &[Vec<Option<(f64, f64)>>],
+) -> io::Result<()> {
     ensure_font()?;
+    let range_of = |g: usize, j: usize| ranges.get(g).and_then(|r| r.get(j).copied().flatten());
     let y_max = groups
         .iter()
-        .flat_map(|g| g.1.iter())
+        .enumerate()
+        .flat_map(|(g, (_, vals))| {
+            vals.iter()
+                .enumerate()
+                .map(move |(j, v)| range_of(g, j).map_or(*v, |r| r.1.max(*v)))
+        })
         .filter(|v| v.is_finite())
-        .fold(0.0f64, |a, &b| a.max(b));
+        .fold(0.0f64, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.25 } else { 1.0 };
     let n = groups.len().max(1);
     let k = legend.len().max(1);
@@ -453,18 +668,24 @@ pub fn plot_grouped_bars(
                 String::new()
             }
         })
+        .y_label_formatter(&|v| tick_label(*v))
         .y_desc(y_label)
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
-        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .max_light_lines(0)
         .draw()
         .map_err(plot_err)?;
     let bar_w = 0.8 / k as f64;
+    // Bar j of group g spans [left, left + 0.9 bar_w]; its centre carries
+    // the value and the error bar.
+    let left = |g: usize, j: usize| g as f64 + 0.1 + j as f64 * bar_w;
+    let centre = |g: usize, j: usize| left(g, j) + bar_w * 0.45;
     for (j, name) in legend.iter().enumerate() {
         let color = COLORS[j % COLORS.len()];
         let bars = groups.iter().enumerate().filter_map(|(g, (_, vals))| {
             let v = *vals.get(j)?;
-            let x0 = g as f64 + 0.1 + j as f64 * bar_w;
+            let x0 = left(g, j);
             v.is_finite()
                 .then(|| Rectangle::new([(x0, 0.0), (x0 + bar_w * 0.9, v)], color.filled()))
         });
@@ -474,16 +695,42 @@ pub fn plot_grouped_bars(
             .label(name.to_string())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
+    let whisker = bar_w * 0.15;
+    for g in 0..groups.len() {
+        for j in 0..k {
+            let Some((lo, hi)) = range_of(g, j).filter(|r| r.0.is_finite() && r.1.is_finite())
+            else {
+                continue;
+            };
+            let c = centre(g, j);
+            chart
+                .draw_series([
+                    PathElement::new(vec![(c, lo), (c, hi)], BLACK.stroke_width(2)),
+                    PathElement::new(
+                        vec![(c - whisker, lo), (c + whisker, lo)],
+                        BLACK.stroke_width(2),
+                    ),
+                    PathElement::new(
+                        vec![(c - whisker, hi), (c + whisker, hi)],
+                        BLACK.stroke_width(2),
+                    ),
+                ])
+                .map_err(plot_err)?;
+        }
+    }
+    let text_style =
+        TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
     chart
         .draw_series(groups.iter().enumerate().flat_map(|(g, (_, vals))| {
+            let text_style = text_style.clone();
             vals.iter().enumerate().map(move |(j, v)| {
-                let x0 = g as f64 + 0.1 + j as f64 * bar_w;
                 let (text, y) = if v.is_finite() {
-                    (format!("{v:.0}"), *v)
+                    (tick_label((v * 10.0).round() / 10.0), *v)
                 } else {
                     ("n/a".to_owned(), 0.0)
                 };
-                Text::new(text, (x0, y + y_max * 0.02), (FONT, 13).into_font())
+                let top = range_of(g, j).map_or(y, |r| r.1.max(y));
+                Text::new(text, (centre(g, j), top + y_max * 0.01), text_style.clone())
             })
         }))
         .map_err(plot_err)?;
@@ -579,6 +826,7 @@ mod tests {
             let series = [Series {
                 label: String::new(),
                 points,
+                ..Series::default()
             }];
             let file = d.join(format!("jumpy-{n}.png"));
             let px = plot_lines(&file, "jumpy", "time (s)", "Mbit/s", &series).unwrap();
@@ -601,6 +849,100 @@ mod tests {
             assert!(blue > 1000, "{n} points: {blue} series pixels");
             assert!(px.y.1 - px.y.0 > 300, "{px:?}");
         }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Issue #27's figure defects, one assertion per class.
+    #[test]
+    fn ticks_gaps_legends_and_cdf_axes_follow_paper_conventions() {
+        // Tick labels: no ".0".
+        assert_eq!(
+            [0.0, 10.0, 0.5, 2.25, -0.0001, 1e3].map(tick_label),
+            ["0", "10", "0.5", "2.25", "0", "1000"]
+        );
+        // A span without data (an outage) and a NaN both end a line.
+        let mut pts: Vec<(f64, f64)> = (0..200).map(|i| (i as f64 * 0.1, 20.0)).collect();
+        pts.extend((350..600).map(|i| (i as f64 * 0.1, 20.0)));
+        let runs = segments(&pts);
+        assert_eq!(runs.len(), 2);
+        assert!((runs[0].last().unwrap().0 - 19.9).abs() < 1e-9);
+        assert!((runs[1][0].0 - 35.0).abs() < 1e-9);
+        assert_eq!(
+            segments(&[(0.0, 1.0), (0.1, f64::NAN), (0.2, 1.0)]).len(),
+            2
+        );
+        // Absent series (all zero, or no sample) are not in the legend.
+        let panel = Panel {
+            series: vec![
+                Series {
+                    label: "p1".into(),
+                    points: vec![(0.0, 0.0), (1.0, 3.0)],
+                    ..Series::default()
+                },
+                Series {
+                    label: "p2 (unused)".into(),
+                    points: vec![(0.0, 0.0), (1.0, 0.0)],
+                    ..Series::default()
+                },
+                Series {
+                    label: "p3 (no samples)".into(),
+                    ..Series::default()
+                },
+            ],
+            ..Panel::default()
+        };
+        assert_eq!(legend_entries(&panel), ["p1"]);
+        // A CDF's axis ends at 1 (plus room for the line), not 1.25.
+        let cdf = Panel {
+            series: vec![Series {
+                label: "owd".into(),
+                points: vec![(10.0, 0.0), (20.0, 1.0)],
+                ..Series::default()
+            }],
+            y_range: Some((0.0, 1.0)),
+            ..Panel::default()
+        };
+        let y = row_y_axis(&[cdf]);
+        assert!(y.start == 0.0 && y.end <= 1.05, "{y:?}");
+        // Other panels keep headroom for the legend.
+        assert_eq!(row_y_axis(&[panel]).end, 3.75);
+    }
+
+    /// No pixel of a line is drawn inside a span without data.
+    #[test]
+    fn nothing_is_drawn_across_a_span_without_data() {
+        let d = tmp("gap");
+        let mut pts: Vec<(f64, f64)> = (0..200).map(|i| (i as f64 * 0.1, 20.0)).collect();
+        pts.extend((350..600).map(|i| (i as f64 * 0.1, 20.0)));
+        let file = d.join("gap.png");
+        let series = [Series {
+            label: String::new(),
+            points: pts,
+            ..Series::default()
+        }];
+        let px = plot_lines(&file, "gap", "time (s)", "ms", &series).unwrap();
+        let (w, _h, pixels) = decode(&file);
+        // Pixel column of time t.
+        let col = |t: f64| px.x.0 as f64 + (px.x.1 - px.x.0) as f64 * t / 59.9;
+        let (from, to) = (col(21.0) as usize, col(34.0) as usize);
+        let blue_in_gap = pixels
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                let x = i % w;
+                x > from && x < to && i32::from(p[2]) - i32::from(p[0]) > 60
+            })
+            .count();
+        let blue_before = pixels
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| i % w < from && i32::from(p[2]) - i32::from(p[0]) > 60)
+            .count();
+        assert!(
+            blue_before > 200,
+            "the line is drawn before the gap: {blue_before}"
+        );
+        assert_eq!(blue_in_gap, 0, "pixels drawn in the gap");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -628,10 +970,12 @@ mod tests {
                 points: (0..100)
                     .map(|i| (i as f64 * 0.1, (i % 17) as f64))
                     .collect(),
+                ..Series::default()
             },
             Series {
                 label: "ccid5".into(),
                 points: vec![],
+                ..Series::default()
             },
         ];
         plot_lines(&d.join("c.png"), "RTT", "time (s)", "ms", &s).unwrap();

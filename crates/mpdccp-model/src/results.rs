@@ -415,6 +415,8 @@ pub struct Recorder {
     /// Active interval (seconds) of each flow.
     flow_active_s: Vec<f64>,
     path_names: Vec<String>,
+    /// The scenario's events, for the plots ([`Scenario::markers`]).
+    markers: Vec<crate::plot::Marker>,
     windows: Vec<Window>,
     /// `flows[i][0]` is the whole run; `flows[i][1 + w]` window `w`.
     flows: Vec<Vec<FlowAcc>>,
@@ -458,6 +460,7 @@ impl Recorder {
         );
         meta.insert("timeseries_bin_s".into(), BIN.as_secs_f64().into());
         Recorder {
+            markers: scenario.markers(),
             scenario: scenario.name.clone(),
             seed: scenario.seed,
             duration_s: dur,
@@ -758,6 +761,7 @@ impl Recorder {
             paths: self.path_names.clone(),
             rows,
             owd_cdf: self.flows.iter().map(|f| f[0].owd.cdf_ms()).collect(),
+            markers: self.markers.clone(),
         }
     }
 }
@@ -836,6 +840,9 @@ pub struct TimeSeries {
     /// Per flow (scenario order), the whole run's one-way delay CDF as
     /// `(ms, fraction of delivered packets with at most that delay)`.
     pub owd_cdf: Vec<Vec<(f64, f64)>>,
+    /// The scenario's events (rate changes, delay changes, outages), drawn
+    /// as markers on the time plots; not part of `timeseries.csv`.
+    pub markers: Vec<crate::plot::Marker>,
 }
 
 /// Columns of `timeseries.csv`, in order.

@@ -373,6 +373,15 @@ fn invalid(msg: impl Into<String>) -> ScenarioError {
 }
 
 impl Scenario {
+    /// Every path's events as plot markers, in time order (a stable sort:
+    /// same-time events keep path order).
+    pub fn markers(&self) -> Vec<crate::plot::Marker> {
+        let mut m: Vec<crate::plot::Marker> =
+            self.path.iter().flat_map(PathSpec::markers).collect();
+        m.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        m
+    }
+
     /// Parses and validates a scenario. Trace files are not read (see [`Scenario::load`]).
     pub fn from_toml_str(s: &str) -> Result<Self, ScenarioError> {
         let scenario: Scenario =
@@ -881,6 +890,35 @@ impl PathSpec {
         Ok(())
     }
 
+    /// This path's events after time zero as plot markers: rate and delay
+    /// changes ("p1 10→5 Mbit/s", "p1 delay 60 ms") and outages ("p1 down",
+    /// "p1 up").
+    pub fn markers(&self) -> Vec<crate::plot::Marker> {
+        let n = &self.name;
+        let mut out = Vec::new();
+        let mut push = |at_s: f64, label: String| {
+            if at_s > 0.0 {
+                out.push(crate::plot::Marker { at_s, label });
+            }
+        };
+        for w in self.rate.windows(2) {
+            let (a, b) = (w[0].mbps, w[1].mbps);
+            let t = crate::plot::tick_label;
+            push(w[1].at_s, format!("{n} {}→{} Mbit/s", t(a), t(b)));
+        }
+        for d in &self.delay {
+            push(
+                d.at_s,
+                format!("{n} delay {} ms", crate::plot::tick_label(d.ms)),
+            );
+        }
+        for o in &self.down {
+            push(o.from_s, format!("{n} down"));
+            push(o.to_s, format!("{n} up"));
+        }
+        out
+    }
+
     /// The rate schedule in force as `(at, bit/s)` points, first at time zero.
     pub fn rate_schedule_bps(&self) -> Vec<(Instant, u64)> {
         if let Some(m) = self.rate_mbps {
@@ -949,6 +987,32 @@ fn ms_to_duration(ms: f64) -> std::time::Duration {
 
 #[cfg(test)]
 mod tests {
+
+    /// The plots' event markers: rate changes, delay changes and outages
+    /// after time zero, in time order.
+    #[test]
+    fn markers_name_each_path_event_in_time_order() {
+        let s = Scenario::from_toml_str(
+            "name = \"m\"\nduration_s = 60\n\
+             [[path]]\nname = \"dsl\"\ndelay_ms = 5\n\
+             rate = [{ at_s = 0, mbps = 20 }, { at_s = 30, mbps = 5.5 }]\n\
+             [[path]]\nname = \"lte\"\ndelay_ms = 30\nrate_mbps = 10\n\
+             delay = [{ at_s = 40, ms = 80 }]\ndown = [{ from_s = 10, to_s = 12 }]\n\
+             [[flow]]\nname = \"f\"\nvia = \"dsl\"\nrate_mbps = 1\n",
+        )
+        .expect("scenario");
+        let m: Vec<(f64, String)> = s.markers().into_iter().map(|m| (m.at_s, m.label)).collect();
+        assert_eq!(
+            m,
+            [
+                (10.0, "lte down".to_owned()),
+                (12.0, "lte up".to_owned()),
+                (30.0, "dsl 20→5.5 Mbit/s".to_owned()),
+                (40.0, "lte delay 80 ms".to_owned()),
+            ]
+        );
+    }
+
     use super::*;
     use mpdccp_proto::sched::SchedulerKind;
 

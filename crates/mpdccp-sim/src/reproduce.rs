@@ -225,6 +225,9 @@ pub struct Report {
     pub wall_s: f64,
     pub checks: Vec<Check>,
     pub runs: Vec<RunRecord>,
+    /// `--seeds N`: the runs of seeds 2…N (the figures' spread bands).
+    #[serde(skip)]
+    pub other_seeds: Vec<Vec<RunRecord>>,
 }
 
 impl Report {
@@ -409,6 +412,7 @@ pub fn reproduce(opts: &ReproduceOptions) -> Result<Report, SimError> {
         wall_s: t0.elapsed().as_secs_f64(),
         checks,
         runs,
+        other_seeds: Vec::new(),
     })
 }
 

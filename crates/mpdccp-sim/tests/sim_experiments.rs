@@ -96,6 +96,7 @@ fn verdict_line_counts_judged_checks_and_names_each_failure() {
             check("c", Verdict::Pass),
         ],
         runs: Vec::new(),
+        other_seeds: Vec::new(),
     };
     assert_eq!(report.verdict_line(), "2 checks: 2 pass");
     assert!(!report.failed());

@@ -10,7 +10,7 @@ use crate::SimError;
 /// Writes `REPORT.md`, `results.json` and the comparison figures into `dir`.
 pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
     std::fs::create_dir_all(dir)?;
-    let figures = crate::figures::write_figures(dir, &report.runs)?;
+    let figures = crate::figures::write_figures(dir, report)?;
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -68,6 +68,7 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
                 .cloned()
                 .collect(),
             runs: Vec::new(),
+            other_seeds: Vec::new(),
         };
         md.push_str(&rows.table_with_reasons());
         md.push('\n');

@@ -81,13 +81,14 @@ pub fn reproduce_seeds(opts: &ReproduceOptions, n: usize) -> Result<Report, SimE
     let checks: Vec<Vec<Check>> = per_seed.iter().map(|r| evaluate(&selected, r)).collect();
     let merged = merge(&checks);
     // Figures and plots: the first seed's runs (the published configuration).
-    let first = per_seed.swap_remove(0);
+    let first = per_seed.remove(0);
     Ok(Report {
         quick: opts.quick,
         seeds: n,
         wall_s: t0.elapsed().as_secs_f64(),
         checks: merged,
         runs: first,
+        other_seeds: per_seed,
     })
 }
 
