@@ -796,9 +796,13 @@ impl PathSpec {
         if self.buffer_bytes == 0 {
             return Err(invalid(format!("{what}: `buffer_bytes` must be > 0")));
         }
-        if !(0.0..=1.0).contains(&self.loss) {
+        // A probability, not a percentage: `loss = 1` meant as 1 % would
+        // drop every packet. Above one half no transport gets anything
+        // through; an outage is `down`.
+        if !(0.0..=0.5).contains(&self.loss) {
             return Err(invalid(format!(
-                "{what}: `loss` must be a probability in [0, 1] (got {})",
+                "{what}: `loss` must be a probability in [0, 0.5] (got {}; 1 % is 0.01, \
+                 an outage is `down = [{{ from_s, to_s }}]`)",
                 self.loss
             )));
         }
@@ -1225,6 +1229,7 @@ to_s = 15
                 "unknown congestion control `ccid9`",
             ),
             (E1.replace("loss = 0.0", "loss = 1.5"), "probability"),
+            (E1.replace("loss = 0.0", "loss = 1"), "1 % is 0.01"),
             (
                 E1.replace("duration_s = 15", "duration_s = 0"),
                 "duration_s",

@@ -118,8 +118,9 @@ pub fn collect(cells: &[Cell], out: &Path) -> anyhow::Result<Collected> {
         std::fs::write(out.join("cells.csv"), super::sweep_stats::csv(&stats))?;
         if super::sweep_stats::seeds_change_nothing(&runs) {
             eprintln!(
-                "warning: the seeds changed nothing — the scenario has no random element \
-                 (every path has loss = 0), so every seed gives the same result"
+                "warning: the seeds changed nothing — nothing in the scenario draws \
+                 randomness (no path loss, no BBR-family controller), so every seed gives \
+                 the same result"
             );
         }
         c.stats = Some(stats);

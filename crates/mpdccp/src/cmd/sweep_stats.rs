@@ -97,7 +97,7 @@ pub fn cell_stats(runs: &[(String, &Value)]) -> Vec<CellStat> {
 }
 
 /// True when every cell with more than one seed gave identical flows and
-/// paths for every seed: the scenario has no random element (no `loss`).
+/// paths for every seed: nothing in the scenario draws randomness.
 pub fn seeds_change_nothing(runs: &[(String, &Value)]) -> bool {
     let results = |v: &Value| (v.get("flows").cloned(), v.get("paths").cloned());
     let mut compared = false;
