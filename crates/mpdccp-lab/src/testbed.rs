@@ -140,7 +140,12 @@ fn shifted(sc: &Scenario, s: f64) -> Scenario {
         if let Some(base) = &sc.base_dir {
             for t in [&mut p.trace_up, &mut p.trace_down].into_iter().flatten() {
                 if Path::new(t.as_str()).is_relative() {
-                    *t = base.join(t.as_str()).to_string_lossy().into_owned();
+                    // Absolute: the emulator reads the scenario from its
+                    // own temporary directory (a relative base_dir, as
+                    // `testbed scenarios/x.toml` gives, would point there).
+                    let joined = base.join(t.as_str());
+                    let abs = std::path::absolute(&joined).unwrap_or(joined);
+                    *t = abs.to_string_lossy().into_owned();
                 }
             }
         }
@@ -218,7 +223,10 @@ fn run_in(
         let paths = if t.multipath { Vec::new() } else { vec![0] };
         let opts = TunnelOpts {
             tunnel: daemon_tunnel_config(sc),
-            tun_mtu: tunnelled_packet_max(sc) as u32,
+            // Never below IPv6's minimum link MTU (RFC 8200 §5): the TUNs
+            // carry IPv6 addresses too, which the kernel refuses on a
+            // smaller link (a scenario of 1200-byte packets failed there).
+            tun_mtu: (tunnelled_packet_max(sc) as u32).max(mpdccp_net::mtu::IPV6_MIN_MTU),
             wait_paths: 1,
             priorities: if paths.is_empty() {
                 sc.path

@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod compare;
 pub mod heatmap;
 pub mod link;
 pub mod netem;

@@ -66,6 +66,14 @@ pub struct Args {
     /// (the `peers` section), a short run.
     #[arg(long)]
     bench_peers_only: bool,
+    /// Also run the scenario in the simulator (same file, seed and --set)
+    /// into DIR/sim/ and write the two side by side: DIR/COMPARE.md and
+    /// DIR/compare.json (agreement within --tolerance).
+    #[arg(long)]
+    compare_sim: bool,
+    /// Relative tolerance of --compare-sim's agreement column.
+    #[arg(long, default_value_t = 0.1)]
+    tolerance: f64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -112,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("testbed-out").join(&sc.name));
+    let sim_scenario = args.compare_sim.then(|| sc.clone());
     let cfg = TestbedConfig {
         scenario: sc,
         exe,
@@ -130,5 +139,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         print!("{}", testbed::summary_table(&summary));
         println!("results in {}", out.display());
     }
+    if let Some(sc) = sim_scenario {
+        compare_with_sim(&sc, &summary.to_json(), &out, args.tolerance)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--compare-sim`: the same scenario in the simulator (`out/sim/`), then
+/// both summaries side by side (`COMPARE.md`, `compare.json`).
+fn compare_with_sim(
+    sc: &Scenario,
+    testbed_json: &str,
+    out: &std::path::Path,
+    tolerance: f64,
+) -> anyhow::Result<()> {
+    let sim = mpdccp_sim::run(sc, None, |_| {}).map_err(|e| anyhow::anyhow!("simulator: {e}"))?;
+    mpdccp_sim::write(&out.join("sim"), &sim).map_err(|e| anyhow::anyhow!("simulator: {e}"))?;
+    let s: serde_json::Value = serde_json::from_str(&sim.summary.to_json())?;
+    let t: serde_json::Value = serde_json::from_str(testbed_json)?;
+    let rows = mpdccp_model::compare::compare(&s, &t, tolerance);
+    let md = mpdccp_model::compare::markdown(&sc.name, &rows, tolerance);
+    std::fs::write(out.join("COMPARE.md"), &md)?;
+    std::fs::write(
+        out.join("compare.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
+    let agree = rows.iter().filter(|r| r.agrees).count();
+    println!(
+        "simulator vs real tunnel: {agree} of {} numbers agree within {:.0} %; {}",
+        rows.len(),
+        tolerance * 100.0,
+        out.join("COMPARE.md").display()
+    );
+    Ok(())
 }
