@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use super::dedup::{DedupWindow, Seen};
 use super::extent::Extent;
+use super::progress::PathProgress;
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
 };
@@ -95,7 +96,7 @@ pub struct Active {
     ready: VecDeque<Delivered>,
     dedup: DedupWindow,
     /// Highest MP_SEQ seen per path (PathId order), for fast loss detection.
-    path_highest: Vec<(PathId, u64)>,
+    progress: PathProgress,
     /// Missing seqs below this are known lost (fast loss detection).
     lost_below: u64,
     /// A gap was skipped since the last release.
@@ -122,7 +123,7 @@ impl Active {
             deadlines: BinaryHeap::new(),
             ready: VecDeque::new(),
             dedup: DedupWindow::new(config.dup_window()),
-            path_highest: Vec::new(),
+            progress: PathProgress::default(),
             lost_below: 0,
             gap_skipped: false,
             extent: Extent::default(),
@@ -171,93 +172,6 @@ impl Active {
                 (Some(max), Some(own)) => (capped(max.saturating_sub(own)), true),
                 _ => (self.timeout, false),
             },
-        }
-    }
-
-    fn note_path_highest(&mut self, path: PathId, seq: u64) {
-        match self.path_highest.binary_search_by_key(&path, |(p, _)| *p) {
-            Ok(i) => self.path_highest[i].1 = self.path_highest[i].1.max(seq),
-            Err(i) => self.path_highest.insert(i, (path, seq)),
-        }
-    }
-
-    /// Highest MP_SEQ known delivered through `path` (own record and the
-    /// connection's), plus whether its DCCP sequence shows no hole. Lookups
-    /// are hinted: `cursor` walks `path_highest` (both in `PathId` order) and
-    /// `hint` is where `path` probably is in `rx` (the connection lists paths
-    /// in the same order in `paths` and `rx`).
-    fn path_progress(
-        &self,
-        path: PathId,
-        rx: &[PathReceiveState],
-        hint: usize,
-        cursor: &mut usize,
-    ) -> (Option<u64>, bool) {
-        while self
-            .path_highest
-            .get(*cursor)
-            .is_some_and(|(p, _)| *p < path)
-        {
-            *cursor += 1;
-        }
-        let own = match self.path_highest.get(*cursor) {
-            Some(&(p, h)) if p == path => Some(h),
-            // Not in PathId order after all: search.
-            _ => self
-                .path_highest
-                .iter()
-                .find(|(p, _)| *p == path)
-                .map(|(_, h)| *h),
-        };
-        let r = rx
-            .get(hint)
-            .filter(|r| r.path == path)
-            .or_else(|| rx.iter().find(|r| r.path == path));
-        let conn = r.and_then(|r| r.highest_seq);
-        let highest = match (own, conn) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        (highest, r.is_some_and(|r| r.in_order))
-    }
-
-    /// Fast loss detection: raise `lost_below` to the lowest highest-seq of
-    /// all active paths when every one of them excludes the gap.
-    fn update_fast_loss(&mut self, paths: &[PathView], rx: &[PathReceiveState]) {
-        if self.fast_loss == FastLoss::Off {
-            return;
-        }
-        let strict = self.fast_loss == FastLoss::Strict;
-        let mut bound: Option<u64> = None;
-        let mut consider = |(highest, in_order): (Option<u64>, bool)| -> bool {
-            match highest {
-                Some(h) if !strict || in_order => {
-                    bound = Some(bound.map_or(h, |b| b.min(h)));
-                    true
-                }
-                // A path that delivered nothing yet (or, strictly, has a hole
-                // that may be the gap) may still deliver it.
-                _ => false,
-            }
-        };
-        let mut cursor = 0;
-        let all = if !paths.is_empty() {
-            // Failed/closed paths are not waited for; their stragglers are late.
-            paths
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.state == PathState::Active)
-                .all(|(i, p)| consider(self.path_progress(p.id, rx, i, &mut cursor)))
-        } else if !rx.is_empty() {
-            rx.iter()
-                .enumerate()
-                .all(|(i, r)| consider(self.path_progress(r.path, rx, i, &mut cursor)))
-        } else {
-            // Nothing tells us which paths exist: cannot prove anything.
-            false
-        };
-        if let (true, Some(b)) = (all, bound) {
-            self.lost_below = self.lost_below.max(b);
         }
     }
 
@@ -378,7 +292,7 @@ impl Active {
             self.stats.duplicates += 1;
             return;
         }
-        self.note_path_highest(item.path, seq);
+        self.progress.note(item.path, seq);
         if seq == next && self.mode != ActiveMode::DelayEqualization {
             // The common case: in order, nothing to hold, no wait to compute.
             if self.mode == ActiveMode::Adaptive {
@@ -416,7 +330,9 @@ impl Active {
         // a function of the per-path highest seqs (always recorded above),
         // so computing it only then gives the same answer.
         if !self.held.is_empty() {
-            self.update_fast_loss(paths, rx);
+            if let Some(b) = self.progress.fast_loss_bound(self.fast_loss, paths, rx) {
+                self.lost_below = self.lost_below.max(b);
+            }
         }
     }
 
@@ -453,14 +369,7 @@ impl Reorder for Active {
         paths: &[PathView],
         rx: &[PathReceiveState],
     ) {
-        // Forget paths the connection no longer has (closed subflows are
-        // reaped; a rejoining path comes back under a new id), so a
-        // flapping interface does not grow this table without bound. Only
-        // past a slack, so callers passing a partial view lose nothing.
-        if self.path_highest.len() > paths.len() + 16 {
-            self.path_highest
-                .retain(|(p, _)| paths.iter().any(|v| v.id == *p));
-        }
+        self.progress.forget_gone(paths);
         self.admit(now, item, paths, rx);
         // Deadlines due by now expire here too, whatever became of this packet.
         self.release(now, None, Skip::Deadline);

@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use super::dedup::{DedupWindow, Seen};
 use super::extent::Extent;
+use super::progress::PathProgress;
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
 };
@@ -111,7 +112,7 @@ pub struct PerFlow {
     held_bytes: usize,
     ready: VecDeque<Delivered>,
     /// Highest MP_SEQ seen per path (PathId order), for fast loss detection.
-    path_highest: Vec<(PathId, u64)>,
+    progress: PathProgress,
     extent: Extent,
     /// End of the highest missing range given up so far: a flow whose last
     /// delivery is below it may have lost a packet there (`after_gap`).
@@ -138,7 +139,7 @@ impl PerFlow {
             held_pkts: 0,
             held_bytes: 0,
             ready: VecDeque::new(),
-            path_highest: Vec::new(),
+            progress: PathProgress::default(),
             extent: Extent::default(),
             given_up_to: 0,
             stats: ReorderStats::default(),
@@ -216,55 +217,6 @@ impl PerFlow {
             self.gaps.insert(seq + 1, g.clone());
         }
         Some(g.since)
-    }
-
-    fn note_path_highest(&mut self, path: PathId, seq: u64) {
-        match self.path_highest.binary_search_by_key(&path, |(p, _)| *p) {
-            Ok(i) => self.path_highest[i].1 = self.path_highest[i].1.max(seq),
-            Err(i) => self.path_highest.insert(i, (path, seq)),
-        }
-    }
-
-    /// Fast loss detection (as `active-*`): MP_SEQs below the lowest
-    /// "highest MP_SEQ delivered" of all active paths will not arrive on a
-    /// FIFO path any more. Returns that bound when every active path has one.
-    fn fast_loss_bound(&self, paths: &[PathView], rx: &[PathReceiveState]) -> Option<u64> {
-        if self.fast_loss == FastLoss::Off {
-            return None;
-        }
-        let strict = self.fast_loss == FastLoss::Strict;
-        let progress = |path: PathId| -> Option<u64> {
-            let own = self
-                .path_highest
-                .binary_search_by_key(&path, |(p, _)| *p)
-                .ok()
-                .map(|i| self.path_highest[i].1);
-            let r = rx.iter().find(|r| r.path == path);
-            if strict && !r.is_some_and(|r| r.in_order) {
-                return None;
-            }
-            match (own, r.and_then(|r| r.highest_seq)) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            }
-        };
-        let ids: Vec<PathId> = if paths.is_empty() {
-            rx.iter().map(|r| r.path).collect()
-        } else {
-            paths
-                .iter()
-                .filter(|p| p.state == PathState::Active)
-                .map(|p| p.id)
-                .collect()
-        };
-        if ids.is_empty() {
-            return None;
-        }
-        let mut bound = u64::MAX;
-        for id in ids {
-            bound = bound.min(progress(id)?);
-        }
-        Some(bound)
     }
 
     /// Give up every missing MP_SEQ below `bound` (fast loss).
@@ -452,8 +404,8 @@ impl PerFlow {
                 self.top = Some(seq);
             }
         }
-        self.note_path_highest(item.path, seq);
-        if let Some(b) = self.fast_loss_bound(paths, rx) {
+        self.progress.note(item.path, seq);
+        if let Some(b) = self.progress.fast_loss_bound(self.fast_loss, paths, rx) {
             self.lose_below(b);
         }
         self.expire_gaps(now);
@@ -507,11 +459,7 @@ impl Reorder for PerFlow {
         paths: &[PathView],
         rx: &[PathReceiveState],
     ) {
-        // Forget paths the connection no longer has (see `active`).
-        if self.path_highest.len() > paths.len() + 16 {
-            self.path_highest
-                .retain(|(p, _)| paths.iter().any(|v| v.id == *p));
-        }
+        self.progress.forget_gone(paths);
         self.admit(now, item, paths, rx);
         self.release_all(now);
         // Bounded memory: force out the head with the lowest MP_SEQ.

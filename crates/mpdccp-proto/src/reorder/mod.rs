@@ -34,6 +34,7 @@ mod dedup;
 mod extent;
 mod flow;
 mod passive;
+mod progress;
 
 pub use active::{Active, ActiveMode};
 pub use flow::{PerFlow, MAX_FLOWS, MAX_GAPS, SPREAD_MEMORY};

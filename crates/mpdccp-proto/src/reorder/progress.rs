@@ -1,0 +1,121 @@
+//! Per-path delivery progress and the fast-loss bound both gap-tracking
+//! reorderers (`active-*`, `per-flow`) share: on a path that delivers in
+//! order (FIFO), an MP_SEQ below the highest one it delivered will not
+//! arrive on it any more, so once every active path is past a gap the gap
+//! is lost (RFC 9897 §3.6 leaves loss detection to the receiver; the
+//! reordering draft's "fast loss detection").
+
+use super::{FastLoss, PathReceiveState};
+use crate::path::{PathId, PathState, PathView};
+
+/// The highest MP_SEQ each path delivered, kept in `PathId` order.
+#[derive(Clone, Debug, Default)]
+pub(super) struct PathProgress {
+    highest: Vec<(PathId, u64)>,
+}
+
+impl PathProgress {
+    /// Records that `path` delivered `seq`.
+    pub(super) fn note(&mut self, path: PathId, seq: u64) {
+        match self.highest.binary_search_by_key(&path, |(p, _)| *p) {
+            Ok(i) => self.highest[i].1 = self.highest[i].1.max(seq),
+            Err(i) => self.highest.insert(i, (path, seq)),
+        }
+    }
+
+    /// Forgets paths the connection no longer has (closed subflows are
+    /// reaped; a rejoining path comes back under a new id), so a flapping
+    /// interface does not grow the table without bound. Only past a slack,
+    /// so callers passing a partial view lose nothing.
+    pub(super) fn forget_gone(&mut self, paths: &[PathView]) {
+        if self.highest.len() > paths.len() + 16 {
+            self.highest
+                .retain(|(p, _)| paths.iter().any(|v| v.id == *p));
+        }
+    }
+
+    /// Highest MP_SEQ known delivered through `path` (own record and the
+    /// connection's), and whether its DCCP sequence shows no hole. Lookups
+    /// are hinted: `cursor` walks `highest` (both in `PathId` order) and
+    /// `hint` is where `path` probably is in `rx` (the connection lists
+    /// paths in the same order in `paths` and `rx`).
+    fn of(
+        &self,
+        path: PathId,
+        rx: &[PathReceiveState],
+        hint: usize,
+        cursor: &mut usize,
+    ) -> (Option<u64>, bool) {
+        while self.highest.get(*cursor).is_some_and(|(p, _)| *p < path) {
+            *cursor += 1;
+        }
+        let own = match self.highest.get(*cursor) {
+            Some(&(p, h)) if p == path => Some(h),
+            // Not in PathId order after all: search.
+            _ => self
+                .highest
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, h)| *h),
+        };
+        let r = rx
+            .get(hint)
+            .filter(|r| r.path == path)
+            .or_else(|| rx.iter().find(|r| r.path == path));
+        let highest = match (own, r.and_then(|r| r.highest_seq)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        (highest, r.is_some_and(|r| r.in_order))
+    }
+
+    /// The fast-loss bound: every MP_SEQ below it that is still missing is
+    /// lost. It is the lowest highest-delivered MP_SEQ over the active paths
+    /// (failed and closed ones are not waited for; without a path view,
+    /// every path in `rx`), and exists only when every such path has
+    /// delivered something — and, in `Strict` mode, shows no hole of its
+    /// own that could be the gap.
+    pub(super) fn fast_loss_bound(
+        &self,
+        mode: FastLoss,
+        paths: &[PathView],
+        rx: &[PathReceiveState],
+    ) -> Option<u64> {
+        if mode == FastLoss::Off {
+            return None;
+        }
+        let strict = mode == FastLoss::Strict;
+        let mut bound: Option<u64> = None;
+        let mut consider = |(highest, in_order): (Option<u64>, bool)| -> bool {
+            match highest {
+                Some(h) if !strict || in_order => {
+                    bound = Some(bound.map_or(h, |b| b.min(h)));
+                    true
+                }
+                // A path that delivered nothing yet (or, strictly, has a
+                // hole that may be the gap) may still deliver it.
+                _ => false,
+            }
+        };
+        let mut cursor = 0;
+        let all = if !paths.is_empty() {
+            paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.state == PathState::Active)
+                .all(|(i, p)| consider(self.of(p.id, rx, i, &mut cursor)))
+        } else if !rx.is_empty() {
+            rx.iter()
+                .enumerate()
+                .all(|(i, r)| consider(self.of(r.path, rx, i, &mut cursor)))
+        } else {
+            // Nothing tells us which paths exist: cannot prove anything.
+            false
+        };
+        if all {
+            bound
+        } else {
+            None
+        }
+    }
+}
