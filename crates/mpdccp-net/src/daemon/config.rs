@@ -30,6 +30,17 @@ pub enum AuthMode {
     Protected,
 }
 
+impl AuthMode {
+    /// The configuration name (`auth = "..."`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMode::Open => "open",
+            AuthMode::Authenticated => "authenticated",
+            AuthMode::Protected => "protected",
+        }
+    }
+}
+
 /// The `[limits]` table of the server: handshake and admission bounds,
 /// each with a counter in `mpdccp status` and a rate-limited log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,6 +319,15 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Dccp => "dccp",
+            Transport::UDccp => "udccp",
+        }
+    }
+
     /// Bytes of encapsulation between the outer IP header and DCCP.
     pub fn encap_bytes(self) -> u32 {
         match self {
@@ -495,8 +515,8 @@ impl ClientConfig {
             && (self.private_key_file.is_none() || self.server_public_key.is_none())
         {
             bail!(
-                "auth = {:?} needs `private_key_file` and `server_public_key`",
-                self.auth_mode()
+                "auth = \"{}\" needs `private_key_file` and `server_public_key`",
+                self.auth_mode().name()
             );
         }
         validate_profile(self.auth_mode(), &self.tunnel)?;
@@ -573,10 +593,16 @@ impl ServerConfig {
             ),
             Some(AuthMode::Authenticated | AuthMode::Protected) => {
                 if self.private_key_file.is_none() {
-                    bail!("auth = {:?} needs `private_key_file`", self.auth_mode());
+                    bail!(
+                        "auth = \"{}\" needs `private_key_file`",
+                        self.auth_mode().name()
+                    );
                 }
                 if self.peer.is_empty() {
-                    bail!("auth = {:?} needs at least one [[peer]]", self.auth_mode());
+                    bail!(
+                        "auth = \"{}\" needs at least one [[peer]]",
+                        self.auth_mode().name()
+                    );
                 }
                 let mut names: Vec<&str> = self.peer.iter().map(|p| p.name.as_str()).collect();
                 names.sort_unstable();

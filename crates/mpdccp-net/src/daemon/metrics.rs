@@ -219,13 +219,40 @@ pub fn metrics_text_of<'a>(
     f.encode()
 }
 
+/// The labels of a connection's series: its handle and, once a handshake
+/// proved who it is (authenticated modes), the peer's configured name.
+fn conn_labels(c: &Value) -> Labels {
+    let mut l = vec![label("conn", &c["handle"].to_string())];
+    if let Some(peer) = c["peer"]["identity"].as_str() {
+        l.push(label("peer", peer));
+    }
+    l
+}
+
+/// An info metric (value 1) whose labels are `obj`'s strings and booleans:
+/// the effective settings as Prometheus shows configuration (`*_info`).
+fn add_info(f: &mut Families, name: &str, what: &str, base: &Labels, obj: &Value) {
+    let mut l = base.clone();
+    for (k, v) in obj.as_object().into_iter().flatten() {
+        match v {
+            Value::String(s) => l.push(label(k, s)),
+            Value::Bool(b) => l.push(label(k, if *b { "true" } else { "false" })),
+            _ => {}
+        }
+    }
+    if l.len() > base.len() {
+        f.add(Kind::Gauge, name, what, "info", &l, &json!(1));
+    }
+}
+
 fn add_connection(f: &mut Families, c: &Value) {
-    let conn = c["handle"].to_string();
-    let cl = vec![label("conn", &conn)];
+    let cl = conn_labels(c);
     for key in ["established", "closed", "send_queue_pkts", "plpmtu"] {
         let name = format!("conn_{key}");
         f.add(Kind::Gauge, &name, "connection", key, &cl, &c[key]);
     }
+    let what = "connection settings in force (labels; value 1)";
+    add_info(f, "connection_info", what, &cl, &c["settings"]);
     f.add_object(
         Kind::Counter,
         "conn",
@@ -251,7 +278,7 @@ fn add_connection(f: &mut Families, c: &Value) {
     }
     add_paths(
         f,
-        &conn,
+        &cl,
         c["paths"].as_array().map(Vec::as_slice).unwrap_or(&[]),
     );
 }
@@ -262,7 +289,7 @@ fn add_connection(f: &mut Families, c: &Value) {
 /// keeps it); gauges come from the subflow in use (the first Active one,
 /// else the newest); `path_subflows` says how many there were. A path
 /// without a name (none configured) is labelled `id<N>`.
-fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
+fn add_paths(f: &mut Families, conn: &Labels, paths: &[Value]) {
     let mut by_name: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for p in paths {
         let name = match p["name"].as_str() {
@@ -272,7 +299,8 @@ fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
         by_name.entry(name).or_default().push(p);
     }
     for (name, subs) in by_name {
-        let pl = vec![label("conn", conn), label("name", &name)];
+        let mut pl = conn.clone();
+        pl.push(label("name", &name));
         let current = subs
             .iter()
             .find(|p| p["state"] == "Active")
@@ -283,6 +311,9 @@ fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
         f.add(Kind::Gauge, "path_active", "path", "active", &pl, &active);
         let n = json!(subs.len());
         f.add(Kind::Gauge, "path_subflows", "path", "subflows", &pl, &n);
+        let info = json!({"transport": current["transport"]});
+        let what = "path settings in force (labels; value 1)";
+        add_info(f, "path_info", what, &pl, &info);
         for (k, v) in current.as_object().into_iter().flatten() {
             if matches!(k.as_str(), "stats" | "id" | "name" | "remote") {
                 continue;
@@ -403,6 +434,7 @@ mod tests {
         let label = |_| super::super::ops::PathLabel {
             name: Some("dsl".into()),
             remote: None,
+            transport: Some("udp"),
         };
         let mut c = super::super::ops::conn_json(&conn, 0, &label);
         fill_nulls(&mut c);
@@ -450,6 +482,65 @@ mod tests {
         ] {
             assert!(t.contains(want), "missing {want:?} in\n{t}");
         }
+    }
+
+    /// The settings a connection runs with (issue 26: `--help` said cpf
+    /// and passive while the daemon ran acpf and per-flow) are in its status
+    /// entry and in `mpdccp_connection_info`'s labels; the peer's name labels
+    /// every series of the connection; a path's transport is in `path_info`.
+    #[test]
+    fn effective_settings_are_an_info_metric_labelled_with_the_peer() {
+        use mpdccp_proto::conn::TunnelSettings;
+        use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+        let now = Instant::ZERO;
+        let t = TunnelSettings::default();
+        let mut conn = Connection::new(Role::Client, t.connection_config(1280), now, 1);
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| super::super::ops::PathLabel {
+            name: Some("cpe-1/p0".into()),
+            remote: Some("192.0.2.7:40000".into()),
+            transport: Some("udp"),
+        };
+        let mut c = super::super::ops::conn_json(&conn, 4, &label);
+        c["peer"]["identity"] = json!("cpe-1");
+        c["settings"]["auth"] = json!("authenticated");
+        let s = &c["settings"];
+        assert_eq!(s["cc"], t.cc.name());
+        assert_eq!(s["scheduler"], t.scheduler.name());
+        assert_eq!(s["reorder"], t.reorder.name());
+        assert_eq!(s["aqm"], t.aqm.name());
+        assert_eq!(s["retransmit_lost"], t.retransmit_lost);
+        assert_eq!(s["wire_profile"], "rfc9897");
+        let text = metrics_text(&json!({"connections": [c]}));
+        let info = text
+            .lines()
+            .find(|l| l.starts_with("mpdccp_connection_info{"))
+            .unwrap_or_else(|| panic!("no connection_info in\n{text}"));
+        for want in [
+            "conn=\"4\"".to_string(),
+            "peer=\"cpe-1\"".into(),
+            format!("cc=\"{}\"", t.cc.name()),
+            format!("scheduler=\"{}\"", t.scheduler.name()),
+            format!("reorder=\"{}\"", t.reorder.name()),
+            format!("aqm=\"{}\"", t.aqm.name()),
+            "auth=\"authenticated\"".into(),
+            "wire_profile=\"rfc9897\"".into(),
+            "payload_protection=\"false\"".into(),
+        ] {
+            assert!(info.contains(&want), "{want} not in {info}");
+        }
+        assert!(info.ends_with("} 1.0"), "{info}");
+        assert!(
+            text.contains("mpdccp_path_info{conn=\"4\",peer=\"cpe-1\",name=\"cpe-1/p0\",transport=\"udp\"} 1.0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mpdccp_path_cwnd_pkts{conn=\"4\",peer=\"cpe-1\",name=\"cpe-1/p0\"}"),
+            "{text}"
+        );
+        // Strings never become samples of their own.
+        assert!(!text.contains("mpdccp_path_transport"), "{text}");
     }
 
     /// A path that rejoined (a closed subflow and its successor, same

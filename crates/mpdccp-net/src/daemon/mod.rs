@@ -208,6 +208,16 @@ pub fn queue_transmit(
     batch.commit(data.len(), to, segment_bytes);
 }
 
+/// The `auth` mode a connection runs in, as the configuration names it:
+/// open without a handshake key, protected with sealed payloads.
+pub(crate) fn auth_mode_name(authenticated: bool, protected: bool) -> &'static str {
+    match (authenticated, protected) {
+        (false, _) => config::AuthMode::Open.name(),
+        (true, false) => config::AuthMode::Authenticated.name(),
+        (true, true) => config::AuthMode::Protected.name(),
+    }
+}
+
 /// `stats` as status JSON, plus `udp_rx_socket_drops`: the datagrams the
 /// kernel dropped at the path sockets because their receive buffer was
 /// full (`SO_MEMINFO`, read now: the kernel keeps that count; a client's

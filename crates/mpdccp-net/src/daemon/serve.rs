@@ -381,6 +381,7 @@ impl Server {
                 PathLabel {
                     name: Some(name),
                     remote: Some(remote),
+                    transport: Some(link.transport_name()),
                 }
             }
             None => PathLabel::default(),
@@ -488,6 +489,10 @@ impl Server {
             if let Some(name) = peer {
                 entry["peer"]["identity"] = json!(name);
             }
+            entry["settings"]["auth"] = json!(super::auth_mode_name(
+                self.ep.auth_stats().is_some(),
+                c.config().protect_payload
+            ));
             if let Some((w, n)) = shard {
                 entry["handle"] = json!(h.0 * n as u64 + w as u64);
                 entry["worker"] = json!(w);
