@@ -483,7 +483,12 @@ fn read(path: &Path) -> anyhow::Result<String> {
 
 impl ClientConfig {
     pub fn load(path: &Path) -> anyhow::Result<ClientConfig> {
-        Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))
+        let mut c =
+            Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        super::keyfile::beside(dir, &mut c.private_key_file);
+        super::keyfile::beside(dir, &mut c.psk_file);
+        Ok(c)
     }
 
     /// Parses and validates a client configuration.
@@ -555,7 +560,14 @@ impl ClientConfig {
 
 impl ServerConfig {
     pub fn load(path: &Path) -> anyhow::Result<ServerConfig> {
-        Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))
+        let mut c =
+            Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        super::keyfile::beside(dir, &mut c.private_key_file);
+        for p in &mut c.peer {
+            super::keyfile::beside(dir, &mut p.psk_file);
+        }
+        Ok(c)
     }
 
     /// Parses and validates a server configuration.
