@@ -29,11 +29,13 @@ const EXIT_SIM: &str = "Exit status: 0 the scenario ran and its outputs are writ
 scenario was rejected or the run failed; 2 usage error.";
 const EXIT_SWEEP: &str = "Exit status: 0 every run finished; 1 a run failed or (--collect) a cell \
 has not finished; 2 usage error.";
-const EXIT_REPRODUCE: &str = "Exit status: 0 every check passed; 1 a check failed or a run failed; \
+const EXIT_REPRODUCE: &str =
+    "Exit status: 0 every check passed; 1 a check failed or a run failed; \
 2 usage error (also an unknown experiment in --only).";
 const EXIT_BENCH: &str = "Exit status: 0 the benchmark ran (thresholds are reported); 1 a run \
 failed or (--check) a cell failed a threshold; 2 usage error.";
-const EXIT_DAEMON: &str = "Exit status: 0 after a graceful close (SIGTERM, SIGINT or `mpdccp \
+pub(crate) const EXIT_DAEMON: &str =
+    "Exit status: 0 after a graceful close (SIGTERM, SIGINT or `mpdccp \
 status --close`); 1 the configuration was rejected or a fatal error stopped the daemon (the \
 message says which); 2 usage error. systemd restarts it on 1 (Restart=on-failure).";
 const EXIT_STATUS: &str = "Exit status: 0 the daemon answered; 1 it could not be reached (no \

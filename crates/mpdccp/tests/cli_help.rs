@@ -106,8 +106,18 @@ fn the_daemons_help_shows_the_defaults_they_apply() {
             assert!(same, "{role} --help: {k} = {v}, the daemon applies {d}");
             checked.push(k.as_str());
         }
-        for k in ["cc", "scheduler", "reorder", "aqm", "retransmit_lost", "path_mtu"] {
-            assert!(checked.contains(&k), "{role} --help does not show {k}: {checked:?}");
+        for k in [
+            "cc",
+            "scheduler",
+            "reorder",
+            "aqm",
+            "retransmit_lost",
+            "path_mtu",
+        ] {
+            assert!(
+                checked.contains(&k),
+                "{role} --help does not show {k}: {checked:?}"
+            );
         }
         assert!(checked.len() >= 15, "{role}: only {checked:?}");
     }

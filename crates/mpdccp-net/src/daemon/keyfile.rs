@@ -198,10 +198,7 @@ mod tests {
         std::env::set_var("CREDENTIALS_DIRECTORY", &dir);
         assert_eq!(systemd_credential(configured), Some(f.clone()));
         assert_eq!(read_secret_key(configured).unwrap(), k);
-        assert_eq!(
-            systemd_credential(Path::new("/etc/mpdccp/other.key")),
-            None
-        );
+        assert_eq!(systemd_credential(Path::new("/etc/mpdccp/other.key")), None);
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
         let err = read_secret_key(configured).unwrap_err().to_string();
         std::env::remove_var("CREDENTIALS_DIRECTORY");
