@@ -543,6 +543,115 @@ mod tests {
         assert!(!text.contains("mpdccp_path_transport"), "{text}");
     }
 
+    /// Every `mpdccp_*` name in an expression of the Grafana dashboard
+    /// (`deploy/grafana/mpdccp-dashboard.json`) is a sample the daemon
+    /// exports, taken from a status document as a server builds it (a
+    /// connection with a peer, its settings and a path; the daemon's and the
+    /// endpoint's counters); every `{{label}}` of a legend is a label of one
+    /// of the expression's samples (Prometheus adds `instance` and `job`).
+    #[test]
+    fn the_grafana_dashboard_names_only_exported_metrics() {
+        use mpdccp_proto::conn::TunnelSettings;
+        use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+        use std::collections::{BTreeMap, BTreeSet};
+        let now = Instant::ZERO;
+        let mut conn = Connection::new(
+            Role::Client,
+            TunnelSettings::default().connection_config(1280),
+            now,
+            1,
+        );
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| super::super::ops::PathLabel {
+            name: Some("cpe-1/p0".into()),
+            remote: Some("192.0.2.7:40000".into()),
+            transport: Some("udp"),
+        };
+        let mut c = super::super::ops::conn_json(&conn, 0, &label);
+        fill_nulls(&mut c);
+        c["peer"]["identity"] = json!("cpe-1");
+        c["settings"]["auth"] = json!("authenticated");
+        let st = json!({
+            "uptime_s": 2.5, "tun_mtu": 1280,
+            "daemon": super::super::ops::stats_json(&super::super::DaemonStats::default()),
+            "endpoint": super::super::ops::stats_json(&mpdccp_proto::conn::EndpointStats::default()),
+            "connections": [c],
+        });
+        let text = metrics_text(&st);
+        // Sample name → the label names it carries.
+        let mut exported: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            let labels = exported.entry(line[..name_end].to_owned()).or_default();
+            if let Some(body) = line[name_end..].strip_prefix('{') {
+                for kv in body.split("\",") {
+                    if let Some((k, _)) = kv.split_once('=') {
+                        labels.insert(k.trim_start_matches(',').to_owned());
+                    }
+                }
+            }
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana/mpdccp-dashboard.json"
+        );
+        let dash: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("dashboard"))
+            .expect("dashboard is JSON");
+        let mut targets = Vec::new();
+        fn walk<'a>(v: &'a Value, out: &mut Vec<(&'a str, &'a str)>) {
+            match v {
+                Value::Object(o) => {
+                    for key in ["expr", "query"] {
+                        if let Some(e) = o.get(key).and_then(Value::as_str) {
+                            let legend = o.get("legendFormat").and_then(Value::as_str);
+                            out.push((e, legend.unwrap_or("")));
+                        }
+                    }
+                    o.values().for_each(|x| walk(x, out));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                _ => {}
+            }
+        }
+        walk(&dash, &mut targets);
+        let panels = dash["panels"].as_array().expect("panels");
+        assert!(panels.len() >= 10, "{} panels", panels.len());
+        let mut names_seen = BTreeSet::new();
+        for (expr, legend) in &targets {
+            let names: Vec<&str> = expr
+                .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                .filter(|w| w.starts_with("mpdccp_"))
+                .collect();
+            if *expr != "prometheus" {
+                assert!(!names.is_empty(), "no mpdccp metric in {expr:?}");
+            }
+            let mut labels: BTreeSet<String> = ["instance", "job"].map(String::from).into();
+            for n in &names {
+                let l = exported
+                    .get(*n)
+                    .unwrap_or_else(|| panic!("{expr:?}: {n} is not exported"));
+                labels.extend(l.iter().cloned());
+                names_seen.insert(*n);
+            }
+            for part in legend.split("{{").skip(1) {
+                let l = part.split("}}").next().unwrap().trim();
+                assert!(
+                    labels.contains(l),
+                    "{expr:?}: legend label {l} not on {names:?}"
+                );
+            }
+        }
+        assert!(names_seen.len() >= 20, "{names_seen:?}");
+        for n in [
+            "mpdccp_connection_info",
+            "mpdccp_path_loss_window_ratio",
+            "mpdccp_path_srtt_seconds",
+        ] {
+            assert!(names_seen.contains(n), "{n} not on the dashboard");
+        }
+    }
+
     /// A path that rejoined (a closed subflow and its successor, same
     /// name) is one series: counters summed, gauges of the active subflow.
     #[test]
