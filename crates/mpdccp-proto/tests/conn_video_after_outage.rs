@@ -49,7 +49,7 @@ fn lte_share_after_outage(outage_at_ms: u64, seed: u64) -> (f64, String) {
             for _ in 0..25 {
                 let _ = h.conn(Side::Server).send(now, &[9u8; 1200]);
             }
-            next = next + frame;
+            next += frame;
         }
         h.drive_for(Duration::from_millis(1));
     }
