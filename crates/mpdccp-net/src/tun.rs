@@ -79,6 +79,29 @@ impl Tun {
         Ok(v)
     }
 
+    /// [`Tun::open_queues`], waiting up to `wait` while the device is busy
+    /// (`EBUSY`): after a stop or a crash the kernel unregisters the old
+    /// daemon's TUN when its last fd closes, which can take a moment
+    /// (netdev teardown waits for RCU grace periods), so a restart started
+    /// at once waits for it instead of failing (issue 26). A device still
+    /// held after `wait` (a second daemon) is an error as before.
+    pub fn open_queues_waiting(
+        name: &str,
+        offload: bool,
+        n: usize,
+        wait: std::time::Duration,
+    ) -> io::Result<Vec<Tun>> {
+        let start = std::time::Instant::now();
+        loop {
+            match Tun::open_queues(name, offload, n) {
+                Err(e) if e.kind() == io::ErrorKind::ResourceBusy && start.elapsed() < wait => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn open_with(name: &str, offload: bool) -> io::Result<Tun> {
         Tun::open_flags(name, offload, false)
     }

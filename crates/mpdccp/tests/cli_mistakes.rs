@@ -51,3 +51,30 @@ fn reproduce_only_an_unknown_experiment_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+/// An authenticated server without a `[[peer]]` stops at start with the
+/// mode as the configuration spells it (it printed the internal enum,
+/// `Authenticated`).
+#[test]
+fn an_authenticated_server_without_peers_names_the_config_value() {
+    let dir = std::env::temp_dir().join(format!("mpdccp-nopeer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("server.toml");
+    std::fs::write(
+        &cfg,
+        "listen = \"0.0.0.0:6511\"\nauth = \"authenticated\"\nprivate_key_file = \"server.key\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
+        .args(["server", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("auth = \"authenticated\" needs at least one [[peer]]"),
+        "{stderr}"
+    );
+}

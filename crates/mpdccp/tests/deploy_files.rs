@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use mpdccp_lab::netns::{root_or_skip, Netns};
+use std::process::Command;
+use std::time::Duration;
+
+use mpdccp_lab::netns::{root_or_skip, Netns, Proc};
 use mpdccp_net::daemon::config::{ClientConfig, ServerConfig};
 
 fn repo() -> PathBuf {
@@ -82,6 +85,11 @@ fn units_hold_only_the_network_capabilities_and_run_the_daemon() {
             format!("/usr/local/bin/mpdccp {role} --config /etc/mpdccp/{role}.toml")
         );
         assert_eq!(one(&u, "Service.RuntimeDirectory"), "mpdccp");
+        // DynamicUser cannot read a root-owned key: systemd hands it over.
+        assert_eq!(
+            one(&u, "Service.LoadCredential"),
+            format!("{role}.key:/etc/mpdccp/{role}.key")
+        );
         assert_eq!(one(&u, "Service.DeviceAllow"), "/dev/net/tun rw");
         assert_eq!(one(&u, "Install.WantedBy"), "multi-user.target");
     }
@@ -168,4 +176,133 @@ fn nftables_example_loads() {
     assert!(out.trim().is_empty(), "{out}");
     let bad = ns.output("nft", &["-c", "add rule inet mpdccp nosuch accept"]);
     assert!(bad.is_err(), "nft -c checks for real");
+}
+
+/// The server unit as systemd would run it, as far as this machine allows
+/// (PID 1 here is no systemd, so no `systemd-run`): the unit's
+/// `ExecStart=` command with the example configuration, as an unprivileged
+/// user (a DynamicUser stand-in, uid 61_234) holding only the unit's
+/// ambient capabilities, with no new privileges, and the key where
+/// `LoadCredential=` puts it: `$CREDENTIALS_DIRECTORY/server.key`, owned
+/// by that user, mode 0400. The configured `/etc/mpdccp/server.key` does
+/// not exist here. The server must come up (TUN, listener, peers loaded);
+/// without the credential it must stop with an error naming the key file.
+#[test]
+fn the_server_unit_runs_as_its_user_with_the_key_as_a_credential() {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    if !root_or_skip("the_server_unit_runs_as_its_user_with_the_key_as_a_credential") {
+        return;
+    }
+    const UID: u32 = 61_234;
+    let text = std::fs::read_to_string(unit_path("server")).unwrap();
+    let u = parse_unit(&text).unwrap();
+    let exec: Vec<String> = one(&u, "Service.ExecStart")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let (cred_name, cred_src) = one(&u, "Service.LoadCredential")
+        .split_once(':')
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .unwrap();
+    let caps: Vec<String> = one(&u, "Service.AmbientCapabilities")
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    let caps = caps.join(",");
+
+    let dir = std::env::temp_dir().join(format!("mpdccp-unit-{}", std::process::id()));
+    let creds = dir.join("credentials");
+    let runtime = dir.join("run");
+    std::fs::create_dir_all(&creds).unwrap();
+    std::fs::create_dir_all(&runtime).unwrap();
+    // The example config at the unit's --config path's file name.
+    let cfg_name = Path::new(exec.last().unwrap()).file_name().unwrap();
+    let cfg = dir.join(cfg_name);
+    std::fs::copy(repo().join("deploy/examples/server.toml"), &cfg).unwrap();
+    let loaded = ServerConfig::load(&cfg).unwrap();
+    assert_eq!(
+        loaded.private_key_file.as_deref(),
+        Some(Path::new(&cred_src)),
+        "the credential is the configured key file"
+    );
+    let key = Command::new(env!("CARGO_BIN_EXE_mpdccp"))
+        .arg("genkey")
+        .output()
+        .unwrap()
+        .stdout;
+    let key_path = creds.join(&cred_name);
+    std::fs::write(&key_path, key).unwrap();
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o400)).unwrap();
+    chown(&key_path, Some(UID), Some(UID)).unwrap();
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o500)).unwrap();
+    chown(&creds, Some(UID), Some(UID)).unwrap();
+    // RuntimeDirectory=mpdccp: owned by the service's user.
+    chown(&runtime, Some(UID), Some(UID)).unwrap();
+    let sock = runtime.join("server.sock");
+
+    let ns = Netns::new(&format!("mpdccp-unit-{}", std::process::id() % 100_000)).unwrap();
+    let run = |with_credential: bool| {
+        let mut c = ns.command("setpriv");
+        c.args([
+            &format!("--reuid={UID}"),
+            &format!("--regid={UID}"),
+            "--clear-groups",
+            &format!("--inh-caps=-all,{caps}"),
+            &format!("--ambient-caps=-all,{caps}"),
+            &format!("--bounding-set=-all,{caps}"),
+            "--no-new-privs",
+            env!("CARGO_BIN_EXE_mpdccp"),
+        ]);
+        // ExecStart='s arguments, the config from our directory, the
+        // control socket in the stand-in runtime directory.
+        c.args(&exec[1..exec.len() - 1]).arg(&cfg);
+        c.arg("--control-socket").arg(&sock);
+        c.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+        for e in u.get("Service.Environment").into_iter().flatten() {
+            if let Some((k, v)) = e.split_once('=') {
+                c.env(k, v);
+            }
+        }
+        if with_credential {
+            c.env("CREDENTIALS_DIRECTORY", &creds);
+        }
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    // Without the credential: the key file is missing, and it says so.
+    let out = run(false).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&cred_src), "{err}");
+
+    let child = run(true).spawn().unwrap();
+    let mut proc = Proc::new("server unit".into(), child);
+    let up = mpdccp_lab::topo::wait_for(Duration::from_secs(10), || {
+        Command::new(env!("CARGO_BIN_EXE_mpdccp"))
+            .args(["status", "--json", "--socket"])
+            .arg(&sock)
+            .output()
+            .ok()
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .is_some_and(|v| v["auth"]["mode"] == "authenticated" && v["auth"]["peers"] == 2)
+    });
+    let uid = proc.id().and_then(|pid| {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+    });
+    let status = proc.stop();
+    let mut stderr = String::new();
+    let _ = up.as_ref().map_err(|e| stderr = format!("{e}"));
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        up.is_ok(),
+        "the server did not come up as uid {UID}: {stderr}"
+    );
+    assert_eq!(uid.as_deref(), Some(UID.to_string().as_str()));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }

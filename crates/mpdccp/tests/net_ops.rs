@@ -777,4 +777,23 @@ fn a_clean_start_and_an_idle_period_log_no_warning() {
     // The chatter was there and was counted, so the silence is not luck.
     let chatter = &st["auth"]["routes"]["inner_link_local_dropped"];
     assert!(n(chatter) > 0 && n(chatter) != u64::MAX, "{chatter}");
+    // Issue 26: both ends show the settings they run with (the daemon
+    // defaults here), the server the peer's name the handshake proved, and
+    // every path how it travels.
+    let want = mpdccp_proto::conn::TunnelSettings::default();
+    let cst = t.status(false).expect("client status");
+    for (side, st) in [("server", &st), ("client", &cst)] {
+        let c = &st["connections"][0];
+        let s = &c["settings"];
+        assert_eq!(s["auth"], "authenticated", "{side}: {s}");
+        assert_eq!(s["cc"], want.cc.name(), "{side}: {s}");
+        assert_eq!(s["scheduler"], want.scheduler.name(), "{side}: {s}");
+        assert_eq!(s["reorder"], want.reorder.name(), "{side}: {s}");
+        assert_eq!(s["aqm"], want.aqm.name(), "{side}: {s}");
+        assert_eq!(s["wire_profile"], "rfc9897", "{side}: {s}");
+        for p in c["paths"].as_array().expect("paths") {
+            assert_eq!(p["transport"], "udp", "{side}: {p}");
+        }
+    }
+    assert_eq!(st["connections"][0]["peer"]["identity"], "client");
 }

@@ -223,3 +223,113 @@ fn rebinding(workers: usize) {
         println!("workers: {}", after["per_worker"]);
     }
 }
+
+/// The router's stateless NAT moves the client to another *address* and
+/// port (`client:cport` leaves as `addr:nat`), as a carrier-grade NAT may.
+fn addr_nat_rules(client: &str, cport: u16, addr: &str, nat: u16) -> String {
+    format!(
+        "table ip rb\nflush table ip rb\ntable ip rb {{\n\
+         chain pre {{\n type filter hook prerouting priority -300; policy accept;\n\
+         iifname \"c\" ip saddr {client} udp sport {cport} udp dport {SERVER_PORT} ip saddr set {addr} udp sport set {nat} notrack\n\
+         iifname \"s\" ip daddr {addr} udp sport {SERVER_PORT} udp dport {nat} ip daddr set {client} udp dport set {cport} notrack\n\
+         }}\n}}\n"
+    )
+}
+
+/// Issue 26: in the authenticated mode the server names a path by the
+/// peer's name and the path id, so a NAT rebinding to another IP address
+/// keeps the status row and the Prometheus series (it used to name the
+/// path by the client's address: a new series on every rebinding). Two
+/// rebindings to new addresses, the second under a ping stream; the
+/// series are those of the endpoint's encoder (`metrics_text` of the
+/// status document, as a scrape gets them).
+#[test]
+fn an_authenticated_path_keeps_its_name_across_a_rebinding_to_another_address() {
+    let test = "an_authenticated_path_keeps_its_name_across_a_rebinding_to_another_address";
+    if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "ping") {
+        return;
+    }
+    use mpdccp_net::daemon::config::AuthMode;
+    let mut t = Topology::build(1).expect("topology");
+    let opts = TunnelOpts {
+        auth: AuthMode::Authenticated,
+        ..TunnelOpts::default()
+    };
+    t.start_tunnel(exe(), &opts).expect("tunnel up");
+    let client_ip = t.paths[0].client_ip.to_string();
+    let cport = client_port(&t, &client_ip);
+    // The NAT's public addresses: a /24 the server routes via the router.
+    t.server
+        .ip(&[
+            "route",
+            "add",
+            "10.1.3.0/24",
+            "via",
+            &t.paths[0].router_server_ip.to_string(),
+        ])
+        .expect("route to the NAT's addresses");
+    let dst = SERVER_TUN_V4.to_string();
+    let path_of = |st: &Value| {
+        let p = &st["connections"][0]["paths"][0];
+        (
+            p["name"].as_str().unwrap_or("").to_string(),
+            p["remote"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let series = |st: &Value| -> Vec<String> {
+        mpdccp_net::daemon::metrics::metrics_text(st)
+            .lines()
+            .filter(|l| l.starts_with("mpdccp_path_cwnd_pkts{"))
+            .map(|l| l.rsplit_once(' ').unwrap().0.to_string())
+            .collect()
+    };
+    let st0 = t.status(true).expect("server status");
+    let (name0, remote0) = path_of(&st0);
+    let series0 = series(&st0);
+    assert_eq!(st0["connections"][0]["peer"]["identity"], "client", "{st0}");
+    assert_eq!(name0, "client/p0", "{st0}");
+    assert!(remote0.starts_with(&format!("{client_ip}:")), "{remote0}");
+    assert_eq!(series0.len(), 1, "{series0:?}");
+
+    for (i, (addr, port)) in [("10.1.3.9", 40001u16), ("10.1.3.10", 40002)]
+        .iter()
+        .enumerate()
+    {
+        let ns = t.client.name().to_string();
+        let dst2 = dst.clone();
+        let stream = std::thread::spawn(move || {
+            Netns::command_in(&ns, "ping")
+                .args(["-i", "0.01", "-c", "150", "-W", "1", "-q", &dst2])
+                .output()
+                .expect("ping stream")
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        apply(
+            &t.routers[0],
+            &t.dir,
+            &addr_nat_rules(&client_ip, cport, addr, *port),
+        );
+        let out = stream.join().expect("ping thread");
+        let out = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (sent, got, _) = ping_summary(&out);
+        wait_for(Duration::from_secs(3), || {
+            n(&endpoint(&t)["rebinds_validated"]) == i as u64 + 1
+        })
+        .unwrap_or_else(|_| panic!("no rebinding to {addr}:{port}: {}", endpoint(&t)));
+        let st = t.status(true).expect("server status");
+        let (name, remote) = path_of(&st);
+        println!(
+            "rebinding {} to {addr}:{port}: {got}/{sent} pings answered; path {name:?} remote {remote}",
+            i + 1
+        );
+        assert_eq!(remote, format!("{addr}:{port}"), "{st}");
+        assert_eq!(name, name0, "the path's name moved with its address");
+        assert_eq!(shape(&st), shape(&st0), "same connection and subflow");
+        assert_eq!(series(&st), series0, "a new Prometheus series");
+        assert!(
+            sent - got <= 5,
+            "{} of {sent} pings lost:\n{out}",
+            sent - got
+        );
+    }
+}

@@ -385,6 +385,11 @@ impl Client {
             Some((name, remote)) => PathLabel {
                 name: Some(name.clone()),
                 remote: Some(remote.to_string()),
+                transport: self
+                    .paths
+                    .iter()
+                    .find(|p| &p.name == name)
+                    .map(|p| p.transport.name()),
             },
             None => PathLabel::default(),
         };
@@ -406,6 +411,11 @@ impl Client {
             .iter()
             .filter_map(|p| p.socket.as_ref()?.rx_drops())
             .sum();
+        let mut conn = conn_json(&self.conn, self.conn_gen, &label_of);
+        conn["settings"]["auth"] = json!(super::auth_mode_name(
+            self.auth.is_some(),
+            self.conn.config().protect_payload
+        ));
         json!({
             "role": "client",
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
@@ -414,7 +424,7 @@ impl Client {
             "plpmtud": self.mtu_policy.plpmtud.is_some(),
             "daemon": super::stats_json_with_drops(&self.stats, Some(drops)),
             "configured_paths": cfg_paths,
-            "connections": [conn_json(&self.conn, self.conn_gen, &label_of)],
+            "connections": [conn],
         })
     }
 }

@@ -30,6 +30,17 @@ pub enum AuthMode {
     Protected,
 }
 
+impl AuthMode {
+    /// The configuration name (`auth = "..."`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMode::Open => "open",
+            AuthMode::Authenticated => "authenticated",
+            AuthMode::Protected => "protected",
+        }
+    }
+}
+
 /// The `[limits]` table of the server: handshake and admission bounds,
 /// each with a counter in `mpdccp status` and a rate-limited log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,6 +319,15 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Dccp => "dccp",
+            Transport::UDccp => "udccp",
+        }
+    }
+
     /// Bytes of encapsulation between the outer IP header and DCCP.
     pub fn encap_bytes(self) -> u32 {
         match self {
@@ -463,7 +483,12 @@ fn read(path: &Path) -> anyhow::Result<String> {
 
 impl ClientConfig {
     pub fn load(path: &Path) -> anyhow::Result<ClientConfig> {
-        Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))
+        let mut c =
+            Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        super::keyfile::beside(dir, &mut c.private_key_file);
+        super::keyfile::beside(dir, &mut c.psk_file);
+        Ok(c)
     }
 
     /// Parses and validates a client configuration.
@@ -495,8 +520,8 @@ impl ClientConfig {
             && (self.private_key_file.is_none() || self.server_public_key.is_none())
         {
             bail!(
-                "auth = {:?} needs `private_key_file` and `server_public_key`",
-                self.auth_mode()
+                "auth = \"{}\" needs `private_key_file` and `server_public_key`",
+                self.auth_mode().name()
             );
         }
         validate_profile(self.auth_mode(), &self.tunnel)?;
@@ -535,7 +560,14 @@ impl ClientConfig {
 
 impl ServerConfig {
     pub fn load(path: &Path) -> anyhow::Result<ServerConfig> {
-        Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))
+        let mut c =
+            Self::from_toml_str(&read(path)?).with_context(|| format!("{}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        super::keyfile::beside(dir, &mut c.private_key_file);
+        for p in &mut c.peer {
+            super::keyfile::beside(dir, &mut p.psk_file);
+        }
+        Ok(c)
     }
 
     /// Parses and validates a server configuration.
@@ -573,10 +605,16 @@ impl ServerConfig {
             ),
             Some(AuthMode::Authenticated | AuthMode::Protected) => {
                 if self.private_key_file.is_none() {
-                    bail!("auth = {:?} needs `private_key_file`", self.auth_mode());
+                    bail!(
+                        "auth = \"{}\" needs `private_key_file`",
+                        self.auth_mode().name()
+                    );
                 }
                 if self.peer.is_empty() {
-                    bail!("auth = {:?} needs at least one [[peer]]", self.auth_mode());
+                    bail!(
+                        "auth = \"{}\" needs at least one [[peer]]",
+                        self.auth_mode().name()
+                    );
                 }
                 let mut names: Vec<&str> = self.peer.iter().map(|p| p.name.as_str()).collect();
                 names.sort_unstable();

@@ -43,12 +43,31 @@ pub fn generate_private_key() -> anyhow::Result<[u8; KEY_LEN]> {
     Ok(keypair(&mut rng).0)
 }
 
+/// The file systemd passed for `path` with `LoadCredential=<name>:<path>`
+/// (systemd.exec(5) "Credentials"): `$CREDENTIALS_DIRECTORY/<name>`, where
+/// `<name>` is `path`'s file name, when that file exists. A unit with
+/// `DynamicUser=yes` cannot read a root-owned key in /etc; systemd copies
+/// it into a directory only the service's user can read.
+pub fn systemd_credential(path: &Path) -> Option<PathBuf> {
+    let dir = std::env::var_os("CREDENTIALS_DIRECTORY")?;
+    let p = Path::new(&dir).join(path.file_name()?);
+    p.is_file().then_some(p)
+}
+
 /// Reads a secret key file, refusing one that group or others may read
-/// (a local user must not learn the server's or a peer's key).
+/// (a local user must not learn the server's or a peer's key). A systemd
+/// credential of the same file name is read instead ([`systemd_credential`]);
+/// systemd grants its service user read access by an ACL, whose mask shows
+/// as the group bits, so there only "others" must have no access.
 pub fn read_secret_key(path: &Path) -> anyhow::Result<[u8; KEY_LEN]> {
+    let (path, forbidden) = match systemd_credential(path) {
+        Some(p) => (p, 0o007),
+        None => (path.to_path_buf(), 0o077),
+    };
+    let path = path.as_path();
     let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if mode & forbidden != 0 {
         bail!(
             "{}: mode {mode:o} lets other users read the key; chmod 600 it",
             path.display()
@@ -56,6 +75,15 @@ pub fn read_secret_key(path: &Path) -> anyhow::Result<[u8; KEY_LEN]> {
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
     decode_key(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// A key file named relative to the configuration file is found beside it
+/// (`private_key_file = "server.key"` next to `server.toml`), wherever the
+/// daemon was started from.
+pub fn beside(config_dir: &Path, file: &mut Option<PathBuf>) {
+    if let Some(f) = file.as_mut().filter(|f| f.is_relative()) {
+        *f = config_dir.join(&*f);
+    }
 }
 
 /// One `[[peer]]` of the server configuration.
@@ -149,6 +177,32 @@ mod tests {
         );
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_secret_key(&f).unwrap(), k);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `LoadCredential=k.key:/etc/mpdccp/k.key`: the daemon reads
+    /// `$CREDENTIALS_DIRECTORY/k.key` for `/etc/mpdccp/k.key`,
+    /// accepting systemd's ACL mode (0440) there but not a key others read.
+    #[test]
+    fn a_systemd_credential_replaces_the_configured_key_file() {
+        let dir = std::env::temp_dir().join(format!("mpdccp-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("cred-test.key");
+        let k = [9u8; 32];
+        std::fs::write(&f, encode_key(&k)).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o440)).unwrap();
+        let configured = Path::new("/nonexistent/etc/mpdccp/cred-test.key");
+        assert!(read_secret_key(configured).is_err());
+        // The only test of this crate that sets the variable; no other test
+        // reads a file of this name.
+        std::env::set_var("CREDENTIALS_DIRECTORY", &dir);
+        assert_eq!(systemd_credential(configured), Some(f.clone()));
+        assert_eq!(read_secret_key(configured).unwrap(), k);
+        assert_eq!(systemd_credential(Path::new("/etc/mpdccp/other.key")), None);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let err = read_secret_key(configured).unwrap_err().to_string();
+        std::env::remove_var("CREDENTIALS_DIRECTORY");
+        assert!(err.contains("mode 444"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -219,13 +219,40 @@ pub fn metrics_text_of<'a>(
     f.encode()
 }
 
+/// The labels of a connection's series: its handle and, once a handshake
+/// proved who it is (authenticated modes), the peer's configured name.
+fn conn_labels(c: &Value) -> Labels {
+    let mut l = vec![label("conn", &c["handle"].to_string())];
+    if let Some(peer) = c["peer"]["identity"].as_str() {
+        l.push(label("peer", peer));
+    }
+    l
+}
+
+/// An info metric (value 1) whose labels are `obj`'s strings and booleans:
+/// the effective settings as Prometheus shows configuration (`*_info`).
+fn add_info(f: &mut Families, name: &str, what: &str, base: &Labels, obj: &Value) {
+    let mut l = base.clone();
+    for (k, v) in obj.as_object().into_iter().flatten() {
+        match v {
+            Value::String(s) => l.push(label(k, s)),
+            Value::Bool(b) => l.push(label(k, if *b { "true" } else { "false" })),
+            _ => {}
+        }
+    }
+    if l.len() > base.len() {
+        f.add(Kind::Gauge, name, what, "info", &l, &json!(1));
+    }
+}
+
 fn add_connection(f: &mut Families, c: &Value) {
-    let conn = c["handle"].to_string();
-    let cl = vec![label("conn", &conn)];
+    let cl = conn_labels(c);
     for key in ["established", "closed", "send_queue_pkts", "plpmtu"] {
         let name = format!("conn_{key}");
         f.add(Kind::Gauge, &name, "connection", key, &cl, &c[key]);
     }
+    let what = "connection settings in force (labels; value 1)";
+    add_info(f, "connection_info", what, &cl, &c["settings"]);
     f.add_object(
         Kind::Counter,
         "conn",
@@ -251,7 +278,7 @@ fn add_connection(f: &mut Families, c: &Value) {
     }
     add_paths(
         f,
-        &conn,
+        &cl,
         c["paths"].as_array().map(Vec::as_slice).unwrap_or(&[]),
     );
 }
@@ -262,7 +289,7 @@ fn add_connection(f: &mut Families, c: &Value) {
 /// keeps it); gauges come from the subflow in use (the first Active one,
 /// else the newest); `path_subflows` says how many there were. A path
 /// without a name (none configured) is labelled `id<N>`.
-fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
+fn add_paths(f: &mut Families, conn: &Labels, paths: &[Value]) {
     let mut by_name: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for p in paths {
         let name = match p["name"].as_str() {
@@ -272,7 +299,8 @@ fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
         by_name.entry(name).or_default().push(p);
     }
     for (name, subs) in by_name {
-        let pl = vec![label("conn", conn), label("name", &name)];
+        let mut pl = conn.clone();
+        pl.push(label("name", &name));
         let current = subs
             .iter()
             .find(|p| p["state"] == "Active")
@@ -283,6 +311,9 @@ fn add_paths(f: &mut Families, conn: &str, paths: &[Value]) {
         f.add(Kind::Gauge, "path_active", "path", "active", &pl, &active);
         let n = json!(subs.len());
         f.add(Kind::Gauge, "path_subflows", "path", "subflows", &pl, &n);
+        let info = json!({"transport": current["transport"]});
+        let what = "path settings in force (labels; value 1)";
+        add_info(f, "path_info", what, &pl, &info);
         for (k, v) in current.as_object().into_iter().flatten() {
             if matches!(k.as_str(), "stats" | "id" | "name" | "remote") {
                 continue;
@@ -403,6 +434,7 @@ mod tests {
         let label = |_| super::super::ops::PathLabel {
             name: Some("dsl".into()),
             remote: None,
+            transport: Some("udp"),
         };
         let mut c = super::super::ops::conn_json(&conn, 0, &label);
         fill_nulls(&mut c);
@@ -449,6 +481,174 @@ mod tests {
             "mpdccp_path_tx_data_pkts_total{conn=\"0\",name=\"dsl\"} 0\n",
         ] {
             assert!(t.contains(want), "missing {want:?} in\n{t}");
+        }
+    }
+
+    /// The settings a connection runs with (issue 26: `--help` said cpf
+    /// and passive while the daemon ran acpf and per-flow) are in its status
+    /// entry and in `mpdccp_connection_info`'s labels; the peer's name labels
+    /// every series of the connection; a path's transport is in `path_info`.
+    #[test]
+    fn effective_settings_are_an_info_metric_labelled_with_the_peer() {
+        use mpdccp_proto::conn::TunnelSettings;
+        use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+        let now = Instant::ZERO;
+        let t = TunnelSettings::default();
+        let mut conn = Connection::new(Role::Client, t.connection_config(1280), now, 1);
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| super::super::ops::PathLabel {
+            name: Some("cpe-1/p0".into()),
+            remote: Some("192.0.2.7:40000".into()),
+            transport: Some("udp"),
+        };
+        let mut c = super::super::ops::conn_json(&conn, 4, &label);
+        c["peer"]["identity"] = json!("cpe-1");
+        c["settings"]["auth"] = json!("authenticated");
+        let s = &c["settings"];
+        assert_eq!(s["cc"], t.cc.name());
+        assert_eq!(s["scheduler"], t.scheduler.name());
+        assert_eq!(s["reorder"], t.reorder.name());
+        assert_eq!(s["aqm"], t.aqm.name());
+        assert_eq!(s["retransmit_lost"], t.retransmit_lost);
+        assert_eq!(s["wire_profile"], "rfc9897");
+        let text = metrics_text(&json!({"connections": [c]}));
+        let info = text
+            .lines()
+            .find(|l| l.starts_with("mpdccp_connection_info{"))
+            .unwrap_or_else(|| panic!("no connection_info in\n{text}"));
+        for want in [
+            "conn=\"4\"".to_string(),
+            "peer=\"cpe-1\"".into(),
+            format!("cc=\"{}\"", t.cc.name()),
+            format!("scheduler=\"{}\"", t.scheduler.name()),
+            format!("reorder=\"{}\"", t.reorder.name()),
+            format!("aqm=\"{}\"", t.aqm.name()),
+            "auth=\"authenticated\"".into(),
+            "wire_profile=\"rfc9897\"".into(),
+            "payload_protection=\"false\"".into(),
+        ] {
+            assert!(info.contains(&want), "{want} not in {info}");
+        }
+        assert!(info.ends_with("} 1.0"), "{info}");
+        assert!(
+            text.contains("mpdccp_path_info{conn=\"4\",peer=\"cpe-1\",name=\"cpe-1/p0\",transport=\"udp\"} 1.0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mpdccp_path_cwnd_pkts{conn=\"4\",peer=\"cpe-1\",name=\"cpe-1/p0\"}"),
+            "{text}"
+        );
+        // Strings never become samples of their own.
+        assert!(!text.contains("mpdccp_path_transport"), "{text}");
+    }
+
+    /// Every `mpdccp_*` name in an expression of the Grafana dashboard
+    /// (`deploy/grafana/mpdccp-dashboard.json`) is a sample the daemon
+    /// exports, taken from a status document as a server builds it (a
+    /// connection with a peer, its settings and a path; the daemon's and the
+    /// endpoint's counters); every `{{label}}` of a legend is a label of one
+    /// of the expression's samples (Prometheus adds `instance` and `job`).
+    #[test]
+    fn the_grafana_dashboard_names_only_exported_metrics() {
+        use mpdccp_proto::conn::TunnelSettings;
+        use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+        use std::collections::{BTreeMap, BTreeSet};
+        let now = Instant::ZERO;
+        let mut conn = Connection::new(
+            Role::Client,
+            TunnelSettings::default().connection_config(1280),
+            now,
+            1,
+        );
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| super::super::ops::PathLabel {
+            name: Some("cpe-1/p0".into()),
+            remote: Some("192.0.2.7:40000".into()),
+            transport: Some("udp"),
+        };
+        let mut c = super::super::ops::conn_json(&conn, 0, &label);
+        fill_nulls(&mut c);
+        c["peer"]["identity"] = json!("cpe-1");
+        c["settings"]["auth"] = json!("authenticated");
+        let st = json!({
+            "uptime_s": 2.5, "tun_mtu": 1280,
+            "daemon": super::super::ops::stats_json(&super::super::DaemonStats::default()),
+            "endpoint": super::super::ops::stats_json(&mpdccp_proto::conn::EndpointStats::default()),
+            "connections": [c],
+        });
+        let text = metrics_text(&st);
+        // Sample name → the label names it carries.
+        let mut exported: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            let labels = exported.entry(line[..name_end].to_owned()).or_default();
+            if let Some(body) = line[name_end..].strip_prefix('{') {
+                for kv in body.split("\",") {
+                    if let Some((k, _)) = kv.split_once('=') {
+                        labels.insert(k.trim_start_matches(',').to_owned());
+                    }
+                }
+            }
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana/mpdccp-dashboard.json"
+        );
+        let dash: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("dashboard"))
+            .expect("dashboard is JSON");
+        let mut targets = Vec::new();
+        fn walk<'a>(v: &'a Value, out: &mut Vec<(&'a str, &'a str)>) {
+            match v {
+                Value::Object(o) => {
+                    for key in ["expr", "query"] {
+                        if let Some(e) = o.get(key).and_then(Value::as_str) {
+                            let legend = o.get("legendFormat").and_then(Value::as_str);
+                            out.push((e, legend.unwrap_or("")));
+                        }
+                    }
+                    o.values().for_each(|x| walk(x, out));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                _ => {}
+            }
+        }
+        walk(&dash, &mut targets);
+        let panels = dash["panels"].as_array().expect("panels");
+        assert!(panels.len() >= 10, "{} panels", panels.len());
+        let mut names_seen = BTreeSet::new();
+        for (expr, legend) in &targets {
+            let names: Vec<&str> = expr
+                .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                .filter(|w| w.starts_with("mpdccp_"))
+                .collect();
+            if *expr != "prometheus" {
+                assert!(!names.is_empty(), "no mpdccp metric in {expr:?}");
+            }
+            let mut labels: BTreeSet<String> = ["instance", "job"].map(String::from).into();
+            for n in &names {
+                let l = exported
+                    .get(*n)
+                    .unwrap_or_else(|| panic!("{expr:?}: {n} is not exported"));
+                labels.extend(l.iter().cloned());
+                names_seen.insert(*n);
+            }
+            for part in legend.split("{{").skip(1) {
+                let l = part.split("}}").next().unwrap().trim();
+                assert!(
+                    labels.contains(l),
+                    "{expr:?}: legend label {l} not on {names:?}"
+                );
+            }
+        }
+        assert!(names_seen.len() >= 20, "{names_seen:?}");
+        for n in [
+            "mpdccp_connection_info",
+            "mpdccp_path_loss_window_ratio",
+            "mpdccp_path_srtt_seconds",
+        ] {
+            assert!(names_seen.contains(n), "{n} not on the dashboard");
         }
     }
 

@@ -42,6 +42,8 @@ const HELP: &[(&str, &str)] = &[
     ("conn_closed", "1 once the connection has closed, else 0"),
     ("conn_send_queue_pkts", "Packets waiting in the connection's send queue in front of the scheduler"),
     ("conn_plpmtu", "Largest tunnelled packet the connection's confirmed path MTUs allow (RFC 8899), bytes"),
+    ("connection_info", "Always 1; the labels are the connection's settings in force: cc, scheduler, reorder, aqm, wire_profile, auth and switches"),
+    ("path_info", "Always 1; the label transport says how the path's packets travel (udp, dccp or udccp)"),
     ("path_active", "1 while the path is in state Active (carries data), else 0"),
     ("path_subflows", "Subflows of this path the core still holds (each rejoin adds one)"),
     ("path_priority", "MP_PRIO priority in force on the path (RFC 9897; 0: not used)"),

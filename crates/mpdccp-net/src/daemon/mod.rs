@@ -208,6 +208,16 @@ pub fn queue_transmit(
     batch.commit(data.len(), to, segment_bytes);
 }
 
+/// The `auth` mode a connection runs in, as the configuration names it:
+/// open without a handshake key, protected with sealed payloads.
+pub(crate) fn auth_mode_name(authenticated: bool, protected: bool) -> &'static str {
+    match (authenticated, protected) {
+        (false, _) => config::AuthMode::Open.name(),
+        (true, false) => config::AuthMode::Authenticated.name(),
+        (true, true) => config::AuthMode::Protected.name(),
+    }
+}
+
 /// `stats` as status JSON, plus `udp_rx_socket_drops`: the datagrams the
 /// kernel dropped at the path sockets because their receive buffer was
 /// full (`SO_MEMINFO`, read now: the kernel keeps that count; a client's
@@ -542,6 +552,10 @@ pub fn plan_tun(setup: &TunSetup) -> anyhow::Result<(MtuPlan, TunMtuPolicy)> {
 /// DPLPMTUD on, the TUN starts at what the base size allows (RFC 8899
 /// §5.1.2: "the BASE_PLPMTU ... until confirmed"), so nothing is sent
 /// oversized while the search runs, and is raised as sizes are confirmed.
+/// How long a starting daemon waits for its TUN while another process
+/// (the daemon it replaces, still exiting) holds it.
+pub const TUN_BUSY_WAIT: Duration = Duration::from_secs(3);
+
 pub fn open_tun_queues(
     setup: &TunSetup,
     run: &plan::RunPlan,
@@ -553,14 +567,19 @@ pub fn open_tun_queues(
     let (plan, policy) = (run.mtu, run.tun_mtu);
     let ipv6_inside = policy.ipv6_inside;
     let mtu = policy.tun_mtu(None);
+    // A restart right after a stop finds the old TUN still being torn down.
+    let open = |offload| Tun::open_queues_waiting(&cfg.name, offload, queues, TUN_BUSY_WAIT);
     let tuns = if offload {
         // Kernels without TUN offloads (or IFF_VNET_HDR) still get a tunnel.
-        Tun::open_queues(&cfg.name, true, queues).or_else(|e| {
+        open(true).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::ResourceBusy {
+                return Err(e);
+            }
             tracing::warn!("TUN offloads unavailable ({e}); one packet per read/write");
-            Tun::open_queues(&cfg.name, false, queues)
+            open(false)
         })?
     } else {
-        Tun::open_queues(&cfg.name, false, queues)?
+        open(false)?
     };
     let name = tuns[0].name().to_string();
     iproute::ip(&["link", "set", "dev", &name, "mtu", &mtu.to_string(), "up"])?;

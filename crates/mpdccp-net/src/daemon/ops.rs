@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use mpdccp_proto::conn::Connection;
+use mpdccp_proto::conn::{Connection, ConnectionConfig};
 use mpdccp_proto::PathView;
 use serde_json::{json, Value};
 use tracing::warn;
@@ -35,6 +35,8 @@ fn ms(d: Option<Duration>) -> Value {
 pub struct PathLabel {
     pub name: Option<String>,
     pub remote: Option<String>,
+    /// How the path's packets travel: `udp`, `dccp` or `udccp`.
+    pub transport: Option<&'static str>,
 }
 
 /// One path's status entry.
@@ -47,6 +49,7 @@ pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
         "id": v.id.0,
         "name": label.name,
         "remote": label.remote,
+        "transport": label.transport,
         "state": format!("{:?}", v.state),
         "priority": v.priority,
         "cc_state": v.cc_state,
@@ -96,6 +99,32 @@ fn plpmtu_stats_json(conn: &Connection) -> Value {
     })
 }
 
+/// The settings a connection runs with, as the configuration names them
+/// (issue 26: `--help` and the running daemon disagreed, and nothing showed
+/// which cc, scheduler, reordering or queue management was in force). The
+/// daemons add `auth`, which the core does not know.
+pub fn settings_json(c: &ConnectionConfig) -> Value {
+    // The `[tunnel]` table's `aqm` as `TunnelSettings::connection_config`
+    // maps it: flow queues (with their CoDel) = fq_codel.
+    let aqm = match (c.send_queue_flows > 0, c.send_queue_codel.is_some()) {
+        (true, _) => "fq_codel",
+        (false, true) => "codel",
+        (false, false) => "none",
+    };
+    json!({
+        "cc": c.cc.name(),
+        "scheduler": c.scheduler.kind.name(),
+        "reorder": c.reorder.kind.name(),
+        "aqm": aqm,
+        "wire_profile": c.wire_profile.name(),
+        "payload_protection": c.protect_payload,
+        "retransmit_lost": c.retransmit.is_some(),
+        "cwnd_validation": c.cc_config.cwnd_validation,
+        "plpmtud": c.plpmtud.is_some(),
+        "mss_bytes": c.mss_bytes,
+    })
+}
+
 /// One connection's status entry; `label_of` names each path (by subflow
 /// id). `peer` holds who the other end is: its addresses (one per path)
 /// and its identity (`null` here; the server fills in the configured
@@ -120,6 +149,7 @@ pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathL
         "established": conn.is_established(),
         "closed": conn.is_closed(),
         "multipath": conn.is_multipath(),
+        "settings": settings_json(conn.config()),
         "local_ci": conn.local_ci(),
         "remote_ci": conn.remote_ci(),
         "send_queue_pkts": conn.send_queue_len(),

@@ -294,7 +294,9 @@ impl Server {
                         .then(|| self.stats.warnings.allow(PacketWarning::InnerSource, now))
                         .flatten()
                     {
-                        warn!(conn = h.0, src = ?inner_src(data), suppressed, "inner source outside the peer's allowed_ips: dropped");
+                        let peer = self.peer_name(h).unwrap_or("?");
+                        let src = inner_src(data).map_or("?".into(), |a| a.to_string());
+                        warn!(%peer, conn = h.0, %src, suppressed, "inner source outside the peer's allowed_ips: dropped");
                     }
                     return;
                 }
@@ -330,8 +332,8 @@ impl Server {
         }
         if let (Routing::Peers(r), Some(p)) = (&mut self.routing, peer) {
             r.connected(p, h);
-            let name = r.peers().get(p).map(|x| x.name.clone());
-            info!(conn = h.0, peer = ?name, "peer connected");
+            let name = r.peers().get(p).map_or("?", |x| x.name.as_str());
+            info!(peer = %name, conn = h.0, "peer connected");
         } else {
             info!(conn = h.0, "client connected");
         }
@@ -368,19 +370,24 @@ impl Server {
         self.links.flush(&mut self.batch, &mut self.stats);
     }
 
+    /// The configured name of the peer connection `h`'s handshake proved
+    /// (authenticated modes).
+    fn peer_name(&self, h: ConnectionHandle) -> Option<&str> {
+        let p = self.ep.peer(h)?;
+        Some(self.ep.peer_table()?.get(p)?.name.as_str())
+    }
+
     /// A path's stable name and remote address, for status and metrics
     /// ([`transport::path_name`]).
     fn path_label(&self, h: ConnectionHandle, id: u32) -> PathLabel {
-        let peer_name = self
-            .ep
-            .peer(h)
-            .and_then(|p| Some(self.ep.peer_table()?.get(p)?.name.as_str()));
+        let peer_name = self.peer_name(h);
         match self.ep.remote_of(h, PathId(id)) {
             Some(link) => {
                 let (name, remote) = super::transport::path_name(peer_name, id, link);
                 PathLabel {
                     name: Some(name),
                     remote: Some(remote),
+                    transport: Some(link.transport_name()),
                 }
             }
             None => PathLabel::default(),
@@ -481,13 +488,13 @@ impl Server {
             let label = |id: u32| self.path_label(h, id);
             let mut entry = conn_json(c, h.0, &label);
             // Authenticated modes: the configured peer the handshake proved.
-            let peer = self.ep.peer(h).and_then(|p| {
-                let table = self.ep.peer_table()?;
-                Some(table.get(p)?.name.clone())
-            });
-            if let Some(name) = peer {
+            if let Some(name) = self.peer_name(h) {
                 entry["peer"]["identity"] = json!(name);
             }
+            entry["settings"]["auth"] = json!(super::auth_mode_name(
+                self.ep.auth_stats().is_some(),
+                c.config().protect_payload
+            ));
             if let Some((w, n)) = shard {
                 entry["handle"] = json!(h.0 * n as u64 + w as u64);
                 entry["worker"] = json!(w);

@@ -211,6 +211,15 @@ impl Peer {
         }
     }
 
+    /// How the path's packets travel, as `transport` names it.
+    pub fn transport_name(&self) -> &'static str {
+        match self {
+            Peer::Udp { .. } => "udp",
+            Peer::Dccp { .. } => "dccp",
+            Peer::UDccp(_) => "udccp",
+        }
+    }
+
     /// A path's stable name (the client's address, without the port a
     /// rejoin changes) and its remote address, for status and metrics.
     pub fn label(&self) -> (String, String) {

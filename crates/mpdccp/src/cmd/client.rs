@@ -6,7 +6,7 @@ daemon_command! {
     ///
     /// Configuration file (TOML), all keys optional unless marked:
     ///
-    ///   server = "192.0.2.1:6773"          default server address for every path
+    ///   server = "192.0.2.1:6511"          default server address for every path
     ///   rejoin_backoff_ms = 200             first rejoin delay (doubles, max 30 s)
     ///   seed = 0                            0 = OS randomness
     ///   server_public_key = "base64…"       the server's key (`mpdccp pubkey`); makes auth "authenticated"
@@ -17,7 +17,7 @@ daemon_command! {
     ///     interface = "wlan0"               (required) SO_BINDTODEVICE
     ///     name = "wifi"                     for logs/status (default: interface)
     ///     source = "192.168.1.10"           default: the interface's address
-    ///     remote = "192.0.2.1:6773"         default: `server`
+    ///     remote = "192.0.2.1:6511"         default: `server`
     ///     priority = 3                      MP_PRIO: 1 standby, 2 secondary, 3..15 primary
     ///   [tun]    name = "mpdccp0", addresses = ["10.99.0.2/24", "fd99::2/64"],
     ///            routes = ["default"], mtu = 0 (0 = path_mtu minus all headers),
@@ -34,7 +34,7 @@ daemon_command! {
     ///            keepalive_ms = 2000        probe a silent subflow (Sync/SyncAck); 0 = off
     ///            path_idle_timeout_ms = 15000  close a subflow silent this long; 0 = never
     ///            idle_timeout_ms = 120000   close the connection when every path is silent; 0 = never
-    ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9191"
+    ///   [ops]    control_socket = "/run/mpdccp.sock", prometheus = "127.0.0.1:9192" (server examples: 9191)
     ///            (Prometheus: text format, any GET; optional)
     ///
     /// SIGTERM or SIGINT (or `mpdccp status --close`) closes gracefully: MP_CLOSE

@@ -40,10 +40,11 @@ pub fn kind_names_help() -> String {
     use mpdccp_proto::reorder::ReorderKind;
     use mpdccp_proto::sched::SchedulerKind;
     format!(
-        "tunnel.cc: {}\ntunnel.scheduler: {}\ntunnel.reorder: {}",
+        "tunnel.cc: {}\ntunnel.scheduler: {}\ntunnel.reorder: {}\n\n{}",
         CcKind::valid_names().join(", "),
         SchedulerKind::valid_names().join(", "),
-        ReorderKind::valid_names().join(", ")
+        ReorderKind::valid_names().join(", "),
+        crate::EXIT_DAEMON
     )
 }
 

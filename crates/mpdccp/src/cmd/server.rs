@@ -6,7 +6,7 @@ daemon_command! {
     ///
     /// Configuration file (TOML), all keys optional unless marked:
     ///
-    ///   listen = "0.0.0.0:6773"            (required) UDP address:port for all clients
+    ///   listen = "0.0.0.0:6511"            (required) UDP address:port for all clients
     ///   max_clients = 1024                  most connections at once
     ///   max_learned_addresses = 65536       inner addresses remembered for routing
     ///   seed = 0                            0 = OS randomness

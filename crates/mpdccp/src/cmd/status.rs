@@ -42,8 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A left-aligned first column, right-aligned numbers, widths from content.
-fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
+/// `left` left-aligned first columns, right-aligned numbers, widths from
+/// content.
+fn table(out: &mut String, indent: &str, left: usize, rows: &[Vec<String>]) {
     let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let width: Vec<usize> = (0..cols)
         .map(|c| {
@@ -59,7 +60,7 @@ fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
             if c > 0 {
                 line.push_str("  ");
             }
-            if c <= 2 {
+            if c < left {
                 let _ = write!(line, "{cell:<w$}", w = width[c]);
             } else {
                 let _ = write!(line, "{cell:>w$}", w = width[c]);
@@ -102,6 +103,26 @@ fn nonzero(out: &mut String, title: &str, o: &Value) {
     let _ = writeln!(out, "{line}");
 }
 
+/// The connection's settings in force (`settings` of its entry), one line:
+/// the strings as `key=value`, the switches that are on by name.
+fn settings_line(out: &mut String, s: &Value) {
+    let Some(o) = s.as_object() else { return };
+    let mut items: Vec<String> = Vec::new();
+    for key in ["auth", "cc", "scheduler", "reorder", "aqm", "wire_profile"] {
+        if let Some(v) = o.get(key).and_then(Value::as_str) {
+            items.push(format!("{key}={v}"));
+        }
+    }
+    for (k, v) in o {
+        if v == &Value::Bool(true) {
+            items.push(k.clone());
+        }
+    }
+    if !items.is_empty() {
+        let _ = writeln!(out, "  settings: {}", items.join(" "));
+    }
+}
+
 /// The status document for humans.
 pub fn render(v: &Value) -> String {
     let mut out = String::new();
@@ -139,7 +160,7 @@ pub fn render(v: &Value) -> String {
                 num(&p["lost_subflows"], 0),
             ]);
         }
-        table(&mut out, "", &rows);
+        table(&mut out, "", 3, &rows);
     }
     let conns = v["connections"].as_array().cloned().unwrap_or_default();
     if conns.is_empty() {
@@ -154,9 +175,13 @@ pub fn render(v: &Value) -> String {
         } else {
             "handshaking"
         };
+        // The peer's configured name once its handshake proved it.
+        let who = c["peer"]["identity"]
+            .as_str()
+            .map_or(String::new(), |n| format!(" ({n})"));
         let _ = writeln!(
             out,
-            "\nconnection {}: {state}, {}  ci {} / peer {}  queue {} pkts  delivered {} pkts  lost {}",
+            "\nconnection {}{who}: {state}, {}  ci {} / peer {}  queue {} pkts  delivered {} pkts  lost {}",
             num(&c["handle"], 0),
             match c["multipath"].as_bool() {
                 Some(true) => "multipath",
@@ -169,10 +194,12 @@ pub fn render(v: &Value) -> String {
             num(&st["delivered_pkts"], 0),
             num(&st["lost_pkts"], 0),
         );
+        settings_line(&mut out, &c["settings"]);
         let mut rows = vec![vec![
             "id".into(),
             "name".into(),
             "remote".into(),
+            "via".into(),
             "state".into(),
             "prio".into(),
             "cwnd (pkts)".into(),
@@ -188,6 +215,7 @@ pub fn render(v: &Value) -> String {
                 num(&p["id"], 0),
                 p["name"].as_str().unwrap_or("-").into(),
                 p["remote"].as_str().unwrap_or("-").into(),
+                p["transport"].as_str().unwrap_or("-").into(),
                 p["state"].as_str().unwrap_or("?").into(),
                 num(&p["priority"], 0),
                 num(&p["cwnd_pkts"], 0),
@@ -206,7 +234,7 @@ pub fn render(v: &Value) -> String {
                 num(&p["stats"]["rx_pkts"], 0),
             ]);
         }
-        table(&mut out, "  ", &rows);
+        table(&mut out, "  ", 5, &rows);
         nonzero(&mut out, "counters", st);
         nonzero(&mut out, "reordering", &c["reorder"]);
     }
@@ -228,11 +256,15 @@ mod tests {
                 "usable": true, "path_id": 3, "established": true, "lost_subflows": 1}],
             "daemon": {"udp_rx_truncated": 0, "path_down_events": 2},
             "connections": [{"handle": 0, "established": true, "closed": false, "multipath": true,
+                "peer": {"identity": "cpe-berlin"},
+                "settings": {"cc": "ccid2", "scheduler": "acpf", "reorder": "per-flow",
+                    "aqm": "fq_codel", "wire_profile": "rfc9897", "auth": "authenticated",
+                    "retransmit_lost": true, "payload_protection": false, "mss_bytes": 1400},
                 "local_ci": 5, "remote_ci": 6, "send_queue_pkts": 0,
                 "stats": {"delivered_pkts": 10, "lost_pkts": 0, "removeaddr_sent": 1},
                 "reorder": {},
                 "paths": [
-                    {"id": 0, "name": "lte", "state": "Active", "priority": 3, "cwnd_pkts": 10,
+                    {"id": 0, "name": "lte", "transport": "udp", "state": "Active", "priority": 3, "cwnd_pkts": 10,
                      "in_flight_pkts": 2, "srtt_ms": 31.25, "delivery_rate_bps": 9_500_000,
                      "loss_rate": 0.001, "loss_window": {"ratio": 0.0125},
                      "stats": {"tx_pkts": 1000, "rx_pkts": 500}},
@@ -259,7 +291,18 @@ mod tests {
             lines[head + 2].contains("Establishing") && lines[head + 2].contains(" -"),
             "{s}"
         );
-        assert!(s.contains("connection 0: established, multipath"), "{s}");
+        assert!(
+            s.contains("connection 0 (cpe-berlin): established, multipath"),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "settings: auth=authenticated cc=ccid2 scheduler=acpf reorder=per-flow \
+                 aqm=fq_codel wire_profile=rfc9897 retransmit_lost\n"
+            ),
+            "{s}"
+        );
+        assert!(lines[head + 1].contains(" udp "), "{s}");
         assert!(
             s.contains("removeaddr_sent=1") && s.contains("path_down_events=2"),
             "{s}"
