@@ -162,7 +162,7 @@ impl OpenScratch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conn::codec::Segment;
+    use crate::conn::codec::{PacketType, Segment};
     use crate::wire::WireProfile;
 
     /// A packet written for sealing and sealed where it lies is, byte for
