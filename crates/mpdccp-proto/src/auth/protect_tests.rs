@@ -170,9 +170,7 @@ fn frames_open_with_another_implementation() {
     let mut p = PathProtector::new(&ck, &binding);
     let mut info = b"mpdccp-auth-v1 path".to_vec();
     info.extend_from_slice(&binding);
-    let other = chacha20poly1305::ChaCha20Poly1305::new(
-        (&expand(ck.payload_send(), &info)).into(),
-    );
+    let other = chacha20poly1305::ChaCha20Poly1305::new((&expand(ck.payload_send(), &info)).into());
     let aad = b"the dccp header";
     for (k, size) in [0usize, 64, 1400].into_iter().enumerate() {
         let msg: Vec<u8> = (0..size).map(|i| (i * 13) as u8).collect();

@@ -2,8 +2,8 @@
 //! the construction of each packet.
 
 use super::subflow::{AckSegment, EmitCtx};
-use crate::auth::protect::COUNTER_LEN;
 use super::*;
+use crate::auth::protect::COUNTER_LEN;
 
 /// Copies of a multi-path (redundant) decision a path holds at least while
 /// its window is full: about 0.3 s at the 100 packets/s of a VoIP or
@@ -411,8 +411,8 @@ impl Connection {
         // counter's room, checksum once over the ciphertext); a data packet
         // is sealed (or not sent) whatever the subflow's state, as in
         // `seal_data`.
-        let sealing = self.protection.is_some()
-            && (data.is_some() || self.control_sealed(i, seg.ptype));
+        let sealing =
+            self.protection.is_some() && (data.is_some() || self.control_sealed(i, seg.ptype));
         let emit = |seg: &mut Segment<'_>, buf: &mut [u8]| {
             if sealing {
                 seg.emit_for_sealing(buf, profile, COUNTER_LEN, PROTECTION_OVERHEAD - COUNTER_LEN)

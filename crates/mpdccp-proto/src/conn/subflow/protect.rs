@@ -191,7 +191,12 @@ mod tests {
                 let la = seg.emit_in(&mut a, addrs, WireProfile::Rfc9897).unwrap();
                 let na = seal_packet(&mut moved, &mut a, la, body.len(), addrs).unwrap();
                 let lb = seg
-                    .emit_for_sealing(&mut b, WireProfile::Rfc9897, COUNTER_LEN, OVERHEAD - COUNTER_LEN)
+                    .emit_for_sealing(
+                        &mut b,
+                        WireProfile::Rfc9897,
+                        COUNTER_LEN,
+                        OVERHEAD - COUNTER_LEN,
+                    )
                     .unwrap();
                 assert_eq!(la, lb);
                 let nb = seal_framed(&mut framed, &mut b, lb, body.len(), addrs).unwrap();
@@ -199,7 +204,12 @@ mod tests {
                 // Too small for the tag: refused, as `seal_packet` does.
                 let mut small = vec![0u8; lb + OVERHEAD - 1];
                 assert!(seg
-                    .emit_for_sealing(&mut small, WireProfile::Rfc9897, COUNTER_LEN, OVERHEAD - COUNTER_LEN)
+                    .emit_for_sealing(
+                        &mut small,
+                        WireProfile::Rfc9897,
+                        COUNTER_LEN,
+                        OVERHEAD - COUNTER_LEN
+                    )
                     .is_none());
             }
         }
