@@ -421,15 +421,30 @@ fn peers(
     };
     stop_from(t);
     let mut runs = serde_json::Map::new();
-    let modes: &[(&str, AuthMode)] = if quick {
-        &[("mpdccp_one_path", AuthMode::Open)]
-    } else {
-        &[
-            ("mpdccp_one_path", AuthMode::Open),
-            ("mpdccp_one_path_protected", AuthMode::Protected),
-        ]
+    let open = ("mpdccp_one_path", AuthMode::Open);
+    let protected = ("mpdccp_one_path_protected", AuthMode::Protected);
+    // MPDCCP_BENCH_PEER_MODES (`open`, `protected`, `open,protected`)
+    // picks our one-path runs, e.g. protected only beside wireguard-go
+    // for the AEAD work of issue #22; by default open when `quick`, both
+    // otherwise.
+    let modes: Vec<(&str, AuthMode)> = match std::env::var("MPDCCP_BENCH_PEER_MODES") {
+        Ok(v) if !v.is_empty() => {
+            let mut m = Vec::new();
+            for w in v.split(',') {
+                match w.trim() {
+                    "open" => m.push(open),
+                    "protected" => m.push(protected),
+                    other => anyhow::bail!(
+                        "MPDCCP_BENCH_PEER_MODES: {other}? want open and/or protected"
+                    ),
+                }
+            }
+            m
+        }
+        _ if quick => vec![open],
+        _ => vec![open, protected],
     };
-    for (name, auth) in modes {
+    for (name, auth) in &modes {
         let one = TunnelOpts {
             paths: vec![0],
             auth: *auth,

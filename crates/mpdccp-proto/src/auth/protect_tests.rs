@@ -27,16 +27,20 @@ fn chacha20poly1305_matches_rfc8439_vector() {
     let mut text = b"Ladies and Gentlemen of the class of '99: If I could offer you \
 only one tip for the future, sunscreen would be it."
         .to_vec();
-    let aead = ChaCha20Poly1305::new((&key).into());
+    let aead = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &key).unwrap());
     let tag = aead
-        .encrypt_in_place_detached((&nonce).into(), &aad, &mut text)
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(&aad),
+            &mut text,
+        )
         .unwrap();
     assert_eq!(
         &text[..8],
         &[0xd3, 0x1a, 0x8d, 0x34, 0x64, 0x8e, 0x60, 0xdb]
     );
     assert_eq!(
-        tag.as_slice(),
+        tag.as_ref(),
         &[
             0x1a, 0xe1, 0x0b, 0x59, 0x4f, 0x09, 0xe2, 0x6a, 0x7e, 0x90, 0x2e, 0xcb, 0xd0, 0x60,
             0x06, 0x91
@@ -151,5 +155,34 @@ fn replay_window_agrees_with_a_set_model() {
             seen.insert(s);
             top = top.max(s);
         }
+    }
+}
+
+/// The frame is plain RFC 8439 ChaCha20-Poly1305: another implementation
+/// (RustCrypto's, which sealed these frames before `ring` did) opens what
+/// the protector sealed, with the path key and nonce layout of the module
+/// doc, so daemons of either version talk to each other.
+#[test]
+fn frames_open_with_another_implementation() {
+    use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+    let (ck, _) = session();
+    let binding = [3u8; 16];
+    let mut p = PathProtector::new(&ck, &binding);
+    let mut info = b"mpdccp-auth-v1 path".to_vec();
+    info.extend_from_slice(&binding);
+    let other = chacha20poly1305::ChaCha20Poly1305::new((&expand(ck.payload_send(), &info)).into());
+    let aad = b"the dccp header";
+    for (k, size) in [0usize, 64, 1400].into_iter().enumerate() {
+        let msg: Vec<u8> = (0..size).map(|i| (i * 13) as u8).collect();
+        let f = seal(&mut p, aad, &msg);
+        assert_eq!(f[..8], (k as u64).to_be_bytes());
+        let (body, tag) = f[8..].split_at(size);
+        let mut body = body.to_vec();
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&f[..8]);
+        other
+            .decrypt_in_place_detached((&n).into(), aad, &mut body, tag.into())
+            .expect("RustCrypto opens ring's frame");
+        assert_eq!(body, msg);
     }
 }

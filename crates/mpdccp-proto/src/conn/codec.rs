@@ -394,6 +394,38 @@ impl<'a> Segment<'a> {
         addrs: (IpAddr, IpAddr),
         profile: WireProfile,
     ) -> Option<usize> {
+        let total = self.emit_parts(buf, profile, 0, 0)?;
+        let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+        pkt.fill_checksum(addrs).ok()?;
+        Some(total)
+    }
+
+    /// As [`Segment::emit_in`] for a packet about to be sealed (payload
+    /// protection, `subflow/protect.rs`): the payload goes where the sealed
+    /// frame's plaintext lies, `gap` bytes after the header (the counter),
+    /// `tail` bytes (the tag) must fit after it, and no checksum is
+    /// computed (sealing computes it once, over the ciphertext). Returns
+    /// the unsealed length, header + payload, as `emit_in` would.
+    pub(crate) fn emit_for_sealing(
+        &mut self,
+        buf: &mut [u8],
+        profile: WireProfile,
+        gap: usize,
+        tail: usize,
+    ) -> Option<usize> {
+        self.emit_parts(buf, profile, gap, tail)
+    }
+
+    /// Header and payload (`gap` bytes after the header, `tail` bytes of
+    /// room after it) with the checksum field zero; returns header +
+    /// payload length.
+    fn emit_parts(
+        &mut self,
+        buf: &mut [u8],
+        profile: WireProfile,
+        gap: usize,
+        tail: usize,
+    ) -> Option<usize> {
         let fixed = 16 + self.ptype.subheader_len(false);
         // Options first, right after the fixed header.
         let mut p = fixed;
@@ -426,15 +458,15 @@ impl<'a> Segment<'a> {
         p = emit_mp(&self.mp, buf, p, profile)?;
         let hl = p.div_ceil(4) * 4;
         let total = hl + self.payload.len();
-        if hl > crate::wire::MAX_HEADER_LEN || buf.len() < total {
+        if hl > crate::wire::MAX_HEADER_LEN || buf.len() < total + gap + tail {
             return None;
         }
         buf[p..hl].fill(0); // Padding options
-        buf[hl..total].copy_from_slice(self.payload);
+        buf[hl + gap..total + gap].copy_from_slice(self.payload);
         self.emit_fixed(&mut buf[..fixed])?;
-        let mut pkt = Packet::new_unchecked(&mut buf[..total]);
+        let mut pkt = Packet::new_unchecked(&mut buf[..hl]);
         pkt.set_data_offset((hl / 4) as u8);
-        pkt.fill_checksum(addrs).ok()?;
+        pkt.set_checksum(0);
         Some(total)
     }
 

@@ -27,7 +27,7 @@
 //!   docs/SECURITY.md §3), and before the Response verified no key exists.
 //! * Connections without protection are unchanged, byte for byte.
 
-use super::subflow::{seal_packet, OpenScratch};
+use super::subflow::{seal_framed, seal_packet, OpenScratch};
 use super::*;
 use crate::auth::protect::OVERHEAD;
 use crate::auth::{AuthError, PathProtector, SessionKeys};
@@ -141,6 +141,23 @@ impl Connection {
         };
         let p = path_protector(prot, &mut self.paths[i])?;
         seal_packet(p, buf, len, payload_len, addrs)
+    }
+
+    /// As [`seal_data`](Self::seal_data) for a packet written by
+    /// `Segment::emit_for_sealing` (plaintext already after the counter's
+    /// room, no checksum yet): the same bytes, without moving the payload
+    /// or summing it twice. `None` when unprotected (never called then).
+    pub(super) fn seal_emitted(
+        &mut self,
+        i: usize,
+        buf: &mut [u8],
+        len: usize,
+        payload_len: usize,
+        addrs: (IpAddr, IpAddr),
+    ) -> Option<usize> {
+        let prot = self.protection.as_deref_mut()?;
+        let p = path_protector(prot, &mut self.paths[i])?;
+        seal_framed(p, buf, len, payload_len, addrs)
     }
 
     /// Seals the packet of type `ptype` without application data just

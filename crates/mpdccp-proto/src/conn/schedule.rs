@@ -3,6 +3,7 @@
 
 use super::subflow::{AckSegment, EmitCtx};
 use super::*;
+use crate::auth::protect::COUNTER_LEN;
 
 /// Copies of a multi-path (redundant) decision a path holds at least while
 /// its window is full: about 0.3 s at the 100 packets/s of a VoIP or
@@ -406,7 +407,20 @@ impl Connection {
             sf.on_ack_sent();
         }
         let profile = self.config.wire_profile;
-        let mut emitted = seg.emit_in(buf, addrs, profile);
+        // Protected: written for sealing where it lies (payload after the
+        // counter's room, checksum once over the ciphertext); a data packet
+        // is sealed (or not sent) whatever the subflow's state, as in
+        // `seal_data`.
+        let sealing =
+            self.protection.is_some() && (data.is_some() || self.control_sealed(i, seg.ptype));
+        let emit = |seg: &mut Segment<'_>, buf: &mut [u8]| {
+            if sealing {
+                seg.emit_for_sealing(buf, profile, COUNTER_LEN, PROTECTION_OVERHEAD - COUNTER_LEN)
+            } else {
+                seg.emit_in(buf, addrs, profile)
+            }
+        };
+        let mut emitted = emit(&mut seg, buf);
         if let (Some(_), Some((mseq, q))) = (emitted, &data) {
             // The bound is a guarantee: checked on every data packet built.
             let hl = usize::from(buf[4]) * 4;
@@ -421,10 +435,14 @@ impl Connection {
                 (bare.src_port, bare.dst_port) = (seg.src_port, seg.dst_port);
                 bare.mp.seq = seg.mp.seq.map(|_| mseq & SEQ_MASK);
                 bare.payload = &q.data;
-                emitted = bare.emit_in(buf, addrs, profile);
+                emitted = emit(&mut bare, buf);
             }
         }
         let result = match (emitted, &data) {
+            (Some(len), Some((_, q))) if sealing => {
+                self.seal_emitted(i, buf, len, q.data.len(), addrs)
+            }
+            (Some(len), None) if sealing => self.seal_emitted(i, buf, len, 0, addrs),
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
             (Some(len), None) => self.seal_control(i, seg.ptype, buf, len, 0, addrs),
             (None, _) => None,

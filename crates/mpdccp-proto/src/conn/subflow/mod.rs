@@ -31,7 +31,7 @@ mod timers;
 
 pub(crate) use data_header::DataPlan;
 pub(crate) use emit::{AckSegment, EmitCtx};
-pub(crate) use protect::{seal_packet, OpenScratch};
+pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
 pub(crate) use recv::{Admit, ResetEffect};
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
