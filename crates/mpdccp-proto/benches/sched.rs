@@ -42,7 +42,6 @@ fn bench(c: &mut Criterion) {
                 len: 1200,
                 queued_pkts: 8,
                 queued_bytes: 9600,
-                flow_backlog_pkts: 8,
             };
             let mut out = Vec::with_capacity(8);
             let mut now = Instant::from_millis(1);

@@ -13,7 +13,6 @@ const PKT: PacketMeta = PacketMeta {
     len: 1200,
     queued_pkts: 1,
     queued_bytes: 1200,
-    flow_backlog_pkts: 1,
 };
 
 fn ms(v: u64) -> Duration {
@@ -499,7 +498,6 @@ fn queued(k: usize) -> PacketMeta {
         len: 1200,
         queued_pkts: k,
         queued_bytes: 1200 * k,
-        flow_backlog_pkts: k,
     }
 }
 

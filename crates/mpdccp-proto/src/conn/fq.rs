@@ -241,24 +241,6 @@ impl FlowQueues {
         Some((f, item))
     }
 
-    /// Packets that leave before the current head's flow is served out:
-    /// its own queue times the flows sharing the DRR rounds with it
-    /// (every listed flow with packets), at most everything queued. A
-    /// sparse flow's lone packet has almost nothing ahead of it; a
-    /// backlogged flow has about the whole queue (ECF's `k` per flow).
-    pub fn head_flow_backlog(&self, total: usize) -> usize {
-        let Some(f) = self.current() else {
-            return 0;
-        };
-        let busy = self
-            .new_flows
-            .iter()
-            .chain(self.old_flows.iter())
-            .filter(|&&g| self.flow_len(g as usize) > 0)
-            .count();
-        self.flow_len(f).saturating_mul(busy.max(1)).min(total)
-    }
-
     pub fn flow_len(&self, f: usize) -> usize {
         self.flow(f).map_or(0, |x| x.q.len())
     }

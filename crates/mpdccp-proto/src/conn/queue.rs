@@ -208,14 +208,6 @@ impl SendQueue {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
-    /// The head packet's flow backlog (`FlowQueues::head_flow_backlog`);
-    /// with one FIFO, everything queued.
-    pub fn head_flow_backlog(&self) -> usize {
-        match &self.fq {
-            Some(fq) => fq.head_flow_backlog(self.len),
-            None => self.len,
-        }
-    }
     pub fn front(&self) -> Option<&Queued> {
         match &self.fq {
             Some(fq) => fq.front(),

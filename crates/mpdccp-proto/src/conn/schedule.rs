@@ -161,7 +161,6 @@ impl Connection {
                 len: head.data.len(),
                 queued_pkts: self.queue.len(),
                 queued_bytes: self.queue.bytes(),
-                flow_backlog_pkts: self.queue.head_flow_backlog(),
             };
             self.sched_out.clear();
             self.scheduler

@@ -121,7 +121,7 @@ impl Scheduler for Acpf {
             if let Some(f) = fastest {
                 if srtt_rank(p) > srtt_rank(f)
                     && !f.can_send(now)
-                    && !spill::worth_spilling(f, p, pkt.flow_backlog_pkts)
+                    && !spill::worth_spilling(f, p, pkt.queued_pkts)
                 {
                     // Waiting for `f` delivers sooner: hold; the connection
                     // asks again when a path frees up.

@@ -68,11 +68,6 @@ pub struct PacketMeta {
     pub queued_pkts: usize,
     /// Bytes waiting in the connection's send queue, this one included.
     pub queued_bytes: usize,
-    /// Packets that leave before this packet's inner flow is served out:
-    /// with per-flow queues (FQ-CoDel) its flow's queue times the flows
-    /// sharing the rounds, at most `queued_pkts`; with one FIFO,
-    /// `queued_pkts`. What a wait for the fastest path costs this flow.
-    pub flow_backlog_pkts: usize,
 }
 
 pub trait Scheduler: Send + Debug {
