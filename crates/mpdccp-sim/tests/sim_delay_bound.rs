@@ -19,10 +19,7 @@ fn cell(bound: bool) -> Cell {
         ccs: v("ccid2"),
         inners: v("rt+cubic"),
         duration_s: 20.0,
-        sets: vec![(
-            "tunnel.window_delay_bound".to_string(),
-            bound.to_string(),
-        )],
+        sets: vec![("tunnel.window_delay_bound".to_string(), bound.to_string())],
         jobs: 2,
     };
     let card = aggregation::run(&opts, |_, _, _, _, _| {}).expect("the matrix plans");
