@@ -82,6 +82,10 @@ fn assert_same_settings(
         sim.random_loss_backlog_pkts, daemon.random_loss_backlog_pkts,
         "{what}: tolerate_random_loss"
     );
+    assert_eq!(
+        sim.window_delay_bound, daemon.window_delay_bound,
+        "{what}: window_delay_bound"
+    );
     // Everything else: the core's defaults, except each driver's own.
     let d = ConnectionConfig::default();
     let rest = |c: &ConnectionConfig| ConnectionConfig {
@@ -98,6 +102,7 @@ fn assert_same_settings(
         send_queue_flow_quantum: d.send_queue_flow_quantum,
         retransmit: d.retransmit,
         random_loss_backlog_pkts: d.random_loss_backlog_pkts,
+        window_delay_bound: d.window_delay_bound,
         ..c.clone()
     };
     assert_eq!(
@@ -147,7 +152,13 @@ fn simulator_daemon_and_testbed_map_settings_alike() {
             sc.apply_set("tunnel.retransmit_max_age_ms", "30").unwrap();
             sc.apply_set("tunnel.retransmit_budget_pct", "2").unwrap();
             sc.apply_set("tunnel.tolerate_random_loss", "true").unwrap();
+            sc.apply_set("tunnel.window_delay_bound", "true").unwrap();
+            sc.apply_set("tunnel.window_delay_target_ms", "7").unwrap();
             let sim = mpdccp_sim::connection_config(&sc);
+            assert_eq!(
+                sim.window_delay_bound,
+                Some(std::time::Duration::from_millis(7))
+            );
             let r = sim.retransmit.expect("retransmit_lost reaches the core");
             assert_eq!(r.max_age, std::time::Duration::from_millis(30));
             assert_eq!(r.budget_pct, 2.0);

@@ -65,6 +65,11 @@ pub struct ConnectionConfig {
     /// while the path's estimated backlog is below this many packets is not
     /// passed to the controller as congestion; none = every loss is.
     pub random_loss_backlog_pkts: Option<f64>,
+    /// Queue-delay bound on each loss-based subflow's usable window
+    /// (`conn/subflow/delay_bound.rs`): in flight at most the max-filtered
+    /// delivery rate × (min RTT + target); the value is the target, zero =
+    /// `max(min_rtt / 4, 1 ms)`. None = the controller's window alone.
+    pub window_delay_bound: Option<Duration>,
     /// false = plain single-path DCCP (no Multipath Capable feature).
     pub multipath: bool,
     /// Sequence Window (RFC 4340 §7.5.2), packets. Must exceed the largest
@@ -174,6 +179,7 @@ impl Default for ConnectionConfig {
             mss_bytes: DEFAULT_MSS_BYTES,
             retransmit: None,
             random_loss_backlog_pkts: None,
+            window_delay_bound: None,
             multipath: true,
             seq_window_pkts: 10_000,
             ack_ratio: 2,
@@ -282,6 +288,27 @@ pub struct TunnelSettings {
     /// before. Written out only when off.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_true"))]
     pub delay_aware_spill: bool,
+    /// Bound each loss-based subflow's window to its delivery rate × (min
+    /// RTT + `window_delay_target_ms`), so the standing queue builds in the
+    /// tunnel's send queue (its AQM) rather than in the path's buffer
+    /// (`conn/subflow/delay_bound.rs`). Written out only when on.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_false"))]
+    pub window_delay_bound: bool,
+    /// The standing queue `window_delay_bound` tolerates on a path, ms;
+    /// 0 = a quarter of the path's min RTT, at least 1 ms. Written out only
+    /// when set.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub window_delay_target_ms: f64,
+}
+
+#[cfg(feature = "serde")]
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[cfg(feature = "serde")]
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 #[cfg(feature = "serde")]
@@ -364,6 +391,8 @@ impl Default for TunnelSettings {
             tolerate_random_loss: true,
             cwnd_validation: true,
             delay_aware_spill: true,
+            window_delay_bound: false,
+            window_delay_target_ms: 0.0,
         }
     }
 }
@@ -405,6 +434,12 @@ impl TunnelSettings {
         if !(age.is_finite() && pct.is_finite() && age >= 0.0 && (0.0..=100.0).contains(&pct)) {
             return Err(format!(
                 "`retransmit_max_age_ms` must be >= 0 and `retransmit_budget_pct` in 0..=100 (got {age}, {pct})"
+            ));
+        }
+        let w = self.window_delay_target_ms;
+        if !(w.is_finite() && (0.0..=10_000.0).contains(&w)) {
+            return Err(format!(
+                "`window_delay_target_ms` must be in 0..=10000 (got {w})"
             ));
         }
         if self.fq_quantum_bytes > 1 << 20 {
@@ -469,6 +504,9 @@ impl TunnelSettings {
                 ..super::RetransmitConfig::default()
             }),
             random_loss_backlog_pkts: self.tolerate_random_loss.then_some(VENO_BACKLOG_PKTS),
+            window_delay_bound: self
+                .window_delay_bound
+                .then(|| ms(self.window_delay_target_ms.max(0.0))),
             ..d
         }
     }

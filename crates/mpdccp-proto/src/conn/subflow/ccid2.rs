@@ -91,7 +91,7 @@ impl Subflow {
         let rtt = self.rtt.srtt().unwrap_or(initial_rto);
         let app_limited = self.queue.is_empty()
             && conn_queue_empty
-            && self.pipe + 1 < self.cc.cwnd_pkts()
+            && self.pipe + 1 < self.usable_window()
             && self.blocked_at.is_none_or(|t| now - t > rtt);
         self.on_data_sent(now, seq, bytes, app_limited);
     }
@@ -231,6 +231,9 @@ impl Subflow {
                 if !rs.is_app_limited || self.delivery_rate.is_none_or(|d| r > d) {
                     self.delivery_rate = Some(r);
                 }
+                if let (Some(b), Some(min_rtt)) = (self.delay_bound.as_mut(), self.rtt.min_rtt()) {
+                    b.on_rate_sample(now, rs.delivery_rate_pkts_per_s(), min_rtt);
+                }
             }
             let ev = AckEvent {
                 acked_pkts,
@@ -248,6 +251,7 @@ impl Subflow {
             let view = coupled.view(self);
             self.cc.on_ack(now, &ev, view);
             self.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
+            self.update_window_bound(now);
         }
         self.detect_losses(now, &mut coupled);
         self.trim();

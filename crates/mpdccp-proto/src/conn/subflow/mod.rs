@@ -23,6 +23,7 @@ use crate::wire::ResetCode;
 mod ccid2;
 pub(crate) use ccid2::Coupled;
 mod data_header;
+mod delay_bound;
 mod emit;
 pub mod loss_window;
 mod protect;
@@ -158,6 +159,10 @@ pub(crate) struct Subflow {
     loss_window: loss_window::LossWindow,
     /// Latest delivery-rate sample not limited by the application.
     delivery_rate: Option<u64>,
+    /// `ConnectionConfig::window_delay_bound` (loss-based controllers
+    /// only), and its bound as last computed, packets.
+    delay_bound: Option<delay_bound::DelayBound>,
+    window_bound: Option<u32>,
     last_rtt_sample_at: Option<Instant>,
     /// Last time the scheduler had to send elsewhere because this path was
     /// blocked by its window or pacer.
@@ -313,6 +318,12 @@ impl Subflow {
             loss_rate: 0.0,
             loss_window: loss_window::LossWindow::default(),
             delivery_rate: None,
+            // The BBR family paces and bounds its own in-flight data.
+            delay_bound: conf
+                .window_delay_bound
+                .filter(|_| !matches!(conf.cc, crate::cc::CcKind::Ccid5 | crate::cc::CcKind::Bbr3))
+                .map(delay_bound::DelayBound::new),
+            window_bound: None,
             last_rtt_sample_at: None,
             blocked_at: None,
             mp_rtt_next_kind: 0,
@@ -608,6 +619,7 @@ impl Subflow {
     /// shown) and the loss window's once-a-second counter snapshot.
     pub(crate) fn refresh(&mut self, now: Instant) {
         self.cc.validate_window(now);
+        self.update_window_bound(now);
         self.loss_window
             .note(now, self.stats.tx_data_pkts, self.proven_lost());
     }
@@ -628,8 +640,24 @@ impl Subflow {
         self.cc.pipe_ack_pkts(now)
     }
 
+    /// Recompute the queue-delay bound (`delay_bound`) at `now`.
+    pub(crate) fn update_window_bound(&mut self, now: Instant) {
+        let min_rtt = self.rtt.min_rtt();
+        self.window_bound = self
+            .delay_bound
+            .as_mut()
+            .and_then(|b| b.bound_pkts(now, min_rtt));
+    }
+
+    /// The window the path may fill: the controller's, capped by the
+    /// queue-delay bound when that is on (`delay_bound`).
+    pub(crate) fn usable_window(&self) -> u32 {
+        let cwnd = self.cc.cwnd_pkts();
+        self.window_bound.map_or(cwnd, |b| cwnd.min(b))
+    }
+
     pub fn cwnd_room(&self) -> bool {
-        self.pipe < self.cc.cwnd_pkts().max(1)
+        self.pipe < self.usable_window().max(1)
     }
 
     pub fn pacing_ok(&self, now: Instant) -> bool {
@@ -642,7 +670,7 @@ impl Subflow {
             id: self.id,
             state: self.path_state(),
             priority: self.priority,
-            cwnd_pkts: self.cc.cwnd_pkts(),
+            cwnd_pkts: self.usable_window(),
             in_flight_pkts: self.pipe,
             queued_pkts: self.queue.len() as u32,
             srtt: self.rtt.srtt().or(self.peer_rtt),
@@ -671,7 +699,7 @@ impl Subflow {
     /// scheduling loop's test for "no path can send").
     pub(crate) fn view_can_send(&self, now: Instant) -> bool {
         let r = self.view_usable()
-            && self.pipe.saturating_add(self.queue.len() as u32) < self.cc.cwnd_pkts()
+            && self.pipe.saturating_add(self.queue.len() as u32) < self.usable_window()
             && self
                 .pacer_binds_until(self.cc.pacing_rate_bytes_per_s())
                 .is_none_or(|t| t <= now);

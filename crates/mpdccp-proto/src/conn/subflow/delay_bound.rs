@@ -1,0 +1,197 @@
+//! A queue-delay bound on a loss-based subflow's usable window
+//! (`ConnectionConfig::window_delay_bound`).
+//!
+//! Why: a loss-based tunnel controller (CCID2, CUBIC, the coupled ones)
+//! grows its window until the access link's buffer overflows, so the inner
+//! flows' queue builds in the link's drop-tail FIFO (150 kB = 40 ms at
+//! 30 Mbit/s on the benchmark's `equal` mix), where a small real-time flow
+//! waits behind the bulk flow, rather than in the tunnel's own FQ-CoDel
+//! send queue, where it gets a queue of its own and CoDel signals the bulk
+//! flow. Measured (docs/AGGREGATION.md, "Short bottleneck queues"): link
+//! queue p95 33 ms on both `equal` paths against a send-queue p95 of 4.5 ms.
+//!
+//! Rule: with `bw` the largest delivery rate (packets per second) sampled
+//! over the last 5–10 min-RTTs and `target` the tolerated standing queue,
+//!
+//! ```text
+//! usable window = min(cwnd, ceil(bw × (min_rtt + target)) + HEADROOM)
+//! ```
+//!
+//! — the in-flight bound of BBR (draft-ietf-ccwg-bbr-02 §4.6.4.2, inflight
+//! = bw × min_rtt × gain, with a max-filtered bw, §4.5.2.3) with the gain
+//! written as a queue-delay target, as LEDBAT (RFC 6817 §2.1) and ACPF
+//! (Pieska et al., ANRW '21: `target = max(min_rtt / 4, 1 ms)`, the
+//! default here) state it. While the link is saturated the delivery rate is
+//! its capacity, so the bound keeps about `target` of queue there; packets
+//! beyond wait in the tunnel's send queue, or the scheduler spills them to
+//! another path. While the estimate is below the capacity, the bound lets
+//! `1 + target / min_rtt` times what was delivered per round trip into the
+//! pipe, so it grows by that factor each round (BBR's probing, not slow
+//! start's doubling) and never starves the path. The BBR family paces and
+//! bounds its own in-flight data, so the rule applies only to controllers
+//! that do not pace.
+
+use std::time::Duration;
+
+use crate::time::Instant;
+
+/// Packets beyond `bw × (min_rtt + target)`: the Ack Ratio's (2) and one
+/// delayed acknowledgement's worth, so ack clocking alone never idles the
+/// link.
+pub const HEADROOM_PKTS: u32 = 3;
+
+/// The bound never goes below this (RFC 5681's largest initial window).
+pub const MIN_BOUND_PKTS: u32 = 4;
+
+/// Floor of the adaptive target (as ACPF's).
+const MIN_TARGET: Duration = Duration::from_millis(1);
+
+/// Length of a max-filter slot: this many min RTTs, at least `MIN_SLOT`.
+const SLOT_RTTS: u32 = 5;
+const MIN_SLOT: Duration = Duration::from_millis(25);
+
+#[derive(Clone, Debug)]
+pub struct DelayBound {
+    /// Fixed target; `None` = `max(min_rtt / 4, 1 ms)`.
+    target: Option<Duration>,
+    /// Max delivery rate (packets/s) of the current slot and of the one
+    /// before it; the slot started at `slot_start`.
+    cur: f64,
+    prev: f64,
+    slot_start: Option<Instant>,
+}
+
+impl DelayBound {
+    /// `target`: zero = adaptive (`max(min_rtt / 4, 1 ms)`).
+    pub fn new(target: Duration) -> Self {
+        DelayBound {
+            target: (!target.is_zero()).then_some(target),
+            cur: 0.0,
+            prev: 0.0,
+            slot_start: None,
+        }
+    }
+
+    fn slot_len(min_rtt: Duration) -> Duration {
+        (min_rtt * SLOT_RTTS).max(MIN_SLOT)
+    }
+
+    /// Roll the max filter's slots forward to `now`.
+    fn advance(&mut self, now: Instant, min_rtt: Duration) {
+        let len = Self::slot_len(min_rtt);
+        match self.slot_start {
+            None => self.slot_start = Some(now),
+            Some(start) if now >= start + len * 2 => {
+                // Both slots are older than the window: forget them.
+                self.prev = 0.0;
+                self.cur = 0.0;
+                self.slot_start = Some(now);
+            }
+            Some(start) if now >= start + len => {
+                self.prev = self.cur;
+                self.cur = 0.0;
+                self.slot_start = Some(start + len);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// A delivery-rate sample, packets per second (app-limited ones too:
+    /// the filter keeps the maximum, which they can only raise).
+    pub fn on_rate_sample(&mut self, now: Instant, pkts_per_s: f64, min_rtt: Duration) {
+        if !(pkts_per_s.is_finite() && pkts_per_s > 0.0) {
+            return;
+        }
+        self.advance(now, min_rtt);
+        self.cur = self.cur.max(pkts_per_s);
+    }
+
+    /// The bound at `now`, packets; `None` without a recent rate sample
+    /// (then only the controller's window applies).
+    pub fn bound_pkts(&mut self, now: Instant, min_rtt: Option<Duration>) -> Option<u32> {
+        let min_rtt = min_rtt?;
+        self.advance(now, min_rtt);
+        let bw = self.cur.max(self.prev);
+        if bw <= 0.0 {
+            return None;
+        }
+        let target = self.target.unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        let pkts = (bw * (min_rtt + target).as_secs_f64()).ceil();
+        // Saturating float → int conversion; huge rates mean no bound.
+        let pkts = (pkts as u32).saturating_add(HEADROOM_PKTS);
+        Some(pkts.max(MIN_BOUND_PKTS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn at(v: u64) -> Instant {
+        Instant::ZERO + ms(v)
+    }
+
+    #[test]
+    fn bound_is_bdp_plus_target_queue() {
+        // 30 Mbit/s of 1400 B packets = 2678.6 pkt/s, min RTT 16 ms,
+        // target 4 ms: 53.6 → 54 + 3 headroom.
+        let mut b = DelayBound::new(Duration::ZERO);
+        b.on_rate_sample(at(0), 2678.6, ms(16));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16))), Some(57));
+        // A fixed 10 ms target: 2678.6 × 0.026 = 69.6 → 70 + 3.
+        let mut b = DelayBound::new(ms(10));
+        b.on_rate_sample(at(0), 2678.6, ms(16));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16))), Some(73));
+    }
+
+    #[test]
+    fn max_filter_keeps_the_peak_for_one_to_two_slots_then_forgets() {
+        let mut b = DelayBound::new(Duration::ZERO);
+        // Slot = 5 × 20 ms = 100 ms; target 5 ms; bound = rate × 25 ms + 3.
+        b.on_rate_sample(at(0), 4000.0, ms(20));
+        b.on_rate_sample(at(50), 1000.0, ms(20));
+        assert_eq!(b.bound_pkts(at(60), Some(ms(20))), Some(103));
+        // Next slot: the peak is still in the previous one.
+        b.on_rate_sample(at(150), 1000.0, ms(20));
+        assert_eq!(b.bound_pkts(at(150), Some(ms(20))), Some(103));
+        // Two slots later only the recent samples count.
+        b.on_rate_sample(at(210), 1000.0, ms(20));
+        assert_eq!(b.bound_pkts(at(210), Some(ms(20))), Some(28));
+        // Silence for two whole slots: no estimate, no bound.
+        assert_eq!(b.bound_pkts(at(500), Some(ms(20))), None);
+    }
+
+    #[test]
+    fn no_bound_without_samples_and_never_below_the_floor() {
+        let mut b = DelayBound::new(Duration::ZERO);
+        assert_eq!(b.bound_pkts(at(0), Some(ms(20))), None);
+        b.on_rate_sample(at(0), 1.0, ms(20));
+        assert_eq!(b.bound_pkts(at(1), None), None);
+        assert_eq!(b.bound_pkts(at(1), Some(ms(20))), Some(MIN_BOUND_PKTS));
+        b.on_rate_sample(at(2), f64::NAN, ms(20));
+        b.on_rate_sample(at(2), f64::INFINITY, ms(20));
+        assert_eq!(b.bound_pkts(at(3), Some(ms(20))), Some(MIN_BOUND_PKTS));
+    }
+
+    #[test]
+    fn an_underestimate_grows_by_one_plus_target_over_min_rtt_per_round() {
+        // A path delivering exactly what the bound lets in (no queue): the
+        // next round's sample is bound / min_rtt, 1.25× the last estimate.
+        let mut b = DelayBound::new(Duration::ZERO);
+        let rtt = ms(40);
+        let mut rate = 100.0; // pkts/s, far below capacity
+        let mut t = 0;
+        for _ in 0..10 {
+            b.on_rate_sample(at(t), rate, rtt);
+            let bound = b.bound_pkts(at(t), Some(rtt)).unwrap();
+            rate = f64::from(bound) / rtt.as_secs_f64();
+            t += 40;
+        }
+        // 100 × 1.25^10 ≈ 931 pkt/s at least (plus the headroom's gain).
+        assert!(rate > 931.0, "{rate}");
+    }
+}
