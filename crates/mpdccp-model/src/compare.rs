@@ -7,7 +7,8 @@
 //! the one-way delay p50 / p95 and the loss ratio; per path the throughput
 //! and the RTT p50. Loss ratios and delays near zero are compared by their
 //! difference (ratio of two tiny numbers says nothing): loss within 1
-//! percentage point, delays within 5 ms, count as agreeing.
+//! percentage point, delays within 5 ms, rates within 0.1 Mbit/s, count as
+//! agreeing.
 
 use std::fmt::Write as _;
 
@@ -33,13 +34,13 @@ pub struct CompareRow {
 /// What each metric is, where it sits in a flow or path object, and its
 /// absolute slack (below it, a difference counts as agreement).
 const FLOW_METRICS: &[(&str, &str, &str, f64)] = &[
-    ("goodput", "Mbit/s", "goodput_mbps", 0.0),
+    ("goodput", "Mbit/s", "goodput_mbps", 0.1),
     ("OWD p50", "ms", "owd_ms.p50", 5.0),
     ("OWD p95", "ms", "owd_ms.p95", 5.0),
     ("loss", "%", "", 1.0),
 ];
 const PATH_METRICS: &[(&str, &str, &str, f64)] = &[
-    ("throughput", "Mbit/s", "throughput_mbps", 0.0),
+    ("throughput", "Mbit/s", "throughput_mbps", 0.1),
     ("RTT p50", "ms", "rtt_ms.p50", 5.0),
 ];
 
@@ -130,7 +131,8 @@ pub fn markdown(scenario: &str, rows: &[CompareRow], tolerance: f64) -> String {
         "# {scenario}: simulator vs real tunnel\n\n\
          The same scenario file in `mpdccp sim` and on the real tunnel (`mpdccp testbed`: \
          namespaces, the userspace link emulator replaying the same rates and traces, \
-         the kernel's TCP). Agreement: within {:.0} % (delays within 5 ms, loss within \
+         the kernel's TCP). Agreement: within {:.0} % (delays within 5 ms, rates within \
+         0.1 Mbit/s, loss within \
          1 percentage point).\n",
         tolerance * 100.0
     );
