@@ -995,8 +995,9 @@ fn bbr3_random_loss_outside_probes_does_not_cap_the_window() {
 /// about that flight and the cruise window to 0.85 of it, below what the
 /// sender offers. A loss rate above `LOSS_THRESH` = 2 % cannot be told from
 /// fewer than 1/0.02 = 50 packets, so one loss in a smaller round is not
-/// evidence of it: BBRv3 must carry what is offered (the loss rate, 0.33 %,
-/// is far under the threshold the draft tolerates).
+/// evidence of it: the loss rate, 0.33 %, is far under the threshold the
+/// draft tolerates, so BBRv3 learns no inflight_hi and carries what is
+/// offered.
 #[test]
 fn bbr3_app_limited_flow_keeps_its_rate_under_random_loss_below_the_threshold() {
     let mut spec = LinkSpec::bottleneck(30.0, 10, 100);
@@ -1015,41 +1016,10 @@ fn bbr3_app_limited_flow_keeps_its_rate_under_random_loss_below_the_threshold() 
     );
     // 1/300 is lost; the rest must get through.
     assert!(carried >= 0.98, "carried {carried:.3} of the offered load");
-}
-
-/// inflight_hi is learnt in whole packets. After a lossy probe of an
-/// application-limited flight (a third of the BDP, every third packet lost)
-/// the draft's cut is β × min(BDP, cwnd) = 0.7 × 25 = 17.5 packets; the
-/// window is an integer capped by inflight_hi, and BBRProbeInflightHiUpward
-/// raises inflight_hi only once cwnd ≥ inflight_hi, so a fractional bound
-/// (cwnd 17 < 17.5) never grew again: the flow stayed at 0.68 of the link
-/// after the loss and the application limit were gone.
-#[test]
-fn bbr3_inflight_hi_grows_back_after_a_lossy_app_limited_probe() {
-    let spec = LinkSpec::bottleneck(30.0, 10, 100);
-    let link = spec.rate_bytes_per_s.unwrap();
-    let link_pps = link / MSS as f64;
-    let mut sim = Sim::new(cc::Bbr3::new(&config(Some(10))), spec);
-    sim.run(secs(3.0));
-    // Application limited to 30 % of the link, heavy loss.
-    sim.spec.source_rate_bytes_per_s = Some(0.3 * link);
-    sim.source_bytes_sent = 0.3 * link * sim.now.as_secs_f64();
-    sim.spec.drop_every = Some(3);
-    sim.run(secs(8.0));
-    let learnt = sim.cc.inflight_hi_pkts();
-    assert!(learnt.is_some(), "the lossy probes set inflight_hi");
-    // Bulk again, no loss.
-    sim.spec.source_rate_bytes_per_s = None;
-    sim.spec.drop_every = None;
-    sim.run(secs(13.0));
-    let d0 = sim.delivered_pkts;
-    sim.run(secs(23.0));
-    let util = (sim.delivered_pkts - d0) as f64 / (link_pps * 10.0);
-    eprintln!(
-        "bbr3 after a lossy app-limited phase (inflight_hi {learnt:?} -> {:?}): utilization {util:.3}",
-        sim.cc.inflight_hi_pkts()
-    );
-    assert!(util >= 0.9, "utilization {util:.3}");
+    // No round ever lost 2 % of 50 packets: no long-term bound was learnt
+    // (29 packets, with the window capped at 0.85 of it in cruise, when a
+    // single loss counted).
+    assert_eq!(sim.cc.inflight_hi_pkts(), None);
 }
 
 /// ECN (CE above a 10-packet queue): BBRv3 cuts inflight on marked rounds
