@@ -443,9 +443,18 @@ impl Bbr3 {
 
     /// §4.5.10.2 IsInflightTooHigh, per round: losses above 2 % of the
     /// flight, or CE marks on more than half of the round's deliveries.
+    ///
+    /// The loss rate is judged over at least `1 / LOSS_THRESH` = 50 packets:
+    /// a rate above 2 % cannot be told from fewer. Over a flight of N < 50
+    /// packets one loss is already 1/N > 2 %, so a single random loss (the
+    /// `lossy` mix: 0.3 % on a 28-packet BDP, one lost packet in about one
+    /// round of twelve) would read as "inflight too high" in nearly every
+    /// probe and pin inflight_hi at 0.7 × BDP, the cruise window at 0.85 of
+    /// that — 60 % of the path. A queue overflow while probing (gain 1.25)
+    /// drops a burst, so it still ends the probe.
     fn inflight_too_high(&self, in_flight: f64) -> bool {
-        let lossy =
-            self.lost_in_round > 0 && self.lost_in_round as f64 > LOSS_THRESH * in_flight.max(1.0);
+        let judged_over = in_flight.max(1.0 / LOSS_THRESH);
+        let lossy = self.lost_in_round > 0 && self.lost_in_round as f64 > LOSS_THRESH * judged_over;
         let marked = self.ce_in_round > 0
             && self.delivered_in_round > 0
             && self.ce_in_round as f64 > ECN_THRESH * self.delivered_in_round as f64;
@@ -457,7 +466,13 @@ impl Bbr3 {
         // Only react once per probe.
         self.bw_probe_sample = false;
         if !app_limited {
-            self.inflight_hi = tx_in_flight.max(self.target_inflight() * BETA);
+            // Whole packets: the window is an integer bounded by inflight_hi
+            // (`bound_cwnd`), and BBRProbeInflightHiUpward grows inflight_hi
+            // only once cwnd ≥ inflight_hi. A fractional bound (β × BDP,
+            // e.g. 19.6) capped cwnd at 19 < 19.6, so inflight_hi never grew
+            // again and the path stayed at 0.7 × BDP for the rest of the
+            // connection (`lossy` mix, path a: 17 of 30 Mbit/s).
+            self.inflight_hi = tx_in_flight.max(self.target_inflight() * BETA).ceil();
         }
         if self.state == Bbr3State::ProbeBwUp {
             self.advance_max_bw_filter();
@@ -828,5 +843,97 @@ impl CongestionController for Bbr3 {
 
     fn state(&self) -> &'static str {
         self.state.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::RateSample;
+
+    const MSS: u32 = 1500;
+
+    /// A BBRv3 in PROBE_BW with a 25-packet BDP (10 ms, 2 500 packets/s)
+    /// and a 25-packet window.
+    fn probing(now: Instant) -> Bbr3 {
+        let mut b = Bbr3::new(&CcConfig {
+            mss_bytes: MSS,
+            ..CcConfig::default()
+        });
+        b.full_bw_reached = true;
+        b.min_rtt = Some(Duration::from_millis(10));
+        b.probe_rtt_min_delay = b.min_rtt;
+        b.probe_rtt_min_stamp = now;
+        b.min_rtt_stamp = now;
+        let rs = RateSample {
+            delivered_pkts: 25,
+            delivered_bytes: 25 * u64::from(MSS),
+            interval: Duration::from_millis(10),
+            prior_delivered_pkts: 0,
+            is_app_limited: false,
+            rtt: Duration::from_millis(10),
+        };
+        b.max_bw_filter.update(0, &rs, f64::from(MSS));
+        b.win.cwnd = 25;
+        b.start_probe_bw_up(now);
+        b
+    }
+
+    /// The acknowledgement of one packet of a window-limited flight.
+    fn ack(b: &Bbr3, delivered: u64) -> AckEvent {
+        let cwnd = b.cwnd_pkts();
+        AckEvent {
+            acked_pkts: 1,
+            acked_bytes: u64::from(MSS),
+            prior_in_flight_pkts: cwnd,
+            in_flight_pkts: cwnd - 1,
+            rtt: Some(Duration::from_millis(10)),
+            srtt: Duration::from_millis(10),
+            min_rtt: Duration::from_millis(10),
+            rate: Some(RateSample {
+                delivered_pkts: u64::from(cwnd),
+                delivered_bytes: u64::from(cwnd) * u64::from(MSS),
+                interval: Duration::from_millis(10),
+                prior_delivered_pkts: delivered.saturating_sub(u64::from(cwnd)),
+                is_app_limited: false,
+                rtt: Duration::from_millis(10),
+            }),
+            delivered_pkts: delivered,
+            lost_pkts_total: 0,
+            largest_acked_sent_time: Instant::ZERO,
+        }
+    }
+
+    /// inflight_hi learnt from a lossy probe of a small (application-
+    /// limited) flight is β × min(BDP, cwnd) = 0.7 × 25 = 17.5 packets. It
+    /// must be a whole number: the window is an integer capped by it, and
+    /// BBRProbeInflightHiUpward (draft-ietf-ccwg-bbr §4.3.3.4) grows it only
+    /// once cwnd ≥ inflight_hi. With 17.5 the window stopped at 17 and
+    /// inflight_hi never grew again.
+    #[test]
+    fn inflight_hi_learnt_below_the_bdp_grows_again_when_the_window_is_full() {
+        let t0 = Instant::ZERO + Duration::from_secs(1);
+        let mut b = probing(t0);
+        b.handle_inflight_too_high(t0, 10.0, false);
+        let learnt = b.inflight_hi_pkts().unwrap();
+        assert!((17.5..=18.0).contains(&learnt), "β × 25 = {learnt}");
+        // Probe up again with a window-limited sender.
+        b.start_probe_bw_up(t0);
+        b.bw_probe_sample = false;
+        let mut now = t0;
+        let mut delivered = 1000;
+        for _ in 0..400 {
+            now += Duration::from_micros(400);
+            delivered += 1;
+            let ev = ack(&b, delivered);
+            b.on_ack(now, &ev, &[]);
+        }
+        let grown = b.inflight_hi_pkts().unwrap();
+        assert!(
+            grown >= learnt + 8.0,
+            "inflight_hi {learnt} -> {grown} after 16 window-limited rounds"
+        );
+        assert!(b.cwnd_pkts() as f64 >= grown - 1.0);
+        assert_eq!(learnt, 18.0, "β × 25 in whole packets");
     }
 }
