@@ -37,6 +37,7 @@ mod backoff;
 pub mod client;
 pub mod config;
 mod dead_peer;
+mod hold;
 mod driver;
 pub mod iface;
 pub mod keyfile;

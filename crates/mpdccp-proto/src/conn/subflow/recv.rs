@@ -154,6 +154,18 @@ impl Subflow {
     }
 
     /// CloseReq: we (the client) close and hold TIMEWAIT (RFC 4340 §8.3).
+    /// A packet dropped with a Sync in answer (RFC 4340 §8.5 step 7),
+    /// acknowledging its (wire) sequence number `seq`; rate-limited as
+    /// the Syncs to invalid packets are (§7.5.4).
+    pub(crate) fn answer_with_sync(&mut self, now: Instant, seq: u64) {
+        let limited = self
+            .last_sync_sent
+            .is_some_and(|t| now - t < SYNC_RATE_LIMIT);
+        if !limited {
+            self.pend.sync = Some(seq & SEQ_MASK);
+        }
+    }
+
     pub(crate) fn on_closereq(&mut self, now: Instant) {
         self.state = SubState::Closing;
         self.pend.close = true;
