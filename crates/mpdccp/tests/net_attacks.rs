@@ -523,8 +523,8 @@ fn a_captured_init_rewrapped_without_multipath_admits_no_one() {
 /// bridge (an on-path sniffer): its UDP source port and UDP payload (the
 /// DCCP packet).
 fn sniff_from(srv: &str, client_ip: Ipv4Addr) -> (u16, Vec<u8>) {
-    let mut got = sniff_udp(srv, client_ip, SERVER, PORT, 1, Duration::from_secs(5))
-        .expect("sniffer");
+    let mut got =
+        sniff_udp(srv, client_ip, SERVER, PORT, 1, Duration::from_secs(5)).expect("sniffer");
     let p = got.pop().expect("one datagram");
     (p.src.port(), p.dccp)
 }

@@ -84,7 +84,11 @@ impl Tap {
             let proto = (libc::ETH_P_IP as u16).to_be();
             // SAFETY: plain socket(2); closed below.
             let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, i32::from(proto)) };
-            anyhow::ensure!(fd >= 0, "packet socket: {}", std::io::Error::last_os_error());
+            anyhow::ensure!(
+                fd >= 0,
+                "packet socket: {}",
+                std::io::Error::last_os_error()
+            );
             let mut buf = [0u8; 2048];
             while !stop2.load(Ordering::Relaxed) {
                 let mut pfd = libc::pollfd {
@@ -277,7 +281,11 @@ const ATTACKS: [(&str, Forge, From); 12] = [
     ("REMOVEADDR", removeaddr, From::Victim),
     ("Acks taking the next numbers", next_numbers, From::Victim),
     ("forged data", forged_data, From::Victim),
-    ("invalid-option Ack, own address", invalid_option_ack, From::Own),
+    (
+        "invalid-option Ack, own address",
+        invalid_option_ack,
+        From::Own,
+    ),
 ];
 
 /// Mutated copies per flood (over both paths) and their rate.
@@ -444,8 +452,7 @@ impl Lab {
         });
         let before = end(&self.t, to == To::Server);
         let ns = self.t.client.name().to_string();
-        let pinger =
-            std::thread::spawn(move || pings_lost(&ns, &SERVER_TUN_V4.to_string(), pings));
+        let pinger = std::thread::spawn(move || pings_lost(&ns, &SERVER_TUN_V4.to_string(), pings));
         std::thread::sleep(Duration::from_millis(300));
         let sent = inject();
         let struck = StdInstant::now();
@@ -605,7 +612,10 @@ fn run_mode(auth: AuthMode, mode: &str) {
         }
         if protected {
             if row.disturbed || row.lost > 2 {
-                failures.push(format!("{what}: disturbed {} lost {}", row.disturbed, row.lost));
+                failures.push(format!(
+                    "{what}: disturbed {} lost {}",
+                    row.disturbed, row.lost
+                ));
             }
             // Every forgery counted; a flood's packets may also be lost at
             // the socket (kernel drops) or dropped by another layer.
@@ -615,7 +625,9 @@ fn run_mode(auth: AuthMode, mode: &str) {
                 row.protect_failed
             };
             let from_own = what.contains("own address");
-            if !from_own && counted < u64::from(row.sent) || from_own && row.rejected < u64::from(row.sent) {
+            if !from_own && counted < u64::from(row.sent)
+                || from_own && row.rejected < u64::from(row.sent)
+            {
                 failures.push(format!("{what}: {counted} of {} counted", row.sent));
             }
         } else if row.disturbed && !row.recovery.is_some_and(|d| d <= Duration::from_secs(1)) {
@@ -648,7 +660,12 @@ fn run_mode(auth: AuthMode, mode: &str) {
             } else {
                 "own address"
             };
-            check(&mut lab, format!("{dir} | {MUTATED} mutated, {src}"), &row, true);
+            check(
+                &mut lab,
+                format!("{dir} | {MUTATED} mutated, {src}"),
+                &row,
+                true,
+            );
         }
     }
     assert!(failures.is_empty(), "{mode}: {failures:#?}");

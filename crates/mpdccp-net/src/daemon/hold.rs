@@ -26,8 +26,8 @@ pub(super) fn hold_other_family(
     let other: SocketAddr = match bound {
         SocketAddr::V4(a) => (Ipv6Addr::UNSPECIFIED, a.port()).into(),
         SocketAddr::V6(a) => {
-            let dual = a.ip().is_unspecified()
-                && !SockRef::from(listener).only_v6().unwrap_or(true);
+            let dual =
+                a.ip().is_unspecified() && !SockRef::from(listener).only_v6().unwrap_or(true);
             if dual {
                 return Ok(None);
             }
@@ -123,6 +123,9 @@ mod tests {
             return; // no IPv6 here
         };
         let e = hold_other_family((Ipv4Addr::LOCALHOST, p).into(), &l).unwrap_err();
-        assert!(e.to_string().contains(&format!("cannot bind udp [::]:{p}")), "{e}");
+        assert!(
+            e.to_string().contains(&format!("cannot bind udp [::]:{p}")),
+            "{e}"
+        );
     }
 }
