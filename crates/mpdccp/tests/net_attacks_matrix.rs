@@ -625,8 +625,7 @@ fn last_established_after(log: &str, since: f64) -> Option<f64> {
                     + s.parse::<f64>().ok()?,
             )
         })
-        .filter(|&t| t > since)
-        .last()
+        .rfind(|&t| t > since)
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -712,7 +711,7 @@ fn run_mode(auth: AuthMode, mode: &str) -> Vec<String> {
             // the lab it took up to 1.2 s.
             let slow = reconnected || what.contains("next numbers");
             let limit = Duration::from_secs(if slow { 2 } else { 1 });
-            if !row.recovery.is_some_and(|d| d <= limit) {
+            if row.recovery.is_none_or(|d| d > limit) {
                 failures.push(format!("{what}: recovery {}", ms(row.recovery)));
             } else if slow && row.recovery.is_some_and(|d| d > Duration::from_secs(1)) {
                 println!(
