@@ -82,3 +82,16 @@ fn without_protection_the_property_fails() {
     let mut h = protected_session(Some(keys()));
     assert_eq!(run(&mut h, &muts).map(|o| o.injected), Ok(200));
 }
+
+/// The fuzz target's input format (`harness::mutation::decode`) on its
+/// seed: every record decoded, and the property holds for it.
+#[test]
+fn the_fuzz_seed_decodes_and_holds() {
+    let seed = include_bytes!("../../../fuzz/seeds/protected_mutations/mixed");
+    let muts = mpdccp_proto::harness::mutation::decode(seed);
+    assert_eq!(muts.len(), 24);
+    assert!(muts.iter().any(|m| m.to == Side::Client) && muts.iter().any(|m| m.path == 1));
+    assert!(muts.iter().any(|m| m.truncate.is_some()));
+    let mut h = protected_session(Some(keys()));
+    assert_eq!(run(&mut h, &muts).map(|o| o.injected), Ok(24));
+}
