@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 secs=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"parse_packet connection auth_messages auth_gate offload wire_profiles endpoint_auth"}
+targets=${FUZZ_TARGETS:-"parse_packet connection auth_messages auth_gate offload wire_profiles endpoint_auth protected_mutations"}
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "fuzz: SKIP (no nightly toolchain on this machine)"

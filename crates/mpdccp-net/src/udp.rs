@@ -21,7 +21,7 @@
 use std::io;
 use std::mem;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -347,6 +347,12 @@ fn force_buffer(socket: &Socket, opt: libc::c_int, bytes: usize) -> bool {
 impl AsRawFd for PathSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
+    }
+}
+
+impl AsFd for PathSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
     }
 }
 

@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant as StdInstant};
 
+mod attack_support;
+
+use attack_support::{raw_udp_flood, sniff_udp};
 use mpdccp_lab::netns::{root_or_skip, spawn_in_netns, unique_prefix, Netns, Proc};
 use mpdccp_lab::topo::wait_for;
 use mpdccp_net::daemon::keyfile::encode_key;
@@ -230,71 +233,6 @@ impl Drop for Lab {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// Sends raw IPv4/UDP packets from namespace `ns` with the sources `src`
-/// gives (spoofed), cycling through `payloads`, at most `rate` per second;
-/// returns how many went out.
-fn raw_udp_flood(
-    ns: &str,
-    dst: (Ipv4Addr, u16),
-    count: u32,
-    rate: u32,
-    src: impl Fn(u32) -> (Ipv4Addr, u16) + Send + 'static,
-    payloads: Vec<Vec<u8>>,
-) -> std::thread::JoinHandle<anyhow::Result<u32>> {
-    spawn_in_netns(ns, move || {
-        // SAFETY: plain socket(2); the fd is closed below.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
-        anyhow::ensure!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
-        let mut sent = 0;
-        let mut pkt = Vec::with_capacity(2048);
-        let start = StdInstant::now();
-        for i in 0..count {
-            if i % 500 == 0 {
-                let due = Duration::from_secs_f64(f64::from(i) / f64::from(rate));
-                std::thread::sleep(due.saturating_sub(start.elapsed()));
-            }
-            let (s, sport) = src(i);
-            let payload = &payloads[i as usize % payloads.len()];
-            pkt.clear();
-            let total = (20 + 8 + payload.len()) as u16;
-            pkt.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-            pkt[2..4].copy_from_slice(&total.to_be_bytes());
-            pkt.extend_from_slice(&s.octets());
-            pkt.extend_from_slice(&dst.0.octets());
-            pkt.extend_from_slice(&sport.to_be_bytes());
-            pkt.extend_from_slice(&dst.1.to_be_bytes());
-            pkt.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-            pkt.extend_from_slice(&[0, 0]); // no UDP checksum (IPv4)
-            pkt.extend_from_slice(payload);
-            let sa = libc::sockaddr_in {
-                sin_family: libc::AF_INET as u16,
-                sin_port: 0,
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(dst.0.octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: `pkt` and `sa` outlive the call; lengths are theirs.
-            let n = unsafe {
-                libc::sendto(
-                    fd,
-                    pkt.as_ptr().cast(),
-                    pkt.len(),
-                    0,
-                    (&sa as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as u32,
-                )
-            };
-            if n > 0 {
-                sent += 1;
-            }
-        }
-        // SAFETY: `fd` is ours.
-        unsafe { libc::close(fd) };
-        Ok(sent)
-    })
 }
 
 /// The first Request a client with `private` sends to the server:
@@ -585,70 +523,16 @@ fn a_captured_init_rewrapped_without_multipath_admits_no_one() {
 /// bridge (an on-path sniffer): its UDP source port and UDP payload (the
 /// DCCP packet).
 fn sniff_from(srv: &str, client_ip: Ipv4Addr) -> (u16, Vec<u8>) {
-    spawn_in_netns(srv, move || {
-        let proto = (libc::ETH_P_IP as u16).to_be();
-        // SAFETY: plain socket(2); the fd is closed below.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, i32::from(proto)) };
-        anyhow::ensure!(
-            fd >= 0,
-            "packet socket: {}",
-            std::io::Error::last_os_error()
-        );
-        let deadline = StdInstant::now() + Duration::from_secs(5);
-        let mut buf = [0u8; 2048];
-        let found = loop {
-            anyhow::ensure!(StdInstant::now() < deadline, "nothing from {client_ip}");
-            // SAFETY: `buf` outlives the call; MSG_DONTWAIT never blocks.
-            let n =
-                unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-            if n <= 0 {
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-            let p = &buf[..n as usize];
-            let ihl = usize::from(p[0] & 0x0f) * 4;
-            let udp = p.len() > ihl + 8
-                && p[9] == 17
-                && p[12..16] == client_ip.octets()
-                && p[16..20] == SERVER.octets()
-                && u16::from_be_bytes([p[ihl + 2], p[ihl + 3]]) == PORT;
-            if udp {
-                let sport = u16::from_be_bytes([p[ihl], p[ihl + 1]]);
-                break (sport, p[ihl + 8..].to_vec());
-            }
-        };
-        // SAFETY: `fd` is ours.
-        unsafe { libc::close(fd) };
-        Ok(found)
-    })
-    .join()
-    .unwrap()
-    .expect("sniffer")
+    let mut got =
+        sniff_udp(srv, client_ip, SERVER, PORT, 1, Duration::from_secs(5)).expect("sniffer");
+    let p = got.pop().expect("one datagram");
+    (p.src.port(), p.dccp)
 }
 
 /// Pings from namespace `ns` to the server's inner address, `count` at
 /// 100/s; returns how many got no answer.
 fn pings_lost(ns: &str, count: u32) -> u32 {
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "ping",
-            "-c",
-            &count.to_string(),
-            "-i",
-            "0.01",
-        ])
-        .args(["-W", "1", "-q", "10.99.0.1"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let received = out
-        .split(',')
-        .find_map(|f| f.trim().strip_suffix(" received")?.parse::<u32>().ok())
-        .unwrap_or(0);
-    count - received
+    attack_support::pings_lost(ns, "10.99.0.1", count)
 }
 
 /// An on-path attacker forges one packet from the client's address with

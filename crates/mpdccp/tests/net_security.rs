@@ -108,3 +108,92 @@ fn second_server_fails(first_workers: usize, second_workers: usize, tag: &str) {
     drop(ns);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Binds `[::]:port` IPv6-only in namespace `ns` (what a local user would
+/// do beside a v4 server); the bind's result.
+fn bind_v6only(ns: &str, port: u16) -> std::io::Result<()> {
+    mpdccp_lab::netns::spawn_in_netns(ns, move || {
+        // SAFETY: plain socket(2)/setsockopt(2)/bind(2) on our own fd,
+        // closed before returning; the pointers outlive each call.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET6, libc::SOCK_DGRAM, 0);
+            if fd < 0 {
+                return Ok(Err(std::io::Error::last_os_error()));
+            }
+            let one: libc::c_int = 1;
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            );
+            let mut sa: libc::sockaddr_in6 = std::mem::zeroed();
+            sa.sin6_family = libc::AF_INET6 as u16;
+            sa.sin6_port = port.to_be();
+            let r = libc::bind(
+                fd,
+                (&sa as *const libc::sockaddr_in6).cast(),
+                std::mem::size_of::<libc::sockaddr_in6>() as u32,
+            );
+            let res = if r == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            };
+            libc::close(fd);
+            Ok(res)
+        }
+    })
+    .join()
+    .expect("thread")
+    .expect("namespace")
+}
+
+/// Issue #28: a v4 server holds its port in IPv6 too, so a local user
+/// cannot bind `[::]:port` (IPv6-only) beside it and collect the Inits of
+/// clients that come over IPv6. Without the server the same bind works
+/// (the test can fail).
+#[test]
+fn the_port_is_held_in_ipv6_beside_a_v4_server() {
+    if !root_or_skip("the_port_is_held_in_ipv6_beside_a_v4_server") {
+        return;
+    }
+    let tag = "v6h";
+    let ns = Netns::new(&format!("{}{tag}", unique_prefix())).expect("namespace");
+    let dir = std::env::temp_dir().join(format!("mpdccp-{}{tag}", unique_prefix()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    assert!(
+        bind_v6only(ns.name(), 6773).is_ok(),
+        "[::]:6773 free before the server"
+    );
+    let cfg = dir.join("server.toml");
+    std::fs::write(
+        &cfg,
+        server_config_workers(&dir, &format!("{tag}0"), "0.0.0.0:6773", 1),
+    )
+    .expect("config");
+    let exe_s = exe().to_string_lossy().into_owned();
+    let mut server = ns
+        .spawn_logged(
+            &exe_s,
+            &["server", "--config", &cfg.to_string_lossy()],
+            &dir.join("server.log"),
+        )
+        .expect("server");
+    wait_for(Duration::from_secs(10), || {
+        dir.join(format!("{tag}0.sock")).exists()
+    })
+    .expect("server listening");
+    let squat = bind_v6only(ns.name(), 6773);
+    assert_eq!(
+        squat.as_ref().map_err(std::io::Error::kind),
+        Err(std::io::ErrorKind::AddrInUse),
+        "[::]:6773 beside the v4 server: {squat:?}"
+    );
+    server.stop();
+    drop(server);
+    assert!(bind_v6only(ns.name(), 6773).is_ok(), "free again after");
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+}

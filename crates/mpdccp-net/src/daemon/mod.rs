@@ -38,6 +38,7 @@ pub mod client;
 pub mod config;
 mod dead_peer;
 mod driver;
+mod hold;
 pub mod iface;
 pub mod keyfile;
 pub mod metrics;

@@ -26,6 +26,9 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     // here, with the address in the error, before touching any TUN.
     let sock_buf = config.tunnel.socket_buffer_bytes;
     let mut socks = super::workers::bind_listeners(&config, n)?;
+    // The port in the other address family too (docs/SECURITY.md §7),
+    // held until the server exits.
+    let _hold = super::hold::hold_other_family(socks[0].local_addr(), &socks[0])?;
     let setup = config.tun_setup();
     let plan = run_plan(&setup, &config.tunnel)?;
     let mut tuns = super::open_tun_queues(&setup, &plan, n)?;

@@ -55,6 +55,23 @@ impl RecvHistory {
         self.bits[w] & m != 0
     }
 
+    /// Forgets everything above `seq`, which becomes the greatest number
+    /// received: the peer resynchronised us to it (a SyncAck answering our
+    /// Sync, RFC 4340 §7.5.4) and numbers above were never its own.
+    pub fn rewind(&mut self, seq: u64) {
+        if seq >= self.high {
+            return;
+        }
+        if self.high - seq >= HISTORY {
+            self.bits = [0; WORDS];
+        } else {
+            for s in seq + 1..=self.high {
+                self.clear(s);
+            }
+        }
+        self.high = seq.max(self.low);
+    }
+
     /// Records `seq`; returns false for a duplicate or a number too old to
     /// remember.
     pub fn record(&mut self, seq: u64) -> bool {

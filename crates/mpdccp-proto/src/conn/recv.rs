@@ -67,6 +67,13 @@ impl Connection {
                 }
                 self.plpmtu_syncack(now, i, ackn);
             }
+            // RFC 4340 §8.5 step 7: only a server may send a CloseReq; a
+            // server that receives one answers with a Sync and drops it
+            // (issue #28: a forged CloseReq closed the server's subflows).
+            PacketType::CloseReq if self.role == Role::Server => {
+                self.stats.rx_unexpected += 1;
+                sf.answer_with_sync(now, seg.seq);
+            }
             PacketType::CloseReq => {
                 self.handle_close_key(seg);
                 self.paths[i].on_closereq(now);

@@ -23,6 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
 
 mod keys;
+pub mod mutation;
 use crate::path::PathId;
 use crate::time::Instant;
 pub use keys::session_keys;

@@ -140,6 +140,11 @@ impl Client {
         if was_established {
             p.lost += 1;
             p.backoff = self.base_backoff;
+            // A path that worked was closed by the core (a Reset, maybe a
+            // forged one, issue #28): rejoin at once; a join that fails
+            // from here backs off as before.
+            p.next_try = now;
+            return;
         }
         p.retry_later(now);
     }

@@ -83,7 +83,45 @@ impl Subflow {
             PacketType::Request => seqn >= swl && seqn <= swh,
             _ => seqn >= swl && seqn <= swh && ack_ok(awl),
         };
-        if !valid {
+        // Issue #28: an on-path forger knows the numbers, so an in-window
+        // forgery (a Sync far ahead, Acks taking the peer's next numbers)
+        // could move GSR past everything the peer sends: its packets were
+        // then below SWL, or our Acks acknowledged numbers it never sent
+        // and it dropped them, and the path stayed dead until it failed.
+        //
+        // A Sync beyond SWH is valid (RFC 4340 §7.5.1 checks only SWL for
+        // it, and its Ack Number) and is answered, but does not move GSR
+        // here. A peer really that far ahead resynchronises us with its
+        // SyncAck to the Sync its next packet draws (§7.5.4).
+        if valid && seg.ptype == PacketType::Sync && seqn > swh {
+            return Admit::Valid {
+                ackn,
+                duplicate: false,
+            };
+        }
+        // A valid Sync carries the peer's newest sequence number (its GSS,
+        // §7.5.4): one below our GSR says that the numbers above were
+        // never the peer's. Forget them.
+        if valid && seg.ptype == PacketType::Sync && seqn < self.gsr {
+            self.gsr = seqn;
+            self.rx.rewind(seqn);
+        }
+        // A SyncAck that acknowledges exactly our latest Sync is the peer's
+        // answer (RFC 4340 §7.5.4): its sequence number is where the peer
+        // is, even below SWL when a forged in-window packet moved GSR ahead
+        // of everything it sends (issue #28: "Acks taking the next sequence
+        // numbers"). Resynchronise to it, back if need be.
+        let resync = !valid
+            && seg.ptype == PacketType::SyncAck
+            && seqn < swl
+            && seqn >= self.isr
+            && ackn.is_some()
+            && self.sync_probe.map(|(s, _)| s) == ackn;
+        if resync {
+            self.gsr = seqn;
+            self.rx.rewind(seqn);
+        }
+        if !valid && !resync {
             let limited = self
                 .last_sync_sent
                 .is_some_and(|t| now - t < SYNC_RATE_LIMIT);
@@ -154,6 +192,18 @@ impl Subflow {
     }
 
     /// CloseReq: we (the client) close and hold TIMEWAIT (RFC 4340 §8.3).
+    /// A packet dropped with a Sync in answer (RFC 4340 §8.5 step 7),
+    /// acknowledging its (wire) sequence number `seq`; rate-limited as
+    /// the Syncs to invalid packets are (§7.5.4).
+    pub(crate) fn answer_with_sync(&mut self, now: Instant, seq: u64) {
+        let limited = self
+            .last_sync_sent
+            .is_some_and(|t| now - t < SYNC_RATE_LIMIT);
+        if !limited {
+            self.pend.sync = Some(seq & SEQ_MASK);
+        }
+    }
+
     pub(crate) fn on_closereq(&mut self, now: Instant) {
         self.state = SubState::Closing;
         self.pend.close = true;

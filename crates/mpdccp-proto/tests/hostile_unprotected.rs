@@ -1,0 +1,158 @@
+//! Forged packets without payload protection (open and authenticated
+//! modes, issue #28): an on-path attacker knows the ports and sequence
+//! numbers, so an in-window forgery is accepted as the peer's. What must
+//! hold is that none takes a path down for long:
+//!
+//! * a CloseReq sent to the server: only a server may send one (RFC 4340
+//!   §8.5 step 7: a server answers it with a Sync and drops it); before,
+//!   the server's subflow closed on it;
+//! * a Sync far ahead, and Acks taking the next sequence numbers: before,
+//!   GSR jumped past everything the genuine peer sends, its packets were
+//!   all below SWL, its SyncAcks too, and the path stayed dead until it
+//!   failed (seconds). Now a Sync beyond SWH does not move GSR, and a
+//!   SyncAck answering our latest Sync resynchronises us to the peer.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery};
+use mpdccp_proto::conn::codec::{PacketType, Segment};
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+
+const TRAFFIC: Delivery = Delivery {
+    n: 40,
+    tag: 0x5a,
+    len: 200,
+    gap: Duration::from_millis(2),
+    drain: Duration::from_millis(300),
+};
+
+#[test]
+fn a_closereq_to_the_server_is_answered_with_a_sync_and_changes_nothing() {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default(), LinkSpec::default()],
+        seed: 28,
+        ..Default::default()
+    });
+    h.record = true;
+    open_two_paths(&mut h);
+    assert_delivers(&mut h, TRAFFIC);
+    let syncs_before = server_syncs(&h);
+    let unexpected = h.conn_ref(Side::Server).stats().rx_unexpected;
+    for path in 0..2 {
+        let (seq, ack) = last_genuine(&h, Side::Client, path);
+        let mut s = Segment::new(PacketType::CloseReq, seq + 1);
+        s.ack = Some(ack.unwrap_or(0));
+        inject(&mut h, Side::Server, path, &emit(&s, path, Side::Client));
+    }
+    h.drive_for(Duration::from_millis(300));
+    for side in [Side::Client, Side::Server] {
+        assert_eq!(open_paths(&h, side), 2, "{side:?}: both paths open");
+        assert!(!h.conn_ref(side).is_closed());
+    }
+    assert_eq!(
+        h.conn_ref(Side::Server).stats().rx_unexpected - unexpected,
+        2,
+        "both CloseReqs counted"
+    );
+    assert_eq!(server_syncs(&h) - syncs_before, 2, "one Sync per CloseReq");
+    // The CloseReq took a sequence number the client uses next: the
+    // genuine packet with it is dropped as a duplicate (and acknowledged),
+    // as after any forged in-window packet without protection
+    // (docs/SECURITY.md §2): one packet per path at most; everything else
+    // arrives, once.
+    for side in [Side::Client, Side::Server] {
+        let before = h.delivered(side.peer()).len();
+        for k in 0..40u32 {
+            let mut p = vec![0x77; 200];
+            p[..4].copy_from_slice(&k.to_be_bytes());
+            let now = h.now;
+            h.conn(side).send(now, &p).expect("send");
+            h.drive_for(Duration::from_millis(2));
+        }
+        h.drive_for(Duration::from_millis(300));
+        let mut got: Vec<u32> = h.delivered(side.peer())[before..]
+            .iter()
+            .filter(|(_, p)| p.len() == 200 && p[4] == 0x77)
+            .map(|(_, p)| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+            .collect();
+        got.sort_unstable();
+        let n = got.len();
+        got.dedup();
+        assert_eq!(got.len(), n, "{side:?}: no duplicates");
+        assert!(n >= 38, "{side:?}: {n} of 40 delivered: {got:?}");
+    }
+}
+
+/// Syncs the server sent so far.
+fn server_syncs(h: &Harness) -> usize {
+    h.wire
+        .iter()
+        .filter(|w| {
+            w.from == Side::Server && inspect::packet_type(&w.bytes) == Some(PacketType::Sync)
+        })
+        .count()
+}
+
+/// A fresh session with two paths and traffic both ways.
+fn session() -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![LinkSpec::default(), LinkSpec::default()],
+        seed: 28,
+        ..Default::default()
+    });
+    h.record = true;
+    open_two_paths(&mut h);
+    assert_delivers(&mut h, TRAFFIC);
+    h
+}
+
+/// Forges `ptype` packets from the client with its latest numbers plus
+/// each of `ahead`, on both paths, then gives the paths `settle` and
+/// checks both are whole and carry every packet of a fresh batch.
+fn strike_server(ptype: PacketType, ahead: &[u64], settle: Duration) -> Harness {
+    let mut h = session();
+    for path in 0..2 {
+        let (seq, ack) = last_genuine(&h, Side::Client, path);
+        for &k in ahead {
+            let mut s = Segment::new(ptype, seq + k);
+            s.ack = Some(ack.unwrap_or(0));
+            inject(&mut h, Side::Server, path, &emit(&s, path, Side::Client));
+        }
+    }
+    // The genuine traffic that meets the forgery.
+    for k in 0..20u8 {
+        let now = h.now;
+        let _ = h.client.send(now, &[k; 300]);
+        let _ = h.server.send(now, &[k; 120]);
+        h.drive_for(Duration::from_millis(5));
+    }
+    h.drive_for(settle);
+    for side in [Side::Client, Side::Server] {
+        assert_eq!(open_paths(&h, side), 2, "{ptype:?}: {side:?} paths whole");
+        assert!(!h.conn_ref(side).is_closed());
+    }
+    assert_delivers(
+        &mut h,
+        Delivery {
+            tag: 0x33,
+            ..TRAFFIC
+        },
+    );
+    h
+}
+
+#[test]
+fn a_sync_far_ahead_does_not_move_the_window_and_the_path_carries_data_within_a_second() {
+    strike_server(PacketType::Sync, &[50_000], Duration::from_millis(500));
+}
+
+#[test]
+fn acks_taking_the_next_numbers_are_undone_by_a_resync_within_a_second() {
+    let ahead: Vec<u64> = (1..=20).chain([70]).collect();
+    let h = strike_server(PacketType::Ack, &ahead, Duration::from_millis(500));
+    // The resynchronisation happened (the server's Sync was answered).
+    let syncs = server_syncs(&h);
+    assert!(syncs >= 1, "the server asked for a resync: {syncs} Syncs");
+}
