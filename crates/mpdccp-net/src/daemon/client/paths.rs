@@ -22,6 +22,9 @@ pub(super) struct PathRt {
     pub(super) name: String,
     pub(super) iface: String,
     pub(super) remote: SocketAddr,
+    /// Where the current subflow goes: `remote`, or for a join the
+    /// address the server advertised (`join_advertised_address`).
+    pub(super) target: SocketAddr,
     pub(super) source: Option<IpAddr>,
     pub(super) priority: u8,
     pub(super) transport: Transport,
@@ -112,10 +115,23 @@ impl Client {
         if !first && !self.conn.is_established() {
             return;
         }
+        let target = if first {
+            p.remote
+        } else {
+            match self.join_target(now, p.remote) {
+                Some(t) => t,
+                None => {
+                    // Until the server's MP_ADDADDR (or the wait's end).
+                    p.next_try = self.fleet.wait_until;
+                    return;
+                }
+            }
+        };
         let local_ip = p.source.or(match p.remote.ip() {
             IpAddr::V4(_) => st.ipv4.map(IpAddr::V4),
             IpAddr::V6(_) => st.ipv6.map(IpAddr::V6),
         });
+        p.target = target;
         self.join(now, p, local_ip, first);
     }
 
@@ -171,13 +187,44 @@ impl Client {
         true
     }
 
+    /// Where a join goes: with `join_advertised_address`, the address the
+    /// server advertised (the port of the first subflow unless it named
+    /// one, RFC 9897 §3.2.8), or `None` while it may still come.
+    fn join_target(&self, now: Instant, remote: SocketAddr) -> Option<SocketAddr> {
+        let f = &self.fleet;
+        if !f.follow {
+            return Some(remote);
+        }
+        match f.advertised {
+            Some(a) if a.port() == 0 => Some(SocketAddr::new(a.ip(), remote.port())),
+            Some(a) => Some(a),
+            None if now < f.wait_until => None,
+            None => Some(remote),
+        }
+    }
+
+    /// The server advertised an address (MP_ADDADDR, its MP_HMAC
+    /// verified by the core): with `join_advertised_address` the first one
+    /// is where joins go, and waiting paths try at once.
+    pub(super) fn address_advertised(&mut self, now: Instant, addr: SocketAddr) {
+        if !self.fleet.follow || self.fleet.advertised.is_some() {
+            return;
+        }
+        info!(%addr, "server advertised its address: joins go there");
+        self.fleet.advertised = Some(addr);
+        for p in self.paths.iter_mut().filter(|p| p.id.is_none()) {
+            p.next_try = p.next_try.min(now);
+        }
+        self.next_check = now;
+    }
+
     /// Opens the path's socket and adds its subflow to the connection.
     fn join(&mut self, now: Instant, p: &mut PathRt, local_ip: Option<IpAddr>, first: bool) {
         let opened = PathLink::open(
             p.transport,
             &p.iface,
             local_ip,
-            p.remote,
+            p.target,
             self.sock_buf,
             self.offload,
         );
@@ -204,9 +251,9 @@ impl Client {
         };
         match self.conn.add_path(now, id, cfg) {
             Ok(()) => {
-                info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
+                info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.target, first, "path joining");
                 self.stats.joins_started += 1;
-                self.path_names.insert(id, (p.name.clone(), p.remote));
+                self.path_names.insert(id, (p.name.clone(), p.target));
                 p.id = Some(id);
                 p.socket = Some(sock);
                 p.established = false;
