@@ -156,13 +156,15 @@ struct Redial {
 struct FleetJoin {
     follow: bool,
     advertised: Option<SocketAddr>,
-    /// Joins wait for the advertisement until then (1 s after Connected).
-    wait_until: Instant,
+    /// Joins wait for the advertisement until then: 1 s after the
+    /// connection was first seen open (`None` before; a path may see it
+    /// open before the `Connected` event is read).
+    wait_until: Option<Instant>,
 }
 
 /// How long joins wait for the server's MP_ADDADDR: it comes one RTT
 /// after the connection opens (with the server's first Ack).
-const ADDRESS_WAIT: Duration = Duration::from_secs(1);
+pub(super) const ADDRESS_WAIT: Duration = Duration::from_secs(1);
 
 /// The client's packet thread: its connection, paths and buffers.
 struct Client {
@@ -263,7 +265,7 @@ impl Client {
             fleet: FleetJoin {
                 follow: config.join_advertised_address,
                 advertised: None,
-                wait_until: Instant::ZERO,
+                wait_until: None,
             },
             stats: DaemonStats::default(),
             tun,
@@ -291,7 +293,7 @@ impl Client {
                 Event::Connected => {
                     info!("connected");
                     self.redial.connected_once = true;
-                    self.fleet.wait_until = now + ADDRESS_WAIT;
+                    self.fleet.wait_until.get_or_insert(now + ADDRESS_WAIT);
                 }
                 Event::AddressAdded { addr, .. } => self.address_advertised(now, addr),
                 Event::PathEstablished(id) => self.path_established(id),
@@ -373,6 +375,7 @@ impl Client {
             super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, None, "reconnect");
         // The new connection starts at the configured (service) address.
         self.fleet.advertised = None;
+        self.fleet.wait_until = None;
         for p in &mut self.paths {
             p.detach();
             p.next_try = now;

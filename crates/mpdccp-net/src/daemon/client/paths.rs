@@ -122,7 +122,7 @@ impl Client {
                 Some(t) => t,
                 None => {
                     // Until the server's MP_ADDADDR (or the wait's end).
-                    p.next_try = self.fleet.wait_until;
+                    p.next_try = self.fleet.wait_until.unwrap_or(now);
                     return;
                 }
             }
@@ -190,15 +190,16 @@ impl Client {
     /// Where a join goes: with `join_advertised_address`, the address the
     /// server advertised (the port of the first subflow unless it named
     /// one, RFC 9897 §3.2.8), or `None` while it may still come.
-    fn join_target(&self, now: Instant, remote: SocketAddr) -> Option<SocketAddr> {
-        let f = &self.fleet;
+    fn join_target(&mut self, now: Instant, remote: SocketAddr) -> Option<SocketAddr> {
+        let f = &mut self.fleet;
         if !f.follow {
             return Some(remote);
         }
+        let wait_until = *f.wait_until.get_or_insert(now + super::ADDRESS_WAIT);
         match f.advertised {
             Some(a) if a.port() == 0 => Some(SocketAddr::new(a.ip(), remote.port())),
             Some(a) => Some(a),
-            None if now < f.wait_until => None,
+            None if now < wait_until => None,
             None => Some(remote),
         }
     }
