@@ -65,7 +65,8 @@ impl Fleet {
     /// Namespaces and links; the router's route to the service address
     /// is static ECMP unless `bgp`.
     fn build(bgp: bool) -> Fleet {
-        let p = unique_prefix();
+        // The two tests run in parallel in one process: one tag each.
+        let p = format!("{}{}", unique_prefix(), if bgp { "b" } else { "s" });
         let dir = std::env::temp_dir().join(format!("{p}-fleet"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
@@ -248,7 +249,7 @@ impl Fleet {
     }
 
     fn logs(&self) -> String {
-        ["client", "g1", "g2"]
+        ["client", "g1", "g2", "bird-r", "bird-g1", "bird-g2"]
             .iter()
             .map(|w| {
                 let s = std::fs::read_to_string(self.log(w)).unwrap_or_default();
@@ -349,4 +350,146 @@ fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
         .output("ping", &["-c", "5", "-i", "0.1", "-W", "1", "-q", "-I", CLIENT_INNER, "100.64.0.1"])
         .unwrap_or_else(|e| panic!("{e:#}\n{}", f.logs()));
     assert!(out.contains(" 0% packet loss"), "{out}");
+}
+
+/// BGP timers for a test: connect at once, retry every second, notice a
+/// dead neighbour within 3 s.
+const BGP_TIMERS: &str = "hold time 3; keepalive time 1; connect delay time 1; \
+                          connect retry time 1; error wait time 1, 2;";
+
+/// The router: learns from both gateways, installs ECMP (`merge paths`).
+fn router_bird() -> String {
+    let mut c = format!(
+        "router id 10.0.1.1;\nprotocol device {{ scan time 1; }}\n\
+         protocol kernel {{ merge paths on; ipv4 {{ import none; export all; }}; }}\n"
+    );
+    for i in 1..=2 {
+        c += &format!(
+            "protocol bgp g{i} {{ local 10.0.{i}.1 as 65000; neighbor {uni} as 6500{i}; {BGP_TIMERS}\n\
+             ipv4 {{ import all; export none; }}; }}\n",
+            uni = unicast(i)
+        );
+    }
+    c
+}
+
+/// A gateway: announces the kernel routes `mpdccp server` tags `proto 200`.
+fn gateway_bird(i: usize) -> String {
+    format!(
+        "router id {uni};\nprotocol device {{ scan time 1; }}\n\
+         protocol kernel {{ learn; scan time 1; ipv4 {{ import where krt_source = 200; export none; }}; }}\n\
+         protocol bgp upstream {{ local {uni} as 6500{i}; neighbor 10.0.{i}.1 as 65000; passive on; {BGP_TIMERS}\n\
+         ipv4 {{ import none; export all; next hop self; }}; }}\n",
+        uni = unicast(i)
+    )
+}
+
+impl Fleet {
+    fn start_bird(&mut self, who: &str, conf: &str) {
+        let f = self.dir.join(format!("bird-{who}.conf"));
+        std::fs::write(&f, conf).unwrap();
+        let ns = match who {
+            "r" => &self.router,
+            "g1" => &self.gws[0],
+            _ => &self.gws[1],
+        };
+        let ctl = self.dir.join(format!("bird-{who}.ctl"));
+        let pid = self.dir.join(format!("bird-{who}.pid"));
+        let p = ns
+            .spawn_logged(
+                "bird",
+                &[
+                    "-f",
+                    "-c",
+                    f.to_str().unwrap(),
+                    "-s",
+                    ctl.to_str().unwrap(),
+                    "-P",
+                    pid.to_str().unwrap(),
+                ],
+                &self.log(&format!("bird-{who}")),
+            )
+            .unwrap();
+        self.birds.push(p);
+    }
+
+    /// What each BIRD knows (for failure messages).
+    fn bird_state(&self) -> String {
+        let mut out = String::new();
+        for (who, ns) in [("r", &self.router), ("g1", &self.gws[0]), ("g2", &self.gws[1])] {
+            let ctl = self.dir.join(format!("bird-{who}.ctl"));
+            for cmd in [&["show", "protocols"][..], &["show", "route", "all"][..]] {
+                let mut a = vec!["-s", ctl.to_str().unwrap()];
+                a.extend_from_slice(cmd);
+                out += &format!("--- birdc {who} {}\n{}\n", cmd.join(" "), ns.output("birdc", &a).unwrap_or_else(|e| format!("{e:#}")));
+            }
+            out += &ns.output("ip", &["route"]).unwrap_or_default();
+        }
+        out
+    }
+
+    /// The router's kernel route to `dst` (`ip route show`).
+    fn router_route(&self, dst: &str) -> String {
+        self.router
+            .output("ip", &["route", "show", dst])
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn bird_announces_the_peer_prefix_from_the_gateway_that_serves_it() {
+    let test = "bird_announces_the_peer_prefix_from_the_gateway_that_serves_it";
+    if !root_or_skip(test)
+        || !tool_or_skip(test, "ping")
+        || !tool_or_skip(test, "bird")
+    {
+        return;
+    }
+    let mut f = Fleet::build(true);
+    f.start_bird("r", &router_bird());
+    f.start_bird("g1", &gateway_bird(1));
+    f.start_bird("g2", &gateway_bird(2));
+    f.start_gateway(1);
+    f.start_gateway(2);
+    // Each serving gateway announces the service address: ECMP over both.
+    let both = |r: &str| r.contains("via 10.0.1.2") && r.contains("via 10.0.2.2");
+    wait_for(Duration::from_secs(15), || both(&f.router_route(SERVICE))).unwrap_or_else(|e| {
+        panic!("{e:#}: router: {}\n{}\n{}", f.router_route(SERVICE), f.logs(), f.bird_state())
+    });
+    assert!(f.router_route(CLIENT_PREFIX).is_empty(), "no peer yet");
+
+    f.start_client();
+    let owner = f.wait_two_paths(Duration::from_secs(15));
+    let other = 3 - owner;
+    // The peer's prefix, learned from the gateway that serves it.
+    let t = Instant::now();
+    let via = |i: usize| format!("via {} ", unicast(i));
+    wait_for(Duration::from_secs(10), || f.router_route(CLIENT_PREFIX).contains(&via(owner)))
+        .unwrap_or_else(|e| panic!("{e:#}: {}\n{}", f.router_route(CLIENT_PREFIX), f.logs()));
+    eprintln!("prefix announced by g{owner} {:?} after the client's paths were up", t.elapsed());
+    assert!(!f.router_route(CLIENT_PREFIX).contains(&via(other)));
+    // The "Internet" (the router's address) reaches the client's inner address.
+    let ping = |f: &Fleet| {
+        f.router
+            .output("ping", &["-c", "3", "-i", "0.2", "-W", "1", "-q", "-I", INTERNET, CLIENT_INNER])
+            .unwrap_or_default()
+    };
+    let out = ping(&f);
+    assert!(out.contains(" 0% packet loss"), "{out}\n{}", f.logs());
+
+    // The owner's daemon dies: its TUN and its routes go with it, BIRD
+    // withdraws them, the client finds the service address at the other
+    // gateway and the prefix follows it.
+    let t = Instant::now();
+    f.gw_procs[owner - 1].take().unwrap().kill();
+    wait_for(Duration::from_secs(20), || {
+        f.router_route(CLIENT_PREFIX).contains(&via(other)) && f.gateway_paths(other).contains(&2)
+    })
+    .unwrap_or_else(|e| panic!("{e:#}: {}\n{}", f.router_route(CLIENT_PREFIX), f.logs()));
+    let moved = t.elapsed();
+    eprintln!("after g{owner} died: two paths on g{other} and the prefix via it in {moved:?}");
+    assert!(!f.router_route(CLIENT_PREFIX).contains(&via(owner)));
+    assert!(!f.router_route(SERVICE).contains(&via(owner)), "{}", f.router_route(SERVICE));
+    let out = ping(&f);
+    assert!(out.contains(" 0% packet loss"), "{out}\n{}", f.logs());
 }
