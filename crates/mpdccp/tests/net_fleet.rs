@@ -101,7 +101,9 @@ impl Fleet {
             let gw = format!("10.1.{k}.1");
             let metric = k.to_string();
             client
-                .ip(&["route", "add", "default", "via", &gw, "dev", iface, "metric", &metric])
+                .ip(&[
+                    "route", "add", "default", "via", &gw, "dev", iface, "metric", &metric,
+                ])
                 .unwrap();
         }
         router
@@ -263,8 +265,7 @@ impl Fleet {
     /// Waits for both client paths up; returns the owning gateway (1, 2).
     fn wait_two_paths(&self, within: Duration) -> usize {
         wait_for(within, || {
-            self.client_paths().len() == 2
-                && (1..=2).any(|i| self.gateway_paths(i).contains(&2))
+            self.client_paths().len() == 2 && (1..=2).any(|i| self.gateway_paths(i).contains(&2))
         })
         .unwrap_or_else(|e| panic!("two paths not up: {e:#}\n{}", self.logs()));
         (1..=2)
@@ -293,8 +294,19 @@ fn hashed_to(router: &Netns, src: &str, iif: &str, sport: u16) -> String {
         .output(
             "ip",
             &[
-                "route", "get", SERVICE, "from", src, "iif", iif, "ipproto", "udp", "sport",
-                &sport.to_string(), "dport", &PORT.to_string(),
+                "route",
+                "get",
+                SERVICE,
+                "from",
+                src,
+                "iif",
+                iif,
+                "ipproto",
+                "udp",
+                "sport",
+                &sport.to_string(),
+                "dport",
+                &PORT.to_string(),
             ],
         )
         .unwrap();
@@ -319,7 +331,11 @@ fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
     for sport in 40000..40016 {
         seen.insert(hashed_to(&f.router, "10.1.2.2", "c2", sport));
     }
-    assert_eq!(seen.len(), 2, "ECMP spreads flows over both gateways: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        2,
+        "ECMP spreads flows over both gateways: {seen:?}"
+    );
 
     f.start_gateway(1);
     f.start_gateway(2);
@@ -329,12 +345,19 @@ fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
     let other = 3 - owner;
     eprintln!("two paths on g{owner} after {:?}", t0.elapsed());
     // The first subflow went to the service address, the join to the
-    // owner's unicast address (its MP_ADDADDR), none to the other host.
-    let mut remotes = f.client_paths();
-    remotes.sort();
-    let mut want = vec![format!("{SERVICE}:{PORT}"), format!("{}:{PORT}", unicast(owner))];
-    want.sort();
-    assert_eq!(remotes, want, "{}", f.logs());
+    // owner's unicast address (its MP_ADDADDR); then the first subflow
+    // moved there too, so no subflow depends on the ECMP hash any more.
+    let uni = format!("{}:{PORT}", unicast(owner));
+    wait_for(Duration::from_secs(5), || {
+        f.client_paths() == [uni.clone(), uni.clone()]
+    })
+    .unwrap_or_else(|e| panic!("{e:#}: {:?}\n{}", f.client_paths(), f.logs()));
+    eprintln!("both subflows at {uni} after {:?}", t0.elapsed());
+    let log = std::fs::read_to_string(f.log("client")).unwrap_or_default();
+    assert!(
+        log.contains(&format!("remote={SERVICE}:{PORT} first=true")),
+        "the first subflow went to the service address"
+    );
     assert_eq!(f.gateway_paths(owner), vec![2]);
     assert!(f.gateway_paths(other).is_empty(), "{}", f.logs());
     let ep = f.status(&format!("g{other}"))["endpoint"].clone();
@@ -347,7 +370,21 @@ fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
     // Inner traffic both ways through the owner.
     let out = f
         .client
-        .output("ping", &["-c", "5", "-i", "0.1", "-W", "1", "-q", "-I", CLIENT_INNER, "100.64.0.1"])
+        .output(
+            "ping",
+            &[
+                "-c",
+                "5",
+                "-i",
+                "0.1",
+                "-W",
+                "1",
+                "-q",
+                "-I",
+                CLIENT_INNER,
+                "100.64.0.1",
+            ],
+        )
         .unwrap_or_else(|e| panic!("{e:#}\n{}", f.logs()));
     assert!(out.contains(" 0% packet loss"), "{out}");
 }
@@ -416,12 +453,20 @@ impl Fleet {
     /// What each BIRD knows (for failure messages).
     fn bird_state(&self) -> String {
         let mut out = String::new();
-        for (who, ns) in [("r", &self.router), ("g1", &self.gws[0]), ("g2", &self.gws[1])] {
+        for (who, ns) in [
+            ("r", &self.router),
+            ("g1", &self.gws[0]),
+            ("g2", &self.gws[1]),
+        ] {
             let ctl = self.dir.join(format!("bird-{who}.ctl"));
             for cmd in [&["show", "protocols"][..], &["show", "route", "all"][..]] {
                 let mut a = vec!["-s", ctl.to_str().unwrap()];
                 a.extend_from_slice(cmd);
-                out += &format!("--- birdc {who} {}\n{}\n", cmd.join(" "), ns.output("birdc", &a).unwrap_or_else(|e| format!("{e:#}")));
+                out += &format!(
+                    "--- birdc {who} {}\n{}\n",
+                    cmd.join(" "),
+                    ns.output("birdc", &a).unwrap_or_else(|e| format!("{e:#}"))
+                );
             }
             out += &ns.output("ip", &["route"]).unwrap_or_default();
         }
@@ -437,12 +482,9 @@ impl Fleet {
 }
 
 #[test]
-fn bird_announces_the_peer_prefix_from_the_gateway_that_serves_it() {
-    let test = "bird_announces_the_peer_prefix_from_the_gateway_that_serves_it";
-    if !root_or_skip(test)
-        || !tool_or_skip(test, "ping")
-        || !tool_or_skip(test, "bird")
-    {
+fn bird_announces_the_peer_prefix_from_the_serving_gateway_through_failure_and_drain() {
+    let test = "bird_announces_the_peer_prefix_from_the_serving_gateway_through_failure_and_drain";
+    if !root_or_skip(test) || !tool_or_skip(test, "ping") || !tool_or_skip(test, "bird") {
         return;
     }
     let mut f = Fleet::build(true);
@@ -454,7 +496,12 @@ fn bird_announces_the_peer_prefix_from_the_gateway_that_serves_it() {
     // Each serving gateway announces the service address: ECMP over both.
     let both = |r: &str| r.contains("via 10.0.1.2") && r.contains("via 10.0.2.2");
     wait_for(Duration::from_secs(15), || both(&f.router_route(SERVICE))).unwrap_or_else(|e| {
-        panic!("{e:#}: router: {}\n{}\n{}", f.router_route(SERVICE), f.logs(), f.bird_state())
+        panic!(
+            "{e:#}: router: {}\n{}\n{}",
+            f.router_route(SERVICE),
+            f.logs(),
+            f.bird_state()
+        )
     });
     assert!(f.router_route(CLIENT_PREFIX).is_empty(), "no peer yet");
 
@@ -464,14 +511,33 @@ fn bird_announces_the_peer_prefix_from_the_gateway_that_serves_it() {
     // The peer's prefix, learned from the gateway that serves it.
     let t = Instant::now();
     let via = |i: usize| format!("via {} ", unicast(i));
-    wait_for(Duration::from_secs(10), || f.router_route(CLIENT_PREFIX).contains(&via(owner)))
-        .unwrap_or_else(|e| panic!("{e:#}: {}\n{}", f.router_route(CLIENT_PREFIX), f.logs()));
-    eprintln!("prefix announced by g{owner} {:?} after the client's paths were up", t.elapsed());
+    wait_for(Duration::from_secs(10), || {
+        f.router_route(CLIENT_PREFIX).contains(&via(owner))
+    })
+    .unwrap_or_else(|e| panic!("{e:#}: {}\n{}", f.router_route(CLIENT_PREFIX), f.logs()));
+    eprintln!(
+        "prefix announced by g{owner} {:?} after the client's paths were up",
+        t.elapsed()
+    );
     assert!(!f.router_route(CLIENT_PREFIX).contains(&via(other)));
     // The "Internet" (the router's address) reaches the client's inner address.
     let ping = |f: &Fleet| {
         f.router
-            .output("ping", &["-c", "3", "-i", "0.2", "-W", "1", "-q", "-I", INTERNET, CLIENT_INNER])
+            .output(
+                "ping",
+                &[
+                    "-c",
+                    "3",
+                    "-i",
+                    "0.2",
+                    "-W",
+                    "1",
+                    "-q",
+                    "-I",
+                    INTERNET,
+                    CLIENT_INNER,
+                ],
+            )
             .unwrap_or_default()
     };
     let out = ping(&f);
@@ -489,7 +555,41 @@ fn bird_announces_the_peer_prefix_from_the_gateway_that_serves_it() {
     let moved = t.elapsed();
     eprintln!("after g{owner} died: two paths on g{other} and the prefix via it in {moved:?}");
     assert!(!f.router_route(CLIENT_PREFIX).contains(&via(owner)));
-    assert!(!f.router_route(SERVICE).contains(&via(owner)), "{}", f.router_route(SERVICE));
+    assert!(
+        !f.router_route(SERVICE).contains(&via(owner)),
+        "{}",
+        f.router_route(SERVICE)
+    );
+    let out = ping(&f);
+    assert!(out.contains(" 0% packet loss"), "{out}\n{}", f.logs());
+
+    // The dead host comes back and announces the service address again.
+    f.start_gateway(owner);
+    wait_for(Duration::from_secs(15), || both(&f.router_route(SERVICE)))
+        .unwrap_or_else(|e| panic!("{e:#}: {}\n{}", f.router_route(SERVICE), f.bird_state()));
+    // Drain the host now serving (SIGTERM): it withdraws the service
+    // address first, then closes its connections (MP_CLOSE); the client
+    // reconnects through the service address, which now leads only to
+    // the host that came back, and its prefix follows.
+    let t = Instant::now();
+    let status = f.gw_procs[other - 1].take().unwrap().stop();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "drained host exits cleanly: {status:?}\n{}",
+        f.logs()
+    );
+    let stopped = t.elapsed();
+    wait_for(Duration::from_secs(20), || {
+        f.router_route(CLIENT_PREFIX).contains(&via(owner)) && f.gateway_paths(owner).contains(&2)
+    })
+    .unwrap_or_else(|e| panic!("{e:#}: {}\n{}", f.router_route(CLIENT_PREFIX), f.logs()));
+    let drained = t.elapsed();
+    eprintln!("drain of g{other}: exited after {stopped:?}, client and prefix on g{owner} after {drained:?}");
+    assert!(
+        !f.router_route(SERVICE).contains(&via(other)),
+        "{}",
+        f.router_route(SERVICE)
+    );
     let out = ping(&f);
     assert!(out.contains(" 0% packet loss"), "{out}\n{}", f.logs());
 }

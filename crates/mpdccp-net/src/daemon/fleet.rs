@@ -104,9 +104,11 @@ impl Fleet {
         }
     }
 
-    /// The host stops taking clients (SIGTERM, drain): the service
-    /// address is withdrawn, so the routers send new clients elsewhere.
-    pub(super) fn withdraw_service(&mut self) {
+    /// The host stops serving (its connections closed, SIGTERM): the
+    /// service address is withdrawn, so the routers send new clients
+    /// elsewhere. Not earlier: each connection's first subflow runs over
+    /// the service address, and its MP_CLOSE handshake needs it.
+    fn withdraw_service(&mut self) {
         if let (Some(r), true) = (&self.routes, self.service_announced) {
             r.del(&IpPrefix::host(self.service));
             self.service_announced = false;
@@ -125,7 +127,11 @@ impl Fleet {
     ) {
         if let Some(c) = ep.connection_mut(h) {
             if let Err(e) = c.advertise_address(now, self.unicast) {
-                warn!(conn = h.0, "fleet: cannot advertise {}: {e}", self.unicast.ip());
+                warn!(
+                    conn = h.0,
+                    "fleet: cannot advertise {}: {e}",
+                    self.unicast.ip()
+                );
             }
         }
         let Some((p, prefixes)) = peer else { return };
@@ -141,8 +147,14 @@ impl Fleet {
 
     /// Connection `h` closed: its peer's prefixes are withdrawn once it
     /// has no connection here.
-    pub(super) fn closed(&mut self, h: ConnectionHandle, prefixes_of: impl Fn(PeerId) -> Vec<IpPrefix>) {
-        let Some(p) = self.conn_peer.remove(&h) else { return };
+    pub(super) fn closed(
+        &mut self,
+        h: ConnectionHandle,
+        prefixes_of: impl Fn(PeerId) -> Vec<IpPrefix>,
+    ) {
+        let Some(p) = self.conn_peer.remove(&h) else {
+            return;
+        };
         let n = self.peer_conns.entry(p).or_insert(1);
         *n -= 1;
         if *n == 0 {
@@ -151,6 +163,13 @@ impl Fleet {
                 prefixes_of(p).iter().for_each(|x| r.del(x));
             }
         }
+    }
+}
+
+impl Drop for Fleet {
+    /// The server loop ended (drained, or the close grace over).
+    fn drop(&mut self) {
+        self.withdraw_service();
     }
 }
 
@@ -165,7 +184,15 @@ struct KernelRoutes {
 impl KernelRoutes {
     fn add(&self, p: &IpPrefix) {
         let dst = p.to_string();
-        let args = ["route", "replace", &dst, "dev", &self.dev, "proto", &self.proto];
+        let args = [
+            "route",
+            "replace",
+            &dst,
+            "dev",
+            &self.dev,
+            "proto",
+            &self.proto,
+        ];
         if let Err(e) = iproute::ip(&args) {
             warn!("fleet: route {dst} not installed: {e:#}");
         }

@@ -345,7 +345,12 @@ impl Server {
                 .and_then(|p| table?.get(p))
                 .map(|x| x.allowed_ips.clone())
                 .unwrap_or_default();
-            f.connected(clock::now(), &mut self.ep, h, peer.map(|p| (p, &prefixes[..])));
+            f.connected(
+                clock::now(),
+                &mut self.ep,
+                h,
+                peer.map(|p| (p, &prefixes[..])),
+            );
         }
         if let (Routing::Peers(r), Some(p)) = (&mut self.routing, peer) {
             r.connected(p, h);
@@ -608,10 +613,10 @@ impl Daemon for Server {
     }
 
     fn close(&mut self, now: Instant) {
-        // New clients go to the other hosts from now on.
-        if let Some(f) = &mut self.fleet {
-            f.withdraw_service();
-        }
+        // The connections being closed are the last; a fleet host
+        // withdraws its service address when they are (`Fleet`'s drop):
+        // until then their first subflows still need it.
+        self.ep.stop_accepting();
         for h in self.ep.connections() {
             if let Some(c) = self.ep.connection_mut(h) {
                 c.close(now);

@@ -116,6 +116,8 @@ pub struct EndpointStats {
     /// Fleet mode: joins naming another host's id in their CI, answered
     /// with a Reset (`fleet.rs`).
     pub join_other_host: u64,
+    /// Requests for a new connection while closing (`stop_accepting`).
+    pub refused_closing: u64,
 }
 
 /// A multi-client server endpoint. `K` is the driver's remote-address key.
@@ -150,6 +152,8 @@ pub struct Endpoint<K: Ord + Clone> {
     rebind: rebind::Rebind<K>,
     /// Fleet mode: this host's id, the top byte of its CIs (`fleet.rs`).
     fleet_host: Option<u8>,
+    /// Closing (`stop_accepting`): no new connections.
+    closing: bool,
 }
 
 struct Slot {
@@ -180,7 +184,15 @@ impl<K: Ord + Clone> Endpoint<K> {
             reset_window: (Instant::ZERO, 0),
             rebind: rebind::Rebind::default(),
             fleet_host: None,
+            closing: false,
         }
+    }
+
+    /// The server is closing (SIGTERM, a fleet host draining): Requests
+    /// for new connections are refused (Reset 9, Too Busy, where Resets
+    /// are sent), so the connections being closed are the last.
+    pub fn stop_accepting(&mut self) {
+        self.closing = true;
     }
 
     /// Fleet mode (docs/FLEET.md): CIs carry `host` (1–255) in their top
@@ -333,6 +345,11 @@ impl<K: Ord + Clone> Endpoint<K> {
             return Some(h);
         }
         // A new connection.
+        if self.closing {
+            self.stats.refused_closing += 1;
+            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
+            return None;
+        }
         if self.conns.len() >= self.config.max_connections {
             self.stats.refused_max_connections += 1;
             self.queue_reset(now, remote, &seg, ResetCode::TooBusy);

@@ -35,11 +35,22 @@ mod tests {
     #[test]
     fn the_host_id_is_the_top_byte_and_the_rest_is_kept() {
         assert_eq!(with_host(0xdead_beef, 7), 0x07ad_beef);
-        assert_eq!(with_host(0xff00_0000, 7), 0x0700_0001, "never 0 below the host byte");
-        assert_eq!(next_on_host(0x07ff_ffff), 0x0700_0001, "wraps within the host");
+        assert_eq!(
+            with_host(0xff00_0000, 7),
+            0x0700_0001,
+            "never 0 below the host byte"
+        );
+        assert_eq!(
+            next_on_host(0x07ff_ffff),
+            0x0700_0001,
+            "wraps within the host"
+        );
         assert!(names_other_host(Some(1), 0x0200_0005));
         assert!(!names_other_host(Some(2), 0x0200_0005));
         assert!(!names_other_host(None, 0x0200_0005), "not a fleet host");
-        assert!(!names_other_host(Some(2), 0x0000_0005), "no host id: plain unknown");
+        assert!(
+            !names_other_host(Some(2), 0x0000_0005),
+            "no host id: plain unknown"
+        );
     }
 }

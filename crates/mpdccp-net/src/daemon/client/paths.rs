@@ -64,6 +64,10 @@ impl Client {
             p.established = true;
             p.backoff = self.base_backoff;
             self.stats.path_up_events += 1;
+            if self.fleet.follow {
+                // The path manager's next turn may move the first subflow.
+                self.next_check = Instant::ZERO;
+            }
         }
     }
 
@@ -92,6 +96,7 @@ impl Client {
     pub(super) fn manage_paths(&mut self, now: Instant) {
         let conn = &self.conn;
         self.path_names.retain(|id, _| conn.has_path(*id));
+        self.rehome_first_subflow(now);
         // Taken out for the loop (no allocation): each path changes the
         // connection and the stats.
         let mut paths = std::mem::take(&mut self.paths);
@@ -217,6 +222,32 @@ impl Client {
             p.next_try = p.next_try.min(now);
         }
         self.next_check = now;
+    }
+
+    /// With `join_advertised_address`: once a join to the advertised
+    /// address is established, the first subflow (to the anycast service
+    /// address) is moved there too — taken down (MP_REMOVEADDR to the
+    /// server) and rejoined at once. Left on the service address, it would
+    /// follow the routers' ECMP hash, which moves flows when a host joins
+    /// or leaves the fleet (hash-threshold, RFC 2992): it would land on a
+    /// host that does not know it.
+    fn rehome_first_subflow(&mut self, now: Instant) {
+        let Some(adv) = self.fleet.advertised else {
+            return;
+        };
+        let homed = |p: &PathRt| p.established && p.target.ip() == adv.ip();
+        if !self.fleet.follow || !self.paths.iter().any(homed) {
+            return;
+        }
+        for p in &mut self.paths {
+            let Some(id) = p.id else { continue };
+            if p.established && p.target.ip() != adv.ip() {
+                info!(path = %p.name, %id, from = %p.target, to = %adv.ip(), "moving the first subflow to the advertised address");
+                self.conn.set_path_down(now, id);
+                p.detach();
+                p.next_try = now;
+            }
+        }
     }
 
     /// Opens the path's socket and adds its subflow to the connection.
