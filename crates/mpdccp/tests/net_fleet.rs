@@ -396,9 +396,9 @@ const BGP_TIMERS: &str = "hold time 3; keepalive time 1; connect delay time 1; \
 
 /// The router: learns from both gateways, installs ECMP (`merge paths`).
 fn router_bird() -> String {
-    let mut c = format!(
-        "router id 10.0.1.1;\nprotocol device {{ scan time 1; }}\n\
-         protocol kernel {{ merge paths on; ipv4 {{ import none; export all; }}; }}\n"
+    let mut c = String::from(
+        "router id 10.0.1.1;\nprotocol device { scan time 1; }\n\
+         protocol kernel { merge paths on; ipv4 { import none; export all; }; }\n",
     );
     for i in 1..=2 {
         c += &format!(
