@@ -112,6 +112,7 @@ pub fn server_config(dir: &Path, opts: &LoadOpts) -> ServerConfig {
         private_key_file: None,
         peer: Vec::new(),
         limits: Default::default(),
+        fleet: None,
     }
 }
 

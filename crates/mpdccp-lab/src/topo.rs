@@ -493,6 +493,7 @@ pub fn daemon_configs(
             Vec::new()
         },
         limits: Default::default(),
+        fleet: None,
     };
     let used: Vec<usize> = if opts.paths.is_empty() {
         (0..paths.len()).collect()
@@ -532,6 +533,7 @@ pub fn daemon_configs(
         server_public_key: keyed
             .then(|| encode_key(&mpdccp_proto::auth::public_key(&lab_private_key(0)))),
         psk_file: None,
+        join_advertised_address: false,
     };
     (server, client)
 }

@@ -151,6 +151,21 @@ struct Redial {
     next_dead_check: Instant,
 }
 
+/// `join_advertised_address`: joins go to the address the server
+/// advertised on this connection (docs/FLEET.md).
+struct FleetJoin {
+    follow: bool,
+    advertised: Option<SocketAddr>,
+    /// Joins wait for the advertisement until then: 1 s after the
+    /// connection was first seen open (`None` before; a path may see it
+    /// open before the `Connected` event is read).
+    wait_until: Option<Instant>,
+}
+
+/// How long joins wait for the server's MP_ADDADDR: it comes one RTT
+/// after the connection opens (with the server's first Ack).
+pub(super) const ADDRESS_WAIT: Duration = Duration::from_secs(1);
+
 /// The client's packet thread: its connection, paths and buffers.
 struct Client {
     conn: Connection,
@@ -165,6 +180,7 @@ struct Client {
     sock_buf: usize,
     offload: bool,
     redial: Redial,
+    fleet: FleetJoin,
     stats: DaemonStats,
     tun: Tun,
     tun_writer: TunWriter,
@@ -210,6 +226,10 @@ impl Client {
                     .remote
                     .or(config.server)
                     .expect("validated: remote or server is set"),
+                target: p
+                    .remote
+                    .or(config.server)
+                    .expect("validated: remote or server is set"),
                 source: p.source,
                 priority: p.priority,
                 transport: p.transport,
@@ -242,6 +262,11 @@ impl Client {
                 dead: DeadPeer::default(),
                 next_dead_check: Instant::ZERO,
             },
+            fleet: FleetJoin {
+                follow: config.join_advertised_address,
+                advertised: None,
+                wait_until: None,
+            },
             stats: DaemonStats::default(),
             tun,
             tun_writer: TunWriter::new(),
@@ -268,7 +293,9 @@ impl Client {
                 Event::Connected => {
                     info!("connected");
                     self.redial.connected_once = true;
+                    self.fleet.wait_until.get_or_insert(now + ADDRESS_WAIT);
                 }
+                Event::AddressAdded { addr, .. } => self.address_advertised(now, addr),
                 Event::PathEstablished(id) => self.path_established(id),
                 Event::PathFailed(id) | Event::PathClosed(id) => self.path_failed(now, id),
                 Event::PlpmtuChanged { path, plpmtu } => self.plpmtu_changed(path, plpmtu),
@@ -346,6 +373,9 @@ impl Client {
         // The new connection's paths search again from the base.
         self.tun_mtu =
             super::follow_plpmtu(&self.tun, &self.mtu_policy, self.tun_mtu, None, "reconnect");
+        // The new connection starts at the configured (service) address.
+        self.fleet.advertised = None;
+        self.fleet.wait_until = None;
         for p in &mut self.paths {
             p.detach();
             p.next_try = now;
@@ -363,11 +393,11 @@ impl Client {
                 Some(PathRt {
                     socket: Some(sock),
                     batch,
-                    remote,
+                    target,
                     ..
                 }) => {
                     let data = &mut self.txbuf[..t.size];
-                    sock.transmit(batch, &mut self.stats, data, t.segment_size, *remote)
+                    sock.transmit(batch, &mut self.stats, data, t.segment_size, *target)
                 }
                 _ => self.stats.udp_tx_no_socket += 1,
             }
@@ -506,7 +536,7 @@ impl Daemon for Client {
                 continue;
             };
             sock.drain(
-                p.remote,
+                p.target,
                 &mut self.rx,
                 &mut self.rawbuf,
                 stats,

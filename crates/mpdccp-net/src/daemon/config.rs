@@ -398,6 +398,11 @@ pub struct ClientConfig {
     /// This client's X25519 private key (base64, mode 0600; `mpdccp genkey`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private_key_file: Option<PathBuf>,
+    /// Joins go to the address the server advertises (MP_ADDADDR), waited
+    /// for up to 1 s after the connection opens: a gateway fleet behind
+    /// an anycast `server` address (docs/FLEET.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join_advertised_address: bool,
     /// The server's public key (base64; `mpdccp pubkey < server.key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_public_key: Option<String>,
@@ -457,6 +462,10 @@ pub struct ServerConfig {
     pub peer: Vec<PeerConfig>,
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// One host of a gateway fleet behind an anycast address
+    /// (docs/FLEET.md, `fleet.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<super::fleet::FleetConfig>,
 }
 
 impl ServerConfig {
@@ -587,6 +596,16 @@ impl ServerConfig {
         c.validate_auth()?;
         validate_profile(c.auth_mode(), &c.tunnel)?;
         validate_common(&c.tun, &c.tunnel)?;
+        if let Some(f) = &c.fleet {
+            f.validate()?;
+            // The host id travels in the CI; the k5.10 profile's joins carry a key hash instead.
+            if c.tunnel.wire_profile == WireProfile::ReferenceK510 {
+                bail!("[fleet] needs a wire profile with connection identifiers in MP_JOIN (not k5.10)");
+            }
+            if c.workers > 1 {
+                bail!("[fleet] runs with workers = 1 for now");
+            }
+        }
         Ok(c)
     }
 

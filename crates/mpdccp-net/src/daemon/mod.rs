@@ -37,6 +37,8 @@ mod backoff;
 pub mod client;
 pub mod config;
 mod dead_peer;
+mod fleet;
+pub use fleet::FleetConfig;
 mod driver;
 mod hold;
 pub mod iface;

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use super::config::{AuthMode, ServerConfig};
 use super::driver::{Daemon, Step};
+use super::fleet::Fleet;
 use super::keyfile;
 use super::ops::{conn_json, stats_json, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
@@ -104,6 +105,9 @@ pub(super) fn endpoint(
         max_pending_resets: 1024,
     };
     let mut ep = Endpoint::new(ep_cfg, super::os_seed(config.seed));
+    if let Some(f) = &config.fleet {
+        ep.set_fleet_host(f.host_id);
+    }
     if mode == AuthMode::Open {
         if !config.listen.ip().is_loopback() {
             warn!(listen = %config.listen, "auth = \"open\": any host that reaches this port gets a tunnel (RFC 9897 key type 0, keys in clear)");
@@ -191,6 +195,8 @@ pub(super) struct Server {
     workers: Workers,
     /// Poll index of a worker's mailbox.
     i_mail: Option<usize>,
+    /// `[fleet]`: address advertisement and routes (`fleet.rs`).
+    fleet: Option<Fleet>,
 }
 
 impl Server {
@@ -202,7 +208,12 @@ impl Server {
         links: Listeners,
         workers: Workers,
     ) -> Server {
+        let mut fleet = config.fleet.as_ref().map(|f| Fleet::new(f, tun.name()));
+        if let Some(f) = &mut fleet {
+            f.announce_service();
+        }
         Server {
+            fleet,
             ep,
             routing,
             refusals_logged: 0,
@@ -330,6 +341,19 @@ impl Server {
             let token = self.ep.connection(h).map(|c| c.join_token());
             sh.connected(h, token, peer);
         }
+        if let Some(f) = &mut self.fleet {
+            let table = self.ep.peer_table();
+            let prefixes = peer
+                .and_then(|p| table?.get(p))
+                .map(|x| x.allowed_ips.clone())
+                .unwrap_or_default();
+            f.connected(
+                clock::now(),
+                &mut self.ep,
+                h,
+                peer.map(|p| (p, &prefixes[..])),
+            );
+        }
         if let (Routing::Peers(r), Some(p)) = (&mut self.routing, peer) {
             r.connected(p, h);
             let name = r.peers().get(p).map_or("?", |x| x.name.as_str());
@@ -340,6 +364,15 @@ impl Server {
     }
 
     fn closed(&mut self, h: ConnectionHandle) {
+        if let Some(f) = &mut self.fleet {
+            let table = self.ep.peer_table();
+            f.closed(h, |p| {
+                table
+                    .and_then(|t| t.get(p))
+                    .map(|x| x.allowed_ips.clone())
+                    .unwrap_or_default()
+            });
+        }
         self.owners.forget(h);
         if let Routing::Peers(r) = &mut self.routing {
             r.closed(h);
@@ -587,6 +620,10 @@ impl Daemon for Server {
     }
 
     fn close(&mut self, now: Instant) {
+        // The connections being closed are the last; a fleet host
+        // withdraws its service address when they are (`Fleet`'s drop):
+        // until then their first subflows still need it.
+        self.ep.stop_accepting();
         for h in self.ep.connections() {
             if let Some(c) = self.ep.connection_mut(h) {
                 c.close(now);

@@ -113,6 +113,11 @@ pub struct EndpointStats {
     /// its DCCP ports) and failed the checks, SyncAcks answering no
     /// challenge, candidates refused by the full table.
     pub rebind_rejected: u64,
+    /// Fleet mode: joins naming another host's id in their CI, answered
+    /// with a Reset (`fleet.rs`).
+    pub join_other_host: u64,
+    /// Requests for a new connection while closing (`stop_accepting`).
+    pub refused_closing: u64,
 }
 
 /// A multi-client server endpoint. `K` is the driver's remote-address key.
@@ -145,6 +150,10 @@ pub struct Endpoint<K: Ord + Clone> {
     reset_window: (Instant, u32),
     /// NAT rebinding: subflows' DCCP ports, pending candidates.
     rebind: rebind::Rebind<K>,
+    /// Fleet mode: this host's id, the top byte of its CIs (`fleet.rs`).
+    fleet_host: Option<u8>,
+    /// Closing (`stop_accepting`): no new connections.
+    closing: bool,
 }
 
 struct Slot {
@@ -174,7 +183,22 @@ impl<K: Ord + Clone> Endpoint<K> {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x6175_7468),
             reset_window: (Instant::ZERO, 0),
             rebind: rebind::Rebind::default(),
+            fleet_host: None,
+            closing: false,
         }
+    }
+
+    /// The server is closing (SIGTERM, a fleet host draining): Requests
+    /// for new connections are refused (Reset 9, Too Busy, where Resets
+    /// are sent), so the connections being closed are the last.
+    pub fn stop_accepting(&mut self) {
+        self.closing = true;
+    }
+
+    /// Fleet mode (docs/FLEET.md): CIs carry `host` (1–255) in their top
+    /// byte, and a join naming another host gets a Reset.
+    pub fn set_fleet_host(&mut self, host: u8) {
+        self.fleet_host = (host != 0).then_some(host);
     }
 
     /// Authenticated mode: only Requests the gate admits create connections.
@@ -297,8 +321,15 @@ impl<K: Ord + Clone> Endpoint<K> {
         }
         if let Some(j) = seg.mp.join {
             let Some(&h) = self.by_ci.get(&j.token) else {
-                self.stats.unknown_token += 1;
-                self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
+                if super::fleet::names_other_host(self.fleet_host, j.token) {
+                    // Answered in every mode: the client must learn that
+                    // ECMP sent its join to the wrong host (`fleet.rs`).
+                    self.stats.join_other_host += 1;
+                    self.rate_limited_reset(now, remote, &seg, ResetCode::NoConnection);
+                } else {
+                    self.stats.unknown_token += 1;
+                    self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
+                }
                 return None;
             };
             let slot = self.conns.get_mut(&h)?;
@@ -314,6 +345,11 @@ impl<K: Ord + Clone> Endpoint<K> {
             return Some(h);
         }
         // A new connection.
+        if self.closing {
+            self.stats.refused_closing += 1;
+            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
+            return None;
+        }
         if self.conns.len() >= self.config.max_connections {
             self.stats.refused_max_connections += 1;
             self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
@@ -340,6 +376,13 @@ impl<K: Ord + Clone> Endpoint<K> {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .wrapping_add(h.0);
         let mut conn = Connection::new(Role::Server, self.config.conn.clone(), now, seed);
+        if let Some(host) = self.fleet_host {
+            let mut ci = super::fleet::with_host(conn.local_ci(), host);
+            while self.by_ci.contains_key(&ci) {
+                ci = super::fleet::next_on_host(ci);
+            }
+            conn.set_local_ci(ci);
+        }
         if let Some((keys, response)) = admitted {
             conn.preset_server_auth(*keys, response);
         }
@@ -637,6 +680,11 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.stats.dropped_silently += 1;
             return;
         }
+        self.rate_limited_reset(now, remote, seg, code);
+    }
+
+    /// A stateless Reset within `max_resets_per_sec` (not a reflector).
+    fn rate_limited_reset(&mut self, now: Instant, remote: K, seg: &Segment<'_>, code: ResetCode) {
         let (start, n) = &mut self.reset_window;
         if now.saturating_duration_since(*start) >= Duration::from_secs(1) {
             (*start, *n) = (now, 0);

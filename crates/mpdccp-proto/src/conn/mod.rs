@@ -71,6 +71,7 @@ mod config;
 mod ecn;
 mod endpoint;
 mod features;
+mod fleet;
 mod fq;
 pub(crate) use fq::flow_hash;
 mod handshake;
@@ -405,6 +406,11 @@ impl Connection {
     /// Our connection identifier (the token peers put in MP_JOIN).
     pub fn local_ci(&self) -> u32 {
         self.local_ci
+    }
+    /// A fleet host's endpoint puts its host id in the CI before the
+    /// first datagram (`fleet.rs`).
+    pub(super) fn set_local_ci(&mut self, ci: u32) {
+        self.local_ci = ci;
     }
     /// The identifier a join to this connection names in its MP_JOIN (a
     /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or

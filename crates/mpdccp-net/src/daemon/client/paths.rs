@@ -22,6 +22,9 @@ pub(super) struct PathRt {
     pub(super) name: String,
     pub(super) iface: String,
     pub(super) remote: SocketAddr,
+    /// Where the current subflow goes: `remote`, or for a join the
+    /// address the server advertised (`join_advertised_address`).
+    pub(super) target: SocketAddr,
     pub(super) source: Option<IpAddr>,
     pub(super) priority: u8,
     pub(super) transport: Transport,
@@ -61,6 +64,10 @@ impl Client {
             p.established = true;
             p.backoff = self.base_backoff;
             self.stats.path_up_events += 1;
+            if self.fleet.follow {
+                // The path manager's next turn may move the first subflow.
+                self.next_check = Instant::ZERO;
+            }
         }
     }
 
@@ -89,6 +96,7 @@ impl Client {
     pub(super) fn manage_paths(&mut self, now: Instant) {
         let conn = &self.conn;
         self.path_names.retain(|id, _| conn.has_path(*id));
+        self.rehome_first_subflow(now);
         // Taken out for the loop (no allocation): each path changes the
         // connection and the stats.
         let mut paths = std::mem::take(&mut self.paths);
@@ -112,10 +120,23 @@ impl Client {
         if !first && !self.conn.is_established() {
             return;
         }
+        let target = if first {
+            p.remote
+        } else {
+            match self.join_target(now, p.remote) {
+                Some(t) => t,
+                None => {
+                    // Until the server's MP_ADDADDR (or the wait's end).
+                    p.next_try = self.fleet.wait_until.unwrap_or(now);
+                    return;
+                }
+            }
+        };
         let local_ip = p.source.or(match p.remote.ip() {
             IpAddr::V4(_) => st.ipv4.map(IpAddr::V4),
             IpAddr::V6(_) => st.ipv6.map(IpAddr::V6),
         });
+        p.target = target;
         self.join(now, p, local_ip, first);
     }
 
@@ -176,13 +197,71 @@ impl Client {
         true
     }
 
+    /// Where a join goes: with `join_advertised_address`, the address the
+    /// server advertised (the port of the first subflow unless it named
+    /// one, RFC 9897 §3.2.8), or `None` while it may still come.
+    fn join_target(&mut self, now: Instant, remote: SocketAddr) -> Option<SocketAddr> {
+        let f = &mut self.fleet;
+        if !f.follow {
+            return Some(remote);
+        }
+        let wait_until = *f.wait_until.get_or_insert(now + super::ADDRESS_WAIT);
+        match f.advertised {
+            Some(a) if a.port() == 0 => Some(SocketAddr::new(a.ip(), remote.port())),
+            Some(a) => Some(a),
+            None if now < wait_until => None,
+            None => Some(remote),
+        }
+    }
+
+    /// The server advertised an address (MP_ADDADDR, its MP_HMAC
+    /// verified by the core): with `join_advertised_address` the first one
+    /// is where joins go, and waiting paths try at once.
+    pub(super) fn address_advertised(&mut self, now: Instant, addr: SocketAddr) {
+        if !self.fleet.follow || self.fleet.advertised.is_some() {
+            return;
+        }
+        info!(%addr, "server advertised its address: joins go there");
+        self.fleet.advertised = Some(addr);
+        for p in self.paths.iter_mut().filter(|p| p.id.is_none()) {
+            p.next_try = p.next_try.min(now);
+        }
+        self.next_check = now;
+    }
+
+    /// With `join_advertised_address`: once a join to the advertised
+    /// address is established, the first subflow (to the anycast service
+    /// address) is moved there too — taken down (MP_REMOVEADDR to the
+    /// server) and rejoined at once. Left on the service address, it would
+    /// follow the routers' ECMP hash, which moves flows when a host joins
+    /// or leaves the fleet (hash-threshold, RFC 2992): it would land on a
+    /// host that does not know it.
+    fn rehome_first_subflow(&mut self, now: Instant) {
+        let Some(adv) = self.fleet.advertised else {
+            return;
+        };
+        let homed = |p: &PathRt| p.established && p.target.ip() == adv.ip();
+        if !self.fleet.follow || !self.paths.iter().any(homed) {
+            return;
+        }
+        for p in &mut self.paths {
+            let Some(id) = p.id else { continue };
+            if p.established && p.target.ip() != adv.ip() {
+                info!(path = %p.name, %id, from = %p.target, to = %adv.ip(), "moving the first subflow to the advertised address");
+                self.conn.set_path_down(now, id);
+                p.detach();
+                p.next_try = now;
+            }
+        }
+    }
+
     /// Opens the path's socket and adds its subflow to the connection.
     fn join(&mut self, now: Instant, p: &mut PathRt, local_ip: Option<IpAddr>, first: bool) {
         let opened = PathLink::open(
             p.transport,
             &p.iface,
             local_ip,
-            p.remote,
+            p.target,
             self.sock_buf,
             self.offload,
         );
@@ -209,9 +288,9 @@ impl Client {
         };
         match self.conn.add_path(now, id, cfg) {
             Ok(()) => {
-                info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.remote, first, "path joining");
+                info!(path = %p.name, %id, local = %sock.local_addr(), remote = %p.target, first, "path joining");
                 self.stats.joins_started += 1;
-                self.path_names.insert(id, (p.name.clone(), p.remote));
+                self.path_names.insert(id, (p.name.clone(), p.target));
                 p.id = Some(id);
                 p.socket = Some(sock);
                 p.established = false;
