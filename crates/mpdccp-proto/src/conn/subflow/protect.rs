@@ -88,16 +88,11 @@ pub(crate) fn seal_packet(
     if buf.len() < sealed {
         return None;
     }
-    // counter (8) ‖ plaintext ‖ tag (16): the plaintext moves 8 bytes on.
+    // counter (8) ‖ plaintext ‖ tag (16): the plaintext moves 8 bytes on,
+    // to where `Segment::emit_for_sealing` writes it, and is sealed there.
     buf.copy_within(hl..len, hl + COUNTER_LEN);
     Packet::new_unchecked(&mut buf[..hl]).set_checksum(0);
-    let (header, frame) = buf.split_at_mut(hl);
-    p.seal_in_place(header, &mut frame[..payload_len + OVERHEAD])
-        .ok()?;
-    Packet::new_unchecked(&mut buf[..sealed])
-        .fill_checksum(addrs)
-        .ok()?;
-    Some(sealed)
+    seal_framed(p, buf, len, payload_len, addrs)
 }
 
 /// Seals the data packet `buf[..len]` written by
