@@ -26,35 +26,28 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// For tests that build namespaces: true when running as root; otherwise
-/// prints a skip notice and returns false, or panics when `CI` is set (CI
-/// runs as root, so a skip there would hide a missing test).
-pub fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: needs root, and CI must run as root");
-    }
-    eprintln!("SKIP {test}: needs root (network namespaces)");
-    false
+/// Fails the test `test` unless it runs as root. Tests that need root are
+/// `#[ignore]`d (a plain `cargo test` reports them ignored, never passed);
+/// `cargo test -- --include-ignored` runs them, and then a missing root is
+/// a failure, not a skip. Returns true, so `if !require_root(..)` reads as
+/// before.
+pub fn require_root(test: &str) -> bool {
+    assert!(
+        is_root(),
+        "{test}: needs root (network namespaces); run as root, as .ci/run does"
+    );
+    true
 }
 
-/// `tool` is on the PATH; otherwise print a skip notice and return false,
-/// or panic when `CI` is set (CI must have every tool its tests use).
-pub fn tool_or_skip(test: &str, tool: &str) -> bool {
+/// Fails the test `test` unless `tool` is on the PATH (`.ci/run` installs
+/// every tool a test uses). Returns true.
+pub fn require_tool(test: &str, tool: &str) -> bool {
     let found = std::process::Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{test}: needs {tool}, and CI must have it");
-    }
-    eprintln!("SKIP {test}: needs {tool}");
-    false
+    assert!(found, "{test}: needs {tool} (see .ci/run for the packages)");
+    true
 }
 
 /// Runs `ip -n NS ARGS…`.

@@ -35,9 +35,7 @@ fn demo_writes_a_pcap_that_tshark_decodes() {
     assert!(datagrams > 400);
 
     if !tshark_available() {
-        assert!(std::env::var_os("CI").is_none(), "tshark is required in CI");
-        eprintln!("skipping the tshark check: tshark not installed");
-        return;
+        panic!("tshark is required (apt-get install tshark)");
     }
     let t = Command::new("tshark")
         .args(["-n", "-o", "dccp.check_checksum:TRUE", "-r"])

@@ -175,11 +175,13 @@ fn two_reference_vms(kernel: Kernel, test: &str) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_reference_vms_k510() {
     two_reference_vms(Kernel::K510, "two_reference_vms_k510");
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_reference_vms_k414() {
     two_reference_vms(Kernel::K414, "two_reference_vms_k414");
 }
@@ -319,11 +321,13 @@ fn our_client_against_reference_server(kernel: Kernel, test: &str) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn our_client_against_reference_server_k414() {
     our_client_against_reference_server(Kernel::K414, "our_client_against_reference_server_k414");
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn our_client_against_reference_server_k510() {
     our_client_against_reference_server(Kernel::K510, "our_client_against_reference_server_k510");
 }
@@ -422,6 +426,7 @@ fn reference_client_against_our_server(kernel: Kernel, test: &str, addresses: bo
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_against_our_server_k414() {
     reference_client_against_our_server(
         Kernel::K414,
@@ -431,6 +436,7 @@ fn reference_client_against_our_server_k414() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_against_our_server_k510() {
     reference_client_against_our_server(
         Kernel::K510,
@@ -446,6 +452,7 @@ fn reference_client_against_our_server_k510() {
 /// 4, 6, 10 and Change R 6) and Linux answered Reset code 9 (Too Busy);
 /// conn/features.rs confirms them now. Bytes in docs/INTEROP.md.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn real_connection_against_reference_server_k414() {
     let test = "real_connection_against_reference_server_k414";
     let p = WireProfile::Rfc9897;
@@ -463,6 +470,7 @@ fn real_connection_against_reference_server_k414() {
 /// subflows"), 20 echoes spread over both paths in both directions, each
 /// checked, and Close + MP_CLOSE answered by Reset(Closed).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn real_connection_two_paths_against_reference_server_k414() {
     real_connection_two_paths(
         Kernel::K414,
@@ -475,6 +483,7 @@ fn real_connection_two_paths_against_reference_server_k414() {
 /// on our handshake Ack, the server's token (SHA-256(KeyS‖KeyC)[0..4]
 /// reversed) as the join identifier and in both join HMACs.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn real_connection_two_paths_against_reference_server_k510() {
     real_connection_two_paths(
         Kernel::K510,
@@ -485,6 +494,7 @@ fn real_connection_two_paths_against_reference_server_k510() {
 /// The reference client against our real `Endpoint` (server
 /// `Connection`s in the kernel's profile) over two paths.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_against_real_endpoint_k414() {
     reference_client_against_real_endpoint(
         Kernel::K414,
@@ -494,6 +504,7 @@ fn reference_client_against_real_endpoint_k414() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_against_real_endpoint_k510() {
     reference_client_against_real_endpoint(
         Kernel::K510,
@@ -505,12 +516,14 @@ fn reference_client_against_real_endpoint_k510() {
 /// The same while the reference client drops subflow B's address: its
 /// MP_REMOVEADDR (reference layout) verified, confirmed, subflow B gone.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_removes_address_at_real_endpoint_k414() {
     let test = "reference_client_removes_address_at_real_endpoint_k414";
     reference_client_against_real_endpoint(Kernel::K414, test, true);
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_removes_address_at_real_endpoint_k510() {
     let test = "reference_client_removes_address_at_real_endpoint_k510";
     reference_client_against_real_endpoint(Kernel::K510, test, true);
@@ -537,6 +550,7 @@ fn check_reference_addresses(o: &interop::server::ServerOutcome, s: &interop::Se
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_removes_address_at_our_server_k414() {
     reference_client_against_our_server(
         Kernel::K414,
@@ -546,6 +560,7 @@ fn reference_client_removes_address_at_our_server_k414() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn reference_client_removes_address_at_our_server_k510() {
     reference_client_against_our_server(
         Kernel::K510,

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
+use mpdccp_lab::netns::{require_root, require_tool};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use mpdccp_net::daemon::config::TunnelConfig;
 use serde_json::Value;
@@ -123,12 +123,13 @@ fn srtts(st: &Value) -> Vec<f64> {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_faster() {
     let test = "default_config_aggregates_two_equal_paths_and_keeps_light_traffic_on_the_faster";
-    if !root_or_skip(test)
-        || !tool_or_skip(test, "iperf3")
-        || !tool_or_skip(test, "ping")
-        || !tool_or_skip(test, "tc")
+    if !require_root(test)
+        || !require_tool(test, "iperf3")
+        || !require_tool(test, "ping")
+        || !require_tool(test, "tc")
     {
         return;
     }

@@ -8,13 +8,14 @@
 
 use std::process::Command;
 
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
+use mpdccp_lab::netns::{require_root, require_tool};
 use serde_json::Value;
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn bench_runs_our_one_path_tunnel_beside_wireguard_go_or_reports_it_skipped() {
     let name = "bench_runs_our_one_path_tunnel_beside_wireguard_go_or_reports_it_skipped";
-    if !root_or_skip(name) || !tool_or_skip(name, "iperf3") {
+    if !require_root(name) || !require_tool(name, "iperf3") {
         return;
     }
     let out = std::env::temp_dir().join(format!("mpdccp-test-{}-peers", std::process::id()));

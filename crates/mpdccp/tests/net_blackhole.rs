@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip, Netns};
+use mpdccp_lab::netns::{require_root, require_tool, Netns};
 use mpdccp_lab::probe;
 use mpdccp_lab::topo::{Topology, TunnelOpts};
 use mpdccp_proto::Instant;
@@ -75,9 +75,10 @@ fn host(addr_port: &str) -> &str {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn blackholed_path_carries_data_again_within_one_rtt_and_half_a_second() {
     let test = "blackholed_path_carries_data_again_within_one_rtt_and_half_a_second";
-    if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "tcpdump") {
+    if !require_root(test) || !require_tool(test, "nft") || !require_tool(test, "tcpdump") {
         return;
     }
     let mut t = Topology::build(2).expect("topology");

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip, unique_prefix, veth_pair, Netns, Proc};
+use mpdccp_lab::netns::{require_root, require_tool, unique_prefix, veth_pair, Netns, Proc};
 use mpdccp_lab::topo::{lab_private_key, wait_for};
 use mpdccp_net::daemon::keyfile::encode_key;
 use serde_json::Value;
@@ -318,9 +318,10 @@ fn hashed_to(router: &Netns, src: &str, iif: &str, sport: u16) -> String {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
     let test = "every_subflow_of_a_connection_lands_on_the_host_that_owns_it";
-    if !root_or_skip(test) || !tool_or_skip(test, "ping") {
+    if !require_root(test) || !require_tool(test, "ping") {
         return;
     }
     let mut f = Fleet::build(false);
@@ -482,9 +483,10 @@ impl Fleet {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn bird_announces_the_peer_prefix_from_the_serving_gateway_through_failure_and_drain() {
     let test = "bird_announces_the_peer_prefix_from_the_serving_gateway_through_failure_and_drain";
-    if !root_or_skip(test) || !tool_or_skip(test, "ping") || !tool_or_skip(test, "bird") {
+    if !require_root(test) || !require_tool(test, "ping") || !require_tool(test, "bird") {
         return;
     }
     let mut f = Fleet::build(true);

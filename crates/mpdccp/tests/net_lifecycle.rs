@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant as StdInstant};
 
-use mpdccp_lab::netns::{root_or_skip, Proc};
+use mpdccp_lab::netns::{require_root, Proc};
 use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4};
 use mpdccp_net::daemon::config::{AuthMode, ClientPath};
 use serde_json::Value;
@@ -162,18 +162,20 @@ fn wildcard_listen(ipv6: bool) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn wildcard_ipv4_server_answers_each_path_from_its_address() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("wildcard_ipv4_server_answers_each_path_from_its_address") {
+    if !require_root("wildcard_ipv4_server_answers_each_path_from_its_address") {
         return;
     }
     wildcard_listen(false);
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn wildcard_ipv6_server_answers_each_path_from_its_address() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("wildcard_ipv6_server_answers_each_path_from_its_address") {
+    if !require_root("wildcard_ipv6_server_answers_each_path_from_its_address") {
         return;
     }
     wildcard_listen(true);
@@ -184,9 +186,10 @@ fn wildcard_ipv6_server_answers_each_path_from_its_address() {
 /// right after its predecessor exited opens the same TUN (no `Device or
 /// resource busy`) and the tunnel carries pings again.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn sigterm_within_half_a_second_and_restart_within_one() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("sigterm_within_half_a_second_and_restart_within_one") {
+    if !require_root("sigterm_within_half_a_second_and_restart_within_one") {
         return;
     }
     let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");
@@ -238,6 +241,7 @@ fn sigterm_within_half_a_second_and_restart_within_one() {
 /// new handshake: the tunnel carries pings again within 2 s of the new
 /// server listening.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn kill9_and_restart_the_tunnel_is_back_within_two_seconds() {
     kill9_and_restart(
         AuthMode::Authenticated,
@@ -249,6 +253,7 @@ fn kill9_and_restart_the_tunnel_is_back_within_two_seconds() {
 /// sealed: the restarted server's answers to the old subflows are nothing
 /// the client accepts, and the silence rule recovers as before.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn kill9_and_restart_protected_the_tunnel_is_back_within_two_seconds() {
     kill9_and_restart(
         AuthMode::Protected,
@@ -258,7 +263,7 @@ fn kill9_and_restart_protected_the_tunnel_is_back_within_two_seconds() {
 
 fn kill9_and_restart(auth: AuthMode, name: &str) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip(name) {
+    if !require_root(name) {
         return;
     }
     let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");

@@ -11,7 +11,7 @@
 use std::process::Command;
 use std::sync::Mutex;
 
-use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::netns::require_root;
 use serde_json::Value;
 
 /// One at a time: both measure a server on a 2-core machine.
@@ -32,8 +32,9 @@ fn n(v: &Value, path: &[&str]) -> u64 {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_hundred_clients_connect_stay_connected_and_carry_data_both_ways() {
-    if !root_or_skip("two_hundred_clients_connect_stay_connected_and_carry_data_both_ways") {
+    if !require_root("two_hundred_clients_connect_stay_connected_and_carry_data_both_ways") {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -70,8 +71,9 @@ fn two_hundred_clients_connect_stay_connected_and_carry_data_both_ways() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn a_server_full_at_max_clients_refuses_the_rest_and_serves_those_admitted() {
-    if !root_or_skip("a_server_full_at_max_clients_refuses_the_rest_and_serves_those_admitted") {
+    if !require_root("a_server_full_at_max_clients_refuses_the_rest_and_serves_those_admitted") {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -99,8 +101,9 @@ fn a_server_full_at_max_clients_refuses_the_rest_and_serves_those_admitted() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn without_root_it_fails_with_a_clear_error() {
-    if !root_or_skip("without_root_it_fails_with_a_clear_error") {
+    if !require_root("without_root_it_fails_with_a_clear_error") {
         return;
     }
     // Drop to nobody for the one command (util-linux `setpriv`).

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mpdccp_lab::iperf;
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip, Netns};
+use mpdccp_lab::netns::{require_root, require_tool, Netns};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use serde_json::Value;
 
@@ -33,10 +33,10 @@ const OUTER: u32 = 20 + 8;
 const DATA_HEADER: u32 = mpdccp_proto::conn::DATA_HEADER_MAX as u32;
 
 fn tools(test: &str) -> bool {
-    root_or_skip(test)
-        && tool_or_skip(test, "ping")
-        && tool_or_skip(test, "iperf3")
-        && tool_or_skip(test, "nft")
+    require_root(test)
+        && require_tool(test, "ping")
+        && require_tool(test, "iperf3")
+        && require_tool(test, "nft")
 }
 
 /// A fragment counter (`ip frag-off & 0x3fff != 0`: MF set or an offset)
@@ -276,16 +276,19 @@ fn run(test: &str, mtu1: u32, drop_icmp: bool) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tun_mtu_follows_a_1400_byte_path_with_icmp() {
     run("tun_mtu_follows_a_1400_byte_path_with_icmp", 1400, false);
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tun_mtu_follows_a_1400_byte_path_without_icmp() {
     run("tun_mtu_follows_a_1400_byte_path_without_icmp", 1400, true);
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tun_mtu_is_1416_on_1500_byte_paths() {
     run("tun_mtu_is_1416_on_1500_byte_paths", 1500, false);
 }

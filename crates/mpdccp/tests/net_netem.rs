@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::netns::require_root;
 use mpdccp_lab::topo::Topology;
 
 fn exe() -> &'static Path {
@@ -28,8 +28,9 @@ fn ping_avg_ms(out: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn netem_delay_and_rate() {
-    if !root_or_skip("netem_delay_and_rate") {
+    if !require_root("netem_delay_and_rate") {
         return;
     }
     let mut t = Topology::build(1).expect("topology");

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use mpdccp_lab::iperf;
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip};
+use mpdccp_lab::netns::{require_root, require_tool};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use serde_json::Value;
 
@@ -52,9 +52,10 @@ fn by_priority(st: &Value) -> (Value, Value) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn a_standby_path_carries_no_data_in_either_direction() {
     let test = "a_standby_path_carries_no_data_in_either_direction";
-    if !root_or_skip(test) || !tool_or_skip(test, "iperf3") || !tool_or_skip(test, "ping") {
+    if !require_root(test) || !require_tool(test, "iperf3") || !require_tool(test, "ping") {
         return;
     }
     // 10 ms each way: the primary's srtt (~20 ms) is well above the

@@ -105,8 +105,9 @@ fn topology(tag: &str) -> (Netns, Netns) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn native_dccp_ipv4_and_ipv6_over_veth() {
-    if !netns::root_or_skip("native_dccp_ipv4_and_ipv6_over_veth") {
+    if !netns::require_root("native_dccp_ipv4_and_ipv6_over_veth") {
         return;
     }
     let (a, b) = topology("r");

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, tool_or_skip, Netns};
+use mpdccp_lab::netns::{require_root, require_tool, Netns};
 use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4};
 use serde_json::Value;
 
@@ -103,9 +103,10 @@ fn ping_summary(out: &str) -> (u64, u64, f64) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn a_nat_rebinding_moves_the_path_without_reset_or_rejoin() {
     let test = "a_nat_rebinding_moves_the_path_without_reset_or_rejoin";
-    if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "ping") {
+    if !require_root(test) || !require_tool(test, "nft") || !require_tool(test, "ping") {
         return;
     }
     rebinding(1);
@@ -117,9 +118,10 @@ fn a_nat_rebinding_moves_the_path_without_reset_or_rejoin() {
 /// connection; that worker's endpoint does not claim the datagram and
 /// passes it on, the owner's does (`daemon/workers.rs`, stray datagrams).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn a_nat_rebinding_moves_the_path_with_two_workers_too() {
     let test = "a_nat_rebinding_moves_the_path_with_two_workers_too";
-    if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "ping") {
+    if !require_root(test) || !require_tool(test, "nft") || !require_tool(test, "ping") {
         return;
     }
     rebinding(2);
@@ -244,9 +246,10 @@ fn addr_nat_rules(client: &str, cport: u16, addr: &str, nat: u16) -> String {
 /// series are those of the endpoint's encoder (`metrics_text` of the
 /// status document, as a scrape gets them).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn an_authenticated_path_keeps_its_name_across_a_rebinding_to_another_address() {
     let test = "an_authenticated_path_keeps_its_name_across_a_rebinding_to_another_address";
-    if !root_or_skip(test) || !tool_or_skip(test, "nft") || !tool_or_skip(test, "ping") {
+    if !require_root(test) || !require_tool(test, "nft") || !require_tool(test, "ping") {
         return;
     }
     use mpdccp_net::daemon::config::AuthMode;

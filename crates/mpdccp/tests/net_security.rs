@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, unique_prefix, Netns};
+use mpdccp_lab::netns::{require_root, unique_prefix, Netns};
 use mpdccp_lab::topo::wait_for;
 
 fn exe() -> &'static Path {
@@ -24,8 +24,9 @@ fn server_config_workers(dir: &Path, tun: &str, listen: &str, workers: usize) ->
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn second_server_on_the_same_port_fails_and_names_the_address() {
-    if !root_or_skip("second_server_on_the_same_port_fails_and_names_the_address") {
+    if !require_root("second_server_on_the_same_port_fails_and_names_the_address") {
         return;
     }
     second_server_fails(1, 1, "sec");
@@ -34,8 +35,9 @@ fn second_server_on_the_same_port_fails_and_names_the_address() {
 /// The same with `workers = 2` (a `SO_REUSEPORT` group) on either side:
 /// neither a single server nor another sharded one gets in.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn second_server_next_to_a_sharded_one_fails_too() {
-    if !root_or_skip("second_server_next_to_a_sharded_one_fails_too") {
+    if !require_root("second_server_next_to_a_sharded_one_fails_too") {
         return;
     }
     second_server_fails(2, 1, "shs");
@@ -155,8 +157,9 @@ fn bind_v6only(ns: &str, port: u16) -> std::io::Result<()> {
 /// clients that come over IPv6. Without the server the same bind works
 /// (the test can fail).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn the_port_is_held_in_ipv6_beside_a_v4_server() {
-    if !root_or_skip("the_port_is_held_in_ipv6_beside_a_v4_server") {
+    if !require_root("the_port_is_held_in_ipv6_beside_a_v4_server") {
         return;
     }
     let tag = "v6h";

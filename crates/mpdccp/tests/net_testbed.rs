@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use mpdccp_lab::emu::Sample;
-use mpdccp_lab::netns::root_or_skip;
+use mpdccp_lab::netns::require_root;
 use mpdccp_model::results::Summary;
 
 /// One testbed at a time: they measure latency on a 2-core machine.
@@ -118,9 +118,10 @@ fn after_drop(r: &Run) -> (f64, f64) {
 /// new min_rtt the time of a 2-segment burst (12.5 ms instead of 10.3 ms),
 /// so cwnd grew to 32–36 (README §Testbed has the numbers of both).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn e1_tcp_bbr_keeps_latency_low_after_the_drop() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("e1_tcp_bbr_keeps_latency_low_after_the_drop") {
+    if !require_root("e1_tcp_bbr_keeps_latency_low_after_the_drop") {
         return;
     }
     let r = testbed_on_time("e1-tcp-bbr.toml", "bbr");
@@ -166,9 +167,10 @@ fn e1_tcp_bbr_keeps_latency_low_after_the_drop() {
 /// under `SCHED_FIFO` and the status is read at the end only. README
 /// §Testbed has the runs since (21.3–33.0 ms, none over 35).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn e1_ccid5_tunnel_keeps_latency_low_after_the_drop() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("e1_ccid5_tunnel_keeps_latency_low_after_the_drop") {
+    if !require_root("e1_ccid5_tunnel_keeps_latency_low_after_the_drop") {
         return;
     }
     let r = testbed_on_time("e1-dccp-ccid5.toml", "ccid5");
@@ -199,9 +201,10 @@ fn e1_ccid5_tunnel_keeps_latency_low_after_the_drop() {
 /// bufferbloat), so the same measurement must show a high RTT — proof that the
 /// testbed's RTT metric can tell the two apart.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn e1_ccid2_tunnel_fills_the_buffer() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("e1_ccid2_tunnel_fills_the_buffer") {
+    if !require_root("e1_ccid2_tunnel_fills_the_buffer") {
         return;
     }
     let r = testbed("e1-dccp-ccid2.toml", "ccid2");
@@ -222,9 +225,10 @@ fn e1_ccid2_tunnel_fills_the_buffer() {
 /// and deliver the real-time flow, the simulator half is the same run
 /// `mpdccp sim` gives (byte for byte), and COMPARE.md has every row.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn cellular_trace_scenario_runs_on_the_real_tunnel_beside_the_simulator() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("cellular_trace_scenario_runs_on_the_real_tunnel_beside_the_simulator") {
+    if !require_root("cellular_trace_scenario_runs_on_the_real_tunnel_beside_the_simulator") {
         return;
     }
     let root = std::env::temp_dir().join(format!("mpdccp-test-{}-cell", std::process::id()));

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::netns::{require_root, spawn_in_netns};
 use mpdccp_lab::probe::{self, Arrival};
 use mpdccp_lab::topo::{
     wait_for, ProbeStream, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4, SERVER_TUN_V6,
@@ -39,9 +39,10 @@ fn ping_ok(t: &Topology, dst: &str, n: u32) -> anyhow::Result<String> {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_handshake_ping_v4_v6() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("tunnel_handshake_ping_v4_v6") {
+    if !require_root("tunnel_handshake_ping_v4_v6") {
         return;
     }
     let mut t = two_paths(5, 50);
@@ -80,9 +81,10 @@ fn tunnel_handshake_ping_v4_v6() {
 /// (the spin hands every readable fd on), and stop spinning when it ends:
 /// idle daemons use almost no CPU.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn busy_polling_carries_traffic_and_stops_when_idle() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("busy_polling_carries_traffic_and_stops_when_idle") {
+    if !require_root("busy_polling_carries_traffic_and_stops_when_idle") {
         return;
     }
     let mut t = two_paths(1, 100);
@@ -119,9 +121,10 @@ fn finish(s: ProbeStream) -> (probe::SendLog, Vec<Arrival>) {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_probe_stream_exactly_once_over_two_paths() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("tunnel_probe_stream_exactly_once_over_two_paths") {
+    if !require_root("tunnel_probe_stream_exactly_once_over_two_paths") {
         return;
     }
     let mut t = two_paths(5, 20);
@@ -147,9 +150,10 @@ fn tunnel_probe_stream_exactly_once_over_two_paths() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_survives_interface_down_and_rejoins() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("tunnel_survives_interface_down_and_rejoins") {
+    if !require_root("tunnel_survives_interface_down_and_rejoins") {
         return;
     }
     let mut t = two_paths(5, 20);
@@ -207,9 +211,10 @@ fn tunnel_survives_interface_down_and_rejoins() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_carries_kernel_tcp_at_80_percent_of_two_paths() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("tunnel_carries_kernel_tcp_at_80_percent_of_two_paths") {
+    if !require_root("tunnel_carries_kernel_tcp_at_80_percent_of_two_paths") {
         return;
     }
     let mut t = two_paths(5, 10);
@@ -292,13 +297,14 @@ fn emit(seg: &mut mpdccp_proto::conn::codec::Segment) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn hostile_input_is_counted_and_harmless() {
     use mpdccp_proto::conn::codec::{FeatureNum, MpJoin, PacketType, Segment};
     use mpdccp_proto::wire::option::kind;
     use rand::{Rng, SeedableRng};
 
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("hostile_input_is_counted_and_harmless") {
+    if !require_root("hostile_input_is_counted_and_harmless") {
         return;
     }
     let mut t = two_paths(2, 50);
@@ -424,10 +430,11 @@ fn path_counts(st: &serde_json::Value) -> (usize, usize) {
 /// `max_paths` = 8 is never reached), both ends' path tables stay bounded,
 /// and a probe stream running throughout is never duplicated.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_interface_flaps_twelve_times_without_leaking_paths() {
     const CYCLES: u32 = 12;
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("tunnel_interface_flaps_twelve_times_without_leaking_paths") {
+    if !require_root("tunnel_interface_flaps_twelve_times_without_leaking_paths") {
         return;
     }
     let mut t = two_paths(5, 20);
@@ -521,9 +528,10 @@ fn tunnel_interface_flaps_twelve_times_without_leaking_paths() {
 /// carries on over the other path, and when the router link returns the
 /// client's rejoin succeeds.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn silent_path_expires_at_both_ends_and_rejoins() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("silent_path_expires_at_both_ends_and_rejoins") {
+    if !require_root("silent_path_expires_at_both_ends_and_rejoins") {
         return;
     }
     let mut t = two_paths(5, 20);

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::netns::{require_root, spawn_in_netns};
 use mpdccp_lab::probe;
 use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 use mpdccp_net::daemon::config::Transport;
@@ -70,8 +70,9 @@ fn stream_exactly_once(t: &Topology, port: u16) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_over_native_dccp_on_two_paths() {
-    if !root_or_skip("tunnel_over_native_dccp_on_two_paths") {
+    if !require_root("tunnel_over_native_dccp_on_two_paths") {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -183,8 +184,9 @@ fn tunnel_over_native_dccp_on_two_paths() {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn tunnel_mixing_native_dccp_and_udp_paths() {
-    if !root_or_skip("tunnel_mixing_native_dccp_and_udp_paths") {
+    if !require_root("tunnel_mixing_native_dccp_and_udp_paths") {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

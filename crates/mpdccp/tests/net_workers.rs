@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, spawn_in_netns};
+use mpdccp_lab::netns::{require_root, spawn_in_netns};
 use mpdccp_lab::probe;
 use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4};
 use mpdccp_net::daemon::config::AuthMode;
@@ -35,9 +35,10 @@ fn n(v: &Value) -> u64 {
 /// server's side starts (the TUN spreads them over both queues by hash)
 /// reach the client through the owner: handoffs happened, none dropped.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_workers_hand_joins_and_downstream_flows_to_the_owner() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("two_workers_hand_joins_and_downstream_flows_to_the_owner") {
+    if !require_root("two_workers_hand_joins_and_downstream_flows_to_the_owner") {
         return;
     }
     hand_over(AuthMode::Open);
@@ -46,9 +47,10 @@ fn two_workers_hand_joins_and_downstream_flows_to_the_owner() {
 /// The same in authenticated mode: downstream packets are routed by the
 /// peer's `allowed_ips` to the worker holding the peer's connection.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_workers_hand_over_in_authenticated_mode() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("two_workers_hand_over_in_authenticated_mode") {
+    if !require_root("two_workers_hand_over_in_authenticated_mode") {
         return;
     }
     hand_over(AuthMode::Authenticated);
@@ -137,9 +139,10 @@ fn bench_clients(args: &[&str]) -> Value {
 /// 24 clients against two workers: all connect, both workers hold some,
 /// data flows both ways (at most 1 % lost each way), all close cleanly.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_workers_serve_many_clients_both_ways() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("two_workers_serve_many_clients_both_ways") {
+    if !require_root("two_workers_serve_many_clients_both_ways") {
         return;
     }
     let v = bench_clients(&["--clients", "24", "--mbps", "16", "--seconds", "3"]);
@@ -163,9 +166,10 @@ fn two_workers_serve_many_clients_both_ways() {
 /// `max_clients = 8` with two workers: 8 clients in all, not 8 each; the
 /// rest are refused (counted), and those admitted carry data.
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn two_workers_share_one_max_clients() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip("two_workers_share_one_max_clients") {
+    if !require_root("two_workers_share_one_max_clients") {
         return;
     }
     let v = bench_clients(&[

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use mpdccp_lab::netns::{root_or_skip, veth_pair, Netns, Proc};
+use mpdccp_lab::netns::{require_root, veth_pair, Netns, Proc};
 use mpdccp_lab::topo::wait_for;
 
 fn exe() -> &'static str {
@@ -185,8 +185,9 @@ impl Drop for Setup {
 }
 
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn the_readme_files_run_side_by_side_and_carry_a_ping() {
-    if !root_or_skip("the_readme_files_run_side_by_side_and_carry_a_ping") {
+    if !require_root("the_readme_files_run_side_by_side_and_carry_a_ping") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,8 +235,9 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 ///   names the peer and the address (it used to print `src=Some(..)`,
 ///   `conn=0`).
 #[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn mistakes_get_messages_that_name_them() {
-    if !root_or_skip("mistakes_get_messages_that_name_them") {
+    if !require_root("mistakes_get_messages_that_name_them") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

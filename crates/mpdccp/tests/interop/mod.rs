@@ -74,12 +74,10 @@ fn reference_dir() -> Option<PathBuf> {
         .find(|p| p.join("run-vm.sh").is_file())
 }
 
-/// Root, the tools and the images, or `None` (skip) — but under `CI`
-/// anything missing is a failure.
+/// Root, the tools and the images; anything missing fails the test (the
+/// tests are `#[ignore]`d and run with `--include-ignored` as root).
 pub fn prerequisites(test: &str, kernel: Kernel) -> Option<Reference> {
-    if !netns::root_or_skip(test) {
-        return None;
-    }
+    netns::require_root(test);
     let mut missing: Vec<String> = TOOLS
         .iter()
         .filter(|t| !on_path(t))
@@ -102,14 +100,7 @@ pub fn prerequisites(test: &str, kernel: Kernel) -> Option<Reference> {
             }
         }
     }
-    if !missing.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: missing {missing:?}"
-        );
-        eprintln!("SKIP {test}: missing {missing:?}");
-        return None;
-    }
+    assert!(missing.is_empty(), "{test}: missing {missing:?}");
     let dir = dir?;
     Some(Reference {
         kernel: dir.join(kernel.image()),
