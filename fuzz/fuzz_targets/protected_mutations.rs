@@ -6,7 +6,8 @@
 //! (which genuine packet of which path and direction, which bytes to flip,
 //! where to cut it short, how long to wait first); each copy gets its
 //! checksum fixed and goes to its receiver as from the peer's address.
-//! Beyond "no panic": every copy is counted by a rejection counter, no
+//! Beyond "no panic": every changed copy is counted by a rejection counter
+//! (an unmodified one may win the race against its original), no
 //! end closes, both paths stay Active at both ends, and every packet sent
 //! afterwards arrives exactly once (`harness::mutation::run`). The same
 //! property runs as a proptest in `cargo test`

@@ -95,3 +95,22 @@ fn the_fuzz_seed_decodes_and_holds() {
     let mut h = protected_session(Some(keys()));
     assert_eq!(run(&mut h, &muts).map(|o| o.injected), Ok(24));
 }
+
+/// What the fuzzer found in its first CI minute: an *unmodified* copy of
+/// a genuine packet still in flight (no edits, no cut, no wait) arrives
+/// first and is accepted; the original then counts as the replay. That is
+/// a race, not a forgery, so the property asks rejection only of changed
+/// bytes — and the session stays whole either way.
+#[test]
+fn an_unmodified_copy_that_wins_the_race_is_not_a_forgery() {
+    let input = include_bytes!("../../../fuzz/seeds/protected_mutations/race-unmodified-copy");
+    let muts = mpdccp_proto::harness::mutation::decode(input);
+    assert!(
+        muts.iter()
+            .any(|m| m.edits.is_empty() && m.truncate.is_none()),
+        "{muts:?}"
+    );
+    let mut h = protected_session(Some(keys()));
+    let out = run(&mut h, &muts).expect("the session stays whole");
+    assert_eq!(out.injected, muts.len() as u64);
+}
