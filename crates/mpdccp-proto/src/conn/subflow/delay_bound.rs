@@ -64,6 +64,12 @@ const MIN_TARGET: Duration = Duration::from_millis(1);
 const SLOT_RTTS: u32 = 5;
 const MIN_SLOT: Duration = Duration::from_millis(500);
 
+/// While the newest rate sample is a new maximum, the target is at least
+/// this many min RTTs (a 2 × BDP bound): a link whose rate jumps (a
+/// cellular scheduler) is then filled in a round or two, not at
+/// `1 + target / min_rtt` per round.
+const RISING_GAIN_RTTS: u32 = 1;
+
 /// The bound applies from this many Active paths on (see the module doc).
 pub const MIN_ACTIVE_PATHS: usize = 2;
 
@@ -76,6 +82,9 @@ pub struct DelayBound {
     cur: f64,
     prev: f64,
     slot_start: Option<Instant>,
+    /// The newest sample set a new maximum of the filter: the path has not
+    /// shown its capacity yet (see `RISING_GAIN_RTTS`).
+    rising: bool,
 }
 
 impl DelayBound {
@@ -86,6 +95,7 @@ impl DelayBound {
             cur: 0.0,
             prev: 0.0,
             slot_start: None,
+            rising: false,
         }
     }
 
@@ -120,6 +130,7 @@ impl DelayBound {
             return;
         }
         self.advance(now, min_rtt);
+        self.rising = pkts_per_s > self.cur.max(self.prev);
         self.cur = self.cur.max(pkts_per_s);
     }
 
@@ -141,7 +152,12 @@ impl DelayBound {
         if bw <= 0.0 {
             return None;
         }
-        let target = self.target.unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        let mut target = self.target.unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        if self.rising {
+            // Still finding the capacity: BBR's startup gain of 2 on the
+            // in-flight bound (draft-ietf-ccwg-bbr-02 §4.6.4.2 cwnd_gain).
+            target = target.max(min_rtt * RISING_GAIN_RTTS);
+        }
         let pkts = (bw * (min_rtt + target).as_secs_f64()).ceil();
         // Saturating float → int conversion; huge rates mean no bound.
         let pkts = (pkts as u32).saturating_add(HEADROOM_PKTS);
