@@ -183,10 +183,12 @@ mod tests {
         // target 4 ms: 53.6 → 54 + 3 headroom.
         let mut b = DelayBound::new(Duration::ZERO);
         b.on_rate_sample(at(0), 2678.6, ms(16));
+        b.on_rate_sample(at(5), 2678.6, ms(16)); // settled: not a new maximum
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
         // A fixed 10 ms target: 2678.6 × 0.026 = 69.6 → 70 + 3.
         let mut b = DelayBound::new(ms(10));
         b.on_rate_sample(at(0), 2678.6, ms(16));
+        b.on_rate_sample(at(5), 2678.6, ms(16));
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(73));
     }
 
@@ -215,9 +217,26 @@ mod tests {
         // window; the bound returns as soon as a second path is Active.
         let mut b = DelayBound::new(Duration::ZERO);
         b.on_rate_sample(at(0), 2678.6, ms(16));
+        b.on_rate_sample(at(5), 2678.6, ms(16));
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), None);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 0), None);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
+    }
+
+    #[test]
+    fn a_new_maximum_opens_the_bound_to_two_bdp_until_the_rate_settles() {
+        // min RTT 40 ms, target 10 ms: bound = rate × 50 ms + 3, or
+        // rate × 80 ms + 3 while the newest sample is a new maximum.
+        let mut b = DelayBound::new(Duration::ZERO);
+        b.on_rate_sample(at(0), 1000.0, ms(40));
+        assert_eq!(b.bound_pkts(at(0), Some(ms(40)), 2), Some(83));
+        b.on_rate_sample(at(40), 1000.0, ms(40));
+        assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2), Some(53));
+        b.on_rate_sample(at(80), 2000.0, ms(40));
+        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(163));
+        // Below the peak again: the plain target.
+        b.on_rate_sample(at(120), 1900.0, ms(40));
+        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(103));
     }
 
     #[test]
