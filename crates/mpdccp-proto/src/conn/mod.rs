@@ -656,6 +656,7 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
         self.reap();
+        self.note_active_paths();
         for i in 0..self.paths.len() {
             self.subflow_timers(now, i);
             self.paths[i].refresh(now);

@@ -110,6 +110,19 @@ impl Connection {
         self.paths[i].count_tx(size);
     }
 
+    /// Tells each subflow how many paths are Active (the queue-delay bound
+    /// applies only from two on, `subflow/delay_bound.rs`).
+    pub(super) fn note_active_paths(&mut self) {
+        let n = self
+            .paths
+            .iter()
+            .filter(|p| p.path_state() == crate::path::PathState::Active)
+            .count();
+        for p in &mut self.paths {
+            p.set_active_paths(n);
+        }
+    }
+
     pub(super) fn rebuild_views(&mut self) {
         self.views.clear();
         for p in &self.paths {
@@ -121,6 +134,7 @@ impl Connection {
     /// assigned here, in application order.
     pub(super) fn schedule(&mut self, now: Instant) {
         // An idle window decays before it is scheduled by (cc::validation).
+        self.note_active_paths();
         for p in &mut self.paths {
             p.refresh(now);
         }

@@ -11,7 +11,8 @@
 //! queue p95 33 ms on both `equal` paths against a send-queue p95 of 4.5 ms.
 //!
 //! Rule: with `bw` the largest delivery rate (packets per second) sampled
-//! over the last 5–10 min-RTTs and `target` the tolerated standing queue,
+//! over the last 5–10 min-RTTs, at least 0.5–1 s, and `target` the
+//! tolerated standing queue,
 //!
 //! ```text
 //! usable window = min(cwnd, ceil(bw × (min_rtt + target)) + HEADROOM)
@@ -30,6 +31,18 @@
 //! start's doubling) and never starves the path. The BBR family paces and
 //! bounds its own in-flight data, so the rule applies only to controllers
 //! that do not pace.
+//!
+//! Only while the connection has two or more Active paths: the bound's
+//! gain is moving the queue where the scheduler can spill it to another
+//! path or FQ-CoDel can separate flows. On one path there is nowhere to
+//! spill, and a single Reno-like inner flow halving behind a queue much
+//! shorter than its BDP leaves the link idle after each loss (the
+//! buffer-sizing rule, Appenzeller et al., SIGCOMM '04), so a one-path
+//! tunnel keeps the controller's window. The filter spans at least 0.5–1 s
+//! because a cellular link's rate swings faster than 5–10 RTTs: a shorter
+//! window forgets the last peak and holds the path below what it can take
+//! (BBR's bandwidth filter spans 10 rounds for the same reason,
+//! draft-ietf-ccwg-bbr-02 §4.5.2.3).
 
 use std::time::Duration;
 
@@ -46,9 +59,19 @@ pub const MIN_BOUND_PKTS: u32 = 4;
 /// Floor of the adaptive target (as ACPF's).
 const MIN_TARGET: Duration = Duration::from_millis(1);
 
-/// Length of a max-filter slot: this many min RTTs, at least `MIN_SLOT`.
+/// Length of a max-filter slot: this many min RTTs, at least `MIN_SLOT`
+/// (the filter spans one to two slots).
 const SLOT_RTTS: u32 = 5;
-const MIN_SLOT: Duration = Duration::from_millis(25);
+const MIN_SLOT: Duration = Duration::from_millis(500);
+
+/// While the newest rate sample is a new maximum, the target is at least
+/// this many min RTTs (a 2 × BDP bound): a link whose rate jumps (a
+/// cellular scheduler) is then filled in a round or two, not at
+/// `1 + target / min_rtt` per round.
+const RISING_GAIN_RTTS: u32 = 1;
+
+/// The bound applies from this many Active paths on (see the module doc).
+pub const MIN_ACTIVE_PATHS: usize = 2;
 
 #[derive(Clone, Debug)]
 pub struct DelayBound {
@@ -59,6 +82,9 @@ pub struct DelayBound {
     cur: f64,
     prev: f64,
     slot_start: Option<Instant>,
+    /// The newest sample set a new maximum of the filter: the path has not
+    /// shown its capacity yet (see `RISING_GAIN_RTTS`).
+    rising: bool,
 }
 
 impl DelayBound {
@@ -69,6 +95,7 @@ impl DelayBound {
             cur: 0.0,
             prev: 0.0,
             slot_start: None,
+            rising: false,
         }
     }
 
@@ -103,19 +130,34 @@ impl DelayBound {
             return;
         }
         self.advance(now, min_rtt);
+        self.rising = pkts_per_s > self.cur.max(self.prev);
         self.cur = self.cur.max(pkts_per_s);
     }
 
-    /// The bound at `now`, packets; `None` without a recent rate sample
-    /// (then only the controller's window applies).
-    pub fn bound_pkts(&mut self, now: Instant, min_rtt: Option<Duration>) -> Option<u32> {
+    /// The bound at `now`, packets, with `active_paths` Active paths on
+    /// the connection; `None` without a recent rate sample or with fewer
+    /// than `MIN_ACTIVE_PATHS` (then only the controller's window applies).
+    pub fn bound_pkts(
+        &mut self,
+        now: Instant,
+        min_rtt: Option<Duration>,
+        active_paths: usize,
+    ) -> Option<u32> {
         let min_rtt = min_rtt?;
         self.advance(now, min_rtt);
+        if active_paths < MIN_ACTIVE_PATHS {
+            return None;
+        }
         let bw = self.cur.max(self.prev);
         if bw <= 0.0 {
             return None;
         }
-        let target = self.target.unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        let mut target = self.target.unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
+        if self.rising {
+            // Still finding the capacity: BBR's startup gain of 2 on the
+            // in-flight bound (draft-ietf-ccwg-bbr-02 §4.6.4.2 cwnd_gain).
+            target = target.max(min_rtt * RISING_GAIN_RTTS);
+        }
         let pkts = (bw * (min_rtt + target).as_secs_f64()).ceil();
         // Saturating float → int conversion; huge rates mean no bound.
         let pkts = (pkts as u32).saturating_add(HEADROOM_PKTS);
@@ -141,40 +183,72 @@ mod tests {
         // target 4 ms: 53.6 → 54 + 3 headroom.
         let mut b = DelayBound::new(Duration::ZERO);
         b.on_rate_sample(at(0), 2678.6, ms(16));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16))), Some(57));
+        b.on_rate_sample(at(5), 2678.6, ms(16)); // settled: not a new maximum
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
         // A fixed 10 ms target: 2678.6 × 0.026 = 69.6 → 70 + 3.
         let mut b = DelayBound::new(ms(10));
         b.on_rate_sample(at(0), 2678.6, ms(16));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16))), Some(73));
+        b.on_rate_sample(at(5), 2678.6, ms(16));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(73));
     }
 
     #[test]
     fn max_filter_keeps_the_peak_for_one_to_two_slots_then_forgets() {
         let mut b = DelayBound::new(Duration::ZERO);
-        // Slot = 5 × 20 ms = 100 ms; target 5 ms; bound = rate × 25 ms + 3.
+        // Slot = max(5 × 20 ms, 500 ms) = 500 ms; target 5 ms; bound =
+        // rate × 25 ms + 3.
         b.on_rate_sample(at(0), 4000.0, ms(20));
-        b.on_rate_sample(at(50), 1000.0, ms(20));
-        assert_eq!(b.bound_pkts(at(60), Some(ms(20))), Some(103));
-        // Next slot: the peak is still in the previous one.
-        b.on_rate_sample(at(150), 1000.0, ms(20));
-        assert_eq!(b.bound_pkts(at(150), Some(ms(20))), Some(103));
+        b.on_rate_sample(at(250), 1000.0, ms(20));
+        assert_eq!(b.bound_pkts(at(300), Some(ms(20)), 2), Some(103));
+        // Next slot: the peak is still in the previous one — 37 RTTs
+        // after it (a 5–10 RTT filter would have forgotten it by now).
+        b.on_rate_sample(at(750), 1000.0, ms(20));
+        assert_eq!(b.bound_pkts(at(750), Some(ms(20)), 2), Some(103));
         // Two slots later only the recent samples count.
-        b.on_rate_sample(at(210), 1000.0, ms(20));
-        assert_eq!(b.bound_pkts(at(210), Some(ms(20))), Some(28));
+        b.on_rate_sample(at(1050), 1000.0, ms(20));
+        assert_eq!(b.bound_pkts(at(1050), Some(ms(20)), 2), Some(28));
         // Silence for two whole slots: no estimate, no bound.
-        assert_eq!(b.bound_pkts(at(500), Some(ms(20))), None);
+        assert_eq!(b.bound_pkts(at(2500), Some(ms(20)), 2), None);
+    }
+
+    #[test]
+    fn one_active_path_is_never_bounded() {
+        // Nowhere to spill: a one-path tunnel keeps the controller's
+        // window; the bound returns as soon as a second path is Active.
+        let mut b = DelayBound::new(Duration::ZERO);
+        b.on_rate_sample(at(0), 2678.6, ms(16));
+        b.on_rate_sample(at(5), 2678.6, ms(16));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), None);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 0), None);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
+    }
+
+    #[test]
+    fn a_new_maximum_opens_the_bound_to_two_bdp_until_the_rate_settles() {
+        // min RTT 40 ms, target 10 ms: bound = rate × 50 ms + 3, or
+        // rate × 80 ms + 3 while the newest sample is a new maximum.
+        let mut b = DelayBound::new(Duration::ZERO);
+        b.on_rate_sample(at(0), 1000.0, ms(40));
+        assert_eq!(b.bound_pkts(at(0), Some(ms(40)), 2), Some(83));
+        b.on_rate_sample(at(40), 1000.0, ms(40));
+        assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2), Some(53));
+        b.on_rate_sample(at(80), 2000.0, ms(40));
+        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(163));
+        // Below the peak again: the plain target.
+        b.on_rate_sample(at(120), 1900.0, ms(40));
+        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(103));
     }
 
     #[test]
     fn no_bound_without_samples_and_never_below_the_floor() {
         let mut b = DelayBound::new(Duration::ZERO);
-        assert_eq!(b.bound_pkts(at(0), Some(ms(20))), None);
+        assert_eq!(b.bound_pkts(at(0), Some(ms(20)), 2), None);
         b.on_rate_sample(at(0), 1.0, ms(20));
-        assert_eq!(b.bound_pkts(at(1), None), None);
-        assert_eq!(b.bound_pkts(at(1), Some(ms(20))), Some(MIN_BOUND_PKTS));
+        assert_eq!(b.bound_pkts(at(1), None, 2), None);
+        assert_eq!(b.bound_pkts(at(1), Some(ms(20)), 2), Some(MIN_BOUND_PKTS));
         b.on_rate_sample(at(2), f64::NAN, ms(20));
         b.on_rate_sample(at(2), f64::INFINITY, ms(20));
-        assert_eq!(b.bound_pkts(at(3), Some(ms(20))), Some(MIN_BOUND_PKTS));
+        assert_eq!(b.bound_pkts(at(3), Some(ms(20)), 2), Some(MIN_BOUND_PKTS));
     }
 
     #[test]
@@ -187,7 +261,7 @@ mod tests {
         let mut t = 0;
         for _ in 0..10 {
             b.on_rate_sample(at(t), rate, rtt);
-            let bound = b.bound_pkts(at(t), Some(rtt)).unwrap();
+            let bound = b.bound_pkts(at(t), Some(rtt), 2).unwrap();
             rate = f64::from(bound) / rtt.as_secs_f64();
             t += 40;
         }

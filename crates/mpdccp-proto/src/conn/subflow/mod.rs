@@ -163,6 +163,9 @@ pub(crate) struct Subflow {
     /// only), and its bound as last computed, packets.
     delay_bound: Option<delay_bound::DelayBound>,
     window_bound: Option<u32>,
+    /// Active paths on the connection, as it last told (`set_active_paths`;
+    /// the bound applies only from two on).
+    active_paths: usize,
     last_rtt_sample_at: Option<Instant>,
     /// Last time the scheduler had to send elsewhere because this path was
     /// blocked by its window or pacer.
@@ -324,6 +327,7 @@ impl Subflow {
                 .filter(|_| !matches!(conf.cc, crate::cc::CcKind::Ccid5 | crate::cc::CcKind::Bbr3))
                 .map(delay_bound::DelayBound::new),
             window_bound: None,
+            active_paths: 0,
             last_rtt_sample_at: None,
             blocked_at: None,
             mp_rtt_next_kind: 0,
@@ -640,13 +644,19 @@ impl Subflow {
         self.cc.pipe_ack_pkts(now)
     }
 
+    /// The connection's count of Active paths (for `delay_bound`).
+    pub(crate) fn set_active_paths(&mut self, n: usize) {
+        self.active_paths = n;
+    }
+
     /// Recompute the queue-delay bound (`delay_bound`) at `now`.
     pub(crate) fn update_window_bound(&mut self, now: Instant) {
         let min_rtt = self.rtt.min_rtt();
+        let active = self.active_paths;
         self.window_bound = self
             .delay_bound
             .as_mut()
-            .and_then(|b| b.bound_pkts(now, min_rtt));
+            .and_then(|b| b.bound_pkts(now, min_rtt, active));
     }
 
     /// The window the path may fill: the controller's, capped by the
