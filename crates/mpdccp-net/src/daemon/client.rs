@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::{AuthMode, ClientConfig};
-use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER};
+use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER, DEAD_AFTER_RTTS};
 use super::driver::{drive, Control, Daemon, Step};
 use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
@@ -354,9 +354,10 @@ impl Client {
                 .any(|v| v.state == PathState::Active),
             rx: stats.rx_datagrams,
             tx: stats.tx_datagrams,
+            srtt: self.conn.paths().iter().filter_map(|v| v.srtt).max(),
         };
         if r.dead.check(now, pulse) {
-            warn!("the server has been silent for {DEAD_AFTER:?}: new handshake");
+            warn!("the server has been silent (at least {DEAD_AFTER:?}, {DEAD_AFTER_RTTS} round trips): new handshake");
             self.stats.dead_reconnects += 1;
             r.at = Some(now);
         }
@@ -365,6 +366,15 @@ impl Client {
     /// A new connection in place of the closed (or dead) one; every path
     /// joins it afresh.
     fn redial(&mut self, now: Instant) -> anyhow::Result<()> {
+        // The server may be slow rather than gone: an authenticated
+        // MP_FAST_CLOSE (RFC 9897 §3.2.3) on the old subflows lets it drop
+        // the session and withdraw the peer's routes at once. Otherwise a
+        // fleet host would announce the peer's prefix beside the host of
+        // the new session until its own timeout.
+        if self.conn.is_established() {
+            self.conn.fast_close(now);
+            self.flush(now);
+        }
         self.redial.at = None;
         self.redial.dead.reset();
         self.conn_gen += 1;

@@ -27,6 +27,13 @@ use mpdccp_proto::Instant;
 /// gateway restart costs its clients about a second.
 pub const DEAD_AFTER: Duration = Duration::from_secs(1);
 
+/// Silence counts only after this many of the connection's largest
+/// smoothed RTT, when that is longer than [`DEAD_AFTER`]: a server that
+/// took two seconds to answer the handshake (a host starved of CPU, a
+/// satellite hop) is slow, not gone. Four RTTs is RFC 6298's RTO margin
+/// (srtt + 4 · rttvar) with rttvar at its worst, srtt.
+pub const DEAD_AFTER_RTTS: u32 = 4;
+
 /// Datagrams sent since the last one received before silence counts: a
 /// quiet tunnel (nothing to answer) is not a dead one.
 pub const SENT_INTO_SILENCE: u64 = 3;
@@ -49,6 +56,8 @@ pub struct Pulse {
     /// Datagrams received and sent on the connection so far.
     pub rx: u64,
     pub tx: u64,
+    /// The largest smoothed RTT of the connection's paths, if measured.
+    pub srtt: Option<Duration>,
 }
 
 impl DeadPeer {
@@ -59,7 +68,10 @@ impl DeadPeer {
             self.reset();
             return false;
         }
-        let quiet = |since: Instant| now.saturating_duration_since(since) >= DEAD_AFTER;
+        let dead_after = p
+            .srtt
+            .map_or(DEAD_AFTER, |r| DEAD_AFTER.max(r * DEAD_AFTER_RTTS));
+        let quiet = |since: Instant| now.saturating_duration_since(since) >= dead_after;
         let no_active = match (p.any_active, self.no_active_since) {
             (true, _) => {
                 self.no_active_since = None;
@@ -99,6 +111,7 @@ mod tests {
             any_active,
             rx,
             tx,
+            srtt: None,
         }
     }
 
@@ -137,5 +150,30 @@ mod tests {
         assert!(!d.check(t(900), pulse(true, true, 101, 150)));
         assert!(!d.check(t(1_800), pulse(true, true, 101, 200)));
         assert!(d.check(t(1_900), pulse(true, true, 101, 200)));
+    }
+
+    #[test]
+    fn a_slow_server_gets_four_of_its_round_trips_before_silence_counts() {
+        let t = Instant::from_millis;
+        let slow = |rx, tx| Pulse {
+            srtt: Some(Duration::from_millis(800)),
+            ..pulse(true, true, rx, tx)
+        };
+        let mut d = DeadPeer::default();
+        assert!(!d.check(t(0), slow(100, 100)));
+        // 1 s of sending into silence is not enough at an 800 ms RTT …
+        assert!(!d.check(t(1_000), slow(100, 110)));
+        assert!(!d.check(t(3_199), slow(100, 120)));
+        // … 4 × 800 ms is.
+        assert!(d.check(t(3_200), slow(100, 120)));
+        // A fast path keeps the one-second floor.
+        let mut d = DeadPeer::default();
+        let fast = |rx, tx| Pulse {
+            srtt: Some(Duration::from_millis(20)),
+            ..pulse(true, true, rx, tx)
+        };
+        assert!(!d.check(t(0), fast(100, 100)));
+        assert!(!d.check(t(999), fast(100, 110)));
+        assert!(d.check(t(1_000), fast(100, 110)));
     }
 }

@@ -96,7 +96,7 @@ impl Client {
     pub(super) fn manage_paths(&mut self, now: Instant) {
         let conn = &self.conn;
         self.path_names.retain(|id, _| conn.has_path(*id));
-        self.rehome_first_subflow(now);
+        self.rehome_subflows(now);
         // Taken out for the loop (no allocation): each path changes the
         // connection and the stats.
         let mut paths = std::mem::take(&mut self.paths);
@@ -230,24 +230,32 @@ impl Client {
     }
 
     /// With `join_advertised_address`: once a join to the advertised
-    /// address is established, the first subflow (to the anycast service
-    /// address) is moved there too — taken down (MP_REMOVEADDR to the
+    /// address is established, every subflow still at the anycast service
+    /// address is moved there too — taken down (MP_REMOVEADDR to the
     /// server) and rejoined at once. Left on the service address, it would
     /// follow the routers' ECMP hash, which moves flows when a host joins
     /// or leaves the fleet (hash-threshold, RFC 2992): it would land on a
     /// host that does not know it.
-    fn rehome_first_subflow(&mut self, now: Instant) {
+    fn rehome_subflows(&mut self, now: Instant) {
         let Some(adv) = self.fleet.advertised else {
             return;
         };
         let homed = |p: &PathRt| p.established && p.target.ip() == adv.ip();
-        if !self.fleet.follow || !self.paths.iter().any(homed) {
+        if !self.fleet.follow {
             return;
         }
+        // With no subflow at the advertised address yet (a join gave up
+        // waiting for the MP_ADDADDR and the hash happened to reach the
+        // owner), one stays up while the others move; the last follows
+        // once one of them is established there.
+        let mut keep_one = !self.paths.iter().any(homed);
         for p in &mut self.paths {
             let Some(id) = p.id else { continue };
             if p.established && p.target.ip() != adv.ip() {
-                info!(path = %p.name, %id, from = %p.target, to = %adv.ip(), "moving the first subflow to the advertised address");
+                if std::mem::take(&mut keep_one) {
+                    continue;
+                }
+                info!(path = %p.name, %id, from = %p.target, to = %adv.ip(), "moving a subflow from the service address to the advertised one");
                 self.conn.set_path_down(now, id);
                 p.detach();
                 p.next_try = now;
