@@ -104,7 +104,9 @@ def tcp_server(a):
     host, port = a.listen.rsplit(":", 1)
     ls = tcp_socket(a.mptcp)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((host, int(port)))
+    # MPTCP: every address, so the subflow that joins at the address the
+    # server announced (ADD_ADDR) finds the listener.
+    ls.bind(("" if a.mptcp else host, int(port)))
     ls.listen(1)
     ls.settimeout(a.timeout)
     conn, _ = ls.accept()
