@@ -10,18 +10,22 @@
 //! * [`netns`] — namespaces, veth pairs, child processes (RAII).
 //! * [`emu`] — the userspace link emulator (`mpdccp netem`).
 //! * [`topo`] — client / router-per-path / server namespace topology.
+//! * [`flows`] — QUIC (aioquic) and kernel MPTCP bulk flows (`flows/lab_flows.py`).
 //! * [`iperf`] — iperf3 runs from the client's to the server's namespace.
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
+//! * [`aggregation`] — issue #25's reduced matrix on the real tunnel (`mpdccp testbed --aggregation`).
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
 //! * [`peers`] — wireguard-go beside our tunnel in the benchmark.
 //! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).
 
 #![forbid(unsafe_code)]
 
+pub mod aggregation;
 pub mod bench;
 pub mod bench_goals;
 pub mod emu;
+pub mod flows;
 pub mod iperf;
 pub mod loadgen;
 pub mod netns;

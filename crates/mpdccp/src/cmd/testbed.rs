@@ -74,6 +74,29 @@ pub struct Args {
     /// Relative tolerance of --compare-sim's agreement column.
     #[arg(long, default_value_t = 0.1)]
     tolerance: f64,
+    /// Issue #25's reduced aggregation matrix on the real tunnel (SCENARIO
+    /// not needed): DSL + LTE path pairs × kernel TCP and QUIC (aioquic) up
+    /// and down through the tunnel (daemon defaults, authenticated), beside
+    /// each path alone, kernel MPTCP on the same paths and the simulator.
+    /// Writes DIR/aggregation.json, DIR/AGGREGATION.md, DIR/aggregation.png.
+    #[arg(long)]
+    aggregation: bool,
+    /// With --aggregation: seconds per run (steady window from max(5 s, 20 %)).
+    #[arg(long, default_value_t = 20.0)]
+    agg_secs: f64,
+    /// With --aggregation: path pairs (`20+20`, `50+10`; repeatable; default both).
+    #[arg(long = "agg-pair")]
+    agg_pairs: Vec<String>,
+    /// With --aggregation: inner traffic (`tcp-up`, `tcp-down`, `quic-up`,
+    /// `quic-down`; repeatable; default all).
+    #[arg(long = "agg-inner")]
+    agg_inners: Vec<String>,
+    /// With --aggregation: tunnel cells only (no single-path or MPTCP references).
+    #[arg(long)]
+    agg_no_references: bool,
+    /// With --aggregation: do not run the simulator beside the testbed.
+    #[arg(long)]
+    agg_no_sim: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -81,6 +104,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&abort))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&abort))?;
     let exe = std::env::current_exe().context("cannot find the mpdccp binary")?;
+    if args.aggregation {
+        return aggregation(&args, exe, &abort);
+    }
     if args.bench {
         let report = mpdccp_lab::bench::run(
             &exe,
@@ -130,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         daemon_rt_priority: args.daemon_rt_priority,
         status_interval: (args.status_interval_ms > 0)
             .then(|| std::time::Duration::from_millis(args.status_interval_ms)),
+        auth: mpdccp_net::daemon::config::AuthMode::Open,
     };
     let (summary, ts) = testbed::run(&cfg, &abort)?;
     write_outputs(&out, &summary, &ts).with_context(|| format!("writing {}", out.display()))?;
@@ -172,4 +199,50 @@ fn compare_with_sim(
         out.join("COMPARE.md").display()
     );
     Ok(())
+}
+
+/// `--aggregation`: the reduced matrix of issue #25 on the real tunnel.
+fn aggregation(args: &Args, exe: PathBuf, abort: &Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
+    use mpdccp_lab::aggregation as agg;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("testbed-out").join("aggregation"));
+    std::fs::create_dir_all(&out)?;
+    let opts = agg::Options {
+        exe,
+        secs: args.agg_secs,
+        pairs: args.agg_pairs.clone(),
+        inners: args.agg_inners.clone(),
+        references: !args.agg_no_references,
+        setup_s: args.setup_s,
+        daemon_rt_priority: args.daemon_rt_priority,
+        // The daemons' default mode (docs/SECURITY.md).
+        auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
+        keep_dir: Some(out.join("runs")),
+    };
+    let sim = |sc: &mpdccp_model::scenario::Scenario| {
+        mpdccp_sim::run(sc, None, |_| {})
+            .map(|o| o.summary)
+            .map_err(|e| anyhow::anyhow!("simulator: {e}"))
+    };
+    let sim_fn: Option<agg::SimFn> = if args.agg_no_sim { None } else { Some(&sim) };
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut report = agg::run(&opts, abort, sim_fn, &|m| eprintln!("{m}"))?;
+    report["load_average_at_start"] = serde_json::json!(load.trim());
+    report["load_average_at_end"] = serde_json::json!(std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim());
+    let md = agg::markdown(&report);
+    std::fs::write(
+        out.join("aggregation.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(out.join("AGGREGATION.md"), &md)?;
+    if let Err(e) = agg::plot(&report, &out.join("aggregation.png")) {
+        eprintln!("plot: {e}");
+    }
+    print!("{md}");
+    println!("results in {}", out.display());
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,661 @@
+//! `mpdccp testbed --aggregation`: issue #25's matrix, reduced, on the real
+//! tunnel. Two path pairs (DSL beside LTE, `mpdccp netem` paths) × inner
+//! traffic (kernel TCP up and down via iperf3, QUIC up and down with
+//! aioquic), each cell through the tunnel (the daemons' defaults) and with
+//! its references on the same paths in the same run: the same flow over
+//! each path alone (best single path) and, for TCP, kernel MPTCP over both
+//! paths (`flows::run_tcp_bulk` with an IPPROTO_MPTCP socket, the server
+//! announcing its second address).
+//!
+//! Goodput is the receiver's application bytes over the steady window
+//! (from `max(5 s, 20 %)` of the run to its end, as `mpdccp bench
+//! aggregation`). The simulator's numbers for the same scenarios (when the
+//! caller passes it) count IP packets; they are put on the same basis with
+//! each flow's payload share (TCP: packet − 52 bytes of IPv4, TCP and
+//! timestamp headers; QUIC: [`crate::flows::quic_payload_bytes`]).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+use mpdccp_model::results::Summary;
+use mpdccp_model::scenario::{Direction, FlowKind, FlowSpec, PathSpec, Scenario, WindowSpec};
+use serde_json::{json, Value};
+
+use crate::testbed::{self, TestbedConfig};
+use crate::topo::Topology;
+
+/// One pair of paths of the issue.
+pub struct Pair {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// (name, one-way delay ms, Mbit/s)
+    pub paths: &'static [(&'static str, f64, f64)],
+}
+
+/// Drop-tail buffer of every path (the simulator's default).
+pub const BUFFER_BYTES: usize = 150_000;
+
+/// The issue's two pairs.
+pub const PAIRS: &[Pair] = &[
+    Pair {
+        name: "20+20",
+        about: "DSL 20 Mbit/s 15 ms + LTE 20 Mbit/s 35 ms",
+        paths: &[("dsl", 15.0, 20.0), ("lte", 35.0, 20.0)],
+    },
+    Pair {
+        name: "50+10",
+        about: "DSL 50 Mbit/s 10 ms + LTE 10 Mbit/s 40 ms",
+        paths: &[("dsl", 10.0, 50.0), ("lte", 40.0, 10.0)],
+    },
+];
+
+/// One inner traffic of the reduced matrix.
+pub struct Inner {
+    pub name: &'static str,
+    pub kind: FlowKind,
+    pub up: bool,
+}
+
+pub const INNERS: &[Inner] = &[
+    Inner {
+        name: "tcp-up",
+        kind: FlowKind::Tcp,
+        up: true,
+    },
+    Inner {
+        name: "tcp-down",
+        kind: FlowKind::Tcp,
+        up: false,
+    },
+    Inner {
+        name: "quic-up",
+        kind: FlowKind::Quic,
+        up: true,
+    },
+    Inner {
+        name: "quic-down",
+        kind: FlowKind::Quic,
+        up: false,
+    },
+];
+
+/// TCP's IP packet size (1400, as the simulator's benchmark) and QUIC's
+/// (1250: aioquic's 1222-byte datagrams).
+const TCP_PACKET: usize = 1400;
+const QUIC_PACKET: usize = 1250;
+
+/// The issue's goals on the real tunnel.
+pub const GOAL_BEST_PATH: f64 = 0.95;
+pub const GOAL_QUIC_SUM: f64 = 0.85;
+pub const GOAL_MPTCP: f64 = 0.95;
+
+/// The steady window `[from, to)` of a run of `secs` (as the simulator's
+/// aggregation benchmark).
+pub fn steady_window(secs: f64) -> (f64, f64) {
+    ((0.2 * secs).max(5.0).min(secs * 0.5), secs)
+}
+
+fn paths_of(pair: &Pair) -> Vec<PathSpec> {
+    pair.paths
+        .iter()
+        .map(|&(name, delay_ms, mbps)| PathSpec {
+            name: name.into(),
+            delay_ms,
+            rate_mbps: Some(mbps),
+            buffer_bytes: BUFFER_BYTES,
+            ..PathSpec::default()
+        })
+        .collect()
+}
+
+/// The scenario of one cell: `via` = "tunnel" or a path's name; the
+/// tunnel's settings are the shared defaults (what the daemon runs).
+pub fn scenario(pair: &Pair, inner: &Inner, via: &str, secs: f64) -> Scenario {
+    let (from, to) = steady_window(secs);
+    let flow = FlowSpec {
+        name: "bulk".into(),
+        kind: inner.kind,
+        cc: (inner.kind == FlowKind::Tcp).then(|| "cubic".into()),
+        packet_bytes: if inner.kind == FlowKind::Tcp {
+            TCP_PACKET
+        } else {
+            QUIC_PACKET
+        },
+        direction: if inner.up {
+            Direction::Up
+        } else {
+            Direction::Down
+        },
+        via: via.into(),
+        ..FlowSpec::default()
+    };
+    Scenario {
+        name: format!("agg-{}-{}-{}", pair.name, inner.name, via),
+        duration_s: secs,
+        seed: 1,
+        path: paths_of(pair),
+        flow: vec![flow],
+        window: vec![WindowSpec {
+            name: "steady".into(),
+            from_s: from,
+            to_s: to,
+        }],
+        ..Scenario::default()
+    }
+}
+
+/// The application payload share of a flow's IP packets (to put the
+/// simulator's packet counts on the testbed's basis).
+pub fn payload_share(kind: FlowKind, packet_bytes: usize) -> f64 {
+    let payload = match kind {
+        FlowKind::Quic => crate::flows::quic_payload_bytes(packet_bytes),
+        _ => packet_bytes.saturating_sub(52),
+    };
+    payload as f64 / packet_bytes as f64
+}
+
+/// The steady window's goodput of the first flow, Mbit/s.
+pub fn steady_mbps(s: &Summary) -> f64 {
+    s.windows
+        .get("steady")
+        .and_then(|w| w.flows.first())
+        .map_or(0.0, |f| f.goodput_mbps)
+}
+
+/// What to run.
+pub struct Options {
+    pub exe: PathBuf,
+    pub secs: f64,
+    /// Pair names (empty: both).
+    pub pairs: Vec<String>,
+    /// Inner names (empty: all four).
+    pub inners: Vec<String>,
+    /// Also run each path alone and MPTCP.
+    pub references: bool,
+    pub setup_s: f64,
+    pub daemon_rt_priority: u8,
+    pub auth: mpdccp_net::daemon::config::AuthMode,
+    /// Keep each run's logs under this directory.
+    pub keep_dir: Option<PathBuf>,
+}
+
+/// A simulator run of a scenario (the CLI passes `mpdccp_sim::run`).
+pub type SimFn<'a> = &'a dyn Fn(&Scenario) -> anyhow::Result<Summary>;
+
+fn testbed_run(opts: &Options, sc: Scenario, abort: &Arc<AtomicBool>) -> anyhow::Result<Summary> {
+    let keep = opts.keep_dir.as_ref().map(|d| d.join(&sc.name));
+    let cfg = TestbedConfig {
+        scenario: sc,
+        exe: opts.exe.clone(),
+        setup_s: opts.setup_s,
+        log: "info".into(),
+        keep_dir: keep,
+        daemon_rt_priority: opts.daemon_rt_priority,
+        status_interval: None,
+        auth: opts.auth,
+    };
+    Ok(testbed::run(&cfg, abort)?.0)
+}
+
+/// The emulators' worst p90 lateness over both directions of every path
+/// (µs per 100 ms interval, `meta.emulator_late_us`): above a few ms the
+/// host stalled the link, and the run measured the host.
+pub fn emulator_late_p90_us(s: &Summary) -> u64 {
+    s.meta
+        .get("emulator_late_us")
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|p| [p["up"]["p90"].as_u64(), p["down"]["p90"].as_u64()])
+        .map(|v| v.unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Per-path data counters and every refusal / drop counter of a daemon's
+/// status: why a cell did (not) aggregate.
+pub fn diagnosis(status: &Value) -> Value {
+    let conn = &status["connections"][0];
+    let paths: Vec<Value> = conn["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            json!({
+                "name": p["name"],
+                "state": p["state"],
+                "tx_data_pkts": p["stats"]["tx_data_pkts"],
+                "lost_pkts": p["stats"]["lost_pkts"],
+                "cc_state": p["cc_state"],
+                "cwnd_pkts": p["cwnd_pkts"],
+                "in_flight_pkts": p["in_flight_pkts"],
+                "queued_pkts": p["queued_pkts"],
+                "srtt_ms": p["srtt_ms"],
+                "min_rtt_ms": p["min_rtt_ms"],
+                "delivery_rate_bps": p["delivery_rate_bps"],
+                "pacing_rate_bps": p["pacing_rate_bps"],
+            })
+        })
+        .collect();
+    let mut counters = serde_json::Map::new();
+    fn walk(prefix: &str, v: &Value, out: &mut serde_json::Map<String, Value>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    if k == "paths" {
+                        continue;
+                    }
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&p, x, out);
+                }
+            }
+            Value::Number(n) => {
+                let leaf = prefix.rsplit('.').next().unwrap_or("");
+                let interesting = [
+                    "refused", "drop", "expired", "reorder", "timeout", "lost", "late", "full",
+                ]
+                .iter()
+                .any(|w| leaf.contains(w));
+                if interesting && n.as_f64().unwrap_or(0.0) != 0.0 {
+                    out.insert(prefix.to_string(), v.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    walk("", status, &mut counters);
+    json!({ "paths": paths, "counters": counters })
+}
+
+/// Kernel MPTCP over both paths of `pair`: one bulk connection from the
+/// client's first address to the server's; the server announces its
+/// second address (`ip mptcp endpoint … signal`), so the client joins a
+/// subflow over the second path. Returns the steady-window Mbit/s and the
+/// number of subflows the client joined.
+pub fn mptcp_run(opts: &Options, pair: &Pair, up: bool) -> anyhow::Result<(f64, u64)> {
+    let sc = scenario(pair, &INNERS[0], "tunnel", opts.secs);
+    let mut topo = Topology::build(sc.path.len())?;
+    let file = topo.dir.join("paths.toml");
+    std::fs::write(&file, toml::to_string(&sc)?)?;
+    let file_s = file.to_string_lossy().into_owned();
+    for (i, p) in sc.path.iter().enumerate() {
+        topo.start_emulator(
+            &opts.exe,
+            i,
+            &["--scenario", &file_s, "--path", &p.name, "--seed", "1"],
+        )?;
+        // One ack per segment, as through the tunnel (testbed).
+        topo.set_quickack(i, up)?;
+    }
+    let n = sc.path.len().to_string();
+    for ns in [&topo.client, &topo.server] {
+        ns.ip(&[
+            "mptcp",
+            "limits",
+            "set",
+            "subflow",
+            &n,
+            "add_addr_accepted",
+            &n,
+        ])?;
+    }
+    for a in topo.paths.iter().skip(1) {
+        topo.server.ip(&[
+            "mptcp",
+            "endpoint",
+            "add",
+            &a.server_ip.to_string(),
+            "dev",
+            &a.iface,
+            "signal",
+        ])?;
+    }
+    let server = SocketAddr::new(topo.paths[0].server_ip.into(), 5301);
+    let r = crate::flows::run_tcp_bulk(&topo, server, up, opts.secs, true)?;
+    let joined = netstat_counter(&topo.client, "MPJoinSynAckRx").unwrap_or(0);
+    let (from, to) = steady_window(opts.secs);
+    let t0 = r.recv.first().map_or(0.0, |s| s.0);
+    Ok((r.mbps_between(t0 + from, t0 + to), joined))
+}
+
+/// A counter of `MPTcpExt` in a namespace's `/proc/net/netstat`.
+fn netstat_counter(ns: &crate::netns::Netns, name: &str) -> Option<u64> {
+    let out = ns.output("cat", &["/proc/net/netstat"]).ok()?;
+    let mut rows = out.lines().filter(|l| l.starts_with("MPTcpExt:"));
+    let names: Vec<&str> = rows.next()?.split_whitespace().collect();
+    let vals: Vec<&str> = rows.next()?.split_whitespace().collect();
+    let i = names.iter().position(|n| *n == name)?;
+    vals.get(i)?.parse().ok()
+}
+
+fn pick<'a, T>(all: &'a [T], names: &[String], name: fn(&T) -> &str) -> anyhow::Result<Vec<&'a T>> {
+    if names.is_empty() {
+        return Ok(all.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            all.iter().find(|x| name(x) == n).with_context(|| {
+                let valid: Vec<&str> = all.iter().map(name).collect();
+                format!("unknown `{n}` (valid: {})", valid.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// Runs the matrix; `sim` also runs every testbed scenario in the
+/// simulator. Returns the report (see [`markdown`]).
+pub fn run(
+    opts: &Options,
+    abort: &Arc<AtomicBool>,
+    sim: Option<SimFn>,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<Value> {
+    let pairs = pick(PAIRS, &opts.pairs, |p| p.name)?;
+    let inners = pick(INNERS, &opts.inners, |i| i.name)?;
+    let mut cells = Vec::new();
+    for pair in &pairs {
+        let sum: f64 = pair.paths.iter().map(|p| p.2).sum();
+        for inner in &inners {
+            let mut cell = serde_json::Map::new();
+            cell.insert("pair".into(), json!(pair.name));
+            cell.insert("inner".into(), json!(inner.name));
+            cell.insert("capacity_sum_mbps".into(), json!(sum));
+            let mut vias: Vec<&str> = vec!["tunnel"];
+            if opts.references {
+                vias.extend(pair.paths.iter().map(|p| p.0));
+            }
+            let mut direct = serde_json::Map::new();
+            let mut sims = serde_json::Map::new();
+            for via in vias {
+                let sc = scenario(pair, inner, via, opts.secs);
+                progress(&format!("{} / {} / {via}", pair.name, inner.name));
+                let got = testbed_run(opts, sc.clone(), abort);
+                if let Ok(s) = &got {
+                    let late = emulator_late_p90_us(s);
+                    let worst = cell
+                        .get("emulator_late_p90_max_us")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0);
+                    cell.insert("emulator_late_p90_max_us".into(), json!(worst.max(late)));
+                }
+                let (mbps, diag) = match &got {
+                    Ok(s) => {
+                        // The sending daemon's view.
+                        let st = s.meta.get(if inner.up {
+                            "client_status"
+                        } else {
+                            "server_status"
+                        });
+                        (Some(steady_mbps(s)), st.map(diagnosis))
+                    }
+                    Err(e) => {
+                        progress(&format!("  failed: {e:#}"));
+                        (None, None)
+                    }
+                };
+                progress(&format!("  testbed {:.2} Mbit/s", mbps.unwrap_or(f64::NAN)));
+                if via == "tunnel" {
+                    cell.insert("tunnel_mbps".into(), json!(mbps));
+                    if let Some(d) = diag {
+                        cell.insert("sender_daemon".into(), d);
+                    }
+                    if let Err(e) = &got {
+                        cell.insert("error".into(), json!(format!("{e:#}")));
+                    }
+                } else {
+                    direct.insert(via.into(), json!(mbps));
+                }
+                if let Some(sim) = sim {
+                    let f = &sc.flow[0];
+                    let share = payload_share(f.kind, f.packet_bytes);
+                    let s = sim(&sc).map(|s| steady_mbps(&s) * share);
+                    sims.insert(via.into(), json!(s.ok()));
+                }
+            }
+            let best = direct
+                .values()
+                .filter_map(Value::as_f64)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            cell.insert("direct_mbps".into(), Value::Object(direct));
+            cell.insert("best_single_mbps".into(), json!(best));
+            if opts.references && inner.kind == FlowKind::Tcp {
+                progress(&format!("{} / {} / mptcp", pair.name, inner.name));
+                match mptcp_run(opts, pair, inner.up) {
+                    Ok((m, joined)) => {
+                        progress(&format!("  mptcp {m:.2} Mbit/s ({joined} joins)"));
+                        cell.insert("mptcp_mbps".into(), json!(m));
+                        cell.insert("mptcp_joined_subflows".into(), json!(joined));
+                    }
+                    Err(e) => {
+                        progress(&format!("  mptcp failed: {e:#}"));
+                        cell.insert("mptcp_error".into(), json!(format!("{e:#}")));
+                    }
+                }
+            }
+            if sim.is_some() {
+                cell.insert("sim_mbps".into(), Value::Object(sims));
+            }
+            cells.push(score(Value::Object(cell), inner.kind));
+        }
+    }
+    Ok(json!({
+        "secs": opts.secs,
+        "steady_window_s": steady_window(opts.secs),
+        "buffer_bytes": BUFFER_BYTES,
+        "auth": opts.auth.name(),
+        "basis": "receiver's application bytes over the steady window; simulator scaled by the payload share of its packets",
+        "cells": cells,
+    }))
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// Adds the ratios and the issue's goals (pass / fail) to a cell.
+pub fn score(mut cell: Value, kind: FlowKind) -> Value {
+    let t = cell["tunnel_mbps"].as_f64();
+    let best = cell["best_single_mbps"].as_f64();
+    let sum = cell["capacity_sum_mbps"].as_f64();
+    let mptcp = cell["mptcp_mbps"].as_f64();
+    let r_best = ratio(t, best);
+    let r_sum = ratio(t, sum);
+    let r_mptcp = ratio(t, mptcp);
+    let mut goals = serde_json::Map::new();
+    if let Some(r) = r_best {
+        goals.insert("best_single_x0.95".into(), json!(r >= GOAL_BEST_PATH));
+    }
+    if kind == FlowKind::Quic {
+        if let Some(r) = r_sum {
+            goals.insert("sum_x0.85".into(), json!(r >= GOAL_QUIC_SUM));
+        }
+        if let Some(r) = r_best {
+            goals.insert("never_below_best".into(), json!(r >= 1.0));
+        }
+    } else if let Some(r) = r_mptcp {
+        goals.insert("mptcp_x0.95".into(), json!(r >= GOAL_MPTCP));
+    }
+    // Simulator vs testbed: within 10 % of the testbed's number.
+    let mut agree = serde_json::Map::new();
+    if let Some(sims) = cell["sim_mbps"].as_object().cloned() {
+        for (via, s) in sims {
+            let tb = if via == "tunnel" {
+                t
+            } else {
+                cell["direct_mbps"][via.as_str()].as_f64()
+            };
+            if let (Some(s), Some(tb)) = (s.as_f64(), tb) {
+                let d = (s - tb) / tb.max(1e-9);
+                agree.insert(via, json!({"rel_diff": d, "within_10pct": d.abs() <= 0.10}));
+            }
+        }
+    }
+    let m = cell.as_object_mut().expect("a cell is an object");
+    m.insert("ratio_best_single".into(), json!(r_best));
+    m.insert("ratio_sum".into(), json!(r_sum));
+    m.insert("ratio_mptcp".into(), json!(r_mptcp));
+    m.insert("goals".into(), Value::Object(goals));
+    if !agree.is_empty() {
+        m.insert("sim_agreement".into(), Value::Object(agree));
+    }
+    cell
+}
+
+fn f(v: &Value) -> String {
+    v.as_f64().map_or("—".into(), |x| format!("{x:.1}"))
+}
+
+fn r(v: &Value) -> String {
+    v.as_f64().map_or("—".into(), |x| format!("{x:.2}"))
+}
+
+/// The report as Markdown: one row per cell, then simulator vs testbed.
+pub fn markdown(report: &Value) -> String {
+    let mut out = String::from(
+        "| pair | inner | tunnel | DSL alone | LTE alone | MPTCP | sum | ÷ best | ÷ MPTCP | ÷ sum | goals |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let cells = report["cells"].as_array().cloned().unwrap_or_default();
+    for c in &cells {
+        let goals: Vec<String> = c["goals"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                format!(
+                    "{k} {}",
+                    if v.as_bool() == Some(true) {
+                        "pass"
+                    } else {
+                        "**FAIL**"
+                    }
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            c["pair"].as_str().unwrap_or(""),
+            c["inner"].as_str().unwrap_or(""),
+            f(&c["tunnel_mbps"]),
+            f(&c["direct_mbps"]["dsl"]),
+            f(&c["direct_mbps"]["lte"]),
+            f(&c["mptcp_mbps"]),
+            f(&c["capacity_sum_mbps"]),
+            r(&c["ratio_best_single"]),
+            r(&c["ratio_mptcp"]),
+            r(&c["ratio_sum"]),
+            goals.join(", ")
+        ));
+    }
+    if cells.iter().any(|c| c["sim_mbps"].is_object()) {
+        out.push_str("\nSimulator vs testbed (Mbit/s, payload basis; agreement within 10 %):\n\n| pair | inner | via | testbed | simulator | diff | agrees |\n|---|---|---|---|---|---|---|\n");
+        let (mut n, mut ok) = (0, 0);
+        for c in &cells {
+            for (via, a) in c["sim_agreement"].as_object().into_iter().flatten() {
+                let tb = if via == "tunnel" {
+                    &c["tunnel_mbps"]
+                } else {
+                    &c["direct_mbps"][via.as_str()]
+                };
+                let good = a["within_10pct"].as_bool() == Some(true);
+                n += 1;
+                ok += usize::from(good);
+                out.push_str(&format!(
+                    "| {} | {} | {via} | {} | {} | {:+.0} % | {} |\n",
+                    c["pair"].as_str().unwrap_or(""),
+                    c["inner"].as_str().unwrap_or(""),
+                    f(tb),
+                    f(&c["sim_mbps"][via.as_str()]),
+                    a["rel_diff"].as_f64().unwrap_or(f64::NAN) * 100.0,
+                    if good { "yes" } else { "no" }
+                ));
+            }
+        }
+        out.push_str(&format!("\n{ok} of {n} agree within 10 %.\n"));
+    }
+    out
+}
+
+/// Grouped bars per cell: tunnel, each path alone, MPTCP, simulator.
+pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
+    let legend = ["tunnel", "DSL alone", "LTE alone", "MPTCP", "sim tunnel"];
+    let nan = f64::NAN;
+    let groups: Vec<(String, Vec<f64>)> = report["cells"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let v = |x: &Value| x.as_f64().unwrap_or(nan);
+            (
+                format!(
+                    "{} {}",
+                    c["pair"].as_str().unwrap_or(""),
+                    c["inner"].as_str().unwrap_or("")
+                ),
+                vec![
+                    v(&c["tunnel_mbps"]),
+                    v(&c["direct_mbps"]["dsl"]),
+                    v(&c["direct_mbps"]["lte"]),
+                    v(&c["mptcp_mbps"]),
+                    v(&c["sim_mbps"]["tunnel"]),
+                ],
+            )
+        })
+        .collect();
+    mpdccp_model::plot::plot_grouped_bars(
+        file,
+        "Reduced aggregation matrix on the real tunnel (issue #25)",
+        "goodput, Mbit/s",
+        &legend,
+        &groups,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_is_scored_against_its_references_and_the_issues_goals() {
+        let c = json!({"tunnel_mbps": 36.0, "best_single_mbps": 19.0, "capacity_sum_mbps": 40.0,
+                       "mptcp_mbps": 38.0, "direct_mbps": {"dsl": 19.0, "lte": 18.0},
+                       "sim_mbps": {"tunnel": 30.0, "dsl": 19.5}});
+        let s = score(c, FlowKind::Tcp);
+        assert!((s["ratio_best_single"].as_f64().unwrap() - 36.0 / 19.0).abs() < 1e-12);
+        assert_eq!(s["goals"]["best_single_x0.95"], true);
+        // 36 / 38 = 0.947 < 0.95.
+        assert_eq!(s["goals"]["mptcp_x0.95"], false);
+        assert_eq!(s["sim_agreement"]["tunnel"]["within_10pct"], false);
+        assert_eq!(s["sim_agreement"]["dsl"]["within_10pct"], true);
+        let q = score(
+            json!({"tunnel_mbps": 17.3, "best_single_mbps": 18.8, "capacity_sum_mbps": 40.0}),
+            FlowKind::Quic,
+        );
+        assert_eq!(q["goals"]["never_below_best"], false);
+        assert_eq!(q["goals"]["sum_x0.85"], false);
+        assert!(markdown(&json!({"cells": [s, q]})).contains("**FAIL**"));
+    }
+
+    #[test]
+    fn cells_are_the_issues_paths_with_the_shared_tunnel_defaults() {
+        let sc = scenario(&PAIRS[1], &INNERS[3], "tunnel", 20.0);
+        sc.validate().unwrap();
+        assert_eq!(sc.path[0].rate_mbps, Some(50.0));
+        assert_eq!(sc.path[1].delay_ms, 40.0);
+        assert_eq!(sc.flow[0].direction, Direction::Down);
+        assert_eq!(sc.tunnel, Scenario::default().tunnel);
+        assert_eq!(sc.window[0].from_s, 5.0);
+        // The simulator counts IP packets, the testbed payload.
+        assert!((payload_share(FlowKind::Tcp, 1400) - 1348.0 / 1400.0).abs() < 1e-12);
+    }
+}

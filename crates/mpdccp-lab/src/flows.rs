@@ -1,0 +1,392 @@
+//! Bulk flows iperf3 cannot make: QUIC with aioquic (a real QUIC stack)
+//! and kernel MPTCP (the TCP reference on the same paths), driven by the
+//! lab's script `flows/lab_flows.py` (Python 3; QUIC needs `pip install
+//! aioquic`).
+//!
+//! The script's client runs in the client's namespace and connects to its
+//! server in the server's; the direction says who sends. Each end reports
+//! its received byte count every 100 ms with `CLOCK_MONOTONIC` time stamps
+//! (shared by all namespaces), and the QUIC sender its smoothed RTT, so the
+//! receiver's counts are what the application got, on the testbed's clock.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use mpdccp_model::results::Recorder;
+use mpdccp_proto::Instant;
+use serde_json::Value;
+
+use crate::netns::{Netns, Proc};
+use crate::topo::Topology;
+
+/// The script, written into each topology's directory when first used.
+const SCRIPT: &str = include_str!("../flows/lab_flows.py");
+
+/// The Python interpreter the script runs with.
+pub const PYTHON: &str = "python3";
+
+/// The endpoints stand for hosts with a CPU of their own. On the shared,
+/// loaded 2-core machine (load 16–18) aioquic at normal priority carried
+/// 10 of 20 Mbit/s over one path alone, and 8 at `nice -n -10`: its pacer
+/// sends at most 16 packets per timer wake-up, and late wake-ups cap the
+/// rate. So they run under `SCHED_FIFO` 2 (`chrt`), below the daemons (5)
+/// and the emulators (10), as the daemons do (`topo`).
+const FIFO_PRIO: &str = "2";
+
+/// Writes the script into `dir` (once) and returns its path.
+fn script(dir: &Path) -> anyhow::Result<PathBuf> {
+    let p = dir.join("lab_flows.py");
+    if !p.exists() {
+        std::fs::write(&p, SCRIPT).with_context(|| format!("{}", p.display()))?;
+    }
+    Ok(p)
+}
+
+/// Whether aioquic can be imported (the QUIC flows need it).
+pub fn have_aioquic() -> bool {
+    std::process::Command::new(PYTHON)
+        .args(["-c", "import aioquic"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// One end's report: received bytes over time, the sender's RTT estimate.
+#[derive(Clone, Debug, Default)]
+pub struct FlowReport {
+    /// `(CLOCK_MONOTONIC s, cumulative bytes received)`, every 100 ms.
+    pub recv: Vec<(f64, u64)>,
+    /// `(CLOCK_MONOTONIC s, smoothed RTT ms)` of the sender (QUIC only).
+    pub rtt: Vec<(f64, f64)>,
+    pub sent_bytes: u64,
+}
+
+impl FlowReport {
+    fn parse(text: &str) -> anyhow::Result<Value> {
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with('{'))
+            .context("no report")?;
+        Ok(serde_json::from_str(line)?)
+    }
+
+    /// The receiver's counts and the sender's RTT from the two ends' reports.
+    fn of(receiver: &Value, sender: &Value) -> FlowReport {
+        let pairs = |v: &Value| -> Vec<(f64, f64)> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
+                .collect()
+        };
+        FlowReport {
+            recv: pairs(&receiver["recv"])
+                .into_iter()
+                .map(|(t, b)| (t, b as u64))
+                .collect(),
+            rtt: pairs(&sender["rtt"]),
+            sent_bytes: sender["sent_bytes"].as_u64().unwrap_or(0),
+        }
+    }
+
+    /// Bytes received in `[from, to)` (CLOCK_MONOTONIC s), from the samples
+    /// nearest inside the window, as Mbit/s over the samples' span.
+    pub fn mbps_between(&self, from: f64, to: f64) -> f64 {
+        let inside: Vec<&(f64, u64)> = self
+            .recv
+            .iter()
+            .filter(|(t, _)| *t >= from && *t <= to)
+            .collect();
+        match (inside.first(), inside.last()) {
+            (Some(a), Some(b)) if b.0 > a.0 => (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0) / 1e6,
+            _ => 0.0,
+        }
+    }
+}
+
+/// A QUIC flow under way (see [`start_quic`]).
+pub struct QuicRun {
+    server: Proc,
+    server_out: PathBuf,
+    client: JoinHandle<anyhow::Result<String>>,
+    up: bool,
+}
+
+/// The UDP payload of a QUIC packet that is `packet_bytes` long as an IPv4
+/// packet (aioquic's `max_datagram_size`).
+fn quic_datagram_bytes(packet_bytes: usize) -> usize {
+    packet_bytes.saturating_sub(28).max(1200)
+}
+
+/// Starts an aioquic server on `server` in the server's namespace now, and
+/// its client in the client's at `start` for `secs`: the client sends when
+/// `up`, else the server does. Flow `i` names the output files.
+#[allow(clippy::too_many_arguments)]
+pub fn start_quic(
+    topo: &Topology,
+    i: usize,
+    server: SocketAddr,
+    up: bool,
+    packet_bytes: usize,
+    start: Instant,
+    secs: f64,
+    abort: Arc<AtomicBool>,
+) -> anyhow::Result<QuicRun> {
+    if !have_aioquic() {
+        bail!("QUIC flows need aioquic: pip install aioquic");
+    }
+    let py = script(&topo.dir)?.to_string_lossy().into_owned();
+    let out = topo.dir.join(format!("quic{i}-server.json"));
+    let err = topo.dir.join(format!("quic{i}-server.err"));
+    let dgram = quic_datagram_bytes(packet_bytes).to_string();
+    let lead = (start
+        .as_nanos()
+        .saturating_sub(mpdccp_net::clock::now().as_nanos())) as f64
+        / 1e9;
+    let child = Netns::command_in(topo.server.name(), "chrt")
+        .args([
+            "-f",
+            FIFO_PRIO,
+            PYTHON,
+            &py,
+            "quic-server",
+            "--listen",
+            &server.to_string(),
+            "--timeout",
+            &format!("{:.1}", 10.0 + lead),
+            "--secs-max",
+            &format!("{secs:.1}"),
+            "--datagram-bytes",
+            &dgram,
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out)?)
+        .stderr(std::fs::File::create(&err)?)
+        .spawn()
+        .context("cannot start python3 (the QUIC server)")?;
+    let server_proc = Proc::new(format!("quic-server{i}"), child);
+    let ns = topo.client.name().to_string();
+    let args: Vec<String> = vec![
+        py,
+        "quic-client".into(),
+        "--connect".into(),
+        server.to_string(),
+        "--direction".into(),
+        if up { "up" } else { "down" }.into(),
+        "--secs".into(),
+        format!("{secs:.2}"),
+        "--datagram-bytes".into(),
+        dgram,
+    ];
+    let client = std::thread::spawn(move || -> anyhow::Result<String> {
+        // The server's start (a Python interpreter) takes a moment; the
+        // client starts at the flow's start time.
+        loop {
+            if abort.load(std::sync::atomic::Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            let now = mpdccp_net::clock::now();
+            if now >= start {
+                break;
+            }
+            std::thread::sleep((start - now).min(Duration::from_millis(50)));
+        }
+        let out = Netns::command_in(&ns, "timeout")
+            .args([
+                "-k",
+                "2",
+                &format!("{}", (secs + 30.0).ceil() as u64),
+                "chrt",
+                "-f",
+                FIFO_PRIO,
+                PYTHON,
+            ])
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot run python3 (the QUIC client)")?;
+        if !out.status.success() {
+            bail!(
+                "QUIC client failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    Ok(QuicRun {
+        server: server_proc,
+        server_out: out,
+        client,
+        up,
+    })
+}
+
+impl QuicRun {
+    /// Waits for both ends and returns the receiver's counts with the
+    /// sender's RTT.
+    pub fn finish(mut self) -> anyhow::Result<FlowReport> {
+        let client_out = self
+            .client
+            .join()
+            .map_err(|_| anyhow::anyhow!("QUIC client thread panicked"))??;
+        self.server.wait_timeout(Duration::from_secs(5));
+        let server_out = std::fs::read_to_string(&self.server_out).unwrap_or_default();
+        let c = FlowReport::parse(&client_out).context("QUIC client report")?;
+        let s = FlowReport::parse(&server_out).with_context(|| {
+            let err =
+                std::fs::read_to_string(self.server_out.with_extension("err")).unwrap_or_default();
+            format!("QUIC server report; its stderr: {}", err.trim())
+        })?;
+        Ok(if self.up {
+            FlowReport::of(&s, &c)
+        } else {
+            FlowReport::of(&c, &s)
+        })
+    }
+}
+
+/// Records a QUIC flow's deliveries: each 100 ms sample's new stream bytes
+/// as delivered packets of a full packet's payload (application bytes, as
+/// the testbed counts iperf3's TCP), the sender's SRTT / 2 as one-way delay
+/// (QUIC reports no one-way delay).
+pub fn record_quic(
+    rec: &mut Recorder,
+    flow: usize,
+    packet_bytes: usize,
+    r: &FlowReport,
+    rel: impl Fn(Instant) -> Instant,
+) {
+    let payload = quic_payload_bytes(packet_bytes);
+    let mut prev = r.recv.first().map_or(0, |s| s.1);
+    for &(t, cum) in r.recv.iter().skip(1) {
+        let new = cum.saturating_sub(prev);
+        prev = cum;
+        let at = rel(Instant::from_nanos((t * 1e9) as u64));
+        let srtt = r
+            .rtt
+            .iter()
+            .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()))
+            .map_or(0.0, |x| x.1);
+        let owd = Duration::from_secs_f64(srtt / 2e3);
+        let mut left = new as usize;
+        while left > 0 {
+            let b = left.min(payload);
+            rec.flow_sent(flow, at, b);
+            rec.flow_delivered(flow, at, b, owd, false);
+            left -= b;
+        }
+    }
+}
+
+/// Stream payload of a full aioquic 1-RTT packet `packet_bytes` long: less
+/// IPv4 + UDP (28), the short header (1 + 8-byte connection ID + up to 4
+/// packet-number bytes), the AEAD tag (16, RFC 9001 §5.3) and a STREAM
+/// frame's header (type, stream ID, offset and length: up to 12 here).
+pub fn quic_payload_bytes(packet_bytes: usize) -> usize {
+    quic_datagram_bytes(packet_bytes).saturating_sub(1 + 8 + 4 + 16 + 12)
+}
+
+/// Kernel TCP bulk transfer with the lab's script (`mptcp`: an
+/// IPPROTO_MPTCP socket), from the client's namespace to `server` (`up`)
+/// or back, for `secs`; returns the receiver's counts.
+pub fn run_tcp_bulk(
+    topo: &Topology,
+    server: SocketAddr,
+    up: bool,
+    secs: f64,
+    mptcp: bool,
+) -> anyhow::Result<FlowReport> {
+    let py = script(&topo.dir)?.to_string_lossy().into_owned();
+    let out = topo.dir.join("tcp-server.json");
+    let mut sargs = vec![
+        py.clone(),
+        "tcp-server".into(),
+        "--listen".into(),
+        server.to_string(),
+    ];
+    let mut cargs = vec![
+        py,
+        "tcp-client".into(),
+        "--connect".into(),
+        server.to_string(),
+        "--direction".into(),
+        if up { "up" } else { "down" }.into(),
+        "--secs".into(),
+        format!("{secs:.2}"),
+    ];
+    if mptcp {
+        sargs.push("--mptcp".into());
+        cargs.push("--mptcp".into());
+    }
+    let child = Netns::command_in(topo.server.name(), "chrt")
+        .args(["-f", FIFO_PRIO, PYTHON])
+        .args(&sargs)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out)?)
+        .stderr(std::fs::File::create(out.with_extension("err"))?)
+        .spawn()
+        .context("cannot start python3 (the TCP server)")?;
+    let mut srv = Proc::new("tcp-server".into(), child);
+    std::thread::sleep(Duration::from_millis(500));
+    let c = Netns::command_in(topo.client.name(), "timeout")
+        .args([
+            "-k",
+            "2",
+            &format!("{}", (secs + 30.0).ceil() as u64),
+            "chrt",
+            "-f",
+            FIFO_PRIO,
+            PYTHON,
+        ])
+        .args(&cargs)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run python3 (the TCP client)")?;
+    if !c.status.success() {
+        bail!(
+            "TCP client failed: {}",
+            String::from_utf8_lossy(&c.stderr).trim()
+        );
+    }
+    srv.wait_timeout(Duration::from_secs(5));
+    let client = FlowReport::parse(&String::from_utf8_lossy(&c.stdout)).context("TCP client")?;
+    let server = FlowReport::parse(&std::fs::read_to_string(&out).unwrap_or_default())
+        .context("TCP server report")?;
+    Ok(if up {
+        FlowReport::of(&server, &client)
+    } else {
+        FlowReport::of(&client, &server)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_receivers_counts_and_the_senders_rtt_make_the_report() {
+        let rx = json!({"recv": [[10.0, 0], [10.1, 125000], [11.0, 1250000]], "rtt": []});
+        let tx = json!({"recv": [], "rtt": [[10.05, 40.0]], "sent_bytes": 2000000});
+        let r = FlowReport::of(&rx, &tx);
+        assert_eq!(r.recv.len(), 3);
+        assert_eq!(r.rtt, vec![(10.05, 40.0)]);
+        // 1 125 000 bytes in 0.9 s = 10 Mbit/s.
+        assert!((r.mbps_between(10.05, 11.0) - 10.0).abs() < 1e-9);
+        assert_eq!(r.mbps_between(12.0, 13.0), 0.0);
+    }
+
+    #[test]
+    fn a_1250_byte_quic_packet_carries_less_than_its_udp_payload() {
+        assert_eq!(quic_datagram_bytes(1250), 1222);
+        assert_eq!(quic_payload_bytes(1250), 1222 - 41);
+    }
+}
