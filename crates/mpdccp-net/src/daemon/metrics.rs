@@ -284,7 +284,7 @@ fn add_connection(f: &mut Families, c: &Value) {
 }
 
 /// Paths are labelled by their stable name, not the subflow id a rejoin
-/// changes (issue #13): the subflows of one name are one series. Counters
+/// changes: the subflows of one name are one series. Counters
 /// are summed over them (a closed subflow's counts stay in while the core
 /// keeps it); gauges come from the subflow in use (the first Active one,
 /// else the newest); `path_subflows` says how many there were. A path
@@ -484,8 +484,7 @@ mod tests {
         }
     }
 
-    /// The settings a connection runs with (issue 26: `--help` said cpf
-    /// and passive while the daemon ran acpf and per-flow) are in its status
+    /// The settings a connection runs with are in its status
     /// entry and in `mpdccp_connection_info`'s labels; the peer's name labels
     /// every series of the connection; a path's transport is in `path_info`.
     #[test]

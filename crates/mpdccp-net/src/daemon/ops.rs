@@ -62,7 +62,7 @@ pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
         "pacing_rate_bps": v.pacing_rate_bytes_per_s.map(|r| r * 8),
         "delivery_rate_bps": v.delivery_rate_bytes_per_s.map(|r| r * 8),
         "loss_rate": v.loss_rate,
-        // Loss over the last ~10 s from the path's counters (issue 26: the
+        // Loss over the last ~10 s from the path's counters (the
         // per-ack `loss_rate` forgets within ~64 packets).
         "loss_window": conn.path_windowed_loss(v.id).map(|w| json!({
             "window_s": mpdccp_proto::conn::LOSS_WINDOW.as_secs(),
@@ -100,8 +100,7 @@ fn plpmtu_stats_json(conn: &Connection) -> Value {
 }
 
 /// The settings a connection runs with, as the configuration names them
-/// (issue 26: `--help` and the running daemon disagreed, and nothing showed
-/// which cc, scheduler, reordering or queue management was in force). The
+/// (which cc, scheduler, reordering and queue management are in force). The
 /// daemons add `auth`, which the core does not know.
 pub fn settings_json(c: &ConnectionConfig) -> Value {
     // The `[tunnel]` table's `aqm` as `TunnelSettings::connection_config`
@@ -176,7 +175,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// A status snapshot younger than this answers a request as it is; an
 /// older one is renewed by the loop first. The loop so builds at most one
 /// status document per `SNAPSHOT_MAX_AGE` (10 per second) however many
-/// scrapes and status requests arrive (issue #11: 81 back-to-back scrapes
+/// scrapes and status requests arrive (81 back-to-back scrapes
 /// raised tunnel RTT from 0.5 to 12.4 ms when each was served by the loop).
 pub const SNAPSHOT_MAX_AGE: Duration = Duration::from_millis(100);
 
