@@ -38,8 +38,8 @@ impl StatusDoc {
     }
 
     /// Appends a connection's entry, serialized now.
-    pub fn push_connection(&mut self, entry: &Value) {
-        // A `Value` always serializes, and its text is valid JSON.
+    pub fn push_connection<T: Serialize>(&mut self, entry: &T) {
+        // The status types always serialize, to valid JSON.
         if let Ok(raw) = serde_json::value::to_raw_value(entry) {
             self.connections.push(raw);
         }
