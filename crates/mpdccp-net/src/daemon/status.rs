@@ -324,3 +324,41 @@ pub struct Status {
     pub configured_paths: Option<Vec<ConfiguredPath>>,
     pub connections: Vec<ConnStatus>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::ops::{conn_status, PathLabel};
+    use mpdccp_proto::conn::TunnelSettings;
+    use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+
+    /// What a daemon writes is what `mpdccp status` and the encoder read
+    /// back: a real connection's entry survives its JSON unchanged, and the
+    /// reorderer's levels are gauges, not counters.
+    #[test]
+    fn an_entry_reads_back_as_written_and_levels_are_not_counters() {
+        let now = Instant::ZERO;
+        let cfg = TunnelSettings::default().connection_config(1280);
+        let mut conn = Connection::new(Role::Client, cfg, now, 1);
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| PathLabel {
+            name: Some("dsl".into()),
+            remote: Some("192.0.2.7:40000".into()),
+            transport: Some("udp"),
+        };
+        let mut c = conn_status(&conn, 7, &label);
+        c.settings.auth = Some("open".into());
+        c.worker = Some(1);
+        let text = serde_json::to_string(&c).unwrap();
+        let back: ConnStatus = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.paths.len(), 1);
+        assert_eq!(back.paths[0].transport.as_deref(), Some("udp"));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["reorder"]["held_pkts"], 0);
+        assert!(v["reorder"]["received"].is_u64());
+        assert!(!c.reorder.counters.0.contains_key("held_pkts"));
+        assert!(c.stats.0.contains_key("delivered_pkts"));
+    }
+}
