@@ -1,4 +1,4 @@
-//! UDP offloads on the TUN (issue #14), a child module of [`crate::offload`]
+//! UDP offloads on the TUN, a child module of [`crate::offload`]
 //! (declared there with `#[path]`, so it shares the checksum helpers and
 //! the [`Coalescer`]'s state).
 //!

@@ -1,4 +1,4 @@
-//! Path sockets for DPLPMTUD (RFC 8899 §3, issue #13): every datagram leaves
+//! Path sockets for DPLPMTUD (RFC 8899 §3): every datagram leaves
 //! with DF set and is never fragmented locally, and the kernel's own PMTU
 //! cache (fed by ICMP, which may or may not arrive) neither shrinks nor
 //! refuses our packets: `IP_PMTUDISC_PROBE` / `IPV6_PMTUDISC_PROBE`. Sizes are

@@ -83,7 +83,7 @@ impl Tun {
     /// (`EBUSY`): after a stop or a crash the kernel unregisters the old
     /// daemon's TUN when its last fd closes, which can take a moment
     /// (netdev teardown waits for RCU grace periods), so a restart started
-    /// at once waits for it instead of failing (issue 26). A device still
+    /// at once waits for it instead of failing. A device still
     /// held after `wait` (a second daemon) is an error as before.
     pub fn open_queues_waiting(
         name: &str,

@@ -90,7 +90,7 @@ impl PathSocket {
         socket.set_nonblocking(true).map_err(ctx)?;
         // No SO_REUSEADDR (nor SO_REUSEPORT): the port is ours alone, so a
         // second server or another local user cannot bind it and receive
-        // our datagrams (issue #11). UDP has no TIME_WAIT that would need it.
+        // our datagrams. UDP has no TIME_WAIT that would need it.
         // The exception, a sharded server's own group, keeps joiners out
         // with its steering program (`sockopt::reuseport_program`).
         if reuseport {
@@ -617,7 +617,7 @@ impl SendBatch {
 mod tests {
     use super::*;
 
-    /// The listening socket is exclusive (issue #11): a second server on the
+    /// The listening socket is exclusive: a second server on the
     /// same address, one on the wildcard address, and a local process asking
     /// for SO_REUSEADDR + SO_REUSEPORT all fail, with an error that names
     /// the address.
@@ -761,8 +761,8 @@ mod tests {
 
     /// A socket on 0.0.0.0 learns that a datagram was sent to 127.0.0.2 and
     /// answers from 127.0.0.2 — single datagram, batch and GSO train alike —
-    /// where the kernel's own choice is 127.0.0.1 (issue #13, wildcard
-    /// listen). Loopback has all of 127/8, so no root is needed.
+    /// where the kernel's own choice is 127.0.0.1 (a wildcard
+    /// listen address). Loopback has all of 127/8, so no root is needed.
     #[test]
     fn wildcard_socket_answers_from_the_address_it_was_sent_to() {
         let server = PathSocket::bind(

@@ -2,7 +2,7 @@
 //! the wait doubles after each connection that closes before it was ever
 //! established, up to a cap, and is reset by a connection that succeeds. The
 //! warning is rate-limited, so a refused client neither hammers the server
-//! every 200 ms forever nor floods its own log (issue #11).
+//! every 200 ms forever nor floods its own log.
 
 use std::time::Duration;
 

@@ -27,7 +27,7 @@ use anyhow::Context;
 use mpdccp_proto::auth::InitiatorConfig;
 use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, Role};
 use mpdccp_proto::{Instant, PathId, PathState};
-use serde_json::{json, Value};
+use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
@@ -36,8 +36,9 @@ use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER, DEAD_AFTER_RTTS};
 use super::driver::{drive, Control, Daemon, Step};
 use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
-use super::ops::{conn_json, OpsServer, PathLabel};
+use super::ops::{conn_status, OpsServer, PathLabel};
 use super::plan::{run_plan, RunPlan};
+use super::status::ConfiguredPath;
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
 use paths::PathRt;
@@ -420,7 +421,7 @@ impl Client {
         }
     }
 
-    fn status_json(&self) -> Value {
+    fn status_doc(&self) -> StatusDoc {
         let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
             Some((name, remote)) => PathLabel {
                 name: Some(name.clone()),
@@ -433,17 +434,19 @@ impl Client {
             },
             None => PathLabel::default(),
         };
-        let cfg_paths: Vec<Value> = self
+        let cfg_paths: Vec<ConfiguredPath> = self
             .paths
             .iter()
-            .map(|p| {
-                json!({
-                    "name": p.name, "interface": p.iface, "remote": p.remote.to_string(),
-                    "transport": p.transport,
-                    "usable": p.usable, "path_id": p.id.map(|i| i.0), "established": p.established,
-                    "lost_subflows": p.lost,
-                    "local": p.socket.as_ref().map(PathLink::local_addr),
-                })
+            .map(|p| ConfiguredPath {
+                name: p.name.clone(),
+                interface: p.iface.clone(),
+                remote: p.remote.to_string(),
+                transport: p.transport,
+                usable: p.usable,
+                path_id: p.id.map(|i| i.0),
+                established: p.established,
+                lost_subflows: p.lost,
+                local: p.socket.as_ref().map(PathLink::local_addr),
             })
             .collect();
         let drops = self
@@ -451,12 +454,11 @@ impl Client {
             .iter()
             .filter_map(|p| p.socket.as_ref()?.rx_drops())
             .sum();
-        let mut conn = conn_json(&self.conn, self.conn_gen, &label_of);
-        conn["settings"]["auth"] = json!(super::auth_mode_name(
-            self.auth.is_some(),
-            self.conn.config().protect_payload
-        ));
-        json!({
+        let mut conn = conn_status(&self.conn, self.conn_gen, &label_of);
+        conn.settings.auth = Some(
+            super::auth_mode_name(self.auth.is_some(), self.conn.config().protect_payload).into(),
+        );
+        let mut doc = StatusDoc::new(json!({
             "role": "client",
             "uptime_s": (clock::now() - self.started).as_secs_f64(),
             "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
@@ -464,8 +466,9 @@ impl Client {
             "plpmtud": self.mtu_policy.plpmtud.is_some(),
             "daemon": super::stats_json_with_drops(&self.stats, Some(drops)),
             "configured_paths": cfg_paths,
-            "connections": [conn],
-        })
+        }));
+        doc.push_connection(&conn);
+        doc
     }
 }
 
@@ -573,7 +576,7 @@ impl Daemon for Client {
     }
 
     fn status(&self) -> StatusDoc {
-        StatusDoc::from(self.status_json())
+        self.status_doc()
     }
 }
 

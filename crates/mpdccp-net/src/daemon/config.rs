@@ -299,7 +299,7 @@ impl Default for OpsConfig {
     }
 }
 
-/// How a path's DCCP packets travel (issue #15 part 3).
+/// How a path's DCCP packets travel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {

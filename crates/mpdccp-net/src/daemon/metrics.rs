@@ -1,10 +1,12 @@
 //! The Prometheus endpoint's content: the status document (`mpdccp status
 //! --json`) as OpenMetrics text, encoded by the `prometheus-client` crate.
 //!
-//! Counters (the core's `ConnStats`, `PathStats`, `ReorderStats`,
-//! `EndpointStats` and the daemon's `DaemonStats`) are counters,
-//! `mpdccp_<section>_<name>_total`; everything else (windows, RTTs, rates,
-//! queue lengths, states as 0/1) is a gauge. Every family has a `# HELP`
+//! The kind of each number comes from the document's types (`status.rs`):
+//! a [`Counters`] group (the core's `ConnStats`, `PathStats`, the
+//! reorderer's counts, `EndpointStats`, the daemon's `DaemonStats`) gives
+//! counters, `mpdccp_<section>_<name>_total`; an entry's `gauges()` give
+//! gauges (windows, RTTs, rates, queue lengths, states as 0/1); the head's
+//! other numbers (`uptime_s`, `tun_mtu`, ...) are gauges. Every family has a `# HELP`
 //! line; connections and paths are labels (`conn`, and `name`: a path's
 //! stable name, see [`add_paths`]).
 //!
@@ -13,7 +15,6 @@
 //! scrape holds the snapshot: the values are the daemon's own counters, read
 //! at one instant, not counters this module increments.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
@@ -22,7 +23,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use serde::Deserialize;
 use serde_json::{json, Value};
+
+use super::status::{ConfiguredPath, ConnStatus, Count, Counters, PathStatus};
 
 #[path = "metrics_help.rs"]
 mod metrics_help;
@@ -30,9 +34,6 @@ mod metrics_help;
 /// Content type of [`metrics_text`] (OpenMetrics 1.0, which Prometheus
 /// scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// The reorderer's fields that are levels, not counts.
-const REORDER_GAUGES: &[&str] = &["held_pkts", "held_bytes"];
 
 type Labels = Vec<(String, String)>;
 
@@ -87,15 +88,45 @@ impl Families {
         }
     }
 
-    /// Every number of a flat JSON object, as `<prefix>_<key>`; one level of
-    /// nested objects becomes `<prefix>_<key>_<key2>` (the daemon's offload
-    /// counters).
-    fn add_object(&mut self, kind: Kind, prefix: &str, what: &str, labels: &Labels, obj: &Value) {
-        for (k, v) in obj.as_object().into_iter().flatten() {
-            if v.is_object() {
-                self.add_object(kind, &format!("{prefix}_{k}"), what, labels, v);
-            } else {
-                self.add(kind, &format!("{prefix}_{k}"), what, k, labels, v);
+    /// A group of counters, as `<prefix>_<key>` (a nested group's as
+    /// `<prefix>_<key>_<key2>`).
+    fn add_counters(&mut self, prefix: &str, what: &str, labels: &Labels, c: &Counters) {
+        for (k, count) in &c.0 {
+            match count {
+                Count::N(n) => {
+                    let name = format!("{prefix}_{k}");
+                    self.add(Kind::Counter, &name, what, k, labels, &json!(n));
+                }
+                Count::Group(g) => {
+                    for (k2, n) in g {
+                        let name = format!("{prefix}_{k}_{k2}");
+                        self.add(Kind::Counter, &name, what, k2, labels, &json!(n));
+                    }
+                }
+                Count::Other(_) => {}
+            }
+        }
+    }
+
+    /// An entry's gauges (its `gauges` method), as `<prefix>_<key>`;
+    /// `None` is not a sample.
+    fn add_gauges(
+        &mut self,
+        prefix: &str,
+        what: &str,
+        labels: &Labels,
+        gauges: &[(&str, Option<f64>)],
+    ) {
+        for (k, v) in gauges {
+            if let Some(v) = v {
+                self.add(
+                    Kind::Gauge,
+                    &format!("{prefix}_{k}"),
+                    what,
+                    k,
+                    labels,
+                    &json!(v),
+                );
             }
         }
     }
@@ -166,16 +197,14 @@ pub fn metrics_text(status: &Value) -> String {
     let conns = status["connections"]
         .as_array()
         .map_or(&[][..], Vec::as_slice);
-    metrics_text_of(status, conns.iter().map(Cow::Borrowed))
+    let typed = conns.iter().filter_map(|c| ConnStatus::deserialize(c).ok());
+    metrics_text_of(status, typed)
 }
 
 /// [`metrics_text`] of a document given as its head (everything but
 /// `connections`) and its connections one at a time, so a caller holding
 /// them serialized parses one at a time (`status_doc.rs`).
-pub fn metrics_text_of<'a>(
-    status: &Value,
-    connections: impl Iterator<Item = Cow<'a, Value>>,
-) -> String {
+pub fn metrics_text_of(status: &Value, connections: impl Iterator<Item = ConnStatus>) -> String {
     let mut f = Families::default();
     let none = Labels::new();
     for (k, v) in status.as_object().into_iter().flatten() {
@@ -183,35 +212,24 @@ pub fn metrics_text_of<'a>(
             f.add(Kind::Gauge, k, "daemon status", k, &none, v);
         }
     }
-    f.add_object(
-        Kind::Counter,
-        "daemon",
-        "daemon counter (DaemonStats)",
-        &none,
-        &status["daemon"],
-    );
-    f.add_object(
-        Kind::Counter,
-        "ops",
-        "operations endpoints (status documents the packet loop built)",
-        &none,
-        &status["ops"],
-    );
-    f.add_object(
-        Kind::Counter,
-        "endpoint",
-        "server endpoint counter (EndpointStats)",
-        &none,
-        &status["endpoint"],
-    );
-    for p in status["configured_paths"].as_array().into_iter().flatten() {
-        let l = vec![label("name", p["name"].as_str().unwrap_or(""))];
-        for (k, v) in p.as_object().into_iter().flatten() {
-            if k != "path_id" {
-                let name = format!("configured_path_{k}");
-                f.add(Kind::Gauge, &name, "configured client path", k, &l, v);
-            }
+    let head_counters = [
+        ("daemon", "daemon counter (DaemonStats)"),
+        (
+            "ops",
+            "operations endpoints (status documents the packet loop built)",
+        ),
+        ("endpoint", "server endpoint counter (EndpointStats)"),
+    ];
+    for (section, what) in head_counters {
+        if let Ok(c) = Counters::deserialize(&status[section]) {
+            f.add_counters(section, what, &none, &c);
         }
+    }
+    let configured = Vec::<ConfiguredPath>::deserialize(&status["configured_paths"]);
+    for p in configured.iter().flatten() {
+        let l = vec![label("name", &p.name)];
+        let what = "configured client path";
+        f.add_gauges("configured_path", what, &l, &p.gauges());
     }
     for c in connections {
         add_connection(&mut f, &c);
@@ -221,125 +239,89 @@ pub fn metrics_text_of<'a>(
 
 /// The labels of a connection's series: its handle and, once a handshake
 /// proved who it is (authenticated modes), the peer's configured name.
-fn conn_labels(c: &Value) -> Labels {
-    let mut l = vec![label("conn", &c["handle"].to_string())];
-    if let Some(peer) = c["peer"]["identity"].as_str() {
+fn conn_labels(c: &ConnStatus) -> Labels {
+    let mut l = vec![label("conn", &c.handle.to_string())];
+    if let Some(peer) = &c.peer.identity {
         l.push(label("peer", peer));
     }
     l
 }
 
-/// An info metric (value 1) whose labels are `obj`'s strings and booleans:
-/// the effective settings as Prometheus shows configuration (`*_info`).
-fn add_info(f: &mut Families, name: &str, what: &str, base: &Labels, obj: &Value) {
+/// An info metric (value 1) whose labels are `labels`: settings as
+/// Prometheus shows configuration (`*_info`).
+fn add_info(f: &mut Families, name: &str, what: &str, base: &Labels, labels: &[(&str, String)]) {
+    if labels.is_empty() {
+        return;
+    }
     let mut l = base.clone();
-    for (k, v) in obj.as_object().into_iter().flatten() {
-        match v {
-            Value::String(s) => l.push(label(k, s)),
-            Value::Bool(b) => l.push(label(k, if *b { "true" } else { "false" })),
-            _ => {}
-        }
-    }
-    if l.len() > base.len() {
-        f.add(Kind::Gauge, name, what, "info", &l, &json!(1));
-    }
+    l.extend(labels.iter().map(|(k, v)| label(k, v)));
+    f.add(Kind::Gauge, name, what, "info", &l, &json!(1));
 }
 
-fn add_connection(f: &mut Families, c: &Value) {
+fn add_connection(f: &mut Families, c: &ConnStatus) {
     let cl = conn_labels(c);
-    for key in ["established", "closed", "send_queue_pkts", "plpmtu"] {
-        let name = format!("conn_{key}");
-        f.add(Kind::Gauge, &name, "connection", key, &cl, &c[key]);
-    }
+    f.add_gauges("conn", "connection", &cl, &c.gauges());
     let what = "connection settings in force (labels; value 1)";
-    add_info(f, "connection_info", what, &cl, &c["settings"]);
-    f.add_object(
-        Kind::Counter,
-        "conn",
-        "connection counter (ConnStats)",
-        &cl,
-        &c["stats"],
-    );
-    f.add_object(
-        Kind::Counter,
-        "plpmtu",
-        "DPLPMTUD counter (PlpmtuStats, RFC 8899)",
-        &cl,
-        &c["plpmtu_stats"],
-    );
-    for (k, v) in c["reorder"].as_object().into_iter().flatten() {
-        let kind = if REORDER_GAUGES.contains(&k.as_str()) {
-            Kind::Gauge
-        } else {
-            Kind::Counter
-        };
-        let what = "receiver reordering (ReorderStats)";
-        f.add(kind, &format!("reorder_{k}"), what, k, &cl, v);
+    add_info(f, "connection_info", what, &cl, &c.settings.labels());
+    f.add_counters("conn", "connection counter (ConnStats)", &cl, &c.stats);
+    if let Some(p) = &c.plpmtu_stats {
+        f.add_counters("plpmtu", "DPLPMTUD counter (PlpmtuStats, RFC 8899)", &cl, p);
     }
-    add_paths(
-        f,
-        &cl,
-        c["paths"].as_array().map(Vec::as_slice).unwrap_or(&[]),
-    );
+    let what = "receiver reordering (ReorderStats)";
+    f.add_counters("reorder", what, &cl, &c.reorder.counters);
+    f.add_gauges("reorder", what, &cl, &c.reorder.gauges());
+    add_paths(f, &cl, &c.paths);
 }
 
 /// Paths are labelled by their stable name, not the subflow id a rejoin
-/// changes (issue #13): the subflows of one name are one series. Counters
+/// changes: the subflows of one name are one series. Counters
 /// are summed over them (a closed subflow's counts stay in while the core
 /// keeps it); gauges come from the subflow in use (the first Active one,
 /// else the newest); `path_subflows` says how many there were. A path
 /// without a name (none configured) is labelled `id<N>`.
-fn add_paths(f: &mut Families, conn: &Labels, paths: &[Value]) {
-    let mut by_name: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+fn add_paths(f: &mut Families, conn: &Labels, paths: &[PathStatus]) {
+    let mut by_name: BTreeMap<String, Vec<&PathStatus>> = BTreeMap::new();
     for p in paths {
-        let name = match p["name"].as_str() {
-            Some(n) => n.to_owned(),
-            None => format!("id{}", p["id"]),
+        let name = match &p.name {
+            Some(n) => n.clone(),
+            None => format!("id{}", p.id),
         };
         by_name.entry(name).or_default().push(p);
     }
     for (name, subs) in by_name {
         let mut pl = conn.clone();
         pl.push(label("name", &name));
-        let current = subs
-            .iter()
-            .find(|p| p["state"] == "Active")
-            .or(subs.last())
-            .copied()
-            .unwrap_or(&Value::Null);
-        let active = json!(current["state"] == "Active");
+        let Some(current) = subs.iter().find(|p| p.is_active()).or(subs.last()) else {
+            continue;
+        };
+        let active = json!(current.is_active());
         f.add(Kind::Gauge, "path_active", "path", "active", &pl, &active);
         let n = json!(subs.len());
         f.add(Kind::Gauge, "path_subflows", "path", "subflows", &pl, &n);
-        let info = json!({"transport": current["transport"]});
+        let info: Vec<(&str, String)> = current
+            .transport
+            .iter()
+            .map(|t| ("transport", t.clone()))
+            .collect();
         let what = "path settings in force (labels; value 1)";
         add_info(f, "path_info", what, &pl, &info);
-        for (k, v) in current.as_object().into_iter().flatten() {
-            if matches!(k.as_str(), "stats" | "id" | "name" | "remote") {
-                continue;
-            }
-            // One level of nesting (`loss_window`) as `path_<k>_<k2>`.
-            match v.as_object() {
-                Some(o) => {
-                    for (k2, v2) in o {
-                        let name = format!("path_{k}_{k2}");
-                        f.add(Kind::Gauge, &name, "path", &format!("{k}_{k2}"), &pl, v2);
-                    }
-                }
-                None => f.add(Kind::Gauge, &format!("path_{k}"), "path", k, &pl, v),
-            }
-        }
-        let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+        f.add_gauges("path", "path", &pl, &current.gauges());
+        let mut sums: BTreeMap<String, u64> = BTreeMap::new();
         for p in &subs {
-            for (k, v) in p["stats"].as_object().into_iter().flatten() {
-                if let Some(n) = v.as_u64() {
-                    *sums.entry(k.as_str()).or_default() += n;
-                }
+            for (k, n) in p.stats.iter().flat_map(Counters::flat) {
+                *sums.entry(k).or_default() += n;
             }
         }
+        let what = "path counter (PathStats, summed over the path's subflows)";
         for (k, n) in sums {
-            let what = "path counter (PathStats, summed over the path's subflows)";
-            f.add(Kind::Counter, &format!("path_{k}"), what, k, &pl, &json!(n));
+            f.add(
+                Kind::Counter,
+                &format!("path_{k}"),
+                what,
+                &k,
+                &pl,
+                &json!(n),
+            );
         }
     }
 }
@@ -403,14 +385,21 @@ mod tests {
         assert!(!t.contains("srtt_ms"), "null is not a sample: {t}");
     }
 
-    /// Replaces every `null` with 100 (a status of a path with no RTT
-    /// sample yet has nulls; the test wants every family).
-    fn fill_nulls(v: &mut Value) {
-        match v {
-            Value::Null => *v = json!(100),
-            Value::Array(a) => a.iter_mut().for_each(fill_nulls),
-            Value::Object(o) => o.values_mut().for_each(fill_nulls),
-            _ => {}
+    /// Gives every value a path without an RTT sample yet lacks 100 (the
+    /// test wants every family).
+    fn fill_nulls(c: &mut ConnStatus) {
+        c.plpmtu.get_or_insert(100);
+        c.remote_ci.get_or_insert(100);
+        for p in &mut c.paths {
+            p.srtt_ms.get_or_insert(100.0);
+            p.min_rtt_ms.get_or_insert(100.0);
+            p.pacing_rate_bps.get_or_insert(100);
+            p.delivery_rate_bps.get_or_insert(100);
+            p.pipe_ack_pkts.get_or_insert(100);
+            p.plpmtu.get_or_insert(100);
+            if let Some(w) = &mut p.loss_window {
+                w.ratio.get_or_insert(100.0);
+            }
         }
     }
 
@@ -436,7 +425,7 @@ mod tests {
             remote: None,
             transport: Some("udp"),
         };
-        let mut c = super::super::ops::conn_json(&conn, 0, &label);
+        let mut c = super::super::ops::conn_status(&conn, 0, &label);
         fill_nulls(&mut c);
         let st = json!({
             "uptime_s": 2.5, "tun_mtu": 1280,
@@ -484,8 +473,7 @@ mod tests {
         }
     }
 
-    /// The settings a connection runs with (issue 26: `--help` said cpf
-    /// and passive while the daemon ran acpf and per-flow) are in its status
+    /// The settings a connection runs with are in its status
     /// entry and in `mpdccp_connection_info`'s labels; the peer's name labels
     /// every series of the connection; a path's transport is in `path_info`.
     #[test]
@@ -502,9 +490,10 @@ mod tests {
             remote: Some("192.0.2.7:40000".into()),
             transport: Some("udp"),
         };
-        let mut c = super::super::ops::conn_json(&conn, 4, &label);
-        c["peer"]["identity"] = json!("cpe-1");
-        c["settings"]["auth"] = json!("authenticated");
+        let mut c = super::super::ops::conn_status(&conn, 4, &label);
+        c.peer.identity = Some("cpe-1".into());
+        c.settings.auth = Some("authenticated".into());
+        let c = serde_json::to_value(&c).unwrap();
         let s = &c["settings"];
         assert_eq!(s["cc"], t.cc.name());
         assert_eq!(s["scheduler"], t.scheduler.name());
@@ -568,10 +557,10 @@ mod tests {
             remote: Some("192.0.2.7:40000".into()),
             transport: Some("udp"),
         };
-        let mut c = super::super::ops::conn_json(&conn, 0, &label);
+        let mut c = super::super::ops::conn_status(&conn, 0, &label);
         fill_nulls(&mut c);
-        c["peer"]["identity"] = json!("cpe-1");
-        c["settings"]["auth"] = json!("authenticated");
+        c.peer.identity = Some("cpe-1".into());
+        c.settings.auth = Some("authenticated".into());
         let st = json!({
             "uptime_s": 2.5, "tun_mtu": 1280,
             "daemon": super::super::ops::stats_json(&super::super::DaemonStats::default()),

@@ -52,6 +52,7 @@ mod routes;
 mod serve;
 pub mod server;
 mod shard;
+pub mod status;
 pub mod status_doc;
 mod transport;
 pub mod udccp;

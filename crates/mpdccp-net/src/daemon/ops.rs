@@ -15,6 +15,9 @@ use serde_json::{json, Value};
 use tracing::warn;
 
 use super::metrics::{metrics_text_of, CONTENT_TYPE};
+use super::status::{
+    ConnStatus, Count, Counters, LossWindow, PathStatus, PeerStatus, ReorderStatus, Settings,
+};
 use super::status_doc::StatusDoc;
 
 /// A stats struct of the core as a JSON object (its `Serialize`: one
@@ -23,9 +26,8 @@ pub fn stats_json<T: serde::Serialize>(stats: &T) -> Value {
     serde_json::to_value(stats).unwrap_or(Value::Null)
 }
 
-fn ms(d: Option<Duration>) -> Value {
-    d.map(|d| json!(d.as_secs_f64() * 1e3))
-        .unwrap_or(Value::Null)
+fn ms(d: Option<Duration>) -> Option<f64> {
+    d.map(|d| d.as_secs_f64() * 1e3)
 }
 
 /// What the daemon knows of a path beyond the core: its stable name (the
@@ -40,70 +42,71 @@ pub struct PathLabel {
 }
 
 /// One path's status entry.
-pub fn path_json(conn: &Connection, v: &PathView, label: &PathLabel) -> Value {
-    let stats = conn
-        .path_stats(v.id)
-        .map(|s| stats_json(&s))
-        .unwrap_or(Value::Null);
-    json!({
-        "id": v.id.0,
-        "name": label.name,
-        "remote": label.remote,
-        "transport": label.transport,
-        "state": format!("{:?}", v.state),
-        "priority": v.priority,
-        "cc_state": v.cc_state,
-        "cwnd_pkts": v.cwnd_pkts,
-        "in_flight_pkts": v.in_flight_pkts,
-        "queued_pkts": v.queued_pkts,
-        "srtt_ms": ms(v.srtt),
-        "min_rtt_ms": ms(v.min_rtt),
-        "rttvar_ms": v.rttvar.as_secs_f64() * 1e3,
-        "pacing_rate_bps": v.pacing_rate_bytes_per_s.map(|r| r * 8),
-        "delivery_rate_bps": v.delivery_rate_bytes_per_s.map(|r| r * 8),
-        "loss_rate": v.loss_rate,
-        // Loss over the last ~10 s from the path's counters (issue 26: the
-        // per-ack `loss_rate` forgets within ~64 packets).
-        "loss_window": conn.path_windowed_loss(v.id).map(|w| json!({
-            "window_s": mpdccp_proto::conn::LOSS_WINDOW.as_secs(),
-            "sent_pkts": w.sent_pkts,
-            "lost_pkts": w.lost_pkts,
-            "ratio": w.ratio,
-        })),
+pub fn path_status(conn: &Connection, v: &PathView, label: &PathLabel) -> PathStatus {
+    let plpmtu = conn.path_plpmtu(v.id);
+    PathStatus {
+        id: v.id.0,
+        name: label.name.clone(),
+        remote: label.remote.clone(),
+        transport: label.transport.map(str::to_owned),
+        state: format!("{:?}", v.state),
+        priority: v.priority,
+        cc_state: v.cc_state.to_owned(),
+        cwnd_pkts: v.cwnd_pkts,
+        in_flight_pkts: v.in_flight_pkts,
+        queued_pkts: v.queued_pkts,
+        srtt_ms: ms(v.srtt),
+        min_rtt_ms: ms(v.min_rtt),
+        rttvar_ms: v.rttvar.as_secs_f64() * 1e3,
+        pacing_rate_bps: v.pacing_rate_bytes_per_s.map(|r| r * 8),
+        delivery_rate_bps: v.delivery_rate_bytes_per_s.map(|r| r * 8),
+        loss_rate: v.loss_rate,
+        // Loss over the last ~10 s from the path's counters (the per-ack
+        // `loss_rate` forgets within ~64 packets).
+        loss_window: conn.path_windowed_loss(v.id).map(|w| LossWindow {
+            window_s: mpdccp_proto::conn::LOSS_WINDOW.as_secs(),
+            sent_pkts: w.sent_pkts,
+            lost_pkts: w.lost_pkts,
+            ratio: w.ratio,
+        }),
         // RFC 7661 pipeACK: packets the path delivered per round trip
-        // lately, the validated part of cwnd (null: none recently).
-        "pipe_ack_pkts": conn.path_pipe_ack(v.id),
-        // RFC 8899: the PLPMTU confirmed so far (DCCP packet bytes) and
-        // the search state; null with DPLPMTUD off.
-        "plpmtu": conn.path_plpmtu(v.id).map(|(_, n)| n),
-        "plpmtu_state": conn.path_plpmtu(v.id).map(|(s, _)| format!("{s:?}")),
-        "stats": stats,
-    })
+        // lately, the validated part of cwnd.
+        pipe_ack_pkts: conn.path_pipe_ack(v.id),
+        // RFC 8899: the PLPMTU confirmed so far and the search state.
+        plpmtu: plpmtu.map(|(_, n)| n),
+        plpmtu_state: plpmtu.map(|(s, _)| format!("{s:?}")),
+        stats: conn.path_stats(v.id).map(|s| Counters::of(&s)),
+    }
 }
 
-/// The connection's DPLPMTUD counters (RFC 8899), null with it off.
-fn plpmtu_stats_json(conn: &Connection) -> Value {
-    if conn
+/// The connection's DPLPMTUD counters (RFC 8899), `None` with it off.
+fn plpmtu_counters(conn: &Connection) -> Option<Counters> {
+    let off = conn
         .paths()
         .iter()
-        .all(|v| conn.path_plpmtu(v.id).is_none())
-    {
-        return Value::Null;
+        .all(|v| conn.path_plpmtu(v.id).is_none());
+    if off {
+        return None;
     }
     let s = conn.plpmtu_stats();
-    json!({
-        "probes_sent": s.probes_sent, "probe_bytes_sent": s.probe_bytes_sent,
-        "probes_acked": s.probes_acked, "probes_lost": s.probes_lost,
-        "syncacks_unmatched": s.syncacks_unmatched, "black_holes": s.black_holes,
-        "dropped_oversize": s.dropped_oversize, "searches_completed": s.searches_completed,
-    })
+    let fields = [
+        ("probes_sent", s.probes_sent),
+        ("probe_bytes_sent", s.probe_bytes_sent),
+        ("probes_acked", s.probes_acked),
+        ("probes_lost", s.probes_lost),
+        ("syncacks_unmatched", s.syncacks_unmatched),
+        ("black_holes", s.black_holes),
+        ("dropped_oversize", s.dropped_oversize),
+        ("searches_completed", s.searches_completed),
+    ];
+    let counts = fields.map(|(k, n)| (k.to_owned(), Count::N(n)));
+    Some(Counters(counts.into_iter().collect()))
 }
 
 /// The settings a connection runs with, as the configuration names them
-/// (issue 26: `--help` and the running daemon disagreed, and nothing showed
-/// which cc, scheduler, reordering or queue management was in force). The
-/// daemons add `auth`, which the core does not know.
-pub fn settings_json(c: &ConnectionConfig) -> Value {
+/// (which cc, scheduler, reordering and queue management are in force).
+/// The daemons add `auth`, which the core does not know.
+pub fn settings(c: &ConnectionConfig) -> Settings {
     // The `[tunnel]` table's `aqm` as `TunnelSettings::connection_config`
     // maps it: flow queues (with their CoDel) = fq_codel.
     let aqm = match (c.send_queue_flows > 0, c.send_queue_codel.is_some()) {
@@ -111,55 +114,58 @@ pub fn settings_json(c: &ConnectionConfig) -> Value {
         (false, true) => "codel",
         (false, false) => "none",
     };
-    json!({
-        "cc": c.cc.name(),
-        "scheduler": c.scheduler.kind.name(),
-        "reorder": c.reorder.kind.name(),
-        "aqm": aqm,
-        "wire_profile": c.wire_profile.name(),
-        "payload_protection": c.protect_payload,
-        "retransmit_lost": c.retransmit.is_some(),
-        "cwnd_validation": c.cc_config.cwnd_validation,
-        "plpmtud": c.plpmtud.is_some(),
-        "mss_bytes": c.mss_bytes,
-    })
+    Settings {
+        cc: c.cc.name().into(),
+        scheduler: c.scheduler.kind.name().into(),
+        reorder: c.reorder.kind.name().into(),
+        aqm: aqm.into(),
+        wire_profile: c.wire_profile.name().into(),
+        payload_protection: c.protect_payload,
+        retransmit_lost: c.retransmit.is_some(),
+        cwnd_validation: c.cc_config.cwnd_validation,
+        plpmtud: c.plpmtud.is_some(),
+        mss_bytes: c.mss_bytes,
+        auth: None,
+    }
 }
 
 /// One connection's status entry; `label_of` names each path (by subflow
 /// id). `peer` holds who the other end is: its addresses (one per path)
-/// and its identity (`null` here; the server fills in the configured
+/// and its identity (`None` here; the server fills in the configured
 /// peer's name once its handshake proved it, in the authenticated modes).
-pub fn conn_json(conn: &Connection, handle: u64, label_of: &dyn Fn(u32) -> PathLabel) -> Value {
-    let labels: Vec<(PathView, PathLabel)> = conn
-        .paths()
-        .into_iter()
-        .map(|v| {
-            let l = label_of(v.id.0);
-            (v, l)
-        })
-        .collect();
-    let paths: Vec<Value> = labels.iter().map(|(v, l)| path_json(conn, v, l)).collect();
-    let remotes: std::collections::BTreeSet<&str> = labels
-        .iter()
-        .filter_map(|(_, l)| l.remote.as_deref())
-        .collect();
-    json!({
-        "handle": handle,
-        "peer": {"identity": Value::Null, "remotes": remotes},
-        "established": conn.is_established(),
-        "closed": conn.is_closed(),
-        "multipath": conn.is_multipath(),
-        "settings": settings_json(conn.config()),
-        "local_ci": conn.local_ci(),
-        "remote_ci": conn.remote_ci(),
-        "send_queue_pkts": conn.send_queue_len(),
-        "send_queue_flow_states": conn.send_queue_flow_states(),
-        "plpmtu": conn.plpmtu(),
-        "plpmtu_stats": plpmtu_stats_json(conn),
-        "stats": stats_json(&conn.stats()),
-        "reorder": stats_json(&conn.reorder_stats()),
-        "paths": paths,
-    })
+pub fn conn_status(
+    conn: &Connection,
+    handle: u64,
+    label_of: &dyn Fn(u32) -> PathLabel,
+) -> ConnStatus {
+    let mut remotes = std::collections::BTreeSet::new();
+    let mut paths = Vec::new();
+    for v in conn.paths() {
+        let l = label_of(v.id.0);
+        paths.push(path_status(conn, &v, &l));
+        remotes.extend(l.remote);
+    }
+    ConnStatus {
+        handle,
+        worker: None,
+        peer: PeerStatus {
+            identity: None,
+            remotes,
+        },
+        established: conn.is_established(),
+        closed: conn.is_closed(),
+        multipath: conn.is_multipath(),
+        settings: settings(conn.config()),
+        local_ci: conn.local_ci(),
+        remote_ci: conn.remote_ci(),
+        send_queue_pkts: conn.send_queue_len(),
+        send_queue_flow_states: conn.send_queue_flow_states(),
+        plpmtu: conn.plpmtu(),
+        plpmtu_stats: plpmtu_counters(conn),
+        stats: Counters::of(&conn.stats()),
+        reorder: ReorderStatus::of(&conn.reorder_stats()),
+        paths,
+    }
 }
 
 /// A control command that needs the loop (anything but `status`).
@@ -176,7 +182,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// A status snapshot younger than this answers a request as it is; an
 /// older one is renewed by the loop first. The loop so builds at most one
 /// status document per `SNAPSHOT_MAX_AGE` (10 per second) however many
-/// scrapes and status requests arrive (issue #11: 81 back-to-back scrapes
+/// scrapes and status requests arrive (81 back-to-back scrapes
 /// raised tunnel RTT from 0.5 to 12.4 ms when each was served by the loop).
 pub const SNAPSHOT_MAX_AGE: Duration = Duration::from_millis(100);
 
@@ -409,7 +415,7 @@ fn doc_metrics(doc: &StatusDoc) -> String {
     let conns = doc
         .connections
         .iter()
-        .map(|raw| std::borrow::Cow::Owned(serde_json::from_str(raw.get()).unwrap_or(Value::Null)));
+        .filter_map(|raw| serde_json::from_str(raw.get()).ok());
     metrics_text_of(&head, conns)
 }
 

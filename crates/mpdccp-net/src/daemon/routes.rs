@@ -1,5 +1,5 @@
 //! Open mode's learned downstream routes: inner address → the client
-//! connection that sent from it, with the limits issue #11 asked for.
+//! connection that sent from it, bounded in total and per connection.
 //!
 //! * Per connection: at most `max_per_conn` addresses, so one client
 //!   sending from 70 000 source addresses cannot fill the table and starve

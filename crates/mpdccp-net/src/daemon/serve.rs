@@ -29,7 +29,7 @@ use super::config::{AuthMode, ServerConfig};
 use super::driver::{Daemon, Step};
 use super::fleet::Fleet;
 use super::keyfile;
-use super::ops::{conn_json, stats_json, PathLabel};
+use super::ops::{conn_status, stats_json, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::shard::Shard;
 use super::status_doc::StatusDoc;
@@ -519,18 +519,15 @@ impl Server {
                 continue;
             };
             let label = |id: u32| self.path_label(h, id);
-            let mut entry = conn_json(c, h.0, &label);
+            let mut entry = conn_status(c, h.0, &label);
             // Authenticated modes: the configured peer the handshake proved.
-            if let Some(name) = self.peer_name(h) {
-                entry["peer"]["identity"] = json!(name);
-            }
-            entry["settings"]["auth"] = json!(super::auth_mode_name(
-                self.ep.auth_stats().is_some(),
-                c.config().protect_payload
-            ));
+            entry.peer.identity = self.peer_name(h).map(str::to_owned);
+            let auth = self.ep.auth_stats().is_some();
+            let protect = c.config().protect_payload;
+            entry.settings.auth = Some(super::auth_mode_name(auth, protect).into());
             if let Some((w, n)) = shard {
-                entry["handle"] = json!(h.0 * n as u64 + w as u64);
-                entry["worker"] = json!(w);
+                entry.handle = h.0 * n as u64 + w as u64;
+                entry.worker = Some(w);
             }
             doc.push_connection(&entry);
         }

@@ -6,7 +6,7 @@
 //! its text (a map node, a key string and a 32-byte value per field), and
 //! a connection's entry has a few hundred fields. On a server with 1 000
 //! clients the whole tree of one status request raised the daemon's RSS by
-//! 39 MB for a 2.6 MB document (`mpdccp bench clients`, issue #14), and the
+//! 39 MB for a 2.6 MB document (`mpdccp bench clients`), and the
 //! allocator kept most of it. Here at most one connection's tree exists at
 //! a time; the published snapshot keeps the entries serialized, a status
 //! request writes them out as they are and a scrape parses one at a time.
@@ -38,8 +38,8 @@ impl StatusDoc {
     }
 
     /// Appends a connection's entry, serialized now.
-    pub fn push_connection(&mut self, entry: &Value) {
-        // A `Value` always serializes, and its text is valid JSON.
+    pub fn push_connection<T: Serialize>(&mut self, entry: &T) {
+        // The status types always serialize, to valid JSON.
         if let Ok(raw) = serde_json::value::to_raw_value(entry) {
             self.connections.push(raw);
         }

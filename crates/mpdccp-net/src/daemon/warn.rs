@@ -1,4 +1,4 @@
-//! The one rate limiter of per-packet warnings (issue #13: no log floods).
+//! The one rate limiter of per-packet warnings (no log floods).
 //!
 //! Anything a datagram or a TUN packet can trigger — a datagram from an
 //! unexpected address, a send the socket refused, a TUN write that failed, a

@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::Value;
+use mpdccp_net::daemon::status::{
+    ConfiguredPath, ConnStatus, Count, Counters, PathStatus, Settings, Status,
+};
+use serde::Deserialize;
 
 /// Show the status of a running `mpdccp server` or `mpdccp client`, or ask
 /// it to shut down gracefully.
@@ -37,7 +40,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json || args.close {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", render(&v));
+        let status = Status::deserialize(&v).map_err(|e| {
+            anyhow::anyhow!("{}: not a status document: {e}", args.socket.display())
+        })?;
+        print!("{}", render(&status));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -70,22 +76,21 @@ fn table(out: &mut String, indent: &str, left: usize, rows: &[Vec<String>]) {
     }
 }
 
-fn num(v: &Value, decimals: usize) -> String {
-    match v.as_f64() {
-        Some(x) if v.is_u64() || v.is_i64() => format!("{x:.0}"),
-        Some(x) => format!("{x:.decimals$}"),
-        None => "-".into(),
-    }
+/// A value or `-` when there is none.
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or("-".into(), |x| x.to_string())
 }
 
-/// `name=value` for every non-zero number of a counter object, wrapped.
-fn nonzero(out: &mut String, title: &str, o: &Value) {
-    let items: Vec<String> = o
-        .as_object()
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// `name=value` for every non-zero item, wrapped.
+fn nonzero(out: &mut String, title: &str, items: impl IntoIterator<Item = (String, u64)>) {
+    let items: Vec<String> = items
         .into_iter()
-        .flatten()
-        .filter(|(_, v)| v.as_f64().is_some_and(|x| x != 0.0))
-        .map(|(k, v)| format!("{k}={}", num(v, 3)))
+        .filter(|&(_, n)| n != 0)
+        .map(|(k, n)| format!("{k}={n}"))
         .collect();
     if items.is_empty() {
         return;
@@ -103,144 +108,182 @@ fn nonzero(out: &mut String, title: &str, o: &Value) {
     let _ = writeln!(out, "{line}");
 }
 
-/// The connection's settings in force (`settings` of its entry), one line:
-/// the strings as `key=value`, the switches that are on by name.
-fn settings_line(out: &mut String, s: &Value) {
-    let Some(o) = s.as_object() else { return };
-    let mut items: Vec<String> = Vec::new();
-    for key in ["auth", "cc", "scheduler", "reorder", "aqm", "wire_profile"] {
-        if let Some(v) = o.get(key).and_then(Value::as_str) {
-            items.push(format!("{key}={v}"));
-        }
-    }
-    for (k, v) in o {
-        if v == &Value::Bool(true) {
-            items.push(k.clone());
-        }
-    }
+/// A counter group's own counts (a nested group, e.g. the daemon's
+/// `tun_offload`, is left to `--json`).
+fn counts(c: &Counters) -> impl Iterator<Item = (String, u64)> + '_ {
+    c.0.iter().filter_map(|(k, v)| match v {
+        Count::N(n) => Some((k.clone(), *n)),
+        _ => None,
+    })
+}
+
+/// The connection's settings in force, one line: the names as
+/// `key=value`, the switches that are on by name.
+fn settings_line(out: &mut String, s: &Settings) {
+    let auth = s.auth.clone().unwrap_or_default();
+    let names = [
+        ("auth", &auth),
+        ("cc", &s.cc),
+        ("scheduler", &s.scheduler),
+        ("reorder", &s.reorder),
+        ("aqm", &s.aqm),
+        ("wire_profile", &s.wire_profile),
+    ];
+    let mut items: Vec<String> = names
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let switches = [
+        ("cwnd_validation", s.cwnd_validation),
+        ("payload_protection", s.payload_protection),
+        ("plpmtud", s.plpmtud),
+        ("retransmit_lost", s.retransmit_lost),
+    ];
+    items.extend(
+        switches
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(k, _)| k.to_string()),
+    );
     if !items.is_empty() {
         let _ = writeln!(out, "  settings: {}", items.join(" "));
     }
 }
 
+fn configured_paths(out: &mut String, ps: &[ConfiguredPath]) {
+    let mut rows = vec![[
+        "path",
+        "interface",
+        "remote",
+        "usable",
+        "subflow",
+        "established",
+        "lost",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for p in ps {
+        rows.push(vec![
+            p.name.clone(),
+            p.interface.clone(),
+            p.remote.clone(),
+            yes_no(p.usable),
+            opt(p.path_id),
+            yes_no(p.established),
+            p.lost_subflows.to_string(),
+        ]);
+    }
+    table(out, "", 3, &rows);
+}
+
+fn path_row(p: &PathStatus) -> Vec<String> {
+    vec![
+        p.id.to_string(),
+        p.name.clone().unwrap_or_else(|| "-".into()),
+        p.remote.clone().unwrap_or_else(|| "-".into()),
+        p.transport.clone().unwrap_or_else(|| "-".into()),
+        p.state.clone(),
+        p.priority.to_string(),
+        p.cwnd_pkts.to_string(),
+        p.in_flight_pkts.to_string(),
+        opt(p.srtt_ms.map(|x| format!("{x:.1}"))),
+        opt(p
+            .delivery_rate_bps
+            .map(|r| format!("{:.2}", r as f64 / 1e6))),
+        // Loss over the last ~10 s (the per-ack `loss_rate` forgets within
+        // ~64 packets); `-` when nothing was sent in that window.
+        opt(p
+            .loss_window
+            .as_ref()
+            .and_then(|w| w.ratio)
+            .map(|r| format!("{:.2}", r * 100.0))),
+        opt(p.stats.as_ref().map(|s| s.get("tx_pkts"))),
+        opt(p.stats.as_ref().map(|s| s.get("rx_pkts"))),
+    ]
+}
+
+fn connection(out: &mut String, c: &ConnStatus) {
+    let state = if c.closed {
+        "closed"
+    } else if c.established {
+        "established"
+    } else {
+        "handshaking"
+    };
+    // The peer's configured name once its handshake proved it.
+    let who = c
+        .peer
+        .identity
+        .as_ref()
+        .map_or(String::new(), |n| format!(" ({n})"));
+    let _ = writeln!(
+        out,
+        "\nconnection {}{who}: {state}, {}  ci {} / peer {}  queue {} pkts  delivered {} pkts  lost {}",
+        c.handle,
+        match c.multipath {
+            Some(true) => "multipath",
+            Some(false) => "single-path fallback",
+            None => "not negotiated",
+        },
+        c.local_ci,
+        opt(c.remote_ci),
+        c.send_queue_pkts,
+        c.stats.get("delivered_pkts"),
+        c.stats.get("lost_pkts"),
+    );
+    settings_line(out, &c.settings);
+    let mut rows = vec![[
+        "id",
+        "name",
+        "remote",
+        "via",
+        "state",
+        "prio",
+        "cwnd (pkts)",
+        "inflight (pkts)",
+        "srtt (ms)",
+        "rate (Mbit/s)",
+        "loss 10s (%)",
+        "tx (pkts)",
+        "rx (pkts)",
+    ]
+    .map(String::from)
+    .to_vec()];
+    rows.extend(c.paths.iter().map(path_row));
+    table(out, "  ", 5, &rows);
+    nonzero(out, "counters", counts(&c.stats));
+    let held = [
+        ("held_bytes".to_string(), c.reorder.held_bytes),
+        ("held_pkts".to_string(), c.reorder.held_pkts),
+    ];
+    let reorder: std::collections::BTreeMap<String, u64> =
+        counts(&c.reorder.counters).chain(held).collect();
+    nonzero(out, "reordering", reorder);
+}
+
 /// The status document for humans.
-pub fn render(v: &Value) -> String {
+pub fn render(v: &Status) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{} up {:.0} s  tun {} mtu {}",
-        v["role"].as_str().unwrap_or("?"),
-        v["uptime_s"].as_f64().unwrap_or(0.0),
-        v["tun"]["name"].as_str().unwrap_or("?"),
-        num(&v["tun"]["mtu"], 0)
+        v.role, v.uptime_s, v.tun.name, v.tun.mtu
     );
-    if let Some(ps) = v["configured_paths"].as_array() {
-        let mut rows = vec![vec![
-            "path".into(),
-            "interface".into(),
-            "remote".into(),
-            "usable".into(),
-            "subflow".into(),
-            "established".into(),
-            "lost".into(),
-        ]];
-        for p in ps {
-            rows.push(vec![
-                p["name"].as_str().unwrap_or("?").into(),
-                p["interface"].as_str().unwrap_or("?").into(),
-                p["remote"].as_str().unwrap_or("?").into(),
-                if p["usable"] == true { "yes" } else { "no" }.into(),
-                num(&p["path_id"], 0),
-                if p["established"] == true {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .into(),
-                num(&p["lost_subflows"], 0),
-            ]);
-        }
-        table(&mut out, "", 3, &rows);
+    if let Some(ps) = &v.configured_paths {
+        configured_paths(&mut out, ps);
     }
-    let conns = v["connections"].as_array().cloned().unwrap_or_default();
-    if conns.is_empty() {
+    if v.connections.is_empty() {
         let _ = writeln!(out, "no connections");
     }
-    for c in &conns {
-        let st = &c["stats"];
-        let state = if c["closed"] == true {
-            "closed"
-        } else if c["established"] == true {
-            "established"
-        } else {
-            "handshaking"
-        };
-        // The peer's configured name once its handshake proved it.
-        let who = c["peer"]["identity"]
-            .as_str()
-            .map_or(String::new(), |n| format!(" ({n})"));
-        let _ = writeln!(
-            out,
-            "\nconnection {}{who}: {state}, {}  ci {} / peer {}  queue {} pkts  delivered {} pkts  lost {}",
-            num(&c["handle"], 0),
-            match c["multipath"].as_bool() {
-                Some(true) => "multipath",
-                Some(false) => "single-path fallback",
-                None => "not negotiated",
-            },
-            num(&c["local_ci"], 0),
-            num(&c["remote_ci"], 0),
-            num(&c["send_queue_pkts"], 0),
-            num(&st["delivered_pkts"], 0),
-            num(&st["lost_pkts"], 0),
-        );
-        settings_line(&mut out, &c["settings"]);
-        let mut rows = vec![vec![
-            "id".into(),
-            "name".into(),
-            "remote".into(),
-            "via".into(),
-            "state".into(),
-            "prio".into(),
-            "cwnd (pkts)".into(),
-            "inflight (pkts)".into(),
-            "srtt (ms)".into(),
-            "rate (Mbit/s)".into(),
-            "loss 10s (%)".into(),
-            "tx (pkts)".into(),
-            "rx (pkts)".into(),
-        ]];
-        for p in c["paths"].as_array().into_iter().flatten() {
-            rows.push(vec![
-                num(&p["id"], 0),
-                p["name"].as_str().unwrap_or("-").into(),
-                p["remote"].as_str().unwrap_or("-").into(),
-                p["transport"].as_str().unwrap_or("-").into(),
-                p["state"].as_str().unwrap_or("?").into(),
-                num(&p["priority"], 0),
-                num(&p["cwnd_pkts"], 0),
-                num(&p["in_flight_pkts"], 0),
-                num(&p["srtt_ms"], 1),
-                p["delivery_rate_bps"]
-                    .as_f64()
-                    .map_or("-".into(), |r| format!("{:.2}", r / 1e6)),
-                // Loss over the last ~10 s (issue 26: the per-ack
-                // `loss_rate` forgets within ~64 packets); `-` when nothing
-                // was sent in that window.
-                p["loss_window"]["ratio"]
-                    .as_f64()
-                    .map_or("-".into(), |r| format!("{:.2}", r * 100.0)),
-                num(&p["stats"]["tx_pkts"], 0),
-                num(&p["stats"]["rx_pkts"], 0),
-            ]);
-        }
-        table(&mut out, "  ", 5, &rows);
-        nonzero(&mut out, "counters", st);
-        nonzero(&mut out, "reordering", &c["reorder"]);
+    for c in &v.connections {
+        connection(&mut out, c);
     }
     let _ = writeln!(out);
-    nonzero(&mut out, "daemon", &v["daemon"]);
-    nonzero(&mut out, "endpoint", &v["endpoint"]);
+    nonzero(&mut out, "daemon", counts(&v.daemon));
+    if let Some(e) = &v.endpoint {
+        nonzero(&mut out, "endpoint", counts(e));
+    }
     out
 }
 
@@ -271,7 +314,7 @@ mod tests {
                     {"id": 3, "name": "wifi", "state": "Establishing", "priority": 3, "cwnd_pkts": 4,
                      "in_flight_pkts": 0, "srtt_ms": null, "delivery_rate_bps": null,
                      "loss_rate": 0.0, "stats": {"tx_pkts": 1, "rx_pkts": 0}}]}]});
-        let s = render(&v);
+        let s = render(&Status::deserialize(&v).unwrap());
         let lines: Vec<&str> = s.lines().collect();
         let head = lines
             .iter()

@@ -1,0 +1,364 @@
+//! The status document's types, one set for the daemon that builds them,
+//! `mpdccp status` that prints them and the Prometheus encoder
+//! (`metrics.rs`) that exports them. Whether a number is a counter or a
+//! gauge is said here, by its type: a [`Counters`] group holds counters
+//! (a stats struct of the core or the daemon, every field a count that only
+//! grows), every other number of an entry is listed by its `gauges`
+//! method. The JSON field names are the document's (`mpdccp status
+//! --json`, docs/OPERATIONS.md), so a reader of either sees the same names.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::config::Transport;
+
+/// One field of a [`Counters`] group: a count, or a group of counts one
+/// level down (the daemon's `tun_offload`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Count {
+    N(u64),
+    Group(BTreeMap<String, u64>),
+    /// Anything else a document holds there (not a count; not exported).
+    Other(serde_json::Value),
+}
+
+/// A group of counters by field name: a stats struct through its
+/// `Serialize`, so every counter the core gains shows up without a list
+/// kept here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Counters(pub BTreeMap<String, Count>);
+
+impl Counters {
+    /// The counters of `stats` (a struct of `u64` fields, and of such
+    /// structs one level down; anything else is left out).
+    pub fn of<T: Serialize>(stats: &T) -> Counters {
+        let v = serde_json::to_value(stats).unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for (k, v) in v.as_object().into_iter().flatten() {
+            if let Some(n) = v.as_u64() {
+                out.insert(k.clone(), Count::N(n));
+            } else if let Some(o) = v.as_object() {
+                let g = o
+                    .iter()
+                    .filter_map(|(k2, v2)| Some((k2.clone(), v2.as_u64()?)));
+                out.insert(k.clone(), Count::Group(g.collect()));
+            }
+        }
+        Counters(out)
+    }
+
+    /// A count by name (0 when the group has none).
+    pub fn get(&self, name: &str) -> u64 {
+        match self.0.get(name) {
+            Some(Count::N(n)) => *n,
+            _ => 0,
+        }
+    }
+
+    /// Every count as `(name, value)`; a nested group's as `key_key2`.
+    pub fn flat(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::with_capacity(self.0.len());
+        for (k, c) in &self.0 {
+            match c {
+                Count::N(n) => out.push((k.clone(), *n)),
+                Count::Group(g) => out.extend(g.iter().map(|(k2, n)| (format!("{k}_{k2}"), *n))),
+                Count::Other(_) => {}
+            }
+        }
+        out
+    }
+}
+
+/// The settings a connection runs with, as the configuration names them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub cc: String,
+    pub scheduler: String,
+    pub reorder: String,
+    /// The `[tunnel]` table's `aqm`: `fq_codel`, `codel` or `none`.
+    pub aqm: String,
+    pub wire_profile: String,
+    pub payload_protection: bool,
+    pub retransmit_lost: bool,
+    pub cwnd_validation: bool,
+    pub plpmtud: bool,
+    pub mss_bytes: u32,
+    /// The daemon's mode (`open`, `authenticated`, `protected`); the core
+    /// does not know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+}
+
+impl Settings {
+    /// The settings as labels of an info metric (names sorted; the MSS is
+    /// a number, not a label).
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let b = |x: bool| x.to_string();
+        let mut l = vec![
+            ("aqm", self.aqm.clone()),
+            ("cc", self.cc.clone()),
+            ("cwnd_validation", b(self.cwnd_validation)),
+            ("payload_protection", b(self.payload_protection)),
+            ("plpmtud", b(self.plpmtud)),
+            ("reorder", self.reorder.clone()),
+            ("retransmit_lost", b(self.retransmit_lost)),
+            ("scheduler", self.scheduler.clone()),
+            ("wire_profile", self.wire_profile.clone()),
+        ];
+        if let Some(a) = &self.auth {
+            l.insert(1, ("auth", a.clone()));
+        }
+        l
+    }
+}
+
+/// A path's loss over the last ~10 s, from its counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LossWindow {
+    pub window_s: u64,
+    pub sent_pkts: u64,
+    pub lost_pkts: u64,
+    /// lost / sent; `None` when nothing was sent in the window.
+    pub ratio: Option<f64>,
+}
+
+/// One subflow's entry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PathStatus {
+    pub id: u32,
+    /// The path's stable name (the client's configured name; the server's:
+    /// the peer's name and path id, or the client's address).
+    pub name: Option<String>,
+    pub remote: Option<String>,
+    /// `udp`, `dccp` or `udccp`.
+    pub transport: Option<String>,
+    /// `PathState` by its name (`Active`, `Establishing`, ...).
+    pub state: String,
+    pub priority: u8,
+    pub cc_state: String,
+    pub cwnd_pkts: u32,
+    pub in_flight_pkts: u32,
+    pub queued_pkts: u32,
+    pub srtt_ms: Option<f64>,
+    pub min_rtt_ms: Option<f64>,
+    pub rttvar_ms: f64,
+    pub pacing_rate_bps: Option<u64>,
+    pub delivery_rate_bps: Option<u64>,
+    /// Smoothed per acknowledgement (forgets within ~64 packets).
+    pub loss_rate: f64,
+    pub loss_window: Option<LossWindow>,
+    /// RFC 7661 pipeACK, packets per round trip (`None`: none lately).
+    pub pipe_ack_pkts: Option<u64>,
+    /// RFC 8899: confirmed PLPMTU (DCCP packet bytes) and search state;
+    /// `None` with DPLPMTUD off.
+    pub plpmtu: Option<u32>,
+    pub plpmtu_state: Option<String>,
+    pub stats: Option<Counters>,
+}
+
+impl PathStatus {
+    pub fn is_active(&self) -> bool {
+        self.state == "Active"
+    }
+
+    /// The entry's gauges by field name (`None`: no value now).
+    pub fn gauges(&self) -> Vec<(&'static str, Option<f64>)> {
+        let f = |x: Option<u64>| x.map(|n| n as f64);
+        let w = self.loss_window.as_ref();
+        vec![
+            ("cwnd_pkts", Some(f64::from(self.cwnd_pkts))),
+            ("delivery_rate_bps", f(self.delivery_rate_bps)),
+            ("in_flight_pkts", Some(f64::from(self.in_flight_pkts))),
+            ("loss_rate", Some(self.loss_rate)),
+            ("loss_window_lost_pkts", f(w.map(|w| w.lost_pkts))),
+            ("loss_window_ratio", w.and_then(|w| w.ratio)),
+            ("loss_window_sent_pkts", f(w.map(|w| w.sent_pkts))),
+            ("loss_window_window_s", f(w.map(|w| w.window_s))),
+            ("min_rtt_ms", self.min_rtt_ms),
+            ("pacing_rate_bps", f(self.pacing_rate_bps)),
+            ("pipe_ack_pkts", f(self.pipe_ack_pkts)),
+            ("plpmtu", self.plpmtu.map(f64::from)),
+            ("priority", Some(f64::from(self.priority))),
+            ("queued_pkts", Some(f64::from(self.queued_pkts))),
+            ("rttvar_ms", Some(self.rttvar_ms)),
+            ("srtt_ms", self.srtt_ms),
+        ]
+    }
+}
+
+/// Who the other end of a connection is.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerStatus {
+    /// The configured peer a handshake proved (authenticated modes).
+    pub identity: Option<String>,
+    /// Its addresses, one per path.
+    pub remotes: BTreeSet<String>,
+}
+
+/// The receiver's reordering: counters, and the two levels it holds now.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReorderStatus {
+    pub held_pkts: u64,
+    pub held_bytes: u64,
+    #[serde(flatten)]
+    pub counters: Counters,
+}
+
+impl ReorderStatus {
+    /// The levels (not counts) by field name.
+    pub fn gauges(&self) -> Vec<(&'static str, Option<f64>)> {
+        vec![
+            ("held_bytes", Some(self.held_bytes as f64)),
+            ("held_pkts", Some(self.held_pkts as f64)),
+        ]
+    }
+
+    pub fn of(s: &mpdccp_proto::reorder::ReorderStats) -> ReorderStatus {
+        let mut counters = Counters::of(s);
+        counters.0.remove("held_pkts");
+        counters.0.remove("held_bytes");
+        ReorderStatus {
+            held_pkts: s.held_pkts,
+            held_bytes: s.held_bytes,
+            counters,
+        }
+    }
+}
+
+/// One connection's entry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConnStatus {
+    /// Unique within the daemon (with workers: handle × N + worker).
+    pub handle: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<usize>,
+    pub peer: PeerStatus,
+    pub established: bool,
+    pub closed: bool,
+    /// `None`: not negotiated yet; `Some(false)`: single-path fallback.
+    pub multipath: Option<bool>,
+    pub settings: Settings,
+    pub local_ci: u32,
+    pub remote_ci: Option<u32>,
+    pub send_queue_pkts: usize,
+    pub send_queue_flow_states: usize,
+    /// The smallest confirmed PLPMTU over the paths (RFC 8899).
+    pub plpmtu: Option<u32>,
+    /// DPLPMTUD counters; `None` with it off.
+    pub plpmtu_stats: Option<Counters>,
+    pub stats: Counters,
+    pub reorder: ReorderStatus,
+    pub paths: Vec<PathStatus>,
+}
+
+impl ConnStatus {
+    /// The entry's gauges by field name (booleans as 0/1).
+    pub fn gauges(&self) -> Vec<(&'static str, Option<f64>)> {
+        let b = |x: bool| Some(f64::from(u8::from(x)));
+        vec![
+            ("established", b(self.established)),
+            ("closed", b(self.closed)),
+            ("send_queue_pkts", Some(self.send_queue_pkts as f64)),
+            ("plpmtu", self.plpmtu.map(f64::from)),
+        ]
+    }
+}
+
+/// A client's configured path (`[[path]]`) and what became of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfiguredPath {
+    pub name: String,
+    pub interface: String,
+    pub remote: String,
+    pub transport: Transport,
+    pub usable: bool,
+    /// The subflow it runs as now.
+    pub path_id: Option<u32>,
+    pub established: bool,
+    pub lost_subflows: u64,
+    /// The local address of its socket (`None`: no socket now).
+    pub local: Option<String>,
+}
+
+impl ConfiguredPath {
+    /// The entry's gauges by field name (booleans as 0/1).
+    pub fn gauges(&self) -> Vec<(&'static str, Option<f64>)> {
+        let b = |x: bool| Some(f64::from(u8::from(x)));
+        vec![
+            ("established", b(self.established)),
+            ("lost_subflows", Some(self.lost_subflows as f64)),
+            ("usable", b(self.usable)),
+        ]
+    }
+}
+
+/// The TUN interface.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TunStatus {
+    pub name: String,
+    pub mtu: u32,
+}
+
+/// What `mpdccp status` prints of a whole document: the head's common
+/// fields and the connections (a server's further sections are in the
+/// JSON, `--json`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Status {
+    pub role: String,
+    pub uptime_s: f64,
+    pub tun: TunStatus,
+    pub daemon: Counters,
+    pub endpoint: Option<Counters>,
+    pub configured_paths: Option<Vec<ConfiguredPath>>,
+    pub connections: Vec<ConnStatus>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::ops::{conn_status, PathLabel};
+    use mpdccp_proto::conn::TunnelSettings;
+    use mpdccp_proto::{Connection, Instant, PathConfig, PathId, Role};
+
+    /// What a daemon writes is what `mpdccp status` and the encoder read
+    /// back: a real connection's entry survives its JSON unchanged, and the
+    /// reorderer's levels are gauges, not counters.
+    #[test]
+    fn an_entry_reads_back_as_written_and_levels_are_not_counters() {
+        let now = Instant::ZERO;
+        let cfg = TunnelSettings::default().connection_config(1280);
+        let mut conn = Connection::new(Role::Client, cfg, now, 1);
+        conn.add_path(now, PathId(0), PathConfig::default())
+            .unwrap();
+        let label = |_| PathLabel {
+            name: Some("dsl".into()),
+            remote: Some("192.0.2.7:40000".into()),
+            transport: Some("udp"),
+        };
+        let mut c = conn_status(&conn, 7, &label);
+        c.settings.auth = Some("open".into());
+        c.worker = Some(1);
+        let text = serde_json::to_string(&c).unwrap();
+        let back: ConnStatus = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.paths.len(), 1);
+        assert_eq!(back.paths[0].transport.as_deref(), Some("udp"));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["reorder"]["held_pkts"], 0);
+        assert!(v["reorder"]["received"].is_u64());
+        assert!(!c.reorder.counters.0.contains_key("held_pkts"));
+        assert!(c.stats.0.contains_key("delivered_pkts"));
+    }
+}
