@@ -28,7 +28,9 @@ fuzz_target!(|data: &[u8]| {
     let keys = KEYS.get_or_init(|| session_keys(28)).clone();
     let muts = decode(data);
     let mut h = protected_session(Some(keys));
-    if let Err(e) = run(&mut h, &muts) {
-        panic!("{e}");
+    match run(&mut h, &muts) {
+        Err(e) => panic!("{e}"),
+        Ok((_, Some(disturbed))) => panic!("session disturbed: {disturbed}"),
+        Ok((_, None)) => {}
     }
 });

@@ -135,6 +135,37 @@ impl PathSocket {
         })
     }
 
+    /// A UDP socket bound by someone else — systemd's socket activation
+    /// (`daemon/activation.rs`) — set up as [`PathSocket::bind`] sets up
+    /// its own: non-blocking, `buffer_bytes` (0 keeps the default), DF,
+    /// pktinfo on a wildcard address.
+    pub fn from_bound(socket: Socket, buffer_bytes: usize) -> io::Result<PathSocket> {
+        let local = socket
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("passed socket has no IP address"))?;
+        let ctx = |e: io::Error| io::Error::new(e.kind(), format!("udp {local} (passed): {e}"));
+        socket.set_nonblocking(true).map_err(ctx)?;
+        if buffer_bytes > 0 {
+            if !force_buffer(&socket, libc::SO_RCVBUFFORCE, buffer_bytes) {
+                let _ = socket.set_recv_buffer_size(buffer_bytes);
+            }
+            if !force_buffer(&socket, libc::SO_SNDBUFFORCE, buffer_bytes) {
+                let _ = socket.set_send_buffer_size(buffer_bytes);
+            }
+        }
+        crate::pmtud::set_df_probe(&socket, local.is_ipv6()).map_err(ctx)?;
+        let pktinfo = local.ip().is_unspecified();
+        if pktinfo {
+            enable_pktinfo(&socket, local.is_ipv6()).map_err(ctx)?;
+        }
+        Ok(PathSocket {
+            socket,
+            local,
+            pktinfo,
+        })
+    }
+
     /// Whether datagrams report their destination address
     /// ([`RecvBatch::local_ip`]): the socket is bound to a wildcard address.
     pub fn pktinfo(&self) -> bool {

@@ -200,3 +200,92 @@ fn the_port_is_held_in_ipv6_beside_a_v4_server() {
     drop(ns);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// systemd socket activation (issue #28, docs/SECURITY.md §7): the port is
+/// bound before the server starts and handed over as systemd does — the
+/// socket at fd 3, `LISTEN_FDS=1`, `LISTEN_PID` the server's own pid (a
+/// shell that `exec`s it keeps its pid). The test keeps its own copy of
+/// the socket open, so a server that ignored the passed socket and bound
+/// the port itself would fail with "Address in use": it must start, say it
+/// took systemd's socket, and hold the port in IPv6 too.
+#[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
+fn the_server_takes_its_port_from_systemd_socket_activation() {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    if !require_root("the_server_takes_its_port_from_systemd_socket_activation") {
+        return;
+    }
+    let tag = "sda";
+    let ns = Netns::new(&format!("{}{tag}", unique_prefix())).expect("namespace");
+    let dir = std::env::temp_dir().join(format!("mpdccp-{}{tag}", unique_prefix()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    // The socket systemd would have bound (`ListenDatagram=0.0.0.0:6774`),
+    // made in the namespace.
+    let sock: OwnedFd = mpdccp_lab::netns::spawn_in_netns(ns.name(), || {
+        Ok(OwnedFd::from(std::net::UdpSocket::bind("0.0.0.0:6774")?))
+    })
+    .join()
+    .unwrap()
+    .expect("bind 0.0.0.0:6774 in the namespace");
+    let cfg = dir.join("server.toml");
+    std::fs::write(
+        &cfg,
+        server_config_workers(&dir, &format!("{tag}0"), "0.0.0.0:6774", 1),
+    )
+    .expect("config");
+    let log = dir.join("server.log");
+    let out = std::fs::File::create(&log).expect("log");
+    let raw = sock.as_raw_fd();
+    let mut cmd = Netns::command_in(ns.name(), "sh");
+    cmd.args([
+        "-c",
+        "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" server --config \"$1\"",
+        &exe().to_string_lossy(),
+        &cfg.to_string_lossy(),
+    ])
+    .stdin(std::process::Stdio::null())
+    .stdout(out.try_clone().unwrap())
+    .stderr(out);
+    // SAFETY: dup2(2) and fcntl(2) only, async-signal-safe; `raw` is open
+    // in the parent and so in the child. dup2 clears close-on-exec on fd 3
+    // (fcntl does when the socket is fd 3 already).
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = if raw == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(raw, 3)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut server = mpdccp_lab::netns::Proc::new(
+        format!("server@{}", ns.name()),
+        cmd.spawn().expect("server"),
+    );
+    let up = wait_for(Duration::from_secs(10), || {
+        dir.join(format!("{tag}0.sock")).exists()
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(up.is_ok(), "server did not start:\n{text}");
+    assert!(
+        text.contains("listening socket from systemd"),
+        "server log:\n{text}"
+    );
+    // The other family is held too (`hold.rs`), as without activation.
+    let squat = bind_v6only(ns.name(), 6774);
+    assert_eq!(
+        squat.as_ref().map_err(std::io::Error::kind),
+        Err(std::io::ErrorKind::AddrInUse),
+        "[::]:6774 beside the activated server: {squat:?}"
+    );
+    server.stop();
+    drop(server);
+    drop(sock);
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+}

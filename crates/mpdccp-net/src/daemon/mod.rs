@@ -33,6 +33,7 @@
 //! DCCP packets leave as UDP GSO trains and arrive as UDP GRO trains
 //! ([`drain_socket`]).
 
+mod activation;
 mod backoff;
 pub mod client;
 pub mod config;

@@ -25,10 +25,16 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     // The listening socket(s) first: a second server on this port fails
     // here, with the address in the error, before touching any TUN.
     let sock_buf = config.tunnel.socket_buffer_bytes;
-    let mut socks = super::workers::bind_listeners(&config, n)?;
+    // With systemd socket activation the port was bound before we started
+    // (`activation.rs`); `_passed` holds the other family's socket then.
+    let (mut socks, _passed) = super::activation::listeners(&config, n)?;
     // The port in the other address family too (docs/SECURITY.md §7),
     // held until the server exits.
-    let _hold = super::hold::hold_other_family(socks[0].local_addr(), &socks[0])?;
+    let _hold = if _passed.is_empty() {
+        super::hold::hold_other_family(socks[0].local_addr(), &socks[0])?
+    } else {
+        None
+    };
     let setup = config.tun_setup();
     let plan = run_plan(&setup, &config.tunnel)?;
     let mut tuns = super::open_tun_queues(&setup, &plan, n)?;

@@ -101,6 +101,23 @@ impl Connection {
         let Some(prot) = self.protection.as_deref_mut() else {
             return self.handle_segment(now, i, seg);
         };
+        // A Request or Response (never sealed) on a subflow past its
+        // handshake (OPEN, closing): nothing is expected, and the sequence
+        // checks must not see it — a mutated copy of an old Response, valid
+        // by its numbers, was recorded in the Ack Vector and answered, and
+        // the path later paid an RTO (issue #28). Dropped and counted, no
+        // other effect. In RESPOND and PARTOPEN a repeat still gets its
+        // answer (RFC 4340 §8.1.5).
+        if !sealed_type(seg.ptype)
+            && is_bound(&self.paths[i])
+            && !matches!(
+                self.paths[i].state(),
+                SubState::Respond | SubState::PartOpen
+            )
+        {
+            self.stats.rx_unexpected += 1;
+            return;
+        }
         // Before the handshake fixed the binding nothing is sealed (data
         // then is unexpected anyway: the subflow counts it and reads none).
         if !sealed_type(seg.ptype) || !is_bound(&self.paths[i]) {

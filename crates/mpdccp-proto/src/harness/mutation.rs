@@ -79,12 +79,11 @@ pub struct Outcome {
     pub counted: u64,
 }
 
-/// What a run found beyond the hard property (no end closes, every changed
-/// copy counted): whether the session stayed whole — both paths Active at
-/// both ends and a fresh numbered batch delivered exactly once each way.
-/// `Some(what)` is issue #28's known open case (a mutated packet the
-/// receiver answers with a SyncAck can cost a path an RTO later); it is
-/// reported, not yet guaranteed.
+/// Whether the session stayed whole — both paths Active at both ends and a
+/// fresh numbered batch delivered exactly once each way: `Some(what)` when
+/// it did not. Part of the property (the proptest and the fuzz target fail
+/// on it); kept apart from the hard errors so that the unprotected control
+/// can tell "disturbed" from "closed".
 pub type Disturbance = Option<String>;
 
 fn active_paths(h: &Harness, side: Side) -> usize {
