@@ -27,6 +27,12 @@
 //! the fastest path (`spill.rs`, ECF/BLEST-style). Without that check a
 //! loss-based subflow on a slow path fills its bottleneck buffer and the
 //! receiver's reordering holds the inner flow for the whole spread.
+//!
+//! A paced path (CCID5, BBRv3) whose pacer holds its few queued packets is
+//! not full: it is busy for `backlog · mss / pacing_rate`. In the first
+//! stage it keeps the packet unless the path CPF would pick next delivers
+//! it no later (issue #25: counting it full sent CCID5's traffic to the
+//! slow path of `asym`, `lossy` and `trace` before any delay comparison).
 
 use std::time::Duration;
 
@@ -98,8 +104,9 @@ impl Scheduler for Acpf {
         paths: &[PathView],
         out: &mut Vec<PathId>,
     ) {
-        let below_window =
-            |p: &PathView| p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p);
+        let below_window = |p: &PathView| {
+            p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
+        };
         let below_limit = |p: &PathView| p.can_send(now) && below_window(p);
         if let Some(p) = cheapest(paths, below_limit) {
             if self.blind_spill {
