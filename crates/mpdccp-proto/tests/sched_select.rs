@@ -554,3 +554,52 @@ fn acpf_holds_rather_than_spill_to_a_path_that_delivers_later() {
     paths[0].in_flight_pkts = 80;
     assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [0]);
 }
+
+/// The `asym` mix with a paced controller (CCID5 / BBRv3): the fast path
+/// (40 Mbit/s = 5 MB/s, RTT 24 ms) is far below its window but its pacer
+/// holds two queued packets until 0.28 ms from now; the slow ACK-clocked
+/// path (RTT 70 ms) has room. Issue #25: ACPF's first stage used to count
+/// the paced path as full and hand the packet to the slow path before any
+/// delay comparison (asym/ccid5 34.0 of 48 Mbit/s).
+#[test]
+fn acpf_waits_for_a_paced_fast_path_unless_its_pacer_backlog_delivers_later() {
+    let mut s = Acpf::new(Duration::ZERO);
+    let now = Instant::from_millis(100);
+    let fast = PathView {
+        queued_pkts: 2,
+        mss_bytes: 1400,
+        pacing_rate_bytes_per_s: Some(5_000_000),
+        next_send_time: Some(now + Duration::from_micros(280)),
+        ..path(0, 3, 24, 200, 60)
+    };
+    let slow = path(1, 3, 70, 60, 10);
+    let paths = [fast.clone(), slow.clone()];
+    assert!(!paths[0].can_send(now) && paths[0].has_cwnd_room());
+    // Waiting: 12 ms + 0.28 ms + (2 + k) · 1400 B / 5 MB/s (0.28 ms a
+    // packet) against 35 ms on the slow path: hold while k ≤ 79.
+    assert!(pick_with(&mut s, now, &queued(1), &paths).is_empty());
+    assert!(pick_with(&mut s, now, &queued(79), &paths).is_empty());
+    assert_eq!(pick_with(&mut s, now, &queued(80), &paths), [1]);
+    // Once the pacer has released, the fast path takes it directly.
+    assert_eq!(
+        pick_with(&mut s, now + Duration::from_millis(1), &queued(1), &paths),
+        [0]
+    );
+    // Without pacing (an ACK-clocked path with no room) nothing changes:
+    // the slow path below its effective window is used at once.
+    let full = path(0, 3, 24, 86, 86);
+    assert_eq!(
+        pick_with(&mut s, now, &queued(1), &[full, slow.clone()]),
+        [1]
+    );
+    // A lower-priority paced path is no reason to wait (CPF's order).
+    let mut low = fast.clone();
+    low.priority = 2;
+    assert_eq!(pick_with(&mut s, now, &queued(1), &[low, slow]), [1]);
+    // Blind spilling keeps the old first stage.
+    let mut blind = sched::build(&SchedulerConfig {
+        acpf_blind_spill: true,
+        ..SchedulerConfig::from(SchedulerKind::Acpf)
+    });
+    assert_eq!(pick_with(blind.as_mut(), now, &queued(1), &paths), [1]);
+}

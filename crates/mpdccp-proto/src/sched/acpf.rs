@@ -27,10 +27,16 @@
 //! the fastest path (`spill.rs`, ECF/BLEST-style). Without that check a
 //! loss-based subflow on a slow path fills its bottleneck buffer and the
 //! receiver's reordering holds the inner flow for the whole spread.
+//!
+//! A paced path (CCID5, BBRv3) whose pacer holds its few queued packets is
+//! not full: it is busy for `backlog · mss / pacing_rate`. In the first
+//! stage it keeps the packet unless the path CPF would pick next delivers
+//! it no later (issue #25: counting it full sent CCID5's traffic to the
+//! slow path of `asym`, `lossy` and `trace` before any delay comparison).
 
 use std::time::Duration;
 
-use super::cpf::cheapest;
+use super::cpf::{better, cheapest};
 use super::{eligible, spill, srtt_rank, standby_excluded, PacketMeta, Scheduler};
 use crate::path::{PathId, PathView};
 use crate::time::Instant;
@@ -98,12 +104,30 @@ impl Scheduler for Acpf {
         paths: &[PathView],
         out: &mut Vec<PathId>,
     ) {
-        let below_limit = |p: &PathView| {
-            p.can_send(now)
-                && p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
+        let below_window = |p: &PathView| {
+            p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
         };
+        let below_limit = |p: &PathView| p.can_send(now) && below_window(p);
         if let Some(p) = cheapest(paths, below_limit) {
-            out.push(p.id);
+            if self.blind_spill {
+                out.push(p.id);
+                return;
+            }
+            // A preferred path below its window whose pacer holds a few
+            // packets is busy for `pacing_wait`, not full: it keeps the
+            // packet (waiting for its release) unless the path CPF would
+            // pick next delivers it no later (`spill.rs`). Otherwise a paced
+            // controller's fast path would lose each packet the pacer holds
+            // to a slower path, before any delay comparison.
+            let paced = cheapest(paths, |q| {
+                q.is_usable() && q.has_cwnd_room() && below_window(q) && !q.can_send(now)
+            });
+            match paced {
+                Some(f) if better(f, p) && !spill::worth_spilling(now, f, p, pkt.queued_pkts) => {
+                    // Hold: the pacer's release timer asks again.
+                }
+                _ => out.push(p.id),
+            }
             return;
         }
         let Some(p) = cheapest(paths, |p| p.can_send(now)) else {
@@ -121,7 +145,7 @@ impl Scheduler for Acpf {
             if let Some(f) = fastest {
                 if srtt_rank(p) > srtt_rank(f)
                     && !f.can_send(now)
-                    && !spill::worth_spilling(f, p, pkt.queued_pkts)
+                    && !spill::worth_spilling(now, f, p, pkt.queued_pkts)
                 {
                     // Waiting for `f` delivers sooner: hold; the connection
                     // asks again when a path frees up.

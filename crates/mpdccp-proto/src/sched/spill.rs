@@ -27,32 +27,60 @@
 //! stops being chosen until it drains. A slower path `s` is used iff
 //! `arrival(s) ≤ arrival(f)`: the fast path's backlog is long enough that
 //! waiting for it would deliver later than the detour.
+//!
+//! A paced path (CCID5, BBRv3, paced CUBIC) drains at its pacing rate, not
+//! at `cwnd / srtt` (a BBR window is about 2 × BDP, so the ACK clock would
+//! halve the wait): its wait is the larger of the two, the pacing one being
+//! the pacer's current hold plus `backlog · mss / pacing_rate` (the
+//! per-path queue's departure model of OTIAS and of ECF's rate term). This
+//! is what lets `acpf` treat a paced path with a few packets queued as
+//! "busy for a known, short time" rather than as full.
 
 use std::time::Duration;
 
 use crate::path::PathView;
+use crate::time::Instant;
 
-/// Expected one-way arrival time of a packet handed to `p` with `backlog`
-/// packets to leave before it; `None` without an RTT sample.
-pub fn arrival(p: &PathView, backlog: u64) -> Option<Duration> {
+fn nanos(n: u128) -> Duration {
+    Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))
+}
+
+/// How long `backlog` packets take to leave `p`'s pacer at `now`: the
+/// pacer's current hold plus `backlog · mss / pacing_rate`; zero for a path
+/// that does not pace.
+pub fn pacing_wait(p: &PathView, now: Instant, backlog: u64) -> Duration {
+    let Some(rate) = p.pacing_rate_bytes_per_s.filter(|r| *r > 0) else {
+        return Duration::ZERO;
+    };
+    let hold = p
+        .next_send_time
+        .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+    // u128 nanoseconds: no overflow for any queue length.
+    let bytes = u128::from(backlog) * u128::from(p.mss_bytes.max(1));
+    hold.saturating_add(nanos(bytes * 1_000_000_000 / u128::from(rate)))
+}
+
+/// Expected one-way arrival time at `now` of a packet handed to `p` with
+/// `backlog` packets to leave before it: half the SRTT plus the longer of
+/// the ACK clock's and the pacer's drain time; `None` without an RTT sample.
+pub fn arrival(p: &PathView, now: Instant, backlog: u64) -> Option<Duration> {
     let srtt = p.srtt?;
     let cwnd = u128::from(p.cwnd_pkts.max(1));
-    // u128 nanoseconds: no overflow for any queue length.
-    let wait = srtt.as_nanos() * u128::from(backlog) / cwnd;
-    let wait = Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX));
+    let window_wait = nanos(srtt.as_nanos() * u128::from(backlog) / cwnd);
+    let wait = window_wait.max(pacing_wait(p, now, backlog));
     Some((srtt / 2).saturating_add(wait))
 }
 
 /// True when a packet may go on `slow` rather than wait for `fast` (which
-/// has no room now); `conn_queued` is the connection's send queue, this
-/// packet included. Without RTT samples there is nothing to compare: spill
-/// (do not idle capacity).
-pub fn worth_spilling(fast: &PathView, slow: &PathView, conn_queued: usize) -> bool {
+/// cannot take it now: window or pacer); `conn_queued` is the connection's
+/// send queue, this packet included. Without RTT samples there is nothing
+/// to compare: spill (do not idle capacity).
+pub fn worth_spilling(now: Instant, fast: &PathView, slow: &PathView, conn_queued: usize) -> bool {
     let k = u64::try_from(conn_queued).unwrap_or(u64::MAX);
     let fast_backlog = u64::from(fast.queued_pkts).saturating_add(k);
     match (
-        arrival(fast, fast_backlog),
-        arrival(slow, u64::from(slow.queued_pkts)),
+        arrival(fast, now, fast_backlog),
+        arrival(slow, now, u64::from(slow.queued_pkts)),
     ) {
         (Some(f), Some(s)) => s <= f,
         _ => true,
@@ -63,6 +91,8 @@ pub fn worth_spilling(fast: &PathView, slow: &PathView, conn_queued: usize) -> b
 mod tests {
     use super::*;
     use crate::path::PathId;
+
+    const T0: Instant = Instant::ZERO;
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
@@ -88,43 +118,43 @@ mod tests {
     #[test]
     fn arrival_is_half_rtt_plus_window_rounds_of_backlog() {
         let f = fast();
-        assert_eq!(arrival(&f, 0), Some(ms(12)));
+        assert_eq!(arrival(&f, T0, 0), Some(ms(12)));
         // 172 packets ahead = two windows = two RTTs of waiting.
-        assert_eq!(arrival(&f, 172), Some(ms(12 + 48)));
-        assert_eq!(arrival(&PathView::new(PathId(2)), 5), None);
+        assert_eq!(arrival(&f, T0, 172), Some(ms(12 + 48)));
+        assert_eq!(arrival(&PathView::new(PathId(2)), T0, 5), None);
     }
 
     #[test]
     fn no_spill_when_slow_path_arrives_later_than_waiting() {
         // One packet waiting: fast delivers it in ~12.3 ms, slow in 35 ms.
-        assert!(!worth_spilling(&fast(), &slow(70), 1));
+        assert!(!worth_spilling(T0, &fast(), &slow(70), 1));
         // A 120 ms standing queue on the slow path: even a 50-packet
         // backlog on the fast path (~14 ms of waiting) is sooner.
-        assert!(!worth_spilling(&fast(), &slow(190), 50));
+        assert!(!worth_spilling(T0, &fast(), &slow(190), 50));
     }
 
     #[test]
     fn spills_once_fast_backlog_is_long_enough() {
         // Slow arrives after 35 ms; fast after 12 ms + k · 24/86 ms:
         // break-even at k = 23 · 86 / 24 ≈ 82.4 packets.
-        assert!(!worth_spilling(&fast(), &slow(70), 82));
-        assert!(worth_spilling(&fast(), &slow(70), 83));
+        assert!(!worth_spilling(T0, &fast(), &slow(70), 82));
+        assert!(worth_spilling(T0, &fast(), &slow(70), 83));
         // Packets already queued on the fast path count as backlog too.
         let mut f = fast();
         f.queued_pkts = 80;
-        assert!(worth_spilling(&f, &slow(70), 3));
+        assert!(worth_spilling(T0, &f, &slow(70), 3));
         // ... and the slow path's own queue delays its arrival.
         let mut s = slow(70);
         s.queued_pkts = 50; // one more RTT of 70 ms: arrival 105 ms
-        assert!(!worth_spilling(&fast(), &s, 83));
-        assert!(worth_spilling(&fast(), &s, 334));
+        assert!(!worth_spilling(T0, &fast(), &s, 83));
+        assert!(worth_spilling(T0, &fast(), &s, 334));
     }
 
     #[test]
     fn without_rtt_samples_spills() {
         let mut f = fast();
         f.srtt = None;
-        assert!(worth_spilling(&f, &slow(500), 1));
-        assert!(worth_spilling(&fast(), &PathView::new(PathId(1)), 1));
+        assert!(worth_spilling(T0, &f, &slow(500), 1));
+        assert!(worth_spilling(T0, &fast(), &PathView::new(PathId(1)), 1));
     }
 }
