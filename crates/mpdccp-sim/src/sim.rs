@@ -1515,3 +1515,4 @@ fn path_config(s: &Scenario, p: usize) -> PathConfig {
         local: Some(local),
         remote: Some(remote),
     }
+}
