@@ -154,6 +154,9 @@ struct Entry<P> {
 #[derive(Debug)]
 struct TraceCursor {
     trace: Arc<Trace>,
+    /// Link time of the trace's time 0 (`PathSpec::trace_start_s`): no
+    /// opportunity before it.
+    start: Duration,
     /// Global index (across loops) of the opportunity the last packet finished in.
     last_opp: Option<u64>,
     /// Bytes still free in that opportunity.
@@ -172,6 +175,7 @@ impl<P> Link<P> {
     pub fn with_direction(spec: &PathSpec, dir: Direction, seed: u64) -> Self {
         let trace = spec.trace(dir).map(|t| TraceCursor {
             trace: t.clone(),
+            start: Duration::from_secs_f64(spec.trace_start_s.max(0.0)),
             last_opp: None,
             left_bytes: 0,
         });
@@ -299,6 +303,12 @@ impl<P> Link<P> {
             departed_at: e.depart_at,
             delivered_at: e.deliver_at,
         })
+    }
+
+    /// The `k`-th packet in the link (0: the next to be delivered), without
+    /// taking it: a driver can fetch its data ahead of the delivery.
+    pub fn peek(&self, k: usize) -> Option<&P> {
+        self.queue.get(k).map(|e| &e.pkt)
     }
 
     /// Appends every packet deliverable at `now` to `out`; returns how many.
@@ -509,10 +519,11 @@ impl TraceCursor {
         let ms = cycle
             .saturating_mul(self.trace.period_ms)
             .saturating_add(self.trace.opportunities_ms.get(idx).copied().unwrap_or(0));
-        Instant::from_millis(ms)
+        Instant::from_millis(ms) + self.start
     }
 
     fn first_opp_at_or_after(&self, t: Instant) -> u64 {
+        let t = t.saturating_sub(self.start);
         let n = self.trace.opportunities_ms.len() as u64;
         let period_ns = self.trace.period_ms.max(1) * 1_000_000;
         let cycle = t.as_nanos() / period_ns;
@@ -764,6 +775,35 @@ mod tests {
         let mut down: Link<()> = Link::with_direction(&trace_spec("1\n"), Direction::Down, 1);
         down.push(ms(0), (), 125).unwrap();
         assert_eq!(down.next_event(), Some(ms(1)));
+    }
+
+    #[test]
+    fn a_trace_started_later_replays_the_same_opportunities_that_much_later() {
+        // The same pushes, 3 s later on a link whose trace starts at 3 s,
+        // are served exactly 3 s later (the testbed's set-up shift); before
+        // the trace's start there is no opportunity at all.
+        let run = |start_s: f64, shift: u64| {
+            let mut s = trace_spec("2\n2\n5\n9\n");
+            s.trace_start_s = start_s;
+            let mut l = Link::new(&s, 1);
+            let mut got = Vec::new();
+            for (k, at) in [0u64, 0, 1, 3, 3, 11, 12].into_iter().enumerate() {
+                l.push(ms(at + shift), k, 700 + 300 * k).unwrap();
+            }
+            while let Some(t) = l.next_event() {
+                let d = l.poll_delivery(t).unwrap();
+                got.push((d.pkt, d.delivered_at.as_nanos() - shift * 1_000_000));
+            }
+            got
+        };
+        let base = run(0.0, 0);
+        assert_eq!(run(3.0, 3_000), base);
+        assert_ne!(run(0.0, 3_000), base, "the trace differs 3 s in");
+        let mut s = trace_spec("2\n2\n5\n");
+        s.trace_start_s = 3.0;
+        let mut l = Link::new(&s, 1);
+        l.push(ms(0), (), 100).unwrap();
+        assert_eq!(l.next_event(), Some(ms(3_002)));
     }
 
     #[test]

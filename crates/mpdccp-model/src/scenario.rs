@@ -90,6 +90,12 @@ pub struct PathSpec {
     /// mahimahi trace file for the down direction (server to client).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_down: Option<String>,
+    /// Link time (s) at which the traces' time 0 falls; default 0, the start
+    /// of the run. The testbed sets it to its set-up time, like its shift of
+    /// the rate and outage schedules, so that the emulator replays the trace
+    /// in step with scenario time as the simulator does.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trace_start_s: f64,
     /// Loaded `trace_up` (by [`Scenario::load`] or [`PathSpec::set_trace`]).
     #[serde(skip)]
     pub trace_up_data: Option<Arc<Trace>>,
@@ -151,6 +157,7 @@ impl Default for PathSpec {
             priority: 0,
             trace_up: None,
             trace_down: None,
+            trace_start_s: 0.0,
             trace_up_data: None,
             trace_down_data: None,
             transport: None,
@@ -795,6 +802,12 @@ impl PathSpec {
         }
         if self.buffer_bytes == 0 {
             return Err(invalid(format!("{what}: `buffer_bytes` must be > 0")));
+        }
+        if !(self.trace_start_s.is_finite() && self.trace_start_s >= 0.0) {
+            return Err(invalid(format!(
+                "{what}: `trace_start_s` must be >= 0 (got {})",
+                self.trace_start_s
+            )));
         }
         // A probability, not a percentage: `loss = 1` meant as 1 % would
         // drop every packet. Above one half no transport gets anything

@@ -22,6 +22,7 @@ pub mod aggregation;
 pub mod figures;
 pub mod flow;
 pub mod packet;
+mod pool;
 pub mod queue;
 pub mod reproduce;
 pub mod sim;

@@ -39,6 +39,7 @@ use crate::flow::tcp::{LossDetection, TcpSender};
 use crate::flow::tcp_rx::{TcpReceiver, DELAYED_ACK_SEGMENTS, DELAYED_ACK_TIMEOUT};
 use crate::flow::{Cbr, SeqSink};
 use crate::packet::{FlowPkt, PktKind};
+use crate::pool::BufPool;
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
 
@@ -52,6 +53,9 @@ const END_GRACE: Duration = Duration::from_secs(1);
 const SPIN_LIMIT: u64 = 100_000;
 /// How far a connection timer that cannot make progress is pushed.
 const SPIN_NUDGE: Duration = Duration::from_micros(50);
+
+/// How many deliveries ahead a link's next datagram is fetched (`pool.rs`).
+const PREFETCH_AHEAD: usize = 2;
 
 const T_CLIENT: Target = 0;
 const T_SERVER: Target = 1;
@@ -92,100 +96,6 @@ struct Wire {
     payload: Payload,
     enqueued: Instant,
     len: u32,
-}
-
-/// The datagrams on the links, stored without their trailing zero bytes.
-///
-/// A tunnelled flow packet is a short header padded with zeros to its full
-/// size (`packet.rs`), so a DCCP datagram in flight is ~110 meaningful bytes
-/// and ~1 400 zeros. Keeping only the bytes up to the last non-zero one (and
-/// the length) makes each in-flight datagram two cache lines instead of 24:
-/// with 10 000+ datagrams on a 500 Mbit/s × 200 ms path, the full copies
-/// did not fit any cache and every delivery missed on them. The receiver
-/// gets the exact bytes back in one hot buffer ([`BufPool::materialize`]),
-/// so what the connection parses is unchanged.
-#[derive(Debug)]
-struct BufPool {
-    /// Per slot: the datagram's full length and its bytes up to the last
-    /// non-zero one.
-    bufs: Vec<(usize, Vec<u8>)>,
-    free: Vec<u32>,
-    /// The datagram handed to the receiver: zero past `rx_dirty`.
-    rx: Vec<u8>,
-    rx_dirty: usize,
-}
-
-impl Default for BufPool {
-    fn default() -> Self {
-        BufPool {
-            bufs: Vec::new(),
-            free: Vec::new(),
-            rx: vec![0; TRANSMIT_BUF_BYTES],
-            rx_dirty: 0,
-        }
-    }
-}
-
-/// Length of `d` without its trailing zero bytes.
-fn trimmed_len(d: &[u8]) -> usize {
-    // 64-byte blocks from the end (an OR-fold the compiler vectorizes),
-    // then bytes.
-    let mut end = d.len();
-    for block in d.rchunks_exact(64) {
-        if block.iter().fold(0u8, |a, &b| a | b) != 0 {
-            break;
-        }
-        end -= 64;
-    }
-    // Then 8-byte words: the last non-zero byte of a little-endian word is
-    // its most significant non-zero one.
-    while end >= 8 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&d[end - 8..end]);
-        let w = u64::from_le_bytes(w);
-        if w != 0 {
-            return end - (w.leading_zeros() / 8) as usize;
-        }
-        end -= 8;
-    }
-    while end > 0 && d[end - 1] == 0 {
-        end -= 1;
-    }
-    end
-}
-
-impl BufPool {
-    fn alloc(&mut self, data: &[u8]) -> u32 {
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.bufs.push((0, Vec::with_capacity(128)));
-                (self.bufs.len() - 1) as u32
-            }
-        };
-        let (len, b) = &mut self.bufs[idx as usize];
-        *len = data.len();
-        b.clear();
-        b.extend_from_slice(&data[..trimmed_len(data)]);
-        idx
-    }
-    /// The exact bytes of datagram `idx`, valid until the next call.
-    fn materialize(&mut self, idx: u32) -> &[u8] {
-        let (len, b) = &self.bufs[idx as usize];
-        let (len, n) = (*len, b.len());
-        if self.rx.len() < len {
-            self.rx.resize(len, 0);
-        }
-        self.rx[..n].copy_from_slice(b);
-        if self.rx_dirty > n {
-            self.rx[n..self.rx_dirty].fill(0);
-        }
-        self.rx_dirty = n;
-        &self.rx[..len]
-    }
-    fn release(&mut self, idx: u32) {
-        self.free.push(idx);
-    }
 }
 
 struct SimPath {
@@ -705,6 +615,15 @@ impl Simulation {
                 let path = (t - T_FIRST_LINK) / 2;
                 let dir = (t - T_FIRST_LINK) % 2;
                 while let Some(d) = self.paths[path].links[dir].poll_delivery(now) {
+                    // Start the cache miss on a datagram two deliveries
+                    // ahead (written one path delay ago; `pool.rs`).
+                    if let Some(Wire {
+                        payload: Payload::Dccp(b),
+                        ..
+                    }) = self.paths[path].links[dir].peek(PREFETCH_AHEAD)
+                    {
+                        self.pool.touch(*b);
+                    }
                     self.on_link_delivery(path, dir, d.pkt, d.queue_delay);
                 }
                 self.rearm_link(path, dir);
@@ -1595,41 +1514,5 @@ fn path_config(s: &Scenario, p: usize) -> PathConfig {
         },
         local: Some(local),
         remote: Some(remote),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buf_pool_gives_back_the_exact_bytes() {
-        let mut pool = BufPool::default();
-        let mut datagrams: Vec<Vec<u8>> = Vec::new();
-        for (len, nz) in [
-            (1496, 110),
-            (0, 0),
-            (40, 40),
-            (1496, 0),
-            (33, 1),
-            (300, 299),
-            (64, 32),
-        ] {
-            let mut d = vec![0u8; len];
-            for (k, b) in d.iter_mut().take(nz).enumerate() {
-                *b = (k % 251) as u8 | 1;
-            }
-            datagrams.push(d);
-        }
-        // Interleave long and short ones so stale bytes would show.
-        for d in datagrams.iter().chain(datagrams.iter().rev()) {
-            assert_eq!(
-                trimmed_len(d),
-                d.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
-            );
-            let i = pool.alloc(d);
-            assert_eq!(pool.materialize(i), &d[..]);
-            pool.release(i);
-        }
     }
 }

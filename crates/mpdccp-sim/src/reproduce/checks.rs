@@ -392,9 +392,10 @@ fn check_e4(mut c: Checker<'_>) {
     );
     c.info("LIA subflow 2".into(), "≈20 Mbit/s", lia2, "Mbit/s");
     c.because(
-        "no threshold: a 900 s mean of subflow 2 moves by ± 10 Mbit/s with the \
-         start order alone (scenarios/README.md, E4 start order); judged relative \
-         to Coupled CUBIC's by the ratio row, RFC 6356 equilibrium 15–24",
+        "no threshold: a 900 s mean of subflow 2 moves by ± 20–40 % with the seeded \
+         random losses of path 1 (6–9 per run set W_total; without them subflow 2 \
+         starves), not with the start order (scenarios/README.md, E4 seeds); judged \
+         relative to Coupled CUBIC's by the ratio row, RFC 6356 equilibrium 15–24",
     );
     c.info(
         "LIA total".into(),
@@ -423,8 +424,9 @@ fn check_e4(mut c: Checker<'_>) {
         "Mbit/s",
     );
     c.because(
-        "judged relative to LIA's subflow 2 (±30 % row): both move with the start \
-         order; below the CUBIC/Reno crossover it runs LIA (RFC 9438 §5.1)",
+        "judged relative to LIA's subflow 2 (±30 % row): both move with path 1's \
+         few random losses per run; below the CUBIC/Reno crossover it runs LIA \
+         (RFC 9438 §5.1)",
     );
     let ratio = match (cc1, lia1) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
@@ -456,6 +458,12 @@ fn check_e4(mut c: Checker<'_>) {
         rel,
         "×",
         |v| (0.7..=1.3).contains(&v),
+    );
+    c.because(
+        "a ratio of two 900 s means each carried by a handful of random losses on \
+         path 1 (per-seed sd ≈ 0.3): over 5 seeds its interval is wider than the \
+         band even with the mean near 1, i.e. unresolved at that N, not a second \
+         branch or a start-order effect (scenarios/README.md, E4 seeds)",
     );
     let t_lia = c.num("e4-lia", Some("steady"), "flows.1.goodput_mbps");
     let t_cc = c.num("e4-coupled-cubic", Some("steady"), "flows.1.goodput_mbps");
