@@ -204,8 +204,8 @@ impl Subflow {
         ack_delay: Option<Duration>,
         mut coupled: Coupled<'_>,
     ) -> bool {
-        if ack > self.gar {
-            self.gar = ack;
+        if ack > self.seq.gar {
+            self.seq.gar = ack;
         }
         let prior_in_flight = self.pipe;
         let Some(Acked {
@@ -471,16 +471,14 @@ impl Subflow {
     /// The handshake acknowledged `ack` at `now`: one RTT sample for the
     /// estimator and the controller's initial RTT (before any data).
     pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
-        if let Some((seq, sent)) = self.hs_probe.take() {
-            if seq == ack {
-                let Some(rtt) = now.checked_duration_since(sent) else {
-                    self.stats.rtt_samples_rejected += 1;
-                    return;
-                };
-                self.rtt.on_sample_at(now, rtt);
-                self.last_rtt_sample_at = Some(now);
-                self.cc.on_initial_rtt(now, rtt);
-            }
+        if let Some(sent) = self.hs.take_hs_sample(ack) {
+            let Some(rtt) = now.checked_duration_since(sent) else {
+                self.stats.rtt_samples_rejected += 1;
+                return;
+            };
+            self.rtt.on_sample_at(now, rtt);
+            self.last_rtt_sample_at = Some(now);
+            self.cc.on_initial_rtt(now, rtt);
         }
     }
 
@@ -494,61 +492,44 @@ impl Subflow {
     /// Receiver side: a packet with (unwrapped) `seq` arrived at `now`;
     /// returns false for a duplicate.
     pub fn on_packet_received(&mut self, now: Instant, seq: u64) -> bool {
-        let in_order = seq == self.gsr + 1;
-        if seq > self.gsr {
-            self.gsr = seq;
-            self.gsr_rx_at = Some(now);
+        let in_order = seq == self.seq.gsr + 1;
+        let new_gsr = seq > self.seq.gsr;
+        if new_gsr {
+            self.seq.gsr = seq;
         }
-        let fresh = self.rx.record(seq);
-        if !in_order && fresh {
-            // Reordering or loss: tell the sender quickly.
-            self.ack_now = true;
-        }
-        fresh
+        self.acks.on_packet(now, seq, new_gsr, in_order)
     }
 
     /// Receiver side: a data-carrying packet arrived; schedules the ack.
     pub fn on_data_received(&mut self, now: Instant, ack_delay: Duration) {
-        self.data_since_ack += 1;
-        if self.data_since_ack >= self.ack_ratio_rx {
-            self.ack_now = true;
-        } else if self.timers.get(Timer::AckDue).is_none() {
+        if !self.acks.on_data() && self.timers.get(Timer::AckDue).is_none() {
             self.timers.arm(Timer::AckDue, now + ack_delay);
         }
     }
 
     /// Sequence numbers the next Ack Vector must cover.
     pub fn ack_cover(&self, min_cover: u64) -> u64 {
-        let since = self.gsr.saturating_sub(self.acked_high[1]) + 1;
-        since.max(min_cover)
+        self.acks.cover(self.seq.gsr, min_cover)
     }
 
     /// Elapsed Time (RFC 4340 §13.2, 10 µs units) for an acknowledgement
     /// sent at `now`: how long ago the packet it acknowledges (GSR) arrived.
-    /// Only when it is worth the option's bytes, i.e. the ack was held
-    /// (Ack Ratio, ack timer) for at least [`ELAPSED_MIN`].
     pub fn ack_elapsed_10us(&self, now: Instant) -> Option<u32> {
-        let held = now.checked_duration_since(self.gsr_rx_at?)?;
-        (held >= ELAPSED_MIN).then(|| u32::try_from(held.as_micros() / 10).unwrap_or(u32::MAX))
+        self.acks.elapsed_10us(now)
     }
 
     /// An acknowledgement was just sent.
     pub fn on_ack_sent(&mut self) {
-        self.acked_high = [self.gsr, self.acked_high[0]];
-        self.data_since_ack = 0;
+        self.acks.sent(self.seq.gsr);
         self.timers.stop(Timer::AckDue);
-        self.ack_now = false;
         self.stats.acks_sent += 1;
     }
 
     pub fn wants_ack(&self, now: Instant) -> bool {
-        self.ack_now || self.expired(Timer::AckDue, now)
+        self.acks.ack_now || self.expired(Timer::AckDue, now)
     }
 }
 
-/// Shortest hold worth reporting as Elapsed Time: below it the option's
-/// bytes buy less precision than the sender's clock jitter.
-const ELAPSED_MIN: Duration = Duration::from_millis(1);
 
 /// Index of the first entry among `sent[..end]` numbered `lo` or above, or
 /// `end` when there is none (the caller knows `sent[end]`, if any, is).

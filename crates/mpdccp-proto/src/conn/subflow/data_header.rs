@@ -50,8 +50,8 @@ fn fits(ack: bool, opts: usize) -> bool {
 impl Subflow {
     /// The Ack Vector the next acknowledgement carries.
     pub(crate) fn next_ack_vector(&mut self, ctx: &EmitCtx) -> crate::wire::AckVector {
-        let spare = std::mem::take(&mut self.av_spare);
-        self.rx.encode_in(
+        let spare = std::mem::take(&mut self.acks.av_spare);
+        self.acks.rx.encode_in(
             self.ack_cover(ctx.ackvec_cover_pkts),
             super::emit::ACKVEC_MAX_CELLS,
             spare,
@@ -60,7 +60,7 @@ impl Subflow {
 
     /// The cells of an Ack Vector no longer needed: the next one reuses them.
     pub(crate) fn recycle_ack_vector(&mut self, av: crate::wire::AckVector) {
-        self.av_spare = av.cells;
+        self.acks.av_spare = av.cells;
     }
 
     /// Plans the next data packet given the Ack Vector it would carry.
@@ -76,6 +76,7 @@ impl Subflow {
         let rtt_due = ctx.mp_on
             && self.rtt.srtt().is_some()
             && self
+                .mp
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
         // Only read when MP_RTT is due (now and then).
@@ -105,8 +106,8 @@ impl Subflow {
             ok
         };
         // Feature options are not allowed on DCCP-Data (RFC 4340 §5.8).
-        let want_ratio = self.desired_ack_ratio(ctx.ack_ratio) != self.ack_ratio_tx
-            || self.ack_ratio_unconfirmed;
+        let want_ratio = self.desired_ack_ratio(ctx.ack_ratio) != self.acks.ack_ratio_tx
+            || self.acks.ack_ratio_unconfirmed;
         p.ratio_change = p.ack && want_ratio && take(feat_len(FeatureNum::AckRatio), &mut used);
         p.ratio_confirm = p.ack
             && self.pend.confirm_ack_ratio.is_some()

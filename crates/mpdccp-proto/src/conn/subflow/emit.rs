@@ -66,12 +66,6 @@ pub(crate) struct AckSegment {
     pub prio_given_up: bool,
 }
 
-/// Exponential backoff of handshake/close retransmissions, each interval
-/// capped at 4 s so a bounded number of tries ends in bounded time.
-fn retx_backoff(base: Duration, tries: u32) -> Duration {
-    (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
-}
-
 /// A control packet a subflow owes ([`Subflow::owed_control`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OwedControl {
@@ -112,7 +106,7 @@ impl Subflow {
 
     /// Data and acknowledgements may follow (no control packet is owed).
     pub(crate) fn sends_data(&self) -> bool {
-        self.have_isr && self.state == SubState::Open
+        self.seq.have_isr && self.state == SubState::Open
     }
 
     pub(crate) fn segment<'a>(&mut self, ptype: PacketType) -> Segment<'a> {
@@ -130,14 +124,13 @@ impl Subflow {
         s.src_port = self.cfg.local.map_or(4242, |a| a.port());
         s.dst_port = self.cfg.remote.map_or(4242, |a| a.port());
         if ptype.has_ack() {
-            s.ack = Some(self.gsr & SEQ_MASK);
+            s.ack = Some(self.seq.gsr & SEQ_MASK);
         }
     }
 
     /// One more try of the handshake/close packet: the timer backs off.
     fn retransmit(&mut self, now: Instant) {
-        self.retx_tries += 1;
-        let at = now + retx_backoff(self.retx_interval, self.retx_tries);
+        let at = now + self.hs.next_try();
         self.timers.arm(Timer::Retx, at);
     }
 
@@ -160,7 +153,7 @@ impl Subflow {
             SubState::Closing if self.pend.close => return Some(OwedControl::Close),
             _ => {}
         }
-        if !self.have_isr || !matches!(self.state, SubState::Open | SubState::PartOpen) {
+        if !self.seq.have_isr || !matches!(self.state, SubState::Open | SubState::PartOpen) {
             return None;
         }
         if !self.pend.syncack.is_empty() {
@@ -206,8 +199,7 @@ impl Subflow {
                 let ack = self.pend.sync.take()?;
                 let mut s = self.segment(PacketType::Sync);
                 s.ack = Some(ack);
-                self.last_sync_sent = Some(now);
-                self.sync_probe = Some((self.gss, now));
+                self.hs.sync_sent(self.seq.gss, now);
                 Some(s)
             }
         }
@@ -222,7 +214,7 @@ impl Subflow {
         self.pend.request = false;
         self.retransmit(now);
         let mut s = self.segment(PacketType::Request);
-        self.hs_probe = Some((self.gss, now));
+        self.hs.hs_probe = Some((self.seq.gss, now));
         s.service_code = ctx.service_code;
         s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
         s.push_feat(opt::CHANGE_R, FeatureNum::Ccid, Some(2));
@@ -230,7 +222,7 @@ impl Subflow {
         s.push_feat(
             opt::CHANGE_L,
             FeatureNum::SequenceWindow,
-            Some(self.seq_window),
+            Some(self.seq.window),
         );
         if ctx.offer_mp {
             // RFC 9897 §3.1: the client asks for the server's Multipath
@@ -250,9 +242,9 @@ impl Subflow {
     fn mp_join(&self, ctx: &EmitCtx) -> MpJoin {
         let (client, server) = ctx.join_ids;
         MpJoin {
-            addr_id: self.local_addr_id,
+            addr_id: self.mp.local_addr_id,
             token: if self.initiator { client } else { server },
-            nonce: self.local_nonce,
+            nonce: self.mp.local_nonce,
         }
     }
 
@@ -271,18 +263,19 @@ impl Subflow {
                 local,
                 p,
                 mp_seq,
-                (self.local_nonce, self.remote_nonce),
+                (self.mp.local_nonce, self.mp.remote_nonce),
             )),
             _ => None,
         }
     }
 
     fn join_hmac(&self, ctx: &EmitCtx, k: &ConnKeys) -> [u8; keys::HMAC_LEN] {
-        let (at, nonces) = if self.initiator {
-            (JoinHmac::Ack, (self.local_nonce, self.remote_nonce))
+        let at = if self.initiator {
+            JoinHmac::Ack
         } else {
-            (JoinHmac::Response, (self.remote_nonce, self.local_nonce))
+            JoinHmac::Response
         };
+        let nonces = self.mp.ra_rb(self.initiator);
         keys::join_hmac_in(ctx.profile, &k.d_key_local(), at, ctx.join_ids.0, nonces)
     }
 
@@ -291,7 +284,7 @@ impl Subflow {
     fn response<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Segment<'a> {
         self.pend.response = false;
         let mut s = self.segment(PacketType::Response);
-        self.hs_probe = Some((self.gss, now));
+        self.hs.hs_probe = Some((self.seq.gss, now));
         s.service_code = ctx.service_code;
         // RFC 4340 §6: a Confirm for each of the Request's Changes,
         // Multipath Capable's among them (RFC 9897 §3.1: Confirm L(10)).
@@ -316,6 +309,7 @@ impl Subflow {
         self.retransmit(now);
         let mut s = self.segment(PacketType::Ack);
         let av = self
+            .acks
             .rx
             .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
         // RFC 4340 §6: confirm the Response's Changes (the reference
@@ -391,7 +385,7 @@ impl Subflow {
             (Some(_), _) => PacketType::DataAck,
         };
         self.number(s, ptype);
-        let seq = self.gss;
+        let seq = self.seq.gss;
         if ptype.has_ack() {
             s.ack_vector_out = Some(av);
         } else {
@@ -444,15 +438,15 @@ impl Subflow {
     ) {
         let ratio = plan.is_none_or(|p| p.ratio_change);
         let want = self.desired_ack_ratio(ctx.ack_ratio);
-        if want != self.ack_ratio_tx && ratio {
-            self.ack_ratio_tx = want;
-            self.ack_ratio_unconfirmed = true;
+        if want != self.acks.ack_ratio_tx && ratio {
+            self.acks.ack_ratio_tx = want;
+            self.acks.ack_ratio_unconfirmed = true;
         }
-        if self.ack_ratio_unconfirmed && ratio {
+        if self.acks.ack_ratio_unconfirmed && ratio {
             s.push_feat(
                 opt::CHANGE_L,
                 FeatureNum::AckRatio,
-                Some(self.ack_ratio_tx as u64),
+                Some(self.acks.ack_ratio_tx as u64),
             );
         }
         if !ctx.mp_on {
@@ -461,6 +455,7 @@ impl Subflow {
         s.mp.seq = Some(mseq & SEQ_MASK);
         let due = plan.is_none_or(|p| p.rtt)
             && self
+                .mp
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
         if let (true, Some(srtt)) = (due, self.rtt.srtt()) {
@@ -470,13 +465,7 @@ impl Subflow {
 
     /// RFC 9897 §3.2.7: cycles raw (with its age), min and smoothed RTT.
     fn mp_rtt(&mut self, now: Instant, srtt: Duration) -> MpRtt {
-        self.last_mp_rtt_sent = Some(now);
-        let kind = self.mp_rtt_next_kind;
-        self.mp_rtt_next_kind = match kind {
-            0 => 1,
-            1 => 3,
-            _ => 0,
-        };
+        let kind = self.mp.next_rtt_kind(now);
         let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
         let (rtt, age) = match kind {
             0 => (

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::ackvec::{self, RecvHistory};
 use super::queue::Queued;
-use super::seq::{unwrap48, SEQ_MASK};
+use super::seq::SEQ_MASK;
 use super::PathConfig;
 use crate::cc::{
     AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
@@ -20,20 +20,30 @@ use crate::reorder::PathReceiveState;
 use crate::time::Instant;
 use crate::wire::ResetCode;
 
+mod ackduty;
 mod ccid2;
 pub(crate) use ccid2::Coupled;
 mod data_header;
 mod delay_bound;
 mod emit;
+mod handshake;
+mod lifecycle;
 pub mod loss_window;
+mod mpstate;
 mod protect;
 mod recv;
+mod seqwin;
 mod timers;
 
 pub(crate) use data_header::DataPlan;
 pub(crate) use emit::{AckSegment, EmitCtx};
 pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
 pub(crate) use recv::{Admit, ResetEffect};
+use ackduty::AckDuty;
+use handshake::ControlRetx;
+use lifecycle::Lifecycle;
+use mpstate::MpState;
+use seqwin::SeqWindow;
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
 /// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
@@ -110,34 +120,10 @@ pub(crate) struct Subflow {
     announced: bool,
     mss_bytes: u32,
 
-    // RFC 4340 §7: sequence state, unwrapped to 64 bits.
-    iss: u64,
-    gss: u64,
-    isr: u64,
-    gsr: u64,
-    gar: u64,
-    have_isr: bool,
-    /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
-    seq_window: u64,
-    rx: RecvHistory,
-    /// Buffer of the last Ack Vector sent, for the next one.
-    av_spare: Vec<u8>,
-
-    // HC-receiver: acknowledgements we owe.
-    data_since_ack: u32,
-    ack_now: bool,
-    /// Ack Ratio the peer asked us to use.
-    ack_ratio_rx: u32,
-    /// Ack Ratio we ask the peer to use (RFC 4341 §6.1.2).
-    ack_ratio_tx: u32,
-    ack_ratio_unconfirmed: bool,
-    /// GSR when each of the last two acknowledgements left: the Ack Vector
-    /// reaches back to the older one, so one lost ack loses no information
-    /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
-    acked_high: [u64; 2],
-    /// When the packet numbered GSR arrived: the Elapsed Time our next
-    /// acknowledgement reports (RFC 4340 §13.2).
-    gsr_rx_at: Option<Instant>,
+    /// RFC 4340 §7 sequence state (`seqwin.rs`).
+    seq: SeqWindow,
+    /// HC-receiver: acknowledgements we owe (`ackduty.rs`).
+    acks: AckDuty,
 
     // HC-sender (CCID2).
     sent: VecDeque<Sent>,
@@ -170,57 +156,24 @@ pub(crate) struct Subflow {
     /// Last time the scheduler had to send elsewhere because this path was
     /// blocked by its window or pacer.
     blocked_at: Option<Instant>,
-    /// MP_RTT type to report next (cycles raw, min, smoothed).
-    mp_rtt_next_kind: u8,
 
-    // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
-    retx_tries: u32,
-    retx_interval: Duration,
-    /// Sequence number and send time of our latest Request (client) or
-    /// Response (server): the packet acknowledging exactly it gives the
-    /// handshake RTT sample (RFC 4340 §8.1).
-    hs_probe: Option<(u64, Instant)>,
-    last_sync_sent: Option<Instant>,
-    /// Sequence number and send time of our latest Sync: the SyncAck
-    /// acknowledging exactly it gives an RTT sample (the peer answers at
-    /// once, RFC 4340 §7.5.4).
-    sync_probe: Option<(u64, Instant)>,
-    /// When the latest idle-path RTT probe was asked for.
-    rtt_probe_at: Option<Instant>,
+    /// Handshake / close retransmission and RTT probes (`handshake.rs`).
+    hs: ControlRetx,
     /// `ConnectionConfig::rtt_probe_interval`.
     rtt_stale_after: Option<Duration>,
 
     pend: PendingCtrl,
     timers: TimerTable,
 
-    // MP-DCCP per-subflow state.
-    local_nonce: u32,
-    remote_nonce: u32,
-    local_addr_id: u8,
-    remote_addr_id: u8,
-    priority: u8,
-    /// Our priority differs from the primary a peer assumes (RFC 9897
-    /// §3.2.10) and was set before multipath was on: MP_PRIO is owed as
-    /// soon as it is (see [`Subflow::release_untold_prio`]).
-    prio_untold: bool,
-    /// Highest MP_SEQ of the peer's MP_PRIO on this subflow (§3.2.1).
-    peer_prio_seq: Option<u64>,
-    last_mp_rtt_sent: Option<Instant>,
-    peer_rtt: Option<Duration>,
-    /// Highest MP_SEQ received on this path, for the reorderer.
-    highest_mp_seq: Option<u64>,
+    /// MP-DCCP per-subflow state (`mpstate.rs`).
+    mp: MpState,
     /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
     queue: VecDeque<(u64, Queued)>,
 
     stats: PathStats,
 
-    // Path lifecycle (owned by `conn/mod.rs`: keepalive, expiry, reaping).
-    /// Last valid packet received on this subflow (or its creation).
-    last_rx_at: Instant,
-    /// Last keepalive probe (Sync) sent while the subflow was silent.
-    keepalive_at: Option<Instant>,
-    /// When the subflow was first seen CLOSED (it is forgotten a little later).
-    closed_at: Option<Instant>,
+    /// Path lifecycle: keepalive, expiry, reaping (`lifecycle.rs`).
+    life: Lifecycle,
     /// Payload protection of this path, built at its first data packet
     /// once the connection has session keys (`protect.rs`).
     protector: Option<Box<crate::auth::PathProtector>>,
@@ -270,12 +223,9 @@ impl Subflow {
         cc: Box<dyn CongestionController>,
         conf: &super::ConnectionConfig,
     ) -> Self {
-        let iss = iss & SEQ_MASK;
         Subflow {
             id,
-            priority: cfg.priority,
-            prio_untold: cfg.priority != crate::path::priority::PRIMARY,
-            peer_prio_seq: None,
+            mp: MpState::new(cfg.priority),
             cfg,
             state: SubState::Closed,
             initiator: false,
@@ -283,26 +233,8 @@ impl Subflow {
             failed: false,
             announced: false,
             mss_bytes: conf.mss_bytes,
-            iss,
-            gss: iss,
-            isr: 0,
-            gsr: 0,
-            gar: iss,
-            have_isr: false,
-            seq_window: conf.seq_window_pkts.max(32),
-            rx: RecvHistory::new(0),
-            av_spare: Vec::new(),
-            data_since_ack: 0,
-            ack_now: false,
-            ack_ratio_rx: 1,
-            ack_ratio_tx: conf.ack_ratio.max(1),
-            // RFC 4340 §11.3: Ack Ratio defaults to 2 at the peer, so the
-            // configured value is announced whatever it is — 1 included
-            // (the reference kernel otherwise acks every second packet
-            // only, and a lone packet waits for its RTO).
-            ack_ratio_unconfirmed: true,
-            acked_high: [0; 2],
-            gsr_rx_at: None,
+            seq: SeqWindow::new(iss, conf.seq_window_pkts),
+            acks: AckDuty::new(conf.ack_ratio),
             sent: VecDeque::new(),
             pipe: 0,
             top_acked: [0; 3],
@@ -330,28 +262,13 @@ impl Subflow {
             active_paths: 0,
             last_rtt_sample_at: None,
             blocked_at: None,
-            mp_rtt_next_kind: 0,
-            retx_tries: 0,
-            retx_interval: conf.handshake_rto,
-            hs_probe: None,
-            last_sync_sent: None,
-            sync_probe: None,
-            rtt_probe_at: None,
+            hs: ControlRetx::new(conf.handshake_rto),
             rtt_stale_after: conf.rtt_probe_interval,
             pend: PendingCtrl::default(),
             timers: TimerTable::default(),
-            local_nonce: 0,
-            remote_nonce: 0,
-            local_addr_id: 0,
-            remote_addr_id: 0,
-            last_mp_rtt_sent: None,
-            peer_rtt: None,
-            highest_mp_seq: None,
             queue: VecDeque::new(),
             stats: PathStats::default(),
-            last_rx_at: Instant::ZERO,
-            keepalive_at: None,
-            closed_at: None,
+            life: Lifecycle::default(),
             protector: None,
             plpmtud: conf.plpmtud.map(super::plpmtu::Plpmtud::new),
         }
@@ -359,7 +276,7 @@ impl Subflow {
 
     /// Our greatest sequence number sent, unwrapped (the latest packet's).
     pub(crate) fn gss_unwrapped(&self) -> u64 {
-        self.gss
+        self.seq.gss
     }
 
     /// Retransmission timeouts since data was last acknowledged.
@@ -385,22 +302,22 @@ impl Subflow {
     /// The peer has heard of this subflow (it answered, or we sent it a
     /// Request).
     pub(crate) fn peer_knows_us(&self) -> bool {
-        self.announced || self.have_isr || self.retx_tries > 0
+        self.announced || self.seq.have_isr || self.hs.tries > 0
     }
     pub(crate) fn local_addr_id(&self) -> u8 {
-        self.local_addr_id
+        self.mp.local_addr_id
     }
     pub(crate) fn remote_addr_id(&self) -> u8 {
-        self.remote_addr_id
+        self.mp.remote_addr_id
     }
     pub(crate) fn local_nonce(&self) -> u32 {
-        self.local_nonce
+        self.mp.local_nonce
     }
     pub(crate) fn remote_nonce(&self) -> u32 {
-        self.remote_nonce
+        self.mp.remote_nonce
     }
     pub(crate) fn priority(&self) -> u8 {
-        self.priority
+        self.mp.priority
     }
     /// OPEN and not failed: the scheduler may use it.
     pub(crate) fn is_usable(&self) -> bool {
@@ -417,7 +334,7 @@ impl Subflow {
     }
     /// Last valid packet received (or the subflow's creation).
     pub(crate) fn last_rx_at(&self) -> Instant {
-        self.last_rx_at
+        self.life.last_rx_at
     }
     pub(crate) fn stats(&self) -> &PathStats {
         &self.stats
@@ -496,22 +413,22 @@ impl Subflow {
 
     /// MP_SEQ `seq` arrived here; returns the path id.
     pub(crate) fn note_mp_seq(&mut self, seq: u64) -> PathId {
-        self.highest_mp_seq = Some(self.highest_mp_seq.map_or(seq, |h| h.max(seq)));
+        self.mp.note_mp_seq(seq);
         self.id
     }
     /// What the reorderer knows of this path's arrivals.
     pub(crate) fn receive_state(&self) -> PathReceiveState {
         PathReceiveState {
             path: self.id,
-            highest_seq: self.highest_mp_seq,
-            in_order: !self.ack_now,
+            highest_seq: self.mp.highest_mp_seq,
+            in_order: !self.acks.ack_now,
         }
     }
 
     /// Remembers when the subflow was first seen CLOSED.
     pub(crate) fn note_closed(&mut self, now: Instant) {
-        if self.state == SubState::Closed && self.closed_at.is_none() {
-            self.closed_at = Some(now);
+        if self.state == SubState::Closed {
+            self.life.closed(now);
         }
     }
     /// Closed, no Reset owed and nothing queued: it may be forgotten.
@@ -520,7 +437,7 @@ impl Subflow {
     }
     /// Closed for at least `linger` at `now`.
     pub(crate) fn closed_for_at_least(&self, now: Instant, linger: Duration) -> bool {
-        self.closed_at.is_some_and(|t| now >= t + linger)
+        self.life.closed_for_at_least(now, linger)
     }
 
     /// When an open, silent subflow is due a keepalive probe (`k` after the
@@ -530,8 +447,7 @@ impl Subflow {
         if !self.is_usable() {
             return None;
         }
-        let at = self.last_rx_at + k;
-        Some(self.keepalive_at.map_or(at, |p| at.max(p + k)))
+        Some(self.life.keepalive_due(k))
     }
     /// Issue #13: when this idle subflow (usable, nothing in flight or
     /// waiting) is due an RTT probe: `k` after its latest RTT sample and
@@ -540,13 +456,12 @@ impl Subflow {
         if !self.is_usable() || self.pipe > 0 || !self.queue.is_empty() {
             return None;
         }
-        let at = self.last_rtt_sample_at? + k;
-        Some(self.rtt_probe_at.map_or(at, |p| at.max(p + k)))
+        Some(self.life.rtt_probe_due(self.last_rtt_sample_at?, k))
     }
     /// Probes the idle subflow's RTT with a Sync.
     pub(crate) fn send_rtt_probe(&mut self, now: Instant) {
-        self.pend.sync = Some(self.gsr & SEQ_MASK);
-        self.rtt_probe_at = Some(now);
+        self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
+        self.life.rtt_probe_at = Some(now);
     }
     /// The estimate has had no sample for longer than `stale` (issue #13):
     /// the next sample restarts it (RFC 6298 §2.2).
@@ -560,14 +475,13 @@ impl Subflow {
 
     /// Probes the silent subflow with a Sync.
     pub(crate) fn send_keepalive(&mut self, now: Instant) {
-        self.pend.sync = Some(self.gsr & SEQ_MASK);
-        self.keepalive_at = Some(now);
+        self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
+        self.life.keepalive_at = Some(now);
     }
 
     /// Next sequence number to send (and consumes it).
     pub fn next_seq(&mut self) -> u64 {
-        self.gss += 1;
-        self.gss
+        self.seq.next()
     }
 
     pub fn is_open(&self) -> bool {
@@ -589,32 +503,26 @@ impl Subflow {
 
     /// Records the peer's initial sequence number.
     pub fn set_isr(&mut self, wire_seq: u64) {
-        self.isr = wire_seq;
-        self.gsr = wire_seq;
-        self.have_isr = true;
-        self.rx = RecvHistory::new(wire_seq);
+        self.seq.set_isr(wire_seq);
+        self.acks.rx = RecvHistory::new(wire_seq);
     }
 
     /// Unwraps a received 48-bit sequence number near GSR.
     pub fn unwrap_seq(&self, wire: u64) -> u64 {
-        unwrap48(self.gsr, wire)
+        self.seq.unwrap_seq(wire)
     }
     /// Unwraps a received 48-bit acknowledgement number near GSS.
     pub fn unwrap_ack(&self, wire: u64) -> u64 {
-        unwrap48(self.gss, wire)
+        self.seq.unwrap_ack(wire)
     }
 
     /// RFC 4340 §7.5.1 sequence validity window [SWL, SWH].
     pub fn seq_window(&self) -> (u64, u64) {
-        let w = self.seq_window;
-        let swl = (self.gsr + 1).saturating_sub(w / 4).max(self.isr);
-        let swh = self.gsr + (3 * w).div_ceil(4);
-        (swl, swh)
+        self.seq.seq_bounds()
     }
     /// RFC 4340 §7.5.1 acknowledgement validity window [AWL, AWH].
     pub fn ack_window(&self) -> (u64, u64) {
-        let awl = (self.gss + 1).saturating_sub(self.seq_window).max(self.iss);
-        (awl, self.gss)
+        self.seq.ack_bounds()
     }
 
     /// Time-driven bookkeeping at `now`, run before scheduling and with
@@ -679,14 +587,14 @@ impl Subflow {
         PathView {
             id: self.id,
             state: self.path_state(),
-            priority: self.priority,
+            priority: self.mp.priority,
             cwnd_pkts: self.usable_window(),
             in_flight_pkts: self.pipe,
             queued_pkts: self.queue.len() as u32,
-            srtt: self.rtt.srtt().or(self.peer_rtt),
+            srtt: self.rtt.srtt().or(self.mp.peer_rtt),
             min_rtt: self.rtt.min_rtt(),
             rttvar: self.rtt.rttvar(),
-            owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
+            owd: self.rtt.srtt().or(self.mp.peer_rtt).map(|r| r / 2),
             pacing_rate_bytes_per_s: pacing,
             delivery_rate_bytes_per_s: self.delivery_rate,
             loss_rate: self.loss_rate,
@@ -720,7 +628,7 @@ impl Subflow {
     /// `self.view().is_usable()` without building the view.
     pub(crate) fn view_usable(&self) -> bool {
         let r = self.path_state() == PathState::Active
-            && self.priority != crate::path::priority::UNUSED;
+            && self.mp.priority != crate::path::priority::UNUSED;
         debug_assert_eq!(r, self.view().is_usable());
         r
     }

@@ -34,11 +34,7 @@ impl Subflow {
         if !self.join {
             return Some(Vec::new());
         }
-        let (ra, rb) = if self.initiator {
-            (self.local_nonce, self.remote_nonce)
-        } else {
-            (self.remote_nonce, self.local_nonce)
-        };
+        let (ra, rb) = self.mp.ra_rb(self.initiator);
         let mut b = ra.to_be_bytes().to_vec();
         b.extend_from_slice(&rb.to_be_bytes());
         Some(b)

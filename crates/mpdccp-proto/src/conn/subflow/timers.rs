@@ -158,11 +158,11 @@ impl Subflow {
                 }
             }
             Timer::AckDue => {
-                self.ack_now = true;
+                self.acks.ack_now = true;
                 self.timers.stop(Timer::AckDue);
             }
             Timer::Probe => {
-                self.pend.sync = Some(self.gsr & SEQ_MASK);
+                self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
                 let next = self.rto().min(ctx.max_probe_interval);
                 self.timers.arm(Timer::Probe, now + next);
             }
@@ -184,7 +184,7 @@ impl Subflow {
     /// exhausted.
     fn fire_retx(&mut self, ctx: &TimerCtx) -> Option<Fired> {
         self.timers.stop(Timer::Retx);
-        let exhausted = self.retx_tries >= ctx.max_tries;
+        let exhausted = self.hs.tries >= ctx.max_tries;
         match self.state {
             SubState::Request | SubState::PartOpen if exhausted => {
                 let reset = (self.state == SubState::PartOpen).then_some(ResetCode::Aborted);
@@ -232,7 +232,7 @@ mod tests {
         let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);
         let mut sf = Subflow::new(PathId(0), PathConfig::default(), 1000, cc, &conf);
         sf.state = state;
-        sf.have_isr = true;
+        sf.seq.have_isr = true;
         sf
     }
 
@@ -252,7 +252,7 @@ mod tests {
         for state in STATES {
             for (tries, failed) in [(0, false), (5, true)] {
                 let mut sf = subflow(state);
-                sf.retx_tries = tries;
+                sf.hs.tries = tries;
                 sf.failed = failed;
                 let seq = sf.next_seq();
                 sf.on_data_sent(Instant::from_millis(10), seq, 1000, false);
@@ -297,7 +297,7 @@ mod tests {
         }
         // Exhausted: the handshake fails (PARTOPEN answers with Reset).
         let mut sf = subflow(SubState::PartOpen);
-        sf.retx_tries = 3;
+        sf.hs.tries = 3;
         sf.timers.arm(Timer::Retx, now);
         assert_eq!(
             sf.handle_timeout(now, &ctx),
