@@ -304,7 +304,7 @@ impl Connection {
 /// MP_ADDADDR authentication (RFC 9897 §3.2.6, §3.2.8): HMAC-SHA256 with
 /// the sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port, the
 /// port as two zero bytes when absent; a reference profile's message has
-/// no nonce and the IPv4 address reversed (BUILD.md "MP_ADDADDR"). The
+/// no nonce and the IPv4 address reversed (docs/INTEROP.md). The
 /// message is the wire layer's.
 pub(super) fn addaddr_hmac(p: WireProfile, d_key: &[u8], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
     keys::hmac20(d_key, &[&addaddr_message(p, a)])

@@ -211,7 +211,7 @@ impl Connection {
                 return;
             }
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server
-            // (a reference profile: HMAC(d-keyB, J‖RA), BUILD.md "MP_HMAC").
+            // (a reference profile: HMAC(d-keyB, J‖RA), docs/INTEROP.md).
             let ra = self.paths[i].local_nonce();
             let (p, j_id) = (self.config.wire_profile, self.join_ids().0);
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {
@@ -255,7 +255,7 @@ impl Connection {
         let sf = &self.paths[i];
         if sf.is_join() {
             // RFC 9897 §3.2.2: HMAC(d-keyA, RA‖RB); a reference profile:
-            // HMAC(d-keyA, J‖RB) (BUILD.md "MP_HMAC").
+            // HMAC(d-keyA, J‖RB) (docs/INTEROP.md).
             let (p, j_id) = (self.config.wire_profile, self.join_ids().0);
             let nonces = (sf.remote_nonce(), sf.local_nonce());
             let ok = match (seg.mp.hmac, self.d_keys()) {
@@ -303,7 +303,7 @@ impl Connection {
     /// The identifiers of a join (RFC 9897 §3.2.2): the one in the
     /// client's MP_JOIN (the server's CI) and the one in the server's (the
     /// client's CI); the k5.10 reference puts the server's token in both
-    /// (BUILD.md "MP_JOIN", `wire::profile_keys`). 0 while unknown.
+    /// (docs/INTEROP.md, `wire::profile_keys`). 0 while unknown.
     pub(super) fn join_ids(&self) -> (u32, u32) {
         let (ours, theirs) = (self.local_ci, self.remote_ci.unwrap_or(0));
         let (client_ci, server_ci) = match self.role {

@@ -196,7 +196,7 @@ impl Connection {
         newer.then(|| heard + t)
     }
 
-    /// Issue #13: a standby path carries nothing while a better one is
+    /// A standby path carries nothing while a better one is
     /// usable (`sched::standby_excluded`), so when the only usable
     /// non-standby path stops being acknowledged, nothing gets through
     /// until it is declared failed. Its RTO (at least 200 ms) is too slow

@@ -415,7 +415,7 @@ impl Connection {
     /// The identifier a join to this connection names in its MP_JOIN (a
     /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or
     /// with the k5.10 reference profile the server's token, known once
-    /// both keys are (BUILD.md "MP_JOIN").
+    /// both keys are (docs/INTEROP.md).
     pub fn join_token(&self) -> u32 {
         self.join_ids().0
     }

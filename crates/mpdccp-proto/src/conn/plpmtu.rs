@@ -1,5 +1,5 @@
 //! Datagram Packetization Layer Path MTU Discovery (DPLPMTUD, RFC 8899)
-//! per subflow, sans-IO (issue #13).
+//! per subflow, sans-IO.
 //!
 //! Sizes here are DCCP packet bytes (the UDP payload, or the IP payload of
 //! native DCCP): the driver converts from IP-level MTUs with the outer
@@ -570,7 +570,7 @@ impl Connection {
     /// base size), what the daemons set their TUN MTU from: counted at
     /// base, a path that joins a second after the first pulled the MTU
     /// down until its search ended and back up after (1280 → 1416 → 1280
-    /// → 1416 within 0.4 s at every start, issue #26), and on the server,
+    /// → 1416 within 0.4 s at every start), and on the server,
     /// whose TUN all connections share, every client's new path did so for
     /// every peer. Until a new path's search ends, a packet it carries may
     /// exceed what it can take; its search then lowers this if it must.

@@ -1,4 +1,4 @@
-//! Optional payload protection of a connection (issue #11, docs/SECURITY.md
+//! Optional payload protection of a connection (docs/SECURITY.md
 //! §5): ChaCha20-Poly1305 per data packet with a replay window per path,
 //! keyed from the authenticated handshake's [`SessionKeys`].
 //!

@@ -302,9 +302,8 @@ impl Connection {
     pub(super) fn drain_reorder(&mut self, now: Instant) {
         while let Some(d) = self.reorder.pop(now) {
             // The reference kernel carries MP_CONFIRM, MP_ADDADDR, … on
-            // empty Data packets with an MP_SEQ of their own (BUILD.md
-            // "Where the MP options go"): they hold their place in the
-            // order but are no datagram to deliver.
+            // empty Data packets with an MP_SEQ of their own: they hold their place in
+            // the order but are no datagram to deliver.
             if d.payload.is_empty() {
                 self.recycle_delivered(d.payload);
                 continue;

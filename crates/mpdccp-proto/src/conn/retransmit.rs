@@ -1,5 +1,5 @@
 //! Connection-level retransmission of packets a subflow reports lost
-//! (issue #25, `lossy` mix).
+//! (docs/AGGREGATION.md, the `lossy` mix).
 //!
 //! DCCP never resends a sequence number (RFC 4340 §3.1), but RFC 9897
 //! leaves it to the sender how it uses its subflows: a packet whose subflow

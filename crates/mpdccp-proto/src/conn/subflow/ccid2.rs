@@ -530,7 +530,6 @@ impl Subflow {
     }
 }
 
-
 /// Index of the first entry among `sent[..end]` numbered `lo` or above, or
 /// `end` when there is none (the caller knows `sent[end]`, if any, is).
 fn first_at_or_above(sent: &VecDeque<Sent>, end: usize, lo: u64) -> usize {

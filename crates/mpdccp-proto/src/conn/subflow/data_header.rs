@@ -1,4 +1,4 @@
-//! The bounded DCCP header of a data packet (issue #13): what one data
+//! The bounded DCCP header of a data packet: what one data
 //! packet carries is decided before it is built, so that its header never
 //! exceeds [`DATA_HEADER_MAX`] whatever the loss pattern.
 //!

@@ -44,7 +44,7 @@ pub(crate) struct EmitCtx {
 
 impl EmitCtx {
     /// Our MP_KEY: CI and plain key (Request and Response only, F11); the
-    /// k5.10 reference's MP_KEY has no CI field (BUILD.md "MP_KEY").
+    /// k5.10 reference's MP_KEY has no CI field (docs/INTEROP.md).
     fn mp_key(&self) -> KeyOffer {
         KeyOffer::plain(self.ci_on_wire(), self.local_key, None)
     }
@@ -249,7 +249,7 @@ impl Subflow {
     }
 
     /// Our MP_HMAC of a join's Response (server) or third packet (client),
-    /// under the connection's profile (RFC 9897 §3.2.2; BUILD.md "MP_HMAC").
+    /// under the connection's profile (RFC 9897 §3.2.2; docs/INTEROP.md).
     /// MP_PRIO's tag in the authenticated modes (d-keys from the
     /// handshake, [`keys::prio_hmac`]); none in the open mode.
     fn prio_tag(
@@ -326,7 +326,7 @@ impl Subflow {
             }
         } else if ctx.mp_on && ctx.profile.third_key_message() {
             // The k5.10 reference's third MP_KEY, `{0,KeyC}{0,KeyS}`
-            // (BUILD.md "MP_KEY": "Client's first Ack").
+            // (docs/INTEROP.md).
             let ci = ctx.ci_on_wire();
             s.mp.key = Some(KeyOffer::plain(ci, ctx.local_key, ctx.remote_key));
         }

@@ -449,7 +449,7 @@ impl Subflow {
         }
         Some(self.life.keepalive_due(k))
     }
-    /// Issue #13: when this idle subflow (usable, nothing in flight or
+    /// When this idle subflow (usable, nothing in flight or
     /// waiting) is due an RTT probe: `k` after its latest RTT sample and
     /// after the previous probe.
     pub(crate) fn rtt_probe_due(&self, k: Duration) -> Option<Instant> {
@@ -463,7 +463,7 @@ impl Subflow {
         self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
         self.life.rtt_probe_at = Some(now);
     }
-    /// The estimate has had no sample for longer than `stale` (issue #13):
+    /// The estimate has had no sample for longer than `stale`:
     /// the next sample restarts it (RFC 6298 §2.2).
     pub(crate) fn note_rtt_sample_due(&mut self, now: Instant) {
         if let (Some(k), Some(t)) = (self.rtt_stale_after, self.last_rtt_sample_at) {

@@ -166,7 +166,7 @@ impl Subflow {
 
     /// SyncAck: a failed path that answers its probe is back. True then.
     /// The SyncAck acknowledging exactly our latest Sync is an RTT sample
-    /// (issue #13: an idle path's estimate is refreshed by its probes; the
+    /// (an idle path's estimate is refreshed by its probes; the
     /// peer answers a Sync at once, so no acknowledgement delay applies).
     pub(crate) fn on_syncack(&mut self, now: Instant, ackn: Option<u64>) -> bool {
         if let Some(sent) = ackn.and_then(|a| self.hs.take_sync_sample(a)) {

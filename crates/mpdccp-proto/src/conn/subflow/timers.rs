@@ -5,7 +5,9 @@
 //! `handle_timeout` fires exactly the expired ones. Every fired timer is
 //! stopped, re-armed in the future, or turned into a pending packet that the
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
-//! is never reported again (no driver needs a spin guard).
+//! is never reported again. The connection-level deadlines beside this table
+//! (`Connection::poll_timeout`) keep the same rule; drivers still carry a
+//! `StuckTimerGuard` as a backstop.
 
 use super::*;
 
@@ -236,7 +238,7 @@ mod tests {
         sf
     }
 
-    /// Issue #12: whatever the state, a deadline `handle_timeout(now)` has
+    /// Whatever the state, a deadline `handle_timeout(now)` has
     /// seen is not reported again — every timer armed in the past at once
     /// (one packet in flight, MP_PRIO pending, a failed path probed), with
     /// retransmissions left and exhausted.
