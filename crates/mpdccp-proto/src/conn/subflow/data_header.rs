@@ -74,7 +74,7 @@ impl Subflow {
         let av = 2 + av_cells;
         let owed = self.wants_ack(now);
         let rtt_due = ctx.mp_on
-            && self.rtt.srtt().is_some()
+            && self.tx.rtt.srtt().is_some()
             && self
                 .mp
                 .last_mp_rtt_sent

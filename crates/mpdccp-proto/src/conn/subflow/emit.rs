@@ -458,7 +458,7 @@ impl Subflow {
                 .mp
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
-        if let (true, Some(srtt)) = (due, self.rtt.srtt()) {
+        if let (true, Some(srtt)) = (due, self.tx.rtt.srtt()) {
             s.mp.rtt = Some(self.mp_rtt(now, srtt));
         }
     }
@@ -469,10 +469,12 @@ impl Subflow {
         let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
         let (rtt, age) = match kind {
             0 => (
-                self.rtt.latest().unwrap_or(srtt),
-                self.last_rtt_sample_at.map_or(Duration::ZERO, |t| now - t),
+                self.tx.rtt.latest().unwrap_or(srtt),
+                self.tx
+                    .last_rtt_sample_at
+                    .map_or(Duration::ZERO, |t| now - t),
             ),
-            1 => (self.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
+            1 => (self.tx.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
             _ => (srtt, Duration::ZERO),
         };
         MpRtt {
@@ -492,7 +494,7 @@ impl Subflow {
             self.timers.stop(Timer::PrioRetx);
             return true;
         }
-        let at = now + ctx.mp_option_rto.max(self.rtt.rto());
+        let at = now + ctx.mp_option_rto.max(self.tx.rtt.rto());
         self.timers.arm(Timer::PrioRetx, at);
         false
     }

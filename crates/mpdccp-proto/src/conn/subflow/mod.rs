@@ -31,6 +31,7 @@ mod lifecycle;
 pub mod loss_window;
 mod mpstate;
 mod protect;
+mod sender;
 mod recv;
 mod seqwin;
 mod timers;
@@ -40,6 +41,9 @@ pub(crate) use emit::{AckSegment, EmitCtx};
 pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
 pub(crate) use recv::{Admit, ResetEffect};
 use ackduty::AckDuty;
+pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
+pub(crate) use recv::{Admit, ResetEffect};
+use sender::Sender;
 use handshake::ControlRetx;
 use lifecycle::Lifecycle;
 use mpstate::MpState;
@@ -125,26 +129,8 @@ pub(crate) struct Subflow {
     /// HC-receiver: acknowledgements we owe (`ackduty.rs`).
     acks: AckDuty,
 
-    // HC-sender (CCID2).
-    sent: VecDeque<Sent>,
-    pipe: u32,
-    top_acked: [u64; 3],
-    cc: Box<dyn CongestionController>,
-    rtt: RttEstimator,
-    rate: DeliveryRateEstimator,
-    rto_count: u32,
-    next_send_at: Instant,
-    lost_total: u64,
-    loss_rate: f64,
-    /// Veno backlog threshold (`ConnectionConfig::random_loss_backlog_pkts`).
-    random_loss_backlog: Option<f64>,
-    /// DCCP numbers declared lost since the connection last took them
-    /// (only with connection-level retransmission; bounded).
-    lost_seqs: Option<Vec<u64>>,
-    /// Loss over the last ~10 s from the counters (`loss_window`).
-    loss_window: loss_window::LossWindow,
-    /// Latest delivery-rate sample not limited by the application.
-    delivery_rate: Option<u64>,
+    /// HC-sender: flight, controller, pacer (`sender.rs`).
+    tx: Sender,
     /// `ConnectionConfig::window_delay_bound` (loss-based controllers
     /// only), and its bound as last computed, packets.
     delay_bound: Option<delay_bound::DelayBound>,
@@ -235,24 +221,7 @@ impl Subflow {
             mss_bytes: conf.mss_bytes,
             seq: SeqWindow::new(iss, conf.seq_window_pkts),
             acks: AckDuty::new(conf.ack_ratio),
-            sent: VecDeque::new(),
-            pipe: 0,
-            top_acked: [0; 3],
-            cc,
-            rtt: RttEstimator::new(
-                conf.initial_rto,
-                Duration::from_millis(200),
-                Duration::from_secs(60),
-            ),
-            rate: DeliveryRateEstimator::new(),
-            rto_count: 0,
-            next_send_at: Instant::ZERO,
-            lost_total: 0,
-            random_loss_backlog: conf.random_loss_backlog_pkts,
-            lost_seqs: conf.retransmit.map(|_| Vec::new()),
-            loss_rate: 0.0,
-            loss_window: loss_window::LossWindow::default(),
-            delivery_rate: None,
+            tx: Sender::new(cc, conf),
             // The BBR family paces and bounds its own in-flight data.
             delay_bound: conf
                 .window_delay_bound
@@ -281,7 +250,7 @@ impl Subflow {
 
     /// Retransmission timeouts since data was last acknowledged.
     pub(crate) fn consecutive_rtos(&self) -> u32 {
-        self.rto_count
+        self.tx.rto_count
     }
 
     pub(crate) fn id(&self) -> PathId {
@@ -330,7 +299,7 @@ impl Subflow {
         self.is_usable() && (self.queue.len() as u32) < limit
     }
     pub(crate) fn cwnd_pkts(&self) -> u32 {
-        self.cc.cwnd_pkts()
+        self.tx.cc.cwnd_pkts()
     }
     /// Last valid packet received (or the subflow's creation).
     pub(crate) fn last_rx_at(&self) -> Instant {
@@ -340,7 +309,7 @@ impl Subflow {
         &self.stats
     }
     pub(crate) fn ssthresh_pkts(&self) -> Option<u32> {
-        self.cc.ssthresh_pkts()
+        self.tx.cc.ssthresh_pkts()
     }
 
     /// Addresses of the path; with `overwrite` given ones replace the
@@ -408,7 +377,7 @@ impl Subflow {
     /// The scheduler had to send elsewhere: this path's window or pacer was
     /// the limit (so its samples are not application limited).
     pub(crate) fn note_blocked(&mut self, now: Instant) {
-        self.blocked_at = Some(now);
+        self.tx.blocked_at = Some(now);
     }
 
     /// MP_SEQ `seq` arrived here; returns the path id.
@@ -453,10 +422,10 @@ impl Subflow {
     /// waiting) is due an RTT probe: `k` after its latest RTT sample and
     /// after the previous probe.
     pub(crate) fn rtt_probe_due(&self, k: Duration) -> Option<Instant> {
-        if !self.is_usable() || self.pipe > 0 || !self.queue.is_empty() {
+        if !self.is_usable() || self.tx.pipe > 0 || !self.queue.is_empty() {
             return None;
         }
-        Some(self.life.rtt_probe_due(self.last_rtt_sample_at?, k))
+        Some(self.life.rtt_probe_due(self.tx.last_rtt_sample_at?, k))
     }
     /// Probes the idle subflow's RTT with a Sync.
     pub(crate) fn send_rtt_probe(&mut self, now: Instant) {
@@ -466,9 +435,9 @@ impl Subflow {
     /// The estimate has had no sample for longer than `stale`:
     /// the next sample restarts it (RFC 6298 §2.2).
     pub(crate) fn note_rtt_sample_due(&mut self, now: Instant) {
-        if let (Some(k), Some(t)) = (self.rtt_stale_after, self.last_rtt_sample_at) {
+        if let (Some(k), Some(t)) = (self.tx.rtt_stale_after, self.tx.last_rtt_sample_at) {
             if now.saturating_duration_since(t) > k {
-                self.rtt.restart();
+                self.tx.rtt.restart();
             }
         }
     }
@@ -530,9 +499,10 @@ impl Subflow {
     /// `cc::validation`: an idle window decays before it is scheduled by or
     /// shown) and the loss window's once-a-second counter snapshot.
     pub(crate) fn refresh(&mut self, now: Instant) {
-        self.cc.validate_window(now);
+        self.tx.cc.validate_window(now);
         self.update_window_bound(now);
-        self.loss_window
+        self.tx
+            .loss_window
             .note(now, self.stats.tx_data_pkts, self.proven_lost());
     }
 
@@ -543,13 +513,14 @@ impl Subflow {
 
     /// Loss over the last ~10 s at `now` (`loss_window`).
     pub(crate) fn windowed_loss(&self, now: Instant) -> loss_window::WindowedLoss {
-        self.loss_window
+        self.tx
+            .loss_window
             .ratio(now, self.stats.tx_data_pkts, self.proven_lost())
     }
 
     /// RFC 7661 pipeACK of this path's controller at `now`, packets.
     pub(crate) fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
-        self.cc.pipe_ack_pkts(now)
+        self.tx.cc.pipe_ack_pkts(now)
     }
 
     /// The connection's count of Active paths (for `delay_bound`).
@@ -559,7 +530,7 @@ impl Subflow {
 
     /// Recompute the queue-delay bound (`delay_bound`) at `now`.
     pub(crate) fn update_window_bound(&mut self, now: Instant) {
-        let min_rtt = self.rtt.min_rtt();
+        let min_rtt = self.tx.rtt.min_rtt();
         let active = self.active_paths;
         self.window_bound = self
             .delay_bound
@@ -570,35 +541,35 @@ impl Subflow {
     /// The window the path may fill: the controller's, capped by the
     /// queue-delay bound when that is on (`delay_bound`).
     pub(crate) fn usable_window(&self) -> u32 {
-        let cwnd = self.cc.cwnd_pkts();
+        let cwnd = self.tx.cc.cwnd_pkts();
         self.window_bound.map_or(cwnd, |b| cwnd.min(b))
     }
 
     pub fn cwnd_room(&self) -> bool {
-        self.pipe < self.usable_window().max(1)
+        self.tx.pipe < self.usable_window().max(1)
     }
 
     pub fn pacing_ok(&self, now: Instant) -> bool {
-        self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now
+        self.tx.cc.pacing_rate_bytes_per_s().is_none() || self.tx.next_send_at <= now
     }
 
     pub fn view(&self) -> PathView {
-        let pacing = self.cc.pacing_rate_bytes_per_s();
+        let pacing = self.tx.cc.pacing_rate_bytes_per_s();
         PathView {
             id: self.id,
             state: self.path_state(),
             priority: self.mp.priority,
             cwnd_pkts: self.usable_window(),
-            in_flight_pkts: self.pipe,
+            in_flight_pkts: self.tx.pipe,
             queued_pkts: self.queue.len() as u32,
-            srtt: self.rtt.srtt().or(self.mp.peer_rtt),
-            min_rtt: self.rtt.min_rtt(),
-            rttvar: self.rtt.rttvar(),
-            owd: self.rtt.srtt().or(self.mp.peer_rtt).map(|r| r / 2),
+            srtt: self.tx.rtt.srtt().or(self.mp.peer_rtt),
+            min_rtt: self.tx.rtt.min_rtt(),
+            rttvar: self.tx.rtt.rttvar(),
+            owd: self.tx.rtt.srtt().or(self.mp.peer_rtt).map(|r| r / 2),
             pacing_rate_bytes_per_s: pacing,
-            delivery_rate_bytes_per_s: self.delivery_rate,
-            loss_rate: self.loss_rate,
-            cc_state: self.cc.state(),
+            delivery_rate_bytes_per_s: self.tx.delivery_rate,
+            loss_rate: self.tx.loss_rate,
+            cc_state: self.tx.cc.state(),
             next_send_time: self.pacer_binds_until(pacing),
             mss_bytes: self.mss_bytes,
         }
@@ -610,16 +581,16 @@ impl Subflow {
     fn pacer_binds_until(&self, pacing: Option<u64>) -> Option<Instant> {
         pacing
             .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
-            .map(|_| self.next_send_at)
+            .map(|_| self.tx.next_send_at)
     }
 
     /// `self.view().can_send(now)` without building the view (the
     /// scheduling loop's test for "no path can send").
     pub(crate) fn view_can_send(&self, now: Instant) -> bool {
         let r = self.view_usable()
-            && self.pipe.saturating_add(self.queue.len() as u32) < self.usable_window()
+            && self.tx.pipe.saturating_add(self.queue.len() as u32) < self.usable_window()
             && self
-                .pacer_binds_until(self.cc.pacing_rate_bytes_per_s())
+                .pacer_binds_until(self.tx.cc.pacing_rate_bytes_per_s())
                 .is_none_or(|t| t <= now);
         debug_assert_eq!(r, self.view().can_send(now));
         r
@@ -634,9 +605,9 @@ impl Subflow {
     }
 
     pub fn snapshot(&self) -> CcSnapshot {
-        self.cc.snapshot(
+        self.tx.cc.snapshot(
             self.id,
-            self.rtt.srtt().unwrap_or(Duration::ZERO),
+            self.tx.rtt.srtt().unwrap_or(Duration::ZERO),
             self.is_open() && !self.failed,
         )
     }

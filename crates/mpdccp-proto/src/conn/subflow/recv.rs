@@ -173,8 +173,8 @@ impl Subflow {
             match now.checked_duration_since(sent) {
                 Some(rtt) => {
                     self.note_rtt_sample_due(now);
-                    self.rtt.on_sample_at(now, rtt);
-                    self.last_rtt_sample_at = Some(now);
+                    self.tx.rtt.on_sample_at(now, rtt);
+                    self.tx.last_rtt_sample_at = Some(now);
                     self.stats.rtt_samples += 1;
                 }
                 None => self.stats.rtt_samples_rejected += 1,
@@ -184,7 +184,7 @@ impl Subflow {
             return false;
         }
         self.failed = false;
-        self.rto_count = 0;
+        self.tx.rto_count = 0;
         self.timers.stop(Timer::Probe);
         true
     }
@@ -340,7 +340,7 @@ impl Subflow {
             }
             _ => return false,
         }
-        self.hs.restart(handshake_rto.max(self.rtt.rto()));
+        self.hs.restart(handshake_rto.max(self.tx.rtt.rto()));
         self.timers.arm(Timer::Retx, now);
         false
     }

@@ -95,7 +95,7 @@ impl Subflow {
     pub(crate) fn deadline(&self, t: Timer) -> Option<Instant> {
         let at = self.timers.get(t)?;
         let armed = match t {
-            Timer::Rto => self.pipe > 0,
+            Timer::Rto => self.tx.pipe > 0,
             Timer::Probe => self.failed && self.is_open(),
             Timer::PrioRetx => self.pend.prio.is_some(),
             Timer::Retx | Timer::AckDue | Timer::TimeWait => true,
@@ -115,11 +115,11 @@ impl Subflow {
     pub(crate) fn poll_timeout(&self, backlog: bool, last_now: Instant) -> Option<Instant> {
         let table = Timer::ALL.iter().filter_map(|&t| self.deadline(t)).min();
         let release = ((backlog || !self.queue.is_empty())
-            && self.cc.pacing_rate_bytes_per_s().is_some()
+            && self.tx.cc.pacing_rate_bytes_per_s().is_some()
             && self.is_open()
             && self.cwnd_room()
-            && self.next_send_at > last_now)
-            .then_some(self.next_send_at);
+            && self.tx.next_send_at > last_now)
+            .then_some(self.tx.next_send_at);
         match (table, release) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
