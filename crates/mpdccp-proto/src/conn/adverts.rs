@@ -237,15 +237,15 @@ impl Connection {
     pub fn set_priority(&mut self, now: Instant, id: PathId, prio: u8) {
         let Some(i) = self.idx(id) else { return };
         let prio = prio.min(crate::path::priority::MAX);
-        let tell = self.mp == Some(true);
+        let tell = self.negotiation.is_multipath();
         self.paths[i].set_priority(now, prio, tell);
     }
 
     /// Advertises a local address to the peer (MP_ADDADDR with nonce and
     /// MP_HMAC, retransmitted until confirmed). Returns its address id.
     pub fn advertise_address(&mut self, now: Instant, addr: SocketAddr) -> Result<u8, ConnError> {
-        if self.mp != Some(true) {
-            return Err(if self.mp.is_none() {
+        if !self.negotiation.is_multipath() {
+            return Err(if self.negotiation.is_pending() {
                 ConnError::NotEstablished
             } else {
                 ConnError::NotMultipath

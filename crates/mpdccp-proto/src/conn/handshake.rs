@@ -57,7 +57,7 @@ impl Connection {
                 let window = seg
                     .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
                     .map(|f| f.value);
-                let mp = self.mp == Some(true);
+                let mp = self.negotiation.is_multipath();
                 sf.owe_feature_confirms(features::handshake_confirms(seg, true, mp));
                 sf.respond(now, self.config.respond_timeout, window);
             }
@@ -80,7 +80,7 @@ impl Connection {
         j: &MpJoin,
         seg: &Segment<'_>,
     ) -> Result<(MpJoin, u32, u8), ResetCode> {
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             self.stats.join_not_multipath += 1;
             Err(ResetCode::ConnectionRefused)
         } else if j.token != self.join_ids().0 {
@@ -108,7 +108,8 @@ impl Connection {
     /// The first Request: multipath if both want it, plain DCCP otherwise;
     /// a second initial handshake on a connection is refused.
     fn check_initial_request(&mut self, seg: &Segment<'_>) -> Result<(), ResetCode> {
-        if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || self.mp.is_some() {
+        if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || !self.negotiation.is_pending()
+        {
             self.stats.rx_unexpected += 1;
             return Err(ResetCode::ConnectionRefused);
         }
@@ -132,20 +133,21 @@ impl Connection {
         if self.is_authenticated_mode() {
             // Key type 255 was checked (authn.rs); the keys are installed.
             self.remote_ci = offer.map(|k| k.ci);
-            self.mp = Some(feature_agreed && offer.is_some() && self.session.is_some());
+            self.negotiation =
+                Negotiation::agreed(feature_agreed && offer.is_some() && self.session.is_some());
             return;
         }
         match offer.and_then(|k| Some((k.ci, k.plain_key()?))) {
             Some((ci, key)) if self.config.multipath && feature_agreed => {
                 self.remote_key = Some(key);
                 self.remote_ci = Some(ci);
-                self.mp = Some(true);
+                self.negotiation = Negotiation::Multipath;
             }
             _ => {
                 if self.config.multipath {
                     self.stats.fallbacks += 1;
                 }
-                self.mp = Some(false);
+                self.negotiation = Negotiation::PlainDccp;
             }
         }
     }
@@ -198,7 +200,7 @@ impl Connection {
             self.accept_key_offer(confirmed, seg);
         }
         // RFC 4340 §6: the third packet confirms the Response's Changes.
-        let mp = self.mp == Some(true);
+        let mp = self.negotiation.is_multipath();
         self.paths[i].owe_feature_confirms(features::handshake_confirms(seg, false, mp));
         if self.paths[i].is_join() {
             // RFC 9897 §3.2.2, §3.6 (F2): the join's Response confirms
@@ -249,7 +251,7 @@ impl Connection {
             }
             return ok;
         }
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             return true;
         }
         let sf = &self.paths[i];

@@ -207,7 +207,7 @@ impl Connection {
     pub(super) fn stall_due(&self) -> Option<(usize, Instant)> {
         let standby =
             |p: &Subflow| p.is_usable() && (1..=priority::STANDBY).contains(&p.priority());
-        if self.mp != Some(true) || !self.paths.iter().any(standby) {
+        if !self.negotiation.is_multipath() || !self.paths.iter().any(standby) {
             return None;
         }
         let mut better = (0..self.paths.len())
@@ -268,7 +268,7 @@ impl Connection {
             if k == self.local_key {
                 // §3.2.11: "When a DCCP-CloseReq is used, the following
                 // DCCP-Close MUST also carry the MP_CLOSE".
-                self.closing_mp = self.mp == Some(true);
+                self.closing_mp = self.negotiation.is_multipath();
                 if !matches!(self.state, ConnState::Closing | ConnState::Closed) {
                     self.close_reason = Some("closed by peer".into());
                     self.state = ConnState::Closing;

@@ -229,6 +229,41 @@ enum ConnState {
 /// One MP-DCCP connection with its subflows.
 pub struct Connection {
     role: Role,
+/// What the first subflow's handshake agreed (RFC 9897 §3.3: without the
+/// peer's Confirm of Multipath Capable the connection is plain DCCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Negotiation {
+    /// The first subflow has not negotiated yet.
+    Pending,
+    Multipath,
+    /// Fallback to single-path DCCP.
+    PlainDccp,
+}
+
+impl Negotiation {
+    fn agreed(multipath: bool) -> Self {
+        if multipath {
+            Negotiation::Multipath
+        } else {
+            Negotiation::PlainDccp
+        }
+    }
+    fn is_multipath(self) -> bool {
+        self == Negotiation::Multipath
+    }
+    fn is_pending(self) -> bool {
+        self == Negotiation::Pending
+    }
+    /// `Some(true)` multipath, `Some(false)` plain DCCP, `None` pending.
+    fn as_option(self) -> Option<bool> {
+        match self {
+            Negotiation::Pending => None,
+            Negotiation::Multipath => Some(true),
+            Negotiation::PlainDccp => Some(false),
+        }
+    }
+}
+
     config: ConnectionConfig,
     rng: ChaCha8Rng,
     state: ConnState,
@@ -237,8 +272,8 @@ pub struct Connection {
     scheduler: Box<dyn Scheduler>,
     reorder: Box<dyn Reorder>,
     queue: SendQueue,
-    /// None until the first subflow negotiated; Some(false) = plain DCCP.
-    mp: Option<bool>,
+    /// Multipath or plain DCCP, once the first subflow negotiated it.
+    negotiation: Negotiation,
     local_key: [u8; 8],
     remote_key: Option<[u8; 8]>,
     local_ci: u32,
@@ -306,7 +341,7 @@ impl std::fmt::Debug for Connection {
         f.debug_struct("Connection")
             .field("role", &self.role)
             .field("state", &self.state)
-            .field("mp", &self.mp)
+            .field("negotiation", &self.negotiation)
             .field("paths", &self.paths.len())
             .finish_non_exhaustive()
     }
@@ -358,7 +393,7 @@ impl Connection {
             paths: Vec::new(),
             scheduler,
             reorder,
-            mp: None,
+            negotiation: Negotiation::Pending,
             local_key,
             remote_key: None,
             local_ci,
@@ -426,7 +461,7 @@ impl Connection {
     /// `Some(true)` multipath, `Some(false)` plain-DCCP fallback, `None`
     /// not negotiated yet.
     pub fn is_multipath(&self) -> Option<bool> {
-        self.mp
+        self.negotiation.as_option()
     }
     /// The configuration in force.
     pub fn config(&self) -> &ConnectionConfig {
@@ -450,12 +485,12 @@ impl Connection {
             // A closed path id may be reopened (e.g. an interface came back).
             self.paths.remove(i);
         }
-        let first = self.paths.is_empty() && self.mp.is_none();
+        let first = self.paths.is_empty() && self.negotiation.is_pending();
         if !first {
-            match self.mp {
-                Some(true) => {}
-                Some(false) => return Err(ConnError::NotMultipath),
-                None => return Err(ConnError::NotEstablished),
+            match self.negotiation {
+                Negotiation::Multipath => {}
+                Negotiation::PlainDccp => return Err(ConnError::NotMultipath),
+                Negotiation::Pending => return Err(ConnError::NotEstablished),
             }
             if self.live_paths() >= self.config.max_paths {
                 return Err(ConnError::TooManyPaths(self.config.max_paths));
@@ -490,7 +525,10 @@ impl Connection {
         // MP_JOIN); joins announced their own id.
         let addr_id = if sf.is_join() { sf.local_addr_id() } else { 0 };
         self.drop_subflow(now, i);
-        if peer_knows && !was_gone && self.state == ConnState::Established && self.mp == Some(true)
+        if peer_knows
+            && !was_gone
+            && self.state == ConnState::Established
+            && self.negotiation.is_multipath()
         {
             self.withdraw_path_address(now, addr_id);
         }
@@ -712,7 +750,7 @@ impl Connection {
             return;
         }
         self.state = ConnState::Closing;
-        self.closing_mp = self.mp == Some(true);
+        self.closing_mp = self.negotiation.is_multipath();
         self.close_reason.get_or_insert_with(|| "closed".into());
         self.discard_queue();
         for i in 0..self.paths.len() {

@@ -169,7 +169,7 @@ impl Connection {
         if let Some(f) = seg.feat(opt::CONFIRM_R, FeatureNum::AckRatio) {
             sf.on_ack_ratio_confirm(f.value);
         }
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             return;
         }
         let m = &seg.mp;
@@ -211,7 +211,7 @@ impl Connection {
             self.stats.rx_data_after_close += 1;
             return;
         }
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             // Plain DCCP: arrival order, local numbering.
             self.plain_rx_seq += 1;
             self.stats.delivered_pkts += 1;

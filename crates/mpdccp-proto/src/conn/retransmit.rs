@@ -229,7 +229,7 @@ impl super::Connection {
         q: super::queue::Queued,
     ) {
         match self.retx.as_mut() {
-            Some(store) if !q.copy && self.mp == Some(true) => {
+            Some(store) if !q.copy && self.negotiation.is_multipath() => {
                 let queue = &mut self.queue;
                 store.remember(now, self.paths[i].id(), seq, mp_seq, q.data, |b| {
                     queue.recycle(b)

@@ -218,7 +218,7 @@ impl Connection {
             self.stats.sched_copies_dropped += (chosen - self.sched_out.len()) as u64;
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
-            let seq = if self.mp == Some(true) {
+            let seq = if self.negotiation.is_multipath() {
                 let s = self.next_mp_seq;
                 self.next_mp_seq += 1;
                 s
@@ -254,7 +254,7 @@ impl Connection {
     fn emit_ctx(&self) -> EmitCtx {
         let c = &self.config;
         EmitCtx {
-            mp_on: self.mp == Some(true),
+            mp_on: self.negotiation.is_multipath(),
             offer_mp: c.multipath,
             keys: self.d_keys(),
             local_key: self.local_key,
@@ -279,7 +279,7 @@ impl Connection {
     /// [`Owed::Nothing`]. It changes nothing but the MP_PRIO release (which
     /// a second call repeats as a no-op).
     fn owed_on(&mut self, now: Instant, i: usize) -> Owed {
-        let mp_on = self.mp == Some(true);
+        let mp_on = self.negotiation.is_multipath();
         let sf = &mut self.paths[i];
         if mp_on {
             sf.release_untold_prio();
