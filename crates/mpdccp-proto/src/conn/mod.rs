@@ -82,6 +82,7 @@ mod protection;
 mod queue;
 mod recv;
 mod retransmit;
+mod scratch;
 mod schedule;
 pub mod seq;
 mod stats;
@@ -294,10 +295,8 @@ impl Negotiation {
     connected_event_sent: bool,
     events: VecDeque<Event>,
     stats: ConnStats,
-    views: Vec<PathView>,
-    snaps: Vec<CcSnapshot>,
-    rx_states: Vec<PathReceiveState>,
-    sched_out: Vec<PathId>,
+    /// Buffers reused between calls (`scratch.rs`).
+    scratch: scratch::Scratch,
     rr_next: usize,
     /// Latest `now` seen on any input (timers in the past are not re-armed).
     last_now: Instant,
@@ -305,12 +304,6 @@ impl Negotiation {
     held: Option<(PathId, usize)>,
     /// Connection-level retransmission (`retransmit.rs`); none when off.
     retx: Option<retransmit::RetransmitStore>,
-    lost_scratch: Vec<u64>,
-    held_buf: Vec<u8>,
-    /// Buffers of delivered payloads handed back by the application
-    /// ([`Connection::recycle_delivered`]): a received payload is copied
-    /// into a warm buffer instead of a fresh allocation.
-    rx_pool: Vec<Vec<u8>>,
     /// A far-ahead MP_SEQ and how many consistent ones followed it.
     mp_jump_probe: Option<(u64, u32)>,
     /// A subflow was ever created (a server closes when its only attempt died).
@@ -419,9 +412,7 @@ impl Connection {
             last_now: Instant::ZERO,
             held: None,
             retx,
-            lost_scratch: Vec::new(),
-            held_buf: Vec::new(),
-            rx_pool: Vec::new(),
+            scratch: scratch::Scratch::default(),
             mp_jump_probe: None,
             ever_had_path: false,
             orphaned_at: None,
@@ -738,9 +729,9 @@ impl Connection {
     /// next received payloads reuse it (optional; saves an allocation
     /// per packet).
     pub fn recycle_delivered(&mut self, mut buf: Vec<u8>) {
-        if self.rx_pool.len() < RX_POOL_MAX {
+        if self.scratch.rx_pool.len() < RX_POOL_MAX {
             buf.clear();
-            self.rx_pool.push(buf);
+            self.scratch.rx_pool.push(buf);
         }
     }
 

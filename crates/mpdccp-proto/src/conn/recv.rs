@@ -140,7 +140,7 @@ impl Connection {
             let coupled = Coupled::Lazy {
                 before,
                 after,
-                buf: &mut self.snaps,
+                buf: &mut self.scratch.snaps,
                 built: false,
             };
             if sf.on_ack_with(now, a, seg.ack_vector, ack_delay, coupled) {
@@ -233,13 +233,14 @@ impl Connection {
         self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
         let path = self.paths[i].note_mp_seq(seq);
         let payload = self.owned_payload(seg.payload);
-        self.rx_states.clear();
+        self.scratch.rx_states.clear();
         if self.reorder.reads_paths() {
             self.rebuild_views();
-            self.rx_states
+            self.scratch
+                .rx_states
                 .extend(self.paths.iter().map(|p| p.receive_state()));
         } else {
-            self.views.clear();
+            self.scratch.views.clear();
         }
         self.reorder.push(
             now,
@@ -249,8 +250,8 @@ impl Connection {
                 arrival: now,
                 payload,
             },
-            &self.views,
-            &self.rx_states,
+            &self.scratch.views,
+            &self.scratch.rx_states,
         );
         self.drain_reorder(now);
     }
@@ -258,7 +259,7 @@ impl Connection {
     /// `p` in a buffer of its own: a recycled one when the application
     /// handed some back.
     fn owned_payload(&mut self, p: &[u8]) -> Vec<u8> {
-        match self.rx_pool.pop() {
+        match self.scratch.rx_pool.pop() {
             Some(mut b) => {
                 b.extend_from_slice(p);
                 b

@@ -185,7 +185,7 @@ impl super::Connection {
         let Some(store) = self.retx.as_mut() else {
             return;
         };
-        let mut lost = std::mem::take(&mut self.lost_scratch);
+        let mut lost = std::mem::take(&mut self.scratch.lost_scratch);
         self.paths[i].take_lost_seqs(&mut lost);
         let path = self.paths[i].id();
         for seq in lost.drain(..) {
@@ -214,7 +214,7 @@ impl super::Connection {
                 }
             }
         }
-        self.lost_scratch = lost;
+        self.scratch.lost_scratch = lost;
     }
 
     /// A data packet left on path `i` as DCCP `seq` with `mp_seq`: kept

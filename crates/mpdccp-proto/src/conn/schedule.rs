@@ -29,7 +29,7 @@ impl Connection {
         // A datagram set aside by the previous GSO batch goes first.
         if let Some((path, n)) = self.held.take() {
             if buf.len() >= n {
-                buf[..n].copy_from_slice(&self.held_buf[..n]);
+                buf[..n].copy_from_slice(&self.scratch.held_buf[..n]);
                 return Some(Transmit {
                     path,
                     size: n,
@@ -82,8 +82,10 @@ impl Connection {
                     break;
                 } else {
                     // Larger: it goes out alone on the next call.
-                    self.held_buf.clear();
-                    self.held_buf.extend_from_slice(&buf[total..total + m]);
+                    self.scratch.held_buf.clear();
+                    self.scratch
+                        .held_buf
+                        .extend_from_slice(&buf[total..total + m]);
                     self.held = Some((id, m));
                     break;
                 }
@@ -124,9 +126,9 @@ impl Connection {
     }
 
     pub(super) fn rebuild_views(&mut self) {
-        self.views.clear();
+        self.scratch.views.clear();
         for p in &self.paths {
-            self.views.push(p.view());
+            self.scratch.views.push(p.view());
         }
     }
 
@@ -177,13 +179,13 @@ impl Connection {
                 queued_pkts: self.queue.len(),
                 queued_bytes: self.queue.bytes(),
             };
-            self.sched_out.clear();
+            self.scratch.sched_out.clear();
             self.scheduler
-                .select(now, &meta, &self.views, &mut self.sched_out);
+                .select(now, &meta, &self.scratch.views, &mut self.scratch.sched_out);
             // A usable path that could not take this packet (window or pacer)
             // has more demand than it carries: not application limited.
-            for (k, v) in self.views.iter().enumerate() {
-                if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&v.id) {
+            for (k, v) in self.scratch.views.iter().enumerate() {
+                if v.is_usable() && !v.can_send(now) && !self.scratch.sched_out.contains(&v.id) {
                     self.paths[k].note_blocked(now);
                 }
             }
@@ -192,10 +194,10 @@ impl Connection {
             // better held here, where the scheduler can still move it), and
             // at least REDUNDANT_PATH_QUEUE_PKTS for the copies of a
             // multi-path one, which must wait out a collapsed window.
-            self.sched_out.dedup();
-            let chosen = self.sched_out.len();
+            self.scratch.sched_out.dedup();
+            let chosen = self.scratch.sched_out.len();
             let paths = &self.paths;
-            self.sched_out.retain(|id| {
+            self.scratch.sched_out.retain(|id| {
                 paths
                     .binary_search_by_key(id, |p| p.id())
                     .ok()
@@ -209,13 +211,13 @@ impl Connection {
                         p.takes_data_within(limit)
                     })
             });
-            if self.sched_out.is_empty() {
+            if self.scratch.sched_out.is_empty() {
                 // No chosen path can take it: hold the packet.
                 break;
             }
             // The packet leaves on some paths; the copies meant for full
             // ones are lost, and said so.
-            self.stats.sched_copies_dropped += (chosen - self.sched_out.len()) as u64;
+            self.stats.sched_copies_dropped += (chosen - self.scratch.sched_out.len()) as u64;
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
             let seq = if self.negotiation.is_multipath() {
@@ -225,10 +227,10 @@ impl Connection {
             } else {
                 0
             };
-            let n = self.sched_out.len();
+            let n = self.scratch.sched_out.len();
             let mut q = Some(q);
             for k in 0..n {
-                let id = self.sched_out[k];
+                let id = self.scratch.sched_out[k];
                 // Invariant: retained ids exist.
                 let i = self.idx(id).expect("retained path exists");
                 let item = if k + 1 == n {
@@ -244,9 +246,10 @@ impl Connection {
                     }
                 };
                 self.paths[i].assign(seq, item);
-                self.views[i] = self.paths[i].view();
+                self.scratch.views[i] = self.paths[i].view();
             }
-            self.scheduler.on_scheduled(now, &meta, &self.sched_out);
+            self.scheduler
+                .on_scheduled(now, &meta, &self.scratch.sched_out);
         }
     }
 
