@@ -77,7 +77,8 @@ impl Connection {
         if self.state != ConnState::Established || !self.paths.iter().any(|p| p.is_open()) {
             return None;
         }
-        self.adverts
+        self.addrs
+            .adverts
             .iter()
             .filter(|a| !a.confirmed && !a.due)
             .map(|a| a.retx_at)
@@ -90,7 +91,7 @@ impl Connection {
     pub(super) fn on_advert_confirmed(&mut self, c: &ConfirmItem) {
         let remove = c.kind == mp::REMOVEADDR;
         let any_nonce = !self.config.wire_profile.addr_nonce();
-        if let Some(a) = self.adverts.iter_mut().find(|a| {
+        if let Some(a) = self.addrs.adverts.iter_mut().find(|a| {
             let nonce_ok = any_nonce || a.nonce == c.nonce;
             a.id == c.id && a.remove == remove && nonce_ok && !a.confirmed
         }) {
@@ -127,10 +128,10 @@ impl Connection {
     /// RFC 9897 §3.2.1: whether an address option with MP_SEQ `seq` is
     /// older than one already received for Address ID `id` (counted).
     fn address_option_outdated(&mut self, id: u8, seq: Option<u64>) -> bool {
-        let mut last = self.addr_option_seq.get(&id).copied();
+        let mut last = self.addrs.addr_option_seq.get(&id).copied();
         let outdated = seq::outdated_in_dataset(&mut last, seq);
         if let Some(l) = last {
-            self.addr_option_seq.insert(id, l);
+            self.addrs.addr_option_seq.insert(id, l);
         }
         self.stats.mp_option_outdated += u64::from(outdated);
         outdated
@@ -152,7 +153,7 @@ impl Connection {
         }
         // Outdated: confirmed ("MAY", §3.2.1) so the sender stops, not stored.
         if !self.address_option_outdated(a.addr_id, seq)
-            && self.remote_addrs.insert(a.addr_id, addr) != Some(addr)
+            && self.addrs.remote_addrs.insert(a.addr_id, addr) != Some(addr)
         {
             self.events.push_back(Event::AddressAdded {
                 id: a.addr_id,
@@ -182,24 +183,25 @@ impl Connection {
             id: r.addr_id,
             nonce: r.nonce,
             addr: None,
+            .addrs
         });
         sf.ack_now();
     }
 
     fn withdraw_remote_address(&mut self, now: Instant, r: &MpRemoveAddr) {
-        if self.remote_addrs.remove(&r.addr_id).is_some() {
+        if self.addrs.remote_addrs.remove(&r.addr_id).is_some() {
             self.events
                 .push_back(Event::AddressRemoved { id: r.addr_id });
         }
         // The MP_HMAC covers only id and nonce, so an observer could
         // replay it later; act on each (id, nonce) once.
-        if self.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
+        if self.addrs.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
             self.stats.removeaddr_duplicate += 1;
         } else {
-            if self.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
-                self.removeaddr_seen.pop_front();
+            if self.addrs.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
+                self.addrs.removeaddr_seen.pop_front();
             }
-            self.removeaddr_seen.push_back((r.addr_id, r.nonce));
+            self.addrs.removeaddr_seen.push_back((r.addr_id, r.nonce));
             self.close_paths_of_address(now, r.addr_id);
         }
     }
@@ -207,7 +209,7 @@ impl Connection {
     /// Fires the expired advert timers: the option is owed again, or its
     /// tries are exhausted (given up, counted).
     pub(super) fn fire_adverts(&mut self, now: Instant) {
-        for a in &mut self.adverts {
+        for a in &mut self.addrs.adverts {
             if a.confirmed || a.retx_at > now {
                 continue;
             }
@@ -224,10 +226,12 @@ impl Connection {
     /// subflows until MP_CONFIRM or `mp_option_max_tries`).
     pub(super) fn withdraw_path_address(&mut self, now: Instant, addr_id: u8) {
         let nonce = self.rng.gen();
-        self.adverts
+        self.addrs
+            .adverts
             .retain(|a| !(a.id == addr_id && a.remove && !a.confirmed));
         let unspecified = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-        self.adverts
+        self.addrs
+            .adverts
             .push(Advert::new(addr_id, unspecified, nonce, true, now));
         self.stats.removeaddr_sent += 1;
     }
@@ -253,14 +257,16 @@ impl Connection {
         }
         let id = self.alloc_addr_id();
         let nonce = self.rng.gen();
-        self.adverts.push(Advert::new(id, addr, nonce, false, now));
+        self.addrs
+            .adverts
+            .push(Advert::new(id, addr, nonce, false, now));
         Ok(id)
     }
 
     /// Withdraws an address advertised before (MP_REMOVEADDR).
     pub fn withdraw_address(&mut self, now: Instant, id: u8) -> Result<(), ConnError> {
         let nonce = self.rng.gen();
-        let Some(a) = self.adverts.iter_mut().find(|a| a.id == id) else {
+        let Some(a) = self.addrs.adverts.iter_mut().find(|a| a.id == id) else {
             return Err(ConnError::Config(format!("no advertised address {id}")));
         };
         a.remove = true;
@@ -274,17 +280,21 @@ impl Connection {
 
     /// Addresses the peer advertised, by address id.
     pub fn remote_addresses(&self) -> Vec<(u8, SocketAddr)> {
-        self.remote_addrs.iter().map(|(k, v)| (*k, *v)).collect()
+        self.addrs
+            .remote_addrs
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect()
     }
 
     /// The next address id not used by a live subflow or a pending
     /// advertisement (ids wrap after 255; a reused id must not make a
     /// late MP_REMOVEADDR close a new subflow).
     pub(super) fn alloc_addr_id(&mut self) -> u8 {
-        let mut id = self.next_addr_id;
+        let mut id = self.addrs.next_addr_id;
         for _ in 0..255 {
-            id = self.next_addr_id;
-            self.next_addr_id = self.next_addr_id.wrapping_add(1).max(1);
+            id = self.addrs.next_addr_id;
+            self.addrs.next_addr_id = self.addrs.next_addr_id.wrapping_add(1).max(1);
             let used = self
                 .paths
                 .iter()
@@ -329,6 +339,7 @@ fn addaddr_message(p: WireProfile, a: &MpAddAddr) -> Vec<u8> {
     .unwrap_or_default()
 }
 
+                    .addrs
 /// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce (RFC 9897
 /// §3.2.9), Address ID alone in a reference profile.
 pub(super) fn removeaddr_hmac(

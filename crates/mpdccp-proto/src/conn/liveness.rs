@@ -99,7 +99,7 @@ impl Connection {
         if self.paths.len() != before {
             self.rr_next = 0;
         }
-        self.adverts.retain(|a| !(a.remove && a.confirmed));
+        self.addrs.adverts.retain(|a| !(a.remove && a.confirmed));
     }
 
     /// RFC 9897 §3.2.9: the peer withdrew address `addr_id`; every

@@ -113,7 +113,7 @@ pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, ResetCode, WireError};
-use adverts::Advert;
+use adverts::AddrBook;
 use authn::AuthRole;
 use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
@@ -283,11 +283,8 @@ impl Negotiation {
     next_mp_seq: u64,
     rx_mp_ref: Option<u64>,
     plain_rx_seq: u64,
-    adverts: Vec<Advert>,
-    remote_addrs: BTreeMap<u8, SocketAddr>,
-    /// Highest MP_SEQ of the peer's MP_ADDADDR/MP_REMOVEADDR per Address
-    /// ID, the dataset of RFC 9897 §3.2.1 (outdated options are not acted on).
-    addr_option_seq: BTreeMap<u8, u64>,
+    /// Our advertised and the peer's addresses (`adverts.rs`).
+    addrs: AddrBook,
     /// We sent MP_CLOSE (graceful) — peers' subflows close with it.
     closing_mp: bool,
     close_reason: Option<String>,
@@ -395,9 +392,7 @@ impl Connection {
             next_mp_seq,
             rx_mp_ref: None,
             plain_rx_seq: 0,
-            adverts: Vec::new(),
-            remote_addrs: BTreeMap::new(),
-            addr_option_seq: BTreeMap::new(),
+            addrs: AddrBook::default(),
             closing_mp: false,
             close_reason: None,
             closed_event_sent: false,

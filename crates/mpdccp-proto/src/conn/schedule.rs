@@ -300,7 +300,7 @@ impl Connection {
         if sf.data_ready(now) {
             return Owed::AckOrData { probe: false };
         }
-        let advert = mp_on && self.adverts.iter().any(|a| a.is_due(now));
+        let advert = mp_on && self.addrs.adverts.iter().any(|a| a.is_due(now));
         if self.paths[i].ack_owed(now, advert) {
             Owed::AckOrData { probe: false }
         } else {
@@ -383,7 +383,7 @@ impl Connection {
         buf: &mut [u8],
     ) -> Option<usize> {
         let advert = if ctx.mp_on {
-            self.adverts.iter().position(|a| a.is_due(now))
+            self.addrs.adverts.iter().position(|a| a.is_due(now))
         } else {
             None
         };
@@ -414,7 +414,7 @@ impl Connection {
         // clash with nothing else there).
         if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
             let rto = self.paths[i].option_rto(self.config.mp_option_rto);
-            self.adverts[ai].attach(now, rto, &k, self.config.wire_profile, &mut seg);
+            self.addrs.adverts[ai].attach(now, rto, &k, self.config.wire_profile, &mut seg);
             // RFC 9897 §3.2.1: with MP_SEQ, the highest one assigned (a
             // pure Ack numbers no data).
             seg.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);
