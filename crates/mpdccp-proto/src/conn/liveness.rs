@@ -221,32 +221,27 @@ impl Connection {
     }
 
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
-    pub(super) fn liveness_timeout(&self) -> Option<Instant> {
+    pub(super) fn liveness_timers(&self, table: &mut TimerTable) {
         if self.state != ConnState::Established {
             return None;
         }
-        // The earliest of them, in plain loops: asked after every event,
-        // and a chain of optional iterators cost more than all the tests.
-        let mut t = self.idle_deadline();
-        let mut upd = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
+        // In plain loops: asked after every event, and a chain of
+        // optional iterators cost more than all the tests.
+        table.merge(ConnTimer::Idle, self.idle_deadline());
         if let Some(k) = self.config.rtt_probe_interval {
             for sf in &self.paths {
-                upd(sf.rtt_probe_due(k));
+                table.merge(ConnTimer::RttProbe, sf.rtt_probe_due(k));
             }
         }
-        upd(self.stall_due().map(|(_, at)| at));
+        table.merge(ConnTimer::Stall, self.stall_due().map(|(_, at)| at));
         if self.config.path_idle_timeout.is_some() {
             for i in 0..self.paths.len() {
-                upd(self.expiry_due(i));
+                table.merge(ConnTimer::PathExpiry, self.expiry_due(i));
             }
         }
         if let Some(k) = self.config.keepalive_interval {
             for sf in &self.paths {
-                upd(sf.keepalive_due(k));
+                table.merge(ConnTimer::Keepalive, sf.keepalive_due(k));
             }
         }
         t

@@ -86,6 +86,7 @@ mod scratch;
 mod schedule;
 pub mod seq;
 mod stats;
+mod timer;
 mod subflow;
 mod timer_guard;
 
@@ -107,6 +108,7 @@ pub use queue::DropPolicy;
 pub use retransmit::RetransmitConfig;
 pub use stats::ConnStats;
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
+pub use timer::ConnTimer;
 pub use subflow::PathStats;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 
@@ -119,6 +121,7 @@ use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
+use timer::TimerTable;
 use subflow::{Fired, SubState, Subflow, TimerCtx};
 
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
@@ -696,22 +699,27 @@ impl Connection {
 
     /// When [`Connection::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        let mut upd = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
+        self.next_timer().map(|(_, at)| at)
+    }
+
+    /// [`Connection::poll_timeout`] with the kind of deadline it is.
+    pub fn next_timer(&self) -> Option<(ConnTimer, Instant)> {
+        self.timer_table().next()
+    }
+
+    /// Every deadline of the connection, one entry per kind (`timer.rs`).
+    fn timer_table(&self) -> TimerTable {
+        let mut table = TimerTable::default();
         let backlog = self.queue.len() > 0;
         for sf in &self.paths {
-            upd(sf.poll_timeout(backlog, self.last_now));
+            table.merge(ConnTimer::Subflow, sf.poll_timeout(backlog, self.last_now));
         }
-        upd(self.advert_timeout());
-        upd(self.liveness_timeout());
-        upd(self.plpmtu_timeout());
-        upd(self.reorder.poll_timeout());
+        table.merge(ConnTimer::Advert, self.advert_timeout());
+        self.liveness_timers(&mut table);
+        table.merge(ConnTimer::Plpmtu, self.plpmtu_timeout());
+        table.merge(ConnTimer::Reorder, self.reorder.poll_timeout());
         if backlog {
-            upd(self.scheduler.poll_timeout());
+            table.merge(ConnTimer::Scheduler, self.scheduler.poll_timeout());
         }
         t
     }

@@ -417,8 +417,8 @@ impl Harness {
     /// bug, and fails the test (naming the deadline's kind).
     fn assert_no_stuck_timer(&self) {
         for side in [Side::Client, Side::Server] {
-            let due = self.conn_ref(side).poll_timeout();
-            if let Some(t) = due.filter(|t| *t <= self.now) {
+            let due = self.conn_ref(side).next_timer();
+            if let Some((kind, t)) = due.filter(|(_, t)| *t <= self.now) {
                 panic!(
                     "stuck timer: the {side:?} asks to be woken at {t:?}, not after now = {:?}, \
                      although handle_timeout and poll_transmit ran at now",
