@@ -2,7 +2,46 @@
 //! with nonce and MP_HMAC, retransmitted until MP_CONFIRM; MP_PRIO; address
 //! ids.
 
-use super::*;
+use super::{
+    codec, keys, mp, seq, ConfirmItem, ConnError, ConnKeys, ConnState, Connection, Event,
+    MpAddAddr, MpRemoveAddr, PathId, Segment, WireProfile, REMOVEADDR_SEEN_MAX,
+};
+use crate::time::Instant;
+use rand::Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The addresses of a connection: ours advertised to the peer, the peer's
+/// (RFC 9897 §3.2.8, §3.2.9).
+#[derive(Debug)]
+pub(super) struct AddrBook {
+    /// Next Address ID of ours (0 is the initial subflow's).
+    pub(super) next_addr_id: u8,
+    /// Our MP_ADDADDR / MP_REMOVEADDR, retransmitted until confirmed.
+    pub(super) adverts: Vec<Advert>,
+    pub(super) remote_addrs: BTreeMap<u8, SocketAddr>,
+    /// Highest MP_SEQ of the peer's MP_ADDADDR/MP_REMOVEADDR per Address
+    /// ID, the dataset of RFC 9897 §3.2.1 (outdated options are not acted on).
+    pub(super) addr_option_seq: BTreeMap<u8, u64>,
+    /// MP_REMOVEADDR (address id, nonce) pairs acted on, newest last
+    /// (bounded): a replayed withdrawal must not close a later subflow
+    /// that reuses the address id.
+    pub(super) removeaddr_seen: VecDeque<(u8, u32)>,
+}
+
+impl Default for AddrBook {
+    fn default() -> Self {
+        AddrBook {
+            next_addr_id: 1,
+            adverts: Vec::new(),
+            remote_addrs: BTreeMap::new(),
+            addr_option_seq: BTreeMap::new(),
+            removeaddr_seen: VecDeque::new(),
+        }
+    }
+}
 
 /// An address we advertise (MP_ADDADDR) or withdraw (MP_REMOVEADDR).
 #[derive(Clone, Debug)]
@@ -144,6 +183,7 @@ impl Connection {
         // ignore the MP_ADDADDR if the IP Address is not the same"), only
         // its port may change.
         let reused = self
+            .addrs
             .remote_addrs
             .get(&a.addr_id)
             .is_some_and(|old| old.ip() != a.ip);
@@ -183,7 +223,6 @@ impl Connection {
             id: r.addr_id,
             nonce: r.nonce,
             addr: None,
-            .addrs
         });
         sf.ack_now();
     }
@@ -300,6 +339,7 @@ impl Connection {
                 .iter()
                 .any(|p| !p.is_gone() && p.local_addr_id() == id)
                 || self
+                    .addrs
                     .adverts
                     .iter()
                     .any(|a| a.id == id && !(a.remove && a.confirmed));
@@ -339,7 +379,6 @@ fn addaddr_message(p: WireProfile, a: &MpAddAddr) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-                    .addrs
 /// MP_REMOVEADDR authentication: HMAC over Address ID ‖ Nonce (RFC 9897
 /// §3.2.9), Address ID alone in a reference profile.
 pub(super) fn removeaddr_hmac(

@@ -10,10 +10,15 @@
 //! are in `authn.rs`, and its keys reach the HMACs through
 //! [`Connection::d_keys`].
 
-use super::*;
+use super::codec::MpJoin;
+use super::{
+    authn, features, keys, opt, ConnKeys, ConnState, Connection, Event, FeatureNum, Negotiation,
+    PacketType, PathConfig, PathId, ResetCode, Role, Segment, SubState, WireError,
+};
+use crate::time::Instant;
 use crate::wire::profile_keys::PlainKeys;
-use codec::MpJoin;
 use keys::JoinHmac;
+use rand::Rng;
 
 impl Connection {
     /// Server: a Request on a path without a subflow. Refusals leave a

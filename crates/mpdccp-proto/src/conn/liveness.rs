@@ -1,8 +1,13 @@
 //! Path and connection life cycle: closing, failing and dropping subflows,
 //! keepalive / path expiry / idle timeout, forgetting closed subflows.
 
-use super::*;
+use super::{
+    ConnState, ConnTimer, Connection, Event, Fired, ResetCode, Role, Segment, SubState, Subflow,
+    TimerCtx, TimerTable,
+};
 use crate::path::priority;
+use crate::time::Instant;
+use std::time::Duration;
 
 /// How long an authenticated connection without any subflow waits for one
 /// to rejoin when no idle timeout is configured.
@@ -223,7 +228,7 @@ impl Connection {
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
     pub(super) fn liveness_timers(&self, table: &mut TimerTable) {
         if self.state != ConnState::Established {
-            return None;
+            return;
         }
         // In plain loops: asked after every event, and a chain of
         // optional iterators cost more than all the tests.
@@ -244,7 +249,6 @@ impl Connection {
                 table.merge(ConnTimer::Keepalive, sf.keepalive_due(k));
             }
         }
-        t
     }
 
     pub(super) fn finish_close(&mut self) {

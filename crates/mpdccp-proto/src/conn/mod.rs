@@ -49,16 +49,15 @@
 //!   Closed subflows are forgotten after `closed_path_linger`, so a path
 //!   that rejoins under a new `PathId` reuses the `max_paths` slot.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cc::{CcSnapshot, ControllerFactory};
+use crate::cc::ControllerFactory;
 use crate::path::{PathId, PathView};
-use crate::reorder::{self, PathReceiveState, Reorder, ReorderItem};
+use crate::reorder::{self, Reorder, ReorderItem};
 use crate::sched::{self, PacketMeta, Scheduler};
 use crate::time::Instant;
 
@@ -82,12 +81,12 @@ mod protection;
 mod queue;
 mod recv;
 mod retransmit;
-mod scratch;
 mod schedule;
+mod scratch;
 pub mod seq;
 mod stats;
-mod timer;
 mod subflow;
+mod timer;
 mod timer_guard;
 
 pub use crate::wire::WireProfile;
@@ -108,8 +107,8 @@ pub use queue::DropPolicy;
 pub use retransmit::RetransmitConfig;
 pub use stats::ConnStats;
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
-pub use timer::ConnTimer;
 pub use subflow::PathStats;
+pub use timer::ConnTimer;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 
 use crate::wire::mp::subtype as mp;
@@ -121,8 +120,8 @@ use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
-use timer::TimerTable;
 use subflow::{Fired, SubState, Subflow, TimerCtx};
+use timer::TimerTable;
 
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
@@ -230,9 +229,6 @@ enum ConnState {
     Closed,
 }
 
-/// One MP-DCCP connection with its subflows.
-pub struct Connection {
-    role: Role,
 /// What the first subflow's handshake agreed (RFC 9897 §3.3: without the
 /// peer's Confirm of Multipath Capable the connection is plain DCCP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,6 +264,9 @@ impl Negotiation {
     }
 }
 
+/// One MP-DCCP connection with its subflows.
+pub struct Connection {
+    role: Role,
     config: ConnectionConfig,
     rng: ChaCha8Rng,
     state: ConnState,
@@ -282,7 +281,6 @@ impl Negotiation {
     remote_key: Option<[u8; 8]>,
     local_ci: u32,
     remote_ci: Option<u32>,
-    next_addr_id: u8,
     next_mp_seq: u64,
     rx_mp_ref: Option<u64>,
     plain_rx_seq: u64,
@@ -312,10 +310,6 @@ impl Negotiation {
     /// connection is gone (`liveness.rs::check_closed`); it ends after the
     /// idle timeout unless a path rejoins.
     orphaned_at: Option<Instant>,
-    /// MP_REMOVEADDR (address id, nonce) pairs acted on, newest last
-    /// (bounded): a replayed withdrawal must not close a later subflow
-    /// that reuses the address id.
-    removeaddr_seen: VecDeque<(u8, u32)>,
     /// Payload protection (`protection.rs`); `None` = payload in clear.
     protection: Option<Box<protection::Protection>>,
     /// Open mode (key type 0) or the authenticated handshake's side.
@@ -391,7 +385,6 @@ impl Connection {
             remote_key: None,
             local_ci,
             remote_ci: None,
-            next_addr_id: 1,
             next_mp_seq,
             rx_mp_ref: None,
             plain_rx_seq: 0,
@@ -402,10 +395,6 @@ impl Connection {
             connected_event_sent: false,
             events: VecDeque::new(),
             stats: ConnStats::default(),
-            views: Vec::new(),
-            snaps: Vec::new(),
-            rx_states: Vec::new(),
-            sched_out: Vec::new(),
             rr_next: 0,
             last_now: Instant::ZERO,
             held: None,
@@ -414,7 +403,6 @@ impl Connection {
             mp_jump_probe: None,
             ever_had_path: false,
             orphaned_at: None,
-            removeaddr_seen: VecDeque::new(),
             protection: None,
             auth: AuthRole::Off,
             session: None,
@@ -721,7 +709,7 @@ impl Connection {
         if backlog {
             table.merge(ConnTimer::Scheduler, self.scheduler.poll_timeout());
         }
-        t
+        table
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -30,7 +30,8 @@
 use std::time::Duration;
 
 use super::subflow::Subflow;
-use super::*;
+use super::{Connection, Event, PacketType, PathId, Segment, DATA_HEADER_MAX, PROTECTION_OVERHEAD};
+use crate::time::Instant;
 
 /// RFC 8899 §5.1.2 BASE_PLPMTU at the IP level: 1280 over IPv6 (RFC 8200
 /// §5), 1200 over IPv4 (the RFC's recommendation for IPv4).
@@ -612,6 +613,7 @@ fn add_stats(a: &mut PlpmtuStats, b: &PlpmtuStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::*;
 
     fn cfg() -> PlpmtudConfig {
         PlpmtudConfig {

@@ -2,7 +2,12 @@
 //! OPEN, and the payload's way to the reorderer.
 
 use super::subflow::{Admit, Coupled, ResetEffect};
-use super::*;
+use super::{
+    mp, opt, reorder, unwrap48, ConnKeys, ConnState, Connection, Event, FeatureNum, PacketType,
+    ReorderItem, ResetCode, Role, Segment, SubState, WireError, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS,
+};
+use crate::time::Instant;
+use std::time::Duration;
 
 impl Connection {
     pub(super) fn handle_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {

@@ -2,8 +2,13 @@
 //! the construction of each packet.
 
 use super::subflow::{AckSegment, EmitCtx};
-use super::*;
+use super::{
+    ConnState, Connection, PacketMeta, PacketType, Queued, Segment, Transmit, DATA_HEADER_MAX,
+    PROTECTION_OVERHEAD, SEQ_MASK,
+};
 use crate::auth::protect::COUNTER_LEN;
+use crate::time::Instant;
+use std::net::IpAddr;
 
 /// Copies of a multi-path (redundant) decision a path holds at least while
 /// its window is full: about 0.3 s at the 100 packets/s of a VoIP or

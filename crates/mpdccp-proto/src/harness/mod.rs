@@ -420,8 +420,8 @@ impl Harness {
             let due = self.conn_ref(side).next_timer();
             if let Some((kind, t)) = due.filter(|(_, t)| *t <= self.now) {
                 panic!(
-                    "stuck timer: the {side:?} asks to be woken at {t:?}, not after now = {:?}, \
-                     although handle_timeout and poll_transmit ran at now",
+                    "stuck timer: the {side:?} asks to be woken at {t:?} ({kind:?}), not after \
+                     now = {:?}, although handle_timeout and poll_transmit ran at now",
                     self.now
                 );
             }

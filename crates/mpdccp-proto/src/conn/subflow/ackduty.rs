@@ -55,7 +55,13 @@ impl AckDuty {
 
     /// Packet `seq` arrived at `now`; `new_gsr` when it raised GSR,
     /// `in_order` when it was GSR + 1. Returns false for a duplicate.
-    pub(super) fn on_packet(&mut self, now: Instant, seq: u64, new_gsr: bool, in_order: bool) -> bool {
+    pub(super) fn on_packet(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        new_gsr: bool,
+        in_order: bool,
+    ) -> bool {
         if new_gsr {
             self.gsr_rx_at = Some(now);
         }

@@ -5,7 +5,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::*;
+use super::{
+    ackvec, AckDelayUse, AckEvent, CcSnapshot, LossEvent, Sent, SentPacket, Subflow, Timer,
+};
+use crate::time::Instant;
 
 /// Least slack (beyond one srtt) before a path with packets in flight
 /// counts as stalled ([`Subflow::stall_deadline`]): on a LAN-short path a
@@ -563,6 +566,7 @@ fn insert_top(top: &mut [u64; 3], seq: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::subflow::*;
     use crate::conn::ConnectionConfig;
 
     const MS: Duration = Duration::from_millis(1);

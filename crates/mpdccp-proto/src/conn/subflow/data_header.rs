@@ -11,9 +11,10 @@
 //! MP_CONFIRM) come along only where they fit; MP_PRIO and MP_CONFIRM that
 //! do not fit are sent first on a pure Ack, the others wait.
 
-use super::*;
+use super::Subflow;
 use crate::conn::codec::confirm_len;
 use crate::conn::DATA_HEADER_MAX;
+use crate::time::Instant;
 use crate::wire::{FeatureNum, MpOption};
 
 use super::emit::EmitCtx;

@@ -3,11 +3,13 @@
 //! on) and the MP_SEQ'd data; it adds the connection-level options
 //! (address adverts) and writes the bytes.
 
-use super::*;
+use super::{Queued, ResetCode, SubState, Subflow, Timer, SEQ_MASK};
 use crate::conn::codec::{self, KeyOffer, MpJoin, MpRtt, Segment};
 use crate::conn::keys::{self, ConnKeys, JoinHmac};
+use crate::time::Instant;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, PacketType, WireProfile};
+use std::time::Duration;
 
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
 pub(crate) const ACKVEC_MAX_CELLS: usize = 48;

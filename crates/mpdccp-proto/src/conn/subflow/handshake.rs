@@ -62,7 +62,10 @@ impl ControlRetx {
     /// The handshake acknowledged `ack`: when the probe it answers left
     /// (the probe is used up either way).
     pub(super) fn take_hs_sample(&mut self, ack: u64) -> Option<Instant> {
-        self.hs_probe.take().filter(|(s, _)| *s == ack).map(|(_, t)| t)
+        self.hs_probe
+            .take()
+            .filter(|(s, _)| *s == ack)
+            .map(|(_, t)| t)
     }
 
     /// A SyncAck acknowledged `ack`: when our latest Sync left, if it is

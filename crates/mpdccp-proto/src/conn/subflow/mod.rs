@@ -12,8 +12,7 @@ use super::queue::Queued;
 use super::seq::SEQ_MASK;
 use super::PathConfig;
 use crate::cc::{
-    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
-    PacketRateState, RttEstimator, SentPacket,
+    AckDelayUse, AckEvent, CcSnapshot, CongestionController, LossEvent, PacketRateState, SentPacket,
 };
 use crate::path::{PathId, PathState, PathView};
 use crate::reorder::PathReceiveState;
@@ -31,22 +30,20 @@ mod lifecycle;
 pub mod loss_window;
 mod mpstate;
 mod protect;
-mod sender;
 mod recv;
+mod sender;
 mod seqwin;
 mod timers;
 
+use ackduty::AckDuty;
 pub(crate) use data_header::DataPlan;
 pub(crate) use emit::{AckSegment, EmitCtx};
-pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
-pub(crate) use recv::{Admit, ResetEffect};
-use ackduty::AckDuty;
-pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
-pub(crate) use recv::{Admit, ResetEffect};
-use sender::Sender;
 use handshake::ControlRetx;
 use lifecycle::Lifecycle;
 use mpstate::MpState;
+pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
+pub(crate) use recv::{Admit, ResetEffect};
+use sender::Sender;
 use seqwin::SeqWindow;
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
@@ -138,15 +135,9 @@ pub(crate) struct Subflow {
     /// Active paths on the connection, as it last told (`set_active_paths`;
     /// the bound applies only from two on).
     active_paths: usize,
-    last_rtt_sample_at: Option<Instant>,
-    /// Last time the scheduler had to send elsewhere because this path was
-    /// blocked by its window or pacer.
-    blocked_at: Option<Instant>,
 
     /// Handshake / close retransmission and RTT probes (`handshake.rs`).
     hs: ControlRetx,
-    /// `ConnectionConfig::rtt_probe_interval`.
-    rtt_stale_after: Option<Duration>,
 
     pend: PendingCtrl,
     timers: TimerTable,
@@ -229,10 +220,7 @@ impl Subflow {
                 .map(delay_bound::DelayBound::new),
             window_bound: None,
             active_paths: 0,
-            last_rtt_sample_at: None,
-            blocked_at: None,
             hs: ControlRetx::new(conf.handshake_rto),
-            rtt_stale_after: conf.rtt_probe_interval,
             pend: PendingCtrl::default(),
             timers: TimerTable::default(),
             queue: VecDeque::new(),

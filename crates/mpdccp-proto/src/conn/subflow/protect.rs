@@ -14,10 +14,11 @@
 //! * Not covered: packets without application data (handshake, pure Ack,
 //!   Sync/SyncAck, Close/CloseReq/Reset); see `conn/protection.rs`.
 
-use super::*;
+use super::{SubState, Subflow};
 use crate::auth::protect::{PathProtector, COUNTER_LEN, OVERHEAD};
 use crate::auth::{AuthError, SessionKeys};
 use crate::wire::Packet;
+use std::net::IpAddr;
 
 impl Subflow {
     /// The path binding both ends agree on, once the subflow's handshake

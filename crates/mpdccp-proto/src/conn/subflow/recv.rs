@@ -3,10 +3,12 @@
 //! CloseReq, and the state changes the connection asks for (open, fail,
 //! close, drop).
 
-use super::*;
+use super::{ResetCode, SubState, Subflow, Timer, SEQ_MASK, SYNCACKS_OWED_MAX};
 use crate::conn::codec::{ConfirmItem, MpJoin, MpRtt, Segment};
+use crate::time::Instant;
 use crate::wire::seq::extend_short;
 use crate::wire::PacketType;
+use std::time::Duration;
 
 /// Shortest interval between two Syncs answering invalid packets.
 const SYNC_RATE_LIMIT: Duration = Duration::from_millis(100);

@@ -9,7 +9,9 @@
 //! (`Connection::poll_timeout`) keep the same rule; drivers still carry a
 //! `StuckTimerGuard` as a backstop.
 
-use super::*;
+use super::{ResetCode, SubState, Subflow, SEQ_MASK};
+use crate::time::Instant;
+use std::time::Duration;
 
 /// The timers of one subflow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +218,7 @@ impl Subflow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::subflow::*;
     use crate::conn::ConnectionConfig;
 
     const STATES: [SubState; 8] = [
