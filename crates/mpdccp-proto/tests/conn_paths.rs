@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::{MpRemoveAddr, PacketType, Segment};
+use mpdccp_proto::conn::ConnTimer;
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, Event, Instant, PathId, PathState};
 
@@ -156,6 +157,31 @@ fn fifty_down_up_cycles_keep_path_tables_bounded() {
         max_tables.0,
         max_tables.1
     );
+}
+
+/// The connection's timer table names what a driver wakes for: an idle,
+/// established server with keepalives on (and no RTT probes) sleeps until
+/// the keepalive, no longer than `keepalive_interval`.
+#[test]
+fn an_idle_connection_wakes_for_its_keepalive() {
+    let server = ConnectionConfig {
+        keepalive_interval: Some(Duration::from_secs(1)),
+        rtt_probe_interval: None,
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        server,
+        paths: vec![LinkSpec::default()],
+        seed: 7,
+        ..Default::default()
+    });
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(300));
+    assert!(h.server.is_established());
+    let (kind, at) = h.server.next_timer().expect("a keepalive is due");
+    assert_eq!(kind, ConnTimer::Keepalive);
+    assert_eq!(Some(at), h.server.poll_timeout());
+    assert!(at > h.now && at <= h.now + Duration::from_secs(1), "{at:?}");
 }
 
 /// A client that loses an interface without being able to tell the server

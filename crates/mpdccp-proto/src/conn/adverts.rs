@@ -2,7 +2,46 @@
 //! with nonce and MP_HMAC, retransmitted until MP_CONFIRM; MP_PRIO; address
 //! ids.
 
-use super::*;
+use super::{
+    codec, keys, mp, seq, ConfirmItem, ConnError, ConnKeys, ConnState, Connection, Event,
+    MpAddAddr, MpRemoveAddr, PathId, Segment, WireProfile, REMOVEADDR_SEEN_MAX,
+};
+use crate::time::Instant;
+use rand::Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The addresses of a connection: ours advertised to the peer, the peer's
+/// (RFC 9897 §3.2.8, §3.2.9).
+#[derive(Debug)]
+pub(super) struct AddrBook {
+    /// Next Address ID of ours (0 is the initial subflow's).
+    pub(super) next_addr_id: u8,
+    /// Our MP_ADDADDR / MP_REMOVEADDR, retransmitted until confirmed.
+    pub(super) adverts: Vec<Advert>,
+    pub(super) remote_addrs: BTreeMap<u8, SocketAddr>,
+    /// Highest MP_SEQ of the peer's MP_ADDADDR/MP_REMOVEADDR per Address
+    /// ID, the dataset of RFC 9897 §3.2.1 (outdated options are not acted on).
+    pub(super) addr_option_seq: BTreeMap<u8, u64>,
+    /// MP_REMOVEADDR (address id, nonce) pairs acted on, newest last
+    /// (bounded): a replayed withdrawal must not close a later subflow
+    /// that reuses the address id.
+    pub(super) removeaddr_seen: VecDeque<(u8, u32)>,
+}
+
+impl Default for AddrBook {
+    fn default() -> Self {
+        AddrBook {
+            next_addr_id: 1,
+            adverts: Vec::new(),
+            remote_addrs: BTreeMap::new(),
+            addr_option_seq: BTreeMap::new(),
+            removeaddr_seen: VecDeque::new(),
+        }
+    }
+}
 
 /// An address we advertise (MP_ADDADDR) or withdraw (MP_REMOVEADDR).
 #[derive(Clone, Debug)]
@@ -77,7 +116,8 @@ impl Connection {
         if self.state != ConnState::Established || !self.paths.iter().any(|p| p.is_open()) {
             return None;
         }
-        self.adverts
+        self.addrs
+            .adverts
             .iter()
             .filter(|a| !a.confirmed && !a.due)
             .map(|a| a.retx_at)
@@ -90,7 +130,7 @@ impl Connection {
     pub(super) fn on_advert_confirmed(&mut self, c: &ConfirmItem) {
         let remove = c.kind == mp::REMOVEADDR;
         let any_nonce = !self.config.wire_profile.addr_nonce();
-        if let Some(a) = self.adverts.iter_mut().find(|a| {
+        if let Some(a) = self.addrs.adverts.iter_mut().find(|a| {
             let nonce_ok = any_nonce || a.nonce == c.nonce;
             a.id == c.id && a.remove == remove && nonce_ok && !a.confirmed
         }) {
@@ -127,10 +167,10 @@ impl Connection {
     /// RFC 9897 §3.2.1: whether an address option with MP_SEQ `seq` is
     /// older than one already received for Address ID `id` (counted).
     fn address_option_outdated(&mut self, id: u8, seq: Option<u64>) -> bool {
-        let mut last = self.addr_option_seq.get(&id).copied();
+        let mut last = self.addrs.addr_option_seq.get(&id).copied();
         let outdated = seq::outdated_in_dataset(&mut last, seq);
         if let Some(l) = last {
-            self.addr_option_seq.insert(id, l);
+            self.addrs.addr_option_seq.insert(id, l);
         }
         self.stats.mp_option_outdated += u64::from(outdated);
         outdated
@@ -143,6 +183,7 @@ impl Connection {
         // ignore the MP_ADDADDR if the IP Address is not the same"), only
         // its port may change.
         let reused = self
+            .addrs
             .remote_addrs
             .get(&a.addr_id)
             .is_some_and(|old| old.ip() != a.ip);
@@ -152,7 +193,7 @@ impl Connection {
         }
         // Outdated: confirmed ("MAY", §3.2.1) so the sender stops, not stored.
         if !self.address_option_outdated(a.addr_id, seq)
-            && self.remote_addrs.insert(a.addr_id, addr) != Some(addr)
+            && self.addrs.remote_addrs.insert(a.addr_id, addr) != Some(addr)
         {
             self.events.push_back(Event::AddressAdded {
                 id: a.addr_id,
@@ -187,19 +228,19 @@ impl Connection {
     }
 
     fn withdraw_remote_address(&mut self, now: Instant, r: &MpRemoveAddr) {
-        if self.remote_addrs.remove(&r.addr_id).is_some() {
+        if self.addrs.remote_addrs.remove(&r.addr_id).is_some() {
             self.events
                 .push_back(Event::AddressRemoved { id: r.addr_id });
         }
         // The MP_HMAC covers only id and nonce, so an observer could
         // replay it later; act on each (id, nonce) once.
-        if self.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
+        if self.addrs.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
             self.stats.removeaddr_duplicate += 1;
         } else {
-            if self.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
-                self.removeaddr_seen.pop_front();
+            if self.addrs.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
+                self.addrs.removeaddr_seen.pop_front();
             }
-            self.removeaddr_seen.push_back((r.addr_id, r.nonce));
+            self.addrs.removeaddr_seen.push_back((r.addr_id, r.nonce));
             self.close_paths_of_address(now, r.addr_id);
         }
     }
@@ -207,7 +248,7 @@ impl Connection {
     /// Fires the expired advert timers: the option is owed again, or its
     /// tries are exhausted (given up, counted).
     pub(super) fn fire_adverts(&mut self, now: Instant) {
-        for a in &mut self.adverts {
+        for a in &mut self.addrs.adverts {
             if a.confirmed || a.retx_at > now {
                 continue;
             }
@@ -224,10 +265,12 @@ impl Connection {
     /// subflows until MP_CONFIRM or `mp_option_max_tries`).
     pub(super) fn withdraw_path_address(&mut self, now: Instant, addr_id: u8) {
         let nonce = self.rng.gen();
-        self.adverts
+        self.addrs
+            .adverts
             .retain(|a| !(a.id == addr_id && a.remove && !a.confirmed));
         let unspecified = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-        self.adverts
+        self.addrs
+            .adverts
             .push(Advert::new(addr_id, unspecified, nonce, true, now));
         self.stats.removeaddr_sent += 1;
     }
@@ -237,15 +280,15 @@ impl Connection {
     pub fn set_priority(&mut self, now: Instant, id: PathId, prio: u8) {
         let Some(i) = self.idx(id) else { return };
         let prio = prio.min(crate::path::priority::MAX);
-        let tell = self.mp == Some(true);
+        let tell = self.negotiation.is_multipath();
         self.paths[i].set_priority(now, prio, tell);
     }
 
     /// Advertises a local address to the peer (MP_ADDADDR with nonce and
     /// MP_HMAC, retransmitted until confirmed). Returns its address id.
     pub fn advertise_address(&mut self, now: Instant, addr: SocketAddr) -> Result<u8, ConnError> {
-        if self.mp != Some(true) {
-            return Err(if self.mp.is_none() {
+        if !self.negotiation.is_multipath() {
+            return Err(if self.negotiation.is_pending() {
                 ConnError::NotEstablished
             } else {
                 ConnError::NotMultipath
@@ -253,14 +296,16 @@ impl Connection {
         }
         let id = self.alloc_addr_id();
         let nonce = self.rng.gen();
-        self.adverts.push(Advert::new(id, addr, nonce, false, now));
+        self.addrs
+            .adverts
+            .push(Advert::new(id, addr, nonce, false, now));
         Ok(id)
     }
 
     /// Withdraws an address advertised before (MP_REMOVEADDR).
     pub fn withdraw_address(&mut self, now: Instant, id: u8) -> Result<(), ConnError> {
         let nonce = self.rng.gen();
-        let Some(a) = self.adverts.iter_mut().find(|a| a.id == id) else {
+        let Some(a) = self.addrs.adverts.iter_mut().find(|a| a.id == id) else {
             return Err(ConnError::Config(format!("no advertised address {id}")));
         };
         a.remove = true;
@@ -274,22 +319,27 @@ impl Connection {
 
     /// Addresses the peer advertised, by address id.
     pub fn remote_addresses(&self) -> Vec<(u8, SocketAddr)> {
-        self.remote_addrs.iter().map(|(k, v)| (*k, *v)).collect()
+        self.addrs
+            .remote_addrs
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect()
     }
 
     /// The next address id not used by a live subflow or a pending
     /// advertisement (ids wrap after 255; a reused id must not make a
     /// late MP_REMOVEADDR close a new subflow).
     pub(super) fn alloc_addr_id(&mut self) -> u8 {
-        let mut id = self.next_addr_id;
+        let mut id = self.addrs.next_addr_id;
         for _ in 0..255 {
-            id = self.next_addr_id;
-            self.next_addr_id = self.next_addr_id.wrapping_add(1).max(1);
+            id = self.addrs.next_addr_id;
+            self.addrs.next_addr_id = self.addrs.next_addr_id.wrapping_add(1).max(1);
             let used = self
                 .paths
                 .iter()
                 .any(|p| !p.is_gone() && p.local_addr_id() == id)
                 || self
+                    .addrs
                     .adverts
                     .iter()
                     .any(|a| a.id == id && !(a.remove && a.confirmed));
@@ -304,7 +354,7 @@ impl Connection {
 /// MP_ADDADDR authentication (RFC 9897 §3.2.6, §3.2.8): HMAC-SHA256 with
 /// the sender's derived key over Address ID ‖ Nonce ‖ Address ‖ Port, the
 /// port as two zero bytes when absent; a reference profile's message has
-/// no nonce and the IPv4 address reversed (BUILD.md "MP_ADDADDR"). The
+/// no nonce and the IPv4 address reversed (docs/INTEROP.md). The
 /// message is the wire layer's.
 pub(super) fn addaddr_hmac(p: WireProfile, d_key: &[u8], a: &MpAddAddr) -> [u8; keys::HMAC_LEN] {
     keys::hmac20(d_key, &[&addaddr_message(p, a)])

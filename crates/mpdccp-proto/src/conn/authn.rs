@@ -8,11 +8,14 @@
 //! by the endpoint only after its `auth::Gate` verified the Init, and holds
 //! the keys and the Response the gate produced until the Confirm verifies.
 
-use super::*;
+use super::{
+    features, keys, ConnError, Connection, KeyOffer, PacketType, ResetCode, Role, Segment, SubState,
+};
 use crate::auth::framing;
 use crate::auth::handshake::{Binding, CONFIRM_LEN, RESPONSE_LEN};
 use crate::auth::mac::labelled_hash;
 use crate::auth::{Initiator, InitiatorConfig, SessionKeys};
+use crate::time::Instant;
 
 /// Cookie replies a client follows per connection attempt; more are an
 /// on-path game (only a host that saw the Init can build one).

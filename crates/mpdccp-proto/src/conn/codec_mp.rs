@@ -367,7 +367,7 @@ pub(super) fn emit_mp(
         *p += profile.emit_mp(&o, buf.get_mut(*p..)?).ok()?;
         Some(())
     };
-    // The reference's ADDADDR/REMOVEADDR carry no nonce (BUILD.md "k4.14").
+    // The reference's ADDADDR/REMOVEADDR carry no nonce (docs/INTEROP.md).
     let nonce = |n: u32| profile.addr_nonce().then_some(n);
     if let Some(k) = &m.key {
         let keys = k.keys.clone();

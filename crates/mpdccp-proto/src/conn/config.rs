@@ -124,7 +124,7 @@ pub struct ConnectionConfig {
     /// (dropped and counted) unless a run of consistent packets confirms
     /// the jump; keeps one forged MP_SEQ from pushing the reorderer ahead.
     pub max_mp_seq_jump: u64,
-    /// Issue #13, fresh path estimates: a usable subflow with nothing in
+    /// Fresh path estimates: a usable subflow with nothing in
     /// flight and no RTT sample for this long is probed with a Sync (its
     /// SyncAck, sent at once by the peer, gives an RTT sample), again every
     /// interval while it idles; and a sample arriving after such a gap

@@ -10,10 +10,15 @@
 //! are in `authn.rs`, and its keys reach the HMACs through
 //! [`Connection::d_keys`].
 
-use super::*;
+use super::codec::MpJoin;
+use super::{
+    authn, features, keys, opt, ConnKeys, ConnState, Connection, Event, FeatureNum, Negotiation,
+    PacketType, PathConfig, PathId, ResetCode, Role, Segment, SubState, WireError,
+};
+use crate::time::Instant;
 use crate::wire::profile_keys::PlainKeys;
-use codec::MpJoin;
 use keys::JoinHmac;
+use rand::Rng;
 
 impl Connection {
     /// Server: a Request on a path without a subflow. Refusals leave a
@@ -57,7 +62,7 @@ impl Connection {
                 let window = seg
                     .feat(opt::CHANGE_L, FeatureNum::SequenceWindow)
                     .map(|f| f.value);
-                let mp = self.mp == Some(true);
+                let mp = self.negotiation.is_multipath();
                 sf.owe_feature_confirms(features::handshake_confirms(seg, true, mp));
                 sf.respond(now, self.config.respond_timeout, window);
             }
@@ -80,7 +85,7 @@ impl Connection {
         j: &MpJoin,
         seg: &Segment<'_>,
     ) -> Result<(MpJoin, u32, u8), ResetCode> {
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             self.stats.join_not_multipath += 1;
             Err(ResetCode::ConnectionRefused)
         } else if j.token != self.join_ids().0 {
@@ -108,7 +113,8 @@ impl Connection {
     /// The first Request: multipath if both want it, plain DCCP otherwise;
     /// a second initial handshake on a connection is refused.
     fn check_initial_request(&mut self, seg: &Segment<'_>) -> Result<(), ResetCode> {
-        if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || self.mp.is_some() {
+        if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || !self.negotiation.is_pending()
+        {
             self.stats.rx_unexpected += 1;
             return Err(ResetCode::ConnectionRefused);
         }
@@ -132,20 +138,21 @@ impl Connection {
         if self.is_authenticated_mode() {
             // Key type 255 was checked (authn.rs); the keys are installed.
             self.remote_ci = offer.map(|k| k.ci);
-            self.mp = Some(feature_agreed && offer.is_some() && self.session.is_some());
+            self.negotiation =
+                Negotiation::agreed(feature_agreed && offer.is_some() && self.session.is_some());
             return;
         }
         match offer.and_then(|k| Some((k.ci, k.plain_key()?))) {
             Some((ci, key)) if self.config.multipath && feature_agreed => {
                 self.remote_key = Some(key);
                 self.remote_ci = Some(ci);
-                self.mp = Some(true);
+                self.negotiation = Negotiation::Multipath;
             }
             _ => {
                 if self.config.multipath {
                     self.stats.fallbacks += 1;
                 }
-                self.mp = Some(false);
+                self.negotiation = Negotiation::PlainDccp;
             }
         }
     }
@@ -198,7 +205,7 @@ impl Connection {
             self.accept_key_offer(confirmed, seg);
         }
         // RFC 4340 §6: the third packet confirms the Response's Changes.
-        let mp = self.mp == Some(true);
+        let mp = self.negotiation.is_multipath();
         self.paths[i].owe_feature_confirms(features::handshake_confirms(seg, false, mp));
         if self.paths[i].is_join() {
             // RFC 9897 §3.2.2, §3.6 (F2): the join's Response confirms
@@ -211,7 +218,7 @@ impl Connection {
                 return;
             }
             // RFC 9897 §3.2.2: verify HMAC(d-keyB, RB‖RA) from the server
-            // (a reference profile: HMAC(d-keyB, J‖RA), BUILD.md "MP_HMAC").
+            // (a reference profile: HMAC(d-keyB, J‖RA), docs/INTEROP.md).
             let ra = self.paths[i].local_nonce();
             let (p, j_id) = (self.config.wire_profile, self.join_ids().0);
             let ok = match (seg.mp.join, seg.mp.hmac, self.d_keys()) {
@@ -249,13 +256,13 @@ impl Connection {
             }
             return ok;
         }
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             return true;
         }
         let sf = &self.paths[i];
         if sf.is_join() {
             // RFC 9897 §3.2.2: HMAC(d-keyA, RA‖RB); a reference profile:
-            // HMAC(d-keyA, J‖RB) (BUILD.md "MP_HMAC").
+            // HMAC(d-keyA, J‖RB) (docs/INTEROP.md).
             let (p, j_id) = (self.config.wire_profile, self.join_ids().0);
             let nonces = (sf.remote_nonce(), sf.local_nonce());
             let ok = match (seg.mp.hmac, self.d_keys()) {
@@ -303,7 +310,7 @@ impl Connection {
     /// The identifiers of a join (RFC 9897 §3.2.2): the one in the
     /// client's MP_JOIN (the server's CI) and the one in the server's (the
     /// client's CI); the k5.10 reference puts the server's token in both
-    /// (BUILD.md "MP_JOIN", `wire::profile_keys`). 0 while unknown.
+    /// (docs/INTEROP.md, `wire::profile_keys`). 0 while unknown.
     pub(super) fn join_ids(&self) -> (u32, u32) {
         let (ours, theirs) = (self.local_ci, self.remote_ci.unwrap_or(0));
         let (client_ci, server_ci) = match self.role {

@@ -112,7 +112,7 @@ pub fn verify_join_hmac(
 /// sender's derived key: RFC 9897 §3.2.2 covers the sender's nonce then
 /// the peer's (the same bytes as [`join_hmac`]); the reference kernels
 /// cover `J ‖ nonce of the other side`, `J` = the identifier in the
-/// client's MP_JOIN (BUILD.md "MP_HMAC", `wire::profile_keys`).
+/// client's MP_JOIN (docs/INTEROP.md, `wire::profile_keys`).
 pub fn join_hmac_in(
     p: WireProfile,
     d_key: &[u8],

@@ -1,8 +1,13 @@
 //! Path and connection life cycle: closing, failing and dropping subflows,
 //! keepalive / path expiry / idle timeout, forgetting closed subflows.
 
-use super::*;
+use super::{
+    ConnState, ConnTimer, Connection, Event, Fired, ResetCode, Role, Segment, SubState, Subflow,
+    TimerCtx, TimerTable,
+};
 use crate::path::priority;
+use crate::time::Instant;
+use std::time::Duration;
 
 /// How long an authenticated connection without any subflow waits for one
 /// to rejoin when no idle timeout is configured.
@@ -99,7 +104,7 @@ impl Connection {
         if self.paths.len() != before {
             self.rr_next = 0;
         }
-        self.adverts.retain(|a| !(a.remove && a.confirmed));
+        self.addrs.adverts.retain(|a| !(a.remove && a.confirmed));
     }
 
     /// RFC 9897 §3.2.9: the peer withdrew address `addr_id`; every
@@ -196,7 +201,7 @@ impl Connection {
         newer.then(|| heard + t)
     }
 
-    /// Issue #13: a standby path carries nothing while a better one is
+    /// A standby path carries nothing while a better one is
     /// usable (`sched::standby_excluded`), so when the only usable
     /// non-standby path stops being acknowledged, nothing gets through
     /// until it is declared failed. Its RTO (at least 200 ms) is too slow
@@ -207,7 +212,7 @@ impl Connection {
     pub(super) fn stall_due(&self) -> Option<(usize, Instant)> {
         let standby =
             |p: &Subflow| p.is_usable() && (1..=priority::STANDBY).contains(&p.priority());
-        if self.mp != Some(true) || !self.paths.iter().any(standby) {
+        if !self.negotiation.is_multipath() || !self.paths.iter().any(standby) {
             return None;
         }
         let mut better = (0..self.paths.len())
@@ -221,35 +226,29 @@ impl Connection {
     }
 
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
-    pub(super) fn liveness_timeout(&self) -> Option<Instant> {
+    pub(super) fn liveness_timers(&self, table: &mut TimerTable) {
         if self.state != ConnState::Established {
-            return None;
+            return;
         }
-        // The earliest of them, in plain loops: asked after every event,
-        // and a chain of optional iterators cost more than all the tests.
-        let mut t = self.idle_deadline();
-        let mut upd = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
+        // In plain loops: asked after every event, and a chain of
+        // optional iterators cost more than all the tests.
+        table.merge(ConnTimer::Idle, self.idle_deadline());
         if let Some(k) = self.config.rtt_probe_interval {
             for sf in &self.paths {
-                upd(sf.rtt_probe_due(k));
+                table.merge(ConnTimer::RttProbe, sf.rtt_probe_due(k));
             }
         }
-        upd(self.stall_due().map(|(_, at)| at));
+        table.merge(ConnTimer::Stall, self.stall_due().map(|(_, at)| at));
         if self.config.path_idle_timeout.is_some() {
             for i in 0..self.paths.len() {
-                upd(self.expiry_due(i));
+                table.merge(ConnTimer::PathExpiry, self.expiry_due(i));
             }
         }
         if let Some(k) = self.config.keepalive_interval {
             for sf in &self.paths {
-                upd(sf.keepalive_due(k));
+                table.merge(ConnTimer::Keepalive, sf.keepalive_due(k));
             }
         }
-        t
     }
 
     pub(super) fn finish_close(&mut self) {
@@ -268,7 +267,7 @@ impl Connection {
             if k == self.local_key {
                 // §3.2.11: "When a DCCP-CloseReq is used, the following
                 // DCCP-Close MUST also carry the MP_CLOSE".
-                self.closing_mp = self.mp == Some(true);
+                self.closing_mp = self.negotiation.is_multipath();
                 if !matches!(self.state, ConnState::Closing | ConnState::Closed) {
                     self.close_reason = Some("closed by peer".into());
                     self.state = ConnState::Closing;

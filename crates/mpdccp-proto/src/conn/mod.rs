@@ -49,16 +49,15 @@
 //!   Closed subflows are forgotten after `closed_path_linger`, so a path
 //!   that rejoins under a new `PathId` reuses the `max_paths` slot.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cc::{CcSnapshot, ControllerFactory};
+use crate::cc::ControllerFactory;
 use crate::path::{PathId, PathView};
-use crate::reorder::{self, PathReceiveState, Reorder, ReorderItem};
+use crate::reorder::{self, Reorder, ReorderItem};
 use crate::sched::{self, PacketMeta, Scheduler};
 use crate::time::Instant;
 
@@ -83,9 +82,11 @@ mod queue;
 mod recv;
 mod retransmit;
 mod schedule;
+mod scratch;
 pub mod seq;
 mod stats;
 mod subflow;
+mod timer;
 mod timer_guard;
 
 pub use crate::wire::WireProfile;
@@ -107,18 +108,20 @@ pub use retransmit::RetransmitConfig;
 pub use stats::ConnStats;
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
+pub use timer::ConnTimer;
 pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, ResetCode, WireError};
-use adverts::Advert;
+use adverts::AddrBook;
 use authn::AuthRole;
 use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
 use keys::ConnKeys;
 use queue::{PushOutcome, Queued, SendQueue};
 use seq::{unwrap48, SEQ_MASK};
 use subflow::{Fired, SubState, Subflow, TimerCtx};
+use timer::TimerTable;
 
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
@@ -226,6 +229,41 @@ enum ConnState {
     Closed,
 }
 
+/// What the first subflow's handshake agreed (RFC 9897 §3.3: without the
+/// peer's Confirm of Multipath Capable the connection is plain DCCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Negotiation {
+    /// The first subflow has not negotiated yet.
+    Pending,
+    Multipath,
+    /// Fallback to single-path DCCP.
+    PlainDccp,
+}
+
+impl Negotiation {
+    fn agreed(multipath: bool) -> Self {
+        if multipath {
+            Negotiation::Multipath
+        } else {
+            Negotiation::PlainDccp
+        }
+    }
+    fn is_multipath(self) -> bool {
+        self == Negotiation::Multipath
+    }
+    fn is_pending(self) -> bool {
+        self == Negotiation::Pending
+    }
+    /// `Some(true)` multipath, `Some(false)` plain DCCP, `None` pending.
+    fn as_option(self) -> Option<bool> {
+        match self {
+            Negotiation::Pending => None,
+            Negotiation::Multipath => Some(true),
+            Negotiation::PlainDccp => Some(false),
+        }
+    }
+}
+
 /// One MP-DCCP connection with its subflows.
 pub struct Connection {
     role: Role,
@@ -237,21 +275,17 @@ pub struct Connection {
     scheduler: Box<dyn Scheduler>,
     reorder: Box<dyn Reorder>,
     queue: SendQueue,
-    /// None until the first subflow negotiated; Some(false) = plain DCCP.
-    mp: Option<bool>,
+    /// Multipath or plain DCCP, once the first subflow negotiated it.
+    negotiation: Negotiation,
     local_key: [u8; 8],
     remote_key: Option<[u8; 8]>,
     local_ci: u32,
     remote_ci: Option<u32>,
-    next_addr_id: u8,
     next_mp_seq: u64,
     rx_mp_ref: Option<u64>,
     plain_rx_seq: u64,
-    adverts: Vec<Advert>,
-    remote_addrs: BTreeMap<u8, SocketAddr>,
-    /// Highest MP_SEQ of the peer's MP_ADDADDR/MP_REMOVEADDR per Address
-    /// ID, the dataset of RFC 9897 §3.2.1 (outdated options are not acted on).
-    addr_option_seq: BTreeMap<u8, u64>,
+    /// Our advertised and the peer's addresses (`adverts.rs`).
+    addrs: AddrBook,
     /// We sent MP_CLOSE (graceful) — peers' subflows close with it.
     closing_mp: bool,
     close_reason: Option<String>,
@@ -259,10 +293,8 @@ pub struct Connection {
     connected_event_sent: bool,
     events: VecDeque<Event>,
     stats: ConnStats,
-    views: Vec<PathView>,
-    snaps: Vec<CcSnapshot>,
-    rx_states: Vec<PathReceiveState>,
-    sched_out: Vec<PathId>,
+    /// Buffers reused between calls (`scratch.rs`).
+    scratch: scratch::Scratch,
     rr_next: usize,
     /// Latest `now` seen on any input (timers in the past are not re-armed).
     last_now: Instant,
@@ -270,12 +302,6 @@ pub struct Connection {
     held: Option<(PathId, usize)>,
     /// Connection-level retransmission (`retransmit.rs`); none when off.
     retx: Option<retransmit::RetransmitStore>,
-    lost_scratch: Vec<u64>,
-    held_buf: Vec<u8>,
-    /// Buffers of delivered payloads handed back by the application
-    /// ([`Connection::recycle_delivered`]): a received payload is copied
-    /// into a warm buffer instead of a fresh allocation.
-    rx_pool: Vec<Vec<u8>>,
     /// A far-ahead MP_SEQ and how many consistent ones followed it.
     mp_jump_probe: Option<(u64, u32)>,
     /// A subflow was ever created (a server closes when its only attempt died).
@@ -284,10 +310,6 @@ pub struct Connection {
     /// connection is gone (`liveness.rs::check_closed`); it ends after the
     /// idle timeout unless a path rejoins.
     orphaned_at: Option<Instant>,
-    /// MP_REMOVEADDR (address id, nonce) pairs acted on, newest last
-    /// (bounded): a replayed withdrawal must not close a later subflow
-    /// that reuses the address id.
-    removeaddr_seen: VecDeque<(u8, u32)>,
     /// Payload protection (`protection.rs`); `None` = payload in clear.
     protection: Option<Box<protection::Protection>>,
     /// Open mode (key type 0) or the authenticated handshake's side.
@@ -306,7 +328,7 @@ impl std::fmt::Debug for Connection {
         f.debug_struct("Connection")
             .field("role", &self.role)
             .field("state", &self.state)
-            .field("mp", &self.mp)
+            .field("negotiation", &self.negotiation)
             .field("paths", &self.paths.len())
             .finish_non_exhaustive()
     }
@@ -358,39 +380,29 @@ impl Connection {
             paths: Vec::new(),
             scheduler,
             reorder,
-            mp: None,
+            negotiation: Negotiation::Pending,
             local_key,
             remote_key: None,
             local_ci,
             remote_ci: None,
-            next_addr_id: 1,
             next_mp_seq,
             rx_mp_ref: None,
             plain_rx_seq: 0,
-            adverts: Vec::new(),
-            remote_addrs: BTreeMap::new(),
-            addr_option_seq: BTreeMap::new(),
+            addrs: AddrBook::default(),
             closing_mp: false,
             close_reason: None,
             closed_event_sent: false,
             connected_event_sent: false,
             events: VecDeque::new(),
             stats: ConnStats::default(),
-            views: Vec::new(),
-            snaps: Vec::new(),
-            rx_states: Vec::new(),
-            sched_out: Vec::new(),
             rr_next: 0,
             last_now: Instant::ZERO,
             held: None,
             retx,
-            lost_scratch: Vec::new(),
-            held_buf: Vec::new(),
-            rx_pool: Vec::new(),
+            scratch: scratch::Scratch::default(),
             mp_jump_probe: None,
             ever_had_path: false,
             orphaned_at: None,
-            removeaddr_seen: VecDeque::new(),
             protection: None,
             auth: AuthRole::Off,
             session: None,
@@ -415,7 +427,7 @@ impl Connection {
     /// The identifier a join to this connection names in its MP_JOIN (a
     /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or
     /// with the k5.10 reference profile the server's token, known once
-    /// both keys are (BUILD.md "MP_JOIN").
+    /// both keys are (docs/INTEROP.md).
     pub fn join_token(&self) -> u32 {
         self.join_ids().0
     }
@@ -426,7 +438,7 @@ impl Connection {
     /// `Some(true)` multipath, `Some(false)` plain-DCCP fallback, `None`
     /// not negotiated yet.
     pub fn is_multipath(&self) -> Option<bool> {
-        self.mp
+        self.negotiation.as_option()
     }
     /// The configuration in force.
     pub fn config(&self) -> &ConnectionConfig {
@@ -450,12 +462,12 @@ impl Connection {
             // A closed path id may be reopened (e.g. an interface came back).
             self.paths.remove(i);
         }
-        let first = self.paths.is_empty() && self.mp.is_none();
+        let first = self.paths.is_empty() && self.negotiation.is_pending();
         if !first {
-            match self.mp {
-                Some(true) => {}
-                Some(false) => return Err(ConnError::NotMultipath),
-                None => return Err(ConnError::NotEstablished),
+            match self.negotiation {
+                Negotiation::Multipath => {}
+                Negotiation::PlainDccp => return Err(ConnError::NotMultipath),
+                Negotiation::Pending => return Err(ConnError::NotEstablished),
             }
             if self.live_paths() >= self.config.max_paths {
                 return Err(ConnError::TooManyPaths(self.config.max_paths));
@@ -490,7 +502,10 @@ impl Connection {
         // MP_JOIN); joins announced their own id.
         let addr_id = if sf.is_join() { sf.local_addr_id() } else { 0 };
         self.drop_subflow(now, i);
-        if peer_knows && !was_gone && self.state == ConnState::Established && self.mp == Some(true)
+        if peer_knows
+            && !was_gone
+            && self.state == ConnState::Established
+            && self.negotiation.is_multipath()
         {
             self.withdraw_path_address(now, addr_id);
         }
@@ -672,24 +687,29 @@ impl Connection {
 
     /// When [`Connection::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        let mut upd = |x: Option<Instant>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
+        self.next_timer().map(|(_, at)| at)
+    }
+
+    /// [`Connection::poll_timeout`] with the kind of deadline it is.
+    pub fn next_timer(&self) -> Option<(ConnTimer, Instant)> {
+        self.timer_table().next()
+    }
+
+    /// Every deadline of the connection, one entry per kind (`timer.rs`).
+    fn timer_table(&self) -> TimerTable {
+        let mut table = TimerTable::default();
         let backlog = self.queue.len() > 0;
         for sf in &self.paths {
-            upd(sf.poll_timeout(backlog, self.last_now));
+            table.merge(ConnTimer::Subflow, sf.poll_timeout(backlog, self.last_now));
         }
-        upd(self.advert_timeout());
-        upd(self.liveness_timeout());
-        upd(self.plpmtu_timeout());
-        upd(self.reorder.poll_timeout());
+        table.merge(ConnTimer::Advert, self.advert_timeout());
+        self.liveness_timers(&mut table);
+        table.merge(ConnTimer::Plpmtu, self.plpmtu_timeout());
+        table.merge(ConnTimer::Reorder, self.reorder.poll_timeout());
         if backlog {
-            upd(self.scheduler.poll_timeout());
+            table.merge(ConnTimer::Scheduler, self.scheduler.poll_timeout());
         }
-        t
+        table
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -700,9 +720,9 @@ impl Connection {
     /// next received payloads reuse it (optional; saves an allocation
     /// per packet).
     pub fn recycle_delivered(&mut self, mut buf: Vec<u8>) {
-        if self.rx_pool.len() < RX_POOL_MAX {
+        if self.scratch.rx_pool.len() < RX_POOL_MAX {
             buf.clear();
-            self.rx_pool.push(buf);
+            self.scratch.rx_pool.push(buf);
         }
     }
 
@@ -712,7 +732,7 @@ impl Connection {
             return;
         }
         self.state = ConnState::Closing;
-        self.closing_mp = self.mp == Some(true);
+        self.closing_mp = self.negotiation.is_multipath();
         self.close_reason.get_or_insert_with(|| "closed".into());
         self.discard_queue();
         for i in 0..self.paths.len() {

@@ -1,5 +1,5 @@
 //! Datagram Packetization Layer Path MTU Discovery (DPLPMTUD, RFC 8899)
-//! per subflow, sans-IO (issue #13).
+//! per subflow, sans-IO.
 //!
 //! Sizes here are DCCP packet bytes (the UDP payload, or the IP payload of
 //! native DCCP): the driver converts from IP-level MTUs with the outer
@@ -30,7 +30,8 @@
 use std::time::Duration;
 
 use super::subflow::Subflow;
-use super::*;
+use super::{Connection, Event, PacketType, PathId, Segment, DATA_HEADER_MAX, PROTECTION_OVERHEAD};
+use crate::time::Instant;
 
 /// RFC 8899 §5.1.2 BASE_PLPMTU at the IP level: 1280 over IPv6 (RFC 8200
 /// §5), 1200 over IPv4 (the RFC's recommendation for IPv4).
@@ -570,7 +571,7 @@ impl Connection {
     /// base size), what the daemons set their TUN MTU from: counted at
     /// base, a path that joins a second after the first pulled the MTU
     /// down until its search ended and back up after (1280 → 1416 → 1280
-    /// → 1416 within 0.4 s at every start, issue #26), and on the server,
+    /// → 1416 within 0.4 s at every start), and on the server,
     /// whose TUN all connections share, every client's new path did so for
     /// every peer. Until a new path's search ends, a packet it carries may
     /// exceed what it can take; its search then lowers this if it must.
@@ -612,6 +613,7 @@ fn add_stats(a: &mut PlpmtuStats, b: &PlpmtuStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::*;
 
     fn cfg() -> PlpmtudConfig {
         PlpmtudConfig {

@@ -1,4 +1,4 @@
-//! Optional payload protection of a connection (issue #11, docs/SECURITY.md
+//! Optional payload protection of a connection (docs/SECURITY.md
 //! §5): ChaCha20-Poly1305 per data packet with a replay window per path,
 //! keyed from the authenticated handshake's [`SessionKeys`].
 //!
@@ -28,9 +28,11 @@
 //! * Connections without protection are unchanged, byte for byte.
 
 use super::subflow::{seal_framed, seal_packet, OpenScratch};
-use super::*;
+use super::{Connection, PacketType, Segment, Subflow};
 use crate::auth::protect::OVERHEAD;
 use crate::auth::{AuthError, PathProtector, SessionKeys};
+use crate::time::Instant;
+use std::net::IpAddr;
 
 /// Bytes payload protection adds to every data packet. A driver takes it
 /// off the largest tunnelled packet as well as [`DATA_HEADER_MAX`] (the

@@ -1,4 +1,4 @@
-//! NAT rebinding (issue #13): a client path's packets suddenly arrive from
+//! NAT rebinding: a client path's packets suddenly arrive from
 //! a new remote key (its NAT mapping expired and was recreated with another
 //! port, or address). Done the way QUIC migrates a path (RFC 9000 §9),
 //! adapted to DCCP:

@@ -2,7 +2,12 @@
 //! OPEN, and the payload's way to the reorderer.
 
 use super::subflow::{Admit, Coupled, ResetEffect};
-use super::*;
+use super::{
+    mp, opt, reorder, unwrap48, ConnKeys, ConnState, Connection, Event, FeatureNum, PacketType,
+    ReorderItem, ResetCode, Role, Segment, SubState, WireError, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS,
+};
+use crate::time::Instant;
+use std::time::Duration;
 
 impl Connection {
     pub(super) fn handle_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
@@ -140,7 +145,7 @@ impl Connection {
             let coupled = Coupled::Lazy {
                 before,
                 after,
-                buf: &mut self.snaps,
+                buf: &mut self.scratch.snaps,
                 built: false,
             };
             if sf.on_ack_with(now, a, seg.ack_vector, ack_delay, coupled) {
@@ -169,7 +174,7 @@ impl Connection {
         if let Some(f) = seg.feat(opt::CONFIRM_R, FeatureNum::AckRatio) {
             sf.on_ack_ratio_confirm(f.value);
         }
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             return;
         }
         let m = &seg.mp;
@@ -211,7 +216,7 @@ impl Connection {
             self.stats.rx_data_after_close += 1;
             return;
         }
-        if self.mp != Some(true) {
+        if !self.negotiation.is_multipath() {
             // Plain DCCP: arrival order, local numbering.
             self.plain_rx_seq += 1;
             self.stats.delivered_pkts += 1;
@@ -233,13 +238,14 @@ impl Connection {
         self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
         let path = self.paths[i].note_mp_seq(seq);
         let payload = self.owned_payload(seg.payload);
-        self.rx_states.clear();
+        self.scratch.rx_states.clear();
         if self.reorder.reads_paths() {
             self.rebuild_views();
-            self.rx_states
+            self.scratch
+                .rx_states
                 .extend(self.paths.iter().map(|p| p.receive_state()));
         } else {
-            self.views.clear();
+            self.scratch.views.clear();
         }
         self.reorder.push(
             now,
@@ -249,8 +255,8 @@ impl Connection {
                 arrival: now,
                 payload,
             },
-            &self.views,
-            &self.rx_states,
+            &self.scratch.views,
+            &self.scratch.rx_states,
         );
         self.drain_reorder(now);
     }
@@ -258,7 +264,7 @@ impl Connection {
     /// `p` in a buffer of its own: a recycled one when the application
     /// handed some back.
     fn owned_payload(&mut self, p: &[u8]) -> Vec<u8> {
-        match self.rx_pool.pop() {
+        match self.scratch.rx_pool.pop() {
             Some(mut b) => {
                 b.extend_from_slice(p);
                 b
@@ -302,9 +308,8 @@ impl Connection {
     pub(super) fn drain_reorder(&mut self, now: Instant) {
         while let Some(d) = self.reorder.pop(now) {
             // The reference kernel carries MP_CONFIRM, MP_ADDADDR, … on
-            // empty Data packets with an MP_SEQ of their own (BUILD.md
-            // "Where the MP options go"): they hold their place in the
-            // order but are no datagram to deliver.
+            // empty Data packets with an MP_SEQ of their own: they hold their place in
+            // the order but are no datagram to deliver.
             if d.payload.is_empty() {
                 self.recycle_delivered(d.payload);
                 continue;

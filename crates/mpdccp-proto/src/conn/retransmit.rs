@@ -1,5 +1,5 @@
 //! Connection-level retransmission of packets a subflow reports lost
-//! (issue #25, `lossy` mix).
+//! (docs/AGGREGATION.md, the `lossy` mix).
 //!
 //! DCCP never resends a sequence number (RFC 4340 §3.1), but RFC 9897
 //! leaves it to the sender how it uses its subflows: a packet whose subflow
@@ -185,7 +185,7 @@ impl super::Connection {
         let Some(store) = self.retx.as_mut() else {
             return;
         };
-        let mut lost = std::mem::take(&mut self.lost_scratch);
+        let mut lost = std::mem::take(&mut self.scratch.lost_scratch);
         self.paths[i].take_lost_seqs(&mut lost);
         let path = self.paths[i].id();
         for seq in lost.drain(..) {
@@ -214,7 +214,7 @@ impl super::Connection {
                 }
             }
         }
-        self.lost_scratch = lost;
+        self.scratch.lost_scratch = lost;
     }
 
     /// A data packet left on path `i` as DCCP `seq` with `mp_seq`: kept
@@ -229,7 +229,7 @@ impl super::Connection {
         q: super::queue::Queued,
     ) {
         match self.retx.as_mut() {
-            Some(store) if !q.copy && self.mp == Some(true) => {
+            Some(store) if !q.copy && self.negotiation.is_multipath() => {
                 let queue = &mut self.queue;
                 store.remember(now, self.paths[i].id(), seq, mp_seq, q.data, |b| {
                     queue.recycle(b)

@@ -2,8 +2,13 @@
 //! the construction of each packet.
 
 use super::subflow::{AckSegment, EmitCtx};
-use super::*;
+use super::{
+    ConnState, Connection, PacketMeta, PacketType, Queued, Segment, Transmit, DATA_HEADER_MAX,
+    PROTECTION_OVERHEAD, SEQ_MASK,
+};
 use crate::auth::protect::COUNTER_LEN;
+use crate::time::Instant;
+use std::net::IpAddr;
 
 /// Copies of a multi-path (redundant) decision a path holds at least while
 /// its window is full: about 0.3 s at the 100 packets/s of a VoIP or
@@ -29,7 +34,7 @@ impl Connection {
         // A datagram set aside by the previous GSO batch goes first.
         if let Some((path, n)) = self.held.take() {
             if buf.len() >= n {
-                buf[..n].copy_from_slice(&self.held_buf[..n]);
+                buf[..n].copy_from_slice(&self.scratch.held_buf[..n]);
                 return Some(Transmit {
                     path,
                     size: n,
@@ -82,8 +87,10 @@ impl Connection {
                     break;
                 } else {
                     // Larger: it goes out alone on the next call.
-                    self.held_buf.clear();
-                    self.held_buf.extend_from_slice(&buf[total..total + m]);
+                    self.scratch.held_buf.clear();
+                    self.scratch
+                        .held_buf
+                        .extend_from_slice(&buf[total..total + m]);
                     self.held = Some((id, m));
                     break;
                 }
@@ -124,9 +131,9 @@ impl Connection {
     }
 
     pub(super) fn rebuild_views(&mut self) {
-        self.views.clear();
+        self.scratch.views.clear();
         for p in &self.paths {
-            self.views.push(p.view());
+            self.scratch.views.push(p.view());
         }
     }
 
@@ -177,13 +184,13 @@ impl Connection {
                 queued_pkts: self.queue.len(),
                 queued_bytes: self.queue.bytes(),
             };
-            self.sched_out.clear();
+            self.scratch.sched_out.clear();
             self.scheduler
-                .select(now, &meta, &self.views, &mut self.sched_out);
+                .select(now, &meta, &self.scratch.views, &mut self.scratch.sched_out);
             // A usable path that could not take this packet (window or pacer)
             // has more demand than it carries: not application limited.
-            for (k, v) in self.views.iter().enumerate() {
-                if v.is_usable() && !v.can_send(now) && !self.sched_out.contains(&v.id) {
+            for (k, v) in self.scratch.views.iter().enumerate() {
+                if v.is_usable() && !v.can_send(now) && !self.scratch.sched_out.contains(&v.id) {
                     self.paths[k].note_blocked(now);
                 }
             }
@@ -192,10 +199,10 @@ impl Connection {
             // better held here, where the scheduler can still move it), and
             // at least REDUNDANT_PATH_QUEUE_PKTS for the copies of a
             // multi-path one, which must wait out a collapsed window.
-            self.sched_out.dedup();
-            let chosen = self.sched_out.len();
+            self.scratch.sched_out.dedup();
+            let chosen = self.scratch.sched_out.len();
             let paths = &self.paths;
-            self.sched_out.retain(|id| {
+            self.scratch.sched_out.retain(|id| {
                 paths
                     .binary_search_by_key(id, |p| p.id())
                     .ok()
@@ -209,26 +216,26 @@ impl Connection {
                         p.takes_data_within(limit)
                     })
             });
-            if self.sched_out.is_empty() {
+            if self.scratch.sched_out.is_empty() {
                 // No chosen path can take it: hold the packet.
                 break;
             }
             // The packet leaves on some paths; the copies meant for full
             // ones are lost, and said so.
-            self.stats.sched_copies_dropped += (chosen - self.sched_out.len()) as u64;
+            self.stats.sched_copies_dropped += (chosen - self.scratch.sched_out.len()) as u64;
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
-            let seq = if self.mp == Some(true) {
+            let seq = if self.negotiation.is_multipath() {
                 let s = self.next_mp_seq;
                 self.next_mp_seq += 1;
                 s
             } else {
                 0
             };
-            let n = self.sched_out.len();
+            let n = self.scratch.sched_out.len();
             let mut q = Some(q);
             for k in 0..n {
-                let id = self.sched_out[k];
+                let id = self.scratch.sched_out[k];
                 // Invariant: retained ids exist.
                 let i = self.idx(id).expect("retained path exists");
                 let item = if k + 1 == n {
@@ -244,9 +251,10 @@ impl Connection {
                     }
                 };
                 self.paths[i].assign(seq, item);
-                self.views[i] = self.paths[i].view();
+                self.scratch.views[i] = self.paths[i].view();
             }
-            self.scheduler.on_scheduled(now, &meta, &self.sched_out);
+            self.scheduler
+                .on_scheduled(now, &meta, &self.scratch.sched_out);
         }
     }
 
@@ -254,7 +262,7 @@ impl Connection {
     fn emit_ctx(&self) -> EmitCtx {
         let c = &self.config;
         EmitCtx {
-            mp_on: self.mp == Some(true),
+            mp_on: self.negotiation.is_multipath(),
             offer_mp: c.multipath,
             keys: self.d_keys(),
             local_key: self.local_key,
@@ -279,7 +287,7 @@ impl Connection {
     /// [`Owed::Nothing`]. It changes nothing but the MP_PRIO release (which
     /// a second call repeats as a no-op).
     fn owed_on(&mut self, now: Instant, i: usize) -> Owed {
-        let mp_on = self.mp == Some(true);
+        let mp_on = self.negotiation.is_multipath();
         let sf = &mut self.paths[i];
         if mp_on {
             sf.release_untold_prio();
@@ -297,7 +305,7 @@ impl Connection {
         if sf.data_ready(now) {
             return Owed::AckOrData { probe: false };
         }
-        let advert = mp_on && self.adverts.iter().any(|a| a.is_due(now));
+        let advert = mp_on && self.addrs.adverts.iter().any(|a| a.is_due(now));
         if self.paths[i].ack_owed(now, advert) {
             Owed::AckOrData { probe: false }
         } else {
@@ -380,7 +388,7 @@ impl Connection {
         buf: &mut [u8],
     ) -> Option<usize> {
         let advert = if ctx.mp_on {
-            self.adverts.iter().position(|a| a.is_due(now))
+            self.addrs.adverts.iter().position(|a| a.is_due(now))
         } else {
             None
         };
@@ -411,7 +419,7 @@ impl Connection {
         // clash with nothing else there).
         if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
             let rto = self.paths[i].option_rto(self.config.mp_option_rto);
-            self.adverts[ai].attach(now, rto, &k, self.config.wire_profile, &mut seg);
+            self.addrs.adverts[ai].attach(now, rto, &k, self.config.wire_profile, &mut seg);
             // RFC 9897 §3.2.1: with MP_SEQ, the highest one assigned (a
             // pure Ack numbers no data).
             seg.mp.seq.get_or_insert(ctx.last_mp_seq & SEQ_MASK);

@@ -153,7 +153,7 @@ pub struct ConnStats {
     pub paths_expired: u64,
     /// The only non-standby path stalled (nothing acknowledged for about
     /// 2 srtt) while a standby path waited: given up before its RTO so
-    /// the standby takes over (issue #13).
+    /// the standby takes over.
     pub standby_takeovers: u64,
     /// Closed subflows forgotten (their slot free for a new one).
     pub paths_reaped: u64,

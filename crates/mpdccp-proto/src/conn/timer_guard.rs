@@ -1,4 +1,4 @@
-//! A driver's protection against a stuck timer (issue #12).
+//! A driver's protection against a stuck timer.
 //!
 //! A driver calls [`Connection::handle_timeout`](super::Connection::handle_timeout)
 //! when [`Connection::poll_timeout`](super::Connection::poll_timeout) has

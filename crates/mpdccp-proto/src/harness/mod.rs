@@ -411,17 +411,17 @@ impl Harness {
         }
     }
 
-    /// Issue #12: once `handle_timeout(now)` and `poll_transmit` have run
-    /// and nothing moves any more, a `poll_timeout()` at or before `now`
-    /// would make a driver spin. The timer table makes that impossible, so
-    /// here it is a bug, and fails the test.
+    /// Once `handle_timeout(now)` and `poll_transmit` have run and nothing
+    /// moves any more, a `poll_timeout()` at or before `now` would make a
+    /// driver spin. The timer tables make that impossible, so here it is a
+    /// bug, and fails the test (naming the deadline's kind).
     fn assert_no_stuck_timer(&self) {
         for side in [Side::Client, Side::Server] {
-            let due = self.conn_ref(side).poll_timeout();
-            if let Some(t) = due.filter(|t| *t <= self.now) {
+            let due = self.conn_ref(side).next_timer();
+            if let Some((kind, t)) = due.filter(|(_, t)| *t <= self.now) {
                 panic!(
-                    "stuck timer: the {side:?} asks to be woken at {t:?}, not after now = {:?}, \
-                     although handle_timeout and poll_transmit ran at now",
+                    "stuck timer: the {side:?} asks to be woken at {t:?} ({kind:?}), not after \
+                     now = {:?}, although handle_timeout and poll_transmit ran at now",
                     self.now
                 );
             }

@@ -5,7 +5,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::*;
+use super::{
+    ackvec, AckDelayUse, AckEvent, CcSnapshot, LossEvent, Sent, SentPacket, Subflow, Timer,
+};
+use crate::time::Instant;
 
 /// Least slack (beyond one srtt) before a path with packets in flight
 /// counts as stalled ([`Subflow::stall_deadline`]): on a LAN-short path a
@@ -49,7 +52,7 @@ impl Coupled<'_> {
     /// The view, built on the first call (an ack's loss then reuses it);
     /// empty for a controller that does not read it.
     fn view(&mut self, own: &Subflow) -> &[CcSnapshot] {
-        if !own.cc.reads_coupled_view() {
+        if !own.tx.cc.reads_coupled_view() {
             return &[];
         }
         match self {
@@ -88,56 +91,49 @@ impl Subflow {
         // Draft-cheng §3.4, per path: nothing waiting here or in the
         // connection queue, window not full, and no packet diverted away
         // from this path within the last round trip.
-        let rtt = self.rtt.srtt().unwrap_or(initial_rto);
+        let rtt = self.tx.rtt.srtt().unwrap_or(initial_rto);
         let app_limited = self.queue.is_empty()
             && conn_queue_empty
-            && self.pipe + 1 < self.usable_window()
-            && self.blocked_at.is_none_or(|t| now - t > rtt);
+            && self.tx.pipe + 1 < self.usable_window()
+            && self.tx.blocked_at.is_none_or(|t| now - t > rtt);
         self.on_data_sent(now, seq, bytes, app_limited);
     }
 
     /// Retransmission interval of an MP option (MP_PRIO, address adverts):
     /// at least `base`, at least the path's RTO.
     pub fn option_rto(&self, base: Duration) -> Duration {
-        base.max(self.rtt.rto())
+        base.max(self.tx.rtt.rto())
     }
 
     /// Sender side: one data packet leaves.
     pub fn on_data_sent(&mut self, now: Instant, seq: u64, bytes: u32, app_limited: bool) {
-        let rs = self.rate.on_packet_sent(now, bytes, self.pipe);
-        self.sent.push_back(Sent {
+        let rs = self.tx.rate.on_packet_sent(now, bytes, self.tx.pipe);
+        self.tx.sent.push_back(Sent {
             seq,
             bytes,
             rate: rs,
             acked: false,
             lost: false,
         });
-        self.pipe += 1;
+        self.tx.pipe += 1;
         if app_limited {
-            self.rate.on_app_limited(self.pipe);
+            self.tx.rate.on_app_limited(self.tx.pipe);
         }
-        self.cc.on_packet_sent(
+        self.tx.cc.on_packet_sent(
             now,
             &SentPacket {
                 seq,
                 bytes,
-                in_flight_pkts: self.pipe,
+                in_flight_pkts: self.tx.pipe,
                 app_limited,
             },
         );
         if self.timers.get(Timer::Rto).is_none() {
             self.timers.arm(Timer::Rto, now + self.rto());
         }
-        if let Some(rate) = self.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
-            let gap = Duration::from_nanos((bytes as u64).saturating_mul(1_000_000_000) / rate);
-            // A token bucket one send quantum deep (plus half a gap, as
-            // Linux `tcp_update_skb_after_send` allows for OS jitter): a
-            // release that comes late — a coarse driver timer, or a packet
-            // offered between two slots — keeps its credit instead of
-            // losing it, which would cap the rate below the pacing rate.
-            let quantum = self.cc.send_quantum_pkts().max(1);
-            let depth = gap * (quantum - 1) + gap / 2;
-            self.next_send_at = self.next_send_at.max(now.saturating_sub(depth)) + gap;
+        if let Some(rate) = self.tx.cc.pacing_rate_bytes_per_s().filter(|r| *r > 0) {
+            let quantum = self.tx.cc.send_quantum_pkts();
+            self.tx.pace(now, bytes, rate, quantum);
         }
         self.stats.tx_data_pkts += 1;
     }
@@ -148,12 +144,12 @@ impl Subflow {
     /// hold its ack for `ack_delay`). Well before the RTO (floored at
     /// 200 ms); used only to hand over to a waiting standby path.
     pub(crate) fn stall_deadline(&self, ack_delay: Duration) -> Option<Instant> {
-        if !self.is_usable() || self.pipe == 0 {
+        if !self.is_usable() || self.tx.pipe == 0 {
             return None;
         }
-        let srtt = self.rtt.srtt()?;
-        let oldest = self.sent.iter().find(|s| !s.acked && !s.lost)?;
-        let slack = srtt.max(self.rtt.rttvar() * 4).max(STALL_MIN_SLACK);
+        let srtt = self.tx.rtt.srtt()?;
+        let oldest = self.tx.sent.iter().find(|s| !s.acked && !s.lost)?;
+        let slack = srtt.max(self.tx.rtt.rttvar() * 4).max(STALL_MIN_SLACK);
         Some(oldest.rate.sent_time + srtt + slack + ack_delay)
     }
 
@@ -166,8 +162,7 @@ impl Subflow {
     }
 
     pub fn rto(&self) -> Duration {
-        let backoff = 1u32 << self.rto_count.min(6);
-        (self.rtt.rto() * backoff).min(Duration::from_secs(60))
+        self.tx.rto()
     }
 
     /// Sender side: processes an acknowledgement (`ack` unwrapped) with its
@@ -204,10 +199,10 @@ impl Subflow {
         ack_delay: Option<Duration>,
         mut coupled: Coupled<'_>,
     ) -> bool {
-        if ack > self.gar {
-            self.gar = ack;
+        if ack > self.seq.gar {
+            self.seq.gar = ack;
         }
-        let prior_in_flight = self.pipe;
+        let prior_in_flight = self.tx.pipe;
         let Some(Acked {
             pkts: acked_pkts,
             bytes: acked_bytes,
@@ -224,14 +219,15 @@ impl Subflow {
             false
         };
         if acked_pkts > 0 {
-            let sample = self.rate.take_sample(self.rtt.min_rtt());
+            let sample = self.tx.rate.take_sample(self.tx.rtt.min_rtt());
             if let Some(rs) = sample {
                 let r = rs.delivery_rate_bytes_per_s() as u64;
                 // App-limited samples may only raise the estimate.
-                if !rs.is_app_limited || self.delivery_rate.is_none_or(|d| r > d) {
-                    self.delivery_rate = Some(r);
+                if !rs.is_app_limited || self.tx.delivery_rate.is_none_or(|d| r > d) {
+                    self.tx.delivery_rate = Some(r);
                 }
-                if let (Some(b), Some(min_rtt)) = (self.delay_bound.as_mut(), self.rtt.min_rtt()) {
+                if let (Some(b), Some(min_rtt)) = (self.delay_bound.as_mut(), self.tx.rtt.min_rtt())
+                {
                     b.on_rate_sample(now, rs.delivery_rate_pkts_per_s(), min_rtt);
                 }
             }
@@ -239,29 +235,29 @@ impl Subflow {
                 acked_pkts,
                 acked_bytes,
                 prior_in_flight_pkts: prior_in_flight,
-                in_flight_pkts: self.pipe,
+                in_flight_pkts: self.tx.pipe,
                 rtt: rtt_sample,
-                srtt: self.rtt.srtt().unwrap_or(Duration::ZERO),
-                min_rtt: self.rtt.min_rtt().unwrap_or(Duration::ZERO),
+                srtt: self.tx.rtt.srtt().unwrap_or(Duration::ZERO),
+                min_rtt: self.tx.rtt.min_rtt().unwrap_or(Duration::ZERO),
                 rate: sample,
-                delivered_pkts: self.rate.delivered_pkts(),
-                lost_pkts_total: self.lost_total,
+                delivered_pkts: self.tx.rate.delivered_pkts(),
+                lost_pkts_total: self.tx.lost_total,
                 largest_acked_sent_time: newest_sent,
             };
             let view = coupled.view(self);
-            self.cc.on_ack(now, &ev, view);
-            self.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
+            self.tx.cc.on_ack(now, &ev, view);
+            self.tx.loss_rate *= 1.0 - (acked_pkts as f64 / 64.0).min(1.0);
             self.update_window_bound(now);
         }
         self.detect_losses(now, &mut coupled);
         self.trim();
         // BBR's PROBE_RTT keeps the flight low on purpose: mark the samples
         // of this phase application limited (cc/mod.rs contract).
-        if self.cc.marks_app_limited() {
-            self.rate.on_app_limited(self.pipe);
+        if self.tx.cc.marks_app_limited() {
+            self.tx.rate.on_app_limited(self.tx.pipe);
         }
         if acked_pkts > 0 {
-            let at = (self.pipe > 0).then(|| now + self.rto());
+            let at = (self.tx.pipe > 0).then(|| now + self.rto());
             self.timers.set(Timer::Rto, at);
         }
         recovered
@@ -270,17 +266,17 @@ impl Subflow {
     /// Marks the packets `ack` and its Ack Vector `cells` report received
     /// (RFC 4340 §11.4); `None` when nothing is in flight.
     fn mark_acked(&mut self, now: Instant, ack: u64, cells: Option<&[u8]>) -> Option<Acked> {
-        let front_seq = self.sent.front()?.seq;
+        let front_seq = self.tx.sent.front()?.seq;
         let mut acked = Acked {
             pkts: 0,
             bytes: 0,
             rtt_sample: None,
             newest_sent: Instant::ZERO,
         };
-        let sent = &mut self.sent;
-        let pipe = &mut self.pipe;
-        let rate = &mut self.rate;
-        let top = &mut self.top_acked;
+        let sent = &mut self.tx.sent;
+        let pipe = &mut self.tx.pipe;
+        let rate = &mut self.tx.rate;
+        let top = &mut self.tx.top_acked;
         // Runs arrive newest first, so each run's start index is at most
         // the previous one's; and as numbers strictly increase, entry
         // `lo - front_seq` already has seq >= lo. Both bound the search
@@ -343,8 +339,8 @@ impl Subflow {
             return None;
         };
         self.note_rtt_sample_due(now);
-        let (_, used) = self.rtt.on_sample_with_ack_delay_at(now, raw, ack_delay);
-        self.last_rtt_sample_at = Some(now);
+        let (_, used) = self.tx.rtt.on_sample_with_ack_delay_at(now, raw, ack_delay);
+        self.tx.last_rtt_sample_at = Some(now);
         self.stats.rtt_samples += 1;
         match used {
             AckDelayUse::Used => self.stats.rtt_ack_delay_used += 1,
@@ -355,7 +351,7 @@ impl Subflow {
     }
 
     fn recover(&mut self) -> bool {
-        self.rto_count = 0;
+        self.tx.rto_count = 0;
         self.timers.stop(Timer::Probe);
         if self.failed {
             self.failed = false;
@@ -368,14 +364,14 @@ impl Subflow {
     /// have been acknowledged — i.e. its number is below the third-highest
     /// acknowledged number.
     fn detect_losses(&mut self, now: Instant, coupled: &mut Coupled<'_>) {
-        let thresh = self.top_acked[2];
+        let thresh = self.tx.top_acked[2];
         if thresh == 0 {
             return;
         }
         let mut lost = 0u32;
         let mut lost_bytes = 0u64;
         let mut newest = Instant::ZERO;
-        for s in self.sent.iter_mut() {
+        for s in self.tx.sent.iter_mut() {
             if s.seq >= thresh {
                 break;
             }
@@ -384,16 +380,21 @@ impl Subflow {
                 lost += 1;
                 lost_bytes += s.bytes as u64;
                 newest = newest.max(s.rate.sent_time);
-                if let Some(v) = self.lost_seqs.as_mut().filter(|v| v.len() < MAX_LOST_SEQS) {
+                if let Some(v) = self
+                    .tx
+                    .lost_seqs
+                    .as_mut()
+                    .filter(|v| v.len() < MAX_LOST_SEQS)
+                {
                     v.push(s.seq);
                 }
             }
         }
         if lost > 0 {
-            self.pipe = self.pipe.saturating_sub(lost);
-            self.lost_total += lost as u64;
+            self.tx.pipe = self.tx.pipe.saturating_sub(lost);
+            self.tx.lost_total += lost as u64;
             self.stats.lost_pkts += lost as u64;
-            self.loss_rate = (self.loss_rate + lost as f64 / 64.0).min(1.0);
+            self.tx.loss_rate = (self.tx.loss_rate + lost as f64 / 64.0).min(1.0);
             if self.loss_is_random() {
                 self.stats.random_losses_tolerated += lost as u64;
                 return;
@@ -401,12 +402,12 @@ impl Subflow {
             let ev = LossEvent {
                 lost_pkts: lost,
                 lost_bytes,
-                in_flight_pkts: self.pipe,
+                in_flight_pkts: self.tx.pipe,
                 largest_lost_sent_time: newest,
-                delivered_pkts: self.rate.delivered_pkts(),
+                delivered_pkts: self.tx.rate.delivered_pkts(),
             };
             let view = coupled.view(self);
-            self.cc.on_loss(now, &ev, view);
+            self.tx.cc.on_loss(now, &ev, view);
         }
     }
 
@@ -418,30 +419,30 @@ impl Subflow {
     /// before an RTT sample, every loss is congestion. The latest sample is
     /// the RTT at the loss: a drop-tail or AQM drop comes with a queue.
     fn loss_is_random(&self) -> bool {
-        let Some(beta) = self.random_loss_backlog else {
+        let Some(beta) = self.tx.random_loss_backlog else {
             return false;
         };
-        let (Some(rtt), Some(min)) = (self.rtt.latest(), self.rtt.min_rtt()) else {
+        let (Some(rtt), Some(min)) = (self.tx.rtt.latest(), self.tx.rtt.min_rtt()) else {
             return false;
         };
         if rtt.is_zero() {
             return false;
         }
         let queued = rtt.saturating_sub(min).as_secs_f64() / rtt.as_secs_f64();
-        (self.cc.cwnd_pkts() as f64) * queued < beta
+        (self.tx.cc.cwnd_pkts() as f64) * queued < beta
     }
 
     /// The DCCP numbers declared lost since the last call (connection-level
     /// retransmission), into `out`.
     pub(crate) fn take_lost_seqs(&mut self, out: &mut Vec<u64>) {
-        if let Some(v) = self.lost_seqs.as_mut() {
+        if let Some(v) = self.tx.lost_seqs.as_mut() {
             out.append(v);
         }
     }
 
     fn trim(&mut self) {
-        while self.sent.front().is_some_and(|s| s.acked || s.lost) {
-            self.sent.pop_front();
+        while self.tx.sent.front().is_some_and(|s| s.acked || s.lost) {
+            self.tx.sent.pop_front();
         }
     }
 
@@ -450,17 +451,17 @@ impl Subflow {
     /// Returns true when this timeout marks the path failed.
     pub fn on_rto(&mut self, now: Instant, fail_after: u32) -> bool {
         self.timers.stop(Timer::Rto);
-        let lost = self.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
-        self.sent.clear();
-        self.pipe = 0;
-        self.lost_total += lost;
+        let lost = self.tx.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
+        self.tx.sent.clear();
+        self.tx.pipe = 0;
+        self.tx.lost_total += lost;
         self.stats.lost_pkts += lost;
         self.stats.rto_lost_pkts += lost;
         self.stats.rtos += 1;
-        self.top_acked = [0; 3];
-        self.cc.on_rto(now);
-        self.rto_count += 1;
-        if !self.failed && self.rto_count >= fail_after {
+        self.tx.top_acked = [0; 3];
+        self.tx.cc.on_rto(now);
+        self.tx.rto_count += 1;
+        if !self.failed && self.tx.rto_count >= fail_after {
             self.failed = true;
             self.timers.arm(Timer::Probe, now + self.rto());
             return true;
@@ -471,84 +472,64 @@ impl Subflow {
     /// The handshake acknowledged `ack` at `now`: one RTT sample for the
     /// estimator and the controller's initial RTT (before any data).
     pub fn on_handshake_ack(&mut self, now: Instant, ack: u64) {
-        if let Some((seq, sent)) = self.hs_probe.take() {
-            if seq == ack {
-                let Some(rtt) = now.checked_duration_since(sent) else {
-                    self.stats.rtt_samples_rejected += 1;
-                    return;
-                };
-                self.rtt.on_sample_at(now, rtt);
-                self.last_rtt_sample_at = Some(now);
-                self.cc.on_initial_rtt(now, rtt);
-            }
+        if let Some(sent) = self.hs.take_hs_sample(ack) {
+            let Some(rtt) = now.checked_duration_since(sent) else {
+                self.stats.rtt_samples_rejected += 1;
+                return;
+            };
+            self.tx.rtt.on_sample_at(now, rtt);
+            self.tx.last_rtt_sample_at = Some(now);
+            self.tx.cc.on_initial_rtt(now, rtt);
         }
     }
 
     /// Ack Ratio to request from the peer: at most ceil(cwnd/2) and at most
     /// the configured value (RFC 4341 §6.1.2).
     pub fn desired_ack_ratio(&self, configured: u32) -> u32 {
-        let half = self.cc.cwnd_pkts().div_ceil(2).max(1);
+        let half = self.tx.cc.cwnd_pkts().div_ceil(2).max(1);
         configured.max(1).min(half)
     }
 
     /// Receiver side: a packet with (unwrapped) `seq` arrived at `now`;
     /// returns false for a duplicate.
     pub fn on_packet_received(&mut self, now: Instant, seq: u64) -> bool {
-        let in_order = seq == self.gsr + 1;
-        if seq > self.gsr {
-            self.gsr = seq;
-            self.gsr_rx_at = Some(now);
+        let in_order = seq == self.seq.gsr + 1;
+        let new_gsr = seq > self.seq.gsr;
+        if new_gsr {
+            self.seq.gsr = seq;
         }
-        let fresh = self.rx.record(seq);
-        if !in_order && fresh {
-            // Reordering or loss: tell the sender quickly.
-            self.ack_now = true;
-        }
-        fresh
+        self.acks.on_packet(now, seq, new_gsr, in_order)
     }
 
     /// Receiver side: a data-carrying packet arrived; schedules the ack.
     pub fn on_data_received(&mut self, now: Instant, ack_delay: Duration) {
-        self.data_since_ack += 1;
-        if self.data_since_ack >= self.ack_ratio_rx {
-            self.ack_now = true;
-        } else if self.timers.get(Timer::AckDue).is_none() {
+        if !self.acks.on_data() && self.timers.get(Timer::AckDue).is_none() {
             self.timers.arm(Timer::AckDue, now + ack_delay);
         }
     }
 
     /// Sequence numbers the next Ack Vector must cover.
     pub fn ack_cover(&self, min_cover: u64) -> u64 {
-        let since = self.gsr.saturating_sub(self.acked_high[1]) + 1;
-        since.max(min_cover)
+        self.acks.cover(self.seq.gsr, min_cover)
     }
 
     /// Elapsed Time (RFC 4340 §13.2, 10 µs units) for an acknowledgement
     /// sent at `now`: how long ago the packet it acknowledges (GSR) arrived.
-    /// Only when it is worth the option's bytes, i.e. the ack was held
-    /// (Ack Ratio, ack timer) for at least [`ELAPSED_MIN`].
     pub fn ack_elapsed_10us(&self, now: Instant) -> Option<u32> {
-        let held = now.checked_duration_since(self.gsr_rx_at?)?;
-        (held >= ELAPSED_MIN).then(|| u32::try_from(held.as_micros() / 10).unwrap_or(u32::MAX))
+        self.acks.elapsed_10us(now)
     }
 
     /// An acknowledgement was just sent.
     pub fn on_ack_sent(&mut self) {
-        self.acked_high = [self.gsr, self.acked_high[0]];
-        self.data_since_ack = 0;
+        self.acks.sent(self.seq.gsr);
         self.timers.stop(Timer::AckDue);
-        self.ack_now = false;
         self.stats.acks_sent += 1;
     }
 
     pub fn wants_ack(&self, now: Instant) -> bool {
-        self.ack_now || self.expired(Timer::AckDue, now)
+        self.acks.ack_now || self.expired(Timer::AckDue, now)
     }
 }
-
-/// Shortest hold worth reporting as Elapsed Time: below it the option's
-/// bytes buy less precision than the sender's clock jitter.
-const ELAPSED_MIN: Duration = Duration::from_millis(1);
 
 /// Index of the first entry among `sent[..end]` numbered `lo` or above, or
 /// `end` when there is none (the caller knows `sent[end]`, if any, is).
@@ -585,6 +566,7 @@ fn insert_top(top: &mut [u64; 3], seq: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::subflow::*;
     use crate::conn::ConnectionConfig;
 
     const MS: Duration = Duration::from_millis(1);
@@ -626,10 +608,10 @@ mod tests {
     fn round_with_one_loss(sf: &mut Subflow, t0: u64, rtt_ms: u64) -> (u32, u32) {
         let times: Vec<u64> = (t0..t0 + 10).collect();
         let s = send(sf, &times);
-        let before = sf.cc.cwnd_pkts();
+        let before = sf.tx.cc.cwnd_pkts();
         let cells = [4, 0xC0, 3];
         sf.on_ack(at(t0 + 9 + rtt_ms), s[9], Some(&cells), None, &[]);
-        (before, sf.cc.cwnd_pkts())
+        (before, sf.tx.cc.cwnd_pkts())
     }
 
     fn veno_subflow() -> Subflow {
@@ -686,13 +668,13 @@ mod tests {
         // One ack covers all five: the sample is from the newest (sent at
         // 4 ms), not the oldest (0 ms).
         sf.on_ack(at(30), s[4], Some(&run(5)), None, &[]);
-        assert_eq!(sf.rtt.latest(), Some(MS * 26));
+        assert_eq!(sf.tx.rtt.latest(), Some(MS * 26));
         assert_eq!(sf.stats.rtt_samples, 1);
         // The same ack number again (a later packet of the peer, nothing
         // newer received): no second sample from an already acked packet.
         sf.on_ack(at(60), s[4], Some(&run(5)), None, &[]);
         assert_eq!(sf.stats.rtt_samples, 1);
-        assert_eq!(sf.rtt.min_rtt(), Some(MS * 26));
+        assert_eq!(sf.tx.rtt.min_rtt(), Some(MS * 26));
     }
 
     #[test]
@@ -704,9 +686,9 @@ mod tests {
         // at a time we do not know.
         let pure_ack = sf.next_seq();
         sf.on_ack(at(9), pure_ack, Some(&run(4)), None, &[]);
-        assert_eq!(sf.pipe, 0, "the data is acknowledged");
+        assert_eq!(sf.tx.pipe, 0, "the data is acknowledged");
         assert_eq!(sf.stats.rtt_samples, 0);
-        assert_eq!(sf.rtt.srtt(), None);
+        assert_eq!(sf.tx.rtt.srtt(), None);
         let _ = s;
     }
 
@@ -719,7 +701,7 @@ mod tests {
             sf.on_ack(at(t), s[k], None, None, &[]);
         }
         assert_eq!(sf.stats.rtt_samples, 3);
-        let min = sf.rtt.min_rtt();
+        let min = sf.tx.rtt.min_rtt();
         // A very late ack of the "lost" packet 1: no sample (it would
         // be far too large here, but a reordered ack of an old packet is
         // no measurement of the path either).
@@ -730,7 +712,7 @@ mod tests {
         sf.on_rto(at(900), 10);
         sf.on_ack(at(901), t[1], None, None, &[]);
         assert_eq!(sf.stats.rtt_samples, 3);
-        assert_eq!(sf.rtt.min_rtt(), min);
+        assert_eq!(sf.tx.rtt.min_rtt(), min);
     }
 
     #[test]
@@ -740,7 +722,7 @@ mod tests {
         sf.on_ack(at(40), s[0], None, None, &[]);
         assert_eq!(sf.stats.rtt_samples, 0);
         assert_eq!(sf.stats.rtt_samples_rejected, 1);
-        assert_eq!(sf.rtt.min_rtt(), None);
+        assert_eq!(sf.tx.rtt.min_rtt(), None);
     }
 
     #[test]
@@ -754,10 +736,10 @@ mod tests {
             let ack = sf.unwrap_ack(seq & SEQ_MASK);
             assert_eq!(ack, seq);
             sf.on_ack(at(10 + k as u64), ack, None, None, &[]);
-            assert_eq!(sf.rtt.latest(), Some(MS * 10), "packet {k}");
+            assert_eq!(sf.tx.rtt.latest(), Some(MS * 10), "packet {k}");
         }
         assert_eq!(sf.stats.rtt_samples, 6);
-        assert_eq!(sf.rtt.min_rtt(), Some(MS * 10));
+        assert_eq!(sf.tx.rtt.min_rtt(), Some(MS * 10));
     }
 
     #[test]
@@ -768,13 +750,13 @@ mod tests {
         // Held 8 ms by the peer: 18 - 8 = 10 (the path), used.
         sf.on_ack(at(118), s[1], None, Some(MS * 8), &[]);
         assert_eq!(sf.stats.rtt_ack_delay_used, 1);
-        assert_eq!(sf.rtt.srtt(), Some(MS * 10));
+        assert_eq!(sf.tx.rtt.srtt(), Some(MS * 10));
         // A forged 17 ms (18 - 17 = 1 ms) and an absurd hour: ignored.
         sf.on_ack(at(218), s[2], None, Some(MS * 17), &[]);
         sf.on_ack(at(318), s[3], None, Some(Duration::from_secs(3600)), &[]);
         assert_eq!(sf.stats.rtt_ack_delay_ignored, 2);
-        assert_eq!(sf.rtt.min_rtt(), Some(MS * 10));
-        assert!(sf.rtt.srtt().unwrap() > MS * 10);
+        assert_eq!(sf.tx.rtt.min_rtt(), Some(MS * 10));
+        assert!(sf.tx.rtt.srtt().unwrap() > MS * 10);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The bounded DCCP header of a data packet (issue #13): what one data
+//! The bounded DCCP header of a data packet: what one data
 //! packet carries is decided before it is built, so that its header never
 //! exceeds [`DATA_HEADER_MAX`] whatever the loss pattern.
 //!
@@ -11,9 +11,10 @@
 //! MP_CONFIRM) come along only where they fit; MP_PRIO and MP_CONFIRM that
 //! do not fit are sent first on a pure Ack, the others wait.
 
-use super::*;
+use super::Subflow;
 use crate::conn::codec::confirm_len;
 use crate::conn::DATA_HEADER_MAX;
+use crate::time::Instant;
 use crate::wire::{FeatureNum, MpOption};
 
 use super::emit::EmitCtx;
@@ -50,8 +51,8 @@ fn fits(ack: bool, opts: usize) -> bool {
 impl Subflow {
     /// The Ack Vector the next acknowledgement carries.
     pub(crate) fn next_ack_vector(&mut self, ctx: &EmitCtx) -> crate::wire::AckVector {
-        let spare = std::mem::take(&mut self.av_spare);
-        self.rx.encode_in(
+        let spare = std::mem::take(&mut self.acks.av_spare);
+        self.acks.rx.encode_in(
             self.ack_cover(ctx.ackvec_cover_pkts),
             super::emit::ACKVEC_MAX_CELLS,
             spare,
@@ -60,7 +61,7 @@ impl Subflow {
 
     /// The cells of an Ack Vector no longer needed: the next one reuses them.
     pub(crate) fn recycle_ack_vector(&mut self, av: crate::wire::AckVector) {
-        self.av_spare = av.cells;
+        self.acks.av_spare = av.cells;
     }
 
     /// Plans the next data packet given the Ack Vector it would carry.
@@ -74,8 +75,9 @@ impl Subflow {
         let av = 2 + av_cells;
         let owed = self.wants_ack(now);
         let rtt_due = ctx.mp_on
-            && self.rtt.srtt().is_some()
+            && self.tx.rtt.srtt().is_some()
             && self
+                .mp
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
         // Only read when MP_RTT is due (now and then).
@@ -105,8 +107,8 @@ impl Subflow {
             ok
         };
         // Feature options are not allowed on DCCP-Data (RFC 4340 §5.8).
-        let want_ratio = self.desired_ack_ratio(ctx.ack_ratio) != self.ack_ratio_tx
-            || self.ack_ratio_unconfirmed;
+        let want_ratio = self.desired_ack_ratio(ctx.ack_ratio) != self.acks.ack_ratio_tx
+            || self.acks.ack_ratio_unconfirmed;
         p.ratio_change = p.ack && want_ratio && take(feat_len(FeatureNum::AckRatio), &mut used);
         p.ratio_confirm = p.ack
             && self.pend.confirm_ack_ratio.is_some()

@@ -3,11 +3,13 @@
 //! on) and the MP_SEQ'd data; it adds the connection-level options
 //! (address adverts) and writes the bytes.
 
-use super::*;
+use super::{Queued, ResetCode, SubState, Subflow, Timer, SEQ_MASK};
 use crate::conn::codec::{self, KeyOffer, MpJoin, MpRtt, Segment};
 use crate::conn::keys::{self, ConnKeys, JoinHmac};
+use crate::time::Instant;
 use crate::wire::option::kind as opt;
 use crate::wire::{FeatureNum, PacketType, WireProfile};
+use std::time::Duration;
 
 /// Ack Vector cells per packet at most (bounds the header, RFC 4340 §11.4).
 pub(crate) const ACKVEC_MAX_CELLS: usize = 48;
@@ -44,7 +46,7 @@ pub(crate) struct EmitCtx {
 
 impl EmitCtx {
     /// Our MP_KEY: CI and plain key (Request and Response only, F11); the
-    /// k5.10 reference's MP_KEY has no CI field (BUILD.md "MP_KEY").
+    /// k5.10 reference's MP_KEY has no CI field (docs/INTEROP.md).
     fn mp_key(&self) -> KeyOffer {
         KeyOffer::plain(self.ci_on_wire(), self.local_key, None)
     }
@@ -64,12 +66,6 @@ pub(crate) struct AckSegment {
     pub seq: u64,
     /// MP_PRIO was sent for the last time without a confirmation.
     pub prio_given_up: bool,
-}
-
-/// Exponential backoff of handshake/close retransmissions, each interval
-/// capped at 4 s so a bounded number of tries ends in bounded time.
-fn retx_backoff(base: Duration, tries: u32) -> Duration {
-    (base * (1u32 << tries.saturating_sub(1).min(10))).min(Duration::from_secs(4))
 }
 
 /// A control packet a subflow owes ([`Subflow::owed_control`]).
@@ -112,7 +108,7 @@ impl Subflow {
 
     /// Data and acknowledgements may follow (no control packet is owed).
     pub(crate) fn sends_data(&self) -> bool {
-        self.have_isr && self.state == SubState::Open
+        self.seq.have_isr && self.state == SubState::Open
     }
 
     pub(crate) fn segment<'a>(&mut self, ptype: PacketType) -> Segment<'a> {
@@ -130,14 +126,13 @@ impl Subflow {
         s.src_port = self.cfg.local.map_or(4242, |a| a.port());
         s.dst_port = self.cfg.remote.map_or(4242, |a| a.port());
         if ptype.has_ack() {
-            s.ack = Some(self.gsr & SEQ_MASK);
+            s.ack = Some(self.seq.gsr & SEQ_MASK);
         }
     }
 
     /// One more try of the handshake/close packet: the timer backs off.
     fn retransmit(&mut self, now: Instant) {
-        self.retx_tries += 1;
-        let at = now + retx_backoff(self.retx_interval, self.retx_tries);
+        let at = now + self.hs.next_try();
         self.timers.arm(Timer::Retx, at);
     }
 
@@ -160,7 +155,7 @@ impl Subflow {
             SubState::Closing if self.pend.close => return Some(OwedControl::Close),
             _ => {}
         }
-        if !self.have_isr || !matches!(self.state, SubState::Open | SubState::PartOpen) {
+        if !self.seq.have_isr || !matches!(self.state, SubState::Open | SubState::PartOpen) {
             return None;
         }
         if !self.pend.syncack.is_empty() {
@@ -206,8 +201,7 @@ impl Subflow {
                 let ack = self.pend.sync.take()?;
                 let mut s = self.segment(PacketType::Sync);
                 s.ack = Some(ack);
-                self.last_sync_sent = Some(now);
-                self.sync_probe = Some((self.gss, now));
+                self.hs.sync_sent(self.seq.gss, now);
                 Some(s)
             }
         }
@@ -222,7 +216,7 @@ impl Subflow {
         self.pend.request = false;
         self.retransmit(now);
         let mut s = self.segment(PacketType::Request);
-        self.hs_probe = Some((self.gss, now));
+        self.hs.hs_probe = Some((self.seq.gss, now));
         s.service_code = ctx.service_code;
         s.push_feat(opt::CHANGE_L, FeatureNum::Ccid, Some(2));
         s.push_feat(opt::CHANGE_R, FeatureNum::Ccid, Some(2));
@@ -230,7 +224,7 @@ impl Subflow {
         s.push_feat(
             opt::CHANGE_L,
             FeatureNum::SequenceWindow,
-            Some(self.seq_window),
+            Some(self.seq.window),
         );
         if ctx.offer_mp {
             // RFC 9897 §3.1: the client asks for the server's Multipath
@@ -250,14 +244,14 @@ impl Subflow {
     fn mp_join(&self, ctx: &EmitCtx) -> MpJoin {
         let (client, server) = ctx.join_ids;
         MpJoin {
-            addr_id: self.local_addr_id,
+            addr_id: self.mp.local_addr_id,
             token: if self.initiator { client } else { server },
-            nonce: self.local_nonce,
+            nonce: self.mp.local_nonce,
         }
     }
 
     /// Our MP_HMAC of a join's Response (server) or third packet (client),
-    /// under the connection's profile (RFC 9897 §3.2.2; BUILD.md "MP_HMAC").
+    /// under the connection's profile (RFC 9897 §3.2.2; docs/INTEROP.md).
     /// MP_PRIO's tag in the authenticated modes (d-keys from the
     /// handshake, [`keys::prio_hmac`]); none in the open mode.
     fn prio_tag(
@@ -271,18 +265,19 @@ impl Subflow {
                 local,
                 p,
                 mp_seq,
-                (self.local_nonce, self.remote_nonce),
+                (self.mp.local_nonce, self.mp.remote_nonce),
             )),
             _ => None,
         }
     }
 
     fn join_hmac(&self, ctx: &EmitCtx, k: &ConnKeys) -> [u8; keys::HMAC_LEN] {
-        let (at, nonces) = if self.initiator {
-            (JoinHmac::Ack, (self.local_nonce, self.remote_nonce))
+        let at = if self.initiator {
+            JoinHmac::Ack
         } else {
-            (JoinHmac::Response, (self.remote_nonce, self.local_nonce))
+            JoinHmac::Response
         };
+        let nonces = self.mp.ra_rb(self.initiator);
         keys::join_hmac_in(ctx.profile, &k.d_key_local(), at, ctx.join_ids.0, nonces)
     }
 
@@ -291,7 +286,7 @@ impl Subflow {
     fn response<'a>(&mut self, now: Instant, ctx: &EmitCtx) -> Segment<'a> {
         self.pend.response = false;
         let mut s = self.segment(PacketType::Response);
-        self.hs_probe = Some((self.gss, now));
+        self.hs.hs_probe = Some((self.seq.gss, now));
         s.service_code = ctx.service_code;
         // RFC 4340 §6: a Confirm for each of the Request's Changes,
         // Multipath Capable's among them (RFC 9897 §3.1: Confirm L(10)).
@@ -316,6 +311,7 @@ impl Subflow {
         self.retransmit(now);
         let mut s = self.segment(PacketType::Ack);
         let av = self
+            .acks
             .rx
             .encode(self.ack_cover(ctx.ackvec_cover_pkts), ACKVEC_MAX_CELLS);
         // RFC 4340 §6: confirm the Response's Changes (the reference
@@ -332,7 +328,7 @@ impl Subflow {
             }
         } else if ctx.mp_on && ctx.profile.third_key_message() {
             // The k5.10 reference's third MP_KEY, `{0,KeyC}{0,KeyS}`
-            // (BUILD.md "MP_KEY": "Client's first Ack").
+            // (docs/INTEROP.md).
             let ci = ctx.ci_on_wire();
             s.mp.key = Some(KeyOffer::plain(ci, ctx.local_key, ctx.remote_key));
         }
@@ -391,7 +387,7 @@ impl Subflow {
             (Some(_), _) => PacketType::DataAck,
         };
         self.number(s, ptype);
-        let seq = self.gss;
+        let seq = self.seq.gss;
         if ptype.has_ack() {
             s.ack_vector_out = Some(av);
         } else {
@@ -444,15 +440,15 @@ impl Subflow {
     ) {
         let ratio = plan.is_none_or(|p| p.ratio_change);
         let want = self.desired_ack_ratio(ctx.ack_ratio);
-        if want != self.ack_ratio_tx && ratio {
-            self.ack_ratio_tx = want;
-            self.ack_ratio_unconfirmed = true;
+        if want != self.acks.ack_ratio_tx && ratio {
+            self.acks.ack_ratio_tx = want;
+            self.acks.ack_ratio_unconfirmed = true;
         }
-        if self.ack_ratio_unconfirmed && ratio {
+        if self.acks.ack_ratio_unconfirmed && ratio {
             s.push_feat(
                 opt::CHANGE_L,
                 FeatureNum::AckRatio,
-                Some(self.ack_ratio_tx as u64),
+                Some(self.acks.ack_ratio_tx as u64),
             );
         }
         if !ctx.mp_on {
@@ -461,29 +457,26 @@ impl Subflow {
         s.mp.seq = Some(mseq & SEQ_MASK);
         let due = plan.is_none_or(|p| p.rtt)
             && self
+                .mp
                 .last_mp_rtt_sent
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
-        if let (true, Some(srtt)) = (due, self.rtt.srtt()) {
+        if let (true, Some(srtt)) = (due, self.tx.rtt.srtt()) {
             s.mp.rtt = Some(self.mp_rtt(now, srtt));
         }
     }
 
     /// RFC 9897 §3.2.7: cycles raw (with its age), min and smoothed RTT.
     fn mp_rtt(&mut self, now: Instant, srtt: Duration) -> MpRtt {
-        self.last_mp_rtt_sent = Some(now);
-        let kind = self.mp_rtt_next_kind;
-        self.mp_rtt_next_kind = match kind {
-            0 => 1,
-            1 => 3,
-            _ => 0,
-        };
+        let kind = self.mp.next_rtt_kind(now);
         let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
         let (rtt, age) = match kind {
             0 => (
-                self.rtt.latest().unwrap_or(srtt),
-                self.last_rtt_sample_at.map_or(Duration::ZERO, |t| now - t),
+                self.tx.rtt.latest().unwrap_or(srtt),
+                self.tx
+                    .last_rtt_sample_at
+                    .map_or(Duration::ZERO, |t| now - t),
             ),
-            1 => (self.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
+            1 => (self.tx.rtt.min_rtt().unwrap_or(srtt), Duration::ZERO),
             _ => (srtt, Duration::ZERO),
         };
         MpRtt {
@@ -503,7 +496,7 @@ impl Subflow {
             self.timers.stop(Timer::PrioRetx);
             return true;
         }
-        let at = now + ctx.mp_option_rto.max(self.rtt.rto());
+        let at = now + ctx.mp_option_rto.max(self.tx.rtt.rto());
         self.timers.arm(Timer::PrioRetx, at);
         false
     }

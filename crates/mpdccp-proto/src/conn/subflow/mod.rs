@@ -9,31 +9,42 @@ use std::time::Duration;
 
 use super::ackvec::{self, RecvHistory};
 use super::queue::Queued;
-use super::seq::{unwrap48, SEQ_MASK};
+use super::seq::SEQ_MASK;
 use super::PathConfig;
 use crate::cc::{
-    AckDelayUse, AckEvent, CcSnapshot, CongestionController, DeliveryRateEstimator, LossEvent,
-    PacketRateState, RttEstimator, SentPacket,
+    AckDelayUse, AckEvent, CcSnapshot, CongestionController, LossEvent, PacketRateState, SentPacket,
 };
 use crate::path::{PathId, PathState, PathView};
 use crate::reorder::PathReceiveState;
 use crate::time::Instant;
 use crate::wire::ResetCode;
 
+mod ackduty;
 mod ccid2;
 pub(crate) use ccid2::Coupled;
 mod data_header;
 mod delay_bound;
 mod emit;
+mod handshake;
+mod lifecycle;
 pub mod loss_window;
+mod mpstate;
 mod protect;
 mod recv;
+mod sender;
+mod seqwin;
 mod timers;
 
+use ackduty::AckDuty;
 pub(crate) use data_header::DataPlan;
 pub(crate) use emit::{AckSegment, EmitCtx};
+use handshake::ControlRetx;
+use lifecycle::Lifecycle;
+use mpstate::MpState;
 pub(crate) use protect::{seal_framed, seal_packet, OpenScratch};
 pub(crate) use recv::{Admit, ResetEffect};
+use sender::Sender;
+use seqwin::SeqWindow;
 pub(crate) use timers::{Fired, Timer, TimerCtx, TimerTable};
 
 /// RFC 4340 §8 states (LISTEN is implicit: a server creates the subflow when
@@ -110,55 +121,13 @@ pub(crate) struct Subflow {
     announced: bool,
     mss_bytes: u32,
 
-    // RFC 4340 §7: sequence state, unwrapped to 64 bits.
-    iss: u64,
-    gss: u64,
-    isr: u64,
-    gsr: u64,
-    gar: u64,
-    have_isr: bool,
-    /// Sequence Window (RFC 4340 §7.5.2), same value both ways.
-    seq_window: u64,
-    rx: RecvHistory,
-    /// Buffer of the last Ack Vector sent, for the next one.
-    av_spare: Vec<u8>,
+    /// RFC 4340 §7 sequence state (`seqwin.rs`).
+    seq: SeqWindow,
+    /// HC-receiver: acknowledgements we owe (`ackduty.rs`).
+    acks: AckDuty,
 
-    // HC-receiver: acknowledgements we owe.
-    data_since_ack: u32,
-    ack_now: bool,
-    /// Ack Ratio the peer asked us to use.
-    ack_ratio_rx: u32,
-    /// Ack Ratio we ask the peer to use (RFC 4341 §6.1.2).
-    ack_ratio_tx: u32,
-    ack_ratio_unconfirmed: bool,
-    /// GSR when each of the last two acknowledgements left: the Ack Vector
-    /// reaches back to the older one, so one lost ack loses no information
-    /// (a stand-in for RFC 4341 §6.1.4 acks-of-acks).
-    acked_high: [u64; 2],
-    /// When the packet numbered GSR arrived: the Elapsed Time our next
-    /// acknowledgement reports (RFC 4340 §13.2).
-    gsr_rx_at: Option<Instant>,
-
-    // HC-sender (CCID2).
-    sent: VecDeque<Sent>,
-    pipe: u32,
-    top_acked: [u64; 3],
-    cc: Box<dyn CongestionController>,
-    rtt: RttEstimator,
-    rate: DeliveryRateEstimator,
-    rto_count: u32,
-    next_send_at: Instant,
-    lost_total: u64,
-    loss_rate: f64,
-    /// Veno backlog threshold (`ConnectionConfig::random_loss_backlog_pkts`).
-    random_loss_backlog: Option<f64>,
-    /// DCCP numbers declared lost since the connection last took them
-    /// (only with connection-level retransmission; bounded).
-    lost_seqs: Option<Vec<u64>>,
-    /// Loss over the last ~10 s from the counters (`loss_window`).
-    loss_window: loss_window::LossWindow,
-    /// Latest delivery-rate sample not limited by the application.
-    delivery_rate: Option<u64>,
+    /// HC-sender: flight, controller, pacer (`sender.rs`).
+    tx: Sender,
     /// `ConnectionConfig::window_delay_bound` (loss-based controllers
     /// only), and its bound as last computed, packets.
     delay_bound: Option<delay_bound::DelayBound>,
@@ -166,61 +135,22 @@ pub(crate) struct Subflow {
     /// Active paths on the connection, as it last told (`set_active_paths`;
     /// the bound applies only from two on).
     active_paths: usize,
-    last_rtt_sample_at: Option<Instant>,
-    /// Last time the scheduler had to send elsewhere because this path was
-    /// blocked by its window or pacer.
-    blocked_at: Option<Instant>,
-    /// MP_RTT type to report next (cycles raw, min, smoothed).
-    mp_rtt_next_kind: u8,
 
-    // Handshake / close retransmission (RFC 4340 §8.1.1, §8.3).
-    retx_tries: u32,
-    retx_interval: Duration,
-    /// Sequence number and send time of our latest Request (client) or
-    /// Response (server): the packet acknowledging exactly it gives the
-    /// handshake RTT sample (RFC 4340 §8.1).
-    hs_probe: Option<(u64, Instant)>,
-    last_sync_sent: Option<Instant>,
-    /// Sequence number and send time of our latest Sync: the SyncAck
-    /// acknowledging exactly it gives an RTT sample (the peer answers at
-    /// once, RFC 4340 §7.5.4).
-    sync_probe: Option<(u64, Instant)>,
-    /// When the latest idle-path RTT probe was asked for.
-    rtt_probe_at: Option<Instant>,
-    /// `ConnectionConfig::rtt_probe_interval`.
-    rtt_stale_after: Option<Duration>,
+    /// Handshake / close retransmission and RTT probes (`handshake.rs`).
+    hs: ControlRetx,
 
     pend: PendingCtrl,
     timers: TimerTable,
 
-    // MP-DCCP per-subflow state.
-    local_nonce: u32,
-    remote_nonce: u32,
-    local_addr_id: u8,
-    remote_addr_id: u8,
-    priority: u8,
-    /// Our priority differs from the primary a peer assumes (RFC 9897
-    /// §3.2.10) and was set before multipath was on: MP_PRIO is owed as
-    /// soon as it is (see [`Subflow::release_untold_prio`]).
-    prio_untold: bool,
-    /// Highest MP_SEQ of the peer's MP_PRIO on this subflow (§3.2.1).
-    peer_prio_seq: Option<u64>,
-    last_mp_rtt_sent: Option<Instant>,
-    peer_rtt: Option<Duration>,
-    /// Highest MP_SEQ received on this path, for the reorderer.
-    highest_mp_seq: Option<u64>,
+    /// MP-DCCP per-subflow state (`mpstate.rs`).
+    mp: MpState,
     /// Packets the scheduler assigned here, waiting for cwnd or the pacer.
     queue: VecDeque<(u64, Queued)>,
 
     stats: PathStats,
 
-    // Path lifecycle (owned by `conn/mod.rs`: keepalive, expiry, reaping).
-    /// Last valid packet received on this subflow (or its creation).
-    last_rx_at: Instant,
-    /// Last keepalive probe (Sync) sent while the subflow was silent.
-    keepalive_at: Option<Instant>,
-    /// When the subflow was first seen CLOSED (it is forgotten a little later).
-    closed_at: Option<Instant>,
+    /// Path lifecycle: keepalive, expiry, reaping (`lifecycle.rs`).
+    life: Lifecycle,
     /// Payload protection of this path, built at its first data packet
     /// once the connection has session keys (`protect.rs`).
     protector: Option<Box<crate::auth::PathProtector>>,
@@ -270,12 +200,9 @@ impl Subflow {
         cc: Box<dyn CongestionController>,
         conf: &super::ConnectionConfig,
     ) -> Self {
-        let iss = iss & SEQ_MASK;
         Subflow {
             id,
-            priority: cfg.priority,
-            prio_untold: cfg.priority != crate::path::priority::PRIMARY,
-            peer_prio_seq: None,
+            mp: MpState::new(cfg.priority),
             cfg,
             state: SubState::Closed,
             initiator: false,
@@ -283,44 +210,9 @@ impl Subflow {
             failed: false,
             announced: false,
             mss_bytes: conf.mss_bytes,
-            iss,
-            gss: iss,
-            isr: 0,
-            gsr: 0,
-            gar: iss,
-            have_isr: false,
-            seq_window: conf.seq_window_pkts.max(32),
-            rx: RecvHistory::new(0),
-            av_spare: Vec::new(),
-            data_since_ack: 0,
-            ack_now: false,
-            ack_ratio_rx: 1,
-            ack_ratio_tx: conf.ack_ratio.max(1),
-            // RFC 4340 §11.3: Ack Ratio defaults to 2 at the peer, so the
-            // configured value is announced whatever it is — 1 included
-            // (the reference kernel otherwise acks every second packet
-            // only, and a lone packet waits for its RTO).
-            ack_ratio_unconfirmed: true,
-            acked_high: [0; 2],
-            gsr_rx_at: None,
-            sent: VecDeque::new(),
-            pipe: 0,
-            top_acked: [0; 3],
-            cc,
-            rtt: RttEstimator::new(
-                conf.initial_rto,
-                Duration::from_millis(200),
-                Duration::from_secs(60),
-            ),
-            rate: DeliveryRateEstimator::new(),
-            rto_count: 0,
-            next_send_at: Instant::ZERO,
-            lost_total: 0,
-            random_loss_backlog: conf.random_loss_backlog_pkts,
-            lost_seqs: conf.retransmit.map(|_| Vec::new()),
-            loss_rate: 0.0,
-            loss_window: loss_window::LossWindow::default(),
-            delivery_rate: None,
+            seq: SeqWindow::new(iss, conf.seq_window_pkts),
+            acks: AckDuty::new(conf.ack_ratio),
+            tx: Sender::new(cc, conf),
             // The BBR family paces and bounds its own in-flight data.
             delay_bound: conf
                 .window_delay_bound
@@ -328,30 +220,12 @@ impl Subflow {
                 .map(delay_bound::DelayBound::new),
             window_bound: None,
             active_paths: 0,
-            last_rtt_sample_at: None,
-            blocked_at: None,
-            mp_rtt_next_kind: 0,
-            retx_tries: 0,
-            retx_interval: conf.handshake_rto,
-            hs_probe: None,
-            last_sync_sent: None,
-            sync_probe: None,
-            rtt_probe_at: None,
-            rtt_stale_after: conf.rtt_probe_interval,
+            hs: ControlRetx::new(conf.handshake_rto),
             pend: PendingCtrl::default(),
             timers: TimerTable::default(),
-            local_nonce: 0,
-            remote_nonce: 0,
-            local_addr_id: 0,
-            remote_addr_id: 0,
-            last_mp_rtt_sent: None,
-            peer_rtt: None,
-            highest_mp_seq: None,
             queue: VecDeque::new(),
             stats: PathStats::default(),
-            last_rx_at: Instant::ZERO,
-            keepalive_at: None,
-            closed_at: None,
+            life: Lifecycle::default(),
             protector: None,
             plpmtud: conf.plpmtud.map(super::plpmtu::Plpmtud::new),
         }
@@ -359,12 +233,12 @@ impl Subflow {
 
     /// Our greatest sequence number sent, unwrapped (the latest packet's).
     pub(crate) fn gss_unwrapped(&self) -> u64 {
-        self.gss
+        self.seq.gss
     }
 
     /// Retransmission timeouts since data was last acknowledged.
     pub(crate) fn consecutive_rtos(&self) -> u32 {
-        self.rto_count
+        self.tx.rto_count
     }
 
     pub(crate) fn id(&self) -> PathId {
@@ -385,22 +259,22 @@ impl Subflow {
     /// The peer has heard of this subflow (it answered, or we sent it a
     /// Request).
     pub(crate) fn peer_knows_us(&self) -> bool {
-        self.announced || self.have_isr || self.retx_tries > 0
+        self.announced || self.seq.have_isr || self.hs.tries > 0
     }
     pub(crate) fn local_addr_id(&self) -> u8 {
-        self.local_addr_id
+        self.mp.local_addr_id
     }
     pub(crate) fn remote_addr_id(&self) -> u8 {
-        self.remote_addr_id
+        self.mp.remote_addr_id
     }
     pub(crate) fn local_nonce(&self) -> u32 {
-        self.local_nonce
+        self.mp.local_nonce
     }
     pub(crate) fn remote_nonce(&self) -> u32 {
-        self.remote_nonce
+        self.mp.remote_nonce
     }
     pub(crate) fn priority(&self) -> u8 {
-        self.priority
+        self.mp.priority
     }
     /// OPEN and not failed: the scheduler may use it.
     pub(crate) fn is_usable(&self) -> bool {
@@ -413,17 +287,17 @@ impl Subflow {
         self.is_usable() && (self.queue.len() as u32) < limit
     }
     pub(crate) fn cwnd_pkts(&self) -> u32 {
-        self.cc.cwnd_pkts()
+        self.tx.cc.cwnd_pkts()
     }
     /// Last valid packet received (or the subflow's creation).
     pub(crate) fn last_rx_at(&self) -> Instant {
-        self.last_rx_at
+        self.life.last_rx_at
     }
     pub(crate) fn stats(&self) -> &PathStats {
         &self.stats
     }
     pub(crate) fn ssthresh_pkts(&self) -> Option<u32> {
-        self.cc.ssthresh_pkts()
+        self.tx.cc.ssthresh_pkts()
     }
 
     /// Addresses of the path; with `overwrite` given ones replace the
@@ -491,27 +365,27 @@ impl Subflow {
     /// The scheduler had to send elsewhere: this path's window or pacer was
     /// the limit (so its samples are not application limited).
     pub(crate) fn note_blocked(&mut self, now: Instant) {
-        self.blocked_at = Some(now);
+        self.tx.blocked_at = Some(now);
     }
 
     /// MP_SEQ `seq` arrived here; returns the path id.
     pub(crate) fn note_mp_seq(&mut self, seq: u64) -> PathId {
-        self.highest_mp_seq = Some(self.highest_mp_seq.map_or(seq, |h| h.max(seq)));
+        self.mp.note_mp_seq(seq);
         self.id
     }
     /// What the reorderer knows of this path's arrivals.
     pub(crate) fn receive_state(&self) -> PathReceiveState {
         PathReceiveState {
             path: self.id,
-            highest_seq: self.highest_mp_seq,
-            in_order: !self.ack_now,
+            highest_seq: self.mp.highest_mp_seq,
+            in_order: !self.acks.ack_now,
         }
     }
 
     /// Remembers when the subflow was first seen CLOSED.
     pub(crate) fn note_closed(&mut self, now: Instant) {
-        if self.state == SubState::Closed && self.closed_at.is_none() {
-            self.closed_at = Some(now);
+        if self.state == SubState::Closed {
+            self.life.closed(now);
         }
     }
     /// Closed, no Reset owed and nothing queued: it may be forgotten.
@@ -520,7 +394,7 @@ impl Subflow {
     }
     /// Closed for at least `linger` at `now`.
     pub(crate) fn closed_for_at_least(&self, now: Instant, linger: Duration) -> bool {
-        self.closed_at.is_some_and(|t| now >= t + linger)
+        self.life.closed_for_at_least(now, linger)
     }
 
     /// When an open, silent subflow is due a keepalive probe (`k` after the
@@ -530,44 +404,41 @@ impl Subflow {
         if !self.is_usable() {
             return None;
         }
-        let at = self.last_rx_at + k;
-        Some(self.keepalive_at.map_or(at, |p| at.max(p + k)))
+        Some(self.life.keepalive_due(k))
     }
-    /// Issue #13: when this idle subflow (usable, nothing in flight or
+    /// When this idle subflow (usable, nothing in flight or
     /// waiting) is due an RTT probe: `k` after its latest RTT sample and
     /// after the previous probe.
     pub(crate) fn rtt_probe_due(&self, k: Duration) -> Option<Instant> {
-        if !self.is_usable() || self.pipe > 0 || !self.queue.is_empty() {
+        if !self.is_usable() || self.tx.pipe > 0 || !self.queue.is_empty() {
             return None;
         }
-        let at = self.last_rtt_sample_at? + k;
-        Some(self.rtt_probe_at.map_or(at, |p| at.max(p + k)))
+        Some(self.life.rtt_probe_due(self.tx.last_rtt_sample_at?, k))
     }
     /// Probes the idle subflow's RTT with a Sync.
     pub(crate) fn send_rtt_probe(&mut self, now: Instant) {
-        self.pend.sync = Some(self.gsr & SEQ_MASK);
-        self.rtt_probe_at = Some(now);
+        self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
+        self.life.rtt_probe_at = Some(now);
     }
-    /// The estimate has had no sample for longer than `stale` (issue #13):
+    /// The estimate has had no sample for longer than `stale`:
     /// the next sample restarts it (RFC 6298 §2.2).
     pub(crate) fn note_rtt_sample_due(&mut self, now: Instant) {
-        if let (Some(k), Some(t)) = (self.rtt_stale_after, self.last_rtt_sample_at) {
+        if let (Some(k), Some(t)) = (self.tx.rtt_stale_after, self.tx.last_rtt_sample_at) {
             if now.saturating_duration_since(t) > k {
-                self.rtt.restart();
+                self.tx.rtt.restart();
             }
         }
     }
 
     /// Probes the silent subflow with a Sync.
     pub(crate) fn send_keepalive(&mut self, now: Instant) {
-        self.pend.sync = Some(self.gsr & SEQ_MASK);
-        self.keepalive_at = Some(now);
+        self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
+        self.life.keepalive_at = Some(now);
     }
 
     /// Next sequence number to send (and consumes it).
     pub fn next_seq(&mut self) -> u64 {
-        self.gss += 1;
-        self.gss
+        self.seq.next()
     }
 
     pub fn is_open(&self) -> bool {
@@ -589,32 +460,26 @@ impl Subflow {
 
     /// Records the peer's initial sequence number.
     pub fn set_isr(&mut self, wire_seq: u64) {
-        self.isr = wire_seq;
-        self.gsr = wire_seq;
-        self.have_isr = true;
-        self.rx = RecvHistory::new(wire_seq);
+        self.seq.set_isr(wire_seq);
+        self.acks.rx = RecvHistory::new(wire_seq);
     }
 
     /// Unwraps a received 48-bit sequence number near GSR.
     pub fn unwrap_seq(&self, wire: u64) -> u64 {
-        unwrap48(self.gsr, wire)
+        self.seq.unwrap_seq(wire)
     }
     /// Unwraps a received 48-bit acknowledgement number near GSS.
     pub fn unwrap_ack(&self, wire: u64) -> u64 {
-        unwrap48(self.gss, wire)
+        self.seq.unwrap_ack(wire)
     }
 
     /// RFC 4340 §7.5.1 sequence validity window [SWL, SWH].
     pub fn seq_window(&self) -> (u64, u64) {
-        let w = self.seq_window;
-        let swl = (self.gsr + 1).saturating_sub(w / 4).max(self.isr);
-        let swh = self.gsr + (3 * w).div_ceil(4);
-        (swl, swh)
+        self.seq.seq_bounds()
     }
     /// RFC 4340 §7.5.1 acknowledgement validity window [AWL, AWH].
     pub fn ack_window(&self) -> (u64, u64) {
-        let awl = (self.gss + 1).saturating_sub(self.seq_window).max(self.iss);
-        (awl, self.gss)
+        self.seq.ack_bounds()
     }
 
     /// Time-driven bookkeeping at `now`, run before scheduling and with
@@ -622,9 +487,10 @@ impl Subflow {
     /// `cc::validation`: an idle window decays before it is scheduled by or
     /// shown) and the loss window's once-a-second counter snapshot.
     pub(crate) fn refresh(&mut self, now: Instant) {
-        self.cc.validate_window(now);
+        self.tx.cc.validate_window(now);
         self.update_window_bound(now);
-        self.loss_window
+        self.tx
+            .loss_window
             .note(now, self.stats.tx_data_pkts, self.proven_lost());
     }
 
@@ -635,13 +501,14 @@ impl Subflow {
 
     /// Loss over the last ~10 s at `now` (`loss_window`).
     pub(crate) fn windowed_loss(&self, now: Instant) -> loss_window::WindowedLoss {
-        self.loss_window
+        self.tx
+            .loss_window
             .ratio(now, self.stats.tx_data_pkts, self.proven_lost())
     }
 
     /// RFC 7661 pipeACK of this path's controller at `now`, packets.
     pub(crate) fn pipe_ack_pkts(&self, now: Instant) -> Option<u64> {
-        self.cc.pipe_ack_pkts(now)
+        self.tx.cc.pipe_ack_pkts(now)
     }
 
     /// The connection's count of Active paths (for `delay_bound`).
@@ -651,7 +518,7 @@ impl Subflow {
 
     /// Recompute the queue-delay bound (`delay_bound`) at `now`.
     pub(crate) fn update_window_bound(&mut self, now: Instant) {
-        let min_rtt = self.rtt.min_rtt();
+        let min_rtt = self.tx.rtt.min_rtt();
         let active = self.active_paths;
         self.window_bound = self
             .delay_bound
@@ -662,35 +529,35 @@ impl Subflow {
     /// The window the path may fill: the controller's, capped by the
     /// queue-delay bound when that is on (`delay_bound`).
     pub(crate) fn usable_window(&self) -> u32 {
-        let cwnd = self.cc.cwnd_pkts();
+        let cwnd = self.tx.cc.cwnd_pkts();
         self.window_bound.map_or(cwnd, |b| cwnd.min(b))
     }
 
     pub fn cwnd_room(&self) -> bool {
-        self.pipe < self.usable_window().max(1)
+        self.tx.pipe < self.usable_window().max(1)
     }
 
     pub fn pacing_ok(&self, now: Instant) -> bool {
-        self.cc.pacing_rate_bytes_per_s().is_none() || self.next_send_at <= now
+        self.tx.cc.pacing_rate_bytes_per_s().is_none() || self.tx.next_send_at <= now
     }
 
     pub fn view(&self) -> PathView {
-        let pacing = self.cc.pacing_rate_bytes_per_s();
+        let pacing = self.tx.cc.pacing_rate_bytes_per_s();
         PathView {
             id: self.id,
             state: self.path_state(),
-            priority: self.priority,
+            priority: self.mp.priority,
             cwnd_pkts: self.usable_window(),
-            in_flight_pkts: self.pipe,
+            in_flight_pkts: self.tx.pipe,
             queued_pkts: self.queue.len() as u32,
-            srtt: self.rtt.srtt().or(self.peer_rtt),
-            min_rtt: self.rtt.min_rtt(),
-            rttvar: self.rtt.rttvar(),
-            owd: self.rtt.srtt().or(self.peer_rtt).map(|r| r / 2),
+            srtt: self.tx.rtt.srtt().or(self.mp.peer_rtt),
+            min_rtt: self.tx.rtt.min_rtt(),
+            rttvar: self.tx.rtt.rttvar(),
+            owd: self.tx.rtt.srtt().or(self.mp.peer_rtt).map(|r| r / 2),
             pacing_rate_bytes_per_s: pacing,
-            delivery_rate_bytes_per_s: self.delivery_rate,
-            loss_rate: self.loss_rate,
-            cc_state: self.cc.state(),
+            delivery_rate_bytes_per_s: self.tx.delivery_rate,
+            loss_rate: self.tx.loss_rate,
+            cc_state: self.tx.cc.state(),
             next_send_time: self.pacer_binds_until(pacing),
             mss_bytes: self.mss_bytes,
         }
@@ -702,16 +569,16 @@ impl Subflow {
     fn pacer_binds_until(&self, pacing: Option<u64>) -> Option<Instant> {
         pacing
             .filter(|_| self.queue.len() >= PACED_BACKLOG_PKTS)
-            .map(|_| self.next_send_at)
+            .map(|_| self.tx.next_send_at)
     }
 
     /// `self.view().can_send(now)` without building the view (the
     /// scheduling loop's test for "no path can send").
     pub(crate) fn view_can_send(&self, now: Instant) -> bool {
         let r = self.view_usable()
-            && self.pipe.saturating_add(self.queue.len() as u32) < self.usable_window()
+            && self.tx.pipe.saturating_add(self.queue.len() as u32) < self.usable_window()
             && self
-                .pacer_binds_until(self.cc.pacing_rate_bytes_per_s())
+                .pacer_binds_until(self.tx.cc.pacing_rate_bytes_per_s())
                 .is_none_or(|t| t <= now);
         debug_assert_eq!(r, self.view().can_send(now));
         r
@@ -720,15 +587,15 @@ impl Subflow {
     /// `self.view().is_usable()` without building the view.
     pub(crate) fn view_usable(&self) -> bool {
         let r = self.path_state() == PathState::Active
-            && self.priority != crate::path::priority::UNUSED;
+            && self.mp.priority != crate::path::priority::UNUSED;
         debug_assert_eq!(r, self.view().is_usable());
         r
     }
 
     pub fn snapshot(&self) -> CcSnapshot {
-        self.cc.snapshot(
+        self.tx.cc.snapshot(
             self.id,
-            self.rtt.srtt().unwrap_or(Duration::ZERO),
+            self.tx.rtt.srtt().unwrap_or(Duration::ZERO),
             self.is_open() && !self.failed,
         )
     }

@@ -14,10 +14,11 @@
 //! * Not covered: packets without application data (handshake, pure Ack,
 //!   Sync/SyncAck, Close/CloseReq/Reset); see `conn/protection.rs`.
 
-use super::*;
+use super::{SubState, Subflow};
 use crate::auth::protect::{PathProtector, COUNTER_LEN, OVERHEAD};
 use crate::auth::{AuthError, SessionKeys};
 use crate::wire::Packet;
+use std::net::IpAddr;
 
 impl Subflow {
     /// The path binding both ends agree on, once the subflow's handshake
@@ -34,11 +35,7 @@ impl Subflow {
         if !self.join {
             return Some(Vec::new());
         }
-        let (ra, rb) = if self.initiator {
-            (self.local_nonce, self.remote_nonce)
-        } else {
-            (self.remote_nonce, self.local_nonce)
-        };
+        let (ra, rb) = self.mp.ra_rb(self.initiator);
         let mut b = ra.to_be_bytes().to_vec();
         b.extend_from_slice(&rb.to_be_bytes());
         Some(b)

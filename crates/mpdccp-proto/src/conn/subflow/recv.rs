@@ -3,10 +3,12 @@
 //! CloseReq, and the state changes the connection asks for (open, fail,
 //! close, drop).
 
-use super::*;
+use super::{ResetCode, SubState, Subflow, Timer, SEQ_MASK, SYNCACKS_OWED_MAX};
 use crate::conn::codec::{ConfirmItem, MpJoin, MpRtt, Segment};
+use crate::time::Instant;
 use crate::wire::seq::extend_short;
 use crate::wire::PacketType;
+use std::time::Duration;
 
 /// Shortest interval between two Syncs answering invalid packets.
 const SYNC_RATE_LIMIT: Duration = Duration::from_millis(100);
@@ -51,8 +53,8 @@ impl Subflow {
             _ if reset_strays => ResetCode::NoConnection,
             _ => return,
         };
-        if self.have_isr && self.pend.reset.is_none() {
-            self.gsr = self.gsr.max(self.unwrap_seq(seg.seq));
+        if self.seq.have_isr && self.pend.reset.is_none() {
+            self.seq.gsr = self.seq.gsr.max(self.unwrap_seq(seg.seq));
             self.pend.reset = Some(code);
         }
     }
@@ -64,8 +66,8 @@ impl Subflow {
     pub(crate) fn admit(&mut self, now: Instant, seg: &Segment<'_>) -> Admit {
         let (wseq, wack) = if seg.short_seq {
             (
-                extend_short(seg.seq, self.gsr & SEQ_MASK),
-                seg.ack.map(|a| extend_short(a, self.gss & SEQ_MASK)),
+                extend_short(seg.seq, self.seq.gsr & SEQ_MASK),
+                seg.ack.map(|a| extend_short(a, self.seq.gss & SEQ_MASK)),
             )
         } else {
             (seg.seq, seg.ack)
@@ -77,7 +79,7 @@ impl Subflow {
         let ack_ok = |lo: u64| ackn.is_none_or(|a| a >= lo && a <= awh);
         let valid = match seg.ptype {
             PacketType::CloseReq | PacketType::Close | PacketType::Reset => {
-                seqn > self.gsr && seqn <= swh && ack_ok(self.gar.max(awl))
+                seqn > self.seq.gsr && seqn <= swh && ack_ok(self.seq.gar.max(awl))
             }
             PacketType::Sync | PacketType::SyncAck => seqn >= swl && ack_ok(awl),
             PacketType::Request => seqn >= swl && seqn <= swh,
@@ -102,9 +104,9 @@ impl Subflow {
         // A valid Sync carries the peer's newest sequence number (its GSS,
         // §7.5.4): one below our GSR says that the numbers above were
         // never the peer's. Forget them.
-        if valid && seg.ptype == PacketType::Sync && seqn < self.gsr {
-            self.gsr = seqn;
-            self.rx.rewind(seqn);
+        if valid && seg.ptype == PacketType::Sync && seqn < self.seq.gsr {
+            self.seq.gsr = seqn;
+            self.acks.rx.rewind(seqn);
         }
         // A SyncAck that acknowledges exactly our latest Sync is the peer's
         // answer (RFC 4340 §7.5.4): its sequence number is where the peer
@@ -114,15 +116,16 @@ impl Subflow {
         let resync = !valid
             && seg.ptype == PacketType::SyncAck
             && seqn < swl
-            && seqn >= self.isr
+            && seqn >= self.seq.isr
             && ackn.is_some()
-            && self.sync_probe.map(|(s, _)| s) == ackn;
+            && self.hs.sync_probe.map(|(s, _)| s) == ackn;
         if resync {
-            self.gsr = seqn;
-            self.rx.rewind(seqn);
+            self.seq.gsr = seqn;
+            self.acks.rx.rewind(seqn);
         }
         if !valid && !resync {
             let limited = self
+                .hs
                 .last_sync_sent
                 .is_some_and(|t| now - t < SYNC_RATE_LIMIT);
             if !matches!(seg.ptype, PacketType::Sync | PacketType::SyncAck) && !limited {
@@ -131,7 +134,7 @@ impl Subflow {
             return Admit::Invalid;
         }
         // Liveness: only packets that passed the validity checks count.
-        self.last_rx_at = self.last_rx_at.max(now);
+        self.life.last_rx_at = self.life.last_rx_at.max(now);
         let duplicate = !self.on_packet_received(now, seqn);
         Admit::Valid { ackn, duplicate }
     }
@@ -159,34 +162,31 @@ impl Subflow {
         }
         self.pend.syncack.push_back(seg.seq);
         if let Some(a) = ackn {
-            self.gar = self.gar.max(a);
+            self.seq.gar = self.seq.gar.max(a);
         }
     }
 
     /// SyncAck: a failed path that answers its probe is back. True then.
     /// The SyncAck acknowledging exactly our latest Sync is an RTT sample
-    /// (issue #13: an idle path's estimate is refreshed by its probes; the
+    /// (an idle path's estimate is refreshed by its probes; the
     /// peer answers a Sync at once, so no acknowledgement delay applies).
     pub(crate) fn on_syncack(&mut self, now: Instant, ackn: Option<u64>) -> bool {
-        if let (Some(a), Some((seq, sent))) = (ackn, self.sync_probe) {
-            if a == seq {
-                self.sync_probe = None;
-                match now.checked_duration_since(sent) {
-                    Some(rtt) => {
-                        self.note_rtt_sample_due(now);
-                        self.rtt.on_sample_at(now, rtt);
-                        self.last_rtt_sample_at = Some(now);
-                        self.stats.rtt_samples += 1;
-                    }
-                    None => self.stats.rtt_samples_rejected += 1,
+        if let Some(sent) = ackn.and_then(|a| self.hs.take_sync_sample(a)) {
+            match now.checked_duration_since(sent) {
+                Some(rtt) => {
+                    self.note_rtt_sample_due(now);
+                    self.tx.rtt.on_sample_at(now, rtt);
+                    self.tx.last_rtt_sample_at = Some(now);
+                    self.stats.rtt_samples += 1;
                 }
+                None => self.stats.rtt_samples_rejected += 1,
             }
         }
         if !self.failed {
             return false;
         }
         self.failed = false;
-        self.rto_count = 0;
+        self.tx.rto_count = 0;
         self.timers.stop(Timer::Probe);
         true
     }
@@ -197,6 +197,7 @@ impl Subflow {
     /// the Syncs to invalid packets are (§7.5.4).
     pub(crate) fn answer_with_sync(&mut self, now: Instant, seq: u64) {
         let limited = self
+            .hs
             .last_sync_sent
             .is_some_and(|t| now - t < SYNC_RATE_LIMIT);
         if !limited {
@@ -207,7 +208,7 @@ impl Subflow {
     pub(crate) fn on_closereq(&mut self, now: Instant) {
         self.state = SubState::Closing;
         self.pend.close = true;
-        self.retx_tries = 0;
+        self.hs.tries = 0;
         self.timers.arm(Timer::Retx, now);
     }
 
@@ -253,7 +254,7 @@ impl Subflow {
         if !self.abort() {
             return false;
         }
-        if self.have_isr {
+        if self.seq.have_isr {
             self.pend.reset = Some(ResetCode::MpFastClose);
             self.pend.reset_bare = true;
         }
@@ -263,7 +264,7 @@ impl Subflow {
     /// Our fast close: Reset with MP_FAST_CLOSE to a peer that knows us,
     /// and nothing else any more (RFC 9897 §3.2.3).
     pub(crate) fn fast_close(&mut self) {
-        if self.state != SubState::Closed && self.have_isr {
+        if self.state != SubState::Closed && self.seq.have_isr {
             self.pend = Default::default();
             self.pend.reset = Some(ResetCode::MpFastClose);
         }
@@ -284,7 +285,7 @@ impl Subflow {
         self.state = SubState::Closed;
         self.stop_transfer();
         self.pend = Default::default();
-        if self.have_isr {
+        if self.seq.have_isr {
             self.pend.reset = reset;
         }
     }
@@ -312,7 +313,7 @@ impl Subflow {
             self.timers.stop(t);
         }
         self.failed = false;
-        self.closed_at = Some(self.closed_at.unwrap_or(now));
+        self.life.closed(now);
         !was_gone
     }
 
@@ -341,8 +342,7 @@ impl Subflow {
             }
             _ => return false,
         }
-        self.retx_tries = 0;
-        self.retx_interval = handshake_rto.max(self.rtt.rto());
+        self.hs.restart(handshake_rto.max(self.tx.rtt.rto()));
         self.timers.arm(Timer::Retx, now);
         false
     }
@@ -354,25 +354,25 @@ impl Subflow {
         self.join = join;
         self.state = SubState::Request;
         self.timers.arm(Timer::Retx, now);
-        self.local_nonce = nonce;
-        self.local_addr_id = addr_id;
-        self.last_rx_at = now;
+        self.mp.local_nonce = nonce;
+        self.mp.local_addr_id = addr_id;
+        self.life.last_rx_at = now;
     }
 
     /// Server: a Request arrived on a new subflow.
     pub(crate) fn on_first_request(&mut self, now: Instant, seg: &Segment<'_>) {
-        self.last_rx_at = now;
+        self.life.last_rx_at = now;
         self.set_isr(seg.seq);
-        self.remote_addr_id = 0;
+        self.mp.remote_addr_id = 0;
     }
 
     /// Server: the Request joins (RFC 9897 §3.2.2).
     pub(crate) fn accept_join(&mut self, j: &MpJoin, nonce: u32, addr_id: u8) {
         self.join = true;
-        self.remote_nonce = j.nonce;
-        self.remote_addr_id = j.addr_id;
-        self.local_nonce = nonce;
-        self.local_addr_id = addr_id;
+        self.mp.remote_nonce = j.nonce;
+        self.mp.remote_addr_id = j.addr_id;
+        self.mp.local_nonce = nonce;
+        self.mp.local_addr_id = addr_id;
     }
 
     /// Server: answer the Request with a Response (RESPOND, given up after
@@ -387,7 +387,7 @@ impl Subflow {
         self.pend.response = true;
         self.timers.arm(Timer::Retx, now + respond_timeout);
         if let Some(w) = seq_window {
-            self.seq_window = self.seq_window.max(w.clamp(32, 1 << 46));
+            self.seq.window = self.seq.window.max(w.clamp(32, 1 << 46));
         }
     }
 
@@ -400,7 +400,7 @@ impl Subflow {
     pub(crate) fn acks_our_request(&self, seg: &Segment<'_>) -> bool {
         seg.ack.is_some_and(|a| {
             let a = self.unwrap_ack(a);
-            a >= self.iss && a <= self.gss
+            a >= self.seq.iss && a <= self.seq.gss
         })
     }
 
@@ -408,24 +408,23 @@ impl Subflow {
     pub(crate) fn on_response(&mut self, now: Instant, seg: &Segment<'_>) {
         self.set_isr(seg.seq);
         if let Some(a) = seg.ack {
-            self.gar = self.unwrap_ack(a);
-            self.on_handshake_ack(now, self.gar);
+            self.seq.gar = self.unwrap_ack(a);
+            self.on_handshake_ack(now, self.seq.gar);
         }
     }
 
     /// Client: the server's MP_JOIN, verified.
     pub(crate) fn set_peer_join(&mut self, j: &MpJoin) {
-        self.remote_nonce = j.nonce;
-        self.remote_addr_id = j.addr_id;
+        self.mp.remote_nonce = j.nonce;
+        self.mp.remote_addr_id = j.addr_id;
     }
 
     /// Client: PARTOPEN, the third packet due (RFC 4340 §8.1.5).
     pub(crate) fn enter_partopen(&mut self, now: Instant, handshake_rto: Duration) {
-        self.rx.record(self.gsr);
+        self.acks.rx.record(self.seq.gsr);
         self.state = SubState::PartOpen;
         self.pend.handshake_ack = true;
-        self.retx_tries = 0;
-        self.retx_interval = handshake_rto;
+        self.hs.restart(handshake_rto);
         self.timers.arm(Timer::Retx, now);
     }
 
@@ -433,7 +432,7 @@ impl Subflow {
     pub(crate) fn set_open(&mut self) -> bool {
         self.state = SubState::Open;
         self.timers.stop(Timer::Retx);
-        self.retx_tries = 0;
+        self.hs.tries = 0;
         self.pend.handshake_ack = false;
         let first = !self.announced;
         self.announced = true;
@@ -442,20 +441,20 @@ impl Subflow {
 
     /// An acknowledgement is owed at once.
     pub(crate) fn ack_now(&mut self) {
-        self.ack_now = true;
+        self.acks.ack_now = true;
     }
 
     /// Ack Ratio (RFC 4341 §6.1.2): the HC-sender changes it with
     /// Change L; we (HC-receiver) confirm with Confirm R.
     pub(crate) fn on_ack_ratio_change(&mut self, v: u64) {
-        self.ack_ratio_rx = (v as u32).clamp(1, 1 << 15);
+        self.acks.ack_ratio_rx = (v as u32).clamp(1, 1 << 15);
         self.pend.confirm_ack_ratio = Some(v);
     }
 
     /// The peer confirmed Ack Ratio `v`.
     pub(crate) fn on_ack_ratio_confirm(&mut self, v: u64) {
-        if v == self.ack_ratio_tx as u64 {
-            self.ack_ratio_unconfirmed = false;
+        if v == self.acks.ack_ratio_tx as u64 {
+            self.acks.ack_ratio_unconfirmed = false;
         }
     }
 
@@ -464,7 +463,7 @@ impl Subflow {
     pub(crate) fn on_peer_rtt(&mut self, r: &MpRtt) {
         let age = Duration::from_millis(r.age_ms as u64);
         if matches!(r.kind, 0 | 3) && age < Duration::from_secs(10) {
-            self.peer_rtt = Some(Duration::from_millis(r.rtt_ms as u64));
+            self.mp.peer_rtt = Some(Duration::from_millis(r.rtt_ms as u64));
         }
     }
 
@@ -473,10 +472,10 @@ impl Subflow {
     /// on this subflow, its dataset, had a higher MP_SEQ): confirmed, not
     /// applied. Otherwise whether the priority changed.
     pub(crate) fn on_peer_prio(&mut self, p: u8, seq: Option<u64>) -> Option<bool> {
-        let outdated = crate::conn::seq::outdated_in_dataset(&mut self.peer_prio_seq, seq);
-        let changed = !outdated && self.priority != p;
+        let outdated = crate::conn::seq::outdated_in_dataset(&mut self.mp.peer_prio_seq, seq);
+        let changed = !outdated && self.mp.priority != p;
         if !outdated {
-            self.priority = p;
+            self.mp.priority = p;
         }
         self.owe_confirm(ConfirmItem {
             seq,
@@ -484,7 +483,7 @@ impl Subflow {
             id: p,
             ..ConfirmItem::default()
         });
-        self.ack_now = true;
+        self.acks.ack_now = true;
         (!outdated).then_some(changed)
     }
 
@@ -505,7 +504,7 @@ impl Subflow {
                 k,
                 p,
                 seq,
-                (self.remote_nonce, self.local_nonce),
+                (self.mp.remote_nonce, self.mp.local_nonce),
                 &t,
             ),
             _ => false,
@@ -535,15 +534,15 @@ impl Subflow {
     /// confirmed. Without `tell` (multipath not negotiated yet) the peer
     /// hears of it once it is (a peer assumes primary, RFC 9897 §3.2.10).
     pub(crate) fn set_priority(&mut self, now: Instant, prio: u8, tell: bool) {
-        self.priority = prio;
+        self.mp.priority = prio;
         if tell {
-            self.prio_untold = false;
+            self.mp.prio_untold = false;
             self.pend.prio = Some(prio);
             self.timers.arm(Timer::PrioRetx, now);
             self.pend.prio_due = false;
             self.pend.prio_tries = 0;
         } else {
-            self.prio_untold = prio != crate::path::priority::PRIMARY;
+            self.mp.prio_untold = prio != crate::path::priority::PRIMARY;
         }
     }
 
@@ -553,8 +552,8 @@ impl Subflow {
     /// client's third handshake packet ([`Subflow::attach_handshake_prio`]),
     /// so the peer never schedules on the path with the wrong priority.
     pub(crate) fn release_untold_prio(&mut self) {
-        if std::mem::take(&mut self.prio_untold) {
-            self.pend.prio = Some(self.priority);
+        if std::mem::take(&mut self.mp.prio_untold) {
+            self.pend.prio = Some(self.mp.priority);
             self.pend.prio_due = true;
             self.pend.prio_tries = 0;
         }

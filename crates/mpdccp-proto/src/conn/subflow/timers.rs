@@ -5,9 +5,13 @@
 //! `handle_timeout` fires exactly the expired ones. Every fired timer is
 //! stopped, re-armed in the future, or turned into a pending packet that the
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
-//! is never reported again (no driver needs a spin guard).
+//! is never reported again. The connection-level deadlines beside this table
+//! (`Connection::poll_timeout`) keep the same rule; drivers still carry a
+//! `StuckTimerGuard` as a backstop.
 
-use super::*;
+use super::{ResetCode, SubState, Subflow, SEQ_MASK};
+use crate::time::Instant;
+use std::time::Duration;
 
 /// The timers of one subflow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +97,7 @@ impl Subflow {
     pub(crate) fn deadline(&self, t: Timer) -> Option<Instant> {
         let at = self.timers.get(t)?;
         let armed = match t {
-            Timer::Rto => self.pipe > 0,
+            Timer::Rto => self.tx.pipe > 0,
             Timer::Probe => self.failed && self.is_open(),
             Timer::PrioRetx => self.pend.prio.is_some(),
             Timer::Retx | Timer::AckDue | Timer::TimeWait => true,
@@ -113,11 +117,11 @@ impl Subflow {
     pub(crate) fn poll_timeout(&self, backlog: bool, last_now: Instant) -> Option<Instant> {
         let table = Timer::ALL.iter().filter_map(|&t| self.deadline(t)).min();
         let release = ((backlog || !self.queue.is_empty())
-            && self.cc.pacing_rate_bytes_per_s().is_some()
+            && self.tx.cc.pacing_rate_bytes_per_s().is_some()
             && self.is_open()
             && self.cwnd_room()
-            && self.next_send_at > last_now)
-            .then_some(self.next_send_at);
+            && self.tx.next_send_at > last_now)
+            .then_some(self.tx.next_send_at);
         match (table, release) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -158,11 +162,11 @@ impl Subflow {
                 }
             }
             Timer::AckDue => {
-                self.ack_now = true;
+                self.acks.ack_now = true;
                 self.timers.stop(Timer::AckDue);
             }
             Timer::Probe => {
-                self.pend.sync = Some(self.gsr & SEQ_MASK);
+                self.pend.sync = Some(self.seq.gsr & SEQ_MASK);
                 let next = self.rto().min(ctx.max_probe_interval);
                 self.timers.arm(Timer::Probe, now + next);
             }
@@ -184,7 +188,7 @@ impl Subflow {
     /// exhausted.
     fn fire_retx(&mut self, ctx: &TimerCtx) -> Option<Fired> {
         self.timers.stop(Timer::Retx);
-        let exhausted = self.retx_tries >= ctx.max_tries;
+        let exhausted = self.hs.tries >= ctx.max_tries;
         match self.state {
             SubState::Request | SubState::PartOpen if exhausted => {
                 let reset = (self.state == SubState::PartOpen).then_some(ResetCode::Aborted);
@@ -214,6 +218,7 @@ impl Subflow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::subflow::*;
     use crate::conn::ConnectionConfig;
 
     const STATES: [SubState; 8] = [
@@ -232,11 +237,11 @@ mod tests {
         let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);
         let mut sf = Subflow::new(PathId(0), PathConfig::default(), 1000, cc, &conf);
         sf.state = state;
-        sf.have_isr = true;
+        sf.seq.have_isr = true;
         sf
     }
 
-    /// Issue #12: whatever the state, a deadline `handle_timeout(now)` has
+    /// Whatever the state, a deadline `handle_timeout(now)` has
     /// seen is not reported again — every timer armed in the past at once
     /// (one packet in flight, MP_PRIO pending, a failed path probed), with
     /// retransmissions left and exhausted.
@@ -252,7 +257,7 @@ mod tests {
         for state in STATES {
             for (tries, failed) in [(0, false), (5, true)] {
                 let mut sf = subflow(state);
-                sf.retx_tries = tries;
+                sf.hs.tries = tries;
                 sf.failed = failed;
                 let seq = sf.next_seq();
                 sf.on_data_sent(Instant::from_millis(10), seq, 1000, false);
@@ -297,7 +302,7 @@ mod tests {
         }
         // Exhausted: the handshake fails (PARTOPEN answers with Reset).
         let mut sf = subflow(SubState::PartOpen);
-        sf.retx_tries = 3;
+        sf.hs.tries = 3;
         sf.timers.arm(Timer::Retx, now);
         assert_eq!(
             sf.handle_timeout(now, &ctx),
