@@ -27,7 +27,7 @@
 //!   docs/SECURITY.md §3), and before the Response verified no key exists.
 //! * Connections without protection are unchanged, byte for byte.
 
-use super::subflow::{seal_framed, seal_packet, OpenScratch};
+use super::subflow::{seal_framed, seal_packet, OpenScratch, SubState};
 use super::{Connection, PacketType, Segment, Subflow};
 use crate::auth::protect::OVERHEAD;
 use crate::auth::{AuthError, PathProtector, SessionKeys};
