@@ -220,7 +220,7 @@ fn mismatched_profiles_refuse_the_join() {
 }
 
 /// The reference carries MP_CONFIRM (and ADDADDR, …) on empty Data packets
-/// with an MP_SEQ of their own (BUILD.md "Where the MP options go"): such
+/// with an MP_SEQ of their own (docs/INTEROP.md, "The wire profiles"): such
 /// a packet holds its place in the order but is no datagram — the ones
 /// after it are delivered, it is not.
 #[test]

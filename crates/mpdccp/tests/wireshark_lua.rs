@@ -599,8 +599,8 @@ fn reference_dir() -> Option<PathBuf> {
     found
 }
 
-/// The reference kernel's captures use pre-RFC layouts (BUILD.md of the
-/// shelf). The RFC layout decodes k4.14's MP_KEY (reserved, CI, key) as is
+/// The reference kernel's captures use pre-RFC layouts (docs/INTEROP.md,
+/// "What does not interoperate yet"). The RFC layout decodes k4.14's MP_KEY (reserved, CI, key) as is
 /// and flags k5.10's (no CI) as malformed; the reference-layout preferences
 /// decode k5.10's keys and the byte-reversed IPv4 of MP_ADDADDR.
 #[test]
@@ -624,7 +624,7 @@ fn lua_dissector_reads_the_reference_kernel_captures() {
     let reversed = "mpdccp.ref_addaddr_v4_reversed:TRUE";
     let k510_keys = "mpdccp.key_layout:2";
 
-    // k4.14, RFC layout (values from BUILD.md).
+    // k4.14, RFC layout (values in docs/INTEROP.md).
     let req = q(&k414, &[], "mpdccp.type == 0 && mpdccp.mp.key.ci");
     assert_eq!(req[0][..2], ["0xf89cc60c", "e8ae7f046957a0e9"]);
     let resp = q(&k414, &[], "mpdccp.type == 1 && mpdccp.mp.key.ci");

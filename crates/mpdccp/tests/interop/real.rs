@@ -30,7 +30,7 @@ pub struct RealRun {
 /// reference server over native DCCP (round-robin scheduler on both
 /// ends): path A only, or path A (MP_KEY) and path B (MP_JOIN, from
 /// 10.0.2.1 to the server's path-A address as the reference's own client
-/// does, BUILD.md "Subflows"). `n` echoes, then Close + MP_CLOSE.
+/// does, docs/INTEROP.md "The wire profiles"). `n` echoes, then Close + MP_CLOSE.
 pub fn real_connection_against_reference_server(
     kernel: Kernel,
     test: &str,
@@ -201,7 +201,7 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b
     // our round robin put on B in between goes to an address that is gone,
     // and a datagram its scheduler had put on B as the address went may not
     // leave; DCCP does not retransmit (the reference loses one there too,
-    // BUILD.md "k4.14" results; an upstream loss was seen in a CI run).
+    // the reference kernel k4.14 (docs/INTEROP.md); an upstream loss was seen in a CI run).
     let echoed = (0..=echoes)
         .rev()
         .find(|e| log.contains(&format!("RESULT sent={echoes} echoed={e} bad=0")));
