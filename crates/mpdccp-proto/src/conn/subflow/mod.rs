@@ -592,12 +592,27 @@ impl Subflow {
         r
     }
 
+    /// This path's entry in the coupled controllers' view. Under the
+    /// queue-delay bound (`delay_bound`) the entry's window is the usable
+    /// one, `min(cwnd, bound)`: a coupled controller reads `w_i / rtt_i` as
+    /// path i's rate (RFC 6356 §3; Khalili et al. for OLIA/BALIA), and a
+    /// bounded path sends only the bound per round trip. Its controller's
+    /// own window stays where it stopped growing (slow start may leave it
+    /// at twice the bound, and a path whose bound keeps its queue short
+    /// sees no loss to shrink it), so the raw window would inflate the
+    /// total and starve every other path's increase (LIA's α / w_total).
     pub fn snapshot(&self) -> CcSnapshot {
-        self.tx.cc.snapshot(
+        let mut s = self.tx.cc.snapshot(
             self.id,
             self.tx.rtt.srtt().unwrap_or(Duration::ZERO),
             self.is_open() && !self.failed,
-        )
+        );
+        if let Some(b) = self.window_bound {
+            let b = f64::from(b);
+            s.cwnd_pkts = s.cwnd_pkts.min(b);
+            s.virtual_reno_cwnd_pkts = s.virtual_reno_cwnd_pkts.min(b);
+        }
+        s
     }
 }
 
