@@ -355,7 +355,15 @@ impl Client {
                 .any(|v| v.state == PathState::Active),
             rx: stats.rx_datagrams,
             tx: stats.tx_datagrams,
-            srtt: self.conn.paths().iter().filter_map(|v| v.srtt).max(),
+            // The fastest Active path's: a failing path's RTT, inflated
+            // by back-off or a flood, must not stretch the wait.
+            srtt: self
+                .conn
+                .paths()
+                .iter()
+                .filter(|v| v.state == PathState::Active)
+                .filter_map(|v| v.srtt)
+                .min(),
         };
         if r.dead.check(now, pulse) {
             warn!("the server has been silent (at least {DEAD_AFTER:?}, {DEAD_AFTER_RTTS} round trips): new handshake");

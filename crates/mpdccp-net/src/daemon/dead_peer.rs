@@ -56,7 +56,7 @@ pub struct Pulse {
     /// Datagrams received and sent on the connection so far.
     pub rx: u64,
     pub tx: u64,
-    /// The largest smoothed RTT of the connection's paths, if measured.
+    /// The smallest smoothed RTT of the connection's Active paths, if any.
     pub srtt: Option<Duration>,
 }
 
