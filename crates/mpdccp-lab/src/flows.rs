@@ -199,27 +199,7 @@ pub fn start_quic(
             }
             std::thread::sleep((start - now).min(Duration::from_millis(50)));
         }
-        let out = Netns::command_in(&ns, "timeout")
-            .args([
-                "-k",
-                "2",
-                &format!("{}", (secs + 30.0).ceil() as u64),
-                "chrt",
-                "-f",
-                FIFO_PRIO,
-                PYTHON,
-            ])
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .context("cannot run python3 (the QUIC client)")?;
-        if !out.status.success() {
-            bail!(
-                "QUIC client failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        run_client(&ns, secs, &args, "QUIC")
     });
     Ok(QuicRun {
         server: server_proc,
@@ -336,7 +316,22 @@ pub fn run_tcp_bulk(
         .context("cannot start python3 (the TCP server)")?;
     let mut srv = Proc::new("tcp-server".into(), child);
     std::thread::sleep(Duration::from_millis(500));
-    let c = Netns::command_in(topo.client.name(), "timeout")
+    let c = run_client(topo.client.name(), secs, &cargs, "TCP")?;
+    srv.wait_timeout(Duration::from_secs(5));
+    let client = FlowReport::parse(&c).context("TCP client")?;
+    let server = FlowReport::parse(&std::fs::read_to_string(&out).unwrap_or_default())
+        .context("TCP server report")?;
+    Ok(if up {
+        FlowReport::of(&server, &client)
+    } else {
+        FlowReport::of(&client, &server)
+    })
+}
+
+/// Runs the flow script's client side in namespace `ns` under SCHED_FIFO
+/// (killed 30 s after its planned end) and returns its report (stdout).
+fn run_client(ns: &str, secs: f64, args: &[String], what: &str) -> anyhow::Result<String> {
+    let out = Netns::command_in(ns, "timeout")
         .args([
             "-k",
             "2",
@@ -346,25 +341,17 @@ pub fn run_tcp_bulk(
             FIFO_PRIO,
             PYTHON,
         ])
-        .args(&cargs)
+        .args(args)
         .stdin(Stdio::null())
         .output()
-        .context("cannot run python3 (the TCP client)")?;
-    if !c.status.success() {
+        .with_context(|| format!("cannot run python3 (the {what} client)"))?;
+    if !out.status.success() {
         bail!(
-            "TCP client failed: {}",
-            String::from_utf8_lossy(&c.stderr).trim()
+            "{what} client failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    srv.wait_timeout(Duration::from_secs(5));
-    let client = FlowReport::parse(&String::from_utf8_lossy(&c.stdout)).context("TCP client")?;
-    let server = FlowReport::parse(&std::fs::read_to_string(&out).unwrap_or_default())
-        .context("TCP server report")?;
-    Ok(if up {
-        FlowReport::of(&server, &client)
-    } else {
-        FlowReport::of(&client, &server)
-    })
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]
