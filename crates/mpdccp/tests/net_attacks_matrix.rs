@@ -465,7 +465,12 @@ impl Lab {
         let (mut disturbed, mut recovery) = (false, None);
         loop {
             let (c, s) = (end(&self.t, false), end(&self.t, true));
-            let whole = c.active_paths == 2 && s.active_paths == 2;
+            // The server may still list a subflow the client abandoned
+            // after a forged Reset (it never saw that Reset; it fails the
+            // subflow after its RTOs, `fail_after_rtos`) beside the two
+            // that rejoined: the tunnel is whole once both of the client's
+            // paths are Active at both ends, stale extras or not.
+            let whole = c.active_paths == 2 && s.active_paths >= 2;
             if !whole {
                 disturbed = true;
                 recovery = None;
@@ -810,4 +815,82 @@ fn every_forged_packet_type_in_both_modes_and_directions_leaves_the_tunnel_up() 
     }
     assert!(failures.is_empty(), "{failures:#?}");
     println!("matrix took {:.0} s", t0.elapsed().as_secs_f64());
+}
+
+/// Seconds from each "path failing" of a client path (after `since`) to
+/// that path's next "path established" in the client's `log`; a failing
+/// path without one gives `f64::INFINITY`.
+fn rejoin_gaps(log: &str, since: f64) -> Vec<f64> {
+    let lines: Vec<(f64, &str)> = log
+        .lines()
+        .filter_map(|l| {
+            let t = l.get(11..26)?;
+            let (h, m, s) = (t.get(0..2)?, t.get(3..5)?, t.get(6..)?);
+            let tod = h.parse::<f64>().ok()? * 3600.0
+                + m.parse::<f64>().ok()? * 60.0
+                + s.parse::<f64>().ok()?;
+            Some((tod, l))
+        })
+        .filter(|&(t, _)| t > since)
+        .collect();
+    let path_of = |l: &str| {
+        l.split_whitespace()
+            .find(|w| w.starts_with("path="))
+            .map(str::to_string)
+    };
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, l))| l.contains("path failing"))
+        .map(|(k, &(t, l))| {
+            let p = path_of(l);
+            lines[k + 1..]
+                .iter()
+                .find(|(_, m)| m.contains("path established") && path_of(m) == p)
+                .map_or(f64::INFINITY, |&(u, _)| u - t)
+        })
+        .collect()
+}
+
+/// Issue #28, authenticated mode: a forged Reset towards the client closes
+/// the client's subflow (RFC 4340 §8.5; only an MP_HMAC'd close ends the
+/// connection) and the client rejoins that path at once — not at the path
+/// manager's next periodic turn (up to 1 s later, which left a path down
+/// past the issue's 1 s goal on a loaded machine). Four strikes, each
+/// path back within 300 ms of failing (now 1–2 ms in the lab; the old
+/// periodic turn took 238–387 ms in one run, 973 ms in another).
+#[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
+fn a_forged_reset_towards_the_client_is_rejoined_at_once() {
+    if !require_root("a_forged_reset_towards_the_client_is_rejoined_at_once") {
+        return;
+    }
+    let lab = Lab::new(AuthMode::Authenticated);
+    let mut gaps = Vec::new();
+    for strike in 0..4 {
+        let since = time_of_day_now();
+        let row = lab.attack(To::Client, 50, || {
+            lab.forge(To::Client, reset, From::Victim)
+        });
+        let g = rejoin_gaps(&lab.t.log_tail(false), since);
+        println!(
+            "strike {strike}: {} of {} pings lost, recovery {}, client rejoin gaps {g:.3?} s",
+            row.lost,
+            row.pings,
+            ms(row.recovery)
+        );
+        gaps.extend(g);
+    }
+    // A path back within milliseconds may fall between two status
+    // snapshots (`row.disturbed`); the client's log shows every failure.
+    // A strike on a packet of a subflow the client had just abandoned
+    // closes nothing, so at least one failure per strike, not two.
+    assert!(
+        gaps.len() >= 4,
+        "the forged Resets closed too few paths: {gaps:.3?}"
+    );
+    assert!(
+        gaps.iter().all(|&g| g < 0.3),
+        "every path back within 300 ms of failing: {gaps:.3?} s"
+    );
 }

@@ -89,6 +89,10 @@ impl Client {
             p.retry_later(now);
         } else {
             warn!(path = %p.name, %id, "path failing");
+            // If the core closed the subflow (a Reset, maybe forged, issue
+            // #28), `rejoin_if_closed` rejoins at the path manager's next
+            // turn: run it now, not at the next `RECHECK` (up to 1 s).
+            self.next_check = Instant::ZERO;
         }
     }
 
