@@ -36,7 +36,41 @@ fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Resu
     let secs_s = secs.to_string();
     let mut args = vec!["-t", &secs_s];
     args.extend_from_slice(extra);
-    crate::iperf::run(t, dst, 5201, &args)
+    crate::iperf::run(t, dst, 5201, &args).map_err(|e| e.context(tunnel_diagnosis(t)))
+}
+
+/// What the daemons said and held when an iperf3 run through the tunnel
+/// failed (a stall in CI, 2026-11-29, left only iperf3's own output): both
+/// logs' last lines and, per path, the sender's state. Empty without a
+/// tunnel (the direct runs).
+fn tunnel_diagnosis(t: &Topology) -> String {
+    let mut out = String::new();
+    for (server, who) in [(false, "client"), (true, "server")] {
+        let Ok(v) = t.status(server) else { continue };
+        out.push_str(&format!("{who} daemon status:\n"));
+        for c in v["connections"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "  connection established {} closed {} send queue {} pkts, reorder {}, stats {}\n",
+                c["established"], c["closed"], c["send_queue_pkts"], c["reorder"], c["stats"]
+            ));
+            for p in c["paths"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "  path {} {}: cc {} cwnd {} in flight {} queued {} srtt {} ms, counters {}\n",
+                    p["id"],
+                    p["state"],
+                    p["cc_state"],
+                    p["cwnd_pkts"],
+                    p["in_flight_pkts"],
+                    p["queued_pkts"],
+                    p["srtt_ms"],
+                    p["stats"]
+                ));
+            }
+        }
+        out.push_str(&format!("  daemon counters {}\n", v["daemon"]));
+        out.push_str(&format!("{who} log (last lines):\n{}\n", t.log_tail(server)));
+    }
+    out
 }
 
 /// The client TUN's transmit drops (`ip -s link`: packets the kernel
