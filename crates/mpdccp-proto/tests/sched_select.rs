@@ -585,13 +585,11 @@ fn acpf_waits_for_a_paced_fast_path_unless_its_pacer_backlog_delivers_later() {
         pick_with(&mut s, now + Duration::from_millis(1), &queued(1), &paths),
         [0]
     );
-    // An ACK-clocked fast path with no room: the detour rule of
-    // `acpf_first_stage_detours_only_within_the_fast_paths_target` (the
-    // slow path after 61 packets of backlog, not at once).
+    // Without pacing (an ACK-clocked path with no room) nothing changes:
+    // the slow path below its effective window is used at once.
     let full = path(0, 3, 24, 86, 86);
-    assert!(pick_with(&mut s, now, &queued(1), &[full.clone(), slow.clone()]).is_empty());
     assert_eq!(
-        pick_with(&mut s, now, &queued(61), &[full, slow.clone()]),
+        pick_with(&mut s, now, &queued(1), &[full, slow.clone()]),
         [1]
     );
     // A lower-priority paced path is no reason to wait (CPF's order).
@@ -603,53 +601,5 @@ fn acpf_waits_for_a_paced_fast_path_unless_its_pacer_backlog_delivers_later() {
         acpf_blind_spill: true,
         ..SchedulerConfig::from(SchedulerKind::Acpf)
     });
-    assert_eq!(pick_with(blind.as_mut(), now, &queued(1), &paths), [1]);
-}
-
-/// ACPF's first stage: a slower path below its effective window takes a
-/// packet only when it arrives there no more than the fast path's
-/// queue-delay target (`max(min_rtt / 4, 1 ms)`) later than behind the fast
-/// path's backlog; otherwise the packet queues on the fast path (beyond its
-/// effective window, when its cwnd has room) or waits. Issue #25, `asym`
-/// (12 vs 35 ms one way): the first stage handed the packet to the slow path
-/// whenever the fast one was at its window, each such packet arrived ~23 ms
-/// after those sent behind it, and a QUIC-like inner flow declared it lost
-/// (40 spurious losses, 34.4 of 48 Mbit/s with the window delay bound).
-#[test]
-fn acpf_first_stage_detours_only_within_the_fast_paths_target() {
-    let mut s = Acpf::new(Duration::ZERO);
-    let now = Instant::from_millis(100);
-    // Fast: RTT 24 ms, window full. Slow: RTT 70 ms, room.
-    let full = path(0, 3, 24, 86, 86);
-    let slow = path(1, 3, 70, 60, 10);
-    // arrival(fast) = 12 ms + k · 24/86 ms, arrival(slow) = 35 ms, target
-    // 6 ms: the slow path from k = 61 (17.02 ms of backlog) on.
-    let paths = [full, slow.clone()];
-    assert!(pick_with(&mut s, now, &queued(1), &paths).is_empty());
-    assert!(pick_with(&mut s, now, &queued(60), &paths).is_empty());
-    assert_eq!(pick_with(&mut s, now, &queued(61), &paths), [1]);
-    // A fast path past its effective window (queue 16 ms > 6 ms target:
-    // 120 × 30/40 = 90 packets) but with cwnd room keeps the packet:
-    // arrival 20 ms + k · 40/120 ms, the slow path from k = 27 on.
-    let mut queued_fast = path(0, 3, 40, 120, 100);
-    queued_fast.min_rtt = Some(Duration::from_millis(24));
-    assert_eq!(s.effective_window(&queued_fast), 90);
-    let paths = [queued_fast, slow.clone()];
-    assert_eq!(pick_with(&mut s, now, &queued(1), &paths), [0]);
-    assert_eq!(pick_with(&mut s, now, &queued(26), &paths), [0]);
-    assert_eq!(pick_with(&mut s, now, &queued(27), &paths), [1]);
-    // Paths 4 ms apart one way (`equal`: RTT 16 vs 24 ms): within the
-    // fast path's 4 ms target, the second path is used at once.
-    let near = path(1, 3, 24, 60, 10);
-    assert_eq!(
-        pick_with(&mut s, now, &queued(1), &[path(0, 3, 16, 40, 40), near]),
-        [1]
-    );
-    // Blind spilling keeps the old first stage.
-    let mut blind = sched::build(&SchedulerConfig {
-        acpf_blind_spill: true,
-        ..SchedulerConfig::from(SchedulerKind::Acpf)
-    });
-    let paths = [path(0, 3, 24, 86, 86), slow];
     assert_eq!(pick_with(blind.as_mut(), now, &queued(1), &paths), [1]);
 }

@@ -70,43 +70,6 @@ impl Acpf {
         self
     }
 
-    /// The queueing delay ACPF tolerates on `p`.
-    fn target(&self, p: &PathView) -> Duration {
-        self.queue_delay
-            .unwrap_or_else(|| p.min_rtt.map_or(MIN_TARGET, |m| (m / 4).max(MIN_TARGET)))
-    }
-
-    /// First stage: `p`, below its effective window, is slower than the
-    /// fastest ACK-clocked path `f` of at least its preference, which is at
-    /// its effective window. Returns `f` when the packet would arrive on `p`
-    /// more than `f`'s queue-delay target later than behind `f`'s backlog
-    /// (`spill.rs`): queueing on `f` up to its target is what ACPF accepts
-    /// anyway, a longer detour is not. On `asym` (12 vs 35 ms one way) each
-    /// such detour arrives ~23 ms after the packets sent behind it on the
-    /// fast path: the inner flow sees reordering (a QUIC-like flow's packet
-    /// threshold declares the detoured packet lost and halves, RFC 9002
-    /// §6.1.1) for a path that carried 0.01 Mbit/s.
-    fn detour_too_long<'a>(
-        &self,
-        now: Instant,
-        pkt: &PacketMeta,
-        paths: &'a [PathView],
-        p: &PathView,
-    ) -> Option<&'a PathView> {
-        let no_standby = standby_excluded(paths);
-        let f = paths
-            .iter()
-            .filter(|q| eligible(q, no_standby) && q.priority >= p.priority)
-            .min_by_key(|q| srtt_rank(q))?;
-        let slower = srtt_rank(p) > srtt_rank(f);
-        // Paced paths have their own first-stage rule above.
-        let clocked = f.pacing_rate_bytes_per_s.is_none();
-        (slower
-            && clocked
-            && !spill::worth_spilling_within(now, f, p, pkt.queued_pkts, self.target(f)))
-        .then_some(f)
-    }
-
     /// Packets this path may have in flight plus queued before ACPF spills.
     pub fn effective_window(&self, p: &PathView) -> u32 {
         let (Some(srtt), Some(min_rtt)) = (p.srtt, p.min_rtt) else {
@@ -163,13 +126,7 @@ impl Scheduler for Acpf {
                 Some(f) if better(f, p) && !spill::worth_spilling(now, f, p, pkt.queued_pkts) => {
                     // Hold: the pacer's release timer asks again.
                 }
-                _ => match self.detour_too_long(now, pkt, paths, p) {
-                    Some(f) if f.can_send(now) => out.push(f.id),
-                    Some(_) => {
-                        // Hold: the fast path's window frees up sooner.
-                    }
-                    None => out.push(p.id),
-                },
+                _ => out.push(p.id),
             }
             return;
         }

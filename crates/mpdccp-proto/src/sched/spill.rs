@@ -76,25 +76,13 @@ pub fn arrival(p: &PathView, now: Instant, backlog: u64) -> Option<Duration> {
 /// send queue, this packet included. Without RTT samples there is nothing
 /// to compare: spill (do not idle capacity).
 pub fn worth_spilling(now: Instant, fast: &PathView, slow: &PathView, conn_queued: usize) -> bool {
-    worth_spilling_within(now, fast, slow, conn_queued, Duration::ZERO)
-}
-
-/// [`worth_spilling`] with a tolerance: the packet may go on `slow` when it
-/// arrives there at most `tolerance` later than by waiting for `fast`.
-pub fn worth_spilling_within(
-    now: Instant,
-    fast: &PathView,
-    slow: &PathView,
-    conn_queued: usize,
-    tolerance: Duration,
-) -> bool {
     let k = u64::try_from(conn_queued).unwrap_or(u64::MAX);
     let fast_backlog = u64::from(fast.queued_pkts).saturating_add(k);
     match (
         arrival(fast, now, fast_backlog),
         arrival(slow, now, u64::from(slow.queued_pkts)),
     ) {
-        (Some(f), Some(s)) => s <= f.saturating_add(tolerance),
+        (Some(f), Some(s)) => s <= f,
         _ => true,
     }
 }
