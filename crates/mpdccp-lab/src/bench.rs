@@ -41,34 +41,105 @@ fn iperf(t: &mut Topology, dst: &str, extra: &[&str], secs: u32) -> anyhow::Resu
 
 /// What the daemons said and held when an iperf3 run through the tunnel
 /// failed (a stall in CI, 2026-11-29, left only iperf3's own output): both
-/// logs' last lines and, per path, the sender's state. Empty without a
-/// tunnel (the direct runs).
+/// logs' last lines and, per path, the sender's state. A daemon that does
+/// not answer its control socket gets its threads' states and, with gdb
+/// installed, their stacks (a spinning or blocked packet thread). Empty
+/// without a tunnel (the direct runs).
 fn tunnel_diagnosis(t: &Topology) -> String {
     let mut out = String::new();
+    let mut silent = false;
     for (server, who) in [(false, "client"), (true, "server")] {
-        let Ok(v) = t.status(server) else { continue };
-        out.push_str(&format!("{who} daemon status:\n"));
-        for c in v["connections"].as_array().into_iter().flatten() {
-            out.push_str(&format!(
-                "  connection established {} closed {} send queue {} pkts, reorder {}, stats {}\n",
-                c["established"], c["closed"], c["send_queue_pkts"], c["reorder"], c["stats"]
-            ));
-            for p in c["paths"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "  path {} {}: cc {} cwnd {} in flight {} queued {} srtt {} ms, counters {}\n",
-                    p["id"],
-                    p["state"],
-                    p["cc_state"],
-                    p["cwnd_pkts"],
-                    p["in_flight_pkts"],
-                    p["queued_pkts"],
-                    p["srtt_ms"],
-                    p["stats"]
-                ));
+        if !t.log_file(server).exists() {
+            continue;
+        }
+        match t.status(server) {
+            Ok(v) => out.push_str(&status_lines(who, &v)),
+            Err(e) => {
+                silent = true;
+                out.push_str(&format!("{who} daemon did not answer status: {e:#}\n"));
             }
         }
-        out.push_str(&format!("  daemon counters {}\n", v["daemon"]));
         out.push_str(&format!("{who} log (last lines):\n{}\n", t.log_tail(server)));
+    }
+    if silent {
+        for pid in t.procs.iter().filter_map(|p| p.id()) {
+            out.push_str(&stuck_process_report(pid));
+        }
+    }
+    out
+}
+
+/// One daemon's connections and paths, a line each.
+fn status_lines(who: &str, v: &Value) -> String {
+    let mut out = format!("{who} daemon status:\n");
+    for c in v["connections"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  connection established {} closed {} send queue {} pkts, reorder {}, stats {}\n",
+            c["established"], c["closed"], c["send_queue_pkts"], c["reorder"], c["stats"]
+        ));
+        for p in c["paths"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "  path {} {}: cc {} cwnd {} in flight {} queued {} srtt {} ms, counters {}\n",
+                p["id"],
+                p["state"],
+                p["cc_state"],
+                p["cwnd_pkts"],
+                p["in_flight_pkts"],
+                p["queued_pkts"],
+                p["srtt_ms"],
+                p["stats"]
+            ));
+        }
+    }
+    out.push_str(&format!("  daemon counters {}\n", v["daemon"]));
+    out
+}
+
+/// An `mpdccp` process's threads (state, CPU ticks, kernel wait channel)
+/// and, when gdb is installed, their stacks; empty for other processes.
+fn stuck_process_report(pid: u32) -> String {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() != "mpdccp" {
+        return String::new();
+    }
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .replace('\0', " ");
+    let mut out = format!("process {pid}: {cmdline}\n");
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    for task in tasks {
+        let dir = task.path();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis: state is the
+        // first, utime and stime the 12th and 13th (proc(5)).
+        let rest: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.split_whitespace().collect())
+            .unwrap_or_default();
+        let wchan = std::fs::read_to_string(dir.join("wchan")).unwrap_or_default();
+        out.push_str(&format!(
+            "  thread {}: state {} utime {} stime {} wchan {wchan}\n",
+            task.file_name().to_string_lossy(),
+            rest.first().unwrap_or(&"?"),
+            rest.get(11).unwrap_or(&"?"),
+            rest.get(12).unwrap_or(&"?"),
+        ));
+    }
+    let gdb = std::process::Command::new("timeout")
+        .args(["30", "gdb", "-batch", "-p", &pid.to_string()])
+        .args(["-ex", "thread apply all bt 30"])
+        .output();
+    if let Ok(o) = gdb {
+        let text = String::from_utf8_lossy(&o.stdout);
+        let stacks: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with('#') || l.starts_with("Thread"))
+            .collect();
+        out.push_str(&stacks.join("\n"));
+        out.push('\n');
     }
     out
 }
@@ -482,6 +553,8 @@ fn peers(
         let one = TunnelOpts {
             paths: vec![0],
             auth: *auth,
+            rt_priority: 0,
+            nice: crate::peers::PEERS_NICE,
             ..opts.clone()
         };
         t.start_tunnel(exe, &one)?;
@@ -499,6 +572,7 @@ fn peers(
     }
     let mut out = json!({
         "setup": "path 1 only (one unshaped veth path through a kernel-forwarding router); the same iperf3/ping runs per tunnel",
+        "scheduling": format!("both tunnels at nice {} (SCHED_OTHER; not the bench's SCHED_FIFO: wireguard-go's runtime can livelock under it)", crate::peers::PEERS_NICE),
     });
     match crate::peers::wireguard_go_tools() {
         Err(why) => {
@@ -507,9 +581,8 @@ fn peers(
         }
         Ok((wggo, wg)) => {
             out["wireguard_go_version"] = json!(crate::peers::wireguard_go_version(&wggo));
-            // The same scheduling as our daemons (`chrt -f`, when > 0).
-            out["wireguard_go_rt_priority"] = json!(opts.rt_priority);
-            let pids = crate::peers::start_wireguard_go(t, &wggo, &wg, opts.rt_priority)?;
+            // The same scheduling as our one-path daemons above.
+            let pids = crate::peers::start_wireguard_go(t, &wggo, &wg, crate::peers::PEERS_NICE)?;
             let mut run = measure(t, crate::peers::WG_SERVER_V4, secs, &pids)?;
             run["tunnel_cores_per_gbps_tcp"] = crate::peers::cores_per_gbps(&run);
             stop_from(t);

@@ -402,6 +402,10 @@ pub struct TunnelOpts {
     /// Run both daemons under `SCHED_FIFO` at this priority (`chrt -f`);
     /// 0 = normal scheduling. See [`Topology::start_tunnel`].
     pub rt_priority: u8,
+    /// With `rt_priority` 0: the daemons' nice value (`nice -n`; 0 =
+    /// unchanged). The bench's comparison with wireguard-go runs both
+    /// tunnels at nice -20 ([`crate::peers::PEERS_NICE`]).
+    pub nice: i8,
     /// Transport per used path (default `udp`); when any is `dccp` the
     /// server also listens for native DCCP on every path's address, when
     /// any is `udccp` for U-DCCP on [`SERVER_UDCCP_PORT`].
@@ -430,6 +434,7 @@ impl Default for TunnelOpts {
             log: "info".into(),
             priorities: Vec::new(),
             rt_priority: 0,
+            nice: 0,
             transports: Vec::new(),
             auth: AuthMode::Open,
             server_workers: 1,
@@ -634,6 +639,10 @@ impl Topology {
                     "cannot run the daemons under SCHED_FIFO (`chrt -f {prio}` failed); timing will be noisier"
                 );
             }
+        }
+        let nice = opts.nice.to_string();
+        if prefix.is_empty() && opts.nice != 0 {
+            prefix.extend(["nice", "-n", &nice]);
         }
         prefix.extend(["env", &env_log, &exe_s]);
         let (prog, pre) = prefix.split_first().expect("prefix is never empty");
