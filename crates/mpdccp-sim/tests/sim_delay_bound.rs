@@ -69,15 +69,15 @@ fn on_one_path_the_bound_keeps_the_link_queue_within_the_rt_budget() {
 }
 
 #[test]
-fn the_bbr_family_is_bounded_too() {
-    // CCID5 (BBR) on `equal`: cwnd_gain 2 lets a second BDP stand in the
-    // link's buffer (OWD p95 44.5 ms before, when the bound left the BBR
-    // family alone); bounded like the loss-based controllers it meets
-    // the goal and keeps the sum.
-    let goal_ms = 24.0;
-    let on = cell_of("equal", "ccid5", true);
+fn on_one_path_the_bbr_family_is_bounded_too() {
+    // CCID5 (BBR) on `single`: cwnd_gain 2 lets a second BDP stand in the
+    // link's buffer (OWD p95 41.4 ms before, when the bound left the BBR
+    // family alone); bounded like the loss-based controllers it meets the
+    // goal and keeps the path.
+    let goal_ms = 36.0;
+    let on = cell_of("single", "ccid5", true);
     let p95 = on.rt_owd_p95_ms.expect("the real-time flow's OWD");
     assert!(p95 <= goal_ms, "OWD p95 {p95:.1} ms ≤ {goal_ms} ms");
-    let sum = on.ratio_sum.expect("a ratio to the sum");
-    assert!(sum >= 0.9, "ratio to the sum {sum:.3}");
+    let best = on.ratio_best.expect("a ratio to the best path");
+    assert!(best >= 0.9, "ratio to the path {best:.3}");
 }
