@@ -13,10 +13,14 @@
 use mpdccp_sim::aggregation::{self, Cell, Options};
 
 fn cell(bound: bool) -> Cell {
+    cell_of("equal", "ccid2", bound)
+}
+
+fn cell_of(mix: &str, cc: &str, bound: bool) -> Cell {
     let v = |s: &str| vec![s.to_string()];
     let opts = Options {
-        mixes: v("equal"),
-        ccs: v("ccid2"),
+        mixes: v(mix),
+        ccs: v(cc),
         inners: v("rt+cubic"),
         duration_s: 20.0,
         sets: vec![("tunnel.window_delay_bound".to_string(), bound.to_string())],
@@ -47,4 +51,33 @@ fn the_real_time_flow_waits_in_the_tunnel_not_in_the_link_buffer() {
     );
     // The bound costs the bulk flow nothing: ≥ 0.9 × the capacity sum.
     assert!(sum(&on) >= 0.9, "ratio to the sum {:.3}", sum(&on));
+}
+
+#[test]
+fn on_one_path_the_bound_keeps_the_link_queue_within_the_rt_budget() {
+    // `single`: one 40 Mbit/s path, 12 ms one way, 150 kB (30 ms) buffer.
+    // Nowhere to spill, so the target is half a min RTT: the link's queue
+    // stays near 12 ms and the bulk flow's backlog waits in FQ-CoDel.
+    // Before, one Active path was never bounded: OWD p95 40.6 ms.
+    let goal_ms = 36.0; // 1.5 × 24 ms
+    let on = cell_of("single", "ccid2", true);
+    let p95 = on.rt_owd_p95_ms.expect("the real-time flow's OWD");
+    assert!(p95 <= goal_ms, "OWD p95 {p95:.1} ms ≤ {goal_ms} ms");
+    // The one inner flow still fills the path (the benchmark's 0.95).
+    let best = on.ratio_best.expect("a ratio to the best path");
+    assert!(best >= 0.95, "ratio to the path {best:.3}");
+}
+
+#[test]
+fn on_one_path_the_bbr_family_is_bounded_too() {
+    // CCID5 (BBR) on `single`: cwnd_gain 2 lets a second BDP stand in the
+    // link's buffer (OWD p95 41.4 ms before, when the bound left the BBR
+    // family alone); bounded like the loss-based controllers it meets the
+    // goal and keeps the path.
+    let goal_ms = 36.0;
+    let on = cell_of("single", "ccid5", true);
+    let p95 = on.rt_owd_p95_ms.expect("the real-time flow's OWD");
+    assert!(p95 <= goal_ms, "OWD p95 {p95:.1} ms ≤ {goal_ms} ms");
+    let best = on.ratio_best.expect("a ratio to the best path");
+    assert!(best >= 0.9, "ratio to the path {best:.3}");
 }

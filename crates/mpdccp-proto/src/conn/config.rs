@@ -65,10 +65,11 @@ pub struct ConnectionConfig {
     /// while the path's estimated backlog is below this many packets is not
     /// passed to the controller as congestion; none = every loss is.
     pub random_loss_backlog_pkts: Option<f64>,
-    /// Queue-delay bound on each loss-based subflow's usable window
+    /// Queue-delay bound on each subflow's usable window, every controller
     /// (`conn/subflow/delay_bound.rs`): in flight at most the max-filtered
     /// delivery rate × (min RTT + target); the value is the target, zero =
-    /// `max(min_rtt / 4, 1 ms)`. None = the controller's window alone.
+    /// `max(min_rtt / 4, 1 ms)` (at least `min_rtt / 2` while one path is
+    /// Active). None = the controller's window alone.
     pub window_delay_bound: Option<Duration>,
     /// false = plain single-path DCCP (no Multipath Capable feature).
     pub multipath: bool,
@@ -288,7 +289,7 @@ pub struct TunnelSettings {
     /// before. Written out only when off.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_true"))]
     pub delay_aware_spill: bool,
-    /// Bound each loss-based subflow's window to its delivery rate × (min
+    /// Bound each subflow's window to its delivery rate × (min
     /// RTT + `window_delay_target_ms`), so the standing queue builds in the
     /// tunnel's send queue (its AQM) rather than in the path's buffer
     /// (`conn/subflow/delay_bound.rs`). Written out only when on.

@@ -128,8 +128,8 @@ pub(crate) struct Subflow {
 
     /// HC-sender: flight, controller, pacer (`sender.rs`).
     tx: Sender,
-    /// `ConnectionConfig::window_delay_bound` (loss-based controllers
-    /// only), and its bound as last computed, packets.
+    /// `ConnectionConfig::window_delay_bound`, and its bound as last
+    /// computed, packets.
     delay_bound: Option<delay_bound::DelayBound>,
     window_bound: Option<u32>,
     /// Active paths on the connection, as it last told (`set_active_paths`;
@@ -213,11 +213,11 @@ impl Subflow {
             seq: SeqWindow::new(iss, conf.seq_window_pkts),
             acks: AckDuty::new(conf.ack_ratio),
             tx: Sender::new(cc, conf),
-            // The BBR family paces and bounds its own in-flight data.
-            delay_bound: conf
-                .window_delay_bound
-                .filter(|_| !matches!(conf.cc, crate::cc::CcKind::Ccid5 | crate::cc::CcKind::Bbr3))
-                .map(delay_bound::DelayBound::new),
+            // The BBR family only while one path is Active (`delay_bound.rs`).
+            delay_bound: conf.window_delay_bound.map(|t| {
+                let paced = matches!(conf.cc, crate::cc::CcKind::Ccid5 | crate::cc::CcKind::Bbr3);
+                delay_bound::DelayBound::new(t, paced)
+            }),
             window_bound: None,
             active_paths: 0,
             hs: ControlRetx::new(conf.handshake_rto),
