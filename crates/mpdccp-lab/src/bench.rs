@@ -59,7 +59,10 @@ fn tunnel_diagnosis(t: &Topology) -> String {
                 out.push_str(&format!("{who} daemon did not answer status: {e:#}\n"));
             }
         }
-        out.push_str(&format!("{who} log (last lines):\n{}\n", t.log_tail(server)));
+        out.push_str(&format!(
+            "{who} log (last lines):\n{}\n",
+            t.log_tail(server)
+        ));
     }
     if silent {
         for pid in t.procs.iter().filter_map(|p| p.id()) {
