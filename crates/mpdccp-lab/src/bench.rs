@@ -22,6 +22,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use mpdccp_proto::sched::SchedulerKind;
@@ -53,7 +54,13 @@ fn tunnel_diagnosis(t: &Topology) -> String {
             continue;
         }
         match t.status(server) {
-            Ok(v) => out.push_str(&status_lines(who, &v)),
+            Ok(v) => match mpdccp_net::daemon::status::Status::deserialize(&v) {
+                Ok(st) => out.push_str(&format!(
+                    "{who} daemon status:\n{}",
+                    mpdccp_net::daemon::status_render::render(&st)
+                )),
+                Err(e) => out.push_str(&format!("{who} daemon status unreadable: {e}\n")),
+            },
             Err(e) => {
                 silent = true;
                 out.push_str(&format!("{who} daemon did not answer status: {e:#}\n"));
@@ -69,32 +76,6 @@ fn tunnel_diagnosis(t: &Topology) -> String {
             out.push_str(&stuck_process_report(pid));
         }
     }
-    out
-}
-
-/// One daemon's connections and paths, a line each.
-fn status_lines(who: &str, v: &Value) -> String {
-    let mut out = format!("{who} daemon status:\n");
-    for c in v["connections"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "  connection established {} closed {} send queue {} pkts, reorder {}, stats {}\n",
-            c["established"], c["closed"], c["send_queue_pkts"], c["reorder"], c["stats"]
-        ));
-        for p in c["paths"].as_array().into_iter().flatten() {
-            out.push_str(&format!(
-                "  path {} {}: cc {} cwnd {} in flight {} queued {} srtt {} ms, counters {}\n",
-                p["id"],
-                p["state"],
-                p["cc_state"],
-                p["cwnd_pkts"],
-                p["in_flight_pkts"],
-                p["queued_pkts"],
-                p["srtt_ms"],
-                p["stats"]
-            ));
-        }
-    }
-    out.push_str(&format!("  daemon counters {}\n", v["daemon"]));
     out
 }
 
@@ -116,12 +97,7 @@ fn stuck_process_report(pid: u32) -> String {
     for task in tasks {
         let dir = task.path();
         let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-        // Fields after the command's closing parenthesis: state is the
-        // first, utime and stime the 12th and 13th (proc(5)).
-        let rest: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r.split_whitespace().collect())
-            .unwrap_or_default();
+        let rest = stat_fields(&stat);
         let wchan = std::fs::read_to_string(dir.join("wchan")).unwrap_or_default();
         out.push_str(&format!(
             "  thread {}: state {} utime {} stime {} wchan {wchan}\n",
@@ -284,16 +260,19 @@ pub fn cpu_s(pid: u32) -> f64 {
     u + s
 }
 
+/// The fields of a `/proc/…/stat` line after the parenthesised command
+/// name (which may hold spaces): state is index 0, utime and stime 11 and
+/// 12 (fields 3, 14 and 15 of proc(5)); empty when malformed.
+fn stat_fields(stat: &str) -> Vec<&str> {
+    stat.rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default()
+}
+
 /// CPU time of a process in user space and in the kernel, seconds.
 fn cpu_user_system_s(pid: u32) -> (f64, f64) {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return (0.0, 0.0);
-    };
-    // Fields after the parenthesised command name; utime and stime are 14 and 15.
-    let Some(rest) = s.rsplit_once(')').map(|(_, r)| r) else {
-        return (0.0, 0.0);
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f = stat_fields(&s);
     let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
     let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     (ticks(11) / hz, ticks(12) / hz)

@@ -346,24 +346,16 @@ impl Client {
         }
         r.next_dead_check = now + DEAD_CHECK;
         let stats = self.conn.stats();
+        let paths = self.conn.paths();
+        let active = || paths.iter().filter(|v| v.state == PathState::Active);
         let pulse = Pulse {
             established: self.conn.is_established(),
-            any_active: self
-                .conn
-                .paths()
-                .iter()
-                .any(|v| v.state == PathState::Active),
+            any_active: active().next().is_some(),
             rx: stats.rx_datagrams,
             tx: stats.tx_datagrams,
             // The fastest Active path's: a failing path's RTT, inflated
             // by back-off or a flood, must not stretch the wait.
-            srtt: self
-                .conn
-                .paths()
-                .iter()
-                .filter(|v| v.state == PathState::Active)
-                .filter_map(|v| v.srtt)
-                .min(),
+            srtt: active().filter_map(|v| v.srtt).min(),
         };
         if r.dead.check(now, pulse) {
             warn!("the server has been silent (at least {DEAD_AFTER:?}, {DEAD_AFTER_RTTS} round trips): new handshake");

@@ -55,6 +55,7 @@ pub mod server;
 mod shard;
 pub mod status;
 pub mod status_doc;
+pub mod status_render;
 mod transport;
 pub mod udccp;
 pub mod warn;
