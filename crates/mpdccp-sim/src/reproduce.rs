@@ -176,6 +176,9 @@ pub struct RunRecord {
 pub enum Verdict {
     Pass,
     Fail,
+    /// `--seeds N`: the 95 % interval straddles the threshold (neither
+    /// wholly inside nor wholly outside): N seeds cannot decide.
+    Unresolved,
     /// Reported side by side, no threshold (the issue asks for a comparison).
     Info,
 }
@@ -185,6 +188,7 @@ impl std::fmt::Display for Verdict {
         f.write_str(match self {
             Verdict::Pass => "pass",
             Verdict::Fail => "FAIL",
+            Verdict::Unresolved => "unresolved",
             Verdict::Info => "info",
         })
     }
@@ -237,36 +241,52 @@ impl Report {
             || self.runs.iter().any(|r| r.error.is_some())
     }
 
+    /// Some check is unresolved (`--seeds N`: its interval straddles the
+    /// threshold). Not a failure; `reproduce --strict` makes it one.
+    pub fn unresolved(&self) -> bool {
+        self.checks.iter().any(|c| c.verdict == Verdict::Unresolved)
+    }
+
     /// One line for the end of the terminal output: `26 checks: 26 pass`,
-    /// or how many failed and which, with the published and our value.
-    /// Info rows carry no threshold and are not counted.
+    /// or how many failed or are unresolved and which, with the published
+    /// and our value. Info rows carry no threshold and are not counted.
     pub fn verdict_line(&self) -> String {
         let judged: Vec<&Check> = self
             .checks
             .iter()
             .filter(|c| c.verdict != Verdict::Info)
             .collect();
-        let failed: Vec<&Check> = judged
-            .iter()
-            .copied()
-            .filter(|c| c.verdict == Verdict::Fail)
-            .collect();
+        let with = |v: Verdict| -> Vec<&Check> {
+            judged.iter().copied().filter(|c| c.verdict == v).collect()
+        };
+        let (failed, unresolved) = (with(Verdict::Fail), with(Verdict::Unresolved));
         let mut line = format!(
             "{} checks: {} pass",
             judged.len(),
-            judged.len() - failed.len()
+            judged.len() - failed.len() - unresolved.len()
         );
-        if !failed.is_empty() {
-            let why: Vec<String> = failed
-                .iter()
+        let list = |cs: &[&Check]| -> String {
+            cs.iter()
                 .map(|c| {
                     format!(
                         "{} {}: ours {}, published {}",
                         c.experiment, c.metric, c.ours, c.published
                     )
                 })
-                .collect();
-            let _ = write!(line, ", {} FAIL — {}", failed.len(), why.join("; "));
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        if !unresolved.is_empty() {
+            let _ = write!(
+                line,
+                ", {} unresolved at {} seeds — {}",
+                unresolved.len(),
+                self.seeds,
+                list(&unresolved)
+            );
+        }
+        if !failed.is_empty() {
+            let _ = write!(line, ", {} FAIL — {}", failed.len(), list(&failed));
         }
         let broken: Vec<String> = self
             .runs

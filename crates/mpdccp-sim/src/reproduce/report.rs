@@ -33,8 +33,10 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
              second seed on, each flow start a scenario marks as unpublished, \
              `start_free_ms`, moves by a seeded draw within ± that range). `ours` is \
              `mean [95 % confidence interval] sd` over the seeds (Student t, n − 1 \
-             degrees of freedom); a check passes only when the whole interval meets its \
-             threshold. Figures and plots: the first seed.\n",
+             degrees of freedom); a check passes when the whole interval meets its \
+             threshold, fails when no point of it does, and is *unresolved* when it \
+             straddles the threshold (these seeds cannot decide; the row says how many \
+             would, if the spread holds). Figures and plots: the first seed.\n",
             report.seeds
         );
     }
@@ -91,16 +93,22 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<(), SimError> {
 /// experiment's disagreements (written whether or not a check failed: an
 /// info row can disagree too).
 fn write_disagreements(md: &mut String, id: &str, checks: &[Check]) {
-    let failed: Vec<&Check> = checks
-        .iter()
-        .filter(|c| c.verdict == Verdict::Fail)
-        .collect();
-    if !failed.is_empty() {
-        let _ = writeln!(
-            md,
-            "Disagreements with the publication (reported, not tuned away):\n"
-        );
-        for c in failed {
+    for (verdict, head) in [
+        (
+            Verdict::Fail,
+            "Disagreements with the publication (reported, not tuned away):",
+        ),
+        (
+            Verdict::Unresolved,
+            "Unresolved over these seeds (the interval straddles the threshold):",
+        ),
+    ] {
+        let rows: Vec<&Check> = checks.iter().filter(|c| c.verdict == verdict).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "{head}\n");
+        for c in rows {
             let _ = writeln!(
                 md,
                 "- {}: published {}, ours {}.",

@@ -3,8 +3,11 @@
 //! flow start a scenario marks as unpublished (`start_free_ms`) moved by a
 //! seeded draw within ± that many ms. Each check then carries the mean,
 //! spread and 95 % Student-t interval over the seeds and is judged on the
-//! interval: it passes only when both ends meet the threshold (every
-//! threshold is a bound or a range, so then the whole interval does).
+//! interval, three ways (the logic of an equivalence test): it passes when
+//! both ends meet the threshold (every threshold is a bound or a range, so
+//! then the whole interval does), fails when no point of the interval
+//! does, and is *unresolved* otherwise: the seeds run cannot tell, and the
+//! row says how many seeds would (if the spread holds).
 
 use std::path::Path;
 use std::time::Instant as WallInstant;
@@ -146,12 +149,20 @@ fn judge(c: &Check, same: &[&Check], n: usize) -> Check {
         (Verdict::Info, _) => Verdict::Info,
         // A seed without a finite value passes only if that seed's own
         // verdict did (an unbounded ratio above a floor, say).
-        (_, Some(ok)) if ok(iv.lo) && ok(iv.hi) && same.len() == n => {
-            if same
+        (_, Some(ok)) if same.len() == n => {
+            if !same
                 .iter()
                 .all(|x| x.value.is_some() || x.verdict == Verdict::Pass)
             {
+                Verdict::Fail
+            } else if ok(iv.lo) && ok(iv.hi) {
                 Verdict::Pass
+            } else if touches(ok, iv.lo, iv.hi) {
+                if let Some(m) = seeds_to_decide(ok, &iv) {
+                    out.ours
+                        .push_str(&format!("; ≈ {m} seeds would decide if the spread holds"));
+                }
+                Verdict::Unresolved
             } else {
                 Verdict::Fail
             }
@@ -164,6 +175,49 @@ fn judge(c: &Check, same: &[&Check], n: usize) -> Check {
     };
     out.interval = Some(iv);
     out
+}
+
+/// Whether some point of [`lo`, `hi`] meets `ok`. Thresholds are bounds
+/// or ranges, so a fine grid (ends included) finds one where one exists
+/// wider than a 1/512 of the interval.
+fn touches(ok: fn(f64) -> bool, lo: f64, hi: f64) -> bool {
+    const STEPS: u32 = 512;
+    (0..=STEPS).any(|i| ok(lo + (hi - lo) * f64::from(i) / f64::from(STEPS)))
+}
+
+/// Where `ok` stops holding between `inside` (accepted) and `outside`
+/// (rejected): bisection, 60 halvings.
+fn edge(ok: fn(f64) -> bool, mut inside: f64, mut outside: f64) -> f64 {
+    for _ in 0..60 {
+        let mid = 0.5 * (inside + outside);
+        if ok(mid) {
+            inside = mid;
+        } else {
+            outside = mid;
+        }
+    }
+    0.5 * (inside + outside)
+}
+
+/// An unresolved row whose mean meets the threshold: the fewest seeds m
+/// whose interval, with this spread, would lie inside the threshold
+/// (t(0.975, m − 1) · sd / √m ≤ the mean's distance to the nearest edge).
+/// `None` when the mean itself misses the threshold, or beyond 1 000.
+fn seeds_to_decide(ok: fn(f64) -> bool, iv: &Interval) -> Option<usize> {
+    if !ok(iv.mean) || iv.std <= 0.0 {
+        return None;
+    }
+    let mut margin = f64::INFINITY;
+    if !ok(iv.lo) {
+        margin = margin.min(iv.mean - edge(ok, iv.mean, iv.lo));
+    }
+    if !ok(iv.hi) {
+        margin = margin.min(edge(ok, iv.mean, iv.hi) - iv.mean);
+    }
+    (iv.n.max(2)..=1000).find(|&m| {
+        super::interval::t_quantile_two_sided(0.95, (m - 1) as u32) * iv.std / (m as f64).sqrt()
+            <= margin
+    })
 }
 
 #[cfg(test)]
@@ -196,7 +250,10 @@ mod tests {
         let m = merge(&seeds(&[10.2, 14.0, 10.1]));
         let iv = m[0].interval.clone().unwrap();
         assert!(iv.lo < 10.0, "{iv:?}");
-        assert_eq!(m[0].verdict, Verdict::Fail);
+        assert_eq!(m[0].verdict, Verdict::Unresolved, "{:?}", m[0]);
+        // Every seed below 10, interval too: a clear failure.
+        let m = merge(&seeds(&[8.0, 8.5, 9.0]));
+        assert_eq!(m[0].verdict, Verdict::Fail, "{:?}", m[0]);
         let m = merge(&seeds(&[12.0, 12.5, 13.0]));
         assert_eq!(m[0].verdict, Verdict::Pass, "{:?}", m[0]);
         assert!(
@@ -208,6 +265,36 @@ mod tests {
         let mut s = seeds(&[12.0, 12.5, 13.0]);
         s[1][0] = check(None, Verdict::Fail);
         assert_eq!(merge(&s)[0].verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn an_unresolved_row_says_how_many_seeds_would_decide() {
+        // Mean 11.43, sd 2.22 (n = 3): margin 1.43 to the bound 10, so
+        // t(0.975, m−1)·2.22/√m ≤ 1.43 first at m = 12 (t = 2.201:
+        // 2.201·2.22/3.464 = 1.41; m = 11: 2.228·2.22/3.317 = 1.49).
+        let seeds: Vec<Vec<Check>> = [10.2, 14.0, 10.1]
+            .iter()
+            .map(|v| vec![check(Some(*v), Verdict::Pass)])
+            .collect();
+        let m = merge(&seeds);
+        assert_eq!(m[0].verdict, Verdict::Unresolved);
+        assert!(
+            m[0].ours
+                .ends_with("≈ 12 seeds would decide if the spread holds"),
+            "{}",
+            m[0].ours
+        );
+        // A range (0.7..=1.3, as E4's ratio): the nearer edge counts.
+        let iv = Interval::of(&[0.9, 1.5, 1.0, 0.7, 1.2]).unwrap();
+        let needed = seeds_to_decide(|v| (0.7..=1.3).contains(&v), &iv).unwrap();
+        let margin = 1.3 - iv.mean;
+        let t = super::super::interval::t_quantile_two_sided(0.95, (needed - 1) as u32);
+        assert!(t * iv.std / (needed as f64).sqrt() <= margin);
+        let t = super::super::interval::t_quantile_two_sided(0.95, (needed - 2) as u32);
+        assert!(t * iv.std / ((needed - 1) as f64).sqrt() > margin);
+        // A mean outside the threshold: no number of seeds would pass it.
+        let iv = Interval::of(&[1.2, 1.6, 1.4]).unwrap();
+        assert_eq!(seeds_to_decide(|v| (0.7..=1.3).contains(&v), &iv), None);
     }
 
     #[test]

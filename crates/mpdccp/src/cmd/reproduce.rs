@@ -1,7 +1,8 @@
 //! `mpdccp reproduce`: run the published experiments E1–E6 in the simulator,
 //! print `experiment | metric | published | ours | verdict`, and write
 //! `REPORT.md` (with the plots) and `results.json`, and end with a one-line
-//! verdict. Exit code 1 when a check fails (2 stays clap's usage error).
+//! verdict. Exit code 1 when a check fails — with `--strict`, also when one
+//! is unresolved over `--seeds` (2 stays clap's usage error).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -30,6 +31,10 @@ pub struct Args {
     /// confidence interval of its mean (outputs in `<out>/seed-K/`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub seeds: u16,
+    /// With `--seeds`: an unresolved check (its interval straddles the
+    /// threshold, so the seeds cannot decide) fails the run too.
+    #[arg(long)]
+    pub strict: bool,
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -79,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         println!("{}", report.verdict_line());
     }
-    Ok(if report.failed() {
+    Ok(if report.failed() || (args.strict && report.unresolved()) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
