@@ -33,3 +33,4 @@ pub mod peers;
 pub mod probe;
 pub mod testbed;
 pub mod topo;
+pub mod video;

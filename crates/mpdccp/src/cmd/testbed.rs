@@ -97,6 +97,26 @@ pub struct Args {
     /// With --aggregation: do not run the simulator beside the testbed.
     #[arg(long)]
     agg_no_sim: bool,
+    /// Issue #25's real-time goal on the real tunnel (SCENARIO not needed):
+    /// an 8 Mbit/s VP8 RTP stream from GStreamer (`gst-launch-1.0`) up
+    /// through the tunnel (daemon defaults, authenticated) and over each
+    /// path alone; it plays, pauses, plays again. Loss, incomplete frames
+    /// and one-way delay against the best path alone. Writes DIR/video.json
+    /// and DIR/VIDEO.md.
+    #[arg(long)]
+    video: bool,
+    /// With --video: the path pair (`20+20` or `50+10`).
+    #[arg(long, default_value = "20+20")]
+    video_pair: String,
+    /// With --video: seconds of video per play.
+    #[arg(long, default_value_t = 10.0)]
+    video_play_s: f64,
+    /// With --video: plays (an idle gap between two).
+    #[arg(long, default_value_t = 2)]
+    video_plays: u32,
+    /// With --video: seconds of silence between plays.
+    #[arg(long, default_value_t = 5.0)]
+    video_idle_s: f64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -106,6 +126,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the mpdccp binary")?;
     if args.aggregation {
         return aggregation(&args, exe, &abort);
+    }
+    if args.video {
+        return video(&args, exe);
     }
     if args.bench {
         let report = mpdccp_lab::bench::run(
@@ -202,6 +225,49 @@ fn compare_with_sim(
 }
 
 /// `--aggregation`: the reduced matrix of issue #25 on the real tunnel.
+fn video(args: &Args, exe: PathBuf) -> anyhow::Result<ExitCode> {
+    use mpdccp_lab::video;
+    let Some(pair) = mpdccp_lab::aggregation::PAIRS
+        .iter()
+        .find(|p| p.name == args.video_pair)
+    else {
+        eprintln!(
+            "error: --video-pair {}: expected 20+20 or 50+10",
+            args.video_pair
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("testbed-out").join("video"));
+    std::fs::create_dir_all(&out)?;
+    let opts = video::Options {
+        exe,
+        pair,
+        play_s: args.video_play_s,
+        plays: args.video_plays.max(1),
+        idle_s: args.video_idle_s,
+        daemon_rt_priority: args.daemon_rt_priority,
+        auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
+    };
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut report = video::run(&opts, &|m| eprintln!("{m}"))?;
+    report["load_average_at_start"] = serde_json::json!(load.trim());
+    report["load_average_at_end"] = serde_json::json!(std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim());
+    let md = video::markdown(&report);
+    std::fs::write(
+        out.join("video.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(out.join("VIDEO.md"), &md)?;
+    print!("{md}");
+    println!("results in {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn aggregation(args: &Args, exe: PathBuf, abort: &Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     use mpdccp_lab::aggregation as agg;
     let out = args
