@@ -63,6 +63,8 @@ pub struct Options {
     pub idle_s: f64,
     pub daemon_rt_priority: u8,
     pub auth: AuthMode,
+    /// Write each cell's packets here (`packets-<via>.csv`).
+    pub dump_dir: Option<PathBuf>,
 }
 
 /// The RTP fields the measurement needs (RFC 3550 §5.1).
@@ -114,6 +116,11 @@ pub struct VideoStats {
     /// OWD p99 of the packets sent within [`AFTER_IDLE`] of a play resuming
     /// after silence (0 with one play).
     pub after_idle_owd_p99_ms: f64,
+    /// OWD p99 over every packet sent, a lost one counting as never
+    /// arriving: `None` (infinite) when more than 1 % were lost. A path
+    /// that drops a burst instead of delaying it looks fast in
+    /// `owd_p99_ms`; this one does not.
+    pub owd_p99_lost_as_late_ms: Option<f64>,
     /// Complete frames: last packet's arrival − first packet's send, p99.
     pub frame_delay_p99_ms: f64,
     /// Offered rate of the sent RTP packets (UDP payload), Mbit/s.
@@ -209,6 +216,11 @@ pub fn analyze(sent: &[Stamped], recv: &[Stamped], resumed: &[Instant]) -> Video
         owd_p50_ms: quantile(&mut owd, 0.5),
         owd_p95_ms: quantile(&mut owd, 0.95),
         owd_p99_ms: quantile(&mut owd, 0.99),
+        owd_p99_lost_as_late_ms: {
+            let mut all = owd.clone();
+            all.extend(std::iter::repeat_n(f64::INFINITY, (n - received) as usize));
+            Some(quantile(&mut all, 0.99)).filter(|v| v.is_finite())
+        },
         after_idle_owd_p99_ms: quantile(&mut after_idle, 0.99),
         frame_delay_p99_ms: quantile(&mut frame_delay, 0.99),
         sent_mbps: if span > 0.0 {
@@ -299,8 +311,9 @@ fn stamp_loop(
 }
 
 /// One run: the stream up through the tunnel (`via` = None) or over path
-/// `via` alone.
-pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<VideoStats> {
+/// `via` alone. With the tunnel, also the sending daemon's per-path state
+/// and its refusal and drop counters at the end ([`crate::aggregation::diagnosis`]).
+pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStats, Value)> {
     let total = opts.play_s * f64::from(opts.plays) + opts.idle_s * f64::from(opts.plays) + 10.0;
     let sc = crate::aggregation::scenario(opts.pair, &INNERS[0], "tunnel", total);
     let mut topo = Topology::build(sc.path.len())?;
@@ -383,7 +396,53 @@ pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<VideoStats
     if sent.is_empty() {
         bail!("GStreamer sent no RTP packet");
     }
-    Ok(analyze(&sent, &got, &resumed))
+    if let Some(dir) = &opts.dump_dir {
+        let name = via.map_or("tunnel".to_string(), |i| sc.path[i].name.clone());
+        std::fs::write(
+            dir.join(format!("packets-{name}.csv")),
+            packets_csv(&sent, &got),
+        )?;
+    }
+    let diagnosis = match via {
+        None => topo
+            .status(false)
+            .map(|st| crate::aggregation::diagnosis(&st))
+            .unwrap_or(Value::Null),
+        Some(_) => Value::Null,
+    };
+    Ok((analyze(&sent, &got, &resumed), diagnosis))
+}
+
+/// One line per sent packet: `ssrc,seq,rtp_ts,marker,bytes,sent_ns,owd_ms`
+/// (`owd_ms` empty when lost), for a look at which packets waited.
+pub fn packets_csv(sent: &[Stamped], recv: &[Stamped]) -> String {
+    let arrived: BTreeMap<(u32, u16), Instant> = recv
+        .iter()
+        .rev()
+        .map(|r| ((r.rtp.ssrc, r.rtp.seq), r.at))
+        .collect();
+    let mut out = String::from("ssrc,seq,rtp_ts,marker,bytes,sent_ns,owd_ms\n");
+    for s in sent {
+        let owd = arrived
+            .get(&(s.rtp.ssrc, s.rtp.seq))
+            .map(|&a| {
+                format!(
+                    "{:.3}",
+                    a.saturating_duration_since(s.at).as_secs_f64() * 1e3
+                )
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{owd}\n",
+            s.rtp.ssrc,
+            s.rtp.seq,
+            s.rtp.timestamp,
+            u8::from(s.rtp.marker),
+            s.bytes,
+            s.at.as_nanos()
+        ));
+    }
+    out
 }
 
 /// The cells: the tunnel, then each path alone; with the goal verdict
@@ -395,12 +454,12 @@ pub fn run(opts: &Options, progress: &dyn Fn(&str)) -> anyhow::Result<Value> {
     for via in std::iter::once(None).chain((0..names.len()).map(Some)) {
         let label = via.map_or("tunnel", |i| names[i]);
         progress(&format!("video {} via {label} …", opts.pair.name));
-        let s = run_cell(opts, via)?;
+        let (s, diagnosis) = run_cell(opts, via)?;
         progress(&format!(
             "  loss {:.2} %, frames incomplete {:.2} %, OWD p50/p99 {:.1}/{:.1} ms, after idle p99 {:.1} ms",
             s.loss_pct, s.frames_incomplete_pct, s.owd_p50_ms, s.owd_p99_ms, s.after_idle_owd_p99_ms
         ));
-        cells.push((label.to_string(), s));
+        cells.push((label.to_string(), s, diagnosis));
     }
     let best = cells[1..]
         .iter()
@@ -409,7 +468,7 @@ pub fn run(opts: &Options, progress: &dyn Fn(&str)) -> anyhow::Result<Value> {
                 .cmp(&b.1.frames_incomplete)
                 .then(a.1.owd_p99_ms.total_cmp(&b.1.owd_p99_ms))
         })
-        .cloned()
+        .map(|c| (c.0.clone(), c.1.clone()))
         .context("no single-path cell")?;
     let t = &cells[0].1;
     let goals = json!([
@@ -430,7 +489,7 @@ pub fn run(opts: &Options, progress: &dyn Fn(&str)) -> anyhow::Result<Value> {
         "plays": opts.plays,
         "idle_s": opts.idle_s,
         "stream": format!("VP8 720p{FPS}, CBR {} Mbit/s, RTP packets of {RTP_MTU} bytes, up (client → server)", VIDEO_BPS / 1_000_000),
-        "cells": cells.iter().map(|(v, s)| json!({"via": v, "stats": s})).collect::<Vec<_>>(),
+        "cells": cells.iter().map(|(v, s, d)| json!({"via": v, "stats": s, "sender": d})).collect::<Vec<_>>(),
         "best_path": best.0,
         "goals": goals,
     }))
@@ -440,8 +499,8 @@ pub fn run(opts: &Options, progress: &dyn Fn(&str)) -> anyhow::Result<Value> {
 pub fn markdown(r: &Value) -> String {
     let mut s = format!(
         "# RTP video on the real tunnel — {} ({})\n\n{}; {} plays of {} s with {} s idle between.\n\n\
-         | via | sent | lost | loss % | frames incomplete | OWD p50 / p95 / p99 ms | after idle p99 ms | frame delay p99 ms | Mbit/s |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         | via | sent | lost | loss % | frames incomplete | OWD p50 / p95 / p99 ms | p99 with losses as late | after idle p99 ms | frame delay p99 ms | Mbit/s |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
         r["pair"].as_str().unwrap_or(""),
         r["about"].as_str().unwrap_or(""),
         r["stream"].as_str().unwrap_or(""),
@@ -453,7 +512,7 @@ pub fn markdown(r: &Value) -> String {
         let st = &c["stats"];
         let f = |k: &str| st[k].as_f64().unwrap_or(f64::NAN);
         s.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {} of {} ({:.2} %) | {:.1} / {:.1} / {:.1} | {:.1} | {:.1} | {:.2} |\n",
+            "| {} | {} | {} | {:.2} | {} of {} ({:.2} %) | {:.1} / {:.1} / {:.1} | {} | {:.1} | {:.1} | {:.2} |\n",
             c["via"].as_str().unwrap_or(""),
             st["sent"],
             st["lost"],
@@ -464,6 +523,9 @@ pub fn markdown(r: &Value) -> String {
             f("owd_p50_ms"),
             f("owd_p95_ms"),
             f("owd_p99_ms"),
+            st["owd_p99_lost_as_late_ms"]
+                .as_f64()
+                .map_or("∞ (> 1 % lost)".to_string(), |v| format!("{v:.1}")),
             f("after_idle_owd_p99_ms"),
             f("frame_delay_p99_ms"),
             f("sent_mbps"),
@@ -577,10 +639,23 @@ mod tests {
         assert_eq!((st.frames, st.frames_incomplete), (3, 1));
         assert_eq!(st.owd_p50_ms, 10.0);
         assert_eq!(st.owd_p99_ms, 60.0);
+        // 1 of 8 lost (> 1 %): the p99 counting it as late is infinite.
+        assert_eq!(st.owd_p99_lost_as_late_ms, None);
         // Only play 2's packets are "after idle".
         assert_eq!(st.after_idle_owd_p99_ms, 60.0);
         // Complete frames: ts 100 (first send 0, last arrival 12) and play
         // 2's (1000 → 1061).
         assert_eq!(st.frame_delay_p99_ms, 61.0);
+        // Nothing lost: the same p99 either way.
+        let all: Vec<Stamped> = sent
+            .iter()
+            .map(|s| Stamped {
+                at: at(s.at.as_nanos() / 1_000_000 + 10),
+                ..*s
+            })
+            .collect();
+        let st = analyze(&sent, &all, &[]);
+        assert_eq!(st.owd_p99_lost_as_late_ms, Some(st.owd_p99_ms));
+        assert_eq!(st.after_idle_owd_p99_ms, 0.0, "no play resumed");
     }
 }

@@ -101,8 +101,8 @@ pub struct Args {
     /// an 8 Mbit/s VP8 RTP stream from GStreamer (`gst-launch-1.0`) up
     /// through the tunnel (daemon defaults, authenticated) and over each
     /// path alone; it plays, pauses, plays again. Loss, incomplete frames
-    /// and one-way delay against the best path alone. Writes DIR/video.json
-    /// and DIR/VIDEO.md.
+    /// and one-way delay against the best path alone. Writes DIR/video.json,
+    /// DIR/VIDEO.md and each cell's packets (DIR/packets-VIA.csv).
     #[arg(long)]
     video: bool,
     /// With --video: the path pair (`20+20` or `50+10`).
@@ -250,6 +250,7 @@ fn video(args: &Args, exe: PathBuf) -> anyhow::Result<ExitCode> {
         idle_s: args.video_idle_s,
         daemon_rt_priority: args.daemon_rt_priority,
         auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
+        dump_dir: Some(out.clone()),
     };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut report = video::run(&opts, &|m| eprintln!("{m}"))?;
