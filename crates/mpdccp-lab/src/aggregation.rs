@@ -274,23 +274,33 @@ pub fn diagnosis(status: &Value) -> Value {
     json!({ "paths": paths, "counters": counters })
 }
 
-/// Kernel MPTCP over both paths of `pair`: one bulk connection from the
-/// client's first address to the server's; the server announces its
-/// second address (`ip mptcp endpoint … signal`), so the client joins a
-/// subflow over the second path. Returns the steady-window Mbit/s and the
-/// number of subflows the client joined.
-pub fn mptcp_run(opts: &Options, pair: &Pair, up: bool) -> anyhow::Result<(f64, u64)> {
-    let sc = scenario(pair, &INNERS[0], "tunnel", opts.secs);
+/// The namespaces of `pair` with an `mpdccp netem` emulator on every path
+/// (the pair's delays, rates and buffers for `secs`), no tunnel yet; the
+/// scenario whose paths they emulate.
+pub fn emulated_pair(exe: &Path, pair: &Pair, secs: f64) -> anyhow::Result<(Topology, Scenario)> {
+    let sc = scenario(pair, &INNERS[0], "tunnel", secs);
     let mut topo = Topology::build(sc.path.len())?;
     let file = topo.dir.join("paths.toml");
     std::fs::write(&file, toml::to_string(&sc)?)?;
     let file_s = file.to_string_lossy().into_owned();
     for (i, p) in sc.path.iter().enumerate() {
         topo.start_emulator(
-            &opts.exe,
+            exe,
             i,
             &["--scenario", &file_s, "--path", &p.name, "--seed", "1"],
         )?;
+    }
+    Ok((topo, sc))
+}
+
+/// Kernel MPTCP over both paths of `pair`: one bulk connection from the
+/// client's first address to the server's; the server announces its
+/// second address (`ip mptcp endpoint … signal`), so the client joins a
+/// subflow over the second path. Returns the steady-window Mbit/s and the
+/// number of subflows the client joined.
+pub fn mptcp_run(opts: &Options, pair: &Pair, up: bool) -> anyhow::Result<(f64, u64)> {
+    let (topo, sc) = emulated_pair(&opts.exe, pair, opts.secs)?;
+    for i in 0..sc.path.len() {
         // One ack per segment, as through the tunnel (testbed).
         topo.set_quickack(i, up)?;
     }

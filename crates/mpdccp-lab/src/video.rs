@@ -34,9 +34,9 @@ use mpdccp_proto::Instant;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::aggregation::{Pair, INNERS};
+use crate::aggregation::Pair;
 use crate::netns::spawn_in_netns;
-use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
+use crate::topo::{TunnelOpts, SERVER_TUN_V4};
 
 /// The stream's target bit rate (the 8 Mbit/s VP8 stream).
 pub const VIDEO_BPS: u32 = 8_000_000;
@@ -315,18 +315,7 @@ fn stamp_loop(
 /// and its refusal and drop counters at the end ([`crate::aggregation::diagnosis`]).
 pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStats, Value)> {
     let total = opts.play_s * f64::from(opts.plays) + opts.idle_s * f64::from(opts.plays) + 10.0;
-    let sc = crate::aggregation::scenario(opts.pair, &INNERS[0], "tunnel", total);
-    let mut topo = Topology::build(sc.path.len())?;
-    let file = topo.dir.join("paths.toml");
-    std::fs::write(&file, toml::to_string(&sc)?)?;
-    let file_s = file.to_string_lossy().into_owned();
-    for (i, p) in sc.path.iter().enumerate() {
-        topo.start_emulator(
-            &opts.exe,
-            i,
-            &["--scenario", &file_s, "--path", &p.name, "--seed", "1"],
-        )?;
-    }
+    let (mut topo, sc) = crate::aggregation::emulated_pair(&opts.exe, opts.pair, total)?;
     let dst_ip = match via {
         None => {
             let tunnel = TunnelOpts {
