@@ -16,9 +16,20 @@
 //! * Packets are keyed by their inner flow (hash of the inner IP header's
 //!   5-tuple, the one the send queue's FQ-CoDel uses, RFC 8290 §4.1.1).
 //! * A flow whose packets all arrived on one path within the last
-//!   [`SPREAD_MEMORY`] is not held at all: each path delivers in order
-//!   (one access link; the scheduler hands a path increasing MP_SEQs), so
-//!   the tunnel cannot have reordered it and holding would be pure delay.
+//!   [`SPREAD_MEMORY`] ("one-path") is held only behind a gap that is
+//!   likely its own: each path delivers in order (one access link; the
+//!   scheduler hands a path increasing MP_SEQs), but the sender may detour
+//!   a lone packet of it to a slower path (ACPF's first stage when the
+//!   fast path is at its window), which then arrives after the flow's
+//!   later packets — to a QUIC inner flow that is a spurious loss (packet
+//!   threshold 3, RFC 9002 §6.1.1). The flow's MP_SEQ stride (one packet
+//!   of it per `stride` connection-level numbers, learnt from arrivals)
+//!   estimates its share of the numbers, so of `m` numbers missing between
+//!   its last delivery and this packet about `m / stride` are its own;
+//!   the packet is held when that is at least one half. A flow alone in
+//!   the tunnel (stride 1) is held behind any gap, a sparse real-time flow
+//!   beside a bulk one (stride ~50) only behind a burst of dozens, so a
+//!   gap of another flow does not hold it.
 //! * A flow seen on two paths ("spread") holds a packet only while an MP_SEQ
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
@@ -56,6 +67,9 @@ pub const MAX_GAPS: usize = 1024;
 /// A flow that used a second path within this long counts as spread over
 /// paths (and is held behind gaps).
 pub const SPREAD_MEMORY: Duration = Duration::from_secs(1);
+/// Gaps counted at most when estimating how many missing MP_SEQs of a
+/// range are a one-path flow's (bounds the work per packet).
+const COUNT_GAPS: usize = 64;
 /// Key of the flow shared by packets that find the table full of flows
 /// holding packets.
 const OVERFLOW_FLOW: u64 = 0;
@@ -88,6 +102,30 @@ struct Flow {
     /// Spread over paths until then.
     spread_until: Option<Instant>,
     last_seen: Option<Instant>,
+    /// MP_SEQs per packet of this flow (× 8, an EWMA with gain 1/8 of the
+    /// numbers that arrived between two consecutive packets of it, plus
+    /// one): its share of the connection sequence is `8 / stride8`.
+    stride8: Option<u64>,
+}
+
+impl Flow {
+    fn spread(&self, now: Instant) -> bool {
+        self.spread_until.is_some_and(|t| t > now)
+    }
+
+    /// A delivery of `seq` after `last` with `missing` MP_SEQs between
+    /// them still missing: a stride sample of the numbers that arrived.
+    fn sample_stride(&mut self, seq: u64, missing: u64) {
+        let Some(last) = self.last else { return };
+        let sample = seq
+            .saturating_sub(last)
+            .saturating_sub(missing)
+            .clamp(1, 1 << 20);
+        self.stride8 = Some(match self.stride8 {
+            Some(s) => s - s / 8 + sample,
+            None => sample * 8,
+        });
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -174,6 +212,33 @@ impl PerFlow {
                 .timeout
                 .max((learnt + self.offset).min(self.max_timeout)),
         }
+    }
+
+    /// MP_SEQs missing in `[lo, hi)` (at most [`COUNT_GAPS`] gaps counted).
+    fn missing_count(&self, lo: u64, hi: u64) -> u64 {
+        if lo >= hi {
+            return 0;
+        }
+        self.gaps
+            .range(..hi)
+            .rev()
+            .take_while(|(_, g)| g.end > lo)
+            .take(COUNT_GAPS)
+            .map(|(&s, g)| g.end.min(hi) - s.max(lo))
+            .sum()
+    }
+
+    /// Does a gap in `[lo, seq)` hold the flow's packet `seq`? A flow spread
+    /// over paths: any gap may be its own. A one-path flow: only when its
+    /// share of the missing numbers (`missing / stride`) is at least one
+    /// half — a lone detour of its own packet to a slower path, not
+    /// another flow's traffic there (module doc). Unknown stride: not held.
+    fn holds(&self, flow: &Flow, lo: u64, seq: u64, now: Instant) -> bool {
+        if flow.spread(now) {
+            return self.missing_in(lo, seq);
+        }
+        flow.stride8
+            .is_some_and(|s8| self.missing_count(lo, seq).saturating_mul(16) >= s8)
     }
 
     /// True when an MP_SEQ in `[lo, hi)` is missing.
@@ -308,16 +373,20 @@ impl PerFlow {
             };
             let lo = flow.last.map_or(floor, |l| l.saturating_add(1));
             let blocked = self.missing_in(lo, seq);
-            if blocked && h.deadline > now && !force {
+            if blocked && h.deadline > now && !force && self.holds(flow, lo, seq, now) {
                 break;
             }
             force = false;
+            let missing = self.missing_count(lo, seq);
             let Some(flow) = self.flows.get_mut(&key) else {
                 break;
             };
             let Some((_, h)) = flow.held.pop_first() else {
                 break;
             };
+            if flow.last.is_some_and(|l| seq > l) {
+                flow.sample_stride(seq, missing);
+            }
             flow.last = Some(flow.last.map_or(seq, |l| l.max(seq)));
             self.held_pkts -= 1;
             self.held_bytes -= h.item.payload.len();
@@ -418,7 +487,6 @@ impl PerFlow {
             flow.spread_until = Some(now + SPREAD_MEMORY);
         }
         flow.last_path = Some(item.path);
-        let spread = flow.spread_until.is_some_and(|t| t > now);
         let last = flow.last;
         let holding = !flow.held.is_empty();
         let lo = last.map_or(u64::MAX, |l| l.saturating_add(1));
@@ -429,8 +497,14 @@ impl PerFlow {
             self.deliver(item, now, true);
             return;
         }
-        if !holding && (!spread || !self.missing_in(lo, seq)) {
+        let held_back = match self.flows.get(&key) {
+            Some(f) => self.holds(f, lo, seq, now),
+            None => false,
+        };
+        if !holding && !held_back {
+            let missing = self.missing_count(lo, seq);
             if let Some(f) = self.flows.get_mut(&key) {
+                f.sample_stride(seq, missing);
                 f.last = Some(seq);
             }
             let after_gap = last.is_some() && self.given_up_to > lo;
