@@ -252,7 +252,7 @@ fn a_wild_mp_seq_jump_is_one_gap_not_a_huge_allocation() {
 #[test]
 fn a_lone_detour_of_a_one_path_flow_is_held_for_the_delay_spread() {
     let paths = views(&[12, 35]);
-    let mut pf = PerFlow::new(&config(|_| {}));
+    let mut pf = PerFlow::new(&config(|c| c.one_path_detours = true));
     let r: &mut dyn Reorder = &mut pf;
     for s in 0..10 {
         push(r, at(s), s, 0, BULK, &paths);
@@ -298,7 +298,7 @@ fn a_lone_detour_of_a_one_path_flow_is_held_for_the_delay_spread() {
 #[test]
 fn a_detour_between_two_interleaved_one_path_flows_holds_them() {
     let paths = views(&[12, 35]);
-    let mut r = reorder::build(&config(|_| {}));
+    let mut r = reorder::build(&config(|c| c.one_path_detours = true));
     for s in 0..20 {
         let flow = if s % 2 == 0 { BULK } else { RT };
         push(r.as_mut(), at(s), s, 0, flow, &paths);
@@ -320,7 +320,7 @@ fn a_detour_between_two_interleaved_one_path_flows_holds_them() {
 #[test]
 fn a_sparse_one_path_flow_passes_a_few_gaps_of_another_flow() {
     let paths = views(&[12, 35]);
-    let mut r = reorder::build(&config(|_| {}));
+    let mut r = reorder::build(&config(|c| c.one_path_detours = true));
     let mut seq = 0;
     for i in 0..10 {
         for _ in 0..19 {
@@ -340,4 +340,18 @@ fn a_sparse_one_path_flow_passes_a_few_gaps_of_another_flow() {
     }
     push(r.as_mut(), at(seq + 19), seq + 19, 0, RT, &paths);
     assert!(seqs(&drain(r.as_mut(), at(seq + 19))).contains(&(seq + 19)));
+}
+
+/// Without `one_path_detours` (the window delay bound off) a one-path flow
+/// is never held, as before: the same lone detour passes.
+#[test]
+fn without_the_option_a_one_path_flow_is_not_held() {
+    let paths = views(&[12, 35]);
+    let mut r = reorder::build(&config(|_| {}));
+    for s in 0..10 {
+        push(r.as_mut(), at(s), s, 0, BULK, &paths);
+    }
+    drain(r.as_mut(), at(9));
+    push(r.as_mut(), at(11), 11, 0, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(11))), [11]);
 }

@@ -16,8 +16,9 @@
 //! * Packets are keyed by their inner flow (hash of the inner IP header's
 //!   5-tuple, the one the send queue's FQ-CoDel uses, RFC 8290 §4.1.1).
 //! * A flow whose packets all arrived on one path within the last
-//!   [`SPREAD_MEMORY`] ("one-path") is held only behind a gap that is
-//!   likely its own: each path delivers in order (one access link; the
+//!   [`SPREAD_MEMORY`] ("one-path") is not held, or, with
+//!   `ReorderConfig::one_path_detours` (on with the window delay bound),
+//!   held only behind a gap that is likely its own: each path delivers in order (one access link; the
 //!   scheduler hands a path increasing MP_SEQs), but the sender may detour
 //!   a lone packet of it to a slower path (ACPF's first stage when the
 //!   fast path is at its window), which then arrives after the flow's
@@ -137,6 +138,7 @@ pub struct PerFlow {
     max_hold_bytes: usize,
     drop_late: bool,
     fast_loss: FastLoss,
+    one_path_detours: bool,
     dedup: DedupWindow,
     /// Every MP_SEQ below it arrived or was given up.
     floor: Option<u64>,
@@ -168,6 +170,7 @@ impl PerFlow {
             max_hold_bytes: config.max_hold_bytes(),
             drop_late: config.drop_late,
             fast_loss: config.fast_loss,
+            one_path_detours: config.one_path_detours,
             dedup: DedupWindow::new(config.dup_window()),
             floor: config.initial_seq,
             top: None,
@@ -232,13 +235,16 @@ impl PerFlow {
     /// over paths: any gap may be its own. A one-path flow: only when its
     /// share of the missing numbers (`missing / stride`) is at least one
     /// half — a lone detour of its own packet to a slower path, not
-    /// another flow's traffic there (module doc). Unknown stride: not held.
+    /// another flow's traffic there (module doc), and only with
+    /// `one_path_detours`. Unknown stride: not held.
     fn holds(&self, flow: &Flow, lo: u64, seq: u64, now: Instant) -> bool {
         if flow.spread(now) {
             return self.missing_in(lo, seq);
         }
-        flow.stride8
-            .is_some_and(|s8| self.missing_count(lo, seq).saturating_mul(16) >= s8)
+        self.one_path_detours
+            && flow
+                .stride8
+                .is_some_and(|s8| self.missing_count(lo, seq).saturating_mul(16) >= s8)
     }
 
     /// True when an MP_SEQ in `[lo, hi)` is missing.
@@ -373,7 +379,7 @@ impl PerFlow {
             };
             let lo = flow.last.map_or(floor, |l| l.saturating_add(1));
             let blocked = self.missing_in(lo, seq);
-            if blocked && h.deadline > now && !force && self.holds(flow, lo, seq, now) {
+            if blocked && h.deadline > now && !force {
                 break;
             }
             force = false;
