@@ -355,3 +355,55 @@ fn without_the_option_a_one_path_flow_is_not_held() {
     push(r.as_mut(), at(11), 11, 0, BULK, &paths);
     assert_eq!(seqs(&drain(r.as_mut(), at(11))), [11]);
 }
+
+/// A gap that is a loss on the fast path, not a detour (`lossy`: 0.3 %
+/// random loss), holds a one-path flow until its deadline and gains
+/// nothing. After three such futile holds the flow passes gaps again, and
+/// a late packet of its own (a detour it was not held for) brings the
+/// holds back.
+#[test]
+fn a_one_path_flow_stops_waiting_behind_gaps_that_never_fill() {
+    let paths = views(&[12, 35]);
+    let mut r = reorder::build(&config(|c| c.one_path_detours = true));
+    let mut t = 0;
+    let mut seq = 0;
+    let mut send = |r: &mut dyn Reorder, n: u64, t: &mut u64, seq: &mut u64| {
+        for _ in 0..n {
+            push(r, at(*t), *seq, 0, BULK, &paths);
+            *t += 1;
+            *seq += 1;
+        }
+    };
+    send(r.as_mut(), 10, &mut t, &mut seq);
+    drain(r.as_mut(), at(t));
+    for round in 0..3 {
+        // One number lost; the next packet waits until the deadline.
+        seq += 1;
+        send(r.as_mut(), 1, &mut t, &mut seq);
+        assert!(drain(r.as_mut(), at(t)).is_empty(), "round {round}");
+        t += 100;
+        r.handle_timeout(at(t));
+        assert_eq!(drain(r.as_mut(), at(t)).len(), 1);
+        send(r.as_mut(), 5, &mut t, &mut seq);
+        drain(r.as_mut(), at(t));
+    }
+    // The fourth loss: not held.
+    seq += 1;
+    let lost = seq - 1;
+    send(r.as_mut(), 1, &mut t, &mut seq);
+    assert_eq!(seqs(&drain(r.as_mut(), at(t))), [seq - 1]);
+    // That number was a detour after all: it arrives late on path 1.
+    push(r.as_mut(), at(t), lost, 1, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(t))), [lost]);
+    // One late packet brings futility under the limit (148 → 111): once
+    // the flow is back on one path (the late packet made it spread for a
+    // second), the next gap holds it again.
+    for _ in 0..2 {
+        t += 2000;
+        send(r.as_mut(), 5, &mut t, &mut seq);
+        drain(r.as_mut(), at(t));
+    }
+    seq += 1;
+    send(r.as_mut(), 1, &mut t, &mut seq);
+    assert!(drain(r.as_mut(), at(t)).is_empty());
+}

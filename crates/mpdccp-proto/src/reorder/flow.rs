@@ -107,9 +107,34 @@ struct Flow {
     /// numbers that arrived between two consecutive packets of it, plus
     /// one): its share of the connection sequence is `8 / stride8`.
     stride8: Option<u64>,
+    /// How often holding this flow while it was on one path did not pay
+    /// off (× 256, an EWMA with gain 1/4; paying off = its own detour filled
+    /// the gap, or a packet of it came late when it was not held). Starts
+    /// at 0.
+    futile8: u32,
+    /// The current hold is a one-path hold not judged yet.
+    one_path_hold: bool,
 }
 
+/// `Flow::futile8` below which a one-path flow is held: after three futile
+/// holds in a row (0 → 64 → 112 → 148) it is not, until late packets of
+/// it show that holding would have kept its order.
+const FUTILE_MAX: u32 = 128;
+
 impl Flow {
+    /// A one-path hold ended (`useful`: its own packet filled the gap), or
+    /// a late packet of it showed a hold was missed (useful). A gap that is
+    /// a loss on the fast path, not a detour (the `lossy` mix's 0.3 %),
+    /// only stalls the flow until fast loss detection or the deadline.
+    /// RACK adapts its reordering window to such evidence (RFC 8985 §6.2).
+    fn judge(&mut self, useful: bool) {
+        if useful {
+            self.futile8 -= self.futile8 / 4;
+        } else {
+            self.futile8 += (256 - self.futile8) / 4;
+        }
+    }
+
     fn spread(&self, now: Instant) -> bool {
         self.spread_until.is_some_and(|t| t > now)
     }
@@ -242,6 +267,7 @@ impl PerFlow {
             return self.missing_in(lo, seq);
         }
         self.one_path_detours
+            && flow.futile8 < FUTILE_MAX
             && flow
                 .stride8
                 .is_some_and(|s8| self.missing_count(lo, seq).saturating_mul(16) >= s8)
@@ -399,6 +425,13 @@ impl PerFlow {
             let after_gap = blocked || self.given_up_to > lo;
             self.deliver(h.item, now, after_gap);
         }
+        if let Some(f) = self.flows.get_mut(&key) {
+            if f.held.is_empty() && f.one_path_hold {
+                // Released without its own packet filling the gap.
+                f.one_path_hold = false;
+                f.judge(false);
+            }
+        }
         if self.flows.get(&key).is_none_or(|f| f.held.is_empty()) {
             self.holding.remove(&key);
         }
@@ -498,7 +531,11 @@ impl PerFlow {
         let lo = last.map_or(u64::MAX, |l| l.saturating_add(1));
         if last.is_some_and(|l| seq < l) {
             // Overtaken by a later packet of its own flow already delivered
-            // (counted late: the flow's delivery point moved past it).
+            // (counted late: the flow's delivery point moved past it). A
+            // hold would have kept its order: evidence for holding.
+            if let Some(f) = self.flows.get_mut(&key) {
+                f.judge(true);
+            }
             self.stats.late += 1;
             self.deliver(item, now, true);
             return;
@@ -516,6 +553,16 @@ impl PerFlow {
             let after_gap = last.is_some() && self.given_up_to > lo;
             self.deliver(item, now, after_gap);
             return;
+        }
+        if let Some(f) = self.flows.get_mut(&key) {
+            let own_fill = f.held.first_key_value().is_some_and(|(&h, _)| seq < h);
+            if holding && f.one_path_hold && own_fill {
+                // Its own packet fills the gap it is held behind.
+                f.one_path_hold = false;
+                f.judge(true);
+            } else if !holding && !f.spread(now) {
+                f.one_path_hold = true;
+            }
         }
         let deadline = item.arrival + self.hold_bound(now, paths);
         self.held_pkts += 1;
