@@ -367,7 +367,7 @@ fn a_one_path_flow_stops_waiting_behind_gaps_that_never_fill() {
     let mut r = reorder::build(&config(|c| c.one_path_detours = true));
     let mut t = 0;
     let mut seq = 0;
-    let mut send = |r: &mut dyn Reorder, n: u64, t: &mut u64, seq: &mut u64| {
+    let send = |r: &mut dyn Reorder, n: u64, t: &mut u64, seq: &mut u64| {
         for _ in 0..n {
             push(r, at(*t), *seq, 0, BULK, &paths);
             *t += 1;
