@@ -243,3 +243,167 @@ fn a_wild_mp_seq_jump_is_one_gap_not_a_huge_allocation() {
         in_order: true,
     };
 }
+
+/// Issue #25, asym with QUIC inside: a flow seen on one path only (40 Mbit/s
+/// at 12 ms) has one packet detoured to the slower path (35 ms). The
+/// packets behind it on the fast path wait for it — at most the paths'
+/// delay spread — so the inner flow sees no reordering (a QUIC packet
+/// threshold of 3 would call it lost, RFC 9002 §6.1.1).
+#[test]
+fn a_lone_detour_of_a_one_path_flow_is_held_for_the_delay_spread() {
+    let paths = views(&[12, 35]);
+    let mut pf = PerFlow::new(&config(|c| c.one_path_detours = true));
+    let r: &mut dyn Reorder = &mut pf;
+    for s in 0..10 {
+        push(r, at(s), s, 0, BULK, &paths);
+    }
+    assert_eq!(seqs(&drain(r, at(9))), (0..10).collect::<Vec<_>>());
+    // 10 went to path 1; 11..=13 overtake it on path 0 and are held.
+    for s in 11..14 {
+        push(r, at(s), s, 0, BULK, &paths);
+    }
+    assert!(drain(r, at(13)).is_empty());
+    assert_eq!(r.stats().held_pkts, 3);
+    // 10 arrives 23 ms later: the flow gets 10..=13 in order.
+    push(r, at(33), 10, 1, BULK, &paths);
+    let got = drain(r, at(33));
+    assert_eq!(seqs(&got), [10, 11, 12, 13]);
+    assert!(got.iter().all(|d| !d.after_gap));
+    assert_eq!(got[1].held, ms(22));
+
+    // Later the flow is back on path 0 only for longer than the spread
+    // memory; a detour that never arrives holds it the hold bound: the
+    // delay spread (35 − 12 ms) or the 22 ms reordering extent just
+    // measured × 5/4, + 5 ms offset — 32.5 ms, no longer.
+    let t = 2000;
+    for s in 14..30 {
+        push(r, at(t + s), s, 0, BULK, &paths);
+    }
+    drain(r, at(t + 30));
+    push(r, at(t + 31), 31, 0, BULK, &paths);
+    assert!(drain(r, at(t + 31)).is_empty());
+    let deadline = at(t + 31) + Duration::from_micros(32_500);
+    assert_eq!(r.poll_timeout(), Some(deadline));
+    r.handle_timeout(at(t + 63));
+    assert!(drain(r, at(t + 63)).is_empty());
+    r.handle_timeout(deadline);
+    let got = drain(r, deadline);
+    assert_eq!(seqs(&got), [31]);
+    assert!(got[0].after_gap);
+}
+
+/// Two one-path flows interleaved packet by packet (the send queue's
+/// round robin): a detour of one flow's packet holds that flow, whose
+/// stride is 2 (one missing number is half a packet of it: held).
+#[test]
+fn a_detour_between_two_interleaved_one_path_flows_holds_them() {
+    let paths = views(&[12, 35]);
+    let mut r = reorder::build(&config(|c| c.one_path_detours = true));
+    for s in 0..20 {
+        let flow = if s % 2 == 0 { BULK } else { RT };
+        push(r.as_mut(), at(s), s, 0, flow, &paths);
+    }
+    drain(r.as_mut(), at(20));
+    // BULK's 20 is detoured; RT's 21 and BULK's 22 arrive on path 0.
+    push(r.as_mut(), at(21), 21, 0, RT, &paths);
+    push(r.as_mut(), at(22), 22, 0, BULK, &paths);
+    assert!(!seqs(&drain(r.as_mut(), at(22))).contains(&22));
+    push(r.as_mut(), at(44), 20, 1, BULK, &paths);
+    let got = seqs(&drain(r.as_mut(), at(44)));
+    let bulk: Vec<u64> = got.iter().copied().filter(|s| s % 2 == 0).collect();
+    assert_eq!(bulk, [20, 22]);
+}
+
+/// The other side of the rule: a sparse one-path flow (one packet per 20
+/// MP_SEQs beside a bulk flow on both paths) is not held behind a gap of
+/// the bulk flow, nor behind a few of them.
+#[test]
+fn a_sparse_one_path_flow_passes_a_few_gaps_of_another_flow() {
+    let paths = views(&[12, 35]);
+    let mut r = reorder::build(&config(|c| c.one_path_detours = true));
+    let mut seq = 0;
+    for i in 0..10 {
+        for _ in 0..19 {
+            push(r.as_mut(), at(seq), seq, (seq % 2) as u32, BULK, &paths);
+            seq += 1;
+        }
+        push(r.as_mut(), at(seq), seq, 0, RT, &paths);
+        seq += 1;
+        assert_eq!(drain(r.as_mut(), at(seq)).len(), 20, "round {i}");
+    }
+    // Three bulk packets are in flight on the slow path; the rt packet
+    // after them passes (3 missing of a stride of 20: not its own).
+    for s in seq..seq + 19 {
+        if s % 6 != 0 {
+            push(r.as_mut(), at(s), s, 0, BULK, &paths);
+        }
+    }
+    push(r.as_mut(), at(seq + 19), seq + 19, 0, RT, &paths);
+    assert!(seqs(&drain(r.as_mut(), at(seq + 19))).contains(&(seq + 19)));
+}
+
+/// Without `one_path_detours` (the window delay bound off) a one-path flow
+/// is never held, as before: the same lone detour passes.
+#[test]
+fn without_the_option_a_one_path_flow_is_not_held() {
+    let paths = views(&[12, 35]);
+    let mut r = reorder::build(&config(|_| {}));
+    for s in 0..10 {
+        push(r.as_mut(), at(s), s, 0, BULK, &paths);
+    }
+    drain(r.as_mut(), at(9));
+    push(r.as_mut(), at(11), 11, 0, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(11))), [11]);
+}
+
+/// A gap that is a loss on the fast path, not a detour (`lossy`: 0.3 %
+/// random loss), holds a one-path flow until its deadline and gains
+/// nothing. After three such futile holds the flow passes gaps again, and
+/// a late packet of its own (a detour it was not held for) brings the
+/// holds back.
+#[test]
+fn a_one_path_flow_stops_waiting_behind_gaps_that_never_fill() {
+    let paths = views(&[12, 35]);
+    let mut r = reorder::build(&config(|c| c.one_path_detours = true));
+    let mut t = 0;
+    let mut seq = 0;
+    let send = |r: &mut dyn Reorder, n: u64, t: &mut u64, seq: &mut u64| {
+        for _ in 0..n {
+            push(r, at(*t), *seq, 0, BULK, &paths);
+            *t += 1;
+            *seq += 1;
+        }
+    };
+    send(r.as_mut(), 10, &mut t, &mut seq);
+    drain(r.as_mut(), at(t));
+    for round in 0..3 {
+        // One number lost; the next packet waits until the deadline.
+        seq += 1;
+        send(r.as_mut(), 1, &mut t, &mut seq);
+        assert!(drain(r.as_mut(), at(t)).is_empty(), "round {round}");
+        t += 100;
+        r.handle_timeout(at(t));
+        assert_eq!(drain(r.as_mut(), at(t)).len(), 1);
+        send(r.as_mut(), 5, &mut t, &mut seq);
+        drain(r.as_mut(), at(t));
+    }
+    // The fourth loss: not held.
+    seq += 1;
+    let lost = seq - 1;
+    send(r.as_mut(), 1, &mut t, &mut seq);
+    assert_eq!(seqs(&drain(r.as_mut(), at(t))), [seq - 1]);
+    // That number was a detour after all: it arrives late on path 1.
+    push(r.as_mut(), at(t), lost, 1, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(t))), [lost]);
+    // One late packet brings futility under the limit (148 → 111): once
+    // the flow is back on one path (the late packet made it spread for a
+    // second), the next gap holds it again.
+    for _ in 0..2 {
+        t += 2000;
+        send(r.as_mut(), 5, &mut t, &mut seq);
+        drain(r.as_mut(), at(t));
+    }
+    seq += 1;
+    send(r.as_mut(), 1, &mut t, &mut seq);
+    assert!(drain(r.as_mut(), at(t)).is_empty());
+}

@@ -81,3 +81,31 @@ fn on_one_path_the_bbr_family_is_bounded_too() {
     let best = on.ratio_best.expect("a ratio to the best path");
     assert!(best >= 0.9, "ratio to the path {best:.3}");
 }
+
+/// `lossy` (30 Mbit/s 5 ms with 0.3 % random loss + 15 Mbit/s 25 ms): under
+/// the bound a CUBIC path's window froze at the bound (never window-limited
+/// above it), so each random loss cut it below the path's BDP and the path
+/// idled: 0.92 of the best single path against 0.99 without the bound.
+/// Counted window-limited up to twice the bound
+/// (`delay_bound::flight_for_controller`), a loss leaves the bound usable.
+#[test]
+fn under_the_bound_random_loss_does_not_idle_a_cubic_path() {
+    let v = |s: &str| vec![s.to_string()];
+    let opts = Options {
+        mixes: v("lossy"),
+        ccs: v("cubic"),
+        inners: v("tcp-cubic"),
+        duration_s: 60.0,
+        sets: vec![("tunnel.window_delay_bound".to_string(), "true".to_string())],
+        jobs: 2,
+    };
+    let card = aggregation::run(&opts, |_, _, _, _, _| {}).expect("the matrix plans");
+    assert_eq!(card.runs_failed, 0, "every run simulates");
+    let c = &card.cells[0];
+    let best = c.ratio_best.expect("a ratio to the best path");
+    eprintln!("lossy/tcp-cubic/cubic, bound: {best:.3} of the best path");
+    assert!(
+        best >= 0.95,
+        "ratio to the best path {best:.3} (0.92 before)"
+    );
+}

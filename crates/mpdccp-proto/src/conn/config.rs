@@ -483,6 +483,8 @@ impl TunnelSettings {
             reorder: ReorderConfig {
                 kind: self.reorder,
                 timeout,
+                // Only with short path queues (`ReorderConfig::one_path_detours`).
+                one_path_detours: self.window_delay_bound,
                 ..ReorderConfig::default()
             },
             send_queue_pkts: self.send_queue_pkts,

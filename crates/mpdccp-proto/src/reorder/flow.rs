@@ -16,9 +16,21 @@
 //! * Packets are keyed by their inner flow (hash of the inner IP header's
 //!   5-tuple, the one the send queue's FQ-CoDel uses, RFC 8290 §4.1.1).
 //! * A flow whose packets all arrived on one path within the last
-//!   [`SPREAD_MEMORY`] is not held at all: each path delivers in order
-//!   (one access link; the scheduler hands a path increasing MP_SEQs), so
-//!   the tunnel cannot have reordered it and holding would be pure delay.
+//!   [`SPREAD_MEMORY`] ("one-path") is not held, or, with
+//!   `ReorderConfig::one_path_detours` (on with the window delay bound),
+//!   held only behind a gap that is likely its own: each path delivers in order (one access link; the
+//!   scheduler hands a path increasing MP_SEQs), but the sender may detour
+//!   a lone packet of it to a slower path (ACPF's first stage when the
+//!   fast path is at its window), which then arrives after the flow's
+//!   later packets — to a QUIC inner flow that is a spurious loss (packet
+//!   threshold 3, RFC 9002 §6.1.1). The flow's MP_SEQ stride (one packet
+//!   of it per `stride` connection-level numbers, learnt from arrivals)
+//!   estimates its share of the numbers, so of `m` numbers missing between
+//!   its last delivery and this packet about `m / stride` are its own;
+//!   the packet is held when that is at least one half. A flow alone in
+//!   the tunnel (stride 1) is held behind any gap, a sparse real-time flow
+//!   beside a bulk one (stride ~50) only behind a burst of dozens, so a
+//!   gap of another flow does not hold it.
 //! * A flow seen on two paths ("spread") holds a packet only while an MP_SEQ
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
@@ -56,6 +68,9 @@ pub const MAX_GAPS: usize = 1024;
 /// A flow that used a second path within this long counts as spread over
 /// paths (and is held behind gaps).
 pub const SPREAD_MEMORY: Duration = Duration::from_secs(1);
+/// Gaps counted at most when estimating how many missing MP_SEQs of a
+/// range are a one-path flow's (bounds the work per packet).
+const COUNT_GAPS: usize = 64;
 /// Key of the flow shared by packets that find the table full of flows
 /// holding packets.
 const OVERFLOW_FLOW: u64 = 0;
@@ -88,6 +103,55 @@ struct Flow {
     /// Spread over paths until then.
     spread_until: Option<Instant>,
     last_seen: Option<Instant>,
+    /// MP_SEQs per packet of this flow (× 8, an EWMA with gain 1/8 of the
+    /// numbers that arrived between two consecutive packets of it, plus
+    /// one): its share of the connection sequence is `8 / stride8`.
+    stride8: Option<u64>,
+    /// How often holding this flow while it was on one path did not pay
+    /// off (× 256, an EWMA with gain 1/4; paying off = its own detour filled
+    /// the gap, or a packet of it came late when it was not held). Starts
+    /// at 0.
+    futile8: u32,
+    /// The current hold is a one-path hold not judged yet.
+    one_path_hold: bool,
+}
+
+/// `Flow::futile8` below which a one-path flow is held: after three futile
+/// holds in a row (0 → 64 → 112 → 148) it is not, until late packets of
+/// it show that holding would have kept its order.
+const FUTILE_MAX: u32 = 128;
+
+impl Flow {
+    /// A one-path hold ended (`useful`: its own packet filled the gap), or
+    /// a late packet of it showed a hold was missed (useful). A gap that is
+    /// a loss on the fast path, not a detour (the `lossy` mix's 0.3 %),
+    /// only stalls the flow until fast loss detection or the deadline.
+    /// RACK adapts its reordering window to such evidence (RFC 8985 §6.2).
+    fn judge(&mut self, useful: bool) {
+        if useful {
+            self.futile8 -= self.futile8 / 4;
+        } else {
+            self.futile8 += (256 - self.futile8) / 4;
+        }
+    }
+
+    fn spread(&self, now: Instant) -> bool {
+        self.spread_until.is_some_and(|t| t > now)
+    }
+
+    /// A delivery of `seq` after `last` with `missing` MP_SEQs between
+    /// them still missing: a stride sample of the numbers that arrived.
+    fn sample_stride(&mut self, seq: u64, missing: u64) {
+        let Some(last) = self.last else { return };
+        let sample = seq
+            .saturating_sub(last)
+            .saturating_sub(missing)
+            .clamp(1, 1 << 20);
+        self.stride8 = Some(match self.stride8 {
+            Some(s) => s - s / 8 + sample,
+            None => sample * 8,
+        });
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -99,6 +163,7 @@ pub struct PerFlow {
     max_hold_bytes: usize,
     drop_late: bool,
     fast_loss: FastLoss,
+    one_path_detours: bool,
     dedup: DedupWindow,
     /// Every MP_SEQ below it arrived or was given up.
     floor: Option<u64>,
@@ -130,6 +195,7 @@ impl PerFlow {
             max_hold_bytes: config.max_hold_bytes(),
             drop_late: config.drop_late,
             fast_loss: config.fast_loss,
+            one_path_detours: config.one_path_detours,
             dedup: DedupWindow::new(config.dup_window()),
             floor: config.initial_seq,
             top: None,
@@ -174,6 +240,37 @@ impl PerFlow {
                 .timeout
                 .max((learnt + self.offset).min(self.max_timeout)),
         }
+    }
+
+    /// MP_SEQs missing in `[lo, hi)` (at most [`COUNT_GAPS`] gaps counted).
+    fn missing_count(&self, lo: u64, hi: u64) -> u64 {
+        if lo >= hi {
+            return 0;
+        }
+        self.gaps
+            .range(..hi)
+            .rev()
+            .take_while(|(_, g)| g.end > lo)
+            .take(COUNT_GAPS)
+            .map(|(&s, g)| g.end.min(hi) - s.max(lo))
+            .sum()
+    }
+
+    /// Does a gap in `[lo, seq)` hold the flow's packet `seq`? A flow spread
+    /// over paths: any gap may be its own. A one-path flow: only when its
+    /// share of the missing numbers (`missing / stride`) is at least one
+    /// half — a lone detour of its own packet to a slower path, not
+    /// another flow's traffic there (module doc), and only with
+    /// `one_path_detours`. Unknown stride: not held.
+    fn holds(&self, flow: &Flow, lo: u64, seq: u64, now: Instant) -> bool {
+        if flow.spread(now) {
+            return self.missing_in(lo, seq);
+        }
+        self.one_path_detours
+            && flow.futile8 < FUTILE_MAX
+            && flow
+                .stride8
+                .is_some_and(|s8| self.missing_count(lo, seq).saturating_mul(16) >= s8)
     }
 
     /// True when an MP_SEQ in `[lo, hi)` is missing.
@@ -312,17 +409,28 @@ impl PerFlow {
                 break;
             }
             force = false;
+            let missing = self.missing_count(lo, seq);
             let Some(flow) = self.flows.get_mut(&key) else {
                 break;
             };
             let Some((_, h)) = flow.held.pop_first() else {
                 break;
             };
+            if flow.last.is_some_and(|l| seq > l) {
+                flow.sample_stride(seq, missing);
+            }
             flow.last = Some(flow.last.map_or(seq, |l| l.max(seq)));
             self.held_pkts -= 1;
             self.held_bytes -= h.item.payload.len();
             let after_gap = blocked || self.given_up_to > lo;
             self.deliver(h.item, now, after_gap);
+        }
+        if let Some(f) = self.flows.get_mut(&key) {
+            if f.held.is_empty() && f.one_path_hold {
+                // Released without its own packet filling the gap.
+                f.one_path_hold = false;
+                f.judge(false);
+            }
         }
         if self.flows.get(&key).is_none_or(|f| f.held.is_empty()) {
             self.holding.remove(&key);
@@ -418,24 +526,43 @@ impl PerFlow {
             flow.spread_until = Some(now + SPREAD_MEMORY);
         }
         flow.last_path = Some(item.path);
-        let spread = flow.spread_until.is_some_and(|t| t > now);
         let last = flow.last;
         let holding = !flow.held.is_empty();
         let lo = last.map_or(u64::MAX, |l| l.saturating_add(1));
         if last.is_some_and(|l| seq < l) {
             // Overtaken by a later packet of its own flow already delivered
-            // (counted late: the flow's delivery point moved past it).
+            // (counted late: the flow's delivery point moved past it). A
+            // hold would have kept its order: evidence for holding.
+            if let Some(f) = self.flows.get_mut(&key) {
+                f.judge(true);
+            }
             self.stats.late += 1;
             self.deliver(item, now, true);
             return;
         }
-        if !holding && (!spread || !self.missing_in(lo, seq)) {
+        let held_back = match self.flows.get(&key) {
+            Some(f) => self.holds(f, lo, seq, now),
+            None => false,
+        };
+        if !holding && !held_back {
+            let missing = self.missing_count(lo, seq);
             if let Some(f) = self.flows.get_mut(&key) {
+                f.sample_stride(seq, missing);
                 f.last = Some(seq);
             }
             let after_gap = last.is_some() && self.given_up_to > lo;
             self.deliver(item, now, after_gap);
             return;
+        }
+        if let Some(f) = self.flows.get_mut(&key) {
+            let own_fill = f.held.first_key_value().is_some_and(|(&h, _)| seq < h);
+            if holding && f.one_path_hold && own_fill {
+                // Its own packet fills the gap it is held behind.
+                f.one_path_hold = false;
+                f.judge(true);
+            } else if !holding && !f.spread(now) {
+                f.one_path_hold = true;
+            }
         }
         let deadline = item.arrival + self.hold_bound(now, paths);
         self.held_pkts += 1;

@@ -119,12 +119,24 @@ impl Subflow {
         if app_limited {
             self.tx.rate.on_app_limited(self.tx.pipe);
         }
+        // A loss-based path held at the queue-delay bound is window-limited
+        // (delay_bound::flight_for_controller); paced controllers are not
+        // window-clocked and see the true flight.
+        let in_flight_pkts = if self.tx.cc.pacing_rate_bytes_per_s().is_some() {
+            self.tx.pipe
+        } else {
+            super::delay_bound::flight_for_controller(
+                self.tx.pipe,
+                self.tx.cc.cwnd_pkts(),
+                self.window_bound,
+            )
+        };
         self.tx.cc.on_packet_sent(
             now,
             &SentPacket {
                 seq,
                 bytes,
-                in_flight_pkts: self.tx.pipe,
+                in_flight_pkts,
                 app_limited,
             },
         );

@@ -100,6 +100,32 @@ pub const MIN_ACTIVE_PATHS: usize = 2;
 /// doc).
 const ONE_PATH_TARGET_DIV: u32 = 2;
 
+/// Under the bound a loss-based controller's window may grow to this many
+/// times the bound (see [`flight_for_controller`]).
+pub const GROWTH_OVER_BOUND: u32 = 2;
+
+/// The flight a loss-based controller is told of when a packet leaves.
+///
+/// Why: a controller grows only while it is window-limited (RFC 7661 §4.1;
+/// RFC 9438 §4.2 "cwnd-limited"), and under the bound the flight stops at
+/// `bound < cwnd`, so the window froze at about the bound; each random loss
+/// (the `lossy` mix: 0.3 % on a 5 ms path, one every ~130 ms) then cut it
+/// to β × bound — below the path's BDP plus the small target — and the
+/// path idled until it regrew: lossy/tcp-cubic/cubic 0.99 → 0.92 of the
+/// best path with the bound on. A path held at its bound is limited by the
+/// window in use, so it counts as window-limited while `cwnd` is below
+/// `GROWTH_OVER_BOUND × bound`: one halving (Reno's β = 0.5, CUBIC's 0.7
+/// less) then still leaves the usable window at the bound. The cap keeps
+/// the window meaningful when the bound lifts (no unbounded growth).
+pub fn flight_for_controller(pipe: u32, cwnd: u32, bound: Option<u32>) -> u32 {
+    match bound {
+        Some(b) if pipe >= b && cwnd > b && cwnd < b.saturating_mul(GROWTH_OVER_BOUND) => {
+            pipe.max(cwnd)
+        }
+        _ => pipe,
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct DelayBound {
     /// Fixed target; `None` = `max(min_rtt / 4, 1 ms)`.
