@@ -14,7 +14,7 @@ impl Connection {
         let state = self.paths[i].state();
         if matches!(state, SubState::Closed | SubState::TimeWait) {
             let strays = self.is_authenticated_mode();
-            self.paths[i].answer_close_when_closed(seg, strays);
+            self.paths[i].answer_close_when_closed(now, seg, strays);
             // Nothing is expected on a closed subflow; count everything.
             self.stats.rx_unexpected += 1;
             return;

@@ -92,6 +92,9 @@ pub(crate) struct PendingCtrl {
     pub reset: Option<ResetCode>,
     /// The Reset answers the peer's MP_FAST_CLOSE: sent without one.
     pub reset_bare: bool,
+    /// The Reset answers a packet on this closed subflow: its (sequence,
+    /// acknowledgement) numbers, which the Reset's take (RFC 4340 §8.3.1).
+    pub reset_answer: Option<(u64, Option<u64>)>,
     /// MP_PRIO to (re)send until confirmed.
     pub prio: Option<u8>,
     /// The MP_PRIO retransmission timer fired: resend with the next packet.
