@@ -21,8 +21,8 @@ use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{keypair, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig};
 use mpdccp_proto::wire::{DccpKind, DccpRepr, ResetCode};
 use mpdccp_proto::{
-    Connection, ConnectionConfig, Endpoint, EndpointConfig, Instant, PathConfig, PathId, PathState,
-    Role,
+    Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig, PathId,
+    PathState, Role,
 };
 use rand::SeedableRng;
 
@@ -38,7 +38,14 @@ struct World {
     now: Instant,
     /// Client → server datagrams (bytes, path), for the forger.
     sniffed: Vec<(u32, Vec<u8>)>,
+    /// Server → client datagrams (path, bytes).
+    sniffed_down: Vec<(u32, Vec<u8>)>,
     lose_path: Option<u32>,
+    /// Server → client datagrams on this path are lost (the client closed
+    /// that socket).
+    lose_down: Option<u32>,
+    /// Datagrams delivered to the client.
+    delivered: usize,
 }
 
 impl World {
@@ -84,7 +91,10 @@ impl World {
             client,
             now,
             sniffed: Vec::new(),
+            sniffed_down: Vec::new(),
             lose_path: None,
+            lose_down: None,
+            delivered: 0,
         };
         for path in 0..2 {
             let now = w.now;
@@ -114,7 +124,15 @@ impl World {
             while let Some((k, t)) = self.ep.poll_transmit(self.now, &mut buf) {
                 moved = true;
                 let path = PathId(u32::from(k.port() - 40_000));
-                self.client.handle_datagram(self.now, path, &buf[..t.size]);
+                self.sniffed_down.push((path.0, buf[..t.size].to_vec()));
+                if self.lose_down != Some(path.0) {
+                    self.client.handle_datagram(self.now, path, &buf[..t.size]);
+                }
+            }
+            while let Some(e) = self.client.poll_event() {
+                if matches!(e, Event::Delivered { .. }) {
+                    self.delivered += 1;
+                }
             }
             while self.ep.poll_event().is_some() {}
             if !moved {
@@ -274,4 +292,73 @@ fn a_closed_subflow_still_answers_its_peer_after_a_long_flood() {
     // Once the client has stopped sending there, the subflow is forgotten.
     w.run(2100);
     assert_eq!(w.server_states().len(), 1, "{:?}", w.server_states());
+}
+
+/// Issue #28: a forged Reset towards the client closed its half of path 1;
+/// the client dropped that socket and rejoined path 1 from a new port.
+/// The server, which never saw the Reset, kept sending on the abandoned
+/// subflow until its RTOs failed it, and those packets were lost. Once the
+/// authenticated join on the same address pair opens, the old subflow
+/// (silent since the join began) carries nothing more (RFC 9897 §3.2.2:
+/// one subflow per path); every packet the server sends arrives.
+#[test]
+fn an_authenticated_join_on_the_same_path_retires_the_abandoned_subflow() {
+    let mut w = World::new();
+    w.ep.identify_paths(|a, b| a.ip() == b.ip());
+    // The forged Reset from the server's numbers on path 1.
+    let (_, last) = w
+        .sniffed_down
+        .iter()
+        .rev()
+        .find(|(p, _)| *p == 1)
+        .expect("server traffic on path 1")
+        .clone();
+    let (mut r, _) = DccpRepr::parse(&last, None).expect("a packet");
+    let ack = match r.kind {
+        DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
+        ref other => panic!("{other:?}"),
+    };
+    r.options.clear();
+    r.seq += 1;
+    r.kind = DccpKind::Reset {
+        ack,
+        code: ResetCode::Closed,
+        data: [0; 3],
+    };
+    let mut out = vec![0u8; r.buffer_len(0)];
+    let n = r.emit(&mut out, &[], None).unwrap();
+    let now = w.now;
+    w.client.handle_datagram(now, PathId(1), &out[..n]);
+    assert_eq!(w.client_state(1), Some(PathState::Closed));
+    // The client's socket for it is gone; it rejoins from port 40002.
+    w.lose_down = Some(1);
+    let now = w.now;
+    w.client
+        .add_path(now, PathId(2), PathConfig::default())
+        .unwrap();
+    w.run(20);
+    assert_eq!(w.client_state(2), Some(PathState::Active));
+    let h = w.ep.connections()[0];
+    let replaced = w.ep.connection(h).unwrap().stats().paths_replaced;
+    assert_eq!(replaced, 1, "server paths {:?}", w.server_states());
+    // The abandoned subflow carries nothing more (the scheduler uses only
+    // Active paths); path 0, from the same address but in use, stays.
+    assert_eq!(
+        w.server_states(),
+        vec![PathState::Active, PathState::Failed, PathState::Active]
+    );
+    // 200 packets from the server, one a millisecond: all arrive at once
+    // (before, those put on the abandoned subflow came back from the
+    // connection queue only after its RTO failed it).
+    let before = w.delivered;
+    for _ in 0..200 {
+        let now = w.now;
+        w.ep.connection_mut(h)
+            .unwrap()
+            .send(now, &[0x45; 100])
+            .unwrap();
+        w.step();
+    }
+    w.run(10);
+    assert_eq!(w.delivered - before, 200);
 }

@@ -11,6 +11,8 @@ use crate::time::Instant;
 pub(crate) struct Lifecycle {
     /// Last valid packet received on this subflow (or its creation).
     pub(super) last_rx_at: Instant,
+    /// When its handshake began (our Request sent or the peer's received).
+    pub(super) started_at: Instant,
     /// Last keepalive probe (Sync) sent while the subflow was silent.
     pub(super) keepalive_at: Option<Instant>,
     /// When the latest idle-path RTT probe was asked for.

@@ -296,6 +296,10 @@ impl Subflow {
     pub(crate) fn last_rx_at(&self) -> Instant {
         self.life.last_rx_at
     }
+    /// When its handshake began.
+    pub(crate) fn started_at(&self) -> Instant {
+        self.life.started_at
+    }
     pub(crate) fn stats(&self) -> &PathStats {
         &self.stats
     }

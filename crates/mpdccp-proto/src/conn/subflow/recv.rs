@@ -381,11 +381,13 @@ impl Subflow {
         self.mp.local_nonce = nonce;
         self.mp.local_addr_id = addr_id;
         self.life.last_rx_at = now;
+        self.life.started_at = now;
     }
 
     /// Server: a Request arrived on a new subflow.
     pub(crate) fn on_first_request(&mut self, now: Instant, seg: &Segment<'_>) {
         self.life.last_rx_at = now;
+        self.life.started_at = now;
         self.set_isr(seg.seq);
         self.mp.remote_addr_id = 0;
     }
