@@ -345,7 +345,11 @@ impl Connection {
                 }
             }
             Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,
-            Some(Fired::CloseTimedOut) => self.events.push_back(Event::PathClosed(id)),
+            Some(Fired::CloseTimedOut) => {
+                if self.paths[i].report_closed() {
+                    self.events.push_back(Event::PathClosed(id));
+                }
+            }
             Some(Fired::PathFailed) => {
                 self.events.push_back(Event::PathFailed(id));
                 self.reinject(i);

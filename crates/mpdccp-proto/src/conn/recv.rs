@@ -82,6 +82,18 @@ impl Connection {
             PacketType::CloseReq => {
                 self.handle_close_key(seg);
                 self.paths[i].on_closereq(now);
+                // The subflow carries nothing more: say so now, not when
+                // the close completes. Issue #28: a forged CloseReq took
+                // the server's next number, so our Close acknowledged one
+                // it had not sent, was refused (RFC 4340 §7.5.3), and the
+                // close and the rejoin waited for its retransmission or
+                // the path manager's next turn (0.4-1.15 s). Only in the
+                // authenticated modes, where the daemon rejoins on it
+                // (the published open-mode runs keep their event times).
+                if self.is_authenticated_mode() && self.paths[i].report_closed() {
+                    self.reinject(i);
+                    self.events.push_back(Event::PathClosed(self.paths[i].id()));
+                }
             }
             PacketType::Close => self.handle_close(i, seg),
             PacketType::Ack | PacketType::DataAck | PacketType::Data => {
@@ -347,7 +359,11 @@ impl Connection {
         }
         let id = self.paths[i].id();
         match self.paths[i].on_reset(now, self.config.timewait) {
-            ResetEffect::TimeWait => self.events.push_back(Event::PathClosed(id)),
+            ResetEffect::TimeWait => {
+                if self.paths[i].report_closed() {
+                    self.events.push_back(Event::PathClosed(id));
+                }
+            }
             ResetEffect::Closed(was) => {
                 self.reinject(i);
                 match was {

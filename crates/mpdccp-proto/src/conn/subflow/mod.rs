@@ -122,6 +122,8 @@ pub(crate) struct Subflow {
     failed: bool,
     /// Reported `PathEstablished` already (for recovery events).
     announced: bool,
+    /// Reported `PathClosed` already (early, on a CloseReq).
+    close_reported: bool,
     mss_bytes: u32,
 
     /// RFC 4340 §7 sequence state (`seqwin.rs`).
@@ -212,6 +214,7 @@ impl Subflow {
             join: false,
             failed: false,
             announced: false,
+            close_reported: false,
             mss_bytes: conf.mss_bytes,
             seq: SeqWindow::new(iss, conf.seq_window_pkts),
             acks: AckDuty::new(conf.ack_ratio),
@@ -258,6 +261,10 @@ impl Subflow {
     /// Reported `PathEstablished` once.
     pub(crate) fn announced(&self) -> bool {
         self.announced
+    }
+    /// Whether `PathClosed` is still to be reported (true once).
+    pub(crate) fn report_closed(&mut self) -> bool {
+        !std::mem::replace(&mut self.close_reported, true)
     }
     /// The peer has heard of this subflow (it answered, or we sent it a
     /// Request).
