@@ -401,3 +401,38 @@ fn a_forged_closereq_towards_the_client_reports_the_path_closed_at_once() {
     assert_eq!(n, 1, "{:?}", w.closed_at);
     assert!(w.client.is_established());
 }
+
+/// The on-path forger sends its Reset on every path: the server's halves
+/// of both subflows close. The client learns of one at its next packet
+/// there (the server's Reset "No Connection"); it then probes its other
+/// subflows at once, so an idle one is closed (and rejoined by the
+/// daemon) within a round trip, not at its next packet or RTO.
+#[test]
+fn a_reset_no_connection_makes_the_client_probe_its_other_subflows() {
+    let mut w = World::new();
+    for path in 0..2 {
+        w.forge(path, |r, ack| {
+            r.seq += 1;
+            r.kind = DccpKind::Reset {
+                ack,
+                code: ResetCode::Closed,
+                data: [0; 3],
+            };
+        });
+    }
+    w.step();
+    assert_eq!(w.server_states(), vec![PathState::Closed; 2]);
+    // One datagram from the client: it goes on one path and draws the
+    // Reset there.
+    let now = w.now;
+    w.client.send(now, &[0x45; 100]).unwrap();
+    let start = w.now;
+    for _ in 0..5 {
+        w.step();
+    }
+    let closed: Vec<_> = w.closed_at.iter().map(|(p, t)| (p.0, *t - start)).collect();
+    assert_eq!(closed.len(), 2, "closed within 5 ms: {closed:?}");
+    assert_eq!(w.client_state(0), Some(PathState::Closed));
+    assert_eq!(w.client_state(1), Some(PathState::Closed));
+    assert!(w.client.is_established());
+}

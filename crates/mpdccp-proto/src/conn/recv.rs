@@ -366,12 +366,34 @@ impl Connection {
             }
             ResetEffect::Closed(was) => {
                 self.reinject(i);
+                if was == SubState::Open && seg.reset_code == ResetCode::NoConnection {
+                    self.probe_other_subflows(now, i);
+                }
                 match was {
                     // The peer gave up on this handshake.
                     SubState::Respond => {}
                     SubState::PartOpen => self.events.push_back(Event::PathFailed(id)),
                     _ => self.events.push_back(Event::PathClosed(id)),
                 }
+            }
+        }
+    }
+
+    /// The peer did not know open subflow `i` ("No Connection"): in the
+    /// authenticated modes a forged Reset may have closed its half of the
+    /// others too (issue #28: the same forgery is sent on every path), and
+    /// an idle one would only learn at its next packet or RTO (0.5 s and
+    /// more in the lab). Probe every other open subflow now with a Sync: a
+    /// closed half answers with its own Reset "No Connection" within one
+    /// round trip, a live one with a SyncAck.
+    fn probe_other_subflows(&mut self, now: Instant, i: usize) {
+        if !self.is_authenticated_mode() {
+            return;
+        }
+        for (j, sf) in self.paths.iter_mut().enumerate() {
+            if j != i && sf.is_open() {
+                sf.send_keepalive(now);
+                self.stats.keepalives_sent += 1;
             }
         }
     }
