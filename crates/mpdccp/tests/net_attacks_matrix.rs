@@ -465,12 +465,14 @@ impl Lab {
         let (mut disturbed, mut recovery) = (false, None);
         loop {
             let (c, s) = (end(&self.t, false), end(&self.t, true));
-            // Exactly two Active at both ends: a subflow the client
-            // abandoned after a forged Reset (the server never saw that
-            // Reset) is retired by the server when the authenticated join
-            // that replaces it opens (`Connection::retire_replaced`; it
-            // used to stay Active until its RTOs failed it).
-            let whole = c.active_paths == 2 && s.active_paths == 2;
+            // The server retires a subflow the client abandoned after a
+            // forged Reset (it never saw that Reset) when the
+            // authenticated join that replaces it opens
+            // (`Connection::retire_replaced`); one that received a packet
+            // after the join began stays listed until its RTOs fail it.
+            // The tunnel is whole once both of the client's paths are
+            // Active at both ends, stale extras or not.
+            let whole = c.active_paths == 2 && s.active_paths >= 2;
             if !whole {
                 disturbed = true;
                 recovery = None;
