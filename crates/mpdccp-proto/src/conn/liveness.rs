@@ -345,11 +345,10 @@ impl Connection {
                 }
             }
             Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,
-            Some(Fired::CloseTimedOut) => {
-                if self.paths[i].report_closed() {
-                    self.events.push_back(Event::PathClosed(id));
-                }
+            Some(Fired::CloseTimedOut) if self.paths[i].report_closed() => {
+                self.events.push_back(Event::PathClosed(id));
             }
+            Some(Fired::CloseTimedOut) => {}
             Some(Fired::PathFailed) => {
                 self.events.push_back(Event::PathFailed(id));
                 self.reinject(i);

@@ -359,11 +359,10 @@ impl Connection {
         }
         let id = self.paths[i].id();
         match self.paths[i].on_reset(now, self.config.timewait) {
-            ResetEffect::TimeWait => {
-                if self.paths[i].report_closed() {
-                    self.events.push_back(Event::PathClosed(id));
-                }
+            ResetEffect::TimeWait if self.paths[i].report_closed() => {
+                self.events.push_back(Event::PathClosed(id));
             }
+            ResetEffect::TimeWait => {}
             ResetEffect::Closed(was) => {
                 self.reinject(i);
                 if was == SubState::Open && seg.reset_code == ResetCode::NoConnection {
