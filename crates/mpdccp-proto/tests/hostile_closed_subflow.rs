@@ -351,11 +351,11 @@ fn an_authenticated_join_on_the_same_path_retires_the_abandoned_subflow() {
     let h = w.ep.connections()[0];
     let replaced = w.ep.connection(h).unwrap().stats().paths_replaced;
     assert_eq!(replaced, 1, "server paths {:?}", w.server_states());
-    // The abandoned subflow carries nothing more (the scheduler uses only
-    // Active paths); path 0, from the same address but in use, stays.
+    // The abandoned subflow is closed (it holds no `max_paths` slot);
+    // path 0, from the same address but in use, stays.
     assert_eq!(
         w.server_states(),
-        vec![PathState::Active, PathState::Failed, PathState::Active]
+        vec![PathState::Active, PathState::Closed, PathState::Active]
     );
     // 200 packets from the server, one a millisecond: all arrive at once
     // (before, those put on the abandoned subflow came back from the

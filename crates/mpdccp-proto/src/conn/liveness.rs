@@ -48,12 +48,13 @@ impl Connection {
     /// abandoned `old` (a forged Reset closed its half, issue #28) and
     /// replaced it: RFC 9897 §3.2.2 keeps one subflow per path (the
     /// Address ID is there "to prevent setting up duplicate subflows on
-    /// the same path"). `old` stops carrying data at once — failed, its
-    /// packets back to the connection queue — rather than until its RTOs
-    /// fail it. It is not closed: should the peer still use it (two paths
-    /// behind one NAT address), its next packet brings it back; otherwise
-    /// its probes draw the peer's Reset "No Connection", which closes it.
-    /// Returns whether `old` was retired.
+    /// the same path"). `old` is closed at once, without a handshake (the
+    /// peer's socket for it is gone), its packets back to the connection
+    /// queue — rather than used until its RTOs fail it and then holding a
+    /// `max_paths` slot until it expires. Should the peer still use it
+    /// (two paths behind one NAT address), its next packet there draws a
+    /// Reset "No Connection" and that path rejoins. Returns whether `old`
+    /// was retired.
     pub fn retire_replaced(&mut self, new: PathId, old: PathId) -> bool {
         let (Some(n), Some(o)) = (self.idx(new), self.idx(old)) else {
             return false;
@@ -69,10 +70,8 @@ impl Connection {
             return false;
         }
         let now = self.last_now;
-        self.paths[o].fail_stalled(now);
-        self.reinject(o);
+        self.drop_subflow(now, o);
         self.stats.paths_replaced += 1;
-        self.events.push_back(Event::PathFailed(old));
         true
     }
 
