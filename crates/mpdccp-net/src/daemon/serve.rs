@@ -126,6 +126,7 @@ pub(super) fn endpoint(
     let mut rng = rand_chacha::ChaCha20Rng::from_seed(keyfile::generate_private_key()?);
     let gate = Gate::new(Responder::new(responder_cfg, &mut rng), limits.gate());
     ep.enable_auth(gate, Peer::addr);
+    ep.identify_paths(Peer::same_path);
     info!(mode = ?mode, peers = peers.len(), "authenticated mode: configured peers only");
     Ok((ep, Routing::Peers(PeerRoutes::new(peers))))
 }

@@ -211,6 +211,39 @@ impl Peer {
         }
     }
 
+    /// Both keys are the same path: the same transport between the same
+    /// two addresses, whatever the client's port (a rejoin takes a new
+    /// one). An authenticated join on a path retires the subflow it
+    /// replaced (`Endpoint::identify_paths`, issue #28).
+    pub fn same_path(a: &Peer, b: &Peer) -> bool {
+        match (*a, *b) {
+            (
+                Peer::Udp {
+                    remote: r,
+                    local: l,
+                },
+                Peer::Udp {
+                    remote: s,
+                    local: m,
+                },
+            ) => r.ip() == s.ip() && l == m,
+            (
+                Peer::Dccp {
+                    local: l,
+                    remote: r,
+                    ..
+                },
+                Peer::Dccp {
+                    local: m,
+                    remote: s,
+                    ..
+                },
+            ) => l == m && r == s,
+            (Peer::UDccp(r), Peer::UDccp(s)) => r.ip() == s.ip(),
+            _ => false,
+        }
+    }
+
     /// How the path's packets travel, as `transport` names it.
     pub fn transport_name(&self) -> &'static str {
         match self {

@@ -154,6 +154,8 @@ pub struct Endpoint<K: Ord + Clone> {
     fleet_host: Option<u8>,
     /// Closing (`stop_accepting`): no new connections.
     closing: bool,
+    /// Whether two keys are the same path (`identify_paths`).
+    same_path: Option<fn(&K, &K) -> bool>,
 }
 
 struct Slot {
@@ -185,7 +187,16 @@ impl<K: Ord + Clone> Endpoint<K> {
             rebind: rebind::Rebind::default(),
             fleet_host: None,
             closing: false,
+            same_path: None,
         }
+    }
+
+    /// `same(a, b)`: keys `a` and `b` are the same path (the same two
+    /// addresses; ports aside). A join that opens on a path where the
+    /// connection has another subflow may then retire it
+    /// ([`Connection::retire_replaced`], authenticated modes only).
+    pub fn identify_paths(&mut self, same: fn(&K, &K) -> bool) {
+        self.same_path = Some(same);
     }
 
     /// The server is closing (SIGTERM, a fleet host draining): Requests
@@ -550,13 +561,20 @@ impl<K: Ord + Clone> Endpoint<K> {
         };
         let mut closed = false;
         let mut connected = false;
+        let mut opened = Vec::new();
         while let Some(e) = s.conn.poll_event() {
             match e {
                 Event::Closed { .. } => closed = true,
                 Event::Connected => connected = true,
+                Event::PathEstablished(p) => opened.push(p),
                 _ => {}
             }
             self.events.push_back((h, e));
+        }
+        if let Some(same) = self.same_path {
+            for p in opened {
+                self.retire_replaced(h, p, same);
+            }
         }
         if connected {
             self.authenticated(h);
@@ -591,6 +609,29 @@ impl<K: Ord + Clone> Endpoint<K> {
                 }
                 self.stats.closed_connections += 1;
             }
+        }
+    }
+
+    /// Path `p` of `h` opened: the connection's other subflows on the
+    /// same path may be ones it replaces.
+    fn retire_replaced(&mut self, h: ConnectionHandle, p: PathId, same: fn(&K, &K) -> bool) {
+        let Some(kp) = self.reverse.get(&(h, p)) else {
+            return;
+        };
+        let others: Vec<PathId> = self
+            .reverse
+            .range((h, PathId(0))..=(h, PathId(u32::MAX)))
+            .filter(|((_, q), k)| *q != p && same(k, kp))
+            .map(|((_, q), _)| *q)
+            .collect();
+        let Some(s) = self.conns.get_mut(&h) else {
+            return;
+        };
+        for q in others {
+            s.conn.retire_replaced(p, q);
+        }
+        while let Some(e) = s.conn.poll_event() {
+            self.events.push_back((h, e));
         }
     }
 

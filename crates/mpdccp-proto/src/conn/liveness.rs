@@ -5,7 +5,7 @@ use super::{
     ConnState, ConnTimer, Connection, Event, Fired, ResetCode, Role, Segment, SubState, Subflow,
     TimerCtx, TimerTable,
 };
-use crate::path::priority;
+use crate::path::{priority, PathId};
 use crate::time::Instant;
 use std::time::Duration;
 
@@ -39,6 +39,40 @@ impl Connection {
         self.paths[i].fail(reset);
         self.reinject(i);
         self.events.push_back(Event::PathFailed(self.paths[i].id()));
+    }
+
+    /// Join `new` opened between the same two addresses as subflow `old`
+    /// (the driver knows the addresses: `Endpoint::identify_paths`). In
+    /// the authenticated modes the join's MP_HMAC proves the peer made it,
+    /// so if the peer has sent nothing on `old` since `new` began, it
+    /// abandoned `old` (a forged Reset closed its half, issue #28) and
+    /// replaced it: RFC 9897 §3.2.2 keeps one subflow per path (the
+    /// Address ID is there "to prevent setting up duplicate subflows on
+    /// the same path"). `old` is closed at once, without a handshake (the
+    /// peer's socket for it is gone), its packets back to the connection
+    /// queue — rather than used until its RTOs fail it and then holding a
+    /// `max_paths` slot until it expires. Should the peer still use it
+    /// (two paths behind one NAT address), its next packet there draws a
+    /// Reset "No Connection" and that path rejoins. Returns whether `old`
+    /// was retired.
+    pub fn retire_replaced(&mut self, new: PathId, old: PathId) -> bool {
+        let (Some(n), Some(o)) = (self.idx(new), self.idx(old)) else {
+            return false;
+        };
+        let (joined, stale) = (&self.paths[n], &self.paths[o]);
+        if n == o
+            || !self.is_authenticated_mode()
+            || !joined.is_join()
+            || !joined.is_usable()
+            || !stale.is_usable()
+            || stale.last_rx_at() >= joined.started_at()
+        {
+            return false;
+        }
+        let now = self.last_now;
+        self.drop_subflow(now, o);
+        self.stats.paths_replaced += 1;
+        true
     }
 
     pub(super) fn check_closed(&mut self) {
@@ -310,7 +344,10 @@ impl Connection {
                 }
             }
             Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,
-            Some(Fired::CloseTimedOut) => self.events.push_back(Event::PathClosed(id)),
+            Some(Fired::CloseTimedOut) if self.paths[i].report_closed() => {
+                self.events.push_back(Event::PathClosed(id));
+            }
+            Some(Fired::CloseTimedOut) => {}
             Some(Fired::PathFailed) => {
                 self.events.push_back(Event::PathFailed(id));
                 self.reinject(i);

@@ -619,7 +619,7 @@ impl Connection {
             if let (Some(i), Ok(seg)) =
                 (idx, Segment::parse_in(data, None, self.config.wire_profile))
             {
-                self.paths[i].answer_close_when_closed(&seg, false);
+                self.paths[i].answer_close_when_closed(now, &seg, false);
             }
             return;
         }

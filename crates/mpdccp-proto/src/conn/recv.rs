@@ -14,7 +14,7 @@ impl Connection {
         let state = self.paths[i].state();
         if matches!(state, SubState::Closed | SubState::TimeWait) {
             let strays = self.is_authenticated_mode();
-            self.paths[i].answer_close_when_closed(seg, strays);
+            self.paths[i].answer_close_when_closed(now, seg, strays);
             // Nothing is expected on a closed subflow; count everything.
             self.stats.rx_unexpected += 1;
             return;
@@ -82,6 +82,18 @@ impl Connection {
             PacketType::CloseReq => {
                 self.handle_close_key(seg);
                 self.paths[i].on_closereq(now);
+                // The subflow carries nothing more: say so now, not when
+                // the close completes. Issue #28: a forged CloseReq took
+                // the server's next number, so our Close acknowledged one
+                // it had not sent, was refused (RFC 4340 §7.5.3), and the
+                // close and the rejoin waited for its retransmission or
+                // the path manager's next turn (0.4-1.15 s). Only in the
+                // authenticated modes, where the daemon rejoins on it
+                // (the published open-mode runs keep their event times).
+                if self.is_authenticated_mode() && self.paths[i].report_closed() {
+                    self.reinject(i);
+                    self.events.push_back(Event::PathClosed(self.paths[i].id()));
+                }
             }
             PacketType::Close => self.handle_close(i, seg),
             PacketType::Ack | PacketType::DataAck | PacketType::Data => {
@@ -347,15 +359,40 @@ impl Connection {
         }
         let id = self.paths[i].id();
         match self.paths[i].on_reset(now, self.config.timewait) {
-            ResetEffect::TimeWait => self.events.push_back(Event::PathClosed(id)),
+            ResetEffect::TimeWait if self.paths[i].report_closed() => {
+                self.events.push_back(Event::PathClosed(id));
+            }
+            ResetEffect::TimeWait => {}
             ResetEffect::Closed(was) => {
                 self.reinject(i);
+                if was == SubState::Open && seg.reset_code == ResetCode::NoConnection {
+                    self.probe_other_subflows(now, i);
+                }
                 match was {
                     // The peer gave up on this handshake.
                     SubState::Respond => {}
                     SubState::PartOpen => self.events.push_back(Event::PathFailed(id)),
                     _ => self.events.push_back(Event::PathClosed(id)),
                 }
+            }
+        }
+    }
+
+    /// The peer did not know open subflow `i` ("No Connection"): in the
+    /// authenticated modes a forged Reset may have closed its half of the
+    /// others too (issue #28: the same forgery is sent on every path), and
+    /// an idle one would only learn at its next packet or RTO (0.5 s and
+    /// more in the lab). Probe every other open subflow now with a Sync: a
+    /// closed half answers with its own Reset "No Connection" within one
+    /// round trip, a live one with a SyncAck.
+    fn probe_other_subflows(&mut self, now: Instant, i: usize) {
+        if !self.is_authenticated_mode() {
+            return;
+        }
+        for (j, sf) in self.paths.iter_mut().enumerate() {
+            if j != i && sf.is_open() {
+                sf.send_keepalive(now);
+                self.stats.keepalives_sent += 1;
             }
         }
     }

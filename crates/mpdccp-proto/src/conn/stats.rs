@@ -144,6 +144,11 @@ pub struct ConnStats {
     /// Subflows closed because the peer withdrew their address
     /// (MP_REMOVEADDR, HMAC verified).
     pub paths_removed_by_peer: u64,
+    /// Subflows closed at once because an authenticated join on the same
+    /// address pair replaced them (`Connection::retire_replaced`). Left
+    /// out of the JSON while 0 (the published simulator summaries).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub paths_replaced: u64,
     /// MP_REMOVEADDR we sent for subflows whose interface went down.
     pub removeaddr_sent: u64,
     /// MP_REMOVEADDR (id, nonce) seen before: a retransmission (confirmed

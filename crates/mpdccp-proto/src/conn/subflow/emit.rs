@@ -174,6 +174,12 @@ impl Subflow {
                 let code = self.pend.reset.take()?;
                 let mut s = self.segment(PacketType::Reset);
                 s.reset_code = code;
+                if let Some((seq, next)) = self.pend.reset_answer.take() {
+                    s.ack = Some(seq & SEQ_MASK);
+                    if let Some(n) = next {
+                        s.seq = n;
+                    }
+                }
                 let bare = std::mem::take(&mut self.pend.reset_bare);
                 if code == ResetCode::MpFastClose && !bare {
                     s.mp.fast_close = ctx.remote_key;

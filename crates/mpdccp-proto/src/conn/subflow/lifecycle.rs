@@ -11,12 +11,16 @@ use crate::time::Instant;
 pub(crate) struct Lifecycle {
     /// Last valid packet received on this subflow (or its creation).
     pub(super) last_rx_at: Instant,
+    /// When its handshake began (our Request sent or the peer's received).
+    pub(super) started_at: Instant,
     /// Last keepalive probe (Sync) sent while the subflow was silent.
     pub(super) keepalive_at: Option<Instant>,
     /// When the latest idle-path RTT probe was asked for.
     pub(super) rtt_probe_at: Option<Instant>,
     /// When the subflow was first seen CLOSED (it is forgotten a little later).
     pub(super) closed_at: Option<Instant>,
+    /// Last packet the peer sent on it while CLOSED (answered with a Reset).
+    pub(super) stray_at: Option<Instant>,
 }
 
 /// `k` after `since` and at least `k` after the previous probe, if any.
@@ -43,9 +47,15 @@ impl Lifecycle {
         self.closed_at.get_or_insert(now);
     }
 
-    /// Closed for at least `linger` at `now`.
+    /// Closed for at least `linger` at `now`, and the peer silent on it for
+    /// twice that: a peer that still sends there (it did not see the
+    /// subflow end; its probes come at least every second) gets the Reset
+    /// that tells it, rather than silence once the route is gone (issue
+    /// #28: the subflow was forgotten during a 4 s flood and the peer's
+    /// half stayed failing).
     pub(super) fn closed_for_at_least(&self, now: Instant, linger: Duration) -> bool {
         self.closed_at.is_some_and(|t| now >= t + linger)
+            && self.stray_at.is_none_or(|t| now >= t + 2 * linger)
     }
 }
 

@@ -92,6 +92,9 @@ pub(crate) struct PendingCtrl {
     pub reset: Option<ResetCode>,
     /// The Reset answers the peer's MP_FAST_CLOSE: sent without one.
     pub reset_bare: bool,
+    /// The Reset answers a packet on this closed subflow: its (sequence,
+    /// acknowledgement) numbers, which the Reset's take (RFC 4340 §8.3.1).
+    pub reset_answer: Option<(u64, Option<u64>)>,
     /// MP_PRIO to (re)send until confirmed.
     pub prio: Option<u8>,
     /// The MP_PRIO retransmission timer fired: resend with the next packet.
@@ -119,6 +122,8 @@ pub(crate) struct Subflow {
     failed: bool,
     /// Reported `PathEstablished` already (for recovery events).
     announced: bool,
+    /// Reported `PathClosed` already (early, on a CloseReq).
+    close_reported: bool,
     mss_bytes: u32,
 
     /// RFC 4340 §7 sequence state (`seqwin.rs`).
@@ -209,6 +214,7 @@ impl Subflow {
             join: false,
             failed: false,
             announced: false,
+            close_reported: false,
             mss_bytes: conf.mss_bytes,
             seq: SeqWindow::new(iss, conf.seq_window_pkts),
             acks: AckDuty::new(conf.ack_ratio),
@@ -256,6 +262,10 @@ impl Subflow {
     pub(crate) fn announced(&self) -> bool {
         self.announced
     }
+    /// Whether `PathClosed` is still to be reported (true once).
+    pub(crate) fn report_closed(&mut self) -> bool {
+        !std::mem::replace(&mut self.close_reported, true)
+    }
     /// The peer has heard of this subflow (it answered, or we sent it a
     /// Request).
     pub(crate) fn peer_knows_us(&self) -> bool {
@@ -292,6 +302,10 @@ impl Subflow {
     /// Last valid packet received (or the subflow's creation).
     pub(crate) fn last_rx_at(&self) -> Instant {
         self.life.last_rx_at
+    }
+    /// When its handshake began.
+    pub(crate) fn started_at(&self) -> Instant {
+        self.life.started_at
     }
     pub(crate) fn stats(&self) -> &PathStats {
         &self.stats

@@ -46,7 +46,15 @@ impl Subflow {
     /// a peer that did not see its subflow end (a forged Reset closed it
     /// here) learns at its next packet and rejoins, instead of losing what
     /// it sends there until its retransmissions give up.
-    pub(crate) fn answer_close_when_closed(&mut self, seg: &Segment<'_>, reset_strays: bool) {
+    pub(crate) fn answer_close_when_closed(
+        &mut self,
+        now: Instant,
+        seg: &Segment<'_>,
+        reset_strays: bool,
+    ) {
+        if reset_strays {
+            self.life.stray_at = Some(now);
+        }
         let code = match seg.ptype {
             PacketType::Close | PacketType::CloseReq => ResetCode::Closed,
             PacketType::Reset | PacketType::Request | PacketType::Response => return,
@@ -54,7 +62,23 @@ impl Subflow {
             _ => return,
         };
         if self.seq.have_isr && self.pend.reset.is_none() {
-            self.seq.gsr = self.seq.gsr.max(self.unwrap_seq(seg.seq));
+            // Numbered from the packet it answers, as for a packet without
+            // a connection (RFC 4340 §8.3.1: sequence = its ack + 1, ack =
+            // its sequence); GSR stays. Issue #28: a flood of
+            // mutated copies moved GSR here to numbers the peer never sent
+            // and each answer took a sequence number, so the Resets
+            // acknowledged what the peer never sent or ran past its window;
+            // it found them invalid (§7.5.3) and kept its half of the
+            // subflow failing, never rejoining.
+            let (wseq, wack) = if seg.short_seq {
+                (
+                    extend_short(seg.seq, self.seq.gsr & SEQ_MASK),
+                    seg.ack.map(|a| extend_short(a, self.seq.gss & SEQ_MASK)),
+                )
+            } else {
+                (seg.seq, seg.ack)
+            };
+            self.pend.reset_answer = Some((wseq, wack.map(|a| a.wrapping_add(1) & SEQ_MASK)));
             self.pend.reset = Some(code);
         }
     }
@@ -357,11 +381,13 @@ impl Subflow {
         self.mp.local_nonce = nonce;
         self.mp.local_addr_id = addr_id;
         self.life.last_rx_at = now;
+        self.life.started_at = now;
     }
 
     /// Server: a Request arrived on a new subflow.
     pub(crate) fn on_first_request(&mut self, now: Instant, seg: &Segment<'_>) {
         self.life.last_rx_at = now;
+        self.life.started_at = now;
         self.set_isr(seg.seq);
         self.mp.remote_addr_id = 0;
     }
