@@ -90,7 +90,11 @@ impl Connection {
                 // the path manager's next turn (0.4-1.15 s). Only in the
                 // authenticated modes, where the daemon rejoins on it
                 // (the published open-mode runs keep their event times).
-                if self.is_authenticated_mode() && self.paths[i].report_closed() {
+                // Not when it carried the connection's MP_CLOSE (a real
+                // close, a drain): that close runs its handshake, and the
+                // peer's subflow waits for our Close.
+                let whole = matches!(self.state, ConnState::Closing | ConnState::Closed);
+                if self.is_authenticated_mode() && !whole && self.paths[i].report_closed() {
                     self.reinject(i);
                     self.events.push_back(Event::PathClosed(self.paths[i].id()));
                 }
