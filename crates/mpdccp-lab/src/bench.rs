@@ -238,7 +238,7 @@ fn ping_rtts(out: &str) -> Vec<f64> {
 }
 
 /// The `p` quantile of sorted, non-empty `v` (nearest rank).
-fn quantile(v: &[f64], p: f64) -> f64 {
+pub(crate) fn quantile(v: &[f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 

@@ -127,13 +127,13 @@ pub struct VideoStats {
     pub sent_mbps: f64,
 }
 
-/// The nearest-rank `p` quantile of `v` (sorted here); 0 when empty.
+/// The nearest-rank `p` quantile of `v` (sorted here; [`crate::bench::quantile`]); 0 when empty.
 fn quantile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
+    crate::bench::quantile(v, p)
 }
 
 /// Joins what the relay sent with what arrived. `resumed` are the instants

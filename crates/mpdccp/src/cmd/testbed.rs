@@ -225,6 +225,24 @@ fn compare_with_sim(
 }
 
 /// `--aggregation`: the reduced matrix of issue #25 on the real tunnel.
+/// Runs a measurement and records the host's load average before and
+/// after it in its report (every figure is read beside the load).
+fn with_load_average(
+    run: impl FnOnce() -> anyhow::Result<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let start = load();
+    let mut report = run()?;
+    report["load_average_at_start"] = start.into();
+    report["load_average_at_end"] = load().into();
+    Ok(report)
+}
+
 fn video(args: &Args, exe: PathBuf) -> anyhow::Result<ExitCode> {
     use mpdccp_lab::video;
     let Some(pair) = mpdccp_lab::aggregation::PAIRS
@@ -252,12 +270,7 @@ fn video(args: &Args, exe: PathBuf) -> anyhow::Result<ExitCode> {
         auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
         dump_dir: Some(out.clone()),
     };
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut report = video::run(&opts, &|m| eprintln!("{m}"))?;
-    report["load_average_at_start"] = serde_json::json!(load.trim());
-    report["load_average_at_end"] = serde_json::json!(std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim());
+    let report = with_load_average(|| video::run(&opts, &|m| eprintln!("{m}")))?;
     let md = video::markdown(&report);
     std::fs::write(
         out.join("video.json"),
@@ -294,12 +307,7 @@ fn aggregation(args: &Args, exe: PathBuf, abort: &Arc<AtomicBool>) -> anyhow::Re
             .map_err(|e| anyhow::anyhow!("simulator: {e}"))
     };
     let sim_fn: Option<agg::SimFn> = if args.agg_no_sim { None } else { Some(&sim) };
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut report = agg::run(&opts, abort, sim_fn, &|m| eprintln!("{m}"))?;
-    report["load_average_at_start"] = serde_json::json!(load.trim());
-    report["load_average_at_end"] = serde_json::json!(std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim());
+    let report = with_load_average(|| agg::run(&opts, abort, sim_fn, &|m| eprintln!("{m}")))?;
     let md = agg::markdown(&report);
     std::fs::write(
         out.join("aggregation.json"),
