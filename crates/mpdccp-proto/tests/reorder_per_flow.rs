@@ -292,6 +292,55 @@ fn a_lone_detour_of_a_one_path_flow_is_held_for_the_delay_spread() {
     assert!(got[0].after_gap);
 }
 
+/// The same lone detour in a one-path TCP flow is not held: Linux's TCP
+/// waits a reordering window (RACK, RFC 8985 §6.2) before it calls the
+/// packet lost, so holding would only delay the packets behind the gap.
+/// The flow is told apart by the inner IP protocol (6); in IPv6 after an
+/// extension header too.
+#[test]
+fn a_lone_detour_of_a_one_path_tcp_flow_is_not_held() {
+    let paths = views(&[12, 35]);
+    for ipv6 in [false, true] {
+        let mut r = reorder::build(&config(|c| c.one_path_detours = true));
+        let tcp = |seq: u64, path: u32, now: u64| {
+            let payload = if ipv6 {
+                let mut p = vec![0u8; 120];
+                p[0] = 0x60;
+                p[6] = 0; // hop-by-hop options, then TCP
+                p[40] = 6;
+                p[48..50].copy_from_slice(&BULK.to_be_bytes());
+                p
+            } else {
+                let mut p = udp(BULK, 100);
+                p[9] = 6;
+                p
+            };
+            ReorderItem {
+                seq,
+                path: PathId(path),
+                arrival: at(now),
+                payload,
+            }
+        };
+        for s in 0..10 {
+            r.push(at(s), tcp(s, 0, s), &paths, &[]);
+        }
+        assert_eq!(drain(r.as_mut(), at(9)).len(), 10);
+        // 10 went to path 1; 11..=13 overtake it on path 0 and pass.
+        for s in 11..14 {
+            r.push(at(s), tcp(s, 0, s), &paths, &[]);
+        }
+        assert_eq!(
+            seqs(&drain(r.as_mut(), at(13))),
+            [11, 12, 13],
+            "ipv6 {ipv6}"
+        );
+        assert_eq!(r.stats().held_pkts, 0);
+        r.push(at(33), tcp(10, 1, 33), &paths, &[]);
+        assert_eq!(seqs(&drain(r.as_mut(), at(33))), [10]);
+    }
+}
+
 /// Two one-path flows interleaved packet by packet (the send queue's
 /// round robin): a detour of one flow's packet holds that flow, whose
 /// stride is 2 (one missing number is half a packet of it: held).

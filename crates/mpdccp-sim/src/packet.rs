@@ -2,9 +2,9 @@
 //! tunnel.
 //!
 //! Through the tunnel a flow packet is an "IP packet" for
-//! `Connection::send`: a 20-byte IPv4 header and the ports of a UDP header
-//! that name the flow (protocol 17, addresses 10.0.0.1 → 10.0.0.2, both
-//! ports = the flow number), so the tunnel's per-flow machinery — the send
+//! `Connection::send`: a 20-byte IPv4 header and the ports of a transport
+//! header that name the flow (protocol 6 for a TCP flow, 17 for the others,
+//! addresses 10.0.0.1 → 10.0.0.2, both ports = the flow number), so the tunnel's per-flow machinery — the send
 //! queue's FQ-CoDel buckets, `per-flow` reordering — sees one 5-tuple per
 //! flow as it would for real traffic; then the fields below, padded with
 //! zeros to the packet's full size. (Before, the fields started at byte 1
@@ -33,12 +33,30 @@ pub const ACK_BYTES: u32 = 80;
 /// so packet sizes do not depend on how many ranges an ack carries.)
 pub const HEADER_BYTES: usize = 73;
 
-/// Offset of the fields after the IPv4 header and the UDP ports.
+/// Offset of the fields after the IPv4 header and the ports.
 const FIELDS_AT: usize = 24;
 
 /// The fixed part of the encoding, before the ranges (80 with three SACK
 /// blocks: a TCP ack stays [`ACK_BYTES`]).
 const FIXED_HEADER_BYTES: usize = FIELDS_AT + 8 + 8 + 4 + 8 + 4;
+
+/// The inner transport a flow's packets say they are (the IP protocol
+/// field): the tunnel's `per-flow` reordering treats TCP apart.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Transport {
+    Tcp,
+    /// UDP: QUIC, CBR and bulk flows.
+    Udp,
+}
+
+impl Transport {
+    fn ip_protocol(self) -> u8 {
+        match self {
+            Transport::Tcp => 6,
+            Transport::Udp => 17,
+        }
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PktKind {
@@ -102,19 +120,21 @@ impl FlowPkt {
         &self.sack[..usize::from(self.sack_len).min(MAX_ACK_RANGES)]
     }
 
-    /// Encode into `buf` (cleared first) at full wire size. Ranges are
-    /// offsets from `seq` (a DSACK block lies below it).
-    pub fn encode(&self, buf: &mut Vec<u8>) {
+    /// Encode into `buf` (cleared first) at full wire size, as a packet of
+    /// `transport`. Ranges are offsets from `seq` (a DSACK block lies below
+    /// it).
+    pub fn encode(&self, transport: Transport, buf: &mut Vec<u8>) {
         buf.clear();
         let flow = self.flow.to_be_bytes();
         // IPv4 header: version 4, IHL 5; bytes 1..4 carry the kind and the
         // flow and byte 8 (TTL) the number of ranges (fields the flow hash
-        // does not read); no fragment bits (6..8); protocol 17 at 9;
+        // does not read); no fragment bits (6..8); the protocol at 9;
         // addresses at 12..20.
         let ranges = self.ranges();
         buf.extend_from_slice(&[0x45, self.kind_byte(), flow[0], flow[1], 0, 0, 0, 0]);
-        buf.extend_from_slice(&[ranges.len() as u8, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        // UDP ports: the flow number both ways.
+        let proto = transport.ip_protocol();
+        buf.extend_from_slice(&[ranges.len() as u8, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        // Ports: the flow number both ways.
         buf.extend_from_slice(&[flow[0], flow[1], flow[0], flow[1]]);
         buf.extend_from_slice(&self.seq.to_be_bytes());
         buf.extend_from_slice(&self.sent_at.as_nanos().to_be_bytes());
@@ -195,28 +215,33 @@ mod tests {
         ]);
         p.sack_len = 3;
         let mut buf = Vec::new();
-        p.encode(&mut buf);
+        p.encode(Transport::Udp, &mut buf);
         assert_eq!(buf.len(), 1400);
         assert_eq!(FlowPkt::decode(&buf), Some(p));
         // A TCP ack with three SACK blocks still fits its wire size.
         let mut a = p;
         a.len = ACK_BYTES;
-        a.encode(&mut buf);
+        a.encode(Transport::Udp, &mut buf);
         assert_eq!(buf.len(), ACK_BYTES as usize);
         assert_eq!(FlowPkt::decode(&buf), Some(a));
         // The 5-tuple (protocol, addresses, ports) names the flow only:
         // the same for every packet of flow 7, another for flow 8.
         let tuple = |b: &[u8]| [&b[9..10], &b[12..24]].concat();
         let t7 = tuple(&buf);
-        FlowPkt::data(7, 99, Instant::from_micros(1), 1400).encode(&mut buf);
+        FlowPkt::data(7, 99, Instant::from_micros(1), 1400).encode(Transport::Udp, &mut buf);
         assert_eq!(tuple(&buf), t7);
         assert_eq!(buf[6] & 0x1f, 0);
         assert_eq!(buf[7], 0);
-        FlowPkt::data(8, 99, Instant::from_micros(1), 1400).encode(&mut buf);
+        FlowPkt::data(8, 99, Instant::from_micros(1), 1400).encode(Transport::Udp, &mut buf);
         assert_ne!(tuple(&buf), t7);
+        // A TCP flow says so in the protocol field; it decodes the same.
+        let d8 = FlowPkt::data(8, 99, Instant::from_micros(1), 1400);
+        d8.encode(Transport::Tcp, &mut buf);
+        assert_eq!(buf[9], 6);
+        assert_eq!(FlowPkt::decode(&buf), Some(d8));
         assert_eq!(FlowPkt::decode(&buf[..10]), None);
         let d = FlowPkt::data(7, 3, Instant::from_micros(42), 1400);
-        d.encode(&mut buf);
+        d.encode(Transport::Udp, &mut buf);
         assert_eq!(FlowPkt::decode(&buf), Some(d));
         // A QUIC ack with every range still fits (and grows past the floor).
         let mut q = FlowPkt::ack(1, 10, Instant::ZERO, 64);
@@ -224,7 +249,7 @@ mod tests {
             q.sack[k] = (20 + 3 * k as u64, 21 + 3 * k as u64);
         }
         q.sack_len = MAX_ACK_RANGES as u8;
-        q.encode(&mut buf);
+        q.encode(Transport::Udp, &mut buf);
         assert_eq!(buf.len(), FIXED_HEADER_BYTES + 8 * MAX_ACK_RANGES);
         assert_eq!(FlowPkt::decode(&buf), Some(q));
         buf[0] = 0x60;

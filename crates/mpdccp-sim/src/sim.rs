@@ -38,7 +38,7 @@ use crate::flow::quic_rx::QuicReceiver;
 use crate::flow::tcp::{LossDetection, TcpSender};
 use crate::flow::tcp_rx::{TcpReceiver, DELAYED_ACK_SEGMENTS, DELAYED_ACK_TIMEOUT};
 use crate::flow::{Cbr, SeqSink};
-use crate::packet::{FlowPkt, PktKind};
+use crate::packet::{FlowPkt, PktKind, Transport};
 use crate::pool::BufPool;
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
@@ -165,6 +165,16 @@ struct SimFlow {
     owd_min: Option<Duration>,
     /// TCP receiver: when the held (delayed) ack goes out.
     delayed_ack_at: Option<Instant>,
+}
+
+impl SimFlow {
+    /// What the flow's packets say they are in the tunnel.
+    fn transport(&self) -> Transport {
+        match self.source {
+            Source::Tcp(_) => Transport::Tcp,
+            Source::Cbr(_) | Source::Bulk { .. } | Source::Quic(_) => Transport::Udp,
+        }
+    }
 }
 
 struct Node {
@@ -739,7 +749,7 @@ impl Simulation {
         }
         match flow.via {
             Via::Tunnel => {
-                pkt.encode(&mut self.scratch);
+                pkt.encode(flow.transport(), &mut self.scratch);
                 let Some(nodes) = &mut self.nodes else {
                     return;
                 };
@@ -1203,7 +1213,7 @@ impl Simulation {
                 };
                 let seq = *next_seq;
                 let pkt = FlowPkt::data(i as u16, seq, now, bytes);
-                pkt.encode(&mut self.scratch);
+                pkt.encode(Transport::Udp, &mut self.scratch);
                 let Some(nodes) = &mut self.nodes else {
                     return pushed;
                 };

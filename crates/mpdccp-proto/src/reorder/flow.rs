@@ -30,7 +30,9 @@
 //!   the packet is held when that is at least one half. A flow alone in
 //!   the tunnel (stride 1) is held behind any gap, a sparse real-time flow
 //!   beside a bulk one (stride ~50) only behind a burst of dozens, so a
-//!   gap of another flow does not hold it.
+//!   gap of another flow does not hold it. A one-path TCP flow (inner IP
+//!   protocol 6) is never held: its RACK reordering window absorbs a lone
+//!   detour (RFC 8985 §6.2), and a hold would only delay it.
 //! * A flow seen on two paths ("spread") holds a packet only while an MP_SEQ
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
@@ -58,6 +60,7 @@ use super::progress::PathProgress;
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
 };
+use crate::conn::inner;
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
 
@@ -114,6 +117,9 @@ struct Flow {
     futile8: u32,
     /// The current hold is a one-path hold not judged yet.
     one_path_hold: bool,
+    /// An inner TCP flow (by its last packet's IP protocol): never held
+    /// while on one path (see [`PerFlow::holds`]).
+    tcp: bool,
 }
 
 /// `Flow::futile8` below which a one-path flow is held: after three futile
@@ -261,12 +267,18 @@ impl PerFlow {
     /// share of the missing numbers (`missing / stride`) is at least one
     /// half — a lone detour of its own packet to a slower path, not
     /// another flow's traffic there (module doc), and only with
-    /// `one_path_detours`. Unknown stride: not held.
+    /// `one_path_detours`. Unknown stride: not held. Never a one-path TCP
+    /// flow: Linux's TCP waits a reordering window (RACK, RFC 8985 §6.2,
+    /// min_rtt / 4 and growing with DSACKs) before it calls a packet lost,
+    /// so a lone detour costs it nothing, while a hold delays every packet
+    /// behind the gap. A QUIC flow's packet threshold of 3 (RFC 9002
+    /// §6.1.1) declares the detoured packet lost: it is held.
     fn holds(&self, flow: &Flow, lo: u64, seq: u64, now: Instant) -> bool {
         if flow.spread(now) {
             return self.missing_in(lo, seq);
         }
         self.one_path_detours
+            && !flow.tcp
             && flow.futile8 < FUTILE_MAX
             && flow
                 .stride8
@@ -519,9 +531,11 @@ impl PerFlow {
         self.expire_gaps(now);
         self.recompute_floor();
 
-        let key = self.flow_slot(crate::conn::flow_hash(&item.payload, FLOW_SEED));
+        let (hash, protocol) = inner::flow_key(&item.payload, FLOW_SEED);
+        let key = self.flow_slot(hash);
         let flow = self.flows.entry(key).or_default();
         flow.last_seen = Some(now);
+        flow.tcp = protocol == Some(inner::TCP);
         if flow.last_path.is_some_and(|p| p != item.path) {
             flow.spread_until = Some(now + SPREAD_MEMORY);
         }
