@@ -84,7 +84,7 @@ proptest! {
                 p.id = PathId(i as u32 * 3);
             }
             let now = Instant::from_nanos(now_ns);
-            let pkt = PacketMeta { len: 1200, queued_pkts: queued, queued_bytes: queued.saturating_mul(1200) };
+            let pkt = PacketMeta { len: 1200, queued_pkts: queued, queued_bytes: queued.saturating_mul(1200) , sparse: false};
             out.clear();
             s.select(now, &pkt, &paths, &mut out);
             let _ = s.poll_timeout();

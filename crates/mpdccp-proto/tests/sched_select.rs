@@ -13,7 +13,7 @@ const PKT: PacketMeta = PacketMeta {
     len: 1200,
     queued_pkts: 1,
     queued_bytes: 1200,
-};
+sparse: false,};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -498,7 +498,8 @@ fn queued(k: usize) -> PacketMeta {
         len: 1200,
         queued_pkts: k,
         queued_bytes: 1200 * k,
-    }
+    sparse: false,
+}
 }
 
 #[test]

@@ -196,6 +196,16 @@ impl FlowQueues {
         self.flow(self.current()?)?.q.front()
     }
 
+    /// The head goes next from the new-flows list and is its flow's only
+    /// packet: a sparse flow (RFC 8290 §4.1.2), served before the backlog
+    /// of the others.
+    pub fn head_is_sparse(&self) -> bool {
+        self.new_flows
+            .front()
+            .and_then(|&f| self.flow(f as usize))
+            .is_some_and(|flow| flow.q.len() == 1)
+    }
+
     /// The current bucket's head, its bucket's bytes, and its CoDel, for
     /// the head-drop decisions of `SendQueue::shed_head`.
     /// The head is mutable so that CoDel can mark it instead of dropping it.

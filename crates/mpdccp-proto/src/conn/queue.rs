@@ -215,6 +215,12 @@ impl SendQueue {
         }
     }
 
+    /// The head belongs to a sparse flow, served before the others' backlog
+    /// (flow queuing only; a FIFO serves everything ahead of it first).
+    pub fn head_is_sparse(&self) -> bool {
+        self.fq.as_ref().is_some_and(|fq| fq.head_is_sparse())
+    }
+
     pub fn push(&mut self, now: Instant, packet: &[u8]) -> PushOutcome {
         if packet.len() > self.max_bytes {
             return PushOutcome::Rejected;

@@ -183,6 +183,7 @@ impl Connection {
                 len: head.data.len(),
                 queued_pkts: self.queue.len(),
                 queued_bytes: self.queue.bytes(),
+                sparse: self.queue.head_is_sparse(),
             };
             self.scratch.sched_out.clear();
             self.scheduler

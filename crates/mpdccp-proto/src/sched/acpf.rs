@@ -108,10 +108,31 @@ impl Scheduler for Acpf {
             p.in_flight_pkts.saturating_add(p.queued_pkts) < self.effective_window(p)
         };
         let below_limit = |p: &PathView| p.can_send(now) && below_window(p);
+        // What leaves before this packet if it waits for the fastest path:
+        // the whole send queue (ECF's k), or, for a sparse flow that flow
+        // queuing serves first, the packet alone.
+        let backlog = if pkt.sparse { 1 } else { pkt.queued_pkts };
         if let Some(p) = cheapest(paths, below_limit) {
             if self.blind_spill {
                 out.push(p.id);
                 return;
+            }
+            // A sparse (real-time) packet goes to the fastest path, past its
+            // effective window if it can send at all (one packet adds no
+            // queue worth counting), and waits for it when it is full unless
+            // the detour arrives sooner: its one-way delay is what the flow
+            // lives by, and one path keeps the flow out of the receiver's
+            // reordering hold.
+            if pkt.sparse {
+                if let Some(f) = fastest(paths, p).filter(|f| srtt_rank(p) > srtt_rank(f)) {
+                    if f.can_send(now) {
+                        out.push(f.id);
+                        return;
+                    }
+                    if !spill::worth_spilling(now, f, p, backlog) {
+                        return;
+                    }
+                }
             }
             // A preferred path below its window whose pacer holds a few
             // packets is busy for `pacing_wait`, not full: it keeps the
@@ -123,7 +144,7 @@ impl Scheduler for Acpf {
                 q.is_usable() && q.has_cwnd_room() && below_window(q) && !q.can_send(now)
             });
             match paced {
-                Some(f) if better(f, p) && !spill::worth_spilling(now, f, p, pkt.queued_pkts) => {
+                Some(f) if better(f, p) && !spill::worth_spilling(now, f, p, backlog) => {
                     // Hold: the pacer's release timer asks again.
                 }
                 _ => out.push(p.id),
@@ -134,19 +155,8 @@ impl Scheduler for Acpf {
             return;
         };
         if !self.blind_spill {
-            // The fastest eligible path, with or without room, among those
-            // CPF prefers at least as much (MP_PRIO first: a lower-priority
-            // path is no alternative worth waiting for).
-            let no_standby = standby_excluded(paths);
-            let fastest = paths
-                .iter()
-                .filter(|q| eligible(q, no_standby) && q.priority >= p.priority)
-                .min_by_key(|q| srtt_rank(q));
-            if let Some(f) = fastest {
-                if srtt_rank(p) > srtt_rank(f)
-                    && !f.can_send(now)
-                    && !spill::worth_spilling(now, f, p, pkt.queued_pkts)
-                {
+            if let Some(f) = fastest_full(paths, p, now) {
+                if !spill::worth_spilling(now, f, p, backlog) {
                     // Waiting for `f` delivers sooner: hold; the connection
                     // asks again when a path frees up.
                     return;
@@ -155,4 +165,21 @@ impl Scheduler for Acpf {
         }
         out.push(p.id);
     }
+}
+
+/// The fastest eligible path (lowest SRTT) among those CPF prefers at least
+/// as much as `chosen` (MP_PRIO first: a lower-priority path is no
+/// alternative worth waiting for).
+fn fastest<'a>(paths: &'a [PathView], chosen: &PathView) -> Option<&'a PathView> {
+    let no_standby = standby_excluded(paths);
+    paths
+        .iter()
+        .filter(|q| eligible(q, no_standby) && q.priority >= chosen.priority)
+        .min_by_key(|q| srtt_rank(q))
+}
+
+/// [`fastest`], if it is faster than `chosen` and cannot send now (window
+/// or pacer): the path a packet might wait for.
+fn fastest_full<'a>(paths: &'a [PathView], chosen: &PathView, now: Instant) -> Option<&'a PathView> {
+    fastest(paths, chosen).filter(|f| srtt_rank(chosen) > srtt_rank(f) && !f.can_send(now))
 }

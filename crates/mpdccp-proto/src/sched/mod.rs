@@ -68,6 +68,10 @@ pub struct PacketMeta {
     pub queued_pkts: usize,
     /// Bytes waiting in the connection's send queue, this one included.
     pub queued_bytes: usize,
+    /// The packet's inner flow has nothing else queued: flow queuing serves
+    /// it before the backlog counted in `queued_pkts` (FQ-CoDel's new-flows
+    /// list, RFC 8290 §4.1.2) — a real-time flow beside a bulk one.
+    pub sparse: bool,
 }
 
 pub trait Scheduler: Send + Debug {
