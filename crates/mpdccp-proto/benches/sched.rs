@@ -42,8 +42,8 @@ fn bench(c: &mut Criterion) {
                 len: 1200,
                 queued_pkts: 8,
                 queued_bytes: 9600,
-            sparse: false,
-        };
+                sparse: false,
+            };
             let mut out = Vec::with_capacity(8);
             let mut now = Instant::from_millis(1);
             group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {

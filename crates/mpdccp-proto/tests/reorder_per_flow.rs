@@ -341,6 +341,61 @@ fn a_lone_detour_of_a_one_path_tcp_flow_is_not_held() {
     }
 }
 
+/// A sparse flow (a 200-byte voice packet per ten 1400-byte packets of a
+/// bulk flow: 1.4 % of the bytes) that touched the slower path is, with
+/// the bound's receiver rules (`one_path_detours`), delivered at once
+/// behind the bulk flow's gap; without them it counts as spread and waits
+/// for the gap (the real-time row's delay on `lossy` and `trace`).
+#[test]
+fn a_sparse_flow_is_not_held_behind_a_bulk_flows_gap() {
+    let paths = views(&[5, 25]);
+    for bound_rules in [false, true] {
+        let mut r = reorder::build(&config(|c| c.one_path_detours = bound_rules));
+        let item = |seq: u64, path: u32, flow: u16, len: usize| ReorderItem {
+            seq,
+            path: PathId(path),
+            arrival: at(seq),
+            payload: udp(flow, len),
+        };
+        let mut seq = 0;
+        // 30 rounds: ten bulk packets over both paths, one voice packet
+        // (the first on the slower path, the rest on the faster one).
+        for round in 0..30 {
+            for _ in 0..10 {
+                r.push(
+                    at(seq),
+                    item(seq, (seq % 2) as u32, BULK, 1400),
+                    &paths,
+                    &[],
+                );
+                seq += 1;
+            }
+            r.push(
+                at(seq),
+                item(seq, u32::from(round == 0), RT, 200),
+                &paths,
+                &[],
+            );
+            seq += 1;
+        }
+        assert_eq!(drain(r.as_mut(), at(seq)).len(), 330);
+        // A bulk packet is in flight on the slower path; the next voice
+        // packet arrives on the faster one.
+        let gap = seq;
+        for s in seq + 1..seq + 10 {
+            r.push(at(s), item(s, 0, BULK, 1400), &paths, &[]);
+        }
+        let voice = seq + 10;
+        r.push(at(voice), item(voice, 0, RT, 200), &paths, &[]);
+        let got = seqs(&drain(r.as_mut(), at(voice)));
+        assert_eq!(
+            got.contains(&voice),
+            bound_rules,
+            "bound rules {bound_rules}: delivered {got:?} behind the gap at {gap}"
+        );
+    }
+}
+
 /// Two one-path flows interleaved packet by packet (the send queue's
 /// round robin): a detour of one flow's packet holds that flow, whose
 /// stride is 2 (one missing number is half a packet of it: held).

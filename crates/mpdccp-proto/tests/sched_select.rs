@@ -13,7 +13,8 @@ const PKT: PacketMeta = PacketMeta {
     len: 1200,
     queued_pkts: 1,
     queued_bytes: 1200,
-sparse: false,};
+    sparse: false,
+};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -498,8 +499,8 @@ fn queued(k: usize) -> PacketMeta {
         len: 1200,
         queued_pkts: k,
         queued_bytes: 1200 * k,
-    sparse: false,
-}
+        sparse: false,
+    }
 }
 
 #[test]
@@ -603,4 +604,38 @@ fn acpf_waits_for_a_paced_fast_path_unless_its_pacer_backlog_delivers_later() {
         ..SchedulerConfig::from(SchedulerKind::Acpf)
     });
     assert_eq!(pick_with(blind.as_mut(), now, &queued(1), &paths), [1]);
+}
+
+/// A sparse flow's packet (a voice packet beside a bulk flow, served first
+/// by flow queuing): the fast path above its effective window but with
+/// window room takes it, where a bulk packet goes to the slow path with
+/// room; with the fast path full it waits for it even behind a backlog that
+/// sends bulk packets to the slow path (its own backlog is one packet).
+#[test]
+fn acpf_keeps_a_sparse_flow_on_the_fastest_path() {
+    let mut s = Acpf::new(Duration::ZERO);
+    let sparse = |k: usize| PacketMeta {
+        sparse: true,
+        ..queued(k)
+    };
+    // Fast path: 10 ms of queue over its 6 ms target (srtt 34, min 24):
+    // effective window 86 · 30 / 34 = 75 < 80 in flight, cwnd room 6.
+    // Slow path below its window.
+    let mut paths = asym_paths(70);
+    paths[0].srtt = Some(ms(34));
+    paths[0].in_flight_pkts = 80;
+    paths[1].in_flight_pkts = 10;
+    assert_eq!(s.effective_window(&paths[0]), 75);
+    assert_eq!(pick_with(&mut s, T0, &queued(1), &paths), [1]);
+    assert_eq!(pick_with(&mut s, T0, &sparse(1), &paths), [0]);
+    // Fast path full, slow path with a 50 ms queue: a 200-packet backlog
+    // spills bulk packets, the sparse packet waits for the fast path.
+    let paths = asym_paths(120);
+    assert_eq!(pick_with(&mut s, T0, &queued(200), &paths), [1]);
+    assert!(pick_with(&mut s, T0, &sparse(200), &paths).is_empty());
+    // Unless the slow path delivers it sooner (fast path's own queue of
+    // 300 packets: 12 + 301 · 24 / 86 = 96 ms > 60 ms).
+    let mut paths = asym_paths(120);
+    paths[0].queued_pkts = 300;
+    assert_eq!(pick_with(&mut s, T0, &sparse(1), &paths), [1]);
 }

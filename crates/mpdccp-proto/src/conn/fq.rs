@@ -12,7 +12,7 @@
 //! `SendQueue` (`conn/queue.rs`) keeps the totals, the bounds and the
 //! buffer pool; this module keeps the buckets and the two lists.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::aqm::CoDel;
 use super::inner::flow_hash;
@@ -58,7 +58,28 @@ pub(crate) struct FlowQueues {
     /// A new bucket's CoDel.
     codel: Option<CoDel>,
     seed: u64,
+    /// Byte shares of the buckets that took packets lately (at most
+    /// [`SHARE_BUCKETS`]): which flows are sparse.
+    shares: BTreeMap<u32, Share>,
+    /// Bytes of every packet pushed (the shares' clock).
+    pushed_bytes: u64,
 }
+
+/// A bucket's share of the bytes pushed.
+#[derive(Clone, Copy, Debug)]
+struct Share {
+    /// `pushed_bytes` after its last packet.
+    mark: u64,
+    /// Bytes pushed per byte of its own (× 8, an EWMA with gain 1/8); 0 =
+    /// one packet seen.
+    stride8: u64,
+}
+
+/// Buckets whose share is remembered (the least recently pushed is
+/// forgotten beyond it): a bound on per-connection state.
+const SHARE_BUCKETS: usize = 64;
+/// A flow with at most 1 / `SPARSE_SHARE` of the bytes is sparse.
+const SPARSE_SHARE: u64 = 8;
 
 const NO_SLOT: u32 = u32::MAX;
 
@@ -77,6 +98,8 @@ impl FlowQueues {
             quantum: i64::try_from(quantum.max(1)).unwrap_or(i64::MAX / 4),
             codel: codel.cloned(),
             seed,
+            shares: BTreeMap::new(),
+            pushed_bytes: 0,
         }
     }
 
@@ -161,7 +184,38 @@ impl FlowQueues {
     /// Appends to bucket `f`; a bucket not on either list becomes a new
     /// flow with a full quantum (RFC 8290 §4.1.1).
     pub fn push_back(&mut self, f: usize, item: Queued) {
+        self.note_share(f, item.data.len());
         self.add(f, item, false);
+    }
+
+    /// A packet of `len` bytes arrives for bucket `f`: a sample of its share.
+    fn note_share(&mut self, f: usize, len: usize) {
+        let len = u64::try_from(len.max(1)).unwrap_or(u64::MAX);
+        self.pushed_bytes = self.pushed_bytes.saturating_add(len);
+        let now = self.pushed_bytes;
+        let key = f as u32;
+        if !self.shares.contains_key(&key) && self.shares.len() >= SHARE_BUCKETS {
+            let oldest = self
+                .shares
+                .iter()
+                .min_by_key(|(_, s)| s.mark)
+                .map(|(&k, _)| k);
+            if let Some(k) = oldest {
+                self.shares.remove(&k);
+            }
+        }
+        let share = self.shares.entry(key).or_insert(Share {
+            mark: now,
+            stride8: 0,
+        });
+        if share.mark != now {
+            let sample = (now.saturating_sub(share.mark) / len).clamp(1, 1 << 20);
+            share.stride8 = match share.stride8 {
+                0 => sample * 8,
+                s => s - s / 8 + sample,
+            };
+            share.mark = now;
+        }
     }
 
     /// Puts a packet back at the head of bucket `f` (taken back from a path).
@@ -196,14 +250,16 @@ impl FlowQueues {
         self.flow(self.current()?)?.q.front()
     }
 
-    /// The head goes next from the new-flows list and is its flow's only
-    /// packet: a sparse flow (RFC 8290 §4.1.2), served before the backlog
-    /// of the others.
+    /// The head's flow carries at most 1 / [`SPARSE_SHARE`] of the bytes
+    /// pushed lately: a sparse flow (a voice or game flow beside a bulk
+    /// one), which deficit round robin serves before the others' backlog
+    /// (RFC 8290 §4.1.2). Measured by bytes, not by an empty bucket: an
+    /// ack-clocked bulk flow through a short queue finds its bucket empty
+    /// at most arrivals too.
     pub fn head_is_sparse(&self) -> bool {
-        self.new_flows
-            .front()
-            .and_then(|&f| self.flow(f as usize))
-            .is_some_and(|flow| flow.q.len() == 1)
+        self.current()
+            .and_then(|f| self.shares.get(&(f as u32)))
+            .is_some_and(|s| s.stride8 >= 8 * SPARSE_SHARE)
     }
 
     /// The current bucket's head, its bucket's bytes, and its CoDel, for

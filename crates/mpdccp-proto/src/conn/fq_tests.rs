@@ -407,3 +407,45 @@ fn drained_buckets_keep_no_state() {
     while q.pop().is_some() {}
     assert_eq!(q.flow_states(), 0);
 }
+
+/// The scheduler's sparse-flow hint: the head's flow carries at most an
+/// eighth of the bytes pushed (a ping beside a bulk flow); an ack-clocked
+/// bulk flow alone in the queue is not sparse, though its bucket empties
+/// between packets; a FIFO has no flows.
+#[test]
+fn a_flow_with_a_small_byte_share_is_a_sparse_head() {
+    let t = Instant::ZERO;
+    let mut q = fq_queue(1000, 10_000_000, None);
+    assert!(!q.head_is_sparse(), "empty");
+    for k in 0..20 {
+        for j in 0..10 {
+            q.push(t, &tcp(1000, 10 * k + j));
+        }
+        q.push(t, &ping(k));
+    }
+    // Deficit round robin serves the ping bucket between bulk packets.
+    let (mut sparse_pings, mut sparse_bulk) = (0, 0);
+    while let Some(head) = q.front() {
+        let is_ping = head.data.len() == 84;
+        if q.head_is_sparse() {
+            if is_ping {
+                sparse_pings += 1;
+            } else {
+                sparse_bulk += 1;
+            }
+        }
+        q.pop();
+    }
+    assert_eq!(sparse_bulk, 0);
+    assert!(sparse_pings >= 19, "{sparse_pings} of 20 pings sparse");
+    // One flow, one packet at a time (the queue empties between them).
+    let mut alone = fq_queue(1000, 10_000_000, None);
+    for k in 0..50 {
+        alone.push(t, &tcp(1000, k));
+        assert!(!alone.head_is_sparse(), "bulk packet {k}");
+        alone.pop();
+    }
+    let mut fifo = SendQueue::new(100, 1_000_000, Default::default());
+    fifo.push(t, &ping(0));
+    assert!(!fifo.head_is_sparse());
+}

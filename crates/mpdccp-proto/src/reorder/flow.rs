@@ -32,7 +32,10 @@
 //!   beside a bulk one (stride ~50) only behind a burst of dozens, so a
 //!   gap of another flow does not hold it. A one-path TCP flow (inner IP
 //!   protocol 6) is never held: its RACK reordering window absorbs a lone
-//!   detour (RFC 8985 §6.2), and a hold would only delay it.
+//!   detour (RFC 8985 §6.2), and a hold would only delay it. With
+//!   `one_path_detours` a sparse flow (at most an eighth of the bytes:
+//!   voice, games) is never held: the sender keeps it on the fastest path
+//!   (`sched/acpf.rs`), and its delay matters more than its order.
 //! * A flow seen on two paths ("spread") holds a packet only while an MP_SEQ
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
@@ -120,7 +123,18 @@ struct Flow {
     /// An inner TCP flow (by its last packet's IP protocol): never held
     /// while on one path (see [`PerFlow::holds`]).
     tcp: bool,
+    /// `PerFlow::arrived_bytes` after this flow's previous packet.
+    bytes_mark: Option<u64>,
+    /// Connection bytes per byte of this flow (× 8, an EWMA with gain 1/8
+    /// of the bytes that arrived since its previous packet over its
+    /// packet's size): its share of the connection's bytes is
+    /// `8 / byte_stride8`.
+    byte_stride8: Option<u64>,
 }
+
+/// A flow carrying at most 1 / `SPARSE_SHARE` of the connection's bytes is
+/// sparse (RFC 8290 §4.1.2's notion at the sender: it builds no queue).
+const SPARSE_SHARE: u64 = 8;
 
 /// `Flow::futile8` below which a one-path flow is held: after three futile
 /// holds in a row (0 → 64 → 112 → 148) it is not, until late packets of
@@ -143,6 +157,26 @@ impl Flow {
 
     fn spread(&self, now: Instant) -> bool {
         self.spread_until.is_some_and(|t| t > now)
+    }
+
+    /// A packet of `len` bytes arrived, `arrived` the connection's bytes so
+    /// far (this packet included): a sample of the flow's byte share.
+    fn sample_share(&mut self, arrived: u64, len: usize) {
+        if let Some(mark) = self.bytes_mark {
+            let len = u64::try_from(len.max(1)).unwrap_or(u64::MAX);
+            let sample = (arrived.saturating_sub(mark) / len).clamp(1, 1 << 20);
+            self.byte_stride8 = Some(match self.byte_stride8 {
+                Some(s) => s - s / 8 + sample,
+                None => sample * 8,
+            });
+        }
+        self.bytes_mark = Some(arrived);
+    }
+
+    /// A sparse flow: at most [`SPARSE_SHARE`] of the connection's bytes
+    /// (a voice, game or control flow beside a bulk one).
+    fn sparse(&self) -> bool {
+        self.byte_stride8.is_some_and(|s8| s8 >= 8 * SPARSE_SHARE)
     }
 
     /// A delivery of `seq` after `last` with `missing` MP_SEQs between
@@ -184,6 +218,12 @@ pub struct PerFlow {
     ready: VecDeque<Delivered>,
     /// Highest MP_SEQ seen per path (PathId order), for fast loss detection.
     progress: PathProgress,
+    /// Payload bytes of every packet that reached a flow (for the flows'
+    /// byte shares).
+    arrived_bytes: u64,
+    /// Deliver a sparse flow's packets at once (set with
+    /// `one_path_detours`; see [`PerFlow::holds`]).
+    pass_sparse: bool,
     extent: Extent,
     /// End of the highest missing range given up so far: a flow whose last
     /// delivery is below it may have lost a packet there (`after_gap`).
@@ -212,6 +252,8 @@ impl PerFlow {
             held_bytes: 0,
             ready: VecDeque::new(),
             progress: PathProgress::default(),
+            arrived_bytes: 0,
+            pass_sparse: config.one_path_detours,
             extent: Extent::default(),
             given_up_to: 0,
             stats: ReorderStats::default(),
@@ -272,8 +314,15 @@ impl PerFlow {
     /// min_rtt / 4 and growing with DSACKs) before it calls a packet lost,
     /// so a lone detour costs it nothing, while a hold delays every packet
     /// behind the gap. A QUIC flow's packet threshold of 3 (RFC 9002
-    /// §6.1.1) declares the detoured packet lost: it is held.
+    /// §6.1.1) declares the detoured packet lost: it is held. Never a
+    /// sparse flow (at most an eighth of the bytes) with `one_path_detours`:
+    /// a voice or game flow lives by its delay and reorders in its own
+    /// jitter buffer, while a hold behind a bulk flow's gap costs it up to
+    /// the paths' delay spread.
     fn holds(&self, flow: &Flow, lo: u64, seq: u64, now: Instant) -> bool {
+        if self.pass_sparse && flow.sparse() {
+            return false;
+        }
         if flow.spread(now) {
             return self.missing_in(lo, seq);
         }
@@ -536,6 +585,8 @@ impl PerFlow {
         let flow = self.flows.entry(key).or_default();
         flow.last_seen = Some(now);
         flow.tcp = protocol == Some(inner::TCP);
+        self.arrived_bytes = self.arrived_bytes.saturating_add(item.payload.len() as u64);
+        flow.sample_share(self.arrived_bytes, item.payload.len());
         if flow.last_path.is_some_and(|p| p != item.path) {
             flow.spread_until = Some(now + SPREAD_MEMORY);
         }

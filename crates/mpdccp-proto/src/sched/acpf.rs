@@ -180,6 +180,10 @@ fn fastest<'a>(paths: &'a [PathView], chosen: &PathView) -> Option<&'a PathView>
 
 /// [`fastest`], if it is faster than `chosen` and cannot send now (window
 /// or pacer): the path a packet might wait for.
-fn fastest_full<'a>(paths: &'a [PathView], chosen: &PathView, now: Instant) -> Option<&'a PathView> {
+fn fastest_full<'a>(
+    paths: &'a [PathView],
+    chosen: &PathView,
+    now: Instant,
+) -> Option<&'a PathView> {
     fastest(paths, chosen).filter(|f| srtt_rank(chosen) > srtt_rank(f) && !f.can_send(now))
 }

@@ -68,9 +68,10 @@ pub struct PacketMeta {
     pub queued_pkts: usize,
     /// Bytes waiting in the connection's send queue, this one included.
     pub queued_bytes: usize,
-    /// The packet's inner flow has nothing else queued: flow queuing serves
-    /// it before the backlog counted in `queued_pkts` (FQ-CoDel's new-flows
-    /// list, RFC 8290 §4.1.2) — a real-time flow beside a bulk one.
+    /// The packet's inner flow is sparse: at most an eighth of the bytes
+    /// queued lately (a voice or game flow beside a bulk one), so flow
+    /// queuing serves it before the backlog counted in `queued_pkts`
+    /// (RFC 8290 §4.1.2). Always false without flow queuing.
     pub sparse: bool,
 }
 
