@@ -553,3 +553,110 @@ fn an_in_window_packet_with_a_bad_option_from_a_new_address_changes_nothing() {
         .all(|p| p.state == mpdccp_proto::PathState::Active));
     assert_eq!(w.up_delivered.len(), delivered);
 }
+
+/// A copy of a packet the server already received, sent on from the
+/// attacker's own address (the matrix's mutated copies, issue #28): not
+/// the newest packet of its subflow, so it is no rebinding (RFC 9000 §9.3:
+/// only the highest-numbered packet moves a path). Dropped and counted
+/// before the connection sees it; no challenge, no budget. (It used to
+/// start a challenge, and each copy renewed the budget that sends the
+/// subflow's packets to the new address.)
+#[test]
+fn a_copy_of_a_received_packet_from_a_new_address_starts_no_challenge() {
+    let mut w = World::connected(false);
+    let h = w.handle();
+    w.stream(Duration::from_millis(50));
+    w.run(Duration::from_millis(50));
+    let good = capture_data_packet(&mut w);
+    // The genuine packet arrives first, by its route.
+    w.ep.handle_datagram(w.now, 40001, &good);
+    w.tick();
+    assert!(w.up_delivered.contains(&900_000));
+    let rx = w.ep.connection(h).unwrap().stats().rx_datagrams;
+    for i in 0..1000 {
+        w.ep.handle_datagram(w.now, 66_666, &good);
+        if i % 100 == 0 {
+            w.tick();
+        }
+    }
+    w.stream(Duration::from_millis(100));
+    w.run(Duration::from_millis(50));
+    assert_unmoved(&w, h);
+    assert_eq!(w.ep.stats().rebind_rejected, 1000);
+    assert!(w.to_dead_keys.iter().all(|(k, _)| *k != 66_666));
+    // The connection never saw the copies (its own traffic only).
+    let rx_after = w.ep.connection(h).unwrap().stats().rx_datagrams;
+    assert!(rx_after - rx <= 2 * 100 + 10, "{rx} → {rx_after}");
+    assert_eq!(missing(&w.down_delivered, w.next_down), Vec::<u32>::new());
+}
+
+/// An on-path attacker that forwards a copy of each client packet from its
+/// own address, ahead of the genuine one (it sits closer to the server),
+/// for 1 s while the path carries a packet each way per ms: each copy is
+/// the newest of its subflow and starts or renews a candidate, but the
+/// genuine packets on the routed key show that path alive (RFC 9000
+/// §9.3.3), so after the first budget only the rate-limited challenge goes
+/// to the attacker and the downstream stays on the path. (It used to
+/// follow the candidate's budget, 3x every copy's bytes, to the attacker:
+/// in the lab the client heard nothing and gave the connection up.)
+#[test]
+fn copies_racing_a_live_path_from_a_new_address_take_none_of_its_downstream() {
+    let mut w = World::connected(false);
+    let h = w.handle();
+    w.stream(Duration::from_millis(100));
+    w.run(Duration::from_millis(50));
+    let down_before = w.next_down;
+    let mut copied = 0;
+    for _ in 0..1000 {
+        w.stream(Duration::from_millis(1));
+        // The upstream datagrams that left in this ms, copied at once.
+        let fresh: Vec<Vec<u8>> = w
+            .wire
+            .iter()
+            .filter(|(t, d, _)| {
+                *t == w.now - Duration::from_millis(1) + ONE_WAY && *d == Dir::Up(40001)
+            })
+            .map(|(_, _, d)| d.clone())
+            .collect();
+        for d in fresh {
+            w.ep.handle_datagram(w.now, 66_666, &d);
+            copied += 1;
+        }
+    }
+    w.run(Duration::from_millis(100));
+    let to_attacker: Vec<_> = w
+        .to_dead_keys
+        .iter()
+        .filter(|(k, _)| *k == 66_666)
+        .collect();
+    let bytes: usize = to_attacker.iter().map(|(_, d)| d.len()).sum();
+    let syncs = to_attacker
+        .iter()
+        .filter(|(_, d)| inspect::packet_type(d) == Some(PacketType::Sync))
+        .count();
+    let lost = missing(&w.down_delivered, w.next_down);
+    println!(
+        "{copied} copies; to the attacker: {} datagrams ({syncs} Syncs, {bytes} bytes); \
+         downstream lost {} of {}",
+        to_attacker.len(),
+        lost.len(),
+        w.next_down - down_before
+    );
+    assert!(copied >= 1000, "{copied}");
+    assert_eq!(w.ep.route(&40001), Some((h, PathId(0))));
+    assert_eq!(w.ep.stats().rebinds_validated, 0);
+    // Until the first genuine packet arrives (the copies lead it by the
+    // one-way delay, 10 ms) the candidate's budget sends the downstream
+    // to the attacker, as after a real rebinding; then nothing but the
+    // challenges, at most one per 250 ms (RECHALLENGE_AFTER).
+    let lead = ONE_WAY.as_millis() as usize;
+    assert!(
+        to_attacker.len() - syncs <= lead,
+        "{} data",
+        to_attacker.len() - syncs
+    );
+    assert!(syncs <= 5, "{syncs}");
+    assert!(lost.len() <= lead, "{lost:?}");
+    assert!(lost.iter().all(|&k| k < down_before + 20), "{lost:?}");
+    assert_eq!(w.client.stats().resets_received, 0);
+}

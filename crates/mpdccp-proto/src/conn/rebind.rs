@@ -85,6 +85,13 @@ fn changes_state(seg: &Segment<'_>) -> bool {
         || m.join.is_some()
 }
 
+/// Datagrams a connection found not to be its peer's (unparsable, bad
+/// checksum, outside the windows, not authentic): a datagram on a routed
+/// key that moves none of these proves that path alive.
+pub(super) fn not_the_peers(s: &ConnStats) -> u64 {
+    s.rx_malformed + s.rx_bad_checksum + s.rx_seq_invalid + s.rx_protect_failed + s.rx_replayed
+}
+
 impl Connection {
     /// RFC 4340 §7.5.3 validity of `seg` on subflow `path` without any
     /// effect (no Sync owed, no window moved). A NAT rebinding candidate
@@ -111,8 +118,19 @@ impl Connection {
         // reset the path) or an MP option that changes the connection
         // (priority, addresses, close, a key or join) is not acted on.
         let only_data = seg.option_error.is_none() && !changes_state(seg);
+        // Only a packet newer than every one received may move a path
+        // (RFC 9000 §9.3: "only ... the highest-numbered non-probing
+        // packet"): the packets of a real rebinding are new, a copy of
+        // one already received is an on-path attacker's replay (issue
+        // #28: 100 000 mutated copies from the attacker's own address
+        // each renewed a challenge and its budget, and the downstream
+        // went to the attacker until the client gave the connection up).
+        let newest = seqn > sf.gsr();
         match seg.ptype {
             _ if !only_data && seq_ok && ack_ok => Claim::Ignored,
+            PacketType::Ack | PacketType::DataAck | PacketType::Data if seq_ok && !newest => {
+                Claim::Ignored
+            }
             PacketType::Ack | PacketType::DataAck if seq_ok && ackn.is_some() && ack_ok => {
                 // On a protected connection only data (whose AEAD must
                 // open) may move a path: the one packet type that proves
@@ -176,6 +194,12 @@ pub(super) struct Candidate<K> {
     challenge: Option<u64>,
     challenged_at: Instant,
     last_heard: Instant,
+    /// The routed key was heard from after this candidate: the old path
+    /// is alive, so this is no NAT rebinding (whose old mapping is dead)
+    /// but a copy; nothing but the challenge goes to `key` until it is
+    /// validated (RFC 9000 §9.3.3: the packet from the legitimate address
+    /// takes the path back).
+    contested: bool,
 }
 
 /// The endpoint's rebinding state: the DCCP ports of every routed subflow
@@ -356,7 +380,9 @@ impl<K: Ord + Clone> Endpoint<K> {
         let full = rb.candidates.len() >= MAX_CANDIDATES;
         let challenge = match rb.candidates.get_mut(&(h, pid)) {
             Some(c) if c.key == *remote => {
-                c.budget = c.budget.saturating_add(budget);
+                if !c.contested {
+                    c.budget = c.budget.saturating_add(budget);
+                }
                 c.last_heard = now;
                 now.saturating_duration_since(c.challenged_at) >= RECHALLENGE_AFTER
             }
@@ -373,6 +399,7 @@ impl<K: Ord + Clone> Endpoint<K> {
                     challenge: None,
                     challenged_at: now,
                     last_heard: now,
+                    contested: false,
                 };
                 rb.candidates.insert((h, pid), fresh);
                 true
@@ -392,6 +419,20 @@ impl<K: Ord + Clone> Endpoint<K> {
         if sent {
             self.stats.rebind_candidates += 1;
         }
+    }
+
+    /// A datagram from `(h, pid)`'s routed key was accepted there: a
+    /// candidate of that subflow is contested (no budget any more).
+    pub(super) fn routed_heard(&mut self, h: ConnectionHandle, pid: PathId) {
+        if let Some(c) = self.rebind.candidates.get_mut(&(h, pid)) {
+            c.contested = true;
+            c.budget = 0;
+        }
+    }
+
+    /// Whether `(h, pid)` has a rebinding candidate (cheap: usually none).
+    pub(super) fn has_candidate(&self, h: ConnectionHandle, pid: PathId) -> bool {
+        !self.rebind.candidates.is_empty() && self.rebind.candidates.contains_key(&(h, pid))
     }
 
     /// Moves `(h, pid)`'s route to `new`; the old key is forgotten.
