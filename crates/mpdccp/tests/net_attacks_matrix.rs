@@ -751,6 +751,17 @@ fn run_mode(auth: AuthMode, mode: &str) -> Vec<String> {
                 lab.t.log_tail(false),
                 lab.t.log_tail(true)
             );
+            // The counters of both ends (cumulative), for the diagnosis.
+            for server in [false, true] {
+                if let Ok(st) = lab.t.status(server) {
+                    eprintln!(
+                        "--- {} counters\nendpoint {}\nconnections {}",
+                        if server { "server" } else { "client" },
+                        st["endpoint"],
+                        st["connections"]
+                    );
+                }
+            }
         }
     };
     for to in [To::Server, To::Client] {

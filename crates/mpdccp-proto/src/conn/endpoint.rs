@@ -312,7 +312,7 @@ impl<K: Ord + Clone> Endpoint<K> {
                 // a duplicate or not): that path is alive, so its
                 // candidate is no rebinding (`rebind.rs`).
                 if failed.is_some_and(|f| rebind::not_the_peers(&slot.conn.stats) == f) {
-                    self.routed_heard(h, pid);
+                    self.routed_heard(now, h, pid);
                 }
                 self.dirty.insert(h);
                 self.collect(h);

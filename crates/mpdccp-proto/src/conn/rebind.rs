@@ -194,12 +194,6 @@ pub(super) struct Candidate<K> {
     challenge: Option<u64>,
     challenged_at: Instant,
     last_heard: Instant,
-    /// The routed key was heard from after this candidate: the old path
-    /// is alive, so this is no NAT rebinding (whose old mapping is dead)
-    /// but a copy; nothing but the challenge goes to `key` until it is
-    /// validated (RFC 9000 §9.3.3: the packet from the legitimate address
-    /// takes the path back).
-    contested: bool,
 }
 
 /// The endpoint's rebinding state: the DCCP ports of every routed subflow
@@ -209,6 +203,14 @@ pub(super) struct Rebind<K> {
     ports_of: BTreeMap<(ConnectionHandle, PathId), (u16, u16)>,
     by_ports: BTreeSet<((u16, u16), ConnectionHandle, PathId)>,
     candidates: BTreeMap<(ConnectionHandle, PathId), Candidate<K>>,
+    /// Subflows whose routed key was heard while they had a candidate,
+    /// until when: the old path is alive, so a new key is no NAT
+    /// rebinding (whose old mapping is dead) but copies (RFC 9000 §9.3.3:
+    /// a packet from the legitimate address takes the path back). Until
+    /// then a candidate's packets are not processed and nothing but the
+    /// challenge goes to it; the challenge goes on, so a real rebinding
+    /// during such a flood still validates in a round trip.
+    contested: BTreeMap<(ConnectionHandle, PathId), Instant>,
 }
 
 impl<K> Default for Rebind<K> {
@@ -217,6 +219,7 @@ impl<K> Default for Rebind<K> {
             ports_of: BTreeMap::new(),
             by_ports: BTreeSet::new(),
             candidates: BTreeMap::new(),
+            contested: BTreeMap::new(),
         }
     }
 }
@@ -254,6 +257,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.rebind.by_ports.remove(&(p, h, pid));
         }
         self.rebind.candidates.remove(&(h, pid));
+        self.rebind.contested.remove(&(h, pid));
     }
 
     /// Most pending rebinding candidates at once.
@@ -348,6 +352,15 @@ impl<K: Ord + Clone> Endpoint<K> {
                 self.collect(h);
                 Outcome::Accepted(h)
             }
+            Claim::Packet if self.contested(now, h, pid) => {
+                // Processing it would move the subflow's windows to
+                // numbers the peer may not have sent (its packets then
+                // fail the ack check there, as with Acks taking the next
+                // numbers): only the challenge goes on.
+                self.stats.rebind_rejected += 1;
+                self.candidate_heard(now, h, pid, remote, 0);
+                Outcome::Dropped
+            }
             Claim::Packet => {
                 let Some(s) = self.conns.get_mut(&h) else {
                     return Outcome::NoClaim;
@@ -375,14 +388,16 @@ impl<K: Ord + Clone> Endpoint<K> {
         remote: &K,
         len: usize,
     ) {
-        let budget = AMPLIFICATION * len;
+        let budget = if self.contested(now, h, pid) {
+            0
+        } else {
+            AMPLIFICATION * len
+        };
         let rb = &mut self.rebind;
         let full = rb.candidates.len() >= MAX_CANDIDATES;
         let challenge = match rb.candidates.get_mut(&(h, pid)) {
             Some(c) if c.key == *remote => {
-                if !c.contested {
-                    c.budget = c.budget.saturating_add(budget);
-                }
+                c.budget = c.budget.saturating_add(budget);
                 c.last_heard = now;
                 now.saturating_duration_since(c.challenged_at) >= RECHALLENGE_AFTER
             }
@@ -399,7 +414,6 @@ impl<K: Ord + Clone> Endpoint<K> {
                     challenge: None,
                     challenged_at: now,
                     last_heard: now,
-                    contested: false,
                 };
                 rb.candidates.insert((h, pid), fresh);
                 true
@@ -421,13 +435,24 @@ impl<K: Ord + Clone> Endpoint<K> {
         }
     }
 
-    /// A datagram from `(h, pid)`'s routed key was accepted there: a
-    /// candidate of that subflow is contested (no budget any more).
-    pub(super) fn routed_heard(&mut self, h: ConnectionHandle, pid: PathId) {
+    /// A datagram from `(h, pid)`'s routed key was the peer's while the
+    /// subflow had a candidate: contested for a candidate's lifetime from
+    /// now, and the candidate's budget is gone.
+    pub(super) fn routed_heard(&mut self, now: Instant, h: ConnectionHandle, pid: PathId) {
         if let Some(c) = self.rebind.candidates.get_mut(&(h, pid)) {
-            c.contested = true;
             c.budget = 0;
         }
+        self.rebind
+            .contested
+            .insert((h, pid), now + CANDIDATE_LIFETIME);
+    }
+
+    /// Whether `(h, pid)`'s routed key is alive (see `Rebind::contested`).
+    fn contested(&self, now: Instant, h: ConnectionHandle, pid: PathId) -> bool {
+        self.rebind
+            .contested
+            .get(&(h, pid))
+            .is_some_and(|&until| now < until)
     }
 
     /// Whether `(h, pid)` has a rebinding candidate (cheap: usually none).
@@ -450,6 +475,7 @@ impl<K: Ord + Clone> Endpoint<K> {
     }
 
     fn expire_candidates(&mut self, now: Instant) {
+        self.rebind.contested.retain(|_, until| now < *until);
         let conns = &self.conns;
         self.rebind.candidates.retain(|(h, pid), c| {
             now.saturating_duration_since(c.last_heard) < CANDIDATE_LIFETIME
