@@ -304,7 +304,7 @@ impl<K: Ord + Clone> Endpoint<K> {
 
     fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
-            let contest = self.has_candidate(h, pid);
+            let contest = self.has_candidate(now, h, pid);
             if let Some(slot) = self.conns.get_mut(&h) {
                 let failed = contest.then(|| rebind::not_the_peers(&slot.conn.stats));
                 slot.conn.handle_datagram(now, pid, data);

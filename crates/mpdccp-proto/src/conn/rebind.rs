@@ -206,11 +206,13 @@ pub(super) struct Rebind<K> {
     /// Subflows whose routed key was heard while they had a candidate,
     /// until when: the old path is alive, so a new key is no NAT
     /// rebinding (whose old mapping is dead) but copies (RFC 9000 §9.3.3:
-    /// a packet from the legitimate address takes the path back). Until
-    /// then a candidate's packets are not processed and nothing but the
-    /// challenge goes to it; the challenge goes on, so a real rebinding
-    /// during such a flood still validates in a round trip.
-    contested: BTreeMap<(ConnectionHandle, PathId), Instant>,
+    /// a packet from the legitimate address takes the path back). The
+    /// candidate is dropped, and until then packets from new keys are
+    /// dropped and counted (renewed by every packet on the routed key
+    /// while copies come: a real rebinding during such a flood waits for
+    /// the end of this hold, 3 s after the old key's last packet).
+    /// Per subflow: (contested until, the last copy dropped).
+    contested: BTreeMap<(ConnectionHandle, PathId), (Instant, Instant)>,
 }
 
 impl<K> Default for Rebind<K> {
@@ -356,9 +358,13 @@ impl<K: Ord + Clone> Endpoint<K> {
                 // Processing it would move the subflow's windows to
                 // numbers the peer may not have sent (its packets then
                 // fail the ack check there, as with Acks taking the next
-                // numbers): only the challenge goes on.
+                // numbers), and a challenge would take the subflow's next
+                // Sync — the probe or resynchronisation the path needs —
+                // to the copier: dropped and counted, nothing else.
                 self.stats.rebind_rejected += 1;
-                self.candidate_heard(now, h, pid, remote, 0);
+                if let Some(c) = self.rebind.contested.get_mut(&(h, pid)) {
+                    c.1 = now;
+                }
                 Outcome::Dropped
             }
             Claim::Packet => {
@@ -436,15 +442,15 @@ impl<K: Ord + Clone> Endpoint<K> {
     }
 
     /// A datagram from `(h, pid)`'s routed key was the peer's while the
-    /// subflow had a candidate: contested for a candidate's lifetime from
-    /// now, and the candidate's budget is gone.
+    /// subflow had a candidate (or was contested): contested for a
+    /// candidate's lifetime from now, and the candidate is gone.
     pub(super) fn routed_heard(&mut self, now: Instant, h: ConnectionHandle, pid: PathId) {
-        if let Some(c) = self.rebind.candidates.get_mut(&(h, pid)) {
-            c.budget = 0;
+        let had = self.rebind.candidates.remove(&(h, pid)).is_some();
+        let c = self.rebind.contested.entry((h, pid)).or_insert((now, now));
+        if had {
+            c.1 = now;
         }
-        self.rebind
-            .contested
-            .insert((h, pid), now + CANDIDATE_LIFETIME);
+        c.0 = now + CANDIDATE_LIFETIME;
     }
 
     /// Whether `(h, pid)`'s routed key is alive (see `Rebind::contested`).
@@ -452,12 +458,19 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.rebind
             .contested
             .get(&(h, pid))
-            .is_some_and(|&until| now < until)
+            .is_some_and(|&(until, _)| now < until)
     }
 
-    /// Whether `(h, pid)` has a rebinding candidate (cheap: usually none).
-    pub(super) fn has_candidate(&self, h: ConnectionHandle, pid: PathId) -> bool {
-        !self.rebind.candidates.is_empty() && self.rebind.candidates.contains_key(&(h, pid))
+    /// Whether a packet on `(h, pid)`'s routed key contests a new key: the
+    /// subflow has a candidate, or copies were dropped within a
+    /// candidate's lifetime (cheap: usually neither).
+    pub(super) fn has_candidate(&self, now: Instant, h: ConnectionHandle, pid: PathId) -> bool {
+        let key = (h, pid);
+        (!self.rebind.candidates.is_empty() && self.rebind.candidates.contains_key(&key))
+            || (!self.rebind.contested.is_empty()
+                && self.rebind.contested.get(&key).is_some_and(|&(_, copy)| {
+                    now.saturating_duration_since(copy) < CANDIDATE_LIFETIME
+                }))
     }
 
     /// Moves `(h, pid)`'s route to `new`; the old key is forgotten.
@@ -475,7 +488,7 @@ impl<K: Ord + Clone> Endpoint<K> {
     }
 
     fn expire_candidates(&mut self, now: Instant) {
-        self.rebind.contested.retain(|_, until| now < *until);
+        self.rebind.contested.retain(|_, (until, _)| now < *until);
         let conns = &self.conns;
         self.rebind.candidates.retain(|(h, pid), c| {
             now.saturating_duration_since(c.last_heard) < CANDIDATE_LIFETIME
