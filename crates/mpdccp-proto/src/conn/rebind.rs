@@ -85,11 +85,14 @@ fn changes_state(seg: &Segment<'_>) -> bool {
         || m.join.is_some()
 }
 
-/// Datagrams a connection found not to be its peer's (unparsable, bad
-/// checksum, outside the windows, not authentic): a datagram on a routed
-/// key that moves none of these proves that path alive.
+/// Datagrams a connection could not read as DCCP at all (unparsable, bad
+/// checksum): any other datagram on a routed key shows that path alive —
+/// even one outside the windows: copies a mutation pushed far ahead may
+/// have moved GSR past everything the peer sends before the contest, and
+/// the peer's packets (its probes too) must still take the path back,
+/// or the path's own Syncs went on to the copier and it stayed down.
 pub(super) fn not_the_peers(s: &ConnStats) -> u64 {
-    s.rx_malformed + s.rx_bad_checksum + s.rx_seq_invalid + s.rx_protect_failed + s.rx_replayed
+    s.rx_malformed + s.rx_bad_checksum
 }
 
 impl Connection {
