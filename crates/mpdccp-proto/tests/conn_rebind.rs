@@ -727,3 +727,47 @@ fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
         Vec::<u32>::new()
     );
 }
+
+/// Copies pushed far ahead (a mutated high sequence byte, +5000 and
+/// more, inside the 10 000-packet window) from the copier's key: not a
+/// rebinding's next packet, dropped and counted unprocessed. (Processed,
+/// the first moved the server's GSR past everything the client sends; the
+/// client's packets then failed the server's window, the server's
+/// acknowledgements the client's, and the candidate's budget and
+/// challenges took the downstream and the path's Syncs to the copier:
+/// 675 of 1 000 downstream packets lost.)
+#[test]
+fn copies_far_ahead_from_a_new_address_are_not_processed() {
+    let mut w = World::connected(false);
+    let h = w.handle();
+    w.stream(Duration::from_millis(100));
+    w.run(Duration::from_millis(50));
+    let good = capture_data_packet(&mut w);
+    w.ep.handle_datagram(w.now, 40001, &good);
+    w.tick();
+    let seq = inspect::seq(&good).unwrap();
+    let down_before = w.next_down;
+    let rejected = w.ep.stats().rebind_rejected;
+    for k in 0..1000u64 {
+        // Every 5 ms a copy ever further ahead, from the copier's key.
+        if k % 5 == 0 {
+            let mut d = good.clone();
+            inspect::set_seq(&mut d, (seq + 5000 + k) & ((1 << 48) - 1));
+            inspect::fix_checksum(&mut d, unspecified(), unspecified());
+            w.ep.handle_datagram(w.now, 66_666, &d);
+        }
+        w.stream(Duration::from_millis(1));
+    }
+    w.run(Duration::from_millis(100));
+    let to_attacker = w.to_dead_keys.iter().filter(|(k, _)| *k == 66_666).count();
+    let lost = missing(&w.down_delivered, w.next_down)
+        .into_iter()
+        .filter(|&k| k >= down_before)
+        .count();
+    println!("to the copier {to_attacker} datagrams; downstream lost {lost} of 1000");
+    assert_eq!(w.ep.stats().rebind_rejected - rejected, 200);
+    assert_unmoved(&w, h);
+    assert_eq!(to_attacker, 0);
+    assert_eq!(lost, 0);
+    assert_eq!(w.client.stats().rx_seq_invalid, 0);
+}

@@ -53,6 +53,8 @@ const CANDIDATE_LIFETIME: Duration = Duration::from_secs(3);
 /// A new valid packet from a candidate whose challenge is older than this
 /// (the Sync or its SyncAck may be lost) sends a new challenge.
 const RECHALLENGE_AFTER: Duration = Duration::from_millis(250);
+/// How far past GSR a packet from a new remote may be numbered.
+const REBIND_AHEAD_MAX: u64 = 128;
 /// RFC 9000 §8.1: at most three times the bytes received from an
 /// unvalidated address may be sent to it.
 const AMPLIFICATION: usize = 3;
@@ -128,7 +130,12 @@ impl Connection {
         // #28: 100 000 mutated copies from the attacker's own address
         // each renewed a challenge and its budget, and the downstream
         // went to the attacker until the client gave the connection up).
-        let newest = seqn > sf.gsr();
+        // And not far ahead either: after a real rebinding the peer's
+        // next packet follows its last (only the other direction lost
+        // packets to the dead mapping); a copy with a mutated high
+        // sequence byte, processed, would move GSR past everything the
+        // peer sends and its packets would fail our window.
+        let newest = seqn > sf.gsr() && seqn <= sf.gsr() + REBIND_AHEAD_MAX;
         match seg.ptype {
             _ if !only_data && seq_ok && ack_ok => Claim::Ignored,
             PacketType::Ack | PacketType::DataAck | PacketType::Data if seq_ok && !newest => {
