@@ -183,7 +183,6 @@ fn a_failed_path_is_probed_one_rto_after_its_failure() {
             LinkSpec::default(),
         ],
         seed: 28,
-        ..Default::default()
     });
     h.record = true;
     open_two_paths(&mut h);
