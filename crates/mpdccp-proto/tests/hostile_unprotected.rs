@@ -19,6 +19,7 @@ use std::time::Duration;
 use common::{assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery};
 use mpdccp_proto::conn::codec::{PacketType, Segment};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::{ConnectionConfig, Instant, PathId};
 
 const TRAFFIC: Delivery = Delivery {
     n: 40,
@@ -155,4 +156,66 @@ fn acks_taking_the_next_numbers_are_undone_by_a_resync_within_a_second() {
     // The resynchronisation happened (the server's Sync was answered).
     let syncs = server_syncs(&h);
     assert!(syncs >= 1, "the server asked for a resync: {syncs} Syncs");
+}
+
+/// With `first_probe_at_base_rto` (the daemon's setting) a path failed by
+/// its first RTO (another path is up) is probed one un-backed-off RTO
+/// later, not two: the probe is what brings back a path
+/// a forgery disturbed (SyncAck, MP_PRIO, Acks taking the next numbers;
+/// issue #28), and the doubled interval put those recoveries at 0.6-1.4 s.
+/// One Sync per RTO (200 ms at least) is within RFC 4340 §7.5.4's eight
+/// Syncs per second.
+#[test]
+fn a_failed_path_is_probed_one_rto_after_its_failure() {
+    let outage = (Instant::from_millis(2000), Instant::from_millis(2300));
+    let conn = ConnectionConfig {
+        first_probe_at_base_rto: true,
+        ..ConnectionConfig::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        client: conn.clone(),
+        server: conn,
+        paths: vec![
+            LinkSpec {
+                outages: vec![outage],
+                ..LinkSpec::default()
+            },
+            LinkSpec::default(),
+        ],
+        seed: 28,
+    });
+    h.record = true;
+    open_two_paths(&mut h);
+    let mut failed_at = None;
+    while h.now < Instant::from_millis(3000) {
+        let now = h.now;
+        let _ = h.client.send(now, &[7; 200]);
+        h.drive_for(Duration::from_millis(2));
+        if failed_at.is_none()
+            && h.events(Side::Client)
+                .contains(&mpdccp_proto::Event::PathFailed(PathId(0)))
+        {
+            failed_at = Some(h.now);
+        }
+    }
+    let failed_at = failed_at.expect("path 0 failed in the outage");
+    let rto = Duration::from_millis(200);
+    let probe = h
+        .wire
+        .iter()
+        .find(|w| {
+            w.from == Side::Client
+                && w.path == PathId(0)
+                && w.time >= failed_at
+                && inspect::packet_type(&w.bytes) == Some(PacketType::Sync)
+        })
+        .map(|w| w.time)
+        .expect("a probe");
+    let after = probe - failed_at;
+    println!("failed at {failed_at:?}, first probe {after:?} later");
+    // One RTO (the floor: the RTT is far below it) and the 2 ms steps.
+    assert!(after <= rto + Duration::from_millis(5), "{after:?}");
+    assert!(after >= rto - Duration::from_millis(5), "{after:?}");
+    // The path is back after the outage.
+    assert_eq!(open_paths(&h, Side::Client), 2);
 }

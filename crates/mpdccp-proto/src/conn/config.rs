@@ -101,6 +101,12 @@ pub struct ConnectionConfig {
     pub fail_after_rtos_with_backup: u32,
     /// Largest interval between probes of a failed path.
     pub max_probe_interval: Duration,
+    /// The first probe of a path failed by an RTO one un-backed-off RTO
+    /// after the failure, not the doubled one (the published simulations
+    /// ran without). The daemon sets it: a path a forged packet disturbed
+    /// (issue #28) or a short outage took comes back one backoff sooner.
+    /// One Sync per RTO (at least 200 ms) is within RFC 4340 §7.5.4.
+    pub first_probe_at_base_rto: bool,
     /// Time in TIMEWAIT (RFC 4340 says 2 MSL; a tunnel uses much less).
     pub timewait: Duration,
     /// Retransmission interval of unconfirmed MP_ADDADDR/REMOVEADDR/PRIO.
@@ -193,6 +199,7 @@ impl Default for ConnectionConfig {
             fail_after_rtos: 3,
             fail_after_rtos_with_backup: 1,
             max_probe_interval: Duration::from_secs(1),
+            first_probe_at_base_rto: false,
             timewait: Duration::from_secs(1),
             mp_option_rto: Duration::from_millis(300),
             mp_option_max_tries: 10,

@@ -304,8 +304,16 @@ impl<K: Ord + Clone> Endpoint<K> {
 
     fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
+            let contest = self.has_candidate(now, h, pid);
             if let Some(slot) = self.conns.get_mut(&h) {
+                let failed = contest.then(|| rebind::not_the_peers(&slot.conn.stats));
                 slot.conn.handle_datagram(now, pid, data);
+                // A packet of the peer's on the routed key (in its window,
+                // a duplicate or not): that path is alive, so its
+                // candidate is no rebinding (`rebind.rs`).
+                if failed.is_some_and(|f| rebind::not_the_peers(&slot.conn.stats) == f) {
+                    self.routed_heard(now, h, pid);
+                }
                 self.dirty.insert(h);
                 self.collect(h);
                 return Some(h);

@@ -332,6 +332,7 @@ impl Connection {
                 self.config.fail_after_rtos
             },
             max_probe_interval: self.config.max_probe_interval,
+            first_probe_at_base_rto: self.config.first_probe_at_base_rto,
         };
         let first = !self.paths[i].is_join();
         match self.paths[i].handle_timeout(now, &ctx) {

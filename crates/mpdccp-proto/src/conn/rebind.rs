@@ -53,6 +53,8 @@ const CANDIDATE_LIFETIME: Duration = Duration::from_secs(3);
 /// A new valid packet from a candidate whose challenge is older than this
 /// (the Sync or its SyncAck may be lost) sends a new challenge.
 const RECHALLENGE_AFTER: Duration = Duration::from_millis(250);
+/// How far past GSR a packet from a new remote may be numbered.
+const REBIND_AHEAD_MAX: u64 = 128;
 /// RFC 9000 §8.1: at most three times the bytes received from an
 /// unvalidated address may be sent to it.
 const AMPLIFICATION: usize = 3;
@@ -85,6 +87,16 @@ fn changes_state(seg: &Segment<'_>) -> bool {
         || m.join.is_some()
 }
 
+/// Datagrams a connection could not read as DCCP at all (unparsable, bad
+/// checksum): any other datagram on a routed key shows that path alive —
+/// even one outside the windows: copies a mutation pushed far ahead may
+/// have moved GSR past everything the peer sends before the contest, and
+/// the peer's packets (its probes too) must still take the path back,
+/// or the path's own Syncs went on to the copier and it stayed down.
+pub(super) fn not_the_peers(s: &ConnStats) -> u64 {
+    s.rx_malformed + s.rx_bad_checksum
+}
+
 impl Connection {
     /// RFC 4340 §7.5.3 validity of `seg` on subflow `path` without any
     /// effect (no Sync owed, no window moved). A NAT rebinding candidate
@@ -111,8 +123,24 @@ impl Connection {
         // reset the path) or an MP option that changes the connection
         // (priority, addresses, close, a key or join) is not acted on.
         let only_data = seg.option_error.is_none() && !changes_state(seg);
+        // Only a packet newer than every one received may move a path
+        // (RFC 9000 §9.3: "only ... the highest-numbered non-probing
+        // packet"): the packets of a real rebinding are new, a copy of
+        // one already received is an on-path attacker's replay (issue
+        // #28: 100 000 mutated copies from the attacker's own address
+        // each renewed a challenge and its budget, and the downstream
+        // went to the attacker until the client gave the connection up).
+        // And not far ahead either: after a real rebinding the peer's
+        // next packet follows its last (only the other direction lost
+        // packets to the dead mapping); a copy with a mutated high
+        // sequence byte, processed, would move GSR past everything the
+        // peer sends and its packets would fail our window.
+        let newest = seqn > sf.gsr() && seqn <= sf.gsr() + REBIND_AHEAD_MAX;
         match seg.ptype {
             _ if !only_data && seq_ok && ack_ok => Claim::Ignored,
+            PacketType::Ack | PacketType::DataAck | PacketType::Data if seq_ok && !newest => {
+                Claim::Ignored
+            }
             PacketType::Ack | PacketType::DataAck if seq_ok && ackn.is_some() && ack_ok => {
                 // On a protected connection only data (whose AEAD must
                 // open) may move a path: the one packet type that proves
@@ -185,6 +213,16 @@ pub(super) struct Rebind<K> {
     ports_of: BTreeMap<(ConnectionHandle, PathId), (u16, u16)>,
     by_ports: BTreeSet<((u16, u16), ConnectionHandle, PathId)>,
     candidates: BTreeMap<(ConnectionHandle, PathId), Candidate<K>>,
+    /// Subflows whose routed key was heard while they had a candidate,
+    /// until when: the old path is alive, so a new key is no NAT
+    /// rebinding (whose old mapping is dead) but copies (RFC 9000 §9.3.3:
+    /// a packet from the legitimate address takes the path back). The
+    /// candidate is dropped, and until then packets from new keys are
+    /// dropped and counted (renewed by every packet on the routed key
+    /// while copies come: a real rebinding during such a flood waits for
+    /// the end of this hold, 3 s after the old key's last packet).
+    /// Per subflow: (contested until, the last copy dropped).
+    contested: BTreeMap<(ConnectionHandle, PathId), (Instant, Instant)>,
 }
 
 impl<K> Default for Rebind<K> {
@@ -193,6 +231,7 @@ impl<K> Default for Rebind<K> {
             ports_of: BTreeMap::new(),
             by_ports: BTreeSet::new(),
             candidates: BTreeMap::new(),
+            contested: BTreeMap::new(),
         }
     }
 }
@@ -230,6 +269,7 @@ impl<K: Ord + Clone> Endpoint<K> {
             self.rebind.by_ports.remove(&(p, h, pid));
         }
         self.rebind.candidates.remove(&(h, pid));
+        self.rebind.contested.remove(&(h, pid));
     }
 
     /// Most pending rebinding candidates at once.
@@ -324,6 +364,19 @@ impl<K: Ord + Clone> Endpoint<K> {
                 self.collect(h);
                 Outcome::Accepted(h)
             }
+            Claim::Packet if self.contested(now, h, pid) => {
+                // Processing it would move the subflow's windows to
+                // numbers the peer may not have sent (its packets then
+                // fail the ack check there, as with Acks taking the next
+                // numbers), and a challenge would take the subflow's next
+                // Sync — the probe or resynchronisation the path needs —
+                // to the copier: dropped and counted, nothing else.
+                self.stats.rebind_rejected += 1;
+                if let Some(c) = self.rebind.contested.get_mut(&(h, pid)) {
+                    c.1 = now;
+                }
+                Outcome::Dropped
+            }
             Claim::Packet => {
                 let Some(s) = self.conns.get_mut(&h) else {
                     return Outcome::NoClaim;
@@ -351,7 +404,11 @@ impl<K: Ord + Clone> Endpoint<K> {
         remote: &K,
         len: usize,
     ) {
-        let budget = AMPLIFICATION * len;
+        let budget = if self.contested(now, h, pid) {
+            0
+        } else {
+            AMPLIFICATION * len
+        };
         let rb = &mut self.rebind;
         let full = rb.candidates.len() >= MAX_CANDIDATES;
         let challenge = match rb.candidates.get_mut(&(h, pid)) {
@@ -394,6 +451,38 @@ impl<K: Ord + Clone> Endpoint<K> {
         }
     }
 
+    /// A datagram from `(h, pid)`'s routed key was the peer's while the
+    /// subflow had a candidate (or was contested): contested for a
+    /// candidate's lifetime from now, and the candidate is gone.
+    pub(super) fn routed_heard(&mut self, now: Instant, h: ConnectionHandle, pid: PathId) {
+        let had = self.rebind.candidates.remove(&(h, pid)).is_some();
+        let c = self.rebind.contested.entry((h, pid)).or_insert((now, now));
+        if had {
+            c.1 = now;
+        }
+        c.0 = now + CANDIDATE_LIFETIME;
+    }
+
+    /// Whether `(h, pid)`'s routed key is alive (see `Rebind::contested`).
+    fn contested(&self, now: Instant, h: ConnectionHandle, pid: PathId) -> bool {
+        self.rebind
+            .contested
+            .get(&(h, pid))
+            .is_some_and(|&(until, _)| now < until)
+    }
+
+    /// Whether a packet on `(h, pid)`'s routed key contests a new key: the
+    /// subflow has a candidate, or copies were dropped within a
+    /// candidate's lifetime (cheap: usually neither).
+    pub(super) fn has_candidate(&self, now: Instant, h: ConnectionHandle, pid: PathId) -> bool {
+        let key = (h, pid);
+        (!self.rebind.candidates.is_empty() && self.rebind.candidates.contains_key(&key))
+            || (!self.rebind.contested.is_empty()
+                && self.rebind.contested.get(&key).is_some_and(|&(_, copy)| {
+                    now.saturating_duration_since(copy) < CANDIDATE_LIFETIME
+                }))
+    }
+
     /// Moves `(h, pid)`'s route to `new`; the old key is forgotten.
     fn validate(&mut self, h: ConnectionHandle, pid: PathId, new: K) {
         self.rebind.candidates.remove(&(h, pid));
@@ -409,6 +498,7 @@ impl<K: Ord + Clone> Endpoint<K> {
     }
 
     fn expire_candidates(&mut self, now: Instant) {
+        self.rebind.contested.retain(|_, (until, _)| now < *until);
         let conns = &self.conns;
         self.rebind.candidates.retain(|(h, pid), c| {
             now.saturating_duration_since(c.last_heard) < CANDIDATE_LIFETIME

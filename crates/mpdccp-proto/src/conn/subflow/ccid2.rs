@@ -461,7 +461,7 @@ impl Subflow {
     /// The retransmission timer fired: every packet in flight is lost and the
     /// controller collapses its window (RFC 4341 §5, RFC 6298 §5.5).
     /// Returns true when this timeout marks the path failed.
-    pub fn on_rto(&mut self, now: Instant, fail_after: u32) -> bool {
+    pub fn on_rto(&mut self, now: Instant, fail_after: u32, first_probe_at_base_rto: bool) -> bool {
         self.timers.stop(Timer::Rto);
         let lost = self.tx.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
         self.tx.sent.clear();
@@ -475,7 +475,17 @@ impl Subflow {
         self.tx.rto_count += 1;
         if !self.failed && self.tx.rto_count >= fail_after {
             self.failed = true;
-            self.timers.arm(Timer::Probe, now + self.rto());
+            // With `first_probe_at_base_rto` (the daemon) the first probe
+            // goes one un-backed-off RTO after the failure: the doubled
+            // interval put the recovery of a path a forgery disturbed at
+            // 0.6-1.4 s in the lab (issue #28). The probes after it back
+            // off (`Timer::Probe`).
+            let first = if first_probe_at_base_rto {
+                self.tx.rtt.rto()
+            } else {
+                self.rto()
+            };
+            self.timers.arm(Timer::Probe, now + first);
             return true;
         }
         false
@@ -749,7 +759,7 @@ mod tests {
         assert_eq!(sf.stats.rtt_samples, 3);
         // After an RTO the flight is forgotten: a late ack matches nothing.
         let t = send(&mut sf, &[600, 601]);
-        sf.on_rto(at(900), 10);
+        sf.on_rto(at(900), 10, false);
         sf.on_ack(at(901), t[1], None, None, &[]);
         assert_eq!(sf.stats.rtt_samples, 3);
         assert_eq!(sf.tx.rtt.min_rtt(), min);

@@ -487,6 +487,11 @@ impl Subflow {
         self.seq.unwrap_ack(wire)
     }
 
+    /// Greatest Sequence Number Received (RFC 4340 §7.1), unwrapped.
+    pub fn gsr(&self) -> u64 {
+        self.seq.gsr
+    }
+
     /// RFC 4340 §7.5.1 sequence validity window [SWL, SWH].
     pub fn seq_window(&self) -> (u64, u64) {
         self.seq.seq_bounds()

@@ -75,6 +75,8 @@ pub(crate) struct TimerCtx {
     pub fail_after_rtos: u32,
     /// Longest interval between Sync probes of a failed path.
     pub max_probe_interval: Duration,
+    /// `ConnectionConfig::first_probe_at_base_rto`.
+    pub first_probe_at_base_rto: bool,
 }
 
 /// A fired timer that the connection must act on.
@@ -157,7 +159,7 @@ impl Subflow {
         match t {
             Timer::Retx => return self.fire_retx(ctx),
             Timer::Rto => {
-                if self.on_rto(now, ctx.fail_after_rtos.max(1)) {
+                if self.on_rto(now, ctx.fail_after_rtos.max(1), ctx.first_probe_at_base_rto) {
                     return Some(Fired::PathFailed);
                 }
             }
@@ -251,6 +253,7 @@ mod tests {
             max_tries: 3,
             fail_after_rtos: 1,
             max_probe_interval: Duration::from_secs(1),
+            first_probe_at_base_rto: false,
         };
         let past = Instant::from_millis(500);
         let now = Instant::from_millis(1000);
@@ -283,6 +286,7 @@ mod tests {
             max_tries: 3,
             fail_after_rtos: 3,
             max_probe_interval: Duration::from_secs(1),
+            first_probe_at_base_rto: false,
         };
         let now = Instant::from_millis(1000);
         for (state, owed) in [
