@@ -174,3 +174,32 @@ fn no_growth_while_application_limited() {
         assert_eq!(c.cwnd_pkts(), w, "{name}: grew while application limited");
     }
 }
+
+/// A video stream (issue 25): keyframe rounds of 40 packets validate the
+/// window (cwnd 88, pipeACK 40), then 3 s of steady frames at 4 packets a
+/// round (pipeACK's last three samples: 4), then a 5 s pause. RFC 7661 §4.3
+/// keeps cwnd through the non-validated period whether the sender idles
+/// or is rate-limited; the restart window keeps the part the path carried
+/// in one round trip within the NVP (40), not only the steady frames' 4,
+/// so the next 40-packet keyframe leaves at once (with RW = 4 it took
+/// 4 + 8 + 16 + 32 ≥ 40: four round trips). After the NVP it is IW again.
+#[test]
+fn keyframe_after_a_pause_finds_the_window_of_the_last_keyframe() {
+    for mut c in controllers(true) {
+        let name = c.name();
+        let mut seq = 0;
+        let mut t = bulk(c.as_mut(), &mut seq, 40) + RTT;
+        assert_eq!(c.cwnd_pkts(), 88, "{name}");
+        for _ in 0..30 {
+            round(c.as_mut(), &mut seq, t, 4);
+            t += RTT;
+        }
+        let last = t - RTT;
+        assert_eq!(c.pipe_ack_pkts(last + RTT), Some(4), "{name}: steady");
+        assert_eq!(c.cwnd_pkts(), 88, "{name}: no growth, no decay");
+        c.validate_window(last + secs(5.0));
+        assert_eq!(c.cwnd_pkts(), 40, "{name}: window after the pause");
+        c.validate_window(last + secs(302.0));
+        assert_eq!(c.cwnd_pkts(), 3, "{name}: after the NVP");
+    }
+}

@@ -28,6 +28,16 @@
 //!   Keeping exactly the validated part lets a burst of what the path
 //!   delivered per RTT before the idle leave at once, and never more; it is
 //!   never above what RFC 7661 allows.
+//! - Which pipeACK: the largest sample of the last NVP, not only of the last
+//!   three. RFC 7661 §4.3 keeps cwnd through the whole non-validated period
+//!   and does not tell idle from rate-limited periods; a video stream is
+//!   both: a keyframe burst fills the window, then the steady frames use a
+//!   tenth of it, then the play pauses. The last three samples describe the
+//!   steady frames, so after a pause the window fell to them and the next
+//!   keyframe waited three to four round trips in slow start (issue 25:
+//!   keyframe after 5 s idle 125 ms on the real tunnel, 70 ms within the
+//!   play). The peak sample is still what the path carried in one round
+//!   trip, so no unvalidated part of cwnd is released.
 //! - The validation expires: a pipeACK older than the non-validated period
 //!   (NVP, 300 s, RFC 7661 §5) is forgotten, and RW falls to IW.
 //!
@@ -64,6 +74,9 @@ pub struct CwndValidation {
     /// Completed samples, newest last: (end time, packets acked).
     samples: [(Instant, u64); PIPEACK_SAMPLES],
     filled: usize,
+    /// The largest sample of the last NVP (end time, packets acked); an
+    /// older peak gives way to the next sample.
+    peak: Option<(Instant, u64)>,
     last_send: Option<Instant>,
     in_flight: u32,
 }
@@ -84,6 +97,7 @@ impl CwndValidation {
             sample_acked: 0,
             samples: [(Instant::ZERO, 0); PIPEACK_SAMPLES],
             filled: 0,
+            peak: None,
             last_send: None,
             in_flight: 0,
         }
@@ -116,6 +130,12 @@ impl CwndValidation {
             self.samples.rotate_left(1);
             self.samples[PIPEACK_SAMPLES - 1] = (now, self.sample_acked);
             self.filled = (self.filled + 1).min(PIPEACK_SAMPLES);
+            if self
+                .peak
+                .is_none_or(|(t, v)| self.sample_acked >= v || now - t > NVP)
+            {
+                self.peak = Some((now, self.sample_acked));
+            }
             self.sample_acked = 0;
             self.sample_start = Some(now);
         }
@@ -143,9 +163,16 @@ impl CwndValidation {
         closed.chain(open.map(|_| self.sample_acked)).max()
     }
 
+    /// The validated window at `now`, packets: the larger of pipeACK and
+    /// the peak sample of the last NVP (see the module docs).
+    pub fn validated_pkts(&self, now: Instant) -> Option<u64> {
+        let peak = self.peak.filter(|(t, _)| now - *t <= NVP).map(|p| p.1);
+        self.pipe_ack_pkts(now).max(peak)
+    }
+
     /// The restart window RW at `now` for a window of `cwnd` packets.
     pub fn restart_window(&self, now: Instant, cwnd: f64) -> f64 {
-        let validated = self.pipe_ack_pkts(now).unwrap_or(0) as f64;
+        let validated = self.validated_pkts(now).unwrap_or(0) as f64;
         self.initial_window.max(validated).min(cwnd)
     }
 
