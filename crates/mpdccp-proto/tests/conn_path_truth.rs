@@ -59,8 +59,7 @@ fn bulk(cwnd_validation: bool) -> Harness {
 
 /// The control: without validation the window the bulk transfer left
 /// stays above what the path delivered per round trip through the idle
-/// period. (The bound tested below, RFC 7661 §4.1's 2·pipeACK, is wider:
-/// `cc_validation` tests the decay to it with windows that exceed it.)
+/// period, so the bound tested below is not met by accident.
 #[test]
 fn without_validation_the_idle_window_exceeds_pipe_ack() {
     let mut h = bulk(false);
@@ -95,7 +94,7 @@ fn idle_scrape_and_keyframe_after_bulk() {
     eprintln!("end of bulk: cwnd {cwnd_end} pipeACK {pipe_ack}");
     // Scrapes through 10 s of idle: never above the window the transfer
     // had (RFC 7661 §4.3: an unused window does not grow) nor above what
-    // RFC 7661 §4.1 validates: twice what it delivered per round trip.
+    // it delivered per round trip (the restart window).
     for _ in 0..10 {
         h.drive_for(Duration::from_secs(1));
         let v = h.client.paths()[0].clone();
@@ -103,8 +102,8 @@ fn idle_scrape_and_keyframe_after_bulk() {
         eprintln!("idle scrape: cwnd {}", v.cwnd_pkts);
         assert!(v.cwnd_pkts <= cwnd_end, "grew while idle: {v:?}");
         assert!(
-            v.cwnd_pkts as u64 <= (2 * pipe_ack).max(3),
-            "{} > 2·pipeACK {pipe_ack}",
+            v.cwnd_pkts as u64 <= pipe_ack.max(3),
+            "{} > pipeACK {pipe_ack}",
             v.cwnd_pkts
         );
     }

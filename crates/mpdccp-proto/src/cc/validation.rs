@@ -17,18 +17,20 @@
 //!   delivered in one round trip while in use.
 //! - **Decay**: idle (nothing in flight) for `n` RTOs since the last send,
 //!   cwnd halves `n` times (RFC 2861 §3, as RFC 4341 §5.1 asks), but not
-//!   below the restart window `RW = min(cwnd, max(IW, 2·pipeACK_peak))`,
-//!   and ssthresh becomes `max(ssthresh, 3/4·cwnd)` first so slow start
+//!   below the restart window `RW = min(cwnd, max(IW, pipeACK))` — with
+//!   `CcConfig::cwnd_validation_peak`, `min(cwnd, max(IW, 2·pipeACK_peak))`
+//!   — and ssthresh becomes `max(ssthresh, 3/4·cwnd)` first so slow start
 //!   climbs back towards the old window (RFC 2861 §3).
 //! - Why this restart window: RFC 2861's RW = min(IW, cwnd) makes a video
 //!   keyframe after idle wait several round trips (issue 26: 236 ms at cwnd
 //!   3). RFC 7661 §4.3 keeps the whole cwnd for the non-validated period.
-//!   We keep the part of it that RFC 7661 calls validated: its validated
+//!   The default keeps what the path delivered per round trip lately; the
+//!   peak rule keeps the part of cwnd that RFC 7661 calls validated: its validated
 //!   phase is `pipeACK ≥ ½·cwnd` (§3, §4.1), so a window up to twice what
 //!   the path delivered in one round trip was validated, and more was not
 //!   (issue 26: 394 packets with at most 163 in flight — a slow start's
 //!   overshoot, 2·163 = 326 kept).
-//! - Which pipeACK: `pipeACK_peak`, the largest sample of the last NVP, not
+//! - Which pipeACK (peak rule): `pipeACK_peak`, the largest sample of the last NVP, not
 //!   only of the last three. RFC 7661 §4.3 keeps cwnd through the whole
 //!   non-validated period and does not tell idle from rate-limited periods;
 //!   a video stream is both: a keyframe burst fills the window, then the
@@ -36,7 +38,10 @@
 //!   samples describe the steady frames, so after a pause the window fell
 //!   to them and the next keyframe waited three to four round trips in
 //!   slow start (issue 25: keyframe after 5 s idle 125 ms on the real
-//!   tunnel, 70 ms within the play).
+//!   tunnel, 70 ms within the play; 88–90 ms with the peak rule). Not the
+//!   default: a secondary path that idles beside a busy one then restarts
+//!   with a larger window, which costs the simulator's lossy/quic/lia
+//!   (0.98 → 0.87 of the best path; docs/AGGREGATION.md).
 //! - The validation expires: a pipeACK older than the non-validated period
 //!   (NVP, 300 s, RFC 7661 §5) is forgotten, and RW falls to IW.
 //!
@@ -70,6 +75,9 @@ pub struct Restart {
 #[derive(Clone, Debug)]
 pub struct CwndValidation {
     enabled: bool,
+    /// Restart at 2 · pipeACK_peak (`CcConfig::cwnd_validation_peak`);
+    /// off: at pipeACK, the rule before it.
+    peak_rule: bool,
     initial_window: f64,
     rtt: RttEstimator,
     sample_start: Option<Instant>,
@@ -88,6 +96,7 @@ impl CwndValidation {
     pub fn new(enabled: bool, initial_window_pkts: u32) -> Self {
         CwndValidation {
             enabled,
+            peak_rule: false,
             initial_window: initial_window_pkts.max(1) as f64,
             // The transport's RFC 6298 bounds (conn/subflow: 1 s initial,
             // 200 ms floor, 60 s ceiling).
@@ -104,6 +113,12 @@ impl CwndValidation {
             last_send: None,
             in_flight: 0,
         }
+    }
+
+    /// Restart at 2 · pipeACK_peak instead of pipeACK (see the module docs).
+    pub fn with_peak_rule(mut self, on: bool) -> Self {
+        self.peak_rule = on;
+        self
     }
 
     pub fn enabled(&self) -> bool {
@@ -176,7 +191,11 @@ impl CwndValidation {
     /// The restart window RW at `now` for a window of `cwnd` packets: the
     /// largest window RFC 7661 §4.1 counts as validated, 2·pipeACK_peak.
     pub fn restart_window(&self, now: Instant, cwnd: f64) -> f64 {
-        let validated = VALIDATED_PER_PIPE_ACK * self.validated_pkts(now).unwrap_or(0) as f64;
+        let validated = if self.peak_rule {
+            VALIDATED_PER_PIPE_ACK * self.validated_pkts(now).unwrap_or(0) as f64
+        } else {
+            self.pipe_ack_pkts(now).unwrap_or(0) as f64
+        };
         self.initial_window.max(validated).min(cwnd)
     }
 
