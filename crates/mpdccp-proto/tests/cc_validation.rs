@@ -174,3 +174,72 @@ fn no_growth_while_application_limited() {
         assert_eq!(c.cwnd_pkts(), w, "{name}: grew while application limited");
     }
 }
+
+/// The controllers with `cwnd_validation_peak` (restart at 2 · pipeACK_peak).
+fn peak_controllers() -> Vec<Box<dyn CongestionController>> {
+    let c = CcConfig {
+        cwnd_validation_peak: true,
+        ..config(true)
+    };
+    vec![
+        Box::new(cc::Ccid2::new(&c)),
+        Box::new(cc::Reno::new(&c)),
+        Box::new(cc::Cubic::new(&c)),
+        Box::new(cc::CoupledReno::lia(&c)),
+    ]
+}
+
+/// A video stream (issue 25): keyframe rounds of 40 packets validate the
+/// window (cwnd 88, pipeACK 40), then 3 s of steady frames at 4 packets a
+/// round (pipeACK's last three samples: 4), then a 5 s pause. RFC 7661 §4.3
+/// keeps cwnd through the non-validated period whether the sender idles
+/// or is rate-limited, and §4.1 counts a window as validated while
+/// pipeACK ≥ ½·cwnd. With `cwnd_validation_peak` the restart window is
+/// 2 · the peak pipeACK of the NVP (2 · 40 = 80), so the next 40-packet
+/// keyframe leaves at once; the default rule restarts at the steady frames'
+/// 4 (then 4 + 8 + 16 + 32 ≥ 40: four round trips). After the NVP both are
+/// at IW.
+#[test]
+fn keyframe_after_a_pause_finds_the_window_of_the_last_keyframe() {
+    for (peak, want) in [(true, 80), (false, 4)] {
+        let cs = if peak {
+            peak_controllers()
+        } else {
+            controllers(true)
+        };
+        for mut c in cs {
+            let name = c.name();
+            let mut seq = 0;
+            let mut t = bulk(c.as_mut(), &mut seq, 40) + RTT;
+            assert_eq!(c.cwnd_pkts(), 88, "{name}");
+            for _ in 0..30 {
+                round(c.as_mut(), &mut seq, t, 4);
+                t += RTT;
+            }
+            let last = t - RTT;
+            assert_eq!(c.pipe_ack_pkts(last + RTT), Some(4), "{name}: steady");
+            assert_eq!(c.cwnd_pkts(), 88, "{name}: no growth, no decay");
+            c.validate_window(last + secs(5.0));
+            assert_eq!(c.cwnd_pkts(), want, "{name} (peak {peak}): after the pause");
+            c.validate_window(last + secs(302.0));
+            assert_eq!(c.cwnd_pkts(), 3, "{name}: after the NVP");
+        }
+    }
+}
+
+/// With `cwnd_validation_peak`, bulk rounds of 20 (cwnd 44, pipeACK 20):
+/// the window idle for an RTO halves to 22, raised to 2 · 20 = 40, and
+/// stays there until the NVP ends (then IW).
+#[test]
+fn peak_rule_keeps_twice_the_pipe_ack_through_idle() {
+    for mut c in peak_controllers() {
+        let name = c.name();
+        let mut seq = 0;
+        let last = bulk(c.as_mut(), &mut seq, 20);
+        assert_eq!(c.cwnd_pkts(), 44, "{name}");
+        for (idle, want) in [(0.15, 44), (0.25, 40), (10.0, 40), (301.0, 3)] {
+            c.validate_window(last + secs(idle));
+            assert_eq!(c.cwnd_pkts(), want, "{name}: cwnd after {idle} s idle");
+        }
+    }
+}

@@ -38,7 +38,8 @@ impl Aimd {
             cwnd_limited: false,
             min_cwnd,
             max_cwnd,
-            validation: CwndValidation::new(config.cwnd_validation, initial_cwnd_pkts),
+            validation: CwndValidation::new(config.cwnd_validation, initial_cwnd_pkts)
+                .with_peak_rule(config.cwnd_validation_peak),
         }
     }
 

@@ -45,7 +45,8 @@ impl Ccid2 {
             cwnd_limited: false,
             min_cwnd,
             max_cwnd,
-            validation: CwndValidation::new(config.cwnd_validation, iw),
+            validation: CwndValidation::new(config.cwnd_validation, iw)
+                .with_peak_rule(config.cwnd_validation_peak),
         }
     }
 

@@ -209,7 +209,8 @@ impl CubicCore {
             window_scale: 1.0,
             min_cwnd,
             max_cwnd,
-            validation: CwndValidation::new(config.cwnd_validation, iw),
+            validation: CwndValidation::new(config.cwnd_validation, iw)
+                .with_peak_rule(config.cwnd_validation_peak),
         }
     }
 

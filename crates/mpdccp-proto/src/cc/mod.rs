@@ -199,6 +199,10 @@ pub struct CcConfig {
     /// idle for more than an RTO decays to its restart window. `false` is
     /// the behaviour before it (a window kept whole however long the idle).
     pub cwnd_validation: bool,
+    /// With `cwnd_validation`: restart at 2 · pipeACK_peak (RFC 7661 §4.1's
+    /// validated window, the peak over the NVP) instead of pipeACK (see
+    /// [`validation`]). `false` is the rule before it.
+    pub cwnd_validation_peak: bool,
 }
 
 impl Default for CcConfig {
@@ -215,6 +219,7 @@ impl Default for CcConfig {
             coupled_cubic_bdp_threshold_pkts: 0.0,
             bbr_app_limited_probe: true,
             cwnd_validation: true,
+            cwnd_validation_peak: false,
         }
     }
 }
