@@ -323,6 +323,11 @@ pub struct TunnelSettings {
 }
 
 #[cfg(feature = "serde")]
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[cfg(feature = "serde")]
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
 }
