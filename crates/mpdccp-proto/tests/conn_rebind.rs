@@ -771,3 +771,38 @@ fn copies_far_ahead_from_a_new_address_are_not_processed() {
     assert_eq!(lost, 0);
     assert_eq!(w.client.stats().rx_seq_invalid, 0);
 }
+
+/// A packet from the old address that the connection cannot accept (its
+/// sequence number far outside the window) still shows the old path alive
+/// and ends a candidate (RFC 9000 §9.3.3): copies a mutation pushed ahead
+/// may have moved GSR past what the peer sends, and its packets must
+/// still win the path back. (Counting only in-window packets as alive left
+/// the candidate standing, and the path's probes went to the copier.)
+#[test]
+fn an_unacceptable_packet_from_the_old_address_still_contests_a_candidate() {
+    let mut w = World::connected(false);
+    let h = w.handle();
+    w.stream(Duration::from_millis(100));
+    w.run(Duration::from_millis(50));
+    // A copy racing its genuine packet from the copier's key: a candidate.
+    w.stream(Duration::from_millis(1));
+    let (_, _, fresh) = w
+        .wire
+        .iter()
+        .rev()
+        .find(|(_, d, _)| *d == Dir::Up(40001))
+        .cloned()
+        .expect("an upstream datagram in flight");
+    w.ep.handle_datagram(w.now, 66_666, &fresh);
+    assert_eq!(w.ep.rebind_candidates(), 1);
+    // From the old key, a packet 20 000 numbers behind: outside the
+    // window, refused, but a readable datagram on the routed key.
+    let seq = inspect::seq(&fresh).unwrap();
+    let mut old = fresh.clone();
+    inspect::set_seq(&mut old, seq.wrapping_sub(20_000) & ((1 << 48) - 1));
+    inspect::fix_checksum(&mut old, unspecified(), unspecified());
+    w.ep.handle_datagram(w.now, 40001, &old);
+    assert_eq!(w.ep.rebind_candidates(), 0, "the old path is alive");
+    assert_eq!(w.ep.route(&40001), Some((h, PathId(0))));
+    assert_eq!(w.ep.stats().rebinds_validated, 0);
+}
