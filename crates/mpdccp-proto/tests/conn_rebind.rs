@@ -662,20 +662,14 @@ fn copies_racing_a_live_path_from_a_new_address_take_none_of_its_downstream() {
     assert_eq!(w.client.stats().resets_received, 0);
 }
 
-/// Once the routed key has shown its path alive, copies pushed ahead of
-/// the numbers the client has sent (a mutated sequence byte, as in the
-/// matrix's flood) from the attacker's key are not processed: processing
-/// one moved the server's GSR past the client's GSS, so the client found
-/// the server's acknowledgements invalid (RFC 4340 §7.5.3) and the path
-/// resynchronised or failed, again with every such copy (issue #28: 18-114
-/// of 320 pings lost with the budget already fixed).
-#[test]
-fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
+/// A connected world in which a copy of an upstream packet still in
+/// flight reached the server from the copier's key (66 666) first: one
+/// rebinding candidate. Returns the world, the connection and the packet.
+fn copy_racing_its_packet() -> (World, mpdccp_proto::conn::ConnectionHandle, Vec<u8>) {
     let mut w = World::connected(false);
     let h = w.handle();
     w.stream(Duration::from_millis(100));
     w.run(Duration::from_millis(50));
-    // One copy racing its genuine packet: a candidate, then contested.
     w.stream(Duration::from_millis(1));
     let (_, _, fresh) = w
         .wire
@@ -686,6 +680,20 @@ fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
         .expect("an upstream datagram in flight");
     w.ep.handle_datagram(w.now, 66_666, &fresh);
     assert_eq!(w.ep.rebind_candidates(), 1);
+    (w, h, fresh)
+}
+
+/// Once the routed key has shown its path alive, copies pushed ahead of
+/// the numbers the client has sent (a mutated sequence byte, as in the
+/// matrix's flood) from the attacker's key are not processed: processing
+/// one moved the server's GSR past the client's GSS, so the client found
+/// the server's acknowledgements invalid (RFC 4340 §7.5.3) and the path
+/// resynchronised or failed, again with every such copy (issue #28: 18-114
+/// of 320 pings lost with the budget already fixed).
+#[test]
+fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
+    let (mut w, h, fresh) = copy_racing_its_packet();
+    // ... then contested.
     w.stream(Duration::from_millis(50));
     let invalid = w.client.stats().rx_seq_invalid;
     let rejected = w.ep.stats().rebind_rejected;
@@ -780,21 +788,7 @@ fn copies_far_ahead_from_a_new_address_are_not_processed() {
 /// the candidate standing, and the path's probes went to the copier.)
 #[test]
 fn an_unacceptable_packet_from_the_old_address_still_contests_a_candidate() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(100));
-    w.run(Duration::from_millis(50));
-    // A copy racing its genuine packet from the copier's key: a candidate.
-    w.stream(Duration::from_millis(1));
-    let (_, _, fresh) = w
-        .wire
-        .iter()
-        .rev()
-        .find(|(_, d, _)| *d == Dir::Up(40001))
-        .cloned()
-        .expect("an upstream datagram in flight");
-    w.ep.handle_datagram(w.now, 66_666, &fresh);
-    assert_eq!(w.ep.rebind_candidates(), 1);
+    let (mut w, h, fresh) = copy_racing_its_packet();
     // From the old key, a packet 20 000 numbers behind: outside the
     // window, refused, but a readable datagram on the routed key.
     let seq = inspect::seq(&fresh).unwrap();
