@@ -693,7 +693,7 @@ fn copy_racing_its_packet() -> (World, mpdccp_proto::conn::ConnectionHandle, Vec
 #[test]
 fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
     let (mut w, h, fresh) = copy_racing_its_packet();
-    // ... then contested.
+    // The genuine packet arrives from the routed key: contested.
     w.stream(Duration::from_millis(50));
     let invalid = w.client.stats().rx_seq_invalid;
     let rejected = w.ep.stats().rebind_rejected;
