@@ -120,6 +120,10 @@ fn assert_same_settings(
             path_idle_timeout: Some(std::time::Duration::from_secs(15)),
             idle_timeout: Some(std::time::Duration::from_secs(120)),
             max_gso_segments: 32,
+            // A failed path's first probe after one un-doubled RTO (a
+            // forged packet's disturbance heals within 1 s; the simulator
+            // keeps the published timing).
+            first_probe_at_base_rto: true,
             // DPLPMTUD (on by default) searches up to the path MTU.
             plpmtud: Some(PlpmtudConfig::for_path(path_mtu, OUTER_IPV4_UDP, false)),
             ..d
