@@ -221,9 +221,6 @@ pub struct PerFlow {
     /// Payload bytes of every packet that reached a flow (for the flows'
     /// byte shares).
     arrived_bytes: u64,
-    /// Deliver a sparse flow's packets at once (set with
-    /// `one_path_detours`; see [`PerFlow::holds`]).
-    pass_sparse: bool,
     extent: Extent,
     /// End of the highest missing range given up so far: a flow whose last
     /// delivery is below it may have lost a packet there (`after_gap`).
@@ -253,7 +250,6 @@ impl PerFlow {
             ready: VecDeque::new(),
             progress: PathProgress::default(),
             arrived_bytes: 0,
-            pass_sparse: config.one_path_detours,
             extent: Extent::default(),
             given_up_to: 0,
             stats: ReorderStats::default(),
@@ -320,7 +316,7 @@ impl PerFlow {
     /// jitter buffer, while a hold behind a bulk flow's gap costs it up to
     /// the paths' delay spread.
     fn holds(&self, flow: &Flow, lo: u64, seq: u64, now: Instant) -> bool {
-        if self.pass_sparse && flow.sparse() {
+        if self.one_path_detours && flow.sparse() {
             return false;
         }
         if flow.spread(now) {
