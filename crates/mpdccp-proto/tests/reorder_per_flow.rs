@@ -511,3 +511,28 @@ fn a_one_path_flow_stops_waiting_behind_gaps_that_never_fill() {
     send(r.as_mut(), 1, &mut t, &mut seq);
     assert!(drain(r.as_mut(), at(t)).is_empty());
 }
+
+#[test]
+fn a_late_packet_waits_behind_its_own_flows_held_packets() {
+    let wide = views(&[10, 40]);
+    let mut r = reorder::build(&config(|_| {}));
+    // A flow spread over both paths.
+    push(r.as_mut(), at(0), 0, 0, BULK, &wide);
+    push(r.as_mut(), at(0), 1, 1, BULK, &wide);
+    assert_eq!(seqs(&drain(r.as_mut(), at(0))), [0, 1]);
+    // 2..4 missing: 5 is held for the wide spread.
+    push(r.as_mut(), at(1), 5, 0, BULK, &wide);
+    // The spread shrinks: the gap 6..8 gets a short deadline and is given
+    // up long before the gap 2..4 below it.
+    let narrow = views(&[10, 11]);
+    push(r.as_mut(), at(1), 9, 0, BULK, &narrow);
+    r.handle_timeout(at(15));
+    assert_eq!(seqs(&drain(r.as_mut(), at(15))), Vec::<u64>::new());
+    // 7 arrives after its gap was given up: late, but 5 of its own flow
+    // is still held, so it waits behind 5 instead of overtaking it.
+    push(r.as_mut(), at(15), 7, 1, BULK, &narrow);
+    assert_eq!(seqs(&drain(r.as_mut(), at(15))), Vec::<u64>::new());
+    assert_eq!(r.stats().late, 1);
+    r.handle_timeout(at(500));
+    assert_eq!(seqs(&drain(r.as_mut(), at(500))), [5, 7, 9]);
+}

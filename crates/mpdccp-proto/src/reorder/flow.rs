@@ -519,6 +519,39 @@ impl PerFlow {
         }
     }
 
+    /// A late packet (its gap given up while a lower gap is still open)
+    /// whose flow still holds an earlier packet joins that hold, counted
+    /// late: delivered now, it would overtake its own flow's earlier
+    /// packets, the reordering the hold exists to prevent. Gaps expire one
+    /// by one, so a higher gap can be given up before a lower one when the
+    /// hold bound shrank between them. Returns the packet when its flow
+    /// holds nothing below it.
+    fn join_own_hold(&mut self, now: Instant, item: ReorderItem) -> Option<ReorderItem> {
+        let (hash, _) = inner::flow_key(&item.payload, FLOW_SEED);
+        let key = self.flow_slot(hash);
+        let flow = self.flows.get_mut(&key)?;
+        if flow
+            .held
+            .first_key_value()
+            .is_none_or(|(&h, _)| h > item.seq)
+        {
+            return Some(item);
+        }
+        self.stats.late += 1;
+        self.extent.late(now, item.seq);
+        self.held_pkts += 1;
+        self.held_bytes += item.payload.len();
+        // Due at once: only the earlier packets of its flow keep it.
+        flow.held.insert(
+            item.seq,
+            Held {
+                item,
+                deadline: now,
+            },
+        );
+        None
+    }
+
     fn admit(
         &mut self,
         now: Instant,
@@ -549,7 +582,13 @@ impl PerFlow {
                 None => {
                     // Arrived already, or its gap was given up while a
                     // lower one is still open.
-                    self.not_in_a_gap(seen, item, now);
+                    let item = match seen {
+                        Seen::New if !self.drop_late => self.join_own_hold(now, item),
+                        _ => Some(item),
+                    };
+                    if let Some(item) = item {
+                        self.not_in_a_gap(seen, item, now);
+                    }
                     return;
                 }
             },
