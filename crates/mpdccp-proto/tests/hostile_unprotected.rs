@@ -219,3 +219,109 @@ fn a_failed_path_is_probed_one_rto_after_its_failure() {
     // The path is back after the outage.
     assert_eq!(open_paths(&h, Side::Client), 2);
 }
+
+/// One packet lost on a path that then falls idle, with a later packet
+/// acknowledged: the retransmission timer fires (nothing else detects a
+/// tail loss) but the path is not failed, since it delivered after the
+/// loss. In the lab, the packet the server dropped because a forged Ack
+/// had made its Ack Number invalid took the client's path down this way
+/// for a probe's round (a forged MP_PRIO or SyncAck, issue #28: 0.3-1.05 s).
+#[test]
+fn a_lone_tail_loss_on_an_idle_path_does_not_fail_it() {
+    let lost_at = Instant::from_millis(1000);
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![
+            LinkSpec {
+                delay: Duration::from_millis(5),
+                outages: vec![(lost_at, lost_at + Duration::from_millis(1))],
+                ..LinkSpec::default()
+            },
+            // Slower: the light traffic below stays on path 0.
+            LinkSpec {
+                delay: Duration::from_millis(30),
+                ..LinkSpec::default()
+            },
+        ],
+        seed: 28,
+        ..Default::default()
+    });
+    h.record = true;
+    open_two_paths(&mut h);
+    // One packet every 20 ms, the one sent at 1000 ms lost, then one more
+    // (acknowledged), then nothing.
+    while h.now <= lost_at + Duration::from_millis(20) {
+        if (h.now.as_nanos() / 1_000_000) % 20 == 0 {
+            let now = h.now;
+            h.client.send(now, &[9; 200]).expect("send");
+        }
+        h.drive_for(Duration::from_millis(1));
+    }
+    h.drive_for(Duration::from_millis(1500));
+    let rtos = h.conn_ref(Side::Client).stats().rtos;
+    assert!(
+        rtos >= 1,
+        "the tail loss is found by the retransmission timer"
+    );
+    assert!(
+        !h.events(Side::Client)
+            .contains(&mpdccp_proto::Event::PathFailed(PathId(0))),
+        "path 0 failed after {rtos} RTO(s) although it delivered after the loss"
+    );
+    assert_eq!(open_paths(&h, Side::Client), 2);
+}
+
+/// A forged packet took the server's next sequence number on path 0; the
+/// genuine packet with that number is a duplicate at the client, which
+/// drops it but acknowledges it at once. Without that Ack the path was
+/// idle, the server's retransmission timer fired with nothing acknowledged
+/// past the packet, and the path failed (the lab's forged SyncAck and
+/// MP_PRIO rows, issue #28: back after 0.4-0.5 s).
+#[test]
+fn the_genuine_packet_whose_number_a_forgery_took_is_acknowledged() {
+    let mut h = Harness::new(HarnessConfig {
+        paths: vec![
+            LinkSpec {
+                delay: Duration::from_millis(5),
+                ..LinkSpec::default()
+            },
+            LinkSpec {
+                delay: Duration::from_millis(30),
+                ..LinkSpec::default()
+            },
+        ],
+        seed: 28,
+        ..Default::default()
+    });
+    h.record = true;
+    open_two_paths(&mut h);
+    let now = h.now;
+    h.server.send(now, &[3; 200]).expect("send");
+    h.drive_for(Duration::from_millis(100));
+    let (seq, ack) = last_genuine(&h, Side::Server, 0);
+    let mut s = Segment::new(PacketType::SyncAck, seq + 1);
+    s.ack = Some(ack.unwrap_or(0));
+    inject(&mut h, Side::Client, 0, &emit(&s, 0, Side::Server));
+    h.drive_for(Duration::from_millis(1));
+    let dups = h.conn_ref(Side::Client).stats().rx_duplicate;
+    // The genuine packet with that number, then nothing.
+    let now = h.now;
+    h.server.send(now, &[4; 200]).expect("send");
+    h.drive_for(Duration::from_millis(1500));
+    let genuine = h.wire.iter().any(|w| {
+        w.from == Side::Server
+            && w.path == PathId(0)
+            && Segment::parse(&w.bytes, None)
+                .is_ok_and(|g| g.seq == seq + 1 && !g.payload.is_empty())
+    });
+    assert!(
+        genuine,
+        "the server's packet took the number the forgery had"
+    );
+    assert_eq!(h.conn_ref(Side::Client).stats().rx_duplicate, dups + 1);
+    assert!(
+        !h.events(Side::Server)
+            .contains(&mpdccp_proto::Event::PathFailed(PathId(0))),
+        "the server's path 0 failed: its packet was never acknowledged"
+    );
+    assert_eq!(open_paths(&h, Side::Server), 2);
+}

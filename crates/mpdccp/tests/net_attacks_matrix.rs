@@ -458,6 +458,19 @@ impl Lab {
         let before = end(&self.t, to == To::Server);
         let ns = self.t.client.name().to_string();
         let pinger = std::thread::spawn(move || pings_lost(&ns, &SERVER_TUN_V4.to_string(), pings));
+        // MATRIX_PCAP=<prefix>: tcpdump the client namespace's UDP during
+        // the attack into <prefix>.Server or .Client (the attacked end;
+        // each row overwrites its file), for the diagnosis.
+        let cap = std::env::var("MATRIX_PCAP").ok().map(|f| {
+            let c = std::process::Command::new("ip")
+                .args(["netns", "exec", self.t.client.name()])
+                .args(["tcpdump", "-i", "any", "-w", &format!("{f}.{to:?}"), "udp"])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("tcpdump");
+            std::thread::sleep(Duration::from_millis(500));
+            c
+        });
         std::thread::sleep(Duration::from_millis(300));
         let sent = inject();
         let struck = StdInstant::now();
@@ -486,6 +499,12 @@ impl Lab {
             std::thread::sleep(Duration::from_millis(20));
         }
         let lost = pinger.join().unwrap();
+        if let Some(mut c) = cap {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
         // The status snapshots are up to 100 ms old: when both daemons
         // logged their last "path established" after the strike, that is
         // the recovery time.

@@ -32,6 +32,7 @@ impl Connection {
                 if duplicate {
                     self.stats.rx_duplicate += 1;
                     if seg.ptype.carries_data() {
+                        self.paths[i].on_duplicate_data();
                         return;
                     }
                 }

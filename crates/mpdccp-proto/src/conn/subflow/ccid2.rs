@@ -463,6 +463,16 @@ impl Subflow {
     /// Returns true when this timeout marks the path failed.
     pub fn on_rto(&mut self, now: Instant, fail_after: u32, first_probe_at_base_rto: bool) -> bool {
         self.timers.stop(Timer::Rto);
+        // The peer acknowledged a sequence number sent after the oldest
+        // packet still outstanding (GAR, any packet type: a SyncAck
+        // counts): the path delivered after it, so this is a (tail) loss,
+        // not a silent path. It collapses the window as any RTO does
+        // (RFC 4341 §5) but neither backs off nor counts toward failing
+        // the path, which silence alone does. One packet the peer dropped
+        // on an idle path (one whose Ack Number a forged packet made
+        // invalid, issue #28) took the path down for a probe's round.
+        let oldest = self.tx.sent.iter().find(|s| !s.acked && !s.lost);
+        let delivered_after = oldest.is_some_and(|o| self.seq.gar > o.seq);
         let lost = self.tx.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
         self.tx.sent.clear();
         self.tx.pipe = 0;
@@ -472,6 +482,9 @@ impl Subflow {
         self.stats.rtos += 1;
         self.tx.top_acked = [0; 3];
         self.tx.cc.on_rto(now);
+        if delivered_after {
+            return false;
+        }
         self.tx.rto_count += 1;
         if !self.failed && self.tx.rto_count >= fail_after {
             self.failed = true;

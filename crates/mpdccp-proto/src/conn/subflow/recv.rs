@@ -163,6 +163,17 @@ impl Subflow {
         Admit::Valid { ackn, duplicate }
     }
 
+    /// A data packet with a sequence number already received: dropped,
+    /// but acknowledged at once, as TCP acknowledges a duplicate segment
+    /// (RFC 9293 §3.10.7.4). Its sender may be waiting for that
+    /// acknowledgement on an otherwise idle path: when a forged packet
+    /// took the number first (issue #28), the genuine packet is the
+    /// duplicate, and without an Ack its sender's retransmission timer
+    /// failed the path. At most one Ack per duplicate, smaller than it.
+    pub(crate) fn on_duplicate_data(&mut self) {
+        self.acks.ack_now = true;
+    }
+
     /// A retransmitted Request in RESPOND: repeat the Response. False when
     /// a Request is not expected.
     pub(crate) fn on_request_again(&mut self) -> bool {
