@@ -250,7 +250,7 @@ fn a_lone_tail_loss_on_an_idle_path_does_not_fail_it() {
     // One packet every 20 ms, the one sent at 1000 ms lost, then one more
     // (acknowledged), then nothing.
     while h.now <= lost_at + Duration::from_millis(20) {
-        if (h.now.as_nanos() / 1_000_000) % 20 == 0 {
+        if (h.now.as_nanos() / 1_000_000).is_multiple_of(20) {
             let now = h.now;
             h.client.send(now, &[9; 200]).expect("send");
         }
