@@ -81,7 +81,7 @@ impl Connection {
         unix_nanos: u64,
         now: Instant,
     ) -> Result<(), ConnError> {
-        if self.role != Role::Client || self.ever_had_path || !self.config.multipath {
+        if self.role != Role::Client || self.life.ever_had_path() || !self.config.multipath {
             return Err(ConnError::Config(
                 "client authentication needs a multipath client before its first path".into(),
             ));

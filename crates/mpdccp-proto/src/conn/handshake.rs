@@ -12,8 +12,8 @@
 
 use super::codec::MpJoin;
 use super::{
-    authn, features, keys, opt, ConnKeys, ConnState, Connection, Event, FeatureNum, Negotiation,
-    PacketType, PathConfig, PathId, ResetCode, Role, Segment, SubState, WireError,
+    authn, features, keys, opt, ConnKeys, Connection, Event, FeatureNum, Negotiation, PacketType,
+    PathConfig, PathId, ResetCode, Role, Segment, SubState, WireError,
 };
 use crate::time::Instant;
 use crate::wire::profile_keys::PlainKeys;
@@ -27,7 +27,7 @@ impl Connection {
     /// `max_paths` refusals waiting for their Reset, a refused Request is
     /// dropped unanswered and leaves nothing at all.
     pub(super) fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if self.life.is_closing_or_closed() {
             self.stats.rx_request_refused += 1;
             return;
         }
@@ -170,7 +170,7 @@ impl Connection {
                 let first = !self.paths[i].is_join();
                 self.fail_path(i, None);
                 if first {
-                    self.close_reason = Some(format!(
+                    self.life.set_reason(format!(
                         "connection refused (reset code {:?})",
                         seg.reset_code
                     ));
@@ -184,8 +184,8 @@ impl Connection {
                         authn::ResponseVerdict::Proceed => self.handle_response(now, i, seg),
                         authn::ResponseVerdict::Ignore => self.stats.rx_unexpected += 1,
                         authn::ResponseVerdict::Refuse => {
-                            self.close_reason =
-                                Some("server did not authenticate (key type 255)".into());
+                            self.life
+                                .set_reason("server did not authenticate (key type 255)");
                             self.fail_path(i, Some(ResetCode::ConnectionRefused));
                         }
                     },
@@ -252,7 +252,7 @@ impl Connection {
         if let Some(ok) = first.then(|| self.auth_confirm_ok(seg)).flatten() {
             if !ok {
                 self.paths[i].refuse(ResetCode::OptionError);
-                self.close_reason = Some("key confirmation failed".into());
+                self.life.set_reason("key confirmation failed");
             }
             return ok;
         }
@@ -282,7 +282,7 @@ impl Connection {
             if k.plain_key() != self.remote_key || echo.is_some_and(|p| p != self.local_key) {
                 self.stats.bad_key_echo += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
-                self.close_reason = Some("MP_KEY mismatch".into());
+                self.life.set_reason("MP_KEY mismatch");
                 return false;
             }
         }
@@ -296,12 +296,7 @@ impl Connection {
             return;
         }
         let id = self.paths[i].id();
-        self.orphaned_at = None;
-        if !self.connected_event_sent {
-            self.connected_event_sent = true;
-            if self.state == ConnState::Handshaking {
-                self.state = ConnState::Established;
-            }
+        if self.life.path_opened() {
             self.events.push_back(Event::Connected);
         }
         self.events.push_back(Event::PathEstablished(id));

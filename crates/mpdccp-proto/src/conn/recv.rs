@@ -3,8 +3,8 @@
 
 use super::subflow::{Admit, Coupled, ResetEffect};
 use super::{
-    mp, opt, reorder, unwrap48, ConnKeys, ConnState, Connection, Event, FeatureNum, PacketType,
-    ReorderItem, ResetCode, Role, Segment, SubState, WireError, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS,
+    mp, opt, reorder, unwrap48, ConnKeys, Connection, Event, FeatureNum, PacketType, ReorderItem,
+    ResetCode, Role, Segment, SubState, WireError, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS,
 };
 use crate::time::Instant;
 use std::time::Duration;
@@ -93,7 +93,7 @@ impl Connection {
                 // Not when it carried the connection's MP_CLOSE (a real
                 // close, a drain): that close runs its handshake, and the
                 // peer's subflow waits for our Close.
-                let whole = matches!(self.state, ConnState::Closing | ConnState::Closed);
+                let whole = self.life.is_closing_or_closed();
                 if self.is_authenticated_mode() && !whole && self.paths[i].report_closed() {
                     self.reinject(i);
                     self.events.push_back(Event::PathClosed(self.paths[i].id()));
@@ -228,7 +228,7 @@ impl Connection {
     pub(super) fn handle_payload(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.stats.rx_data_pkts += 1;
         self.paths[i].count_rx_data();
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if self.life.is_closing_or_closed() {
             self.stats.rx_data_after_close += 1;
             return;
         }
@@ -345,7 +345,7 @@ impl Connection {
         self.stats.resets_received += 1;
         if seg.reset_code == ResetCode::MpFastClose {
             if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
-                self.close_reason = Some("fast close by peer".into());
+                self.life.set_reason("fast close by peer");
                 self.discard_queue();
                 // §3.2.3: "Host B will send a DCCP-Reset packet response
                 // on all subflows to Host A with Reset Code 13".

@@ -44,7 +44,9 @@ impl Connection {
             self.held = Some((path, n));
             return None;
         }
-        if self.state == ConnState::Closed && self.paths.iter().all(|p| !p.has_pending_reset()) {
+        if self.life.state() == ConnState::Closed
+            && self.paths.iter().all(|p| !p.has_pending_reset())
+        {
             return None;
         }
         self.schedule(now);
@@ -269,7 +271,7 @@ impl Connection {
             local_key: self.local_key,
             remote_key: self.remote_key,
             local_ci: self.local_ci,
-            closing_mp: self.closing_mp,
+            closing_mp: self.life.closing_mp(),
             service_code: c.service_code,
             ackvec_cover_pkts: c.ackvec_cover_pkts,
             ack_ratio: c.ack_ratio,
