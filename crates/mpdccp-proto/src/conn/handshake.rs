@@ -13,10 +13,9 @@
 use super::codec::MpJoin;
 use super::{
     authn, features, keys, opt, ConnKeys, Connection, Event, FeatureNum, Negotiation, PacketType,
-    PathConfig, PathId, ResetCode, Role, Segment, SubState, WireError,
+    PathConfig, PathId, ResetCode, Segment, SubState, WireError,
 };
 use crate::time::Instant;
-use crate::wire::profile_keys::PlainKeys;
 use keys::JoinHmac;
 use rand::Rng;
 
@@ -137,15 +136,16 @@ impl Connection {
         let offer = seg.mp.key.as_ref();
         if self.is_authenticated_mode() {
             // Key type 255 was checked (authn.rs); the keys are installed.
-            self.remote_ci = offer.map(|k| k.ci);
-            self.negotiation =
-                Negotiation::agreed(feature_agreed && offer.is_some() && self.session.is_some());
+            self.ident.remote_ci = offer.map(|k| k.ci);
+            self.negotiation = Negotiation::agreed(
+                feature_agreed && offer.is_some() && self.ident.session.is_some(),
+            );
             return;
         }
         match offer.and_then(|k| Some((k.ci, k.plain_key()?))) {
             Some((ci, key)) if self.config.multipath && feature_agreed => {
-                self.remote_key = Some(key);
-                self.remote_ci = Some(ci);
+                self.ident.remote_key = Some(key);
+                self.ident.remote_ci = Some(ci);
                 self.negotiation = Negotiation::Multipath;
             }
             _ => {
@@ -279,7 +279,9 @@ impl Connection {
             }
         } else if let Some(k) = &seg.mp.key {
             let echo = k.echoed_key();
-            if k.plain_key() != self.remote_key || echo.is_some_and(|p| p != self.local_key) {
+            if k.plain_key() != self.ident.remote_key
+                || echo.is_some_and(|p| p != self.ident.local_key)
+            {
                 self.stats.bad_key_echo += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
                 self.life.set_reason("MP_KEY mismatch");
@@ -302,50 +304,13 @@ impl Connection {
         self.events.push_back(Event::PathEstablished(id));
     }
 
-    /// The identifiers of a join (RFC 9897 §3.2.2): the one in the
-    /// client's MP_JOIN (the server's CI) and the one in the server's (the
-    /// client's CI); the k5.10 reference puts the server's token in both
-    /// (docs/INTEROP.md, `wire::profile_keys`). 0 while unknown.
+    /// The identifiers of a join (RFC 9897 §3.2.2; `identity.rs`).
     pub(super) fn join_ids(&self) -> (u32, u32) {
-        let (ours, theirs) = (self.local_ci, self.remote_ci.unwrap_or(0));
-        let (client_ci, server_ci) = match self.role {
-            Role::Client => (ours, theirs),
-            Role::Server => (theirs, ours),
-        };
-        let p = self.config.wire_profile;
-        match (self.remote_key, self.session.is_some()) {
-            (Some(remote), false) => {
-                let keys = match self.role {
-                    Role::Client => PlainKeys {
-                        client: self.local_key,
-                        server: remote,
-                    },
-                    Role::Server => PlainKeys {
-                        client: remote,
-                        server: self.local_key,
-                    },
-                };
-                (
-                    p.join_id(&keys, server_ci),
-                    p.join_response_id(&keys, client_ci),
-                )
-            }
-            _ => (server_ci, client_ci),
-        }
+        self.ident.join_ids(self.role, self.config.wire_profile)
     }
 
-    /// The keys of every MP_HMAC: the handshake's d-keys in authenticated
-    /// mode, key type 0's otherwise.
+    /// The keys of every MP_HMAC (`identity.rs`).
     pub(super) fn d_keys(&self) -> Option<ConnKeys> {
-        if let Some(k) = self.session.as_deref() {
-            return Some(ConnKeys::Derived {
-                local: *k.d_key_local(),
-                remote: *k.d_key_remote(),
-            });
-        }
-        Some(ConnKeys::Plain {
-            local: self.local_key,
-            remote: self.remote_key?,
-        })
+        self.ident.d_keys()
     }
 }

@@ -297,7 +297,7 @@ impl Connection {
     /// MP_CLOSE (RFC 9897 §3.2.11) with our key closes the whole connection.
     pub(super) fn handle_close_key(&mut self, seg: &Segment<'_>) {
         if let Some(k) = seg.mp.close {
-            if k == self.local_key {
+            if self.ident.is_our_close_key(k) {
                 // §3.2.11: "When a DCCP-CloseReq is used, the following
                 // DCCP-Close MUST also carry the MP_CLOSE".
                 if self.life.peer_closed(self.negotiation.is_multipath()) {

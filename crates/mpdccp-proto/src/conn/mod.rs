@@ -73,10 +73,12 @@ mod features;
 mod fleet;
 mod fq;
 mod handshake;
+mod identity;
 pub(crate) mod inner;
 pub mod keys;
 mod lifecycle;
 mod liveness;
+mod numbering;
 mod plpmtu;
 mod protection;
 mod queue;
@@ -118,10 +120,12 @@ use crate::wire::{FeatureNum, ResetCode, WireError};
 use adverts::AddrBook;
 use authn::AuthRole;
 use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
+use identity::Identity;
 use keys::ConnKeys;
 use lifecycle::{ConnLifecycle, ConnState};
+use numbering::{Numbering, Received};
 use queue::{PushOutcome, Queued, SendQueue};
-use seq::{unwrap48, SEQ_MASK};
+use seq::SEQ_MASK;
 use subflow::{Fired, SubState, Subflow, TimerCtx};
 use timer::TimerTable;
 
@@ -138,12 +142,6 @@ pub const SERVICE_CODE: u32 = 0x4D50_4443;
 /// acknowledgement on its own. `mss_bytes` minus this is the largest
 /// tunnelled packet [`Connection::send`] accepts.
 pub const DATA_HEADER_MAX: usize = 56;
-
-/// Consistent implausible MP_SEQ packets that confirm a renumbering.
-const MP_SEQ_RESYNC_PKTS: u32 = 16;
-
-/// MP_SEQ this far behind the highest seen cannot come from a slow path.
-const MP_SEQ_MAX_LAG: u64 = 1 << 24;
 
 /// MP_REMOVEADDR (id, nonce) pairs remembered against replays.
 const REMOVEADDR_SEEN_MAX: usize = 256;
@@ -271,13 +269,10 @@ pub struct Connection {
     queue: SendQueue,
     /// Multipath or plain DCCP, once the first subflow negotiated it.
     negotiation: Negotiation,
-    local_key: [u8; 8],
-    remote_key: Option<[u8; 8]>,
-    local_ci: u32,
-    remote_ci: Option<u32>,
-    next_mp_seq: u64,
-    rx_mp_ref: Option<u64>,
-    plain_rx_seq: u64,
+    /// Keys and connection identifiers (`identity.rs`).
+    ident: Identity,
+    /// MP_SEQ sent and received (`numbering.rs`).
+    numbering: Numbering,
     /// Our advertised and the peer's addresses (`adverts.rs`).
     addrs: AddrBook,
     events: VecDeque<Event>,
@@ -291,14 +286,10 @@ pub struct Connection {
     held: Option<(PathId, usize)>,
     /// Connection-level retransmission (`retransmit.rs`); none when off.
     retx: Option<retransmit::RetransmitStore>,
-    /// A far-ahead MP_SEQ and how many consistent ones followed it.
-    mp_jump_probe: Option<(u64, u32)>,
     /// Payload protection (`protection.rs`); `None` = payload in clear.
     protection: Option<Box<protection::Protection>>,
     /// Open mode (key type 0) or the authenticated handshake's side.
     auth: AuthRole,
-    /// The authenticated handshake's keys (boxed: rarely touched, secret).
-    session: Option<Box<crate::auth::SessionKeys>>,
     auth_stats: AuthStats,
     /// The smallest PLPMTU, and the smallest converged one
     /// ([`Connection::plpmtu_converged`]), when [`Event::PlpmtuChanged`]
@@ -364,13 +355,8 @@ impl Connection {
             scheduler,
             reorder,
             negotiation: Negotiation::Pending,
-            local_key,
-            remote_key: None,
-            local_ci,
-            remote_ci: None,
-            next_mp_seq,
-            rx_mp_ref: None,
-            plain_rx_seq: 0,
+            ident: Identity::new(local_key, local_ci),
+            numbering: Numbering::new(next_mp_seq),
             addrs: AddrBook::default(),
             events: VecDeque::new(),
             stats: ConnStats::default(),
@@ -379,10 +365,8 @@ impl Connection {
             held: None,
             retx,
             scratch: scratch::Scratch::default(),
-            mp_jump_probe: None,
             protection: None,
             auth: AuthRole::Off,
-            session: None,
             auth_stats: AuthStats::default(),
             plpmtu_reported: (None, None),
         })
@@ -394,12 +378,12 @@ impl Connection {
 
     /// Our connection identifier (the token peers put in MP_JOIN).
     pub fn local_ci(&self) -> u32 {
-        self.local_ci
+        self.ident.local_ci
     }
     /// A fleet host's endpoint puts its host id in the CI before the
     /// first datagram (`fleet.rs`).
     pub(super) fn set_local_ci(&mut self, ci: u32) {
-        self.local_ci = ci;
+        self.ident.local_ci = ci;
     }
     /// The identifier a join to this connection names in its MP_JOIN (a
     /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or
@@ -410,7 +394,7 @@ impl Connection {
     }
     /// The peer's connection identifier, once known.
     pub fn remote_ci(&self) -> Option<u32> {
-        self.remote_ci
+        self.ident.remote_ci
     }
     /// `Some(true)` multipath, `Some(false)` plain-DCCP fallback, `None`
     /// not negotiated yet.

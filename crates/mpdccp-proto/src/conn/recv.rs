@@ -3,8 +3,8 @@
 
 use super::subflow::{Admit, Coupled, ResetEffect};
 use super::{
-    mp, opt, reorder, unwrap48, ConnKeys, Connection, Event, FeatureNum, PacketType, ReorderItem,
-    ResetCode, Role, Segment, SubState, WireError, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS,
+    mp, opt, reorder, ConnKeys, Connection, Event, FeatureNum, PacketType, Received, ReorderItem,
+    ResetCode, Role, Segment, SubState, WireError,
 };
 use crate::time::Instant;
 use std::time::Duration;
@@ -234,14 +234,11 @@ impl Connection {
         }
         if !self.negotiation.is_multipath() {
             // Plain DCCP: arrival order, local numbering.
-            self.plain_rx_seq += 1;
+            let seq = self.numbering.next_plain_rx();
             self.stats.delivered_pkts += 1;
             self.stats.delivered_bytes += seg.payload.len() as u64;
             let data = self.owned_payload(seg.payload);
-            self.events.push_back(Event::Delivered {
-                seq: self.plain_rx_seq,
-                data,
-            });
+            self.events.push_back(Event::Delivered { seq, data });
             return;
         }
         let Some(wire) = seg.mp.seq else {
@@ -251,7 +248,7 @@ impl Connection {
         let Some(seq) = self.plausible_mp_seq(wire) else {
             return;
         };
-        self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
+        self.numbering.note_rx(seq);
         let path = self.paths[i].note_mp_seq(seq);
         let payload = self.owned_payload(seg.payload);
         self.scratch.rx_states.clear();
@@ -289,36 +286,22 @@ impl Connection {
         }
     }
 
-    /// Unwraps a received MP_SEQ near the highest seen. `None` drops an
-    /// implausible one: far ahead of the highest MP_SEQ seen, or absurdly
-    /// far behind it (behind by less is just a slow path: the reorderer
-    /// judges). One forged or corrupt MP_SEQ must not drag the numbering
-    /// away; a run of mutually consistent packets (a genuine renumbering,
-    /// or a forged first reference) resynchronises.
+    /// Unwraps a received MP_SEQ (`numbering.rs`); `None` drops an
+    /// implausible one. A resynchronisation (a genuine renumbering, or a
+    /// forged first reference) starts a fresh reorderer.
     fn plausible_mp_seq(&mut self, wire: u64) -> Option<u64> {
-        let Some(r) = self.rx_mp_ref else {
-            return Some(wire);
-        };
-        let seq = unwrap48(r, wire);
-        let jump = self.config.max_mp_seq_jump.max(1);
-        let implausible = seq > r.saturating_add(jump) || r - seq.min(r) > MP_SEQ_MAX_LAG;
-        if !implausible {
-            return Some(seq);
+        match self.numbering.accept(wire, self.config.max_mp_seq_jump) {
+            Received::Plausible(seq) => Some(seq),
+            Received::Implausible => {
+                self.stats.rx_mp_seq_implausible += 1;
+                None
+            }
+            Received::Resync(seq) => {
+                self.stats.mp_seq_resyncs += 1;
+                self.reorder = reorder::build(&self.config.reorder);
+                Some(seq)
+            }
         }
-        let n = match self.mp_jump_probe {
-            Some((p, n)) if p.abs_diff(seq) <= jump => n + 1,
-            _ => 1,
-        };
-        if n < MP_SEQ_RESYNC_PKTS {
-            self.mp_jump_probe = Some((seq, n));
-            self.stats.rx_mp_seq_implausible += 1;
-            return None;
-        }
-        self.mp_jump_probe = None;
-        self.stats.mp_seq_resyncs += 1;
-        self.rx_mp_ref = Some(seq);
-        self.reorder = reorder::build(&self.config.reorder);
-        Some(seq)
     }
 
     pub(super) fn drain_reorder(&mut self, now: Instant) {
@@ -344,7 +327,11 @@ impl Connection {
     pub(super) fn handle_reset(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.stats.resets_received += 1;
         if seg.reset_code == ResetCode::MpFastClose {
-            if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
+            if seg
+                .mp
+                .fast_close
+                .is_some_and(|k| self.ident.is_our_close_key(k))
+            {
                 self.life.set_reason("fast close by peer");
                 self.discard_queue();
                 // §3.2.3: "Host B will send a DCCP-Reset packet response

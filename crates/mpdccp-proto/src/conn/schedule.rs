@@ -229,9 +229,7 @@ impl Connection {
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
             let seq = if self.negotiation.is_multipath() {
-                let s = self.next_mp_seq;
-                self.next_mp_seq += 1;
-                s
+                self.numbering.take_tx()
             } else {
                 0
             };
@@ -268,9 +266,9 @@ impl Connection {
             mp_on: self.negotiation.is_multipath(),
             offer_mp: c.multipath,
             keys: self.d_keys(),
-            local_key: self.local_key,
-            remote_key: self.remote_key,
-            local_ci: self.local_ci,
+            local_key: self.ident.local_key,
+            remote_key: self.ident.remote_key,
+            local_ci: self.ident.local_ci,
             closing_mp: self.life.closing_mp(),
             service_code: c.service_code,
             ackvec_cover_pkts: c.ackvec_cover_pkts,
@@ -278,7 +276,7 @@ impl Connection {
             mp_rtt_interval: c.mp_rtt_interval,
             mp_option_rto: c.mp_option_rto,
             mp_option_max_tries: c.mp_option_max_tries,
-            last_mp_seq: self.next_mp_seq.wrapping_sub(1),
+            last_mp_seq: self.numbering.last_tx(),
             profile: c.wire_profile,
             join_ids: self.join_ids(),
         }
