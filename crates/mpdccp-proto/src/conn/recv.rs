@@ -23,34 +23,9 @@ impl Connection {
             self.handle_in_request(now, i, seg);
             return;
         }
-        let ackn = match self.paths[i].admit(now, seg) {
-            Admit::Invalid => {
-                self.stats.rx_seq_invalid += 1;
-                return;
-            }
-            Admit::Valid { ackn, duplicate } => {
-                if duplicate {
-                    self.stats.rx_duplicate += 1;
-                    if seg.ptype.carries_data() {
-                        return;
-                    }
-                }
-                ackn
-            }
+        let Some(ackn) = self.admit_segment(now, i, seg) else {
+            return;
         };
-        // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
-        // subflow (never in answer to a Reset). A Request or Response on a
-        // subflow past its handshake is dealt with by type first (§8.5
-        // step 7 before step 8): its options are never read.
-        if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
-            if !matches!(
-                seg.ptype,
-                PacketType::Reset | PacketType::Request | PacketType::Response
-            ) {
-                self.reset_path(i, code);
-                return;
-            }
-        }
         let sf = &mut self.paths[i];
         match seg.ptype {
             PacketType::Request => {
@@ -79,30 +54,70 @@ impl Connection {
                 self.stats.rx_unexpected += 1;
                 sf.answer_with_sync(now, seg.seq);
             }
-            PacketType::CloseReq => {
-                self.handle_close_key(seg);
-                self.paths[i].on_closereq(now);
-                // The subflow carries nothing more: say so now, not when
-                // the close completes. Issue #28: a forged CloseReq took
-                // the server's next number, so our Close acknowledged one
-                // it had not sent, was refused (RFC 4340 §7.5.3), and the
-                // close and the rejoin waited for its retransmission or
-                // the path manager's next turn (0.4-1.15 s). Only in the
-                // authenticated modes, where the daemon rejoins on it
-                // (the published open-mode runs keep their event times).
-                // Not when it carried the connection's MP_CLOSE (a real
-                // close, a drain): that close runs its handshake, and the
-                // peer's subflow waits for our Close.
-                let whole = self.life.is_closing_or_closed();
-                if self.is_authenticated_mode() && !whole && self.paths[i].report_closed() {
-                    self.reinject(i);
-                    self.events.push_back(Event::PathClosed(self.paths[i].id()));
-                }
-            }
+            PacketType::CloseReq => self.handle_closereq(now, i, seg),
             PacketType::Close => self.handle_close(i, seg),
             PacketType::Ack | PacketType::DataAck | PacketType::Data => {
                 self.handle_ack_or_data(now, i, seg, ackn)
             }
+        }
+    }
+
+    /// The subflow's sequence check (RFC 4340 §7.5) and option rules
+    /// (§5.8) for a packet past the handshake: the unwrapped
+    /// Acknowledgement Number, or `None` when the packet goes no further
+    /// (invalid, a duplicate carrying data, or options that reset the
+    /// subflow).
+    fn admit_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) -> Option<Option<u64>> {
+        let ackn = match self.paths[i].admit(now, seg) {
+            Admit::Invalid => {
+                self.stats.rx_seq_invalid += 1;
+                return None;
+            }
+            Admit::Valid { ackn, duplicate } => {
+                if duplicate {
+                    self.stats.rx_duplicate += 1;
+                    if seg.ptype.carries_data() {
+                        return None;
+                    }
+                }
+                ackn
+            }
+        };
+        // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
+        // subflow (never in answer to a Reset). A Request or Response on a
+        // subflow past its handshake is dealt with by type first (§8.5
+        // step 7 before step 8): its options are never read.
+        if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
+            if !matches!(
+                seg.ptype,
+                PacketType::Reset | PacketType::Request | PacketType::Response
+            ) {
+                self.reset_path(i, code);
+                return None;
+            }
+        }
+        Some(ackn)
+    }
+
+    /// Client: the server's CloseReq (RFC 4340 §8.3), with MP_CLOSE the
+    /// whole connection's.
+    fn handle_closereq(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        self.handle_close_key(seg);
+        self.paths[i].on_closereq(now);
+        // The subflow carries nothing more: say so now, not when the close
+        // completes. Issue #28: a forged CloseReq took the server's next
+        // number, so our Close acknowledged one it had not sent, was
+        // refused (RFC 4340 §7.5.3), and the close and the rejoin waited
+        // for its retransmission or the path manager's next turn
+        // (0.4-1.15 s). Only in the authenticated modes, where the daemon
+        // rejoins on it (the published open-mode runs keep their event
+        // times). Not when it carried the connection's MP_CLOSE (a real
+        // close, a drain): that close runs its handshake, and the peer's
+        // subflow waits for our Close.
+        let whole = self.life.is_closing_or_closed();
+        if self.is_authenticated_mode() && !whole && self.paths[i].report_closed() {
+            self.reinject(i);
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
         }
     }
 
