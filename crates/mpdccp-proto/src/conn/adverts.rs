@@ -113,7 +113,7 @@ impl Connection {
     /// The adverts' retransmission timer. MP options go out on an open
     /// subflow: without one, no timer (nobody could serve it).
     pub(super) fn advert_timeout(&self) -> Option<Instant> {
-        if self.state != ConnState::Established || !self.paths.iter().any(|p| p.is_open()) {
+        if self.life.state() != ConnState::Established || !self.paths.iter().any(|p| p.is_open()) {
             return None;
         }
         self.addrs

@@ -81,7 +81,7 @@ impl Connection {
         unix_nanos: u64,
         now: Instant,
     ) -> Result<(), ConnError> {
-        if self.role != Role::Client || self.ever_had_path || !self.config.multipath {
+        if self.role != Role::Client || self.life.ever_had_path() || !self.config.multipath {
             return Err(ConnError::Config(
                 "client authentication needs a multipath client before its first path".into(),
             ));
@@ -110,7 +110,7 @@ impl Connection {
 
     /// The handshake's keys, once derived (client) or admitted (server).
     pub fn session_keys(&self) -> Option<&SessionKeys> {
-        self.session.as_deref()
+        self.ident.session.as_deref()
     }
 
     pub fn auth_stats(&self) -> AuthStats {
@@ -120,9 +120,9 @@ impl Connection {
     /// The keys replace key type 0's: MP_CLOSE / MP_FAST_CLOSE carry the
     /// derived 8-byte values (`local_key` is what the peer must send us).
     fn install_session(&mut self, keys: SessionKeys) {
-        self.local_key = keys::close_value(keys.d_key_local());
-        self.remote_key = Some(keys::close_value(keys.d_key_remote()));
-        self.session = Some(Box::new(keys));
+        self.ident.local_key = keys::close_value(keys.d_key_local());
+        self.ident.remote_key = Some(keys::close_value(keys.d_key_remote()));
+        self.ident.session = Some(Box::new(keys));
         self.on_session_keys();
     }
 
@@ -130,7 +130,7 @@ impl Connection {
     /// lives in `conn/subflow/`, docs/SECURITY.md §5).
     fn on_session_keys(&mut self) {
         if self.config.protect_payload {
-            if let Some(k) = self.session.as_deref().cloned() {
+            if let Some(k) = self.ident.session.as_deref().cloned() {
                 self.enable_payload_protection(k);
             }
         }
@@ -260,7 +260,7 @@ impl Connection {
         if !matches!(self.auth, AuthRole::Server(_)) {
             return None;
         }
-        let ok = match (self.session.as_deref(), seg.mp.exp.as_deref()) {
+        let ok = match (self.ident.session.as_deref(), seg.mp.exp.as_deref()) {
             (Some(k), Some(m)) => k.verify_confirm(m).is_ok(),
             _ => false,
         };

@@ -305,20 +305,7 @@ impl<'a> Segment<'a> {
         let after = hmacs.after.take();
         match o.kind {
             kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
-                let (feature, value) = match o.to_option()? {
-                    DccpOption::ChangeL { feature, value }
-                    | DccpOption::ConfirmL { feature, value }
-                    | DccpOption::ChangeR { feature, value }
-                    | DccpOption::ConfirmR { feature, value } => (feature, value),
-                    _ => return Err(WireError::BadOptionValue { kind: o.kind }),
-                };
-                match value {
-                    FeatureValue::Empty => self.push_feat(o.kind, feature, None),
-                    FeatureValue::NonNegotiable(v) => self.push_feat(o.kind, feature, Some(v)),
-                    FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
-                        self.push_feat_list(o.kind, feature, &l)
-                    }
-                }
+                self.absorb_feature(o)?
             }
             kind::ACK_VECTOR_0 | kind::ACK_VECTOR_1 if !o.data.is_empty() => {
                 self.ack_vector = Some(o.data);
@@ -331,40 +318,7 @@ impl<'a> Segment<'a> {
                 }
                 _ => self.bad_opts = self.bad_opts.saturating_add(1),
             },
-            kind::MULTIPATH => {
-                if let Some(seq) = o.mp_seq() {
-                    self.mp.seq = Some(seq);
-                } else {
-                    match profile.parse_mp(o.data) {
-                        Ok(MpOption::Hmac(h)) => {
-                            hmacs.after = after;
-                            hmacs.place(&mut self.mp, h);
-                        }
-                        Ok(m) => {
-                            if matches!(
-                                m,
-                                MpOption::Join { .. }
-                                    | MpOption::AddAddr { .. }
-                                    | MpOption::RemoveAddr { .. }
-                                    | MpOption::Prio(_)
-                            ) {
-                                hmacs.after = o.data.first().copied();
-                            }
-                            absorb_mp(&mut self.mp, m)
-                        }
-                        // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read
-                        // (a reserved key type, a bad length) offers no key
-                        // type to agree on. That is a fallback to plain
-                        // DCCP (or, on the third packet, a closed subflow),
-                        // not an Option Error: a key-less MP_KEY says so.
-                        Err(_) if o.data.first() == Some(&subtype::KEY) => {
-                            self.mp.key = Some(KeyOffer::default());
-                            self.bad_opts = self.bad_opts.saturating_add(1);
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
+            kind::MULTIPATH => self.absorb_multipath(o, hmacs, after, profile)?,
             // Not acted on, but a length Table 3 forbids is still an
             // invalid option (§5.8). These are rare: the check's copy of a
             // cookie or drop record costs nothing on the data path.
@@ -376,6 +330,71 @@ impl<'a> Segment<'a> {
                 o.to_option()?;
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// A Change / Confirm option (RFC 4340 §6), kept for feature
+    /// negotiation.
+    fn absorb_feature(&mut self, o: &RawOption<'a>) -> Result<(), WireError> {
+        let (feature, value) = match o.to_option()? {
+            DccpOption::ChangeL { feature, value }
+            | DccpOption::ConfirmL { feature, value }
+            | DccpOption::ChangeR { feature, value }
+            | DccpOption::ConfirmR { feature, value } => (feature, value),
+            _ => return Err(WireError::BadOptionValue { kind: o.kind }),
+        };
+        match value {
+            FeatureValue::Empty => self.push_feat(o.kind, feature, None),
+            FeatureValue::NonNegotiable(v) => self.push_feat(o.kind, feature, Some(v)),
+            FeatureValue::ServerPriority(l) | FeatureValue::Unknown(l) => {
+                self.push_feat_list(o.kind, feature, &l)
+            }
+        }
+        Ok(())
+    }
+
+    /// One MP option (RFC 9897 §3.2): MP_SEQ on the fast path, the others
+    /// through the profile's parser. `after` is the MP option just before
+    /// this one, which an MP_HMAC here protects.
+    fn absorb_multipath(
+        &mut self,
+        o: &RawOption<'a>,
+        hmacs: &mut HmacPlacement,
+        after: Option<u8>,
+        profile: WireProfile,
+    ) -> Result<(), WireError> {
+        if let Some(seq) = o.mp_seq() {
+            self.mp.seq = Some(seq);
+            return Ok(());
+        }
+        match profile.parse_mp(o.data) {
+            Ok(MpOption::Hmac(h)) => {
+                hmacs.after = after;
+                hmacs.place(&mut self.mp, h);
+            }
+            Ok(m) => {
+                if matches!(
+                    m,
+                    MpOption::Join { .. }
+                        | MpOption::AddAddr { .. }
+                        | MpOption::RemoveAddr { .. }
+                        | MpOption::Prio(_)
+                ) {
+                    hmacs.after = o.data.first().copied();
+                }
+                absorb_mp(&mut self.mp, m)
+            }
+            // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read (a reserved
+            // key type, a bad length) offers no key type to agree on. That
+            // is a fallback to plain DCCP (or, on the third packet, a
+            // closed subflow), not an Option Error: a key-less MP_KEY says
+            // so.
+            Err(_) if o.data.first() == Some(&subtype::KEY) => {
+                self.mp.key = Some(KeyOffer::default());
+                self.bad_opts = self.bad_opts.saturating_add(1);
+            }
+            Err(e) => return Err(e),
         }
         Ok(())
     }

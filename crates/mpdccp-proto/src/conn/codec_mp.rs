@@ -356,108 +356,120 @@ pub(super) fn absorb_mp(m: &mut MpOpts, o: MpOption) {
 }
 
 /// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
-/// new offset.
-pub(super) fn emit_mp(
-    m: &MpOpts,
-    buf: &mut [u8],
-    mut p: usize,
+/// new offset. The order is fixed: handshake options, then those of data
+/// and paths, then the closing ones and MP_CONFIRM.
+pub(super) fn emit_mp(m: &MpOpts, buf: &mut [u8], p: usize, profile: WireProfile) -> Option<usize> {
+    let mut w = MpWriter { buf, p, profile };
+    emit_handshake_opts(m, &mut w)?;
+    emit_path_opts(m, &mut w)?;
+    emit_closing_opts(m, &mut w)?;
+    Some(w.p)
+}
+
+/// Writes MP options one after the other into a packet's option space.
+struct MpWriter<'b> {
+    buf: &'b mut [u8],
+    p: usize,
     profile: WireProfile,
-) -> Option<usize> {
-    let mut put = |o: MpOption, p: &mut usize| -> Option<()> {
-        *p += profile.emit_mp(&o, buf.get_mut(*p..)?).ok()?;
+}
+
+impl MpWriter<'_> {
+    fn put(&mut self, o: MpOption) -> Option<()> {
+        self.p += self.profile.emit_mp(&o, self.buf.get_mut(self.p..)?).ok()?;
         Some(())
-    };
-    // The reference's ADDADDR/REMOVEADDR carry no nonce (docs/INTEROP.md).
-    let nonce = |n: u32| profile.addr_nonce().then_some(n);
+    }
+    /// The reference's ADDADDR/REMOVEADDR carry no nonce (docs/INTEROP.md).
+    fn nonce(&self, n: u32) -> Option<u32> {
+        self.profile.addr_nonce().then_some(n)
+    }
+}
+
+/// MP_KEY, MP_EXP, MP_JOIN and a join's MP_HMAC (RFC 9897 §3.2.6: each
+/// MP_HMAC directly after the option it protects; `hmac` alone, a join's
+/// third packet, where it stands).
+fn emit_handshake_opts(m: &MpOpts, w: &mut MpWriter<'_>) -> Option<()> {
     if let Some(k) = &m.key {
         let keys = k.keys.clone();
-        put(MpOption::Key { ci: k.ci, keys }, &mut p)?;
+        w.put(MpOption::Key { ci: k.ci, keys })?;
     }
     if let Some(e) = &m.exp {
-        put(MpOption::Exp(e.clone()), &mut p)?;
+        w.put(MpOption::Exp(e.clone()))?;
     }
-    // RFC 9897 §3.2.6: each MP_HMAC directly after the option it
-    // protects; `hmac` alone (a join's third packet) where it stands.
     if let Some(j) = m.join {
-        put(
-            MpOption::Join {
-                addr_id: j.addr_id,
-                ci: j.token,
-                nonce: j.nonce,
-            },
-            &mut p,
-        )?;
+        w.put(MpOption::Join {
+            addr_id: j.addr_id,
+            ci: j.token,
+            nonce: j.nonce,
+        })?;
     }
     if let Some(h) = m.hmac {
-        put(MpOption::Hmac(h), &mut p)?;
+        w.put(MpOption::Hmac(h))?;
     }
+    Some(())
+}
+
+/// MP_SEQ, MP_RTT, and the path manager's MP_ADDADDR, MP_REMOVEADDR and
+/// MP_PRIO, each with its MP_HMAC right after it.
+fn emit_path_opts(m: &MpOpts, w: &mut MpWriter<'_>) -> Option<()> {
     if let Some(s) = m.seq {
-        put(MpOption::Seq(s & crate::wire::SEQ_MASK), &mut p)?;
+        w.put(MpOption::Seq(s & crate::wire::SEQ_MASK))?;
     }
     if let Some(r) = m.rtt {
-        put(
-            MpOption::Rtt {
-                rtt_type: RttType::from_u8(r.kind),
-                rtt_ms: r.rtt_ms,
-                age_ms: r.age_ms,
-            },
-            &mut p,
-        )?;
+        w.put(MpOption::Rtt {
+            rtt_type: RttType::from_u8(r.kind),
+            rtt_ms: r.rtt_ms,
+            age_ms: r.age_ms,
+        })?;
     }
     if let Some(a) = m.addaddr {
-        put(
-            MpOption::AddAddr {
-                addr_id: a.addr_id,
-                nonce: nonce(a.nonce),
-                addr: a.ip,
-                port: a.port,
-            },
-            &mut p,
-        )?;
+        let nonce = w.nonce(a.nonce);
+        w.put(MpOption::AddAddr {
+            addr_id: a.addr_id,
+            nonce,
+            addr: a.ip,
+            port: a.port,
+        })?;
         if let Some(h) = m.addaddr_hmac {
-            put(MpOption::Hmac(h), &mut p)?;
+            w.put(MpOption::Hmac(h))?;
         }
     }
     if let Some(r) = m.removeaddr {
-        put(
-            MpOption::RemoveAddr {
-                addr_id: r.addr_id,
-                nonce: nonce(r.nonce),
-            },
-            &mut p,
-        )?;
+        let nonce = w.nonce(r.nonce);
+        w.put(MpOption::RemoveAddr {
+            addr_id: r.addr_id,
+            nonce,
+        })?;
         if let Some(h) = m.removeaddr_hmac {
-            put(MpOption::Hmac(h), &mut p)?;
+            w.put(MpOption::Hmac(h))?;
         }
     }
     if let Some(pr) = m.prio {
-        put(MpOption::Prio(pr), &mut p)?;
+        w.put(MpOption::Prio(pr))?;
         if let Some(h) = m.prio_hmac {
-            put(MpOption::Hmac(h), &mut p)?;
+            w.put(MpOption::Hmac(h))?;
         }
     }
+    Some(())
+}
+
+/// MP_CLOSE, MP_FAST_CLOSE and MP_CONFIRM.
+fn emit_closing_opts(m: &MpOpts, w: &mut MpWriter<'_>) -> Option<()> {
     if let Some(k) = m.close {
-        put(
-            MpOption::Close {
-                key_data: k.to_vec(),
-            },
-            &mut p,
-        )?;
+        w.put(MpOption::Close {
+            key_data: k.to_vec(),
+        })?;
     }
     if let Some(k) = m.fast_close {
-        put(
-            MpOption::FastClose {
-                key_data: k.to_vec(),
-            },
-            &mut p,
-        )?;
+        w.put(MpOption::FastClose {
+            key_data: k.to_vec(),
+        })?;
     }
     if m.n_confirms > 0 {
         let mut items = Vec::with_capacity(2 * m.confirms().len());
         for c in m.confirms() {
-            c.push_wire(&mut items, profile);
+            c.push_wire(&mut items, w.profile);
         }
-        put(MpOption::Confirm(items), &mut p)?;
+        w.put(MpOption::Confirm(items))?;
     }
-    Some(p)
+    Some(())
 }

@@ -304,18 +304,7 @@ impl<K: Ord + Clone> Endpoint<K> {
 
     fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
         if let Some(&(h, pid)) = self.routes.get(&remote) {
-            let contest = self.has_candidate(now, h, pid);
-            if let Some(slot) = self.conns.get_mut(&h) {
-                let failed = contest.then(|| rebind::not_the_peers(&slot.conn.stats));
-                slot.conn.handle_datagram(now, pid, data);
-                // A packet of the peer's on the routed key (in its window,
-                // a duplicate or not): that path is alive, so its
-                // candidate is no rebinding (`rebind.rs`).
-                if failed.is_some_and(|f| rebind::not_the_peers(&slot.conn.stats) == f) {
-                    self.routed_heard(now, h, pid);
-                }
-                self.dirty.insert(h);
-                self.collect(h);
+            if self.deliver_routed(now, h, pid, data) {
                 return Some(h);
             }
         }
@@ -339,55 +328,113 @@ impl<K: Ord + Clone> Endpoint<K> {
             return None;
         }
         if let Some(j) = seg.mp.join {
-            let Some(&h) = self.by_ci.get(&j.token) else {
-                if super::fleet::names_other_host(self.fleet_host, j.token) {
-                    // Answered in every mode: the client must learn that
-                    // ECMP sent its join to the wrong host (`fleet.rs`).
-                    self.stats.join_other_host += 1;
-                    self.rate_limited_reset(now, remote, &seg, ResetCode::NoConnection);
-                } else {
-                    self.stats.unknown_token += 1;
-                    self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
-                }
-                return None;
-            };
-            let slot = self.conns.get_mut(&h)?;
-            let pid = PathId(slot.next_path);
-            slot.next_path += 1;
-            self.routes.insert(remote.clone(), (h, pid));
-            self.reverse.insert((h, pid), remote);
-            slot.conn.handle_datagram(now, pid, data);
-            self.note_ports(h, pid, &seg);
-            self.dirty.insert(h);
-            self.stats.joins_routed += 1;
-            self.collect(h);
-            return Some(h);
+            return self.route_join(now, remote, &seg, j.token, data);
         }
         // A new connection.
-        if self.closing {
-            self.stats.refused_closing += 1;
-            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
-            return None;
-        }
-        if self.conns.len() >= self.config.max_connections {
-            self.stats.refused_max_connections += 1;
-            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
-            return None;
-        }
-        let half_open = self
-            .conns
-            .values()
-            .filter(|s| !s.conn.is_established() && !s.conn.is_closed())
-            .count();
-        if half_open >= self.config.max_half_open {
-            self.stats.refused_half_open += 1;
-            self.queue_reset(now, remote, &seg, ResetCode::TooBusy);
+        if self.refuses_new_connection(now, &remote, &seg) {
             return None;
         }
         let admitted = match self.gate.is_some() {
             true => Some(self.admit(now, &remote, &seg)?),
             false => None,
         };
+        Some(self.accept_connection(now, remote, &seg, data, admitted))
+    }
+
+    /// A datagram on a known route goes to its connection; false when the
+    /// connection is gone.
+    fn deliver_routed(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        pid: PathId,
+        data: &[u8],
+    ) -> bool {
+        let contest = self.has_candidate(now, h, pid);
+        let Some(slot) = self.conns.get_mut(&h) else {
+            return false;
+        };
+        let failed = contest.then(|| rebind::not_the_peers(&slot.conn.stats));
+        slot.conn.handle_datagram(now, pid, data);
+        // A packet of the peer's on the routed key (in its window,
+        // a duplicate or not): that path is alive, so its
+        // candidate is no rebinding (`rebind.rs`).
+        if failed.is_some_and(|f| rebind::not_the_peers(&slot.conn.stats) == f) {
+            self.routed_heard(now, h, pid);
+        }
+        self.dirty.insert(h);
+        self.collect(h);
+        true
+    }
+
+    /// A join Request (MP_JOIN naming `token`): a new path of the
+    /// connection it names, or a Reset when none here has that token.
+    fn route_join(
+        &mut self,
+        now: Instant,
+        remote: K,
+        seg: &Segment<'_>,
+        token: u32,
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let Some(&h) = self.by_ci.get(&token) else {
+            if super::fleet::names_other_host(self.fleet_host, token) {
+                // Answered in every mode: the client must learn that
+                // ECMP sent its join to the wrong host (`fleet.rs`).
+                self.stats.join_other_host += 1;
+                self.rate_limited_reset(now, remote, seg, ResetCode::NoConnection);
+            } else {
+                self.stats.unknown_token += 1;
+                self.queue_reset(now, remote, seg, ResetCode::NoConnection);
+            }
+            return None;
+        };
+        let slot = self.conns.get_mut(&h)?;
+        let pid = PathId(slot.next_path);
+        slot.next_path += 1;
+        self.routes.insert(remote.clone(), (h, pid));
+        self.reverse.insert((h, pid), remote);
+        slot.conn.handle_datagram(now, pid, data);
+        self.note_ports(h, pid, seg);
+        self.dirty.insert(h);
+        self.stats.joins_routed += 1;
+        self.collect(h);
+        Some(h)
+    }
+
+    /// A new connection is refused (Reset 9, Too Busy) while draining, at
+    /// `max_connections`, or at `max_half_open` handshakes in progress.
+    fn refuses_new_connection(&mut self, now: Instant, remote: &K, seg: &Segment<'_>) -> bool {
+        if self.closing {
+            self.stats.refused_closing += 1;
+        } else if self.conns.len() >= self.config.max_connections {
+            self.stats.refused_max_connections += 1;
+        } else if self
+            .conns
+            .values()
+            .filter(|s| !s.conn.is_established() && !s.conn.is_closed())
+            .count()
+            >= self.config.max_half_open
+        {
+            self.stats.refused_half_open += 1;
+        } else {
+            return false;
+        }
+        self.queue_reset(now, remote.clone(), seg, ResetCode::TooBusy);
+        true
+    }
+
+    /// Creates the server connection a first-subflow Request opens (path
+    /// 0), with its seed, its fleet CI and, when the gate admitted it, the
+    /// authenticated handshake's keys.
+    fn accept_connection(
+        &mut self,
+        now: Instant,
+        remote: K,
+        seg: &Segment<'_>,
+        data: &[u8],
+        admitted: Option<(Box<SessionKeys>, [u8; crate::auth::handshake::RESPONSE_LEN])>,
+    ) -> ConnectionHandle {
         let h = ConnectionHandle(self.next_handle);
         self.next_handle += 1;
         let seed = self
@@ -409,7 +456,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.by_ci.insert(conn.join_token(), h);
         self.routes.insert(remote.clone(), (h, PathId(0)));
         self.reverse.insert((h, PathId(0)), remote);
-        self.note_ports(h, PathId(0), &seg);
+        self.note_ports(h, PathId(0), seg);
         self.conns.insert(
             h,
             Slot {
@@ -421,7 +468,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         self.dirty.insert(h);
         self.stats.accepted += 1;
         self.collect(h);
-        Some(h)
+        h
     }
 
     /// Queues one tunnelled packet on a connection.

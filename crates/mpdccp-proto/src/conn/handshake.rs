@@ -12,11 +12,10 @@
 
 use super::codec::MpJoin;
 use super::{
-    authn, features, keys, opt, ConnKeys, ConnState, Connection, Event, FeatureNum, Negotiation,
-    PacketType, PathConfig, PathId, ResetCode, Role, Segment, SubState, WireError,
+    authn, features, keys, opt, ConnKeys, Connection, Event, FeatureNum, Negotiation, PacketType,
+    PathConfig, PathId, ResetCode, Segment, SubState, WireError,
 };
 use crate::time::Instant;
-use crate::wire::profile_keys::PlainKeys;
 use keys::JoinHmac;
 use rand::Rng;
 
@@ -27,7 +26,7 @@ impl Connection {
     /// `max_paths` refusals waiting for their Reset, a refused Request is
     /// dropped unanswered and leaves nothing at all.
     pub(super) fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if self.life.is_closing_or_closed() {
             self.stats.rx_request_refused += 1;
             return;
         }
@@ -137,15 +136,16 @@ impl Connection {
         let offer = seg.mp.key.as_ref();
         if self.is_authenticated_mode() {
             // Key type 255 was checked (authn.rs); the keys are installed.
-            self.remote_ci = offer.map(|k| k.ci);
-            self.negotiation =
-                Negotiation::agreed(feature_agreed && offer.is_some() && self.session.is_some());
+            self.ident.remote_ci = offer.map(|k| k.ci);
+            self.negotiation = Negotiation::agreed(
+                feature_agreed && offer.is_some() && self.ident.session.is_some(),
+            );
             return;
         }
         match offer.and_then(|k| Some((k.ci, k.plain_key()?))) {
             Some((ci, key)) if self.config.multipath && feature_agreed => {
-                self.remote_key = Some(key);
-                self.remote_ci = Some(ci);
+                self.ident.remote_key = Some(key);
+                self.ident.remote_ci = Some(ci);
                 self.negotiation = Negotiation::Multipath;
             }
             _ => {
@@ -170,7 +170,7 @@ impl Connection {
                 let first = !self.paths[i].is_join();
                 self.fail_path(i, None);
                 if first {
-                    self.close_reason = Some(format!(
+                    self.life.set_reason(format!(
                         "connection refused (reset code {:?})",
                         seg.reset_code
                     ));
@@ -184,8 +184,8 @@ impl Connection {
                         authn::ResponseVerdict::Proceed => self.handle_response(now, i, seg),
                         authn::ResponseVerdict::Ignore => self.stats.rx_unexpected += 1,
                         authn::ResponseVerdict::Refuse => {
-                            self.close_reason =
-                                Some("server did not authenticate (key type 255)".into());
+                            self.life
+                                .set_reason("server did not authenticate (key type 255)");
                             self.fail_path(i, Some(ResetCode::ConnectionRefused));
                         }
                     },
@@ -252,7 +252,7 @@ impl Connection {
         if let Some(ok) = first.then(|| self.auth_confirm_ok(seg)).flatten() {
             if !ok {
                 self.paths[i].refuse(ResetCode::OptionError);
-                self.close_reason = Some("key confirmation failed".into());
+                self.life.set_reason("key confirmation failed");
             }
             return ok;
         }
@@ -279,10 +279,12 @@ impl Connection {
             }
         } else if let Some(k) = &seg.mp.key {
             let echo = k.echoed_key();
-            if k.plain_key() != self.remote_key || echo.is_some_and(|p| p != self.local_key) {
+            if k.plain_key() != self.ident.remote_key
+                || echo.is_some_and(|p| p != self.ident.local_key)
+            {
                 self.stats.bad_key_echo += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
-                self.close_reason = Some("MP_KEY mismatch".into());
+                self.life.set_reason("MP_KEY mismatch");
                 return false;
             }
         }
@@ -296,61 +298,19 @@ impl Connection {
             return;
         }
         let id = self.paths[i].id();
-        self.orphaned_at = None;
-        if !self.connected_event_sent {
-            self.connected_event_sent = true;
-            if self.state == ConnState::Handshaking {
-                self.state = ConnState::Established;
-            }
+        if self.life.path_opened() {
             self.events.push_back(Event::Connected);
         }
         self.events.push_back(Event::PathEstablished(id));
     }
 
-    /// The identifiers of a join (RFC 9897 §3.2.2): the one in the
-    /// client's MP_JOIN (the server's CI) and the one in the server's (the
-    /// client's CI); the k5.10 reference puts the server's token in both
-    /// (docs/INTEROP.md, `wire::profile_keys`). 0 while unknown.
+    /// The identifiers of a join (RFC 9897 §3.2.2; `identity.rs`).
     pub(super) fn join_ids(&self) -> (u32, u32) {
-        let (ours, theirs) = (self.local_ci, self.remote_ci.unwrap_or(0));
-        let (client_ci, server_ci) = match self.role {
-            Role::Client => (ours, theirs),
-            Role::Server => (theirs, ours),
-        };
-        let p = self.config.wire_profile;
-        match (self.remote_key, self.session.is_some()) {
-            (Some(remote), false) => {
-                let keys = match self.role {
-                    Role::Client => PlainKeys {
-                        client: self.local_key,
-                        server: remote,
-                    },
-                    Role::Server => PlainKeys {
-                        client: remote,
-                        server: self.local_key,
-                    },
-                };
-                (
-                    p.join_id(&keys, server_ci),
-                    p.join_response_id(&keys, client_ci),
-                )
-            }
-            _ => (server_ci, client_ci),
-        }
+        self.ident.join_ids(self.role, self.config.wire_profile)
     }
 
-    /// The keys of every MP_HMAC: the handshake's d-keys in authenticated
-    /// mode, key type 0's otherwise.
+    /// The keys of every MP_HMAC (`identity.rs`).
     pub(super) fn d_keys(&self) -> Option<ConnKeys> {
-        if let Some(k) = self.session.as_deref() {
-            return Some(ConnKeys::Derived {
-                local: *k.d_key_local(),
-                remote: *k.d_key_remote(),
-            });
-        }
-        Some(ConnKeys::Plain {
-            local: self.local_key,
-            remote: self.remote_key?,
-        })
+        self.ident.d_keys()
     }
 }

@@ -76,7 +76,7 @@ impl Connection {
     }
 
     pub(super) fn check_closed(&mut self) {
-        match self.state {
+        match self.life.state() {
             ConnState::Closing => {
                 if self.paths.iter().all(|p| p.is_gone()) {
                     self.finish_close();
@@ -84,27 +84,27 @@ impl Connection {
             }
             ConnState::Handshaking => {
                 // Every subflow attempt died before the connection opened.
-                if self.ever_had_path && self.paths.iter().all(|p| p.state() == SubState::Closed) {
-                    self.close_reason
-                        .get_or_insert_with(|| "handshake failed".into());
+                if self.life.ever_had_path()
+                    && self.paths.iter().all(|p| p.state() == SubState::Closed)
+                {
+                    self.life.default_reason("handshake failed");
                     self.finish_close();
                 }
             }
             ConnState::Established => {
-                let all_gone = self.ever_had_path && self.paths.iter().all(|p| p.is_gone());
+                let all_gone = self.life.ever_had_path() && self.paths.iter().all(|p| p.is_gone());
                 if all_gone && self.is_authenticated_mode() {
                     // The Reset, Close or option error that ended the last
                     // subflow may come from an on-path forger: only an
                     // MP_HMAC'd MP_CLOSE / MP_FAST_CLOSE or silence ends an
                     // authenticated connection. Its paths rejoin (joins are
                     // authenticated); the idle timeout ends it otherwise.
-                    self.orphaned_at.get_or_insert(self.last_now);
+                    self.life.orphan(self.last_now);
                     return;
                 }
                 // All subflows gone for good: nothing can carry data any more.
                 if all_gone {
-                    self.close_reason
-                        .get_or_insert_with(|| "all subflows closed".into());
+                    self.life.default_reason("all subflows closed");
                     self.finish_close();
                 }
             }
@@ -159,13 +159,14 @@ impl Connection {
     /// more recently, so the most recently heard path is never expired by
     /// this rule (and its timer never stays armed in the past).
     pub(super) fn check_liveness(&mut self, now: Instant) {
-        if self.state != ConnState::Established {
+        if self.life.state() != ConnState::Established {
             return;
         }
         if self.idle_deadline().is_some_and(|at| at <= now) {
             let t = self.config.idle_timeout.unwrap_or_default();
             self.stats.idle_timeouts += 1;
-            self.close_reason = Some(format!("idle timeout ({t:?} without a packet)"));
+            self.life
+                .set_reason(format!("idle timeout ({t:?} without a packet)"));
             self.discard_queue();
             for i in 0..self.paths.len() {
                 self.drop_subflow(now, i);
@@ -209,7 +210,7 @@ impl Connection {
     /// live subflow, or (authenticated modes) after that long without any
     /// subflow ([`ORPHAN_LINGER`] without an idle timeout).
     fn idle_deadline(&self) -> Option<Instant> {
-        if let Some(at) = self.orphaned_at {
+        if let Some(at) = self.life.orphaned_at() {
             return Some(at + self.config.idle_timeout.unwrap_or(ORPHAN_LINGER));
         }
         let idle = self.config.idle_timeout?;
@@ -261,7 +262,7 @@ impl Connection {
 
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
     pub(super) fn liveness_timers(&self, table: &mut TimerTable) {
-        if self.state != ConnState::Established {
+        if self.life.state() != ConnState::Established {
             return;
         }
         // In plain loops: asked after every event, and a chain of
@@ -286,11 +287,9 @@ impl Connection {
     }
 
     pub(super) fn finish_close(&mut self) {
-        self.state = ConnState::Closed;
+        let announce = self.life.finish();
         self.discard_queue();
-        if !self.closed_event_sent {
-            self.closed_event_sent = true;
-            let reason = self.close_reason.clone().unwrap_or_else(|| "closed".into());
+        if let Some(reason) = announce {
             self.events.push_back(Event::Closed { reason });
         }
     }
@@ -298,13 +297,10 @@ impl Connection {
     /// MP_CLOSE (RFC 9897 §3.2.11) with our key closes the whole connection.
     pub(super) fn handle_close_key(&mut self, seg: &Segment<'_>) {
         if let Some(k) = seg.mp.close {
-            if k == self.local_key {
+            if self.ident.is_our_close_key(k) {
                 // §3.2.11: "When a DCCP-CloseReq is used, the following
                 // DCCP-Close MUST also carry the MP_CLOSE".
-                self.closing_mp = self.negotiation.is_multipath();
-                if !matches!(self.state, ConnState::Closing | ConnState::Closed) {
-                    self.close_reason = Some("closed by peer".into());
-                    self.state = ConnState::Closing;
+                if self.life.peer_closed(self.negotiation.is_multipath()) {
                     self.discard_queue();
                 }
             } else {
@@ -340,8 +336,8 @@ impl Connection {
             Some(Fired::HandshakeTimedOut(reset)) => {
                 self.stats.handshake_timeouts += 1;
                 self.fail_path(i, reset);
-                if first && self.state == ConnState::Handshaking {
-                    self.close_reason = Some("handshake timed out".into());
+                if first && self.life.state() == ConnState::Handshaking {
+                    self.life.set_reason("handshake timed out");
                 }
             }
             Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,

@@ -73,9 +73,12 @@ mod features;
 mod fleet;
 mod fq;
 mod handshake;
+mod identity;
 pub(crate) mod inner;
 pub mod keys;
+mod lifecycle;
 mod liveness;
+mod numbering;
 mod plpmtu;
 mod protection;
 mod queue;
@@ -117,9 +120,12 @@ use crate::wire::{FeatureNum, ResetCode, WireError};
 use adverts::AddrBook;
 use authn::AuthRole;
 use codec::{ConfirmItem, KeyOffer, MpAddAddr, MpRemoveAddr, Segment};
+use identity::Identity;
 use keys::ConnKeys;
+use lifecycle::{ConnLifecycle, ConnState};
+use numbering::{Numbering, Received};
 use queue::{PushOutcome, Queued, SendQueue};
-use seq::{unwrap48, SEQ_MASK};
+use seq::SEQ_MASK;
 use subflow::{Fired, SubState, Subflow, TimerCtx};
 use timer::TimerTable;
 
@@ -136,12 +142,6 @@ pub const SERVICE_CODE: u32 = 0x4D50_4443;
 /// acknowledgement on its own. `mss_bytes` minus this is the largest
 /// tunnelled packet [`Connection::send`] accepts.
 pub const DATA_HEADER_MAX: usize = 56;
-
-/// Consistent implausible MP_SEQ packets that confirm a renumbering.
-const MP_SEQ_RESYNC_PKTS: u32 = 16;
-
-/// MP_SEQ this far behind the highest seen cannot come from a slow path.
-const MP_SEQ_MAX_LAG: u64 = 1 << 24;
 
 /// MP_REMOVEADDR (id, nonce) pairs remembered against replays.
 const REMOVEADDR_SEEN_MAX: usize = 256;
@@ -220,15 +220,6 @@ pub enum SendError {
     TooLarge,
 }
 
-/// Meta-connection life cycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ConnState {
-    Handshaking,
-    Established,
-    Closing,
-    Closed,
-}
-
 /// What the first subflow's handshake agreed (RFC 9897 §3.3: without the
 /// peer's Confirm of Multipath Capable the connection is plain DCCP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,7 +260,8 @@ pub struct Connection {
     role: Role,
     config: ConnectionConfig,
     rng: ChaCha8Rng,
-    state: ConnState,
+    /// State, close reason, once-only events (`lifecycle.rs`).
+    life: ConnLifecycle,
     /// Sorted by id.
     paths: Vec<Subflow>,
     scheduler: Box<dyn Scheduler>,
@@ -277,20 +269,12 @@ pub struct Connection {
     queue: SendQueue,
     /// Multipath or plain DCCP, once the first subflow negotiated it.
     negotiation: Negotiation,
-    local_key: [u8; 8],
-    remote_key: Option<[u8; 8]>,
-    local_ci: u32,
-    remote_ci: Option<u32>,
-    next_mp_seq: u64,
-    rx_mp_ref: Option<u64>,
-    plain_rx_seq: u64,
+    /// Keys and connection identifiers (`identity.rs`).
+    ident: Identity,
+    /// MP_SEQ sent and received (`numbering.rs`).
+    numbering: Numbering,
     /// Our advertised and the peer's addresses (`adverts.rs`).
     addrs: AddrBook,
-    /// We sent MP_CLOSE (graceful) — peers' subflows close with it.
-    closing_mp: bool,
-    close_reason: Option<String>,
-    closed_event_sent: bool,
-    connected_event_sent: bool,
     events: VecDeque<Event>,
     stats: ConnStats,
     /// Buffers reused between calls (`scratch.rs`).
@@ -302,20 +286,10 @@ pub struct Connection {
     held: Option<(PathId, usize)>,
     /// Connection-level retransmission (`retransmit.rs`); none when off.
     retx: Option<retransmit::RetransmitStore>,
-    /// A far-ahead MP_SEQ and how many consistent ones followed it.
-    mp_jump_probe: Option<(u64, u32)>,
-    /// A subflow was ever created (a server closes when its only attempt died).
-    ever_had_path: bool,
-    /// Authenticated modes: since when every subflow of the established
-    /// connection is gone (`liveness.rs::check_closed`); it ends after the
-    /// idle timeout unless a path rejoins.
-    orphaned_at: Option<Instant>,
     /// Payload protection (`protection.rs`); `None` = payload in clear.
     protection: Option<Box<protection::Protection>>,
     /// Open mode (key type 0) or the authenticated handshake's side.
     auth: AuthRole,
-    /// The authenticated handshake's keys (boxed: rarely touched, secret).
-    session: Option<Box<crate::auth::SessionKeys>>,
     auth_stats: AuthStats,
     /// The smallest PLPMTU, and the smallest converged one
     /// ([`Connection::plpmtu_converged`]), when [`Event::PlpmtuChanged`]
@@ -327,7 +301,7 @@ impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
             .field("role", &self.role)
-            .field("state", &self.state)
+            .field("state", &self.life.state())
             .field("negotiation", &self.negotiation)
             .field("paths", &self.paths.len())
             .finish_non_exhaustive()
@@ -376,23 +350,14 @@ impl Connection {
             ),
             config,
             rng,
-            state: ConnState::Handshaking,
+            life: ConnLifecycle::default(),
             paths: Vec::new(),
             scheduler,
             reorder,
             negotiation: Negotiation::Pending,
-            local_key,
-            remote_key: None,
-            local_ci,
-            remote_ci: None,
-            next_mp_seq,
-            rx_mp_ref: None,
-            plain_rx_seq: 0,
+            ident: Identity::new(local_key, local_ci),
+            numbering: Numbering::new(next_mp_seq),
             addrs: AddrBook::default(),
-            closing_mp: false,
-            close_reason: None,
-            closed_event_sent: false,
-            connected_event_sent: false,
             events: VecDeque::new(),
             stats: ConnStats::default(),
             rr_next: 0,
@@ -400,12 +365,8 @@ impl Connection {
             held: None,
             retx,
             scratch: scratch::Scratch::default(),
-            mp_jump_probe: None,
-            ever_had_path: false,
-            orphaned_at: None,
             protection: None,
             auth: AuthRole::Off,
-            session: None,
             auth_stats: AuthStats::default(),
             plpmtu_reported: (None, None),
         })
@@ -417,12 +378,12 @@ impl Connection {
 
     /// Our connection identifier (the token peers put in MP_JOIN).
     pub fn local_ci(&self) -> u32 {
-        self.local_ci
+        self.ident.local_ci
     }
     /// A fleet host's endpoint puts its host id in the CI before the
     /// first datagram (`fleet.rs`).
     pub(super) fn set_local_ci(&mut self, ci: u32) {
-        self.local_ci = ci;
+        self.ident.local_ci = ci;
     }
     /// The identifier a join to this connection names in its MP_JOIN (a
     /// server routes joins by it): the server's CI (RFC 9897 §3.2.2), or
@@ -433,7 +394,7 @@ impl Connection {
     }
     /// The peer's connection identifier, once known.
     pub fn remote_ci(&self) -> Option<u32> {
-        self.remote_ci
+        self.ident.remote_ci
     }
     /// `Some(true)` multipath, `Some(false)` plain-DCCP fallback, `None`
     /// not negotiated yet.
@@ -449,7 +410,7 @@ impl Connection {
     /// handshake, later ones MP_JOIN). Server: normally not needed — a
     /// Request on an unknown path creates it.
     pub fn add_path(&mut self, now: Instant, id: PathId, cfg: PathConfig) -> Result<(), ConnError> {
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if self.life.is_closing_or_closed() {
             return Err(ConnError::Closed);
         }
         if self.role != Role::Client {
@@ -504,7 +465,7 @@ impl Connection {
         self.drop_subflow(now, i);
         if peer_knows
             && !was_gone
-            && self.state == ConnState::Established
+            && self.life.state() == ConnState::Established
             && self.negotiation.is_multipath()
         {
             self.withdraw_path_address(now, addr_id);
@@ -514,7 +475,7 @@ impl Connection {
 
     /// Queues one tunnelled IP packet.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if self.life.is_closing_or_closed() {
             self.stats.send_rejected_closed += 1;
             return Err(SendError::Closed);
         }
@@ -613,7 +574,7 @@ impl Connection {
         self.stats.rx_datagrams += 1;
         self.stats.rx_bytes += data.len() as u64;
         let mut idx = self.idx(path);
-        if self.state == ConnState::Closed {
+        if self.life.state() == ConnState::Closed {
             // A closed connection still answers a retransmitted Close (our
             // Reset was lost) so the peer can finish (RFC 4340 §8.3).
             if let (Some(i), Ok(seg)) =
@@ -728,12 +689,9 @@ impl Connection {
 
     /// Graceful close: DCCP-Close with MP_CLOSE on every subflow.
     pub fn close(&mut self, now: Instant) {
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if !self.life.begin_close(self.negotiation.is_multipath()) {
             return;
         }
-        self.state = ConnState::Closing;
-        self.closing_mp = self.negotiation.is_multipath();
-        self.close_reason.get_or_insert_with(|| "closed".into());
         self.discard_queue();
         for i in 0..self.paths.len() {
             self.begin_subflow_close(now, i);
@@ -744,15 +702,15 @@ impl Connection {
     /// Fast close: DCCP-Reset (code 13) with MP_FAST_CLOSE on every subflow;
     /// the connection is closed at once.
     pub fn fast_close(&mut self, _now: Instant) {
-        if self.state == ConnState::Closed {
+        // Neither the queue nor the subflows read the state: marking it
+        // first is the same as marking it after them.
+        if !self.life.begin_fast_close("fast close") {
             return;
         }
-        self.close_reason = Some("fast close".into());
         self.discard_queue();
         for sf in &mut self.paths {
             sf.fast_close();
         }
-        self.state = ConnState::Closing;
         self.check_closed();
     }
 
@@ -802,11 +760,11 @@ impl Connection {
     }
 
     pub fn is_established(&self) -> bool {
-        self.state == ConnState::Established
+        self.life.state() == ConnState::Established
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state == ConnState::Closed
+        self.life.state() == ConnState::Closed
     }
 
     fn idx(&self, id: PathId) -> Option<usize> {
@@ -814,7 +772,7 @@ impl Connection {
     }
 
     fn insert_path(&mut self, sf: Subflow) -> usize {
-        self.ever_had_path = true;
+        self.life.path_created();
         let pos = self.paths.partition_point(|p| p.id() < sf.id());
         self.paths.insert(pos, sf);
         pos

@@ -102,7 +102,7 @@ impl Connection {
     /// effect (no Sync owed, no window moved). A NAT rebinding candidate
     /// must pass it before anything is done with it.
     pub(crate) fn rebind_claim(&self, path: PathId, seg: &Segment<'_>) -> Claim {
-        if self.state != ConnState::Established || seg.short_seq {
+        if self.life.state() != ConnState::Established || seg.short_seq {
             return Claim::Invalid;
         }
         let Some(i) = self.idx(path) else {

@@ -3,8 +3,8 @@
 
 use super::subflow::{Admit, Coupled, ResetEffect};
 use super::{
-    mp, opt, reorder, unwrap48, ConnKeys, ConnState, Connection, Event, FeatureNum, PacketType,
-    ReorderItem, ResetCode, Role, Segment, SubState, WireError, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS,
+    mp, opt, reorder, ConnKeys, Connection, Event, FeatureNum, PacketType, Received, ReorderItem,
+    ResetCode, Role, Segment, SubState, WireError,
 };
 use crate::time::Instant;
 use std::time::Duration;
@@ -23,35 +23,9 @@ impl Connection {
             self.handle_in_request(now, i, seg);
             return;
         }
-        let ackn = match self.paths[i].admit(now, seg) {
-            Admit::Invalid => {
-                self.stats.rx_seq_invalid += 1;
-                return;
-            }
-            Admit::Valid { ackn, duplicate } => {
-                if duplicate {
-                    self.stats.rx_duplicate += 1;
-                    if seg.ptype.carries_data() {
-                        self.paths[i].on_duplicate_data();
-                        return;
-                    }
-                }
-                ackn
-            }
+        let Some(ackn) = self.admit_segment(now, i, seg) else {
+            return;
         };
-        // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
-        // subflow (never in answer to a Reset). A Request or Response on a
-        // subflow past its handshake is dealt with by type first (§8.5
-        // step 7 before step 8): its options are never read.
-        if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
-            if !matches!(
-                seg.ptype,
-                PacketType::Reset | PacketType::Request | PacketType::Response
-            ) {
-                self.reset_path(i, code);
-                return;
-            }
-        }
         let sf = &mut self.paths[i];
         match seg.ptype {
             PacketType::Request => {
@@ -80,30 +54,71 @@ impl Connection {
                 self.stats.rx_unexpected += 1;
                 sf.answer_with_sync(now, seg.seq);
             }
-            PacketType::CloseReq => {
-                self.handle_close_key(seg);
-                self.paths[i].on_closereq(now);
-                // The subflow carries nothing more: say so now, not when
-                // the close completes. Issue #28: a forged CloseReq took
-                // the server's next number, so our Close acknowledged one
-                // it had not sent, was refused (RFC 4340 §7.5.3), and the
-                // close and the rejoin waited for its retransmission or
-                // the path manager's next turn (0.4-1.15 s). Only in the
-                // authenticated modes, where the daemon rejoins on it
-                // (the published open-mode runs keep their event times).
-                // Not when it carried the connection's MP_CLOSE (a real
-                // close, a drain): that close runs its handshake, and the
-                // peer's subflow waits for our Close.
-                let whole = matches!(self.state, ConnState::Closing | ConnState::Closed);
-                if self.is_authenticated_mode() && !whole && self.paths[i].report_closed() {
-                    self.reinject(i);
-                    self.events.push_back(Event::PathClosed(self.paths[i].id()));
-                }
-            }
+            PacketType::CloseReq => self.handle_closereq(now, i, seg),
             PacketType::Close => self.handle_close(i, seg),
             PacketType::Ack | PacketType::DataAck | PacketType::Data => {
                 self.handle_ack_or_data(now, i, seg, ackn)
             }
+        }
+    }
+
+    /// The subflow's sequence check (RFC 4340 §7.5) and option rules
+    /// (§5.8) for a packet past the handshake: the unwrapped
+    /// Acknowledgement Number, or `None` when the packet goes no further
+    /// (invalid, a duplicate carrying data, or options that reset the
+    /// subflow).
+    fn admit_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) -> Option<Option<u64>> {
+        let ackn = match self.paths[i].admit(now, seg) {
+            Admit::Invalid => {
+                self.stats.rx_seq_invalid += 1;
+                return None;
+            }
+            Admit::Valid { ackn, duplicate } => {
+                if duplicate {
+                    self.stats.rx_duplicate += 1;
+                    if seg.ptype.carries_data() {
+                        self.paths[i].on_duplicate_data();
+                        return None;
+                    }
+                }
+                ackn
+            }
+        };
+        // RFC 4340 §5.8 / §5.8.2: options that break the rules reset the
+        // subflow (never in answer to a Reset). A Request or Response on a
+        // subflow past its handshake is dealt with by type first (§8.5
+        // step 7 before step 8): its options are never read.
+        if let Some(code) = seg.option_error.and_then(WireError::reset_code) {
+            if !matches!(
+                seg.ptype,
+                PacketType::Reset | PacketType::Request | PacketType::Response
+            ) {
+                self.reset_path(i, code);
+                return None;
+            }
+        }
+        Some(ackn)
+    }
+
+    /// Client: the server's CloseReq (RFC 4340 §8.3), with MP_CLOSE the
+    /// whole connection's.
+    fn handle_closereq(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
+        self.handle_close_key(seg);
+        self.paths[i].on_closereq(now);
+        // The subflow carries nothing more: say so now, not when the close
+        // completes. Issue #28: a forged CloseReq took the server's next
+        // number, so our Close acknowledged one it had not sent, was
+        // refused (RFC 4340 §7.5.3), and the close and the rejoin waited
+        // for its retransmission or the path manager's next turn
+        // (0.4-1.15 s). Only in the authenticated modes, where the daemon
+        // rejoins on it (the published open-mode runs keep their event
+        // times). Not when it carried the connection's MP_CLOSE (a real
+        // close, a drain): that close runs its handshake, and the peer's
+        // subflow waits for our Close.
+        let whole = self.life.is_closing_or_closed();
+        if self.is_authenticated_mode() && !whole && self.paths[i].report_closed() {
+            self.reinject(i);
+            self.events.push_back(Event::PathClosed(self.paths[i].id()));
         }
     }
 
@@ -229,20 +244,17 @@ impl Connection {
     pub(super) fn handle_payload(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.stats.rx_data_pkts += 1;
         self.paths[i].count_rx_data();
-        if matches!(self.state, ConnState::Closing | ConnState::Closed) {
+        if self.life.is_closing_or_closed() {
             self.stats.rx_data_after_close += 1;
             return;
         }
         if !self.negotiation.is_multipath() {
             // Plain DCCP: arrival order, local numbering.
-            self.plain_rx_seq += 1;
+            let seq = self.numbering.next_plain_rx();
             self.stats.delivered_pkts += 1;
             self.stats.delivered_bytes += seg.payload.len() as u64;
             let data = self.owned_payload(seg.payload);
-            self.events.push_back(Event::Delivered {
-                seq: self.plain_rx_seq,
-                data,
-            });
+            self.events.push_back(Event::Delivered { seq, data });
             return;
         }
         let Some(wire) = seg.mp.seq else {
@@ -252,7 +264,7 @@ impl Connection {
         let Some(seq) = self.plausible_mp_seq(wire) else {
             return;
         };
-        self.rx_mp_ref = Some(self.rx_mp_ref.map_or(seq, |r| r.max(seq)));
+        self.numbering.note_rx(seq);
         let path = self.paths[i].note_mp_seq(seq);
         let payload = self.owned_payload(seg.payload);
         self.scratch.rx_states.clear();
@@ -290,36 +302,22 @@ impl Connection {
         }
     }
 
-    /// Unwraps a received MP_SEQ near the highest seen. `None` drops an
-    /// implausible one: far ahead of the highest MP_SEQ seen, or absurdly
-    /// far behind it (behind by less is just a slow path: the reorderer
-    /// judges). One forged or corrupt MP_SEQ must not drag the numbering
-    /// away; a run of mutually consistent packets (a genuine renumbering,
-    /// or a forged first reference) resynchronises.
+    /// Unwraps a received MP_SEQ (`numbering.rs`); `None` drops an
+    /// implausible one. A resynchronisation (a genuine renumbering, or a
+    /// forged first reference) starts a fresh reorderer.
     fn plausible_mp_seq(&mut self, wire: u64) -> Option<u64> {
-        let Some(r) = self.rx_mp_ref else {
-            return Some(wire);
-        };
-        let seq = unwrap48(r, wire);
-        let jump = self.config.max_mp_seq_jump.max(1);
-        let implausible = seq > r.saturating_add(jump) || r - seq.min(r) > MP_SEQ_MAX_LAG;
-        if !implausible {
-            return Some(seq);
+        match self.numbering.accept(wire, self.config.max_mp_seq_jump) {
+            Received::Plausible(seq) => Some(seq),
+            Received::Implausible => {
+                self.stats.rx_mp_seq_implausible += 1;
+                None
+            }
+            Received::Resync(seq) => {
+                self.stats.mp_seq_resyncs += 1;
+                self.reorder = reorder::build(&self.config.reorder);
+                Some(seq)
+            }
         }
-        let n = match self.mp_jump_probe {
-            Some((p, n)) if p.abs_diff(seq) <= jump => n + 1,
-            _ => 1,
-        };
-        if n < MP_SEQ_RESYNC_PKTS {
-            self.mp_jump_probe = Some((seq, n));
-            self.stats.rx_mp_seq_implausible += 1;
-            return None;
-        }
-        self.mp_jump_probe = None;
-        self.stats.mp_seq_resyncs += 1;
-        self.rx_mp_ref = Some(seq);
-        self.reorder = reorder::build(&self.config.reorder);
-        Some(seq)
     }
 
     pub(super) fn drain_reorder(&mut self, now: Instant) {
@@ -345,8 +343,12 @@ impl Connection {
     pub(super) fn handle_reset(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
         self.stats.resets_received += 1;
         if seg.reset_code == ResetCode::MpFastClose {
-            if seg.mp.fast_close.is_some_and(|k| k == self.local_key) {
-                self.close_reason = Some("fast close by peer".into());
+            if seg
+                .mp
+                .fast_close
+                .is_some_and(|k| self.ident.is_our_close_key(k))
+            {
+                self.life.set_reason("fast close by peer");
                 self.discard_queue();
                 // §3.2.3: "Host B will send a DCCP-Reset packet response
                 // on all subflows to Host A with Reset Code 13".

@@ -44,7 +44,9 @@ impl Connection {
             self.held = Some((path, n));
             return None;
         }
-        if self.state == ConnState::Closed && self.paths.iter().all(|p| !p.has_pending_reset()) {
+        if self.life.state() == ConnState::Closed
+            && self.paths.iter().all(|p| !p.has_pending_reset())
+        {
             return None;
         }
         self.schedule(now);
@@ -66,35 +68,7 @@ impl Connection {
             self.rr_next = (i + 1) % n.max(1);
             self.count_tx(i, size);
             let id = self.paths[i].id();
-            // GSO batch: more data packets of the same size for this path.
-            let mut total = size;
-            let mut segments = 1;
-            let mss = self.config.mss_bytes as usize;
-            while segments < self.config.max_gso_segments && buf.len() - total >= mss {
-                self.schedule(now);
-                let ctx = self.emit_ctx();
-                let Some(m) = self.emit_data_on(now, i, &mut buf[total..], &ctx) else {
-                    break;
-                };
-                self.count_tx(i, m);
-                if m == size {
-                    total += m;
-                    segments += 1;
-                } else if m < size {
-                    // The last segment may be shorter.
-                    total += m;
-                    segments += 1;
-                    break;
-                } else {
-                    // Larger: it goes out alone on the next call.
-                    self.scratch.held_buf.clear();
-                    self.scratch
-                        .held_buf
-                        .extend_from_slice(&buf[total..total + m]);
-                    self.held = Some((id, m));
-                    break;
-                }
-            }
+            let (total, segments) = self.fill_gso_batch(now, i, buf, size);
             // A refused or failed handshake's subflow is forgotten as soon
             // as its Reset is out: refused Requests (forged joins) leave no
             // state behind, even when no timer would reap them soon.
@@ -109,6 +83,49 @@ impl Connection {
             });
         }
         None
+    }
+
+    /// A GSO batch: after the first packet (`size` bytes at the start of
+    /// `buf`), more data packets of the same size for path `i`, the last
+    /// one possibly shorter. A larger one is set aside for the next call.
+    /// Returns the batch's bytes and its number of segments.
+    fn fill_gso_batch(
+        &mut self,
+        now: Instant,
+        i: usize,
+        buf: &mut [u8],
+        size: usize,
+    ) -> (usize, usize) {
+        let id = self.paths[i].id();
+        let mut total = size;
+        let mut segments = 1;
+        let mss = self.config.mss_bytes as usize;
+        while segments < self.config.max_gso_segments && buf.len() - total >= mss {
+            self.schedule(now);
+            let ctx = self.emit_ctx();
+            let Some(m) = self.emit_data_on(now, i, &mut buf[total..], &ctx) else {
+                break;
+            };
+            self.count_tx(i, m);
+            if m == size {
+                total += m;
+                segments += 1;
+            } else if m < size {
+                // The last segment may be shorter.
+                total += m;
+                segments += 1;
+                break;
+            } else {
+                // Larger: it goes out alone on the next call.
+                self.scratch.held_buf.clear();
+                self.scratch
+                    .held_buf
+                    .extend_from_slice(&buf[total..total + m]);
+                self.held = Some((id, m));
+                break;
+            }
+        }
+        (total, segments)
     }
 
     pub(super) fn count_tx(&mut self, i: usize, size: usize) {
@@ -155,10 +172,7 @@ impl Connection {
         if self.scheduler.holds_unless_a_path_can_send()
             && !self.paths.iter().any(|p| p.view_can_send(now))
         {
-            let shed = self.queue.shed_head(now);
-            self.stats.send_queue_expired += shed.expired;
-            self.stats.send_queue_codel_dropped += shed.codel;
-            self.stats.send_queue_ecn_marked += shed.ecn_marked;
+            self.shed_queue_head(now);
             if self.queue.front().is_some() {
                 for p in &mut self.paths {
                     if p.view_usable() {
@@ -172,10 +186,7 @@ impl Connection {
         // refreshed when its path takes a packet, not rebuilt for every path.
         self.rebuild_views();
         for _ in 0..64 {
-            let shed = self.queue.shed_head(now);
-            self.stats.send_queue_expired += shed.expired;
-            self.stats.send_queue_codel_dropped += shed.codel;
-            self.stats.send_queue_ecn_marked += shed.ecn_marked;
+            self.shed_queue_head(now);
             let Some(head) = self.queue.front() else {
                 break;
             };
@@ -195,28 +206,7 @@ impl Connection {
                     self.paths[k].note_blocked(now);
                 }
             }
-            // Keep only paths that can carry data and whose per-path queue
-            // has room: one cwnd for a single-path decision (the packet is
-            // better held here, where the scheduler can still move it), and
-            // at least REDUNDANT_PATH_QUEUE_PKTS for the copies of a
-            // multi-path one, which must wait out a collapsed window.
-            self.scratch.sched_out.dedup();
-            let chosen = self.scratch.sched_out.len();
-            let paths = &self.paths;
-            self.scratch.sched_out.retain(|id| {
-                paths
-                    .binary_search_by_key(id, |p| p.id())
-                    .ok()
-                    .is_some_and(|i| {
-                        let p = &paths[i];
-                        let limit = if chosen > 1 {
-                            p.cwnd_pkts().max(REDUNDANT_PATH_QUEUE_PKTS)
-                        } else {
-                            p.cwnd_pkts().max(1)
-                        };
-                        p.takes_data_within(limit)
-                    })
-            });
+            let chosen = self.keep_paths_with_room();
             if self.scratch.sched_out.is_empty() {
                 // No chosen path can take it: hold the packet.
                 break;
@@ -227,35 +217,77 @@ impl Connection {
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
             let seq = if self.negotiation.is_multipath() {
-                let s = self.next_mp_seq;
-                self.next_mp_seq += 1;
-                s
+                self.numbering.take_tx()
             } else {
                 0
             };
-            let n = self.scratch.sched_out.len();
-            let mut q = Some(q);
-            for k in 0..n {
-                let id = self.scratch.sched_out[k];
-                // Invariant: retained ids exist.
-                let i = self.idx(id).expect("retained path exists");
-                let item = if k + 1 == n {
-                    let mut last = q.take().expect("moved once");
-                    last.copy = n > 1;
-                    last
-                } else {
-                    let src = q.as_ref().expect("still owned");
-                    Queued {
-                        data: src.data.clone(),
-                        enqueued: src.enqueued,
-                        copy: true,
-                    }
-                };
-                self.paths[i].assign(seq, item);
-                self.scratch.views[i] = self.paths[i].view();
-            }
+            self.hand_to_chosen_paths(seq, q);
             self.scheduler
                 .on_scheduled(now, &meta, &self.scratch.sched_out);
+        }
+    }
+
+    /// Drops what the send queue's head has outlived (age limit, CoDel)
+    /// and counts it.
+    fn shed_queue_head(&mut self, now: Instant) {
+        let shed = self.queue.shed_head(now);
+        self.stats.send_queue_expired += shed.expired;
+        self.stats.send_queue_codel_dropped += shed.codel;
+        self.stats.send_queue_ecn_marked += shed.ecn_marked;
+    }
+
+    /// Of the scheduler's answer, keeps the paths that can carry data and
+    /// whose per-path queue has room: one cwnd for a single-path decision
+    /// (the packet is better held here, where the scheduler can still move
+    /// it), and at least REDUNDANT_PATH_QUEUE_PKTS for the copies of a
+    /// multi-path one, which must wait out a collapsed window. Returns how
+    /// many distinct paths were chosen before the filter.
+    fn keep_paths_with_room(&mut self) -> usize {
+        self.scratch.sched_out.dedup();
+        let chosen = self.scratch.sched_out.len();
+        let paths = &self.paths;
+        self.scratch.sched_out.retain(|id| {
+            paths
+                .binary_search_by_key(id, |p| p.id())
+                .ok()
+                .is_some_and(|i| {
+                    let p = &paths[i];
+                    let limit = if chosen > 1 {
+                        p.cwnd_pkts().max(REDUNDANT_PATH_QUEUE_PKTS)
+                    } else {
+                        p.cwnd_pkts().max(1)
+                    };
+                    p.takes_data_within(limit)
+                })
+        });
+        chosen
+    }
+
+    /// Queues packet `q` (MP_SEQ `seq`) on every retained path: the last
+    /// one gets the packet itself, the others copies; with more than one
+    /// path each is marked a copy (a reinjected copy is dropped, its twins
+    /// carry its MP_SEQ).
+    fn hand_to_chosen_paths(&mut self, seq: u64, q: Queued) {
+        let n = self.scratch.sched_out.len();
+        let mut q = Some(q);
+        for k in 0..n {
+            let id = self.scratch.sched_out[k];
+            // Invariant: retained ids exist.
+            let i = self.idx(id).expect("retained path exists");
+            let item = if k + 1 == n {
+                let mut last = q.take().expect("moved once");
+                last.copy = n > 1;
+                last
+            } else {
+                let src = q.as_ref().expect("still owned");
+                Queued {
+                    data: src.data.clone(),
+                    enqueued: src.enqueued,
+                    copy: true,
+                }
+            };
+            self.paths[i].assign(seq, item);
+            self.scratch.views[i] = self.paths[i].view();
         }
     }
 
@@ -266,17 +298,17 @@ impl Connection {
             mp_on: self.negotiation.is_multipath(),
             offer_mp: c.multipath,
             keys: self.d_keys(),
-            local_key: self.local_key,
-            remote_key: self.remote_key,
-            local_ci: self.local_ci,
-            closing_mp: self.closing_mp,
+            local_key: self.ident.local_key,
+            remote_key: self.ident.remote_key,
+            local_ci: self.ident.local_ci,
+            closing_mp: self.life.closing_mp(),
             service_code: c.service_code,
             ackvec_cover_pkts: c.ackvec_cover_pkts,
             ack_ratio: c.ack_ratio,
             mp_rtt_interval: c.mp_rtt_interval,
             mp_option_rto: c.mp_option_rto,
             mp_option_max_tries: c.mp_option_max_tries,
-            last_mp_seq: self.next_mp_seq.wrapping_sub(1),
+            last_mp_seq: self.numbering.last_tx(),
             profile: c.wire_profile,
             join_ids: self.join_ids(),
         }
@@ -429,6 +461,38 @@ impl Connection {
         if seg.ptype.has_ack() {
             sf.on_ack_sent();
         }
+        let result = self.write_ack_or_data(i, &mut seg, data.as_ref(), addrs, buf);
+        if let Some(av) = seg.ack_vector_out.take() {
+            self.paths[i].recycle_ack_vector(av);
+        }
+        if let Some((mseq, q)) = data {
+            // A packet that did not fit is lost to the application (counted
+            // once, below, with every datagram that did not fit).
+            if result.is_some() {
+                self.data_packet_sent(now, i, seq, mseq, q);
+            } else {
+                self.queue.recycle(q.data);
+            }
+        }
+        if result.is_none() {
+            self.stats.tx_buffer_too_small += 1;
+        }
+        result
+    }
+
+    /// Writes the built Ack or data packet `seg` of path `i` into `buf`
+    /// (`data`: its MP_SEQ and payload), sealed when protection is on. A
+    /// data packet whose header would exceed [`DATA_HEADER_MAX`] goes as
+    /// bare DCCP-Data + MP_SEQ instead (the bound is a guarantee, checked
+    /// on every data packet built).
+    fn write_ack_or_data(
+        &mut self,
+        i: usize,
+        seg: &mut Segment<'_>,
+        data: Option<&(u64, Queued)>,
+        addrs: (IpAddr, IpAddr),
+        buf: &mut [u8],
+    ) -> Option<usize> {
         let profile = self.config.wire_profile;
         // Protected: written for sealing where it lies (payload after the
         // counter's room, checksum once over the ciphertext); a data packet
@@ -443,9 +507,8 @@ impl Connection {
                 seg.emit_in(buf, addrs, profile)
             }
         };
-        let mut emitted = emit(&mut seg, buf);
-        if let (Some(_), Some((mseq, q))) = (emitted, &data) {
-            // The bound is a guarantee: checked on every data packet built.
+        let mut emitted = emit(seg, buf);
+        if let (Some(_), Some((mseq, q))) = (emitted, data) {
             let hl = usize::from(buf[4]) * 4;
             debug_assert!(
                 hl <= DATA_HEADER_MAX,
@@ -461,7 +524,7 @@ impl Connection {
                 emitted = emit(&mut bare, buf);
             }
         }
-        let result = match (emitted, &data) {
+        match (emitted, data) {
             (Some(len), Some((_, q))) if sealing => {
                 self.seal_emitted(i, buf, len, q.data.len(), addrs)
             }
@@ -469,33 +532,23 @@ impl Connection {
             (Some(len), Some((_, q))) => self.seal_data(i, buf, len, q.data.len(), addrs),
             (Some(len), None) => self.seal_control(i, seg.ptype, buf, len, 0, addrs),
             (None, _) => None,
-        };
-        if let Some(av) = seg.ack_vector_out.take() {
-            self.paths[i].recycle_ack_vector(av);
         }
-        if let Some((mseq, q)) = data {
-            // A packet that did not fit is lost to the application (counted
-            // once, below, with every datagram that did not fit).
-            if result.is_some() {
-                let conn_queue_empty = self.queue.len() == 0;
-                let sf = &mut self.paths[i];
-                sf.data_sent(
-                    now,
-                    seq,
-                    q.data.len() as u32,
-                    conn_queue_empty,
-                    self.config.initial_rto,
-                );
-                self.stats.tx_data_pkts += 1;
-                self.after_data_sent(now, i, seq, mseq, q);
-            } else {
-                self.queue.recycle(q.data);
-            }
-        }
-        if result.is_none() {
-            self.stats.tx_buffer_too_small += 1;
-        }
-        result
+    }
+
+    /// Data packet `q` (DCCP `seq`, MP_SEQ `mseq`) left on path `i`: the
+    /// subflow's sender and the connection's retransmission store note it.
+    fn data_packet_sent(&mut self, now: Instant, i: usize, seq: u64, mseq: u64, q: Queued) {
+        let conn_queue_empty = self.queue.len() == 0;
+        let sf = &mut self.paths[i];
+        sf.data_sent(
+            now,
+            seq,
+            q.data.len() as u32,
+            conn_queue_empty,
+            self.config.initial_rto,
+        );
+        self.stats.tx_data_pkts += 1;
+        self.after_data_sent(now, i, seq, mseq, q);
     }
 
     pub(super) fn finish_emit(
