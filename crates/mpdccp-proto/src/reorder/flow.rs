@@ -539,17 +539,19 @@ impl PerFlow {
         }
         self.stats.late += 1;
         self.extent.late(now, item.seq);
+        // Due at once: only the earlier packets of its flow keep it.
+        self.hold(key, item, now);
+        None
+    }
+
+    /// Holds `item` in flow `key` until `deadline` (or its gaps close).
+    fn hold(&mut self, key: u64, item: ReorderItem, deadline: Instant) {
         self.held_pkts += 1;
         self.held_bytes += item.payload.len();
-        // Due at once: only the earlier packets of its flow keep it.
-        flow.held.insert(
-            item.seq,
-            Held {
-                item,
-                deadline: now,
-            },
-        );
-        None
+        if let Some(f) = self.flows.get_mut(&key) {
+            f.held.insert(item.seq, Held { item, deadline });
+        }
+        self.holding.insert(key);
     }
 
     fn admit(
@@ -665,12 +667,7 @@ impl PerFlow {
             }
         }
         let deadline = item.arrival + self.hold_bound(now, paths);
-        self.held_pkts += 1;
-        self.held_bytes += item.payload.len();
-        if let Some(f) = self.flows.get_mut(&key) {
-            f.held.insert(seq, Held { item, deadline });
-        }
-        self.holding.insert(key);
+        self.hold(key, item, deadline);
     }
 }
 
