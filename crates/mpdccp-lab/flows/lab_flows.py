@@ -13,6 +13,9 @@ server; --direction up: the client sends, down: the server sends. Both ends
 print one JSON report on stdout when the transfer ends:
   {"role", "direction", "recv": [[t_s, cumulative_bytes], ...],
    "sent_bytes", "rtt": [[t_s, srtt_ms], ...]}
+and the QUIC sender also "cwnd": [[t_s, congestion_window_bytes], ...],
+"lost": [[t_s, cumulative_packets_declared_lost], ...] and "loss_events"
+(calls of the controller's on_packets_lost: one per ack that found losses).
 t_s is CLOCK_MONOTONIC (time.monotonic), which every namespace shares, so
 the testbed puts both ends on its own time line. Samples every 100 ms.
 """
@@ -40,19 +43,52 @@ class Meter:
         self.total = 0
         self.recv = []
         self.rtt = []
+        self.cwnd = []
+        self.lost = []
         self.next_t = time.monotonic()
 
     def add(self, n, srtt_ms=None):
         self.total += n
         self.tick(srtt_ms)
 
-    def tick(self, srtt_ms=None):
+    def tick(self, srtt_ms=None, cwnd=None, lost=None):
         now = time.monotonic()
         if now >= self.next_t:
             self.recv.append([now, self.total])
             if srtt_ms is not None:
                 self.rtt.append([now, srtt_ms])
+            if cwnd is not None:
+                self.cwnd.append([now, cwnd])
+            if lost is not None:
+                self.lost.append([now, lost])
             self.next_t = now + SAMPLE_S
+
+
+def grow_rcvbuf(transport, size):
+    """Sets the QUIC socket's receive buffer to `size` bytes, as production
+    QUIC stacks do (quic-go asks for 7 MiB and warns when it gets less):
+    aioquic keeps the kernel default (~208 kB), which a burst of a few
+    hundred datagrams overflows while the Python loop is busy. 0: leave the
+    default. Returns the size the kernel granted (doubled, socket(7))."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or size <= 0:
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) if sock else None
+    try:
+        # Root (the lab) may exceed net.core.rmem_max.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, size)
+    except (OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+def udp_rcvbuf_errors():
+    """This namespace's count of UDP datagrams dropped because a socket's
+    receive buffer was full (/proc/net/snmp is per network namespace)."""
+    try:
+        lines = [l.split() for l in open("/proc/net/snmp") if l.startswith("Udp:")]
+        return int(lines[1][lines[0].index("RcvbufErrors")])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def report(role, direction, recv, sent, rtt, extra=None):
@@ -62,6 +98,7 @@ def report(role, direction, recv, sent, rtt, extra=None):
         "recv": recv,
         "sent_bytes": sent,
         "rtt": rtt,
+        "udp_rcvbuf_errors": udp_rcvbuf_errors(),
     }
     out.update(extra or {})
     sys.stdout.write(json.dumps(out) + "\n")
@@ -232,9 +269,36 @@ def make_protocol_class():
         def srtt_ms(self):
             return self._quic._loss._rtt_smoothed * 1e3
 
+        def count_losses(self):
+            """Counts what the sender's loss detection declares lost (RFC
+            9002 §6.1), spurious or not: the tunnel's reordering shows here."""
+            self.lost_pkts = 0
+            self.loss_events = 0
+            cc = self._quic._loss._cc
+            inner = cc.on_packets_lost
+
+            def on_packets_lost(*args, **kw):
+                self.lost_pkts += len(kw.get("packets", args[0] if args else []))
+                self.loss_events += 1
+                return inner(*args, **kw)
+
+            cc.on_packets_lost = on_packets_lost
+
+        def sender_extra(self, a):
+            out = {"cc": a.cc, "datagram_bytes": a.datagram_bytes}
+            if hasattr(self, "lost_pkts"):
+                out.update(cwnd=self.meter.cwnd, lost=self.meter.lost,
+                           lost_pkts=self.lost_pkts, loss_events=self.loss_events)
+            return out
+
+        def sender_tick(self):
+            loss = self._quic._loss
+            self.meter.tick(self.srtt_ms(), loss.congestion_window, self.lost_pkts)
+
         async def send_for(self, stream_id, secs):
             end = time.monotonic() + secs
             chunk = b"\0" * CHUNK
+            self.count_losses()
             while time.monotonic() < end and not self.done.done():
                 st = self._quic._streams.get(stream_id)
                 if st is None:
@@ -245,7 +309,7 @@ def make_protocol_class():
                     self.sent += len(chunk)
                     ahead += len(chunk)
                 self.transmit()
-                self.meter.tick(self.srtt_ms())
+                self.sender_tick()
                 await asyncio.sleep(0.002)
             self._quic.send_stream_data(stream_id, b"", end_stream=True)
             self.transmit()
@@ -287,6 +351,7 @@ async def quic_server_main(a):
         return p
 
     server = await serve(host, int(port), configuration=quic_config(a, False), create_protocol=factory)
+    rcvbuf = grow_rcvbuf(server._transport, a.rcvbuf)
     deadline = time.monotonic() + a.timeout
     while not conns and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
@@ -301,7 +366,7 @@ async def quic_server_main(a):
     # Down: wait until the client has the end of the stream (it closes).
     await asyncio.sleep(0.5)
     report("server", p.direction, p.meter.recv, p.sent, p.meter.rtt,
-           {"cc": a.cc, "datagram_bytes": a.datagram_bytes})
+           dict(p.sender_extra(a), rcvbuf_bytes=rcvbuf))
     server.close()
 
 
@@ -312,6 +377,7 @@ async def quic_client_main(a):
     Bulk = make_protocol_class()
     async with connect(host, int(port), configuration=quic_config(a, True),
                        create_protocol=Bulk, wait_connected=True) as p:
+        rcvbuf = grow_rcvbuf(p._transport, a.rcvbuf)
         sid = p._quic.get_next_available_stream_id()
         p._quic.send_stream_data(sid, (b"U" if a.direction == "up" else b"D")
                                  + ("%8.2f" % a.secs).encode())
@@ -330,7 +396,7 @@ async def quic_client_main(a):
             except asyncio.TimeoutError:
                 pass
         report("client", a.direction, p.meter.recv, p.sent, p.meter.rtt,
-               {"cc": a.cc, "datagram_bytes": a.datagram_bytes})
+               dict(p.sender_extra(a), rcvbuf_bytes=rcvbuf))
         p.close()
 
 
@@ -345,6 +411,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--mptcp", action="store_true")
     ap.add_argument("--cc", default="reno")
+    # quic-go's desired receive buffer (7 MiB); 0 = the kernel default.
+    ap.add_argument("--rcvbuf", type=int, default=7 << 20)
     ap.add_argument("--datagram-bytes", type=int, default=1222)
     a = ap.parse_args()
     if a.mode == "tcp-server":

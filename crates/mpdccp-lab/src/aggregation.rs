@@ -180,6 +180,9 @@ pub struct Options {
     pub auth: mpdccp_net::daemon::config::AuthMode,
     /// Keep each run's logs under this directory.
     pub keep_dir: Option<PathBuf>,
+    /// `KEY=VALUE` scenario overrides (`tunnel.cc=ccid5`) applied to every
+    /// cell, so a setting is measured against the defaults in the same way.
+    pub set: Vec<(String, String)>,
 }
 
 /// A simulator run of a scenario (the CLI passes `mpdccp_sim::run`).
@@ -384,8 +387,14 @@ pub fn run(
             }
             let mut direct = serde_json::Map::new();
             let mut sims = serde_json::Map::new();
+            // The inner sender's own view (QUIC: losses it declared, cwnd).
+            let mut inner_sender = serde_json::Map::new();
             for via in vias {
-                let sc = scenario(pair, inner, via, opts.secs);
+                let mut sc = scenario(pair, inner, via, opts.secs);
+                for (k, v) in &opts.set {
+                    sc.apply_set(k, v)
+                        .map_err(|e| anyhow::anyhow!("--set {k}={v}: {e}"))?;
+                }
                 progress(&format!("{} / {} / {via}", pair.name, inner.name));
                 let got = testbed_run(opts, sc.clone(), abort);
                 if let Ok(s) = &got {
@@ -396,19 +405,27 @@ pub fn run(
                         .unwrap_or(0);
                     cell.insert("emulator_late_p90_max_us".into(), json!(worst.max(late)));
                 }
-                let (mbps, diag) = match &got {
+                if let Some(m) = got.as_ref().ok().and_then(|s| s.meta.get("flows")) {
+                    inner_sender.insert(via.into(), m[0].clone());
+                }
+                let (mbps, diag, rx_diag) = match &got {
                     Ok(s) => {
-                        // The sending daemon's view.
-                        let st = s.meta.get(if inner.up {
-                            "client_status"
+                        // The sending daemon's view, and the receiving
+                        // one's (its reordering).
+                        let (tx, rx) = if inner.up {
+                            ("client_status", "server_status")
                         } else {
-                            "server_status"
-                        });
-                        (Some(steady_mbps(s)), st.map(diagnosis))
+                            ("server_status", "client_status")
+                        };
+                        (
+                            Some(steady_mbps(s)),
+                            s.meta.get(tx).map(diagnosis),
+                            s.meta.get(rx).map(diagnosis),
+                        )
                     }
                     Err(e) => {
                         progress(&format!("  failed: {e:#}"));
-                        (None, None)
+                        (None, None, None)
                     }
                 };
                 progress(&format!("  testbed {:.2} Mbit/s", mbps.unwrap_or(f64::NAN)));
@@ -416,6 +433,9 @@ pub fn run(
                     cell.insert("tunnel_mbps".into(), json!(mbps));
                     if let Some(d) = diag {
                         cell.insert("sender_daemon".into(), d);
+                    }
+                    if let Some(d) = rx_diag {
+                        cell.insert("receiver_daemon".into(), d["counters"].clone());
                     }
                     if let Err(e) = &got {
                         cell.insert("error".into(), json!(format!("{e:#}")));
@@ -435,6 +455,9 @@ pub fn run(
                 .filter_map(Value::as_f64)
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             cell.insert("direct_mbps".into(), Value::Object(direct));
+            if !inner_sender.is_empty() {
+                cell.insert("inner_sender".into(), Value::Object(inner_sender));
+            }
             cell.insert("best_single_mbps".into(), json!(best));
             if opts.references && inner.kind == FlowKind::Tcp {
                 progress(&format!("{} / {} / mptcp", pair.name, inner.name));
@@ -461,6 +484,7 @@ pub fn run(
         "steady_window_s": steady_window(opts.secs),
         "buffer_bytes": BUFFER_BYTES,
         "auth": opts.auth.name(),
+        "set": opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         "basis": "receiver's application bytes over the steady window; simulator scaled by the payload share of its packets",
         "cells": cells,
     }))
@@ -567,6 +591,13 @@ pub fn markdown(report: &Value) -> String {
             goals.join(", ")
         ));
     }
+    if let Some(set) = report["set"].as_array().filter(|s| !s.is_empty()) {
+        let set: Vec<&str> = set.iter().filter_map(Value::as_str).collect();
+        out.push_str(&format!(
+            "\nSettings beyond the defaults: `{}`\n",
+            set.join("`, `")
+        ));
+    }
     if cells.iter().any(|c| c["sim_mbps"].is_object()) {
         out.push_str("\nSimulator vs testbed (Mbit/s, payload basis; agreement within 10 %):\n\n| pair | inner | via | testbed | simulator | diff | agrees |\n|---|---|---|---|---|---|---|\n");
         let (mut n, mut ok) = (0, 0);
@@ -621,6 +652,16 @@ pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
                 ],
             )
         })
+        .collect();
+    // A series no cell measured (no simulator, no references) is left out
+    // rather than drawn as a row of "n/a" labels.
+    let keep: Vec<usize> = (0..legend.len())
+        .filter(|&j| groups.iter().any(|(_, v)| v[j].is_finite()))
+        .collect();
+    let legend: Vec<&str> = keep.iter().map(|&j| legend[j]).collect();
+    let groups: Vec<(String, Vec<f64>)> = groups
+        .into_iter()
+        .map(|(name, v)| (name, keep.iter().map(|&j| v[j]).collect()))
         .collect();
     mpdccp_model::plot::plot_grouped_bars(
         file,

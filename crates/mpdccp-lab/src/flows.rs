@@ -65,6 +65,21 @@ pub struct FlowReport {
     pub recv: Vec<(f64, u64)>,
     /// `(CLOCK_MONOTONIC s, smoothed RTT ms)` of the sender (QUIC only).
     pub rtt: Vec<(f64, f64)>,
+    /// `(CLOCK_MONOTONIC s, congestion window bytes)` of the sender (QUIC).
+    pub cwnd: Vec<(f64, f64)>,
+    /// `(CLOCK_MONOTONIC s, packets declared lost so far)` of the sender
+    /// (QUIC: RFC 9002 §6.1 loss detection, spurious losses included, so a
+    /// tunnel's reordering shows here as well as its drops).
+    pub lost: Vec<(f64, f64)>,
+    /// The sender's totals: packets declared lost, and loss events
+    /// (acknowledgements that declared some lost).
+    pub lost_pkts: Option<u64>,
+    pub loss_events: Option<u64>,
+    /// The receiver's namespace: UDP datagrams its kernel dropped on a full
+    /// socket receive buffer (a burst the application did not read in time).
+    pub rx_udp_rcvbuf_errors: Option<u64>,
+    /// The receiver's socket receive buffer as the kernel granted it.
+    pub rx_rcvbuf_bytes: Option<u64>,
     pub sent_bytes: u64,
 }
 
@@ -93,6 +108,12 @@ impl FlowReport {
                 .map(|(t, b)| (t, b as u64))
                 .collect(),
             rtt: pairs(&sender["rtt"]),
+            cwnd: pairs(&sender["cwnd"]),
+            lost: pairs(&sender["lost"]),
+            lost_pkts: sender["lost_pkts"].as_u64(),
+            loss_events: sender["loss_events"].as_u64(),
+            rx_udp_rcvbuf_errors: receiver["udp_rcvbuf_errors"].as_u64(),
+            rx_rcvbuf_bytes: receiver["rcvbuf_bytes"].as_u64(),
             sent_bytes: sender["sent_bytes"].as_u64().unwrap_or(0),
         }
     }
@@ -236,7 +257,8 @@ impl QuicRun {
 /// Records a QUIC flow's deliveries: each 100 ms sample's new stream bytes
 /// as delivered packets of a full packet's payload (application bytes, as
 /// the testbed counts iperf3's TCP), the sender's SRTT / 2 as one-way delay
-/// (QUIC reports no one-way delay).
+/// (QUIC reports no one-way delay), and the packets its loss detection
+/// declared lost in each sample (as the simulator's QUIC counts them).
 pub fn record_quic(
     rec: &mut Recorder,
     flow: usize,
@@ -264,6 +286,30 @@ pub fn record_quic(
             left -= b;
         }
     }
+    let mut prev = 0.0;
+    for &(t, cum) in &r.lost {
+        let new = (cum - prev).max(0.0) as u64;
+        prev = cum;
+        if new > 0 {
+            rec.flow_lost(flow, rel(Instant::from_nanos((t * 1e9) as u64)), new);
+        }
+    }
+}
+
+/// What a QUIC sender reported of its congestion control, for the run's
+/// `meta.flows` (the simulator's QUIC keys where they mean the same).
+pub fn quic_meta(r: &FlowReport) -> Value {
+    let mut cwnd: Vec<f64> = r.cwnd.iter().map(|c| c.1).collect();
+    cwnd.sort_by(f64::total_cmp);
+    let pct = |q: f64| (!cwnd.is_empty()).then(|| cwnd[((cwnd.len() - 1) as f64 * q) as usize]);
+    serde_json::json!({
+        "quic_lost_pkts": r.lost_pkts,
+        "quic_loss_events": r.loss_events,
+        "receiver_udp_rcvbuf_errors": r.rx_udp_rcvbuf_errors,
+        "receiver_rcvbuf_bytes": r.rx_rcvbuf_bytes,
+        "quic_cwnd_bytes_p50": pct(0.5),
+        "quic_cwnd_bytes_max": cwnd.last(),
+    })
 }
 
 /// Stream payload of a full aioquic 1-RTT packet `packet_bytes` long: less
@@ -369,6 +415,31 @@ mod tests {
         // 1 125 000 bytes in 0.9 s = 10 Mbit/s.
         assert!((r.mbps_between(10.05, 11.0) - 10.0).abs() < 1e-9);
         assert_eq!(r.mbps_between(12.0, 13.0), 0.0);
+    }
+
+    #[test]
+    fn the_senders_losses_land_in_the_sample_that_declared_them() {
+        let rx = json!({"recv": [[0.0, 0], [0.1, 10000], [0.2, 20000]],
+                        "udp_rcvbuf_errors": 7, "rcvbuf_bytes": 8388608});
+        let tx = json!({"lost": [[0.05, 0], [0.15, 7], [0.25, 7]], "lost_pkts": 7,
+                        "loss_events": 2, "cwnd": [[0.05, 1000.0], [0.15, 4000.0], [0.25, 2000.0]]});
+        let r = FlowReport::of(&rx, &tx);
+        let sc = mpdccp_model::scenario::Scenario {
+            flow: vec![mpdccp_model::scenario::FlowSpec::default()],
+            duration_s: 1.0,
+            ..Default::default()
+        };
+        let mut rec = Recorder::new(&sc);
+        record_quic(&mut rec, 0, 1250, &r, |t| t);
+        let (s, _) = rec.finish(Default::default());
+        assert_eq!(s.flows[0].lost_pkts, 7);
+        let m = quic_meta(&r);
+        assert_eq!(m["quic_lost_pkts"], 7);
+        assert_eq!(m["quic_loss_events"], 2);
+        assert_eq!(m["receiver_udp_rcvbuf_errors"], 7);
+        assert_eq!(m["receiver_rcvbuf_bytes"], 8388608);
+        assert_eq!(m["quic_cwnd_bytes_p50"], 2000.0);
+        assert_eq!(m["quic_cwnd_bytes_max"], 4000.0);
     }
 
     #[test]

@@ -440,6 +440,7 @@ fn run_in(
     let rel = |t: Instant| Instant::from_nanos(t.as_nanos().saturating_sub(t0.as_nanos()));
     let mut rec = Recorder::new(sc);
     let mut notes = Vec::new();
+    let mut flow_meta = vec![Value::Null; sc.flow.len()];
     for (i, r) in runs.into_iter().enumerate() {
         match r {
             FlowRun::Probe { abort: fab, tx, rx } => {
@@ -455,7 +456,10 @@ fn run_in(
                 record_probe(&mut rec, i, &log, &arr, rel);
             }
             FlowRun::Quic(q) => match q.finish() {
-                Ok(r) => crate::flows::record_quic(&mut rec, i, sc.flow[i].packet_bytes, &r, rel),
+                Ok(r) => {
+                    crate::flows::record_quic(&mut rec, i, sc.flow[i].packet_bytes, &r, rel);
+                    flow_meta[i] = crate::flows::quic_meta(&r);
+                }
                 Err(e) => {
                     warn!(flow = i, "quic flow: {e:#}");
                     notes.push(format!("flow {i}: quic: {e:#}"));
@@ -505,6 +509,9 @@ fn run_in(
                 "normal".to_string()
             }),
         );
+    }
+    if flow_meta.iter().any(|m| !m.is_null()) {
+        meta.insert("flows".into(), json!(flow_meta));
     }
     meta.insert("runner".into(), json!("testbed"));
     meta.insert("setup_s".into(), json!(t_shift));
