@@ -8,7 +8,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use mpdccp_proto::conn::PacketType;
+use mpdccp_proto::conn::{ConnectionHandle, PacketType};
 use mpdccp_proto::harness::{inspect, session_keys};
 use mpdccp_proto::{
     Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig, PathId,
@@ -87,7 +87,7 @@ impl World {
         w
     }
 
-    fn handle(&self) -> mpdccp_proto::conn::ConnectionHandle {
+    fn handle(&self) -> ConnectionHandle {
         let hs = self.ep.connections();
         assert_eq!(hs.len(), 1, "one connection");
         hs[0]
@@ -163,6 +163,22 @@ impl World {
             self.next_down += 1;
             self.tick();
         }
+    }
+
+    /// The first tapped upstream datagram of one of `types`.
+    fn tapped_of(&self, types: &[PacketType]) -> Option<usize> {
+        self.tapped
+            .iter()
+            .position(|(_, d)| inspect::packet_type(d).is_some_and(|t| types.contains(&t)))
+    }
+
+    /// Downstream datagrams to `key` (a key no client path maps).
+    fn sent_to(&self, key: Key) -> Vec<&Vec<u8>> {
+        self.to_dead_keys
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, d)| d)
+            .collect()
     }
 
     /// The client's path ids and the server's, each (id, open).
@@ -249,28 +265,15 @@ fn capture_data_packet(w: &mut World) -> Vec<u8> {
     w.tap_up = true;
     let now = w.now;
     w.client.send(now, &payload(900_000)).unwrap();
+    const DATA: [PacketType; 2] = [PacketType::DataAck, PacketType::Data];
     for _ in 0..100 {
         w.tick();
-        if w.tapped.iter().any(|(_, d)| {
-            matches!(
-                inspect::packet_type(d),
-                Some(PacketType::DataAck | PacketType::Data)
-            )
-        }) {
+        if w.tapped_of(&DATA).is_some() {
             break;
         }
     }
     w.tap_up = false;
-    let i = w
-        .tapped
-        .iter()
-        .position(|(_, d)| {
-            matches!(
-                inspect::packet_type(d),
-                Some(PacketType::DataAck | PacketType::Data)
-            )
-        })
-        .expect("a data packet");
+    let i = w.tapped_of(&DATA).expect("a data packet");
     w.tapped.remove(i).1
 }
 
@@ -278,8 +281,34 @@ fn unspecified() -> IpAddr {
     IpAddr::V4(Ipv4Addr::UNSPECIFIED)
 }
 
+/// A connected world after `stream` of traffic each way and 50 ms to
+/// settle, and its connection.
+fn after_traffic(protected: bool, stream: Duration) -> (World, ConnectionHandle) {
+    let mut w = World::connected(protected);
+    let h = w.handle();
+    w.stream(stream);
+    w.run(Duration::from_millis(50));
+    (w, h)
+}
+
+/// [`after_traffic`], then a client data packet of path 0 captured
+/// ([`capture_data_packet`]): the world, its connection and the packet.
+fn captured(protected: bool, stream: Duration) -> (World, ConnectionHandle, Vec<u8>) {
+    let (mut w, h) = after_traffic(protected, stream);
+    let good = capture_data_packet(&mut w);
+    (w, h, good)
+}
+
+/// `d` with sequence number `seq` (mod 2^48) and a checksum that fits.
+fn with_seq(d: &[u8], seq: u64) -> Vec<u8> {
+    let mut d = d.to_vec();
+    inspect::set_seq(&mut d, seq & ((1 << 48) - 1));
+    inspect::fix_checksum(&mut d, unspecified(), unspecified());
+    d
+}
+
 /// Nothing about the connection changed but counters.
-fn assert_unmoved(w: &World, h: mpdccp_proto::conn::ConnectionHandle) {
+fn assert_unmoved(w: &World, h: ConnectionHandle) {
     assert_eq!(w.ep.route(&40001), Some((h, PathId(0))));
     assert_eq!(w.ep.rebind_candidates(), 0);
     assert_eq!(w.ep.stats().rebinds_validated, 0);
@@ -289,11 +318,7 @@ fn assert_unmoved(w: &World, h: mpdccp_proto::conn::ConnectionHandle) {
 
 #[test]
 fn a_forged_packet_out_of_the_window_from_a_new_address_changes_nothing() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(50));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(50));
     let seq = inspect::seq(&good).unwrap();
     let delivered = w.up_delivered.len();
     let before = w.ep.connection(h).unwrap().stats();
@@ -302,9 +327,7 @@ fn a_forged_packet_out_of_the_window_from_a_new_address_changes_nothing() {
         .iter()
         .enumerate()
     {
-        let mut d = good.clone();
-        inspect::set_seq(&mut d, (seq + off) & ((1 << 48) - 1));
-        inspect::fix_checksum(&mut d, unspecified(), unspecified());
+        let d = with_seq(&good, seq + off);
         w.ep.handle_datagram(w.now, 50_000 + i as u32, &d);
     }
     let s = w.ep.stats();
@@ -334,11 +357,7 @@ fn a_forged_packet_out_of_the_window_from_a_new_address_changes_nothing() {
 
 #[test]
 fn a_wrong_auth_tag_from_a_new_address_is_rejected_and_changes_nothing() {
-    let mut w = World::connected(true);
-    let h = w.handle();
-    w.stream(Duration::from_millis(50));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(true, Duration::from_millis(50));
     w.run(Duration::from_millis(50));
     let before = w.ep.connection(h).unwrap().stats();
     let delivered = w.up_delivered.len();
@@ -367,12 +386,9 @@ fn a_wrong_auth_tag_from_a_new_address_is_rejected_and_changes_nothing() {
         w.tick();
     }
     w.tap_up = false;
-    let ack = w
-        .tapped
-        .iter()
-        .find(|(_, d)| inspect::packet_type(d) == Some(PacketType::Ack))
-        .map(|(_, d)| d.clone())
-        .expect("a pure Ack");
+    let ack = w.tapped[w.tapped_of(&[PacketType::Ack]).expect("a pure Ack")]
+        .1
+        .clone();
     w.ep.handle_datagram(w.now, 50_010, &ack);
     assert_eq!(w.ep.stats().rebind_rejected, 3);
     assert_eq!(w.ep.rebind_candidates(), 0);
@@ -383,11 +399,7 @@ fn a_wrong_auth_tag_from_a_new_address_is_rejected_and_changes_nothing() {
 
 #[test]
 fn a_flood_of_forged_packets_stays_bounded() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(50));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(50));
     let seq = inspect::seq(&good).unwrap();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let n = 20_000u32;
@@ -433,13 +445,9 @@ fn a_flood_of_forged_packets_stays_bounded() {
 
 #[test]
 fn a_challenge_not_answered_from_the_new_address_does_not_move_the_route() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(100));
-    w.run(Duration::from_millis(50));
     // An on-path attacker takes a genuine packet and sends it on from its
     // own address 66666; what is sent there reaches no client.
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(100));
     w.ep.handle_datagram(w.now, 66_666, &good);
     let s = w.ep.stats();
     assert_eq!(s.rebind_candidates, 1);
@@ -447,12 +455,8 @@ fn a_challenge_not_answered_from_the_new_address_does_not_move_the_route() {
     w.stream(Duration::from_millis(200));
     // The challenge (one Sync) and at most 3x the bytes received went to
     // 66666; nothing came back from there.
-    let to_attacker: Vec<_> = w
-        .to_dead_keys
-        .iter()
-        .filter(|(k, _)| *k == 66_666)
-        .collect();
-    let bytes: usize = to_attacker.iter().map(|(_, d)| d.len()).sum();
+    let to_attacker = w.sent_to(66_666);
+    let bytes: usize = to_attacker.iter().map(|d| d.len()).sum();
     println!(
         "to the unvalidated key: {} datagrams, {bytes} bytes (received {})",
         to_attacker.len(),
@@ -460,7 +464,7 @@ fn a_challenge_not_answered_from_the_new_address_does_not_move_the_route() {
     );
     assert!(to_attacker
         .iter()
-        .any(|(_, d)| inspect::packet_type(d) == Some(PacketType::Sync)));
+        .any(|d| inspect::packet_type(d) == Some(PacketType::Sync)));
     assert!(bytes <= 3 * good.len(), "{bytes}");
     // A SyncAck from the old key does not validate the new one, and the
     // route stays.
@@ -481,30 +485,25 @@ fn a_challenge_not_answered_from_the_new_address_does_not_move_the_route() {
 
 #[test]
 fn a_forged_syncack_from_the_candidate_does_not_validate_it() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(100));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(100));
     w.ep.handle_datagram(w.now, 66_666, &good);
     w.run(Duration::from_millis(15));
     let sync = w
-        .to_dead_keys
-        .iter()
-        .find(|(k, d)| *k == 66_666 && inspect::packet_type(d) == Some(PacketType::Sync))
-        .map(|(_, d)| d.clone())
+        .sent_to(66_666)
+        .into_iter()
+        .find(|d| inspect::packet_type(d) == Some(PacketType::Sync))
+        .cloned()
         .expect("the challenge");
     // The attacker answers with a SyncAck acknowledging the wrong number.
     w.tap_up = true;
     w.client.handle_datagram(w.now, PathId(0), &sync);
     w.tick();
     w.tap_up = false;
-    let syncack = w
-        .tapped
-        .iter()
-        .find(|(_, d)| inspect::packet_type(d) == Some(PacketType::SyncAck))
-        .map(|(_, d)| d.clone())
-        .expect("the client's SyncAck");
+    let syncack = w.tapped[w
+        .tapped_of(&[PacketType::SyncAck])
+        .expect("the client's SyncAck")]
+    .1
+    .clone();
     let mut wrong = syncack.clone();
     let n = wrong.len();
     // The acknowledgement number's last byte (ack subheader, bytes 18..24).
@@ -530,11 +529,7 @@ fn a_forged_syncack_from_the_candidate_does_not_validate_it() {
 /// path before any validation: an outage per shot).
 #[test]
 fn an_in_window_packet_with_a_bad_option_from_a_new_address_changes_nothing() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(50));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(50));
     let mut d = good.clone();
     let hl = usize::from(d[4]) * 4;
     d.splice(hl..hl, [1u8, 100, 2, 0]);
@@ -563,11 +558,7 @@ fn an_in_window_packet_with_a_bad_option_from_a_new_address_changes_nothing() {
 /// subflow's packets to the new address.)
 #[test]
 fn a_copy_of_a_received_packet_from_a_new_address_starts_no_challenge() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(50));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(50));
     // The genuine packet arrives first, by its route.
     w.ep.handle_datagram(w.now, 40001, &good);
     w.tick();
@@ -601,10 +592,7 @@ fn a_copy_of_a_received_packet_from_a_new_address_starts_no_challenge() {
 /// in the lab the client heard nothing and gave the connection up.)
 #[test]
 fn copies_racing_a_live_path_from_a_new_address_take_none_of_its_downstream() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(100));
-    w.run(Duration::from_millis(50));
+    let (mut w, h) = after_traffic(false, Duration::from_millis(100));
     let down_before = w.next_down;
     let mut copied = 0;
     for _ in 0..1000 {
@@ -624,15 +612,11 @@ fn copies_racing_a_live_path_from_a_new_address_take_none_of_its_downstream() {
         }
     }
     w.run(Duration::from_millis(100));
-    let to_attacker: Vec<_> = w
-        .to_dead_keys
-        .iter()
-        .filter(|(k, _)| *k == 66_666)
-        .collect();
-    let bytes: usize = to_attacker.iter().map(|(_, d)| d.len()).sum();
+    let to_attacker = w.sent_to(66_666);
+    let bytes: usize = to_attacker.iter().map(|d| d.len()).sum();
     let syncs = to_attacker
         .iter()
-        .filter(|(_, d)| inspect::packet_type(d) == Some(PacketType::Sync))
+        .filter(|d| inspect::packet_type(d) == Some(PacketType::Sync))
         .count();
     let lost = missing(&w.down_delivered, w.next_down);
     println!(
@@ -665,11 +649,8 @@ fn copies_racing_a_live_path_from_a_new_address_take_none_of_its_downstream() {
 /// A connected world in which a copy of an upstream packet still in
 /// flight reached the server from the copier's key (66 666) first: one
 /// rebinding candidate. Returns the world, the connection and the packet.
-fn copy_racing_its_packet() -> (World, mpdccp_proto::conn::ConnectionHandle, Vec<u8>) {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(100));
-    w.run(Duration::from_millis(50));
+fn copy_racing_its_packet() -> (World, ConnectionHandle, Vec<u8>) {
+    let (mut w, h) = after_traffic(false, Duration::from_millis(100));
     w.stream(Duration::from_millis(1));
     let (_, _, fresh) = w
         .wire
@@ -700,9 +681,7 @@ fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
     let (up_before, down_before) = (w.next_up, w.next_down);
     let seq = inspect::seq(&fresh).unwrap();
     for k in 0..2000u64 {
-        let mut d = fresh.clone();
-        inspect::set_seq(&mut d, (seq + 500 + k) & ((1 << 48) - 1));
-        inspect::fix_checksum(&mut d, unspecified(), unspecified());
+        let d = with_seq(&fresh, seq + 500 + k);
         w.ep.handle_datagram(w.now, 66_666, &d);
         if k % 10 == 0 {
             w.stream(Duration::from_millis(1));
@@ -746,11 +725,7 @@ fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
 /// 675 of 1 000 downstream packets lost.)
 #[test]
 fn copies_far_ahead_from_a_new_address_are_not_processed() {
-    let mut w = World::connected(false);
-    let h = w.handle();
-    w.stream(Duration::from_millis(100));
-    w.run(Duration::from_millis(50));
-    let good = capture_data_packet(&mut w);
+    let (mut w, h, good) = captured(false, Duration::from_millis(100));
     w.ep.handle_datagram(w.now, 40001, &good);
     w.tick();
     let seq = inspect::seq(&good).unwrap();
@@ -759,15 +734,13 @@ fn copies_far_ahead_from_a_new_address_are_not_processed() {
     for k in 0..1000u64 {
         // Every 5 ms a copy ever further ahead, from the copier's key.
         if k % 5 == 0 {
-            let mut d = good.clone();
-            inspect::set_seq(&mut d, (seq + 5000 + k) & ((1 << 48) - 1));
-            inspect::fix_checksum(&mut d, unspecified(), unspecified());
+            let d = with_seq(&good, seq + 5000 + k);
             w.ep.handle_datagram(w.now, 66_666, &d);
         }
         w.stream(Duration::from_millis(1));
     }
     w.run(Duration::from_millis(100));
-    let to_attacker = w.to_dead_keys.iter().filter(|(k, _)| *k == 66_666).count();
+    let to_attacker = w.sent_to(66_666).len();
     let lost = missing(&w.down_delivered, w.next_down)
         .into_iter()
         .filter(|&k| k >= down_before)
@@ -792,9 +765,7 @@ fn an_unacceptable_packet_from_the_old_address_still_contests_a_candidate() {
     // From the old key, a packet 20 000 numbers behind: outside the
     // window, refused, but a readable datagram on the routed key.
     let seq = inspect::seq(&fresh).unwrap();
-    let mut old = fresh.clone();
-    inspect::set_seq(&mut old, seq.wrapping_sub(20_000) & ((1 << 48) - 1));
-    inspect::fix_checksum(&mut old, unspecified(), unspecified());
+    let old = with_seq(&fresh, seq.wrapping_sub(20_000));
     w.ep.handle_datagram(w.now, 40001, &old);
     assert_eq!(w.ep.rebind_candidates(), 0, "the old path is alive");
     assert_eq!(w.ep.route(&40001), Some((h, PathId(0))));

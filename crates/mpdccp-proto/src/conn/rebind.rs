@@ -287,17 +287,32 @@ impl<K: Ord + Clone> Endpoint<K> {
         let Ok(seg) = Segment::parse_in(data, None, self.config.conn.wire_profile) else {
             return false;
         };
-        let ports = (seg.src_port, seg.dst_port);
+        self.first_claim(&seg).is_some()
+    }
+
+    /// The routed subflows with `ports` (client's source, destination),
+    /// at most [`MAX_CLAIMS_CHECKED`].
+    fn subflows_on_ports(
+        &self,
+        ports: (u16, u16),
+    ) -> impl Iterator<Item = (ConnectionHandle, PathId)> + '_ {
         self.rebind
             .by_ports
             .range((ports, ConnectionHandle(0), PathId(0))..)
-            .take_while(|(p, _, _)| *p == ports)
+            .take_while(move |(p, _, _)| *p == ports)
             .take(MAX_CLAIMS_CHECKED)
-            .any(|&(_, h, pid)| {
-                self.conns
-                    .get(&h)
-                    .is_some_and(|s| !matches!(s.conn.rebind_claim(pid, &seg), Claim::Invalid))
-            })
+            .map(|&(_, h, pid)| (h, pid))
+    }
+
+    /// The first subflow on `seg`'s ports whose windows take it, and how.
+    fn first_claim(&self, seg: &Segment<'_>) -> Option<(ConnectionHandle, PathId, Claim)> {
+        self.subflows_on_ports((seg.src_port, seg.dst_port))
+            .find_map(
+                |(h, pid)| match self.conns.get(&h)?.conn.rebind_claim(pid, seg) {
+                    Claim::Invalid => None,
+                    c => Some((h, pid, c)),
+                },
+            )
     }
 
     /// A non-Request datagram from an unknown `remote`: is it a subflow's
@@ -309,32 +324,14 @@ impl<K: Ord + Clone> Endpoint<K> {
         seg: &Segment<'_>,
         data: &[u8],
     ) -> Outcome {
-        let ports = (seg.src_port, seg.dst_port);
-        let subflows: Vec<(ConnectionHandle, PathId)> = self
-            .rebind
-            .by_ports
-            .range((ports, ConnectionHandle(0), PathId(0))..)
-            .take_while(|(p, _, _)| *p == ports)
-            .take(MAX_CLAIMS_CHECKED)
-            .map(|&(_, h, pid)| (h, pid))
-            .collect();
-        if subflows.is_empty() {
+        if self
+            .subflows_on_ports((seg.src_port, seg.dst_port))
+            .next()
+            .is_none()
+        {
             return Outcome::NoClaim;
         }
-        let mut found = None;
-        for (h, pid) in subflows {
-            let Some(s) = self.conns.get(&h) else {
-                continue;
-            };
-            match s.conn.rebind_claim(pid, seg) {
-                Claim::Invalid => continue,
-                c => {
-                    found = Some((h, pid, c));
-                    break;
-                }
-            }
-        }
-        let Some((h, pid, claim)) = found else {
+        let Some((h, pid, claim)) = self.first_claim(seg) else {
             self.stats.rebind_rejected += 1;
             return Outcome::NoClaim;
         };
@@ -345,53 +342,78 @@ impl<K: Ord + Clone> Endpoint<K> {
                 self.stats.rebind_rejected += 1;
                 Outcome::Dropped
             }
-            Claim::SyncAck(ack) => {
-                let answers = self
-                    .rebind
-                    .candidates
-                    .get(&(h, pid))
-                    .is_some_and(|c| c.key == *remote && c.challenge == Some(ack));
-                if !answers {
-                    self.stats.rebind_rejected += 1;
-                    return Outcome::Dropped;
-                }
-                self.validate(h, pid, remote.clone());
-                // Now routed: the SyncAck is an ordinary packet (RTT sample).
-                if let Some(s) = self.conns.get_mut(&h) {
-                    s.conn.handle_datagram(now, pid, data);
-                }
-                self.dirty.insert(h);
-                self.collect(h);
-                Outcome::Accepted(h)
-            }
-            Claim::Packet if self.contested(now, h, pid) => {
-                // Processing it would move the subflow's windows to
-                // numbers the peer may not have sent (its packets then
-                // fail the ack check there, as with Acks taking the next
-                // numbers), and a challenge would take the subflow's next
-                // Sync — the probe or resynchronisation the path needs —
-                // to the copier: dropped and counted, nothing else.
-                self.stats.rebind_rejected += 1;
-                if let Some(c) = self.rebind.contested.get_mut(&(h, pid)) {
-                    c.1 = now;
-                }
-                Outcome::Dropped
-            }
-            Claim::Packet => {
-                let Some(s) = self.conns.get_mut(&h) else {
-                    return Outcome::NoClaim;
-                };
-                if !s.conn.handle_rebinding_datagram(now, pid, data) {
-                    self.stats.rebind_rejected += 1;
-                    self.dirty.insert(h);
-                    return Outcome::Dropped;
-                }
-                self.dirty.insert(h);
-                self.candidate_heard(now, h, pid, remote, data.len());
-                self.collect(h);
-                Outcome::Accepted(h)
-            }
+            Claim::SyncAck(ack) => self.challenge_answered(now, h, pid, remote, ack, data),
+            Claim::Packet if self.contested(now, h, pid) => self.drop_copy(now, h, pid),
+            Claim::Packet => self.packet_from_candidate(now, h, pid, remote, data),
         }
+    }
+
+    /// A SyncAck from `remote`: when it answers the candidate's challenge,
+    /// the route moves there and the SyncAck is processed as usual.
+    fn challenge_answered(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        pid: PathId,
+        remote: &K,
+        ack: u64,
+        data: &[u8],
+    ) -> Outcome {
+        let answers = self
+            .rebind
+            .candidates
+            .get(&(h, pid))
+            .is_some_and(|c| c.key == *remote && c.challenge == Some(ack));
+        if !answers {
+            self.stats.rebind_rejected += 1;
+            return Outcome::Dropped;
+        }
+        self.validate(h, pid, remote.clone());
+        // Now routed: the SyncAck is an ordinary packet (RTT sample).
+        if let Some(s) = self.conns.get_mut(&h) {
+            s.conn.handle_datagram(now, pid, data);
+        }
+        self.dirty.insert(h);
+        self.collect(h);
+        Outcome::Accepted(h)
+    }
+
+    /// A packet from a new key while the subflow's routed key is alive.
+    /// Processing it would move the subflow's windows to numbers the peer
+    /// may not have sent (its packets then fail the ack check there, as
+    /// with Acks taking the next numbers), and a challenge would take the
+    /// subflow's next Sync — the probe or resynchronisation the path needs
+    /// — to the copier: dropped and counted, nothing else.
+    fn drop_copy(&mut self, now: Instant, h: ConnectionHandle, pid: PathId) -> Outcome {
+        self.stats.rebind_rejected += 1;
+        if let Some(c) = self.rebind.contested.get_mut(&(h, pid)) {
+            c.1 = now;
+        }
+        Outcome::Dropped
+    }
+
+    /// A packet inside the subflow's windows from new key `remote`:
+    /// processed, and `remote` becomes or stays the subflow's candidate.
+    fn packet_from_candidate(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        pid: PathId,
+        remote: &K,
+        data: &[u8],
+    ) -> Outcome {
+        let Some(s) = self.conns.get_mut(&h) else {
+            return Outcome::NoClaim;
+        };
+        if !s.conn.handle_rebinding_datagram(now, pid, data) {
+            self.stats.rebind_rejected += 1;
+            self.dirty.insert(h);
+            return Outcome::Dropped;
+        }
+        self.dirty.insert(h);
+        self.candidate_heard(now, h, pid, remote, data.len());
+        self.collect(h);
+        Outcome::Accepted(h)
     }
 
     /// A valid packet from candidate `remote` of `(h, pid)`: a new or

@@ -161,10 +161,26 @@ pub struct Harness {
     /// datagrams in them.
     pub gso_batches: u64,
     pub gso_segments: u64,
+    /// Also fail when a `handle_timeout(now)` leaves a deadline at or
+    /// before `now`, before `poll_transmit` ran ([`assert_timer_advanced`]);
+    /// without it only a deadline still due once nothing moves fails.
+    pub strict_timers: bool,
     /// [client→server, server→client] per path.
     links: Vec<[Link; 2]>,
     rng: ChaCha8Rng,
     buf: Vec<u8>,
+}
+
+/// After `handle_timeout(now)`, no deadline of `c` at or before `now`
+/// (every fired timer stopped, re-armed later, or turned into a packet
+/// owed to `poll_transmit`). Fails naming the deadline's kind.
+pub fn assert_timer_advanced(side: Side, c: &Connection, now: Instant) {
+    if let Some((kind, t)) = c.next_timer().filter(|(_, t)| *t <= now) {
+        panic!(
+            "stuck timer: after handle_timeout({now:?}) the {side:?} asks to be woken at \
+             {t:?} ({kind:?})"
+        );
+    }
 }
 
 impl Harness {
@@ -190,6 +206,7 @@ impl Harness {
             tamper: None,
             gso_batches: 0,
             gso_segments: 0,
+            strict_timers: false,
             links,
             rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0x4841_524e),
             buf: vec![0u8; 65_536],
@@ -389,10 +406,14 @@ impl Harness {
             }
             for side in [Side::Client, Side::Server] {
                 let now = self.now;
+                let strict = self.strict_timers;
                 let c = self.conn(side);
                 let before = c.poll_timeout();
                 if before.is_some_and(|t| t <= now) {
                     c.handle_timeout(now);
+                    if strict {
+                        assert_timer_advanced(side, c, now);
+                    }
                     // A timer that neither fired anything nor moved is not
                     // progress (guards against spinning on a stale timer).
                     progress |= c.poll_timeout() != before;

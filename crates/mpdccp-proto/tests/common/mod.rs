@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::Segment;
-use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::{assert_timer_advanced, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
 use mpdccp_proto::{
     ConnStats, Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig,
@@ -208,12 +208,20 @@ impl EpNet {
                 }
                 progress = true;
             }
+            // The timer invariant (`Connection::handle_timeout`), checked
+            // in release too.
             if self.client.poll_timeout().is_some_and(|t| t <= now) {
                 self.client.handle_timeout(now);
+                assert_timer_advanced(Side::Client, &self.client, now);
                 progress = true;
             }
             if self.ep.poll_timeout().is_some_and(|t| t <= now) {
                 self.ep.handle_timeout(now);
+                let next = self.ep.poll_timeout();
+                assert!(
+                    next.is_none_or(|t| t > now),
+                    "stuck timer: after Endpoint::handle_timeout({now:?}) it asks for {next:?}"
+                );
                 progress = true;
             }
             while let Some(e) = self.client.poll_event() {

@@ -6,8 +6,10 @@
 //! stopped, re-armed in the future, or turned into a pending packet that the
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
 //! is never reported again. The connection-level deadlines beside this table
-//! (`Connection::poll_timeout`) keep the same rule; drivers still carry a
-//! `StuckTimerGuard` as a backstop.
+//! (`Connection::poll_timeout`) keep the same rule but one: PLPMTUD leaves
+//! a black-hole confirmation round's deadline at `now` for the next
+//! `poll_transmit` (`tests/timer_invariant.rs`), so drivers still carry a
+//! `StuckTimerGuard`.
 
 use super::{ResetCode, SubState, Subflow, SEQ_MASK};
 use crate::time::Instant;
