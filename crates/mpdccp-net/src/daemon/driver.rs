@@ -14,7 +14,6 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use mpdccp_proto::conn::StuckTimerGuard;
 use mpdccp_proto::Instant;
 use tracing::info;
 
@@ -90,14 +89,11 @@ pub(super) fn drive<D: Daemon>(
     let mut segbuf = vec![0u8; 65_536];
     let mut poll = PollSet::with_capacity(24).with_busy_poll(busy_poll);
     let mut closing: Option<Instant> = None;
-    // A deadline handle_timeout cannot advance is a bug; never spin on it.
-    let mut timer_guard = StuckTimerGuard::new();
     loop {
         let now = clock::now();
         d.prepare(now, closing.is_some());
         if d.poll_timeout().is_some_and(|t| t <= now) {
             d.handle_timeout(now);
-            timer_guard.handled(now);
         }
         if let Step::Again = d.work(now, closing.is_some())? {
             continue;
@@ -114,7 +110,9 @@ pub(super) fn drive<D: Daemon>(
             Control::Worker => None,
         };
         d.register(&mut poll);
-        let deadline = [timer_guard.wake_at(d.poll_timeout()), d.deadline(), closing]
+        // The core's deadline is later than the `handle_timeout` above
+        // (`Connection::handle_timeout`), so sleeping until it cannot spin.
+        let deadline = [d.poll_timeout(), d.deadline(), closing]
             .into_iter()
             .flatten()
             .min();

@@ -515,6 +515,10 @@ impl<K: Ord + Clone> Endpoint<K> {
             }
             self.collect(h);
         }
+        debug_assert!(
+            self.poll_timeout().is_none_or(|t| t > now),
+            "stuck timer after Endpoint::handle_timeout({now:?})"
+        );
     }
 
     /// Next datagram to send, with the remote key it goes to.

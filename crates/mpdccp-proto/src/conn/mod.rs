@@ -90,7 +90,6 @@ pub mod seq;
 mod stats;
 mod subflow;
 mod timer;
-mod timer_guard;
 
 pub use crate::wire::WireProfile;
 pub use aqm::CoDelConfig;
@@ -112,7 +111,6 @@ pub use stats::ConnStats;
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
 pub use timer::ConnTimer;
-pub use timer_guard::{StuckTimerGuard, STUCK_TIMER_NUDGE};
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
@@ -629,6 +627,12 @@ impl Connection {
     }
 
     /// Processes timers; call when [`Connection::poll_timeout`] is reached.
+    ///
+    /// Afterwards [`Connection::poll_timeout`] is `None` or later than
+    /// `now`: every fired timer is stopped, re-armed later, or turned into a
+    /// packet owed to the next `poll_transmit`. A driver may sleep until the
+    /// deadline with no guard against one that does not move
+    /// (`tests/timer_invariant.rs` drives varied sessions against this).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
         self.reap();
@@ -644,6 +648,11 @@ impl Connection {
         self.plpmtu_timers(now);
         self.check_closed();
         self.reap();
+        debug_assert!(
+            self.poll_timeout().is_none_or(|t| t > now),
+            "stuck timer after handle_timeout({now:?}): {:?}",
+            self.next_timer()
+        );
     }
 
     /// When [`Connection::handle_timeout`] must be called next.

@@ -345,6 +345,13 @@ impl Plpmtud {
             self.tries = 0;
             self.next_at = None;
         }
+        // A deadline that has passed (a confirmation round whose probes
+        // expired) is owed to the next `poll_transmit`, which `due` reads
+        // from `None` as well; left in place, `poll_timeout` would report
+        // `now` again after `handle_timeout(now)`.
+        if self.next_at.is_some_and(|t| t <= now) {
+            self.next_at = None;
+        }
         before != self.reported()
     }
 

@@ -6,10 +6,8 @@
 //! stopped, re-armed in the future, or turned into a pending packet that the
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
 //! is never reported again. The connection-level deadlines beside this table
-//! (`Connection::poll_timeout`) keep the same rule but one: PLPMTUD leaves
-//! a black-hole confirmation round's deadline at `now` for the next
-//! `poll_transmit` (`tests/timer_invariant.rs`), so drivers still carry a
-//! `StuckTimerGuard`.
+//! (`Connection::poll_timeout`) keep the same rule, so a driver sleeps on
+//! the deadline with no guard (`tests/timer_invariant.rs`).
 
 use super::{ResetCode, SubState, Subflow, SEQ_MASK};
 use crate::time::Instant;
