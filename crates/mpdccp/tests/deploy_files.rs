@@ -179,6 +179,41 @@ fn nftables_example_loads() {
     assert!(bad.is_err(), "nft -c checks for real");
 }
 
+/// `/dev/net/tun` with the mode udev's default rules give it
+/// (`50-udev-default.rules`: `KERNEL=="tun", MODE="0666"`), which is how a
+/// unit's unprivileged user holding CAP_NET_ADMIN opens it. A machine
+/// without udev (a microVM) may leave it 0600; the old mode is put back
+/// when the guard drops.
+struct UdevTunMode {
+    old: Option<u32>,
+}
+
+impl UdevTunMode {
+    const PATH: &'static str = "/dev/net/tun";
+
+    fn ensure() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(Self::PATH)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .expect("/dev/net/tun exists");
+        if mode & 0o666 == 0o666 {
+            return UdevTunMode { old: None };
+        }
+        std::fs::set_permissions(Self::PATH, std::fs::Permissions::from_mode(0o666))
+            .expect("chmod /dev/net/tun");
+        UdevTunMode { old: Some(mode) }
+    }
+}
+
+impl Drop for UdevTunMode {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(mode) = self.old {
+            let _ = std::fs::set_permissions(Self::PATH, std::fs::Permissions::from_mode(mode));
+        }
+    }
+}
+
 /// The server unit as systemd would run it, as far as this machine allows
 /// (PID 1 here is no systemd, so no `systemd-run`): the unit's
 /// `ExecStart=` command with the example configuration, as an unprivileged
@@ -242,6 +277,7 @@ fn the_server_unit_runs_as_its_user_with_the_key_as_a_credential() {
     chown(&runtime, Some(UID), Some(UID)).unwrap();
     let sock = runtime.join("server.sock");
 
+    let _tun_mode = UdevTunMode::ensure();
     let ns = Netns::new(&format!("mpdccp-unit-{}", std::process::id() % 100_000)).unwrap();
     let run = |with_credential: bool| {
         let mut c = ns.command("setpriv");
