@@ -68,14 +68,13 @@ fn aggregation_help() -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let mut sets = Vec::new();
-    for kv in &a.set {
-        let Some((k, v)) = kv.split_once('=') else {
-            eprintln!("error: --set `{kv}`: expected KEY=VALUE");
+    let sets = match super::sim::parse_sets(&a.set) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
             return Ok(ExitCode::from(2));
-        };
-        sets.push((k.trim().to_owned(), v.trim().to_owned()));
-    }
+        }
+    };
     let baseline: Option<aggregation::Scorecard> = match &a.baseline {
         None => None,
         Some(p) => match std::fs::read_to_string(p)

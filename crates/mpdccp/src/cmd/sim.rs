@@ -105,13 +105,21 @@ pub fn warnings(summary: &Value) -> Vec<String> {
 /// Loads a scenario and applies `--set` overrides in order.
 pub fn load(path: &std::path::Path, sets: &[String]) -> anyhow::Result<Scenario> {
     let mut s = Scenario::load(path).with_context(|| format!("loading {}", path.display()))?;
-    for kv in sets {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--set `{kv}`: expected KEY=VALUE"))?;
-        s.apply_set(k.trim(), v.trim())?;
+    for (k, v) in parse_sets(sets)? {
+        s.apply_set(&k, &v)?;
     }
     Ok(s)
+}
+
+/// `--set KEY=VALUE` flags as trimmed `(key, value)` pairs, in order.
+pub fn parse_sets(sets: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    sets.iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .with_context(|| format!("--set `{kv}`: expected KEY=VALUE"))
+        })
+        .collect()
 }
 
 fn progress_bar(name: &str, frac: f64, wall_s: f64) {

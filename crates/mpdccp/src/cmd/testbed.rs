@@ -158,11 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let file = args.scenario.context("give a SCENARIO.toml (or --bench)")?;
-    let mut sc = Scenario::load(&file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    for (k, v) in parse_sets(&args.set)? {
-        sc.apply_set(&k, &v)
-            .map_err(|e| anyhow::anyhow!("--set {k}={v}: {e}"))?;
-    }
+    let sc = super::sim::load(&file, &args.set)?;
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("testbed-out").join(&sc.name));
@@ -279,17 +275,6 @@ fn video(args: &Args, exe: PathBuf) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--set KEY=VALUE` arguments as pairs.
-fn parse_sets(sets: &[String]) -> anyhow::Result<Vec<(String, String)>> {
-    sets.iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .with_context(|| format!("--set `{kv}`: expected KEY=VALUE"))
-        })
-        .collect()
-}
-
 fn aggregation(args: &Args, exe: PathBuf, abort: &Arc<AtomicBool>) -> anyhow::Result<ExitCode> {
     use mpdccp_lab::aggregation as agg;
     let out = args
@@ -308,7 +293,7 @@ fn aggregation(args: &Args, exe: PathBuf, abort: &Arc<AtomicBool>) -> anyhow::Re
         // The daemons' default mode (docs/SECURITY.md).
         auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
         keep_dir: Some(out.join("runs")),
-        set: parse_sets(&args.set)?,
+        set: super::sim::parse_sets(&args.set)?,
     };
     let sim = |sc: &mpdccp_model::scenario::Scenario| {
         mpdccp_sim::run(sc, None, |_| {})
