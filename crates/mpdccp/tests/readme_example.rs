@@ -195,8 +195,18 @@ fn the_readme_files_run_side_by_side_and_carry_a_ping() {
     let mut server = s.start(true);
     s.wait_server();
     let mut client = s.start(false);
+    // Established, and both README paths listed: a status read at the
+    // first sign of the connection once listed only one of them.
     let up = wait_for(Duration::from_secs(15), || {
-        status(&s.client_sock).is_some_and(|st| st["connections"][0]["established"] == true)
+        status(&s.client_sock).is_some_and(|st| {
+            let c = &st["connections"][0];
+            let named = |n: &str| {
+                c["paths"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"] == n))
+            };
+            c["established"] == true && named("dsl") && named("lte")
+        })
     });
     up.unwrap_or_else(|e| panic!("client: {e}: {}\n{}", s.log("client"), s.log("server")));
     let ping = s
