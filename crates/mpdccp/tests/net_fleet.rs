@@ -219,18 +219,25 @@ impl Fleet {
     }
 
     fn start_client(&mut self, k: usize) {
-        let cfg = format!(
+        self.start_client_on(k, &["pa", "pb"]);
+    }
+
+    /// Starts client `k` with one path per interface in `ifaces`.
+    fn start_client_on(&mut self, k: usize, ifaces: &[&str]) {
+        let mut cfg = format!(
             "server = \"{SERVICE}:{PORT}\"\nauth = \"authenticated\"\nseed = {k}\n\
              rejoin_backoff_ms = 200\njoin_advertised_address = true\n\
              private_key_file = \"{dir}/client{k}.key\"\nserver_public_key = \"{spk}\"\n\
              [tun]\nname = \"mpd0\"\naddresses = [\"{inner}/24\"]\nroutes = [\"{INTERNET}/32\", \"100.64.0.1/32\"]\n\
-             [ops]\ncontrol_socket = \"{sock}\"\n\
-             [[path]]\ninterface = \"pa\"\n[[path]]\ninterface = \"pb\"\n",
+             [ops]\ncontrol_socket = \"{sock}\"\n",
             dir = self.dir.display(),
             inner = inner(k),
             sock = self.sock(&format!("c{k}")).display(),
             spk = encode_key(&mpdccp_proto::auth::public_key(&lab_private_key(0))),
         );
+        for iface in ifaces {
+            cfg += &format!("[[path]]\ninterface = \"{iface}\"\n");
+        }
         let f = self.dir.join(format!("client{k}.toml"));
         std::fs::write(&f, cfg).unwrap();
         let p = self.clients[k - 1]
@@ -445,6 +452,95 @@ fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
         )
         .unwrap_or_else(|e| panic!("{e:#}\n{}", f.logs()));
     assert!(out.contains(" 0% packet loss"), "{out}");
+}
+
+/// A client with one path re-homes make-before-break: when the owner's
+/// MP_ADDADDR arrives, the path joins the owner's unicast address from
+/// the same interface, and its subflow at the service address closes only
+/// once the new one is up. Echoes every 10 ms through the tunnel lose
+/// nothing across the move, nor when the router's ECMP route then sends
+/// the service address elsewhere.
+#[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
+fn a_one_path_client_moves_to_its_owner_make_before_break() {
+    let test = "a_one_path_client_moves_to_its_owner_make_before_break";
+    if !require_root(test) || !require_tool(test, "ping") {
+        return;
+    }
+    let mut f = Fleet::build("o", false, 2, 1);
+    f.start_gateway(1);
+    f.start_gateway(2);
+    // The router holds back the join to the unicast addresses until the
+    // echoes flow, so that the move happens under traffic (the service
+    // address is the packets' destination, so its subflow passes).
+    let hold = ["from", "10.1.1.2", "to", "10.0.0.0/16", "priority", "100"];
+    let rule = |router: &Netns, verb: &str, action: Option<&str>| {
+        let mut a = vec!["rule", verb];
+        a.extend_from_slice(&hold);
+        a.extend(action);
+        router.ip(&a).unwrap();
+    };
+    rule(&f.router, "add", Some("blackhole"));
+    f.start_client_on(1, &["pa"]);
+    let service = format!("{SERVICE}:{PORT}");
+    wait_for(Duration::from_secs(15), || {
+        f.client_paths(1) == [service.clone()]
+    })
+    .unwrap_or_else(|e| panic!("{e:#}: {:?}\n{}", f.client_paths(1), f.logs()));
+    let ping = f.clients[0]
+        .spawn_logged(
+            "ping",
+            &["-D", "-n", "-i", "0.01", "-I", &inner(1), "100.64.0.1"],
+            &f.log("ping1"),
+        )
+        .unwrap();
+    f.pings.push(ping);
+    wait_for(Duration::from_secs(10), || f.replies(1).0.len() >= 50)
+        .unwrap_or_else(|e| panic!("{e:#}: no echoes over the service address\n{}", f.logs()));
+    let owner = (1..=2)
+        .find(|&i| f.gateway_paths(i) == [1])
+        .unwrap_or_else(|| panic!("no gateway holds the connection\n{}", f.logs()));
+    let uni = format!("{}:{PORT}", unicast(owner));
+
+    // Release the join: the path moves to the owner's unicast address.
+    let released = epoch_now();
+    let t = Instant::now();
+    rule(&f.router, "del", None);
+    wait_for(Duration::from_secs(15), || {
+        f.client_paths(1) == [uni.clone()] && f.gateway_paths(owner) == [1]
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e:#}: client {:?}, g{owner} {:?}\n{}",
+            f.client_paths(1),
+            f.gateway_paths(owner),
+            f.logs()
+        )
+    });
+    let moved = t.elapsed();
+    assert!(f.gateway_paths(3 - owner).is_empty(), "{}", f.logs());
+    // Then ECMP sends the service address to the other gateway only: the
+    // client no longer depends on it.
+    f.router
+        .ip(&["route", "replace", SERVICE, "via", &unicast(3 - owner)])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let end = epoch_now();
+    f.pings.clear();
+    let log = std::fs::read_to_string(f.log("c1")).unwrap_or_default();
+    assert!(log.contains("re-homed"), "{}", f.logs());
+    assert_eq!(f.client_paths(1), [uni.clone()], "{}", f.logs());
+    let r = f.replies(1);
+    let (first, last) = (r.0[0].1, r.0.last().unwrap().1);
+    assert!(first < released && last > end - 0.5, "echoes span the move");
+    let (lost, gap) = (r.lost(first, end), r.max_gap(released, end));
+    eprintln!(
+        "one path moved from {service} to {uni} in {moved:?} after the join was released; \
+         {} echoes, {lost} lost, longest gap across the move {:.0} ms",
+        r.0.len(),
+        gap * 1000.0
+    );
+    assert_eq!(lost, 0, "echoes lost across the move\n{}", f.logs());
 }
 
 /// BGP timers for a test: connect at once, retry every second, notice a

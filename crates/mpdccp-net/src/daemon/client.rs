@@ -204,6 +204,8 @@ struct Client {
     /// Poll indices of the last `register`: netlink, each path's socket.
     i_nl: usize,
     i_sock: [usize; MAX_POLLED_PATHS],
+    /// Each path's retiring subflow's socket (`paths::Retiring`).
+    i_retiring: [usize; MAX_POLLED_PATHS],
 }
 
 impl Client {
@@ -242,6 +244,7 @@ impl Client {
                 next_try: Instant::ZERO,
                 backoff: base_backoff,
                 lost: 0,
+                retiring: None,
             })
             .collect();
         let offload = config.tunnel.offload;
@@ -282,6 +285,7 @@ impl Client {
             rawbuf: vec![0u8; 65_536],
             i_nl: usize::MAX,
             i_sock: [usize::MAX; MAX_POLLED_PATHS],
+            i_retiring: [usize::MAX; MAX_POLLED_PATHS],
         })
     }
 
@@ -297,7 +301,7 @@ impl Client {
                     self.fleet.wait_until.get_or_insert(now + ADDRESS_WAIT);
                 }
                 Event::AddressAdded { addr, .. } => self.address_advertised(now, addr),
-                Event::PathEstablished(id) => self.path_established(id),
+                Event::PathEstablished(id) => self.path_established(now, id),
                 Event::PathFailed(id) | Event::PathClosed(id) => self.path_failed(now, id),
                 Event::PlpmtuChanged { path, plpmtu } => self.plpmtu_changed(path, plpmtu),
                 Event::Closed { reason } => self.closed(now, closing, &reason),
@@ -389,6 +393,7 @@ impl Client {
         self.fleet.wait_until = None;
         for p in &mut self.paths {
             p.detach();
+            p.retiring = None;
             p.next_try = now;
         }
         self.next_check = now;
@@ -400,23 +405,21 @@ impl Client {
     fn flush(&mut self, now: Instant) {
         let cap = self.txbuf.len().min(super::TRAIN_BUF_BYTES);
         while let Some(t) = self.conn.poll_transmit(now, &mut self.txbuf[..cap]) {
-            match self.paths.iter_mut().find(|p| p.id == Some(t.path)) {
-                Some(PathRt {
-                    socket: Some(sock),
-                    batch,
-                    target,
-                    ..
-                }) => {
+            match self.paths.iter_mut().find_map(|p| p.sender(t.path)) {
+                Some((sock, batch, target)) => {
                     let data = &mut self.txbuf[..t.size];
-                    sock.transmit(batch, &mut self.stats, data, t.segment_size, *target)
+                    sock.transmit(batch, &mut self.stats, data, t.segment_size, target)
                 }
-                _ => self.stats.udp_tx_no_socket += 1,
+                None => self.stats.udp_tx_no_socket += 1,
             }
         }
         for p in &mut self.paths {
             match &p.socket {
                 Some(sock) => sock.flush(&mut p.batch, &mut self.stats),
                 None => p.batch.clear(),
+            }
+            if let Some(r) = &mut p.retiring {
+                r.socket.flush(&mut r.batch, &mut self.stats);
             }
         }
     }
@@ -481,7 +484,7 @@ impl Daemon for Client {
         let due = self
             .paths
             .iter()
-            .any(|p| p.usable && p.id.is_none() && p.next_try <= now);
+            .any(|p| (p.usable && p.id.is_none() && p.next_try <= now) || p.retire_due(now));
         if now >= self.next_check || due {
             if !closing {
                 self.manage_paths(now);
@@ -518,7 +521,12 @@ impl Daemon for Client {
     fn deadline(&self) -> Option<Instant> {
         let waiting = self.paths.iter().filter(|p| p.usable && p.id.is_none());
         let next_try = waiting.map(|p| p.next_try).min();
-        [Some(self.next_check), next_try, self.redial.at]
+        let retire = self
+            .paths
+            .iter()
+            .filter_map(|p| p.retiring.as_ref()?.close_at)
+            .min();
+        [Some(self.next_check), next_try, retire, self.redial.at]
             .into_iter()
             .flatten()
             .min()
@@ -531,9 +539,13 @@ impl Daemon for Client {
     fn register(&mut self, poll: &mut PollSet) {
         self.i_nl = poll.add(self.watcher.as_raw_fd());
         self.i_sock = [usize::MAX; MAX_POLLED_PATHS];
+        self.i_retiring = [usize::MAX; MAX_POLLED_PATHS];
         for (k, p) in self.paths.iter().enumerate().take(MAX_POLLED_PATHS) {
             if let Some(s) = &p.socket {
                 self.i_sock[k] = poll.add(s.as_raw_fd());
+            }
+            if let Some(r) = &p.retiring {
+                self.i_retiring[k] = poll.add(r.socket.as_raw_fd());
             }
         }
     }
@@ -543,20 +555,21 @@ impl Daemon for Client {
             self.next_check = now;
         }
         let (conn, stats) = (&mut self.conn, &mut self.stats);
-        let ready = self.paths.iter_mut().zip(self.i_sock);
-        for (p, _) in ready.filter(|&(_, i)| poll.readable(i)) {
-            let (Some(sock), Some(id)) = (&mut p.socket, p.id) else {
-                continue;
-            };
-            sock.drain(
-                p.target,
-                &mut self.rx,
-                &mut self.rawbuf,
-                stats,
-                |now, data| {
+        let (rx, rawbuf) = (&mut self.rx, &mut self.rawbuf);
+        for (k, p) in self.paths.iter_mut().enumerate().take(MAX_POLLED_PATHS) {
+            if let (true, Some(sock), Some(id)) =
+                (poll.readable(self.i_sock[k]), &mut p.socket, p.id)
+            {
+                sock.drain(p.target, rx, rawbuf, stats, |now, data| {
                     conn.handle_datagram(now, id, data);
-                },
-            );
+                });
+            }
+            if let (true, Some(r)) = (poll.readable(self.i_retiring[k]), &mut p.retiring) {
+                let id = r.id;
+                r.socket.drain(r.target, rx, rawbuf, stats, |now, data| {
+                    conn.handle_datagram(now, id, data);
+                });
+            }
         }
     }
 

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpdccp_proto::conn::PathConfig;
+use mpdccp_proto::path::priority;
 use mpdccp_proto::{Instant, PathId, PathState};
 use tracing::{debug, info, warn};
 
@@ -16,6 +17,24 @@ use super::Client;
 use crate::udp::SendBatch;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a re-homed path's old subflow stays open, unused, after its
+/// replacement is up: at least this, and at least [`RETIRE_GRACE_RTTS`]
+/// of its smoothed RTT, so that the server hears the MP_PRIO 0 and what it
+/// already sent there arrives before the subflow is closed.
+const RETIRE_GRACE: Duration = Duration::from_millis(200);
+const RETIRE_GRACE_RTTS: u32 = 4;
+
+/// A path's subflow being replaced (make-before-break): it carries the
+/// path's traffic while the path's new subflow joins elsewhere.
+pub(super) struct Retiring {
+    pub(super) id: PathId,
+    pub(super) socket: PathLink,
+    pub(super) target: SocketAddr,
+    pub(super) batch: SendBatch,
+    /// Set once the replacement is established: the subflow is then
+    /// unused (MP_PRIO 0) and closed at this time.
+    pub(super) close_at: Option<Instant>,
+}
 
 /// One configured access network and its subflow.
 pub(super) struct PathRt {
@@ -40,6 +59,8 @@ pub(super) struct PathRt {
     /// Subflows this path lost while established (the core closed them:
     /// expired, reset or withdrawn by the server) and rejoined.
     pub(super) lost: u64,
+    /// The subflow this path's current one replaces, until it is closed.
+    pub(super) retiring: Option<Retiring>,
 }
 
 impl PathRt {
@@ -55,19 +76,73 @@ impl PathRt {
         self.socket = None;
         self.established = false;
     }
+
+    /// The socket, send batch and destination of subflow `id`, if it is
+    /// this path's (current or retiring).
+    pub(super) fn sender(&mut self, id: PathId) -> Option<(&PathLink, &mut SendBatch, SocketAddr)> {
+        if self.id == Some(id) {
+            let sock = self.socket.as_ref()?;
+            return Some((sock, &mut self.batch, self.target));
+        }
+        let r = self.retiring.as_mut().filter(|r| r.id == id)?;
+        Some((&r.socket, &mut r.batch, r.target))
+    }
+
+    /// Whether the retiring subflow's grace is over.
+    pub(super) fn retire_due(&self, now: Instant) -> bool {
+        self.retiring
+            .as_ref()
+            .and_then(|r| r.close_at)
+            .is_some_and(|t| t <= now)
+    }
+
+    /// Keeps the established subflow as the retiring one and frees the
+    /// path for a new subflow, joined at once.
+    fn start_retiring(&mut self, now: Instant) {
+        let (Some(id), Some(socket)) = (self.id.take(), self.socket.take()) else {
+            return;
+        };
+        let batch = std::mem::replace(&mut self.batch, SendBatch::new(super::super::BATCH));
+        self.retiring = Some(Retiring {
+            id,
+            socket,
+            target: self.target,
+            batch,
+            close_at: None,
+        });
+        self.established = false;
+        self.next_try = now;
+    }
 }
 
 impl Client {
-    pub(super) fn path_established(&mut self, id: PathId) {
-        if let Some(p) = self.paths.iter_mut().find(|p| p.id == Some(id)) {
-            info!(path = %p.name, %id, "path established");
-            p.established = true;
-            p.backoff = self.base_backoff;
-            self.stats.path_up_events += 1;
-            if self.fleet.follow {
-                // The path manager's next turn may move the first subflow.
-                self.next_check = Instant::ZERO;
-            }
+    pub(super) fn path_established(&mut self, now: Instant, id: PathId) {
+        let Some(p) = self.paths.iter_mut().find(|p| p.id == Some(id)) else {
+            return;
+        };
+        info!(path = %p.name, %id, "path established");
+        p.established = true;
+        p.backoff = self.base_backoff;
+        self.stats.path_up_events += 1;
+        if let Some(r) = &mut p.retiring {
+            // Make-before-break: the replacement is up, so the old
+            // subflow takes no new packets at either end (MP_PRIO 0,
+            // "do not use", RFC 9897 §3.2.9) and closes once what is in
+            // flight on it has arrived.
+            let srtt = self
+                .conn
+                .paths()
+                .iter()
+                .find(|v| v.id == r.id)
+                .and_then(|v| v.srtt);
+            let grace = srtt.map_or(RETIRE_GRACE, |s| (s * RETIRE_GRACE_RTTS).max(RETIRE_GRACE));
+            info!(path = %p.name, old = %r.id, new = %id, from = %r.target, to = %p.target, ?grace, "re-homed: the old subflow is unused and closes after the grace");
+            self.conn.set_priority(now, r.id, priority::UNUSED);
+            r.close_at = Some(now + grace);
+        }
+        if self.fleet.follow {
+            // The path manager's next turn may re-home subflows.
+            self.next_check = Instant::ZERO;
         }
     }
 
@@ -111,6 +186,7 @@ impl Client {
     }
 
     fn manage_path(&mut self, now: Instant, p: &mut PathRt) {
+        self.close_retiring(now, p);
         self.rejoin_if_closed(now, p);
         let st = iface_state(&p.iface);
         if !self.follow_interface(now, p, st.usable_for(p.remote.ip())) {
@@ -183,6 +259,9 @@ impl Client {
             if let Some(id) = p.id.take() {
                 self.conn.set_path_down(now, id);
             }
+            if let Some(r) = p.retiring.take() {
+                self.conn.set_path_down(now, r.id);
+            }
             p.detach();
             p.usable = false;
             p.backoff = self.base_backoff;
@@ -233,38 +312,49 @@ impl Client {
         self.next_check = now;
     }
 
-    /// With `join_advertised_address`: once a join to the advertised
-    /// address is established, every subflow still at the anycast service
-    /// address is moved there too — taken down (MP_REMOVEADDR to the
-    /// server) and rejoined at once. Left on the service address, it would
-    /// follow the routers' ECMP hash, which moves flows when a host joins
-    /// or leaves the fleet (hash-threshold, RFC 2992): it would land on a
-    /// host that does not know it.
+    /// With `join_advertised_address`: every established subflow still
+    /// at the anycast service address is moved to the advertised one,
+    /// make-before-break — its path opens a new subflow there (MP_JOIN,
+    /// RFC 9897 §3.2.2) from the same interface, and the old one closes
+    /// once the new one is up (`path_established`, `close_retiring`).
+    /// This holds for a path alone as for several, so no subflow is ever
+    /// taken down before its replacement carries traffic. Left on the
+    /// service address, a subflow would follow the routers' ECMP hash,
+    /// which moves flows when a host joins or leaves the fleet
+    /// (hash-threshold, RFC 2992): it would land on a host that does not
+    /// know it.
     fn rehome_subflows(&mut self, now: Instant) {
         let Some(adv) = self.fleet.advertised else {
             return;
         };
-        let homed = |p: &PathRt| p.established && p.target.ip() == adv.ip();
         if !self.fleet.follow {
             return;
         }
-        // With no subflow at the advertised address yet (a join gave up
-        // waiting for the MP_ADDADDR and the hash happened to reach the
-        // owner), one stays up while the others move; the last follows
-        // once one of them is established there.
-        let mut keep_one = !self.paths.iter().any(homed);
         for p in &mut self.paths {
             let Some(id) = p.id else { continue };
-            if p.established && p.target.ip() != adv.ip() {
-                if std::mem::take(&mut keep_one) {
-                    continue;
-                }
-                info!(path = %p.name, %id, from = %p.target, to = %adv.ip(), "moving a subflow from the service address to the advertised one");
-                self.conn.set_path_down(now, id);
-                p.detach();
-                p.next_try = now;
+            if p.established && p.target.ip() != adv.ip() && p.retiring.is_none() {
+                info!(path = %p.name, %id, from = %p.target, to = %adv.ip(), "re-homing a subflow from the service address to the advertised one (make-before-break)");
+                p.start_retiring(now);
             }
         }
+    }
+
+    /// Closes the path's retiring subflow when its grace is over, or
+    /// forgets it when the core closed it already (expired or reset).
+    /// Closing sends MP_REMOVEADDR for its address (RFC 9897 §3.2.8).
+    fn close_retiring(&mut self, now: Instant, p: &mut PathRt) {
+        let Some(r) = &p.retiring else { return };
+        let alive = self
+            .conn
+            .paths()
+            .iter()
+            .any(|v| v.id == r.id && v.state != PathState::Closed);
+        if alive && !p.retire_due(now) {
+            return;
+        }
+        let r = p.retiring.take().expect("checked");
+        info!(path = %p.name, id = %r.id, remote = %r.target, alive, "closing the re-homed path's old subflow");
+        self.conn.set_path_down(now, r.id);
     }
 
     /// Opens the path's socket and adds its subflow to the connection.
