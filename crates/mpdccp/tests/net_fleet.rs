@@ -1026,9 +1026,14 @@ fn thirty_clients_on_three_gateways_survive_a_crash_and_a_drain() {
         .iter()
         .map(|&k| f.replies(k).max_gap(t_kill - 0.5, t_end))
         .collect();
+    let crash_lost: Vec<u64> = moved
+        .iter()
+        .map(|&k| f.replies(k).lost(t_kill - 0.5, t_end))
+        .collect();
     eprintln!(
         "crash of g{victim}: {} clients moved, all settled after {settled_s:.2} s; \
-         their longest echo gaps (s): {:?}; clients per gateway now {:?}",
+         their longest echo gaps (s): {:?}; echoes each lost: {crash_lost:?}; \
+         clients per gateway now {:?}",
         moved.len(),
         gaps.iter()
             .map(|g| (g * 100.0).round() / 100.0)
@@ -1088,9 +1093,14 @@ fn thirty_clients_on_three_gateways_survive_a_crash_and_a_drain() {
         .iter()
         .map(|&k| f.replies(k).max_gap(t_drain - 0.5, t_end))
         .collect();
+    let drain_lost: Vec<u64> = handed
+        .iter()
+        .map(|&k| f.replies(k).lost(t_drain - 0.5, t_end))
+        .collect();
     eprintln!(
         "drain of g{drained}: exited after {stopped_s:.2} s, {} clients handed off, all settled \
-         after {settled_s:.2} s; their longest echo gaps (s): {:?}; clients per gateway now {:?}",
+         after {settled_s:.2} s; their longest echo gaps (s): {:?}; echoes each lost: \
+         {drain_lost:?}; clients per gateway now {:?}",
         handed.len(),
         drain_gaps
             .iter()
@@ -1105,6 +1115,12 @@ fn thirty_clients_on_three_gateways_survive_a_crash_and_a_drain() {
             f.logs_of(&[k])
         );
     }
+    // The issue's bound: a drain costs a client no more than a failure.
+    let worst = |l: &[u64]| l.iter().copied().max().unwrap_or(0);
+    assert!(
+        worst(&drain_lost) <= worst(&crash_lost),
+        "a drain lost more echoes than the crash: {drain_lost:?} > {crash_lost:?}"
+    );
     let lost = bystanders_lost(&f, &after_crash, drained, t_drain - 0.5, t_end);
     eprintln!("echoes lost by the other hosts' clients during the drain: {lost:?}");
     assert!(
