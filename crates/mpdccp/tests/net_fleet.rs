@@ -529,6 +529,10 @@ fn a_one_path_client_moves_to_its_owner_make_before_break() {
     f.pings.clear();
     let log = std::fs::read_to_string(f.log("c1")).unwrap_or_default();
     assert!(log.contains("re-homed"), "{}", f.logs());
+    // The old subflow, working, ended with a DCCP-Close exchange (RFC 9897
+    // §3.2.8), not with MP_REMOVEADDR.
+    let removeaddr = &f.status("c1")["connections"][0]["stats"]["removeaddr_sent"];
+    assert_eq!(removeaddr, 0, "{}", f.logs());
     assert_eq!(
         f.client_paths(1),
         std::slice::from_ref(&uni),

@@ -524,7 +524,7 @@ impl Daemon for Client {
         let retire = self
             .paths
             .iter()
-            .filter_map(|p| p.retiring.as_ref()?.close_at)
+            .filter_map(|p| p.retiring.as_ref()?.due)
             .min();
         [Some(self.next_check), next_try, retire, self.redial.at]
             .into_iter()

@@ -20,7 +20,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a re-homed path's old subflow stays open, unused, after its
 /// replacement is up: at least this, and at least [`RETIRE_GRACE_RTTS`]
 /// of its smoothed RTT, so that the server hears the MP_PRIO 0 and what it
-/// already sent there arrives before the subflow is closed.
+/// already sent there arrives before the subflow is closed. Its closing
+/// handshake gets as long again.
 const RETIRE_GRACE: Duration = Duration::from_millis(200);
 const RETIRE_GRACE_RTTS: u32 = 4;
 
@@ -31,9 +32,12 @@ pub(super) struct Retiring {
     pub(super) socket: PathLink,
     pub(super) target: SocketAddr,
     pub(super) batch: SendBatch,
-    /// Set once the replacement is established: the subflow is then
-    /// unused (MP_PRIO 0) and closed at this time.
-    pub(super) close_at: Option<Instant>,
+    /// Set once the replacement is established (the subflow is then
+    /// unused, MP_PRIO 0): when to close it, then when to forget it.
+    pub(super) due: Option<Instant>,
+    pub(super) grace: Duration,
+    /// Its DCCP-Close handshake has begun.
+    pub(super) closing: bool,
 }
 
 /// One configured access network and its subflow.
@@ -92,7 +96,7 @@ impl PathRt {
     pub(super) fn retire_due(&self, now: Instant) -> bool {
         self.retiring
             .as_ref()
-            .and_then(|r| r.close_at)
+            .and_then(|r| r.due)
             .is_some_and(|t| t <= now)
     }
 
@@ -108,7 +112,9 @@ impl PathRt {
             socket,
             target: self.target,
             batch,
-            close_at: None,
+            due: None,
+            grace: RETIRE_GRACE,
+            closing: false,
         });
         self.established = false;
         self.next_try = now;
@@ -135,10 +141,11 @@ impl Client {
                 .iter()
                 .find(|v| v.id == r.id)
                 .and_then(|v| v.srtt);
-            let grace = srtt.map_or(RETIRE_GRACE, |s| (s * RETIRE_GRACE_RTTS).max(RETIRE_GRACE));
+            r.grace = srtt.map_or(RETIRE_GRACE, |s| (s * RETIRE_GRACE_RTTS).max(RETIRE_GRACE));
+            let grace = r.grace;
             info!(path = %p.name, old = %r.id, new = %id, from = %r.target, to = %p.target, ?grace, "re-homed: the old subflow is unused and closes after the grace");
             self.conn.set_priority(now, r.id, priority::UNUSED);
-            r.close_at = Some(now + grace);
+            r.due = Some(now + grace);
         }
         if self.fleet.follow {
             // The path manager's next turn may re-home subflows.
@@ -339,21 +346,36 @@ impl Client {
         }
     }
 
-    /// Closes the path's retiring subflow when its grace is over, or
-    /// forgets it when the core closed it already (expired or reset).
-    /// Closing sends MP_REMOVEADDR for its address (RFC 9897 §3.2.8).
+    /// Ends the path's retiring subflow once its grace is over: a
+    /// DCCP-Close exchange on it (RFC 9897 §3.2.8: a working subflow with
+    /// a valid address MUST be closed so, not with MP_REMOVEADDR), its
+    /// socket kept for one more grace to carry the handshake. Then it is
+    /// forgotten; if the handshake has not ended by then, the server is
+    /// told with MP_REMOVEADDR over the new subflow (`set_path_down`). A
+    /// retiring subflow the core closed itself (expired, reset) is
+    /// forgotten at once.
     fn close_retiring(&mut self, now: Instant, p: &mut PathRt) {
-        let Some(r) = &p.retiring else { return };
-        let alive = self
-            .conn
-            .paths()
-            .iter()
-            .any(|v| v.id == r.id && v.state != PathState::Closed);
-        if alive && !p.retire_due(now) {
+        let due = p.retire_due(now);
+        let Some(r) = &mut p.retiring else { return };
+        let id = r.id;
+        let alive = || {
+            self.conn
+                .paths()
+                .iter()
+                .any(|v| v.id == id && v.state != PathState::Closed)
+        };
+        if !r.closing && !alive() {
+            info!(path = %p.name, id = %r.id, "the re-homed path's old subflow closed by the core");
+        } else if !due {
+            return;
+        } else if !r.closing {
+            info!(path = %p.name, id = %r.id, remote = %r.target, "closing the re-homed path's old subflow (DCCP-Close)");
+            self.conn.remove_path(now, r.id);
+            r.closing = true;
+            r.due = Some(now + r.grace);
             return;
         }
         let r = p.retiring.take().expect("checked");
-        info!(path = %p.name, id = %r.id, remote = %r.target, alive, "closing the re-homed path's old subflow");
         self.conn.set_path_down(now, r.id);
     }
 
