@@ -20,7 +20,7 @@
 //! mean as a line, so nothing is drawn outside the data's range (a wide
 //! stroke over jumpy points overshoots the frame).
 //!
-//! Conventions a reader of a paper expects (issue #27): tick labels without
+//! Conventions a reader of a paper expects: tick labels without
 //! a trailing ".0", a major grid only, 2-pixel lines, no line across a span
 //! without data (an outage), a series that never has a non-zero value is
 //! neither drawn nor named in the legend, a CDF's axis ends at 1, events

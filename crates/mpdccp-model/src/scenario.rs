@@ -102,8 +102,7 @@ pub struct PathSpec {
     /// Loaded `trace_down`.
     #[serde(skip)]
     pub trace_down_data: Option<Arc<Trace>>,
-    /// How the tunnel's DCCP packets travel on this path (issue #15 part
-    /// 3): each then costs its outer IPv4 header and encapsulation on the
+    /// How the tunnel's DCCP packets travel on this path: each then costs its outer IPv4 header and encapsulation on the
     /// link ([`PathTransport::outer_bytes`]). Unset: the link carries the
     /// DCCP packet alone, the accounting of every scenario before the key.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,5 @@
 //! Mutated copies of genuine established-state packets against a live
-//! protected session (issue #28, docs/SECURITY.md §5 and §8): what an
+//! protected session (docs/SECURITY.md §5 and §8): what an
 //! on-path attacker does when it flips bytes of packets it sniffed, fixes
 //! the checksum and sends them from the victim's address.
 //!
