@@ -38,6 +38,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
+pub use crate::labels::{tick_label, Marker};
 use crate::results::{TimeSeries, TsKind, TsRow};
 
 /// The family name plots use for the embedded font.
@@ -52,26 +53,6 @@ pub struct Series {
     /// A spread drawn as a light band under the line: `(x, lo, hi)`, x
     /// increasing (e.g. min and max over seeds); empty: none.
     pub band: Vec<(f64, f64, f64)>,
-}
-
-/// A labelled instant drawn as a dashed vertical line (a rate change, an
-/// outage's start or end).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Marker {
-    pub at_s: f64,
-    pub label: String,
-}
-
-/// A tick label: at most three decimals, trailing zeros and a bare "." cut
-/// ("10", "0.5", "2.25"), never "-0".
-pub fn tick_label(v: f64) -> String {
-    let s = format!("{v:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" {
-        "0".to_owned()
-    } else {
-        s.to_owned()
-    }
 }
 
 /// Whether a series is drawn and named: it has a finite non-zero value

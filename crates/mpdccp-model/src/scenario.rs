@@ -381,8 +381,8 @@ fn invalid(msg: impl Into<String>) -> ScenarioError {
 impl Scenario {
     /// Every path's events as plot markers, in time order (a stable sort:
     /// same-time events keep path order).
-    pub fn markers(&self) -> Vec<crate::plot::Marker> {
-        let mut m: Vec<crate::plot::Marker> =
+    pub fn markers(&self) -> Vec<crate::labels::Marker> {
+        let mut m: Vec<crate::labels::Marker> =
             self.path.iter().flat_map(PathSpec::markers).collect();
         m.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         m
@@ -909,23 +909,23 @@ impl PathSpec {
     /// This path's events after time zero as plot markers: rate and delay
     /// changes ("p1 10→5 Mbit/s", "p1 delay 60 ms") and outages ("p1 down",
     /// "p1 up").
-    pub fn markers(&self) -> Vec<crate::plot::Marker> {
+    pub fn markers(&self) -> Vec<crate::labels::Marker> {
         let n = &self.name;
         let mut out = Vec::new();
         let mut push = |at_s: f64, label: String| {
             if at_s > 0.0 {
-                out.push(crate::plot::Marker { at_s, label });
+                out.push(crate::labels::Marker { at_s, label });
             }
         };
         for w in self.rate.windows(2) {
             let (a, b) = (w[0].mbps, w[1].mbps);
-            let t = crate::plot::tick_label;
+            let t = crate::labels::tick_label;
             push(w[1].at_s, format!("{n} {}→{} Mbit/s", t(a), t(b)));
         }
         for d in &self.delay {
             push(
                 d.at_s,
-                format!("{n} delay {} ms", crate::plot::tick_label(d.ms)),
+                format!("{n} delay {} ms", crate::labels::tick_label(d.ms)),
             );
         }
         for o in &self.down {

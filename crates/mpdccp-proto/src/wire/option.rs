@@ -11,7 +11,7 @@
 
 use super::ackvec::{self, AckVector};
 use super::mp::{self, MpOption};
-use super::packet::PacketType;
+use super::packet_type::PacketType;
 use super::WireError;
 
 /// Option type numbers (§5.8 Table 3; 46 from RFC 9897).
