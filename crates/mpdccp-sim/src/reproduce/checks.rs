@@ -208,7 +208,9 @@ fn check_e1(mut c: Checker<'_>) {
     );
 }
 
-fn check_e2(mut c: Checker<'_>) {
+/// E2's end state per controller: each path's throughput and the
+/// delivered rate in the last 5 s.
+fn e2_end_state_checks(c: &mut Checker<'_>) {
     let w = Some("end_state");
     for cc in ["ccid2", "ccid5"] {
         let stem = format!("e2-{cc}");
@@ -238,6 +240,10 @@ fn check_e2(mut c: Checker<'_>) {
             |v| v >= 14.0,
         );
     }
+}
+
+fn check_e2(mut c: Checker<'_>) {
+    e2_end_state_checks(&mut c);
     // Spilling: first 100 ms after the drop in which path 2 carries ≥ 1 Mbit/s.
     let s2 = c.first_use_s("e2-ccid2", 1, 5.0, 1.0).map(|t| t - 5.0);
     let s5 = c.first_use_s("e2-ccid5", 1, 5.0, 1.0).map(|t| t - 5.0);
@@ -542,7 +548,9 @@ fn e4_single_path_checks(c: &mut Checker<'_>, total: Option<f64>) {
     );
 }
 
-fn check_e5(mut c: Checker<'_>) {
+/// E5's delivery gaps: how soon the outage is detected, and the longest
+/// gap in aggregation (bounded by detection + one RTT) and in switching.
+fn e5_delivery_gap_rows(c: &mut Checker<'_>) {
     // Outage detection: the client's first PathFailed for the Wi-Fi path
     // (index 0) at or after the outage start.
     let detect = c.runs.get("e5-aggregation").and_then(|r| {
@@ -588,30 +596,12 @@ fn check_e5(mut c: Checker<'_>) {
          gap is detection + one RTT as in aggregation; no break means the flow \
          goes on, which it does",
     );
-    let q = |c: &Checker<'_>, stem: &str| c.num(stem, None, "send_queue_delay_ms.max");
-    let qa = q(&c, "e5-aggregation");
-    let qs = q(&c, "e5-handover");
-    c.check(
-        "aggregation: peak scheduler queueing delay".into(),
-        "< 200 ms",
-        qa,
-        "ms",
-        |v| v < 200.0,
-    );
-    c.info(
-        "switching: peak scheduler queueing delay".into(),
-        "> 1000 ms",
-        qs,
-        "ms",
-    );
-    c.because(
-        "differs: our `handover` switches at the first PathFailed (one RTO); the \
-         ns-3 study's > 1000 ms needs a switch that waits for several RTO backoffs \
-         or a link-layer disconnect (scenarios/README.md, E5); the ordering is \
-         judged by the last row",
-    );
-    // Where each peak comes from: when it happened and what the paths did
-    // while that packet waited (BBR's PROBE_RTT on LTE in both runs today).
+}
+
+/// Where each E5 queueing peak comes from: when it happened and what the
+/// paths did while that packet waited.
+fn e5_peak_rows(c: &mut Checker<'_>) {
+    // BBR's PROBE_RTT on LTE in both runs today.
     for (stem, label) in [
         ("e5-aggregation", "aggregation"),
         ("e5-handover", "switching"),
@@ -634,6 +624,33 @@ fn check_e5(mut c: Checker<'_>) {
             because: None,
         });
     }
+}
+
+fn check_e5(mut c: Checker<'_>) {
+    e5_delivery_gap_rows(&mut c);
+    let q = |c: &Checker<'_>, stem: &str| c.num(stem, None, "send_queue_delay_ms.max");
+    let qa = q(&c, "e5-aggregation");
+    let qs = q(&c, "e5-handover");
+    c.check(
+        "aggregation: peak scheduler queueing delay".into(),
+        "< 200 ms",
+        qa,
+        "ms",
+        |v| v < 200.0,
+    );
+    c.info(
+        "switching: peak scheduler queueing delay".into(),
+        "> 1000 ms",
+        qs,
+        "ms",
+    );
+    c.because(
+        "differs: our `handover` switches at the first PathFailed (one RTO); the \
+         ns-3 study's > 1000 ms needs a switch that waits for several RTO backoffs \
+         or a link-layer disconnect (scenarios/README.md, E5); the ordering is \
+         judged by the last row",
+    );
+    e5_peak_rows(&mut c);
     let more = qs.zip(qa).map(|(s, a)| s - a);
     c.check(
         "switching queues more than aggregating by".into(),
