@@ -1,7 +1,7 @@
 //! The simulator and the real tunnel side by side (`mpdccp testbed
 //! --compare-sim`): the same scenario's two `summary.json`s, metric by
 //! metric, with their ratio and whether they agree within a tolerance
-//! (issue #25 asks for 10 %).
+//! (`--tolerance`, 10 % by default).
 //!
 //! Compared, for the whole run and each named window: per flow the goodput,
 //! the one-way delay p50 / p95 and the loss ratio; per path the throughput

@@ -87,16 +87,6 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
     let height = (TOP + CELL_H * rows.max(1) + BOTTOM) as u32;
     let root = BitMapBackend::new(file, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let text = |s: &str, x: i32, y: i32, size: u32, anchor: (HPos, VPos)| {
-        Text::new(
-            s.to_owned(),
-            (x, y),
-            (FONT, size)
-                .into_font()
-                .color(&BLACK)
-                .pos(Pos::new(anchor.0, anchor.1)),
-        )
-    };
     root.draw(&text(&map.title, 10, 8, 20, (HPos::Left, VPos::Top)))
         .map_err(plot_err)?;
     root.draw(&text(&map.subtitle, 10, 36, 13, (HPos::Left, VPos::Top)))
@@ -117,53 +107,95 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
         ))
         .map_err(plot_err)?;
         for c in 0..cols as usize {
-            let v = map
-                .values
-                .get(r)
-                .and_then(|row| row.get(c))
-                .copied()
-                .flatten();
-            let x0 = LABEL_W + CELL_W * c as i32;
-            root.draw(&Rectangle::new(
-                [(x0, y0), (x0 + CELL_W - 1, y0 + CELL_H - 1)],
-                color(v, map.goal, map.best).filled(),
-            ))
-            .map_err(plot_err)?;
-            if map
-                .marked
-                .get(r)
-                .and_then(|row| row.get(c))
-                .copied()
-                .unwrap_or(false)
-            {
-                let x1 = x0 + CELL_W - 1;
-                root.draw(&Polygon::new(
-                    vec![(x1 - 11, y0), (x1, y0), (x1, y0 + 11)],
-                    BLACK.filled(),
-                ))
-                .map_err(plot_err)?;
-            }
-            let note = map
-                .notes
-                .get(r)
-                .and_then(|row| row.get(c))
-                .map_or("", String::as_str);
-            let main = v
-                .filter(|v| v.is_finite())
-                .map_or("n/a".into(), |v| label(v, map.goal));
-            let (cx, cy) = (x0 + CELL_W / 2, y0 + CELL_H / 2);
-            if note.is_empty() {
-                root.draw(&text(&main, cx, cy, 14, (HPos::Center, VPos::Center)))
-                    .map_err(plot_err)?;
-            } else {
-                root.draw(&text(&main, cx, cy - 7, 14, (HPos::Center, VPos::Center)))
-                    .map_err(plot_err)?;
-                root.draw(&text(note, cx, cy + 9, 11, (HPos::Center, VPos::Center)))
-                    .map_err(plot_err)?;
-            }
+            draw_cell(&root, map, r, c, y0)?;
         }
     }
-    // The scale: 0 .. best in 24 steps, the goal marked.
+    draw_scale(&root, map, rows, cols)?;
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+/// `s` at pixel `(x, y)`, black, `size` points, anchored at `anchor`.
+fn text(
+    s: &str,
+    x: i32,
+    y: i32,
+    size: u32,
+    anchor: (HPos, VPos),
+) -> Text<'static, (i32, i32), String> {
+    Text::new(
+        s.to_owned(),
+        (x, y),
+        (FONT, size)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(anchor.0, anchor.1)),
+    )
+}
+
+/// Cell `(r, c)` of the row whose top is at `y0`: its colour, a corner
+/// mark when marked, its value and note.
+fn draw_cell<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    map: &HeatMap,
+    r: usize,
+    c: usize,
+    y0: i32,
+) -> io::Result<()> {
+    let v = map
+        .values
+        .get(r)
+        .and_then(|row| row.get(c))
+        .copied()
+        .flatten();
+    let x0 = LABEL_W + CELL_W * c as i32;
+    root.draw(&Rectangle::new(
+        [(x0, y0), (x0 + CELL_W - 1, y0 + CELL_H - 1)],
+        color(v, map.goal, map.best).filled(),
+    ))
+    .map_err(plot_err)?;
+    if map
+        .marked
+        .get(r)
+        .and_then(|row| row.get(c))
+        .copied()
+        .unwrap_or(false)
+    {
+        let x1 = x0 + CELL_W - 1;
+        root.draw(&Polygon::new(
+            vec![(x1 - 11, y0), (x1, y0), (x1, y0 + 11)],
+            BLACK.filled(),
+        ))
+        .map_err(plot_err)?;
+    }
+    let note = map
+        .notes
+        .get(r)
+        .and_then(|row| row.get(c))
+        .map_or("", String::as_str);
+    let main = v
+        .filter(|v| v.is_finite())
+        .map_or("n/a".into(), |v| label(v, map.goal));
+    let (cx, cy) = (x0 + CELL_W / 2, y0 + CELL_H / 2);
+    if note.is_empty() {
+        root.draw(&text(&main, cx, cy, 14, (HPos::Center, VPos::Center)))
+            .map_err(plot_err)?;
+    } else {
+        root.draw(&text(&main, cx, cy - 7, 14, (HPos::Center, VPos::Center)))
+            .map_err(plot_err)?;
+        root.draw(&text(note, cx, cy + 9, 11, (HPos::Center, VPos::Center)))
+            .map_err(plot_err)?;
+    }
+    Ok(())
+}
+
+/// The scale below the cells: 0 .. best in 24 steps, the goal marked.
+fn draw_scale<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    map: &HeatMap,
+    rows: i32,
+    cols: i32,
+) -> io::Result<()> {
     let y0 = TOP + CELL_H * rows.max(1) + 22;
     let steps = 24;
     let step_w = (CELL_W * cols.max(4)) / steps;
@@ -194,7 +226,6 @@ pub fn plot_heatmap(file: &Path, map: &HeatMap) -> io::Result<()> {
         root.draw(&text(&label, x, y0 + 18, 12, (HPos::Center, VPos::Top)))
             .map_err(plot_err)?;
     }
-    root.present().map_err(plot_err)?;
     Ok(())
 }
 

@@ -20,7 +20,7 @@
 //! mean as a line, so nothing is drawn outside the data's range (a wide
 //! stroke over jumpy points overshoots the frame).
 //!
-//! Conventions a reader of a paper expects (issue #27): tick labels without
+//! Conventions a reader of a paper expects: tick labels without
 //! a trailing ".0", a major grid only, 2-pixel lines, no line across a span
 //! without data (an outage), a series that never has a non-zero value is
 //! neither drawn nor named in the legend, a CDF's axis ends at 1, events
@@ -32,12 +32,14 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle};
 
+pub use crate::labels::{tick_label, Marker};
 use crate::results::{TimeSeries, TsKind, TsRow};
 
 /// The family name plots use for the embedded font.
@@ -52,26 +54,6 @@ pub struct Series {
     /// A spread drawn as a light band under the line: `(x, lo, hi)`, x
     /// increasing (e.g. min and max over seeds); empty: none.
     pub band: Vec<(f64, f64, f64)>,
-}
-
-/// A labelled instant drawn as a dashed vertical line (a rate change, an
-/// outage's start or end).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Marker {
-    pub at_s: f64,
-    pub label: String,
-}
-
-/// A tick label: at most three decimals, trailing zeros and a bare "." cut
-/// ("10", "0.5", "2.25"), never "-0".
-pub fn tick_label(v: f64) -> String {
-    let s = format!("{v:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" {
-        "0".to_owned()
-    } else {
-        s.to_owned()
-    }
 }
 
 /// Whether a series is drawn and named: it has a finite non-zero value
@@ -428,6 +410,45 @@ fn draw_chart<DB: DrawingBackend>(
         .max_light_lines(0)
         .draw()
         .map_err(plot_err)?;
+    draw_markers(&mut chart, panel, &x, &y)?;
+    let columns = chart.plotting_area().get_pixel_range().0.len().max(1);
+    for (i, s) in panel.series.iter().enumerate() {
+        if is_present(s) {
+            draw_one_series(&mut chart, i, s, &x, columns)?;
+        }
+    }
+    if !legend_entries(panel).is_empty() {
+        chart
+            .configure_series_labels()
+            .position(if panel.legend_lower_right {
+                SeriesLabelPosition::LowerRight
+            } else {
+                SeriesLabelPosition::UpperRight
+            })
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
+    }
+    let (lo, hi) = extent(panel.series.iter(), true).unwrap_or((y.start, y.start));
+    let px = |p: (f64, f64)| chart.backend_coord(&p);
+    Ok(DataPixels {
+        x: (px((x.start, lo)).0, px((x.end, lo)).0),
+        y: (px((x.start, hi)).1, px((x.start, lo)).1),
+    })
+}
+
+/// The chart [`draw_chart`] draws into: linear axes of `f64`.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The panel's markers within `x`: a dashed line each, labelled at the top.
+fn draw_markers<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    panel: &Panel,
+    x: &Range<f64>,
+    y: &Range<f64>,
+) -> io::Result<()> {
     let near = (x.end - x.start) * 0.08;
     for (k, m) in panel
         .markers
@@ -458,90 +479,77 @@ fn draw_chart<DB: DrawingBackend>(
             )])
             .map_err(plot_err)?;
     }
-    let columns = chart.plotting_area().get_pixel_range().0.len().max(1);
-    for (i, s) in panel.series.iter().enumerate() {
-        if !is_present(s) {
-            continue;
-        }
-        // The colour follows the series' index, so a path keeps its colour
-        // in every panel whether or not another path is absent.
-        let color = COLORS[i % COLORS.len()];
-        for run in segments(&s.band.iter().map(|b| (b.0, b.1)).collect::<Vec<_>>()) {
+    Ok(())
+}
+
+/// Series `i`: its band, its line (decimated, with a min-max band, when
+/// longer than the chart's `columns`), and its legend entry.
+fn draw_one_series<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    i: usize,
+    s: &Series,
+    x: &Range<f64>,
+    columns: usize,
+) -> io::Result<()> {
+    // The colour follows the series' index, so a path keeps its colour
+    // in every panel whether or not another path is absent.
+    let color = COLORS[i % COLORS.len()];
+    for run in segments(&s.band.iter().map(|b| (b.0, b.1)).collect::<Vec<_>>()) {
+        let (from, to) = (run[0].0, run[run.len() - 1].0);
+        let upper = s.band.iter().filter(|b| b.0 >= from && b.0 <= to);
+        let poly: Vec<(f64, f64)> = run
+            .iter()
+            .copied()
+            .chain(upper.rev().map(|b| (b.0, b.2)))
+            .collect();
+        chart
+            .draw_series([Polygon::new(poly, color.mix(0.2).filled())])
+            .map_err(plot_err)?;
+    }
+    let points: Vec<(f64, f64)> = s.points.iter().filter(|p| finite(p)).copied().collect();
+    let line: Vec<(f64, f64)> = if points.len() > columns {
+        let cols = decimate(&points, x.clone(), columns);
+        for run in segments(&cols.iter().map(|c| (c.x, c.min)).collect::<Vec<_>>()) {
             let (from, to) = (run[0].0, run[run.len() - 1].0);
-            let upper = s.band.iter().filter(|b| b.0 >= from && b.0 <= to);
+            let upper = cols.iter().filter(|c| c.x >= from && c.x <= to);
             let poly: Vec<(f64, f64)> = run
                 .iter()
                 .copied()
-                .chain(upper.rev().map(|b| (b.0, b.2)))
+                .chain(upper.rev().map(|c| (c.x, c.max)))
                 .collect();
             chart
-                .draw_series([Polygon::new(poly, color.mix(0.2).filled())])
+                .draw_series([Polygon::new(poly, color.mix(0.25).filled())])
                 .map_err(plot_err)?;
         }
-        let points: Vec<(f64, f64)> = s.points.iter().filter(|p| finite(p)).copied().collect();
-        let line: Vec<(f64, f64)> = if points.len() > columns {
-            let cols = decimate(&points, x.clone(), columns);
-            for run in segments(&cols.iter().map(|c| (c.x, c.min)).collect::<Vec<_>>()) {
-                let (from, to) = (run[0].0, run[run.len() - 1].0);
-                let upper = cols.iter().filter(|c| c.x >= from && c.x <= to);
-                let poly: Vec<(f64, f64)> = run
-                    .iter()
-                    .copied()
-                    .chain(upper.rev().map(|c| (c.x, c.max)))
-                    .collect();
-                chart
-                    .draw_series([Polygon::new(poly, color.mix(0.25).filled())])
-                    .map_err(plot_err)?;
-            }
-            cols.iter().map(|c| (c.x, c.mean)).collect()
+        cols.iter().map(|c| (c.x, c.mean)).collect()
+    } else {
+        points
+    };
+    let mut labelled = s.label.is_empty();
+    for run in segments(&line) {
+        // Segment by segment: a 2-pixel polyline's mitre joins spike far
+        // outside the data where a jumpy series turns sharply. A run of
+        // one point (a sparse sample) is a dot.
+        let drawn = if run.len() == 1 {
+            chart
+                .draw_series([Circle::new(run[0], 2, color.filled())])
+                .map_err(plot_err)?
         } else {
-            points
+            chart
+                .draw_series(
+                    run.windows(2)
+                        .map(|w| PathElement::new(vec![w[0], w[1]], color.stroke_width(2))),
+                )
+                .map_err(plot_err)?
         };
-        let mut labelled = s.label.is_empty();
-        for run in segments(&line) {
-            // Segment by segment: a 2-pixel polyline's mitre joins spike far
-            // outside the data where a jumpy series turns sharply. A run of
-            // one point (a sparse sample) is a dot.
-            let drawn = if run.len() == 1 {
-                chart
-                    .draw_series([Circle::new(run[0], 2, color.filled())])
-                    .map_err(plot_err)?
-            } else {
-                chart
-                    .draw_series(
-                        run.windows(2)
-                            .map(|w| PathElement::new(vec![w[0], w[1]], color.stroke_width(2))),
-                    )
-                    .map_err(plot_err)?
-            };
-            if !labelled {
-                labelled = true;
-                drawn.label(s.label.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-                });
-            }
+        if !labelled {
+            labelled = true;
+            drawn.label(s.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+            });
         }
     }
-    if !legend_entries(panel).is_empty() {
-        chart
-            .configure_series_labels()
-            .position(if panel.legend_lower_right {
-                SeriesLabelPosition::LowerRight
-            } else {
-                SeriesLabelPosition::UpperRight
-            })
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-    }
-    let (lo, hi) = extent(panel.series.iter(), true).unwrap_or((y.start, y.start));
-    let px = |p: (f64, f64)| chart.backend_coord(&p);
-    Ok(DataPixels {
-        x: (px((x.start, lo)).0, px((x.end, lo)).0),
-        y: (px((x.start, hi)).1, px((x.start, lo)).1),
-    })
+    Ok(())
 }
 
 /// A line plot of several series on shared axes (y from 0), with a legend
@@ -635,20 +643,13 @@ pub fn plot_grouped_bars_with_ranges(
     ranges: &[Vec<Option<(f64, f64)>>],
 ) -> io::Result<()> {
     ensure_font()?;
-    let range_of = |g: usize, j: usize| ranges.get(g).and_then(|r| r.get(j).copied().flatten());
-    let y_max = groups
-        .iter()
-        .enumerate()
-        .flat_map(|(g, (_, vals))| {
-            vals.iter()
-                .enumerate()
-                .map(move |(j, v)| range_of(g, j).map_or(*v, |r| r.1.max(*v)))
-        })
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max);
-    let y_max = if y_max > 0.0 { y_max * 1.25 } else { 1.0 };
-    let n = groups.len().max(1);
     let k = legend.len().max(1);
+    let bars = BarLayout {
+        ranges,
+        bar_w: 0.8 / k as f64,
+    };
+    let y_max = bars.y_max(groups);
+    let n = groups.len().max(1);
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = frame(&root, title)
@@ -676,33 +677,94 @@ pub fn plot_grouped_bars_with_ranges(
         .max_light_lines(0)
         .draw()
         .map_err(plot_err)?;
-    let bar_w = 0.8 / k as f64;
-    // Bar j of group g spans [left, left + 0.9 bar_w]; its centre carries
-    // the value and the error bar.
-    let left = |g: usize, j: usize| g as f64 + 0.1 + j as f64 * bar_w;
-    let centre = |g: usize, j: usize| left(g, j) + bar_w * 0.45;
     for (j, name) in legend.iter().enumerate() {
         let color = COLORS[j % COLORS.len()];
-        let bars = groups.iter().enumerate().filter_map(|(g, (_, vals))| {
+        let rects = groups.iter().enumerate().filter_map(|(g, (_, vals))| {
             let v = *vals.get(j)?;
-            let x0 = left(g, j);
+            let x0 = bars.left(g, j);
             v.is_finite()
-                .then(|| Rectangle::new([(x0, 0.0), (x0 + bar_w * 0.9, v)], color.filled()))
+                .then(|| Rectangle::new([(x0, 0.0), (x0 + bars.bar_w * 0.9, v)], color.filled()))
         });
         chart
-            .draw_series(bars)
+            .draw_series(rects)
             .map_err(plot_err)?
             .label(name.to_string())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    let whisker = bar_w * 0.15;
-    for g in 0..groups.len() {
+    draw_error_bars(&mut chart, &bars, groups.len(), k)?;
+    draw_bar_values(&mut chart, &bars, groups, y_max)?;
+    if legend.len() > 1 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 14))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
+    }
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+/// Where the bars of [`plot_grouped_bars_with_ranges`] go: bar `j` of
+/// group `g` spans `[left, left + 0.9 bar_w]`; its centre carries the value
+/// and the error bar.
+struct BarLayout<'a> {
+    ranges: &'a [Vec<Option<(f64, f64)>>],
+    bar_w: f64,
+}
+
+impl BarLayout<'_> {
+    /// The y axis' top: a quarter above the highest bar or error bar.
+    fn y_max(&self, groups: &[(String, Vec<f64>)]) -> f64 {
+        let top = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, (_, vals))| {
+                vals.iter()
+                    .enumerate()
+                    .map(move |(j, v)| self.range_of(g, j).map_or(*v, |r| r.1.max(*v)))
+            })
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, f64::max);
+        if top > 0.0 {
+            top * 1.25
+        } else {
+            1.0
+        }
+    }
+
+    fn range_of(&self, g: usize, j: usize) -> Option<(f64, f64)> {
+        self.ranges.get(g).and_then(|r| r.get(j).copied().flatten())
+    }
+
+    fn left(&self, g: usize, j: usize) -> f64 {
+        g as f64 + 0.1 + j as f64 * self.bar_w
+    }
+
+    fn centre(&self, g: usize, j: usize) -> f64 {
+        self.left(g, j) + self.bar_w * 0.45
+    }
+}
+
+/// An error bar with whiskers for each bar that has a finite range.
+fn draw_error_bars<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    bars: &BarLayout,
+    groups: usize,
+    k: usize,
+) -> io::Result<()> {
+    let whisker = bars.bar_w * 0.15;
+    for g in 0..groups {
         for j in 0..k {
-            let Some((lo, hi)) = range_of(g, j).filter(|r| r.0.is_finite() && r.1.is_finite())
+            let Some((lo, hi)) = bars
+                .range_of(g, j)
+                .filter(|r| r.0.is_finite() && r.1.is_finite())
             else {
                 continue;
             };
-            let c = centre(g, j);
+            let c = bars.centre(g, j);
             chart
                 .draw_series([
                     PathElement::new(vec![(c, lo), (c, hi)], BLACK.stroke_width(2)),
@@ -718,6 +780,17 @@ pub fn plot_grouped_bars_with_ranges(
                 .map_err(plot_err)?;
         }
     }
+    Ok(())
+}
+
+/// Each bar's value centred above it (and above its error bar); "n/a" for
+/// a non-finite one.
+fn draw_bar_values<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    bars: &BarLayout,
+    groups: &[(String, Vec<f64>)],
+    y_max: f64,
+) -> io::Result<()> {
     let text_style =
         TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
     chart
@@ -729,22 +802,15 @@ pub fn plot_grouped_bars_with_ranges(
                 } else {
                     ("n/a".to_owned(), 0.0)
                 };
-                let top = range_of(g, j).map_or(y, |r| r.1.max(y));
-                Text::new(text, (centre(g, j), top + y_max * 0.01), text_style.clone())
+                let top = bars.range_of(g, j).map_or(y, |r| r.1.max(y));
+                Text::new(
+                    text,
+                    (bars.centre(g, j), top + y_max * 0.01),
+                    text_style.clone(),
+                )
             })
         }))
         .map_err(plot_err)?;
-    if legend.len() > 1 {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-    }
-    root.present().map_err(plot_err)?;
     Ok(())
 }
 

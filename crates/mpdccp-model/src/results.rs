@@ -25,8 +25,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io;
-use std::path::Path;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -416,7 +414,7 @@ pub struct Recorder {
     flow_active_s: Vec<f64>,
     path_names: Vec<String>,
     /// The scenario's events, for the plots ([`Scenario::markers`]).
-    markers: Vec<crate::plot::Marker>,
+    markers: Vec<crate::labels::Marker>,
     windows: Vec<Window>,
     /// `flows[i][0]` is the whole run; `flows[i][1 + w]` window `w`.
     flows: Vec<Vec<FlowAcc>>,
@@ -842,7 +840,7 @@ pub struct TimeSeries {
     pub owd_cdf: Vec<Vec<(f64, f64)>>,
     /// The scenario's events (rate changes, delay changes, outages), drawn
     /// as markers on the time plots; not part of `timeseries.csv`.
-    pub markers: Vec<crate::plot::Marker>,
+    pub markers: Vec<crate::labels::Marker>,
 }
 
 /// Columns of `timeseries.csv`, in order.
@@ -918,16 +916,6 @@ fn csv_field(s: &str) -> String {
     } else {
         s.to_owned()
     }
-}
-
-/// Writes `summary.json`, `timeseries.csv` and the PNG plots into `dir`
-/// (created if missing).
-pub fn write_outputs(dir: &Path, summary: &Summary, ts: &TimeSeries) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("summary.json"), summary.to_json())?;
-    std::fs::write(dir.join("timeseries.csv"), ts.to_csv())?;
-    crate::plot::plot_time_series(dir, &summary.scenario, ts)?;
-    Ok(())
 }
 
 #[cfg(test)]

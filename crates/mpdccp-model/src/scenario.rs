@@ -102,8 +102,7 @@ pub struct PathSpec {
     /// Loaded `trace_down`.
     #[serde(skip)]
     pub trace_down_data: Option<Arc<Trace>>,
-    /// How the tunnel's DCCP packets travel on this path (issue #15 part
-    /// 3): each then costs its outer IPv4 header and encapsulation on the
+    /// How the tunnel's DCCP packets travel on this path: each then costs its outer IPv4 header and encapsulation on the
     /// link ([`PathTransport::outer_bytes`]). Unset: the link carries the
     /// DCCP packet alone, the accounting of every scenario before the key.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -382,8 +381,8 @@ fn invalid(msg: impl Into<String>) -> ScenarioError {
 impl Scenario {
     /// Every path's events as plot markers, in time order (a stable sort:
     /// same-time events keep path order).
-    pub fn markers(&self) -> Vec<crate::plot::Marker> {
-        let mut m: Vec<crate::plot::Marker> =
+    pub fn markers(&self) -> Vec<crate::labels::Marker> {
+        let mut m: Vec<crate::labels::Marker> =
             self.path.iter().flat_map(PathSpec::markers).collect();
         m.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
         m
@@ -498,20 +497,7 @@ impl Scenario {
         if !(dur.is_finite() && dur > 0.0) {
             return Err(invalid(format!("`duration_s` must be > 0 (got {dur})")));
         }
-        if self.path.is_empty() {
-            return Err(invalid("at least one [[path]] is required"));
-        }
-        for (i, p) in self.path.iter().enumerate() {
-            p.validate(i, dur)?;
-            if p.name == VIA_TUNNEL {
-                return Err(invalid(format!(
-                    "path {i}: the name `{VIA_TUNNEL}` is reserved"
-                )));
-            }
-            if self.path[..i].iter().any(|q| q.name == p.name) {
-                return Err(invalid(format!("path name `{}` is used twice", p.name)));
-            }
-        }
+        self.validate_paths(dur)?;
         self.tunnel
             .validate(Some(self.path.len()))
             .map_err(|e| invalid(format!("tunnel: {e}")))?;
@@ -527,66 +513,98 @@ impl Scenario {
             )));
         }
         for (i, f) in self.flow.iter().enumerate() {
-            let what = format!("flow {i} (`{}`)", f.name);
-            if f.name.trim().is_empty() {
-                return Err(invalid(format!("flow {i}: `name` is empty")));
-            }
-            if self.flow[..i].iter().any(|g| g.name == f.name) {
-                return Err(invalid(format!("flow name `{}` is used twice", f.name)));
-            }
-            if f.via != VIA_TUNNEL && !self.path.iter().any(|p| p.name == f.via) {
-                let names: Vec<&str> = self.path.iter().map(|p| p.name.as_str()).collect();
+            self.validate_flow(i, f, dur)?;
+        }
+        self.validate_windows(dur)
+    }
+
+    /// At least one path, each valid over `dur` s, names unique and not
+    /// `tunnel`.
+    fn validate_paths(&self, dur: f64) -> Result<(), ScenarioError> {
+        if self.path.is_empty() {
+            return Err(invalid("at least one [[path]] is required"));
+        }
+        for (i, p) in self.path.iter().enumerate() {
+            p.validate(i, dur)?;
+            if p.name == VIA_TUNNEL {
                 return Err(invalid(format!(
-                    "{what}: unknown `via = \"{}\"` (expected `tunnel` or a path name: {})",
-                    f.via,
-                    names.join(", ")
+                    "path {i}: the name `{VIA_TUNNEL}` is reserved"
                 )));
             }
-            if let Some(r) = f.rate_mbps {
-                if !(r.is_finite() && r > 0.0) {
-                    return Err(invalid(format!(
-                        "{what}: `rate_mbps` must be > 0 (got {r})"
-                    )));
-                }
-            } else if f.kind == FlowKind::UdpCbr {
-                return Err(invalid(format!("{what}: kind `udp-cbr` needs `rate_mbps`")));
-            }
-            if f.packet_bytes == 0 || f.packet_bytes > 65_000 {
-                return Err(invalid(format!(
-                    "{what}: `packet_bytes` must be in 1..=65000 (got {})",
-                    f.packet_bytes
-                )));
-            }
-            if let Some(cc) = &f.cc {
-                cc.parse::<CcKind>()
-                    .map_err(|e| invalid(format!("{what}: {e}")))?;
-            }
-            if f.rate_mbps.is_some() && f.kind == FlowKind::Quic {
-                return Err(invalid(format!(
-                    "{what}: `rate_mbps` does not apply to `kind = \"quic\"` (its controller sets the rate)"
-                )));
-            }
-            if f.loss_detection.is_some() && f.kind != FlowKind::Tcp {
-                return Err(invalid(format!(
-                    "{what}: `loss_detection` applies to `kind = \"tcp\"` only"
-                )));
-            }
-            check_time(&what, "start_s", f.start_s, dur)?;
-            if !(f.start_free_ms.is_finite() && (0.0..=10_000.0).contains(&f.start_free_ms)) {
-                return Err(invalid(format!(
-                    "{what}: `start_free_ms` must be within 0..=10000 (got {})",
-                    f.start_free_ms
-                )));
-            }
-            if let Some(stop) = f.stop_s {
-                if !(stop.is_finite() && stop > f.start_s) {
-                    return Err(invalid(format!(
-                        "{what}: `stop_s` ({stop}) must be after `start_s` ({})",
-                        f.start_s
-                    )));
-                }
+            if self.path[..i].iter().any(|q| q.name == p.name) {
+                return Err(invalid(format!("path name `{}` is used twice", p.name)));
             }
         }
+        Ok(())
+    }
+
+    /// Flow `i`: a unique name, a known `via`, rates, sizes and times in
+    /// range, and only the keys its kind uses.
+    fn validate_flow(&self, i: usize, f: &FlowSpec, dur: f64) -> Result<(), ScenarioError> {
+        let what = format!("flow {i} (`{}`)", f.name);
+        if f.name.trim().is_empty() {
+            return Err(invalid(format!("flow {i}: `name` is empty")));
+        }
+        if self.flow[..i].iter().any(|g| g.name == f.name) {
+            return Err(invalid(format!("flow name `{}` is used twice", f.name)));
+        }
+        if f.via != VIA_TUNNEL && !self.path.iter().any(|p| p.name == f.via) {
+            let names: Vec<&str> = self.path.iter().map(|p| p.name.as_str()).collect();
+            return Err(invalid(format!(
+                "{what}: unknown `via = \"{}\"` (expected `tunnel` or a path name: {})",
+                f.via,
+                names.join(", ")
+            )));
+        }
+        if let Some(r) = f.rate_mbps {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(invalid(format!(
+                    "{what}: `rate_mbps` must be > 0 (got {r})"
+                )));
+            }
+        } else if f.kind == FlowKind::UdpCbr {
+            return Err(invalid(format!("{what}: kind `udp-cbr` needs `rate_mbps`")));
+        }
+        if f.packet_bytes == 0 || f.packet_bytes > 65_000 {
+            return Err(invalid(format!(
+                "{what}: `packet_bytes` must be in 1..=65000 (got {})",
+                f.packet_bytes
+            )));
+        }
+        if let Some(cc) = &f.cc {
+            cc.parse::<CcKind>()
+                .map_err(|e| invalid(format!("{what}: {e}")))?;
+        }
+        if f.rate_mbps.is_some() && f.kind == FlowKind::Quic {
+            return Err(invalid(format!(
+                "{what}: `rate_mbps` does not apply to `kind = \"quic\"` (its controller sets the rate)"
+            )));
+        }
+        if f.loss_detection.is_some() && f.kind != FlowKind::Tcp {
+            return Err(invalid(format!(
+                "{what}: `loss_detection` applies to `kind = \"tcp\"` only"
+            )));
+        }
+        check_time(&what, "start_s", f.start_s, dur)?;
+        if !(f.start_free_ms.is_finite() && (0.0..=10_000.0).contains(&f.start_free_ms)) {
+            return Err(invalid(format!(
+                "{what}: `start_free_ms` must be within 0..=10000 (got {})",
+                f.start_free_ms
+            )));
+        }
+        if let Some(stop) = f.stop_s {
+            if !(stop.is_finite() && stop > f.start_s) {
+                return Err(invalid(format!(
+                    "{what}: `stop_s` ({stop}) must be after `start_s` ({})",
+                    f.start_s
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Windows: unique names, each inside the run of `dur` s.
+    fn validate_windows(&self, dur: f64) -> Result<(), ScenarioError> {
         for (i, w) in self.window.iter().enumerate() {
             let what = format!("window {i} (`{}`)", w.name);
             if w.name.trim().is_empty() {
@@ -819,6 +837,22 @@ impl PathSpec {
                 self.loss
             )));
         }
+        self.validate_rate(&what)?;
+        self.validate_delay(&what)?;
+        self.validate_outages(&what)?;
+        if self.priority > 15 {
+            return Err(invalid(format!(
+                "{what}: `priority` is 4 bits in MP_PRIO (0..=15, got {})",
+                self.priority
+            )));
+        }
+        Ok(())
+    }
+
+    /// The rate: a schedule in increasing `at_s` order, or one
+    /// `rate_mbps`, or traces (one direction's trace needs a rate for the
+    /// other).
+    fn validate_rate(&self, what: &str) -> Result<(), ScenarioError> {
         let mut prev = f64::NEG_INFINITY;
         for r in &self.rate {
             if !(r.at_s.is_finite() && r.at_s >= 0.0) {
@@ -867,6 +901,11 @@ impl PathSpec {
                 "{what}: a trace for one direction only needs `rate` or `rate_mbps` for the other"
             )));
         }
+        Ok(())
+    }
+
+    /// Delay points in increasing `at_s` order, none negative.
+    fn validate_delay(&self, what: &str) -> Result<(), ScenarioError> {
         let mut prev = f64::NEG_INFINITY;
         for d in &self.delay {
             if !(d.at_s.is_finite() && d.at_s >= 0.0 && d.at_s > prev) {
@@ -882,6 +921,11 @@ impl PathSpec {
             }
             prev = d.at_s;
         }
+        Ok(())
+    }
+
+    /// Outages ordered, each non-empty, none overlapping.
+    fn validate_outages(&self, what: &str) -> Result<(), ScenarioError> {
         let mut prev_end = f64::NEG_INFINITY;
         for o in &self.down {
             if !(o.from_s.is_finite() && o.to_s.is_finite() && o.from_s >= 0.0 && o.from_s < o.to_s)
@@ -898,35 +942,29 @@ impl PathSpec {
             }
             prev_end = o.to_s;
         }
-        if self.priority > 15 {
-            return Err(invalid(format!(
-                "{what}: `priority` is 4 bits in MP_PRIO (0..=15, got {})",
-                self.priority
-            )));
-        }
         Ok(())
     }
 
     /// This path's events after time zero as plot markers: rate and delay
     /// changes ("p1 10→5 Mbit/s", "p1 delay 60 ms") and outages ("p1 down",
     /// "p1 up").
-    pub fn markers(&self) -> Vec<crate::plot::Marker> {
+    pub fn markers(&self) -> Vec<crate::labels::Marker> {
         let n = &self.name;
         let mut out = Vec::new();
         let mut push = |at_s: f64, label: String| {
             if at_s > 0.0 {
-                out.push(crate::plot::Marker { at_s, label });
+                out.push(crate::labels::Marker { at_s, label });
             }
         };
         for w in self.rate.windows(2) {
             let (a, b) = (w[0].mbps, w[1].mbps);
-            let t = crate::plot::tick_label;
+            let t = crate::labels::tick_label;
             push(w[1].at_s, format!("{n} {}→{} Mbit/s", t(a), t(b)));
         }
         for d in &self.delay {
             push(
                 d.at_s,
-                format!("{n} delay {} ms", crate::plot::tick_label(d.ms)),
+                format!("{n} delay {} ms", crate::labels::tick_label(d.ms)),
             );
         }
         for o in &self.down {

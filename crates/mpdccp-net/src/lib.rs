@@ -9,9 +9,10 @@
 //! Contract: this crate is the only place that touches the OS for the tunnel.
 //! It maps the OS clock to the core's `Instant` once ([`clock::now`]), owns
 //! every buffer (preallocated, batched I/O; the few per-packet allocations
-//! left are named in [`daemon`]'s module docs) and feeds the unchanged sans-IO core from `mpdccp-proto`. It is
-//! the one crate of the workspace allowed `unsafe` (ioctl, `recvmmsg`,
-//! `sendmmsg`, clocks and scheduling), each use with its `SAFETY` note.
+//! left are named in [`daemon`]'s module docs) and feeds the unchanged
+//! sans-IO core from `mpdccp-proto`. It is the one crate of the workspace
+//! allowed `unsafe` (ioctl, `recvmmsg`, `sendmmsg`, clocks and scheduling),
+//! each use with its `SAFETY` note.
 //!
 //! Module map:
 //! * [`clock`] — OS monotonic clock → core `Instant`, precise timer slack.

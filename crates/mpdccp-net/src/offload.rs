@@ -344,91 +344,112 @@ fn split_inner(
     let p = &frame[VNET_HDR_LEN..];
     let gso = h.gso_type & !GSO_ECN;
     match gso {
-        GSO_NONE => {
-            if h.flags & F_NEEDS_CSUM == 0 {
-                each(p);
-                return Ok(1);
-            }
-            // CHECKSUM_PARTIAL: the field at csum_start + csum_offset holds
-            // the pseudo-header sum; sum from csum_start and store the
-            // complement (what `skb_checksum_help` does).
-            let start = usize::from(h.csum_start);
-            let at = start + usize::from(h.csum_offset);
-            if at + 2 > p.len() || start >= p.len() {
-                return Err(OffloadError::BadChecksumOffsets);
-            }
-            let q = out.get_mut(..p.len()).ok_or(OffloadError::OutputTooSmall)?;
-            q.copy_from_slice(p);
-            let c = !fold(sum_be(&q[start..], 0));
-            let c = if c == 0 { 0xffff } else { c };
-            q[at..at + 2].copy_from_slice(&c.to_be_bytes());
-            stats.csum_completed += 1;
-            each(q);
-            Ok(1)
-        }
-        GSO_TCPV4 | GSO_TCPV6 => {
-            let l = tcp_layout(p)?;
-            if l.v6 != (gso == GSO_TCPV6) {
-                return Err(OffloadError::Malformed);
-            }
-            let mss = usize::from(h.gso_size);
-            if mss == 0 {
-                return Err(OffloadError::ZeroGsoSize);
-            }
-            let payload = &p[l.hl..l.end];
-            let n = payload.len().div_ceil(mss).max(1);
-            if l.hl + mss.min(payload.len()) > out.len() {
-                return Err(OffloadError::OutputTooSmall);
-            }
-            let seq0 = u32::from_be_bytes([
-                p[l.ip_hl + 4],
-                p[l.ip_hl + 5],
-                p[l.ip_hl + 6],
-                p[l.ip_hl + 7],
-            ]);
-            let id0 = u16::from_be_bytes([p[4], p[5]]);
-            let flags0 = p[l.ip_hl + 13];
-            for i in 0..n {
-                let chunk = payload
-                    .get(i * mss..((i + 1) * mss).min(payload.len()))
-                    .unwrap_or(&[]);
-                let len = l.hl + chunk.len();
-                let q = &mut out[..len];
-                q[..l.hl].copy_from_slice(&p[..l.hl]);
-                q[l.hl..].copy_from_slice(chunk);
-                if l.v6 {
-                    q[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
-                } else {
-                    q[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-                    q[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-                    ipv4_header_checksum(q, l.ip_hl);
-                }
-                let t = l.ip_hl;
-                let seq = seq0.wrapping_add((i * mss) as u32);
-                q[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
-                let mut fl = flags0;
-                if i + 1 < n {
-                    fl &= !(TCP_FIN | TCP_PSH);
-                }
-                if i > 0 {
-                    fl &= !TCP_CWR;
-                }
-                q[t + 13] = fl;
-                q[t + 16] = 0;
-                q[t + 17] = 0;
-                let c = transport_checksum(q, l.v6, t, 6);
-                q[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
-                each(q);
-            }
-            stats.tso_frames += 1;
-            stats.tso_segments += n as u64;
-            Ok(n)
-        }
+        GSO_NONE => complete_checksum(&h, p, out, stats, each),
+        GSO_TCPV4 | GSO_TCPV6 => split_tcp(&h, gso == GSO_TCPV6, p, out, stats, each),
         GSO_UDP_L4 => udp::split_udp(&h, p, out, stats, each),
         // UFO (IP fragmentation of big UDP datagrams) was never negotiated.
         GSO_UDP => Err(OffloadError::UnsupportedGso(h.gso_type)),
         other => Err(OffloadError::UnsupportedGso(other)),
     }
+}
+
+/// One packet without GSO: as it is, or with its CHECKSUM_PARTIAL
+/// completed into `out`.
+fn complete_checksum(
+    h: &VnetHdr,
+    p: &[u8],
+    out: &mut [u8],
+    stats: &mut OffloadStats,
+    each: &mut impl FnMut(&[u8]),
+) -> Result<usize, OffloadError> {
+    if h.flags & F_NEEDS_CSUM == 0 {
+        each(p);
+        return Ok(1);
+    }
+    // CHECKSUM_PARTIAL: the field at csum_start + csum_offset holds
+    // the pseudo-header sum; sum from csum_start and store the
+    // complement (what `skb_checksum_help` does).
+    let start = usize::from(h.csum_start);
+    let at = start + usize::from(h.csum_offset);
+    if at + 2 > p.len() || start >= p.len() {
+        return Err(OffloadError::BadChecksumOffsets);
+    }
+    let q = out.get_mut(..p.len()).ok_or(OffloadError::OutputTooSmall)?;
+    q.copy_from_slice(p);
+    let c = !fold(sum_be(&q[start..], 0));
+    let c = if c == 0 { 0xffff } else { c };
+    q[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    stats.csum_completed += 1;
+    each(q);
+    Ok(1)
+}
+
+/// TSO: a TCP super-packet (IPv6 when `v6`) cut into `gso_size` segments,
+/// each with its own IP length, ID, sequence number, flags and checksums.
+fn split_tcp(
+    h: &VnetHdr,
+    v6: bool,
+    p: &[u8],
+    out: &mut [u8],
+    stats: &mut OffloadStats,
+    each: &mut impl FnMut(&[u8]),
+) -> Result<usize, OffloadError> {
+    let l = tcp_layout(p)?;
+    if l.v6 != v6 {
+        return Err(OffloadError::Malformed);
+    }
+    let mss = usize::from(h.gso_size);
+    if mss == 0 {
+        return Err(OffloadError::ZeroGsoSize);
+    }
+    let payload = &p[l.hl..l.end];
+    let n = payload.len().div_ceil(mss).max(1);
+    if l.hl + mss.min(payload.len()) > out.len() {
+        return Err(OffloadError::OutputTooSmall);
+    }
+    let seq0 = u32::from_be_bytes([
+        p[l.ip_hl + 4],
+        p[l.ip_hl + 5],
+        p[l.ip_hl + 6],
+        p[l.ip_hl + 7],
+    ]);
+    let id0 = u16::from_be_bytes([p[4], p[5]]);
+    let flags0 = p[l.ip_hl + 13];
+    for i in 0..n {
+        let chunk = payload
+            .get(i * mss..((i + 1) * mss).min(payload.len()))
+            .unwrap_or(&[]);
+        let len = l.hl + chunk.len();
+        let q = &mut out[..len];
+        q[..l.hl].copy_from_slice(&p[..l.hl]);
+        q[l.hl..].copy_from_slice(chunk);
+        if l.v6 {
+            q[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+        } else {
+            q[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            q[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+            ipv4_header_checksum(q, l.ip_hl);
+        }
+        let t = l.ip_hl;
+        let seq = seq0.wrapping_add((i * mss) as u32);
+        q[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
+        let mut fl = flags0;
+        if i + 1 < n {
+            fl &= !(TCP_FIN | TCP_PSH);
+        }
+        if i > 0 {
+            fl &= !TCP_CWR;
+        }
+        q[t + 13] = fl;
+        q[t + 16] = 0;
+        q[t + 17] = 0;
+        let c = transport_checksum(q, l.v6, t, 6);
+        q[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+        each(q);
+    }
+    stats.tso_frames += 1;
+    stats.tso_segments += n as u64;
+    Ok(n)
 }
 
 // ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! UDP segmentation offload against the real kernel (issue #14), in a
+//! UDP segmentation offload against the real kernel, in a
 //! network namespace of its own (needs root; fails instead of skipping
 //! when `CI` is set):
 //!

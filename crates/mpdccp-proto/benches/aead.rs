@@ -1,5 +1,5 @@
 //! Which ChaCha20-Poly1305 (RFC 8439) implementation seals and opens our
-//! frames fastest (issue #22): RustCrypto's `chacha20poly1305` (in use),
+//! frames fastest: RustCrypto's `chacha20poly1305` (in use),
 //! `ring` and `aws-lc-rs`, in place with a detached tag, as the data path
 //! calls them. Sizes: 64 B (an ACK-sized tunnelled packet), 1200 B (QUIC),
 //! 1400 B (a full TUN MTU packet), and a 64 kB batch of 46 × 1400 B packets

@@ -1,6 +1,6 @@
 //! Goodput of a client/server `Connection` pair in memory, two subflows,
 //! 1200-byte tunnelled packets one way, with and without payload
-//! protection (issue #11: the cost of `auth = "protected"` in the core).
+//! protection (the cost of `auth = "protected"` in the core).
 //!
 //! Both ends run on one thread and every datagram goes straight from one
 //! `poll_transmit` to the other's `handle_datagram`: no sockets, no link

@@ -1,5 +1,5 @@
 //! The authenticated handshake wired through `Connection` and `Endpoint`
-//! (issue #11, docs/SECURITY.md §3–4): key type 255 + MP_EXP on the wire,
+//! (docs/SECURITY.md §3–4): key type 255 + MP_EXP on the wire,
 //! no state for unknown peers, cookies under load, derived keys in the
 //! MP_JOIN HMACs, no downgrade to key type 0.
 

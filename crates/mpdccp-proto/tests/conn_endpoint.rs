@@ -285,7 +285,7 @@ fn half_open_connections_are_bounded() {
 /// the Close (MP_CLOSE) with its Reset before the endpoint forgets the
 /// connection. The endpoint used to drop the connection with the Reset
 /// still owed, so the client waited for its Close retransmission (0.5 s)
-/// and `mpdccp client` took that long to exit on SIGTERM (issue #13).
+/// and `mpdccp client` took that long to exit on SIGTERM.
 #[test]
 fn graceful_close_is_answered_before_the_connection_is_forgotten() {
     let mut w = World::one_connected_client();

@@ -220,7 +220,7 @@ fn silent_subflow_expires_after_path_idle_timeout() {
     h.drive_for(Duration::from_secs(8));
     assert_eq!(live(&h, Side::Server), 2, "idle paths answer keepalives");
     assert_eq!(h.server.stats().paths_expired, 0);
-    // Both probe kinds keep it: keepalives, and (issue #13) the Syncs that
+    // Both probe kinds keep it: keepalives, and the Syncs that
     // refresh an idle path's RTT, which also prove it alive.
     let st = h.server.stats();
     assert!(st.keepalives_sent + st.rtt_probes_sent >= 10, "{st:?}");

@@ -1,4 +1,4 @@
-//! DPLPMTUD (RFC 8899) per subflow, sans-IO (issue #13): a path whose
+//! DPLPMTUD (RFC 8899) per subflow, sans-IO: a path whose
 //! middle drops datagrams above N bytes (no ICMP) converges to exactly N
 //! in bounded probes and time; a black hole after convergence (N lowered
 //! under running traffic) is detected and the PLPMTU falls back to base,
@@ -259,7 +259,7 @@ fn a_syncack_matching_no_probe_confirms_nothing() {
 /// converged PLPMTU the daemons set their TUN MTU from takes the faster
 /// path's result, then moves at most once more, down, when the slower
 /// one's search ends below it; never back to a base size in between (the
-/// TUN MTU flapping of issue #26). `plpmtu()` (every open path, searching
+/// TUN MTU flapping it caused). `plpmtu()` (every open path, searching
 /// ones at what they confirmed so far) does dip to the base.
 #[test]
 fn the_converged_plpmtu_never_dips_to_a_searching_paths_base() {

@@ -1,4 +1,4 @@
-//! Payload protection in the subflows (issue #11, docs/SECURITY.md §5):
+//! Payload protection in the subflows (docs/SECURITY.md §5):
 //! two connections with the session keys of one real Noise handshake
 //! exchange data over two paths; the wire carries ciphertext; altered,
 //! forged and replayed data packets are dropped and counted before they
@@ -243,7 +243,7 @@ fn forged_data_does_not_move_the_sequence_state() {
         } else {
             // The contrast that shows what protection prevents: the
             // forgeries took the numbers and the genuine packets with them
-            // were dropped as duplicates. (Since issue #28 the server's
+            // were dropped as duplicates. (Now the server's
             // Acks beyond anything the client sent draw a Sync, the
             // server resynchronises and forgets the forged numbers, and
             // the dropped packets come back retransmitted.)

@@ -1,4 +1,4 @@
-//! NAT rebinding at the server `Endpoint` (issue #13, `conn/rebind.rs`):
+//! NAT rebinding at the server `Endpoint` (`conn/rebind.rs`):
 //! a client path's packets arrive from a new remote key mid-transfer. The
 //! world below puts a NAT next to the client: each client path has a
 //! public key (port) that can change at once; the server's datagrams to a
@@ -550,7 +550,7 @@ fn an_in_window_packet_with_a_bad_option_from_a_new_address_changes_nothing() {
 }
 
 /// A copy of a packet the server already received, sent on from the
-/// attacker's own address (the matrix's mutated copies, issue #28): not
+/// attacker's own address (the matrix's mutated copies): not
 /// the newest packet of its subflow, so it is no rebinding (RFC 9000 §9.3:
 /// only the highest-numbered packet moves a path). Dropped and counted
 /// before the connection sees it; no challenge, no budget. (It used to
@@ -669,8 +669,8 @@ fn copy_racing_its_packet() -> (World, ConnectionHandle, Vec<u8>) {
 /// matrix's flood) from the attacker's key are not processed: processing
 /// one moved the server's GSR past the client's GSS, so the client found
 /// the server's acknowledgements invalid (RFC 4340 §7.5.3) and the path
-/// resynchronised or failed, again with every such copy (issue #28: 18-114
-/// of 320 pings lost with the budget already fixed).
+/// resynchronised or failed, again with every such copy (18-114 of 320
+/// pings lost with the budget already fixed).
 #[test]
 fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
     let (mut w, h, fresh) = copy_racing_its_packet();

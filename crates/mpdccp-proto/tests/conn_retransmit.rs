@@ -1,4 +1,4 @@
-//! Connection-level retransmission (`retransmit_lost`, issue #25 `lossy`):
+//! Connection-level retransmission (`retransmit_lost`, the `lossy` scenario):
 //! a packet a subflow declares lost is sent once more under its MP_SEQ, so
 //! the random loss of a path does not reach the tunnelled flow; the
 //! receiver delivers every MP_SEQ at most once.

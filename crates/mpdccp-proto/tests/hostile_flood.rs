@@ -256,15 +256,15 @@ fn out_of_window_data_flood_gets_rate_limited_syncs() {
     assert!(elapsed_ms >= 2000);
     let s = h.server.stats();
     assert_eq!(s.rx_seq_invalid - s0.rx_seq_invalid, FLOOD);
-    // Syncs in reply: not the idle-path RTT probes (issue #13).
+    // Syncs in reply: not the idle-path RTT probes.
     let syncs = (s.syncs_sent - s0.syncs_sent) - (s.rtt_probes_sent - s0.rtt_probes_sent);
     assert!(syncs >= 1, "the flood is answered");
     assert!(
         syncs <= elapsed_ms / 100 + 1,
         "{syncs} Syncs in {elapsed_ms} ms"
     );
-    // The client answers only the server's own probes (issue #13's RTT
-    // probes of its idle path), never the Syncs the flood drew.
+    // The client answers only the server's own probes (the RTT probes of
+    // its idle path), never the Syncs the flood drew.
     let c = h.client.stats();
     assert_eq!(
         c.syncacks_sent - c0.syncacks_sent,
@@ -306,7 +306,7 @@ fn out_of_window_sync_flood_is_not_answered() {
     }
     let st = h.server.stats();
     assert_eq!(st.rx_seq_invalid - s0.rx_seq_invalid, 20_000);
-    // Only the idle-path RTT probes (issue #13), and the answers to the
+    // Only the idle-path RTT probes, and the answers to the
     // client's: nothing in reply to the flood.
     assert_eq!(
         st.syncs_sent - s0.syncs_sent,

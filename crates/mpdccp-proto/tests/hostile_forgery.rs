@@ -522,7 +522,7 @@ fn off_path_prio_close_fast_close_and_reset_are_rejected_every_time() {
         let s = c.stats();
         assert_eq!(s.bad_close_key, st0[i].bad_close_key, "keys never examined");
         // RFC 4340 §7.5.4: at most one Sync per 100 ms per path in reply
-        // (the idle-path RTT probes of issue #13 are no reply).
+        // (the idle-path RTT probes are no reply).
         let probes = s.rtt_probes_sent - st0[i].rtt_probes_sent;
         let syncs = s.syncs_sent - st0[i].syncs_sent - probes;
         let cap = 2 * (elapsed_ms / 100 + 1);
@@ -531,7 +531,7 @@ fn off_path_prio_close_fast_close_and_reset_are_rejected_every_time() {
             "{side:?} sent {syncs} Syncs in {elapsed_ms} ms"
         );
         // The peer's Syncs acknowledge numbers nobody sent: never answered
-        // (only the genuine peer's RTT probes are, issue #13).
+        // (only the genuine peer's RTT probes are).
         let peer = h.conn_ref(side.peer()).stats();
         let peer_probes = peer.rtt_probes_sent - st0[1 - i].rtt_probes_sent;
         assert_eq!(

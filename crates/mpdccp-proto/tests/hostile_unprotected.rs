@@ -1,5 +1,5 @@
 //! Forged packets without payload protection (open and authenticated
-//! modes, issue #28): an on-path attacker knows the ports and sequence
+//! modes): an on-path attacker knows the ports and sequence
 //! numbers, so an in-window forgery is accepted as the peer's. What must
 //! hold is that none takes a path down for long:
 //!
@@ -161,8 +161,8 @@ fn acks_taking_the_next_numbers_are_undone_by_a_resync_within_a_second() {
 /// With `first_probe_at_base_rto` (the daemon's setting) a path failed by
 /// its first RTO (another path is up) is probed one un-backed-off RTO
 /// later, not two: the probe is what brings back a path
-/// a forgery disturbed (SyncAck, MP_PRIO, Acks taking the next numbers;
-/// issue #28), and the doubled interval put those recoveries at 0.6-1.4 s.
+/// a forgery disturbed (SyncAck, MP_PRIO, Acks taking the next numbers),
+/// and the doubled interval put those recoveries at 0.6-1.4 s.
 /// One Sync per RTO (200 ms at least) is within RFC 4340 §7.5.4's eight
 /// Syncs per second.
 #[test]
@@ -248,7 +248,7 @@ fn fast_and_slow(outages: Vec<(Instant, Instant)>) -> Harness {
 /// tail loss) but the path is not failed, since it delivered after the
 /// loss. In the lab, the packet the server dropped because a forged Ack
 /// had made its Ack Number invalid took the client's path down this way
-/// for a probe's round (a forged MP_PRIO or SyncAck, issue #28: 0.3-1.05 s).
+/// for a probe's round (a forged MP_PRIO or SyncAck: 0.3-1.05 s).
 #[test]
 fn a_lone_tail_loss_on_an_idle_path_does_not_fail_it() {
     let lost_at = Instant::from_millis(1000);
@@ -281,7 +281,7 @@ fn a_lone_tail_loss_on_an_idle_path_does_not_fail_it() {
 /// drops it but acknowledges it at once. Without that Ack the path was
 /// idle, the server's retransmission timer fired with nothing acknowledged
 /// past the packet, and the path failed (the lab's forged SyncAck and
-/// MP_PRIO rows, issue #28: back after 0.4-0.5 s).
+/// MP_PRIO rows: back after 0.4-0.5 s).
 #[test]
 fn the_genuine_packet_whose_number_a_forgery_took_is_acknowledged() {
     let mut h = fast_and_slow(Vec::new());

@@ -151,7 +151,7 @@ fn srtt_returns_to_its_base_within_seconds_of_idling_and_light_traffic_takes_the
 
 #[test]
 fn without_probes_the_inflated_srtt_stays_and_light_traffic_takes_the_slower_path() {
-    // The behaviour before issue #13, kept reachable (`rtt_probe_interval
+    // The behaviour without idle-path RTT probes, kept reachable (`rtt_probe_interval
     // = None`): what the test above guards against.
     let mut h = after_bulk(|c| c.rtt_probe_interval = None);
     h.drive_for(ms(3000));

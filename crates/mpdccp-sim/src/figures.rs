@@ -95,49 +95,60 @@ pub fn write_figures(dir: &Path, report: &Report) -> Result<Vec<Figure>, SimErro
         });
     }
     if let (Some(lia), Some(cc)) = (find("e4-lia"), find("e4-coupled-cubic")) {
-        let name = "e4-subflow-throughput.png";
-        let ours = |r: &RunRecord, p: usize| {
-            let (from, to) = steady_window(r).unwrap_or((100.0, 1000.0));
-            crate::reproduce::tunnel_mbps(r, p, from, to).unwrap_or(f64::NAN)
-        };
-        let values = [ours(lia, 0), ours(lia, 1), ours(cc, 0), ours(cc, 1)];
-        let mut groups = Vec::new();
-        let mut ranges = Vec::new();
-        for (i, row) in E4_ROWS.iter().enumerate() {
-            let (lo, hi) = E4_PUBLISHED[i];
-            let interval = report
-                .checks
-                .iter()
-                .find(|c| c.experiment == "E4" && c.metric == *row)
-                .and_then(|c| c.interval.as_ref())
-                .map(|iv| (iv.lo, iv.hi));
-            groups.push(((*row).to_owned(), vec![values[i], (lo + hi) / 2.0]));
-            ranges.push(vec![interval, (hi > lo).then_some((lo, hi))]);
-        }
-        plot_grouped_bars_with_ranges(
-            &fig_dir.join(name),
-            "E4: steady-state subflow throughput, LIA vs Coupled CUBIC",
-            "Mbit/s",
-            &["ours (simulator)", "published (Lee et al. 2023)"],
-            &groups,
-            &ranges,
-        )?;
-        out.push(Figure {
-            experiment: "E4",
-            file: format!("figures/{name}"),
-            caption: format!(
-                "E4: each subflow's mean throughput over the steady window, ours \
-                 against the published values (a published range as its midpoint \
-                 with the range as an error bar{})",
-                if report.other_seeds.is_empty() {
-                    ""
-                } else {
-                    "; ours with its 95 % interval over the seeds"
-                }
-            ),
-        });
+        out.push(e4_subflow_figure(&fig_dir, report, lia, cc)?);
     }
     Ok(out)
+}
+
+/// E4's subflow throughput, LIA and Coupled CUBIC, ours against the
+/// published values, as grouped bars with error bars.
+fn e4_subflow_figure(
+    fig_dir: &Path,
+    report: &Report,
+    lia: &RunRecord,
+    cc: &RunRecord,
+) -> Result<Figure, SimError> {
+    let name = "e4-subflow-throughput.png";
+    let ours = |r: &RunRecord, p: usize| {
+        let (from, to) = steady_window(r).unwrap_or((100.0, 1000.0));
+        crate::reproduce::tunnel_mbps(r, p, from, to).unwrap_or(f64::NAN)
+    };
+    let values = [ours(lia, 0), ours(lia, 1), ours(cc, 0), ours(cc, 1)];
+    let mut groups = Vec::new();
+    let mut ranges = Vec::new();
+    for (i, row) in E4_ROWS.iter().enumerate() {
+        let (lo, hi) = E4_PUBLISHED[i];
+        let interval = report
+            .checks
+            .iter()
+            .find(|c| c.experiment == "E4" && c.metric == *row)
+            .and_then(|c| c.interval.as_ref())
+            .map(|iv| (iv.lo, iv.hi));
+        groups.push(((*row).to_owned(), vec![values[i], (lo + hi) / 2.0]));
+        ranges.push(vec![interval, (hi > lo).then_some((lo, hi))]);
+    }
+    plot_grouped_bars_with_ranges(
+        &fig_dir.join(name),
+        "E4: steady-state subflow throughput, LIA vs Coupled CUBIC",
+        "Mbit/s",
+        &["ours (simulator)", "published (Lee et al. 2023)"],
+        &groups,
+        &ranges,
+    )?;
+    Ok(Figure {
+        experiment: "E4",
+        file: format!("figures/{name}"),
+        caption: format!(
+            "E4: each subflow's mean throughput over the steady window, ours \
+             against the published values (a published range as its midpoint \
+             with the range as an error bar{})",
+            if report.other_seeds.is_empty() {
+                ""
+            } else {
+                "; ours with its 95 % interval over the seeds"
+            }
+        ),
+    })
 }
 
 /// `(from_s, to_s)` of a run's `steady` window.

@@ -69,6 +69,6 @@ pub fn run(
 /// Writes `summary.json`, `timeseries.csv` and the plots into `dir`.
 pub fn write(dir: &Path, out: &SimOutput) -> Result<(), SimError> {
     std::fs::create_dir_all(dir)?;
-    mpdccp_model::results::write_outputs(dir, &out.summary, &out.timeseries)?;
+    mpdccp_model::write_outputs(dir, &out.summary, &out.timeseries)?;
     Ok(())
 }

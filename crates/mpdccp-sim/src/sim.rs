@@ -26,22 +26,24 @@ use std::time::Duration;
 
 use mpdccp_model::link::Link;
 use mpdccp_model::results::{Recorder, Summary, TimeSeries};
-use mpdccp_model::scenario::{Direction, FlowKind, Scenario};
-use mpdccp_proto::cc::{CcConfig, CcKind, ControllerFactory};
-use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig, Role};
+use mpdccp_model::scenario::{Direction, Scenario};
+use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, PathConfig};
 use mpdccp_proto::{Instant, PathId};
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::flow::quic::{QuicSender, INITIAL_WINDOW_PKTS, MINIMUM_WINDOW_PKTS};
+use crate::flow::quic::QuicSender;
 use crate::flow::quic_rx::QuicReceiver;
-use crate::flow::tcp::{LossDetection, TcpSender};
-use crate::flow::tcp_rx::{TcpReceiver, DELAYED_ACK_SEGMENTS, DELAYED_ACK_TIMEOUT};
+use crate::flow::tcp::TcpSender;
+use crate::flow::tcp_rx::{TcpReceiver, DELAYED_ACK_TIMEOUT};
 use crate::flow::{Cbr, SeqSink};
 use crate::packet::{FlowPkt, PktKind, Transport};
 use crate::pool::BufPool;
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
+
+mod build;
+use build::{build_flow, build_paths, build_tunnel};
 
 /// Time-series sampling period (docs/SCENARIOS.md: one row per 100 ms).
 const SAMPLE_PERIOD: Duration = Duration::from_millis(100);
@@ -290,200 +292,12 @@ impl Simulation {
         let mut master = ChaCha8Rng::seed_from_u64(seed);
         let end = scenario.end();
 
-        let mut paths = Vec::with_capacity(scenario.path.len());
-        for spec in &scenario.path {
-            let up = Link::with_direction(spec, Direction::Up, master.next_u64());
-            let down = Link::with_direction(spec, Direction::Down, master.next_u64());
-            paths.push(SimPath {
-                links: [up, down],
-                delay_schedule: spec.delay_schedule(),
-                last_sojourn: [None; 2],
-                tunnel_bytes: [0; 2],
-                flow_bytes: [0; 2],
-                tunnel_dropped_pkts: 0,
-                flow_dropped_pkts: 0,
-                tunnel_series: Vec::new(),
-                in_tunnel: false,
-            });
-        }
-
+        let mut paths = build_paths(&scenario, &mut master);
         let mut flows = Vec::with_capacity(scenario.flow.len());
         for (i, f) in scenario.flow.iter().enumerate() {
-            let what = format!("flow `{}`", f.name);
-            let via = if f.via == mpdccp_model::scenario::VIA_TUNNEL {
-                Via::Tunnel
-            } else {
-                Via::Path(
-                    scenario
-                        .path_index(&f.via)
-                        .ok_or_else(|| SimError::Scenario(format!("{what}: unknown path")))?,
-                )
-            };
-            let tx = match f.direction {
-                Direction::Up => Side::Client,
-                Direction::Down => Side::Server,
-            };
-            let start = Instant::from_secs_f64(f.start_s);
-            let stop = f.stop_s.map_or(end, Instant::from_secs_f64).min(end);
-            let bytes = u32::try_from(f.packet_bytes)
-                .map_err(|_| SimError::Scenario(format!("{what}: packet too large")))?;
-            let flow_id =
-                u16::try_from(i).map_err(|_| SimError::Scenario("more than 65535 flows".into()))?;
-            let (source, sink) = match f.kind {
-                FlowKind::UdpCbr => {
-                    if via != Via::Tunnel && f.cc.is_some() {
-                        return Err(SimError::Unsupported(format!(
-                            "{what}: a single-path DCCP flow (`via` a path with `cc`) is not \
-                             simulated; use a one-path tunnel (`tunnel.multipath = false`)"
-                        )));
-                    }
-                    let rate = f.rate_mbps.ok_or_else(|| {
-                        SimError::Scenario(format!("{what}: udp-cbr needs rate_mbps"))
-                    })?;
-                    (
-                        Source::Cbr(Cbr::new(rate, bytes, start, stop)),
-                        Sink::Seq(SeqSink::default()),
-                    )
-                }
-                FlowKind::Bulk => {
-                    if via != Via::Tunnel {
-                        return Err(SimError::Unsupported(format!(
-                            "{what}: `bulk` has no congestion control of its own and only \
-                             runs through the tunnel; use `tcp` for a single-path flow"
-                        )));
-                    }
-                    (
-                        Source::Bulk { bytes, next_seq: 0 },
-                        Sink::Seq(SeqSink::default()),
-                    )
-                }
-                FlowKind::Tcp => {
-                    // `bbr` for inner TCP is the BBRv1 controller (CCID5's algorithm).
-                    let kind: CcKind =
-                        f.cc.as_deref()
-                            .unwrap_or("cubic")
-                            .parse()
-                            .map_err(|e| SimError::Scenario(format!("{what}: {e}")))?;
-                    let cc_cfg = CcConfig {
-                        mss_bytes: bytes,
-                        seed: master.next_u64(),
-                        // Inner TCP is a Linux baseline: tcp_bbr.c's PROBE_RTT.
-                        bbr_app_limited_probe: false,
-                        // The idle rule is the tunnel's (cc::validation);
-                        // the inner models stay as published.
-                        cwnd_validation: false,
-                        ..CcConfig::default()
-                    };
-                    let cc = kind.build(&cc_cfg);
-                    let detection = f.loss_detection.unwrap_or_default();
-                    // One ack per segment; see below for cross traffic.
-                    let mut rx = Box::new(TcpReceiver::with_ack_every(flow_id, 1));
-                    // RACK widens its reordering window on DSACKs (RFC 8985
-                    // §6.2); Linux receivers send them by default.
-                    rx.set_dsack(detection == LossDetection::Rack);
-                    (
-                        Source::Tcp(Box::new(TcpSender::new(
-                            flow_id,
-                            bytes,
-                            cc,
-                            f.rate_mbps,
-                            start,
-                            Some(stop),
-                            detection,
-                        ))),
-                        Sink::Tcp(rx),
-                    )
-                }
-                FlowKind::Quic => {
-                    // NewReno is RFC 9002 §7's controller and aioquic's default.
-                    let kind: CcKind =
-                        f.cc.as_deref()
-                            .unwrap_or("reno")
-                            .parse()
-                            .map_err(|e| SimError::Scenario(format!("{what}: {e}")))?;
-                    let cc_cfg = CcConfig {
-                        mss_bytes: bytes,
-                        seed: master.next_u64(),
-                        initial_cwnd_pkts: Some(INITIAL_WINDOW_PKTS),
-                        min_cwnd_pkts: MINIMUM_WINDOW_PKTS,
-                        bbr_app_limited_probe: false,
-                        cwnd_validation: false,
-                        ..CcConfig::default()
-                    };
-                    (
-                        Source::Quic(Box::new(QuicSender::new(
-                            flow_id,
-                            bytes,
-                            kind.build(&cc_cfg),
-                            start,
-                            Some(stop),
-                        ))),
-                        Sink::Quic(QuicReceiver::new(flow_id)),
-                    )
-                }
-            };
-            flows.push(SimFlow {
-                via,
-                tx,
-                start,
-                stop,
-                source,
-                sink,
-                tunnel_refused_pkts: 0,
-                link_dropped_pkts: 0,
-                delivered_bytes: 0,
-                first_delivery: None,
-                owd_min: None,
-                delayed_ack_at: None,
-            });
+            flows.push(build_flow(&scenario, i, f, end, &mut master)?);
         }
-
-        let uses_tunnel = flows.iter().any(|f| f.via == Via::Tunnel);
-        let tunnel_paths = if scenario.tunnel.multipath {
-            paths.len()
-        } else {
-            1
-        };
-        let nodes = if uses_tunnel {
-            for p in paths.iter_mut().take(tunnel_paths) {
-                p.in_tunnel = true;
-            }
-            // A TCP flow sharing a path with the tunnel competes with its
-            // subflows, whose receivers ack every second packet (RFC 4341
-            // §6.1.2 Ack Ratio 2), so the senders emit pairs. Such a TCP gets
-            // RFC 5681 §4.2 delayed acks (every second segment) so that both
-            // sides send the same packet pattern: acking every segment would
-            // let it answer each departure with exactly one arrival, a
-            // pattern the noiseless drop-tail FIFO never drops while the
-            // tunnel's pairs overflow it (E4, `scenarios/README.md`). Other
-            // TCP flows (baselines alone on a path, inner TCP in the tunnel)
-            // keep one ack per segment.
-            for f in flows.iter_mut() {
-                if let (Via::Path(p), Sink::Tcp(r)) = (f.via, &mut f.sink) {
-                    if paths[p].in_tunnel {
-                        r.set_ack_every(DELAYED_ACK_SEGMENTS);
-                    }
-                }
-            }
-            let cfg = connection_config(&scenario);
-            let client =
-                Connection::try_new(Role::Client, cfg.clone(), Instant::ZERO, master.next_u64())
-                    .map_err(|e| SimError::Scenario(format!("tunnel: {e}")))?;
-            let server = Connection::try_new(Role::Server, cfg, Instant::ZERO, master.next_u64())
-                .map_err(|e| SimError::Scenario(format!("tunnel: {e}")))?;
-            Some([
-                Node {
-                    conn: client,
-                    dirty: true,
-                },
-                Node {
-                    conn: server,
-                    dirty: true,
-                },
-            ])
-        } else {
-            None
-        };
+        let nodes = build_tunnel(&scenario, &mut paths, &mut flows, &mut master)?;
 
         let data_dir = if !scenario.flow.is_empty()
             && scenario.flow.iter().all(|f| f.direction == Direction::Down)
@@ -1283,155 +1097,12 @@ impl Simulation {
     /// Ends the run: accounts losses, adds per-run details to `meta`, and
     /// builds the summary and time series.
     pub fn finish(mut self) -> SimOutput {
-        let end = self.end;
-        let horizon = end.saturating_sub(END_GRACE);
+        let horizon = self.end.saturating_sub(END_GRACE);
+        let flow_meta = self.flows_meta(horizon);
+        let path_meta = self.paths_meta();
         let mut meta = std::collections::BTreeMap::new();
-        let mut flow_meta = Vec::new();
-        for (i, f) in self.flows.iter().enumerate() {
-            let mut m = serde_json::Map::new();
-            match (&f.source, &f.sink) {
-                (Source::Cbr(c), Sink::Seq(s)) => {
-                    // Every packet sent before the grace horizon and never
-                    // delivered is lost; losses are dated at their send time.
-                    for seq in 0..c.next_seq {
-                        let t = c.send_time(seq);
-                        if t >= horizon {
-                            break;
-                        }
-                        if !s.was_received(seq) {
-                            self.rec.flow_lost(i, t, 1);
-                        }
-                    }
-                    m.insert("max_delivery_gap_ms".into(), ms(s.max_gap).into());
-                    m.insert(
-                        "max_delivery_gap_at_s".into(),
-                        s.max_gap_at.map_or(0.0, |t| t.as_secs_f64()).into(),
-                    );
-                    m.insert("duplicate_pkts".into(), s.duplicate_pkts.into());
-                }
-                (Source::Bulk { next_seq, .. }, Sink::Seq(s)) => {
-                    let lost = next_seq.saturating_sub(s.delivered_pkts);
-                    // Bulk send times are not kept; what the queue still holds
-                    // at the end is not a loss.
-                    let held = self
-                        .nodes
-                        .as_ref()
-                        .map_or(0, |n| send_queue_len(&n[f.tx as usize].conn) as u64);
-                    let lost = lost.saturating_sub(held);
-                    if lost > 0 {
-                        self.rec.flow_lost(i, horizon, lost);
-                    }
-                    m.insert("duplicate_pkts".into(), s.duplicate_pkts.into());
-                }
-                (Source::Tcp(tx), Sink::Tcp(rx)) => {
-                    if tx.stats.lost_pkts > 0 {
-                        self.rec.flow_lost(i, horizon, tx.stats.lost_pkts);
-                    }
-                    m.insert(
-                        "tcp_retransmitted_pkts".into(),
-                        tx.stats.retransmitted_pkts.into(),
-                    );
-                    m.insert("tcp_rto_count".into(), tx.stats.rto_count.into());
-                    m.insert(
-                        "tcp_delivered_in_order_pkts".into(),
-                        rx.delivered_in_order().into(),
-                    );
-                    m.insert(
-                        "tcp_loss_detection".into(),
-                        tx.loss_detection().name().into(),
-                    );
-                    m.insert("tcp_tlp_count".into(), tx.stats.tlp_count.into());
-                    m.insert("tcp_dsack_count".into(), tx.stats.dsack_count.into());
-                    m.insert(
-                        "tcp_spurious_lost_pkts".into(),
-                        tx.stats.spurious_lost_pkts.into(),
-                    );
-                    m.insert(
-                        "spurious_retransmitted_pkts".into(),
-                        rx.duplicate_pkts.into(),
-                    );
-                }
-                (Source::Quic(tx), Sink::Quic(rx)) => {
-                    if tx.stats.lost_pkts > 0 {
-                        self.rec.flow_lost(i, horizon, tx.stats.lost_pkts);
-                    }
-                    let st = &tx.stats;
-                    m.insert(
-                        "quic_retransmitted_pkts".into(),
-                        st.retransmitted_pkts.into(),
-                    );
-                    m.insert("quic_lost_pkts".into(), st.lost_pkts.into());
-                    m.insert(
-                        "quic_spurious_lost_pkts".into(),
-                        st.spurious_lost_pkts.into(),
-                    );
-                    m.insert("quic_pto_count".into(), st.pto_count.into());
-                    m.insert(
-                        "quic_persistent_congestion".into(),
-                        st.persistent_congestion.into(),
-                    );
-                    m.insert(
-                        "quic_delivered_in_order_pkts".into(),
-                        rx.delivered_in_order().into(),
-                    );
-                    m.insert(
-                        "spurious_retransmitted_pkts".into(),
-                        rx.duplicate_pkts.into(),
-                    );
-                }
-                _ => {}
-            }
-            m.insert("owd_min_ms".into(), f.owd_min.map_or(0.0, ms).into());
-            m.insert("tunnel_refused_pkts".into(), f.tunnel_refused_pkts.into());
-            m.insert("link_dropped_pkts".into(), f.link_dropped_pkts.into());
-            flow_meta.push(serde_json::Value::Object(m));
-        }
-        let secs = self.end.as_secs_f64().max(1e-9);
-        let path_meta: Vec<serde_json::Value> = self
-            .paths
-            .iter()
-            .zip(&self.scenario.path)
-            .map(|(p, spec)| {
-                let st = p.links[self.data_dir].stats();
-                let mut v = serde_json::json!({
-                    "tunnel_mbps": p.tunnel_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
-                    "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
-                    "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
-                    "other_flows_dropped_pkts": p.flow_dropped_pkts,
-                    "link": st,
-                });
-                // Only when set: summaries of scenarios without it keep their bytes.
-                if let Some(t) = spec.transport {
-                    v["transport"] = t.name().into();
-                    v["outer_bytes_per_pkt"] = t.outer_bytes().into();
-                }
-                v
-            })
-            .collect();
-        if let Some(peak) = &self.send_queue_peak {
-            let paths: serde_json::Map<String, serde_json::Value> = self
-                .scenario
-                .path
-                .iter()
-                .zip(&peak.paths)
-                .map(|(spec, (states, cwnd))| {
-                    (
-                        spec.name.clone(),
-                        serde_json::json!({
-                            "states": states,
-                            "min_cwnd_pkts": if *cwnd == u32::MAX { None } else { Some(*cwnd) },
-                        }),
-                    )
-                })
-                .collect();
-            meta.insert(
-                "send_queue_delay_peak".into(),
-                serde_json::json!({
-                    "at_s": peak.at.as_secs_f64(),
-                    "ms": ms(peak.delay),
-                    "paths_during_wait": paths,
-                }),
-            );
+        if let Some(peak) = self.send_queue_peak_meta() {
+            meta.insert("send_queue_delay_peak".into(), peak);
         }
         meta.insert("seed".into(), self.seed.into());
         meta.insert("simulator".into(), "mpdccp-sim".into());
@@ -1473,6 +1144,179 @@ impl Simulation {
             conn_events: self.conn_events,
         }
     }
+
+    /// Per flow, what `summary.json`'s `meta.flows` says beyond the
+    /// recorder; losses found only now (never delivered) go to the recorder,
+    /// dated at their send time or at the grace `horizon`.
+    fn flows_meta(&mut self, horizon: Instant) -> Vec<serde_json::Value> {
+        let mut flow_meta = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let mut m = serde_json::Map::new();
+            match (&f.source, &f.sink) {
+                (Source::Cbr(c), Sink::Seq(s)) => {
+                    cbr_losses(&mut self.rec, i, c, s, horizon);
+                    m.insert("max_delivery_gap_ms".into(), ms(s.max_gap).into());
+                    m.insert(
+                        "max_delivery_gap_at_s".into(),
+                        s.max_gap_at.map_or(0.0, |t| t.as_secs_f64()).into(),
+                    );
+                    m.insert("duplicate_pkts".into(), s.duplicate_pkts.into());
+                }
+                (Source::Bulk { next_seq, .. }, Sink::Seq(s)) => {
+                    let lost = next_seq.saturating_sub(s.delivered_pkts);
+                    // Bulk send times are not kept; what the queue still holds
+                    // at the end is not a loss.
+                    let held = self
+                        .nodes
+                        .as_ref()
+                        .map_or(0, |n| send_queue_len(&n[f.tx as usize].conn) as u64);
+                    let lost = lost.saturating_sub(held);
+                    if lost > 0 {
+                        self.rec.flow_lost(i, horizon, lost);
+                    }
+                    m.insert("duplicate_pkts".into(), s.duplicate_pkts.into());
+                }
+                (Source::Tcp(tx), Sink::Tcp(rx)) => {
+                    if tx.stats.lost_pkts > 0 {
+                        self.rec.flow_lost(i, horizon, tx.stats.lost_pkts);
+                    }
+                    tcp_meta(tx, rx, &mut m);
+                }
+                (Source::Quic(tx), Sink::Quic(rx)) => {
+                    if tx.stats.lost_pkts > 0 {
+                        self.rec.flow_lost(i, horizon, tx.stats.lost_pkts);
+                    }
+                    quic_meta(tx, rx, &mut m);
+                }
+                _ => {}
+            }
+            m.insert("owd_min_ms".into(), f.owd_min.map_or(0.0, ms).into());
+            m.insert("tunnel_refused_pkts".into(), f.tunnel_refused_pkts.into());
+            m.insert("link_dropped_pkts".into(), f.link_dropped_pkts.into());
+            flow_meta.push(serde_json::Value::Object(m));
+        }
+        flow_meta
+    }
+
+    /// Per path, its load and drops in the data direction (`meta.paths`).
+    fn paths_meta(&self) -> Vec<serde_json::Value> {
+        let secs = self.end.as_secs_f64().max(1e-9);
+        self.paths
+            .iter()
+            .zip(&self.scenario.path)
+            .map(|(p, spec)| {
+                let st = p.links[self.data_dir].stats();
+                let mut v = serde_json::json!({
+                    "tunnel_mbps": p.tunnel_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
+                    "other_flows_mbps": p.flow_bytes[self.data_dir] as f64 * 8.0 / secs / 1e6,
+                    "tunnel_dropped_pkts": p.tunnel_dropped_pkts,
+                    "other_flows_dropped_pkts": p.flow_dropped_pkts,
+                    "link": st,
+                });
+                // Only when set: summaries of scenarios without it keep their bytes.
+                if let Some(t) = spec.transport {
+                    v["transport"] = t.name().into();
+                    v["outer_bytes_per_pkt"] = t.outer_bytes().into();
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// The longest send-queue wait and what the paths did meanwhile.
+    fn send_queue_peak_meta(&self) -> Option<serde_json::Value> {
+        let peak = self.send_queue_peak.as_ref()?;
+        let paths: serde_json::Map<String, serde_json::Value> = self
+            .scenario
+            .path
+            .iter()
+            .zip(&peak.paths)
+            .map(|(spec, (states, cwnd))| {
+                (
+                    spec.name.clone(),
+                    serde_json::json!({
+                        "states": states,
+                        "min_cwnd_pkts": if *cwnd == u32::MAX { None } else { Some(*cwnd) },
+                    }),
+                )
+            })
+            .collect();
+        Some(serde_json::json!({
+            "at_s": peak.at.as_secs_f64(),
+            "ms": ms(peak.delay),
+            "paths_during_wait": paths,
+        }))
+    }
+}
+
+/// A CBR flow's losses: every packet sent before the grace horizon and
+/// never delivered, dated at its send time.
+fn cbr_losses(rec: &mut Recorder, i: usize, c: &Cbr, s: &SeqSink, horizon: Instant) {
+    for seq in 0..c.next_seq {
+        let t = c.send_time(seq);
+        if t >= horizon {
+            break;
+        }
+        if !s.was_received(seq) {
+            rec.flow_lost(i, t, 1);
+        }
+    }
+}
+
+fn tcp_meta(tx: &TcpSender, rx: &TcpReceiver, m: &mut serde_json::Map<String, serde_json::Value>) {
+    m.insert(
+        "tcp_retransmitted_pkts".into(),
+        tx.stats.retransmitted_pkts.into(),
+    );
+    m.insert("tcp_rto_count".into(), tx.stats.rto_count.into());
+    m.insert(
+        "tcp_delivered_in_order_pkts".into(),
+        rx.delivered_in_order().into(),
+    );
+    m.insert(
+        "tcp_loss_detection".into(),
+        tx.loss_detection().name().into(),
+    );
+    m.insert("tcp_tlp_count".into(), tx.stats.tlp_count.into());
+    m.insert("tcp_dsack_count".into(), tx.stats.dsack_count.into());
+    m.insert(
+        "tcp_spurious_lost_pkts".into(),
+        tx.stats.spurious_lost_pkts.into(),
+    );
+    m.insert(
+        "spurious_retransmitted_pkts".into(),
+        rx.duplicate_pkts.into(),
+    );
+}
+
+fn quic_meta(
+    tx: &QuicSender,
+    rx: &QuicReceiver,
+    m: &mut serde_json::Map<String, serde_json::Value>,
+) {
+    let st = &tx.stats;
+    m.insert(
+        "quic_retransmitted_pkts".into(),
+        st.retransmitted_pkts.into(),
+    );
+    m.insert("quic_lost_pkts".into(), st.lost_pkts.into());
+    m.insert(
+        "quic_spurious_lost_pkts".into(),
+        st.spurious_lost_pkts.into(),
+    );
+    m.insert("quic_pto_count".into(), st.pto_count.into());
+    m.insert(
+        "quic_persistent_congestion".into(),
+        st.persistent_congestion.into(),
+    );
+    m.insert(
+        "quic_delivered_in_order_pkts".into(),
+        rx.delivered_in_order().into(),
+    );
+    m.insert(
+        "spurious_retransmitted_pkts".into(),
+        rx.duplicate_pkts.into(),
+    );
 }
 
 fn ms(d: Duration) -> f64 {

@@ -261,7 +261,7 @@ start_s = 0
 }
 
 /// summary.json's `meta.client_stats` / `meta.server_stats` are the core's
-/// `ConnStats` as JSON objects (issue #12): every counter a number, and the
+/// `ConnStats` as JSON objects: every counter a number, and the
 /// counters agree across the tunnel (the server delivers what arrives of
 /// what the client sent on a clean path: all of it).
 #[test]

@@ -1,4 +1,4 @@
-//! No stuck timers (issue #12): with the connection's timer table,
+//! No stuck timers: with the connection's timer table,
 //! `handle_timeout` moves every deadline it has seen past `now`, so the
 //! simulator never has to nudge a connection that keeps asking to be woken
 //! at the current instant. Every scenario of the repository, cut to its

@@ -1,4 +1,4 @@
-//! The scenario key `transport` (issue #15 part 3): per path, how the
+//! The scenario key `transport`: per path, how the
 //! tunnel's DCCP packets travel, and so how many bytes each costs on the
 //! link — outer IPv4 (20) plus RFC 6773's UDP header (8) for `udp`,
 //! nothing more for native `dccp` and for `udccp` (the DCCP header is

@@ -104,7 +104,7 @@ pub struct ConnectionConfig {
     /// The first probe of a path failed by an RTO one un-backed-off RTO
     /// after the failure, not the doubled one (the published simulations
     /// ran without). The daemon sets it: a path a forged packet disturbed
-    /// (issue #28) or a short outage took comes back one backoff sooner.
+    /// or a short outage took comes back one backoff sooner.
     /// One Sync per RTO (at least 200 ms) is within RFC 4340 §7.5.4.
     pub first_probe_at_base_rto: bool,
     /// Time in TIMEWAIT (RFC 4340 says 2 MSL; a tunnel uses much less).

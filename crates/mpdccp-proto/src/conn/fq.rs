@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::aqm::CoDel;
 use super::inner::flow_hash;
-use super::queue::Queued;
+use super::queued::Queued;
 
 /// Default number of buckets (RFC 8290 §4.1 / §5.1: 1024).
 pub const DEFAULT_FLOWS: usize = 1024;

@@ -45,7 +45,7 @@ impl Connection {
     /// (the driver knows the addresses: `Endpoint::identify_paths`). In
     /// the authenticated modes the join's MP_HMAC proves the peer made it,
     /// so if the peer has sent nothing on `old` since `new` began, it
-    /// abandoned `old` (a forged Reset closed its half, issue #28) and
+    /// abandoned `old` (a forged Reset closed its half) and
     /// replaced it: RFC 9897 §3.2.2 keeps one subflow per path (the
     /// Address ID is there "to prevent setting up duplicate subflows on
     /// the same path"). `old` is closed at once, without a handshake (the

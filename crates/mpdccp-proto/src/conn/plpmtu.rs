@@ -29,8 +29,7 @@
 
 use std::time::Duration;
 
-use super::subflow::Subflow;
-use super::{Connection, Event, PacketType, PathId, Segment, DATA_HEADER_MAX, PROTECTION_OVERHEAD};
+use super::{Connection, Event, PacketType, PathId, DATA_HEADER_MAX, PROTECTION_OVERHEAD};
 use crate::time::Instant;
 
 /// RFC 8899 §5.1.2 BASE_PLPMTU at the IP level: 1280 over IPv6 (RFC 8200
@@ -422,24 +421,6 @@ impl Plpmtud {
     }
 }
 
-impl Subflow {
-    /// Builds this subflow's due PLPMTUD probe, a Sync padded to the probe
-    /// size, when it fits `buf_len`: (segment, slot, size).
-    fn plpmtu_probe<'a>(
-        &mut self,
-        now: Instant,
-        buf_len: usize,
-    ) -> Option<(Segment<'a>, usize, u32)> {
-        let (slot, size) = self.plpmtud.as_ref()?.due(now)?;
-        if size as usize > buf_len {
-            return None;
-        }
-        let mut s = self.segment(PacketType::Sync);
-        s.payload = &PADDING[..(size as usize).saturating_sub(SYNC_HEADER)];
-        Some((s, slot, size))
-    }
-}
-
 impl Connection {
     /// A PLPMTUD probe of path `i` when one is due (`emit_on`).
     pub(super) fn emit_plpmtu_probe(
@@ -449,7 +430,13 @@ impl Connection {
         buf: &mut [u8],
     ) -> Option<usize> {
         let addrs = self.paths[i].pseudo_addrs();
-        let (mut s, slot, size) = self.paths[i].plpmtu_probe(now, buf.len())?;
+        // The due probe: a Sync padded to the probe size, when it fits.
+        let (slot, size) = self.paths[i].plpmtud.as_ref()?.due(now)?;
+        if size as usize > buf.len() {
+            return None;
+        }
+        let mut s = self.paths[i].segment(PacketType::Sync);
+        s.payload = &PADDING[..(size as usize).saturating_sub(SYNC_HEADER)];
         let seq = self.paths[i].gss_unwrapped();
         self.auth_options(now, i, &mut s);
         // Protected mode seals the probe, its padding as the plaintext: the

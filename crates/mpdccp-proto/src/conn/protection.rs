@@ -107,7 +107,7 @@ impl Connection {
         // handshake (OPEN, closing): nothing is expected, and the sequence
         // checks must not see it — a mutated copy of an old Response, valid
         // by its numbers, was recorded in the Ack Vector and answered, and
-        // the path later paid an RTO (issue #28). Dropped and counted, no
+        // the path later paid an RTO. Dropped and counted, no
         // other effect. In RESPOND and PARTOPEN a repeat still gets its
         // answer (RFC 4340 §8.1.5).
         if !sealed_type(seg.ptype)

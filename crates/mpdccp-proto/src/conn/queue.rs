@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::aqm::{CoDel, CoDelConfig};
 use super::fq::FlowQueues;
+use super::queued::Queued;
 use crate::time::Instant;
 
 /// What to drop when the send queue is full.
@@ -22,17 +23,6 @@ pub enum DropPolicy {
     /// Drop the oldest queued packet to make room (head drop: fresher data
     /// for real-time traffic).
     DropOldest,
-}
-
-#[derive(Debug)]
-pub(crate) struct Queued {
-    pub data: Vec<u8>,
-    pub enqueued: Instant,
-    /// One of several copies of a multi-path (redundant) decision, all
-    /// under one MP_SEQ: the other copies carry it, so it is never
-    /// reinjected under a new MP_SEQ (the receiver could not recognise
-    /// that as a duplicate).
-    pub copy: bool,
 }
 
 #[derive(Debug)]

@@ -49,7 +49,7 @@ impl Connection {
             }
             // RFC 4340 §8.5 step 7: only a server may send a CloseReq; a
             // server that receives one answers with a Sync and drops it
-            // (issue #28: a forged CloseReq closed the server's subflows).
+            // (a forged CloseReq used to close the server's subflows).
             PacketType::CloseReq if self.role == Role::Server => {
                 self.stats.rx_unexpected += 1;
                 sf.answer_with_sync(now, seg.seq);
@@ -387,7 +387,7 @@ impl Connection {
 
     /// The peer did not know open subflow `i` ("No Connection"): in the
     /// authenticated modes a forged Reset may have closed its half of the
-    /// others too (issue #28: the same forgery is sent on every path), and
+    /// others too (an attacker sends the same forgery on every path), and
     /// an idle one would only learn at its next packet or RTO (0.5 s and
     /// more in the lab). Probe every other open subflow now with a Sync: a
     /// closed half answers with its own Reset "No Connection" within one

@@ -192,7 +192,7 @@ impl super::Connection {
             match store.take_lost(now, path, seq) {
                 Ok((mp_seq, data)) => {
                     let to = fastest_usable(&self.paths).unwrap_or(i);
-                    let item = super::queue::Queued {
+                    let item = super::queued::Queued {
                         data,
                         enqueued: now,
                         // Never reinjected under a new MP_SEQ, never
@@ -226,7 +226,7 @@ impl super::Connection {
         i: usize,
         seq: u64,
         mp_seq: u64,
-        q: super::queue::Queued,
+        q: super::queued::Queued,
     ) {
         match self.retx.as_mut() {
             Some(store) if !q.copy && self.negotiation.is_multipath() => {

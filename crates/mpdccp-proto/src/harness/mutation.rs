@@ -1,5 +1,5 @@
 //! Mutated copies of genuine established-state packets against a live
-//! protected session (issue #28, docs/SECURITY.md §5 and §8): what an
+//! protected session (docs/SECURITY.md §5 and §8): what an
 //! on-path attacker does when it flips bytes of packets it sniffed, fixes
 //! the checksum and sends them from the victim's address.
 //!
@@ -136,74 +136,86 @@ pub fn run(h: &mut Harness, muts: &[Mutation]) -> Result<(Outcome, Disturbance),
     }
     let mut out = Outcome::default();
     for (n, m) in muts.iter().enumerate() {
-        let now = h.now;
-        let _ = h.client.send(now, &[0xAA; 200]);
-        let _ = h.server.send(now, &[0xAB; 100]);
-        h.drive_for(Duration::from_millis(u64::from(m.wait_ms)));
-        let genuine: Vec<&[u8]> = h
-            .wire
-            .iter()
-            .rev()
-            .filter(|w| w.from == m.to.peer() && w.path == PathId(m.path as u32))
-            .take(32)
-            .map(|w| w.bytes.as_slice())
-            .collect();
-        let Some(base) = genuine.get(usize::from(m.pick) % genuine.len().max(1)) else {
-            continue;
-        };
-        let original = base.to_vec();
-        let mut b = original.clone();
-        for &(pos, x) in &m.edits {
-            let i = usize::from(pos) % b.len();
-            b[i] ^= x.max(1);
-        }
-        if let Some(t) = m.truncate {
-            b.truncate(usize::from(t) % (b.len() + 1));
-        }
-        let (c, s) = Harness::path_addrs(m.path);
-        let (src, dst) = if m.to == Side::Server { (c, s) } else { (s, c) };
-        inspect::fix_checksum(&mut b, src.ip(), dst.ip());
-        if h.wire.len() > 4096 {
-            h.wire.drain(..2048);
-        }
-        let before = rejected(&h.conn_ref(m.to).stats());
-        let now = h.now;
-        h.conn(m.to)
-            .handle_datagram_from(now, PathId(m.path as u32), dst, src, &b);
-        let after = rejected(&h.conn_ref(m.to).stats());
-        out.injected += 1;
-        out.changed += u64::from(b != original);
-        out.counted += after - before;
-        // An unmodified copy is not a forgery: a genuine packet still in
-        // flight is accepted when its copy arrives first (the original is
-        // then the replay), so only changed bytes must be rejected at once.
-        // (The fuzzer found this race: no edits, no cut, no wait.)
-        if after == before && b != original {
-            return Err(format!(
-                "mutation {n} ({m:?}) to {:?} was not counted",
-                m.to
-            ));
-        }
-        for side in [Side::Client, Side::Server] {
-            if h.conn_ref(side).is_closed() {
-                return Err(format!("mutation {n} ({m:?}): {side:?} closed"));
-            }
-        }
+        inject(h, n, m, &mut out)?;
     }
     h.drive_for(Duration::from_millis(300));
+    let disturbed = disturbance(h, &out)?;
+    Ok((out, disturbed))
+}
+
+/// Mutation `n`: some traffic each way, then a mutated copy of a recent
+/// genuine packet to `m.to`, which must count it as rejected when its
+/// bytes changed and stay open.
+fn inject(h: &mut Harness, n: usize, m: &Mutation, out: &mut Outcome) -> Result<(), String> {
+    let now = h.now;
+    let _ = h.client.send(now, &[0xAA; 200]);
+    let _ = h.server.send(now, &[0xAB; 100]);
+    h.drive_for(Duration::from_millis(u64::from(m.wait_ms)));
+    let genuine: Vec<&[u8]> = h
+        .wire
+        .iter()
+        .rev()
+        .filter(|w| w.from == m.to.peer() && w.path == PathId(m.path as u32))
+        .take(32)
+        .map(|w| w.bytes.as_slice())
+        .collect();
+    let Some(base) = genuine.get(usize::from(m.pick) % genuine.len().max(1)) else {
+        return Ok(());
+    };
+    let original = base.to_vec();
+    let mut b = original.clone();
+    for &(pos, x) in &m.edits {
+        let i = usize::from(pos) % b.len();
+        b[i] ^= x.max(1);
+    }
+    if let Some(t) = m.truncate {
+        b.truncate(usize::from(t) % (b.len() + 1));
+    }
+    let (c, s) = Harness::path_addrs(m.path);
+    let (src, dst) = if m.to == Side::Server { (c, s) } else { (s, c) };
+    inspect::fix_checksum(&mut b, src.ip(), dst.ip());
+    if h.wire.len() > 4096 {
+        h.wire.drain(..2048);
+    }
+    let before = rejected(&h.conn_ref(m.to).stats());
+    let now = h.now;
+    h.conn(m.to)
+        .handle_datagram_from(now, PathId(m.path as u32), dst, src, &b);
+    let after = rejected(&h.conn_ref(m.to).stats());
+    out.injected += 1;
+    out.changed += u64::from(b != original);
+    out.counted += after - before;
+    // An unmodified copy is not a forgery: a genuine packet still in
+    // flight is accepted when its copy arrives first (the original is
+    // then the replay), so only changed bytes must be rejected at once.
+    // (The fuzzer found this race: no edits, no cut, no wait.)
+    if after == before && b != original {
+        return Err(format!(
+            "mutation {n} ({m:?}) to {:?} was not counted",
+            m.to
+        ));
+    }
+    for side in [Side::Client, Side::Server] {
+        if h.conn_ref(side).is_closed() {
+            return Err(format!("mutation {n} ({m:?}): {side:?} closed"));
+        }
+    }
+    Ok(())
+}
+
+/// After the mutations: an error when a side closed; a disturbance when a
+/// path is down or numbered packets each way do not all arrive, once.
+fn disturbance(h: &mut Harness, out: &Outcome) -> Result<Disturbance, String> {
     for side in [Side::Client, Side::Server] {
         if h.conn_ref(side).is_closed() {
             return Err(format!("{side:?} closed after {} mutations", out.injected));
         }
         if active_paths(h, side) != 2 {
-            return Ok((
-                out,
-                Some(format!(
-                    "{side:?}: {} Active paths after {} mutations",
-                    active_paths(h, side),
-                    out.injected
-                )),
-            ));
+            return Ok(Some(format!(
+                "{side:?}: {} Active paths after {} mutations",
+                active_paths(h, side),
+                out.injected
+            )));
         }
     }
     // Nothing was disturbed: numbered packets each way all arrive, once.
@@ -226,14 +238,11 @@ pub fn run(h: &mut Harness, muts: &[Mutation]) -> Result<(Outcome, Disturbance),
             .collect();
         got.sort_unstable();
         if got != (0..30).collect::<Vec<_>>() {
-            return Ok((
-                out,
-                Some(format!(
-                    "{side:?}→{:?} after the mutations: {got:?}",
-                    side.peer()
-                )),
-            ));
+            return Ok(Some(format!(
+                "{side:?}→{:?} after the mutations: {got:?}",
+                side.peer()
+            )));
         }
     }
-    Ok((out, None))
+    Ok(None)
 }

@@ -248,6 +248,25 @@ impl Active {
         self.tidy_deadlines();
     }
 
+    /// A packet below `next`: a duplicate, or late (its gap was given up
+    /// already), delivered now out of order unless late ones are dropped.
+    fn admit_below_next(&mut self, now: Instant, item: ReorderItem) {
+        let seq = item.seq;
+        match self.dedup.insert(seq) {
+            Seen::Duplicate => self.stats.duplicates += 1,
+            Seen::TooOld => self.stats.late += 1,
+            Seen::New => {
+                self.stats.late += 1;
+                if self.mode == ActiveMode::Adaptive {
+                    self.extent.late(now, seq);
+                }
+                if !self.drop_late {
+                    self.queue_ready(item, now, true);
+                }
+            }
+        }
+    }
+
     /// Classify one arriving packet: duplicate, late, delivered at once, or held.
     fn admit(
         &mut self,
@@ -265,20 +284,7 @@ impl Active {
         }
         let next = *self.next.get_or_insert(seq);
         if seq < next {
-            match self.dedup.insert(seq) {
-                Seen::Duplicate => self.stats.duplicates += 1,
-                Seen::TooOld => self.stats.late += 1,
-                Seen::New => {
-                    // Its gap was given up already: deliver now, out of order.
-                    self.stats.late += 1;
-                    if self.mode == ActiveMode::Adaptive {
-                        self.extent.late(now, seq);
-                    }
-                    if !self.drop_late {
-                        self.queue_ready(item, now, true);
-                    }
-                }
-            }
+            self.admit_below_next(now, item);
             return;
         }
         // At or above `next` a seq was never delivered, so the window's

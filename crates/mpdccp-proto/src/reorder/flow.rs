@@ -562,17 +562,33 @@ impl PerFlow {
         rx: &[PathReceiveState],
     ) {
         self.stats.received += 1;
+        if let Some(item) = self.admit_to_sequence(now, item, paths, rx) {
+            self.admit_to_flow(now, item, paths);
+        }
+    }
+
+    /// The connection-wide bookkeeping of one arrival: its MP_SEQ fills a
+    /// gap or opens one above the top; losses and expired gaps move the
+    /// floor. `None` when it was handled here (late, a duplicate, or below
+    /// the floor); otherwise its flow decides next.
+    fn admit_to_sequence(
+        &mut self,
+        now: Instant,
+        item: ReorderItem,
+        paths: &[PathView],
+        rx: &[PathReceiveState],
+    ) -> Option<ReorderItem> {
         let seq = item.seq;
         if seq == u64::MAX {
             // Never produced by the 48-bit unwrap; refusing it keeps ranges finite.
             self.stats.late += 1;
-            return;
+            return None;
         }
         let floor = *self.floor.get_or_insert(seq);
         let seen = self.dedup.insert(seq);
         if seq < floor {
             self.not_in_a_gap(seen, item, now);
-            return;
+            return None;
         }
         // At or above the floor the gaps are the truth: a seq is new when
         // above the top or inside a gap.
@@ -591,7 +607,7 @@ impl PerFlow {
                     if let Some(item) = item {
                         self.not_in_a_gap(seen, item, now);
                     }
-                    return;
+                    return None;
                 }
             },
             _ => {
@@ -616,7 +632,13 @@ impl PerFlow {
         }
         self.expire_gaps(now);
         self.recompute_floor();
+        Some(item)
+    }
 
+    /// Delivers `item` or holds it in its inner flow: held only behind the
+    /// flow's own earlier packets still missing (or while the flow holds).
+    fn admit_to_flow(&mut self, now: Instant, item: ReorderItem, paths: &[PathView]) {
+        let seq = item.seq;
         let (hash, protocol) = inner::flow_key(&item.payload, FLOW_SEED);
         let key = self.flow_slot(hash);
         let flow = self.flows.entry(key).or_default();

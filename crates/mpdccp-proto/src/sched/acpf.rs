@@ -31,8 +31,8 @@
 //! A paced path (CCID5, BBRv3) whose pacer holds its few queued packets is
 //! not full: it is busy for `backlog · mss / pacing_rate`. In the first
 //! stage it keeps the packet unless the path CPF would pick next delivers
-//! it no later (issue #25: counting it full sent CCID5's traffic to the
-//! slow path of `asym`, `lossy` and `trace` before any delay comparison).
+//! it no later (counting it full sent CCID5's traffic to the slow path of
+//! `asym`, `lossy` and `trace` before any delay comparison).
 
 use std::time::Duration;
 

@@ -33,6 +33,7 @@ pub mod checksum;
 pub mod mp;
 pub mod option;
 pub mod packet;
+pub mod packet_type;
 pub mod pcap;
 pub mod profile;
 pub mod profile_keys;

@@ -296,28 +296,9 @@ impl MpOption {
             .split_first()
             .ok_or(WireError::BadMpOption { subtype: 255 })?;
         let bad = WireError::BadMpOption { subtype: st };
-        let be32 = |b: &[u8]| -> u32 { u32::from_be_bytes([b[0], b[1], b[2], b[3]]) };
         Ok(match st {
-            subtype::CONFIRM => {
-                if depth > 0 {
-                    return Err(bad);
-                }
-                // Each element is a full option: 46, len, MP_OPT, body.
-                let mut items = Vec::with_capacity(rest.len() / 4);
-                let mut r = rest;
-                while !r.is_empty() {
-                    if r.len() < 3 || r[0] != MP_OPTION_TYPE {
-                        return Err(bad);
-                    }
-                    let len = usize::from(r[1]);
-                    if len < 3 || len > r.len() {
-                        return Err(bad);
-                    }
-                    items.push(Self::parse_depth(&r[2..len], depth + 1)?);
-                    r = &r[len..];
-                }
-                MpOption::Confirm(items)
-            }
+            subtype::CONFIRM if depth > 0 => return Err(bad),
+            subtype::CONFIRM => Self::parse_confirm(rest, depth, bad)?,
             subtype::JOIN => {
                 if rest.len() != 9 {
                     return Err(bad);
@@ -339,27 +320,7 @@ impl MpOption {
                     MpOption::FastClose { key_data }
                 }
             }
-            subtype::KEY => {
-                if rest.len() < 5 + 1 {
-                    return Err(bad);
-                }
-                let ci = be32(&rest[1..5]);
-                let mut r = &rest[5..];
-                let mut keys = Vec::with_capacity(r.len() / 9 + 1);
-                while let Some((&kt, after)) = r.split_first() {
-                    let key_type = KeyType::from_u8(kt).ok_or(bad)?;
-                    let n = key_type.key_len();
-                    if after.len() < n {
-                        return Err(bad);
-                    }
-                    keys.push(MpKey {
-                        key_type,
-                        data: after[..n].to_vec(),
-                    });
-                    r = &after[n..];
-                }
-                MpOption::Key { ci, keys }
-            }
+            subtype::KEY => Self::parse_key(rest, bad)?,
             subtype::SEQ => {
                 if rest.len() != 6 {
                     return Err(bad);
@@ -380,37 +341,7 @@ impl MpOption {
                     age_ms: be32(&rest[5..9]),
                 }
             }
-            subtype::ADDADDR => {
-                let (nonce_len, addr_len, port_len) = match rest.len() {
-                    5 => (0, 4, 0),
-                    7 => (0, 4, 2),
-                    17 => (0, 16, 0),
-                    19 => (0, 16, 2),
-                    9 => (4, 4, 0),
-                    11 => (4, 4, 2),
-                    21 => (4, 16, 0),
-                    23 => (4, 16, 2),
-                    _ => return Err(bad),
-                };
-                let addr_id = rest[0];
-                let nonce = (nonce_len == 4).then(|| be32(&rest[1..5]));
-                let a = &rest[1 + nonce_len..1 + nonce_len + addr_len];
-                let addr = if addr_len == 4 {
-                    IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
-                } else {
-                    let mut b = [0u8; 16];
-                    b.copy_from_slice(a);
-                    IpAddr::V6(Ipv6Addr::from(b))
-                };
-                let p = 1 + nonce_len + addr_len;
-                let port = (port_len == 2).then(|| u16::from_be_bytes([rest[p], rest[p + 1]]));
-                MpOption::AddAddr {
-                    addr_id,
-                    nonce,
-                    addr,
-                    port,
-                }
-            }
+            subtype::ADDADDR => Self::parse_add_addr(rest, bad)?,
             subtype::REMOVEADDR => match rest.len() {
                 1 => MpOption::RemoveAddr {
                     addr_id: rest[0],
@@ -430,6 +361,84 @@ impl MpOption {
             }
             subtype::EXP => MpOption::Exp(rest.to_vec()),
             _ => return Err(bad),
+        })
+    }
+
+    /// MP_CONFIRM's body (`rest`, at nesting `depth`): each element a full
+    /// option, 46, length, then an MP option's body; none nested deeper.
+    fn parse_confirm(rest: &[u8], depth: u8, bad: WireError) -> Result<MpOption, WireError> {
+        // Each element is a full option: 46, len, MP_OPT, body.
+        let mut items = Vec::with_capacity(rest.len() / 4);
+        let mut r = rest;
+        while !r.is_empty() {
+            if r.len() < 3 || r[0] != MP_OPTION_TYPE {
+                return Err(bad);
+            }
+            let len = usize::from(r[1]);
+            if len < 3 || len > r.len() {
+                return Err(bad);
+            }
+            items.push(Self::parse_depth(&r[2..len], depth + 1)?);
+            r = &r[len..];
+        }
+        Ok(MpOption::Confirm(items))
+    }
+
+    /// MP_KEY's body: a Connection Identifier, then one or more keys each
+    /// led by its type.
+    fn parse_key(rest: &[u8], bad: WireError) -> Result<MpOption, WireError> {
+        if rest.len() < 5 + 1 {
+            return Err(bad);
+        }
+        let ci = be32(&rest[1..5]);
+        let mut r = &rest[5..];
+        let mut keys = Vec::with_capacity(r.len() / 9 + 1);
+        while let Some((&kt, after)) = r.split_first() {
+            let key_type = KeyType::from_u8(kt).ok_or(bad)?;
+            let n = key_type.key_len();
+            if after.len() < n {
+                return Err(bad);
+            }
+            keys.push(MpKey {
+                key_type,
+                data: after[..n].to_vec(),
+            });
+            r = &after[n..];
+        }
+        Ok(MpOption::Key { ci, keys })
+    }
+
+    /// MP_ADDADDR's body: Address ID, an optional nonce, an IPv4 or IPv6
+    /// address and an optional port, told apart by the length.
+    fn parse_add_addr(rest: &[u8], bad: WireError) -> Result<MpOption, WireError> {
+        let (nonce_len, addr_len, port_len) = match rest.len() {
+            5 => (0, 4, 0),
+            7 => (0, 4, 2),
+            17 => (0, 16, 0),
+            19 => (0, 16, 2),
+            9 => (4, 4, 0),
+            11 => (4, 4, 2),
+            21 => (4, 16, 0),
+            23 => (4, 16, 2),
+            _ => return Err(bad),
+        };
+        let addr_id = rest[0];
+        let nonce = (nonce_len == 4).then(|| be32(&rest[1..5]));
+        let a = &rest[1 + nonce_len..1 + nonce_len + addr_len];
+        let addr = if addr_len == 4 {
+            IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
+        } else {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(a);
+            IpAddr::V6(Ipv6Addr::from(b))
+        };
+        let p = 1 + nonce_len + addr_len;
+        let port = (port_len == 2).then(|| u16::from_be_bytes([rest[p], rest[p + 1]]));
+        Ok(MpOption::AddAddr {
+            addr_id,
+            nonce,
+            addr,
+            port,
         })
     }
 
@@ -520,27 +529,7 @@ impl MpOption {
                 nonce,
                 addr,
                 port,
-            } => {
-                b[0] = *addr_id;
-                let mut off = 1;
-                if let Some(n) = nonce {
-                    b[1..5].copy_from_slice(&n.to_be_bytes());
-                    off = 5;
-                }
-                match addr {
-                    IpAddr::V4(a) => {
-                        b[off..off + 4].copy_from_slice(&a.octets());
-                        off += 4;
-                    }
-                    IpAddr::V6(a) => {
-                        b[off..off + 16].copy_from_slice(&a.octets());
-                        off += 16;
-                    }
-                }
-                if let Some(p) = port {
-                    b[off..off + 2].copy_from_slice(&p.to_be_bytes());
-                }
-            }
+            } => emit_add_addr(b, *addr_id, *nonce, *addr, *port),
             MpOption::RemoveAddr { addr_id, nonce } => {
                 b[0] = *addr_id;
                 if let Some(n) = nonce {
@@ -679,6 +668,34 @@ pub fn parse_seq(body: &[u8]) -> Option<u64> {
         [subtype::SEQ, rest @ ..] if rest.len() == 6 => Some(read_u48(rest)),
         _ => None,
     }
+}
+
+/// MP_ADDADDR's body into `b` (sized by `buffer_len`): Address ID, the
+/// nonce if any, the address, the port if any.
+fn emit_add_addr(b: &mut [u8], addr_id: u8, nonce: Option<u32>, addr: IpAddr, port: Option<u16>) {
+    b[0] = addr_id;
+    let mut off = 1;
+    if let Some(n) = nonce {
+        b[1..5].copy_from_slice(&n.to_be_bytes());
+        off = 5;
+    }
+    match addr {
+        IpAddr::V4(a) => {
+            b[off..off + 4].copy_from_slice(&a.octets());
+            off += 4;
+        }
+        IpAddr::V6(a) => {
+            b[off..off + 16].copy_from_slice(&a.octets());
+            off += 16;
+        }
+    }
+    if let Some(p) = port {
+        b[off..off + 2].copy_from_slice(&p.to_be_bytes());
+    }
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
 pub(crate) fn read_u48(b: &[u8]) -> u64 {

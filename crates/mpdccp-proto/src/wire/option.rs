@@ -11,7 +11,7 @@
 
 use super::ackvec::{self, AckVector};
 use super::mp::{self, MpOption};
-use super::packet::PacketType;
+use super::packet_type::PacketType;
 use super::WireError;
 
 /// Option type numbers (§5.8 Table 3; 46 from RFC 9897).
@@ -593,25 +593,7 @@ impl DccpOption {
             DccpOption::ChangeL { feature, value }
             | DccpOption::ConfirmL { feature, value }
             | DccpOption::ChangeR { feature, value }
-            | DccpOption::ConfirmR { feature, value } => {
-                b[0] = feature.to_u8();
-                match value {
-                    FeatureValue::Empty => {}
-                    FeatureValue::ServerPriority(v) | FeatureValue::Unknown(v) => {
-                        b[1..].copy_from_slice(v)
-                    }
-                    FeatureValue::NonNegotiable(n) => {
-                        if feature.nn_len().is_none() {
-                            return Err(WireError::FieldOutOfRange);
-                        }
-                        let w = b.len() - 1;
-                        if w < 8 && *n >> (8 * w) != 0 {
-                            return Err(WireError::FieldOutOfRange);
-                        }
-                        b[1..].copy_from_slice(&n.to_be_bytes()[8 - w..]);
-                    }
-                }
-            }
+            | DccpOption::ConfirmR { feature, value } => emit_feature(b, *feature, value)?,
             DccpOption::InitCookie(d) | DccpOption::DataDropped(d) => {
                 if d.is_empty() {
                     return Err(WireError::FieldOutOfRange);
@@ -655,6 +637,28 @@ impl DccpOption {
         }
         Ok(len)
     }
+}
+
+/// The body of a Change or Confirm option into `b` (sized by
+/// `buffer_len`): the feature number, then its value (RFC 4340 §6.1); a
+/// non-negotiable value must fit the bytes its feature gives it.
+fn emit_feature(b: &mut [u8], feature: FeatureNum, value: &FeatureValue) -> Result<(), WireError> {
+    b[0] = feature.to_u8();
+    match value {
+        FeatureValue::Empty => {}
+        FeatureValue::ServerPriority(v) | FeatureValue::Unknown(v) => b[1..].copy_from_slice(v),
+        FeatureValue::NonNegotiable(n) => {
+            if feature.nn_len().is_none() {
+                return Err(WireError::FieldOutOfRange);
+            }
+            let w = b.len() - 1;
+            if w < 8 && *n >> (8 * w) != 0 {
+                return Err(WireError::FieldOutOfRange);
+            }
+            b[1..].copy_from_slice(&n.to_be_bytes()[8 - w..]);
+        }
+    }
+    Ok(())
 }
 
 /// Bytes needed to hold `n` (0 for 0).

@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::Segment;
-use mpdccp_proto::harness::{assert_timer_advanced, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::{
+    assert_endpoint_timer_advanced, assert_timer_advanced, Harness, HarnessConfig, LinkSpec, Side,
+};
 use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
 use mpdccp_proto::{
     ConnStats, Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig,
@@ -217,11 +219,7 @@ impl EpNet {
             }
             if self.ep.poll_timeout().is_some_and(|t| t <= now) {
                 self.ep.handle_timeout(now);
-                let next = self.ep.poll_timeout();
-                assert!(
-                    next.is_none_or(|t| t > now),
-                    "stuck timer: after Endpoint::handle_timeout({now:?}) it asks for {next:?}"
-                );
+                assert_endpoint_timer_advanced(&self.ep, now);
                 progress = true;
             }
             while let Some(e) = self.client.poll_event() {

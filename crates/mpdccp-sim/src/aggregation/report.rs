@@ -6,7 +6,7 @@ use std::path::Path;
 
 use mpdccp_model::heatmap::{label, plot_heatmap, HeatMap};
 
-use super::score::{Cell, Scorecard};
+use super::score::{Cell, Reference, Scorecard};
 use crate::SimError;
 
 /// File names in the output directory.
@@ -104,6 +104,21 @@ fn cell_of<'a>(card: &'a Scorecard, mix: &str, inner: &str, cc: &str) -> Option<
 /// controllers), then the references and the thresholds.
 pub fn markdown(card: &Scorecard, command: &str) -> String {
     let mut s = String::new();
+    intro(&mut s, card, command);
+    for super::score::Named { name: inner, about } in &card.inners {
+        inner_table(&mut s, card, inner, about);
+    }
+    references(&mut s, card);
+    let _ = writeln!(s, "\n## Path mixes\n");
+    for super::score::Named { name: m, about } in &card.mixes {
+        let _ = writeln!(s, "- **{m}**: {about}");
+    }
+    let _ = writeln!(s, "\n![heat map]({HEATMAP})");
+    s
+}
+
+/// The report's head: the command, the runs, the verdict, the thresholds.
+fn intro(s: &mut String, card: &Scorecard, command: &str) {
     let _ = writeln!(s, "# Aggregation scorecard\n");
     let _ = writeln!(s, "Command: `{command}`\n");
     let _ = writeln!(
@@ -151,64 +166,83 @@ pub fn markdown(card: &Scorecard, command: &str) -> String {
          real-time cells add the real-time flow's OWD p95. ✅ passes every check, \
          ❌ fails one (listed under the table).\n"
     );
-    for super::score::Named { name: inner, about } in &card.inners {
-        let _ = writeln!(s, "## {inner} — {about}\n");
-        let _ = write!(s, "| mix | best single | sum |");
-        for cc in &card.ccs {
-            let _ = write!(s, " {cc} |");
-        }
-        let _ = writeln!(s);
-        let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(card.ccs.len()));
-        let mut fails = Vec::new();
-        for mix in card.mixes.iter().map(|n| &n.name) {
-            let Some(r) = card.reference(mix, inner) else {
-                continue;
-            };
-            let _ = write!(
-                s,
-                "| {mix} | {} ({}) | {:.1} |",
-                opt(r.best_single_mbps, 1),
-                r.best_path.as_deref().unwrap_or("-"),
-                r.capacity_sum_mbps
-            );
-            for cc in &card.ccs {
-                match cell_of(card, mix, inner, cc) {
-                    Some(c) if c.error.is_none() => {
-                        let rt = c
-                            .rt_owd_p95_ms
-                            .map_or(String::new(), |v| format!(" {v:.0} ms"));
-                        let _ = write!(
-                            s,
-                            " {} ({} / {}){rt} {} |",
-                            opt(c.goodput_mbps, 1),
-                            ratio_best(card, c),
-                            opt(c.ratio_sum, 2),
-                            if c.pass { "✅" } else { "❌" }
-                        );
-                        if !c.pass {
-                            fails.push(format!("{mix}/{cc}: {}", failed(c).join("; ")));
-                        }
-                    }
-                    Some(c) => {
-                        let _ = write!(s, " error ❌ |");
-                        fails.push(format!("{mix}/{cc}: {}", c.error.as_deref().unwrap_or("")));
-                    }
-                    None => {
-                        let _ = write!(s, " – |");
-                    }
-                }
-            }
-            let _ = writeln!(s);
-        }
-        if !fails.is_empty() {
-            let _ = writeln!(s, "\n<details><summary>failed checks</summary>\n");
-            for f in fails {
-                let _ = writeln!(s, "- {f}");
-            }
-            let _ = writeln!(s, "\n</details>");
-        }
+}
+
+/// One inner traffic's table (rows mixes, columns controllers) and its
+/// failed checks.
+fn inner_table(s: &mut String, card: &Scorecard, inner: &str, about: &str) {
+    let _ = writeln!(s, "## {inner} — {about}\n");
+    let _ = write!(s, "| mix | best single | sum |");
+    for cc in &card.ccs {
+        let _ = write!(s, " {cc} |");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "|---|---|---|{}", "---|".repeat(card.ccs.len()));
+    let mut fails = Vec::new();
+    for mix in card.mixes.iter().map(|n| &n.name) {
+        let Some(r) = card.reference(mix, inner) else {
+            continue;
+        };
+        mix_row(s, card, r, mix, inner, &mut fails);
         let _ = writeln!(s);
     }
+    if !fails.is_empty() {
+        let _ = writeln!(s, "\n<details><summary>failed checks</summary>\n");
+        for f in fails {
+            let _ = writeln!(s, "- {f}");
+        }
+        let _ = writeln!(s, "\n</details>");
+    }
+    let _ = writeln!(s);
+}
+
+/// The row of `mix` in `inner`'s table; failed cells go to `fails`.
+fn mix_row(
+    s: &mut String,
+    card: &Scorecard,
+    r: &Reference,
+    mix: &str,
+    inner: &str,
+    fails: &mut Vec<String>,
+) {
+    let _ = write!(
+        s,
+        "| {mix} | {} ({}) | {:.1} |",
+        opt(r.best_single_mbps, 1),
+        r.best_path.as_deref().unwrap_or("-"),
+        r.capacity_sum_mbps
+    );
+    for cc in &card.ccs {
+        match cell_of(card, mix, inner, cc) {
+            Some(c) if c.error.is_none() => {
+                let rt = c
+                    .rt_owd_p95_ms
+                    .map_or(String::new(), |v| format!(" {v:.0} ms"));
+                let _ = write!(
+                    s,
+                    " {} ({} / {}){rt} {} |",
+                    opt(c.goodput_mbps, 1),
+                    ratio_best(card, c),
+                    opt(c.ratio_sum, 2),
+                    if c.pass { "✅" } else { "❌" }
+                );
+                if !c.pass {
+                    fails.push(format!("{mix}/{cc}: {}", failed(c).join("; ")));
+                }
+            }
+            Some(c) => {
+                let _ = write!(s, " error ❌ |");
+                fails.push(format!("{mix}/{cc}: {}", c.error.as_deref().unwrap_or("")));
+            }
+            None => {
+                let _ = write!(s, " – |");
+            }
+        }
+    }
+}
+
+/// The references: the same inner traffic on each path alone.
+fn references(s: &mut String, card: &Scorecard) {
     let _ = writeln!(
         s,
         "## References (the same inner traffic on each path alone)\n"
@@ -235,12 +269,6 @@ pub fn markdown(card: &Scorecard, command: &str) -> String {
             );
         }
     }
-    let _ = writeln!(s, "\n## Path mixes\n");
-    for super::score::Named { name: m, about } in &card.mixes {
-        let _ = writeln!(s, "- **{m}**: {about}");
-    }
-    let _ = writeln!(s, "\n![heat map]({HEATMAP})");
-    s
 }
 
 /// The text table printed to stderr: per inner traffic, rows mixes,

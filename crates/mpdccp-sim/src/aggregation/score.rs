@@ -167,6 +167,63 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
+/// The reference of `job`'s mix and inner traffic, before its direct
+/// runs: the paths' capacity sum over the steady window `from..to`, the
+/// offered load, the faster path's RTT.
+fn new_reference(job: &Job, from: f64, to: f64) -> Reference {
+    let paths = &job.scenario.path;
+    let capacity_sum: f64 = paths
+        .iter()
+        .map(|p| mixes::mean_capacity_mbps(p, from, to))
+        .sum();
+    let offered = job
+        .scenario
+        .flow
+        .iter()
+        .map(|f| f.rate_mbps)
+        .try_fold(0.0, |acc, r| r.map(|r| acc + r));
+    let min_delay = paths
+        .iter()
+        .map(|p| p.delay_ms)
+        .fold(f64::INFINITY, f64::min);
+    Reference {
+        mix: job.mix.name.into(),
+        inner: job.inner.name.into(),
+        direct: Vec::new(),
+        best_path: None,
+        best_single_mbps: None,
+        capacity_sum_mbps: round6(capacity_sum),
+        offered_mbps: offered.map(round6),
+        faster_path_rtt_ms: round6(2.0 * min_delay),
+    }
+}
+
+/// A direct run on path `p` (capacity `cap`) into `reference`, which
+/// keeps the best of them.
+fn add_direct(
+    reference: &mut Reference,
+    p: &str,
+    cap: f64,
+    measured: Option<&Measured>,
+    err: Option<String>,
+) {
+    let g = measured.map(|m| m.goodput);
+    reference.direct.push(Direct {
+        path: p.to_owned(),
+        capacity_mbps: round6(cap),
+        goodput_mbps: r6(g),
+        rt_owd_p95_ms: r6(measured.and_then(|m| m.rt_owd_p95)),
+        rt_loss: r6(measured.and_then(|m| m.rt_loss)),
+        error: err,
+    });
+    if let Some(g) = g {
+        if reference.best_single_mbps.is_none_or(|b| g > b) {
+            reference.best_single_mbps = Some(round6(g));
+            reference.best_path = Some(p.to_owned());
+        }
+    }
+}
+
 /// Scores `results` (one per job, in `jobs` order).
 pub fn scorecard(opts: &Options, jobs: &[Job], results: &[RunResult]) -> Scorecard {
     let th = Thresholds::default();
@@ -190,30 +247,7 @@ pub fn scorecard(opts: &Options, jobs: &[Job], results: &[RunResult]) -> Scoreca
             .last()
             .is_none_or(|r| r.mix != job.mix.name || r.inner != job.inner.name)
         {
-            let capacity_sum: f64 = paths
-                .iter()
-                .map(|p| mixes::mean_capacity_mbps(p, from, to))
-                .sum();
-            let offered = job
-                .scenario
-                .flow
-                .iter()
-                .map(|f| f.rate_mbps)
-                .try_fold(0.0, |acc, r| r.map(|r| acc + r));
-            let min_delay = paths
-                .iter()
-                .map(|p| p.delay_ms)
-                .fold(f64::INFINITY, f64::min);
-            references.push(Reference {
-                mix: job.mix.name.into(),
-                inner: job.inner.name.into(),
-                direct: Vec::new(),
-                best_path: None,
-                best_single_mbps: None,
-                capacity_sum_mbps: round6(capacity_sum),
-                offered_mbps: offered.map(round6),
-                faster_path_rtt_ms: round6(2.0 * min_delay),
-            });
+            references.push(new_reference(job, from, to));
         }
         let Some(reference) = references.last_mut() else {
             continue;
@@ -224,21 +258,7 @@ pub fn scorecard(opts: &Options, jobs: &[Job], results: &[RunResult]) -> Scoreca
                     .iter()
                     .find(|x| &x.name == p)
                     .map_or(0.0, |x| mixes::mean_capacity_mbps(x, from, to));
-                let g = measured.as_ref().map(|m| m.goodput);
-                reference.direct.push(Direct {
-                    path: p.clone(),
-                    capacity_mbps: round6(cap),
-                    goodput_mbps: r6(g),
-                    rt_owd_p95_ms: r6(measured.as_ref().and_then(|m| m.rt_owd_p95)),
-                    rt_loss: r6(measured.as_ref().and_then(|m| m.rt_loss)),
-                    error: err,
-                });
-                if let Some(g) = g {
-                    if reference.best_single_mbps.is_none_or(|b| g > b) {
-                        reference.best_single_mbps = Some(round6(g));
-                        reference.best_path = Some(p.clone());
-                    }
-                }
+                add_direct(reference, p, cap, measured.as_ref(), err);
             }
             (Some(cc), _) => {
                 if !ccs.contains(cc) {

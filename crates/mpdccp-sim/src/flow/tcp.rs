@@ -393,16 +393,43 @@ impl TcpSender {
             return;
         }
         let prior_in_flight = self.pipe;
-        let mut acked_pkts = 0u32;
         let rack = self.detection == LossDetection::Rack;
         let dsack = is_dsack(ack);
         if dsack {
             self.stats.dsack_count += 1;
         }
         self.delivered.clear();
-        // Cumulative part.
         let cum = ack.seq.min(self.next_seq);
         let advanced = cum > self.snd_una;
+        let mut acked_pkts = self.ack_cumulative(now, cum, rack);
+        let (sacked_pkts, sack_changed) = self.ack_selective(now, ack, rack);
+        acked_pkts += sacked_pkts;
+        if acked_pkts > 0 {
+            self.on_acked(now, ack, acked_pkts, prior_in_flight);
+        }
+        if rack {
+            self.rack_on_ack(now, ack, dsack, advanced || sack_changed);
+        } else if sack_changed {
+            self.detect_losses(now);
+        }
+        if advanced {
+            self.rto_backoff = 1;
+        }
+        if self.segs.is_empty() {
+            self.rto_deadline = None;
+        } else if advanced || self.rto_deadline.is_none() {
+            // RFC 6298 §5.3: restart the timer when new data is acknowledged.
+            self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
+        }
+        if rack {
+            self.arm_pto(now);
+        }
+    }
+
+    /// The cumulative part of an ACK up to `cum`: every segment below it
+    /// leaves the scoreboard; returns how many it newly acknowledged.
+    fn ack_cumulative(&mut self, now: Instant, cum: u64, rack: bool) -> u32 {
+        let mut acked_pkts = 0u32;
         while self.snd_una < cum {
             // Invariant: snd_una < cum <= next_seq, so the scoreboard is non-empty.
             let s = self.segs.pop_front().expect("scoreboard holds snd_una");
@@ -424,7 +451,13 @@ impl TcpSender {
                 self.sacked_count -= 1;
             }
         }
-        // Selective part.
+        acked_pkts
+    }
+
+    /// The selective part of an ACK: segments in its SACK ranges are
+    /// marked; returns how many it newly acknowledged and whether any was.
+    fn ack_selective(&mut self, now: Instant, ack: &FlowPkt, rack: bool) -> (u32, bool) {
+        let mut acked_pkts = 0u32;
         let mut sack_changed = false;
         for &(a, b) in ack.ranges() {
             let a = a.max(self.snd_una);
@@ -459,47 +492,34 @@ impl TcpSender {
                 seq += 1;
             }
         }
-        if acked_pkts > 0 {
-            // RFC 7323 §4.3: the echoed timestamp gives a valid sample even for
-            // retransmissions.
-            let sample = now.checked_duration_since(ack.sent_at);
-            if let Some(rtt) = sample {
-                self.rtt.on_sample(rtt);
-            }
-            self.stats.acked_pkts += u64::from(acked_pkts);
-            let rate = self.rate.take_sample(self.rtt.min_rtt());
-            let ev = AckEvent {
-                acked_pkts,
-                acked_bytes: u64::from(acked_pkts) * u64::from(self.seg_bytes),
-                prior_in_flight_pkts: prior_in_flight,
-                in_flight_pkts: self.pipe,
-                rtt: sample,
-                srtt: self.rtt.srtt().unwrap_or_default(),
-                min_rtt: self.rtt.min_rtt().unwrap_or_default(),
-                rate,
-                delivered_pkts: self.rate.delivered_pkts(),
-                lost_pkts_total: self.stats.lost_pkts,
-                largest_acked_sent_time: ack.sent_at,
-            };
-            self.cc.on_ack(now, &ev, &[]);
+        (acked_pkts, sack_changed)
+    }
+
+    /// `acked_pkts` newly acknowledged: an RTT sample and the controller's
+    /// ACK event.
+    fn on_acked(&mut self, now: Instant, ack: &FlowPkt, acked_pkts: u32, prior_in_flight: u32) {
+        // RFC 7323 §4.3: the echoed timestamp gives a valid sample even for
+        // retransmissions.
+        let sample = now.checked_duration_since(ack.sent_at);
+        if let Some(rtt) = sample {
+            self.rtt.on_sample(rtt);
         }
-        if rack {
-            self.rack_on_ack(now, ack, dsack, advanced || sack_changed);
-        } else if sack_changed {
-            self.detect_losses(now);
-        }
-        if advanced {
-            self.rto_backoff = 1;
-        }
-        if self.segs.is_empty() {
-            self.rto_deadline = None;
-        } else if advanced || self.rto_deadline.is_none() {
-            // RFC 6298 §5.3: restart the timer when new data is acknowledged.
-            self.rto_deadline = Some(now + self.rtt.rto() * self.rto_backoff);
-        }
-        if rack {
-            self.arm_pto(now);
-        }
+        self.stats.acked_pkts += u64::from(acked_pkts);
+        let rate = self.rate.take_sample(self.rtt.min_rtt());
+        let ev = AckEvent {
+            acked_pkts,
+            acked_bytes: u64::from(acked_pkts) * u64::from(self.seg_bytes),
+            prior_in_flight_pkts: prior_in_flight,
+            in_flight_pkts: self.pipe,
+            rtt: sample,
+            srtt: self.rtt.srtt().unwrap_or_default(),
+            min_rtt: self.rtt.min_rtt().unwrap_or_default(),
+            rate,
+            delivered_pkts: self.rate.delivered_pkts(),
+            lost_pkts_total: self.stats.lost_pkts,
+            largest_acked_sent_time: ack.sent_at,
+        };
+        self.cc.on_ack(now, &ev, &[]);
     }
 
     fn deliver(&mut self, now: Instant, s: &Seg) {

@@ -129,6 +129,42 @@ impl Tx {
     }
 }
 
+/// The receiver takes the packets `arrived` at `now` and sends its ACKs
+/// down: at once when it asks to, or once a QUIC receiver's `ack_due`.
+fn receive(
+    rx: &mut Rx,
+    arrived: Vec<FlowPkt>,
+    now: Instant,
+    ack: &mut FlowPkt,
+    ack_due: &mut Option<Instant>,
+    down: &mut Link<FlowPkt>,
+) {
+    for p in arrived {
+        let send = match rx {
+            Rx::Tcp(r) => r.handle_data(&p, ack).ack_now,
+            Rx::Quic(r) => {
+                let a = r.handle_data(now, &p, ack);
+                if !a.ack_now && ack_due.is_none() {
+                    *ack_due = Some(now + r.max_ack_delay());
+                }
+                a.ack_now
+            }
+        };
+        if send {
+            *ack_due = None;
+            let _ = down.push(now, *ack, ack.len as usize);
+        }
+    }
+    if ack_due.is_some_and(|t| t <= now) {
+        *ack_due = None;
+        if let Rx::Quic(r) = rx {
+            if let Some(a) = r.take_pending_ack(now) {
+                let _ = down.push(now, a, a.len as usize);
+            }
+        }
+    }
+}
+
 /// Runs the pair for `net.secs` seconds.
 pub fn run(pair: (Tx, Rx), net: &Net) -> Outcome {
     let (mut tx, mut rx) = pair;
@@ -171,30 +207,7 @@ pub fn run(pair: (Tx, Rx), net: &Net) -> Outcome {
             while detour.front().is_some_and(|(t, _)| *t <= now) {
                 arrived.extend(detour.pop_front().map(|(_, p)| p));
             }
-            for p in arrived {
-                let send = match &mut rx {
-                    Rx::Tcp(r) => r.handle_data(&p, &mut ack).ack_now,
-                    Rx::Quic(r) => {
-                        let a = r.handle_data(now, &p, &mut ack);
-                        if !a.ack_now && ack_due.is_none() {
-                            ack_due = Some(now + r.max_ack_delay());
-                        }
-                        a.ack_now
-                    }
-                };
-                if send {
-                    ack_due = None;
-                    let _ = down.push(now, ack, ack.len as usize);
-                }
-            }
-            if ack_due.is_some_and(|t| t <= now) {
-                ack_due = None;
-                if let Rx::Quic(r) = &mut rx {
-                    if let Some(a) = r.take_pending_ack(now) {
-                        let _ = down.push(now, a, a.len as usize);
-                    }
-                }
-            }
+            receive(&mut rx, arrived, now, &mut ack, &mut ack_due, &mut down);
             while let Some(a) = down.poll_deliver(now) {
                 tx.handle_ack(now, &a);
             }

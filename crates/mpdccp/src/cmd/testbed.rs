@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use mpdccp_lab::testbed::{self, TestbedConfig};
-use mpdccp_model::results::write_outputs;
 use mpdccp_model::scenario::Scenario;
+use mpdccp_model::write_outputs;
 
 #[derive(clap::Args, Debug)]
 #[command(

@@ -470,7 +470,7 @@ impl Subflow {
         // (RFC 4341 §5) but neither backs off nor counts toward failing
         // the path, which silence alone does. One packet the peer dropped
         // on an idle path (one whose Ack Number a forged packet made
-        // invalid, issue #28) took the path down for a probe's round.
+        // invalid) took the path down for a probe's round.
         let oldest = self.tx.sent.iter().find(|s| !s.acked && !s.lost);
         let delivered_after = oldest.is_some_and(|o| self.seq.gar > o.seq);
         let lost = self.tx.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
@@ -491,7 +491,7 @@ impl Subflow {
             // With `first_probe_at_base_rto` (the daemon) the first probe
             // goes one un-backed-off RTO after the failure: the doubled
             // interval put the recovery of a path a forgery disturbed at
-            // 0.6-1.4 s in the lab (issue #28). The probes after it back
+            // 0.6-1.4 s in the lab. The probes after it back
             // off (`Timer::Probe`).
             let first = if first_probe_at_base_rto {
                 self.tx.rtt.rto()

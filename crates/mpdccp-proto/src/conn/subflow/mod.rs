@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::ackvec::{self, RecvHistory};
-use super::queue::Queued;
+use super::queued::Queued;
 use super::seq::SEQ_MASK;
 use super::PathConfig;
 use crate::cc::{

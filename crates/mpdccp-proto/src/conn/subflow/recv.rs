@@ -135,8 +135,8 @@ impl Subflow {
         // A SyncAck that acknowledges exactly our latest Sync is the peer's
         // answer (RFC 4340 §7.5.4): its sequence number is where the peer
         // is, even below SWL when a forged in-window packet moved GSR ahead
-        // of everything it sends (issue #28: "Acks taking the next sequence
-        // numbers"). Resynchronise to it, back if need be.
+        // of everything it sends ("Acks taking the next sequence numbers").
+        // Resynchronise to it, back if need be.
         let resync = !valid
             && seg.ptype == PacketType::SyncAck
             && seqn < swl
@@ -167,7 +167,7 @@ impl Subflow {
     /// but acknowledged at once, as TCP acknowledges a duplicate segment
     /// (RFC 9293 §3.10.7.4). Its sender may be waiting for that
     /// acknowledgement on an otherwise idle path: when a forged packet
-    /// took the number first (issue #28), the genuine packet is the
+    /// took the number first, the genuine packet is the
     /// duplicate, and without an Ack its sender's retransmission timer
     /// failed the path. At most one Ack per duplicate, smaller than it.
     pub(crate) fn on_duplicate_data(&mut self) {
