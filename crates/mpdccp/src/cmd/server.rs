@@ -23,7 +23,7 @@ daemon_command! {
     ///            routes = [], mtu = 0 (0 = path_mtu minus all headers),
     ///            txqueuelen = 2000 (packets the kernel queues for the daemon; 0 = its 500)
     ///   [tunnel] cc = "ccid2", scheduler = "acpf", reorder = "per-flow" (names: see below),
-    ///            aqm = "fq_codel" (or codel, none), codel_target_ms = 5, codel_interval_ms = 100,
+    ///            aqm = "fq_codel" (or codel, none), codel_target_ms = 15, codel_interval_ms = 100,
     ///            fq_quantum_bytes = 0 (one packet),
     ///            retransmit_lost = true, retransmit_max_age_ms = 50, retransmit_budget_pct = 5,
     ///            tolerate_random_loss = true (docs/AGGREGATION.md "Random loss"),

@@ -50,17 +50,22 @@
 //! filter forgets a swinging link's peak), so there it is left alone; on
 //! one path it cost nothing measurable (docs/AGGREGATION.md).
 //!
-//! With one Active path the target is at least `min_rtt / 2`. There is
-//! nowhere to spill, and a single Reno-like inner flow halving behind a
-//! queue much shorter than its BDP leaves the link idle after each loss
-//! (the buffer-sizing rule, Appenzeller et al., SIGCOMM '04; CUBIC's
-//! β = 0.7 needs 0.43 BDP): with `min_rtt / 4` a one-path NewReno flow
-//! lost 6 % of the link (docs/AGGREGATION.md). Without any bound, though,
-//! the link's drop-tail FIFO holds the whole queue and a real-time flow
-//! waits behind the bulk flow there (150 kB = 30 ms at 40 Mbit/s: OWD p95
-//! 41 ms on a 12 ms path, against 1.5 × RTT = 36 ms). Half a min RTT at
-//! the link plus the FQ-CoDel queue behind it keeps the link busy and the
-//! real-time flow's queue within its RTT budget. The filter spans at least 0.5–1 s
+//! The default target is `min_rtt / 4`, at most `MAX_ADAPTIVE_TARGET`
+//! (5 ms), also while one path is Active. The link's drop-tail FIFO is
+//! shared by every inner flow, so what a bulk flow keeps standing there a
+//! real-time flow waits behind; the tunnel's FQ-CoDel send queue gives each
+//! flow a queue of its own. So the queue a loss-based inner flow needs to
+//! stay busy across its backoff (the buffer-sizing rule, Appenzeller et
+//! al., SIGCOMM '04: CUBIC's β = 0.7 needs 0.43 BDP) belongs in its own
+//! flow queue — `TunnelSettings::codel_target_ms`, 15 ms — not at the
+//! link. Measured (docs/AGGREGATION.md, "The bulk flow's queue in its own
+//! flow queue"): with the former `min_rtt / 2` on a lone 50 ms path (the
+//! `outage` mix while its fast path is down) the real-time flow waited
+//! behind a 23 ms link queue (OWD p50 49 ms); with the cap and the bulk
+//! flow's queue in FQ-CoDel the scorecard passes 258 of 320 cells against
+//! 247, and the one-path mix keeps its goodput.
+//!
+//! The filter spans at least 0.5–1 s
 //! because a cellular link's rate swings faster than 5–10 RTTs: a shorter
 //! window forgets the last peak and holds the path below what it can take
 //! (BBR's bandwidth filter spans 10 rounds for the same reason,
@@ -92,13 +97,13 @@ const MIN_SLOT: Duration = Duration::from_millis(500);
 /// `1 + target / min_rtt` per round.
 const RISING_GAIN_RTTS: u32 = 1;
 
-/// From this many Active paths on the target is the plain one; below, at
-/// least `min_rtt / ONE_PATH_TARGET_DIV` (see the module doc).
+/// From this many Active paths on the BBR family is not bounded
+/// (`one_path_only`, see the module doc).
 pub const MIN_ACTIVE_PATHS: usize = 2;
 
-/// One Active path: the target is at least `min_rtt / 2` (see the module
-/// doc).
-const ONE_PATH_TARGET_DIV: u32 = 2;
+/// Ceiling of the adaptive target: the link's FIFO is shared by every inner
+/// flow (see the module doc).
+const MAX_ADAPTIVE_TARGET: Duration = Duration::from_millis(5);
 
 /// Under the bound a loss-based controller's window may grow to this many
 /// times the bound (see [`flight_for_controller`]).
@@ -128,7 +133,7 @@ pub fn flight_for_controller(pipe: u32, cwnd: u32, bound: Option<u32>) -> u32 {
 
 #[derive(Clone, Debug)]
 pub struct DelayBound {
-    /// Fixed target; `None` = `max(min_rtt / 4, 1 ms)`.
+    /// Fixed target; `None` = `min_rtt / 4` within 1–5 ms.
     target: Option<Duration>,
     /// Max delivery rate (packets/s) of the current slot and of the one
     /// before it; the slot started at `slot_start`.
@@ -143,7 +148,7 @@ pub struct DelayBound {
 }
 
 impl DelayBound {
-    /// `target`: zero = adaptive (`max(min_rtt / 4, 1 ms)`);
+    /// `target`: zero = adaptive (`min_rtt / 4` within 1–5 ms);
     /// `one_path_only`: bound only while one path is Active.
     pub fn new(target: Duration, one_path_only: bool) -> Self {
         DelayBound {
@@ -209,12 +214,9 @@ impl DelayBound {
         if bw <= 0.0 {
             return None;
         }
-        let mut target = self.target.unwrap_or_else(|| (min_rtt / 4).max(MIN_TARGET));
-        if active_paths < MIN_ACTIVE_PATHS {
-            // Nowhere to spill: the one inner bulk flow needs a longer
-            // queue to stay busy across its backoff (see the module doc).
-            target = target.max(min_rtt / ONE_PATH_TARGET_DIV);
-        }
+        let mut target = self
+            .target
+            .unwrap_or_else(|| (min_rtt / 4).clamp(MIN_TARGET, MAX_ADAPTIVE_TARGET));
         if self.rising {
             // Still finding the capacity: BBR's startup gain of 2 on the
             // in-flight bound (draft-ietf-ccwg-bbr-02 §4.6.4.2 cwnd_gain).
@@ -274,15 +276,15 @@ mod tests {
     }
 
     #[test]
-    fn one_active_path_tolerates_half_a_min_rtt_of_queue() {
-        // Nowhere to spill: the target is min_rtt / 2 = 8 ms, 2678.6 ×
-        // 0.024 = 64.3 → 65 + 3; a fixed target above that is kept. With
-        // two Active paths the plain 4 ms target again (57); none without
-        // an Active path.
+    fn one_active_path_keeps_the_short_target() {
+        // The bulk flow's queue waits in its FQ-CoDel queue, not at the
+        // link: one Active path gets the same 4 ms target as two (2678.6
+        // × 0.020 = 53.6 → 54 + 3), none without an Active path; a fixed
+        // target is kept.
         let mut b = DelayBound::new(Duration::ZERO, false);
         b.on_rate_sample(at(0), 2678.6, ms(16));
         b.on_rate_sample(at(5), 2678.6, ms(16));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(68));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(57));
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 0), None);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
         let mut b = DelayBound::new(ms(10), false);
@@ -293,24 +295,42 @@ mod tests {
         let mut b = DelayBound::new(Duration::ZERO, true);
         b.on_rate_sample(at(0), 2678.6, ms(16));
         b.on_rate_sample(at(5), 2678.6, ms(16));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(68));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(57));
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), None);
     }
 
     #[test]
+    fn the_adaptive_target_is_at_most_five_ms() {
+        // min RTT 50 ms (the `outage` mix's slow path): a quarter would be
+        // 12.5 ms of queue in the link's FIFO, where a real-time flow
+        // waits; capped at 5 ms: 1785.7 pkt/s × 0.055 = 98.2 → 99 + 3.
+        let mut b = DelayBound::new(Duration::ZERO, false);
+        b.on_rate_sample(at(0), 1785.7, ms(50));
+        b.on_rate_sample(at(5), 1785.7, ms(50));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 1), Some(102));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2), Some(102));
+        // A fixed target is the operator's: not capped.
+        let mut b = DelayBound::new(ms(20), false);
+        b.on_rate_sample(at(0), 1785.7, ms(50));
+        b.on_rate_sample(at(5), 1785.7, ms(50));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2), Some(128));
+    }
+
+    #[test]
     fn a_new_maximum_opens_the_bound_to_two_bdp_until_the_rate_settles() {
-        // min RTT 40 ms, target 10 ms: bound = rate × 50 ms + 3, or
-        // rate × 80 ms + 3 while the newest sample is a new maximum.
+        // min RTT 40 ms, target 5 ms (a quarter, capped): bound = rate ×
+        // 45 ms + 3, or rate × 80 ms + 3 while the newest sample is a new
+        // maximum.
         let mut b = DelayBound::new(Duration::ZERO, false);
         b.on_rate_sample(at(0), 1000.0, ms(40));
         assert_eq!(b.bound_pkts(at(0), Some(ms(40)), 2), Some(83));
         b.on_rate_sample(at(40), 1000.0, ms(40));
-        assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2), Some(53));
+        assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2), Some(48));
         b.on_rate_sample(at(80), 2000.0, ms(40));
         assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(163));
-        // Below the peak again: the plain target.
+        // Below the peak again: the plain target (2000 × 0.045 = 90 + 3).
         b.on_rate_sample(at(120), 1900.0, ms(40));
-        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(103));
+        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(93));
     }
 
     #[test]
@@ -330,14 +350,14 @@ mod tests {
         // A path delivering exactly what the bound lets in (no queue): the
         // next round's sample is bound / min_rtt, 1.25× the last estimate.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        let rtt = ms(40);
+        let rtt = ms(20);
         let mut rate = 100.0; // pkts/s, far below capacity
         let mut t = 0;
         for _ in 0..10 {
             b.on_rate_sample(at(t), rate, rtt);
             let bound = b.bound_pkts(at(t), Some(rtt), 2).unwrap();
             rate = f64::from(bound) / rtt.as_secs_f64();
-            t += 40;
+            t += 20;
         }
         // 100 × 1.25^10 ≈ 931 pkt/s at least (plus the headroom's gain).
         assert!(rate > 931.0, "{rate}");
