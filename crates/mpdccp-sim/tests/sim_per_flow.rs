@@ -114,6 +114,9 @@ fn a_one_path_flow_is_held_behind_its_own_lone_detour() {
     // target and the link target of min_rtt / 4) include RFC 9002's time
     // threshold: a detour's 80–90 ms RTT exceeds 9/8 of the flow's
     // smoothed RTT even when the packet arrives in order.
-    assert!(out_of_order <= 10, "{out_of_order} out of order in the steady window");
+    assert!(
+        out_of_order <= 10,
+        "{out_of_order} out of order in the steady window"
+    );
     assert!(goodput >= 36.0, "{goodput:.1} Mbit/s (34.4 before)");
 }
