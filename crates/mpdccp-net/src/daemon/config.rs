@@ -815,7 +815,13 @@ mod tests {
                 .connection_config(&plan);
             (c.send_queue_flows, c.send_queue_codel)
         };
-        let codel = Some(CoDelConfig::default());
+        // The tunnel's default target is 15 ms, not RFC 8289's 5 ms (a
+        // bulk flow's standing queue waits in its own flow queue,
+        // `TunnelSettings::codel_target_ms`); the interval is the RFC's.
+        let codel = Some(CoDelConfig {
+            target: std::time::Duration::from_millis(15),
+            ..CoDelConfig::default()
+        });
         assert_eq!(core(""), (DEFAULT_SEND_QUEUE_FLOWS, codel));
         assert_eq!(DEFAULT_SEND_QUEUE_FLOWS, 1024);
         assert_eq!(
