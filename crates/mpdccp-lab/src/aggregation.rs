@@ -259,10 +259,27 @@ pub fn diagnosis(status: &Value) -> Value {
                     walk(&p, x, out);
                 }
             }
+            // The connections (a list) hold the send queue's and the
+            // reorderer's counters.
+            Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    walk(&format!("{prefix}.{i}"), x, out);
+                }
+            }
             Value::Number(n) => {
                 let leaf = prefix.rsplit('.').next().unwrap_or("");
                 let interesting = [
-                    "refused", "drop", "expired", "reorder", "timeout", "lost", "late", "full",
+                    "refused",
+                    "drop",
+                    "expired",
+                    "reorder",
+                    "timeout",
+                    "timed_out",
+                    "lost",
+                    "late",
+                    "full",
+                    "overflow",
+                    "retransmit",
                 ]
                 .iter()
                 .any(|w| leaf.contains(w));
@@ -695,6 +712,35 @@ mod tests {
         assert_eq!(q["goals"]["never_below_best"], false);
         assert_eq!(q["goals"]["sum_x0.85"], false);
         assert!(markdown(&json!({"cells": [s, q]})).contains("**FAIL**"));
+    }
+
+    #[test]
+    fn the_diagnosis_lists_the_connections_drop_and_reorder_counters() {
+        // The send queue's and the reorderer's counters live in the list of
+        // connections; a zero counter and a non-counter word are left out.
+        let status = json!({
+            "auth": {"gate": {"refused_unknown": 2, "half_open": 1}},
+            "connections": [{
+                "paths": [{"name": "p1", "stats": {"lost_pkts": 3}}],
+                "stats": {"send_queue_codel_dropped": 9, "send_queue_expired": 0,
+                          "conn_retransmitted_pkts": 1, "tx_bytes": 100},
+                "reorder": {"gaps_timed_out": 79, "late": 80, "held_pkts": 4}
+            }]
+        });
+        let d = diagnosis(&status);
+        let c = d["counters"].as_object().unwrap();
+        let keys: Vec<&str> = c.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "auth.gate.refused_unknown",
+                "connections.0.reorder.gaps_timed_out",
+                "connections.0.reorder.late",
+                "connections.0.stats.conn_retransmitted_pkts",
+                "connections.0.stats.send_queue_codel_dropped",
+            ]
+        );
+        assert_eq!(d["paths"][0]["lost_pkts"], 3);
     }
 
     #[test]
