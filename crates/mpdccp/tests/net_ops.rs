@@ -632,7 +632,8 @@ fn p99(mut v: Vec<f64>) -> f64 {
     v[(v.len() * 99).div_ceil(100) - 1]
 }
 
-/// Prometheus scrapes run off the packet path (issue #11): the listener
+/// Prometheus scrapes run off the packet path (a scrape must not slow the
+/// tunnel): the listener
 /// thread answers from the status snapshot the loop publishes at most every
 /// 100 ms, so back-to-back scrapes cost the loop at most 10 status
 /// documents a second, whatever the scrape rate (counted: `ops.snapshots`;
@@ -740,7 +741,7 @@ fn idle_metrics_connections_do_not_stall_a_scrape() {
 }
 
 /// A clean start and an idle period with a ping now and then: neither
-/// daemon logs a warning (issue #26 "quiet logs"). The client host's own
+/// daemon logs a warning (a warning must mean something is wrong). The client host's own
 /// IPv6 chatter on its TUN (DAD from ::, router solicitations from fe80::)
 /// is outside its `allowed_ips`: the server drops and counts it
 /// (`inner_link_local_dropped`) and says nothing.

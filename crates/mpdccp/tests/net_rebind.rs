@@ -1,4 +1,4 @@
-//! Issue #13, end to end between network namespaces: a NAT rebinding on
+//! End to end between network namespaces: a NAT rebinding on
 //! the client's path. The router namespace rewrites the client's UDP
 //! source port statelessly with nftables (and the server's answers back),
 //! first to 40001, then — atomically, in the middle of a 100 pings/s

@@ -218,7 +218,7 @@ fn e1_ccid2_tunnel_fills_the_buffer() {
     );
 }
 
-/// Issue #27: a real cellular path on the real tunnel beside the
+/// A real cellular path on the real tunnel beside the
 /// simulator. `dsl-lte-drop` (DSL 20 → 4 → 20 Mbit/s, LTE replaying the
 /// T-Mobile trace, 8 Mbit/s video + 1 Mbit/s real-time UDP) with
 /// `--compare-sim`: both sides move the traffic onto LTE during the drop

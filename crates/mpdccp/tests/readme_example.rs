@@ -1,4 +1,4 @@
-//! README's two example files (issue 26: the Security snippet interleaved
+//! README's two example files (once the Security snippet interleaved
 //! two files in columns, neither had an `[ops]` section, so on one host
 //! both daemons took `/run/mpdccp.sock` and the client failed with
 //! "Address already in use"). Here they run as written, side by side on
