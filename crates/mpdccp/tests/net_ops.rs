@@ -786,7 +786,7 @@ fn a_clean_start_and_an_idle_period_log_no_warning() {
     // The chatter was there and was counted, so the silence is not luck.
     let chatter = &st["auth"]["routes"]["inner_link_local_dropped"];
     assert!(n(chatter) > 0 && n(chatter) != u64::MAX, "{chatter}");
-    // Issue 26: both ends show the settings they run with (the daemon
+    // Both ends show the settings they run with (the daemon
     // defaults here), the server the peer's name the handshake proved, and
     // every path how it travels.
     let want = mpdccp_proto::conn::TunnelSettings::default();

@@ -1,6 +1,6 @@
 //! `mpdccp testbed` on E1 (single path, 100 → 10 Mbit/s at t = 5 s): the
 //! real tunnel with CCID5 and the kernel's TCP BBR over the emulated path.
-//! Issue criterion: path RTT p95 after the drop ≤ 35 ms at ≥ 9 Mbit/s.
+//! Criterion: path RTT p95 after the drop ≤ 35 ms at ≥ 9 Mbit/s.
 //!
 //! Needs root (else a skip notice, or a failure when `CI` is set).
 

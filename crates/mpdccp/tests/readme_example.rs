@@ -237,7 +237,7 @@ fn the_readme_files_run_side_by_side_and_carry_a_ping() {
 /// The two runs share /run/mpdccp's socket names: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Issue 26's mistakes, each with the message it gets:
+/// Configuration mistakes, each with the message it gets:
 /// - a wrong `server_public_key`: the client says the server did not
 ///   answer its handshake and names `server_public_key` and the server's
 ///   `[[peer]]` list (it used to print only "join failed; retrying");
