@@ -1,4 +1,4 @@
-//! `mpdccp testbed --aggregation`: issue #25's matrix, reduced, on the real
+//! `mpdccp testbed --aggregation`: the aggregation matrix, reduced, on the real
 //! tunnel. Two path pairs (DSL beside LTE, `mpdccp netem` paths) × inner
 //! traffic (kernel TCP up and down via iperf3, QUIC up and down with
 //! aioquic), each cell through the tunnel (the daemons' defaults) and with

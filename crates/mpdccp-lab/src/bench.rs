@@ -13,7 +13,7 @@
 //! * the same through the tunnel again with `auth = "protected"` (Noise
 //!   handshake, every data payload sealed with ChaCha20-Poly1305 per path,
 //!   docs/SECURITY.md §5): what payload protection costs;
-//! * the peers (issue #22): our tunnel over path 1 only (open and
+//! * the peers: our tunnel over path 1 only (open and
 //!   protected) and wireguard-go over the same path when it is installed
 //!   (`crate::peers`), with the same traffic, and ours / wireguard-go per
 //!   figure; skipped with a notice when wireguard-go or `wg` is missing.
@@ -335,7 +335,7 @@ fn wakeup_floor_us() -> Value {
     }
 }
 
-/// UDP rate offered through the tunnel and directly (issue #14's goal:
+/// UDP rate offered through the tunnel and directly (the throughput goal:
 /// 1200-byte datagrams at 2 Gbit/s with < 1 % loss).
 const UDP_OFFERED_MBPS: u32 = 2000;
 
@@ -512,7 +512,7 @@ fn peers(
     let protected = ("mpdccp_one_path_protected", AuthMode::Protected);
     // MPDCCP_BENCH_PEER_MODES (`open`, `protected`, `open,protected`)
     // picks our one-path runs, e.g. protected only beside wireguard-go
-    // for the AEAD work of issue #22; by default open when `quick`, both
+    // when working on the AEAD path; by default open when `quick`, both
     // otherwise.
     let modes: Vec<(&str, AuthMode)> = match std::env::var("MPDCCP_BENCH_PEER_MODES") {
         Ok(v) if !v.is_empty() => {

@@ -1,4 +1,4 @@
-//! Issue #14's goals for the real tunnel, each next to the figure of one
+//! The performance goals for the real tunnel, each next to the figure of one
 //! `mpdccp testbed --bench` run that it judges. A goal whose figure the
 //! benchmark cannot produce yet says so (`met: null`) instead of passing.
 

@@ -14,7 +14,8 @@
 //! * [`iperf`] — iperf3 runs from the client's to the server's namespace.
 //! * [`probe`] — UDP CBR probe generator/receiver with exact one-way delay.
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
-//! * [`aggregation`] — issue #25's reduced matrix on the real tunnel (`mpdccp testbed --aggregation`).
+//! * [`aggregation`] — the reduced aggregation matrix on the real tunnel
+//!   (`mpdccp testbed --aggregation`).
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
 //! * [`peers`] — wireguard-go beside our tunnel in the benchmark.
 //! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).

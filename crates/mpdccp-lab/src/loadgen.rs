@@ -1,8 +1,7 @@
-//! `mpdccp bench clients`: many clients on one server (issue #14, "Many
-//! clients"). One process drives N client-role `Connection`s, one UDP
-//! socket (one source port) each, against a real `mpdccp server` in a
-//! network namespace; a UDP echo on the server's inner address turns the
-//! upstream into downstream.
+//! `mpdccp bench clients`: many clients on one server. One process drives N
+//! client-role `Connection`s, one UDP socket (one source port) each, against
+//! a real `mpdccp server` in a network namespace; a UDP echo on the server's
+//! inner address turns the upstream into downstream.
 //!
 //! ```text
 //!  ns C (clients)                     ns S (server)

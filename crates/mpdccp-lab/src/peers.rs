@@ -1,5 +1,5 @@
 //! The tunnels operators would run instead of ours, in the benchmark's own
-//! namespaces (issue #22): wireguard-go over path 1, configured with `wg`.
+//! namespaces: wireguard-go over path 1, configured with `wg`.
 //!
 //! Install (not done by CI, to keep its time):
 //! ```text

@@ -247,7 +247,7 @@ fn run_in(
             log: cfg.log.clone(),
             rt_priority: cfg.daemon_rt_priority,
             auth: cfg.auth,
-            // Scenarios do not choose a transport yet (issue #15 part 3).
+            // Scenarios do not choose a transport yet: UDP, the default.
             ..TunnelOpts::default()
         };
         topo.start_tunnel(exe, &opts)?;

@@ -1,4 +1,4 @@
-//! `mpdccp testbed --video`: issue #25's real-time goal on the real tunnel.
+//! `mpdccp testbed --video`: the real-time goal on the real tunnel.
 //! An 8 Mbit/s VP8 RTP stream made by GStreamer (the stack real-time
 //! applications use) goes up through the tunnel and, in the same run, over
 //! each path alone; it plays, pauses (the paths go idle), and plays again,
@@ -15,7 +15,7 @@
 //! (SSRC, sequence number, timestamp), not from a capture on the TUN, where
 //! the daemon's coalesced writes would show false loss.
 //!
-//! The goal (issue #25): through the tunnel no more packets and frames lost
+//! The goal: through the tunnel no more packets and frames lost
 //! than over the best path alone, and the one-way delay p99 within 1.5 ×
 //! that path's, also in the seconds right after an idle period.
 

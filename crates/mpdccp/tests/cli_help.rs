@@ -1,4 +1,4 @@
-//! What `--help` promises (issue 26): every subcommand states its exit
+//! What `--help` promises: every subcommand states its exit
 //! status, and the daemons' help shows the defaults the daemon applies
 //! (it once said `scheduler = "cpf"`, `reorder = "passive"` while the
 //! daemon ran acpf and active-adaptive).

@@ -1,4 +1,4 @@
-//! The files of `deploy/` (issue #13, Operations): the systemd units are
+//! The files of `deploy/`: the systemd units are
 //! valid (`systemd-analyze verify` when the machine has it, and always our
 //! own check of the lines that matter: capabilities, no root, the command
 //! and its config), and the example configurations load with the daemon's

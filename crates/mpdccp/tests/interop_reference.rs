@@ -1,6 +1,6 @@
-//! Interop with Deutsche Telekom's MP-DCCP reference kernel (issue #15
-//! part 2), booted under qemu inside a network namespace this test creates
-//! (bridges `mpbrA`/`mpbrB` and the taps of `netsetup.sh` live only there).
+//! Interop with Deutsche Telekom's MP-DCCP reference kernel, booted under
+//! qemu inside a network namespace this test creates (bridges `mpbrA`/`mpbrB`
+//! and the taps of `netsetup.sh` live only there).
 //!
 //! * `two_reference_vms_*`: the reference client and server VMs over two
 //!   paths (`two-vm-test.sh`, round-robin scheduler): every echo counted,

@@ -1,4 +1,4 @@
-//! Issue #13, "Paths that aggregate", end to end between network
+//! Paths that aggregate, end to end between network
 //! namespaces with the daemons' default configuration (scheduler `cpf`,
 //! CCID2): two paths of 20 Mbit/s each (kernel `tbf` in the router, both
 //! directions) with 10 ms and 20 ms one-way delay (`mpdccp netem`).

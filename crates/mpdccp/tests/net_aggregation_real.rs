@@ -1,4 +1,4 @@
-//! Issue #25's reduced aggregation matrix on the real tunnel, short form:
+//! The reduced aggregation matrix on the real tunnel, short form:
 //! `mpdccp testbed --aggregation` on the 20 + 20 Mbit/s pair (DSL 15 ms +
 //! LTE 35 ms, `mpdccp netem` paths), through the tunnel with the daemons'
 //! defaults (authenticated), beside each path alone, 8 s per run:

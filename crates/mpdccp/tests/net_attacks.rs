@@ -1,9 +1,9 @@
-//! Issue #11's attacks against a server in `auth = "authenticated"` mode,
+//! Off-path attacks against a server in `auth = "authenticated"` mode,
 //! in network namespaces. Clients `a` and `b` (configured peers, inner
 //! prefixes 10.99.1.0/24 and 10.99.2.0/24) and the attacker `x` share one
 //! Ethernet segment (a bridge in the server's namespace). Each test prints
-//! its numbers for the closing note of #11 next to the "before" numbers of
-//! the issue.
+//! its numbers next to those the daemon showed before authenticated mode
+//! existed ("before").
 //!
 //! Needs root. Without it the tests print a skip notice, or fail when `CI`
 //! is set. They run one at a time (a lock); together well under 2 minutes.

@@ -1,4 +1,4 @@
-//! Issue #28's attack matrix in namespaces: an on-path attacker forges one
+//! The on-path attack matrix in namespaces: an on-path attacker forges one
 //! packet of each type per live path, in both directions, against a
 //! two-path tunnel in `authenticated` and in `protected` mode, then
 //! 100 000 byte-mutated copies of genuine packets from the victim's
@@ -679,7 +679,8 @@ fn run_mode(auth: AuthMode, mode: &str) -> Vec<String> {
             row.resets_received,
             row.kernel_drops,
         );
-        // Every row keeps the connection (issue #28). Was known open until
+        // Every row keeps the connection (no injected packet may end it,
+        // docs/SECURITY.md §2). Was known open until
         // 2026-11-29: 100 000 mutated copies from the attacker's own
         // address to the server made the client reconnect — each copy of
         // a packet in the window renewed a NAT-rebinding candidate and its
@@ -728,7 +729,8 @@ fn run_mode(auth: AuthMode, mode: &str) -> Vec<String> {
                 failures.push(format!("{what}: {counted} of {} counted", row.sent));
             }
         } else if row.disturbed {
-            // Every disturbed path back within 1 s (issue #28). Was known
+            // Every disturbed path back within 1 s (the recovery goal of
+            // docs/SECURITY.md §2). Was known
             // open until 2026-11-29: client rows (the client rejoined at
             // the path manager's turn), the mutated copies from the
             // client's address (a client subflow left failing: the
@@ -850,11 +852,11 @@ fn rejoin_gaps(log: &str, since: f64) -> Vec<f64> {
         .collect()
 }
 
-/// Issue #28, authenticated mode: a forged Reset towards the client closes
+/// Authenticated mode: a forged Reset towards the client closes
 /// the client's subflow (RFC 4340 §8.5; only an MP_HMAC'd close ends the
 /// connection) and the client rejoins that path at once — not at the path
 /// manager's next periodic turn (up to 1 s later, which left a path down
-/// past the issue's 1 s goal on a loaded machine). Four strikes, each
+/// past the 1 s recovery goal on a loaded machine). Four strikes, each
 /// path back within 300 ms of failing (now 1–2 ms in the lab; the old
 /// periodic turn took 238–387 ms in one run, 973 ms in another).
 #[test]

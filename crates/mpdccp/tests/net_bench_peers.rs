@@ -1,5 +1,5 @@
 //! `mpdccp testbed --bench --bench-peers-only`: our tunnel over one path
-//! beside wireguard-go (issue #22) in one short run. With wireguard-go and
+//! beside wireguard-go in one short run. With wireguard-go and
 //! `wg` installed, both tunnels' rows must exist and carry traffic, and the
 //! ratios must be computed; without them the report must say the
 //! comparison was skipped (and why), not fail.

@@ -1,8 +1,8 @@
-//! Issue #13, "failover without a link event", measured through the real
+//! Failover without a link event, measured through the real
 //! daemons: path A (5 ms one-way, 20 Mbit/s) is blackholed at its router for
 //! 10 s — the links stay up, every packet in both directions is dropped by an
 //! nftables rule — while 4 Mbit/s of probes flow each way; path B (15 ms)
-//! stays up. The issue's goal: a returning path carries data again within
+//! stays up. The goal: a returning path carries data again within
 //! one RTT + 0.5 s of its return (1.3–1.5 s before the fix, daemon).
 //!
 //! Measured on the router's own interfaces with tcpdump (kernel timestamps,

@@ -1,4 +1,4 @@
-//! The daemons' life cycle as an operator sees it (issue #13, Operations),
+//! The daemons' life cycle as an operator sees it,
 //! end to end between network namespaces:
 //! * a server listening on a wildcard address (`0.0.0.0`, `[::]`) with two
 //!   addresses on one interface answers each path from the address its

@@ -1,4 +1,4 @@
-//! `mpdccp bench clients` (issue #14, "Many clients"): 200 client
+//! `mpdccp bench clients`: 200 client
 //! connections from one load-generator process against a real `mpdccp
 //! server` in a network namespace. Every client completes the MP-DCCP
 //! handshake, stays connected, and data flows both ways (upstream to the

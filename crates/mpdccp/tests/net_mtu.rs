@@ -1,4 +1,4 @@
-//! Issue #13, end to end between network namespaces: DPLPMTUD (RFC 8899)
+//! End to end between network namespaces: DPLPMTUD (RFC 8899)
 //! sets the TUN MTU. Path 1's router sends towards the server over a 1400
 //! byte link (its veth `s`), every other interface stays at 1500. The
 //! client's TUN MTU must settle at exactly 1400 − 28 (IPv4 + UDP) − 56

@@ -632,7 +632,8 @@ fn p99(mut v: Vec<f64>) -> f64 {
     v[(v.len() * 99).div_ceil(100) - 1]
 }
 
-/// Prometheus scrapes run off the packet path (issue #11): the listener
+/// Prometheus scrapes run off the packet path (a scrape must not slow the
+/// tunnel): the listener
 /// thread answers from the status snapshot the loop publishes at most every
 /// 100 ms, so back-to-back scrapes cost the loop at most 10 status
 /// documents a second, whatever the scrape rate (counted: `ops.snapshots`;
@@ -740,7 +741,7 @@ fn idle_metrics_connections_do_not_stall_a_scrape() {
 }
 
 /// A clean start and an idle period with a ping now and then: neither
-/// daemon logs a warning (issue #26 "quiet logs"). The client host's own
+/// daemon logs a warning (a warning must mean something is wrong). The client host's own
 /// IPv6 chatter on its TUN (DAD from ::, router solicitations from fe80::)
 /// is outside its `allowed_ips`: the server drops and counts it
 /// (`inner_link_local_dropped`) and says nothing.
@@ -785,7 +786,7 @@ fn a_clean_start_and_an_idle_period_log_no_warning() {
     // The chatter was there and was counted, so the silence is not luck.
     let chatter = &st["auth"]["routes"]["inner_link_local_dropped"];
     assert!(n(chatter) > 0 && n(chatter) != u64::MAX, "{chatter}");
-    // Issue 26: both ends show the settings they run with (the daemon
+    // Both ends show the settings they run with (the daemon
     // defaults here), the server the peer's name the handshake proved, and
     // every path how it travels.
     let want = mpdccp_proto::conn::TunnelSettings::default();

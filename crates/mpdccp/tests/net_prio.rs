@@ -1,4 +1,4 @@
-//! Issue #13, end to end between network namespaces: the client's second
+//! End to end between network namespaces: the client's second
 //! path is configured `priority = 1` (standby). Ping and iperf3 UDP both
 //! ways through the tunnel; afterwards `mpdccp status --json` of BOTH
 //! daemons shows the standby path carried no data packet in either

@@ -1,4 +1,4 @@
-//! Issue #13, end to end between network namespaces: a NAT rebinding on
+//! End to end between network namespaces: a NAT rebinding on
 //! the client's path. The router namespace rewrites the client's UDP
 //! source port statelessly with nftables (and the server's answers back),
 //! first to 40001, then — atomically, in the middle of a 100 pings/s
@@ -238,8 +238,8 @@ fn addr_nat_rules(client: &str, cport: u16, addr: &str, nat: u16) -> String {
     )
 }
 
-/// Issue 26: in the authenticated mode the server names a path by the
-/// peer's name and the path id, so a NAT rebinding to another IP address
+/// In the authenticated mode the server names a path by the peer's name
+/// and the path id, so a NAT rebinding to another IP address
 /// keeps the status row and the Prometheus series (it used to name the
 /// path by the client's address: a new series on every rebinding). Two
 /// rebindings to new addresses, the second under a ping stream; the

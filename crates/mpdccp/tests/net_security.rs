@@ -1,5 +1,5 @@
-//! Security properties of the daemons that need no authenticated mode
-//! (issue #11): the listening port is exclusive, so a second server on the
+//! Security properties of the daemons that need no authenticated mode:
+//! the listening port is exclusive, so a second server on the
 //! same port fails to start, with an error naming the address, and the first
 //! keeps its port.
 //!
@@ -152,7 +152,7 @@ fn bind_v6only(ns: &str, port: u16) -> std::io::Result<()> {
     .expect("namespace")
 }
 
-/// Issue #28: a v4 server holds its port in IPv6 too, so a local user
+/// A v4 server holds its port in IPv6 too, so a local user
 /// cannot bind `[::]:port` (IPv6-only) beside it and collect the Inits of
 /// clients that come over IPv6. Without the server the same bind works
 /// (the test can fail).
@@ -201,7 +201,7 @@ fn the_port_is_held_in_ipv6_beside_a_v4_server() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// systemd socket activation (issue #28, docs/SECURITY.md §7): the port is
+/// systemd socket activation (docs/SECURITY.md §7): the port is
 /// bound before the server starts and handed over as systemd does — the
 /// socket at fd 3, `LISTEN_FDS=1`, `LISTEN_PID` the server's own pid (a
 /// shell that `exec`s it keeps its pid). The test keeps its own copy of

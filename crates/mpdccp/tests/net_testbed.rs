@@ -1,6 +1,6 @@
 //! `mpdccp testbed` on E1 (single path, 100 → 10 Mbit/s at t = 5 s): the
 //! real tunnel with CCID5 and the kernel's TCP BBR over the emulated path.
-//! Issue criterion: path RTT p95 after the drop ≤ 35 ms at ≥ 9 Mbit/s.
+//! Criterion: path RTT p95 after the drop ≤ 35 ms at ≥ 9 Mbit/s.
 //!
 //! Needs root (else a skip notice, or a failure when `CI` is set).
 
@@ -218,7 +218,7 @@ fn e1_ccid2_tunnel_fills_the_buffer() {
     );
 }
 
-/// Issue #27: a real cellular path on the real tunnel beside the
+/// A real cellular path on the real tunnel beside the
 /// simulator. `dsl-lte-drop` (DSL 20 → 4 → 20 Mbit/s, LTE replaying the
 /// T-Mobile trace, 8 Mbit/s video + 1 Mbit/s real-time UDP) with
 /// `--compare-sim`: both sides move the traffic onto LTE during the drop

@@ -1,4 +1,4 @@
-//! Issue #25's real-time goal on the real tunnel, short form: `mpdccp
+//! The real-time (video) goal on the real tunnel, short form: `mpdccp
 //! testbed --video` on the 20 + 20 Mbit/s pair (DSL 15 ms + LTE 35 ms,
 //! `mpdccp netem` paths, 150 kB buffers): an 8 Mbit/s VP8 RTP stream from
 //! GStreamer up through the tunnel (daemon defaults, authenticated) and

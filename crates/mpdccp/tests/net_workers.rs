@@ -1,4 +1,4 @@
-//! A sharded server (`workers = 2`, issue #14) end to end between network
+//! A sharded server (`workers = 2`) end to end between network
 //! namespaces: a two-path client's join reaches the connection's worker
 //! whichever socket it arrived on, downstream flows the server starts are
 //! handed to the owner when the TUN queued them on the other worker, many

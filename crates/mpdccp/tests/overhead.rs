@@ -1,4 +1,4 @@
-//! Bytes of overhead per tunnelled data packet (issue #13, Overhead and MTU),
+//! Bytes of overhead per tunnelled data packet,
 //! counted on the packets the core actually emits with the daemon's default
 //! settings: a bulk transfer both ways over two 20 ms paths (30 Mbit/s,
 //! 0.1 % loss, so acks, Ack Vectors and loss recovery all happen), every

@@ -1,4 +1,4 @@
-//! README's two example files (issue 26: the Security snippet interleaved
+//! README's two example files (once the Security snippet interleaved
 //! two files in columns, neither had an `[ops]` section, so on one host
 //! both daemons took `/run/mpdccp.sock` and the client failed with
 //! "Address already in use"). Here they run as written, side by side on
@@ -237,7 +237,7 @@ fn the_readme_files_run_side_by_side_and_carry_a_ping() {
 /// The two runs share /run/mpdccp's socket names: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Issue 26's mistakes, each with the message it gets:
+/// Configuration mistakes, each with the message it gets:
 /// - a wrong `server_public_key`: the client says the server did not
 ///   answer its handshake and names `server_public_key` and the server's
 ///   `[[peer]]` list (it used to print only "join failed; retrying");

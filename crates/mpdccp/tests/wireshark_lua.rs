@@ -1,5 +1,5 @@
 //! The Lua dissector `tools/wireshark/mpdccp.lua` decodes RFC 9897 option
-//! 46 as our encoder writes it (issue 15 part 4).
+//! 46 as our encoder writes it.
 //!
 //! tshark runs the script over (1) the `mpdccp demo --pcap` capture and
 //! (2) hand-built packets carrying every sub-option, natively, in UDP

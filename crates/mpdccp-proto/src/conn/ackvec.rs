@@ -165,7 +165,7 @@ pub fn for_each_run(ack: u64, cells: &[u8], mut f: impl FnMut(u64, u64, bool)) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{for_each_run, RecvHistory, HISTORY};
 
     #[test]
     fn word_run_counting_matches_a_bit_by_bit_scan() {

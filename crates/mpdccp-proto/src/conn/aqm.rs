@@ -135,7 +135,11 @@ impl CoDel {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::time::Instant;
+
+    use super::{CoDel, CoDelConfig};
 
     fn ms(x: u64) -> Duration {
         Duration::from_millis(x)

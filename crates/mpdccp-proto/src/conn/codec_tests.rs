@@ -1,7 +1,15 @@
 //! Unit tests of `codec.rs` (the packet view the connection parses and emits).
 
-use super::*;
-use crate::wire::mp::subtype as mp_sub;
+use std::net::IpAddr;
+
+use crate::wire::mp::{subtype, subtype as mp_sub};
+use crate::wire::option::kind;
+use crate::wire::{
+    AckVector, DccpOption, DccpRepr, FeatureNum, MpOption, PacketType, ResetCode, WireError,
+};
+
+use super::codec_mp::{ConfirmItem, KeyOffer, MpAddAddr};
+use super::Segment;
 
 fn v4() -> (IpAddr, IpAddr) {
     ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())

@@ -56,7 +56,7 @@ pub(crate) fn mark_ce(pkt: &mut [u8]) -> bool {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{ecn_field, mark_ce, CE};
 
     /// RFC 1071 checksum of an IPv4 header (checksum field included), 0 when valid.
     pub(crate) fn fold(h: &[u8]) -> u16 {

@@ -30,7 +30,7 @@ pub(super) fn names_other_host(own: Option<u8>, token: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{names_other_host, next_on_host, with_host};
 
     #[test]
     fn the_host_id_is_the_top_byte_and_the_rest_is_kept() {

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
+use crate::time::Instant;
+
 use super::super::aqm::CoDelConfig;
 use super::super::ecn::tests::fold as checksum;
 use super::super::queue::{PushOutcome, SendQueue};
-use super::*;
-use crate::time::Instant;
+use super::{FlowQueues, DEFAULT_FLOWS};
 
 const QUANTUM: usize = 1500;
 

@@ -93,7 +93,11 @@ impl Identity {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::conn::keys::ConnKeys;
+    use crate::conn::Role;
+    use crate::wire::WireProfile;
+
+    use super::Identity;
 
     fn pair() -> (Identity, Identity) {
         let mut c = Identity::new([1; 8], 0x11);

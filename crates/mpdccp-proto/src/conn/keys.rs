@@ -180,7 +180,13 @@ fn seq48(v: u64) -> [u8; 6] {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::wire::profile_keys::{hmac20, hmac20_matches as verify20, JoinHmac};
+    use crate::wire::WireProfile;
+
+    use super::{
+        close_value, join_hmac, join_hmac_in, prio_hmac, verify_join_hmac, verify_join_hmac_in,
+        verify_prio_hmac, ConnKeys,
+    };
 
     /// RFC 4231 test case 2 (HMAC-SHA256, key "Jefe"), truncated to 20 bytes.
     #[test]

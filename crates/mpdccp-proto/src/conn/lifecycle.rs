@@ -159,7 +159,9 @@ impl ConnLifecycle {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::time::Instant;
+
+    use super::{ConnLifecycle, ConnState};
 
     #[test]
     fn an_early_reason_survives_the_close_and_closed_is_announced_once() {

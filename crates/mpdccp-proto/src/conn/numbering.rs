@@ -105,7 +105,7 @@ impl Numbering {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Numbering, Received, MP_SEQ_MAX_LAG, MP_SEQ_RESYNC_PKTS};
 
     #[test]
     fn sent_numbers_count_up_from_the_first() {

@@ -606,8 +606,11 @@ fn add_stats(a: &mut PlpmtuStats, b: &PlpmtuStats) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::conn::*;
+    use std::time::Duration;
+
+    use crate::time::Instant;
+
+    use super::{PlpmtuState, Plpmtud, PlpmtudConfig};
 
     fn cfg() -> PlpmtudConfig {
         PlpmtudConfig {

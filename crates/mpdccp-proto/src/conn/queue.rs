@@ -364,7 +364,12 @@ fn pool_put(pool: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::conn::aqm::CoDelConfig;
+    use crate::time::Instant;
+
+    use super::{DropPolicy, PushOutcome, SendQueue, Shed};
 
     #[test]
     fn bounded_with_both_policies() {

@@ -261,7 +261,12 @@ fn fastest_usable(paths: &[super::subflow::Subflow]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::path::PathId;
+    use crate::time::Instant;
+
+    use super::{RetransmitConfig, RetransmitStore, Skip, BURST_PKTS};
 
     fn t(ms: u64) -> Instant {
         Instant::ZERO + Duration::from_millis(ms)

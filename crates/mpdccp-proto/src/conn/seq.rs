@@ -35,7 +35,9 @@ pub fn outdated_in_dataset(last: &mut Option<u64>, seq: Option<u64>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::wire::SEQ_MASK;
+
+    use super::{outdated_in_dataset, unwrap48};
 
     #[test]
     fn a_lower_mp_seq_in_a_dataset_is_outdated() {

@@ -93,7 +93,9 @@ impl TimerTable {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::time::Instant;
+
+    use super::{ConnTimer, TimerTable};
 
     #[test]
     fn the_earliest_entry_wins_and_is_named() {

@@ -288,17 +288,40 @@ impl MpOption {
 
     /// Parse the body of option 46 (the bytes after type and length).
     pub fn parse(body: &[u8]) -> Result<MpOption, WireError> {
-        Self::parse_depth(body, 0)
+        Self::parse_with(body, &Self::parse_single)
     }
 
-    fn parse_depth(body: &[u8], depth: u8) -> Result<MpOption, WireError> {
+    /// Parse the body of option 46 with `parse_single` reading every
+    /// sub-option but MP_CONFIRM (given its MP_OPT, the bytes after it and
+    /// the error to return). MP_CONFIRM's list has the same shape in every
+    /// wire layout, so this one parser reads it for each of them (see
+    /// `WireProfile::parse_mp`).
+    pub(super) fn parse_with<F>(body: &[u8], parse_single: &F) -> Result<MpOption, WireError>
+    where
+        F: Fn(u8, &[u8], WireError) -> Result<MpOption, WireError>,
+    {
+        Self::parse_depth(body, 0, parse_single)
+    }
+
+    fn parse_depth<F>(body: &[u8], depth: u8, parse_single: &F) -> Result<MpOption, WireError>
+    where
+        F: Fn(u8, &[u8], WireError) -> Result<MpOption, WireError>,
+    {
         let (&st, rest) = body
             .split_first()
             .ok_or(WireError::BadMpOption { subtype: 255 })?;
         let bad = WireError::BadMpOption { subtype: st };
+        match st {
+            subtype::CONFIRM if depth > 0 => Err(bad),
+            subtype::CONFIRM => Self::parse_confirm(rest, depth, bad, parse_single),
+            _ => parse_single(st, rest, bad),
+        }
+    }
+
+    /// One sub-option other than MP_CONFIRM in the RFC 9897 layout: its
+    /// MP_OPT `st` and the bytes after it.
+    pub(super) fn parse_single(st: u8, rest: &[u8], bad: WireError) -> Result<MpOption, WireError> {
         Ok(match st {
-            subtype::CONFIRM if depth > 0 => return Err(bad),
-            subtype::CONFIRM => Self::parse_confirm(rest, depth, bad)?,
             subtype::JOIN => {
                 if rest.len() != 9 {
                     return Err(bad);
@@ -366,7 +389,15 @@ impl MpOption {
 
     /// MP_CONFIRM's body (`rest`, at nesting `depth`): each element a full
     /// option, 46, length, then an MP option's body; none nested deeper.
-    fn parse_confirm(rest: &[u8], depth: u8, bad: WireError) -> Result<MpOption, WireError> {
+    fn parse_confirm<F>(
+        rest: &[u8],
+        depth: u8,
+        bad: WireError,
+        parse_single: &F,
+    ) -> Result<MpOption, WireError>
+    where
+        F: Fn(u8, &[u8], WireError) -> Result<MpOption, WireError>,
+    {
         // Each element is a full option: 46, len, MP_OPT, body.
         let mut items = Vec::with_capacity(rest.len() / 4);
         let mut r = rest;
@@ -378,7 +409,7 @@ impl MpOption {
             if len < 3 || len > r.len() {
                 return Err(bad);
             }
-            items.push(Self::parse_depth(&r[2..len], depth + 1)?);
+            items.push(Self::parse_depth(&r[2..len], depth + 1, parse_single)?);
             r = &r[len..];
         }
         Ok(MpOption::Confirm(items))

@@ -97,37 +97,16 @@ impl WireProfile {
 
     /// Parse the body of option 46 (the bytes after type and length).
     pub fn parse_mp(self, body: &[u8]) -> Result<MpOption, WireError> {
-        self.parse_depth(body, 0)
-    }
-
-    fn parse_depth(self, body: &[u8], depth: u8) -> Result<MpOption, WireError> {
         if self == WireProfile::Rfc9897 {
             return MpOption::parse(body);
         }
-        let (&st, rest) = body
-            .split_first()
-            .ok_or(WireError::BadMpOption { subtype: 255 })?;
-        let bad = WireError::BadMpOption { subtype: st };
+        MpOption::parse_with(body, &|st, rest, bad| self.parse_single(st, rest, bad))
+    }
+
+    /// One sub-option other than MP_CONFIRM in a reference layout: its
+    /// MP_OPT `st` and the bytes after it.
+    fn parse_single(self, st: u8, rest: &[u8], bad: WireError) -> Result<MpOption, WireError> {
         match st {
-            subtype::CONFIRM => {
-                if depth > 0 {
-                    return Err(bad);
-                }
-                let mut items = Vec::with_capacity(rest.len() / 4);
-                let mut r = rest;
-                while !r.is_empty() {
-                    if r.len() < 3 || r[0] != MP_OPTION_TYPE {
-                        return Err(bad);
-                    }
-                    let len = usize::from(r[1]);
-                    if len < 3 || len > r.len() {
-                        return Err(bad);
-                    }
-                    items.push(self.parse_depth(&r[2..len], depth + 1)?);
-                    r = &r[len..];
-                }
-                Ok(MpOption::Confirm(items))
-            }
             subtype::KEY => self.parse_key(rest).ok_or(bad),
             subtype::ADDADDR => parse_ref_addaddr(rest).ok_or(bad),
             subtype::REMOVEADDR => match rest {
@@ -139,7 +118,7 @@ impl WireProfile {
             },
             // MP_JOIN, MP_FAST_CLOSE, MP_SEQ, MP_HMAC, MP_RTT, MP_PRIO,
             // MP_CLOSE: the same bytes as RFC 9897.
-            _ => MpOption::parse(body),
+            _ => MpOption::parse_single(st, rest, bad),
         }
     }
 

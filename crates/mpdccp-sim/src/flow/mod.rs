@@ -8,13 +8,15 @@
 //! * [`quic`] — a QUIC-like bulk flow with RFC 9002 loss detection and
 //!   congestion control ([`quic_rx`]).
 //!
-//! [`ranges`] is the receivers' shared record of what arrived; the RTT
+//! [`ranges`] is the receivers' shared record of what arrived, `ack_event`
+//! the senders' shared construction of the controller's ACK event; the RTT
 //! estimator, delivery-rate sampling and the controllers are the tunnel's
 //! own (`mpdccp_proto::cc`).
 //!
 //! Sinks ([`SeqSink`]) see every data packet's sequence number and send time,
 //! so one-way delay, loss, duplicates and out-of-order arrivals are exact.
 
+mod ack_event;
 pub mod quic;
 pub mod quic_rx;
 pub mod rack;

@@ -25,11 +25,12 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use mpdccp_proto::cc::{
-    AckEvent, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
-    RttEstimator, SentPacket,
+    CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState, RttEstimator,
+    SentPacket,
 };
 use mpdccp_proto::Instant;
 
+use crate::flow::ack_event::SenderAck;
 use crate::flow::ranges::RangeSet;
 use crate::packet::{FlowPkt, PktKind};
 
@@ -378,20 +379,16 @@ impl QuicSender {
             sample = Some(latest);
         }
         self.stats.acked_pkts += u64::from(acked_pkts);
-        let rate = self.rate.take_sample(self.rtt.min_rtt());
-        let ev = AckEvent {
+        let ev = SenderAck {
             acked_pkts,
-            acked_bytes: u64::from(acked_pkts) * u64::from(self.pkt_bytes),
-            prior_in_flight_pkts: prior_in_flight,
-            in_flight_pkts: self.in_flight,
-            rtt: sample,
-            srtt: self.rtt.srtt().unwrap_or_default(),
-            min_rtt: self.rtt.min_rtt().unwrap_or_default(),
-            rate,
-            delivered_pkts: self.rate.delivered_pkts(),
-            lost_pkts_total: self.stats.lost_pkts,
+            pkt_bytes: self.pkt_bytes,
+            prior_in_flight,
+            in_flight: self.in_flight,
+            rtt_sample: sample,
             largest_acked_sent_time: newest_sent,
-        };
+            lost_pkts_total: self.stats.lost_pkts,
+        }
+        .into_event(&self.rtt, &mut self.rate);
         self.cc.on_ack(now, &ev, &[]);
         if self.cc.marks_app_limited() {
             self.rate.on_app_limited(self.in_flight);

@@ -34,8 +34,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use mpdccp_proto::cc::{
-    AckEvent, CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState,
-    RttEstimator, SentPacket,
+    CongestionController, DeliveryRateEstimator, LossEvent, PacketRateState, RttEstimator,
+    SentPacket,
 };
 use mpdccp_proto::Instant;
 
@@ -47,6 +47,7 @@ mod tests;
 
 use recovery::is_dsack;
 
+use crate::flow::ack_event::SenderAck;
 use crate::flow::rack::{Rack, DUPTHRESH};
 use crate::packet::{FlowPkt, PktKind};
 
@@ -505,20 +506,16 @@ impl TcpSender {
             self.rtt.on_sample(rtt);
         }
         self.stats.acked_pkts += u64::from(acked_pkts);
-        let rate = self.rate.take_sample(self.rtt.min_rtt());
-        let ev = AckEvent {
+        let ev = SenderAck {
             acked_pkts,
-            acked_bytes: u64::from(acked_pkts) * u64::from(self.seg_bytes),
-            prior_in_flight_pkts: prior_in_flight,
-            in_flight_pkts: self.pipe,
-            rtt: sample,
-            srtt: self.rtt.srtt().unwrap_or_default(),
-            min_rtt: self.rtt.min_rtt().unwrap_or_default(),
-            rate,
-            delivered_pkts: self.rate.delivered_pkts(),
-            lost_pkts_total: self.stats.lost_pkts,
+            pkt_bytes: self.seg_bytes,
+            prior_in_flight,
+            in_flight: self.pipe,
+            rtt_sample: sample,
             largest_acked_sent_time: ack.sent_at,
-        };
+            lost_pkts_total: self.stats.lost_pkts,
+        }
+        .into_event(&self.rtt, &mut self.rate);
         self.cc.on_ack(now, &ev, &[]);
     }
 

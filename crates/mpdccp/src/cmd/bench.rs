@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use mpdccp_sim::reproduce;
 
 /// ns-3 3.37, one CUBIC flow at 500 Mbit/s and 100 ms RTT: simulated
-/// packets per wall-clock second (issue #14's anchor).
+/// packets per wall-clock second: the yardstick of the simulator's speed
+/// goal.
 const NS3_PKTS_PER_WALL_S: f64 = 10_700.0;
 
 #[derive(clap::Args, Debug)]
@@ -132,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "realtime_factor": s.duration_s / wall,
         "projected_wall_s_for_1000_s": wall * 1000.0 / s.duration_s,
     });
-    // Issue #14's goals: >= 100x ns-3 3.37's packet rate on one CUBIC flow
+    // The simulator's speed goals: >= 100x ns-3 3.37's packet rate on one CUBIC flow
     // at 500 Mbit/s, 100 ms RTT (10.7 k packets per wall second), and the
     // full E4 run (1000 simulated s) in under 60 s wall.
     let vs_ns3 = pkts_per_s / NS3_PKTS_PER_WALL_S;

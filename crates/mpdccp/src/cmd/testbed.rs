@@ -217,9 +217,9 @@ fn compare_with_sim(
     Ok(())
 }
 
-/// `--aggregation`: the reduced matrix of issue #25 on the real tunnel.
-/// Runs a measurement and records the host's load average before and
-/// after it in its report (every figure is read beside the load).
+/// Runs a real-tunnel measurement (`--aggregation`, `--video`) and records
+/// the host's load average before and after it in its report (every figure is
+/// read beside the load).
 fn with_load_average(
     run: impl FnOnce() -> anyhow::Result<serde_json::Value>,
 ) -> anyhow::Result<serde_json::Value> {

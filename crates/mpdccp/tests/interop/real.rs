@@ -1,8 +1,8 @@
-//! The real sans-IO core against the reference kernels (issue #15 part
-//! 2): our `Connection` as client against the reference server, on one
-//! path or two, and the reference client against our `Endpoint`. The
-//! `#[test]`s are in `interop_reference.rs`; the helpers they share
-//! (`SERIAL`, `out_dir`, the lab set-up) come from there.
+//! The real sans-IO core against the reference kernels: our `Connection` as
+//! client against the reference server, on one path or two, and the reference
+//! client against our `Endpoint`. The `#[test]`s are in
+//! `interop_reference.rs`; the helpers they share (`SERIAL`, `out_dir`, the
+//! lab set-up) come from there.
 
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -106,7 +106,12 @@ impl AckDuty {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::conn::ackvec::RecvHistory;
+    use crate::time::Instant;
+
+    use super::AckDuty;
 
     #[test]
     fn the_ack_ratio_sets_when_data_is_acknowledged() {

@@ -600,9 +600,13 @@ fn insert_top(top: &mut [u64; 3], seq: u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::conn::subflow::*;
-    use crate::conn::ConnectionConfig;
+    use std::time::Duration;
+
+    use crate::conn::seq::SEQ_MASK;
+    use crate::conn::subflow::{SubState, Subflow};
+    use crate::conn::{ConnectionConfig, PathConfig};
+    use crate::path::PathId;
+    use crate::time::Instant;
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -81,7 +81,11 @@ impl ControlRetx {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::time::Instant;
+
+    use super::ControlRetx;
 
     #[test]
     fn tries_back_off_exponentially_up_to_four_seconds() {

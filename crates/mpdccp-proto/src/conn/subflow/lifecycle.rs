@@ -61,7 +61,11 @@ impl Lifecycle {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use crate::time::Instant;
+
+    use super::Lifecycle;
 
     const MS: fn(u64) -> Instant = Instant::from_millis;
 

@@ -76,7 +76,9 @@ impl LossWindow {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::time::Instant;
+
+    use super::LossWindow;
 
     fn at(s: f64) -> Instant {
         Instant::from_secs_f64(s)

@@ -77,8 +77,10 @@ impl MpState {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::path::priority;
+    use crate::time::Instant;
+
+    use super::MpState;
 
     #[test]
     fn only_a_non_primary_priority_is_owed_to_the_peer() {

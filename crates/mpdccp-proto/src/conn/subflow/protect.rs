@@ -153,9 +153,13 @@ impl OpenScratch {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::net::IpAddr;
+
+    use crate::auth::protect::{PathProtector, COUNTER_LEN, OVERHEAD};
     use crate::conn::codec::{PacketType, Segment};
     use crate::wire::WireProfile;
+
+    use super::{seal_framed, seal_packet};
 
     /// A packet written for sealing and sealed where it lies is, byte for
     /// byte, the packet written as usual and sealed by moving its payload:

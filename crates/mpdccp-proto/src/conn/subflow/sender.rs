@@ -101,9 +101,13 @@ impl Sender {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
     use crate::cc::{CcKind, ControllerFactory};
     use crate::conn::ConnectionConfig;
+    use crate::time::Instant;
+
+    use super::{Sender, RTO_MAX};
 
     fn sender() -> Sender {
         let conf = ConnectionConfig::default();

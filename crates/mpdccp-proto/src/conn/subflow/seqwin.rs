@@ -77,7 +77,9 @@ impl SeqWindow {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::conn::seq::SEQ_MASK;
+
+    use super::SeqWindow;
 
     #[test]
     fn the_windows_follow_rfc4340_section_7_5_1() {

@@ -219,9 +219,15 @@ impl Subflow {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::conn::subflow::*;
-    use crate::conn::ConnectionConfig;
+    use std::time::Duration;
+
+    use crate::conn::subflow::{PendingCtrl, SubState, Subflow};
+    use crate::conn::{ConnectionConfig, PathConfig};
+    use crate::path::PathId;
+    use crate::time::Instant;
+    use crate::wire::ResetCode;
+
+    use super::{Fired, Timer, TimerCtx};
 
     const STATES: [SubState; 8] = [
         SubState::Request,
