@@ -955,6 +955,10 @@ fn bystanders_lost(
         .collect()
 }
 
+/// The tests run in parallel: the benchmark's iperf3 load would stretch
+/// the thirty clients' crash and drain figures, so these two take turns.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The fleet test: 3 gateways with BIRD behind an ECMP router, 30
 /// two-path clients, the Internet host reaching each of them; one gateway
 /// crashes (kill -9), comes back, another is drained (SIGTERM). Each
@@ -967,6 +971,7 @@ fn thirty_clients_on_three_gateways_survive_a_crash_and_a_drain() {
     if !require_root(test) || !require_tool(test, "ping") || !require_tool(test, "bird") {
         return;
     }
+    let _alone = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     const GATEWAYS: usize = 3;
     const CLIENTS: usize = 30;
     /// The bound on a moved client's outage.
@@ -1147,4 +1152,34 @@ fn ping_replies_are_parsed_with_their_gaps_and_losses() {
     assert_eq!(r.lost(101.0, 102.0), 0);
     assert!((r.max_gap(100.0, 101.6) - 1.4).abs() < 1e-9);
     assert!(r.max_gap(102.0, 103.0).is_infinite(), "no reply at all");
+}
+
+/// `mpdccp testbed --fleet-bench`, short: both phases are measured, and
+/// with three gateways each carries its clients' traffic.
+#[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
+fn the_fleet_benchmark_measures_one_then_three_gateways_each_carrying_traffic() {
+    let test = "the_fleet_benchmark_measures_one_then_three_gateways_each_carrying_traffic";
+    if !require_root(test) || !require_tool(test, "iperf3") || !require_tool(test, "bird") {
+        return;
+    }
+    let _alone = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("{}-fleet-bench", unique_prefix()));
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let r = mpdccp_lab::fleet_bench::run(exe(), &dir, 3, 2, &abort).expect("benchmark");
+    eprintln!("{}", mpdccp_lab::fleet_bench::markdown(&r));
+    let phases = r["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 2, "{r:#}");
+    assert_eq!(phases[0]["per_gateway"].as_array().map(Vec::len), Some(1));
+    for p in phases {
+        assert!(p["aggregate_gbps"].as_f64() > Some(0.0), "{r:#}");
+        for g in p["per_gateway"].as_array().unwrap() {
+            assert!(
+                g["gbps"].as_f64() > Some(0.0) && g["cpu_s"].as_f64() > Some(0.0),
+                "{r:#}"
+            );
+        }
+    }
+    assert!(r["ratio_three_to_one"].as_f64().is_some(), "{r:#}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
