@@ -140,10 +140,9 @@ fn measure(
     let mut servers = Vec::new();
     for &k in &ks {
         let port = (IPERF_BASE_PORT + k as u16).to_string();
-        servers.push(
-            lab.router
-                .spawn("iperf3", &["-s", "-1", "-B", INTERNET, "-p", &port])?,
-        );
+        let log = lab.log(&format!("iperf3-server{k}"));
+        let args = ["-s", "-1", "-B", INTERNET, "-p", &port];
+        servers.push(lab.router.spawn_logged("iperf3", &args, &log)?);
     }
     std::thread::sleep(Duration::from_millis(500));
     let gw_pids: Vec<Option<u32>> = (1..=gateways).map(|i| lab.gateway_pid(i)).collect();
