@@ -1,5 +1,6 @@
 //! A gateway fleet in network namespaces, for the fleet benchmark
-//! (`crate::fleet_bench`), laid out as net_fleet's (docs/FLEET.md):
+//! (`crate::fleet_bench`); net_fleet's tests build the same one with the
+//! addresses, keys and BIRD configurations of this module (docs/FLEET.md):
 //!
 //! ```text
 //!  client k ─pa─┐            ┌── g1  (service 10.200.0.1 on lo, unicast 10.0.1.2)
@@ -28,7 +29,7 @@ use mpdccp_net::daemon::keyfile::encode_key;
 pub const SERVICE: &str = "10.200.0.1";
 /// An "Internet" address on the router, reached through the tunnel.
 pub const INTERNET: &str = "10.201.0.1";
-const PORT: u16 = 6773;
+pub const PORT: u16 = 6773;
 
 /// Gateway `i` (1-based)'s unicast address.
 pub fn unicast(i: usize) -> String {
@@ -39,19 +40,22 @@ pub fn unicast(i: usize) -> String {
 pub fn inner(k: usize) -> String {
     format!("10.77.{k}.1")
 }
-fn inner_prefix(k: usize) -> String {
+pub fn inner_prefix(k: usize) -> String {
     format!("10.77.{k}.0/24")
 }
 
-fn client_key(k: usize) -> [u8; 32] {
+/// The lab key of client `k` (the server's is role 0).
+pub fn client_key(k: usize) -> [u8; 32] {
     lab_private_key(100 + u8::try_from(k).expect("k < 156"))
 }
 
-/// BGP timers: connect at once, retry every second.
+/// BGP timers: connect at once, retry every second, notice a dead
+/// neighbour within 3 s.
 const BGP_TIMERS: &str = "hold time 3; keepalive time 1; connect delay time 1; \
                           connect retry time 1; error wait time 1, 2;";
 
-fn router_bird(gateways: usize) -> String {
+/// The router: learns from every gateway, installs ECMP (`merge paths`).
+pub fn router_bird(gateways: usize) -> String {
     let mut c = String::from(
         "router id 10.0.1.1;\nprotocol device { scan time 1; }\n\
          protocol kernel { merge paths on; ipv4 { import none; export all; }; }\n",
@@ -66,7 +70,8 @@ fn router_bird(gateways: usize) -> String {
     c
 }
 
-fn gateway_bird(i: usize) -> String {
+/// A gateway: announces the kernel routes `mpdccp server` tags `proto 200`.
+pub fn gateway_bird(i: usize) -> String {
     format!(
         "router id {uni};\nprotocol device {{ scan time 1; }}\n\
          protocol kernel {{ learn; scan time 1; ipv4 {{ import where krt_source = 200; export none; }}; }}\n\
@@ -166,24 +171,12 @@ impl FleetLab {
 
     /// Starts `mpdccp server` on gateway `i` (every peer listed, host id `i`).
     pub fn start_gateway(&mut self, i: usize) -> anyhow::Result<()> {
-        let mut cfg = format!(
-            "listen = \"0.0.0.0:{PORT}\"\nauth = \"authenticated\"\nseed = {i}\n\
-             private_key_file = \"{dir}/server.key\"\n\
-             [tun]\nname = \"mpd0\"\naddresses = [\"100.64.0.1/32\"]\n\
-             [ops]\ncontrol_socket = \"{sock}\"\n\
-             [fleet]\nhost_id = {i}\nservice_address = \"{SERVICE}\"\n\
-             unicast_address = \"{uni}\"\nroute_protocol = 200\n",
-            dir = self.dir.display(),
-            sock = self.sock(&format!("g{i}")).display(),
-            uni = unicast(i),
+        let cfg = gateway_config(
+            &self.dir,
+            &self.sock(&format!("g{i}")),
+            i,
+            self.clients.len(),
         );
-        for k in 1..=self.clients.len() {
-            cfg += &format!(
-                "[[peer]]\nname = \"cpe{k}\"\npublic_key = \"{pk}\"\nallowed_ips = [\"{pfx}\"]\n",
-                pk = encode_key(&mpdccp_proto::auth::public_key(&client_key(k))),
-                pfx = inner_prefix(k),
-            );
-        }
         let who = format!("g{i}");
         let p = self.spawn_daemon(&self.gws[i - 1], "server", &who, &cfg)?;
         self.gw_procs[i - 1] = Some(p);
@@ -298,6 +291,30 @@ impl FleetLab {
     }
 }
 
+/// Gateway `i`'s `mpdccp server` configuration: host id `i`, the fleet's
+/// key in `dir`, every one of the `clients` peers listed.
+pub fn gateway_config(dir: &Path, sock: &Path, i: usize, clients: usize) -> String {
+    let mut cfg = format!(
+        "listen = \"0.0.0.0:{PORT}\"\nauth = \"authenticated\"\nseed = {i}\n\
+         private_key_file = \"{dir}/server.key\"\n\
+         [tun]\nname = \"mpd0\"\naddresses = [\"100.64.0.1/32\"]\n\
+         [ops]\ncontrol_socket = \"{sock}\"\n\
+         [fleet]\nhost_id = {i}\nservice_address = \"{SERVICE}\"\n\
+         unicast_address = \"{uni}\"\nroute_protocol = 200\n",
+        dir = dir.display(),
+        sock = sock.display(),
+        uni = unicast(i),
+    );
+    for k in 1..=clients {
+        cfg += &format!(
+            "[[peer]]\nname = \"cpe{k}\"\npublic_key = \"{pk}\"\nallowed_ips = [\"{pfx}\"]\n",
+            pk = encode_key(&mpdccp_proto::auth::public_key(&client_key(k))),
+            pfx = inner_prefix(k),
+        );
+    }
+    cfg
+}
+
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
@@ -334,7 +351,7 @@ fn link_gateway(router: &Netns, g: &Netns, i: usize) -> anyhow::Result<()> {
 }
 
 /// The server's and each client's key file, mode 0600.
-fn write_keys(dir: &Path, clients: usize) -> anyhow::Result<()> {
+pub fn write_keys(dir: &Path, clients: usize) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut keys = vec![("server.key".to_string(), lab_private_key(0))];
