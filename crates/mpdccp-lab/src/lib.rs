@@ -19,6 +19,8 @@
 //! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
 //! * [`peers`] — wireguard-go beside our tunnel in the benchmark.
 //! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).
+//! * [`fleet`] — three gateways with BIRD behind an ECMP router, two-path clients.
+//! * [`fleet_bench`] — aggregate TCP through one gateway, then three (`mpdccp testbed --fleet-bench`).
 
 #![forbid(unsafe_code)]
 
@@ -26,6 +28,8 @@ pub mod aggregation;
 pub mod bench;
 pub mod bench_goals;
 pub mod emu;
+pub mod fleet;
+pub mod fleet_bench;
 pub mod flows;
 pub mod iperf;
 pub mod loadgen;

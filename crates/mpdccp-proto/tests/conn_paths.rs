@@ -436,3 +436,50 @@ fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
         r.addr_id
     );
 }
+
+/// `probe_paths`: a driver that finds its connection quiet asks for a
+/// sign of life; each open subflow sends a Sync and the peer answers each
+/// with a SyncAck (RFC 4340 §7.5.4), data or not. A peer that is gone
+/// answers nothing, so the driver's silence clock keeps running.
+#[test]
+fn probe_paths_draws_a_syncack_on_every_open_subflow() {
+    let quiet = ConnectionConfig {
+        keepalive_interval: None,
+        rtt_probe_interval: None,
+        ..Default::default()
+    };
+    let mut h = Harness::new(HarnessConfig {
+        client: quiet.clone(),
+        server: quiet,
+        paths: vec![LinkSpec::default(), LinkSpec::default()],
+        seed: 24,
+    });
+    let now = h.now;
+    assert_eq!(h.client.probe_paths(now), 0, "not established: no probe");
+    h.open_path(0);
+    h.drive_for(Duration::from_millis(100));
+    h.open_path(1);
+    h.drive_for(Duration::from_millis(500));
+    assert_eq!(live(&h, Side::Client), 2);
+    let (rx0, acks0) = (
+        h.client.stats().rx_datagrams,
+        h.server.stats().syncacks_sent,
+    );
+    // Idle: nothing moves without a probe.
+    h.drive_for(Duration::from_millis(300));
+    assert_eq!(h.client.stats().rx_datagrams, rx0);
+    let now = h.now;
+    assert_eq!(h.client.probe_paths(now), 2);
+    h.drive_for(Duration::from_millis(100));
+    assert_eq!(h.server.stats().syncacks_sent, acks0 + 2);
+    assert_eq!(h.client.stats().rx_datagrams, rx0 + 2, "both answered");
+    // The server goes silent (a dead host): the probes go unanswered.
+    h.tamper = Some(Box::new(|from, _, _| from != Side::Server));
+    let (rx1, syncs1) = (h.client.stats().rx_datagrams, h.client.stats().syncs_sent);
+    let now = h.now;
+    assert_eq!(h.client.probe_paths(now), 2);
+    h.drive_for(Duration::from_millis(300));
+    assert_eq!(h.client.stats().syncs_sent, syncs1 + 2);
+    assert_eq!(h.client.stats().rx_datagrams, rx1);
+    assert!(h.client.is_established(), "a probe closes nothing");
+}

@@ -21,36 +21,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use mpdccp_lab::fleet::{
+    gateway_bird, gateway_config, inner, inner_prefix, router_bird, unicast, write_keys, INTERNET,
+    PORT, SERVICE,
+};
 use mpdccp_lab::netns::{require_root, require_tool, unique_prefix, veth_pair, Netns, Proc};
 use mpdccp_lab::topo::{lab_private_key, wait_for};
 use mpdccp_net::daemon::keyfile::encode_key;
 use serde_json::Value;
 
-const SERVICE: &str = "10.200.0.1";
-/// An "Internet" address on the router, reached through the tunnel.
-const INTERNET: &str = "10.201.0.1";
-const PORT: u16 = 6773;
-
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
-
-/// Gateway `i` (1-based)'s unicast address.
-fn unicast(i: usize) -> String {
-    format!("10.0.{i}.2")
-}
-
-/// Client `k` (1-based)'s inner address and prefix (its `allowed_ips`).
-fn inner(k: usize) -> String {
-    format!("10.77.{k}.1")
-}
-fn inner_prefix(k: usize) -> String {
-    format!("10.77.{k}.0/24")
-}
-
-/// The lab key of client `k` (the server's is role 0).
-fn client_key(k: usize) -> [u8; 32] {
-    lab_private_key(100 + u8::try_from(k).expect("k < 156"))
 }
 
 struct Fleet {
@@ -157,7 +138,7 @@ impl Fleet {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             router.ip(&args).unwrap();
         }
-        write_keys(&dir, clients);
+        write_keys(&dir, clients).expect("keys");
         Fleet {
             dir,
             pings: Vec::new(),
@@ -179,24 +160,8 @@ impl Fleet {
     }
 
     fn start_gateway(&mut self, i: usize) {
-        let mut cfg = format!(
-            "listen = \"0.0.0.0:{PORT}\"\nauth = \"authenticated\"\nseed = {i}\n\
-             private_key_file = \"{dir}/server.key\"\n\
-             [tun]\nname = \"mpd0\"\naddresses = [\"100.64.0.1/32\"]\n\
-             [ops]\ncontrol_socket = \"{sock}\"\n\
-             [fleet]\nhost_id = {i}\nservice_address = \"{SERVICE}\"\n\
-             unicast_address = \"{uni}\"\nroute_protocol = 200\n",
-            dir = self.dir.display(),
-            sock = self.sock(&format!("g{i}")).display(),
-            uni = unicast(i),
-        );
-        for k in 1..=self.clients.len() {
-            cfg += &format!(
-                "[[peer]]\nname = \"cpe{k}\"\npublic_key = \"{pk}\"\nallowed_ips = [\"{pfx}\"]\n",
-                pk = encode_key(&mpdccp_proto::auth::public_key(&client_key(k))),
-                pfx = inner_prefix(k),
-            );
-        }
+        let sock = self.sock(&format!("g{i}"));
+        let cfg = gateway_config(&self.dir, &sock, i, self.clients.len());
         let f = self.dir.join(format!("g{i}.toml"));
         std::fs::write(&f, cfg).unwrap();
         let _ = std::fs::remove_file(self.sock(&format!("g{i}")));
@@ -334,22 +299,6 @@ impl Fleet {
             )
         });
         self.owner_of(k).unwrap()
-    }
-}
-
-fn write_keys(dir: &Path, clients: usize) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut keys = vec![("server.key".to_string(), lab_private_key(0))];
-    keys.extend((1..=clients).map(|k| (format!("client{k}.key"), client_key(k))));
-    for (name, key) in keys {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join(name))
-            .unwrap();
-        writeln!(f, "{}", encode_key(&key)).unwrap();
     }
 }
 
@@ -550,38 +499,6 @@ fn a_one_path_client_moves_to_its_owner_make_before_break() {
         gap * 1000.0
     );
     assert_eq!(lost, 0, "echoes lost across the move\n{}", f.logs());
-}
-
-/// BGP timers for a test: connect at once, retry every second, notice a
-/// dead neighbour within 3 s.
-const BGP_TIMERS: &str = "hold time 3; keepalive time 1; connect delay time 1; \
-                          connect retry time 1; error wait time 1, 2;";
-
-/// The router: learns from every gateway, installs ECMP (`merge paths`).
-fn router_bird(gateways: usize) -> String {
-    let mut c = String::from(
-        "router id 10.0.1.1;\nprotocol device { scan time 1; }\n\
-         protocol kernel { merge paths on; ipv4 { import none; export all; }; }\n",
-    );
-    for i in 1..=gateways {
-        c += &format!(
-            "protocol bgp g{i} {{ local 10.0.{i}.1 as 65000; neighbor {uni} as 6500{i}; {BGP_TIMERS}\n\
-             ipv4 {{ import all; export none; }}; }}\n",
-            uni = unicast(i)
-        );
-    }
-    c
-}
-
-/// A gateway: announces the kernel routes `mpdccp server` tags `proto 200`.
-fn gateway_bird(i: usize) -> String {
-    format!(
-        "router id {uni};\nprotocol device {{ scan time 1; }}\n\
-         protocol kernel {{ learn; scan time 1; ipv4 {{ import where krt_source = 200; export none; }}; }}\n\
-         protocol bgp upstream {{ local {uni} as 6500{i}; neighbor 10.0.{i}.1 as 65000; passive on; {BGP_TIMERS}\n\
-         ipv4 {{ import none; export all; next hop self; }}; }}\n",
-        uni = unicast(i)
-    )
 }
 
 impl Fleet {
@@ -955,6 +872,10 @@ fn bystanders_lost(
         .collect()
 }
 
+/// The tests run in parallel: the benchmark's iperf3 load would stretch
+/// the thirty clients' crash and drain figures, so these two take turns.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The issue's fleet test: 3 gateways with BIRD behind an ECMP router, 30
 /// two-path clients, the Internet host reaching each of them; one gateway
 /// crashes (kill -9), comes back, another is drained (SIGTERM). Each
@@ -967,6 +888,7 @@ fn thirty_clients_on_three_gateways_survive_a_crash_and_a_drain() {
     if !require_root(test) || !require_tool(test, "ping") || !require_tool(test, "bird") {
         return;
     }
+    let _alone = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     const GATEWAYS: usize = 3;
     const CLIENTS: usize = 30;
     /// The issue's bound on a moved client's outage.
@@ -1147,4 +1069,34 @@ fn ping_replies_are_parsed_with_their_gaps_and_losses() {
     assert_eq!(r.lost(101.0, 102.0), 0);
     assert!((r.max_gap(100.0, 101.6) - 1.4).abs() < 1e-9);
     assert!(r.max_gap(102.0, 103.0).is_infinite(), "no reply at all");
+}
+
+/// `mpdccp testbed --fleet-bench`, short: both phases are measured, and
+/// with three gateways each carries its clients' traffic.
+#[test]
+#[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
+fn the_fleet_benchmark_measures_one_then_three_gateways_each_carrying_traffic() {
+    let test = "the_fleet_benchmark_measures_one_then_three_gateways_each_carrying_traffic";
+    if !require_root(test) || !require_tool(test, "iperf3") || !require_tool(test, "bird") {
+        return;
+    }
+    let _alone = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("{}-fleet-bench", unique_prefix()));
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let r = mpdccp_lab::fleet_bench::run(exe(), &dir, 3, 2, &abort).expect("benchmark");
+    eprintln!("{}", mpdccp_lab::fleet_bench::markdown(&r));
+    let phases = r["phases"].as_array().expect("phases");
+    assert_eq!(phases.len(), 2, "{r:#}");
+    assert_eq!(phases[0]["per_gateway"].as_array().map(Vec::len), Some(1));
+    for p in phases {
+        assert!(p["aggregate_gbps"].as_f64() > Some(0.0), "{r:#}");
+        for g in p["per_gateway"].as_array().unwrap() {
+            assert!(
+                g["gbps"].as_f64() > Some(0.0) && g["cpu_s"].as_f64() > Some(0.0),
+                "{r:#}"
+            );
+        }
+    }
+    assert!(r["ratio_three_to_one"].as_f64().is_some(), "{r:#}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

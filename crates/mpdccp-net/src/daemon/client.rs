@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
 use super::config::{AuthMode, ClientConfig};
-use super::dead_peer::{DeadPeer, Pulse, DEAD_AFTER, DEAD_AFTER_RTTS};
+use super::dead_peer::{DeadPeer, Pulse, Verdict, DEAD_AFTER, DEAD_AFTER_RTTS};
 use super::driver::{drive, Control, Daemon, Step};
 use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
@@ -342,7 +342,8 @@ impl Client {
         r.at = Some(now + wait);
     }
 
-    /// Asks `dead_peer` every [`DEAD_CHECK`] whether the server went silent.
+    /// Asks `dead_peer` every [`DEAD_CHECK`] whether the server went
+    /// silent: probes the paths or starts over when it says so.
     fn check_dead(&mut self, now: Instant) {
         let r = &mut self.redial;
         if r.at.is_some() || now < r.next_dead_check {
@@ -357,14 +358,21 @@ impl Client {
             any_active: active().next().is_some(),
             rx: stats.rx_datagrams,
             tx: stats.tx_datagrams,
+            rx_data: stats.rx_data_pkts,
             // The fastest Active path's: a failing path's RTT, inflated
             // by back-off or a flood, must not stretch the wait.
             srtt: active().filter_map(|v| v.srtt).min(),
         };
-        if r.dead.check(now, pulse) {
-            warn!("the server has been silent (at least {DEAD_AFTER:?}, {DEAD_AFTER_RTTS} round trips): new handshake");
-            self.stats.dead_reconnects += 1;
-            r.at = Some(now);
+        match r.dead.check(now, pulse) {
+            Verdict::Alive => {}
+            Verdict::Probe => {
+                self.conn.probe_paths(now);
+            }
+            Verdict::Dead => {
+                warn!("the server has been silent (at least {DEAD_AFTER:?}, {DEAD_AFTER_RTTS} round trips): new handshake");
+                self.stats.dead_reconnects += 1;
+                r.at = Some(now);
+            }
         }
     }
 
@@ -526,10 +534,20 @@ impl Daemon for Client {
             .iter()
             .filter_map(|p| p.retiring.as_ref()?.due)
             .min();
-        [Some(self.next_check), next_try, retire, self.redial.at]
-            .into_iter()
-            .flatten()
-            .min()
+        // A quiet spell after data is looked at every DEAD_CHECK, even
+        // when no packet or core timer wakes the loop (`dead_peer`).
+        let r = &self.redial;
+        let dead_check = (r.at.is_none() && r.dead.watching()).then_some(r.next_dead_check);
+        [
+            Some(self.next_check),
+            next_try,
+            retire,
+            self.redial.at,
+            dead_check,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn tun_fd(&self) -> RawFd {
@@ -585,6 +603,8 @@ impl Daemon for Client {
     }
 
     fn close(&mut self, now: Instant) {
+        // Closing: no more probes or verdicts (nor wake-ups for them).
+        self.redial.dead.reset();
         self.conn.close(now);
     }
 

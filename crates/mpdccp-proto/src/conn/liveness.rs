@@ -75,6 +75,26 @@ impl Connection {
         true
     }
 
+    /// Asks the peer for a sign of life on every open subflow now: a Sync,
+    /// which the peer answers with a SyncAck (RFC 4340 §7.5.4) whether or
+    /// not it has data to send. For a driver that saw the connection go
+    /// quiet and wants to know, sooner than the keepalive, whether the
+    /// peer is still there; the driver bounds how often it asks. It also
+    /// restarts each subflow's keepalive wait. Returns the subflows
+    /// probed (none unless the connection is established).
+    pub fn probe_paths(&mut self, now: Instant) -> usize {
+        if self.life.state() != ConnState::Established {
+            return 0;
+        }
+        let mut probed = 0;
+        for sf in self.paths.iter_mut().filter(|sf| sf.is_open()) {
+            sf.send_keepalive(now);
+            probed += 1;
+        }
+        self.stats.keepalives_sent += probed as u64;
+        probed
+    }
+
     pub(super) fn check_closed(&mut self) {
         match self.life.state() {
             ConnState::Closing => {

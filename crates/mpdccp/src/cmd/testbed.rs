@@ -117,6 +117,18 @@ pub struct Args {
     /// With --video: seconds of silence between plays.
     #[arg(long, default_value_t = 5.0)]
     video_idle_s: f64,
+    /// Issue #24's fleet benchmark (SCENARIO not needed; needs `bird`):
+    /// aggregate iperf3 TCP from two-path clients through a BIRD/ECMP
+    /// router to one gateway, then to three, with each gateway daemon's
+    /// CPU per Gbit/s. Writes DIR/fleet-bench.json and DIR/FLEET-BENCH.md.
+    #[arg(long)]
+    fleet_bench: bool,
+    /// With --fleet-bench: clients.
+    #[arg(long, default_value_t = 6)]
+    fleet_clients: usize,
+    /// With --fleet-bench: seconds of iperf3 per phase.
+    #[arg(long, default_value_t = 10)]
+    fleet_secs: u32,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -129,6 +141,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.video {
         return video(&args, exe);
+    }
+    if args.fleet_bench {
+        return fleet_bench(&args, &exe, &abort);
     }
     if args.bench {
         let report = mpdccp_lab::bench::run(
@@ -185,6 +200,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(sc) = sim_scenario {
         compare_with_sim(&sc, &summary.to_json(), &out, args.tolerance)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--fleet-bench`: the report on stdout (JSON) and stderr (markdown);
+/// the namespaces' logs and configurations stay in DIR/fleet-lab.
+fn fleet_bench(args: &Args, exe: &std::path::Path, abort: &AtomicBool) -> anyhow::Result<ExitCode> {
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("testbed-out").join("fleet-bench"));
+    std::fs::create_dir_all(&out)?;
+    let lab = out.join("fleet-lab");
+    let report =
+        mpdccp_lab::fleet_bench::run(exe, &lab, args.fleet_clients, args.fleet_secs, abort)?;
+    let md = mpdccp_lab::fleet_bench::markdown(&report);
+    eprintln!("{md}");
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    std::fs::write(
+        out.join("fleet-bench.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
+    std::fs::write(out.join("FLEET-BENCH.md"), md)?;
     Ok(ExitCode::SUCCESS)
 }
 
