@@ -359,6 +359,7 @@ impl Client {
             rx: stats.rx_datagrams,
             tx: stats.tx_datagrams,
             rx_data: stats.rx_data_pkts,
+            syncs: stats.syncs_sent,
             // The fastest Active path's: a failing path's RTT, inflated
             // by back-off or a flood, must not stretch the wait.
             srtt: active().filter_map(|v| v.srtt).min(),

@@ -53,6 +53,16 @@ pub const SENT_INTO_SILENCE: u64 = 3;
 /// that three probes go out before [`DEAD_AFTER`].
 pub const PROBE_AFTER: Duration = Duration::from_millis(250);
 
+/// How long a silence answered only by our own probes must last before
+/// the server counts as gone (at least [`DEAD_AFTER`] and its RTT rule).
+/// Why longer than `DEAD_AFTER`: a live gateway starved of CPU stalls;
+/// measured in net_fleet's thirty-client test at load 6.7, the clients
+/// moved off a crashed host raised the survivors' round trips to ~1.2 s,
+/// and their own clients, probing that silence, took them for dead after
+/// 1 s and moved too (echo gaps of 7–10 s). Own data sent into the
+/// silence keeps the 1 s rule, as before the probes.
+pub const PROBED_DEAD_AFTER: Duration = Duration::from_secs(2);
+
 /// See [`PROBE_AFTER`]: a probe's answer takes one round trip.
 pub const PROBE_AFTER_RTTS: u32 = 3;
 
@@ -74,8 +84,9 @@ pub enum Verdict {
 #[derive(Debug, Default)]
 pub struct DeadPeer {
     no_active_since: Option<Instant>,
-    /// (received total, when it last grew, sent total then).
-    last_rx: Option<(u64, Instant, u64)>,
+    /// (received total, when it last grew, sent total then, Syncs sent
+    /// then).
+    last_rx: Option<(u64, Instant, u64, u64)>,
     /// Data packets received so far, as last seen.
     rx_data: u64,
     /// Data arrived since the last answered probe: a quiet spell now is
@@ -95,6 +106,8 @@ pub struct Pulse {
     /// Datagrams received and sent on the connection so far.
     pub rx: u64,
     pub tx: u64,
+    /// Syncs sent so far (the probes among `tx`).
+    pub syncs: u64,
     /// Data packets received so far (the rest are acks and probes).
     pub rx_data: u64,
     /// The smallest smoothed RTT of the connection's Active paths, if any.
@@ -124,20 +137,27 @@ impl DeadPeer {
             }
         };
         let silent_since = match self.last_rx {
-            Some((rx, since, tx_then)) if rx == p.rx => Some((since, tx_then)),
+            Some((rx, since, tx_then, syncs_then)) if rx == p.rx => {
+                Some((since, tx_then, syncs_then))
+            }
             _ => {
                 self.heard(now, p);
                 None
             }
         };
-        let Some((since, tx_then)) = silent_since else {
+        let Some((since, tx_then, syncs_then)) = silent_since else {
             return if no_active {
                 Verdict::Dead
             } else {
                 Verdict::Alive
             };
         };
-        if no_active || (quiet(since, dead_after) && p.tx >= tx_then + SENT_INTO_SILENCE) {
+        let sent = p.tx.saturating_sub(tx_then);
+        let probes = p.syncs.saturating_sub(syncs_then).min(sent);
+        let own_into_silence = quiet(since, dead_after) && sent - probes >= SENT_INTO_SILENCE;
+        let probed_into_silence =
+            quiet(since, dead_after.max(PROBED_DEAD_AFTER)) && sent >= SENT_INTO_SILENCE;
+        if no_active || own_into_silence || probed_into_silence {
             return Verdict::Dead;
         }
         let probe_due = self.receiving
@@ -161,7 +181,7 @@ impl DeadPeer {
         }
         self.rx_data = p.rx_data;
         self.probed_at = None;
-        self.last_rx = Some((p.rx, now, p.tx));
+        self.last_rx = Some((p.rx, now, p.tx, p.syncs));
     }
 
     /// Whether the client should look again every check interval even if
@@ -186,6 +206,7 @@ mod tests {
             any_active,
             rx,
             tx,
+            syncs: 0,
             rx_data: 0,
             srtt: None,
         }
@@ -268,7 +289,7 @@ mod tests {
     /// dead.
     fn downstream_client_after_a_crash(paths: u64, srtt_ms: u64) -> (Vec<u64>, Option<u64>) {
         let mut d = DeadPeer::default();
-        let (mut rx, mut tx, mut data) = (10, 10, 0);
+        let (mut rx, mut tx, mut data, mut syncs) = (10, 10, 0, 0);
         let (mut probes, mut dead_at) = (Vec::new(), None);
         for ms in (0..=5_000).step_by(100) {
             if ms <= 1_000 {
@@ -277,6 +298,7 @@ mod tests {
             }
             let p = Pulse {
                 rx_data: data,
+                syncs,
                 srtt: Some(Duration::from_millis(srtt_ms)),
                 ..pulse(true, true, rx, tx)
             };
@@ -285,6 +307,7 @@ mod tests {
                 Verdict::Probe => {
                     probes.push(ms);
                     tx += paths;
+                    syncs += paths;
                 }
                 Verdict::Dead => {
                     dead_at = Some(ms);
@@ -296,21 +319,45 @@ mod tests {
     }
 
     #[test]
-    fn a_receiving_client_probes_a_quiet_server_and_finds_it_dead_after_a_second() {
+    fn a_receiving_client_probes_a_quiet_server_and_finds_it_dead_after_two_seconds() {
         // Last datagram at 1.0 s: probes from 0.25 s of quiet on, four a
-        // second at most; dead 1 s after the last datagram, whether the
-        // probes go out on two paths or one.
+        // second at most; dead PROBED_DEAD_AFTER after the last datagram,
+        // whether the probes go out on two paths or one (a stall of a
+        // live host shorter than that is outlived).
         for paths in [2, 1] {
             let (probes, dead_at) = downstream_client_after_a_crash(paths, 20);
-            assert_eq!(dead_at, Some(2_000), "{paths} paths: probes {probes:?}");
-            assert_eq!(probes, [1_300, 1_600, 1_900], "{paths} paths");
+            assert_eq!(dead_at, Some(3_000), "{paths} paths: probes {probes:?}");
+            assert_eq!(probes[..3], [1_300, 1_600, 1_900], "{paths} paths");
+            assert_eq!(probes.len(), 6, "{paths} paths: {probes:?}");
         }
-        // A slow path waits three of its round trips before probing and
-        // four before giving up (here one check more, for the second
-        // round of Syncs that makes three).
+        // A slow path waits three of its round trips before probing; its
+        // four round trips (1.2 s) are below PROBED_DEAD_AFTER.
         let (probes, dead_at) = downstream_client_after_a_crash(2, 300);
-        assert_eq!(probes, [1_900, 2_200]);
-        assert_eq!(dead_at, Some(2_300));
+        assert_eq!(probes[..2], [1_900, 2_200]);
+        assert_eq!(dead_at, Some(3_000));
+        // At an 800 ms RTT the four round trips rule (3.2 s).
+        let (_, dead_at) = downstream_client_after_a_crash(2, 800);
+        assert_eq!(dead_at, Some(4_200));
+    }
+
+    #[test]
+    fn own_data_into_silence_keeps_the_one_second_rule_probes_alone_do_not() {
+        let t = Instant::from_millis;
+        let p = |tx, syncs| Pulse {
+            syncs,
+            ..pulse(true, true, 100, tx)
+        };
+        // Three of our own datagrams unanswered for 1 s: dead.
+        let mut d = DeadPeer::default();
+        assert!(!dead(d.check(t(0), p(100, 0))));
+        assert!(dead(d.check(t(1_000), p(103, 0))));
+        // Three Syncs (probes) unanswered for 1 s: not yet …
+        let mut d = DeadPeer::default();
+        assert!(!dead(d.check(t(0), p(100, 0))));
+        assert!(!dead(d.check(t(1_000), p(103, 3))));
+        assert!(!dead(d.check(t(1_999), p(106, 6))));
+        // … for 2 s: dead.
+        assert!(dead(d.check(t(2_000), p(106, 6))));
     }
 
     #[test]
