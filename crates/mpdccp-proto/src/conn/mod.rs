@@ -74,7 +74,6 @@ mod fleet;
 mod fq;
 mod handshake;
 mod identity;
-pub(crate) mod inner;
 pub mod keys;
 mod lifecycle;
 mod liveness;

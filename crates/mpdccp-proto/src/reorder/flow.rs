@@ -63,7 +63,7 @@ use super::progress::PathProgress;
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
 };
-use crate::conn::inner;
+use crate::inner;
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
 
