@@ -11,7 +11,7 @@
 //! the same way back.
 //!
 //! One step = pop the earliest `(time, seq)` deadline, run that component,
-//! then [`Simulation::settle`]: drain every connection touched (datagrams to
+//! then `Simulation::settle`: drain every connection touched (datagrams to
 //! links, events to sinks and senders) until nothing changes, and re-arm
 //! every deadline. Nothing depends on wall time, hash order or OS randomness;
 //! every random draw comes from a ChaCha stream seeded from the scenario seed.
