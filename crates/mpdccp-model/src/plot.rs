@@ -918,7 +918,7 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    /// Issue #27's figure defects, one assertion per class.
+    /// The figure defects a review found, one assertion per class.
     #[test]
     fn ticks_gaps_legends_and_cdf_axes_follow_paper_conventions() {
         // Tick labels: no ".0".

@@ -25,6 +25,9 @@
 //! * [`sched`]   — the scheduler trait and the schedulers.
 //! * [`reorder`] — the receiver reordering trait and its strategies.
 //! * [`time`], [`path`] — the shared vocabulary: time and the per-path view.
+//! * `inner` — the inner packet's flow key and transport protocol, read by
+//!   the send queue's flow queues ([`conn`]) and by `per-flow` reordering
+//!   ([`reorder`]); at the root so neither imports the other.
 
 #![forbid(unsafe_code)]
 
@@ -33,6 +36,7 @@ pub mod cc;
 pub mod conn;
 #[cfg(feature = "harness")]
 pub mod harness;
+mod inner;
 mod kind;
 pub mod path;
 pub mod reorder;

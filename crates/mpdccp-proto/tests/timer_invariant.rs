@@ -30,26 +30,6 @@ use mpdccp_proto::sched::{SchedulerConfig, SchedulerKind};
 use mpdccp_proto::{ConnectionConfig, EndpointConfig, Instant, PathId};
 use proptest::prelude::*;
 
-const SCHEDULERS: [&str; 9] = [
-    "cpf",
-    "rr",
-    "srtt",
-    "ratio",
-    "redundant",
-    "otias",
-    "handover",
-    "acpf",
-    "ecf",
-];
-const REORDERS: [&str; 6] = [
-    "passive",
-    "active-fixed",
-    "active-adaptive",
-    "equalized",
-    "delay-equalization",
-    "per-flow",
-];
-
 /// What happens next in a session.
 #[derive(Clone, Debug)]
 enum Step {
@@ -107,11 +87,17 @@ fn link() -> impl Strategy<Value = LinkSpec> {
         })
 }
 
+/// One of `all` (every scheduler or every reordering strategy, so a new
+/// kind is covered without touching this test).
+fn kind<K: Copy + std::fmt::Debug>(all: &'static [K]) -> impl Strategy<Value = K> {
+    (0..all.len()).prop_map(move |i| all[i])
+}
+
 /// The connection's settings, with the optional timers on or off.
 #[derive(Clone, Debug)]
 struct Knobs {
-    scheduler: usize,
-    reorder: usize,
+    scheduler: SchedulerKind,
+    reorder: ReorderKind,
     keepalive: bool,
     idle: bool,
     path_expiry: bool,
@@ -121,8 +107,8 @@ struct Knobs {
 
 fn knobs() -> impl Strategy<Value = Knobs> {
     (
-        0..SCHEDULERS.len(),
-        0..REORDERS.len(),
+        kind(SchedulerKind::ALL),
+        kind(ReorderKind::ALL),
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
@@ -145,8 +131,8 @@ fn knobs() -> impl Strategy<Value = Knobs> {
 fn config(k: &Knobs) -> ConnectionConfig {
     let ms = Duration::from_millis;
     ConnectionConfig {
-        scheduler: SchedulerConfig::from(SCHEDULERS[k.scheduler].parse::<SchedulerKind>().unwrap()),
-        reorder: ReorderConfig::from(REORDERS[k.reorder].parse::<ReorderKind>().unwrap()),
+        scheduler: SchedulerConfig::from(k.scheduler),
+        reorder: ReorderConfig::from(k.reorder),
         keepalive_interval: k.keepalive.then_some(ms(500)),
         idle_timeout: k.idle.then_some(ms(4_000)),
         path_idle_timeout: k.path_expiry.then_some(ms(2_500)),
@@ -275,8 +261,8 @@ proptest! {
 #[test]
 fn plpmtud_confirmation_round_leaves_no_deadline_at_now() {
     let knobs = Knobs {
-        scheduler: 0,
-        reorder: 0,
+        scheduler: SchedulerKind::Cpf,
+        reorder: ReorderKind::Passive,
         keepalive: false,
         idle: false,
         path_expiry: false,

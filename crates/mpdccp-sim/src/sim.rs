@@ -11,15 +11,16 @@
 //! the same way back.
 //!
 //! One step = pop the earliest `(time, seq)` deadline, run that component,
-//! then [`Simulation::settle`]: drain every connection touched (datagrams to
+//! then `Simulation::settle`: drain every connection touched (datagrams to
 //! links, events to sinks and senders) until nothing changes, and re-arm
 //! every deadline. Nothing depends on wall time, hash order or OS randomness;
 //! every random draw comes from a ChaCha stream seeded from the scenario seed.
 //!
-//! What is measured (and how) is documented on [`crate::metrics`]-like
-//! helpers below: path RTT and queueing delay are measured on the links
-//! themselves (what a packet experienced), independent of any estimator
-//! inside the protocol.
+//! What is measured: path RTT and queueing delay on the links themselves,
+//! as each delivered packet experienced them (`on_link_delivery`),
+//! independent of any estimator inside the protocol; cwnd, SRTT and link
+//! queue bytes every `SAMPLE_PERIOD` (`sample`). Both go to the
+//! `mpdccp_model::results::Recorder`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -53,7 +54,8 @@ const TRANSMIT_BUF_BYTES: usize = 64 * 1024;
 const END_GRACE: Duration = Duration::from_secs(1);
 /// Events at one instant beyond which a component is considered stuck.
 const SPIN_LIMIT: u64 = 100_000;
-/// How far a connection timer that cannot make progress is pushed.
+/// How far a connection deadline is pushed when it falls at or before an
+/// instant the connection was already woken at (`settle`).
 const SPIN_NUDGE: Duration = Duration::from_micros(50);
 
 /// How many deliveries ahead a link's next datagram is fetched (`pool.rs`).
@@ -799,12 +801,14 @@ impl Simulation {
                     let now = self.now;
                     let mut at = nodes[side as usize].conn.poll_timeout();
                     if let Some(a) = at.filter(|a| *a <= now) {
-                        // Woken at `now` already and still asking for `now`:
-                        // the timer cannot make progress (e.g. a pacing time
-                        // reported while the window is full). Poll again a
-                        // little later instead of spinning; acks wake the
-                        // connection anyway.
                         if self.timeout_handled_at[side as usize] == Some(now) {
+                            // Woken at `now` already: `handle_timeout(now)`
+                            // leaves the deadline later than `now` (its
+                            // invariant), so this one was armed since, by a
+                            // datagram, send or transmit at this instant.
+                            // Poll a little later rather than wake the
+                            // connection twice at one instant; acks wake it
+                            // anyway.
                             self.stats.spin_breaks += 1;
                             at = Some(now + SPIN_NUDGE);
                         } else {

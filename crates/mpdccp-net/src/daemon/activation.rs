@@ -1,5 +1,5 @@
-//! systemd socket activation of the server's listening port (issue #28,
-//! docs/SECURITY.md §7): systemd binds the port before the service starts
+//! systemd socket activation of the server's listening port
+//! (docs/SECURITY.md §7): systemd binds the port before the service starts
 //! and keeps it across restarts, so no local user can take it meanwhile
 //! and collect the Inits of the clients (`deploy/systemd/mpdccp-server.socket`).
 //!

@@ -276,7 +276,8 @@ impl TunnelConfig {
             rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
             wire_profile: self.wire_profile,
             // A path a forged packet disturbed comes back one backoff
-            // sooner (issue #28); the simulator keeps the published timing.
+            // sooner, so a forger costs the tunnel less; the simulator
+            // keeps the published timing.
             first_probe_at_base_rto: true,
             ..self.settings.connection_config(plan.tun_mtu as usize)
         }

@@ -1,5 +1,4 @@
-//! The listening port in the other address family (issue #28,
-//! docs/SECURITY.md §7).
+//! The listening port in the other address family (docs/SECURITY.md §7).
 //!
 //! A server on `0.0.0.0:6773` leaves `[::]:6773` free for an IPv6-only
 //! socket (`IPV6_V6ONLY`), and one on a specific IPv6 address (or on

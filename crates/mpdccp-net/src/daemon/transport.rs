@@ -214,7 +214,7 @@ impl Peer {
     /// Both keys are the same path: the same transport between the same
     /// two addresses, whatever the client's port (a rejoin takes a new
     /// one). An authenticated join on a path retires the subflow it
-    /// replaced (`Endpoint::identify_paths`, issue #28).
+    /// replaced (`Endpoint::identify_paths`).
     pub fn same_path(a: &Peer, b: &Peer) -> bool {
         match (*a, *b) {
             (

@@ -8,7 +8,7 @@
 //! ([`RttEstimator::on_sample_at`], [`RttEstimator::on_sample_with_ack_delay_at`])
 //! age out; the time-less entry points keep a running minimum.
 //!
-//! Issue #13: an estimate whose newest sample is older than the caller's
+//! An estimate whose newest sample is older than the caller's
 //! staleness limit describes a queue that has since drained (the path was
 //! idle). [`RttEstimator::restart`] takes the next sample as a first
 //! measurement (RFC 6298 §2.2: SRTT ← R, RTTVAR ← R/2) instead of moving

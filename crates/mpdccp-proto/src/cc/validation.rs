@@ -22,13 +22,13 @@
 //!   — and ssthresh becomes `max(ssthresh, 3/4·cwnd)` first so slow start
 //!   climbs back towards the old window (RFC 2861 §3).
 //! - Why this restart window: RFC 2861's RW = min(IW, cwnd) makes a video
-//!   keyframe after idle wait several round trips (issue 26: 236 ms at cwnd
-//!   3). RFC 7661 §4.3 keeps the whole cwnd for the non-validated period.
+//!   keyframe after idle wait several round trips (236 ms at cwnd 3).
+//!   RFC 7661 §4.3 keeps the whole cwnd for the non-validated period.
 //!   The default keeps what the path delivered per round trip lately; the
 //!   peak rule keeps the part of cwnd that RFC 7661 calls validated: its validated
 //!   phase is `pipeACK ≥ ½·cwnd` (§3, §4.1), so a window up to twice what
 //!   the path delivered in one round trip was validated, and more was not
-//!   (issue 26: 394 packets with at most 163 in flight — a slow start's
+//!   (measured: 394 packets with at most 163 in flight — a slow start's
 //!   overshoot, 2·163 = 326 kept).
 //! - Which pipeACK (peak rule): `pipeACK_peak`, the largest sample of the last NVP, not
 //!   only of the last three. RFC 7661 §4.3 keeps cwnd through the whole
@@ -37,7 +37,7 @@
 //!   steady frames use a tenth of it, then the play pauses. The last three
 //!   samples describe the steady frames, so after a pause the window fell
 //!   to them and the next keyframe waited three to four round trips in
-//!   slow start (issue 25: keyframe after 5 s idle 125 ms on the real
+//!   slow start (keyframe after 5 s idle: 125 ms on the real
 //!   tunnel, 70 ms within the play; 88–90 ms with the peak rule). Not the
 //!   default: a secondary path that idles beside a busy one then restarts
 //!   with a larger window, which costs the simulator's lossy/quic/lia

@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::aqm::CoDel;
-use super::inner::flow_hash;
 use super::queued::Queued;
+use crate::inner::flow_hash;
 
 /// Default number of buckets (RFC 8290 §4.1 / §5.1: 1024).
 pub const DEFAULT_FLOWS: usize = 1024;

@@ -74,7 +74,6 @@ mod fleet;
 mod fq;
 mod handshake;
 mod identity;
-pub(crate) mod inner;
 pub mod keys;
 mod lifecycle;
 mod liveness;
@@ -133,7 +132,7 @@ use timer::TimerTable;
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
 
 /// Upper bound of the DCCP header on a data packet built by this crate,
-/// guaranteed when each data packet is built (`conn/data_header.rs`): the
+/// guaranteed when each data packet is built (`conn/subflow/data_header.rs`): the
 /// generic header with the acknowledgement sub-header (24), MP_SEQ (9, RFC
 /// 9897 §3.2.5 requires it on every data packet) and an Ack Vector of up to
 /// 21 cells, or MP_RTT and an Ack Ratio change next to a short one. What
@@ -801,7 +800,6 @@ impl Connection {
         Subflow::new(id, cfg, iss, cc, &self.config)
     }
 
-    /// Moves packets waiting on path `i` back to the head of the send queue.
     /// Moves the packets waiting on path `i` back to the connection's queue
     /// (newest first, so they keep their order); a redundant copy is
     /// dropped instead, as its twins carry its MP_SEQ.
@@ -825,16 +823,14 @@ impl Connection {
         }
     }
 
-    /// True when a subflow with this id exists.
     /// A subflow still owes its peer a Reset (e.g. the answer to a Close):
     /// a closed connection must be polled once more before it is dropped.
     pub fn owes_reset(&self) -> bool {
         self.paths.iter().any(|p| p.has_pending_reset())
     }
 
+    /// True when a subflow with this id exists.
     pub fn has_path(&self, id: PathId) -> bool {
         self.idx(id).is_some()
     }
 }
-
-impl Subflow {}

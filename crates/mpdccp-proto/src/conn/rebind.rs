@@ -126,8 +126,8 @@ impl Connection {
         // Only a packet newer than every one received may move a path
         // (RFC 9000 §9.3: "only ... the highest-numbered non-probing
         // packet"): the packets of a real rebinding are new, a copy of
-        // one already received is an on-path attacker's replay (issue
-        // #28: 100 000 mutated copies from the attacker's own address
+        // one already received is an on-path attacker's replay (under
+        // test, 100 000 mutated copies from the attacker's own address
         // each renewed a challenge and its budget, and the downstream
         // went to the attacker until the client gave the connection up).
         // And not far ahead either: after a real rebinding the peer's

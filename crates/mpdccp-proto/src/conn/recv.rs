@@ -106,11 +106,10 @@ impl Connection {
         self.handle_close_key(seg);
         self.paths[i].on_closereq(now);
         // The subflow carries nothing more: say so now, not when the close
-        // completes. Issue #28: a forged CloseReq took the server's next
-        // number, so our Close acknowledged one it had not sent, was
-        // refused (RFC 4340 §7.5.3), and the close and the rejoin waited
-        // for its retransmission or the path manager's next turn
-        // (0.4-1.15 s). Only in the authenticated modes, where the daemon
+        // completes. A forged CloseReq takes the server's next number, so
+        // our Close acknowledges one it has not sent and is refused (RFC
+        // 4340 §7.5.3): the close and the rejoin would wait for its
+        // retransmission or the path manager's next turn (0.4-1.15 s). Only in the authenticated modes, where the daemon
         // rejoins on it (the published open-mode runs keep their event
         // times). Not when it carried the connection's MP_CLOSE (a real
         // close, a drain): that close runs its handshake, and the peer's

@@ -6,10 +6,9 @@
 //! behind a gap of a bulk flow, while `passive` hands a bulk flow spread
 //! over two paths reordered to its loss detection (QUIC's packet threshold
 //! of 3, RFC 9002 §6.1.1; a dupack TCP) — measured on two equal 30 Mbit/s
-//! paths, every loss a QUIC-like inner flow saw was spurious. Issue #25
-//! asks for "receiver reordering per inner flow (a gap in one flow must not
-//! hold another flow's packets; the hold time bounded by the paths'
-//! measured delay difference)".
+//! paths, every loss a QUIC-like inner flow saw was spurious. So a gap in
+//! one flow must not hold another flow's packets, and the hold time is
+//! bounded by the paths' measured delay difference.
 //!
 //! The receiver does not know which flow a missing MP_SEQ belongs to, so:
 //!
@@ -63,7 +62,7 @@ use super::progress::PathProgress;
 use super::{
     Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderStats,
 };
-use crate::conn::inner;
+use crate::inner;
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
 

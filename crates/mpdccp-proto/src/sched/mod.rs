@@ -1,8 +1,13 @@
 //! Schedulers: which path(s) carry the next packet.
 //!
 //! The connection keeps a bounded send queue in front of the scheduler. Each
-//! time it could send, it rebuilds the [`PathView`]s and asks the scheduler for
-//! a decision for the packet at the head of the queue:
+//! time it could send, it builds one [`PathView`] per path and asks the
+//! scheduler for a decision for each packet at the head of the queue in
+//! turn. Between decisions only the chosen paths' queues change, so after
+//! each assignment only those paths' views are refreshed. It builds no view
+//! and asks nothing when the queue is empty, when no path is usable, or when
+//! no path can send and the scheduler would then hold anyway
+//! ([`Scheduler::holds_unless_a_path_can_send`]). A decision is:
 //!
 //! * no path (`out` left empty): hold the packet — every suitable path is full
 //!   or paced; the connection asks again when a path frees up

@@ -738,7 +738,7 @@ fn check_e6(mut c: Checker<'_>) {
 mod tests {
     use super::*;
 
-    /// Issue #27: every row with a published value is judged against a
+    /// Every row with a published value is judged against a
     /// stated tolerance or says why not. Evaluated without runs, so every
     /// row of every experiment is emitted (values `None`).
     #[test]

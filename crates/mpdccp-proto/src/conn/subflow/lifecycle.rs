@@ -50,9 +50,9 @@ impl Lifecycle {
     /// Closed for at least `linger` at `now`, and the peer silent on it for
     /// twice that: a peer that still sends there (it did not see the
     /// subflow end; its probes come at least every second) gets the Reset
-    /// that tells it, rather than silence once the route is gone (issue
-    /// #28: the subflow was forgotten during a 4 s flood and the peer's
-    /// half stayed failing).
+    /// that tells it, rather than silence once the route is gone (else a
+    /// subflow forgotten during a 4 s flood left the peer's half
+    /// failing).
     pub(super) fn closed_for_at_least(&self, now: Instant, linger: Duration) -> bool {
         self.closed_at.is_some_and(|t| now >= t + linger)
             && self.stray_at.is_none_or(|t| now >= t + 2 * linger)

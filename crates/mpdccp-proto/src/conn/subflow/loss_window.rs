@@ -3,7 +3,7 @@
 //! path's cumulative counters.
 //!
 //! The per-ack smoothed `loss_rate` forgets a loss within about 64 acked
-//! packets, so a scrape reads 0 or 1e-108 (issue 26); an operator compares
+//! packets, so a scrape reads 0 or 1e-108; an operator compares
 //! this ratio with a link's drop rate. Deterministic: counters are
 //! snapshotted once per whole second of `now` (the first refresh in it),
 //! and the ratio is the difference between the current counters and the

@@ -64,12 +64,12 @@ impl Subflow {
         if self.seq.have_isr && self.pend.reset.is_none() {
             // Numbered from the packet it answers, as for a packet without
             // a connection (RFC 4340 §8.3.1: sequence = its ack + 1, ack =
-            // its sequence); GSR stays. Issue #28: a flood of
-            // mutated copies moved GSR here to numbers the peer never sent
-            // and each answer took a sequence number, so the Resets
-            // acknowledged what the peer never sent or ran past its window;
-            // it found them invalid (§7.5.3) and kept its half of the
-            // subflow failing, never rejoining.
+            // its sequence); GSR stays. When a flood of mutated copies
+            // moved GSR here to numbers the peer never sent and each answer
+            // took a sequence number, the Resets acknowledged what the peer
+            // never sent or ran past its window; it found them invalid
+            // (§7.5.3) and kept its half of the subflow failing, never
+            // rejoining.
             let (wseq, wack) = if seg.short_seq {
                 (
                     extend_short(seg.seq, self.seq.gsr & SEQ_MASK),
@@ -109,7 +109,7 @@ impl Subflow {
             PacketType::Request => seqn >= swl && seqn <= swh,
             _ => seqn >= swl && seqn <= swh && ack_ok(awl),
         };
-        // Issue #28: an on-path forger knows the numbers, so an in-window
+        // An on-path forger knows the numbers, so an in-window
         // forgery (a Sync far ahead, Acks taking the peer's next numbers)
         // could move GSR past everything the peer sends: its packets were
         // then below SWL, or our Acks acknowledged numbers it never sent
