@@ -355,8 +355,8 @@ impl Client {
         let pulse = Pulse {
             established: self.conn.is_established(),
             any_active: active().next().is_some(),
-            rx: stats.rx_datagrams,
-            tx: stats.tx_datagrams,
+            rx: stats.traffic.rx_datagrams,
+            tx: stats.traffic.tx_datagrams,
             // The fastest Active path's: a failing path's RTT, inflated
             // by back-off or a flood, must not stretch the wait.
             srtt: active().filter_map(|v| v.srtt).min(),
