@@ -140,7 +140,7 @@ fn bench(c: &mut Criterion) {
                 start.elapsed()
             });
             let s = pair.server.stats();
-            assert_eq!((s.rx_protect_failed, s.rx_replayed), (0, 0));
+            assert_eq!((s.rx.rx_protect_failed, s.rx.rx_replayed), (0, 0));
         });
     }
     group.finish();

@@ -251,7 +251,10 @@ fn configured_peer_connects_with_derived_keys_and_key_type_255_only() {
     let now = w.now;
     w.clients[0].send(now, &[0x45; 100]).unwrap();
     w.run(10);
-    assert_eq!(w.ep.connection(hs[0]).unwrap().stats().join_bad_hmac, 0);
+    assert_eq!(
+        w.ep.connection(hs[0]).unwrap().stats().auth.join_bad_hmac,
+        0
+    );
 }
 
 #[test]
@@ -347,7 +350,7 @@ fn sniffed_handshake_and_replayed_join_do_not_add_a_path() {
     while w.ep.poll_transmit(now, &mut buf).is_some() {}
     w.run(5);
     let conn = w.ep.connection(h).unwrap();
-    assert!(conn.stats().join_bad_hmac >= 1);
+    assert!(conn.stats().auth.join_bad_hmac >= 1);
     let open = conn
         .paths()
         .iter()
@@ -356,7 +359,7 @@ fn sniffed_handshake_and_replayed_join_do_not_add_a_path() {
     assert_eq!(open, 2, "only the victim's two paths are open");
     println!(
         "replayed join: {} bad HMAC, {} open paths",
-        conn.stats().join_bad_hmac,
+        conn.stats().auth.join_bad_hmac,
         open
     );
 }
@@ -765,7 +768,7 @@ fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() 
     let server = w.ep.connection(h).expect("the connection is still there");
     assert!(!server.is_closed());
     assert_eq!(active(&w), 0, "the forged Resets closed both paths");
-    assert!(server.stats().resets_received >= 2);
+    assert!(server.stats().traffic.resets_received >= 2);
     // The client's paths come back as joins of the same connection.
     w.start(0, 2);
     w.run(50);
@@ -900,7 +903,7 @@ fn mp_prio_is_authenticated_in_the_authenticated_mode() {
     w.run(50);
     assert_eq!(server_prios(&w), before, "forged MP_PRIO ignored");
     let stats = w.ep.connection(h).unwrap().stats();
-    assert_eq!(stats.prio_bad_hmac, 4);
+    assert_eq!(stats.auth.prio_bad_hmac, 4);
 
     // Genuine: the client takes path 1 out of use; the server follows.
     let mark = w.wire.len();
@@ -944,5 +947,5 @@ fn mp_prio_is_authenticated_in_the_authenticated_mode() {
     w.ep.handle_datagram(now, addr(0, 0), &replay);
     w.run(50);
     assert_eq!(server_prios(&w), vec![before[0], 0]);
-    assert_eq!(w.ep.connection(h).unwrap().stats().prio_bad_hmac, 5);
+    assert_eq!(w.ep.connection(h).unwrap().stats().auth.prio_bad_hmac, 5);
 }

@@ -155,7 +155,7 @@ fn fast_close_with_a_wrong_key_is_ignored() {
     let now = h.now;
     h.client.fast_close(now);
     h.drive_for(Duration::from_millis(100));
-    assert!(h.server.stats().bad_close_key >= 1);
+    assert!(h.server.stats().auth.bad_close_key >= 1);
     assert!(!h
         .server_events
         .iter()

@@ -229,7 +229,7 @@ fn join_with_another_mp_capable_version_is_refused_and_leaves_no_route() {
         .collect();
     assert_eq!(resets, vec![(PacketType::Reset, ResetCode::OptionError)]);
     let c = w.ep.connection(h).unwrap();
-    assert_eq!(c.stats().join_bad_mp_capable, 1);
+    assert_eq!(c.stats().auth.join_bad_mp_capable, 1);
     assert_eq!(c.paths().len(), 1, "no subflow kept for the refused join");
     assert_eq!(w.ep.route(&(77, 0)), None, "no route kept");
     // The genuine join (retransmitted) still gets through.

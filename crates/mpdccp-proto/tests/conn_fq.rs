@@ -86,14 +86,20 @@ fn send_queue_flows_reaches_the_queue() {
     let (r, st, len) = send_all(0);
     assert_eq!(r, Err(SendError::QueueFull));
     assert_eq!(
-        (st.send_queue_dropped_newest, st.send_queue_dropped_fattest),
+        (
+            st.send_queue.send_queue_dropped_newest,
+            st.send_queue.send_queue_dropped_fattest
+        ),
         (1, 0)
     );
     assert_eq!(len, 10);
     let (r, st, len) = send_all(DEFAULT_SEND_QUEUE_FLOWS);
     assert_eq!(r, Ok(()));
     assert_eq!(
-        (st.send_queue_dropped_newest, st.send_queue_dropped_fattest),
+        (
+            st.send_queue.send_queue_dropped_newest,
+            st.send_queue.send_queue_dropped_fattest
+        ),
         (0, 1)
     );
     assert_eq!(len, 10);

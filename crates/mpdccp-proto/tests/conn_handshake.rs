@@ -53,7 +53,10 @@ fn handshake_then_two_joins() {
         }
     }
     let s = h.server.stats();
-    assert_eq!(s.join_bad_hmac + s.join_unknown_token + s.rx_seq_invalid, 0);
+    assert_eq!(
+        s.auth.join_bad_hmac + s.auth.join_unknown_token + s.rx.rx_seq_invalid,
+        0
+    );
 }
 
 #[test]
@@ -92,16 +95,17 @@ fn data_over_two_paths_is_delivered_exactly_once() {
         ids.dedup();
         assert_eq!(ids.len(), total, "no duplicates ({side:?})");
         let stats = h.conn(side).stats();
-        let dropped = stats.send_queue_dropped_newest + stats.send_queue_dropped_oldest;
+        let dropped =
+            stats.send_queue.send_queue_dropped_newest + stats.send_queue.send_queue_dropped_oldest;
         // Unreliable transport: everything accepted reaches the peer unless lost.
         assert_eq!(
-            total as u64 + stats.lost_pkts,
+            total as u64 + stats.loss.lost_pkts,
             n as u64 - dropped,
             "{side:?}: delivered {total}, lost {}, dropped {dropped}",
-            stats.lost_pkts
+            stats.loss.lost_pkts
         );
         assert!(total > 1900, "{side:?} delivered {total}");
-        assert_eq!(stats.lost_pkts, 0, "no loss on loss-free links");
+        assert_eq!(stats.loss.lost_pkts, 0, "no loss on loss-free links");
         // Both paths carried data.
         for p in 0..2 {
             let ps = h.conn(side).path_stats(PathId(p)).unwrap();
@@ -140,5 +144,5 @@ fn gso_batches_carry_equal_size_datagrams_and_deliver_exactly_once() {
         (0..1000).collect::<Vec<_>>(),
         "every packet exactly once"
     );
-    assert_eq!(h.client.stats().lost_pkts, 0);
+    assert_eq!(h.client.stats().loss.lost_pkts, 0);
 }

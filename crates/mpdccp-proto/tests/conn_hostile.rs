@@ -33,7 +33,7 @@ fn session(seed: u64) -> Harness {
 }
 
 fn rejected(s: &ConnStats) -> u64 {
-    s.rx_malformed + s.rx_seq_invalid + s.rx_duplicate + s.rx_unexpected
+    s.rx.rx_malformed + s.rx.rx_seq_invalid + s.rx.rx_duplicate + s.rx.rx_unexpected
 }
 
 fn live(h: &Harness) -> bool {
@@ -60,7 +60,7 @@ fn mutated_and_random_datagrams_never_panic() {
         // session, keeping the tally of the old one.
         if !live(&h) {
             let (c, s) = (h.client.stats(), h.server.stats());
-            received += c.rx_datagrams + s.rx_datagrams;
+            received += c.traffic.rx_datagrams + s.traffic.rx_datagrams;
             refused += rejected(&c) + rejected(&s);
             h = session(sessions);
             sessions += 1;
@@ -101,7 +101,7 @@ fn mutated_and_random_datagrams_never_panic() {
     }
     h.drive_for(Duration::from_secs(2));
     let (c, s) = (h.client.stats(), h.server.stats());
-    received += c.rx_datagrams + s.rx_datagrams;
+    received += c.traffic.rx_datagrams + s.traffic.rx_datagrams;
     refused += rejected(&c) + rejected(&s);
     assert!(received >= n as u64);
     assert!(refused > 10_000, "hostile input was counted: {refused}");

@@ -66,8 +66,8 @@ fn forged_join_hmac_is_rejected_and_the_connection_is_unharmed() {
     h.open_path(1);
     h.drive_for(Duration::from_millis(500));
     let s = h.server.stats();
-    assert_eq!(s.join_bad_hmac, 1, "server rejected the forged HMAC");
-    assert!(s.resets_sent >= 1, "and reset the subflow");
+    assert_eq!(s.auth.join_bad_hmac, 1, "server rejected the forged HMAC");
+    assert!(s.traffic.resets_sent >= 1, "and reset the subflow");
     assert!(h.client_events.contains(&Event::PathFailed(PathId(1))));
     assert!(!h.server_events.contains(&Event::PathEstablished(PathId(1))));
     // The connection is unharmed: path 0 still carries data.
@@ -95,7 +95,7 @@ fn forged_response_hmac_is_rejected_by_the_client() {
     }));
     h.open_path(1);
     h.drive_for(Duration::from_millis(500));
-    assert_eq!(h.client.stats().join_bad_hmac, 1);
+    assert_eq!(h.client.stats().auth.join_bad_hmac, 1);
     assert!(h.client_events.contains(&Event::PathFailed(PathId(1))));
     assert!(h.client.is_established());
     assert_eq!(h.client.paths()[0].state, PathState::Active);
@@ -120,7 +120,7 @@ fn join_with_unknown_connection_identifier_is_reset() {
     h.record = true;
     h.open_path(1);
     h.drive_for(Duration::from_millis(500));
-    assert!(h.server.stats().join_unknown_token >= 1);
+    assert!(h.server.stats().auth.join_unknown_token >= 1);
     let reset_sent = h.wire.iter().any(|w| {
         w.from == Side::Server
             && w.path == PathId(1)
@@ -147,7 +147,7 @@ fn joins_beyond_max_paths_get_reset_too_busy() {
     h.open_path(1);
     h.open_path(2);
     h.drive_for(Duration::from_millis(500));
-    assert_eq!(h.server.stats().join_too_busy, 1);
+    assert_eq!(h.server.stats().auth.join_too_busy, 1);
     let busy = h.wire.iter().any(|w| {
         w.from == Side::Server && w.path == PathId(2) && {
             let b = &w.bytes;
@@ -175,7 +175,7 @@ fn falls_back_to_plain_dccp_when_the_server_is_not_multipath() {
     assert!(h.client.is_established() && h.server.is_established());
     assert_eq!(h.client.is_multipath(), Some(false));
     assert_eq!(h.server.is_multipath(), Some(false));
-    assert_eq!(h.client.stats().fallbacks, 1);
+    assert_eq!(h.client.stats().auth.fallbacks, 1);
     assert_eq!(
         h.client.add_path(h.now, PathId(1), Default::default()),
         Err(ConnError::NotMultipath)
@@ -250,7 +250,7 @@ fn mp_prio_moves_cpf_traffic_off_a_standby_path() {
     let d1 = before(&h, Side::Server, 1) - s1;
     assert!(d1 >= 45 && d0 <= 5, "server moved to path 1: {d0}/{d1}");
     // Confirmed: the client stops retransmitting MP_PRIO.
-    assert_eq!(h.client.stats().mp_option_unconfirmed, 0);
+    assert_eq!(h.client.stats().paths.mp_option_unconfirmed, 0);
 }
 
 #[test]
@@ -297,8 +297,8 @@ fn addaddr_and_removeaddr_are_confirmed_under_20_percent_loss() {
         .filter(|e| matches!(e, Event::AddressAdded { .. }))
         .count();
     assert_eq!(added, 2);
-    assert_eq!(h.client.stats().mp_option_unconfirmed, 0);
-    assert_eq!(h.server.stats().addaddr_bad_hmac, 0);
+    assert_eq!(h.client.stats().paths.mp_option_unconfirmed, 0);
+    assert_eq!(h.server.stats().auth.addaddr_bad_hmac, 0);
 }
 
 #[test]
@@ -318,7 +318,7 @@ fn forged_addaddr_hmac_is_ignored() {
         .advertise_address(now, "192.0.2.1:1".parse().unwrap())
         .unwrap();
     h.drive_for(Duration::from_secs(2));
-    assert!(h.server.stats().addaddr_bad_hmac >= 1);
+    assert!(h.server.stats().auth.addaddr_bad_hmac >= 1);
     assert!(h.server.remote_addresses().is_empty());
     assert!(!h
         .server_events

@@ -76,12 +76,12 @@ fn server_resets(h: &Harness, from: usize) -> Vec<ResetCode> {
 /// Delivers `bytes` to the server, lets the answers go out, and returns
 /// (new bad-option count, Resets the server sent).
 fn deliver(h: &mut Harness, bytes: &[u8]) -> (u64, Vec<ResetCode>) {
-    let before = h.server.stats().rx_bad_options;
+    let before = h.server.stats().rx.rx_bad_options;
     let mark = h.wire.len();
     inject(h, Side::Server, PATH, bytes);
     h.drive_for(Duration::from_millis(5));
     (
-        h.server.stats().rx_bad_options - before,
+        h.server.stats().rx.rx_bad_options - before,
         server_resets(h, mark),
     )
 }
@@ -149,11 +149,11 @@ fn a_malformed_multipath_option_is_an_option_error() {
 fn rule_breaks_outside_the_sequence_window_are_counted_not_reset() {
     let mut h = session();
     let pkt = client_ack(&h, &[kind::MANDATORY, 50, 2], false);
-    let invalid = h.server.stats().rx_seq_invalid;
+    let invalid = h.server.stats().rx.rx_seq_invalid;
     let (bad, resets) = deliver(&mut h, &pkt);
     assert_eq!(bad, 1);
     assert!(resets.is_empty(), "a forged packet cannot reset the path");
-    assert_eq!(h.server.stats().rx_seq_invalid, invalid + 1);
+    assert_eq!(h.server.stats().rx.rx_seq_invalid, invalid + 1);
     assert_eq!(common::open_paths(&h, Side::Server), 2);
 }
 
@@ -166,11 +166,11 @@ fn options_table_3_ignores_on_data_are_ignored_and_counted() {
     let mut s = Segment::new(PacketType::Data, cseq + 1);
     s.push_feat(kind::CHANGE_L, FeatureNum::AckRatio, Some(7));
     let pkt = emit(&s, PATH, Side::Client);
-    let ignored = h.server.stats().rx_options_ignored;
+    let ignored = h.server.stats().rx.rx_options_ignored;
     let mark = h.wire.len();
     let (bad, resets) = deliver(&mut h, &pkt);
     assert_eq!((bad, resets), (0, vec![]));
-    assert_eq!(h.server.stats().rx_options_ignored, ignored + 1);
+    assert_eq!(h.server.stats().rx.rx_options_ignored, ignored + 1);
     // Not acted on: the server confirms no Ack Ratio of 7.
     let confirmed = h.wire[mark..]
         .iter()
@@ -198,7 +198,7 @@ fn a_request_breaking_the_rules_is_refused_with_its_reset_and_leaves_no_state() 
     let (src, dst) = addrs(1, Side::Client);
     inspect::fix_checksum(&mut b, src.ip(), dst.ip());
     let paths_before = h.server.paths().len();
-    let before = h.server.stats().rx_bad_options;
+    let before = h.server.stats().rx.rx_bad_options;
     let now = h.now;
     h.server.handle_datagram_from(now, PathId(9), dst, src, &b);
     let mut out = vec![0u8; 2048];
@@ -209,7 +209,7 @@ fn a_request_breaking_the_rules_is_refused_with_its_reset_and_leaves_no_state() 
             codes.push(s.reset_code);
         }
     }
-    assert_eq!(h.server.stats().rx_bad_options, before + 1);
+    assert_eq!(h.server.stats().rx.rx_bad_options, before + 1);
     assert_eq!(codes, vec![ResetCode::MandatoryError]);
     h.server.handle_timeout(now);
     assert_eq!(h.server.paths().len(), paths_before, "no state is left");

@@ -131,11 +131,11 @@ fn fifty_down_up_cycles_keep_path_tables_bounded() {
     assert_eq!(h.client.paths().len(), 2);
     assert_eq!(h.server.paths().len(), 2);
     let (cs, ss) = (h.client.stats(), h.server.stats());
-    assert_eq!(cs.removeaddr_sent, u64::from(CYCLES));
-    assert_eq!(ss.paths_removed_by_peer, u64::from(CYCLES));
-    assert_eq!(ss.join_too_busy, 0);
-    assert!(ss.paths_reaped >= u64::from(CYCLES), "{ss:?}");
-    assert!(cs.paths_reaped >= u64::from(CYCLES), "{cs:?}");
+    assert_eq!(cs.paths.removeaddr_sent, u64::from(CYCLES));
+    assert_eq!(ss.paths.paths_removed_by_peer, u64::from(CYCLES));
+    assert_eq!(ss.auth.join_too_busy, 0);
+    assert!(ss.paths.paths_reaped >= u64::from(CYCLES), "{ss:?}");
+    assert!(cs.paths.paths_reaped >= u64::from(CYCLES), "{cs:?}");
     // Upstream: every packet exactly once.
     let up = delivered_counts(&h, Side::Server, 0xC1);
     assert_eq!(up.len() as u64, pump.up, "every upstream packet delivered");
@@ -219,11 +219,14 @@ fn silent_subflow_expires_after_path_idle_timeout() {
     // stops for 8 s (> path_idle_timeout) and nothing expires.
     h.drive_for(Duration::from_secs(8));
     assert_eq!(live(&h, Side::Server), 2, "idle paths answer keepalives");
-    assert_eq!(h.server.stats().paths_expired, 0);
+    assert_eq!(h.server.stats().paths.paths_expired, 0);
     // Both probe kinds keep it: keepalives, and the Syncs that
     // refresh an idle path's RTT, which also prove it alive.
     let st = h.server.stats();
-    assert!(st.keepalives_sent + st.rtt_probes_sent >= 10, "{st:?}");
+    assert!(
+        st.traffic.keepalives_sent + st.traffic.rtt_probes_sent >= 10,
+        "{st:?}"
+    );
     let now = h.now;
     h.specs[1].outages.push((now, NEVER));
     h.client.set_path_down(now, PathId(1));
@@ -235,8 +238,8 @@ fn silent_subflow_expires_after_path_idle_timeout() {
     );
     pump.run(&mut h, Duration::from_secs(4));
     assert_eq!(live(&h, Side::Server), 1, "expired after 5 s of silence");
-    assert_eq!(h.server.stats().paths_expired, 1);
-    assert_eq!(h.server.stats().paths_removed_by_peer, 0);
+    assert_eq!(h.server.stats().paths.paths_expired, 1);
+    assert_eq!(h.server.stats().paths.paths_removed_by_peer, 0);
     // Rejoin works and traffic flows on both.
     h.open_path(2);
     pump.run(&mut h, Duration::from_secs(2));
@@ -276,7 +279,7 @@ fn silent_connection_closes_after_idle_timeout() {
     assert!(!h.server.is_closed(), "not before idle_timeout");
     h.drive_for(Duration::from_secs(3));
     assert!(h.server.is_closed(), "closed after 10 s without a packet");
-    assert_eq!(h.server.stats().idle_timeouts, 1);
+    assert_eq!(h.server.stats().paths.idle_timeouts, 1);
     assert!(h
         .server_events
         .iter()
@@ -331,8 +334,11 @@ fn forged_removeaddr_closes_nothing() {
         h.drive_for(Duration::from_millis(5));
     }
     let s = h.server.stats();
-    assert_eq!(s.removeaddr_bad_hmac - s0.removeaddr_bad_hmac, forged);
-    assert_eq!(s.paths_removed_by_peer, 0);
+    assert_eq!(
+        s.auth.removeaddr_bad_hmac - s0.auth.removeaddr_bad_hmac,
+        forged
+    );
+    assert_eq!(s.paths.paths_removed_by_peer, 0);
     assert_eq!(live(&h, Side::Server), 2);
     assert!(!h
         .server_events
@@ -343,7 +349,7 @@ fn forged_removeaddr_closes_nothing() {
     h.specs[1].outages.push((now, NEVER));
     h.client.set_path_down(now, PathId(1));
     h.drive_for(Duration::from_millis(500));
-    assert_eq!(h.server.stats().paths_removed_by_peer, 1);
+    assert_eq!(h.server.stats().paths.paths_removed_by_peer, 1);
     assert_eq!(live(&h, Side::Server), 1);
 }
 
@@ -421,11 +427,17 @@ fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
     h.drive_for(Duration::from_millis(300));
     let s = h.server.stats();
     assert_eq!(
-        s.removeaddr_bad_hmac, before.removeaddr_bad_hmac,
+        s.auth.removeaddr_bad_hmac, before.auth.removeaddr_bad_hmac,
         "the HMAC is genuine"
     );
-    assert_eq!(s.removeaddr_duplicate - before.removeaddr_duplicate, 1);
-    assert_eq!(s.paths_removed_by_peer, before.paths_removed_by_peer);
+    assert_eq!(
+        s.paths.removeaddr_duplicate - before.paths.removeaddr_duplicate,
+        1
+    );
+    assert_eq!(
+        s.paths.paths_removed_by_peer,
+        before.paths.paths_removed_by_peer
+    );
     assert_eq!(
         live(&h, Side::Server),
         2,

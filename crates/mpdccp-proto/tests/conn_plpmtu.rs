@@ -103,7 +103,7 @@ fn converges_to_the_largest_size_the_path_carries() {
             assert!(h.delivered(side).is_empty());
             let st = h.conn_ref(side).stats();
             assert_eq!(
-                (st.lost_pkts, st.rtos, st.tx_data_pkts),
+                (st.loss.lost_pkts, st.loss.rtos, st.traffic.tx_data_pkts),
                 (0, 0, 0),
                 "{side:?}"
             );

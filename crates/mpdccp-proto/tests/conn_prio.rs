@@ -112,7 +112,7 @@ fn a_standby_path_is_announced_in_its_join_and_the_server_applies_it() {
         .any(|r| r.path == A && r.from == Side::Client && prio_of(&r.bytes).is_some()));
     // The server confirmed it: the client gave nothing up, and stopped
     // sending it (a few repeats at most: third packet, first Ack in OPEN).
-    assert_eq!(h.client.stats().mp_option_unconfirmed, 0);
+    assert_eq!(h.client.stats().paths.mp_option_unconfirmed, 0);
     let sent = h
         .wire
         .iter()
@@ -141,7 +141,7 @@ fn a_priority_set_before_the_handshake_is_told_once_multipath_is_on() {
     h.drive_for(Duration::from_millis(300));
     assert!(h.client.is_established());
     assert_eq!(view(&h, Side::Server, A).priority, priority::SECONDARY);
-    assert_eq!(h.client.stats().mp_option_unconfirmed, 0);
+    assert_eq!(h.client.stats().paths.mp_option_unconfirmed, 0);
 }
 
 #[test]
@@ -170,8 +170,8 @@ fn a_standby_path_carries_no_data_either_way_while_the_primary_is_up() {
             h.client.path_stats(A).unwrap().lost_pkts > 0,
             "A was overloaded"
         );
-        assert_eq!(h.client.stats().standby_takeovers, 0);
-        assert_eq!(h.server.stats().standby_takeovers, 0);
+        assert_eq!(h.client.stats().paths.standby_takeovers, 0);
+        assert_eq!(h.server.stats().paths.standby_takeovers, 0);
         assert_eq!((cb, sb), (0, 0), "standby B carried data (c→s, s→c)");
         for side in [Side::Client, Side::Server] {
             let st = h.conn_ref(side).path_stats(B).unwrap();
@@ -247,8 +247,8 @@ fn the_standby_takes_over_when_the_primary_is_blackholed() {
             units(longest[1]),
         );
         assert!(counts[0] > delivered_before[0] + 1000 && counts[1] > delivered_before[1] + 1000);
-        assert_eq!(h.client.stats().standby_takeovers, 1);
-        assert_eq!(h.server.stats().standby_takeovers, 1);
+        assert_eq!(h.client.stats().paths.standby_takeovers, 1);
+        assert_eq!(h.server.stats().paths.standby_takeovers, 1);
         // A is back (outage over at +1 s): within 0.5 s the data leaves B.
         let t = back_at + Duration::from_millis(500);
         let late_on_b = h
@@ -293,6 +293,6 @@ fn no_early_takeover_without_a_standby_path() {
     let now = h.now;
     h.specs[0].outages = vec![(now, now + Duration::from_secs(1))];
     bulk_both_ways(&mut h, 500, Duration::from_millis(1), 2);
-    assert_eq!(h.client.stats().standby_takeovers, 0);
-    assert_eq!(h.server.stats().standby_takeovers, 0);
+    assert_eq!(h.client.stats().paths.standby_takeovers, 0);
+    assert_eq!(h.server.stats().paths.standby_takeovers, 0);
 }

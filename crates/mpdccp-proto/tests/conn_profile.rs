@@ -214,7 +214,7 @@ fn mismatched_profiles_refuse_the_join() {
                 || !h.server_events.contains(&Event::PathEstablished(PathId(1))),
             "{c} -> {s}: the join opened"
         );
-        let bad = h.client.stats().join_bad_hmac + h.server.stats().join_bad_hmac;
+        let bad = h.client.stats().auth.join_bad_hmac + h.server.stats().auth.join_bad_hmac;
         assert!(bad >= 1, "{c} -> {s}");
     }
 }

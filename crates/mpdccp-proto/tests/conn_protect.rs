@@ -107,7 +107,11 @@ fn protected_pair_delivers_over_two_paths_with_ciphertext_on_the_wire() {
     assert_all_delivered(&h, 300, 1200);
     for side in [Side::Client, Side::Server] {
         let s = h.conn_ref(side).stats();
-        assert_eq!((s.rx_protect_failed, s.rx_replayed), (0, 0), "{side:?}");
+        assert_eq!(
+            (s.rx.rx_protect_failed, s.rx.rx_replayed),
+            (0, 0),
+            "{side:?}"
+        );
         assert_eq!(h.conn_ref(side).payload_overhead(), PROTECTION_OVERHEAD);
     }
     for (side, path) in [(Side::Client, 0), (Side::Client, 1), (Side::Server, 0)] {
@@ -178,14 +182,14 @@ fn a_flipped_bit_in_payload_or_header_is_dropped_and_counted() {
         }));
         exchange(&mut h, 40, 1000);
         let s = h.server.stats();
-        assert_eq!(s.rx_protect_failed, 1, "{what}");
-        assert_eq!(s.rx_replayed, 0, "{what}");
+        assert_eq!(s.rx.rx_protect_failed, 1, "{what}");
+        assert_eq!(s.rx.rx_replayed, 0, "{what}");
         // The altered packet is lost, the 39 others arrive unchanged.
         let to_server = h.delivered(Side::Server);
         assert_eq!(to_server.len(), 39, "{what}");
         let want: Vec<Vec<u8>> = (0..40).map(|k| payload(k, Side::Client, 1000)).collect();
         assert!(to_server.iter().all(|(_, d)| want.iter().any(|w| w == d)));
-        assert_eq!(h.client.stats().rx_protect_failed, 0);
+        assert_eq!(h.client.stats().rx.rx_protect_failed, 0);
     }
 }
 
@@ -234,9 +238,9 @@ fn forged_data_does_not_move_the_sequence_state() {
             .filter(|(_, d)| genuine.iter().any(|g| g == d))
             .count();
         if protected {
-            assert_eq!(s.rx_protect_failed, forged, "every forgery counted");
+            assert_eq!(s.rx.rx_protect_failed, forged, "every forgery counted");
             assert_eq!(
-                s2.rx_duplicate, 0,
+                s2.rx.rx_duplicate, 0,
                 "no genuine packet taken for a duplicate"
             );
             assert_eq!(got, 10, "every genuine packet arrives");
@@ -247,7 +251,7 @@ fn forged_data_does_not_move_the_sequence_state() {
             // Acks beyond anything the client sent draw a Sync, the
             // server resynchronises and forgets the forged numbers, and
             // the dropped packets come back retransmitted.)
-            assert!(s2.rx_duplicate > 0, "forgeries took the numbers");
+            assert!(s2.rx.rx_duplicate > 0, "forgeries took the numbers");
             assert_eq!(got, 10, "recovered after the resynchronisation");
         }
     }
@@ -261,13 +265,16 @@ fn a_replayed_packet_is_dropped_and_counted_on_its_path_and_fails_on_another() {
     let delivered = h.delivered(Side::Server).len();
     inject_to_server(&mut h, 0, &old);
     let s = h.server.stats();
-    assert_eq!((s.rx_replayed, s.rx_protect_failed), (1, 0));
-    assert_eq!(s.rx_duplicate, 0, "caught before the DCCP sequence checks");
+    assert_eq!((s.rx.rx_replayed, s.rx.rx_protect_failed), (1, 0));
+    assert_eq!(
+        s.rx.rx_duplicate, 0,
+        "caught before the DCCP sequence checks"
+    );
     // Onto the other path (its own key): does not authenticate.
     let mut moved = old.clone();
     retouch(1, &mut moved, |_| {});
     inject_to_server(&mut h, 1, &moved);
-    assert_eq!(h.server.stats().rx_protect_failed, 1);
+    assert_eq!(h.server.stats().rx.rx_protect_failed, 1);
     h.drive_for(Duration::from_millis(100));
     assert_eq!(h.delivered(Side::Server).len(), delivered);
     // A plaintext (unprotected) data packet is refused too.
@@ -275,7 +282,7 @@ fn a_replayed_packet_is_dropped_and_counted_on_its_path_and_fails_on_another() {
     exchange(&mut plain, 3, 1000);
     let clear = data_packets(&plain, Side::Client, 0).pop().unwrap();
     inject_to_server(&mut h, 0, &clear);
-    assert_eq!(h.server.stats().rx_protect_failed, 2);
+    assert_eq!(h.server.stats().rx.rx_protect_failed, 2);
 }
 
 #[test]
@@ -347,7 +354,11 @@ fn reordering_loss_and_gso_trains_pass_the_replay_window() {
     assert!(prot.gso_batches > 0, "GSO trains were sent");
     for side in [Side::Client, Side::Server] {
         let s = prot.conn_ref(side).stats();
-        assert_eq!((s.rx_protect_failed, s.rx_replayed), (0, 0), "{side:?}");
+        assert_eq!(
+            (s.rx.rx_protect_failed, s.rx.rx_replayed),
+            (0, 0),
+            "{side:?}"
+        );
         let got = prot.delivered(side);
         assert!(got.len() > 500, "{side:?}: {}", got.len());
         assert_eq!(

@@ -103,7 +103,7 @@ fn an_age_limit_bounds_the_wait_of_every_packet() {
         "max one-way delay without a limit {:?}, with 500 ms {:?}; expired {}, delivered {} of {}",
         max_delay(&d0),
         max_delay(&d1),
-        st.send_queue_expired,
+        st.send_queue.send_queue_expired,
         d1.len(),
         d0.len()
     );
@@ -118,8 +118,15 @@ fn an_age_limit_bounds_the_wait_of_every_packet() {
         max_delay(&d1)
     );
     // Half the offered 750 packets cannot be carried; the limit sheds them.
-    assert!(st.send_queue_expired > 200, "{st:?}");
-    assert_eq!(plain.conn_ref(Side::Client).stats().send_queue_expired, 0);
+    assert!(st.send_queue.send_queue_expired > 200, "{st:?}");
+    assert_eq!(
+        plain
+            .conn_ref(Side::Client)
+            .stats()
+            .send_queue
+            .send_queue_expired,
+        0
+    );
     // The limit costs no throughput: while the offer lasts, the path
     // delivers as much either way.
     let during = |d: &[(Instant, Duration)]| {
@@ -155,14 +162,14 @@ fn codel_keeps_a_standing_queue_near_its_target() {
     );
     println!(
         "p95 one-way delay, last second: no AQM {p0:?}, CoDel {p1:?}; CoDel drops {}, delivered {} vs {}",
-        st.send_queue_codel_dropped,
+        st.send_queue.send_queue_codel_dropped,
         d1.len(),
         d0.len()
     );
     assert!(p0 > Duration::from_millis(250), "{p0:?}");
     assert!(p1 < Duration::from_millis(120), "{p1:?}");
-    assert!(st.send_queue_codel_dropped > 0);
+    assert!(st.send_queue.send_queue_codel_dropped > 0);
     // CoDel drops about the excess (10 % of 250 packets/s over 4 s = 100),
     // not more than twice it.
-    assert!(st.send_queue_codel_dropped < 200, "{st:?}");
+    assert!(st.send_queue.send_queue_codel_dropped < 200, "{st:?}");
 }

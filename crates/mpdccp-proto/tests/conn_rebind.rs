@@ -231,7 +231,7 @@ fn rebinding_mid_transfer(protected: bool) {
     assert_eq!(s.unknown_remote, 0);
     assert_eq!(s.accepted, 1);
     assert_eq!(w.server_resets_sent, 0, "no Reset");
-    assert_eq!(w.client.stats().resets_received, 0);
+    assert_eq!(w.client.stats().traffic.resets_received, 0);
     assert_eq!(w.ep.route(&40002), Some((h, PathId(0))));
     assert_eq!(w.ep.route(&40001), None, "the old key is forgotten");
     assert_eq!(w.ep.rebind_candidates(), 0);
@@ -337,8 +337,8 @@ fn a_forged_packet_out_of_the_window_from_a_new_address_changes_nothing() {
     let after = w.ep.connection(h).unwrap().stats();
     // Never reached the connection: no sequence check ran there, no Sync
     // owed to the real client, nothing delivered.
-    assert_eq!(after.rx_datagrams, before.rx_datagrams);
-    assert_eq!(after.rx_seq_invalid, before.rx_seq_invalid);
+    assert_eq!(after.traffic.rx_datagrams, before.traffic.rx_datagrams);
+    assert_eq!(after.rx.rx_seq_invalid, before.rx.rx_seq_invalid);
     assert_eq!(w.up_delivered.len(), delivered);
     let path_after = w.ep.connection(h).unwrap().path_stats(PathId(0)).unwrap();
     assert_eq!(path_after.rx_pkts, path_before.rx_pkts);
@@ -373,9 +373,9 @@ fn a_wrong_auth_tag_from_a_new_address_is_rejected_and_changes_nothing() {
     assert_eq!(s.rebind_rejected, 2);
     assert_unmoved(&w, h);
     let after = w.ep.connection(h).unwrap().stats();
-    assert_eq!(after.rx_protect_failed, before.rx_protect_failed + 2);
-    assert_eq!(after.rx_seq_invalid, before.rx_seq_invalid);
-    assert_eq!(after.delivered_pkts, before.delivered_pkts);
+    assert_eq!(after.rx.rx_protect_failed, before.rx.rx_protect_failed + 2);
+    assert_eq!(after.rx.rx_seq_invalid, before.rx.rx_seq_invalid);
+    assert_eq!(after.traffic.delivered_pkts, before.traffic.delivered_pkts);
     assert_eq!(w.up_delivered.len(), delivered);
     // A pure Ack is not sealed: it cannot start a migration either (the
     // client acknowledges downstream data with pure Acks).
@@ -480,7 +480,7 @@ fn a_challenge_not_answered_from_the_new_address_does_not_move_the_route() {
     assert_eq!(missing(&w.up_delivered, w.next_up), Vec::<u32>::new());
     let lost = missing(&w.down_delivered, w.next_down);
     assert!(lost.len() <= 2, "{lost:?}");
-    assert_eq!(w.client.stats().resets_received, 0);
+    assert_eq!(w.client.stats().traffic.resets_received, 0);
 }
 
 #[test]
@@ -535,13 +535,17 @@ fn an_in_window_packet_with_a_bad_option_from_a_new_address_changes_nothing() {
     d.splice(hl..hl, [1u8, 100, 2, 0]);
     d[4] += 1;
     inspect::fix_checksum(&mut d, unspecified(), unspecified());
-    let resets = w.ep.connection(h).unwrap().stats().resets_sent;
+    let resets = w.ep.connection(h).unwrap().stats().traffic.resets_sent;
     let delivered = w.up_delivered.len();
     w.ep.handle_datagram(w.now, 50_200, &d);
     w.tick();
     assert_unmoved(&w, h);
     let c = w.ep.connection(h).unwrap();
-    assert_eq!(c.stats().resets_sent, resets, "no Reset for the bad option");
+    assert_eq!(
+        c.stats().traffic.resets_sent,
+        resets,
+        "no Reset for the bad option"
+    );
     assert!(c
         .paths()
         .iter()
@@ -563,7 +567,7 @@ fn a_copy_of_a_received_packet_from_a_new_address_starts_no_challenge() {
     w.ep.handle_datagram(w.now, 40001, &good);
     w.tick();
     assert!(w.up_delivered.contains(&900_000));
-    let rx = w.ep.connection(h).unwrap().stats().rx_datagrams;
+    let rx = w.ep.connection(h).unwrap().stats().traffic.rx_datagrams;
     for i in 0..1000 {
         w.ep.handle_datagram(w.now, 66_666, &good);
         if i % 100 == 0 {
@@ -576,7 +580,7 @@ fn a_copy_of_a_received_packet_from_a_new_address_starts_no_challenge() {
     assert_eq!(w.ep.stats().rebind_rejected, 1000);
     assert!(w.to_dead_keys.iter().all(|(k, _)| *k != 66_666));
     // The connection never saw the copies (its own traffic only).
-    let rx_after = w.ep.connection(h).unwrap().stats().rx_datagrams;
+    let rx_after = w.ep.connection(h).unwrap().stats().traffic.rx_datagrams;
     assert!(rx_after - rx <= 2 * 100 + 10, "{rx} → {rx_after}");
     assert_eq!(missing(&w.down_delivered, w.next_down), Vec::<u32>::new());
 }
@@ -643,7 +647,7 @@ fn copies_racing_a_live_path_from_a_new_address_take_none_of_its_downstream() {
     assert_eq!(syncs, 1, "the first challenge only");
     assert!(lost.len() <= lead, "{lost:?}");
     assert!(lost.iter().all(|&k| k < down_before + 20), "{lost:?}");
-    assert_eq!(w.client.stats().resets_received, 0);
+    assert_eq!(w.client.stats().traffic.resets_received, 0);
 }
 
 /// A connected world in which a copy of an upstream packet still in
@@ -676,7 +680,7 @@ fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
     let (mut w, h, fresh) = copy_racing_its_packet();
     // The genuine packet arrives from the routed key: contested.
     w.stream(Duration::from_millis(50));
-    let invalid = w.client.stats().rx_seq_invalid;
+    let invalid = w.client.stats().rx.rx_seq_invalid;
     let rejected = w.ep.stats().rebind_rejected;
     let (up_before, down_before) = (w.next_up, w.next_down);
     let seq = inspect::seq(&fresh).unwrap();
@@ -693,10 +697,10 @@ fn copies_ahead_of_the_clients_numbers_from_a_contested_key_move_nothing() {
         "rejected {} (+{}), client rx_seq_invalid +{}",
         s.rebind_rejected,
         s.rebind_rejected - rejected,
-        w.client.stats().rx_seq_invalid - invalid
+        w.client.stats().rx.rx_seq_invalid - invalid
     );
     assert_eq!(s.rebind_rejected - rejected, 2000);
-    assert_eq!(w.client.stats().rx_seq_invalid, invalid);
+    assert_eq!(w.client.stats().rx.rx_seq_invalid, invalid);
     assert_eq!(s.rebinds_validated, 0);
     assert_eq!(w.ep.route(&40001), Some((h, PathId(0))));
     let lost = |got: &[u32], from: u32, to: u32| {
@@ -750,7 +754,7 @@ fn copies_far_ahead_from_a_new_address_are_not_processed() {
     assert_unmoved(&w, h);
     assert_eq!(to_attacker, 0);
     assert_eq!(lost, 0);
-    assert_eq!(w.client.stats().rx_seq_invalid, 0);
+    assert_eq!(w.client.stats().rx.rx_seq_invalid, 0);
 }
 
 /// A packet from the old address that the connection cannot accept (its

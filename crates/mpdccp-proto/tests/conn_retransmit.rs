@@ -76,7 +76,7 @@ fn a_reported_loss_is_repaired_once() {
     let st = on.conn_ref(Side::Client).stats();
     println!(
         "missing without {missing_off}, with {missing_on}; subflow losses {}, resent {}, too old {}, over budget {}",
-        st.lost_pkts, st.conn_retransmitted_pkts, st.conn_retransmit_too_old, st.conn_retransmit_over_budget
+        st.loss.lost_pkts, st.loss.conn_retransmitted_pkts, st.loss.conn_retransmit_too_old, st.loss.conn_retransmit_over_budget
     );
     assert!(missing_off >= 15, "{missing_off}");
     assert!(
@@ -84,14 +84,17 @@ fn a_reported_loss_is_repaired_once() {
         "{missing_on} vs {missing_off}"
     );
     assert!(got_on.values().all(|&n| n == 1), "a packet delivered twice");
-    assert!(st.conn_retransmitted_pkts > 0);
+    assert!(st.loss.conn_retransmitted_pkts > 0);
     // At most once per declared loss (each loss is of a first transmission
     // or of a resent copy, which is never resent again).
-    assert!(st.conn_retransmitted_pkts <= st.lost_pkts);
+    assert!(st.loss.conn_retransmitted_pkts <= st.loss.lost_pkts);
     // Within the budget: 5 % of the data packets plus a burst of 8.
-    assert!(st.conn_retransmitted_pkts <= u64::from(N) * 5 / 100 + 8);
+    assert!(st.loss.conn_retransmitted_pkts <= u64::from(N) * 5 / 100 + 8);
     assert_eq!(
-        off.conn_ref(Side::Client).stats().conn_retransmitted_pkts,
+        off.conn_ref(Side::Client)
+            .stats()
+            .loss
+            .conn_retransmitted_pkts,
         0
     );
 }
@@ -108,8 +111,8 @@ fn a_packet_older_than_the_limit_is_not_resent() {
     let mut h = harness(config(Some(cfg)), 0.01, 0.0);
     let got = offer(&mut h);
     let st = h.conn_ref(Side::Client).stats();
-    assert!(st.lost_pkts >= 15, "{st:?}");
-    assert_eq!(st.conn_retransmitted_pkts, 0);
+    assert!(st.loss.lost_pkts >= 15, "{st:?}");
+    assert_eq!(st.loss.conn_retransmitted_pkts, 0);
     assert!(N as usize - got.len() >= 15);
 }
 
@@ -123,8 +126,8 @@ fn the_budget_caps_resends() {
     let mut h = harness(config(Some(cfg)), 0.02, 0.0);
     offer(&mut h);
     let st = h.conn_ref(Side::Client).stats();
-    assert_eq!(st.conn_retransmitted_pkts, 8, "{st:?}");
-    assert!(st.conn_retransmit_over_budget > 0);
+    assert_eq!(st.loss.conn_retransmitted_pkts, 8, "{st:?}");
+    assert!(st.loss.conn_retransmit_over_budget > 0);
 }
 
 /// Reordering without loss: a packet held back 15 ms is declared lost by
@@ -139,10 +142,10 @@ fn a_spurious_resend_is_dropped_by_the_receiver() {
     let rs = h.conn_ref(Side::Server).reorder_stats();
     println!(
         "resent {}, duplicates dropped {}",
-        st.conn_retransmitted_pkts, rs.duplicates
+        st.loss.conn_retransmitted_pkts, rs.duplicates
     );
     assert_eq!(got.len(), N as usize);
     assert!(got.values().all(|&n| n == 1), "a packet delivered twice");
-    assert!(st.conn_retransmitted_pkts > 0);
+    assert!(st.loss.conn_retransmitted_pkts > 0);
     assert!(rs.duplicates > 0);
 }

@@ -66,7 +66,7 @@ fn traffic_continues_on_the_other_path_during_an_outage() {
         .rposition(|e| *e == Event::PathEstablished(PathId(0)));
     assert!(failed.is_some(), "{:?}", h.client_events);
     assert!(back > failed, "path 0 recovered: {:?}", h.client_events);
-    let lost = h.client.stats().lost_pkts;
+    let lost = h.client.stats().loss.lost_pkts;
     assert!(
         lost > 0 && lost < 300,
         "only packets in flight on path 0 were lost: {lost}"
@@ -102,8 +102,8 @@ fn forged_far_ahead_packet_gets_a_sync_and_is_not_delivered() {
     h.server.handle_datagram(now, PathId(0), &forged);
     h.drive_for(Duration::from_millis(100));
     let s = h.server.stats();
-    assert_eq!(s.rx_seq_invalid, 1);
-    assert_eq!(s.syncs_sent, 1);
+    assert_eq!(s.rx.rx_seq_invalid, 1);
+    assert_eq!(s.traffic.syncs_sent, 1);
     let sync = h.wire[before..]
         .iter()
         .find(|w| {
@@ -115,8 +115,8 @@ fn forged_far_ahead_packet_gets_a_sync_and_is_not_delivered() {
     let ack = u64::from_be_bytes([0, 0, b[18], b[19], b[20], b[21], b[22], b[23]]);
     assert_eq!(ack, (seq + 1_000_000) & ((1 << 48) - 1));
     // The client never sent that number, so its ack check drops the Sync.
-    assert_eq!(h.client.stats().syncacks_sent, 0);
-    assert_eq!(h.client.stats().rx_seq_invalid, 1);
+    assert_eq!(h.client.stats().traffic.syncacks_sent, 0);
+    assert_eq!(h.client.stats().rx.rx_seq_invalid, 1);
     // The forged payload was not delivered; the connection is unharmed.
     assert_eq!(h.delivered(Side::Server).len(), 1);
     h.client.send(h.now, &[8u8; 100]).unwrap();
@@ -157,7 +157,7 @@ fn burst_loss_beyond_the_sequence_window_recovers_with_sync_syncack() {
     h.drive_for(Duration::from_millis(100));
     let cwnd = h.client.paths()[0].cwnd_pkts;
     assert!(cwnd > 100, "cwnd {cwnd}");
-    assert_eq!(h.server.stats().rx_seq_invalid, 0, "in-window so far");
+    assert_eq!(h.server.stats().rx.rx_seq_invalid, 0, "in-window so far");
     let mut dropped = 0;
     h.tamper = Some(Box::new(move |side, _p, _b| {
         if side == Side::Client && dropped < 80 {
@@ -180,10 +180,10 @@ fn burst_loss_beyond_the_sequence_window_recovers_with_sync_syncack() {
     }
     h.drive_for(Duration::from_millis(500));
     let s = h.server.stats();
-    assert!(s.rx_seq_invalid >= 1, "packets beyond SWH were refused");
-    assert!(s.syncs_sent >= 1, "and answered with Sync");
+    assert!(s.rx.rx_seq_invalid >= 1, "packets beyond SWH were refused");
+    assert!(s.traffic.syncs_sent >= 1, "and answered with Sync");
     assert!(
-        h.client.stats().syncacks_sent >= 1,
+        h.client.stats().traffic.syncacks_sent >= 1,
         "the client answered SyncAck"
     );
     // After resynchronisation the data after the gap flows again.
@@ -194,7 +194,7 @@ fn burst_loss_beyond_the_sequence_window_recovers_with_sync_syncack() {
         .filter(|&x| x >= after_gap + 50)
         .collect();
     assert!(got.len() >= 140, "delivered after resync: {}", got.len());
-    assert_eq!(h.client.stats().rtos, 0, "recovered without a timeout");
+    assert_eq!(h.client.stats().loss.rtos, 0, "recovered without a timeout");
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn ccid2_detects_loss_from_the_ack_vector_and_halves_cwnd() {
         h.drive_until_pred(Duration::from_millis(1), |h| {
             trace.push((
                 h.client.paths()[0].cwnd_pkts,
-                h.client.stats().lost_pkts,
+                h.client.stats().loss.lost_pkts,
                 h.client.path_ssthresh(PathId(0)),
             ));
             false
@@ -236,10 +236,10 @@ fn ccid2_detects_loss_from_the_ack_vector_and_halves_cwnd() {
     }
     let s = h.client.stats();
     assert_eq!(
-        s.lost_pkts, 1,
+        s.loss.lost_pkts, 1,
         "exactly the dropped packet was declared lost"
     );
-    assert_eq!(s.rtos, 0, "detected by the Ack Vector, not by timeout");
+    assert_eq!(s.loss.rtos, 0, "detected by the Ack Vector, not by timeout");
     let k = trace.iter().position(|t| t.1 == 1).expect("loss detected");
     let before = trace[k - 1].0;
     let (after, _, ssthresh) = trace[k];
@@ -343,14 +343,14 @@ fn single_path_goodput(cc: &str) -> (f64, Duration) {
         h.drive_for(Duration::from_millis(1));
         if h.now >= Instant::from_millis(2_100) {
             if bytes_at_2s == 0 {
-                bytes_at_2s = h.server.stats().delivered_bytes;
+                bytes_at_2s = h.server.stats().traffic.delivered_bytes;
             }
             if let Some(s) = h.client.paths()[0].srtt {
                 srtts.push(s);
             }
         }
     }
-    let bytes = h.server.stats().delivered_bytes - bytes_at_2s;
+    let bytes = h.server.stats().traffic.delivered_bytes - bytes_at_2s;
     srtts.sort_unstable();
     let p95 = srtts[srtts.len() * 95 / 100];
     (bytes as f64 * 8.0 / 8.0 / 1e6, p95)
@@ -482,7 +482,7 @@ fn ack_ratio_follows_half_the_window_and_is_confirmed() {
     assert!(changes.iter().any(|c| c.1 == 2), "{changes:?}");
     assert!(confirms.iter().any(|c| c.1 == 2), "{confirms:?}");
     // The outage collapses cwnd to 1: Ack Ratio must drop to ceil(1/2) = 1.
-    assert!(h.client.stats().rtos >= 1);
+    assert!(h.client.stats().loss.rtos >= 1);
     let after: Vec<_> = changes
         .iter()
         .filter(|c| c.0 >= Instant::from_millis(1000))
@@ -504,10 +504,10 @@ fn a_data_packet_too_big_for_the_buffer_is_counted_once() {
     h.open_path(0);
     h.drive_for(Duration::from_millis(300));
     assert!(h.client.is_established());
-    let before = h.client.stats().tx_buffer_too_small;
+    let before = h.client.stats().traffic.tx_buffer_too_small;
     let now = h.now;
     h.client.send(now, &[7u8; 1000]).expect("queued");
     let mut small = [0u8; 200];
     assert_eq!(h.client.poll_transmit(now, &mut small), None);
-    assert_eq!(h.client.stats().tx_buffer_too_small, before + 1);
+    assert_eq!(h.client.stats().traffic.tx_buffer_too_small, before + 1);
 }

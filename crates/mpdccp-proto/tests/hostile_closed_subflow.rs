@@ -287,14 +287,14 @@ fn the_answer_on_a_closed_subflow_is_numbered_from_the_packet_it_answers() {
         w.stray(k);
         w.step();
     }
-    let resets = w.client.stats().resets_received;
+    let resets = w.client.stats().traffic.resets_received;
     let closed = w.client_closes_within(Duration::from_secs(3));
     assert!(
         closed.is_some_and(|d| d < Duration::from_millis(1500)),
         "the client's half of path 1 closed after {closed:?} (state {:?}, resets received {} → {})",
         w.client_state(1),
         resets,
-        w.client.stats().resets_received
+        w.client.stats().traffic.resets_received
     );
     assert!(w.client.is_established());
     assert_eq!(w.client_state(0), Some(PathState::Active));
@@ -358,7 +358,7 @@ fn an_authenticated_join_on_the_same_path_retires_the_abandoned_subflow() {
     w.run(20);
     assert_eq!(w.client_state(2), Some(PathState::Active));
     let h = w.ep.connections()[0];
-    let replaced = w.ep.connection(h).unwrap().stats().paths_replaced;
+    let replaced = w.ep.connection(h).unwrap().stats().paths.paths_replaced;
     assert_eq!(replaced, 1, "server paths {:?}", w.server_states());
     // The abandoned subflow is closed (it holds no `max_paths` slot);
     // path 0, from the same address but in use, stays.

@@ -255,9 +255,10 @@ fn out_of_window_data_flood_gets_rate_limited_syncs() {
     let elapsed_ms = (h.now - t0).as_millis() as u64;
     assert!(elapsed_ms >= 2000);
     let s = h.server.stats();
-    assert_eq!(s.rx_seq_invalid - s0.rx_seq_invalid, FLOOD);
+    assert_eq!(s.rx.rx_seq_invalid - s0.rx.rx_seq_invalid, FLOOD);
     // Syncs in reply: not the idle-path RTT probes.
-    let syncs = (s.syncs_sent - s0.syncs_sent) - (s.rtt_probes_sent - s0.rtt_probes_sent);
+    let syncs = (s.traffic.syncs_sent - s0.traffic.syncs_sent)
+        - (s.traffic.rtt_probes_sent - s0.traffic.rtt_probes_sent);
     assert!(syncs >= 1, "the flood is answered");
     assert!(
         syncs <= elapsed_ms / 100 + 1,
@@ -267,8 +268,8 @@ fn out_of_window_data_flood_gets_rate_limited_syncs() {
     // its idle path), never the Syncs the flood drew.
     let c = h.client.stats();
     assert_eq!(
-        c.syncacks_sent - c0.syncacks_sent,
-        s.rtt_probes_sent - s0.rtt_probes_sent,
+        c.traffic.syncacks_sent - c0.traffic.syncacks_sent,
+        s.traffic.rtt_probes_sent - s0.traffic.rtt_probes_sent,
         "no SyncAck ping-pong"
     );
     assert_eq!(
@@ -305,15 +306,15 @@ fn out_of_window_sync_flood_is_not_answered() {
         }
     }
     let st = h.server.stats();
-    assert_eq!(st.rx_seq_invalid - s0.rx_seq_invalid, 20_000);
+    assert_eq!(st.rx.rx_seq_invalid - s0.rx.rx_seq_invalid, 20_000);
     // Only the idle-path RTT probes, and the answers to the
     // client's: nothing in reply to the flood.
     assert_eq!(
-        st.syncs_sent - s0.syncs_sent,
-        st.rtt_probes_sent - s0.rtt_probes_sent
+        st.traffic.syncs_sent - s0.traffic.syncs_sent,
+        st.traffic.rtt_probes_sent - s0.traffic.rtt_probes_sent
     );
     let c = h.client.stats();
-    assert!(st.syncacks_sent - s0.syncacks_sent <= c.rtt_probes_sent);
+    assert!(st.traffic.syncacks_sent - s0.traffic.syncacks_sent <= c.traffic.rtt_probes_sent);
     assert_eq!(deliver_count(&mut h, Side::Client, 50, 0xB3), 50);
 }
 

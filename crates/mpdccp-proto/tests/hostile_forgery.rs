@@ -179,8 +179,8 @@ fn join_with_forged_hmac_is_rejected_every_time() {
         h.drive_for(Duration::from_millis(1));
         let s = h.server.stats();
         assert_eq!(
-            s.join_bad_hmac,
-            stats0.join_bad_hmac + u64::from(k) + 1,
+            s.auth.join_bad_hmac,
+            stats0.auth.join_bad_hmac + u64::from(k) + 1,
             "round {k} (variant {variant}) counted"
         );
         // The subflow is refused with Reset (Option Error).
@@ -212,7 +212,7 @@ fn join_with_forged_hmac_is_rejected_every_time() {
         "{} paths",
         h.server.paths().len()
     );
-    assert_eq!(h.server.stats().bad_key_echo, stats0.bad_key_echo);
+    assert_eq!(h.server.stats().auth.bad_key_echo, stats0.auth.bad_key_echo);
     h.tamper = None;
     assert_delivers(&mut h, 50, 0xA1);
     assert_eq!(open_paths(&h, Side::Client), 2);
@@ -242,8 +242,8 @@ fn join_with_unknown_token_is_reset_every_time() {
         attack_server(&mut h, &req);
         h.drive_for(Duration::from_millis(1));
         assert_eq!(
-            h.server.stats().join_unknown_token,
-            stats0.join_unknown_token + u64::from(k) + 1
+            h.server.stats().auth.join_unknown_token,
+            stats0.auth.join_unknown_token + u64::from(k) + 1
         );
         let codes: Vec<ResetCode> = inbox
             .borrow()
@@ -401,18 +401,18 @@ fn addaddr_and_removeaddr_with_bad_hmac_are_rejected_every_time() {
         seg.mp.removeaddr_hmac = seg.mp.removeaddr.and(tag);
         inject(&mut h, Side::Server, path, &emit(&seg, path, Side::Client));
         let s = h.server.stats();
-        let counted = (s.addaddr_bad_hmac - s0.addaddr_bad_hmac)
-            + (s.removeaddr_bad_hmac - s0.removeaddr_bad_hmac);
+        let counted = (s.auth.addaddr_bad_hmac - s0.auth.addaddr_bad_hmac)
+            + (s.auth.removeaddr_bad_hmac - s0.auth.removeaddr_bad_hmac);
         assert_eq!(counted, u64::from(k) + 1, "round {k} counted");
         h.drive_for(Duration::from_millis(3));
     }
     let s = h.server.stats();
     assert_eq!(
-        s.addaddr_bad_hmac - s0.addaddr_bad_hmac,
+        s.auth.addaddr_bad_hmac - s0.auth.addaddr_bad_hmac,
         u64::from(ROUNDS) / 2
     );
     assert_eq!(
-        s.removeaddr_bad_hmac - s0.removeaddr_bad_hmac,
+        s.auth.removeaddr_bad_hmac - s0.auth.removeaddr_bad_hmac,
         u64::from(ROUNDS) / 2
     );
     assert_eq!(h.server.remote_addresses(), vec![(gid, genuine)]);
@@ -493,10 +493,10 @@ fn off_path_prio_close_fast_close_and_reset_are_rejected_every_time() {
             }
         };
         seg.ack = Some(ack);
-        let before = h.conn_ref(to).stats().rx_seq_invalid;
+        let before = h.conn_ref(to).stats().rx.rx_seq_invalid;
         inject(&mut h, to, path, &emit(&seg, path, to.peer()));
         assert_eq!(
-            h.conn_ref(to).stats().rx_seq_invalid,
+            h.conn_ref(to).stats().rx.rx_seq_invalid,
             before + 1,
             "round {k}: kind {kind} to {to:?} counted as out of window"
         );
@@ -520,11 +520,14 @@ fn off_path_prio_close_fast_close_and_reset_are_rejected_every_time() {
             "{side:?}: {evs:?}"
         );
         let s = c.stats();
-        assert_eq!(s.bad_close_key, st0[i].bad_close_key, "keys never examined");
+        assert_eq!(
+            s.auth.bad_close_key, st0[i].auth.bad_close_key,
+            "keys never examined"
+        );
         // RFC 4340 §7.5.4: at most one Sync per 100 ms per path in reply
         // (the idle-path RTT probes are no reply).
-        let probes = s.rtt_probes_sent - st0[i].rtt_probes_sent;
-        let syncs = s.syncs_sent - st0[i].syncs_sent - probes;
+        let probes = s.traffic.rtt_probes_sent - st0[i].traffic.rtt_probes_sent;
+        let syncs = s.traffic.syncs_sent - st0[i].traffic.syncs_sent - probes;
         let cap = 2 * (elapsed_ms / 100 + 1);
         assert!(
             syncs <= cap,
@@ -533,9 +536,9 @@ fn off_path_prio_close_fast_close_and_reset_are_rejected_every_time() {
         // The peer's Syncs acknowledge numbers nobody sent: never answered
         // (only the genuine peer's RTT probes are).
         let peer = h.conn_ref(side.peer()).stats();
-        let peer_probes = peer.rtt_probes_sent - st0[1 - i].rtt_probes_sent;
+        let peer_probes = peer.traffic.rtt_probes_sent - st0[1 - i].traffic.rtt_probes_sent;
         assert_eq!(
-            s.syncacks_sent - st0[i].syncacks_sent,
+            s.traffic.syncacks_sent - st0[i].traffic.syncacks_sent,
             peer_probes,
             "{side:?} SyncAcks"
         );
@@ -563,8 +566,8 @@ fn second_mp_key_handshake_on_a_live_connection_is_refused() {
         attack_server(&mut h, &req);
         h.drive_for(Duration::from_millis(1));
         assert_eq!(
-            h.server.stats().rx_unexpected,
-            s0.rx_unexpected + u64::from(k) + 1
+            h.server.stats().rx.rx_unexpected,
+            s0.rx.rx_unexpected + u64::from(k) + 1
         );
         let inbox = inbox.borrow();
         assert!(
@@ -656,7 +659,7 @@ fn replayed_mp_join_from_earlier_sessions_is_rejected_every_time() {
         h.drive_for(Duration::from_millis(1));
         let s = h.server.stats();
         assert_eq!(
-            s.join_unknown_token - s0.join_unknown_token,
+            s.auth.join_unknown_token - s0.auth.join_unknown_token,
             u64::from(k) + 1,
             "round {k}"
         );
@@ -670,7 +673,10 @@ fn replayed_mp_join_from_earlier_sessions_is_rejected_every_time() {
         );
     }
     let s = h.server.stats();
-    assert_eq!(s.join_bad_hmac, s0.join_bad_hmac, "no HMAC ever checked");
+    assert_eq!(
+        s.auth.join_bad_hmac, s0.auth.join_bad_hmac,
+        "no HMAC ever checked"
+    );
     let evs = server_events_since(&h, ev0);
     assert!(
         !evs.iter().any(|e| matches!(e, Event::PathEstablished(_))),
@@ -698,11 +704,11 @@ fn refused_forged_request_does_not_poison_the_path_id() {
     });
     attack_server(&mut h, &req);
     h.drive_for(Duration::from_millis(50));
-    assert_eq!(h.server.stats().join_unknown_token, 1);
+    assert_eq!(h.server.stats().auth.join_unknown_token, 1);
     h.open_path(ATTACK_PATH);
     h.drive_for(Duration::from_secs(3));
     assert_eq!(
-        h.client.stats().rx_bad_checksum,
+        h.client.stats().rx.rx_bad_checksum,
         0,
         "the server's Response on the re-used path id has a valid checksum"
     );
@@ -770,7 +776,7 @@ fn forged_join_response_is_rejected_by_the_client_every_time() {
         );
         h.drive_for(Duration::from_millis(1));
         assert_eq!(
-            h.client.stats().join_bad_hmac - c0.join_bad_hmac,
+            h.client.stats().auth.join_bad_hmac - c0.auth.join_bad_hmac,
             u64::from(k) + 1,
             "round {k} rejected"
         );

@@ -149,12 +149,12 @@ fn every_forged_packet_type_is_dropped_counted_and_changes_nothing() {
     for (name, forge, to) in ATTACKS {
         let mut h = session(true);
         assert_delivers(&mut h, TRAFFIC);
-        let failed = h.conn_ref(to).stats().rx_protect_failed;
-        let replayed = h.conn_ref(to).stats().rx_replayed;
+        let failed = h.conn_ref(to).stats().rx.rx_protect_failed;
+        let replayed = h.conn_ref(to).stats().rx.rx_replayed;
         let sent = strike(&mut h, forge, to);
         let s = h.conn_ref(to).stats();
         assert_eq!(
-            s.rx_protect_failed + s.rx_replayed - failed - replayed,
+            s.rx.rx_protect_failed + s.rx.rx_replayed - failed - replayed,
             sent,
             "{name} → {to:?}: every forged packet counted"
         );
@@ -227,10 +227,10 @@ fn every_packet_after_the_handshake_is_sealed() {
 fn without_protection_the_invalid_option_ack_resets_the_paths() {
     let mut h = session(false);
     assert_delivers(&mut h, TRAFFIC);
-    let before = h.server.stats().resets_sent;
+    let before = h.server.stats().traffic.resets_sent;
     strike(&mut h, invalid_option_ack, Side::Server);
     assert!(
-        h.server.stats().resets_sent >= before + 2,
+        h.server.stats().traffic.resets_sent >= before + 2,
         "{:?}",
         h.server.stats()
     );

@@ -40,7 +40,7 @@ fn a_closereq_to_the_server_is_answered_with_a_sync_and_changes_nothing() {
     open_two_paths(&mut h);
     assert_delivers(&mut h, TRAFFIC);
     let syncs_before = server_syncs(&h);
-    let unexpected = h.conn_ref(Side::Server).stats().rx_unexpected;
+    let unexpected = h.conn_ref(Side::Server).stats().rx.rx_unexpected;
     for path in 0..2 {
         let (seq, ack) = last_genuine(&h, Side::Client, path);
         let mut s = Segment::new(PacketType::CloseReq, seq + 1);
@@ -53,7 +53,7 @@ fn a_closereq_to_the_server_is_answered_with_a_sync_and_changes_nothing() {
         assert!(!h.conn_ref(side).is_closed());
     }
     assert_eq!(
-        h.conn_ref(Side::Server).stats().rx_unexpected - unexpected,
+        h.conn_ref(Side::Server).stats().rx.rx_unexpected - unexpected,
         2,
         "both CloseReqs counted"
     );
@@ -263,7 +263,7 @@ fn a_lone_tail_loss_on_an_idle_path_does_not_fail_it() {
         h.drive_for(Duration::from_millis(1));
     }
     h.drive_for(Duration::from_millis(1500));
-    let rtos = h.conn_ref(Side::Client).stats().rtos;
+    let rtos = h.conn_ref(Side::Client).stats().loss.rtos;
     assert!(
         rtos >= 1,
         "the tail loss is found by the retransmission timer"
@@ -293,7 +293,7 @@ fn the_genuine_packet_whose_number_a_forgery_took_is_acknowledged() {
     s.ack = Some(ack.unwrap_or(0));
     inject(&mut h, Side::Client, 0, &emit(&s, 0, Side::Server));
     h.drive_for(Duration::from_millis(1));
-    let dups = h.conn_ref(Side::Client).stats().rx_duplicate;
+    let dups = h.conn_ref(Side::Client).stats().rx.rx_duplicate;
     // The genuine packet with that number, then nothing.
     let now = h.now;
     h.server.send(now, &[4; 200]).expect("send");
@@ -308,7 +308,7 @@ fn the_genuine_packet_whose_number_a_forgery_took_is_acknowledged() {
         genuine,
         "the server's packet took the number the forgery had"
     );
-    assert_eq!(h.conn_ref(Side::Client).stats().rx_duplicate, dups + 1);
+    assert_eq!(h.conn_ref(Side::Client).stats().rx.rx_duplicate, dups + 1);
     assert!(
         !h.events(Side::Server)
             .contains(&mpdccp_proto::Event::PathFailed(PathId(0))),

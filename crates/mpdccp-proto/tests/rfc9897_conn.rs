@@ -131,10 +131,10 @@ fn join_requests_are_ignored_once_closing() {
         .expect("the join Request");
     let now = h.now;
     h.server.close(now);
-    let refused = h.server.stats().rx_request_refused;
+    let refused = h.server.stats().rx.rx_request_refused;
     // The same MP_JOIN (valid CI) arrives on a new path while closing.
     h.server.handle_datagram(now, PathId(9), &join);
-    assert_eq!(h.server.stats().rx_request_refused, refused + 1);
+    assert_eq!(h.server.stats().rx.rx_request_refused, refused + 1);
     assert!(!h.server.has_path(PathId(9)), "no state for the join");
     let mut buf = vec![0u8; 2048];
     while let Some(t) = h.server.poll_transmit(now, &mut buf) {
@@ -229,7 +229,7 @@ fn too_busy_reset_on_a_join_leaves_the_other_subflows_open() {
     });
     h.record = true;
     h.open_paths(3, Duration::from_millis(500));
-    assert_eq!(h.server.stats().join_too_busy, 1);
+    assert_eq!(h.server.stats().auth.join_too_busy, 1);
     let busy = h.wire.iter().any(|w| {
         w.from == Side::Server
             && w.path == PathId(2)
@@ -314,7 +314,7 @@ fn third_packet_with_key_echo(echo: Echo) -> Harness {
 fn wrong_key_echo_in_the_final_ack_closes_the_subflow() {
     for echo in [Echo::Flipped, Echo::Malformed] {
         let h = third_packet_with_key_echo(echo);
-        assert!(h.server.stats().bad_key_echo >= 1);
+        assert!(h.server.stats().auth.bad_key_echo >= 1);
         assert!(!h.server.is_established(), "no connection on a wrong echo");
         let reset_5 = h.wire.iter().any(|w| {
             w.from == Side::Server
@@ -350,5 +350,5 @@ fn the_third_packet_carries_no_mp_key_but_an_old_echo_is_accepted() {
     let h = third_packet_with_key_echo(Echo::Right);
     assert!(h.server.is_established() && h.client.is_established());
     assert_eq!(h.server.is_multipath(), Some(true));
-    assert_eq!(h.server.stats().bad_key_echo, 0);
+    assert_eq!(h.server.stats().auth.bad_key_echo, 0);
 }

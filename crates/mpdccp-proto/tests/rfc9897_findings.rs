@@ -168,7 +168,7 @@ fn f7_broadcast_and_multicast_adverts_are_ignored() {
     h.drive_for(Duration::from_millis(300));
     assert_eq!(h.server.remote_addresses(), vec![(id, good)]);
     assert_eq!(address_events(&h, Side::Server), vec![(id, good)]);
-    assert!(h.server.stats().addaddr_ignored >= 3);
+    assert!(h.server.stats().paths.addaddr_ignored >= 3);
 }
 
 /// F8, §3.2.8: "The receiver MUST silently ignore the MP_ADDADDR if the IP
@@ -187,11 +187,11 @@ fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
     let other = addaddr(id, 0x5151, "198.51.100.7:7000");
     let tag = MpOption::Hmac(client_tag(&k, &other));
     let pkt = client_ack_with(&h, 0, 1, &[other, tag]);
-    let ignored = h.server.stats().addaddr_ignored;
+    let ignored = h.server.stats().paths.addaddr_ignored;
     inject(&mut h, Side::Server, 0, &pkt);
     h.drive_for(Duration::from_millis(50));
     assert_eq!(h.server.remote_addresses(), vec![(id, first)]);
-    assert_eq!(h.server.stats().addaddr_ignored, ignored + 1);
+    assert_eq!(h.server.stats().paths.addaddr_ignored, ignored + 1);
     // The same IP with a new port: allowed, the port is updated.
     let moved: SocketAddr = "192.0.2.40:7001".parse().unwrap();
     let again = addaddr(id, 0x5252, "192.0.2.40:7001");
@@ -421,10 +421,10 @@ fn f6_each_mp_hmac_directly_follows_the_option_it_protects() {
     h.drive_for(Duration::from_millis(20));
     let s1 = h.server.stats();
     assert_eq!(
-        s1.addaddr_bad_hmac, s0.addaddr_bad_hmac,
+        s1.auth.addaddr_bad_hmac, s0.auth.addaddr_bad_hmac,
         "ADDADDR's own tag"
     );
-    assert_eq!(s1.removeaddr_bad_hmac, s0.removeaddr_bad_hmac);
+    assert_eq!(s1.auth.removeaddr_bad_hmac, s0.auth.removeaddr_bad_hmac);
     assert!(h.server.remote_addresses().iter().any(|(i, _)| *i == 90));
     // A valid tag that does not directly follow its option is ignored:
     // the MP_ADDADDR counts as unauthenticated.
@@ -441,7 +441,10 @@ fn f6_each_mp_hmac_directly_follows_the_option_it_protects() {
     );
     inject(&mut h, Side::Server, 0, &stray);
     h.drive_for(Duration::from_millis(20));
-    assert_eq!(h.server.stats().addaddr_bad_hmac, s1.addaddr_bad_hmac + 1);
+    assert_eq!(
+        h.server.stats().auth.addaddr_bad_hmac,
+        s1.auth.addaddr_bad_hmac + 1
+    );
     assert!(!h.server.remote_addresses().iter().any(|(i, _)| *i == 92));
 }
 
@@ -646,7 +649,7 @@ fn f10_multipath_needs_version_0() {
         &[0x10, 0x10],
     );
     assert_eq!(h.client.is_multipath(), Some(false));
-    assert!(h.client.stats().fallbacks >= 1);
+    assert!(h.client.stats().auth.fallbacks >= 1);
 }
 
 /// The feature-negotiation options of the first packet of `ptype` that
@@ -734,7 +737,10 @@ fn f2_a_join_exchanges_multipath_capable_as_the_first_subflow() {
         .any(|o| matches!(o, MpOption::Join { .. })));
     assert!(resp.contains(&confirm), "{resp:?}");
     assert!(holds(&bytes, &[33, 5, 10, 0, 0]));
-    assert!(h.client.stats().join_bad_mp_capable == 0 && h.server.stats().join_bad_mp_capable == 0);
+    assert!(
+        h.client.stats().auth.join_bad_mp_capable == 0
+            && h.server.stats().auth.join_bad_mp_capable == 0
+    );
     assert_eq!(open_paths(&h, Side::Client), 2);
 }
 
@@ -833,7 +839,7 @@ fn f2_a_join_request_without_version_0_is_refused_with_option_error() {
                 && inspect::packet_type(&w.bytes) == Some(PacketType::Response)
         });
         if refused {
-            assert_eq!(h.server.stats().join_bad_mp_capable, 1, "{list:x?}");
+            assert_eq!(h.server.stats().auth.join_bad_mp_capable, 1, "{list:x?}");
             assert_eq!(
                 resets_on(&h, Side::Server, 1),
                 vec![ResetCode::OptionError],
@@ -846,7 +852,7 @@ fn f2_a_join_request_without_version_0_is_refused_with_option_error() {
             assert_eq!(open_paths(&h, Side::Client), 1);
             assert_eq!(open_paths(&h, Side::Server), 1);
         } else {
-            assert_eq!(h.server.stats().join_bad_mp_capable, 0);
+            assert_eq!(h.server.stats().auth.join_bad_mp_capable, 0);
             let (resp, _) = feature_options_on(&h, Side::Server, PacketType::Response, 1);
             assert!(resp.contains(&sp(opt::CONFIRM_L, FeatureNum::MultipathCapable, &[0, 0])));
             assert_eq!(open_paths(&h, Side::Client), 2);
@@ -865,7 +871,7 @@ fn f2_a_join_request_without_version_0_is_refused_with_option_error() {
 fn f2_a_join_response_without_confirm_l_10_closes_the_subflow() {
     for list in [None, Some(&[][..]), Some(&[0x10, 0x10][..])] {
         let mut h = join_with_mp_capable(Side::Server, PacketType::Response, opt::CONFIRM_L, list);
-        assert_eq!(h.client.stats().join_bad_mp_capable, 1, "{list:x?}");
+        assert_eq!(h.client.stats().auth.join_bad_mp_capable, 1, "{list:x?}");
         assert_eq!(
             resets_on(&h, Side::Client, 1),
             vec![ResetCode::OptionError],
@@ -905,9 +911,12 @@ fn f2_refused_joins_leave_no_state() {
         assert!(h.server.paths().len() <= 2 + max_paths, "after {k}");
     }
     let s = h.server.stats();
-    assert_eq!(s.join_bad_mp_capable - s0.join_bad_mp_capable, 100);
     assert_eq!(
-        s.refusals_dropped - s0.refusals_dropped,
+        s.auth.join_bad_mp_capable - s0.auth.join_bad_mp_capable,
+        100
+    );
+    assert_eq!(
+        s.auth.refusals_dropped - s0.auth.refusals_dropped,
         100 - max_paths as u64
     );
     h.drive_for(Duration::from_millis(5));

@@ -136,7 +136,7 @@ fn srtt_returns_to_its_base_within_seconds_of_idling_and_light_traffic_takes_the
         (40.0..=43.0).contains(&s1),
         "path 1 srtt {s1:.1} ms, base 40"
     );
-    assert!(h.client.stats().rtt_probes_sent >= 2);
+    assert!(h.client.stats().traffic.rtt_probes_sent >= 2);
     // Light traffic: one packet every 100 ms for 2 s.
     let (a0, a1) = (data_pkts(&h, 0), data_pkts(&h, 1));
     for _ in 0..20 {

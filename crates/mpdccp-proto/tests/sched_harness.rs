@@ -228,7 +228,7 @@ fn redundant_delivered_loss_approaches_p_squared() {
         p * p
     );
     let st = h.client.stats();
-    assert_eq!(st.sched_copies_dropped, 0, "{st:?}");
+    assert_eq!(st.send_queue.sched_copies_dropped, 0, "{st:?}");
 }
 
 #[test]

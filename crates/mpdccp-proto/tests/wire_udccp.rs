@@ -164,5 +164,5 @@ fn a_whole_two_path_session_round_trips_through_udccp() {
     }
     let cs = h.client.stats();
     let ss = h.server.stats();
-    assert_eq!(cs.rx_bad_checksum + ss.rx_bad_checksum, 0);
+    assert_eq!(cs.rx.rx_bad_checksum + ss.rx.rx_bad_checksum, 0);
 }

@@ -356,10 +356,10 @@ impl Client {
         let pulse = Pulse {
             established: self.conn.is_established(),
             any_active: active().next().is_some(),
-            rx: stats.rx_datagrams,
-            tx: stats.tx_datagrams,
-            rx_data: stats.rx_data_pkts,
-            syncs: stats.syncs_sent,
+            rx: stats.traffic.rx_datagrams,
+            tx: stats.traffic.tx_datagrams,
+            rx_data: stats.traffic.rx_data_pkts,
+            syncs: stats.traffic.syncs_sent,
             // The fastest Active path's: a failing path's RTT, inflated
             // by back-off or a flood, must not stretch the wait.
             srtt: active().filter_map(|v| v.srtt).min(),

@@ -151,7 +151,7 @@ impl Connection {
                 (Some(h), Some(k)) if verify_addaddr(p, &k.d_key_remote(), &a, &h) => {
                     self.on_addaddr(i, &a, m.seq)
                 }
-                _ => self.stats.addaddr_bad_hmac += 1,
+                _ => self.stats.auth.addaddr_bad_hmac += 1,
             }
         }
         if let Some(r) = m.removeaddr {
@@ -159,7 +159,7 @@ impl Connection {
                 (Some(h), Some(k)) if verify_removeaddr(p, &k.d_key_remote(), &r, &h) => {
                     self.on_removeaddr(now, i, &r, m.seq)
                 }
-                _ => self.stats.removeaddr_bad_hmac += 1,
+                _ => self.stats.auth.removeaddr_bad_hmac += 1,
             }
         }
     }
@@ -172,7 +172,7 @@ impl Connection {
         if let Some(l) = last {
             self.addrs.addr_option_seq.insert(id, l);
         }
-        self.stats.mp_option_outdated += u64::from(outdated);
+        self.stats.paths.mp_option_outdated += u64::from(outdated);
         outdated
     }
 
@@ -188,7 +188,7 @@ impl Connection {
             .get(&a.addr_id)
             .is_some_and(|old| old.ip() != a.ip);
         if reused || !crate::wire::mp::addaddr_is_usable(a.ip) {
-            self.stats.addaddr_ignored += 1;
+            self.stats.paths.addaddr_ignored += 1;
             return;
         }
         // Outdated: confirmed ("MAY", §3.2.1) so the sender stops, not stored.
@@ -235,7 +235,7 @@ impl Connection {
         // The MP_HMAC covers only id and nonce, so an observer could
         // replay it later; act on each (id, nonce) once.
         if self.addrs.removeaddr_seen.contains(&(r.addr_id, r.nonce)) {
-            self.stats.removeaddr_duplicate += 1;
+            self.stats.paths.removeaddr_duplicate += 1;
         } else {
             if self.addrs.removeaddr_seen.len() >= REMOVEADDR_SEEN_MAX {
                 self.addrs.removeaddr_seen.pop_front();
@@ -254,7 +254,7 @@ impl Connection {
             }
             if a.tries >= self.config.mp_option_max_tries {
                 a.confirmed = true; // give up
-                self.stats.mp_option_unconfirmed += 1;
+                self.stats.paths.mp_option_unconfirmed += 1;
             } else {
                 a.due = true;
             }
@@ -272,7 +272,7 @@ impl Connection {
         self.addrs
             .adverts
             .push(Advert::new(addr_id, unspecified, nonce, true, now));
-        self.stats.removeaddr_sent += 1;
+        self.stats.paths.removeaddr_sent += 1;
     }
 
     /// Sets the priority of a path for our scheduler and tells the peer

@@ -27,7 +27,7 @@ impl Connection {
     /// dropped unanswered and leaves nothing at all.
     pub(super) fn accept_request(&mut self, now: Instant, path: PathId, seg: &Segment<'_>) {
         if self.life.is_closing_or_closed() {
-            self.stats.rx_request_refused += 1;
+            self.stats.rx.rx_request_refused += 1;
             return;
         }
         let mut sf = self.new_subflow(path, PathConfig::default());
@@ -43,7 +43,7 @@ impl Connection {
         };
         match verdict {
             Err(_) if self.refusals_waiting() >= self.config.max_paths => {
-                self.stats.refusals_dropped += 1;
+                self.stats.auth.refusals_dropped += 1;
                 return;
             }
             Err(code) => {
@@ -85,11 +85,11 @@ impl Connection {
         seg: &Segment<'_>,
     ) -> Result<(MpJoin, u32, u8), ResetCode> {
         if !self.negotiation.is_multipath() {
-            self.stats.join_not_multipath += 1;
+            self.stats.auth.join_not_multipath += 1;
             Err(ResetCode::ConnectionRefused)
         } else if j.token != self.join_ids().0 {
             // Unknown path token → Reset.
-            self.stats.join_unknown_token += 1;
+            self.stats.auth.join_unknown_token += 1;
             Err(ResetCode::NoConnection)
         } else if !features::mp_version_agreed(seg, true) {
             // RFC 9897 §3.2.2, §3.6 (F2): a join exchanges Multipath
@@ -97,10 +97,10 @@ impl Connection {
             // negotiated for the first subflow" (0); without Change R(10)
             // listing it the subflow is closed — Reset 5, Option Error
             // (§3.5: "an MP-DCCP option provides invalid data").
-            self.stats.join_bad_mp_capable += 1;
+            self.stats.auth.join_bad_mp_capable += 1;
             Err(ResetCode::OptionError)
         } else if self.live_paths() >= self.config.max_paths {
-            self.stats.join_too_busy += 1;
+            self.stats.auth.join_too_busy += 1;
             Err(ResetCode::TooBusy)
         } else {
             let nonce = self.rng.gen::<u32>().max(1);
@@ -114,7 +114,7 @@ impl Connection {
     fn check_initial_request(&mut self, seg: &Segment<'_>) -> Result<(), ResetCode> {
         if self.paths.iter().any(|p| !p.is_join() && !p.is_gone()) || !self.negotiation.is_pending()
         {
-            self.stats.rx_unexpected += 1;
+            self.stats.rx.rx_unexpected += 1;
             return Err(ResetCode::ConnectionRefused);
         }
         // RFC 9897 §3.1: Change R(10) listing version 0 (F10).
@@ -150,7 +150,7 @@ impl Connection {
             }
             _ => {
                 if self.config.multipath {
-                    self.stats.fallbacks += 1;
+                    self.stats.auth.fallbacks += 1;
                 }
                 self.negotiation = Negotiation::PlainDccp;
             }
@@ -163,7 +163,7 @@ impl Connection {
         let acks_us = self.paths[i].acks_our_request(seg);
         match seg.ptype {
             PacketType::Reset if acks_us => {
-                self.stats.resets_received += 1;
+                self.stats.traffic.resets_received += 1;
                 if self.auth_cookie_reset(now, i, seg).is_some() {
                     return;
                 }
@@ -182,7 +182,7 @@ impl Connection {
                     None if self.paths[i].is_join() => self.handle_response(now, i, seg),
                     None => match self.auth_response(seg) {
                         authn::ResponseVerdict::Proceed => self.handle_response(now, i, seg),
-                        authn::ResponseVerdict::Ignore => self.stats.rx_unexpected += 1,
+                        authn::ResponseVerdict::Ignore => self.stats.rx.rx_unexpected += 1,
                         authn::ResponseVerdict::Refuse => {
                             self.life
                                 .set_reason("server did not authenticate (key type 255)");
@@ -191,7 +191,7 @@ impl Connection {
                     },
                 }
             }
-            _ => self.stats.rx_unexpected += 1,
+            _ => self.stats.rx.rx_unexpected += 1,
         }
     }
 
@@ -213,7 +213,7 @@ impl Connection {
             // selecting version 0, the connection's; missing, empty or
             // another version: the subflow is closed (Reset 5).
             if !features::mp_version_agreed(seg, false) {
-                self.stats.join_bad_mp_capable += 1;
+                self.stats.auth.join_bad_mp_capable += 1;
                 self.fail_path(i, Some(ResetCode::OptionError));
                 return;
             }
@@ -232,7 +232,7 @@ impl Connection {
             match ok {
                 Some(j) => self.paths[i].set_peer_join(&j),
                 None => {
-                    self.stats.join_bad_hmac += 1;
+                    self.stats.auth.join_bad_hmac += 1;
                     self.fail_path(i, Some(ResetCode::OptionError));
                     return;
                 }
@@ -273,7 +273,7 @@ impl Connection {
                 _ => false,
             };
             if !ok {
-                self.stats.join_bad_hmac += 1;
+                self.stats.auth.join_bad_hmac += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
                 return false;
             }
@@ -282,7 +282,7 @@ impl Connection {
             if k.plain_key() != self.ident.remote_key
                 || echo.is_some_and(|p| p != self.ident.local_key)
             {
-                self.stats.bad_key_echo += 1;
+                self.stats.auth.bad_key_echo += 1;
                 self.paths[i].refuse(ResetCode::OptionError);
                 self.life.set_reason("MP_KEY mismatch");
                 return false;

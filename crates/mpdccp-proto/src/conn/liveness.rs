@@ -71,7 +71,7 @@ impl Connection {
         }
         let now = self.last_now;
         self.drop_subflow(now, o);
-        self.stats.paths_replaced += 1;
+        self.stats.paths.paths_replaced += 1;
         true
     }
 
@@ -154,7 +154,7 @@ impl Connection {
             }
             !forget
         });
-        self.stats.paths_reaped += reaped;
+        self.stats.paths.paths_reaped += reaped;
         if self.paths.len() != before {
             self.rr_next = 0;
         }
@@ -169,7 +169,7 @@ impl Connection {
             let p = &self.paths[j];
             if p.remote_addr_id() == addr_id && !p.is_gone() {
                 self.drop_subflow(now, j);
-                self.stats.paths_removed_by_peer += 1;
+                self.stats.paths.paths_removed_by_peer += 1;
             }
         }
     }
@@ -184,7 +184,7 @@ impl Connection {
         }
         if self.idle_deadline().is_some_and(|at| at <= now) {
             let t = self.config.idle_timeout.unwrap_or_default();
-            self.stats.idle_timeouts += 1;
+            self.stats.paths.idle_timeouts += 1;
             self.life
                 .set_reason(format!("idle timeout ({t:?} without a packet)"));
             self.discard_queue();
@@ -197,13 +197,13 @@ impl Connection {
         for i in 0..self.paths.len() {
             if self.expiry_due(i).is_some_and(|at| at <= now) {
                 self.drop_subflow(now, i);
-                self.stats.paths_expired += 1;
+                self.stats.paths.paths_expired += 1;
             }
         }
         if let Some((i, at)) = self.stall_due() {
             if at <= now {
                 self.paths[i].fail_stalled(now);
-                self.stats.standby_takeovers += 1;
+                self.stats.paths.standby_takeovers += 1;
                 self.events.push_back(Event::PathFailed(self.paths[i].id()));
                 self.reinject(i);
             }
@@ -212,7 +212,7 @@ impl Connection {
             for sf in &mut self.paths {
                 if sf.rtt_probe_due(k).is_some_and(|at| at <= now) {
                     sf.send_rtt_probe(now);
-                    self.stats.rtt_probes_sent += 1;
+                    self.stats.traffic.rtt_probes_sent += 1;
                 }
             }
         }
@@ -220,7 +220,7 @@ impl Connection {
             for sf in &mut self.paths {
                 if sf.keepalive_due(k).is_some_and(|at| at <= now) {
                     sf.send_keepalive(now);
-                    self.stats.keepalives_sent += 1;
+                    self.stats.traffic.keepalives_sent += 1;
                 }
             }
         }
@@ -324,7 +324,7 @@ impl Connection {
                     self.discard_queue();
                 }
             } else {
-                self.stats.bad_close_key += 1;
+                self.stats.auth.bad_close_key += 1;
             }
         }
     }
@@ -354,13 +354,13 @@ impl Connection {
         match self.paths[i].handle_timeout(now, &ctx) {
             None => {}
             Some(Fired::HandshakeTimedOut(reset)) => {
-                self.stats.handshake_timeouts += 1;
+                self.stats.paths.handshake_timeouts += 1;
                 self.fail_path(i, reset);
                 if first && self.life.state() == ConnState::Handshaking {
                     self.life.set_reason("handshake timed out");
                 }
             }
-            Some(Fired::RespondTimedOut) => self.stats.respond_timeouts += 1,
+            Some(Fired::RespondTimedOut) => self.stats.paths.respond_timeouts += 1,
             Some(Fired::CloseTimedOut) if self.paths[i].report_closed() => {
                 self.events.push_back(Event::PathClosed(id));
             }

@@ -107,7 +107,9 @@ pub use plpmtu::{
 pub use protection::PROTECTION_OVERHEAD;
 pub use queue::DropPolicy;
 pub use retransmit::RetransmitConfig;
-pub use stats::ConnStats;
+pub use stats::{
+    AuthRejects, ConnStats, LossStats, PathEvents, ReceiveRejects, SendQueueStats, TrafficStats,
+};
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
 pub use timer::ConnTimer;
@@ -475,31 +477,31 @@ impl Connection {
     /// Queues one tunnelled IP packet.
     pub fn send(&mut self, now: Instant, packet: &[u8]) -> Result<(), SendError> {
         if self.life.is_closing_or_closed() {
-            self.stats.send_rejected_closed += 1;
+            self.stats.send_queue.send_rejected_closed += 1;
             return Err(SendError::Closed);
         }
         if packet.len() + DATA_HEADER_MAX + self.payload_overhead() > self.config.mss_bytes as usize
         {
-            self.stats.send_rejected_too_large += 1;
+            self.stats.send_queue.send_rejected_too_large += 1;
             return Err(SendError::TooLarge);
         }
         match self.queue.push(now, packet) {
             PushOutcome::Queued => Ok(()),
             PushOutcome::QueuedDroppedOldest(n) => {
-                self.stats.send_queue_dropped_oldest += n as u64;
+                self.stats.send_queue.send_queue_dropped_oldest += n as u64;
                 Ok(())
             }
             PushOutcome::DroppedFattest { dropped, queued } => {
-                self.stats.send_queue_dropped_fattest += dropped as u64;
+                self.stats.send_queue.send_queue_dropped_fattest += dropped as u64;
                 if queued {
                     Ok(())
                 } else {
-                    self.stats.send_queue_dropped_newest += 1;
+                    self.stats.send_queue.send_queue_dropped_newest += 1;
                     Err(SendError::QueueFull)
                 }
             }
             PushOutcome::Rejected => {
-                self.stats.send_queue_dropped_newest += 1;
+                self.stats.send_queue.send_queue_dropped_newest += 1;
                 Err(SendError::QueueFull)
             }
         }
@@ -570,8 +572,8 @@ impl Connection {
     /// path's real minimum. A late timestamp only lengthens samples.
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
         self.last_now = self.last_now.max(now);
-        self.stats.rx_datagrams += 1;
-        self.stats.rx_bytes += data.len() as u64;
+        self.stats.traffic.rx_datagrams += 1;
+        self.stats.traffic.rx_bytes += data.len() as u64;
         let mut idx = self.idx(path);
         if self.life.state() == ConnState::Closed {
             // A closed connection still answers a retransmitted Close (our
@@ -591,16 +593,16 @@ impl Connection {
         let seg = match parsed.parse_from(data, addrs, self.config.wire_profile) {
             Ok(()) => &parsed,
             Err(WireError::BadChecksum) => {
-                self.stats.rx_bad_checksum += 1;
+                self.stats.rx.rx_bad_checksum += 1;
                 return;
             }
             Err(_) => {
-                self.stats.rx_malformed += 1;
+                self.stats.rx.rx_malformed += 1;
                 return;
             }
         };
-        self.stats.rx_options_ignored += u64::from(seg.ignored_opts);
-        self.stats.rx_bad_options +=
+        self.stats.rx.rx_options_ignored += u64::from(seg.ignored_opts);
+        self.stats.rx.rx_bad_options +=
             u64::from(seg.bad_opts) + u64::from(seg.option_error.is_some());
         // A fresh Request on a path whose previous subflow is gone starts over.
         if let Some(i) = idx {
@@ -621,7 +623,7 @@ impl Connection {
             None if self.role == Role::Server && seg.ptype == PacketType::Request => {
                 self.accept_request(now, path, seg)
             }
-            None => self.stats.rx_unknown_path += 1,
+            None => self.stats.rx.rx_unknown_path += 1,
         }
         self.check_closed();
         self.reap();
@@ -757,9 +759,9 @@ impl Connection {
     pub fn stats(&self) -> ConnStats {
         let mut s = self.stats;
         for p in &self.paths {
-            s.lost_pkts += p.stats().lost_pkts;
-            s.random_losses_tolerated += p.stats().random_losses_tolerated;
-            s.rtos += p.stats().rtos;
+            s.loss.lost_pkts += p.stats().lost_pkts;
+            s.loss.random_losses_tolerated += p.stats().random_losses_tolerated;
+            s.loss.rtos += p.stats().rtos;
         }
         s
     }
@@ -807,19 +809,19 @@ impl Connection {
         self.forget_sent_on(i);
         while let Some((_, q)) = self.paths[i].unqueue_newest() {
             if q.copy {
-                self.stats.sched_copies_dropped += 1;
+                self.stats.send_queue.sched_copies_dropped += 1;
                 self.queue.recycle(q.data);
                 continue;
             }
-            self.stats.reinjected_pkts += 1;
+            self.stats.loss.reinjected_pkts += 1;
             self.queue.push_front(q);
         }
     }
 
     fn discard_queue(&mut self) {
-        self.stats.send_queue_discarded += self.queue.clear() as u64;
+        self.stats.send_queue.send_queue_discarded += self.queue.clear() as u64;
         for sf in &mut self.paths {
-            self.stats.send_queue_discarded += sf.clear_queue() as u64;
+            self.stats.send_queue.send_queue_discarded += sf.clear_queue() as u64;
         }
     }
 

@@ -453,7 +453,7 @@ impl Connection {
         }
         let pad = s.payload.len();
         let n = self.seal_control(i, PacketType::Sync, buf, n, pad, addrs)?;
-        self.stats.syncs_sent += 1;
+        self.stats.traffic.syncs_sent += 1;
         let p = self.paths[i].plpmtud.as_mut()?;
         p.sent(slot, seq, n as u32, now);
         Some(n)

@@ -117,7 +117,7 @@ impl Connection {
                 SubState::Respond | SubState::PartOpen
             )
         {
-            self.stats.rx_unexpected += 1;
+            self.stats.rx.rx_unexpected += 1;
             return;
         }
         // Before the handshake fixed the binding nothing is sealed (data
@@ -139,8 +139,8 @@ impl Connection {
                     prot.scratch = scratch;
                 }
             }
-            Err(AuthError::ReplayedPacket) => self.stats.rx_replayed += 1,
-            Err(_) => self.stats.rx_protect_failed += 1,
+            Err(AuthError::ReplayedPacket) => self.stats.rx.rx_replayed += 1,
+            Err(_) => self.stats.rx.rx_protect_failed += 1,
         }
     }
 

@@ -94,7 +94,7 @@ fn changes_state(seg: &Segment<'_>) -> bool {
 /// the peer's packets (its probes too) must still take the path back,
 /// or the path's own Syncs went on to the copier and it stayed down.
 pub(super) fn not_the_peers(s: &ConnStats) -> u64 {
-    s.rx_malformed + s.rx_bad_checksum
+    s.rx.rx_malformed + s.rx.rx_bad_checksum
 }
 
 impl Connection {
@@ -174,7 +174,7 @@ impl Connection {
         data: &[u8],
     ) -> bool {
         let failed = |s: &ConnStats| {
-            s.rx_protect_failed + s.rx_replayed + s.rx_bad_checksum + s.rx_malformed
+            s.rx.rx_protect_failed + s.rx.rx_replayed + s.rx.rx_bad_checksum + s.rx.rx_malformed
         };
         let before = failed(&self.stats);
         self.handle_datagram(now, path, data);

@@ -16,7 +16,7 @@ impl Connection {
             let strays = self.is_authenticated_mode();
             self.paths[i].answer_close_when_closed(now, seg, strays);
             // Nothing is expected on a closed subflow; count everything.
-            self.stats.rx_unexpected += 1;
+            self.stats.rx.rx_unexpected += 1;
             return;
         }
         if state == SubState::Request {
@@ -30,12 +30,12 @@ impl Connection {
         match seg.ptype {
             PacketType::Request => {
                 if !sf.on_request_again() {
-                    self.stats.rx_unexpected += 1;
+                    self.stats.rx.rx_unexpected += 1;
                 }
             }
             PacketType::Response => {
                 if !sf.on_response_again() {
-                    self.stats.rx_unexpected += 1;
+                    self.stats.rx.rx_unexpected += 1;
                 }
             }
             PacketType::Reset => self.handle_reset(now, i, seg),
@@ -51,7 +51,7 @@ impl Connection {
             // server that receives one answers with a Sync and drops it
             // (a forged CloseReq used to close the server's subflows).
             PacketType::CloseReq if self.role == Role::Server => {
-                self.stats.rx_unexpected += 1;
+                self.stats.rx.rx_unexpected += 1;
                 sf.answer_with_sync(now, seg.seq);
             }
             PacketType::CloseReq => self.handle_closereq(now, i, seg),
@@ -70,12 +70,12 @@ impl Connection {
     fn admit_segment(&mut self, now: Instant, i: usize, seg: &Segment<'_>) -> Option<Option<u64>> {
         let ackn = match self.paths[i].admit(now, seg) {
             Admit::Invalid => {
-                self.stats.rx_seq_invalid += 1;
+                self.stats.rx.rx_seq_invalid += 1;
                 return None;
             }
             Admit::Valid { ackn, duplicate } => {
                 if duplicate {
-                    self.stats.rx_duplicate += 1;
+                    self.stats.rx.rx_duplicate += 1;
                     if seg.ptype.carries_data() {
                         self.paths[i].on_duplicate_data();
                         return None;
@@ -131,7 +131,7 @@ impl Connection {
         match self.paths[i].state() {
             SubState::Respond => {
                 if seg.ptype == PacketType::Data {
-                    self.stats.rx_unexpected += 1;
+                    self.stats.rx.rx_unexpected += 1;
                     return;
                 }
                 if !self.verify_third_packet(i, seg) {
@@ -216,7 +216,7 @@ impl Connection {
             let ok = sf.prio_authentic(remote_d_key.as_ref(), p, m.seq, m.prio_hmac);
             if !ok {
                 // Not confirmed either: a forger learns nothing.
-                self.stats.prio_bad_hmac += 1;
+                self.stats.auth.prio_bad_hmac += 1;
             }
             ok
         }) {
@@ -227,7 +227,7 @@ impl Connection {
                         .push_back(Event::PriorityChanged { path, priority: p });
                 }
                 Some(false) => {}
-                None => self.stats.mp_option_outdated += 1,
+                None => self.stats.paths.mp_option_outdated += 1,
             }
         }
         for c in m.confirms() {
@@ -241,23 +241,23 @@ impl Connection {
     }
 
     pub(super) fn handle_payload(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
-        self.stats.rx_data_pkts += 1;
+        self.stats.traffic.rx_data_pkts += 1;
         self.paths[i].count_rx_data();
         if self.life.is_closing_or_closed() {
-            self.stats.rx_data_after_close += 1;
+            self.stats.rx.rx_data_after_close += 1;
             return;
         }
         if !self.negotiation.is_multipath() {
             // Plain DCCP: arrival order, local numbering.
             let seq = self.numbering.next_plain_rx();
-            self.stats.delivered_pkts += 1;
-            self.stats.delivered_bytes += seg.payload.len() as u64;
+            self.stats.traffic.delivered_pkts += 1;
+            self.stats.traffic.delivered_bytes += seg.payload.len() as u64;
             let data = self.owned_payload(seg.payload);
             self.events.push_back(Event::Delivered { seq, data });
             return;
         }
         let Some(wire) = seg.mp.seq else {
-            self.stats.rx_missing_mp_seq += 1;
+            self.stats.rx.rx_missing_mp_seq += 1;
             return;
         };
         let Some(seq) = self.plausible_mp_seq(wire) else {
@@ -308,11 +308,11 @@ impl Connection {
         match self.numbering.accept(wire, self.config.max_mp_seq_jump) {
             Received::Plausible(seq) => Some(seq),
             Received::Implausible => {
-                self.stats.rx_mp_seq_implausible += 1;
+                self.stats.rx.rx_mp_seq_implausible += 1;
                 None
             }
             Received::Resync(seq) => {
-                self.stats.mp_seq_resyncs += 1;
+                self.stats.rx.mp_seq_resyncs += 1;
                 self.reorder = reorder::build(&self.config.reorder);
                 Some(seq)
             }
@@ -328,8 +328,8 @@ impl Connection {
                 self.recycle_delivered(d.payload);
                 continue;
             }
-            self.stats.delivered_pkts += 1;
-            self.stats.delivered_bytes += d.payload.len() as u64;
+            self.stats.traffic.delivered_pkts += 1;
+            self.stats.traffic.delivered_bytes += d.payload.len() as u64;
             self.events.push_back(Event::Delivered {
                 seq: d.seq,
                 data: d.payload,
@@ -340,7 +340,7 @@ impl Connection {
     /// A valid Reset: MP_FAST_CLOSE with our key closes everything
     /// (RFC 9897 §3.2.3); otherwise the subflow ends.
     pub(super) fn handle_reset(&mut self, now: Instant, i: usize, seg: &Segment<'_>) {
-        self.stats.resets_received += 1;
+        self.stats.traffic.resets_received += 1;
         if seg.reset_code == ResetCode::MpFastClose {
             if seg
                 .mp
@@ -360,7 +360,7 @@ impl Connection {
                 return;
             }
             if seg.mp.fast_close.is_some() {
-                self.stats.bad_close_key += 1;
+                self.stats.auth.bad_close_key += 1;
             }
         }
         let id = self.paths[i].id();
@@ -398,7 +398,7 @@ impl Connection {
         for (j, sf) in self.paths.iter_mut().enumerate() {
             if j != i && sf.is_open() {
                 sf.send_keepalive(now);
-                self.stats.keepalives_sent += 1;
+                self.stats.traffic.keepalives_sent += 1;
             }
         }
     }

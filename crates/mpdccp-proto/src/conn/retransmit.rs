@@ -200,12 +200,12 @@ impl super::Connection {
                         copy: true,
                     };
                     self.paths[to].assign_first(mp_seq, item);
-                    self.stats.conn_retransmitted_pkts += 1;
+                    self.stats.loss.conn_retransmitted_pkts += 1;
                 }
                 Err((why, data)) => {
                     match why {
-                        Skip::TooOld => self.stats.conn_retransmit_too_old += 1,
-                        Skip::OverBudget => self.stats.conn_retransmit_over_budget += 1,
+                        Skip::TooOld => self.stats.loss.conn_retransmit_too_old += 1,
+                        Skip::OverBudget => self.stats.loss.conn_retransmit_over_budget += 1,
                         Skip::Unknown => {}
                     }
                     if let Some(b) = data {

@@ -129,8 +129,8 @@ impl Connection {
     }
 
     pub(super) fn count_tx(&mut self, i: usize, size: usize) {
-        self.stats.tx_datagrams += 1;
-        self.stats.tx_bytes += size as u64;
+        self.stats.traffic.tx_datagrams += 1;
+        self.stats.traffic.tx_bytes += size as u64;
         self.paths[i].count_tx(size);
     }
 
@@ -213,7 +213,8 @@ impl Connection {
             }
             // The packet leaves on some paths; the copies meant for full
             // ones are lost, and said so.
-            self.stats.sched_copies_dropped += (chosen - self.scratch.sched_out.len()) as u64;
+            self.stats.send_queue.sched_copies_dropped +=
+                (chosen - self.scratch.sched_out.len()) as u64;
             // Invariant: head existed above and nothing popped since.
             let q = self.queue.pop().expect("head exists");
             let seq = if self.negotiation.is_multipath() {
@@ -231,9 +232,9 @@ impl Connection {
     /// and counts it.
     fn shed_queue_head(&mut self, now: Instant) {
         let shed = self.queue.shed_head(now);
-        self.stats.send_queue_expired += shed.expired;
-        self.stats.send_queue_codel_dropped += shed.codel;
-        self.stats.send_queue_ecn_marked += shed.ecn_marked;
+        self.stats.send_queue.send_queue_expired += shed.expired;
+        self.stats.send_queue.send_queue_codel_dropped += shed.codel;
+        self.stats.send_queue.send_queue_ecn_marked += shed.ecn_marked;
     }
 
     /// Of the scheduler's answer, keeps the paths that can carry data and
@@ -369,9 +370,9 @@ impl Connection {
                 }
                 self.auth_options(now, i, &mut s); // key type 255 + MP_EXP (authn.rs)
                 match s.ptype {
-                    PacketType::Reset => self.stats.resets_sent += 1,
-                    PacketType::Sync => self.stats.syncs_sent += 1,
-                    PacketType::SyncAck => self.stats.syncacks_sent += 1,
+                    PacketType::Reset => self.stats.traffic.resets_sent += 1,
+                    PacketType::Sync => self.stats.traffic.syncs_sent += 1,
+                    PacketType::SyncAck => self.stats.traffic.syncacks_sent += 1,
                     _ => {}
                 }
                 let (ptype, payload_len) = (s.ptype, s.payload.len());
@@ -438,7 +439,7 @@ impl Connection {
         let plan = data_ready.then(|| sf.plan_data(now, ctx, av.cells.len()));
         if plan.is_some_and(|p| p.ack_first) {
             data_ready = false;
-            self.stats.acks_before_data += 1;
+            self.stats.traffic.acks_before_data += 1;
         }
         let sf = &mut self.paths[i];
         let data = if data_ready { sf.pop_data() } else { None };
@@ -446,7 +447,7 @@ impl Connection {
         let AckSegment { seq, prio_given_up } =
             sf.ack_segment(now, ctx, data.as_ref(), av, plan, &mut seg);
         if prio_given_up {
-            self.stats.mp_option_unconfirmed += 1;
+            self.stats.paths.mp_option_unconfirmed += 1;
         }
         // ADDADDR/REMOVEADDR travel on pure Acks (their MP_HMAC would
         // clash with nothing else there).
@@ -475,7 +476,7 @@ impl Connection {
             }
         }
         if result.is_none() {
-            self.stats.tx_buffer_too_small += 1;
+            self.stats.traffic.tx_buffer_too_small += 1;
         }
         result
     }
@@ -516,7 +517,7 @@ impl Connection {
             );
             if hl > DATA_HEADER_MAX {
                 // Never sent: the same packet as bare DCCP-Data + MP_SEQ.
-                self.stats.tx_data_header_over += 1;
+                self.stats.traffic.tx_data_header_over += 1;
                 let mut bare = Segment::new(PacketType::Data, seg.seq);
                 (bare.src_port, bare.dst_port) = (seg.src_port, seg.dst_port);
                 bare.mp.seq = seg.mp.seq.map(|_| mseq & SEQ_MASK);
@@ -547,7 +548,7 @@ impl Connection {
             conn_queue_empty,
             self.config.initial_rto,
         );
-        self.stats.tx_data_pkts += 1;
+        self.stats.traffic.tx_data_pkts += 1;
         self.after_data_sent(now, i, seq, mseq, q);
     }
 
@@ -559,7 +560,7 @@ impl Connection {
     ) -> Option<usize> {
         let r = s.emit_in(buf, addrs, self.config.wire_profile);
         if r.is_none() {
-            self.stats.tx_buffer_too_small += 1;
+            self.stats.traffic.tx_buffer_too_small += 1;
         }
         r
     }

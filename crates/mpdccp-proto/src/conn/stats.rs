@@ -1,10 +1,33 @@
-//! [`ConnStats`]: one counter per cause of every rejection and drop.
+//! [`ConnStats`]: one counter per cause of every rejection and drop,
+//! grouped by what they count. Each group is flattened into the one
+//! object the simulator's summaries and the daemon's status and metrics
+//! publish, so the field names there are the counters' own.
 
 /// Counters: every rejection and drop has one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ConnStats {
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub traffic: TrafficStats,
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub rx: ReceiveRejects,
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub auth: AuthRejects,
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub paths: PathEvents,
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub send_queue: SendQueueStats,
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub loss: LossStats,
+}
+
+/// Datagrams, bytes and packets received, sent and delivered, and the
+/// control packets (Sync, SyncAck, Reset) sent and received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct TrafficStats {
     pub rx_datagrams: u64,
     pub rx_bytes: u64,
     pub tx_datagrams: u64,
@@ -19,6 +42,25 @@ pub struct ConnStats {
     pub rx_data_pkts: u64,
     pub delivered_pkts: u64,
     pub delivered_bytes: u64,
+    /// Datagrams that did not fit the caller's buffer.
+    pub tx_buffer_too_small: u64,
+    pub syncs_sent: u64,
+    pub syncacks_sent: u64,
+    pub resets_sent: u64,
+    pub resets_received: u64,
+    /// Syncs sent to refresh the RTT estimate of an idle path
+    /// (`ConnectionConfig::rtt_probe_interval`).
+    pub rtt_probes_sent: u64,
+    /// Keepalive probes (Sync) sent on silent subflows.
+    pub keepalives_sent: u64,
+}
+
+/// Received datagrams and options dropped or ignored by the header,
+/// sequence, option and payload-protection checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ReceiveRejects {
     /// Malformed datagrams (parse errors other than checksum).
     pub rx_malformed: u64,
     pub rx_bad_checksum: u64,
@@ -40,10 +82,28 @@ pub struct ConnStats {
     /// Payload protection: data packets whose counter was seen already on
     /// the path or is older than its replay window, dropped unread.
     pub rx_replayed: u64,
-    pub syncs_sent: u64,
-    pub syncacks_sent: u64,
-    pub resets_sent: u64,
-    pub resets_received: u64,
+    /// Requests on a new path refused while the connection is closing.
+    pub rx_request_refused: u64,
+    /// Data with an implausible MP_SEQ jump (dropped).
+    pub rx_mp_seq_implausible: u64,
+    /// MP_SEQ resynchronisations after a run of consistent jumps.
+    pub mp_seq_resyncs: u64,
+    /// Options that broke RFC 4340's rules — invalid length or value
+    /// (§5.8), Mandatory misplaced or before an option not understood
+    /// (§5.8.2) — or were unusable (a second Elapsed Time). On a packet
+    /// that passed the sequence checks the rule breaks are answered with
+    /// Reset (Option Error / Mandatory Error).
+    pub rx_bad_options: u64,
+    /// Options ignored because of the packet type (RFC 4340 Table 3).
+    pub rx_options_ignored: u64,
+}
+
+/// MP_JOIN handshakes and key- or HMAC-carrying MP options refused
+/// (RFC 9897 §3.2, §3.6), and the fallbacks to plain DCCP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct AuthRejects {
     /// MP_JOIN with a path token (CI) we do not know.
     pub join_unknown_token: u64,
     /// MP_JOIN handshakes failing MP_HMAC verification (either side).
@@ -74,6 +134,16 @@ pub struct ConnStats {
     /// while zero, so published summaries keep their bytes.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
     pub prio_bad_hmac: u64,
+    /// Multipath requested but the peer answered as plain DCCP.
+    pub fallbacks: u64,
+}
+
+/// Address management (MP_ADDADDR / MP_REMOVEADDR / MP_PRIO) and the
+/// subflows' and the connection's ends: timeouts, removals, reaping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct PathEvents {
     /// Authenticated MP_ADDADDR ignored as RFC 9897 §3.2.8 demands: a
     /// broadcast/multicast/unspecified address, or a known Address ID
     /// with another IP.
@@ -84,8 +154,40 @@ pub struct ConnStats {
     pub mp_option_outdated: u64,
     /// MP option retransmissions that were never confirmed.
     pub mp_option_unconfirmed: u64,
-    /// Multipath requested but the peer answered as plain DCCP.
-    pub fallbacks: u64,
+    /// MP_REMOVEADDR we sent for subflows whose interface went down.
+    pub removeaddr_sent: u64,
+    /// MP_REMOVEADDR (id, nonce) seen before: a retransmission (confirmed
+    /// again) or a replay (never closes anything a second time).
+    pub removeaddr_duplicate: u64,
+    /// Subflows closed because the peer withdrew their address
+    /// (MP_REMOVEADDR, HMAC verified).
+    pub paths_removed_by_peer: u64,
+    /// Subflows closed at once because an authenticated join on the same
+    /// address pair replaced them (`Connection::retire_replaced`). Left
+    /// out of the JSON while 0 (the published simulator summaries).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
+    pub paths_replaced: u64,
+    /// Subflows expired after `path_idle_timeout` of silence.
+    pub paths_expired: u64,
+    /// The only non-standby path stalled (nothing acknowledged for about
+    /// 2 srtt) while a standby path waited: given up before its RTO so
+    /// the standby takes over.
+    pub standby_takeovers: u64,
+    /// Closed subflows forgotten (their slot free for a new one).
+    pub paths_reaped: u64,
+    pub handshake_timeouts: u64,
+    /// Server subflows dropped after `respond_timeout` in RESPOND.
+    pub respond_timeouts: u64,
+    /// Connections closed after `idle_timeout` of silence on every subflow.
+    pub idle_timeouts: u64,
+}
+
+/// The send queue: packets refused, dropped, expired, marked or
+/// discarded before a subflow took them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct SendQueueStats {
     pub send_queue_dropped_newest: u64,
     pub send_queue_dropped_oldest: u64,
     /// Flow queues (`send_queue_flows`) over a bound: packets dropped from
@@ -103,6 +205,23 @@ pub struct ConnStats {
     pub send_rejected_too_large: u64,
     /// Queued packets discarded when the connection closed.
     pub send_queue_discarded: u64,
+    /// Copies of a multi-path (`redundant`) decision dropped: the path's
+    /// queue was full, or the path failed with the copy still queued (its
+    /// twins carry the MP_SEQ, so it is not reinjected). A single-path
+    /// decision never loses a packet this way: it is held in the
+    /// connection's queue instead.
+    pub sched_copies_dropped: u64,
+}
+
+/// Losses and what was done about them: RTOs, reinjection and the
+/// connection-level retransmission.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct LossStats {
+    /// Lost packets (all paths, CCID2 detection and RTO).
+    pub lost_pkts: u64,
+    pub rtos: u64,
     /// Packets re-queued from a path that failed or went down.
     pub reinjected_pkts: u64,
     /// Connection-level retransmission (`retransmit_lost`): packets a
@@ -121,62 +240,6 @@ pub struct ConnStats {
     /// path had no backlog). Not serialized while zero.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
     pub random_losses_tolerated: u64,
-    /// Datagrams that did not fit the caller's buffer.
-    pub tx_buffer_too_small: u64,
-    /// Copies of a multi-path (`redundant`) decision dropped: the path's
-    /// queue was full, or the path failed with the copy still queued (its
-    /// twins carry the MP_SEQ, so it is not reinjected). A single-path
-    /// decision never loses a packet this way: it is held in the
-    /// connection's queue instead.
-    pub sched_copies_dropped: u64,
-    /// Lost packets (all paths, CCID2 detection and RTO).
-    pub lost_pkts: u64,
-    pub rtos: u64,
-    pub handshake_timeouts: u64,
-    /// Requests on a new path refused while the connection is closing.
-    pub rx_request_refused: u64,
-    /// Data with an implausible MP_SEQ jump (dropped).
-    pub rx_mp_seq_implausible: u64,
-    /// MP_SEQ resynchronisations after a run of consistent jumps.
-    pub mp_seq_resyncs: u64,
-    /// Server subflows dropped after `respond_timeout` in RESPOND.
-    pub respond_timeouts: u64,
-    /// Subflows closed because the peer withdrew their address
-    /// (MP_REMOVEADDR, HMAC verified).
-    pub paths_removed_by_peer: u64,
-    /// Subflows closed at once because an authenticated join on the same
-    /// address pair replaced them (`Connection::retire_replaced`). Left
-    /// out of the JSON while 0 (the published simulator summaries).
-    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_zero"))]
-    pub paths_replaced: u64,
-    /// MP_REMOVEADDR we sent for subflows whose interface went down.
-    pub removeaddr_sent: u64,
-    /// MP_REMOVEADDR (id, nonce) seen before: a retransmission (confirmed
-    /// again) or a replay (never closes anything a second time).
-    pub removeaddr_duplicate: u64,
-    /// Subflows expired after `path_idle_timeout` of silence.
-    pub paths_expired: u64,
-    /// The only non-standby path stalled (nothing acknowledged for about
-    /// 2 srtt) while a standby path waited: given up before its RTO so
-    /// the standby takes over.
-    pub standby_takeovers: u64,
-    /// Closed subflows forgotten (their slot free for a new one).
-    pub paths_reaped: u64,
-    /// Keepalive probes (Sync) sent on silent subflows.
-    /// Syncs sent to refresh the RTT estimate of an idle path
-    /// (`ConnectionConfig::rtt_probe_interval`).
-    pub rtt_probes_sent: u64,
-    pub keepalives_sent: u64,
-    /// Connections closed after `idle_timeout` of silence on every subflow.
-    pub idle_timeouts: u64,
-    /// Options that broke RFC 4340's rules — invalid length or value
-    /// (§5.8), Mandatory misplaced or before an option not understood
-    /// (§5.8.2) — or were unusable (a second Elapsed Time). On a packet
-    /// that passed the sequence checks the rule breaks are answered with
-    /// Reset (Option Error / Mandatory Error).
-    pub rx_bad_options: u64,
-    /// Options ignored because of the packet type (RFC 4340 Table 3).
-    pub rx_options_ignored: u64,
 }
 
 impl ConnStats {
@@ -184,28 +247,28 @@ impl ConnStats {
     /// or refused — the sum a test or an alarm watches to see hostile
     /// input being rejected (each has its own counter above).
     pub fn rejected_input(&self) -> u64 {
-        self.rx_malformed
-            + self.rx_bad_checksum
-            + self.rx_unknown_path
-            + self.rx_seq_invalid
-            + self.rx_unexpected
-            + self.rx_duplicate
-            + self.rx_missing_mp_seq
-            + self.rx_data_after_close
-            + self.rx_protect_failed
-            + self.rx_replayed
-            + self.join_unknown_token
-            + self.join_bad_hmac
-            + self.join_too_busy
-            + self.join_not_multipath
-            + self.join_bad_mp_capable
-            + self.bad_key_echo
-            + self.bad_close_key
-            + self.addaddr_bad_hmac
-            + self.removeaddr_bad_hmac
-            + self.prio_bad_hmac
-            + self.rx_request_refused
-            + self.rx_bad_options
+        self.rx.rx_malformed
+            + self.rx.rx_bad_checksum
+            + self.rx.rx_unknown_path
+            + self.rx.rx_seq_invalid
+            + self.rx.rx_unexpected
+            + self.rx.rx_duplicate
+            + self.rx.rx_missing_mp_seq
+            + self.rx.rx_data_after_close
+            + self.rx.rx_protect_failed
+            + self.rx.rx_replayed
+            + self.auth.join_unknown_token
+            + self.auth.join_bad_hmac
+            + self.auth.join_too_busy
+            + self.auth.join_not_multipath
+            + self.auth.join_bad_mp_capable
+            + self.auth.bad_key_echo
+            + self.auth.bad_close_key
+            + self.auth.addaddr_bad_hmac
+            + self.auth.removeaddr_bad_hmac
+            + self.auth.prio_bad_hmac
+            + self.rx.rx_request_refused
+            + self.rx.rx_bad_options
     }
 }
 

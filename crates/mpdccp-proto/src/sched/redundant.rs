@@ -6,9 +6,9 @@
 //! loss is p₁·p₂. Every copy therefore goes out: as soon as one path has
 //! room the packet leaves there, and the copies for full paths wait in those
 //! paths' bounded queues (one cwnd of packets; the connection drops a copy
-//! beyond that and counts it in `ConnStats::sched_copies_dropped`). While no
-//! path has room the packet is held in the connection's queue. Standby
-//! paths follow the module rule.
+//! beyond that and counts it in `ConnStats::send_queue.sched_copies_dropped`).
+//! While no path has room the packet is held in the connection's queue.
+//! Standby paths follow the module rule.
 
 use super::{eligible, ready, standby_excluded, PacketMeta, Scheduler};
 use crate::path::{PathId, PathView};

@@ -243,7 +243,7 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
         "packets_sent_each_way": args.packets,
         "delivered_client_to_server": delivered_c2s,
         "delivered_server_to_client": delivered_s2c,
-        "lost_pkts": cs.lost_pkts + ss.lost_pkts,
+        "lost_pkts": cs.loss.lost_pkts + ss.loss.lost_pkts,
         "addaddr_confirmed": h.client_events.contains(&Event::AddressConfirmed { id: addr_id }),
         "client_close_reason": reason(&h.client_events),
         "server_close_reason": reason(&h.server_events),

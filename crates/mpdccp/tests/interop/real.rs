@@ -223,7 +223,10 @@ pub fn reference_client_against_real_endpoint(kernel: Kernel, test: &str, drop_b
         // Its MP_REMOVEADDR (id only, HMAC(d-keyA, id)) verified by our
         // core, confirmed by our MP_CONFIRM, subflow B dropped.
         let st = o.conn_stats.expect("connection stats");
-        assert_eq!((st.paths_removed_by_peer, st.removeaddr_bad_hmac), (1, 0));
+        assert_eq!(
+            (st.paths.paths_removed_by_peer, st.auth.removeaddr_bad_hmac),
+            (1, 0)
+        );
         let confirms = s.mp_counts.get(&subtype::CONFIRM);
         assert_eq!(confirms, Some(&1), "our MP_CONFIRM: {s:?}");
         assert_eq!(
