@@ -91,7 +91,7 @@ impl Connection {
             sf.send_keepalive(now);
             probed += 1;
         }
-        self.stats.keepalives_sent += probed as u64;
+        self.stats.traffic.keepalives_sent += probed as u64;
         probed
     }
 
