@@ -484,10 +484,17 @@ fn probe_paths_draws_a_syncack_on_every_open_subflow() {
     assert_eq!(h.client.probe_paths(now), 2);
     h.drive_for(Duration::from_millis(100));
     assert_eq!(h.server.stats().traffic.syncacks_sent, acks0 + 2);
-    assert_eq!(h.client.stats().traffic.rx_datagrams, rx0 + 2, "both answered");
+    assert_eq!(
+        h.client.stats().traffic.rx_datagrams,
+        rx0 + 2,
+        "both answered"
+    );
     // The server goes silent (a dead host): the probes go unanswered.
     h.tamper = Some(Box::new(|from, _, _| from != Side::Server));
-    let (rx1, syncs1) = (h.client.stats().traffic.rx_datagrams, h.client.stats().traffic.syncs_sent);
+    let (rx1, syncs1) = (
+        h.client.stats().traffic.rx_datagrams,
+        h.client.stats().traffic.syncs_sent,
+    );
     let now = h.now;
     assert_eq!(h.client.probe_paths(now), 2);
     h.drive_for(Duration::from_millis(300));
