@@ -298,8 +298,8 @@ pub struct TunnelSettings {
     /// With `cwnd_validation`: the restart window after idle is
     /// 2 · the peak pipeACK of the last 5 min (RFC 7661 §4.1's validated
     /// window, `cc::validation`) instead of the last three samples'
-    /// pipeACK. A video keyframe after a pause then leaves at once (issue
-    /// 25, real tunnel: after-idle p99 119 → 88–90 ms); off by default
+    /// pipeACK. A video keyframe after a pause then leaves at once (the
+    /// real tunnel's video: after-idle p99 119 → 88–90 ms); off by default
     /// because it costs the simulator's lossy/quic/lia cell (0.98 → 0.87
     /// of the best path, docs/AGGREGATION.md). Written out only when on.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_false"))]

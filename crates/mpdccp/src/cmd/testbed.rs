@@ -74,7 +74,7 @@ pub struct Args {
     /// Relative tolerance of --compare-sim's agreement column.
     #[arg(long, default_value_t = 0.1)]
     tolerance: f64,
-    /// Issue #25's reduced aggregation matrix on the real tunnel (SCENARIO
+    /// The aggregation benchmark's reduced matrix on the real tunnel (SCENARIO
     /// not needed): DSL + LTE path pairs × kernel TCP and QUIC (aioquic) up
     /// and down through the tunnel (daemon defaults, authenticated), beside
     /// each path alone, kernel MPTCP on the same paths and the simulator.
@@ -97,7 +97,7 @@ pub struct Args {
     /// With --aggregation: do not run the simulator beside the testbed.
     #[arg(long)]
     agg_no_sim: bool,
-    /// Issue #25's real-time goal on the real tunnel (SCENARIO not needed):
+    /// The real-time video goal on the real tunnel (SCENARIO not needed):
     /// an 8 Mbit/s VP8 RTP stream from GStreamer (`gst-launch-1.0`) up
     /// through the tunnel (daemon defaults, authenticated) and over each
     /// path alone; it plays, pauses, plays again. Loss, incomplete frames
@@ -117,7 +117,7 @@ pub struct Args {
     /// With --video: seconds of silence between plays.
     #[arg(long, default_value_t = 5.0)]
     video_idle_s: f64,
-    /// Issue #24's fleet benchmark (SCENARIO not needed; needs `bird`):
+    /// The gateway fleet's throughput benchmark (SCENARIO not needed; needs `bird`):
     /// aggregate iperf3 TCP from two-path clients through a BIRD/ECMP
     /// router to one gateway, then to three, with each gateway daemon's
     /// CPU per Gbit/s. Writes DIR/fleet-bench.json and DIR/FLEET-BENCH.md.

@@ -171,9 +171,10 @@ impl Client {
             p.retry_later(now);
         } else {
             warn!(path = %p.name, %id, "path failing");
-            // If the core closed the subflow (a Reset, maybe forged, issue
-            // #28), `rejoin_if_closed` rejoins at the path manager's next
-            // turn: run it now, not at the next `RECHECK` (up to 1 s).
+            // If the core closed the subflow (a Reset, maybe one an on-path
+            // attacker forged), `rejoin_if_closed` rejoins at the path
+            // manager's next turn: run it now, not at the next `RECHECK`
+            // (up to 1 s), so a forgery costs the path milliseconds.
             self.next_check = Instant::ZERO;
         }
     }
@@ -249,8 +250,8 @@ impl Client {
             p.lost += 1;
             p.backoff = self.base_backoff;
             // A path that worked was closed by the core (a Reset, maybe a
-            // forged one, issue #28): rejoin at once; a join that fails
-            // from here backs off as before.
+            // forged one): rejoin at once, so a forgery costs the path
+            // milliseconds; a join that fails from here backs off as before.
             p.next_try = now;
             return;
         }
