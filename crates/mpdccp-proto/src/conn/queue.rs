@@ -119,13 +119,22 @@ impl SendQueue {
         self.fq.as_ref().map_or(0, FlowQueues::buckets_with_state)
     }
 
+    /// [`Self::shed_head_allowing`] without a hold.
+    #[cfg(test)]
+    pub fn shed_head(&mut self, now: Instant) -> Shed {
+        self.shed_head_allowing(now, Duration::ZERO)
+    }
+
     /// Drops head packets that waited too long (the age limit), then those
     /// CoDel decides to drop, before the head is offered to the scheduler.
     /// Copies of a multi-path decision never wait here, so every dropped
-    /// packet is one the peer never gets a number for.
-    pub fn shed_head(&mut self, now: Instant) -> Shed {
+    /// packet is one the peer never gets a number for. CoDel judges the
+    /// sojourn beyond `hold`: the time the scheduler chose to hold the head
+    /// for a faster path while a slower one had room
+    /// (`sched::spill::hold_allowance`); the age limit counts all of it.
+    pub fn shed_head_allowing(&mut self, now: Instant, hold: Duration) -> Shed {
         if self.fq.is_some() {
-            return self.shed_flow_heads(now);
+            return self.shed_flow_heads(now, hold);
         }
         let mut shed = Shed::default();
         while let Some(head) = self.q.front() {
@@ -136,7 +145,7 @@ impl SendQueue {
                 && self
                     .codel
                     .as_mut()
-                    .is_some_and(|c| c.drop_head(now, sojourn, above_one));
+                    .is_some_and(|c| c.drop_head(now, sojourn.saturating_sub(hold), above_one));
             if !(expired || codel) {
                 break;
             }
@@ -160,7 +169,7 @@ impl SendQueue {
     /// judge the head of the flow that goes next (RFC 8290 §4.2: CoDel
     /// runs at dequeue, per flow, on the flow's sojourn and backlog); a
     /// flow emptied by drops yields to the next.
-    fn shed_flow_heads(&mut self, now: Instant) -> Shed {
+    fn shed_flow_heads(&mut self, now: Instant, hold: Duration) -> Shed {
         let mut shed = Shed::default();
         let Some(fq) = self.fq.as_mut() else {
             return shed;
@@ -169,7 +178,8 @@ impl SendQueue {
             let sojourn = now.saturating_duration_since(head.enqueued);
             let expired = self.max_delay.is_some_and(|m| sojourn > m);
             let above_one = flow_bytes > head.data.len();
-            let codel = !expired && codel.is_some_and(|c| c.drop_head(now, sojourn, above_one));
+            let codel = !expired
+                && codel.is_some_and(|c| c.drop_head(now, sojourn.saturating_sub(hold), above_one));
             if !(expired || codel) {
                 break;
             }
@@ -452,5 +462,40 @@ mod tests {
         q.push(t0, b"p");
         assert_eq!(q.shed_head(t0 + ms(10_000)).codel, 0);
         assert_eq!(q.len(), 1);
+    }
+
+    /// The scheduler's hold is not congestion: a 20 ms standing sojourn
+    /// with an 18 ms hold is 2 ms to CoDel (below its 5 ms target), so
+    /// nothing is dropped; the age limit still counts the whole sojourn.
+    #[test]
+    fn codel_does_not_count_the_schedulers_hold() {
+        let ms = Duration::from_millis;
+        for flows in [false, true] {
+            let mut q = SendQueue::new(1000, 1_000_000, DropPolicy::DropNewest)
+                .with_time_limits(Some(ms(19)), Some(CoDelConfig::default()));
+            if flows {
+                q = q.with_flow_queues(64, 1500, 7);
+            }
+            let t0 = Instant::ZERO;
+            for k in 0..18u64 {
+                q.push(t0 + ms(k), &[0x45; 20]);
+            }
+            for k in 18..400u64 {
+                let now = t0 + ms(k);
+                q.push(now, &[0x45; 20]);
+                assert_eq!(
+                    q.shed_head_allowing(now, ms(18)),
+                    Shed::default(),
+                    "at {k} ms"
+                );
+                q.pop();
+            }
+            // Two more ms of waiting: past the 19 ms age limit, hold or not.
+            let now = t0 + ms(402);
+            assert!(
+                q.shed_head_allowing(now, ms(18)).expired > 0,
+                "flows {flows}"
+            );
+        }
     }
 }

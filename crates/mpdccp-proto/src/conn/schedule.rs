@@ -9,6 +9,7 @@ use super::{
 use crate::auth::protect::COUNTER_LEN;
 use crate::time::Instant;
 use std::net::IpAddr;
+use std::time::Duration;
 
 /// Copies of a multi-path (redundant) decision a path holds at least while
 /// its window is full: about 0.3 s at the 100 packets/s of a VoIP or
@@ -186,7 +187,8 @@ impl Connection {
         // refreshed when its path takes a packet, not rebuilt for every path.
         self.rebuild_views();
         for _ in 0..64 {
-            self.shed_queue_head(now);
+            let hold = self.scheduler.hold_allowance(now, &self.scratch.views);
+            self.shed_queue_head_allowing(now, hold);
             let Some(head) = self.queue.front() else {
                 break;
             };
@@ -231,7 +233,12 @@ impl Connection {
     /// Drops what the send queue's head has outlived (age limit, CoDel)
     /// and counts it.
     fn shed_queue_head(&mut self, now: Instant) {
-        let shed = self.queue.shed_head(now);
+        self.shed_queue_head_allowing(now, Duration::ZERO);
+    }
+
+    /// [`Self::shed_queue_head`] with CoDel blind to the scheduler's `hold`.
+    fn shed_queue_head_allowing(&mut self, now: Instant, hold: Duration) {
+        let shed = self.queue.shed_head_allowing(now, hold);
         self.stats.send_queue.send_queue_expired += shed.expired;
         self.stats.send_queue.send_queue_codel_dropped += shed.codel;
         self.stats.send_queue.send_queue_ecn_marked += shed.ecn_marked;

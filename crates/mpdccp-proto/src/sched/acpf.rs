@@ -97,6 +97,14 @@ impl Scheduler for Acpf {
         "acpf"
     }
 
+    fn hold_allowance(&self, now: Instant, paths: &[PathView]) -> Duration {
+        if self.blind_spill {
+            Duration::ZERO
+        } else {
+            spill::hold_allowance(now, paths)
+        }
+    }
+
     fn select(
         &mut self,
         now: Instant,

@@ -95,6 +95,15 @@ pub trait Scheduler: Send + Debug {
         false
     }
 
+    /// How long the send queue's head may wait before this scheduler
+    /// would send it on a slower path that has room now: holding it that
+    /// long is the scheduler's choice, not congestion, so the send queue's
+    /// CoDel does not count it (`spill::hold_allowance`). Zero for a
+    /// scheduler that never holds a packet a path could take.
+    fn hold_allowance(&self, _now: Instant, _paths: &[PathView]) -> Duration {
+        Duration::ZERO
+    }
+
     /// The decision was carried out: `pkt` was handed to `paths`.
     fn on_scheduled(&mut self, _now: Instant, _pkt: &PacketMeta, _paths: &[PathId]) {}
 

@@ -240,7 +240,12 @@ impl Subflow {
                 }
                 if let (Some(b), Some(min_rtt)) = (self.delay_bound.as_mut(), self.tx.rtt.min_rtt())
                 {
-                    b.on_rate_sample(now, rs.delivery_rate_pkts_per_s(), min_rtt);
+                    b.on_rate_sample(
+                        now,
+                        rs.delivery_rate_pkts_per_s(),
+                        min_rtt,
+                        rs.is_app_limited,
+                    );
                 }
             }
             let ev = AckEvent {

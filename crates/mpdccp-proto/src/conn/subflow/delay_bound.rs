@@ -186,13 +186,27 @@ impl DelayBound {
     }
 
     /// A delivery-rate sample, packets per second (app-limited ones too:
-    /// the filter keeps the maximum, which they can only raise).
-    pub fn on_rate_sample(&mut self, now: Instant, pkts_per_s: f64, min_rtt: Duration) {
+    /// the filter keeps the maximum, which they can only raise). Only a
+    /// sample the window limited (not `app_limited`) opens the bound to
+    /// 2 × BDP as a new maximum: a path the scheduler feeds only to spill
+    /// (the `asym` mix's 8 Mbit/s, 35 ms) delivers in bursts whose rate
+    /// kept setting new maxima, and each let 40-50 more packets into its
+    /// FIFO at once — 56 ms of queue, behind which the receiver held the
+    /// inner flow (its goodput fell to 10-20 Mbit/s for a tenth of a second
+    /// every 1.5 s). With this and the send queue's hold allowance
+    /// (`sched/spill.rs`) asym/quic went from 36.4 to 41.6 Mbit/s.
+    pub fn on_rate_sample(
+        &mut self,
+        now: Instant,
+        pkts_per_s: f64,
+        min_rtt: Duration,
+        app_limited: bool,
+    ) {
         if !(pkts_per_s.is_finite() && pkts_per_s > 0.0) {
             return;
         }
         self.advance(now, min_rtt);
-        self.rising = pkts_per_s > self.cur.max(self.prev);
+        self.rising = !app_limited && pkts_per_s > self.cur.max(self.prev);
         self.cur = self.cur.max(pkts_per_s);
     }
 
@@ -246,13 +260,13 @@ mod tests {
         // 30 Mbit/s of 1400 B packets = 2678.6 pkt/s, min RTT 16 ms,
         // target 4 ms: 53.6 → 54 + 3 headroom.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 2678.6, ms(16));
-        b.on_rate_sample(at(5), 2678.6, ms(16)); // settled: not a new maximum
+        b.on_rate_sample(at(0), 2678.6, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6, ms(16), false); // settled: not a new maximum
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
         // A fixed 10 ms target: 2678.6 × 0.026 = 69.6 → 70 + 3.
         let mut b = DelayBound::new(ms(10), false);
-        b.on_rate_sample(at(0), 2678.6, ms(16));
-        b.on_rate_sample(at(5), 2678.6, ms(16));
+        b.on_rate_sample(at(0), 2678.6, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6, ms(16), false);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(73));
     }
 
@@ -261,15 +275,15 @@ mod tests {
         let mut b = DelayBound::new(Duration::ZERO, false);
         // Slot = max(5 × 20 ms, 500 ms) = 500 ms; target 5 ms; bound =
         // rate × 25 ms + 3.
-        b.on_rate_sample(at(0), 4000.0, ms(20));
-        b.on_rate_sample(at(250), 1000.0, ms(20));
+        b.on_rate_sample(at(0), 4000.0, ms(20), false);
+        b.on_rate_sample(at(250), 1000.0, ms(20), false);
         assert_eq!(b.bound_pkts(at(300), Some(ms(20)), 2), Some(103));
         // Next slot: the peak is still in the previous one — 37 RTTs
         // after it (a 5–10 RTT filter would have forgotten it by now).
-        b.on_rate_sample(at(750), 1000.0, ms(20));
+        b.on_rate_sample(at(750), 1000.0, ms(20), false);
         assert_eq!(b.bound_pkts(at(750), Some(ms(20)), 2), Some(103));
         // Two slots later only the recent samples count.
-        b.on_rate_sample(at(1050), 1000.0, ms(20));
+        b.on_rate_sample(at(1050), 1000.0, ms(20), false);
         assert_eq!(b.bound_pkts(at(1050), Some(ms(20)), 2), Some(28));
         // Silence for two whole slots: no estimate, no bound.
         assert_eq!(b.bound_pkts(at(2500), Some(ms(20)), 2), None);
@@ -282,19 +296,19 @@ mod tests {
         // × 0.020 = 53.6 → 54 + 3), none without an Active path; a fixed
         // target is kept.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 2678.6, ms(16));
-        b.on_rate_sample(at(5), 2678.6, ms(16));
+        b.on_rate_sample(at(0), 2678.6, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6, ms(16), false);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(57));
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 0), None);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
         let mut b = DelayBound::new(ms(10), false);
-        b.on_rate_sample(at(0), 2678.6, ms(16));
-        b.on_rate_sample(at(5), 2678.6, ms(16));
+        b.on_rate_sample(at(0), 2678.6, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6, ms(16), false);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(73));
         // The BBR family: the same on one path, none from two on.
         let mut b = DelayBound::new(Duration::ZERO, true);
-        b.on_rate_sample(at(0), 2678.6, ms(16));
-        b.on_rate_sample(at(5), 2678.6, ms(16));
+        b.on_rate_sample(at(0), 2678.6, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6, ms(16), false);
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(57));
         assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), None);
     }
@@ -305,14 +319,14 @@ mod tests {
         // 12.5 ms of queue in the link's FIFO, where a real-time flow
         // waits; capped at 5 ms: 1785.7 pkt/s × 0.055 = 98.2 → 99 + 3.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 1785.7, ms(50));
-        b.on_rate_sample(at(5), 1785.7, ms(50));
+        b.on_rate_sample(at(0), 1785.7, ms(50), false);
+        b.on_rate_sample(at(5), 1785.7, ms(50), false);
         assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 1), Some(102));
         assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2), Some(102));
         // A fixed target is the operator's: not capped.
         let mut b = DelayBound::new(ms(20), false);
-        b.on_rate_sample(at(0), 1785.7, ms(50));
-        b.on_rate_sample(at(5), 1785.7, ms(50));
+        b.on_rate_sample(at(0), 1785.7, ms(50), false);
+        b.on_rate_sample(at(5), 1785.7, ms(50), false);
         assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2), Some(128));
     }
 
@@ -322,14 +336,14 @@ mod tests {
         // 45 ms + 3, or rate × 80 ms + 3 while the newest sample is a new
         // maximum.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 1000.0, ms(40));
+        b.on_rate_sample(at(0), 1000.0, ms(40), false);
         assert_eq!(b.bound_pkts(at(0), Some(ms(40)), 2), Some(83));
-        b.on_rate_sample(at(40), 1000.0, ms(40));
+        b.on_rate_sample(at(40), 1000.0, ms(40), false);
         assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2), Some(48));
-        b.on_rate_sample(at(80), 2000.0, ms(40));
+        b.on_rate_sample(at(80), 2000.0, ms(40), false);
         assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(163));
         // Below the peak again: the plain target (2000 × 0.045 = 90 + 3).
-        b.on_rate_sample(at(120), 1900.0, ms(40));
+        b.on_rate_sample(at(120), 1900.0, ms(40), false);
         assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(93));
     }
 
@@ -337,11 +351,11 @@ mod tests {
     fn no_bound_without_samples_and_never_below_the_floor() {
         let mut b = DelayBound::new(Duration::ZERO, false);
         assert_eq!(b.bound_pkts(at(0), Some(ms(20)), 2), None);
-        b.on_rate_sample(at(0), 1.0, ms(20));
+        b.on_rate_sample(at(0), 1.0, ms(20), false);
         assert_eq!(b.bound_pkts(at(1), None, 2), None);
         assert_eq!(b.bound_pkts(at(1), Some(ms(20)), 2), Some(MIN_BOUND_PKTS));
-        b.on_rate_sample(at(2), f64::NAN, ms(20));
-        b.on_rate_sample(at(2), f64::INFINITY, ms(20));
+        b.on_rate_sample(at(2), f64::NAN, ms(20), false);
+        b.on_rate_sample(at(2), f64::INFINITY, ms(20), false);
         assert_eq!(b.bound_pkts(at(3), Some(ms(20)), 2), Some(MIN_BOUND_PKTS));
     }
 
@@ -354,12 +368,25 @@ mod tests {
         let mut rate = 100.0; // pkts/s, far below capacity
         let mut t = 0;
         for _ in 0..10 {
-            b.on_rate_sample(at(t), rate, rtt);
+            b.on_rate_sample(at(t), rate, rtt, false);
             let bound = b.bound_pkts(at(t), Some(rtt), 2).unwrap();
             rate = f64::from(bound) / rtt.as_secs_f64();
             t += 20;
         }
         // 100 × 1.25^10 ≈ 931 pkt/s at least (plus the headroom's gain).
         assert!(rate > 931.0, "{rate}");
+    }
+
+    #[test]
+    fn an_app_limited_new_maximum_does_not_open_the_bound() {
+        // min RTT 40 ms, target 5 ms: rate × 45 ms + 3; a window-limited
+        // new maximum opens it to rate × 80 ms + 3, an app-limited one not.
+        let mut b = DelayBound::new(Duration::ZERO, false);
+        b.on_rate_sample(at(0), 1000.0, ms(40), false);
+        b.on_rate_sample(at(40), 1000.0, ms(40), false);
+        b.on_rate_sample(at(80), 2000.0, ms(40), true);
+        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(93));
+        b.on_rate_sample(at(120), 2500.0, ms(40), false);
+        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(203));
     }
 }
