@@ -109,7 +109,7 @@ fn plpmtu_counters(conn: &Connection) -> Option<Counters> {
 pub fn settings(c: &ConnectionConfig) -> Settings {
     // The `[tunnel]` table's `aqm` as `TunnelSettings::connection_config`
     // maps it: flow queues (with their CoDel) = fq_codel.
-    let aqm = match (c.send_queue_flows > 0, c.send_queue_codel.is_some()) {
+    let aqm = match (c.send_queue.flows > 0, c.send_queue.codel.is_some()) {
         (true, _) => "fq_codel",
         (false, true) => "codel",
         (false, false) => "none",
@@ -121,7 +121,7 @@ pub fn settings(c: &ConnectionConfig) -> Settings {
         aqm: aqm.into(),
         wire_profile: c.wire_profile.name().into(),
         payload_protection: c.protect_payload,
-        retransmit_lost: c.retransmit.is_some(),
+        retransmit_lost: c.loss.retransmit.is_some(),
         cwnd_validation: c.cc_config.cwnd_validation,
         plpmtud: c.plpmtud.is_some(),
         mss_bytes: c.mss_bytes,

@@ -252,7 +252,7 @@ impl Connection {
             if a.confirmed || a.retx_at > now {
                 continue;
             }
-            if a.tries >= self.config.mp_option_max_tries {
+            if a.tries >= self.config.mp.option_max_tries {
                 a.confirmed = true; // give up
                 self.stats.paths.mp_option_unconfirmed += 1;
             } else {
