@@ -1,4 +1,4 @@
-//! Flow queuing in the send queue: with `send_queue_flows`
+//! Flow queuing in the send queue: with `send_queue.flows`
 //! (FQ-CoDel, RFC 8290) a sparse flow in the tunnel does not wait behind,
 //! nor get tail-dropped because of, a bulk flow that keeps the queue full.
 

@@ -514,7 +514,7 @@ impl Connection {
         self.queue.len()
     }
 
-    /// Flow-queue buckets holding state (`send_queue_flows` > 0): one per
+    /// Flow-queue buckets holding state (`send_queue.flows` > 0): one per
     /// inner flow with packets queued, plus those whose CoDel remembers a
     /// drop rate; an idle connection holds none.
     pub fn send_queue_flow_states(&self) -> usize {

@@ -30,7 +30,7 @@ pub(crate) struct Sender {
     pub(super) next_send_at: Instant,
     pub(super) lost_total: u64,
     pub(super) loss_rate: f64,
-    /// Veno backlog threshold (`ConnectionConfig::random_loss_backlog_pkts`).
+    /// Veno backlog threshold (`LossConfig::random_loss_backlog_pkts`).
     pub(super) random_loss_backlog: Option<f64>,
     /// DCCP numbers declared lost since the connection last took them
     /// (only with connection-level retransmission; bounded).
@@ -43,7 +43,7 @@ pub(crate) struct Sender {
     /// Last time the scheduler had to send elsewhere because this path was
     /// blocked by its window or pacer.
     pub(super) blocked_at: Option<Instant>,
-    /// `ConnectionConfig::rtt_probe_interval`.
+    /// `LifetimeConfig::rtt_probe_interval`.
     pub(super) rtt_stale_after: Option<Duration>,
 }
 
