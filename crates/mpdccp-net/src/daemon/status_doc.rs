@@ -11,6 +11,7 @@
 //! snapshot keeps the entries as text, a status request writes them out as
 //! they are and a scrape reads one [`super::status::ConnStatus`] at a time.
 
+use serde::ser::{Error as _, SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -18,11 +19,26 @@ use super::status::StatusHead;
 
 /// A status document: [`super::status::Status`] with its connections kept
 /// serialized (the same JSON).
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default)]
 pub struct StatusDoc {
-    #[serde(flatten)]
     pub head: StatusHead,
     pub connections: Vec<Box<RawValue>>,
+}
+
+/// The head's fields sorted by name (at every level), then
+/// `connections`: the order the document has always had, so its text
+/// does not change with the declaration order of the types.
+impl Serialize for StatusDoc {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let head = serde_json::to_value(&self.head).map_err(S::Error::custom)?;
+        let fields = head.as_object().into_iter().flatten();
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in fields {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("connections", &self.connections)?;
+        m.end()
+    }
 }
 
 impl StatusDoc {
