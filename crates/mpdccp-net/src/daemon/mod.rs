@@ -37,6 +37,7 @@ mod activation;
 mod backoff;
 pub mod client;
 pub mod config;
+mod counts;
 mod dead_peer;
 mod fleet;
 pub use fleet::FleetConfig;

@@ -33,21 +33,9 @@ pub struct Counters(pub BTreeMap<String, Count>);
 
 impl Counters {
     /// The counters of `stats` (a struct of `u64` fields, and of such
-    /// structs one level down; anything else is left out).
+    /// structs one level down; anything else is left out: `counts.rs`).
     pub fn of<T: Serialize>(stats: &T) -> Counters {
-        let v = serde_json::to_value(stats).unwrap_or_default();
-        let mut out = BTreeMap::new();
-        for (k, v) in v.as_object().into_iter().flatten() {
-            if let Some(n) = v.as_u64() {
-                out.insert(k.clone(), Count::N(n));
-            } else if let Some(o) = v.as_object() {
-                let g = o
-                    .iter()
-                    .filter_map(|(k2, v2)| Some((k2.clone(), v2.as_u64()?)));
-                out.insert(k.clone(), Count::Group(g.collect()));
-            }
-        }
-        Counters(out)
+        Counters(super::counts::counts_of(stats))
     }
 
     /// A group of the counts `pairs` (counters a struct of the core keeps
