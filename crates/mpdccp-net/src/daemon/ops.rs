@@ -21,7 +21,9 @@ use super::status::{
 use super::status_doc::StatusDoc;
 
 /// A stats struct of the core as a JSON object (its `Serialize`: one
-/// number per counter), as a status document given as JSON holds it.
+/// number per counter), as a status document given as JSON holds it (the
+/// tests' documents).
+#[cfg(test)]
 pub fn stats_json<T: serde::Serialize>(stats: &T) -> Value {
     serde_json::to_value(stats).unwrap_or(Value::Null)
 }
