@@ -359,26 +359,26 @@ pub enum AuthStatus {
 }
 
 impl AuthStatus {
-    /// Adds another worker's counters (and peer count) into these.
+    /// Adds another worker's counters into these. `peers` is kept: every
+    /// worker holds the whole configured peer table.
     fn add(&mut self, other: &AuthStatus) {
         let (
             AuthStatus::Authenticated {
-                peers,
                 routes,
                 gate,
                 handshake,
+                ..
             },
             AuthStatus::Authenticated {
-                peers: p2,
                 routes: r2,
                 gate: g2,
                 handshake: h2,
+                ..
             },
         ) = (self, other)
         else {
             return;
         };
-        *peers += p2;
         add_opt(routes, r2);
         *gate += g2;
         *handshake += h2;
@@ -470,8 +470,9 @@ impl StatusHead {
     }
 
     /// Adds another worker's head into this one: counters and the counts
-    /// of learned addresses and peers summed; names, modes and the
-    /// server-wide numbers kept from this one.
+    /// of learned addresses (each worker learns its own connections')
+    /// summed; names, modes, the configured peers and the server-wide
+    /// numbers kept from this one.
     pub fn add(&mut self, other: &StatusHead) {
         self.daemon += &other.daemon;
         add_opt(&mut self.endpoint, &other.endpoint);

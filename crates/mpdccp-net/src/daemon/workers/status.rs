@@ -137,7 +137,8 @@ mod tests {
         assert_eq!(counts, [(2, 10), (1, 5)]);
     }
 
-    /// The authenticated modes' counters add up too; the mode is kept.
+    /// The authenticated modes' counters add up too; the mode and the
+    /// number of configured peers (each worker has them all) are kept.
     #[test]
     fn authenticated_counters_sum_and_the_mode_is_kept() {
         let auth = |n: u64| AuthStatus::Authenticated {
@@ -152,7 +153,7 @@ mod tests {
         let v: Value = serde_json::from_str(&merge(vec![a, b], 2, 1380, 1.0).to_text()).unwrap();
         assert_eq!(
             v["auth"],
-            json!({"mode": "authenticated", "peers": 6, "routes": {"superseded": 7},
+            json!({"mode": "authenticated", "peers": 3, "routes": {"superseded": 7},
                    "gate": {"confirmed": 7}, "handshake": {"accepted": 7}})
         );
     }
