@@ -883,29 +883,39 @@ fn record_path(
                 delay_at(now) * 2 + Duration::from_secs_f64((s.qdelay_mean_ms + down_q) / 1e3);
             rec.path_rtt(i, now, rtt);
         }
-        // cwnd / srtt of this path from the nearest daemon status sample.
         let abs = t0 + Duration::from_secs_f64(t_scn);
-        let st = status
-            .iter()
-            .min_by_key(|(t, _)| if *t > abs { *t - abs } else { abs - *t });
-        let (mut cwnd, mut srtt) = (f64::NAN, None);
-        if let Some((_, v)) = st {
-            for p in v["connections"][0]["paths"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                if p["name"] == iface.as_str() && p["state"] == "Active" {
-                    cwnd = p["cwnd_pkts"].as_f64().unwrap_or(f64::NAN);
-                    srtt = p["srtt_ms"]
-                        .as_f64()
-                        .map(|m| Duration::from_secs_f64(m / 1e3));
-                }
-            }
-        }
+        let (cwnd, srtt) = cwnd_srtt_near(status, abs, &iface);
         rec.path_sample(i, now, cwnd, srtt, s.queue_bytes);
         prev = Some(s);
     }
+}
+
+/// The cwnd and srtt of path `iface` in the daemon status sample nearest
+/// to `at` (NaN and `None` when no sample has it Active).
+fn cwnd_srtt_near(
+    status: &[(Instant, Value)],
+    at: Instant,
+    iface: &str,
+) -> (f64, Option<Duration>) {
+    let st = status
+        .iter()
+        .min_by_key(|(t, _)| if *t > at { *t - at } else { at - *t });
+    let (mut cwnd, mut srtt) = (f64::NAN, None);
+    if let Some((_, v)) = st {
+        for p in v["connections"][0]["paths"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if p["name"] == iface && p["state"] == "Active" {
+                cwnd = p["cwnd_pkts"].as_f64().unwrap_or(f64::NAN);
+                srtt = p["srtt_ms"]
+                    .as_f64()
+                    .map(|m| Duration::from_secs_f64(m / 1e3));
+            }
+        }
+    }
+    (cwnd, srtt)
 }
 
 /// The client daemon's per-path status as sampled (cwnd, pacing rate,
