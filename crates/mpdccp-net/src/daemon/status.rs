@@ -342,8 +342,7 @@ pub struct TunStatus {
 }
 
 /// The server's handshake gate (`auth`): open, or the authenticated
-/// modes' counters (RFC 9897 leaves authentication to the deployment;
-/// docs/SECURITY.md describes the handshake).
+/// modes' counters (docs/SECURITY.md describes the handshake).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "lowercase")]
 pub enum AuthStatus {
