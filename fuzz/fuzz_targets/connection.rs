@@ -28,14 +28,17 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use mpdccp_proto::auth::SessionKeys;
 use mpdccp_proto::harness::{inspect, session_keys, Harness, HarnessConfig, LinkSpec, Side};
-use mpdccp_proto::{ConnectionConfig, PathId};
+use mpdccp_proto::{ConnectionConfig, PathId, SendQueueConfig};
 
 const QUEUE_PKTS: usize = 128;
 const HOLD_PKTS: usize = 64;
 
 fn config() -> ConnectionConfig {
     let mut c = ConnectionConfig {
-        send_queue_pkts: QUEUE_PKTS,
+        send_queue: SendQueueConfig {
+            pkts: QUEUE_PKTS,
+            ..Default::default()
+        },
         ..Default::default()
     };
     c.reorder.kind = mpdccp_proto::reorder::ReorderKind::ActiveFixed;

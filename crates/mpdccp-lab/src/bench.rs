@@ -295,6 +295,54 @@ fn cpu_split(before: &[(f64, f64)], after: &[(f64, f64)], secs: u32) -> Value {
     Value::Object(out)
 }
 
+/// What one tunnelled datagram of the UDP run cost each daemon: system
+/// calls and CPU µs per packet (the client per packet read from its TUN,
+/// the server per packet written to its TUN), figures that depend less on
+/// the machine's load than the rates do (the TUN figures count frames, not
+/// the empty read that ends each drain). Also the datagrams the receiving
+/// application's socket dropped: the server namespace's `RcvbufErrors`
+/// less the server daemon's own path-socket drops.
+fn udp_cost_per_packet(
+    status0: &(Option<Value>, Option<Value>),
+    status1: &(Option<Value>, Option<Value>),
+    cpu0: &[(f64, f64)],
+    cpu1: &[(f64, f64)],
+    loss_where: &Value,
+) -> Value {
+    let grown = |a: &Option<Value>, b: &Option<Value>, key: &str| -> f64 {
+        let get = |v: &Option<Value>| v.as_ref().and_then(|v| v["daemon"][key].as_f64());
+        get(b).zip(get(a)).map_or(0.0, |(b, a)| (b - a).max(0.0))
+    };
+    let per = |x: f64, n: f64| if n > 0.0 { json!(x / n) } else { Value::Null };
+    // cpu_split's order: the server's pid first, then the client's.
+    let cpu_us = |i: usize| match (cpu0.get(i), cpu1.get(i)) {
+        (Some(a), Some(b)) => (b.0 - a.0 + b.1 - a.1) * 1e6,
+        _ => 0.0,
+    };
+    let (c0, c1, s0, s1) = (&status0.0, &status1.0, &status0.1, &status1.1);
+    let client_pkts = grown(c0, c1, "tun_rx_pkts");
+    let server_pkts = grown(s0, s1, "tun_tx_pkts");
+    let server_socket_drops = grown(s0, s1, "udp_rx_socket_drops");
+    let receiver_drops = loss_where["server_kernel_udp"]["rcvbuf_errors"]
+        .as_f64()
+        .map(|e| (e - server_socket_drops).max(0.0));
+    json!({
+        "client": {
+            "tun_frames_read": per(grown(c0, c1, "tun_rx_frames"), client_pkts),
+            "sendmmsg": per(grown(c0, c1, "udp_tx_syscalls"), client_pkts),
+            "recvmmsg": per(grown(c0, c1, "udp_rx_syscalls"), client_pkts),
+            "cpu_us": if cpu1.len() > 1 { per(cpu_us(1), client_pkts) } else { Value::Null },
+        },
+        "server": {
+            "tun_frames_written": per(grown(s0, s1, "tun_tx_frames"), server_pkts),
+            "recvmmsg": per(grown(s0, s1, "udp_rx_syscalls"), server_pkts),
+            "sendmmsg": per(grown(s0, s1, "udp_tx_syscalls"), server_pkts),
+            "cpu_us": if cpu1.is_empty() { Value::Null } else { per(cpu_us(0), server_pkts) },
+        },
+        "receiver_app_socket_drops": receiver_drops,
+    })
+}
+
 /// The floor under any userspace relay's added latency on this host: the
 /// RTT of a UDP echo between two threads over loopback, each blocking in
 /// `recv` (two wake-ups per round trip, as the tunnel has at least three),
@@ -454,6 +502,8 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "client_daemon_counters_grown": grown(&status0.0, &status1.0),
         "server_daemon_counters_grown": grown(&status0.1, &status1.1),
     });
+    let udp_per_packet =
+        udp_cost_per_packet(&status0, &status1, &usplit0, &usplit1, &udp_loss_where);
     let udp_loss = udp_lost_percent(&udp).unwrap_or(0.0);
     let udp_mbps = received_mbps(&udp);
     let after = ping_ms(t, dst)?;
@@ -477,6 +527,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "udp_loss_where": udp_loss_where,
         "udp_lost_in_tunnel_percent": lost_in_tunnel,
         "udp_written_to_server_tun": to_tun,
+        "udp_per_packet": udp_per_packet,
         "daemon_cpu_share_of_one_core_during_udp": if pids.is_empty() { Value::Null } else { json!((cpu_udp1 - cpu_udp0) / secs as f64) },
         "daemon_cpu_user_system_during_udp": cpu_split(&usplit0, &usplit1, secs),
         "ping_rtt_ms_light_load": idle[1],

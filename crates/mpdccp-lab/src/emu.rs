@@ -331,42 +331,9 @@ pub fn run_with(
         }
     }
     let epoch = config.epoch.unwrap_or_else(clock::now);
-    let ring_pkts = if config.ring_pkts == 0 {
-        32_768
-    } else {
-        config.ring_pkts
-    };
-    let mk = |name: &'static str, tun: &str, dir: Direction, seed: u64| -> anyhow::Result<Dir> {
-        Ok(Dir {
-            name,
-            tun: Tun::open(tun).with_context(|| format!("cannot open TUN `{tun}`"))?,
-            link: Link::with_direction(&config.spec, dir, seed),
-            ring: Ring::new(ring_pkts),
-            stats: DirStats::default(),
-            late_sum_us: 0.0,
-            iv_qdelay_max: Duration::ZERO,
-            iv_qdelay_sum: Duration::ZERO,
-            iv_n: 0,
-            iv_late_max_us: 0,
-        })
-    };
-    // Distinct seeds per direction so the two loss processes are independent.
-    let mut dirs = [
-        mk("up", &config.up_tun, Direction::Up, config.seed)?,
-        mk(
-            "down",
-            &config.down_tun,
-            Direction::Down,
-            config.seed ^ 0x9e37_79b9_7f4a_7c15,
-        )?,
-    ];
+    let mut dirs = open_dirs(config)?;
     on_ready()?;
-    let mut stats_out = match &config.stats_out {
-        Some(p) => Some(StatsWriter::spawn(BufWriter::new(
-            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-        ))?),
-        None => None,
-    };
+    let mut stats_out = open_stats(config)?;
     let interval = if config.stats_interval.is_zero() {
         Duration::from_millis(100)
     } else {
@@ -429,6 +396,58 @@ pub fn run_with(
             }
         }
     }
+    finish(config, &mut dirs, stats_out)
+}
+
+/// The two directions, each with its TUN, link model and ring.
+fn open_dirs(config: &EmuConfig) -> anyhow::Result<[Dir; 2]> {
+    let ring_pkts = if config.ring_pkts == 0 {
+        32_768
+    } else {
+        config.ring_pkts
+    };
+    let mk = |name: &'static str, tun: &str, dir: Direction, seed: u64| -> anyhow::Result<Dir> {
+        Ok(Dir {
+            name,
+            tun: Tun::open(tun).with_context(|| format!("cannot open TUN `{tun}`"))?,
+            link: Link::with_direction(&config.spec, dir, seed),
+            ring: Ring::new(ring_pkts),
+            stats: DirStats::default(),
+            late_sum_us: 0.0,
+            iv_qdelay_max: Duration::ZERO,
+            iv_qdelay_sum: Duration::ZERO,
+            iv_n: 0,
+            iv_late_max_us: 0,
+        })
+    };
+    // Distinct seeds per direction so the two loss processes are independent.
+    Ok([
+        mk("up", &config.up_tun, Direction::Up, config.seed)?,
+        mk(
+            "down",
+            &config.down_tun,
+            Direction::Down,
+            config.seed ^ 0x9e37_79b9_7f4a_7c15,
+        )?,
+    ])
+}
+
+/// The writer of `--stats-out`'s samples, if asked for.
+fn open_stats(config: &EmuConfig) -> anyhow::Result<Option<StatsWriter>> {
+    Ok(match &config.stats_out {
+        Some(p) => Some(StatsWriter::spawn(BufWriter::new(
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        ))?),
+        None => None,
+    })
+}
+
+/// The counters of a stopped emulator; the sample writer flushed.
+fn finish(
+    config: &EmuConfig,
+    dirs: &mut [Dir; 2],
+    stats_out: Option<StatsWriter>,
+) -> anyhow::Result<EmuStats> {
     let mut out = EmuStats {
         path: config.spec.name.clone(),
         ..Default::default()

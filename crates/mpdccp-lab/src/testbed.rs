@@ -183,8 +183,49 @@ fn run_in(
     abort: &Arc<AtomicBool>,
 ) -> anyhow::Result<(Summary, TimeSeries)> {
     let sc = &cfg.scenario;
-    let exe = &cfg.exe;
     let setup = Duration::from_secs_f64(cfg.setup_s.max(1.0));
+    let t_setup = start_emulators(cfg, topo, setup)?;
+    let t0 = t_setup + setup;
+    let uses_tunnel = sc.flow.iter().any(|f| f.via == "tunnel");
+    if uses_tunnel {
+        start_daemons(cfg, topo)?;
+        // Joins of the other paths get until t0.
+    }
+    if clock::now() > t0 {
+        bail!("set-up took longer than {setup:?}; raise --setup-s");
+    }
+    check_abort(abort)?;
+
+    let mut runs = Vec::new();
+    for i in 0..sc.flow.len() {
+        runs.push(start_flow(sc, topo, abort, i, t0)?);
+    }
+    let status = sample_status(cfg, topo, abort, &runs, t0, uses_tunnel)?;
+
+    let mut rec = Recorder::new(sc);
+    let flows = collect_flows(sc, runs, &mut rec, t0)?;
+    let t_shift = setup.as_secs_f64();
+    let mut lateness = Vec::new();
+    for i in 0..sc.path.len() {
+        let samples = crate::emu::read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
+        record_path(&mut rec, sc, i, &samples, t_shift, &status.samples, t0);
+        lateness.push(lateness_summary(&sc.path[i].name, &samples, t_shift));
+    }
+    let meta = run_meta(cfg, topo, uses_tunnel, t_shift, lateness, flows, status);
+    info!("testbed run finished");
+    Ok(rec.finish(meta))
+}
+
+/// Writes the scenario shifted by the set-up time and starts one emulator
+/// per path on it; returns the emulators' epoch (scenario time 0 is
+/// `setup` later).
+fn start_emulators(
+    cfg: &TestbedConfig,
+    topo: &mut Topology,
+    setup: Duration,
+) -> anyhow::Result<Instant> {
+    let sc = &cfg.scenario;
+    let exe = &cfg.exe;
     let paths_file = topo.dir.join("paths.toml");
     let sh = shifted(sc, setup.as_secs_f64());
     std::fs::write(
@@ -218,49 +259,59 @@ fn run_in(
             ],
         )?;
     }
-    let t0 = t_setup + setup;
-    let uses_tunnel = sc.flow.iter().any(|f| f.via == "tunnel");
-    if uses_tunnel {
-        let t = &sc.tunnel;
-        let path_mtu = tunnel_path_mtu(sc);
-        if path_mtu > DEFAULT_PATH_MTU {
-            topo.set_path_mtu(path_mtu)?;
-        }
-        // Plain DCCP (multipath = false) runs on the first path only.
-        let paths = if t.multipath { Vec::new() } else { vec![0] };
-        let opts = TunnelOpts {
-            tunnel: daemon_tunnel_config(sc),
-            // Never below IPv6's minimum link MTU (RFC 8200 §5): the TUNs
-            // carry IPv6 addresses too, which the kernel refuses on a
-            // smaller link (a scenario of 1200-byte packets failed there).
-            tun_mtu: (tunnelled_packet_max(sc) as u32).max(mpdccp_net::mtu::IPV6_MIN_MTU),
-            wait_paths: 1,
-            priorities: if paths.is_empty() {
-                sc.path
-                    .iter()
-                    .map(|p| if p.priority == 0 { 3 } else { p.priority })
-                    .collect()
-            } else {
-                vec![3]
-            },
-            paths,
-            log: cfg.log.clone(),
-            rt_priority: cfg.daemon_rt_priority,
-            auth: cfg.auth,
-            // Scenarios do not choose a transport yet: UDP, the default.
-            ..TunnelOpts::default()
-        };
-        topo.start_tunnel(exe, &opts)?;
-        // Joins of the other paths get until t0.
-    }
-    if clock::now() > t0 {
-        bail!("set-up took longer than {setup:?}; raise --setup-s");
-    }
-    check_abort(abort)?;
+    Ok(t_setup)
+}
 
-    // Flows.
-    let mut runs = Vec::new();
-    for (i, f) in sc.flow.iter().enumerate() {
+/// Starts the tunnel daemons the scenario's `[tunnel]` describes.
+fn start_daemons(cfg: &TestbedConfig, topo: &mut Topology) -> anyhow::Result<()> {
+    let sc = &cfg.scenario;
+    let t = &sc.tunnel;
+    let path_mtu = tunnel_path_mtu(sc);
+    if path_mtu > DEFAULT_PATH_MTU {
+        topo.set_path_mtu(path_mtu)?;
+    }
+    // Plain DCCP (multipath = false) runs on the first path only.
+    let paths = if t.multipath { Vec::new() } else { vec![0] };
+    let opts = TunnelOpts {
+        tunnel: daemon_tunnel_config(sc),
+        // Never below IPv6's minimum link MTU (RFC 8200 §5): the TUNs
+        // carry IPv6 addresses too, which the kernel refuses on a
+        // smaller link (a scenario of 1200-byte packets failed there).
+        tun_mtu: (tunnelled_packet_max(sc) as u32).max(mpdccp_net::mtu::IPV6_MIN_MTU),
+        wait_paths: 1,
+        priorities: if paths.is_empty() {
+            sc.path
+                .iter()
+                .map(|p| if p.priority == 0 { 3 } else { p.priority })
+                .collect()
+        } else {
+            vec![3]
+        },
+        paths,
+        log: cfg.log.clone(),
+        rt_priority: cfg.daemon_rt_priority,
+        auth: cfg.auth,
+        // Scenarios do not choose a transport yet: UDP, the default.
+        ..TunnelOpts::default()
+    };
+    topo.start_tunnel(&cfg.exe, &opts)
+}
+
+/// Where a flow runs: its schedule, its receiver's address and port, and
+/// the namespaces of its sender and receiver.
+struct FlowPlan {
+    start: Instant,
+    stop: Instant,
+    up: bool,
+    dst_ip: IpAddr,
+    port: u16,
+    src_ns: String,
+    dst_ns: String,
+}
+
+impl FlowPlan {
+    fn of(sc: &Scenario, topo: &Topology, i: usize, t0: Instant) -> anyhow::Result<FlowPlan> {
+        let f = &sc.flow[i];
         let start = t0 + Duration::from_secs_f64(f.start_s.max(0.0));
         let stop =
             t0 + Duration::from_secs_f64(f.stop_s.unwrap_or(sc.duration_s).min(sc.duration_s));
@@ -282,124 +333,187 @@ fn run_in(
                 (a.client_ip.into(), topo.server.name(), topo.client.name())
             }
         };
-        let port = 9000 + i as u16;
-        match f.kind {
-            FlowKind::UdpCbr | FlowKind::Bulk => {
-                let rate_mbps = match f.kind {
-                    FlowKind::Bulk => sc.path.iter().map(peak_mbps).sum::<f64>(),
-                    _ => f.rate_mbps.unwrap_or(1.0),
-                };
-                let fabort = Arc::new(AtomicBool::new(false));
-                let ready = Arc::new(AtomicBool::new(false));
-                let bind = SocketAddr::new(dst_ip, port);
-                let (a2, r2) = (fabort.clone(), ready.clone());
-                let rx = spawn_in_netns(dst_ns, move || Ok(probe::receive(bind, a2, Some(r2))?));
-                crate::topo::wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire))?;
-                let pcfg = ProbeConfig {
-                    flow: i as u32,
-                    dst: bind,
-                    rate_bps: (rate_mbps * 1e6) as u64,
-                    payload_bytes: f.packet_bytes.saturating_sub(28).max(probe::HEADER_BYTES),
-                    start,
-                    stop,
-                };
-                let a3 = fabort.clone();
-                let tx = spawn_in_netns(src_ns, move || Ok(probe::send(&pcfg, &a3)?));
-                runs.push(FlowRun::Probe {
-                    abort: fabort,
-                    tx,
-                    rx,
-                });
-            }
-            FlowKind::Quic => {
-                // aioquic (a real QUIC stack) via the lab's flow script:
-                // its server always in the server's namespace, its client
-                // in the client's; the direction says who sends.
-                let server_ip: IpAddr = if f.via == "tunnel" {
-                    SERVER_TUN_V4.into()
-                } else {
-                    let k = sc.path_index(&f.via).unwrap_or(0);
-                    topo.paths[k].server_ip.into()
-                };
-                let secs = (stop - start).as_secs_f64().max(1.0);
-                let run = crate::flows::start_quic(
-                    topo,
-                    i,
-                    SocketAddr::new(server_ip, port),
-                    up,
-                    f.packet_bytes,
-                    start,
-                    secs,
-                    abort.clone(),
-                )?;
-                runs.push(FlowRun::Quic(run));
-            }
-            FlowKind::Tcp => {
-                // The receiver acks every segment (the scenario's TCP
-                // model), not every second one.
-                if f.via == "tunnel" {
-                    topo.set_tunnel_quickack(up)?;
-                } else {
-                    let k = sc.path_index(&f.via).unwrap_or(0);
-                    topo.set_quickack(k, up)?;
-                }
-                let dst = dst_ip.to_string();
-                let port_s = port.to_string();
-                let srv = netns::Netns::command_in(dst_ns, "iperf3")
-                    .args(["-s", "-1", "-B", &dst, "-p", &port_s])
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .context("cannot start iperf3 (install it: apt-get install iperf3)")?;
-                topo.procs
-                    .push(netns::Proc::new(format!("iperf3-s@{dst_ns}"), srv));
-                let secs = (stop - start).as_secs_f64().max(1.0);
-                let mut args: Vec<String> = vec![
-                    "-c".into(),
-                    dst,
-                    "-p".into(),
-                    port_s,
-                    "-t".into(),
-                    format!("{secs:.1}"),
-                    "-i".into(),
-                    "0.1".into(),
-                    "-J".into(),
-                    "-M".into(),
-                    tcp_mss_bytes(f.packet_bytes).to_string(),
-                ];
-                if let Some(cc) = &f.cc {
-                    args.extend(["-C".into(), cc.clone()]);
-                }
-                if let Some(r) = f.rate_mbps {
-                    args.extend(["--fq-rate".into(), format!("{}", (r * 1e6) as u64)]);
-                }
-                let ns = src_ns.to_string();
-                let ab = abort.clone();
-                let client = std::thread::spawn(move || -> anyhow::Result<String> {
-                    sleep_until_abortable(start, &ab)?;
-                    let out = netns::Netns::command_in(&ns, "iperf3")
-                        .args(&args)
-                        .stdin(std::process::Stdio::null())
-                        .output()
-                        .context("cannot run iperf3")?;
-                    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-                });
-                runs.push(FlowRun::Tcp {
-                    client,
-                    started: start,
-                });
-            }
-        }
+        Ok(FlowPlan {
+            start,
+            stop,
+            up,
+            dst_ip,
+            port: 9000 + i as u16,
+            src_ns: src_ns.to_owned(),
+            dst_ns: dst_ns.to_owned(),
+        })
     }
+}
 
-    // Sample the client daemon while the scenario runs.
-    let end = t0 + Duration::from_secs_f64(sc.duration_s);
+/// Starts flow `i` of the scenario (its sender waits for its start).
+fn start_flow(
+    sc: &Scenario,
+    topo: &mut Topology,
+    abort: &Arc<AtomicBool>,
+    i: usize,
+    t0: Instant,
+) -> anyhow::Result<FlowRun> {
+    let f = &sc.flow[i];
+    let plan = FlowPlan::of(sc, topo, i, t0)?;
+    match f.kind {
+        FlowKind::UdpCbr | FlowKind::Bulk => {
+            let rate_mbps = match f.kind {
+                FlowKind::Bulk => sc.path.iter().map(peak_mbps).sum::<f64>(),
+                _ => f.rate_mbps.unwrap_or(1.0),
+            };
+            start_probe_flow(&plan, i, rate_mbps, f.packet_bytes)
+        }
+        FlowKind::Quic => {
+            // aioquic (a real QUIC stack) via the lab's flow script:
+            // its server always in the server's namespace, its client
+            // in the client's; the direction says who sends.
+            let server_ip: IpAddr = if f.via == "tunnel" {
+                SERVER_TUN_V4.into()
+            } else {
+                let k = sc.path_index(&f.via).unwrap_or(0);
+                topo.paths[k].server_ip.into()
+            };
+            let secs = (plan.stop - plan.start).as_secs_f64().max(1.0);
+            let run = crate::flows::start_quic(
+                topo,
+                i,
+                SocketAddr::new(server_ip, plan.port),
+                plan.up,
+                f.packet_bytes,
+                plan.start,
+                secs,
+                abort.clone(),
+            )?;
+            Ok(FlowRun::Quic(run))
+        }
+        FlowKind::Tcp => start_tcp_flow(sc, topo, abort, &plan, i),
+    }
+}
+
+/// A probe stream (constant rate, or bulk at the paths' peak) from the
+/// sender's namespace to a receiver bound in the receiver's.
+fn start_probe_flow(
+    plan: &FlowPlan,
+    i: usize,
+    rate_mbps: f64,
+    packet_bytes: usize,
+) -> anyhow::Result<FlowRun> {
+    let fabort = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let bind = SocketAddr::new(plan.dst_ip, plan.port);
+    let (a2, r2) = (fabort.clone(), ready.clone());
+    let rx = spawn_in_netns(&plan.dst_ns, move || {
+        Ok(probe::receive(bind, a2, Some(r2))?)
+    });
+    crate::topo::wait_for(Duration::from_secs(5), || ready.load(Ordering::Acquire))?;
+    let pcfg = ProbeConfig {
+        flow: i as u32,
+        dst: bind,
+        rate_bps: (rate_mbps * 1e6) as u64,
+        payload_bytes: packet_bytes.saturating_sub(28).max(probe::HEADER_BYTES),
+        start: plan.start,
+        stop: plan.stop,
+    };
+    let a3 = fabort.clone();
+    let tx = spawn_in_netns(&plan.src_ns, move || Ok(probe::send(&pcfg, &a3)?));
+    Ok(FlowRun::Probe {
+        abort: fabort,
+        tx,
+        rx,
+    })
+}
+
+/// A kernel TCP flow: an iperf3 server in the receiver's namespace, its
+/// client started at the flow's start in the sender's.
+fn start_tcp_flow(
+    sc: &Scenario,
+    topo: &mut Topology,
+    abort: &Arc<AtomicBool>,
+    plan: &FlowPlan,
+    i: usize,
+) -> anyhow::Result<FlowRun> {
+    let f = &sc.flow[i];
+    let (start, up, dst_ns) = (plan.start, plan.up, plan.dst_ns.as_str());
+    // The receiver acks every segment (the scenario's TCP
+    // model), not every second one.
+    if f.via == "tunnel" {
+        topo.set_tunnel_quickack(up)?;
+    } else {
+        let k = sc.path_index(&f.via).unwrap_or(0);
+        topo.set_quickack(k, up)?;
+    }
+    let dst = plan.dst_ip.to_string();
+    let port_s = plan.port.to_string();
+    let srv = netns::Netns::command_in(dst_ns, "iperf3")
+        .args(["-s", "-1", "-B", &dst, "-p", &port_s])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("cannot start iperf3 (install it: apt-get install iperf3)")?;
+    topo.procs
+        .push(netns::Proc::new(format!("iperf3-s@{dst_ns}"), srv));
+    let secs = (plan.stop - start).as_secs_f64().max(1.0);
+    let mut args: Vec<String> = vec![
+        "-c".into(),
+        dst,
+        "-p".into(),
+        port_s,
+        "-t".into(),
+        format!("{secs:.1}"),
+        "-i".into(),
+        "0.1".into(),
+        "-J".into(),
+        "-M".into(),
+        tcp_mss_bytes(f.packet_bytes).to_string(),
+    ];
+    if let Some(cc) = &f.cc {
+        args.extend(["-C".into(), cc.clone()]);
+    }
+    if let Some(r) = f.rate_mbps {
+        args.extend(["--fq-rate".into(), format!("{}", (r * 1e6) as u64)]);
+    }
+    let ns = plan.src_ns.clone();
+    let ab = abort.clone();
+    let client = std::thread::spawn(move || -> anyhow::Result<String> {
+        sleep_until_abortable(start, &ab)?;
+        let out = netns::Netns::command_in(&ns, "iperf3")
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("cannot run iperf3")?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    Ok(FlowRun::Tcp {
+        client,
+        started: start,
+    })
+}
+
+/// The client daemon's status sampled while the scenario ran, and both
+/// daemons' at its end.
+struct StatusLog {
+    samples: Vec<(Instant, Value)>,
+    client_final: Option<Value>,
+    server_final: Option<Value>,
+}
+
+/// Waits for the scenario's end, sampling the client daemon every
+/// `status_interval`; writes `status.jsonl`.
+fn sample_status(
+    cfg: &TestbedConfig,
+    topo: &Topology,
+    abort: &AtomicBool,
+    runs: &[FlowRun],
+    t0: Instant,
+    uses_tunnel: bool,
+) -> anyhow::Result<StatusLog> {
+    let end = t0 + Duration::from_secs_f64(cfg.scenario.duration_s);
     let mut status_samples: Vec<(Instant, Value)> = Vec::new();
     let mut next = t0;
     while clock::now() < end {
         if abort.load(Ordering::Relaxed) {
-            for r in &runs {
+            for r in runs {
                 if let FlowRun::Probe { abort, .. } = r {
                     abort.store(true, Ordering::Relaxed);
                 }
@@ -435,10 +549,27 @@ fn run_in(
         }
         write_status_log(&topo.dir.join("status.jsonl"), &log, t0);
     }
+    Ok(StatusLog {
+        samples: status_samples,
+        client_final: final_status,
+        server_final: server_status,
+    })
+}
 
-    // Collect.
+/// What the flows' collection adds to the run's metadata.
+struct FlowsCollected {
+    notes: Vec<String>,
+    flow_meta: Vec<Value>,
+}
+
+/// Waits for every flow and records what it sent and delivered.
+fn collect_flows(
+    sc: &Scenario,
+    runs: Vec<FlowRun>,
+    rec: &mut Recorder,
+    t0: Instant,
+) -> anyhow::Result<FlowsCollected> {
     let rel = |t: Instant| Instant::from_nanos(t.as_nanos().saturating_sub(t0.as_nanos()));
-    let mut rec = Recorder::new(sc);
     let mut notes = Vec::new();
     let mut flow_meta = vec![Value::Null; sc.flow.len()];
     for (i, r) in runs.into_iter().enumerate() {
@@ -453,11 +584,11 @@ fn run_in(
                 let arr = rx
                     .join()
                     .map_err(|_| anyhow::anyhow!("probe receiver panicked"))??;
-                record_probe(&mut rec, i, &log, &arr, rel);
+                record_probe(rec, i, &log, &arr, rel);
             }
             FlowRun::Quic(q) => match q.finish() {
                 Ok(r) => {
-                    crate::flows::record_quic(&mut rec, i, sc.flow[i].packet_bytes, &r, rel);
+                    crate::flows::record_quic(rec, i, sc.flow[i].packet_bytes, &r, rel);
                     flow_meta[i] = crate::flows::quic_meta(&r);
                 }
                 Err(e) => {
@@ -475,7 +606,7 @@ fn run_in(
                             warn!(flow = i, "iperf3: {e}");
                             notes.push(format!("flow {i}: iperf3 error: {e}"));
                         }
-                        record_tcp(&mut rec, i, sc.flow[i].packet_bytes, &v, rel(started));
+                        record_tcp(rec, i, sc.flow[i].packet_bytes, &v, rel(started));
                     }
                     Err(e) => {
                         warn!(flow = i, "iperf3 output unreadable: {e}");
@@ -485,13 +616,22 @@ fn run_in(
             }
         }
     }
-    let t_shift = setup.as_secs_f64();
-    let mut lateness = Vec::new();
-    for i in 0..sc.path.len() {
-        let samples = crate::emu::read_samples(&topo.dir.join(format!("emu{i}.jsonl")));
-        record_path(&mut rec, sc, i, &samples, t_shift, &status_samples, t0);
-        lateness.push(lateness_summary(&sc.path[i].name, &samples, t_shift));
-    }
+    Ok(FlowsCollected { notes, flow_meta })
+}
+
+/// The run's metadata: how it was measured (emulator timing, status
+/// sampling, scheduling, TCP settings) and the daemons' final status.
+fn run_meta(
+    cfg: &TestbedConfig,
+    topo: &Topology,
+    uses_tunnel: bool,
+    t_shift: f64,
+    lateness: Vec<Value>,
+    flows: FlowsCollected,
+    status: StatusLog,
+) -> BTreeMap<String, Value> {
+    let sc = &cfg.scenario;
+    let FlowsCollected { notes, flow_meta } = flows;
     let mut meta = BTreeMap::new();
     meta.insert("emulator_late_us".into(), json!(lateness));
     if uses_tunnel {
@@ -537,17 +677,16 @@ fn run_in(
             )),
         );
     }
-    if let Some(s) = final_status {
+    if let Some(s) = status.client_final {
         meta.insert("client_status".into(), s);
     }
-    if let Some(s) = server_status {
+    if let Some(s) = status.server_final {
         meta.insert("server_status".into(), s);
     }
     if !notes.is_empty() {
         meta.insert("notes".into(), json!(notes));
     }
-    info!("testbed run finished");
-    Ok(rec.finish(meta))
+    meta
 }
 
 /// The largest packet a scenario sends through the tunnel (0 = none). The
@@ -744,29 +883,39 @@ fn record_path(
                 delay_at(now) * 2 + Duration::from_secs_f64((s.qdelay_mean_ms + down_q) / 1e3);
             rec.path_rtt(i, now, rtt);
         }
-        // cwnd / srtt of this path from the nearest daemon status sample.
         let abs = t0 + Duration::from_secs_f64(t_scn);
-        let st = status
-            .iter()
-            .min_by_key(|(t, _)| if *t > abs { *t - abs } else { abs - *t });
-        let (mut cwnd, mut srtt) = (f64::NAN, None);
-        if let Some((_, v)) = st {
-            for p in v["connections"][0]["paths"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                if p["name"] == iface.as_str() && p["state"] == "Active" {
-                    cwnd = p["cwnd_pkts"].as_f64().unwrap_or(f64::NAN);
-                    srtt = p["srtt_ms"]
-                        .as_f64()
-                        .map(|m| Duration::from_secs_f64(m / 1e3));
-                }
-            }
-        }
+        let (cwnd, srtt) = cwnd_srtt_near(status, abs, &iface);
         rec.path_sample(i, now, cwnd, srtt, s.queue_bytes);
         prev = Some(s);
     }
+}
+
+/// The cwnd and srtt of path `iface` in the daemon status sample nearest
+/// to `at` (NaN and `None` when no sample has it Active).
+fn cwnd_srtt_near(
+    status: &[(Instant, Value)],
+    at: Instant,
+    iface: &str,
+) -> (f64, Option<Duration>) {
+    let st = status
+        .iter()
+        .min_by_key(|(t, _)| if *t > at { *t - at } else { at - *t });
+    let (mut cwnd, mut srtt) = (f64::NAN, None);
+    if let Some((_, v)) = st {
+        for p in v["connections"][0]["paths"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if p["name"] == iface && p["state"] == "Active" {
+                cwnd = p["cwnd_pkts"].as_f64().unwrap_or(f64::NAN);
+                srtt = p["srtt_ms"]
+                    .as_f64()
+                    .map(|m| Duration::from_secs_f64(m / 1e3));
+            }
+        }
+    }
+    (cwnd, srtt)
 }
 
 /// The client daemon's per-path status as sampled (cwnd, pacing rate,

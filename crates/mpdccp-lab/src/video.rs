@@ -190,20 +190,6 @@ pub fn analyze(sent: &[Stamped], recv: &[Stamped], resumed: &[Instant]) -> Video
             100.0 * a as f64 / b as f64
         }
     };
-    // The offered rate over the plays only (each play has its own SSRC;
-    // the idle gaps between them do not count).
-    let mut plays: BTreeMap<u32, (Instant, Instant, usize)> = BTreeMap::new();
-    for s in sent {
-        let p = plays.entry(s.rtp.ssrc).or_insert((s.at, s.at, 0));
-        p.0 = p.0.min(s.at);
-        p.1 = p.1.max(s.at);
-        p.2 += s.bytes;
-    }
-    let span: f64 = plays
-        .values()
-        .map(|p| p.1.saturating_duration_since(p.0).as_secs_f64())
-        .sum();
-    let bytes: usize = plays.values().map(|p| p.2).sum();
     VideoStats {
         sent: n,
         received,
@@ -223,11 +209,29 @@ pub fn analyze(sent: &[Stamped], recv: &[Stamped], resumed: &[Instant]) -> Video
         },
         after_idle_owd_p99_ms: quantile(&mut after_idle, 0.99),
         frame_delay_p99_ms: quantile(&mut frame_delay, 0.99),
-        sent_mbps: if span > 0.0 {
-            bytes as f64 * 8.0 / span / 1e6
-        } else {
-            0.0
-        },
+        sent_mbps: offered_mbps(sent),
+    }
+}
+
+/// The offered rate over the plays only (each play has its own SSRC;
+/// the idle gaps between them do not count), Mbit/s.
+fn offered_mbps(sent: &[Stamped]) -> f64 {
+    let mut plays: BTreeMap<u32, (Instant, Instant, usize)> = BTreeMap::new();
+    for s in sent {
+        let p = plays.entry(s.rtp.ssrc).or_insert((s.at, s.at, 0));
+        p.0 = p.0.min(s.at);
+        p.1 = p.1.max(s.at);
+        p.2 += s.bytes;
+    }
+    let span: f64 = plays
+        .values()
+        .map(|p| p.1.saturating_duration_since(p.0).as_secs_f64())
+        .sum();
+    let bytes: usize = plays.values().map(|p| p.2).sum();
+    if span > 0.0 {
+        bytes as f64 * 8.0 / span / 1e6
+    } else {
+        0.0
     }
 }
 

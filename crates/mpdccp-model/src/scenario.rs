@@ -1125,7 +1125,7 @@ to_s = 15
         // at join time and carry nothing (the old silent failure).
         assert_eq!(
             MAX_TUNNEL_PATHS,
-            mpdccp_proto::conn::ConnectionConfig::default().max_paths
+            mpdccp_proto::conn::ConnectionConfig::default().mp.max_paths
         );
         assert!(with_paths(MAX_TUNNEL_PATHS).is_ok());
         let err = with_paths(10)

@@ -45,8 +45,9 @@ pub mod time;
 pub mod wire;
 
 pub use conn::{
-    ConnError, ConnStats, Connection, ConnectionConfig, DropPolicy, Endpoint, EndpointConfig,
-    Event, PathConfig, Role, SendError, Transmit, TunnelSettings,
+    AckConfig, ConnError, ConnStats, Connection, ConnectionConfig, DropPolicy, Endpoint,
+    EndpointConfig, Event, LifetimeConfig, LossConfig, MpConfig, PathConfig, Role, SendError,
+    SendQueueConfig, Transmit, TunnelSettings,
 };
 pub use kind::UnknownName;
 pub use path::{PathId, PathState, PathView};

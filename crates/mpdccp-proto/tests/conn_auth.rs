@@ -9,6 +9,7 @@ use std::time::Duration;
 use mpdccp_proto::auth::gate::{Gate, GateConfig};
 use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{keypair, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig};
+use mpdccp_proto::conn::LifetimeConfig;
 use mpdccp_proto::wire::mp::{KeyType, MpKey};
 use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, FeatureNum, MpOption, ResetCode};
 use mpdccp_proto::{
@@ -740,7 +741,10 @@ fn forged_reset(w: &World, from: SocketAddr) -> Vec<u8> {
 fn a_forged_reset_on_every_path_closes_paths_not_the_authenticated_connection() {
     let k = keys(1);
     let conn = ConnectionConfig {
-        idle_timeout: Some(Duration::from_secs(5)),
+        lifetime: LifetimeConfig {
+            idle_timeout: Some(Duration::from_secs(5)),
+            ..Default::default()
+        },
         ..ConnectionConfig::default()
     };
     let mut w = World::with_config(&k, &[k.peers[0].0], Some(gate(&k, 1000)), conn);

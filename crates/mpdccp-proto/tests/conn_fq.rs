@@ -1,9 +1,10 @@
-//! Flow queuing in the send queue: with `send_queue_flows`
+//! Flow queuing in the send queue: with `send_queue.flows`
 //! (FQ-CoDel, RFC 8290) a sparse flow in the tunnel does not wait behind,
 //! nor get tail-dropped because of, a bulk flow that keeps the queue full.
 
 use std::time::Duration;
 
+use mpdccp_proto::conn::SendQueueConfig;
 use mpdccp_proto::conn::{CoDelConfig, DEFAULT_SEND_QUEUE_FLOWS};
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{Connection, ConnectionConfig, Event, Instant, Role, SendError};
@@ -35,8 +36,11 @@ fn stamp_of(p: &[u8]) -> Instant {
 
 fn config(flows: usize) -> ConnectionConfig {
     ConnectionConfig {
-        send_queue_codel: Some(CoDelConfig::default()),
-        send_queue_flows: flows,
+        send_queue: SendQueueConfig {
+            codel: Some(CoDelConfig::default()),
+            flows,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -48,10 +52,8 @@ fn config(flows: usize) -> ConnectionConfig {
 #[test]
 fn flow_state_is_bounded_by_the_buckets() {
     let t = Instant::ZERO;
-    let cfg = ConnectionConfig {
-        send_queue_pkts: 100,
-        ..config(DEFAULT_SEND_QUEUE_FLOWS)
-    };
+    let mut cfg = config(DEFAULT_SEND_QUEUE_FLOWS);
+    cfg.send_queue.pkts = 100;
     let mut c = Connection::try_new(Role::Client, cfg, t, 5).unwrap();
     assert_eq!(c.send_queue_flow_states(), 0);
     for port in 0..5000u16 {
@@ -72,10 +74,8 @@ fn flow_state_is_bounded_by_the_buckets() {
 fn send_queue_flows_reaches_the_queue() {
     let t = Instant::ZERO;
     let send_all = |flows: usize| {
-        let cfg = ConnectionConfig {
-            send_queue_pkts: 10,
-            ..config(flows)
-        };
+        let mut cfg = config(flows);
+        cfg.send_queue.pkts = 10;
         let mut c = Connection::try_new(Role::Client, cfg, t, 5).unwrap();
         for _ in 0..10 {
             c.send(t, &packet(BULK, 1000, t)).unwrap();
@@ -103,7 +103,7 @@ fn send_queue_flows_reaches_the_queue() {
         (0, 1)
     );
     assert_eq!(len, 10);
-    assert_eq!(ConnectionConfig::default().send_queue_flows, 0);
+    assert_eq!(ConnectionConfig::default().send_queue.flows, 0);
 }
 
 /// One 2 Mbit/s path, a bulk flow offered at twice its rate (it does not

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use mpdccp_proto::conn::MpConfig;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
@@ -136,7 +137,10 @@ fn joins_beyond_max_paths_get_reset_too_busy() {
     let mut h = Harness::new(HarnessConfig {
         paths: links(3, &[10, 15, 20]),
         server: ConnectionConfig {
-            max_paths: 2,
+            mp: MpConfig {
+                max_paths: 2,
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()
@@ -199,7 +203,10 @@ fn mp_seq_wraps_at_48_bits() {
     let mut h = Harness::new(HarnessConfig {
         paths: links(2, &[10, 12]),
         client: ConnectionConfig {
-            initial_mp_seq: Some(start),
+            mp: MpConfig {
+                initial_seq: Some(start),
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()

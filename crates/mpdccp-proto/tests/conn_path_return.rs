@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use mpdccp_proto::conn::LossConfig;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, Event, Instant, PathId};
@@ -20,7 +21,10 @@ const OUTAGE_END_MS: u64 = 12_000;
 /// data packet that crosses A again (client → server).
 fn return_time(max_probe_interval: Duration, back: Instant, seed: u64) -> Duration {
     let cfg = ConnectionConfig {
-        max_probe_interval,
+        loss: LossConfig {
+            max_probe_interval,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let link = |ms: u64, outages| LinkSpec {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mpdccp_proto::conn::codec::{MpRemoveAddr, PacketType, Segment};
-use mpdccp_proto::conn::ConnTimer;
+use mpdccp_proto::conn::{ConnTimer, LifetimeConfig, MpConfig};
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, Event, Instant, PathId, PathState};
 
@@ -81,7 +81,10 @@ fn established_events(h: &Harness, side: Side, id: PathId) -> usize {
 fn fifty_down_up_cycles_keep_path_tables_bounded() {
     const CYCLES: u32 = 50;
     let cfg = ConnectionConfig {
-        max_paths: 4,
+        mp: MpConfig {
+            max_paths: 4,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {
@@ -165,8 +168,11 @@ fn fifty_down_up_cycles_keep_path_tables_bounded() {
 #[test]
 fn an_idle_connection_wakes_for_its_keepalive() {
     let server = ConnectionConfig {
-        keepalive_interval: Some(Duration::from_secs(1)),
-        rtt_probe_interval: None,
+        lifetime: LifetimeConfig {
+            keepalive_interval: Some(Duration::from_secs(1)),
+            rtt_probe_interval: None,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {
@@ -191,8 +197,11 @@ fn an_idle_connection_wakes_for_its_keepalive() {
 #[test]
 fn silent_subflow_expires_after_path_idle_timeout() {
     let server = ConnectionConfig {
-        keepalive_interval: Some(Duration::from_secs(1)),
-        path_idle_timeout: Some(Duration::from_secs(5)),
+        lifetime: LifetimeConfig {
+            keepalive_interval: Some(Duration::from_secs(1)),
+            path_idle_timeout: Some(Duration::from_secs(5)),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {
@@ -257,9 +266,12 @@ fn silent_subflow_expires_after_path_idle_timeout() {
 #[test]
 fn silent_connection_closes_after_idle_timeout() {
     let server = ConnectionConfig {
-        keepalive_interval: Some(Duration::from_secs(1)),
-        path_idle_timeout: Some(Duration::from_secs(5)),
-        idle_timeout: Some(Duration::from_secs(10)),
+        lifetime: LifetimeConfig {
+            keepalive_interval: Some(Duration::from_secs(1)),
+            path_idle_timeout: Some(Duration::from_secs(5)),
+            idle_timeout: Some(Duration::from_secs(10)),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {
@@ -456,8 +468,11 @@ fn replayed_removeaddr_does_not_close_a_subflow_reusing_the_id() {
 #[test]
 fn probe_paths_draws_a_syncack_on_every_open_subflow() {
     let quiet = ConnectionConfig {
-        keepalive_interval: None,
-        rtt_probe_interval: None,
+        lifetime: LifetimeConfig {
+            keepalive_interval: None,
+            rtt_probe_interval: None,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {

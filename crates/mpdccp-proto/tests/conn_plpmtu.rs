@@ -216,10 +216,8 @@ fn a_syncack_matching_no_probe_confirms_nothing() {
     // Every SyncAck the server sends is rewritten to acknowledge the
     // number before (a valid one, never a probe's: no other Sync is sent
     // without RTT probes): nothing is confirmed, nothing grows.
-    let cfg = ConnectionConfig {
-        rtt_probe_interval: None,
-        ..config()
-    };
+    let mut cfg = config();
+    cfg.lifetime.rtt_probe_interval = None;
     let mut h = harness_with(
         1472,
         5,

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use mpdccp_proto::conn::CoDelConfig;
+use mpdccp_proto::conn::SendQueueConfig;
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, Event, Instant};
 
@@ -31,10 +32,13 @@ fn harness(client: ConnectionConfig) -> Harness {
 /// A big packet queue, so only the time limits under test bound it.
 fn config(max_delay: Option<Duration>, codel: Option<CoDelConfig>) -> ConnectionConfig {
     ConnectionConfig {
-        send_queue_pkts: 100_000,
-        send_queue_bytes: 100_000_000,
-        send_queue_max_delay: max_delay,
-        send_queue_codel: codel,
+        send_queue: SendQueueConfig {
+            pkts: 100_000,
+            bytes: 100_000_000,
+            max_delay,
+            codel,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

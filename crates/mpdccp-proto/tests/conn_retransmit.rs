@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use mpdccp_proto::conn::LossConfig;
 use mpdccp_proto::conn::RetransmitConfig;
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::ConnectionConfig;
@@ -35,7 +36,10 @@ fn harness(client: ConnectionConfig, loss: f64, reorder: f64) -> Harness {
 
 fn config(retransmit: Option<RetransmitConfig>) -> ConnectionConfig {
     ConnectionConfig {
-        retransmit,
+        loss: LossConfig {
+            retransmit,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

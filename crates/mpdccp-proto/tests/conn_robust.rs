@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use mpdccp_proto::conn::AckConfig;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{Event, Instant, PathId};
@@ -130,7 +131,10 @@ fn burst_loss_beyond_the_sequence_window_recovers_with_sync_syncack() {
     // A small Sequence Window (RFC 4340 §7.5.2) and 80 consecutive lost
     // client packets: the next ones land beyond SWH = GSR + 3W/4.
     let small = ConnectionConfig {
-        seq_window_pkts: 100,
+        ack: AckConfig {
+            seq_window_pkts: 100,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut h = Harness::new(HarnessConfig {

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use mpdccp_proto::conn::AckConfig;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, PathId};
 use rand::{Rng, SeedableRng};
@@ -54,7 +55,10 @@ impl Scenario {
     fn harness(&self) -> Harness {
         let conn = ConnectionConfig {
             cc: self.cc.parse().unwrap(),
-            ack_ratio: self.ack_ratio,
+            ack: AckConfig {
+                ratio: self.ack_ratio,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut h = Harness::new(HarnessConfig {
@@ -287,7 +291,10 @@ fn each_subflow_samples_only_its_own_packets() {
     for cc in ["ccid2", "ccid5"] {
         let mut conn = ConnectionConfig {
             cc: cc.parse().unwrap(),
-            ack_ratio: 2,
+            ack: AckConfig {
+                ratio: 2,
+                ..Default::default()
+            },
             ..Default::default()
         };
         conn.scheduler.kind = "rr".parse().unwrap();

@@ -21,8 +21,8 @@ const DSL: PathId = PathId(0);
 /// DSL path's state at the end.
 fn lte_share_after_outage(outage_at_ms: u64, seed: u64) -> (f64, String) {
     let mut cfg = TunnelSettings::default().connection_config(1400);
-    cfg.keepalive_interval = Some(Duration::from_secs(2));
-    cfg.path_idle_timeout = Some(Duration::from_secs(15));
+    cfg.lifetime.keepalive_interval = Some(Duration::from_secs(2));
+    cfg.lifetime.path_idle_timeout = Some(Duration::from_secs(15));
     let link = |ms: u64, outages| LinkSpec {
         delay: Duration::from_millis(ms),
         rate_bps: Some(20_000_000),

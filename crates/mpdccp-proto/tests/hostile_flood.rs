@@ -135,7 +135,7 @@ fn join_flood_with_the_real_token_stays_bounded() {
     net.connect(1);
     let h = net.server_handle();
     let token = net.ep.connection(h).unwrap().local_ci();
-    let max_paths = ConnectionConfig::default().max_paths;
+    let max_paths = ConnectionConfig::default().mp.max_paths;
     let mut rng = ChaCha8Rng::seed_from_u64(0x10_1F);
     for i in 0..2000u64 {
         let mut s = Segment::new(PacketType::Request, rng.gen::<u64>() & SEQ_MASK);

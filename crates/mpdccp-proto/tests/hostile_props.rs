@@ -33,6 +33,7 @@ mod common;
 use common::{
     addrs, inject_counted, open_paths, open_two_paths, rejections, Delivery, EpNet, CLIENT_KEY,
 };
+use mpdccp_proto::conn::SendQueueConfig;
 
 /// Every datagram of a complete session with other keys: (sender, path, bytes).
 static CAPTURE: LazyLock<Vec<(Side, usize, Vec<u8>)>> = LazyLock::new(|| {
@@ -256,7 +257,10 @@ const HOLD_PKTS: usize = 128;
 
 fn live_config() -> ConnectionConfig {
     let mut c = ConnectionConfig {
-        send_queue_pkts: QUEUE_PKTS,
+        send_queue: SendQueueConfig {
+            pkts: QUEUE_PKTS,
+            ..Default::default()
+        },
         ..Default::default()
     };
     c.reorder.kind = "active-fixed".parse().unwrap();

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use common::{assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery};
 use mpdccp_proto::conn::codec::{PacketType, Segment};
+use mpdccp_proto::conn::LossConfig;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, Instant, PathId};
 
@@ -169,7 +170,10 @@ fn acks_taking_the_next_numbers_are_undone_by_a_resync_within_a_second() {
 fn a_failed_path_is_probed_one_rto_after_its_failure() {
     let outage = (Instant::from_millis(2000), Instant::from_millis(2300));
     let conn = ConnectionConfig {
-        first_probe_at_base_rto: true,
+        loss: LossConfig {
+            first_probe_at_base_rto: true,
+            ..Default::default()
+        },
         ..ConnectionConfig::default()
     };
     let mut h = Harness::new(HarnessConfig {

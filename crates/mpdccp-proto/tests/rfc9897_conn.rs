@@ -13,6 +13,7 @@ use mpdccp_proto::PathId;
 
 mod common;
 use common::{mp_options, two_paths};
+use mpdccp_proto::conn::MpConfig;
 
 fn exchange(h: &mut Harness, n: u32) {
     for k in 0..n {
@@ -222,7 +223,10 @@ fn too_busy_reset_on_a_join_leaves_the_other_subflows_open() {
             })
             .collect(),
         server: mpdccp_proto::ConnectionConfig {
-            max_paths: 2,
+            mp: MpConfig {
+                max_paths: 2,
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()

@@ -895,7 +895,7 @@ fn f2_a_join_response_without_confirm_l_10_closes_the_subflow() {
 #[test]
 fn f2_refused_joins_leave_no_state() {
     let mut h = two_paths(23);
-    let max_paths = mpdccp_proto::ConnectionConfig::default().max_paths;
+    let max_paths = mpdccp_proto::ConnectionConfig::default().mp.max_paths;
     let token = h.server.local_ci();
     let s0 = h.server.stats();
     for k in 0..100u32 {

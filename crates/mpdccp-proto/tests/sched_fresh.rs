@@ -153,7 +153,7 @@ fn srtt_returns_to_its_base_within_seconds_of_idling_and_light_traffic_takes_the
 fn without_probes_the_inflated_srtt_stays_and_light_traffic_takes_the_slower_path() {
     // The behaviour without idle-path RTT probes, kept reachable (`rtt_probe_interval
     // = None`): what the test above guards against.
-    let mut h = after_bulk(|c| c.rtt_probe_interval = None);
+    let mut h = after_bulk(|c| c.lifetime.rtt_probe_interval = None);
     h.drive_for(ms(3000));
     let (a0, a1) = (data_pkts(&h, 0), data_pkts(&h, 1));
     for _ in 0..20 {

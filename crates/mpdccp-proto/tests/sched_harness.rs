@@ -244,7 +244,7 @@ fn handover_switches_within_a_few_rtts_of_an_outage_and_back_after_recovery() {
                 .unwrap(),
         ),
         // Declare a path failed at its first RTO (the default waits for 3).
-        |c| c.fail_after_rtos = 1,
+        |c| c.loss.fail_after_rtos = 1,
     );
     // 1 packet per ms, 0.5 s .. 5.5 s.
     h.drive_until(Instant::from_millis(500));

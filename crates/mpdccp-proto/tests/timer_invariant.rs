@@ -23,6 +23,7 @@ mod common;
 use std::time::Duration;
 
 use common::EpNet;
+use mpdccp_proto::conn::LifetimeConfig;
 use mpdccp_proto::conn::PlpmtudConfig;
 use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::reorder::{ReorderConfig, ReorderKind};
@@ -133,10 +134,6 @@ fn config(k: &Knobs) -> ConnectionConfig {
     ConnectionConfig {
         scheduler: SchedulerConfig::from(k.scheduler),
         reorder: ReorderConfig::from(k.reorder),
-        keepalive_interval: k.keepalive.then_some(ms(500)),
-        idle_timeout: k.idle.then_some(ms(4_000)),
-        path_idle_timeout: k.path_expiry.then_some(ms(2_500)),
-        rtt_probe_interval: k.rtt_probes.then_some(ms(300)),
         plpmtud: k.plpmtud.then_some(PlpmtudConfig {
             base_bytes: 1000,
             max_bytes: 1400,
@@ -144,6 +141,13 @@ fn config(k: &Knobs) -> ConnectionConfig {
             max_probes: 3,
             raise_timer: ms(5_000),
         }),
+        lifetime: LifetimeConfig {
+            keepalive_interval: k.keepalive.then_some(ms(500)),
+            idle_timeout: k.idle.then_some(ms(4_000)),
+            path_idle_timeout: k.path_expiry.then_some(ms(2_500)),
+            rtt_probe_interval: k.rtt_probes.then_some(ms(300)),
+            ..Default::default()
+        },
         ..ConnectionConfig::default()
     }
 }

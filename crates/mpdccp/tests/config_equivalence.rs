@@ -15,7 +15,10 @@ use mpdccp_model::scenario::Scenario;
 use mpdccp_net::daemon::config::{ClientConfig, ServerConfig, TunnelConfig};
 use mpdccp_net::daemon::plan::run_plan;
 use mpdccp_net::daemon::{mtu_plan, TunSetup};
-use mpdccp_proto::conn::{ConnectionConfig, PlpmtudConfig, TunnelSettings, PROTECTION_OVERHEAD};
+use mpdccp_proto::conn::{
+    ConnectionConfig, LifetimeConfig, LossConfig, PlpmtudConfig, SendQueueConfig, TunnelSettings,
+    PROTECTION_OVERHEAD,
+};
 
 /// Outer headers of a DCCP-in-UDP path over IPv4: IP (20) + UDP (8).
 const OUTER_IPV4_UDP: u32 = 28;
@@ -67,19 +70,22 @@ fn assert_same_settings(
     assert_eq!(sim.cc_config, daemon.cc_config, "{what}: cc_config");
     assert_eq!(sim.scheduler, daemon.scheduler, "{what}: scheduler");
     assert_eq!(sim.reorder, daemon.reorder, "{what}: reorder");
-    assert_eq!(sim.send_queue_pkts, daemon.send_queue_pkts, "{what}");
-    assert_eq!(sim.send_queue_bytes, daemon.send_queue_bytes, "{what}");
+    assert_eq!(sim.send_queue.pkts, daemon.send_queue.pkts, "{what}");
+    assert_eq!(sim.send_queue.bytes, daemon.send_queue.bytes, "{what}");
     assert_eq!(sim.mss_bytes, daemon.mss_bytes, "{what}: mss_bytes");
     assert_eq!(sim.multipath, daemon.multipath, "{what}: multipath");
-    assert_eq!(sim.send_queue_codel, daemon.send_queue_codel, "{what}: aqm");
-    assert_eq!(sim.send_queue_flows, daemon.send_queue_flows, "{what}: aqm");
+    assert_eq!(sim.send_queue.codel, daemon.send_queue.codel, "{what}: aqm");
+    assert_eq!(sim.send_queue.flows, daemon.send_queue.flows, "{what}: aqm");
     assert_eq!(
-        sim.send_queue_flow_quantum, daemon.send_queue_flow_quantum,
+        sim.send_queue.flow_quantum, daemon.send_queue.flow_quantum,
         "{what}: fq_quantum_bytes"
     );
-    assert_eq!(sim.retransmit, daemon.retransmit, "{what}: retransmit_lost");
     assert_eq!(
-        sim.random_loss_backlog_pkts, daemon.random_loss_backlog_pkts,
+        sim.loss.retransmit, daemon.loss.retransmit,
+        "{what}: retransmit_lost"
+    );
+    assert_eq!(
+        sim.loss.random_loss_backlog_pkts, daemon.loss.random_loss_backlog_pkts,
         "{what}: tolerate_random_loss"
     );
     assert_eq!(
@@ -93,16 +99,22 @@ fn assert_same_settings(
         cc_config: d.cc_config.clone(),
         scheduler: d.scheduler.clone(),
         reorder: d.reorder.clone(),
-        send_queue_pkts: d.send_queue_pkts,
-        send_queue_bytes: d.send_queue_bytes,
         mss_bytes: d.mss_bytes,
         multipath: d.multipath,
-        send_queue_codel: d.send_queue_codel,
-        send_queue_flows: d.send_queue_flows,
-        send_queue_flow_quantum: d.send_queue_flow_quantum,
-        retransmit: d.retransmit,
-        random_loss_backlog_pkts: d.random_loss_backlog_pkts,
         window_delay_bound: d.window_delay_bound,
+        send_queue: SendQueueConfig {
+            pkts: d.send_queue.pkts,
+            bytes: d.send_queue.bytes,
+            codel: d.send_queue.codel,
+            flows: d.send_queue.flows,
+            flow_quantum: d.send_queue.flow_quantum,
+            ..c.send_queue.clone()
+        },
+        loss: LossConfig {
+            retransmit: d.loss.retransmit,
+            random_loss_backlog_pkts: d.loss.random_loss_backlog_pkts,
+            ..c.loss.clone()
+        },
         ..c.clone()
     };
     assert_eq!(
@@ -116,16 +128,22 @@ fn assert_same_settings(
     assert_eq!(
         rest(daemon),
         ConnectionConfig {
-            keepalive_interval: Some(std::time::Duration::from_secs(2)),
-            path_idle_timeout: Some(std::time::Duration::from_secs(15)),
-            idle_timeout: Some(std::time::Duration::from_secs(120)),
             max_gso_segments: 32,
-            // A failed path's first probe after one un-doubled RTO (a
-            // forged packet's disturbance heals within 1 s; the simulator
-            // keeps the published timing).
-            first_probe_at_base_rto: true,
             // DPLPMTUD (on by default) searches up to the path MTU.
             plpmtud: Some(PlpmtudConfig::for_path(path_mtu, OUTER_IPV4_UDP, false)),
+            loss: LossConfig {
+                // A failed path's first probe after one un-doubled RTO (a
+                // forged packet's disturbance heals within 1 s; the simulator
+                // keeps the published timing).
+                first_probe_at_base_rto: true,
+                ..d.loss
+            },
+            lifetime: LifetimeConfig {
+                keepalive_interval: Some(std::time::Duration::from_secs(2)),
+                path_idle_timeout: Some(std::time::Duration::from_secs(15)),
+                idle_timeout: Some(std::time::Duration::from_secs(120)),
+                ..d.lifetime
+            },
             ..d
         },
         "{what}: daemon"
@@ -163,10 +181,13 @@ fn simulator_daemon_and_testbed_map_settings_alike() {
                 sim.window_delay_bound,
                 Some(std::time::Duration::from_millis(7))
             );
-            let r = sim.retransmit.expect("retransmit_lost reaches the core");
+            let r = sim
+                .loss
+                .retransmit
+                .expect("retransmit_lost reaches the core");
             assert_eq!(r.max_age, std::time::Duration::from_millis(30));
             assert_eq!(r.budget_pct, 2.0);
-            assert_eq!(sim.random_loss_backlog_pkts, Some(3.0));
+            assert_eq!(sim.loss.random_loss_backlog_pkts, Some(3.0));
         }
         if file == "e4-coupled-cubic.toml" {
             sc.apply_set("tunnel.aqm", "codel").unwrap();
@@ -245,8 +266,8 @@ fn simulator_daemon_and_testbed_share_one_set_of_defaults() {
     let shared = defaults.connection_config(plan.tun_mtu as usize);
     assert_eq!(core.scheduler, shared.scheduler);
     assert_eq!(core.reorder, shared.reorder);
-    assert_eq!(core.send_queue_codel, shared.send_queue_codel);
-    assert_eq!(core.send_queue_flows, shared.send_queue_flows);
+    assert_eq!(core.send_queue.codel, shared.send_queue.codel);
+    assert_eq!(core.send_queue.flows, shared.send_queue.flows);
     assert_eq!(core.cc, shared.cc);
 }
 

@@ -148,8 +148,6 @@ pub fn run(
         plan,
     };
     let t0 = clock::now();
-    let mut phase = Phase::Connecting;
-    let mut phase_end = t0 + d.plan.connect_timeout;
     let interval = if d.plan.upstream_bps > 0.0 {
         Some(Duration::from_secs_f64(
             d.plan.packet_bytes as f64 * 8.0 / d.plan.upstream_bps,
@@ -157,66 +155,30 @@ pub fn run(
     } else {
         None
     };
-    let mut next_send = Instant::MAX;
-    let mut data_start = t0;
+    let mut s = Schedule {
+        phase: Phase::Connecting,
+        phase_end: t0 + d.plan.connect_timeout,
+        data_start: t0,
+        next_send: Instant::MAX,
+        interval,
+    };
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
     while !stop.load(Ordering::Relaxed) {
         let now = clock::now();
-        match phase {
-            Phase::Connecting => {
-                d.start_handshakes(now);
-                if d.report.connected == d.clients.len() || now >= phase_end {
-                    phase = Phase::Data;
-                    data_start = now;
-                    phase_end = now + Duration::from_secs_f64(d.plan.data_secs);
-                    next_send = interval.map_or(Instant::MAX, |_| now);
-                    on_phase(Phase::Data, &d.report);
-                }
-            }
-            Phase::Data if now >= phase_end => {
-                phase = Phase::Drain;
-                d.report.data_s = (now - data_start).as_secs_f64();
-                next_send = Instant::MAX;
-                phase_end = now + d.plan.drain;
-                on_phase(Phase::Drain, &d.report);
-            }
-            Phase::Drain if now >= phase_end => {
-                d.finish_report(t0);
-                phase = Phase::Closing;
-                phase_end = now + Duration::from_secs(2);
-                d.closing = true;
-                for i in 0..d.clients.len() {
-                    d.clients[i].conn.close(now);
-                    d.flush(i, now);
-                }
-            }
-            Phase::Closing if now >= phase_end || d.clients.iter().all(|c| c.conn.is_closed()) => {
-                break
-            }
-            _ => {}
+        if d.advance(&mut s, now, t0, &mut on_phase) {
+            break;
         }
         d.fire_timers(now);
-        if let Some(iv) = interval {
-            // Catch up at most a bounded burst when the loop was late.
-            let mut burst = 0;
-            while next_send <= now && burst < 256 {
-                d.send_one(now);
-                next_send += iv;
-                burst += 1;
-            }
-            if next_send + iv * 64 < now {
-                next_send = now;
-            }
-        }
+        d.send_due(&mut s, now);
         let wake = [
             d.timers.first().map(|t| t.0),
-            Some(next_send),
-            Some(phase_end),
+            Some(s.next_send),
+            Some(s.phase_end),
         ]
         .into_iter()
         .flatten()
         .min()
-        .unwrap_or(phase_end);
+        .unwrap_or(s.phase_end);
         let wait = wake
             .saturating_duration_since(clock::now())
             .min(Duration::from_millis(50));
@@ -225,10 +187,86 @@ pub fn run(
             d.receive(ev.data.u64() as usize);
         }
     }
-    if phase != Phase::Closing {
+    if s.phase != Phase::Closing {
         d.finish_report(t0);
     }
     Ok(d.report)
+}
+
+/// Where a run is: its phase and when it ends, when the data phase
+/// began, and the next upstream packet (`interval` apart; `None`: no
+/// upstream data).
+struct Schedule {
+    phase: Phase,
+    phase_end: Instant,
+    data_start: Instant,
+    next_send: Instant,
+    interval: Option<Duration>,
+}
+
+impl Driver {
+    /// Enters the next phase when this one is over (`on_phase` at the
+    /// data phase's start and end); true when the run is done.
+    fn advance(
+        &mut self,
+        s: &mut Schedule,
+        now: Instant,
+        t0: Instant,
+        on_phase: &mut impl FnMut(Phase, &ClientReport),
+    ) -> bool {
+        match s.phase {
+            Phase::Connecting => {
+                self.start_handshakes(now);
+                if self.report.connected == self.clients.len() || now >= s.phase_end {
+                    s.phase = Phase::Data;
+                    s.data_start = now;
+                    s.phase_end = now + Duration::from_secs_f64(self.plan.data_secs);
+                    s.next_send = s.interval.map_or(Instant::MAX, |_| now);
+                    on_phase(Phase::Data, &self.report);
+                }
+            }
+            Phase::Data if now >= s.phase_end => {
+                s.phase = Phase::Drain;
+                self.report.data_s = (now - s.data_start).as_secs_f64();
+                s.next_send = Instant::MAX;
+                s.phase_end = now + self.plan.drain;
+                on_phase(Phase::Drain, &self.report);
+            }
+            Phase::Drain if now >= s.phase_end => {
+                self.finish_report(t0);
+                s.phase = Phase::Closing;
+                s.phase_end = now + Duration::from_secs(2);
+                self.closing = true;
+                for i in 0..self.clients.len() {
+                    self.clients[i].conn.close(now);
+                    self.flush(i, now);
+                }
+            }
+            Phase::Closing
+                if now >= s.phase_end || self.clients.iter().all(|c| c.conn.is_closed()) =>
+            {
+                return true
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// Sends the upstream packets due by `now`.
+    fn send_due(&mut self, s: &mut Schedule, now: Instant) {
+        if let Some(iv) = s.interval {
+            // Catch up at most a bounded burst when the loop was late.
+            let mut burst = 0;
+            while s.next_send <= now && burst < 256 {
+                self.send_one(now);
+                s.next_send += iv;
+                burst += 1;
+            }
+            if s.next_send + iv * 64 < now {
+                s.next_send = now;
+            }
+        }
+    }
 }
 
 /// One connected, non-blocking UDP socket (its own source port: the

@@ -27,7 +27,6 @@ use anyhow::Context;
 use mpdccp_proto::auth::InitiatorConfig;
 use mpdccp_proto::conn::{Connection, ConnectionConfig, Event, Role};
 use mpdccp_proto::{Instant, PathId, PathState};
-use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::backoff::{Reconnect, RECONNECT_CAP};
@@ -38,7 +37,7 @@ use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
 use super::ops::{conn_status, OpsServer, PathLabel};
 use super::plan::{run_plan, RunPlan};
-use super::status::ConfiguredPath;
+use super::status::{ConfiguredPath, StatusHead, TunStatus};
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
 use paths::PathRt;
@@ -470,15 +469,19 @@ impl Client {
         conn.settings.auth = Some(
             super::auth_mode_name(self.auth.is_some(), self.conn.config().protect_payload).into(),
         );
-        let mut doc = StatusDoc::new(json!({
-            "role": "client",
-            "uptime_s": (clock::now() - self.started).as_secs_f64(),
-            "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
-            "tun_mtu": self.tun_mtu,
-            "plpmtud": self.mtu_policy.plpmtud.is_some(),
-            "daemon": super::stats_json_with_drops(&self.stats, Some(drops)),
-            "configured_paths": cfg_paths,
-        }));
+        let mut doc = StatusDoc::new(StatusHead {
+            role: "client".into(),
+            uptime_s: (clock::now() - self.started).as_secs_f64(),
+            tun: TunStatus {
+                name: self.tun.name().into(),
+                mtu: self.tun_mtu,
+            },
+            tun_mtu: self.tun_mtu,
+            plpmtud: self.mtu_policy.plpmtud.is_some(),
+            daemon: super::daemon_counters(&self.stats, Some(drops)),
+            configured_paths: Some(cfg_paths),
+            ..StatusHead::default()
+        });
         doc.push_connection(&conn);
         doc
     }

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use mpdccp_proto::conn::{ConnectionConfig, TunnelSettings};
+use mpdccp_proto::conn::{
+    ConnectionConfig, LifetimeConfig, LossConfig, MpConfig, SendQueueConfig, TunnelSettings,
+};
 use mpdccp_proto::wire::WireProfile;
 use serde::{Deserialize, Serialize};
 
@@ -238,7 +240,7 @@ impl Default for TunnelConfig {
             // takes its missing keys from `TunnelSettings::default()` anyway,
             // so an override would hold only for a file without `[tunnel]`.
             settings: TunnelSettings::default(),
-            max_paths: ConnectionConfig::default().max_paths,
+            max_paths: MpConfig::default().max_paths,
             path_mtu: 1500,
             plpmtud: true,
             socket_buffer_bytes: 256 << 10,
@@ -262,24 +264,37 @@ impl TunnelConfig {
     /// the core's header budget, which is the path MTU minus outer IP and
     /// UDP), plus the daemon's timers, path limit and GSO.
     pub fn connection_config(&self, plan: &MtuPlan) -> ConnectionConfig {
+        let base = self.settings.connection_config(plan.tun_mtu as usize);
         ConnectionConfig {
-            max_paths: self.max_paths,
-            keepalive_interval: ms_opt(self.keepalive_ms),
-            path_idle_timeout: ms_opt(self.path_idle_timeout_ms),
-            idle_timeout: ms_opt(self.idle_timeout_ms),
             max_gso_segments: if self.offload {
                 self.gso_segments.clamp(1, 64)
             } else {
                 1
             },
-            send_queue_max_delay: ms_opt(self.send_queue_max_delay_ms),
-            rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
             wire_profile: self.wire_profile,
-            // A path a forged packet disturbed comes back one backoff
-            // sooner, so a forger costs the tunnel less; the simulator
-            // keeps the published timing.
-            first_probe_at_base_rto: true,
-            ..self.settings.connection_config(plan.tun_mtu as usize)
+            send_queue: SendQueueConfig {
+                max_delay: ms_opt(self.send_queue_max_delay_ms),
+                ..base.send_queue
+            },
+            loss: LossConfig {
+                // A path a forged packet disturbed comes back one backoff
+                // sooner, so a forger costs the tunnel less; the simulator
+                // keeps the published timing.
+                first_probe_at_base_rto: true,
+                ..base.loss
+            },
+            mp: MpConfig {
+                max_paths: self.max_paths,
+                ..base.mp
+            },
+            lifetime: LifetimeConfig {
+                keepalive_interval: ms_opt(self.keepalive_ms),
+                path_idle_timeout: ms_opt(self.path_idle_timeout_ms),
+                idle_timeout: ms_opt(self.idle_timeout_ms),
+                rtt_probe_interval: ms_opt(self.rtt_probe_interval_ms),
+                ..base.lifetime
+            },
+            ..base
         }
     }
 }
@@ -790,9 +805,13 @@ mod tests {
                 .unwrap()
                 .tunnel
                 .connection_config(&plan)
+                .lifetime
                 .rtt_probe_interval
         };
-        assert_eq!(core(""), ConnectionConfig::default().rtt_probe_interval);
+        assert_eq!(
+            core(""),
+            ConnectionConfig::default().lifetime.rtt_probe_interval
+        );
         assert_eq!(core(""), Some(Duration::from_secs(1)));
         assert_eq!(core("[tunnel]\nrtt_probe_interval_ms = 0\n"), None);
         assert_eq!(
@@ -814,7 +833,7 @@ mod tests {
                 .unwrap()
                 .tunnel
                 .connection_config(&plan);
-            (c.send_queue_flows, c.send_queue_codel)
+            (c.send_queue.flows, c.send_queue.codel)
         };
         // The tunnel's default target is 15 ms, not RFC 8289's 5 ms (a
         // bulk flow's standing queue waits in its own flow queue,
@@ -835,7 +854,7 @@ mod tests {
             let text =
                 format!("server = \"10.1.2.2:6773\"\n{tunnel}[[path]]\ninterface = \"p1\"\n");
             ClientConfig::from_toml_str(&text)
-                .map(|c| c.tunnel.connection_config(&plan).send_queue_flow_quantum)
+                .map(|c| c.tunnel.connection_config(&plan).send_queue.flow_quantum)
         };
         assert_eq!(quantum("").unwrap(), 0);
         assert_eq!(

@@ -233,7 +233,7 @@ mod tests {
             }
         }
         fn status(&self) -> StatusDoc {
-            StatusDoc::from(serde_json::json!({}))
+            StatusDoc::default()
         }
     }
 

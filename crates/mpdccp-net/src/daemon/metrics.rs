@@ -1,17 +1,17 @@
 //! The Prometheus endpoint's content: the status document (`mpdccp status
 //! --json`) as OpenMetrics text, encoded by the `prometheus-client` crate.
 //!
-//! The kind of each number comes from the document's types (`status.rs`):
-//! a [`Counters`] group (the core's `ConnStats`, `PathStats`, the
-//! reorderer's counts, `EndpointStats`, the daemon's `DaemonStats`) gives
-//! counters, `mpdccp_<section>_<name>_total`; an entry's `gauges()` give
-//! gauges (windows, RTTs, rates, queue lengths, states as 0/1); the head's
-//! other numbers (`uptime_s`, `tun_mtu`, ...) are gauges. Every family has a `# HELP`
-//! line; connections and paths are labels (`conn`, and `name`: a path's
-//! stable name, see [`add_paths`]).
+//! The kind of each number comes from the document's types (`status.rs`),
+//! never from its name or JSON shape: a [`Counters`] group (the core's
+//! `ConnStats`, `PathStats`, the reorderer's counts, `EndpointStats`, the
+//! daemon's `DaemonStats`) gives counters, `mpdccp_<section>_<name>_total`;
+//! an entry's `gauges()` give gauges (windows, RTTs, rates, queue lengths,
+//! states as 0/1; the head's: `uptime_s`, `tun_mtu`, ...). Every family
+//! has a `# HELP` line; connections and paths are labels (`conn`, and
+//! `name`: a path's stable name, see [`add_paths`]).
 //!
-//! The listener thread calls [`metrics_text`] on the document the loop hands
-//! it, so encoding never runs on the packet path. A fresh registry per
+//! The listener thread calls [`metrics_text_of`] on the document the loop
+//! hands it, so encoding never runs on the packet path. A fresh registry per
 //! scrape holds the snapshot: the values are the daemon's own counters, read
 //! at one instant, not counters this module increments.
 
@@ -24,9 +24,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::status::{ConfiguredPath, ConnStatus, Count, Counters, PathStatus};
+use super::status::{ConnStatus, Count, Counters, PathStatus, StatusHead};
 
 #[path = "metrics_help.rs"]
 mod metrics_help;
@@ -43,6 +43,14 @@ enum Kind {
     Gauge,
 }
 
+/// One sample: its kind is its field's type in `status.rs` (a count of a
+/// [`Counters`] group, or a number an entry's `gauges` lists).
+#[derive(Clone, Copy)]
+enum Sample {
+    Counter(u64),
+    Gauge(f64),
+}
+
 /// The samples of one family before encoding.
 struct Fam {
     kind: Kind,
@@ -55,29 +63,19 @@ struct Fam {
 struct Families(BTreeMap<String, Fam>);
 
 impl Families {
-    /// Adds one sample of `value` (a number, or a boolean as 0/1; anything
-    /// else, e.g. `null`, is not a sample) to the family of `name` in base
-    /// units (`metrics_help`: `srtt_ms` becomes `srtt_seconds`, the value
+    /// Adds one sample of `value` to the family of `name` in base units
+    /// (`metrics_help`: `srtt_ms` becomes `srtt_seconds`, the value
     /// scaled); its HELP is written for it or built from `what` (the
-    /// section) and `key`. A counter takes only whole non-negative numbers;
-    /// a name already used by the other kind is skipped rather than
-    /// emitting an invalid exposition.
-    fn add(
-        &mut self,
-        kind: Kind,
-        name: &str,
-        what: &str,
-        key: &str,
-        labels: &Labels,
-        value: &Value,
-    ) {
+    /// section) and `key`. A name already used by the other kind is
+    /// skipped rather than emitting an invalid exposition.
+    fn add(&mut self, name: &str, what: &str, key: &str, labels: &Labels, value: Sample) {
         let (name, factor) = metrics_help::base_unit(&metric_name(name));
-        let v = match (kind, value) {
-            (Kind::Counter, v) => v.as_u64().map(|n| (n as f64 * factor).round()),
-            (Kind::Gauge, Value::Bool(b)) => Some(f64::from(u8::from(*b))),
-            (Kind::Gauge, v) => v.as_f64().map(|x| x * factor),
+        let (kind, v) = match value {
+            Sample::Counter(n) => (Kind::Counter, (n as f64 * factor).round()),
+            // Not a number (JSON has none for it): no sample.
+            Sample::Gauge(x) if !x.is_finite() => return,
+            Sample::Gauge(x) => (Kind::Gauge, x * factor),
         };
-        let Some(v) = v else { return };
         let fam = self.0.entry(name).or_insert_with_key(|name| Fam {
             kind,
             help: metrics_help::help_for(name, what, key, kind == Kind::Counter),
@@ -95,12 +93,12 @@ impl Families {
             match count {
                 Count::N(n) => {
                     let name = format!("{prefix}_{k}");
-                    self.add(Kind::Counter, &name, what, k, labels, &json!(n));
+                    self.add(&name, what, k, labels, Sample::Counter(*n));
                 }
                 Count::Group(g) => {
                     for (k2, n) in g {
                         let name = format!("{prefix}_{k}_{k2}");
-                        self.add(Kind::Counter, &name, what, k2, labels, &json!(n));
+                        self.add(&name, what, k2, labels, Sample::Counter(*n));
                     }
                 }
                 Count::Other(_) => {}
@@ -108,8 +106,8 @@ impl Families {
         }
     }
 
-    /// An entry's gauges (its `gauges` method), as `<prefix>_<key>`;
-    /// `None` is not a sample.
+    /// An entry's gauges (its `gauges` method), as `<prefix>_<key>` (the
+    /// head's as `<key>`: no prefix); `None` is not a sample.
     fn add_gauges(
         &mut self,
         prefix: &str,
@@ -119,14 +117,11 @@ impl Families {
     ) {
         for (k, v) in gauges {
             if let Some(v) = v {
-                self.add(
-                    Kind::Gauge,
-                    &format!("{prefix}_{k}"),
-                    what,
-                    k,
-                    labels,
-                    &json!(v),
-                );
+                let name = match prefix {
+                    "" => (*k).to_owned(),
+                    p => format!("{p}_{k}"),
+                };
+                self.add(&name, what, k, labels, Sample::Gauge(*v));
             }
         }
     }
@@ -192,41 +187,43 @@ fn label(key: &str, value: &str) -> (String, String) {
     (key.to_owned(), label_value(value))
 }
 
-/// The OpenMetrics text of a status document (see the module docs).
+/// The OpenMetrics text of a status document given as JSON (`mpdccp
+/// status --json`); a connection entry that is not one is left out.
 pub fn metrics_text(status: &Value) -> String {
+    let head = StatusHead::deserialize(status).unwrap_or_default();
     let conns = status["connections"]
         .as_array()
         .map_or(&[][..], Vec::as_slice);
     let typed = conns.iter().filter_map(|c| ConnStatus::deserialize(c).ok());
-    metrics_text_of(status, typed)
+    metrics_text_of(&head, typed)
 }
 
-/// [`metrics_text`] of a document given as its head (everything but
-/// `connections`) and its connections one at a time, so a caller holding
-/// them serialized parses one at a time (`status_doc.rs`).
-pub fn metrics_text_of(status: &Value, connections: impl Iterator<Item = ConnStatus>) -> String {
+/// The OpenMetrics text of a document given as its head and its
+/// connections one at a time, so a caller holding them serialized parses
+/// one at a time (`status_doc.rs`).
+pub fn metrics_text_of(head: &StatusHead, connections: impl Iterator<Item = ConnStatus>) -> String {
     let mut f = Families::default();
     let none = Labels::new();
-    for (k, v) in status.as_object().into_iter().flatten() {
-        if v.is_number() {
-            f.add(Kind::Gauge, k, "daemon status", k, &none, v);
-        }
+    f.add_gauges("", "daemon status", &none, &head.gauges());
+    f.add_counters(
+        "daemon",
+        "daemon counter (DaemonStats)",
+        &none,
+        &head.daemon,
+    );
+    if let Some(c) = &head.ops {
+        let what = "operations endpoints (status documents the packet loop built)";
+        f.add_counters("ops", what, &none, c);
     }
-    let head_counters = [
-        ("daemon", "daemon counter (DaemonStats)"),
-        (
-            "ops",
-            "operations endpoints (status documents the packet loop built)",
-        ),
-        ("endpoint", "server endpoint counter (EndpointStats)"),
-    ];
-    for (section, what) in head_counters {
-        if let Ok(c) = Counters::deserialize(&status[section]) {
-            f.add_counters(section, what, &none, &c);
-        }
+    if let Some(c) = &head.endpoint {
+        f.add_counters(
+            "endpoint",
+            "server endpoint counter (EndpointStats)",
+            &none,
+            c,
+        );
     }
-    let configured = Vec::<ConfiguredPath>::deserialize(&status["configured_paths"]);
-    for p in configured.iter().flatten() {
+    for p in head.configured_paths.iter().flatten() {
         let l = vec![label("name", &p.name)];
         let what = "configured client path";
         f.add_gauges("configured_path", what, &l, &p.gauges());
@@ -255,7 +252,7 @@ fn add_info(f: &mut Families, name: &str, what: &str, base: &Labels, labels: &[(
     }
     let mut l = base.clone();
     l.extend(labels.iter().map(|(k, v)| label(k, v)));
-    f.add(Kind::Gauge, name, what, "info", &l, &json!(1));
+    f.add(name, what, "info", &l, Sample::Gauge(1.0));
 }
 
 fn add_connection(f: &mut Families, c: &ConnStatus) {
@@ -294,10 +291,10 @@ fn add_paths(f: &mut Families, conn: &Labels, paths: &[PathStatus]) {
         let Some(current) = subs.iter().find(|p| p.is_active()).or(subs.last()) else {
             continue;
         };
-        let active = json!(current.is_active());
-        f.add(Kind::Gauge, "path_active", "path", "active", &pl, &active);
-        let n = json!(subs.len());
-        f.add(Kind::Gauge, "path_subflows", "path", "subflows", &pl, &n);
+        let active = Sample::Gauge(f64::from(u8::from(current.is_active())));
+        f.add("path_active", "path", "active", &pl, active);
+        let n = Sample::Gauge(subs.len() as f64);
+        f.add("path_subflows", "path", "subflows", &pl, n);
         let info: Vec<(&str, String)> = current
             .transport
             .iter()
@@ -314,14 +311,7 @@ fn add_paths(f: &mut Families, conn: &Labels, paths: &[PathStatus]) {
         }
         let what = "path counter (PathStats, summed over the path's subflows)";
         for (k, n) in sums {
-            f.add(
-                Kind::Counter,
-                &format!("path_{k}"),
-                what,
-                &k,
-                &pl,
-                &json!(n),
-            );
+            f.add(&format!("path_{k}"), what, &k, &pl, Sample::Counter(n));
         }
     }
 }
@@ -329,6 +319,7 @@ fn add_paths(f: &mut Families, conn: &Labels, paths: &[PathStatus]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn counters_are_counters_with_help_and_labels() {

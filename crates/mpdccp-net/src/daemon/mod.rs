@@ -37,6 +37,7 @@ mod activation;
 mod backoff;
 pub mod client;
 pub mod config;
+mod counts;
 mod dead_peer;
 mod fleet;
 pub use fleet::FleetConfig;
@@ -224,14 +225,15 @@ pub(crate) fn auth_mode_name(authenticated: bool, protected: bool) -> &'static s
     }
 }
 
-/// `stats` as status JSON, plus `udp_rx_socket_drops`: the datagrams the
-/// kernel dropped at the path sockets because their receive buffer was
-/// full (`SO_MEMINFO`, read now: the kernel keeps that count; a client's
-/// restarts when a path's socket is reopened; `None` = unknown, 0).
-pub(crate) fn stats_json_with_drops(stats: &DaemonStats, drops: Option<u64>) -> serde_json::Value {
-    let mut v = serde_json::to_value(stats).unwrap_or(serde_json::Value::Null);
-    v["udp_rx_socket_drops"] = drops.unwrap_or(0).into();
-    v
+/// `stats` as the status document's counters, plus `udp_rx_socket_drops`:
+/// the datagrams the kernel dropped at the path sockets because their
+/// receive buffer was full (`SO_MEMINFO`, read now: the kernel keeps that
+/// count; a client's restarts when a path's socket is reopened; `None` =
+/// unknown, 0).
+pub(crate) fn daemon_counters(stats: &DaemonStats, drops: Option<u64>) -> status::Counters {
+    let mut c = status::Counters::of(stats);
+    c.set("udp_rx_socket_drops", drops.unwrap_or(0));
+    c
 }
 
 /// Daemon-level counters (the core has its own, see `ConnStats`).

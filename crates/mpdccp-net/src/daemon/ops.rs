@@ -16,12 +16,14 @@ use tracing::warn;
 
 use super::metrics::{metrics_text_of, CONTENT_TYPE};
 use super::status::{
-    ConnStatus, Count, Counters, LossWindow, PathStatus, PeerStatus, ReorderStatus, Settings,
+    ConnStatus, Counters, LossWindow, PathStatus, PeerStatus, ReorderStatus, Settings,
 };
 use super::status_doc::StatusDoc;
 
 /// A stats struct of the core as a JSON object (its `Serialize`: one
-/// number per counter, so every counter the core gains shows up).
+/// number per counter), as a status document given as JSON holds it (the
+/// tests' documents).
+#[cfg(test)]
 pub fn stats_json<T: serde::Serialize>(stats: &T) -> Value {
     serde_json::to_value(stats).unwrap_or(Value::Null)
 }
@@ -99,8 +101,7 @@ fn plpmtu_counters(conn: &Connection) -> Option<Counters> {
         ("dropped_oversize", s.dropped_oversize),
         ("searches_completed", s.searches_completed),
     ];
-    let counts = fields.map(|(k, n)| (k.to_owned(), Count::N(n)));
-    Some(Counters(counts.into_iter().collect()))
+    Some(Counters::from_pairs(fields))
 }
 
 /// The settings a connection runs with, as the configuration names them
@@ -109,7 +110,7 @@ fn plpmtu_counters(conn: &Connection) -> Option<Counters> {
 pub fn settings(c: &ConnectionConfig) -> Settings {
     // The `[tunnel]` table's `aqm` as `TunnelSettings::connection_config`
     // maps it: flow queues (with their CoDel) = fq_codel.
-    let aqm = match (c.send_queue_flows > 0, c.send_queue_codel.is_some()) {
+    let aqm = match (c.send_queue.flows > 0, c.send_queue.codel.is_some()) {
         (true, _) => "fq_codel",
         (false, true) => "codel",
         (false, false) => "none",
@@ -121,7 +122,7 @@ pub fn settings(c: &ConnectionConfig) -> Settings {
         aqm: aqm.into(),
         wire_profile: c.wire_profile.name().into(),
         payload_protection: c.protect_payload,
-        retransmit_lost: c.retransmit.is_some(),
+        retransmit_lost: c.loss.retransmit.is_some(),
         cwnd_validation: c.cc_config.cwnd_validation,
         plpmtud: c.plpmtud.is_some(),
         mss_bytes: c.mss_bytes,
@@ -331,8 +332,7 @@ impl OpsServer {
     /// packet loop's whole cost of status requests and scrapes).
     fn publish(&self, mut doc: StatusDoc) {
         self.snapshots.set(self.snapshots.get() + 1);
-        doc.head
-            .insert("ops".into(), json!({"snapshots": self.snapshots.get()}));
+        doc.head.ops = Some(Counters::from_pairs([("snapshots", self.snapshots.get())]));
         let doc = Arc::new(doc);
         if let Ok(mut s) = self.shared.snap.lock() {
             s.doc = doc;
@@ -409,14 +409,13 @@ impl Shared {
     }
 }
 
-/// The OpenMetrics text of `doc`, parsing one connection's entry at a time.
+/// The OpenMetrics text of `doc`, reading one connection's entry at a time.
 fn doc_metrics(doc: &StatusDoc) -> String {
-    let head = Value::Object(doc.head.clone());
     let conns = doc
         .connections
         .iter()
-        .filter_map(|raw| serde_json::from_str(raw.get()).ok());
-    metrics_text_of(&head, conns)
+        .filter_map(|raw| serde_json::from_str::<ConnStatus>(raw.get()).ok());
+    metrics_text_of(&doc.head, conns)
 }
 
 fn serve_control(sh: &Shared, s: UnixStream) {
@@ -532,7 +531,11 @@ mod tests {
             whole.iter().any(|l| l.contains("srtt_seconds")),
             "{whole:?}"
         );
-        assert_eq!(lines(doc_metrics(&StatusDoc::from(v))), whole);
+        let mut doc = StatusDoc::new(serde::Deserialize::deserialize(&v).unwrap());
+        for c in v["connections"].as_array().unwrap() {
+            doc.push_connection(c);
+        }
+        assert_eq!(lines(doc_metrics(&doc)), whole);
     }
 
     #[test]
@@ -555,9 +558,13 @@ mod tests {
         let sock = dir.join("ctl.sock");
         let ops = OpsServer::bind(&sock, None).unwrap();
         let built = std::cell::Cell::new(0u64);
+        // Each document says which it is by its uptime.
         let status = || {
             built.set(built.get() + 1);
-            StatusDoc::new(json!({"built": built.get()}))
+            StatusDoc::new(super::super::status::StatusHead {
+                uptime_s: built.get() as f64,
+                ..Default::default()
+            })
         };
         let t0 = std::time::Instant::now();
         let clients: Vec<_> = (0..4)
@@ -565,7 +572,11 @@ mod tests {
                 let sock = sock.clone();
                 std::thread::spawn(move || {
                     (0..50)
-                        .map(|_| query(&sock, "status").unwrap()["built"].as_u64().unwrap())
+                        .map(|_| {
+                            query(&sock, "status").unwrap()["uptime_s"]
+                                .as_f64()
+                                .unwrap() as u64
+                        })
                         .max()
                         .unwrap()
                 })

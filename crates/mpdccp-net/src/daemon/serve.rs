@@ -22,16 +22,16 @@ use mpdccp_proto::auth::{LogThrottle, PeerTable, Responder, ResponderConfig};
 use mpdccp_proto::conn::{ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig, Event};
 use mpdccp_proto::{Instant, PathId};
 use rand_chacha::rand_core::SeedableRng;
-use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
 use super::config::{AuthMode, ServerConfig};
 use super::driver::{Daemon, Step};
 use super::fleet::Fleet;
 use super::keyfile;
-use super::ops::{conn_status, stats_json, PathLabel};
+use super::ops::{conn_status, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::shard::Shard;
+use super::status::{AuthStatus, Counters, StatusHead, TunStatus};
 use super::status_doc::StatusDoc;
 use super::transport::{Listeners, Peer};
 use super::warn::PacketWarning;
@@ -464,55 +464,66 @@ impl Server {
         }
     }
 
-    fn auth_status(&self) -> Value {
+    /// The handshake gate's and responder's counters, named as the
+    /// status document has them.
+    fn auth_status(&self) -> AuthStatus {
         let Some((g, r)) = self.ep.auth_stats() else {
-            return json!({"mode": "open"});
+            return AuthStatus::Open;
         };
         let routes = match &self.routing {
-            Routing::Peers(p) => Some(p.stats()),
+            Routing::Peers(p) => Some(Counters::of(&p.stats())),
             Routing::Learned => None,
         };
-        json!({
-            "mode": "authenticated",
-            "peers": self.routing.peer_table().map_or(0, |t| t.len()),
-            "routes": serde_json::to_value(routes).unwrap_or(Value::Null),
-            "gate": {
-                "half_open": g.half_open_created, "half_open_replaced": g.half_open_replaced,
-                "half_open_full": g.half_open_full, "half_open_expired": g.half_open_expired,
-                "confirmed": g.confirmed, "confirm_failed": g.confirm_failed,
-                "sessions_replaced": g.sessions_replaced,
-            },
-            "handshake": {
-                "inits": r.inits, "malformed": r.malformed, "bad_mac1": r.bad_mac1,
-                "cookie_replies": r.cookie_replies, "handshake_failed": r.handshake_failed,
-                "unknown_peer": r.unknown_peer, "replayed": r.replayed, "accepted": r.accepted,
-                "rate_limited": r.rate.limited, "rate_table_full": r.rate.table_full,
-            },
-        })
+        AuthStatus::Authenticated {
+            peers: self.routing.peer_table().map_or(0, |t| t.len() as u64),
+            routes,
+            gate: Counters::from_pairs([
+                ("half_open", g.half_open_created),
+                ("half_open_replaced", g.half_open_replaced),
+                ("half_open_full", g.half_open_full),
+                ("half_open_expired", g.half_open_expired),
+                ("confirmed", g.confirmed),
+                ("confirm_failed", g.confirm_failed),
+                ("sessions_replaced", g.sessions_replaced),
+            ]),
+            handshake: Counters::from_pairs([
+                ("inits", r.inits),
+                ("malformed", r.malformed),
+                ("bad_mac1", r.bad_mac1),
+                ("cookie_replies", r.cookie_replies),
+                ("handshake_failed", r.handshake_failed),
+                ("unknown_peer", r.unknown_peer),
+                ("replayed", r.replayed),
+                ("accepted", r.accepted),
+                ("rate_limited", r.rate.limited),
+                ("rate_table_full", r.rate.table_full),
+            ]),
+        }
     }
 
     /// The status document; each connection's entry is serialized as it
     /// is built (`status_doc.rs`).
     fn status_doc(&self) -> StatusDoc {
-        let mut doc = StatusDoc::new(json!({
-            "role": "server",
-            "uptime_s": (clock::now() - self.started).as_secs_f64(),
-            "tun": {"name": self.tun.name(), "mtu": self.tun_mtu},
-            "tun_mtu": self.tun_mtu,
-            "plpmtud": self.mtu_policy.plpmtud.is_some(),
-            "daemon": super::stats_json_with_drops(
-                &self.stats,
-                self.links.udp.rx_drops(),
-            ),
-            "endpoint": stats_json(&self.ep.stats()),
-            "learned_addresses": self.owners.len(),
-            "learned_routes": serde_json::to_value(self.owners.stats()).unwrap_or(Value::Null),
-            "auth": self.auth_status(),
-        }));
+        let mut doc = StatusDoc::new(StatusHead {
+            role: "server".into(),
+            uptime_s: (clock::now() - self.started).as_secs_f64(),
+            tun: TunStatus {
+                name: self.tun.name().into(),
+                mtu: self.tun_mtu,
+            },
+            tun_mtu: self.tun_mtu,
+            plpmtud: self.mtu_policy.plpmtud.is_some(),
+            daemon: super::daemon_counters(&self.stats, self.links.udp.rx_drops()),
+            endpoint: Some(Counters::of(&self.ep.stats())),
+            learned_addresses: Some(self.owners.len() as u64),
+            learned_routes: Some(Counters::of(&self.owners.stats())),
+            auth: Some(self.auth_status()),
+            ..StatusHead::default()
+        });
         // A worker names itself, and its handles are unique across
         // workers as handle × N + worker.
         if let Some(sh) = self.workers.shard_ref() {
-            doc.head.extend(sh.status_extra());
+            sh.status_extra(&mut doc.head);
         }
         let shard = self.workers.shard_ref().map(|sh| sh.position());
         for h in self.ep.connections() {

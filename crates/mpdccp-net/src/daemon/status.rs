@@ -33,21 +33,21 @@ pub struct Counters(pub BTreeMap<String, Count>);
 
 impl Counters {
     /// The counters of `stats` (a struct of `u64` fields, and of such
-    /// structs one level down; anything else is left out).
+    /// structs one level down; anything else is left out: `counts.rs`).
     pub fn of<T: Serialize>(stats: &T) -> Counters {
-        let v = serde_json::to_value(stats).unwrap_or_default();
-        let mut out = BTreeMap::new();
-        for (k, v) in v.as_object().into_iter().flatten() {
-            if let Some(n) = v.as_u64() {
-                out.insert(k.clone(), Count::N(n));
-            } else if let Some(o) = v.as_object() {
-                let g = o
-                    .iter()
-                    .filter_map(|(k2, v2)| Some((k2.clone(), v2.as_u64()?)));
-                out.insert(k.clone(), Count::Group(g.collect()));
-            }
-        }
-        Counters(out)
+        Counters(super::counts::counts_of(stats))
+    }
+
+    /// A group of the counts `pairs` (counters a struct of the core keeps
+    /// under other names, or the daemon's own).
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> Counters {
+        let counts = pairs.into_iter().map(|(k, n)| (k.to_owned(), Count::N(n)));
+        Counters(counts.collect())
+    }
+
+    /// Sets the count `name` to `n`.
+    pub fn set(&mut self, name: &str, n: u64) {
+        self.0.insert(name.to_owned(), Count::N(n));
     }
 
     /// A count by name (0 when the group has none).
@@ -69,6 +69,37 @@ impl Counters {
             }
         }
         out
+    }
+}
+
+/// Counters only grow, so the counts of several workers add up: count by
+/// count (a nested group key by key), a count only one side has is kept.
+impl std::ops::AddAssign<&Counters> for Counters {
+    fn add_assign(&mut self, other: &Counters) {
+        for (k, c) in &other.0 {
+            match (self.0.get_mut(k), c) {
+                (Some(Count::N(a)), Count::N(b)) => *a = a.saturating_add(*b),
+                (Some(Count::Group(a)), Count::Group(b)) => {
+                    for (k2, n) in b {
+                        let e = a.entry(k2.clone()).or_default();
+                        *e = e.saturating_add(*n);
+                    }
+                }
+                (Some(_), _) => {}
+                (None, c) => {
+                    self.0.insert(k.clone(), c.clone());
+                }
+            }
+        }
+    }
+}
+
+/// `a += b` for optional groups (a group only one side has is kept).
+fn add_opt(a: &mut Option<Counters>, b: &Option<Counters>) {
+    match (a.as_mut(), b) {
+        (Some(a), Some(b)) => *a += b,
+        (None, Some(b)) => *a = Some(b.clone()),
+        (_, None) => {}
     }
 }
 
@@ -310,18 +341,160 @@ pub struct TunStatus {
     pub mtu: u32,
 }
 
-/// What `mpdccp status` prints of a whole document: the head's common
-/// fields and the connections (a server's further sections are in the
-/// JSON, `--json`).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+/// The server's handshake gate (`auth`): open, or the authenticated
+/// modes' counters (docs/SECURITY.md describes the handshake).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum AuthStatus {
+    Open,
+    Authenticated {
+        /// Configured peers.
+        peers: u64,
+        /// The peers' routing counters (`None`: routes are learned).
+        routes: Option<Counters>,
+        gate: Counters,
+        handshake: Counters,
+    },
+}
+
+impl AuthStatus {
+    /// Adds another worker's counters into these. `peers` is kept: every
+    /// worker holds the whole configured peer table.
+    fn add(&mut self, other: &AuthStatus) {
+        let (
+            AuthStatus::Authenticated {
+                routes,
+                gate,
+                handshake,
+                ..
+            },
+            AuthStatus::Authenticated {
+                routes: r2,
+                gate: g2,
+                handshake: h2,
+                ..
+            },
+        ) = (self, other)
+        else {
+            return;
+        };
+        add_opt(routes, r2);
+        *gate += g2;
+        *handshake += h2;
+    }
+}
+
+/// One worker's line of a sharded server's `per_worker`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Status {
+pub struct WorkerStatus {
+    pub worker: u64,
+    pub connections: u64,
+    pub handoffs: u64,
+    pub handoffs_received: u64,
+    pub handoff_dropped: u64,
+    pub udp_rx_datagrams: u64,
+    pub tun_rx_pkts: u64,
+}
+
+impl WorkerStatus {
+    /// Worker `w`'s line, from its document's head and connection count.
+    pub fn of(w: u64, head: &StatusHead, connections: usize) -> WorkerStatus {
+        let d = &head.daemon;
+        WorkerStatus {
+            worker: w,
+            connections: connections as u64,
+            handoffs: d.get("handoffs"),
+            handoffs_received: d.get("handoffs_received"),
+            handoff_dropped: d.get("handoff_dropped"),
+            udp_rx_datagrams: d.get("udp_rx_datagrams"),
+            tun_rx_pkts: d.get("tun_rx_pkts"),
+        }
+    }
+}
+
+/// Everything of a status document but its connections: the daemon's own
+/// fields. A client has `configured_paths`; a server `endpoint`, the
+/// learned routes and `auth`; a server with workers `workers`,
+/// `workers_answered` and `per_worker` (each worker's own document names
+/// it by `worker`, `mailbox_capacity`). Counter groups are [`Counters`];
+/// the other numbers are gauges ([`StatusHead::gauges`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StatusHead {
     pub role: String,
     pub uptime_s: f64,
     pub tun: TunStatus,
+    pub tun_mtu: u32,
+    pub plpmtud: bool,
     pub daemon: Counters,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<Counters>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub configured_paths: Option<Vec<ConfiguredPath>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned_addresses: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned_routes: Option<Counters>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mailbox_capacity: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers_answered: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_worker: Option<Vec<WorkerStatus>>,
+    /// The operations endpoints' own counters (`snapshots`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops: Option<Counters>,
+}
+
+impl StatusHead {
+    /// The head's gauges by field name (`None`: not in this document).
+    pub fn gauges(&self) -> Vec<(&'static str, Option<f64>)> {
+        let f = |x: Option<u64>| x.map(|n| n as f64);
+        vec![
+            ("learned_addresses", f(self.learned_addresses)),
+            ("mailbox_capacity", f(self.mailbox_capacity)),
+            ("tun_mtu", Some(f64::from(self.tun_mtu))),
+            ("uptime_s", Some(self.uptime_s)),
+            ("worker", f(self.worker)),
+            ("workers", f(self.workers)),
+            ("workers_answered", f(self.workers_answered)),
+        ]
+    }
+
+    /// Adds another worker's head into this one: counters and the counts
+    /// of learned addresses (each worker learns its own connections')
+    /// summed; names, modes, the configured peers and the server-wide
+    /// numbers kept from this one.
+    pub fn add(&mut self, other: &StatusHead) {
+        self.daemon += &other.daemon;
+        add_opt(&mut self.endpoint, &other.endpoint);
+        add_opt(&mut self.learned_routes, &other.learned_routes);
+        if let Some(n) = other.learned_addresses {
+            *self.learned_addresses.get_or_insert(0) += n;
+        }
+        match (&mut self.auth, &other.auth) {
+            (Some(a), Some(b)) => a.add(b),
+            (a @ None, Some(b)) => *a = Some(b.clone()),
+            (_, None) => {}
+        }
+    }
+}
+
+/// A whole status document as `mpdccp status` reads it: the head's
+/// fields, then `connections`. The daemon builds the same document with
+/// its connections kept serialized (`status_doc.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Status {
+    #[serde(flatten)]
+    pub head: StatusHead,
     pub connections: Vec<ConnStatus>,
 }
 

@@ -222,7 +222,8 @@ fn connection(out: &mut String, c: &ConnStatus) {
 }
 
 /// The status document for humans.
-pub fn render(v: &Status) -> String {
+pub fn render(status: &Status) -> String {
+    let v = &status.head;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -232,10 +233,10 @@ pub fn render(v: &Status) -> String {
     if let Some(ps) = &v.configured_paths {
         configured_paths(&mut out, ps);
     }
-    if v.connections.is_empty() {
+    if status.connections.is_empty() {
         let _ = writeln!(out, "no connections");
     }
-    for c in &v.connections {
+    for c in &status.connections {
         connection(&mut out, c);
     }
     let _ = writeln!(out);

@@ -252,7 +252,7 @@ impl Connection {
             if a.confirmed || a.retx_at > now {
                 continue;
             }
-            if a.tries >= self.config.mp_option_max_tries {
+            if a.tries >= self.config.mp.option_max_tries {
                 a.confirmed = true; // give up
                 self.stats.paths.mp_option_unconfirmed += 1;
             } else {
@@ -262,7 +262,7 @@ impl Connection {
     }
 
     /// Queues MP_REMOVEADDR for `addr_id` (retransmitted on the open
-    /// subflows until MP_CONFIRM or `mp_option_max_tries`).
+    /// subflows until MP_CONFIRM or `mp.option_max_tries`).
     pub(super) fn withdraw_path_address(&mut self, now: Instant, addr_id: u8) {
         let nonce = self.rng.gen();
         self.addrs

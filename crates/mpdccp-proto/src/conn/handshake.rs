@@ -42,7 +42,7 @@ impl Connection {
             (None, None) => self.check_initial_request(seg).map(|()| None),
         };
         match verdict {
-            Err(_) if self.refusals_waiting() >= self.config.max_paths => {
+            Err(_) if self.refusals_waiting() >= self.config.mp.max_paths => {
                 self.stats.auth.refusals_dropped += 1;
                 return;
             }
@@ -63,7 +63,7 @@ impl Connection {
                     .map(|f| f.value);
                 let mp = self.negotiation.is_multipath();
                 sf.owe_feature_confirms(features::handshake_confirms(seg, true, mp));
-                sf.respond(now, self.config.respond_timeout, window);
+                sf.respond(now, self.config.lifetime.respond_timeout, window);
             }
         }
         self.insert_path(sf);
@@ -99,7 +99,7 @@ impl Connection {
             // (§3.5: "an MP-DCCP option provides invalid data").
             self.stats.auth.join_bad_mp_capable += 1;
             Err(ResetCode::OptionError)
-        } else if self.live_paths() >= self.config.max_paths {
+        } else if self.live_paths() >= self.config.mp.max_paths {
             self.stats.auth.join_too_busy += 1;
             Err(ResetCode::TooBusy)
         } else {
@@ -238,7 +238,7 @@ impl Connection {
                 }
             }
         }
-        self.paths[i].enter_partopen(now, self.config.handshake_rto);
+        self.paths[i].enter_partopen(now, self.config.lifetime.handshake_rto);
     }
 
     /// Server side of the third handshake packet: MP_KEY echo (first

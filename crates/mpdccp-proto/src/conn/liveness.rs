@@ -27,7 +27,7 @@ impl Connection {
     /// Starts closing subflow `i` (RFC 4340 §8.3).
     pub(super) fn begin_subflow_close(&mut self, now: Instant, i: usize) {
         let server = self.role == Role::Server;
-        let rto = self.config.handshake_rto;
+        let rto = self.config.lifetime.handshake_rto;
         if self.paths[i].begin_close(now, server, rto) {
             self.events.push_back(Event::PathClosed(self.paths[i].id()));
         }
@@ -140,7 +140,7 @@ impl Connection {
     /// or abandoned withdrawals are forgotten too.
     pub(super) fn reap(&mut self) {
         let now = self.last_now;
-        let linger = self.config.closed_path_linger;
+        let linger = self.config.lifetime.closed_path_linger;
         for p in &mut self.paths {
             p.note_closed(now);
         }
@@ -183,7 +183,7 @@ impl Connection {
             return;
         }
         if self.idle_deadline().is_some_and(|at| at <= now) {
-            let t = self.config.idle_timeout.unwrap_or_default();
+            let t = self.config.lifetime.idle_timeout.unwrap_or_default();
             self.stats.paths.idle_timeouts += 1;
             self.life
                 .set_reason(format!("idle timeout ({t:?} without a packet)"));
@@ -208,7 +208,7 @@ impl Connection {
                 self.reinject(i);
             }
         }
-        if let Some(k) = self.config.rtt_probe_interval {
+        if let Some(k) = self.config.lifetime.rtt_probe_interval {
             for sf in &mut self.paths {
                 if sf.rtt_probe_due(k).is_some_and(|at| at <= now) {
                     sf.send_rtt_probe(now);
@@ -216,7 +216,7 @@ impl Connection {
                 }
             }
         }
-        if let Some(k) = self.config.keepalive_interval {
+        if let Some(k) = self.config.lifetime.keepalive_interval {
             for sf in &mut self.paths {
                 if sf.keepalive_due(k).is_some_and(|at| at <= now) {
                     sf.send_keepalive(now);
@@ -231,9 +231,9 @@ impl Connection {
     /// subflow ([`ORPHAN_LINGER`] without an idle timeout).
     fn idle_deadline(&self) -> Option<Instant> {
         if let Some(at) = self.life.orphaned_at() {
-            return Some(at + self.config.idle_timeout.unwrap_or(ORPHAN_LINGER));
+            return Some(at + self.config.lifetime.idle_timeout.unwrap_or(ORPHAN_LINGER));
         }
-        let idle = self.config.idle_timeout?;
+        let idle = self.config.lifetime.idle_timeout?;
         self.paths
             .iter()
             .filter(|p| !p.is_gone())
@@ -243,7 +243,7 @@ impl Connection {
 
     /// When subflow `i` expires under `path_idle_timeout`, if it can.
     pub(super) fn expiry_due(&self, i: usize) -> Option<Instant> {
-        let t = self.config.path_idle_timeout?;
+        let t = self.config.lifetime.path_idle_timeout?;
         let sf = &self.paths[i];
         if !matches!(sf.state(), SubState::Open | SubState::PartOpen) {
             return None;
@@ -276,7 +276,7 @@ impl Connection {
         if better.next().is_some() {
             return None;
         }
-        let at = self.paths[i].stall_deadline(self.config.ack_delay)?;
+        let at = self.paths[i].stall_deadline(self.config.ack.delay)?;
         Some((i, at))
     }
 
@@ -288,18 +288,18 @@ impl Connection {
         // In plain loops: asked after every event, and a chain of
         // optional iterators cost more than all the tests.
         table.merge(ConnTimer::Idle, self.idle_deadline());
-        if let Some(k) = self.config.rtt_probe_interval {
+        if let Some(k) = self.config.lifetime.rtt_probe_interval {
             for sf in &self.paths {
                 table.merge(ConnTimer::RttProbe, sf.rtt_probe_due(k));
             }
         }
         table.merge(ConnTimer::Stall, self.stall_due().map(|(_, at)| at));
-        if self.config.path_idle_timeout.is_some() {
+        if self.config.lifetime.path_idle_timeout.is_some() {
             for i in 0..self.paths.len() {
                 table.merge(ConnTimer::PathExpiry, self.expiry_due(i));
             }
         }
-        if let Some(k) = self.config.keepalive_interval {
+        if let Some(k) = self.config.lifetime.keepalive_interval {
             for sf in &self.paths {
                 table.merge(ConnTimer::Keepalive, sf.keepalive_due(k));
             }
@@ -341,14 +341,14 @@ impl Connection {
                 .iter()
                 .any(|p| p.id() != id && p.is_usable() && p.priority() != 0);
         let ctx = TimerCtx {
-            max_tries: self.config.max_handshake_tries,
+            max_tries: self.config.lifetime.max_handshake_tries,
             fail_after_rtos: if backup_up {
-                self.config.fail_after_rtos_with_backup
+                self.config.loss.fail_after_rtos_with_backup
             } else {
-                self.config.fail_after_rtos
+                self.config.loss.fail_after_rtos
             },
-            max_probe_interval: self.config.max_probe_interval,
-            first_probe_at_base_rto: self.config.first_probe_at_base_rto,
+            max_probe_interval: self.config.loss.max_probe_interval,
+            first_probe_at_base_rto: self.config.loss.first_probe_at_base_rto,
         };
         let first = !self.paths[i].is_join();
         match self.paths[i].handle_timeout(now, &ctx) {

@@ -96,8 +96,9 @@ pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
-    Aqm, ConnectionConfig, PathConfig, Role, TunnelSettings, DEFAULT_MSS_BYTES,
-    DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
+    AckConfig, Aqm, ConnectionConfig, LifetimeConfig, LossConfig, MpConfig, PathConfig, Role,
+    SendQueueConfig, TunnelSettings, DEFAULT_MSS_BYTES, DEFAULT_SEND_QUEUE_BYTES,
+    DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use plpmtu::{
@@ -324,26 +325,27 @@ impl Connection {
     ) -> Result<Connection, ConnError> {
         let scheduler = sched::build(&config.scheduler);
         let reorder = reorder::build(&config.reorder);
-        let retx = config.retransmit.map(retransmit::RetransmitStore::new);
+        let retx = config.loss.retransmit.map(retransmit::RetransmitStore::new);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let local_key: [u8; 8] = rng.gen();
         let local_ci: u32 = rng.gen::<u32>().max(1);
         let next_mp_seq = config
-            .initial_mp_seq
+            .mp
+            .initial_seq
             .map_or_else(|| rng.gen::<u64>() & SEQ_MASK, |s| s & SEQ_MASK);
         Ok(Connection {
             role,
             queue: SendQueue::new(
-                config.send_queue_pkts,
-                config.send_queue_bytes,
-                config.drop_policy,
+                config.send_queue.pkts,
+                config.send_queue.bytes,
+                config.send_queue.drop_policy,
             )
-            .with_time_limits(config.send_queue_max_delay, config.send_queue_codel)
+            .with_time_limits(config.send_queue.max_delay, config.send_queue.codel)
             // The hash key: from the seed, without drawing from `rng` (the
             // simulator's runs stay as they were).
             .with_flow_queues(
-                config.send_queue_flows,
-                match config.send_queue_flow_quantum {
+                config.send_queue.flows,
+                match config.send_queue.flow_quantum {
                     0 => config.mss_bytes as usize,
                     q => q,
                 },
@@ -431,8 +433,8 @@ impl Connection {
                 Negotiation::PlainDccp => return Err(ConnError::NotMultipath),
                 Negotiation::Pending => return Err(ConnError::NotEstablished),
             }
-            if self.live_paths() >= self.config.max_paths {
-                return Err(ConnError::TooManyPaths(self.config.max_paths));
+            if self.live_paths() >= self.config.mp.max_paths {
+                return Err(ConnError::TooManyPaths(self.config.mp.max_paths));
             }
         }
         let mut sf = self.new_subflow(id, cfg);
@@ -512,7 +514,7 @@ impl Connection {
         self.queue.len()
     }
 
-    /// Flow-queue buckets holding state (`send_queue_flows` > 0): one per
+    /// Flow-queue buckets holding state (`send_queue.flows` > 0): one per
     /// inner flow with packets queued, plus those whose CoDel remembers a
     /// drop rate; an idle connection holds none.
     pub fn send_queue_flow_states(&self) -> usize {

@@ -186,7 +186,7 @@ impl Connection {
             self.retransmit_lost(now, i);
         }
         if seg.ptype.carries_data() {
-            self.paths[i].on_data_received(now, self.config.ack_delay);
+            self.paths[i].on_data_received(now, self.config.ack.delay);
             self.handle_payload(now, i, seg);
         }
     }
@@ -305,7 +305,7 @@ impl Connection {
     /// implausible one. A resynchronisation (a genuine renumbering, or a
     /// forged first reference) starts a fresh reorderer.
     fn plausible_mp_seq(&mut self, wire: u64) -> Option<u64> {
-        match self.numbering.accept(wire, self.config.max_mp_seq_jump) {
+        match self.numbering.accept(wire, self.config.mp.max_seq_jump) {
             Received::Plausible(seq) => Some(seq),
             Received::Implausible => {
                 self.stats.rx.rx_mp_seq_implausible += 1;
@@ -364,7 +364,7 @@ impl Connection {
             }
         }
         let id = self.paths[i].id();
-        match self.paths[i].on_reset(now, self.config.timewait) {
+        match self.paths[i].on_reset(now, self.config.lifetime.timewait) {
             ResetEffect::TimeWait if self.paths[i].report_closed() => {
                 self.events.push_back(Event::PathClosed(id));
             }

@@ -311,11 +311,11 @@ impl Connection {
             local_ci: self.ident.local_ci,
             closing_mp: self.life.closing_mp(),
             service_code: c.service_code,
-            ackvec_cover_pkts: c.ackvec_cover_pkts,
-            ack_ratio: c.ack_ratio,
-            mp_rtt_interval: c.mp_rtt_interval,
-            mp_option_rto: c.mp_option_rto,
-            mp_option_max_tries: c.mp_option_max_tries,
+            ackvec_cover_pkts: c.ack.ackvec_cover_pkts,
+            ack_ratio: c.ack.ratio,
+            mp_rtt_interval: c.mp.rtt_interval,
+            mp_option_rto: c.mp.option_rto,
+            mp_option_max_tries: c.mp.option_max_tries,
             last_mp_seq: self.numbering.last_tx(),
             profile: c.wire_profile,
             join_ids: self.join_ids(),
@@ -459,7 +459,7 @@ impl Connection {
         // ADDADDR/REMOVEADDR travel on pure Acks (their MP_HMAC would
         // clash with nothing else there).
         if let (Some(ai), Some(k), None) = (advert, ctx.keys, &data) {
-            let rto = self.paths[i].option_rto(self.config.mp_option_rto);
+            let rto = self.paths[i].option_rto(self.config.mp.option_rto);
             self.addrs.adverts[ai].attach(now, rto, &k, self.config.wire_profile, &mut seg);
             // RFC 9897 §3.2.1: with MP_SEQ, the highest one assigned (a
             // pure Ack numbers no data).
@@ -553,7 +553,7 @@ impl Connection {
             seq,
             q.data.len() as u32,
             conn_queue_empty,
-            self.config.initial_rto,
+            self.config.loss.initial_rto,
         );
         self.stats.traffic.tx_data_pkts += 1;
         self.after_data_sent(now, i, seq, mseq, q);

@@ -49,7 +49,7 @@ pub struct TrafficStats {
     pub resets_sent: u64,
     pub resets_received: u64,
     /// Syncs sent to refresh the RTT estimate of an idle path
-    /// (`ConnectionConfig::rtt_probe_interval`).
+    /// (`LifetimeConfig::rtt_probe_interval`).
     pub rtt_probes_sent: u64,
     /// Keepalive probes (Sync) sent on silent subflows.
     pub keepalives_sent: u64,
@@ -190,13 +190,13 @@ pub struct PathEvents {
 pub struct SendQueueStats {
     pub send_queue_dropped_newest: u64,
     pub send_queue_dropped_oldest: u64,
-    /// Flow queues (`send_queue_flows`) over a bound: packets dropped from
+    /// Flow queues (`send_queue.flows`) over a bound: packets dropped from
     /// the head of the flow holding the most bytes (RFC 8290 §4.1.1).
     pub send_queue_dropped_fattest: u64,
     /// Packets dropped at the send queue's head for waiting longer than
-    /// `send_queue_max_delay`.
+    /// `send_queue.max_delay`.
     pub send_queue_expired: u64,
-    /// Packets CoDel dropped at the send queue's head (`send_queue_codel`).
+    /// Packets CoDel dropped at the send queue's head (`send_queue.codel`).
     pub send_queue_codel_dropped: u64,
     /// ECN-capable packets CoDel marked Congestion Experienced instead of
     /// dropping them (flow queues, `conn/ecn.rs`).

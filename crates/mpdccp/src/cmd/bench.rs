@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use mpdccp_model::scenario::Scenario;
 use mpdccp_sim::reproduce;
 
 /// ns-3 3.37, one CUBIC flow at 500 Mbit/s and 100 ms RTT: simulated
@@ -103,20 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         What::Clients(c) => return clients(c),
         What::Aggregation(g) => return super::bench_aggregation::run(g),
     };
-    let mut s = match &a.scenario {
-        Some(p) => super::sim::load(p, &[])?,
-        None => reproduce::load_scenario(None, "e4-coupled-cubic", false)?,
-    };
-    if a.duration_s < s.duration_s {
-        let d = a.duration_s.to_string();
-        // Shorten windows that would end after the run, then the run.
-        let names: Vec<String> = s.window.iter().map(|w| w.name.clone()).collect();
-        for n in names {
-            s.apply_set(&format!("window.{n}.from_s"), "0")?;
-            s.apply_set(&format!("window.{n}.to_s"), &d)?;
-        }
-        s.apply_set("duration_s", &d)?;
-    }
+    let s = sim_scenario(&a)?;
     let t0 = std::time::Instant::now();
     let out = mpdccp_sim::run(&s, None, |_| {})?;
     let wall = t0.elapsed().as_secs_f64();
@@ -145,26 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
          "value": e4_wall, "unit": "s wall", "goal": "< 60", "met": e4_wall < 60.0},
     ]);
     if a.reproduce {
-        let dir =
-            std::env::temp_dir().join(format!("mpdccp-bench-reproduce-{}", std::process::id()));
-        let t1 = std::time::Instant::now();
-        let rep = reproduce::reproduce(&reproduce::ReproduceOptions {
-            scenarios_dir: None,
-            out: dir.clone(),
-            quick: a.quick,
-            only: Vec::new(),
-            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            progress: false,
-        })?;
-        result["reproduce_wall_s"] = t1.elapsed().as_secs_f64().into();
-        result["reproduce_quick"] = a.quick.into();
-        result["reproduce_failed_checks"] = rep
-            .checks
-            .iter()
-            .filter(|c| c.verdict == reproduce::Verdict::Fail)
-            .count()
-            .into();
-        let _ = std::fs::remove_dir_all(&dir);
+        time_reproduce(a.quick, &mut result)?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
@@ -189,6 +158,49 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario to time: `--scenario` or E4, cut to `--duration-s`.
+fn sim_scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
+    let mut s = match &a.scenario {
+        Some(p) => super::sim::load(p, &[])?,
+        None => reproduce::load_scenario(None, "e4-coupled-cubic", false)?,
+    };
+    if a.duration_s < s.duration_s {
+        let d = a.duration_s.to_string();
+        // Shorten windows that would end after the run, then the run.
+        let names: Vec<String> = s.window.iter().map(|w| w.name.clone()).collect();
+        for n in names {
+            s.apply_set(&format!("window.{n}.from_s"), "0")?;
+            s.apply_set(&format!("window.{n}.to_s"), &d)?;
+        }
+        s.apply_set("duration_s", &d)?;
+    }
+    Ok(s)
+}
+
+/// Times a whole `reproduce` (`--quick`: its quick variant) into `result`.
+fn time_reproduce(quick: bool, result: &mut serde_json::Value) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("mpdccp-bench-reproduce-{}", std::process::id()));
+    let t1 = std::time::Instant::now();
+    let rep = reproduce::reproduce(&reproduce::ReproduceOptions {
+        scenarios_dir: None,
+        out: dir.clone(),
+        quick,
+        only: Vec::new(),
+        jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        progress: false,
+    })?;
+    result["reproduce_wall_s"] = t1.elapsed().as_secs_f64().into();
+    result["reproduce_quick"] = quick.into();
+    result["reproduce_failed_checks"] = rep
+        .checks
+        .iter()
+        .filter(|c| c.verdict == reproduce::Verdict::Fail)
+        .count()
+        .into();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
 fn clients(a: ClientsArgs) -> anyhow::Result<ExitCode> {

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mpdccp_proto::conn::codec::Segment;
-use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side, WireRecord};
 use mpdccp_proto::wire::pcap::PcapWriter;
-use mpdccp_proto::Event;
+use mpdccp_proto::{Event, Instant};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -105,6 +105,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
+    let mut h = two_path_harness(args);
+    let steps = play(&mut h, args)?;
+    if let Some(file) = &args.pcap {
+        let mut w =
+            PcapWriter::create(file).with_context(|| format!("creating {}", file.display()))?;
+        for r in &h.wire {
+            write_wire(&mut w, args.transport, r)?;
+        }
+        w.flush()?;
+    }
+    Ok(summary(args, &h, &steps))
+}
+
+/// Two paths, 10 ms at 20 Mbit/s and 30 ms at 10 Mbit/s, with the
+/// session's random loss; every datagram recorded.
+fn two_path_harness(args: &Args) -> Harness {
     let paths = vec![
         LinkSpec {
             delay: Duration::from_millis(10),
@@ -125,7 +141,19 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
         ..Default::default()
     });
     h.record = true;
+    h
+}
 
+/// When the session's steps completed, and the address it advertised.
+struct Steps {
+    connected: Instant,
+    joined: Instant,
+    extra: SocketAddr,
+    addr_id: u8,
+}
+
+/// The session: handshake, join, data both ways, MP_ADDADDR, close.
+fn play(h: &mut Harness, args: &Args) -> anyhow::Result<Steps> {
     // 1. First subflow: the MP_KEY 4-way handshake.
     h.open_path(0);
     let connected = h.drive_until_pred(Duration::from_secs(10), |h| {
@@ -168,21 +196,27 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
     h.drive_until_pred(Duration::from_secs(30), |h| {
         h.client.is_closed() && h.server.is_closed()
     });
+    Ok(Steps {
+        connected: t_connected,
+        joined: t_joined,
+        extra,
+        addr_id,
+    })
+}
 
-    if let Some(file) = &args.pcap {
-        let mut w =
-            PcapWriter::create(file).with_context(|| format!("creating {}", file.display()))?;
-        for r in &h.wire {
-            write_wire(&mut w, args.transport, r)?;
-        }
-        w.flush()?;
-    }
+/// The recorded datagrams counted by packet type, by MP option and by
+/// path and direction.
+struct WireCounts {
+    by_type: BTreeMap<String, u64>,
+    mp_opts: BTreeMap<&'static str, u64>,
+    per_path: BTreeMap<String, u64>,
+}
 
-    // Summary.
+fn wire_counts(wire: &[WireRecord]) -> WireCounts {
     let mut by_type: BTreeMap<String, u64> = BTreeMap::new();
     let mut mp_opts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut per_path: BTreeMap<String, u64> = BTreeMap::new();
-    for r in &h.wire {
+    for r in wire {
         let Ok(s) = Segment::parse(&r.bytes, None) else {
             continue;
         };
@@ -210,12 +244,27 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
             }
         }
     }
+    WireCounts {
+        by_type,
+        mp_opts,
+        per_path,
+    }
+}
+
+/// The session's summary (`--json`; `human` prints it).
+fn summary(args: &Args, h: &Harness, steps: &Steps) -> serde_json::Value {
+    let WireCounts {
+        by_type,
+        mp_opts,
+        per_path,
+    } = wire_counts(&h.wire);
     let delivered_c2s = h.delivered(Side::Server).len();
     let delivered_s2c = h.delivered(Side::Client).len();
+    let addr_id = steps.addr_id;
     let addr_added = h.server_events.iter().any(|e| {
         *e == Event::AddressAdded {
             id: addr_id,
-            addr: extra,
+            addr: steps.extra,
         }
     });
     let reason = |ev: &[Event]| {
@@ -231,12 +280,12 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
         && addr_added
         && delivered_c2s > 0
         && delivered_s2c > 0;
-    Ok(serde_json::json!({
+    serde_json::json!({
         "ok": ok,
         "seed": args.seed,
         "loss": args.loss,
-        "connected_at_s": t_connected.as_secs_f64(),
-        "joined_at_s": t_joined.as_secs_f64(),
+        "connected_at_s": steps.connected.as_secs_f64(),
+        "joined_at_s": steps.joined.as_secs_f64(),
         "closed_at_s": h.now.as_secs_f64(),
         "client_ci": format!("{:08x}", h.client.local_ci()),
         "server_ci": format!("{:08x}", h.server.local_ci()),
@@ -253,7 +302,7 @@ fn session(args: &Args) -> anyhow::Result<serde_json::Value> {
         "mp_options": mp_opts,
         "per_path": per_path,
         "pcap": args.pcap.as_ref().map(|p| p.display().to_string()),
-    }))
+    })
 }
 
 fn human(s: &serde_json::Value) -> String {

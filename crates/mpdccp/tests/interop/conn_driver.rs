@@ -14,6 +14,7 @@ use mpdccp_proto::wire::{Packet, PacketType, ResetCode, WireProfile};
 use mpdccp_proto::{Instant, PathId};
 
 use super::hex;
+use mpdccp_proto::conn::MpConfig;
 
 /// One recorded packet (read through `Debug` when a test prints it).
 #[derive(Debug)]
@@ -100,11 +101,14 @@ pub fn run_connection(
     let now = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
     let cfg = ConnectionConfig {
         service_code: service,
-        initial_mp_seq: Some(1),
         max_gso_segments: 1,
         wire_profile: profile,
         scheduler: SchedulerConfig {
             kind: SchedulerKind::Rr,
+            ..Default::default()
+        },
+        mp: MpConfig {
+            initial_seq: Some(1),
             ..Default::default()
         },
         ..Default::default()

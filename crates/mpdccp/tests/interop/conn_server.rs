@@ -16,6 +16,7 @@ use mpdccp_proto::wire::{Packet, PacketType, ResetCode, WireProfile};
 use mpdccp_proto::Instant;
 
 use super::script::{PORT, SERVICE};
+use mpdccp_proto::conn::AckConfig;
 
 /// What the reference client did with our real server.
 #[derive(Debug, Default)]
@@ -54,14 +55,17 @@ pub fn run_endpoint(
             service_code: SERVICE,
             max_gso_segments: 1,
             wire_profile: profile,
-            // The reference receiver acks every Ack Ratio-th data packet
-            // and has no delayed-ack timer: at Ack Ratio 2 a lone echo on
-            // a path waits for the next one, the RTO fires first and (with
-            // the other path up) the path is declared failed for a moment.
-            // Ack Ratio 1 (RFC 4341 §6.1.2) makes it ack every echo.
-            ack_ratio: 1,
             scheduler: SchedulerConfig {
                 kind: SchedulerKind::Rr,
+                ..Default::default()
+            },
+            ack: AckConfig {
+                // The reference receiver acks every Ack Ratio-th data packet
+                // and has no delayed-ack timer: at Ack Ratio 2 a lone echo on
+                // a path waits for the next one, the RTO fires first and (with
+                // the other path up) the path is declared failed for a moment.
+                // Ack Ratio 1 (RFC 4341 §6.1.2) makes it ack every echo.
+                ratio: 1,
                 ..Default::default()
             },
             ..Default::default()

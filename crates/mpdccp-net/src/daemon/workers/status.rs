@@ -4,9 +4,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use mpdccp_proto::Instant;
-use serde_json::{json, Value};
 
 use crate::daemon::shard::{Control, Shared};
+use crate::daemon::status::{StatusHead, WorkerStatus};
 use crate::daemon::status_doc::StatusDoc;
 
 /// The server's status: the workers' documents summed (counters), their
@@ -32,89 +32,70 @@ pub(super) fn status(shared: &Shared, started: Instant) -> StatusDoc {
 }
 
 /// The workers' answers `docs` (of `n` workers) as one document: counters
-/// summed, names kept from the first, connections concatenated, the
-/// server-wide `tun_mtu` and `uptime_s`, and `per_worker`.
+/// summed, names kept from the first ([`StatusHead::add`]), connections
+/// concatenated, the server-wide `tun_mtu` and `uptime_s`, and
+/// `per_worker`.
 fn merge(docs: Vec<StatusDoc>, n: usize, mtu: u32, uptime_s: f64) -> StatusDoc {
     let answered = docs.len();
-    let mut total = json!({});
+    let mut total: Option<StatusHead> = None;
     let mut conns = Vec::new();
     let mut per_worker = Vec::new();
     for d in docs {
-        let w = d.head.get("worker").and_then(Value::as_u64).unwrap_or(0);
-        let daemon = &d.head.get("daemon").cloned().unwrap_or(Value::Null);
-        per_worker.push(json!({
-            "worker": w,
-            "connections": d.connections.len(),
-            "handoffs": daemon["handoffs"],
-            "handoffs_received": daemon["handoffs_received"],
-            "handoff_dropped": daemon["handoff_dropped"],
-            "udp_rx_datagrams": daemon["udp_rx_datagrams"],
-            "tun_rx_pkts": daemon["tun_rx_pkts"],
-        }));
-        sum_into(&mut total, &Value::Object(d.head));
+        let w = d.head.worker.unwrap_or(0);
+        per_worker.push(WorkerStatus::of(w, &d.head, d.connections.len()));
+        match &mut total {
+            Some(t) => t.add(&d.head),
+            None => total = Some(d.head),
+        }
         conns.extend(d.connections);
     }
-    if let Some(o) = total.as_object_mut() {
-        o.remove("worker");
-        o.remove("mailbox_capacity");
-        o.insert("uptime_s".into(), json!(uptime_s));
-        o.insert("tun_mtu".into(), json!(mtu));
-        if let Some(t) = o.get_mut("tun").and_then(Value::as_object_mut) {
-            t.insert("mtu".into(), json!(mtu));
-        }
-        o.insert("workers".into(), json!(n));
-        o.insert("workers_answered".into(), json!(answered));
-        o.insert("per_worker".into(), Value::Array(per_worker));
-    }
-    let mut doc = StatusDoc::new(total);
+    let mut head = total.unwrap_or_default();
+    head.worker = None;
+    head.mailbox_capacity = None;
+    head.uptime_s = uptime_s;
+    head.tun_mtu = mtu;
+    head.tun.mtu = mtu;
+    head.workers = Some(n as u64);
+    head.workers_answered = Some(answered as u64);
+    head.per_worker = Some(per_worker);
+    let mut doc = StatusDoc::new(head);
     doc.connections = conns;
     doc
-}
-
-/// Adds `b` into `a`: numbers summed, objects merged key by key, anything
-/// else (names, modes) kept from the first document.
-fn sum_into(a: &mut Value, b: &Value) {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            for (k, v) in y {
-                match x.get_mut(k) {
-                    Some(e) => sum_into(e, v),
-                    None => {
-                        x.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (a @ Value::Number(_), Value::Number(y)) => {
-            let s = match (a.as_u64(), y.as_u64()) {
-                (Some(p), Some(q)) => json!(p.saturating_add(q)),
-                _ => json!(a.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
-            };
-            *a = s;
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::status::{AuthStatus, Counters};
+    use serde_json::{json, Value};
 
-    /// Two workers' answers (as `Server::status` gives them: handles
-    /// already handle × N + worker) make one document.
+    /// Worker `w`'s answer (as `Server::status` gives it: handles already
+    /// handle × N + worker).
+    fn worker(w: u64, rx: u64, handles: &[u64]) -> StatusDoc {
+        let mut head = StatusHead {
+            role: "server".into(),
+            worker: Some(w),
+            mailbox_capacity: Some(1024),
+            tun_mtu: 1400,
+            uptime_s: 1.0,
+            daemon: Counters::from_pairs([("udp_rx_datagrams", rx), ("handoffs", w)]),
+            endpoint: Some(Counters::from_pairs([("accepted", 1)])),
+            learned_addresses: Some(2),
+            auth: Some(AuthStatus::Open),
+            ..StatusHead::default()
+        };
+        head.tun.name = "tun0".into();
+        head.tun.mtu = 1400;
+        let mut d = StatusDoc::new(head);
+        for &h in handles {
+            d.push_connection(&json!({"handle": h, "worker": w}));
+        }
+        d
+    }
+
+    /// Two workers' answers make one document.
     #[test]
     fn workers_answers_merge_into_one_document() {
-        let worker = |w: u64, rx: u64, handles: &[u64]| {
-            let mut d = StatusDoc::new(json!({
-                "role": "server", "worker": w, "mailbox_capacity": 1024,
-                "tun": {"name": "tun0", "mtu": 1400}, "tun_mtu": 1400, "uptime_s": 1.0,
-                "daemon": {"udp_rx_datagrams": rx, "handoffs": w},
-            }));
-            for &h in handles {
-                d.push_connection(&json!({"handle": h, "worker": w}));
-            }
-            d
-        };
         let doc = merge(
             vec![worker(0, 10, &[0, 2]), worker(1, 5, &[3])],
             2,
@@ -123,9 +104,12 @@ mod tests {
         );
         let v: Value = serde_json::from_str(&doc.to_text()).unwrap();
         assert_eq!(v["daemon"]["udp_rx_datagrams"], json!(15));
+        assert_eq!(v["endpoint"]["accepted"], json!(2));
+        assert_eq!(v["learned_addresses"], json!(4));
+        assert_eq!(v["auth"], json!({"mode": "open"}));
         assert_eq!(v["role"], json!("server"));
+        assert_eq!(v["tun"], json!({"name": "tun0", "mtu": 1380}));
         assert_eq!(v["tun_mtu"], json!(1380));
-        assert_eq!(v["tun"]["mtu"], json!(1380));
         assert_eq!(v["uptime_s"], json!(7.5));
         assert_eq!(
             (v["workers"].clone(), v["workers_answered"].clone()),
@@ -153,20 +137,24 @@ mod tests {
         assert_eq!(counts, [(2, 10), (1, 5)]);
     }
 
+    /// The authenticated modes' counters add up too; the mode and the
+    /// number of configured peers (each worker has them all) are kept.
     #[test]
-    fn statuses_sum_counters_and_keep_names() {
-        let mut a = json!({});
-        sum_into(
-            &mut a,
-            &json!({"role": "server", "daemon": {"handoffs": 2, "x": 1.5}}),
-        );
-        sum_into(
-            &mut a,
-            &json!({"role": "server", "daemon": {"handoffs": 3, "x": 1.0}, "y": 1}),
-        );
+    fn authenticated_counters_sum_and_the_mode_is_kept() {
+        let auth = |n: u64| AuthStatus::Authenticated {
+            peers: 3,
+            routes: Some(Counters::from_pairs([("superseded", n)])),
+            gate: Counters::from_pairs([("confirmed", n)]),
+            handshake: Counters::from_pairs([("accepted", n)]),
+        };
+        let (mut a, mut b) = (worker(0, 1, &[]), worker(1, 1, &[]));
+        a.head.auth = Some(auth(2));
+        b.head.auth = Some(auth(5));
+        let v: Value = serde_json::from_str(&merge(vec![a, b], 2, 1380, 1.0).to_text()).unwrap();
         assert_eq!(
-            a,
-            json!({"role": "server", "daemon": {"handoffs": 5, "x": 2.5}, "y": 1})
+            v["auth"],
+            json!({"mode": "authenticated", "peers": 3, "routes": {"superseded": 7},
+                   "gate": {"confirmed": 7}, "handshake": {"accepted": 7}})
         );
     }
 }

@@ -609,7 +609,7 @@ mod tests {
 
     use crate::conn::seq::SEQ_MASK;
     use crate::conn::subflow::{SubState, Subflow};
-    use crate::conn::{ConnectionConfig, PathConfig};
+    use crate::conn::{ConnectionConfig, LossConfig, PathConfig};
     use crate::path::PathId;
     use crate::time::Instant;
 
@@ -660,7 +660,10 @@ mod tests {
 
     fn veno_subflow() -> Subflow {
         let conf = ConnectionConfig {
-            random_loss_backlog_pkts: Some(3.0),
+            loss: LossConfig {
+                random_loss_backlog_pkts: Some(3.0),
+                ..Default::default()
+            },
             ..ConnectionConfig::default()
         };
         let cc = crate::cc::ControllerFactory::build(&crate::cc::CcKind::Ccid2, &conf.cc_config);

@@ -493,7 +493,7 @@ impl Subflow {
     }
 
     /// MP_PRIO went out: arm its retransmission, or give up after
-    /// `mp_option_max_tries` (returns true then).
+    /// `mp.option_max_tries` (returns true then).
     fn prio_sent(&mut self, now: Instant, ctx: &EmitCtx) -> bool {
         self.pend.prio_tries += 1;
         self.pend.prio_due = false;

@@ -216,8 +216,8 @@ impl Subflow {
             announced: false,
             close_reported: false,
             mss_bytes: conf.mss_bytes,
-            seq: SeqWindow::new(iss, conf.seq_window_pkts),
-            acks: AckDuty::new(conf.ack_ratio),
+            seq: SeqWindow::new(iss, conf.ack.seq_window_pkts),
+            acks: AckDuty::new(conf.ack.ratio),
             tx: Sender::new(cc, conf),
             // The BBR family only while one path is Active (`delay_bound.rs`).
             delay_bound: conf.window_delay_bound.map(|t| {
@@ -226,7 +226,7 @@ impl Subflow {
             }),
             window_bound: None,
             active_paths: 0,
-            hs: ControlRetx::new(conf.handshake_rto),
+            hs: ControlRetx::new(conf.lifetime.handshake_rto),
             pend: PendingCtrl::default(),
             timers: TimerTable::default(),
             queue: VecDeque::new(),

@@ -30,7 +30,7 @@ pub(crate) struct Sender {
     pub(super) next_send_at: Instant,
     pub(super) lost_total: u64,
     pub(super) loss_rate: f64,
-    /// Veno backlog threshold (`ConnectionConfig::random_loss_backlog_pkts`).
+    /// Veno backlog threshold (`LossConfig::random_loss_backlog_pkts`).
     pub(super) random_loss_backlog: Option<f64>,
     /// DCCP numbers declared lost since the connection last took them
     /// (only with connection-level retransmission; bounded).
@@ -43,7 +43,7 @@ pub(crate) struct Sender {
     /// Last time the scheduler had to send elsewhere because this path was
     /// blocked by its window or pacer.
     pub(super) blocked_at: Option<Instant>,
-    /// `ConnectionConfig::rtt_probe_interval`.
+    /// `LifetimeConfig::rtt_probe_interval`.
     pub(super) rtt_stale_after: Option<Duration>,
 }
 
@@ -58,7 +58,7 @@ impl Sender {
             top_acked: [0; 3],
             cc,
             rtt: RttEstimator::new(
-                conf.initial_rto,
+                conf.loss.initial_rto,
                 Duration::from_millis(200),
                 Duration::from_secs(60),
             ),
@@ -67,13 +67,13 @@ impl Sender {
             next_send_at: Instant::ZERO,
             lost_total: 0,
             loss_rate: 0.0,
-            random_loss_backlog: conf.random_loss_backlog_pkts,
-            lost_seqs: conf.retransmit.map(|_| Vec::new()),
+            random_loss_backlog: conf.loss.random_loss_backlog_pkts,
+            lost_seqs: conf.loss.retransmit.map(|_| Vec::new()),
             loss_window: LossWindow::default(),
             delivery_rate: None,
             last_rtt_sample_at: None,
             blocked_at: None,
-            rtt_stale_after: conf.rtt_probe_interval,
+            rtt_stale_after: conf.lifetime.rtt_probe_interval,
         }
     }
 

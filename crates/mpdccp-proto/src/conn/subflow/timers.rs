@@ -75,7 +75,7 @@ pub(crate) struct TimerCtx {
     pub fail_after_rtos: u32,
     /// Longest interval between Sync probes of a failed path.
     pub max_probe_interval: Duration,
-    /// `ConnectionConfig::first_probe_at_base_rto`.
+    /// `LossConfig::first_probe_at_base_rto`.
     pub first_probe_at_base_rto: bool,
 }
 
