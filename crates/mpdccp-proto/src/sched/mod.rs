@@ -116,7 +116,7 @@ pub trait Scheduler: Send + Debug {
     /// True when every packet goes out on every usable path. A lossy path
     /// then costs nothing to keep (its twin covers each loss), so the
     /// connection does not give it up early for a backup
-    /// (`ConnectionConfig::fail_after_rtos_with_backup` does not apply).
+    /// (`LossConfig::fail_after_rtos_with_backup` does not apply).
     fn duplicates_every_packet(&self) -> bool {
         false
     }
