@@ -7,6 +7,7 @@ use crate::time::Instant;
 use super::super::aqm::CoDelConfig;
 use super::super::ecn::tests::fold as checksum;
 use super::super::queue::{PushOutcome, SendQueue};
+use super::super::queued::Queued;
 use super::{FlowQueues, DEFAULT_FLOWS};
 
 const QUANTUM: usize = 1500;
@@ -449,4 +450,58 @@ fn a_flow_with_a_small_byte_share_is_a_sparse_head() {
     let mut fifo = SendQueue::new(100, 1_000_000, Default::default());
     fifo.push(t, &ping(0));
     assert!(!fifo.head_is_sparse());
+}
+
+/// A real-time flow stays sparse while the bulk flow beside it pauses (a
+/// TCP waiting for acks: only the real-time flow pushes for a while), and
+/// a flow that turns into a bulk transfer stops being sparse within a
+/// bounded number of packets, however long it was quiet before.
+#[test]
+fn a_sparse_flow_stays_sparse_through_a_pause_of_the_bulk_flow() {
+    let mut fq = FlowQueues::new(DEFAULT_FLOWS, QUANTUM, None, 7);
+    let bulk = fq.bucket(&tcp(1000, 0));
+    let item = |data: Vec<u8>| Queued {
+        data,
+        enqueued: Instant::ZERO,
+        copy: false,
+    };
+    // A 200-byte real-time datagram per two bulk packets: a share of
+    // about 1/13, sparse.
+    let rt_pkt = |k: u32| v4(17, 5004, k, 228);
+    let rt = fq.bucket(&rt_pkt(0));
+    for k in 0..100 {
+        fq.push_back(bulk, item(tcp(1000, 2 * k)));
+        fq.push_back(bulk, item(tcp(1000, 2 * k + 1)));
+        fq.push_back(rt, item(rt_pkt(k)));
+    }
+    assert!(fq.is_sparse(rt) && !fq.is_sparse(bulk));
+    // The bulk flow pauses for 24 datagrams (about 40 ms of this 1 Mbit/s
+    // stream): each sample says "all the bytes are mine".
+    for k in 0..24 {
+        fq.push_back(rt, item(rt_pkt(100 + k)));
+        assert!(fq.is_sparse(rt), "datagram {k} of the pause");
+    }
+
+    // A flow quiet for 10 MB of the others' traffic turns bulk: "sparse"
+    // for a bounded number of its packets only.
+    let mut fq = FlowQueues::new(DEFAULT_FLOWS, QUANTUM, None, 7);
+    let rt = fq.bucket(&ping(0));
+    fq.push_back(rt, item(ping(0)));
+    for k in 0..7000 {
+        fq.push_back(bulk, item(tcp(1000, k)));
+    }
+    let sparse_for = (1..=300)
+        .take_while(|&k| {
+            fq.push_back(rt, item(ping(k)));
+            fq.is_sparse(rt)
+        })
+        .count();
+    assert!(
+        sparse_for <= 120,
+        "sparse for {sparse_for} packets of a bulk transfer"
+    );
+    assert!(
+        sparse_for >= 1,
+        "the first packets after a long gap are sparse"
+    );
 }
