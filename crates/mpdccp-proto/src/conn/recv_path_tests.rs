@@ -1,0 +1,79 @@
+//! The receive path's cost per datagram: how often one datagram is parsed
+//! on its way from the endpoint to its connection.
+
+use super::codec::PARSES;
+use super::{Connection, ConnectionConfig, Endpoint, EndpointConfig, Incoming, PathConfig, Role};
+use crate::path::PathId;
+use crate::time::Instant;
+
+fn parses_of(f: impl FnOnce()) -> u32 {
+    PARSES.with(|n| n.set(0));
+    f();
+    PARSES.with(|n| n.get())
+}
+
+/// A client's first datagram (its Request on path 0).
+fn client_request(client: &mut Connection, now: Instant) -> Vec<u8> {
+    client
+        .add_path(now, PathId(0), PathConfig::default())
+        .unwrap();
+    let mut buf = vec![0u8; 2048];
+    let t = client.poll_transmit(now, &mut buf).expect("a Request");
+    buf.truncate(t.size);
+    buf
+}
+
+#[test]
+fn a_new_request_is_parsed_once() {
+    let now = Instant::ZERO;
+    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
+    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
+    let req = client_request(&mut client, now);
+    let n = parses_of(|| {
+        ep.handle_datagram(now, 0, &req);
+    });
+    assert_eq!(ep.stats().accepted, 1);
+    // Endpoint::dispatch parses; the connection takes its Segment.
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_routed_datagram_is_parsed_once() {
+    let now = Instant::ZERO;
+    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
+    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
+    let req = client_request(&mut client, now);
+    ep.handle_datagram(now, 0, &req);
+    // The retransmitted Request reaches the connection by its route.
+    let n = parses_of(|| {
+        ep.handle_datagram(now, 0, &req);
+    });
+    assert_eq!(n, 1, "Connection::handle_datagram only");
+}
+
+#[test]
+fn a_parse_the_receiver_made_is_reused() {
+    let now = Instant::ZERO;
+    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
+    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
+    let req = client_request(&mut client, now);
+    let mut rx = Incoming::new(&req);
+    let n = parses_of(|| {
+        // A sharded server's steering reads the join token first.
+        assert!(rx.parse(ConnectionConfig::default().wire_profile).is_ok());
+        ep.handle_incoming(now, 0, None, &mut rx);
+    });
+    assert_eq!(ep.stats().accepted, 1);
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn garbage_from_an_unknown_remote_is_counted_malformed() {
+    let now = Instant::ZERO;
+    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
+    let n = parses_of(|| {
+        assert!(ep.handle_datagram(now, 3, &[0xff; 5]).is_none());
+    });
+    assert_eq!(ep.stats().malformed, 1);
+    assert_eq!(n, 1);
+}
