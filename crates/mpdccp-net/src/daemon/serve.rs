@@ -256,7 +256,11 @@ impl Server {
         let mut mtu_cause: Option<String> = None;
         while let Some((h, ev)) = self.ep.poll_event() {
             match ev {
-                Event::Delivered { data, .. } => self.deliver(h, &data),
+                Event::Delivered { data, .. } => {
+                    self.deliver(h, &data);
+                    // Its next payload reuses the buffer: no allocation.
+                    self.ep.recycle_delivered(h, data);
+                }
                 Event::Connected => self.connected(h),
                 Event::PathEstablished(p) => {
                     self.stats.path_up_events += 1;

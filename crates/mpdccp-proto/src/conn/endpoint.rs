@@ -335,29 +335,29 @@ impl<K: Ord + Clone> Endpoint<K> {
             }
         };
         if seg.ptype != PacketType::Request {
-            match self.try_rebind(now, &remote, &seg, data) {
+            match self.try_rebind(now, &remote, seg, data) {
                 rebind::Outcome::Accepted(h) => return Some(h),
                 rebind::Outcome::Dropped => return None,
                 rebind::Outcome::NoClaim => {}
             }
             self.stats.unknown_remote += 1;
             if seg.ptype != PacketType::Reset {
-                self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
+                self.queue_reset(now, remote, seg, ResetCode::NoConnection);
             }
             return None;
         }
         if let Some(j) = seg.mp.join {
-            return self.route_join(now, remote, &seg, j.token, data);
+            return self.route_join(now, remote, seg, j.token, data);
         }
         // A new connection.
-        if self.refuses_new_connection(now, &remote, &seg) {
+        if self.refuses_new_connection(now, &remote, seg) {
             return None;
         }
         let admitted = match self.gate.is_some() {
-            true => Some(self.admit(now, &remote, &seg)?),
+            true => Some(self.admit(now, &remote, seg)?),
             false => None,
         };
-        Some(self.accept_connection(now, remote, &seg, data, admitted))
+        Some(self.accept_connection(now, remote, seg, data, admitted))
     }
 
     /// A datagram on a known route goes to its connection; false when the
@@ -617,6 +617,14 @@ impl<K: Ord + Clone> Endpoint<K> {
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
         self.events.pop_front()
     }
+
+    /// Hands back the buffer of connection `h`'s [`Event::Delivered`] once
+    /// read ([`Connection::recycle_delivered`]): its next received payloads
+    /// reuse it instead of allocating. Not an input: `h` stays idle.
+    pub fn recycle_delivered(&mut self, h: ConnectionHandle, buf: Vec<u8>) {
+        if let Some(s) = self.conns.get_mut(&h) {
+            s.conn.recycle_delivered(buf);
+        }
     }
 
     /// Moves a connection's events out, drops routes of subflows the
