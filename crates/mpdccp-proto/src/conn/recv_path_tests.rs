@@ -17,23 +17,22 @@ fn parses_of(f: impl FnOnce()) -> u32 {
     PARSES.with(|n| n.get())
 }
 
-/// A client's first datagram (its Request on path 0).
-fn client_request(client: &mut Connection, now: Instant) -> Vec<u8> {
+/// A server endpoint and a client's first datagram (its Request on path 0).
+fn endpoint_and_request(now: Instant) -> (Endpoint<u32>, Vec<u8>) {
+    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
     client
         .add_path(now, PathId(0), PathConfig::default())
         .unwrap();
     let mut buf = vec![0u8; 2048];
     let t = client.poll_transmit(now, &mut buf).expect("a Request");
     buf.truncate(t.size);
-    buf
+    (Endpoint::new(EndpointConfig::default(), 7), buf)
 }
 
 #[test]
 fn a_new_request_is_parsed_once() {
     let now = Instant::ZERO;
-    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
-    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
-    let req = client_request(&mut client, now);
+    let (mut ep, req) = endpoint_and_request(now);
     let n = parses_of(|| {
         ep.handle_datagram(now, 0, &req);
     });
@@ -45,9 +44,7 @@ fn a_new_request_is_parsed_once() {
 #[test]
 fn a_routed_datagram_is_parsed_once() {
     let now = Instant::ZERO;
-    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
-    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
-    let req = client_request(&mut client, now);
+    let (mut ep, req) = endpoint_and_request(now);
     ep.handle_datagram(now, 0, &req);
     // The retransmitted Request reaches the connection by its route.
     let n = parses_of(|| {
@@ -59,9 +56,7 @@ fn a_routed_datagram_is_parsed_once() {
 #[test]
 fn a_parse_the_receiver_made_is_reused() {
     let now = Instant::ZERO;
-    let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
-    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
-    let req = client_request(&mut client, now);
+    let (mut ep, req) = endpoint_and_request(now);
     let mut rx = Incoming::new(&req);
     let n = parses_of(|| {
         // A sharded server's steering reads the join token first.
