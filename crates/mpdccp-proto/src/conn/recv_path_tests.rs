@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::codec::PARSES;
 use super::{
-    Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Incoming, PathConfig, Role,
+    Connection, ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig, Event, Incoming,
+    PathConfig, Role,
 };
 use crate::path::PathId;
 use crate::time::Instant;
@@ -78,18 +79,19 @@ fn garbage_from_an_unknown_remote_is_counted_malformed() {
     assert_eq!(n, 1);
 }
 
-/// Exchanges datagrams between a client and a server connection (no
-/// latency) until neither has anything to send.
-fn exchange(client: &mut Connection, server: &mut Connection, now: Instant) {
+/// Exchanges datagrams between a client and a server endpoint (no
+/// latency; the endpoint's key is the client's path id) until neither
+/// has anything to send.
+fn exchange(client: &mut Connection, ep: &mut Endpoint<u32>, now: Instant) {
     let mut buf = vec![0u8; 2048];
     for _ in 0..100 {
         let mut moved = false;
         while let Some(t) = client.poll_transmit(now, &mut buf) {
-            server.handle_datagram(now, t.path, &buf[..t.size]);
+            ep.handle_datagram(now, t.path.0, &buf[..t.size]);
             moved = true;
         }
-        while let Some(t) = server.poll_transmit(now, &mut buf) {
-            client.handle_datagram(now, t.path, &buf[..t.size]);
+        while let Some((k, t)) = ep.poll_transmit(now, &mut buf) {
+            client.handle_datagram(now, PathId(k), &buf[..t.size]);
             moved = true;
         }
         if !moved {
@@ -98,11 +100,11 @@ fn exchange(client: &mut Connection, server: &mut Connection, now: Instant) {
     }
 }
 
-/// The next payload the server delivers, as its buffer.
-fn next_delivered(server: &mut Connection) -> Vec<u8> {
-    while let Some(e) = server.poll_event() {
+/// The next payload the endpoint delivers, with its connection.
+fn next_delivered(ep: &mut Endpoint<u32>) -> (ConnectionHandle, Vec<u8>) {
+    while let Some((h, e)) = ep.poll_event() {
         if let Event::Delivered { data, .. } = e {
-            return data;
+            return (h, data);
         }
     }
     panic!("nothing delivered");
@@ -112,24 +114,25 @@ fn next_delivered(server: &mut Connection) -> Vec<u8> {
 fn a_recycled_delivery_buffer_carries_the_next_payload() {
     let mut now = Instant::ZERO;
     let mut client = Connection::new(Role::Client, ConnectionConfig::default(), now, 1);
-    let mut server = Connection::new(Role::Server, ConnectionConfig::default(), now, 2);
+    let mut ep: Endpoint<u32> = Endpoint::new(EndpointConfig::default(), 7);
     client
         .add_path(now, PathId(0), PathConfig::default())
         .unwrap();
     for _ in 0..10 {
-        exchange(&mut client, &mut server, now);
+        exchange(&mut client, &mut ep, now);
         now += Duration::from_millis(1);
     }
-    assert!(server.is_established());
+    assert!(client.is_established());
     client.send(now, &[1; 200]).unwrap();
-    exchange(&mut client, &mut server, now);
-    let first = next_delivered(&mut server);
+    exchange(&mut client, &mut ep, now);
+    let (h, first) = next_delivered(&mut ep);
     let at = first.as_ptr();
-    server.recycle_delivered(first);
+    // As the server daemon does after its TUN write.
+    ep.recycle_delivered(h, first);
     // Smaller: the recycled buffer holds it without growing.
     client.send(now, &[2; 100]).unwrap();
-    exchange(&mut client, &mut server, now);
-    let second = next_delivered(&mut server);
+    exchange(&mut client, &mut ep, now);
+    let (_, second) = next_delivered(&mut ep);
     assert_eq!(second, [2; 100]);
     assert_eq!(second.as_ptr(), at, "no new allocation for the payload");
 }
