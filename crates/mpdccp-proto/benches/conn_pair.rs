@@ -105,6 +105,8 @@ impl Pair {
         while let Some(e) = self.server.poll_event() {
             if let Event::Delivered { data, .. } = e {
                 self.delivered_bytes += data.len() as u64;
+                // As the daemons do: the next payload reuses the buffer.
+                self.server.recycle_delivered(data);
             }
         }
     }

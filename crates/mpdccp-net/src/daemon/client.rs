@@ -292,7 +292,9 @@ impl Client {
         while let Some(ev) = self.conn.poll_event() {
             match ev {
                 Event::Delivered { data, .. } => {
-                    self.tun_writer.write(&self.tun, &mut self.stats, &data)
+                    self.tun_writer.write(&self.tun, &mut self.stats, &data);
+                    // Its next payload reuses the buffer: no allocation.
+                    self.conn.recycle_delivered(data);
                 }
                 Event::Connected => {
                     info!("connected");

@@ -15,10 +15,11 @@
 //! until the core's next deadline, with 1 µs timer slack, so pacing and
 //! timers are honoured to within the scheduler's wake-up latency.
 //! Buffers are allocated once at start. Per packet the daemon allocates
-//! only where these say so: the core's `Event::Delivered` carries its own
-//! `Vec`; a worker's hand-off to another worker copies the packet; an
-//! open-mode server routing a TUN packet to a destination no client has
-//! sent from lists the connections (`Endpoint::connections`).
+//! only where these say so: the core's `Event::Delivered` carries a `Vec`
+//! the daemon hands back once written (`recycle_delivered`), so the next
+//! payload reuses it; a worker's hand-off to another worker copies the
+//! packet; an open-mode server routing a TUN packet to a destination no
+//! client has sent from lists the connections (`Endpoint::connections`).
 //!
 //! The files: `client.rs` (its path manager in `client/paths.rs`) and
 //! `server.rs` start the daemons; `driver.rs` is the loop; `serve.rs` is

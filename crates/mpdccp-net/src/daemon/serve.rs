@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use mpdccp_proto::auth::gate::Gate;
 use mpdccp_proto::auth::{LogThrottle, PeerTable, Responder, ResponderConfig};
-use mpdccp_proto::conn::{ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig, Event};
+use mpdccp_proto::conn::{
+    ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig, Event, Incoming,
+};
 use mpdccp_proto::{Instant, PathId};
 use rand_chacha::rand_core::SeedableRng;
 use tracing::{debug, info, warn};
@@ -254,7 +256,11 @@ impl Server {
         let mut mtu_cause: Option<String> = None;
         while let Some((h, ev)) = self.ep.poll_event() {
             match ev {
-                Event::Delivered { data, .. } => self.deliver(h, &data),
+                Event::Delivered { data, .. } => {
+                    self.deliver(h, &data);
+                    // Its next payload reuses the buffer: no allocation.
+                    self.ep.recycle_delivered(h, data);
+                }
                 Event::Connected => self.connected(h),
                 Event::PathEstablished(p) => {
                     self.stats.path_up_events += 1;
@@ -609,12 +615,14 @@ impl Daemon for Server {
             scratch,
             &mut self.stats,
             |stats, now, peer, data| {
-                // Another worker's connection: passed on, not answered here.
+                // Another worker's connection: passed on, not answered
+                // here. What steering parsed, the endpoint reuses.
+                let mut rx = Incoming::new(data);
                 let steered = workers
                     .shard()
-                    .is_some_and(|sh| sh.steer_datagram(stats, &peer, data, ep));
+                    .is_some_and(|sh| sh.steer_datagram(stats, &peer, &mut rx, ep));
                 if !steered {
-                    ep.handle_datagram(now, peer, data);
+                    ep.handle_incoming(now, peer, None, &mut rx);
                 }
             },
         );

@@ -38,8 +38,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 
 use mpdccp_proto::auth::{PeerId, PeerTable};
-use mpdccp_proto::conn::codec::Segment;
-use mpdccp_proto::conn::{ConnectionHandle, Endpoint, PacketType, WireProfile};
+use mpdccp_proto::conn::{ConnectionHandle, Endpoint, Incoming, PacketType, WireProfile};
 use mpdccp_proto::Instant;
 
 use super::routes::LearnedRoutes;
@@ -168,14 +167,16 @@ impl Shard {
     }
 
     /// Hands a datagram to the worker owning its path; `false`: ours (or
-    /// nobody's yet: a new connection stays here). `ep`: our endpoint.
+    /// nobody's yet: a new connection stays here). `ep`: our endpoint;
+    /// `rx` keeps what was parsed here for it.
     pub(super) fn steer_datagram(
         &mut self,
         stats: &mut DaemonStats,
         peer: &Peer,
-        data: &[u8],
+        rx: &mut Incoming<'_>,
         ep: &Endpoint<Peer>,
     ) -> bool {
+        let data = rx.data();
         if self.shared.remotes_len.load(Ordering::Relaxed) > 0 {
             let owner = read(&self.shared.remotes).get(peer).copied();
             if let Some(w) = owner {
@@ -200,12 +201,12 @@ impl Shard {
         }
         if !request {
             // A path of ours that moved is claimed here; else the others ask.
-            if self.shared.mail.len() < 2 || ep.claims_rebinding(data) {
+            if self.shared.mail.len() < 2 || ep.claims_rebinding(rx) {
                 return false;
             }
             return self.pass_stray(stats, *peer, data.to_vec(), 1);
         }
-        let Some(join) = self.join_token(data) else {
+        let Some(join) = self.join_token(rx) else {
             return self.over_max_clients(stats);
         };
         let owner = read(&self.shared.tokens).get(&join).copied();
@@ -267,8 +268,8 @@ impl Shard {
     }
 
     /// The token a Request's MP_JOIN names, if it has one.
-    fn join_token(&self, data: &[u8]) -> Option<u32> {
-        let seg = Segment::parse_in(data, None, self.shared.wire_profile).ok()?;
+    fn join_token(&self, rx: &mut Incoming<'_>) -> Option<u32> {
+        let seg = rx.parse(self.shared.wire_profile).ok()?;
         Some(seg.mp.join?.token)
     }
 
@@ -527,14 +528,15 @@ impl Shard {
         stray: Option<u8>,
     ) {
         let n = self.shared.mail.len();
+        let mut rx = Incoming::new(&data);
         if let Some(hops) = stray.filter(|&k| usize::from(k) + 1 < n) {
-            let ours = ep.route(&peer).is_some() || ep.claims_rebinding(&data);
+            let ours = ep.route(&peer).is_some() || ep.claims_rebinding(&mut rx);
             if !ours {
                 self.pass_stray(stats, peer, data, hops + 1);
                 return;
             }
         }
-        match ep.handle_datagram(now, peer, &data) {
+        match ep.handle_incoming(now, peer, None, &mut rx) {
             Some(c) => {
                 let j = self.joined.entry(c).or_default();
                 if !j.contains(&peer) {

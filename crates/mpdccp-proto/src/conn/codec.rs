@@ -252,6 +252,8 @@ impl<'a> Segment<'a> {
         addrs: Option<(IpAddr, IpAddr)>,
         profile: WireProfile,
     ) -> Result<(), WireError> {
+        #[cfg(test)]
+        PARSES.with(|n| n.set(n.get() + 1));
         let p = Packet::new_checked(data)?;
         if let Some(a) = addrs {
             p.verify_checksum(a)?;
@@ -563,3 +565,10 @@ mod codec_mp;
 #[cfg(test)]
 #[path = "codec_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+thread_local! {
+    /// Full parses ([`Segment::parse_from`]) on this thread: the receive
+    /// path's tests count how often one datagram is parsed.
+    pub(crate) static PARSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}

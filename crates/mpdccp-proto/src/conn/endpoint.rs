@@ -26,7 +26,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{PacketType, ResetCode, Segment};
-use super::{Connection, ConnectionConfig, Event, Role, Transmit};
+use super::{Connection, ConnectionConfig, Event, Incoming, Role, Transmit};
 use crate::auth::framing;
 use crate::auth::gate::{Admission, Gate, GateStats};
 use crate::auth::{PeerId, ResponderStats, SessionKeys};
@@ -293,7 +293,20 @@ impl<K: Ord + Clone> Endpoint<K> {
         addrs: Option<(SocketAddr, SocketAddr)>,
         data: &[u8],
     ) -> Option<ConnectionHandle> {
-        let h = self.dispatch(now, remote.clone(), data)?;
+        self.handle_incoming(now, remote, addrs, &mut Incoming::new(data))
+    }
+
+    /// As [`Endpoint::handle_datagram_from`], with a datagram its receiver
+    /// may have parsed already (a sharded server's steering): a datagram is
+    /// parsed once on its way to the connection.
+    pub fn handle_incoming(
+        &mut self,
+        now: Instant,
+        remote: K,
+        addrs: Option<(SocketAddr, SocketAddr)>,
+        rx: &mut Incoming<'_>,
+    ) -> Option<ConnectionHandle> {
+        let h = self.dispatch(now, remote.clone(), rx)?;
         if let (Some((l, r)), Some(&(_, pid))) = (addrs, self.routes.get(&remote)) {
             if let Some(slot) = self.conns.get_mut(&h) {
                 slot.conn.set_path_addresses(pid, Some(l), Some(r));
@@ -302,13 +315,19 @@ impl<K: Ord + Clone> Endpoint<K> {
         Some(h)
     }
 
-    fn dispatch(&mut self, now: Instant, remote: K, data: &[u8]) -> Option<ConnectionHandle> {
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        remote: K,
+        rx: &mut Incoming<'_>,
+    ) -> Option<ConnectionHandle> {
+        let data = rx.data();
         if let Some(&(h, pid)) = self.routes.get(&remote) {
             if self.deliver_routed(now, h, pid, data) {
                 return Some(h);
             }
         }
-        let seg = match Segment::parse_in(data, None, self.config.conn.wire_profile) {
+        let seg = match rx.parse(self.config.conn.wire_profile) {
             Ok(s) => s,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -316,29 +335,29 @@ impl<K: Ord + Clone> Endpoint<K> {
             }
         };
         if seg.ptype != PacketType::Request {
-            match self.try_rebind(now, &remote, &seg, data) {
+            match self.try_rebind(now, &remote, seg, data) {
                 rebind::Outcome::Accepted(h) => return Some(h),
                 rebind::Outcome::Dropped => return None,
                 rebind::Outcome::NoClaim => {}
             }
             self.stats.unknown_remote += 1;
             if seg.ptype != PacketType::Reset {
-                self.queue_reset(now, remote, &seg, ResetCode::NoConnection);
+                self.queue_reset(now, remote, seg, ResetCode::NoConnection);
             }
             return None;
         }
         if let Some(j) = seg.mp.join {
-            return self.route_join(now, remote, &seg, j.token, data);
+            return self.route_join(now, remote, seg, j.token, data);
         }
         // A new connection.
-        if self.refuses_new_connection(now, &remote, &seg) {
+        if self.refuses_new_connection(now, &remote, seg) {
             return None;
         }
         let admitted = match self.gate.is_some() {
-            true => Some(self.admit(now, &remote, &seg)?),
+            true => Some(self.admit(now, &remote, seg)?),
             false => None,
         };
-        Some(self.accept_connection(now, remote, &seg, data, admitted))
+        Some(self.accept_connection(now, remote, seg, data, admitted))
     }
 
     /// A datagram on a known route goes to its connection; false when the
@@ -394,7 +413,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         slot.next_path += 1;
         self.routes.insert(remote.clone(), (h, pid));
         self.reverse.insert((h, pid), remote);
-        slot.conn.handle_datagram(now, pid, data);
+        slot.conn.handle_parsed(now, pid, data, seg);
         self.note_ports(h, pid, seg);
         self.dirty.insert(h);
         self.stats.joins_routed += 1;
@@ -452,7 +471,7 @@ impl<K: Ord + Clone> Endpoint<K> {
         if let Some((keys, response)) = admitted {
             conn.preset_server_auth(*keys, response);
         }
-        conn.handle_datagram(now, PathId(0), data);
+        conn.handle_parsed(now, PathId(0), data, seg);
         self.by_ci.insert(conn.join_token(), h);
         self.routes.insert(remote.clone(), (h, PathId(0)));
         self.reverse.insert((h, PathId(0)), remote);
@@ -597,6 +616,15 @@ impl<K: Ord + Clone> Endpoint<K> {
 
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
         self.events.pop_front()
+    }
+
+    /// Hands back the buffer of connection `h`'s [`Event::Delivered`] once
+    /// read ([`Connection::recycle_delivered`]): its next received payloads
+    /// reuse it instead of allocating. Not an input: `h` stays idle.
+    pub fn recycle_delivered(&mut self, h: ConnectionHandle, buf: Vec<u8>) {
+        if let Some(s) = self.conns.get_mut(&h) {
+            s.conn.recycle_delivered(buf);
+        }
     }
 
     /// Moves a connection's events out, drops routes of subflows the

@@ -74,6 +74,7 @@ mod fleet;
 mod fq;
 mod handshake;
 mod identity;
+mod incoming;
 pub mod keys;
 mod lifecycle;
 mod liveness;
@@ -83,6 +84,8 @@ mod protection;
 mod queue;
 mod queued;
 mod recv;
+#[cfg(test)]
+mod recv_path_tests;
 mod retransmit;
 mod schedule;
 mod scratch;
@@ -101,6 +104,7 @@ pub use config::{
     DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
+pub use incoming::Incoming;
 pub use plpmtu::{
     PlpmtuState, PlpmtuStats, PlpmtudConfig, BASE_PLPMTU_IPV4, BASE_PLPMTU_IPV6, MAX_PROBES,
     PMTU_RAISE_TIMER, PROBE_TIMER,
@@ -573,6 +577,24 @@ impl Connection {
     /// arrival makes every RTT sample in the batch too short, below the
     /// path's real minimum. A late timestamp only lengthens samples.
     pub fn handle_datagram(&mut self, now: Instant, path: PathId, data: &[u8]) {
+        self.receive(now, path, data, None);
+    }
+
+    /// As [`Connection::handle_datagram`], with `data` already parsed
+    /// (without checksum verification) by the endpoint that routed it:
+    /// parsed again only when this path verifies checksums.
+    pub(crate) fn handle_parsed(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        data: &[u8],
+        seg: &Segment<'_>,
+    ) {
+        self.receive(now, path, data, Some(seg));
+    }
+
+    /// The receive path; `given`: `data` parsed without checksums.
+    fn receive(&mut self, now: Instant, path: PathId, data: &[u8], given: Option<&Segment<'_>>) {
         self.last_now = self.last_now.max(now);
         self.stats.traffic.rx_datagrams += 1;
         self.stats.traffic.rx_bytes += data.len() as u64;
@@ -580,10 +602,16 @@ impl Connection {
         if self.life.state() == ConnState::Closed {
             // A closed connection still answers a retransmitted Close (our
             // Reset was lost) so the peer can finish (RFC 4340 §8.3).
-            if let (Some(i), Ok(seg)) =
-                (idx, Segment::parse_in(data, None, self.config.wire_profile))
-            {
-                self.paths[i].answer_close_when_closed(now, &seg, false);
+            let Some(i) = idx else {
+                return;
+            };
+            match given {
+                Some(seg) => self.paths[i].answer_close_when_closed(now, seg, false),
+                None => {
+                    if let Ok(seg) = Segment::parse_in(data, None, self.config.wire_profile) {
+                        self.paths[i].answer_close_when_closed(now, &seg, false);
+                    }
+                }
             }
             return;
         }
@@ -591,16 +619,22 @@ impl Connection {
             .filter(|_| self.config.verify_checksums)
             .and_then(|i| self.paths[i].rx_pseudo_addrs());
         // Parsed in place: a `Segment` is ~1 kB to move.
-        let mut parsed = Segment::new(PacketType::Data, 0);
-        let seg = match parsed.parse_from(data, addrs, self.config.wire_profile) {
-            Ok(()) => &parsed,
-            Err(WireError::BadChecksum) => {
-                self.stats.rx.rx_bad_checksum += 1;
-                return;
-            }
-            Err(_) => {
-                self.stats.rx.rx_malformed += 1;
-                return;
+        let mut parsed;
+        let seg = match (given, addrs) {
+            (Some(seg), None) => seg,
+            _ => {
+                parsed = Segment::new(PacketType::Data, 0);
+                match parsed.parse_from(data, addrs, self.config.wire_profile) {
+                    Ok(()) => &parsed,
+                    Err(WireError::BadChecksum) => {
+                        self.stats.rx.rx_bad_checksum += 1;
+                        return;
+                    }
+                    Err(_) => {
+                        self.stats.rx.rx_malformed += 1;
+                        return;
+                    }
+                }
             }
         };
         self.stats.rx.rx_options_ignored += u64::from(seg.ignored_opts);

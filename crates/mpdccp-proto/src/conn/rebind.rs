@@ -42,7 +42,7 @@ use std::time::Duration;
 use super::{ConnectionHandle, Endpoint};
 use crate::conn::codec::{PacketType, Segment};
 use crate::conn::subflow::SubState;
-use crate::conn::{ConnState, ConnStats, Connection, Transmit};
+use crate::conn::{ConnState, ConnStats, Connection, Incoming, Transmit};
 use crate::path::PathId;
 use crate::time::Instant;
 
@@ -283,11 +283,12 @@ impl<K: Ord + Clone> Endpoint<K> {
     /// Would a datagram from an unknown remote be taken as one of our
     /// subflows' (by DCCP ports and sequence window)? Nothing changes: a
     /// sharded server asks before passing the datagram to another worker.
-    pub fn claims_rebinding(&self, data: &[u8]) -> bool {
-        let Ok(seg) = Segment::parse_in(data, None, self.config.conn.wire_profile) else {
+    /// `rx` keeps its parse for the endpoint that then takes it.
+    pub fn claims_rebinding(&self, rx: &mut Incoming<'_>) -> bool {
+        let Ok(seg) = rx.parse(self.config.conn.wire_profile) else {
             return false;
         };
-        self.first_claim(&seg).is_some()
+        self.first_claim(seg).is_some()
     }
 
     /// The routed subflows with `ports` (client's source, destination),
