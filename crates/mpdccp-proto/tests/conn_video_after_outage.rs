@@ -5,7 +5,7 @@
 //! 20 Mbit/s) and LTE (30 ms, 20 Mbit/s) with the daemons' defaults; DSL
 //! is blackholed for 0.5 s at many phases of the frame clock and seeds.
 //! After DSL is back the scheduler must return the stream to it. (It does
-//! in every one of the 24 runs: the condition of the one run was
+//! in every one of the 24 runs: the condition of that one lab run was
 //! not found here; see docs/OPERATIONS.md.)
 
 use std::time::Duration;
