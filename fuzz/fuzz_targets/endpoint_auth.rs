@@ -1,5 +1,5 @@
-//! Fuzz the multi-client `Endpoint` with the authentication gate on (issue
-//! #11): demultiplexing, cookies in Resets, half-open accounting, the
+//! Fuzz the multi-client `Endpoint` with the authentication gate on:
+//! demultiplexing, cookies in Resets, half-open accounting, the
 //! Confirm in the third packet and join routing, driven by two configured
 //! clients, a stranger with a valid mac1, and forged or mutated datagrams
 //! (`cargo +nightly fuzz run endpoint_auth` from `fuzz/`).

@@ -1,5 +1,5 @@
 //! Mutated copies of genuine established-state packets against a live
-//! protected two-path session (issue #28; run with `cargo +nightly fuzz
+//! protected two-path session (run with `cargo +nightly fuzz
 //! run protected_mutations` from `fuzz/`, or `fuzz/ci.sh`).
 //!
 //! The input is decoded by `harness::mutation::decode` into mutations

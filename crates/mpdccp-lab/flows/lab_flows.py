@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bulk flows of the testbed that iperf3 cannot make (issue #25).
+"""Bulk flows of the testbed that iperf3 cannot make.
 
   quic-server / quic-client   QUIC (aioquic, a real QUIC stack: RFC 9002 loss
                               detection, NewReno as aioquic's default) bulk

@@ -1,5 +1,5 @@
 //! A daemon restarted at once finds its TUN still held by the one it
-//! replaces (issue 26: the kernel tears the old device down after the last
+//! replaces (the kernel tears the old device down after the last
 //! fd closes). `Tun::open_queues_waiting` waits for it instead of failing;
 //! a device held for longer than the wait (a second daemon) stays an
 //! error. Needs root (fails instead of skipping when `CI` is set).

@@ -1,4 +1,4 @@
-//! Issue #11's Request flood, sans-IO: 100 000 Inits from spoofed sources
+//! A Request flood, sans-IO: 100 000 Inits from spoofed sources
 //! in one second, made by an attacker who knows the server's public key
 //! (so mac1 is valid) and is not a configured peer. The server must do the
 //! Diffie-Hellman work for at most its per-second load threshold of them,

@@ -189,7 +189,7 @@ fn peak_controllers() -> Vec<Box<dyn CongestionController>> {
     ]
 }
 
-/// A video stream (issue 25): keyframe rounds of 40 packets validate the
+/// A video stream: keyframe rounds of 40 packets validate the
 /// window (cwnd 88, pipeACK 40), then 3 s of steady frames at 4 packets a
 /// round (pipeACK's last three samples: 4), then a 5 s pause. RFC 7661 §4.3
 /// keeps cwnd through the non-validated period whether the sender idles

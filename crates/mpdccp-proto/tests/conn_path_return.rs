@@ -1,6 +1,6 @@
-//! Issue #13, "failover without a link event": a blackholed path (link up,
+//! Failover without a link event: a blackholed path (link up,
 //! every packet lost for 10 s) is probed while it is failed, so it carries
-//! data again soon after it returns: within one RTT + 0.5 s (the issue's
+//! data again soon after it returns: within one RTT + 0.5 s (the
 //! goal). The probe spacing is the subflow's RTO, capped at
 //! `max_probe_interval`.
 
@@ -99,7 +99,7 @@ fn a_returning_path_carries_data_within_the_probe_cap_plus_an_rtt() {
             .collect();
         let worst = *times.iter().max().expect("runs");
         println!("max_probe_interval {cap_ms} ms: data on the returned path after {times:?}, worst {worst:?}");
-        // Issue #13's goal: data within one RTT (10 ms on A) + 0.5 s; and
+        // The goal: data within one RTT (10 ms on A) + 0.5 s; and
         // never later than the cap + one RTT + the ack delay and slack.
         assert!(
             worst <= Duration::from_millis(510),

@@ -1,4 +1,4 @@
-//! Paths that tell the truth (issue 26), on the emulated two-host harness:
+//! Paths that tell the truth, on the emulated two-host harness:
 //! the window a status scrape reads during a 10 s idle period after a bulk
 //! transfer is no larger than RFC 7661 allows (never above the window the
 //! transfer validated), a 30-packet keyframe after the idle leaves in one

@@ -1,4 +1,4 @@
-//! Issue #13: path priorities hold in both directions. A path the client
+//! Path priorities hold in both directions. A path the client
 //! opens as standby (MP_PRIO 1, RFC 9897 §3.2.10) is announced to the
 //! server during the join, so neither end puts data on it while the
 //! primary is up; when the primary is blackholed the standby takes over.

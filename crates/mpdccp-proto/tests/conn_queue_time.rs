@@ -1,4 +1,4 @@
-//! The send queue bounded in time (issues #13 and #14): an age limit drops
+//! The send queue bounded in time: an age limit drops
 //! what waited too long, CoDel (RFC 8289) keeps a standing queue near its
 //! target. One 2 Mbit/s path with a small bottleneck buffer, so the delay a
 //! packet sees is mostly the connection's own send queue.

@@ -1,11 +1,11 @@
-//! Issue 26: "once, after a 0.5 s DSL outage, the server kept 90 % of a
-//! video stream on LTE for the rest of the run although DSL was active
-//! again (did not reproduce in a second run)". A video-like downstream
+//! Once seen in the lab: after a 0.5 s DSL outage the server kept 90 % of
+//! a video stream on LTE for the rest of the run although DSL was active
+//! again (it did not reproduce in a second run). A video-like downstream
 //! (frames of 25 packets every 40 ms, 6 Mbit/s) over DSL (10 ms one way,
 //! 20 Mbit/s) and LTE (30 ms, 20 Mbit/s) with the daemons' defaults; DSL
 //! is blackholed for 0.5 s at many phases of the frame clock and seeds.
 //! After DSL is back the scheduler must return the stream to it. (It does
-//! in every one of the 24 runs: the condition of the issue's one run was
+//! in every one of the 24 runs: the condition of that one lab run was
 //! not found here; see docs/OPERATIONS.md.)
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Issue #28, authenticated mode: a forgery (here a Reset; in the lab one
+//! Authenticated mode: a forgery (here a Reset; in the lab one
 //! of 100 000 mutated copies) closes the server's half of a subflow while
 //! the client's half stays open. The server answers the client's next
 //! packet there with Reset "No Connection" so the client closes its half
@@ -331,7 +331,7 @@ fn a_closed_subflow_still_answers_its_peer_after_a_long_flood() {
     assert_eq!(w.server_states().len(), 1, "{:?}", w.server_states());
 }
 
-/// Issue #28: a forged Reset towards the client closed its half of path 1;
+/// A forged Reset towards the client closed its half of path 1;
 /// the client dropped that socket and rejoined path 1 from a new port.
 /// The server, which never saw the Reset, kept sending on the abandoned
 /// subflow until its RTOs failed it, and those packets were lost. Once the

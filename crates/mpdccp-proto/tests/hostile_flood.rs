@@ -86,7 +86,7 @@ fn request_flood_keeps_half_open_state_bounded() {
     assert_eq!(s.refused_half_open, FLOOD - cfg.max_half_open as u64);
     assert_eq!(net.ep.connections().len(), 1 + cfg.max_half_open);
     // Resets (Too Busy) for the refused: never more than the cap waiting,
-    // and at most `max_resets_per_sec` per second (no reflector, #11).
+    // and at most `max_resets_per_sec` per second (no reflector).
     assert_eq!(
         s.resets_dropped + s.resets_rate_limited + net.to_attackers,
         FLOOD,

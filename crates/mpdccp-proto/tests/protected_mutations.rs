@@ -139,7 +139,7 @@ fn an_unmodified_copy_that_wins_the_race_is_not_a_forgery() {
     assert_eq!(disturbed, None, "the session stays whole");
 }
 
-/// Issue #28's former known open case (docs/SECURITY.md "Left"): a
+/// A formerly known open case (docs/SECURITY.md "Left"): a
 /// mutated copy of the server's old Response (never sealed) reached the
 /// client's sequence checks in OPEN, valid by its numbers, and was recorded
 /// and answered; with two mutated copies to the server after it, the

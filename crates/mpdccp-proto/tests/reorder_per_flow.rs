@@ -244,7 +244,7 @@ fn a_wild_mp_seq_jump_is_one_gap_not_a_huge_allocation() {
     };
 }
 
-/// Issue #25, asym with QUIC inside: a flow seen on one path only (40 Mbit/s
+/// `asym` with QUIC inside: a flow seen on one path only (40 Mbit/s
 /// at 12 ms) has one packet detoured to the slower path (35 ms). The
 /// packets behind it on the fast path wait for it — at most the paths'
 /// delay spread — so the inner flow sees no reordering (a QUIC packet

@@ -1,4 +1,4 @@
-//! The RFC 9897 requirements matrix cannot rot silently (issue 15 part 1).
+//! The RFC 9897 requirements matrix cannot rot silently.
 //!
 //! `docs/rfc9897/requirements.toml` holds one entry per normative sentence
 //! (BCP 14 key word in capitals) of §3 and §4 of the vendored source text

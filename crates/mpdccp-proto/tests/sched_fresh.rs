@@ -1,4 +1,4 @@
-//! Issue #13, "Paths that aggregate", sans-IO: the default configuration
+//! Paths that aggregate, sans-IO: the default configuration
 //! (scheduler `cpf`, CCID2) on two emulated 20 Mbit/s paths of 10 ms and
 //! 20 ms one-way delay.
 //!

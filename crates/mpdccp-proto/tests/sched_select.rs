@@ -560,9 +560,9 @@ fn acpf_holds_rather_than_spill_to_a_path_that_delivers_later() {
 /// The `asym` mix with a paced controller (CCID5 / BBRv3): the fast path
 /// (40 Mbit/s = 5 MB/s, RTT 24 ms) is far below its window but its pacer
 /// holds two queued packets until 0.28 ms from now; the slow ACK-clocked
-/// path (RTT 70 ms) has room. Issue #25: ACPF's first stage used to count
-/// the paced path as full and hand the packet to the slow path before any
-/// delay comparison (asym/ccid5 34.0 of 48 Mbit/s).
+/// path (RTT 70 ms) has room. ACPF's first stage must not count the paced
+/// path as full and hand the packet to the slow path before any delay
+/// comparison (that gave asym/ccid5 34.0 of 48 Mbit/s).
 #[test]
 fn acpf_waits_for_a_paced_fast_path_unless_its_pacer_backlog_delivers_later() {
     let mut s = Acpf::new(Duration::ZERO);

@@ -1,5 +1,5 @@
 //! The pcap writer produces captures that stock tshark decodes as DCCP with
-//! good checksums (issue 2: `mpdccp demo --pcap`).
+//! good checksums (`mpdccp demo --pcap`).
 //!
 //! Needs `tshark`. Without it the test fails when `CI` is set and prints a
 //! skip notice otherwise.

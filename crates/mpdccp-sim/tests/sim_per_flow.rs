@@ -1,4 +1,4 @@
-//! Issue #25: a QUIC-like inner flow (RFC 9002 packet threshold 3) over two
+//! A QUIC-like inner flow (RFC 9002 packet threshold 3) over two
 //! equal 30 Mbit/s paths (8 / 12 ms one-way, 150 kB) through a CCID2 tunnel
 //! with ACPF. With `passive` reordering every loss the flow declares is
 //! spurious (the 4 ms path difference reorders ~10 packets) and it stays
@@ -71,7 +71,7 @@ fn per_flow_reordering_lets_a_quic_like_flow_aggregate_two_equal_paths() {
     );
 }
 
-/// Issue #25, `asym` (40 Mbit/s 12 ms + 8 Mbit/s 35 ms) with the window
+/// `asym` (40 Mbit/s 12 ms + 8 Mbit/s 35 ms) with the window
 /// delay bound: whenever path a is at its bound ACPF detours a lone packet
 /// of the QUIC-like flow to b, ~23 ms behind the flow's later packets on
 /// a. `per-flow` used to hold only flows seen on two paths in the last

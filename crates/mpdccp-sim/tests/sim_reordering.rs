@@ -1,4 +1,4 @@
-//! Issue #13, aggregation for inner traffic that counts reordering as loss
+//! Aggregation for inner traffic that counts reordering as loss
 //! (the simulator's SACK TCP: 3 duplicate acks, RFC 6675; QUIC's packet
 //! threshold behaves alike): a bulk CUBIC flow through the tunnel over two
 //! 20 Mbit/s paths, CCID2 on each. With `passive` reordering the flow gets

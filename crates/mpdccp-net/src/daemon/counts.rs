@@ -15,18 +15,19 @@ use std::fmt;
 use serde::ser;
 use serde::Serialize;
 
-use super::status::Count;
+/// The counts of one stats struct: its whole-number fields, and its struct
+/// fields of whole numbers one level down, each by field name.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    pub top: BTreeMap<String, u64>,
+    pub groups: BTreeMap<String, BTreeMap<String, u64>>,
+}
 
-/// The counts of `stats`, by field name (empty if it is not a struct).
-pub(super) fn counts_of<T: Serialize + ?Sized>(stats: &T) -> BTreeMap<String, Count> {
+/// The counts of `stats` (none if it is not a struct).
+pub(super) fn counts_of<T: Serialize + ?Sized>(stats: &T) -> Counts {
     match stats.serialize(Level::Top) {
-        Ok(Some(Field::Group(g, nested))) => {
-            let mut out: BTreeMap<String, Count> =
-                g.into_iter().map(|(k, n)| (k, Count::N(n))).collect();
-            out.extend(nested.into_iter().map(|(k, g)| (k, Count::Group(g))));
-            out
-        }
-        _ => BTreeMap::new(),
+        Ok(Some(Field::Group(top, groups))) => Counts { top, groups },
+        _ => Counts::default(),
     }
 }
 

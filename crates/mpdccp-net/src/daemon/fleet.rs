@@ -23,7 +23,6 @@ use mpdccp_proto::Instant;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use super::transport::Peer;
 use crate::iproute;
 
 /// `[fleet]` of `mpdccp server`.
@@ -118,10 +117,10 @@ impl Fleet {
 
     /// Connection `h` is established: tell it our unicast address, and
     /// route its peer's prefixes here.
-    pub(super) fn connected(
+    pub(super) fn connected<K: Ord + Clone>(
         &mut self,
         now: Instant,
-        ep: &mut Endpoint<Peer>,
+        ep: &mut Endpoint<K>,
         h: ConnectionHandle,
         peer: Option<(PeerId, &[IpPrefix])>,
     ) {

@@ -35,7 +35,10 @@ impl Counters {
     /// The counters of `stats` (a struct of `u64` fields, and of such
     /// structs one level down; anything else is left out: `counts.rs`).
     pub fn of<T: Serialize>(stats: &T) -> Counters {
-        Counters(super::counts::counts_of(stats))
+        let counts = super::counts::counts_of(stats);
+        let top = counts.top.into_iter().map(|(k, n)| (k, Count::N(n)));
+        let groups = counts.groups.into_iter().map(|(k, g)| (k, Count::Group(g)));
+        Counters(top.chain(groups).collect())
     }
 
     /// A group of the counts `pairs` (counters a struct of the core keeps

@@ -75,11 +75,11 @@ struct Share {
     ///
     /// Why slow down: while the bulk flow beside a real-time one pauses
     /// (a TCP waiting for its acks), every sample of the real-time flow is
-    /// 1. With gain 1/8 a dozen such packets (20 ms of a 1 Mbit/s stream)
-    /// made it "not sparse", `acpf` then spilled some of its packets to
-    /// the slow path, and the receiver held the flow behind each: on the
-    /// `trace` mix its one-way delay p95 was 38–49 ms (goal 36); with
-    /// 1/64, 25–28 ms and 275 of 320 scorecard cells (268).
+    /// one. With gain 1/8 down a dozen such packets (20 ms of a 1 Mbit/s
+    /// stream) make it "not sparse", `acpf` then spills some of its packets
+    /// to the slow path, and the receiver holds the flow behind each: on
+    /// the `trace` mix its one-way delay p95 is 38–49 ms (goal 36); with
+    /// 1/64, 25–28 ms.
     stride8: u64,
 }
 

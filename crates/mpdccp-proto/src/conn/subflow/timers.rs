@@ -6,8 +6,9 @@
 //! stopped, re-armed in the future, or turned into a pending packet that the
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
 //! is never reported again. The connection-level deadlines beside this table
-//! (`Connection::poll_timeout`) keep the same rule, so a driver sleeps on
-//! the deadline with no guard (`tests/timer_invariant.rs`).
+//! (`Connection::poll_timeout`) keep the same rule, so the daemon's driver
+//! sleeps on the deadline with no spin guard (`tests/timer_invariant.rs`
+//! tests the rule).
 
 use super::{ResetCode, SubState, Subflow, SEQ_MASK};
 use crate::time::Instant;
