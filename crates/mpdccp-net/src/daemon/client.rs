@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -40,10 +41,11 @@ use super::plan::{run_plan, RunPlan};
 use super::status::{ConfiguredPath, StatusHead, TunStatus};
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
+use super::tun_reader::TunReader;
 use paths::PathRt;
 
 mod paths;
-use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy, TunWriter, BATCH};
+use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy, TunWriter, BATCH, TUN_PKTS_PER_WAKE};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{RecvBatch, SendBatch};
@@ -182,7 +184,11 @@ struct Client {
     redial: Redial,
     fleet: FleetJoin,
     stats: DaemonStats,
-    tun: Tun,
+    /// Written by this thread, read by `tun_reader`'s.
+    tun: Arc<Tun>,
+    tun_reader: TunReader,
+    /// Read errors of the TUN reader already warned about.
+    tun_read_errors: u64,
     tun_writer: TunWriter,
     started: Instant,
     /// The TUN MTU in force; with DPLPMTUD it follows the connection's
@@ -247,6 +253,8 @@ impl Client {
             })
             .collect();
         let offload = config.tunnel.offload;
+        let tun = Arc::new(tun);
+        let tun_reader = TunReader::spawn(tun.clone()).context("TUN reader thread")?;
         Ok(Client {
             conn: new_connection(&plan.conn, auth.as_ref(), clock::now(), seed)?,
             conn_cfg: plan.conn,
@@ -272,6 +280,8 @@ impl Client {
             },
             stats: DaemonStats::default(),
             tun,
+            tun_reader,
+            tun_read_errors: 0,
             tun_writer: TunWriter::new(),
             started: clock::now(),
             tun_mtu: plan.tun_mtu.tun_mtu(None),
@@ -432,6 +442,20 @@ impl Client {
         }
     }
 
+    /// A TUN that fails to read (not merely empty) makes the reader pause;
+    /// said at most once per [`RECHECK`].
+    fn warn_tun_read_errors(&mut self) {
+        let errors = self.tun_reader.errors();
+        if errors > self.tun_read_errors {
+            warn!(
+                errors = errors - self.tun_read_errors,
+                "TUN {}: read errors",
+                self.tun.name()
+            );
+            self.tun_read_errors = errors;
+        }
+    }
+
     fn status_doc(&self) -> StatusDoc {
         let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
             Some((name, remote)) => PathLabel {
@@ -502,6 +526,7 @@ impl Daemon for Client {
                 self.manage_paths(now);
             }
             self.next_check = now + RECHECK;
+            self.warn_tun_read_errors();
         }
     }
 
@@ -554,8 +579,9 @@ impl Daemon for Client {
         .min()
     }
 
+    /// Not the TUN itself: the reader thread's signal that frames wait.
     fn tun_fd(&self) -> RawFd {
-        self.tun.as_raw_fd()
+        self.tun_reader.ready_fd()
     }
 
     fn register(&mut self, poll: &mut PollSet) {
@@ -595,14 +621,20 @@ impl Daemon for Client {
         }
     }
 
-    fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
-        let conn = &mut self.conn;
-        super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
+    /// The frames the reader thread read, up to [`TUN_PKTS_PER_WAKE`]
+    /// packets per wake-up.
+    fn handle_tun(&mut self, now: Instant, _buf: &mut [u8], seg: &mut [u8]) {
+        let (conn, stats) = (&mut self.conn, &mut self.stats);
+        let offload = self.tun.offload();
+        let mut send = |stats: &mut DaemonStats, pkt: &[u8]| {
             if super::inner_dst(pkt).is_none() {
                 stats.tun_rx_malformed += 1;
             } else if conn.send(now, pkt).is_err() {
                 stats.send_rejected += 1;
             }
+        };
+        self.tun_reader.drain(TUN_PKTS_PER_WAKE, |frame| {
+            super::take_tun_frame(offload, frame, seg, stats, &mut send)
         });
     }
 
