@@ -41,7 +41,7 @@ use super::plan::{run_plan, RunPlan};
 use super::status::{ConfiguredPath, StatusHead, TunStatus};
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
-use super::tun_reader::TunReader;
+use super::tun_reader::{Budget, TunReader};
 use paths::PathRt;
 
 mod paths;
@@ -184,7 +184,8 @@ struct Client {
     redial: Redial,
     fleet: FleetJoin,
     stats: DaemonStats,
-    /// Written by this thread, read by `tun_reader`'s.
+    /// Read and written by this thread; read by `tun_reader`'s standby
+    /// thread when this one is late.
     tun: Arc<Tun>,
     tun_reader: TunReader,
     /// Read errors of the TUN reader already warned about.
@@ -442,10 +443,10 @@ impl Client {
         }
     }
 
-    /// A TUN that fails to read (not merely empty) makes the reader pause;
+    /// A TUN that fails to read (not merely empty) makes the standby thread pause;
     /// said at most once per [`RECHECK`].
     fn warn_tun_read_errors(&mut self) {
-        let errors = self.tun_reader.errors();
+        let errors = self.tun_reader.standby_counts().1;
         if errors > self.tun_read_errors {
             warn!(
                 errors = errors - self.tun_read_errors,
@@ -579,9 +580,12 @@ impl Daemon for Client {
         .min()
     }
 
-    /// Not the TUN itself: the reader thread's signal that frames wait.
     fn tun_fd(&self) -> RawFd {
-        self.tun_reader.ready_fd()
+        self.tun.as_raw_fd()
+    }
+
+    fn tun_handoff_fd(&self) -> Option<RawFd> {
+        Some(self.tun_reader.handoff_fd())
     }
 
     fn register(&mut self, poll: &mut PollSet) {
@@ -621,9 +625,9 @@ impl Daemon for Client {
         }
     }
 
-    /// The frames the reader thread read, up to [`TUN_PKTS_PER_WAKE`]
-    /// packets per wake-up.
-    fn handle_tun(&mut self, now: Instant, _buf: &mut [u8], seg: &mut [u8]) {
+    /// What the standby thread read, then the TUN, up to
+    /// [`TUN_PKTS_PER_WAKE`] packets per wake-up.
+    fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
         let (conn, stats) = (&mut self.conn, &mut self.stats);
         let offload = self.tun.offload();
         let mut send = |stats: &mut DaemonStats, pkt: &[u8]| {
@@ -633,9 +637,15 @@ impl Daemon for Client {
                 stats.send_rejected += 1;
             }
         };
-        self.tun_reader.drain(TUN_PKTS_PER_WAKE, |frame| {
+        // As `drain_tun` reads: BATCH frames, TUN_PKTS_PER_WAKE packets.
+        let budget = Budget {
+            frames: BATCH,
+            pkts: TUN_PKTS_PER_WAKE,
+        };
+        self.tun_reader.take(budget, buf, |frame| {
             super::take_tun_frame(offload, frame, seg, stats, &mut send)
         });
+        self.stats.tun_rx_late_frames = self.tun_reader.standby_counts().0;
     }
 
     fn close(&mut self, now: Instant) {

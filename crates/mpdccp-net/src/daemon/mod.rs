@@ -253,6 +253,9 @@ pub struct DaemonStats {
     pub send_rejected: u64,
     /// TUN packets that were not IPv4/IPv6 or too short to route.
     pub tun_rx_malformed: u64,
+    /// Client: TUN frames its standby thread read while the packet thread
+    /// was late (`tun_reader.rs`; the kernel's ring would have filled).
+    pub tun_rx_late_frames: u64,
     /// Server: TUN packets for an inner address no client owns.
     pub no_route: u64,
     pub udp_rx_datagrams: u64,
