@@ -9,7 +9,7 @@
 //! packet costs one wake-up as before (a reader thread that read every
 //! packet added a second one: +0.1 ms idle ping on this machine). The
 //! standby thread looks every [`TICK`] while traffic flows: when the ring
-//! held packets at two looks in a row and the packet thread took no turn
+//! held packets at two looks in a row and the packet thread did not read it
 //! in between, it reads the ring empty into batches and hands them over
 //! through a channel, signalling an eventfd the packet thread polls. One
 //! thread reads at a time (a token both only try to take), and the packet
@@ -46,7 +46,7 @@ const FRAMES_PER_BATCH: usize = 64;
 /// 1200-byte datagrams; 16 MB at most).
 const BATCHES: usize = 64;
 /// How often the standby thread looks while traffic flows: a ring with
-/// packets at two looks in a row and no turn of the packet thread
+/// packets at two looks in a row and no read of the ring by the packet thread
 /// between them is read by the standby thread (so after 1–2 ticks, well
 /// within the 5 ms a 2000-packet ring lasts).
 const TICK: Duration = Duration::from_millis(1);
@@ -138,7 +138,7 @@ impl Budget {
 struct Shared {
     /// Held by the thread reading the TUN; both only try to take it.
     token: AtomicBool,
-    /// The packet thread's turns at the TUN so far.
+    /// The packet thread's turns at the ring so far (reads of its own).
     turns: AtomicU64,
     /// The standby thread sleeps until `kick` (no traffic for PARK_AFTER).
     parked: AtomicBool,
@@ -246,10 +246,6 @@ impl TunReader {
     /// poll return at once (a readable TUN or handoff fd).
     pub fn take(&mut self, budget: Budget, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> usize) {
         let s = &self.shared;
-        s.turns.fetch_add(1, Ordering::SeqCst);
-        if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::SeqCst) {
-            s.kick.signal();
-        }
         // With the token no batch can appear behind our reads; without it
         // the standby thread is reading and will hand over and signal.
         let own = s.try_token();
@@ -259,6 +255,13 @@ impl TunReader {
         if !budget.allows(used) {
             self.shared.ready.signal();
         } else if own {
+            // A turn at the ring itself. Only these count: while this
+            // thread works through handed-over batches the ring is not
+            // read, and the standby thread must go on reading it.
+            s.turns.fetch_add(1, Ordering::SeqCst);
+            if s.parked.load(Ordering::Relaxed) && s.parked.swap(false, Ordering::SeqCst) {
+                s.kick.signal();
+            }
             while budget.allows(used) {
                 match self.tun.recv(buf) {
                     Ok(n) => used = used.add(take(&buf[..n])),
