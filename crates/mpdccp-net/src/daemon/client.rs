@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -40,10 +41,11 @@ use super::plan::{run_plan, RunPlan};
 use super::status::{ConfiguredPath, StatusHead, TunStatus};
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
+use super::tun_reader::{Budget, TunReader};
 use paths::PathRt;
 
 mod paths;
-use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy, TunWriter, BATCH};
+use super::{DaemonStats, PollSet, SignalPipe, TunMtuPolicy, TunWriter, BATCH, TUN_PKTS_PER_WAKE};
 use crate::clock;
 use crate::tun::Tun;
 use crate::udp::{RecvBatch, SendBatch};
@@ -182,7 +184,12 @@ struct Client {
     redial: Redial,
     fleet: FleetJoin,
     stats: DaemonStats,
-    tun: Tun,
+    /// Read and written by this thread; read by `tun_reader`'s standby
+    /// thread when this one is late.
+    tun: Arc<Tun>,
+    tun_reader: TunReader,
+    /// Read errors of the TUN reader already warned about.
+    tun_read_errors: u64,
     tun_writer: TunWriter,
     started: Instant,
     /// The TUN MTU in force; with DPLPMTUD it follows the connection's
@@ -247,6 +254,8 @@ impl Client {
             })
             .collect();
         let offload = config.tunnel.offload;
+        let tun = Arc::new(tun);
+        let tun_reader = TunReader::spawn(tun.clone()).context("TUN reader thread")?;
         Ok(Client {
             conn: new_connection(&plan.conn, auth.as_ref(), clock::now(), seed)?,
             conn_cfg: plan.conn,
@@ -272,6 +281,8 @@ impl Client {
             },
             stats: DaemonStats::default(),
             tun,
+            tun_reader,
+            tun_read_errors: 0,
             tun_writer: TunWriter::new(),
             started: clock::now(),
             tun_mtu: plan.tun_mtu.tun_mtu(None),
@@ -434,6 +445,20 @@ impl Client {
         }
     }
 
+    /// A TUN that fails to read (not merely empty) makes the standby thread pause;
+    /// said at most once per [`RECHECK`].
+    fn warn_tun_read_errors(&mut self) {
+        let errors = self.tun_reader.standby_counts().1;
+        if errors > self.tun_read_errors {
+            warn!(
+                errors = errors - self.tun_read_errors,
+                "TUN {}: read errors",
+                self.tun.name()
+            );
+            self.tun_read_errors = errors;
+        }
+    }
+
     fn status_doc(&self) -> StatusDoc {
         let label_of = |id: u32| match self.path_names.get(&PathId(id)) {
             Some((name, remote)) => PathLabel {
@@ -504,6 +529,7 @@ impl Daemon for Client {
                 self.manage_paths(now);
             }
             self.next_check = now + RECHECK;
+            self.warn_tun_read_errors();
         }
     }
 
@@ -560,6 +586,10 @@ impl Daemon for Client {
         self.tun.as_raw_fd()
     }
 
+    fn tun_handoff_fd(&self) -> Option<RawFd> {
+        Some(self.tun_reader.handoff_fd())
+    }
+
     fn register(&mut self, poll: &mut PollSet) {
         self.i_nl = poll.add(self.watcher.as_raw_fd());
         self.i_sock = [usize::MAX; MAX_POLLED_PATHS];
@@ -597,15 +627,27 @@ impl Daemon for Client {
         }
     }
 
+    /// What the standby thread read, then the TUN, up to
+    /// [`TUN_PKTS_PER_WAKE`] packets per wake-up.
     fn handle_tun(&mut self, now: Instant, buf: &mut [u8], seg: &mut [u8]) {
-        let conn = &mut self.conn;
-        super::drain_tun(&self.tun, buf, seg, &mut self.stats, |stats, pkt| {
+        let (conn, stats) = (&mut self.conn, &mut self.stats);
+        let offload = self.tun.offload();
+        let mut send = |stats: &mut DaemonStats, pkt: &[u8]| {
             if super::inner_dst(pkt).is_none() {
                 stats.tun_rx_malformed += 1;
             } else if conn.send(now, pkt).is_err() {
                 stats.send_rejected += 1;
             }
+        };
+        // As `drain_tun` reads: BATCH frames, TUN_PKTS_PER_WAKE packets.
+        let budget = Budget {
+            frames: BATCH,
+            pkts: TUN_PKTS_PER_WAKE,
+        };
+        self.tun_reader.take(budget, buf, |frame| {
+            super::take_tun_frame(offload, frame, seg, stats, &mut send)
         });
+        self.stats.tun_rx_late_frames = self.tun_reader.standby_counts().0;
     }
 
     fn close(&mut self, now: Instant) {

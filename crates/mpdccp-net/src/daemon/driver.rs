@@ -63,6 +63,11 @@ pub(super) trait Daemon {
     }
     /// The TUN queue this thread reads.
     fn tun_fd(&self) -> RawFd;
+    /// Readable when another thread read TUN frames for this one (the
+    /// client's standby reader); `handle_tun` then takes them.
+    fn tun_handoff_fd(&self) -> Option<RawFd> {
+        None
+    }
     /// Adds the daemon's sockets (and other fds) to `poll`.
     fn register(&mut self, poll: &mut PollSet);
     /// A server worker's mailbox (handed-over packets, status requests);
@@ -103,6 +108,7 @@ pub(super) fn drive<D: Daemon>(
         }
         poll.clear();
         let i_tun = poll.add(d.tun_fd());
+        let i_handoff = d.tun_handoff_fd().map(|fd| poll.add(fd));
         let fds = match control {
             Control::Main { signals, ops } => {
                 Some((poll.add(signals.as_raw_fd()), poll.add(ops.wake_fd())))
@@ -132,7 +138,8 @@ pub(super) fn drive<D: Daemon>(
             start_close(d, &mut closing, now);
         }
         d.on_ready(&poll, now);
-        if poll.readable(i_tun) && closing.is_none() {
+        let handed_over = i_handoff.is_some_and(|i| poll.readable(i));
+        if (poll.readable(i_tun) || handed_over) && closing.is_none() {
             d.handle_tun(clock::now(), &mut tunbuf, &mut segbuf);
         }
     }

@@ -59,6 +59,7 @@ pub mod status;
 pub mod status_doc;
 pub mod status_render;
 mod transport;
+mod tun_reader;
 pub mod udccp;
 pub mod warn;
 mod workers;
@@ -253,6 +254,9 @@ pub struct DaemonStats {
     pub send_rejected: u64,
     /// TUN packets that were not IPv4/IPv6 or too short to route.
     pub tun_rx_malformed: u64,
+    /// Client: TUN frames its standby thread read while the packet thread
+    /// was late (`tun_reader.rs`; the kernel's ring would have filled).
+    pub tun_rx_late_frames: u64,
     /// Server: TUN packets for an inner address no client owns.
     pub no_route: u64,
     pub udp_rx_datagrams: u64,
@@ -311,8 +315,7 @@ pub struct DaemonStats {
 
 /// Reads up to [`BATCH`] frames from the TUN (stopping early after
 /// [`TUN_PKTS_PER_WAKE`] packets, so one wake-up stays short) and hands
-/// every IP packet to `send(stats, packet)` — with offload, super-packets
-/// are split into tunnel-MTU packets first (`seg` is their scratch space).
+/// every IP packet to `send(stats, packet)` ([`take_tun_frame`]).
 pub fn drain_tun(
     tun: &Tun,
     buf: &mut [u8],
@@ -326,26 +329,39 @@ pub fn drain_tun(
             Ok(n) => n,
             Err(_) => return,
         };
-        stats.tun_rx_frames += 1;
-        if tun.offload() {
-            let mut off = std::mem::take(&mut stats.tun_offload);
-            let r = offload::split(&buf[..n], seg, &mut off, |p| {
-                stats.tun_rx_pkts += 1;
-                stats.tun_rx_bytes += p.len() as u64;
-                send(stats, p);
-            });
-            stats.tun_offload = off;
-            pkts += r.unwrap_or(0);
-        } else {
-            stats.tun_rx_pkts += 1;
-            stats.tun_rx_bytes += n as u64;
-            send(stats, &buf[..n]);
-            pkts += 1;
-        }
+        pkts += take_tun_frame(tun.offload(), &buf[..n], seg, stats, &mut send);
         if pkts >= TUN_PKTS_PER_WAKE {
             return;
         }
     }
+}
+
+/// One frame read from the TUN: counted, and every IP packet in it handed
+/// to `send(stats, packet)` — with offload, super-packets are split into
+/// tunnel-MTU packets first (`seg` is their scratch space). Returns the
+/// packets.
+pub fn take_tun_frame(
+    offload: bool,
+    frame: &[u8],
+    seg: &mut [u8],
+    stats: &mut DaemonStats,
+    send: &mut impl FnMut(&mut DaemonStats, &[u8]),
+) -> usize {
+    stats.tun_rx_frames += 1;
+    if !offload {
+        stats.tun_rx_pkts += 1;
+        stats.tun_rx_bytes += frame.len() as u64;
+        send(stats, frame);
+        return 1;
+    }
+    let mut off = std::mem::take(&mut stats.tun_offload);
+    let r = offload::split(frame, seg, &mut off, |p| {
+        stats.tun_rx_pkts += 1;
+        stats.tun_rx_bytes += p.len() as u64;
+        send(stats, p);
+    });
+    stats.tun_offload = off;
+    r.unwrap_or(0)
 }
 
 /// Packets taken from the TUN per wake-up before the loop sends them on.
