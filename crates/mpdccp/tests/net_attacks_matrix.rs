@@ -707,7 +707,7 @@ fn run_mode(auth: AuthMode, mode: &str) -> Vec<String> {
             // A path seen not Active with every forgery counted and no
             // ping lost is the shared machine's doing (an RTO under load),
             // not the forgery's (which the sans-IO tests show has no
-            // effect at all, `hostile_protected.rs`): reported, not failed.
+            // effect at all, `tests/proto/hostile/protected.rs`): reported, not failed.
             if row.disturbed && row.lost == 0 {
                 println!("NOTE: {what}: a path flapped, 0 pings lost");
             }

@@ -637,7 +637,7 @@ impl Connection {
     /// `now`: every fired timer is stopped, re-armed later, or turned into a
     /// packet owed to the next `poll_transmit`. A driver may sleep until the
     /// deadline with no guard against one that does not move
-    /// (`tests/timer_invariant.rs` drives varied sessions against this).
+    /// (`tests/proto/conn/timer_invariant.rs` drives varied sessions against this).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
         self.reap();

@@ -7,7 +7,7 @@
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
 //! is never reported again. The connection-level deadlines beside this table
 //! (`Connection::poll_timeout`) keep the same rule, so a driver sleeps on
-//! the deadline with no guard (`tests/timer_invariant.rs`).
+//! the deadline with no guard (`tests/proto/conn/timer_invariant.rs`).
 
 use super::{ResetCode, SubState, Subflow, SEQ_MASK};
 use crate::time::Instant;
