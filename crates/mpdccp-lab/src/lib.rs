@@ -22,8 +22,6 @@
 //! * [`fleet`] — three gateways with BIRD behind an ECMP router, two-path clients.
 //! * [`fleet_bench`] — aggregate TCP through one gateway, then three (`mpdccp testbed --fleet-bench`).
 
-#![forbid(unsafe_code)]
-
 pub mod aggregation;
 pub mod bench;
 pub mod bench_goals;

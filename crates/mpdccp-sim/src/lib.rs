@@ -16,8 +16,6 @@
 //! (sources and sinks, inner TCP), [`packet`] (flow packet format),
 //! [`queue`] (the `(time, seq)` event heap).
 
-#![forbid(unsafe_code)]
-
 pub mod aggregation;
 pub mod figures;
 pub mod flow;

@@ -22,6 +22,10 @@
 //! Needs root. Without it the test prints a skip notice, or fails when
 //! `CI` is set. About a minute per mode.
 
+// Raw sockets and namespaces through libc: an exception to the
+// workspace's `unsafe_code = "deny"`.
+#![allow(unsafe_code)]
+
 mod attack_support;
 
 use std::collections::VecDeque;
