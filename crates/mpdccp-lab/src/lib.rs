@@ -16,7 +16,7 @@
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
 //! * [`aggregation`] — the reduced aggregation matrix on the real tunnel
 //!   (`mpdccp testbed --aggregation`).
-//! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
+//! * [`bench`](mod@bench) — tunnel benchmark (`mpdccp testbed --bench`).
 //! * [`peers`] — wireguard-go beside our tunnel in the benchmark.
 //! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).
 //! * [`fleet`] — three gateways with BIRD behind an ECMP router, two-path clients.
