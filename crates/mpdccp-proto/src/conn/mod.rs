@@ -90,15 +90,16 @@ pub mod seq;
 mod stats;
 mod subflow;
 mod timer;
+mod tunnel_settings;
 
 pub use crate::wire::WireProfile;
 pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
-    AckConfig, Aqm, ConnectionConfig, LifetimeConfig, LossConfig, MpConfig, PathConfig, Role,
-    SendQueueConfig, TunnelSettings, DEFAULT_MSS_BYTES, DEFAULT_SEND_QUEUE_BYTES,
-    DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
+    AckConfig, ConnectionConfig, LifetimeConfig, LossConfig, MpConfig, PathConfig, Role,
+    SendQueueConfig, DEFAULT_MSS_BYTES, DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_FLOWS,
+    DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use plpmtu::{
@@ -114,6 +115,7 @@ pub use stats::{
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
 pub use timer::ConnTimer;
+pub use tunnel_settings::{Aqm, TunnelSettings};
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
