@@ -405,6 +405,88 @@ fn retransmit_percent(run: &Value) -> Value {
     }
 }
 
+/// Pings every 10 ms while a second TCP flow saturates the path: the
+/// latency the queues add under load, and that flow's result. A run of its
+/// own: 100 small packets a second interleaved with the flow cost the
+/// tunnel about a third of its TCP rate on this machine (3.3 -> 2.3
+/// Gbit/s), so the plain throughput figure is taken without them. iperf3
+/// starts 0.3 s after the pings; the first PING_WARMUP replies are not
+/// counted.
+fn ping_under_tcp_load(
+    t: &mut Topology,
+    dst: &str,
+    secs: u32,
+) -> anyhow::Result<(Vec<f64>, Value)> {
+    let ping_log = t.dir.join("bench-ping-under-load.txt");
+    let _ = std::fs::remove_file(&ping_log); // spawn_logged appends
+    let count = (secs as usize * 100).to_string();
+    let mut pinger =
+        t.client
+            .spawn_logged("ping", &["-c", &count, "-i", "0.01", dst], &ping_log)?;
+    let tcp_pinged = iperf(t, dst, &[], secs)?;
+    pinger.wait_timeout(Duration::from_secs(2));
+    pinger.stop();
+    let log = std::fs::read_to_string(&ping_log).unwrap_or_default();
+    let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
+    Ok((under_load, tcp_pinged))
+}
+
+/// The single flow with ECN negotiated (`tcp_ecn = 1` at the sender;
+/// Linux's default 2 only answers ECN): a queue that marks instead of
+/// dropping then costs the flow no retransmissions. Restores the default.
+fn tcp_with_ecn(t: &mut Topology, dst: &str, secs: u32) -> anyhow::Result<Value> {
+    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=1"])?;
+    let tcp_ecn = iperf(t, dst, &[], secs);
+    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=2"])?;
+    tcp_ecn
+}
+
+/// How the kernel's UDP error counters of a namespace grew.
+fn snmp_delta(a: Option<[u64; 3]>, b: Option<[u64; 3]>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => json!({
+            "rcvbuf_errors": b[0].saturating_sub(a[0]),
+            "sndbuf_errors": b[1].saturating_sub(a[1]),
+            "in_errors": b[2].saturating_sub(a[2]),
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// [`grown_loss_counters`] of two status documents when both were read.
+fn grown_counters(a: &Option<Value>, b: &Option<Value>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => grown_loss_counters(a, b),
+        _ => Value::Null,
+    }
+}
+
+/// Lost inside the tunnel: of the `sent` datagrams, those never written to
+/// the server's TUN between its status documents `before` and `after`
+/// (what the receiving host then drops is not the tunnel's). Returns the
+/// count written and the share lost, percent.
+fn lost_in_tunnel(
+    sent: Option<u64>,
+    before: &Option<Value>,
+    after: &Option<Value>,
+) -> (Option<u64>, Value) {
+    let to_tun = match (before, after) {
+        (Some(a), Some(b)) => b["daemon"]["tun_tx_pkts"]
+            .as_u64()
+            .zip(a["daemon"]["tun_tx_pkts"].as_u64())
+            .map(|(b, a)| b.saturating_sub(a)),
+        _ => None,
+    };
+    let lost = match (sent, to_tun) {
+        (Some(s), Some(d)) if s > 0 => json!(s.saturating_sub(d) as f64 / s as f64 * 100.0),
+        _ => Value::Null,
+    };
+    (to_tun, lost)
+}
+
+/// One path or tunnel to `dst` measured: RTT idle and under load, TCP (one
+/// flow, four, with ECN), offered UDP and where it was lost, and the CPU of
+/// the processes `pids`.
 fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Result<Value> {
     // Light load first, on the idle path/tunnel; again after the load runs.
     let idle = ping_ms(t, dst)?;
@@ -417,32 +499,10 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let split1: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
     let sum = |v: &[(f64, f64)]| v.iter().map(|(u, s)| u + s).sum::<f64>();
     let (cpu0, cpu1) = (sum(&split0), sum(&split1));
-    // Pings every 10 ms while a second TCP flow saturates the path: the
-    // latency the queues add under load. A run of its own: 100 small
-    // packets a second interleaved with the flow cost the tunnel about a
-    // third of its TCP rate on this machine (3.3 -> 2.3 Gbit/s), so the
-    // throughput figure above is taken without them. iperf3 starts 0.3 s
-    // after the pings; the first PING_WARMUP replies are not counted.
-    let ping_log = t.dir.join("bench-ping-under-load.txt");
-    let _ = std::fs::remove_file(&ping_log); // spawn_logged appends
-    let count = (secs as usize * 100).to_string();
-    let mut pinger =
-        t.client
-            .spawn_logged("ping", &["-c", &count, "-i", "0.01", dst], &ping_log)?;
-    let tcp_pinged = iperf(t, dst, &[], secs)?;
-    pinger.wait_timeout(Duration::from_secs(2));
-    pinger.stop();
-    let log = std::fs::read_to_string(&ping_log).unwrap_or_default();
-    let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
+    let (under_load, tcp_pinged) = ping_under_tcp_load(t, dst, secs)?;
     let tcp_mbps = received_mbps(&tcp);
     let tcp4 = iperf(t, dst, &["-P", "4"], secs)?;
-    // The same single flow with ECN negotiated (`tcp_ecn = 1` at the sender;
-    // Linux's default 2 only answers ECN): a queue that marks instead of
-    // dropping then costs the flow no retransmissions.
-    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=1"])?;
-    let tcp_ecn = iperf(t, dst, &[], secs);
-    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=2"])?;
-    let tcp_ecn = tcp_ecn?;
+    let tcp_ecn = tcp_with_ecn(t, dst, secs)?;
     let rate = format!("{UDP_OFFERED_MBPS}M");
     // Where UDP is lost: the client TUN's own queue (the kernel drops when
     // the daemon does not read fast enough) is counted apart from the
@@ -465,42 +525,20 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let tun_drops = diff_u64(tun_tx_dropped(t), tun_drops0);
     let snmp1 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
     let status1 = (t.status(false).ok(), t.status(true).ok());
-    let snmp_delta = |a: Option<[u64; 3]>, b: Option<[u64; 3]>| match (a, b) {
-        (Some(a), Some(b)) => json!({
-            "rcvbuf_errors": b[0].saturating_sub(a[0]),
-            "sndbuf_errors": b[1].saturating_sub(a[1]),
-            "in_errors": b[2].saturating_sub(a[2]),
-        }),
-        _ => Value::Null,
-    };
-    let grown = |a: &Option<Value>, b: &Option<Value>| match (a, b) {
-        (Some(a), Some(b)) => grown_loss_counters(a, b),
-        _ => Value::Null,
-    };
     // Where the lost datagrams went: the kernel's counters per namespace
     // (the server's receive-buffer errors include the daemon's path socket,
     // `udp_rx_socket_drops` below, and iperf3's), and the daemons' own.
     // Lost inside the tunnel: sent by iperf3 but never written to the
     // server's TUN (what the receiving host then drops is not the tunnel's).
     let sent = udp["end"]["sum"]["packets"].as_u64();
-    let to_tun = match (&status0.1, &status1.1) {
-        (Some(a), Some(b)) => b["daemon"]["tun_tx_pkts"]
-            .as_u64()
-            .zip(a["daemon"]["tun_tx_pkts"].as_u64())
-            .map(|(b, a)| b.saturating_sub(a)),
-        _ => None,
-    };
-    let lost_in_tunnel = match (sent, to_tun) {
-        (Some(s), Some(d)) if s > 0 => json!(s.saturating_sub(d) as f64 / s as f64 * 100.0),
-        _ => Value::Null,
-    };
+    let (to_tun, lost_in_tunnel) = lost_in_tunnel(sent, &status0.1, &status1.1);
     let udp_loss_where = json!({
         "client_tun_queue_dropped": tun_drops,
         "client_kernel_udp": snmp_delta(snmp0.0, snmp1.0),
         "server_kernel_udp": snmp_delta(snmp0.1, snmp1.1),
         "kernel_backlog_dropped_all_namespaces": diff_u64(snmp1.2, snmp0.2),
-        "client_daemon_counters_grown": grown(&status0.0, &status1.0),
-        "server_daemon_counters_grown": grown(&status0.1, &status1.1),
+        "client_daemon_counters_grown": grown_counters(&status0.0, &status1.0),
+        "server_daemon_counters_grown": grown_counters(&status0.1, &status1.1),
     });
     let udp_per_packet =
         udp_cost_per_packet(&status0, &status1, &usplit0, &usplit1, &udp_loss_where);
