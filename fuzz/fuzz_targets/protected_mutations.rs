@@ -11,7 +11,7 @@
 //! end closes, both paths stay Active at both ends, and every packet sent
 //! afterwards arrives exactly once (`harness::mutation::run`). The same
 //! property runs as a proptest in `cargo test`
-//! (`crates/mpdccp-proto/tests/protected_mutations.rs`).
+//! (`crates/mpdccp-proto/tests/proto/hostile/protected_mutations.rs`).
 #![no_main]
 
 use std::sync::OnceLock;

@@ -405,6 +405,88 @@ fn retransmit_percent(run: &Value) -> Value {
     }
 }
 
+/// Pings every 10 ms while a second TCP flow saturates the path: the
+/// latency the queues add under load, and that flow's result. A run of its
+/// own: 100 small packets a second interleaved with the flow cost the
+/// tunnel about a third of its TCP rate on this machine (3.3 -> 2.3
+/// Gbit/s), so the plain throughput figure is taken without them. iperf3
+/// starts 0.3 s after the pings; the first PING_WARMUP replies are not
+/// counted.
+fn ping_under_tcp_load(
+    t: &mut Topology,
+    dst: &str,
+    secs: u32,
+) -> anyhow::Result<(Vec<f64>, Value)> {
+    let ping_log = t.dir.join("bench-ping-under-load.txt");
+    let _ = std::fs::remove_file(&ping_log); // spawn_logged appends
+    let count = (secs as usize * 100).to_string();
+    let mut pinger =
+        t.client
+            .spawn_logged("ping", &["-c", &count, "-i", "0.01", dst], &ping_log)?;
+    let tcp_pinged = iperf(t, dst, &[], secs)?;
+    pinger.wait_timeout(Duration::from_secs(2));
+    pinger.stop();
+    let log = std::fs::read_to_string(&ping_log).unwrap_or_default();
+    let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
+    Ok((under_load, tcp_pinged))
+}
+
+/// The single flow with ECN negotiated (`tcp_ecn = 1` at the sender;
+/// Linux's default 2 only answers ECN): a queue that marks instead of
+/// dropping then costs the flow no retransmissions. Restores the default.
+fn tcp_with_ecn(t: &mut Topology, dst: &str, secs: u32) -> anyhow::Result<Value> {
+    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=1"])?;
+    let tcp_ecn = iperf(t, dst, &[], secs);
+    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=2"])?;
+    tcp_ecn
+}
+
+/// How the kernel's UDP error counters of a namespace grew.
+fn snmp_delta(a: Option<[u64; 3]>, b: Option<[u64; 3]>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => json!({
+            "rcvbuf_errors": b[0].saturating_sub(a[0]),
+            "sndbuf_errors": b[1].saturating_sub(a[1]),
+            "in_errors": b[2].saturating_sub(a[2]),
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// [`grown_loss_counters`] of two status documents when both were read.
+fn grown_counters(a: &Option<Value>, b: &Option<Value>) -> Value {
+    match (a, b) {
+        (Some(a), Some(b)) => grown_loss_counters(a, b),
+        _ => Value::Null,
+    }
+}
+
+/// Lost inside the tunnel: of the `sent` datagrams, those never written to
+/// the server's TUN between its status documents `before` and `after`
+/// (what the receiving host then drops is not the tunnel's). Returns the
+/// count written and the share lost, percent.
+fn lost_in_tunnel(
+    sent: Option<u64>,
+    before: &Option<Value>,
+    after: &Option<Value>,
+) -> (Option<u64>, Value) {
+    let to_tun = match (before, after) {
+        (Some(a), Some(b)) => b["daemon"]["tun_tx_pkts"]
+            .as_u64()
+            .zip(a["daemon"]["tun_tx_pkts"].as_u64())
+            .map(|(b, a)| b.saturating_sub(a)),
+        _ => None,
+    };
+    let lost = match (sent, to_tun) {
+        (Some(s), Some(d)) if s > 0 => json!(s.saturating_sub(d) as f64 / s as f64 * 100.0),
+        _ => Value::Null,
+    };
+    (to_tun, lost)
+}
+
+/// One path or tunnel to `dst` measured: RTT idle and under load, TCP (one
+/// flow, four, with ECN), offered UDP and where it was lost, and the CPU of
+/// the processes `pids`.
 fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Result<Value> {
     // Light load first, on the idle path/tunnel; again after the load runs.
     let idle = ping_ms(t, dst)?;
@@ -417,32 +499,10 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let split1: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
     let sum = |v: &[(f64, f64)]| v.iter().map(|(u, s)| u + s).sum::<f64>();
     let (cpu0, cpu1) = (sum(&split0), sum(&split1));
-    // Pings every 10 ms while a second TCP flow saturates the path: the
-    // latency the queues add under load. A run of its own: 100 small
-    // packets a second interleaved with the flow cost the tunnel about a
-    // third of its TCP rate on this machine (3.3 -> 2.3 Gbit/s), so the
-    // throughput figure above is taken without them. iperf3 starts 0.3 s
-    // after the pings; the first PING_WARMUP replies are not counted.
-    let ping_log = t.dir.join("bench-ping-under-load.txt");
-    let _ = std::fs::remove_file(&ping_log); // spawn_logged appends
-    let count = (secs as usize * 100).to_string();
-    let mut pinger =
-        t.client
-            .spawn_logged("ping", &["-c", &count, "-i", "0.01", dst], &ping_log)?;
-    let tcp_pinged = iperf(t, dst, &[], secs)?;
-    pinger.wait_timeout(Duration::from_secs(2));
-    pinger.stop();
-    let log = std::fs::read_to_string(&ping_log).unwrap_or_default();
-    let under_load = ping_rtts(&log.lines().skip(PING_WARMUP).collect::<Vec<_>>().join("\n"));
+    let (under_load, tcp_pinged) = ping_under_tcp_load(t, dst, secs)?;
     let tcp_mbps = received_mbps(&tcp);
     let tcp4 = iperf(t, dst, &["-P", "4"], secs)?;
-    // The same single flow with ECN negotiated (`tcp_ecn = 1` at the sender;
-    // Linux's default 2 only answers ECN): a queue that marks instead of
-    // dropping then costs the flow no retransmissions.
-    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=1"])?;
-    let tcp_ecn = iperf(t, dst, &[], secs);
-    t.client.output("sysctl", &["-qw", "net.ipv4.tcp_ecn=2"])?;
-    let tcp_ecn = tcp_ecn?;
+    let tcp_ecn = tcp_with_ecn(t, dst, secs)?;
     let rate = format!("{UDP_OFFERED_MBPS}M");
     // Where UDP is lost: the client TUN's own queue (the kernel drops when
     // the daemon does not read fast enough) is counted apart from the
@@ -465,42 +525,20 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let tun_drops = diff_u64(tun_tx_dropped(t), tun_drops0);
     let snmp1 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
     let status1 = (t.status(false).ok(), t.status(true).ok());
-    let snmp_delta = |a: Option<[u64; 3]>, b: Option<[u64; 3]>| match (a, b) {
-        (Some(a), Some(b)) => json!({
-            "rcvbuf_errors": b[0].saturating_sub(a[0]),
-            "sndbuf_errors": b[1].saturating_sub(a[1]),
-            "in_errors": b[2].saturating_sub(a[2]),
-        }),
-        _ => Value::Null,
-    };
-    let grown = |a: &Option<Value>, b: &Option<Value>| match (a, b) {
-        (Some(a), Some(b)) => grown_loss_counters(a, b),
-        _ => Value::Null,
-    };
     // Where the lost datagrams went: the kernel's counters per namespace
     // (the server's receive-buffer errors include the daemon's path socket,
     // `udp_rx_socket_drops` below, and iperf3's), and the daemons' own.
     // Lost inside the tunnel: sent by iperf3 but never written to the
     // server's TUN (what the receiving host then drops is not the tunnel's).
     let sent = udp["end"]["sum"]["packets"].as_u64();
-    let to_tun = match (&status0.1, &status1.1) {
-        (Some(a), Some(b)) => b["daemon"]["tun_tx_pkts"]
-            .as_u64()
-            .zip(a["daemon"]["tun_tx_pkts"].as_u64())
-            .map(|(b, a)| b.saturating_sub(a)),
-        _ => None,
-    };
-    let lost_in_tunnel = match (sent, to_tun) {
-        (Some(s), Some(d)) if s > 0 => json!(s.saturating_sub(d) as f64 / s as f64 * 100.0),
-        _ => Value::Null,
-    };
+    let (to_tun, lost_in_tunnel) = lost_in_tunnel(sent, &status0.1, &status1.1);
     let udp_loss_where = json!({
         "client_tun_queue_dropped": tun_drops,
         "client_kernel_udp": snmp_delta(snmp0.0, snmp1.0),
         "server_kernel_udp": snmp_delta(snmp0.1, snmp1.1),
         "kernel_backlog_dropped_all_namespaces": diff_u64(snmp1.2, snmp0.2),
-        "client_daemon_counters_grown": grown(&status0.0, &status1.0),
-        "server_daemon_counters_grown": grown(&status0.1, &status1.1),
+        "client_daemon_counters_grown": grown_counters(&status0.0, &status1.0),
+        "server_daemon_counters_grown": grown_counters(&status0.1, &status1.1),
     });
     let udp_per_packet =
         udp_cost_per_packet(&status0, &status1, &usplit0, &usplit1, &udp_loss_where);
@@ -687,6 +725,178 @@ fn bench_opts(
     Ok(opts)
 }
 
+/// The send queue's AQM: the daemon's default (fq_codel) unless
+/// MPDCCP_BENCH_AQM says `codel` (one FIFO), `none` (no CoDel) or `off`
+/// (also without the age limit: bounded in packets only). Also the
+/// variable's text, which `bench_opts` reads too.
+fn aqm_from_env() -> anyhow::Result<(Aqm, String)> {
+    let aqm_env = std::env::var("MPDCCP_BENCH_AQM").unwrap_or_default();
+    let aqm = match aqm_env.as_str() {
+        "none" | "off" => Aqm::None,
+        "codel" => Aqm::Codel,
+        "" | "fq_codel" => Aqm::FqCodel,
+        other => anyhow::bail!("MPDCCP_BENCH_AQM={other}: want fq_codel, codel, none or off"),
+    };
+    Ok((aqm, aqm_env))
+}
+
+/// The link emulator alone on path 2: unshaped (10 Gbit/s), 1 ms each way;
+/// TCP, 1 Gbit/s of UDP, the RTT and how late it delivered. Stopped after,
+/// so both tunnel paths are unshaped.
+fn measure_emulator(t: &mut Topology, exe: &Path, secs: u32) -> anyhow::Result<Value> {
+    let stats = t.dir.join("bench-emu.jsonl");
+    let stats_s = stats.to_string_lossy().into_owned();
+    let emu_idx = t.procs.len();
+    t.start_emulator(
+        exe,
+        1,
+        &[
+            "--delay-ms",
+            "1",
+            "--rate-mbps",
+            "10000",
+            "--buffer-bytes",
+            "4000000",
+            "--stats-out",
+            &stats_s,
+        ],
+    )?;
+    let emu_dst = t.paths[1].server_ip.to_string();
+    let emu_tcp = iperf(t, &emu_dst, &[], secs)?;
+    let emu_udp = iperf(t, &emu_dst, &["-u", "-b", "1G", "-l", "1400"], secs)?;
+    let emu_rtt = ping_avg_ms(t, &emu_dst)?;
+    // Stop the emulator (it removes its capture rules) so both tunnel paths are unshaped.
+    t.procs.remove(emu_idx).stop();
+    let samples = crate::emu::read_samples(&stats);
+    let late_max = samples.iter().map(|s| s.late_max_us).max().unwrap_or(0);
+    let mut lates: Vec<u64> = samples
+        .iter()
+        .filter(|s| s.qdelay_n > 0)
+        .map(|s| s.late_max_us)
+        .collect();
+    lates.sort_unstable();
+    let late_p50 = lates.get(lates.len() / 2).copied().unwrap_or(0);
+    let emu_loss = udp_lost_percent(&emu_udp).unwrap_or(0.0);
+    Ok(json!({
+        "setup": "one path through mpdccp netem: 1 ms each way, 10 Gbit/s, 4 MB buffer",
+        "tcp_mbps": received_mbps(&emu_tcp),
+        "udp_offered_mbps": 1000,
+        "udp_received_mbps": received_mbps(&emu_udp),
+        "udp_loss_percent": emu_loss,
+        "ping_rtt_ms_light_load": emu_rtt,
+        "expected_rtt_ms": 2.0,
+        "delivery_lateness_us_max": late_max,
+        "delivery_lateness_us_p50_of_100ms_maxima": late_p50,
+    }))
+}
+
+/// The pids of the two daemons (server, then client) started at
+/// `daemons_at`, not the topology's other processes.
+fn daemon_pids(t: &Topology, daemons_at: usize) -> Vec<u32> {
+    t.procs[daemons_at..]
+        .iter()
+        .filter_map(|p| p.id())
+        .collect()
+}
+
+/// `v[a] / v[b]` to two decimals (`null` when `v[b]` is 0).
+fn ratio(v: &Value, a: &str, b: &str) -> Value {
+    let (x, y) = (v[a].as_f64().unwrap_or(0.0), v[b].as_f64().unwrap_or(0.0));
+    if y > 0.0 {
+        json!((x / y * 100.0).round() / 100.0)
+    } else {
+        Value::Null
+    }
+}
+
+/// How much a daemon moved per system call, from its status counters.
+fn per_syscall(v: &Value) -> Value {
+    json!({
+        "tun_rx_pkts_per_read": ratio(v, "tun_rx_pkts", "tun_rx_frames"),
+        "tun_tx_pkts_per_write": ratio(v, "tun_tx_pkts", "tun_tx_frames"),
+        "udp_rx_datagrams_per_recvmmsg": ratio(v, "udp_rx_datagrams", "udp_rx_syscalls"),
+        "udp_tx_datagrams_per_sendmmsg": ratio(v, "udp_tx_datagrams", "udp_tx_syscalls"),
+        "tso_segments_per_frame": ratio(&v["tun_offload"], "tso_segments", "tso_frames"),
+        "gro_segments_per_frame": ratio(&v["tun_offload"], "gro_segments", "gro_frames"),
+    })
+}
+
+/// The same tunnel with payload protection: stops the open-mode daemons
+/// (client first), starts both in protected mode and compares with the
+/// open run `tunnel`.
+fn measure_protected(
+    t: &mut Topology,
+    exe: &Path,
+    opts: &TunnelOpts,
+    daemons_at: usize,
+    secs: u32,
+    tunnel: &Value,
+) -> anyhow::Result<Value> {
+    for mut p in t.procs.drain(daemons_at..daemons_at + 2).rev() {
+        p.stop();
+    }
+    let protected_opts = TunnelOpts {
+        auth: AuthMode::Protected,
+        ..opts.clone()
+    };
+    t.start_tunnel(exe, &protected_opts)?;
+    let pids = daemon_pids(t, daemons_at);
+    let protected = measure(t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    let protected_status = t.status(true).unwrap_or(Value::Null);
+    anyhow::ensure!(
+        protected_status["auth"]["mode"] == "authenticated",
+        "the protected run's server is not in authenticated mode: {}",
+        protected_status["auth"]
+    );
+    let share = |k: &str| {
+        let (p, o) = (
+            protected[k].as_f64().unwrap_or(0.0),
+            tunnel[k].as_f64().unwrap_or(0.0),
+        );
+        if o > 0.0 {
+            json!((p / o * 1000.0).round() / 1000.0)
+        } else {
+            Value::Null
+        }
+    };
+    Ok(json!({
+        "setup": "the same two paths and tunnel settings, auth = \"protected\" on both daemons (ChaCha20-Poly1305 per data packet, 24 bytes each, TUN MTU 24 bytes lower)",
+        "tunnel_two_paths": protected,
+        "tcp_ratio_to_open": share("tcp_mbps"),
+        "udp_received_ratio_to_open": share("udp_received_mbps"),
+        "server_auth_stats": protected_status["auth"],
+        "client_conn_stats": t.status(false).unwrap_or(Value::Null)["connections"][0]["stats"],
+    }))
+}
+
+/// `Err("interrupted")` once `abort` is set (Ctrl-C), between the
+/// measurements.
+fn stop_if_interrupted(abort: &AtomicBool) -> anyhow::Result<()> {
+    if abort.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// The open tunnel over both paths: starts the two daemons at
+/// `daemons_at` and measures it, plus TCP over IPv6 inside it (TSO6 /
+/// TCPV6 coalescing).
+fn measure_open_tunnel(
+    t: &mut Topology,
+    exe: &Path,
+    opts: &TunnelOpts,
+    daemons_at: usize,
+    secs: u32,
+) -> anyhow::Result<Value> {
+    t.start_tunnel(exe, opts)?;
+    let pids = daemon_pids(t, daemons_at);
+    let mut tunnel = measure(t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
+    let tcp6 = iperf(t, SERVER_TUN_V6, &[], secs)?;
+    tunnel["tcp_v6_mbps"] = json!(received_mbps(&tcp6));
+    tunnel["tcp_v6_retransmits"] = tcp6["end"]["sum_sent"]["retransmits"].clone();
+    Ok(tunnel)
+}
+
 /// Runs the benchmark; returns the report.
 /// `rt_priority`: the daemons' `SCHED_FIFO` priority (0 = normal), as in
 /// the testbed: the two daemons stand for two machines, so iperf3 and the
@@ -706,16 +916,7 @@ pub fn run(
     // MPDCCP_BENCH_OFFLOAD=0 measures the tunnel without kernel offloads
     // (UDP GSO/GRO, TUN TSO/coalescing) for comparison.
     let offload = std::env::var("MPDCCP_BENCH_OFFLOAD").map_or(true, |v| v != "0");
-    // The send queue's AQM: the daemon's default (fq_codel) unless
-    // MPDCCP_BENCH_AQM says `codel` (one FIFO), `none` (no CoDel) or `off`
-    // (also without the age limit: bounded in packets only).
-    let aqm_env = std::env::var("MPDCCP_BENCH_AQM").unwrap_or_default();
-    let aqm = match aqm_env.as_str() {
-        "none" | "off" => Aqm::None,
-        "codel" => Aqm::Codel,
-        "" | "fq_codel" => Aqm::FqCodel,
-        other => anyhow::bail!("MPDCCP_BENCH_AQM={other}: want fq_codel, codel, none or off"),
-    };
+    let (aqm, aqm_env) = aqm_from_env()?;
     let secs = secs.max(2);
     let load_average = std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -736,141 +937,19 @@ pub fn run(
     // Direct: over path 1's veths, forwarded by its router in the kernel.
     let direct_dst = t.paths[0].server_ip.to_string();
     let direct = measure(&mut t, &direct_dst, secs, &[])?;
-    if abort.load(std::sync::atomic::Ordering::Relaxed) {
-        anyhow::bail!("interrupted");
-    }
-    // The link emulator alone on path 2: unshaped (10 Gbit/s), 1 ms each way.
-    let stats = t.dir.join("bench-emu.jsonl");
-    let stats_s = stats.to_string_lossy().into_owned();
-    let emu_idx = t.procs.len();
-    t.start_emulator(
-        exe,
-        1,
-        &[
-            "--delay-ms",
-            "1",
-            "--rate-mbps",
-            "10000",
-            "--buffer-bytes",
-            "4000000",
-            "--stats-out",
-            &stats_s,
-        ],
-    )?;
-    let emu_dst = t.paths[1].server_ip.to_string();
-    let emu_tcp = iperf(&mut t, &emu_dst, &[], secs)?;
-    let emu_udp = iperf(&mut t, &emu_dst, &["-u", "-b", "1G", "-l", "1400"], secs)?;
-    let emu_rtt = ping_avg_ms(&t, &emu_dst)?;
-    // Stop the emulator (it removes its capture rules) so both tunnel paths are unshaped.
-    t.procs.remove(emu_idx).stop();
-    let samples = crate::emu::read_samples(&stats);
-    let late_max = samples.iter().map(|s| s.late_max_us).max().unwrap_or(0);
-    let mut lates: Vec<u64> = samples
-        .iter()
-        .filter(|s| s.qdelay_n > 0)
-        .map(|s| s.late_max_us)
-        .collect();
-    lates.sort_unstable();
-    let late_p50 = lates.get(lates.len() / 2).copied().unwrap_or(0);
-    let emu_loss = udp_lost_percent(&emu_udp).unwrap_or(0.0);
-    let emulator = json!({
-        "setup": "one path through mpdccp netem: 1 ms each way, 10 Gbit/s, 4 MB buffer",
-        "tcp_mbps": received_mbps(&emu_tcp),
-        "udp_offered_mbps": 1000,
-        "udp_received_mbps": received_mbps(&emu_udp),
-        "udp_loss_percent": emu_loss,
-        "ping_rtt_ms_light_load": emu_rtt,
-        "expected_rtt_ms": 2.0,
-        "delivery_lateness_us_max": late_max,
-        "delivery_lateness_us_p50_of_100ms_maxima": late_p50,
-    });
-    let path_cc = opts.tunnel.settings.cc;
-    let queue_bytes = opts.tunnel.settings.send_queue_bytes;
-    let tun_txqueuelen = opts.tun_txqueuelen;
-    let busy_poll_us = opts.tunnel.busy_poll_us;
+    stop_if_interrupted(abort)?;
+    let emulator = measure_emulator(&mut t, exe, secs)?;
     let daemons_at = t.procs.len();
-    t.start_tunnel(exe, &opts)?;
-    // The two daemons (server, then client), not the topology's other processes.
-    let pids: Vec<u32> = t.procs[daemons_at..]
-        .iter()
-        .filter_map(|p| p.id())
-        .collect();
-    let mut tunnel = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
-    // IPv6 inside the tunnel (TSO6 / TCPV6 coalescing), TCP only.
-    let tcp6 = iperf(&mut t, SERVER_TUN_V6, &[], secs)?;
-    tunnel["tcp_v6_mbps"] = json!(received_mbps(&tcp6));
-    tunnel["tcp_v6_retransmits"] = tcp6["end"]["sum_sent"]["retransmits"].clone();
+    let tunnel = measure_open_tunnel(&mut t, exe, &opts, daemons_at, secs)?;
     let added = tunnel["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0)
         - direct["ping_rtt_ms_light_load"].as_f64().unwrap_or(0.0);
     let client_status = t.status(false).unwrap_or(Value::Null);
     let server_status = t.status(true).unwrap_or(Value::Null);
-    let ratio = |v: &Value, a: &str, b: &str| {
-        let (x, y) = (v[a].as_f64().unwrap_or(0.0), v[b].as_f64().unwrap_or(0.0));
-        if y > 0.0 {
-            json!((x / y * 100.0).round() / 100.0)
-        } else {
-            Value::Null
-        }
-    };
-    let per_call = |v: &Value| {
-        json!({
-            "tun_rx_pkts_per_read": ratio(v, "tun_rx_pkts", "tun_rx_frames"),
-            "tun_tx_pkts_per_write": ratio(v, "tun_tx_pkts", "tun_tx_frames"),
-            "udp_rx_datagrams_per_recvmmsg": ratio(v, "udp_rx_datagrams", "udp_rx_syscalls"),
-            "udp_tx_datagrams_per_sendmmsg": ratio(v, "udp_tx_datagrams", "udp_tx_syscalls"),
-            "tso_segments_per_frame": ratio(&v["tun_offload"], "tso_segments", "tso_frames"),
-            "gro_segments_per_frame": ratio(&v["tun_offload"], "gro_segments", "gro_frames"),
-        })
-    };
-    let client_per_call = per_call(&client_status["daemon"]);
-    let server_per_call = per_call(&server_status["daemon"]);
-    if abort.load(std::sync::atomic::Ordering::Relaxed) {
-        anyhow::bail!("interrupted");
-    }
-    // The same tunnel with payload protection: stop the open-mode daemons
-    // (client first) and start both in protected mode.
-    for mut p in t.procs.drain(daemons_at..daemons_at + 2).rev() {
-        p.stop();
-    }
-    let protected_opts = TunnelOpts {
-        auth: AuthMode::Protected,
-        ..opts.clone()
-    };
-    t.start_tunnel(exe, &protected_opts)?;
-    // The two daemons (server, then client), not the topology's other processes.
-    let pids: Vec<u32> = t.procs[daemons_at..]
-        .iter()
-        .filter_map(|p| p.id())
-        .collect();
-    let protected = measure(&mut t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
-    let protected_status = t.status(true).unwrap_or(Value::Null);
-    anyhow::ensure!(
-        protected_status["auth"]["mode"] == "authenticated",
-        "the protected run's server is not in authenticated mode: {}",
-        protected_status["auth"]
-    );
-    let share = |k: &str| {
-        let (p, o) = (
-            protected[k].as_f64().unwrap_or(0.0),
-            tunnel[k].as_f64().unwrap_or(0.0),
-        );
-        if o > 0.0 {
-            json!((p / o * 1000.0).round() / 1000.0)
-        } else {
-            Value::Null
-        }
-    };
-    let protection = json!({
-        "setup": "the same two paths and tunnel settings, auth = \"protected\" on both daemons (ChaCha20-Poly1305 per data packet, 24 bytes each, TUN MTU 24 bytes lower)",
-        "tunnel_two_paths": protected,
-        "tcp_ratio_to_open": share("tcp_mbps"),
-        "udp_received_ratio_to_open": share("udp_received_mbps"),
-        "server_auth_stats": protected_status["auth"],
-        "client_conn_stats": t.status(false).unwrap_or(Value::Null)["connections"][0]["stats"],
-    });
-    if abort.load(std::sync::atomic::Ordering::Relaxed) {
-        anyhow::bail!("interrupted");
-    }
+    let client_per_call = per_syscall(&client_status["daemon"]);
+    let server_per_call = per_syscall(&server_status["daemon"]);
+    stop_if_interrupted(abort)?;
+    let protection = measure_protected(&mut t, exe, &opts, daemons_at, secs, &tunnel)?;
+    stop_if_interrupted(abort)?;
     let peers = peers(&mut t, exe, &opts, daemons_at, secs, false, abort)?;
     let mut report = json!({
         "setup": "2 unshaped veth paths through kernel-forwarding routers; tunnel cc ccid2, scheduler rr, reorder active-fixed",
@@ -886,11 +965,11 @@ pub fn run(
         "emulator_one_path": emulator,
         "offload": offload,
         "aqm": aqm,
-        "path_cc": path_cc.to_string(),
-        "send_queue_pkts_bytes": [4000, queue_bytes],
-        "tun_txqueuelen": tun_txqueuelen,
+        "path_cc": opts.tunnel.settings.cc.to_string(),
+        "send_queue_pkts_bytes": [4000, opts.tunnel.settings.send_queue_bytes],
+        "tun_txqueuelen": opts.tun_txqueuelen,
         "daemon_rt_priority": rt_priority,
-        "busy_poll_us": busy_poll_us,
+        "busy_poll_us": opts.tunnel.busy_poll_us,
         "load_average_at_start": load_average,
         "client_per_syscall": client_per_call,
         "server_per_syscall": server_per_call,

@@ -189,7 +189,7 @@ const SLOT: usize = 2048;
 
 /// MTU of the emulator's TUN devices: the emulated link must not be the
 /// smallest MTU of a path (the testbed raises the veths' MTU when a
-/// scenario's tunnelled packets need it); below [`SLOT`].
+/// scenario's tunnelled packets need it); below the emulator's 2048-byte packet slots.
 pub const TUN_MTU: u32 = 2000;
 
 impl Ring {

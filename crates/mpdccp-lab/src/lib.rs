@@ -16,13 +16,11 @@
 //! * [`testbed`] — scenarios on the real tunnel in namespaces (`mpdccp testbed`).
 //! * [`aggregation`] — the reduced aggregation matrix on the real tunnel
 //!   (`mpdccp testbed --aggregation`).
-//! * [`bench`] — tunnel benchmark (`mpdccp testbed --bench`).
+//! * [`bench`](mod@bench) — tunnel benchmark (`mpdccp testbed --bench`).
 //! * [`peers`] — wireguard-go beside our tunnel in the benchmark.
 //! * [`loadgen`] — many clients on one server (`mpdccp bench clients`).
 //! * [`fleet`] — three gateways with BIRD behind an ECMP router, two-path clients.
 //! * [`fleet_bench`] — aggregate TCP through one gateway, then three (`mpdccp testbed --fleet-bench`).
-
-#![forbid(unsafe_code)]
 
 pub mod aggregation;
 pub mod bench;

@@ -305,7 +305,7 @@ fn x_axis(ext: Option<(f64, f64)>) -> Range<f64> {
 }
 
 /// The y axis of one row of panels: a panel's fixed range (a CDF ends at
-/// 1, with 3 % room for the line), else [`y_axis`] of the row's data.
+/// 1, with 3 % room for the line), else `y_axis` of the row's data.
 pub fn row_y_axis(row: &[Panel]) -> Range<f64> {
     match row.iter().find_map(|p| p.y_range) {
         Some((lo, hi)) => lo..hi + (hi - lo) * 0.03,

@@ -25,6 +25,9 @@
 //! * [`raw`] — native DCCP (IP protocol 33) through raw sockets.
 //! * [`process`] — process-wide settings of the CLI (SIGPIPE).
 
+// The workspace denies `unsafe_code` (Cargo.toml); this crate is the exception.
+#![allow(unsafe_code)]
+
 pub mod clock;
 mod cmsg;
 pub mod daemon;

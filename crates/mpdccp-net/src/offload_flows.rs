@@ -15,7 +15,7 @@ use super::{Coalescer, OffloadStats, VNET_HDR_LEN};
 /// Flows pending at once (Linux GRO: `MAX_GRO_SKBS` = 8).
 pub const FLOW_SLOTS: usize = 8;
 
-/// Up to [`FLOW_SLOTS`] coalescers, one per flow seen most recently.
+/// Up to `FLOW_SLOTS` coalescers, one per flow seen most recently.
 pub struct FlowCoalescer {
     /// (flow key, its coalescer), in order of first use; the oldest is
     /// flushed and reused when a new flow needs a slot.

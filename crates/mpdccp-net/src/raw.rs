@@ -98,7 +98,7 @@ impl RawDccpSocket {
     }
 
     /// Kernel receive/send buffers (best effort: the kernel clamps to
-    /// net.core.[rw]mem_max).
+    /// `net.core.[rw]mem_max`).
     pub fn set_buffer_bytes(&self, n: usize) -> io::Result<()> {
         self.sock.set_recv_buffer_size(n)?;
         self.sock.set_send_buffer_size(n)

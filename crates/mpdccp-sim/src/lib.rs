@@ -10,13 +10,11 @@
 //!   no hash-order iteration, all randomness from ChaCha seeded by the
 //!   scenario seed; event-time ties broken by insertion order);
 //! * results follow the contract of `docs/SCENARIOS.md` via
-//!   `mpdccp_model::results` ([`run`] returns them, [`write`] stores them).
+//!   `mpdccp_model::results` ([`run`] returns them, [`write`](fn@write) stores them).
 //!
 //! Modules, top-down: [`sim`] (the topology and event loop), [`flow`]
 //! (sources and sinks, inner TCP), [`packet`] (flow packet format),
 //! [`queue`] (the `(time, seq)` event heap).
-
-#![forbid(unsafe_code)]
 
 pub mod aggregation;
 pub mod figures;

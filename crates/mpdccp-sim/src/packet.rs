@@ -29,7 +29,7 @@ pub const MAX_ACK_RANGES: usize = 16;
 pub const ACK_BYTES: u32 = 80;
 
 /// Smallest encoded packet: shorter packets are padded to this size. (The
-/// fixed part of the header is [`FIXED_HEADER_BYTES`]; this floor is kept
+/// fixed part of the header is `FIXED_HEADER_BYTES`; this floor is kept
 /// so packet sizes do not depend on how many ranges an ack carries.)
 pub const HEADER_BYTES: usize = 73;
 

@@ -1,8 +1,6 @@
 //! The `mpdccp` command line. Each subcommand lives in `cmd/<name>.rs` with its
 //! own `Args` and `run`; this file only parses and dispatches.
 
-#![forbid(unsafe_code)]
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

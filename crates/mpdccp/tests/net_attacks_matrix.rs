@@ -22,6 +22,10 @@
 //! Needs root. Without it the test prints a skip notice, or fails when
 //! `CI` is set. About a minute per mode.
 
+// Raw sockets and namespaces through libc: an exception to the
+// workspace's `unsafe_code = "deny"`.
+#![allow(unsafe_code)]
+
 mod attack_support;
 
 use std::collections::VecDeque;
@@ -707,7 +711,7 @@ fn run_mode(auth: AuthMode, mode: &str) -> Vec<String> {
             // A path seen not Active with every forgery counted and no
             // ping lost is the shared machine's doing (an RTO under load),
             // not the forgery's (which the sans-IO tests show has no
-            // effect at all, `hostile_protected.rs`): reported, not failed.
+            // effect at all, `tests/proto/hostile/protected.rs`): reported, not failed.
             if row.disturbed && row.lost == 0 {
                 println!("NOTE: {what}: a path flapped, 0 pings lost");
             }

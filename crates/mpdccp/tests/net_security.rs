@@ -6,6 +6,10 @@
 //! Needs root (a network namespace and a TUN). Without it the test prints a
 //! skip notice, or fails when `CI` is set.
 
+// Raw sockets and namespaces through libc: an exception to the
+// workspace's `unsafe_code = "deny"`.
+#![allow(unsafe_code)]
+
 use std::path::Path;
 use std::time::Duration;
 

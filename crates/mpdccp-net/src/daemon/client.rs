@@ -38,7 +38,7 @@ use super::iface::{iface_state, LinkWatcher};
 use super::keyfile;
 use super::ops::{conn_status, OpsServer, PathLabel};
 use super::plan::{run_plan, RunPlan};
-use super::status::{ConfiguredPath, StatusHead, TunStatus};
+use super::status::{ConfiguredPath, StatusHead};
 use super::status_doc::StatusDoc;
 use super::transport::PathLink;
 use super::tun_reader::{Budget, TunReader};
@@ -497,17 +497,16 @@ impl Client {
             super::auth_mode_name(self.auth.is_some(), self.conn.config().protect_payload).into(),
         );
         let mut doc = StatusDoc::new(StatusHead {
-            role: "client".into(),
-            uptime_s: (clock::now() - self.started).as_secs_f64(),
-            tun: TunStatus {
-                name: self.tun.name().into(),
-                mtu: self.tun_mtu,
-            },
-            tun_mtu: self.tun_mtu,
-            plpmtud: self.mtu_policy.plpmtud.is_some(),
-            daemon: super::daemon_counters(&self.stats, Some(drops)),
             configured_paths: Some(cfg_paths),
-            ..StatusHead::default()
+            ..super::status_head(
+                "client",
+                self.started,
+                &self.tun,
+                self.tun_mtu,
+                &self.mtu_policy,
+                &self.stats,
+                Some(drops),
+            )
         });
         doc.push_connection(&conn);
         doc

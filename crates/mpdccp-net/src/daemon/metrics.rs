@@ -8,7 +8,7 @@
 //! an entry's `gauges()` give gauges (windows, RTTs, rates, queue lengths,
 //! states as 0/1; the head's: `uptime_s`, `tun_mtu`, ...). Every family
 //! has a `# HELP` line; connections and paths are labels (`conn`, and
-//! `name`: a path's stable name, see [`add_paths`]).
+//! `name`: a path's stable name, see `add_paths`).
 //!
 //! The listener thread calls [`metrics_text_of`] on the document the loop
 //! hands it, so encoding never runs on the packet path. A fresh registry per

@@ -238,6 +238,32 @@ pub(crate) fn daemon_counters(stats: &DaemonStats, drops: Option<u64>) -> status
     c
 }
 
+/// The status head both daemons start from: role, uptime, TUN device,
+/// PLPMTUD and the daemon counters (with the path sockets' `drops`, see
+/// [`daemon_counters`]); each daemon adds the fields of its own role.
+pub(crate) fn status_head(
+    role: &str,
+    started: Instant,
+    tun: &Tun,
+    tun_mtu: u32,
+    mtu_policy: &TunMtuPolicy,
+    stats: &DaemonStats,
+    drops: Option<u64>,
+) -> status::StatusHead {
+    status::StatusHead {
+        role: role.into(),
+        uptime_s: (crate::clock::now() - started).as_secs_f64(),
+        tun: status::TunStatus {
+            name: tun.name().into(),
+            mtu: tun_mtu,
+        },
+        tun_mtu,
+        plpmtud: mtu_policy.plpmtud.is_some(),
+        daemon: daemon_counters(stats, drops),
+        ..status::StatusHead::default()
+    }
+}
+
 /// Daemon-level counters (the core has its own, see `ConnStats`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DaemonStats {

@@ -33,7 +33,7 @@ use super::keyfile;
 use super::ops::{conn_status, PathLabel};
 use super::routes::{Learn, LearnedRoutes, PeerRoutes, MAX_PER_CONNECTION, STEAL_AFTER};
 use super::shard::Shard;
-use super::status::{AuthStatus, Counters, StatusHead, TunStatus};
+use super::status::{AuthStatus, Counters, StatusHead};
 use super::status_doc::StatusDoc;
 use super::transport::{Listeners, Peer};
 use super::warn::PacketWarning;
@@ -511,20 +511,19 @@ impl Server {
     /// is built (`status_doc.rs`).
     fn status_doc(&self) -> StatusDoc {
         let mut doc = StatusDoc::new(StatusHead {
-            role: "server".into(),
-            uptime_s: (clock::now() - self.started).as_secs_f64(),
-            tun: TunStatus {
-                name: self.tun.name().into(),
-                mtu: self.tun_mtu,
-            },
-            tun_mtu: self.tun_mtu,
-            plpmtud: self.mtu_policy.plpmtud.is_some(),
-            daemon: super::daemon_counters(&self.stats, self.links.udp.rx_drops()),
             endpoint: Some(Counters::of(&self.ep.stats())),
             learned_addresses: Some(self.owners.len() as u64),
             learned_routes: Some(Counters::of(&self.owners.stats())),
             auth: Some(self.auth_status()),
-            ..StatusHead::default()
+            ..super::status_head(
+                "server",
+                self.started,
+                &self.tun,
+                self.tun_mtu,
+                &self.mtu_policy,
+                &self.stats,
+                self.links.udp.rx_drops(),
+            )
         });
         // A worker names itself, and its handles are unique across
         // workers as handle × N + worker.

@@ -285,7 +285,7 @@ struct PendingInit {
 }
 
 /// Client side of the handshake; one attempt at a time (its last
-/// [`MAX_PENDING`] Inits are answerable), cookie kept across attempts.
+/// `MAX_PENDING` Inits are answerable), cookie kept across attempts.
 pub struct Initiator {
     cfg: InitiatorConfig,
     server_mac1_key: [u8; 32],
@@ -344,7 +344,7 @@ impl Initiator {
     /// the newest the server saw) locks the real client out for one
     /// retransmission, not a whole attempt. `unix_nanos` is the wall clock,
     /// which must grow across Inits (replay protection). The last
-    /// [`MAX_PENDING`] Inits stay answerable.
+    /// `MAX_PENDING` Inits stay answerable.
     pub fn start_bound(
         &mut self,
         rng: &mut dyn RngCore,

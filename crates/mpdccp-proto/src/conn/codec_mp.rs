@@ -229,7 +229,7 @@ pub struct MpOpts {
     pub removeaddr: Option<MpRemoveAddr>,
     pub prio: Option<u8>,
     /// MP_HMAC directly after MP_PRIO: the authenticated modes' extension
-    /// ([`super::prio_auth`]); RFC 9897 §3.2.6 has receivers of the open
+    /// (`Subflow::prio_authentic`); RFC 9897 §3.2.6 has receivers of the open
     /// mode ignore an MP_HMAC that follows no protected option.
     pub prio_hmac: Option<[u8; 20]>,
     /// MP_CLOSE carries the receiver's key (RFC 9897 §3.2.11).

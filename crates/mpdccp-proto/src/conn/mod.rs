@@ -93,15 +93,16 @@ pub mod seq;
 mod stats;
 mod subflow;
 mod timer;
+mod tunnel_settings;
 
 pub use crate::wire::WireProfile;
 pub use aqm::CoDelConfig;
 pub use authn::AuthStats;
 pub use codec::PacketType;
 pub use config::{
-    AckConfig, Aqm, ConnectionConfig, LifetimeConfig, LossConfig, MpConfig, PathConfig, Role,
-    SendQueueConfig, TunnelSettings, DEFAULT_MSS_BYTES, DEFAULT_SEND_QUEUE_BYTES,
-    DEFAULT_SEND_QUEUE_FLOWS, DEFAULT_SEND_QUEUE_PKTS,
+    AckConfig, ConnectionConfig, LifetimeConfig, LossConfig, MpConfig, PathConfig, Role,
+    SendQueueConfig, DEFAULT_MSS_BYTES, DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_FLOWS,
+    DEFAULT_SEND_QUEUE_PKTS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats};
 pub use incoming::Incoming;
@@ -118,6 +119,7 @@ pub use stats::{
 pub use subflow::loss_window::{WindowedLoss, LOSS_WINDOW};
 pub use subflow::PathStats;
 pub use timer::ConnTimer;
+pub use tunnel_settings::{Aqm, TunnelSettings};
 
 use crate::wire::mp::subtype as mp;
 use crate::wire::option::kind as opt;
@@ -671,7 +673,7 @@ impl Connection {
     /// `now`: every fired timer is stopped, re-armed later, or turned into a
     /// packet owed to the next `poll_transmit`. A driver may sleep until the
     /// deadline with no guard against one that does not move
-    /// (`tests/timer_invariant.rs` drives varied sessions against this).
+    /// (`tests/proto/conn/timer_invariant.rs` drives varied sessions against this).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
         self.reap();

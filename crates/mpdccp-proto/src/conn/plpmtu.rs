@@ -53,7 +53,7 @@ const BLACK_HOLE_RTOS: u32 = 2;
 static PADDING: [u8; MAX_PROBE_BYTES as usize] = [0; MAX_PROBE_BYTES as usize];
 
 /// PLPMTUD settings of a connection's subflows (`None` in
-/// [`ConnectionConfig::plpmtud`] = off, every path assumed to carry
+/// [`ConnectionConfig::plpmtud`](super::ConnectionConfig::plpmtud) = off, every path assumed to carry
 /// `mss_bytes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlpmtudConfig {

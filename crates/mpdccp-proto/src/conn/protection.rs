@@ -35,7 +35,7 @@ use crate::time::Instant;
 use std::net::IpAddr;
 
 /// Bytes payload protection adds to every data packet. A driver takes it
-/// off the largest tunnelled packet as well as [`DATA_HEADER_MAX`] (the
+/// off the largest tunnelled packet as well as [`DATA_HEADER_MAX`](super::DATA_HEADER_MAX) (the
 /// daemon's TUN MTU); [`Connection::payload_overhead`] is it or 0.
 pub const PROTECTION_OVERHEAD: usize = OVERHEAD;
 

@@ -275,7 +275,7 @@ impl<K: Ord + Clone> Endpoint<K> {
     /// Most pending rebinding candidates at once.
     pub const MAX_REBIND_CANDIDATES: usize = MAX_CANDIDATES;
 
-    /// Pending rebinding candidates (bounded by [`MAX_CANDIDATES`]).
+    /// Pending rebinding candidates (bounded by `MAX_CANDIDATES`).
     pub fn rebind_candidates(&self) -> usize {
         self.rebind.candidates.len()
     }

@@ -31,7 +31,7 @@ pub struct RetransmitConfig {
     /// Oldest packet (since it was first sent) still worth resending.
     pub max_age: Duration,
     /// Resent packets at most this percentage of data packets sent (plus
-    /// [`BURST_PKTS`]).
+    /// `BURST_PKTS`).
     pub budget_pct: f64,
     /// Packets remembered at most (the oldest is forgotten first).
     pub max_pkts: usize,

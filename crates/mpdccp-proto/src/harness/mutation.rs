@@ -4,7 +4,7 @@
 //! the checksum and sends them from the victim's address.
 //!
 //! One property, checked by the `protected_mutations` fuzz target and by
-//! a proptest in `cargo test` (`tests/protected_mutations.rs`): every
+//! a proptest in `cargo test` (`tests/proto/hostile/protected_mutations.rs`): every
 //! mutated packet is dropped by some counter of the receiver
 //! ([`ConnStats::rejected_input`]), no end closes, both paths stay Active
 //! at both ends, and afterwards every packet sent either way arrives

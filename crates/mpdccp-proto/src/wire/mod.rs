@@ -17,7 +17,7 @@
 //!   [`Packet::ack_vector`] read the two fields the data path needs without
 //!   building a `DccpRepr`.
 //! * `parse(emit(x)) == x` for every representable `x` (property-tested in
-//!   `tests/wire_props.rs`). Emission is canonical (shortest encodings,
+//!   `tests/proto/wire/props.rs`). Emission is canonical (shortest encodings,
 //!   options padded to a 32-bit boundary with Padding), so `emit(parse(b))`
 //!   need not equal `b`.
 //!

@@ -13,7 +13,7 @@
 //! | MP_KEY | resvd, CI, keys | resvd, CI, keys | keys only (no resvd, no CI) |
 //! | 3rd MP_KEY in the client's first Ack | no | no | yes: `{0,KeyC}{0,KeyS}` |
 //! | MP_JOIN id field | peer's CI | peer's CI | server's token (see [`super::profile_keys`]) |
-//! | MP_ADDADDR | id, nonce, addr, [port] | id, addr, [port]; IPv4 byte-reversed | same as K414 |
+//! | MP_ADDADDR | id, nonce, addr, \[port\] | id, addr, \[port\]; IPv4 byte-reversed | same as K414 |
 //! | MP_REMOVEADDR | id, nonce | id | id |
 //! | key types | 0 (plain), 255 | 0 only | 0 only |
 //!

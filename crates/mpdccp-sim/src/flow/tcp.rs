@@ -8,7 +8,7 @@
 //!   timestamps echoed for RTT samples (RFC 7323 §4);
 //! * one ack per segment, or delayed acks as RFC 5681 §4.2 and RFC 1122
 //!   §4.2.3.2 describe (and Linux and ns-3 do by default): an ack for every
-//!   second in-order segment, at most [`DELAYED_ACK_TIMEOUT`] late, and at
+//!   second in-order segment, at most [`DELAYED_ACK_TIMEOUT`](super::tcp_rx::DELAYED_ACK_TIMEOUT) late, and at
 //!   once for an out-of-order, duplicate or gap-filling segment. The engine
 //!   chooses (see `sim.rs`): a TCP acking every segment answers each ack with
 //!   exactly one segment, a packet pattern a drop-tail FIFO without timing

@@ -1,4 +1,9 @@
 //! One module per subcommand.
+//!
+//! The doc comments of the `Args` here are the CLI's `--help` text (clap
+//! derive), written for a terminal: `[tunnel]` and `<scenario name>` are
+//! literal, not rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 /// Writes what `mpdccp client` and `mpdccp server` share: the `Args`
 /// (`--config FILE`, documented by the caller's doc comment, and

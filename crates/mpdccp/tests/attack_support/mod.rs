@@ -3,6 +3,9 @@
 //! the packets cross), and a ping counter. Used by `net_attacks.rs` and
 //! `net_attacks_matrix.rs`.
 
+// Raw sockets and namespaces through libc: an exception to the
+// workspace's `unsafe_code = "deny"`.
+#![allow(unsafe_code)]
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::time::Instant;
 
-/// The window of [`LossWindow::ratio`].
+/// The window of `LossWindow::ratio`.
 pub const LOSS_WINDOW: Duration = Duration::from_secs(10);
 
 /// One snapshot per second at most: (second of `now`, sent, lost).

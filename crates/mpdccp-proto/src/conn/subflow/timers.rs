@@ -7,7 +7,7 @@
 //! next `poll_transmit` sends, so a deadline that `handle_timeout` has seen
 //! is never reported again. The connection-level deadlines beside this table
 //! (`Connection::poll_timeout`) keep the same rule, so the daemon's driver
-//! sleeps on the deadline with no spin guard (`tests/timer_invariant.rs`
+//! sleeps on the deadline with no spin guard (`tests/proto/conn/timer_invariant.rs`
 //! tests the rule).
 
 use super::{ResetCode, SubState, Subflow, SEQ_MASK};

@@ -4,7 +4,7 @@
 //! that passes the sequence checks is answered with the Reset the RFC
 //! names; one that does not is only counted (a Sync answers it).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! CCID5 (BBRv1) driven through `Connection` over the N-path harness must
 //! use a fixed link as well as it does in cc's own closed loop
-//! (`cc_link.rs`), with CCID2 as the control: one backlogged 10 Mbit/s path,
+//! (`tests/proto/cc/link.rs`), with CCID2 as the control: one backlogged 10 Mbit/s path,
 //! and the E2-like two-path case (15 Mbit/s CBR under CPF).
 
 use std::time::Duration;

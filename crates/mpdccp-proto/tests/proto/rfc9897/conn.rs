@@ -11,7 +11,7 @@ use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::wire::{KeyType, MpOption};
 use mpdccp_proto::PathId;
 
-mod common;
+use crate::common;
 use common::{mp_options, two_paths};
 use mpdccp_proto::conn::MpConfig;
 

@@ -16,7 +16,7 @@ use mpdccp_proto::{ConnectionConfig, EndpointConfig, PathId, PathState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-mod common;
+use crate::common;
 use common::{open_two_paths, EpNet};
 
 /// [`EpNet`] with this file's genuine client (default settings, seeds 5/6).

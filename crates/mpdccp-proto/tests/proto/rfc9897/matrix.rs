@@ -499,8 +499,8 @@ fn render_md(matrix: &[Req]) -> String {
     o.push_str("# RFC 9897 requirements matrix\n\n");
     o.push_str(
         "Generated from `docs/rfc9897/requirements.toml` by \
-         `crates/mpdccp-proto/tests/rfc9897_matrix.rs` \
-         (`MPDCCP_BLESS=1 cargo test --release -p mpdccp-proto --test rfc9897_matrix`). \
+         `crates/mpdccp-proto/tests/proto/rfc9897/matrix.rs` \
+         (`MPDCCP_BLESS=1 cargo test --release -p mpdccp-proto --test proto rfc9897::matrix`). \
          Do not edit by hand.\n\n\
          Every sentence of §3 and §4 of RFC 9897 (vendored source text: \
          `docs/spec/draft-ietf-tsvwg-multipath-dccp-25.mkd`) that uses a BCP 14 key \
@@ -606,6 +606,6 @@ fn matrix_md_is_current() {
     assert!(
         committed == md,
         "{MATRIX_MD} is stale: regenerate with \
-         MPDCCP_BLESS=1 cargo test --release -p mpdccp-proto --test rfc9897_matrix"
+         MPDCCP_BLESS=1 cargo test --release -p mpdccp-proto --test proto rfc9897::matrix"
     );
 }

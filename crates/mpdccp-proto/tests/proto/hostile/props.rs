@@ -29,7 +29,7 @@ use mpdccp_proto::{Connection, ConnectionConfig, EndpointConfig, Event, PathId, 
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
-mod common;
+use crate::common;
 use common::{
     addrs, inject_counted, open_paths, open_two_paths, rejections, Delivery, EpNet, CLIENT_KEY,
 };
@@ -239,7 +239,7 @@ fn materialise(inj: &Inject) -> Option<Vec<u8>> {
 }
 
 /// Close/CloseReq/Reset at a subflow that is already CLOSED are not counted
-/// (a known conn bug, see hostile_forgery::close_on_a_closed_subflow_is_counted).
+/// (a known conn bug, see hostile::forgery::close_on_a_closed_subflow_is_counted).
 fn known_uncounted(c: &Connection, path: usize, bytes: &[u8]) -> bool {
     let closed = c
         .paths()
@@ -458,7 +458,7 @@ proptest! {
             // (protocol, not a bug): only attack it once it has.
             let to = if h.server.is_multipath().is_none() { Side::Client } else { inj.to };
             // A refused Request on a path id the client opens later poisons
-            // it (known conn bug, see hostile_forgery::
+            // it (known conn bug, see hostile::forgery::
             // refused_forged_request_does_not_poison_the_path_id): before
             // the join is open, hit the never-used path 2 instead of path 1.
             let server_has_1 = h

@@ -1,15 +1,12 @@
-//! Scaffolding shared by the hostile-input tests (`hostile_forgery`,
-//! `hostile_flood`, `hostile_props`): a live two-path [`Harness`] session,
+//! Scaffolding shared by the hostile-input tests (`hostile::forgery`,
+//! `hostile::flood`, `hostile::props`): a live two-path [`Harness`] session,
 //! forging and injecting datagrams with correct addresses and checksums,
 //! the sum of every rejection counter, the "still delivers exactly once"
 //! oracle, and [`EpNet`], a genuine client joined to a server [`Endpoint`]
 //! without delay for attacks at the endpoint.
 //!
 //! Also the two-path recorded session and the option reader of the RFC 9897
-//! tests (`rfc9897_conn`, `rfc9897_findings`).
-//!
-//! Each test crate uses a different subset.
-#![allow(dead_code)]
+//! tests (`rfc9897::conn`, `rfc9897::findings`).
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -12,7 +12,7 @@
 //!   failed (seconds). Now a Sync beyond SWH does not move GSR, and a
 //!   SyncAck answering our latest Sync resynchronises us to the peer.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

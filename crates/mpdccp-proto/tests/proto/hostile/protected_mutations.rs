@@ -107,7 +107,7 @@ fn without_protection_the_property_fails() {
 /// seed: every record decoded, and the property holds for it.
 #[test]
 fn the_fuzz_seed_decodes_and_holds() {
-    let seed = include_bytes!("../../../fuzz/seeds/protected_mutations/mixed");
+    let seed = include_bytes!("../../../../../fuzz/seeds/protected_mutations/mixed");
     let muts = mpdccp_proto::harness::mutation::decode(seed);
     assert_eq!(muts.len(), 24);
     assert!(muts.iter().any(|m| m.to == Side::Client) && muts.iter().any(|m| m.path == 1));
@@ -126,7 +126,8 @@ fn the_fuzz_seed_decodes_and_holds() {
 /// bytes — and the session stays whole either way.
 #[test]
 fn an_unmodified_copy_that_wins_the_race_is_not_a_forgery() {
-    let input = include_bytes!("../../../fuzz/seeds/protected_mutations/race-unmodified-copy");
+    let input =
+        include_bytes!("../../../../../fuzz/seeds/protected_mutations/race-unmodified-copy");
     let muts = mpdccp_proto::harness::mutation::decode(input);
     assert!(
         muts.iter()

@@ -24,7 +24,7 @@ use mpdccp_proto::{Event, PathId, PathState};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-mod common;
+use crate::common;
 use common::{addrs, emit, inject, last_genuine, open_paths, open_two_paths, rejections, Delivery};
 
 const ROUNDS: u32 = 1000;

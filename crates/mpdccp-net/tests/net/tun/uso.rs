@@ -232,7 +232,7 @@ fn run_in(ns: &str) {
 /// CPU cost of delivering UDP through the TUN, one write per datagram vs
 /// coalesced `GSO_UDP_L4` super-packets (the writer thread's user+system
 /// time covers the kernel's receive path up to the socket). Not a pass/fail
-/// test: `cargo test --release -p mpdccp-net --test tun_uso -- --ignored
+/// test: `cargo test --release -p mpdccp-net --test net tun::uso -- --ignored
 /// --nocapture`.
 #[test]
 #[ignore]

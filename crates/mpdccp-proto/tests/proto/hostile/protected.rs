@@ -6,7 +6,7 @@
 //! afterwards arrives once. The same Reset without protection closes the
 //! paths (the control that shows the attack is real).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

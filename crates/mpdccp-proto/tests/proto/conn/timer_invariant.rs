@@ -18,7 +18,7 @@
 //! (`plpmtud_confirmation_round_leaves_no_deadline_at_now`); the drivers
 //! carried a guard against it, which this invariant made unneeded.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -430,7 +430,7 @@ fn client_ci_and_server_ci(profile: WireProfile, lines: &[Line]) -> (u32, u32) {
 /// Request `Change R(10) 0` (22 04 0a 00), the Response `Confirm L(10) 0 0`
 /// (21 05 0a 00 00) — which is what our join Request and Response now
 /// carry and what our server and client now require of a join
-/// (`rfc9897_findings.rs::f2_*`).
+/// (`tests/proto/rfc9897/findings.rs::f2_*`).
 #[test]
 fn reference_joins_exchange_multipath_capable_as_the_first_subflow() {
     for file in ["reference-k510.txt", "reference-k414.txt"] {

@@ -6,7 +6,7 @@
 //! single path falls by more than `compare::TOLERANCE` (0.02), or that
 //! passed its goals and no longer does, fails the test. Improvements pass;
 //! commit them as the new baseline with
-//! `MPDCCP_UPDATE_BASELINE=1 cargo test --release -p mpdccp-sim --test aggregation_gate`.
+//! `MPDCCP_UPDATE_BASELINE=1 cargo test --release -p mpdccp-sim --test sim aggregation::gate`.
 //!
 //! The simulator is deterministic, so the gate cannot flake: a changed
 //! cell is a changed behaviour.

@@ -2,7 +2,7 @@
 //! F12), each checked on the bytes a live session puts on the wire or on
 //! what a connection does with a packet built here.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,0 +1,4 @@
+//! Peer authentication and payload protection (`src/auth/`).
+
+mod flood;
+mod wire;

@@ -1,0 +1,5 @@
+//! The reordering strategies (`src/reorder/`).
+
+mod per_flow;
+mod prop;
+mod strategies;

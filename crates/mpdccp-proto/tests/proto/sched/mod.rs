@@ -1,0 +1,6 @@
+//! The schedulers (`src/sched/`).
+
+mod fresh;
+mod harness;
+mod prop;
+mod select;

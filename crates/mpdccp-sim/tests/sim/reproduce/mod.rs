@@ -1,0 +1,3 @@
+//! The experiments (`src/reproduce/`), run as the CLI runs them.
+
+mod experiments;
