@@ -154,6 +154,19 @@ struct Shared {
 }
 
 impl Shared {
+    fn new() -> io::Result<Self> {
+        Ok(Shared {
+            token: AtomicBool::new(false),
+            turns: AtomicU64::new(0),
+            parked: AtomicBool::new(false),
+            frames: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            ready: EventFd::new()?,
+            kick: EventFd::new()?,
+        })
+    }
+
     fn try_token(&self) -> bool {
         self.token
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -192,16 +205,7 @@ impl TunReader {
         for _ in 0..BATCHES {
             free.send(Frames::new()).expect("the receiver is alive");
         }
-        let shared = Arc::new(Shared {
-            token: AtomicBool::new(false),
-            turns: AtomicU64::new(0),
-            parked: AtomicBool::new(false),
-            frames: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
-            ready: EventFd::new()?,
-            kick: EventFd::new()?,
-        });
+        let shared = Arc::new(Shared::new()?);
         let standby = Standby {
             tun: tun.clone(),
             shared: shared.clone(),
@@ -507,16 +511,7 @@ mod tests {
     /// The token is held by one thread at a time.
     #[test]
     fn one_reader_at_a_time() {
-        let s = Shared {
-            token: AtomicBool::new(false),
-            turns: AtomicU64::new(0),
-            parked: AtomicBool::new(false),
-            frames: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
-            ready: EventFd::new().unwrap(),
-            kick: EventFd::new().unwrap(),
-        };
+        let s = Shared::new().unwrap();
         assert!(s.try_token());
         assert!(!s.try_token());
         s.release_token();
