@@ -75,18 +75,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let baseline: Option<aggregation::Scorecard> = match &a.baseline {
-        None => None,
-        Some(p) => match std::fs::read_to_string(p)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(b) => Some(b),
-            Err(e) => {
-                eprintln!("error: --baseline {}: {e}", p.display());
-                return Ok(ExitCode::from(2));
-            }
-        },
+    let baseline = match a.baseline.as_deref().map(load_scorecard).transpose() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
     };
     let opts = Options {
         mixes: a.mix.clone(),
@@ -113,17 +107,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         opts.jobs
     );
     let t0 = std::time::Instant::now();
-    let results = aggregation::run_jobs(&jobs, opts.jobs, |i, n, job, res, wall| {
-        let what = match res {
-            Ok(s) => s
-                .windows
-                .get(aggregation::STEADY)
-                .map(|w| w.flows.iter().map(|f| f.goodput_mbps).sum::<f64>())
-                .map_or("no steady window".into(), |g| format!("{g:.1} Mbit/s")),
-            Err(e) => format!("FAILED: {e}"),
-        };
-        eprintln!("cell {i}/{n} {}: {what} ({wall:.1} s)", job.id());
-    });
+    let results = aggregation::run_jobs(&jobs, opts.jobs, print_progress);
     let card = aggregation::score::scorecard(&opts, &jobs, &results);
     let wall = t0.elapsed().as_secs_f64();
     let command = std::iter::once("mpdccp".to_owned())
@@ -131,42 +115,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .collect::<Vec<_>>()
         .join(" ");
     report::write_all(&a.out, &card, &command)?;
-    let mut regressed = 0;
-    if let (Some(b), Some(path)) = (&baseline, &a.baseline) {
-        let deltas = aggregation::compare::compare(b, &card);
-        let section = aggregation::compare::markdown(&deltas, &path.display().to_string());
-        let report_file = a.out.join(report::REPORT);
-        let mut md = std::fs::read_to_string(&report_file)?;
-        md.push('\n');
-        md.push_str(&section);
-        std::fs::write(&report_file, md)?;
-        regressed = deltas.iter().filter(|d| d.regressed()).count();
-        eprintln!(
-            "against {}: {} cells improved, {regressed} regressed",
-            path.display(),
-            deltas.iter().filter(|d| d.improved()).count()
-        );
-        for d in deltas.iter().filter(|d| d.regressed() || d.improved()) {
-            eprintln!(
-                "  {} {}/{}/{}: ratio to best {:.2} -> {:.2}",
-                if d.regressed() { "worse" } else { "better" },
-                d.mix,
-                d.inner,
-                d.cc,
-                d.ratio_best_before.unwrap_or(f64::NAN),
-                d.ratio_best_now.unwrap_or(f64::NAN)
-            );
-        }
-    }
+    let regressed = match (&baseline, &a.baseline) {
+        (Some(b), Some(path)) => compare_with_baseline(b, path, &card, &a.out)?,
+        _ => 0,
+    };
     if a.keep_runs {
-        let dir = a.out.join("runs");
-        std::fs::create_dir_all(&dir)?;
-        for (job, res) in jobs.iter().zip(&results) {
-            if let Ok(summary) = res {
-                let name = job.id().replace('/', "__").replace(':', "-");
-                std::fs::write(dir.join(format!("{name}.json")), summary.to_json())?;
-            }
-        }
+        keep_runs(&a.out, &jobs, &results)?;
     }
     eprint!("{}", report::text_table(&card));
     eprintln!(
@@ -177,13 +131,98 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.json {
         print!("{}", report::json(&card));
     }
+    Ok(exit_code(&a, &card, regressed))
+}
+
+/// An earlier scorecard.json (`--baseline`).
+fn load_scorecard(path: &std::path::Path) -> Result<aggregation::Scorecard, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("--baseline {}: {e}", path.display()))
+}
+
+/// One line per finished run: its cell and the steady window's goodput.
+fn print_progress(
+    i: usize,
+    n: usize,
+    job: &aggregation::Job,
+    res: &aggregation::RunResult,
+    wall: f64,
+) {
+    let what = match res {
+        Ok(s) => s
+            .windows
+            .get(aggregation::STEADY)
+            .map(|w| w.flows.iter().map(|f| f.goodput_mbps).sum::<f64>())
+            .map_or("no steady window".into(), |g| format!("{g:.1} Mbit/s")),
+        Err(e) => format!("FAILED: {e}"),
+    };
+    eprintln!("cell {i}/{n} {}: {what} ({wall:.1} s)", job.id());
+}
+
+/// Appends the comparison with `baseline` to REPORT.md, lists the cells
+/// that moved on stderr, and returns how many regressed.
+fn compare_with_baseline(
+    baseline: &aggregation::Scorecard,
+    path: &std::path::Path,
+    card: &aggregation::Scorecard,
+    out: &std::path::Path,
+) -> anyhow::Result<usize> {
+    let deltas = aggregation::compare::compare(baseline, card);
+    let section = aggregation::compare::markdown(&deltas, &path.display().to_string());
+    let report_file = out.join(report::REPORT);
+    let mut md = std::fs::read_to_string(&report_file)?;
+    md.push('\n');
+    md.push_str(&section);
+    std::fs::write(&report_file, md)?;
+    let regressed = deltas.iter().filter(|d| d.regressed()).count();
+    eprintln!(
+        "against {}: {} cells improved, {regressed} regressed",
+        path.display(),
+        deltas.iter().filter(|d| d.improved()).count()
+    );
+    for d in deltas.iter().filter(|d| d.regressed() || d.improved()) {
+        eprintln!(
+            "  {} {}/{}/{}: ratio to best {:.2} -> {:.2}",
+            if d.regressed() { "worse" } else { "better" },
+            d.mix,
+            d.inner,
+            d.cc,
+            d.ratio_best_before.unwrap_or(f64::NAN),
+            d.ratio_best_now.unwrap_or(f64::NAN)
+        );
+    }
+    Ok(regressed)
+}
+
+/// Every run's summary.json in `out/runs/` (`--keep-runs`).
+fn keep_runs(
+    out: &std::path::Path,
+    jobs: &[aggregation::Job],
+    results: &[aggregation::RunResult],
+) -> anyhow::Result<()> {
+    let dir = out.join("runs");
+    std::fs::create_dir_all(&dir)?;
+    for (job, res) in jobs.iter().zip(results) {
+        if let Ok(summary) = res {
+            let name = job.id().replace('/', "__").replace(':', "-");
+            std::fs::write(dir.join(format!("{name}.json")), summary.to_json())?;
+        }
+    }
+    Ok(())
+}
+
+/// 1 when a run failed, or a cell regressed (`--fail-on-regression`) or
+/// failed a threshold (`--check`); 0 otherwise.
+fn exit_code(a: &Args, card: &aggregation::Scorecard, regressed: usize) -> ExitCode {
     if card.runs_failed > 0 {
         eprintln!("error: {} runs failed", card.runs_failed);
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
     if a.fail_on_regression && regressed > 0 {
         eprintln!("check: {regressed} cells regressed against the baseline");
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
     if a.check && card.cells_failed > 0 {
         eprintln!(
@@ -191,7 +230,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             card.cells_failed,
             card.cells.len()
         );
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
