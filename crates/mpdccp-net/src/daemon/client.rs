@@ -425,7 +425,30 @@ impl Client {
     /// trains queue per path, one `sendmmsg` per path at the end.
     fn flush(&mut self, now: Instant) {
         let cap = self.txbuf.len().min(super::TRAIN_BUF_BYTES);
-        while let Some(t) = self.conn.poll_transmit(now, &mut self.txbuf[..cap]) {
+        // With one path and nothing retiring every transmit is that path's:
+        // the core writes (and seals) it right in the path's send batch,
+        // one copy per packet less. Otherwise it goes through `txbuf`.
+        let only = self.sole_udp_path();
+        loop {
+            let slot = only.and_then(|k| self.paths[k].send_slot(&mut self.stats));
+            let in_slot = slot.is_some();
+            let buf = match slot {
+                Some(s) => s,
+                None => &mut self.txbuf[..],
+            };
+            let cap = buf.len().min(cap);
+            let Some(t) = self.conn.poll_transmit(now, &mut buf[..cap]) else {
+                break;
+            };
+            if let (true, Some(k)) = (in_slot, only) {
+                if self.paths[k].id == Some(t.path) {
+                    self.paths[k].commit_slot(&mut self.stats, &t);
+                    continue;
+                }
+                // Not that path's after all: sent from `txbuf` as usual.
+                let data = &self.paths[k].batch.next_buf()[..t.size];
+                self.txbuf[..t.size].copy_from_slice(data);
+            }
             match self.paths.iter_mut().find_map(|p| p.sender(t.path)) {
                 Some((sock, batch, target)) => {
                     let data = &mut self.txbuf[..t.size];
@@ -443,6 +466,19 @@ impl Client {
                 r.socket.flush(&mut r.batch, &mut self.stats);
             }
         }
+    }
+
+    /// The one path with a socket, when it is a UDP path and no subflow is
+    /// retiring (`flush` then writes into its send batch directly).
+    fn sole_udp_path(&self) -> Option<usize> {
+        let mut with_socket = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.socket.is_some());
+        let (k, p) = with_socket.next()?;
+        let alone = with_socket.next().is_none() && self.paths.iter().all(|p| p.retiring.is_none());
+        (alone && matches!(p.socket, Some(PathLink::Udp(_)))).then_some(k)
     }
 
     /// A TUN that fails to read (not merely empty) makes the standby thread pause;

@@ -211,10 +211,22 @@ pub fn queue_transmit(
         return;
     }
     slot[..data.len()].copy_from_slice(data);
-    if segment_bytes.is_some_and(|s| s < data.len()) {
+    commit_transmit(batch, stats, data.len(), segment_bytes, to);
+}
+
+/// Queues the transmit of `len` bytes written at `batch.next_buf()` (by
+/// [`queue_transmit`], or by the core itself, which saves the copy).
+pub fn commit_transmit(
+    batch: &mut SendBatch,
+    stats: &mut DaemonStats,
+    len: usize,
+    segment_bytes: Option<usize>,
+    to: std::net::SocketAddr,
+) {
+    if segment_bytes.is_some_and(|s| s < len) {
         stats.udp_tx_gso_trains += 1;
     }
-    batch.commit(data.len(), to, segment_bytes);
+    batch.commit(len, to, segment_bytes);
 }
 
 /// The `auth` mode a connection runs in, as the configuration names it:
@@ -355,7 +367,7 @@ pub fn drain_tun(
             Ok(n) => n,
             Err(_) => return,
         };
-        pkts += take_tun_frame(tun.offload(), &buf[..n], seg, stats, &mut send);
+        pkts += take_tun_frame(tun.offload(), &mut buf[..n], seg, stats, &mut send);
         if pkts >= TUN_PKTS_PER_WAKE {
             return;
         }
@@ -368,7 +380,7 @@ pub fn drain_tun(
 /// packets.
 pub fn take_tun_frame(
     offload: bool,
-    frame: &[u8],
+    frame: &mut [u8],
     seg: &mut [u8],
     stats: &mut DaemonStats,
     send: &mut impl FnMut(&mut DaemonStats, &[u8]),
@@ -381,7 +393,7 @@ pub fn take_tun_frame(
         return 1;
     }
     let mut off = std::mem::take(&mut stats.tun_offload);
-    let r = offload::split(frame, seg, &mut off, |p| {
+    let r = offload::split_in_place(frame, seg, &mut off, |p| {
         stats.tun_rx_pkts += 1;
         stats.tun_rx_bytes += p.len() as u64;
         send(stats, p);

@@ -79,9 +79,10 @@ impl Frames {
         self.ends.len() < FRAMES_PER_BATCH && BATCH_BYTES - self.used() >= FRAME_MAX
     }
 
-    fn frame(&self, i: usize) -> &[u8] {
+    /// Frame `i`, writable: the taker completes checksums where they lie.
+    fn frame_mut(&mut self, i: usize) -> &mut [u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.buf[start..self.ends[i]]
+        &mut self.buf[start..self.ends[i]]
     }
 }
 
@@ -248,7 +249,12 @@ impl TunReader {
     /// has returned `budget.pkts` packets in sum (a wake-up stays as short
     /// as when the packet thread read alone). What is left makes the next
     /// poll return at once (a readable TUN or handoff fd).
-    pub fn take(&mut self, budget: Budget, buf: &mut [u8], mut take: impl FnMut(&[u8]) -> usize) {
+    pub fn take(
+        &mut self,
+        budget: Budget,
+        buf: &mut [u8],
+        mut take: impl FnMut(&mut [u8]) -> usize,
+    ) {
         let s = &self.shared;
         // With the token no batch can appear behind our reads; without it
         // the standby thread is reading and will hand over and signal.
@@ -268,7 +274,7 @@ impl TunReader {
             }
             while budget.allows(used) {
                 match self.tun.recv(buf) {
-                    Ok(n) => used = used.add(take(&buf[..n])),
+                    Ok(n) => used = used.add(take(&mut buf[..n])),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => break,
                 }
@@ -282,10 +288,10 @@ impl TunReader {
 
 impl Handoff {
     /// The handed-over frames within `budget`; returns what they used.
-    fn take(&mut self, budget: Budget, take: &mut impl FnMut(&[u8]) -> usize) -> Budget {
+    fn take(&mut self, budget: Budget, take: &mut impl FnMut(&mut [u8]) -> usize) -> Budget {
         let mut used = Budget::default();
         while budget.allows(used) {
-            let (batch, mut next) = match self.current.take() {
+            let (mut batch, mut next) = match self.current.take() {
                 Some(c) => c,
                 None => match self.full.try_recv() {
                     Ok(b) => (b, 0),
@@ -293,7 +299,7 @@ impl Handoff {
                 },
             };
             while next < batch.ends.len() && budget.allows(used) {
-                used = used.add(take(batch.frame(next)));
+                used = used.add(take(batch.frame_mut(next)));
                 next += 1;
             }
             if next < batch.ends.len() {
@@ -477,7 +483,7 @@ mod tests {
         full_tx.send(batch_of(&[b"a", b"bb", b"ccc"])).unwrap();
         full_tx.send(batch_of(&[b"dddd"])).unwrap();
         let mut seen = Vec::new();
-        let mut take = |f: &[u8]| {
+        let mut take = |f: &mut [u8]| {
             seen.push(f.to_vec());
             1
         };

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mpdccp_proto::conn::PathConfig;
+use mpdccp_proto::conn::{PathConfig, Transmit};
 use mpdccp_proto::path::priority;
 use mpdccp_proto::{Instant, PathId, PathState};
 use tracing::{debug, info, warn};
@@ -13,6 +13,7 @@ use tracing::{debug, info, warn};
 use super::super::config::Transport;
 use super::super::iface::iface_state;
 use super::super::transport::PathLink;
+use super::super::DaemonStats;
 use super::Client;
 use crate::udp::SendBatch;
 
@@ -68,6 +69,26 @@ pub(super) struct PathRt {
 }
 
 impl PathRt {
+    /// Room in this path's send batch for the core to write its next
+    /// transmit into, when this is a plain UDP path (a transmit is queued
+    /// there as the core wrote it; U-DCCP rewrites it, native DCCP sends
+    /// at once). A full batch is sent first.
+    pub(super) fn send_slot(&mut self, stats: &mut DaemonStats) -> Option<&mut [u8]> {
+        let Some(PathLink::Udp(sock)) = &self.socket else {
+            return None;
+        };
+        if self.batch.is_full() {
+            super::super::flush_batch(sock, &mut self.batch, stats);
+        }
+        Some(self.batch.next_buf())
+    }
+
+    /// Queues the transmit `t` that the core wrote at
+    /// [`send_slot`](Self::send_slot), for this path's current subflow.
+    pub(super) fn commit_slot(&mut self, stats: &mut DaemonStats, t: &Transmit) {
+        super::super::commit_transmit(&mut self.batch, stats, t.size, t.segment_size, self.target);
+    }
+
     /// Tries again after the backoff, which doubles (up to 30 s).
     pub(super) fn retry_later(&mut self, now: Instant) {
         self.next_try = now + self.backoff;
