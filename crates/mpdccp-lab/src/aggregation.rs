@@ -392,108 +392,8 @@ pub fn run(
     let inners = pick(INNERS, &opts.inners, |i| i.name)?;
     let mut cells = Vec::new();
     for pair in &pairs {
-        let sum: f64 = pair.paths.iter().map(|p| p.2).sum();
         for inner in &inners {
-            let mut cell = serde_json::Map::new();
-            cell.insert("pair".into(), json!(pair.name));
-            cell.insert("inner".into(), json!(inner.name));
-            cell.insert("capacity_sum_mbps".into(), json!(sum));
-            let mut vias: Vec<&str> = vec!["tunnel"];
-            if opts.references {
-                vias.extend(pair.paths.iter().map(|p| p.0));
-            }
-            let mut direct = serde_json::Map::new();
-            let mut sims = serde_json::Map::new();
-            // The inner sender's own view (QUIC: losses it declared, cwnd).
-            let mut inner_sender = serde_json::Map::new();
-            for via in vias {
-                let mut sc = scenario(pair, inner, via, opts.secs);
-                for (k, v) in &opts.set {
-                    sc.apply_set(k, v)
-                        .map_err(|e| anyhow::anyhow!("--set {k}={v}: {e}"))?;
-                }
-                progress(&format!("{} / {} / {via}", pair.name, inner.name));
-                let got = testbed_run(opts, sc.clone(), abort);
-                if let Ok(s) = &got {
-                    let late = emulator_late_p90_us(s);
-                    let worst = cell
-                        .get("emulator_late_p90_max_us")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0);
-                    cell.insert("emulator_late_p90_max_us".into(), json!(worst.max(late)));
-                }
-                if let Some(m) = got.as_ref().ok().and_then(|s| s.meta.get("flows")) {
-                    inner_sender.insert(via.into(), m[0].clone());
-                }
-                let (mbps, diag, rx_diag) = match &got {
-                    Ok(s) => {
-                        // The sending daemon's view, and the receiving
-                        // one's (its reordering).
-                        let (tx, rx) = if inner.up {
-                            ("client_status", "server_status")
-                        } else {
-                            ("server_status", "client_status")
-                        };
-                        (
-                            Some(steady_mbps(s)),
-                            s.meta.get(tx).map(diagnosis),
-                            s.meta.get(rx).map(diagnosis),
-                        )
-                    }
-                    Err(e) => {
-                        progress(&format!("  failed: {e:#}"));
-                        (None, None, None)
-                    }
-                };
-                progress(&format!("  testbed {:.2} Mbit/s", mbps.unwrap_or(f64::NAN)));
-                if via == "tunnel" {
-                    cell.insert("tunnel_mbps".into(), json!(mbps));
-                    if let Some(d) = diag {
-                        cell.insert("sender_daemon".into(), d);
-                    }
-                    if let Some(d) = rx_diag {
-                        cell.insert("receiver_daemon".into(), d["counters"].clone());
-                    }
-                    if let Err(e) = &got {
-                        cell.insert("error".into(), json!(format!("{e:#}")));
-                    }
-                } else {
-                    direct.insert(via.into(), json!(mbps));
-                }
-                if let Some(sim) = sim {
-                    let f = &sc.flow[0];
-                    let share = payload_share(f.kind, f.packet_bytes);
-                    let s = sim(&sc).map(|s| steady_mbps(&s) * share);
-                    sims.insert(via.into(), json!(s.ok()));
-                }
-            }
-            let best = direct
-                .values()
-                .filter_map(Value::as_f64)
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-            cell.insert("direct_mbps".into(), Value::Object(direct));
-            if !inner_sender.is_empty() {
-                cell.insert("inner_sender".into(), Value::Object(inner_sender));
-            }
-            cell.insert("best_single_mbps".into(), json!(best));
-            if opts.references && inner.kind == FlowKind::Tcp {
-                progress(&format!("{} / {} / mptcp", pair.name, inner.name));
-                match mptcp_run(opts, pair, inner.up) {
-                    Ok((m, joined)) => {
-                        progress(&format!("  mptcp {m:.2} Mbit/s ({joined} joins)"));
-                        cell.insert("mptcp_mbps".into(), json!(m));
-                        cell.insert("mptcp_joined_subflows".into(), json!(joined));
-                    }
-                    Err(e) => {
-                        progress(&format!("  mptcp failed: {e:#}"));
-                        cell.insert("mptcp_error".into(), json!(format!("{e:#}")));
-                    }
-                }
-            }
-            if sim.is_some() {
-                cell.insert("sim_mbps".into(), Value::Object(sims));
-            }
-            cells.push(score(Value::Object(cell), inner.kind));
+            cells.push(run_cell(opts, pair, inner, abort, sim, progress)?);
         }
     }
     Ok(json!({
@@ -505,6 +405,158 @@ pub fn run(
         "basis": "receiver's application bytes over the steady window; simulator scaled by the payload share of its packets",
         "cells": cells,
     }))
+}
+
+/// One cell's findings while its runs come in.
+#[derive(Default)]
+struct CellFindings {
+    cell: serde_json::Map<String, Value>,
+    /// Each path alone (`--references`), by path name.
+    direct: serde_json::Map<String, Value>,
+    /// The simulator's figure, by `via`.
+    sims: serde_json::Map<String, Value>,
+    /// The inner sender's own view (QUIC: losses it declared, cwnd).
+    inner_sender: serde_json::Map<String, Value>,
+}
+
+/// One cell: `inner` through the tunnel over `pair` (with `--references`
+/// also over each path alone and over MPTCP), scored.
+fn run_cell(
+    opts: &Options,
+    pair: &Pair,
+    inner: &Inner,
+    abort: &Arc<AtomicBool>,
+    sim: Option<SimFn>,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<Value> {
+    let sum: f64 = pair.paths.iter().map(|p| p.2).sum();
+    let mut f = CellFindings::default();
+    f.cell.insert("pair".into(), json!(pair.name));
+    f.cell.insert("inner".into(), json!(inner.name));
+    f.cell.insert("capacity_sum_mbps".into(), json!(sum));
+    let mut vias: Vec<&str> = vec!["tunnel"];
+    if opts.references {
+        vias.extend(pair.paths.iter().map(|p| p.0));
+    }
+    for via in vias {
+        let mut sc = scenario(pair, inner, via, opts.secs);
+        for (k, v) in &opts.set {
+            sc.apply_set(k, v)
+                .map_err(|e| anyhow::anyhow!("--set {k}={v}: {e}"))?;
+        }
+        progress(&format!("{} / {} / {via}", pair.name, inner.name));
+        let got = testbed_run(opts, sc.clone(), abort);
+        f.record_testbed(inner, via, &got, progress);
+        if let Some(sim) = sim {
+            let flow = &sc.flow[0];
+            let share = payload_share(flow.kind, flow.packet_bytes);
+            let s = sim(&sc).map(|s| steady_mbps(&s) * share);
+            f.sims.insert(via.into(), json!(s.ok()));
+        }
+    }
+    let CellFindings {
+        mut cell,
+        direct,
+        sims,
+        inner_sender,
+    } = f;
+    let best = direct
+        .values()
+        .filter_map(Value::as_f64)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    cell.insert("direct_mbps".into(), Value::Object(direct));
+    if !inner_sender.is_empty() {
+        cell.insert("inner_sender".into(), Value::Object(inner_sender));
+    }
+    cell.insert("best_single_mbps".into(), json!(best));
+    if opts.references && inner.kind == FlowKind::Tcp {
+        record_mptcp(opts, pair, inner, &mut cell, progress);
+    }
+    if sim.is_some() {
+        cell.insert("sim_mbps".into(), Value::Object(sims));
+    }
+    Ok(score(Value::Object(cell), inner.kind))
+}
+
+impl CellFindings {
+    /// Records one testbed run over `via` (the tunnel or one path alone).
+    fn record_testbed(
+        &mut self,
+        inner: &Inner,
+        via: &str,
+        got: &anyhow::Result<Summary>,
+        progress: &dyn Fn(&str),
+    ) {
+        let cell = &mut self.cell;
+        if let Ok(s) = got {
+            let late = emulator_late_p90_us(s);
+            let worst = cell
+                .get("emulator_late_p90_max_us")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            cell.insert("emulator_late_p90_max_us".into(), json!(worst.max(late)));
+        }
+        if let Some(m) = got.as_ref().ok().and_then(|s| s.meta.get("flows")) {
+            self.inner_sender.insert(via.into(), m[0].clone());
+        }
+        let (mbps, diag, rx_diag) = match got {
+            Ok(s) => {
+                // The sending daemon's view, and the receiving
+                // one's (its reordering).
+                let (tx, rx) = if inner.up {
+                    ("client_status", "server_status")
+                } else {
+                    ("server_status", "client_status")
+                };
+                (
+                    Some(steady_mbps(s)),
+                    s.meta.get(tx).map(diagnosis),
+                    s.meta.get(rx).map(diagnosis),
+                )
+            }
+            Err(e) => {
+                progress(&format!("  failed: {e:#}"));
+                (None, None, None)
+            }
+        };
+        progress(&format!("  testbed {:.2} Mbit/s", mbps.unwrap_or(f64::NAN)));
+        if via == "tunnel" {
+            cell.insert("tunnel_mbps".into(), json!(mbps));
+            if let Some(d) = diag {
+                cell.insert("sender_daemon".into(), d);
+            }
+            if let Some(d) = rx_diag {
+                cell.insert("receiver_daemon".into(), d["counters"].clone());
+            }
+            if let Err(e) = got {
+                cell.insert("error".into(), json!(format!("{e:#}")));
+            }
+        } else {
+            self.direct.insert(via.into(), json!(mbps));
+        }
+    }
+}
+
+/// Kernel MPTCP over the same two paths, for comparison.
+fn record_mptcp(
+    opts: &Options,
+    pair: &Pair,
+    inner: &Inner,
+    cell: &mut serde_json::Map<String, Value>,
+    progress: &dyn Fn(&str),
+) {
+    progress(&format!("{} / {} / mptcp", pair.name, inner.name));
+    match mptcp_run(opts, pair, inner.up) {
+        Ok((m, joined)) => {
+            progress(&format!("  mptcp {m:.2} Mbit/s ({joined} joins)"));
+            cell.insert("mptcp_mbps".into(), json!(m));
+            cell.insert("mptcp_joined_subflows".into(), json!(joined));
+        }
+        Err(e) => {
+            progress(&format!("  mptcp failed: {e:#}"));
+            cell.insert("mptcp_error".into(), json!(format!("{e:#}")));
+        }
+    }
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {

@@ -497,12 +497,44 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
     let split0: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
     let tcp = iperf(t, dst, &[], secs)?;
     let split1: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
-    let sum = |v: &[(f64, f64)]| v.iter().map(|(u, s)| u + s).sum::<f64>();
-    let (cpu0, cpu1) = (sum(&split0), sum(&split1));
+    let (cpu0, cpu1) = (cpu_sum(&split0), cpu_sum(&split1));
     let (under_load, tcp_pinged) = ping_under_tcp_load(t, dst, secs)?;
     let tcp_mbps = received_mbps(&tcp);
     let tcp4 = iperf(t, dst, &["-P", "4"], secs)?;
     let tcp_ecn = tcp_with_ecn(t, dst, secs)?;
+    let udp = measure_udp(t, dst, secs, pids)?;
+    let after = ping_ms(t, dst)?;
+    let mut out = json!({
+        "tcp_mbps": tcp_mbps,
+        "tcp_retransmits": tcp["end"]["sum_sent"]["retransmits"],
+        "tcp_retransmit_percent": retransmit_percent(&tcp),
+        "tcp_ecn_mbps": received_mbps(&tcp_ecn),
+        "tcp_ecn_retransmit_percent": retransmit_percent(&tcp_ecn),
+        "tcp_4_streams_mbps": received_mbps(&tcp4),
+        "tcp_4_streams_retransmit_percent": retransmit_percent(&tcp4),
+        "daemon_cpu_share_of_one_core_during_tcp": if pids.is_empty() { Value::Null } else { json!((cpu1 - cpu0) / secs as f64) },
+        "daemon_cpu_user_system_during_tcp": cpu_split(&split0, &split1, secs),
+        "ping_rtt_ms_light_load": idle[1],
+        "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
+        "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,
+        "ping_rtt_ms_idle": rtt_summary(&idle_rtts),
+        "ping_rtt_ms_under_tcp_load": rtt_summary(&under_load),
+        "tcp_mbps_while_pinged": received_mbps(&tcp_pinged),
+    });
+    if let (Some(out), Value::Object(udp)) = (out.as_object_mut(), udp) {
+        out.extend(udp);
+    }
+    Ok(out)
+}
+
+/// User + system CPU seconds of the processes sampled in `v`.
+fn cpu_sum(v: &[(f64, f64)]) -> f64 {
+    v.iter().map(|(u, s)| u + s).sum::<f64>()
+}
+
+/// The `udp_*` figures of [`measure`]: offered UDP to `dst`, where it was
+/// lost, and the CPU of the processes `pids` meanwhile.
+fn measure_udp(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Result<Value> {
     let rate = format!("{UDP_OFFERED_MBPS}M");
     // Where UDP is lost: the client TUN's own queue (the kernel drops when
     // the daemon does not read fast enough) is counted apart from the
@@ -521,7 +553,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         secs,
     )?;
     let usplit1: Vec<(f64, f64)> = pids.iter().map(|&p| cpu_user_system_s(p)).collect();
-    let (cpu_udp0, cpu_udp1) = (sum(&usplit0), sum(&usplit1));
+    let (cpu_udp0, cpu_udp1) = (cpu_sum(&usplit0), cpu_sum(&usplit1));
     let tun_drops = diff_u64(tun_tx_dropped(t), tun_drops0);
     let snmp1 = (udp_snmp(&t.client), udp_snmp(&t.server), softnet_dropped());
     let status1 = (t.status(false).ok(), t.status(true).ok());
@@ -544,17 +576,7 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         udp_cost_per_packet(&status0, &status1, &usplit0, &usplit1, &udp_loss_where);
     let udp_loss = udp_lost_percent(&udp).unwrap_or(0.0);
     let udp_mbps = received_mbps(&udp);
-    let after = ping_ms(t, dst)?;
     Ok(json!({
-        "tcp_mbps": tcp_mbps,
-        "tcp_retransmits": tcp["end"]["sum_sent"]["retransmits"],
-        "tcp_retransmit_percent": retransmit_percent(&tcp),
-        "tcp_ecn_mbps": received_mbps(&tcp_ecn),
-        "tcp_ecn_retransmit_percent": retransmit_percent(&tcp_ecn),
-        "tcp_4_streams_mbps": received_mbps(&tcp4),
-        "tcp_4_streams_retransmit_percent": retransmit_percent(&tcp4),
-        "daemon_cpu_share_of_one_core_during_tcp": if pids.is_empty() { Value::Null } else { json!((cpu1 - cpu0) / secs as f64) },
-        "daemon_cpu_user_system_during_tcp": cpu_split(&split0, &split1, secs),
         "udp_offered_mbps": UDP_OFFERED_MBPS,
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
@@ -568,12 +590,6 @@ fn measure(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Resu
         "udp_per_packet": udp_per_packet,
         "daemon_cpu_share_of_one_core_during_udp": if pids.is_empty() { Value::Null } else { json!((cpu_udp1 - cpu_udp0) / secs as f64) },
         "daemon_cpu_user_system_during_udp": cpu_split(&usplit0, &usplit1, secs),
-        "ping_rtt_ms_light_load": idle[1],
-        "ping_rtt_ms_min_p50_mean_p90_max_idle": idle,
-        "ping_rtt_ms_min_p50_mean_p90_max_after_load": after,
-        "ping_rtt_ms_idle": rtt_summary(&idle_rtts),
-        "ping_rtt_ms_under_tcp_load": rtt_summary(&under_load),
-        "tcp_mbps_while_pinged": received_mbps(&tcp_pinged),
     }))
 }
 
@@ -597,29 +613,7 @@ fn peers(
     };
     stop_from(t);
     let mut runs = serde_json::Map::new();
-    let open = ("mpdccp_one_path", AuthMode::Open);
-    let protected = ("mpdccp_one_path_protected", AuthMode::Protected);
-    // MPDCCP_BENCH_PEER_MODES (`open`, `protected`, `open,protected`)
-    // picks our one-path runs, e.g. protected only beside wireguard-go
-    // when working on the AEAD path; by default open when `quick`, both
-    // otherwise.
-    let modes: Vec<(&str, AuthMode)> = match std::env::var("MPDCCP_BENCH_PEER_MODES") {
-        Ok(v) if !v.is_empty() => {
-            let mut m = Vec::new();
-            for w in v.split(',') {
-                match w.trim() {
-                    "open" => m.push(open),
-                    "protected" => m.push(protected),
-                    other => anyhow::bail!(
-                        "MPDCCP_BENCH_PEER_MODES: {other}? want open and/or protected"
-                    ),
-                }
-            }
-            m
-        }
-        _ if quick => vec![open],
-        _ => vec![open, protected],
-    };
+    let modes = peer_modes(quick)?;
     for (name, auth) in &modes {
         let one = TunnelOpts {
             paths: vec![0],
@@ -667,6 +661,32 @@ fn peers(
     }
     out["runs"] = Value::Object(runs);
     Ok(out)
+}
+
+/// Our one-path runs beside wireguard-go, named for the report.
+/// MPDCCP_BENCH_PEER_MODES (`open`, `protected`, `open,protected`) picks
+/// them, e.g. protected only beside wireguard-go when working on the AEAD
+/// path; by default open when `quick`, both otherwise.
+fn peer_modes(quick: bool) -> anyhow::Result<Vec<(&'static str, AuthMode)>> {
+    let open = ("mpdccp_one_path", AuthMode::Open);
+    let protected = ("mpdccp_one_path_protected", AuthMode::Protected);
+    Ok(match std::env::var("MPDCCP_BENCH_PEER_MODES") {
+        Ok(v) if !v.is_empty() => {
+            let mut m = Vec::new();
+            for w in v.split(',') {
+                match w.trim() {
+                    "open" => m.push(open),
+                    "protected" => m.push(protected),
+                    other => anyhow::bail!(
+                        "MPDCCP_BENCH_PEER_MODES: {other}? want open and/or protected"
+                    ),
+                }
+            }
+            m
+        }
+        _ if quick => vec![open],
+        _ => vec![open, protected],
+    })
 }
 
 /// The tunnel settings of every run of ours (the environment overrides

@@ -364,27 +364,8 @@ pub fn run_with(
         }
         // None: close to a deadline, just look at the fds and go round again.
         let timeout = clock::sleep_budget(now, deadline).map(|d| d.min(Duration::from_millis(100)));
-        // Zero: just look at the fds.
-        let ts = rustix::event::Timespec::try_from(timeout.unwrap_or(Duration::ZERO)).unwrap_or(
-            rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-        );
-        let readable: [bool; 2];
-        let r = {
-            let mut fds = [
-                PollFd::new(&dirs[0].tun, PollFlags::IN),
-                PollFd::new(&dirs[1].tun, PollFlags::IN),
-            ];
-            match rustix::event::poll(&mut fds, Some(&ts)) {
-                Ok(n) => {
-                    readable = [0, 1].map(|i| fds[i].revents().contains(PollFlags::IN));
-                    n
-                }
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io::Error::from(e).into()),
-            }
+        let Some((r, readable)) = poll_tuns(&dirs, timeout)? else {
+            continue;
         };
         if r == 0 && timeout.is_none() {
             std::thread::yield_now();
@@ -397,6 +378,34 @@ pub fn run_with(
         }
     }
     finish(config, &mut dirs, stats_out)
+}
+
+/// Waits up to `timeout` (None: just looks) for the two TUN devices to
+/// become readable. Returns poll's count and which are readable, or None
+/// when a signal interrupted the wait.
+fn poll_tuns(
+    dirs: &[Dir; 2],
+    timeout: Option<Duration>,
+) -> anyhow::Result<Option<(usize, [bool; 2])>> {
+    // Zero: just look at the fds.
+    let ts = rustix::event::Timespec::try_from(timeout.unwrap_or(Duration::ZERO)).unwrap_or(
+        rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+    );
+    let mut fds = [
+        PollFd::new(&dirs[0].tun, PollFlags::IN),
+        PollFd::new(&dirs[1].tun, PollFlags::IN),
+    ];
+    match rustix::event::poll(&mut fds, Some(&ts)) {
+        Ok(n) => Ok(Some((
+            n,
+            [0, 1].map(|i| fds[i].revents().contains(PollFlags::IN)),
+        ))),
+        Err(rustix::io::Errno::INTR) => Ok(None),
+        Err(e) => Err(io::Error::from(e).into()),
+    }
 }
 
 /// The two directions, each with its TUN, link model and ring.

@@ -252,61 +252,9 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
     let echo_addr = SocketAddr::from((packet::SERVER_INNER, packet::ECHO_PORT));
     let echo = echo::Echo::start(lab.server_ns.name(), echo_addr)?;
 
-    let cfg = server_config(&lab.dir, opts);
-    let plan = mpdccp_net::daemon::mtu_plan(
-        &cfg.tun,
-        cfg.tunnel.path_mtu,
-        false,
-        mpdccp_net::mtu::UDP_HEADER_BYTES,
-    );
-    let mut conn = cfg.tunnel.connection_config(&plan);
-    // One datagram per transmit: the generator's sockets do not use GSO.
-    conn.max_gso_segments = 1;
-    let packet_bytes = opts
-        .packet_bytes
-        .clamp(packet::MIN_PACKET, plan.tun_mtu as usize);
-    let client_plan = clients::ClientPlan {
-        clients: opts.clients,
-        server: cfg.listen,
-        local_ip: CLIENTS_OUTER,
-        echo: echo_addr,
-        conn,
-        max_handshakes: opts.max_handshakes.max(1),
-        connect_timeout: opts.connect_timeout,
-        upstream_bps: opts.mbps * 1e6,
-        packet_bytes,
-        data_secs: opts.seconds,
-        drain: Duration::from_secs(1),
-    };
-    let (tx, rx) = mpsc::channel();
-    let counters = echo.counters.clone();
-    let stop = abort.clone();
-    let control = lab.dir.join("server.sock");
-    let thread = crate::netns::spawn_in_netns(lab.clients_ns.name(), move || {
-        clients::run(client_plan, &stop, |phase, _| {
-            let echoed = counters.recv_pkts.load(Ordering::Relaxed);
-            // The process before the status query: building the document
-            // for every connection costs memory of its own, measured apart.
-            let before_status = sample(pid);
-            // The server's view at the end of the data phase, before the close.
-            let status = (phase == Phase::Drain)
-                .then(|| mpdccp_net::daemon::ops::query(&control, "status").ok())
-                .flatten();
-            let after_status = sample(pid);
-            let _ = tx.send((
-                phase,
-                before_status,
-                echoed,
-                loadavg(),
-                status,
-                after_status,
-            ));
-        })
-    });
-    let report = thread
-        .join()
-        .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
-    let samples: Vec<_> = rx.try_iter().collect();
+    let client_plan = client_plan(&lab.dir, opts, echo_addr);
+    let packet_bytes = client_plan.packet_bytes;
+    let (report, samples) = drive_clients(&lab, client_plan, &abort, pid)?;
     let after_close = lab.status().unwrap_or(Value::Null);
     let kernel_udp = json!({
         "server_ns": udp_snmp(&lab.server_ns),
@@ -314,13 +262,13 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
     });
     let status = samples
         .iter()
-        .find_map(|s| s.4.clone())
+        .find_map(|s| s.status.clone())
         .unwrap_or(Value::Null);
-    let at = |p: Phase| samples.iter().find(|s| s.0 == p);
-    let connected = at(Phase::Data).map_or(idle, |s| s.1);
-    let after = at(Phase::Drain).map_or(connected, |s| s.1);
-    let after_status = at(Phase::Drain).map_or(after, |s| s.5);
-    let load_during = at(Phase::Drain).map_or_else(String::new, |s| s.3.clone());
+    let at = |p: Phase| samples.iter().find(|s| s.phase == p);
+    let connected = at(Phase::Data).map_or(idle, |s| s.before_status);
+    let after = at(Phase::Drain).map_or(connected, |s| s.before_status);
+    let after_status = at(Phase::Drain).map_or(after, |s| s.after_status);
+    let load_during = at(Phase::Drain).map_or_else(String::new, |s| s.load.clone());
     let c = &echo.counters;
     let echo_recv = c.recv_pkts.load(Ordering::Relaxed);
     let echo_recv_bytes = c.recv_bytes.load(Ordering::Relaxed);
@@ -342,6 +290,86 @@ pub fn run(exe: &Path, opts: &LoadOpts, abort: Arc<AtomicBool>) -> anyhow::Resul
         kernel_udp,
         loads: [load_before, load_during, loadavg()],
     }))
+}
+
+/// The clients' side of the run: the server's connection settings as the
+/// server derives them, and the load of `opts`.
+fn client_plan(dir: &Path, opts: &LoadOpts, echo_addr: SocketAddr) -> clients::ClientPlan {
+    let cfg = server_config(dir, opts);
+    let plan = mpdccp_net::daemon::mtu_plan(
+        &cfg.tun,
+        cfg.tunnel.path_mtu,
+        false,
+        mpdccp_net::mtu::UDP_HEADER_BYTES,
+    );
+    let mut conn = cfg.tunnel.connection_config(&plan);
+    // One datagram per transmit: the generator's sockets do not use GSO.
+    conn.max_gso_segments = 1;
+    let packet_bytes = opts
+        .packet_bytes
+        .clamp(packet::MIN_PACKET, plan.tun_mtu as usize);
+    clients::ClientPlan {
+        clients: opts.clients,
+        server: cfg.listen,
+        local_ip: CLIENTS_OUTER,
+        echo: echo_addr,
+        conn,
+        max_handshakes: opts.max_handshakes.max(1),
+        connect_timeout: opts.connect_timeout,
+        upstream_bps: opts.mbps * 1e6,
+        packet_bytes,
+        data_secs: opts.seconds,
+        drain: Duration::from_secs(1),
+    }
+}
+
+/// The server seen at one phase change of the clients' run.
+struct PhaseSample {
+    phase: Phase,
+    /// The process before the status query: building the document for
+    /// every connection costs memory of its own, measured apart.
+    before_status: ServerSample,
+    load: String,
+    /// The server's view at the end of the data phase, before the close.
+    status: Option<Value>,
+    after_status: ServerSample,
+}
+
+/// Runs the clients in their namespace to the end of the drain, sampling
+/// the server (`pid`) at each phase change.
+fn drive_clients(
+    lab: &Lab,
+    client_plan: clients::ClientPlan,
+    abort: &Arc<AtomicBool>,
+    pid: u32,
+) -> anyhow::Result<(ClientReport, Vec<PhaseSample>)> {
+    let (tx, rx) = mpsc::channel();
+    let stop = abort.clone();
+    let control = lab.dir.join("server.sock");
+    let thread = crate::netns::spawn_in_netns(lab.clients_ns.name(), move || {
+        clients::run(client_plan, &stop, |phase, _| {
+            // The process before the status query: building the document
+            // for every connection costs memory of its own, measured apart.
+            let before_status = sample(pid);
+            // The server's view at the end of the data phase, before the close.
+            let status = (phase == Phase::Drain)
+                .then(|| mpdccp_net::daemon::ops::query(&control, "status").ok())
+                .flatten();
+            let after_status = sample(pid);
+            let _ = tx.send(PhaseSample {
+                phase,
+                before_status,
+                load: loadavg(),
+                status,
+                after_status,
+            });
+        })
+    });
+    let report = thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+    let samples: Vec<_> = rx.try_iter().collect();
+    Ok((report, samples))
 }
 
 struct Figures<'a> {

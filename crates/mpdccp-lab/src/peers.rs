@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
+use crate::netns::{Netns, Proc};
 use crate::topo::{wait_for, Topology};
 
 /// wireguard-go's inner addresses (a /24 of their own, apart from ours).
@@ -96,96 +97,36 @@ pub fn start_wireguard_go(
     wg: &std::path::Path,
     nice: i8,
 ) -> anyhow::Result<Vec<u32>> {
-    let wg_s = wg.to_string_lossy().into_owned();
-    let key = |name: &str| -> anyhow::Result<(PathBuf, String)> {
-        let out = std::process::Command::new(&wg_s).arg("genkey").output()?;
-        anyhow::ensure!(out.status.success(), "wg genkey failed");
-        let file = t.dir.join(name);
-        std::fs::write(&file, &out.stdout)?;
-        let mut child = std::process::Command::new(&wg_s)
-            .arg("pubkey")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()?;
-        std::io::Write::write_all(child.stdin.as_mut().context("stdin")?, &out.stdout)?;
-        let pubk = child.wait_with_output()?;
-        Ok((
-            file,
-            String::from_utf8_lossy(&pubk.stdout).trim().to_owned(),
-        ))
-    };
-    let (ckey, cpub) = key("wg-client.key")?;
-    let (skey, spub) = key("wg-server.key")?;
+    let (ckey, cpub) = wg_keypair(wg, &t.dir.join("wg-client.key"))?;
+    let (skey, spub) = wg_keypair(wg, &t.dir.join("wg-server.key"))?;
     let base = t.client.name().trim_end_matches('c').to_owned();
     let (cif, sif) = (format!("{base}wc"), format!("{base}ws"));
     anyhow::ensure!(cif.len() <= 15, "interface name {cif} too long");
     let path = t.paths[0].clone();
-    let wggo_s = wggo.to_string_lossy().into_owned();
-    let nice_s = nice.to_string();
     let mut pids = Vec::new();
     for server in [true, false] {
-        let (ifname, keyf, peer_pub, peer_ip, own, peer_inner) = if server {
-            (
-                &sif,
-                &skey,
-                &cpub,
-                path.client_ip,
-                WG_SERVER_V4,
-                WG_CLIENT_V4,
-            )
+        let peer = if server {
+            WgPeer {
+                ifname: &sif,
+                key_file: &skey,
+                peer_pub: &cpub,
+                peer_ip: path.client_ip,
+                own: WG_SERVER_V4,
+                peer_inner: WG_CLIENT_V4,
+            }
         } else {
-            (
-                &cif,
-                &ckey,
-                &spub,
-                path.server_ip,
-                WG_CLIENT_V4,
-                WG_SERVER_V4,
-            )
+            WgPeer {
+                ifname: &cif,
+                key_file: &ckey,
+                peer_pub: &spub,
+                peer_ip: path.server_ip,
+                own: WG_CLIENT_V4,
+                peer_inner: WG_SERVER_V4,
+            }
         };
         let ns = if server { &t.server } else { &t.client };
-        let log = t.dir.join(format!("{ifname}.log"));
-        // `-f`: stay in the foreground, so the process we start is the one
-        // whose CPU we read (without it wireguard-go re-executes itself).
-        let mut args: Vec<&str> = Vec::new();
-        if nice != 0 {
-            args.extend(["-n", &nice_s, &wggo_s]);
-        }
-        args.extend(["-f", ifname.as_str()]);
-        let prog = if nice != 0 { "nice" } else { wggo_s.as_str() };
-        let p = ns.spawn_logged(prog, &args, &log)?;
-        let pid = p.id();
-        t.procs.push(p);
-        let sock = PathBuf::from(format!("/var/run/wireguard/{ifname}.sock"));
-        wait_for(Duration::from_secs(10), || sock.exists()).with_context(|| {
-            format!(
-                "wireguard-go did not create {}; log: {}",
-                sock.display(),
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        })?;
-        let keyf_s = keyf.to_string_lossy().into_owned();
-        let endpoint = format!("{peer_ip}:{WG_PORT}");
-        let allowed = format!("{peer_inner}/32");
-        ns.output(
-            &wg_s,
-            &[
-                "set",
-                ifname,
-                "listen-port",
-                WG_PORT,
-                "private-key",
-                &keyf_s,
-                "peer",
-                peer_pub,
-                "allowed-ips",
-                &allowed,
-                "endpoint",
-                &endpoint,
-            ],
-        )?;
-        ns.ip(&["addr", "add", &format!("{own}/24"), "dev", ifname])?;
-        ns.ip(&["link", "set", ifname, "up"])?;
+        let pid = spawn_wireguard_go(ns, &mut t.procs, &t.dir, wggo, nice, peer.ifname)?;
+        configure_wireguard_peer(ns, wg, &peer)?;
         pids.extend(pid);
     }
     // The handshake happens with the first packet; wait for it.
@@ -196,6 +137,106 @@ pub fn start_wireguard_go(
     })
     .context("no ping through wireguard-go")?;
     Ok(pids)
+}
+
+/// A fresh private key written to `file` (`wg genkey`), and its public
+/// key (`wg pubkey`).
+fn wg_keypair(wg: &std::path::Path, file: &std::path::Path) -> anyhow::Result<(PathBuf, String)> {
+    let out = std::process::Command::new(wg).arg("genkey").output()?;
+    anyhow::ensure!(out.status.success(), "wg genkey failed");
+    std::fs::write(file, &out.stdout)?;
+    let mut child = std::process::Command::new(wg)
+        .arg("pubkey")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    std::io::Write::write_all(child.stdin.as_mut().context("stdin")?, &out.stdout)?;
+    let pubk = child.wait_with_output()?;
+    Ok((
+        file.to_path_buf(),
+        String::from_utf8_lossy(&pubk.stdout).trim().to_owned(),
+    ))
+}
+
+/// One side of the wireguard-go pair: its interface, key and its peer.
+struct WgPeer<'a> {
+    ifname: &'a str,
+    key_file: &'a std::path::Path,
+    peer_pub: &'a str,
+    peer_ip: std::net::Ipv4Addr,
+    own: &'a str,
+    peer_inner: &'a str,
+}
+
+/// Starts wireguard-go for `ifname` in `ns` (at nice `nice`, 0 =
+/// unchanged; kept in `procs`) and waits for its UAPI socket. Returns its
+/// process id.
+fn spawn_wireguard_go(
+    ns: &Netns,
+    procs: &mut Vec<Proc>,
+    dir: &std::path::Path,
+    wggo: &std::path::Path,
+    nice: i8,
+    ifname: &str,
+) -> anyhow::Result<Option<u32>> {
+    let wggo_s = wggo.to_string_lossy().into_owned();
+    let nice_s = nice.to_string();
+    let log = dir.join(format!("{ifname}.log"));
+    // `-f`: stay in the foreground, so the process we start is the one
+    // whose CPU we read (without it wireguard-go re-executes itself).
+    let mut args: Vec<&str> = Vec::new();
+    if nice != 0 {
+        args.extend(["-n", &nice_s, &wggo_s]);
+    }
+    args.extend(["-f", ifname]);
+    let prog = if nice != 0 { "nice" } else { wggo_s.as_str() };
+    let p = ns.spawn_logged(prog, &args, &log)?;
+    let pid = p.id();
+    procs.push(p);
+    let sock = PathBuf::from(format!("/var/run/wireguard/{ifname}.sock"));
+    wait_for(Duration::from_secs(10), || sock.exists()).with_context(|| {
+        format!(
+            "wireguard-go did not create {}; log: {}",
+            sock.display(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    })?;
+    Ok(pid)
+}
+
+/// `wg set` for one side (key, port, its peer), then its inner address
+/// and the link up.
+fn configure_wireguard_peer(ns: &Netns, wg: &std::path::Path, peer: &WgPeer) -> anyhow::Result<()> {
+    let wg_s = wg.to_string_lossy().into_owned();
+    let keyf_s = peer.key_file.to_string_lossy().into_owned();
+    let endpoint = format!("{}:{WG_PORT}", peer.peer_ip);
+    let allowed = format!("{}/32", peer.peer_inner);
+    ns.output(
+        &wg_s,
+        &[
+            "set",
+            peer.ifname,
+            "listen-port",
+            WG_PORT,
+            "private-key",
+            &keyf_s,
+            "peer",
+            peer.peer_pub,
+            "allowed-ips",
+            &allowed,
+            "endpoint",
+            &endpoint,
+        ],
+    )?;
+    ns.ip(&[
+        "addr",
+        "add",
+        &format!("{}/24", peer.own),
+        "dev",
+        peer.ifname,
+    ])?;
+    ns.ip(&["link", "set", peer.ifname, "up"])?;
+    Ok(())
 }
 
 /// Tunnel cores per Gbit/s of TCP (1 stream): the tunnel processes' share

@@ -442,33 +442,50 @@ impl Default for TunnelOpts {
     }
 }
 
-/// The two daemons' configurations for a topology in `dir` with `paths`
-/// (typed; [`Topology::start_tunnel`] writes them with `toml::to_string`).
 /// The TUN device's name in the client's and the server's namespace.
 pub const TUN_NAME: &str = "mpd0";
 
+/// The two daemons' configurations for a topology in `dir` with `paths`
+/// (typed; [`Topology::start_tunnel`] writes them with `toml::to_string`).
 pub fn daemon_configs(
     dir: &Path,
     paths: &[PathAddrs],
     opts: &TunnelOpts,
 ) -> (ServerConfig, ClientConfig) {
-    let tun = |v4: Ipv4Addr, v6: &str| TunConfig {
+    (
+        server_config(dir, paths, opts),
+        client_config(dir, paths, opts),
+    )
+}
+
+/// A daemon's TUN device with the addresses `v4`/24 and `v6`/64.
+fn lab_tun(opts: &TunnelOpts, v4: Ipv4Addr, v6: &str) -> TunConfig {
+    TunConfig {
         name: TUN_NAME.into(),
         addresses: vec![format!("{v4}/24"), format!("{v6}/64")],
         mtu: opts.tun_mtu,
         txqueuelen: opts.tun_txqueuelen,
         ..TunConfig::default()
-    };
-    let keyed = opts.auth != AuthMode::Open;
-    let ops = |server: bool| OpsConfig {
+    }
+}
+
+/// A daemon's control socket in `dir`.
+fn lab_ops(dir: &Path, server: bool) -> OpsConfig {
+    OpsConfig {
         control_socket: dir.join(if server { "server.sock" } else { "client.sock" }),
         prometheus: None,
-    };
-    let server = ServerConfig {
+    }
+}
+
+/// The server: listening on every transport of `opts`, with the lab's
+/// client as its one peer when authenticated.
+fn server_config(dir: &Path, paths: &[PathAddrs], opts: &TunnelOpts) -> ServerConfig {
+    let keyed = opts.auth != AuthMode::Open;
+    ServerConfig {
         listen: SocketAddr::from(([0, 0, 0, 0], SERVER_PORT)),
-        tun: tun(SERVER_TUN_V4, SERVER_TUN_V6),
+        tun: lab_tun(opts, SERVER_TUN_V4, SERVER_TUN_V6),
         tunnel: opts.tunnel.clone(),
-        ops: ops(true),
+        ops: lab_ops(dir, true),
         dccp_listen: if opts.transports.contains(&Transport::Dccp) {
             paths.iter().map(|a| IpAddr::V4(a.server_ip)).collect()
         } else {
@@ -499,7 +516,13 @@ pub fn daemon_configs(
         },
         limits: Default::default(),
         fleet: None,
-    };
+    }
+}
+
+/// The client: one path a used topology path (`opts.paths`, default all),
+/// each with its transport and priority from `opts`.
+fn client_config(dir: &Path, paths: &[PathAddrs], opts: &TunnelOpts) -> ClientConfig {
+    let keyed = opts.auth != AuthMode::Open;
     let used: Vec<usize> = if opts.paths.is_empty() {
         (0..paths.len()).collect()
     } else {
@@ -525,11 +548,11 @@ pub fn daemon_configs(
             }
         })
         .collect();
-    let client = ClientConfig {
+    ClientConfig {
         server: None,
-        tun: tun(CLIENT_TUN_V4, CLIENT_TUN_V6),
+        tun: lab_tun(opts, CLIENT_TUN_V4, CLIENT_TUN_V6),
         tunnel: opts.tunnel.clone(),
-        ops: ops(false),
+        ops: lab_ops(dir, false),
         path,
         rejoin_backoff_ms: 200,
         seed: 9,
@@ -539,8 +562,7 @@ pub fn daemon_configs(
             .then(|| encode_key(&mpdccp_proto::auth::public_key(&lab_private_key(0)))),
         psk_file: None,
         join_advertised_address: false,
-    };
-    (server, client)
+    }
 }
 
 /// Key files of the lab's server (0) and client (1) in the topology's directory.
@@ -602,49 +624,12 @@ impl Topology {
     /// Starts `mpdccp server` and `mpdccp client` and waits until the
     /// connection is established on the requested paths.
     pub fn start_tunnel(&mut self, exe: &Path, opts: &TunnelOpts) -> anyhow::Result<()> {
-        let (server_cfg, client_cfg) = self.daemon_configs(opts);
-        let used = client_cfg.path.len();
-        let server_cfg = toml::to_string(&server_cfg).context("server.toml")?;
-        let client_cfg = toml::to_string(&client_cfg).context("client.toml")?;
-        let sc = self.dir.join("server.toml");
-        let cc = self.dir.join("client.toml");
-        std::fs::write(&sc, server_cfg)?;
-        std::fs::write(&cc, client_cfg)?;
-        if opts.auth != AuthMode::Open {
-            write_lab_keys(&self.dir)?;
-        }
-        let exe_s = exe.to_string_lossy().into_owned();
-        let env_log = format!("RUST_LOG={}", opts.log);
+        let (sc, cc, used) = self.write_daemon_files(opts)?;
         let (sc_s, cc_s) = (
             sc.to_string_lossy().into_owned(),
             cc.to_string_lossy().into_owned(),
         );
-        // The two daemons stand for two separate machines (CPE and
-        // aggregation server); on one shared host a descheduled daemon
-        // stamps acks late and sends in bursts, which a real-time class
-        // avoids (see the README, §Testbed).
-        let prio = opts.rt_priority.to_string();
-        let mut prefix: Vec<&str> = Vec::new();
-        if opts.rt_priority > 0 {
-            // Without CAP_SYS_NICE (or `chrt`) the daemons still run, slower to react.
-            let ok = std::process::Command::new("chrt")
-                .args(["-f", &prio, "true"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                prefix.extend(["chrt", "-f", &prio]);
-                self.daemon_rt_priority = opts.rt_priority;
-            } else {
-                tracing::warn!(
-                    "cannot run the daemons under SCHED_FIFO (`chrt -f {prio}` failed); timing will be noisier"
-                );
-            }
-        }
-        let nice = opts.nice.to_string();
-        if prefix.is_empty() && opts.nice != 0 {
-            prefix.extend(["nice", "-n", &nice]);
-        }
-        prefix.extend(["env", &env_log, &exe_s]);
+        let prefix = self.daemon_command_prefix(exe, opts);
         let (prog, pre) = prefix.split_first().expect("prefix is never empty");
         let args = |role: &'static str, cfg: &'static str, file: &str| -> Vec<String> {
             pre.iter()
@@ -683,6 +668,59 @@ impl Topology {
             },
         )?;
         Ok(())
+    }
+
+    /// Writes `server.toml`, `client.toml` (and the lab's keys when
+    /// authenticated) into the topology's directory. Returns the two
+    /// files and the number of client paths.
+    fn write_daemon_files(&self, opts: &TunnelOpts) -> anyhow::Result<(PathBuf, PathBuf, usize)> {
+        let (server_cfg, client_cfg) = self.daemon_configs(opts);
+        let used = client_cfg.path.len();
+        let server_cfg = toml::to_string(&server_cfg).context("server.toml")?;
+        let client_cfg = toml::to_string(&client_cfg).context("client.toml")?;
+        let sc = self.dir.join("server.toml");
+        let cc = self.dir.join("client.toml");
+        std::fs::write(&sc, server_cfg)?;
+        std::fs::write(&cc, client_cfg)?;
+        if opts.auth != AuthMode::Open {
+            write_lab_keys(&self.dir)?;
+        }
+        Ok((sc, cc, used))
+    }
+
+    /// The command line before a daemon's role: its scheduling (`chrt -f`
+    /// or `nice -n`), then `env RUST_LOG=… EXE`. Records the real-time
+    /// priority the daemons get.
+    fn daemon_command_prefix(&mut self, exe: &Path, opts: &TunnelOpts) -> Vec<String> {
+        let exe_s = exe.to_string_lossy().into_owned();
+        let env_log = format!("RUST_LOG={}", opts.log);
+        // The two daemons stand for two separate machines (CPE and
+        // aggregation server); on one shared host a descheduled daemon
+        // stamps acks late and sends in bursts, which a real-time class
+        // avoids (see the README, §Testbed).
+        let prio = opts.rt_priority.to_string();
+        let mut prefix: Vec<&str> = Vec::new();
+        if opts.rt_priority > 0 {
+            // Without CAP_SYS_NICE (or `chrt`) the daemons still run, slower to react.
+            let ok = std::process::Command::new("chrt")
+                .args(["-f", &prio, "true"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                prefix.extend(["chrt", "-f", &prio]);
+                self.daemon_rt_priority = opts.rt_priority;
+            } else {
+                tracing::warn!(
+                    "cannot run the daemons under SCHED_FIFO (`chrt -f {prio}` failed); timing will be noisier"
+                );
+            }
+        }
+        let nice = opts.nice.to_string();
+        if prefix.is_empty() && opts.nice != 0 {
+            prefix.extend(["nice", "-n", &nice]);
+        }
+        prefix.extend(["env", &env_log, &exe_s]);
+        prefix.into_iter().map(str::to_owned).collect()
     }
 
     /// Paths of the client's connection in state Active.

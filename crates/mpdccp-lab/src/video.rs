@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 
 use crate::aggregation::Pair;
 use crate::netns::spawn_in_netns;
-use crate::topo::{TunnelOpts, SERVER_TUN_V4};
+use crate::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 
 /// The stream's target bit rate (the issue's 8 Mbit/s VP8 stream).
 pub const VIDEO_BPS: u32 = 8_000_000;
@@ -320,20 +320,7 @@ fn stamp_loop(
 pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStats, Value)> {
     let total = opts.play_s * f64::from(opts.plays) + opts.idle_s * f64::from(opts.plays) + 10.0;
     let (mut topo, sc) = crate::aggregation::emulated_pair(&opts.exe, opts.pair, total)?;
-    let dst_ip = match via {
-        None => {
-            let tunnel = TunnelOpts {
-                // The daemons' own defaults (what an operator runs).
-                tunnel: TunnelConfig::default(),
-                rt_priority: opts.daemon_rt_priority,
-                auth: opts.auth,
-                ..TunnelOpts::default()
-            };
-            topo.start_tunnel(&opts.exe, &tunnel)?;
-            SERVER_TUN_V4
-        }
-        Some(i) => topo.paths[i].server_ip,
-    };
+    let dst_ip = stream_destination(&mut topo, opts, via)?;
     let dst = SocketAddr::new(dst_ip.into(), PORT);
     let abort = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<()>();
@@ -359,23 +346,7 @@ pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStat
         .recv_timeout(Duration::from_secs(5))
         .context("RTP relay not ready")?;
     let clip = encode_clip(&topo.dir, opts.play_s)?;
-    let play = format!(
-        "filesrc location={} ! matroskademux ! rtpvp8pay mtu={RTP_MTU} pt=96 \
-         ! udpsink host=127.0.0.1 port={port} sync=true",
-        clip.display()
-    );
-    let mut resumed = Vec::new();
-    let mut result = Ok(());
-    for k in 0..opts.plays {
-        if k > 0 {
-            std::thread::sleep(Duration::from_secs_f64(opts.idle_s));
-            resumed.push(clock::now());
-        }
-        result = gst(Some(&topo.client), &play);
-        if result.is_err() {
-            break;
-        }
-    }
+    let (resumed, result) = play_clip(&topo, opts, &clip, port);
     // The last packets cross the paths (and the reordering timeout).
     std::thread::sleep(Duration::from_millis(500));
     abort.store(true, Ordering::Relaxed);
@@ -404,6 +375,59 @@ pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStat
         Some(_) => Value::Null,
     };
     Ok((analyze(&sent, &got, &resumed), diagnosis))
+}
+
+/// Where the stream goes: the server's tunnel address after starting the
+/// tunnel (`via` = None, the daemons' own defaults), or path `via`'s
+/// server address.
+fn stream_destination(
+    topo: &mut Topology,
+    opts: &Options,
+    via: Option<usize>,
+) -> anyhow::Result<std::net::Ipv4Addr> {
+    Ok(match via {
+        None => {
+            let tunnel = TunnelOpts {
+                // The daemons' own defaults (what an operator runs).
+                tunnel: TunnelConfig::default(),
+                rt_priority: opts.daemon_rt_priority,
+                auth: opts.auth,
+                ..TunnelOpts::default()
+            };
+            topo.start_tunnel(&opts.exe, &tunnel)?;
+            SERVER_TUN_V4
+        }
+        Some(i) => topo.paths[i].server_ip,
+    })
+}
+
+/// Plays `clip` `opts.plays` times as RTP to the relay on `port`, pausing
+/// `opts.idle_s` between plays. Returns when each play after the first
+/// resumed, and GStreamer's result (stopping at its first error).
+fn play_clip(
+    topo: &Topology,
+    opts: &Options,
+    clip: &Path,
+    port: u16,
+) -> (Vec<Instant>, anyhow::Result<()>) {
+    let play = format!(
+        "filesrc location={} ! matroskademux ! rtpvp8pay mtu={RTP_MTU} pt=96 \
+         ! udpsink host=127.0.0.1 port={port} sync=true",
+        clip.display()
+    );
+    let mut resumed = Vec::new();
+    let mut result = Ok(());
+    for k in 0..opts.plays {
+        if k > 0 {
+            std::thread::sleep(Duration::from_secs_f64(opts.idle_s));
+            resumed.push(clock::now());
+        }
+        result = gst(Some(&topo.client), &play);
+        if result.is_err() {
+            break;
+        }
+    }
+    (resumed, result)
 }
 
 /// One line per sent packet: `ssrc,seq,rtp_ts,marker,bytes,sent_ns,owd_ms`

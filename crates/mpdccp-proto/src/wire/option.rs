@@ -588,7 +588,13 @@ impl DccpOption {
         }
         // `len` ≤ 255 checked above.
         out[1] = len as u8;
-        let b = &mut out[2..];
+        self.emit_data(&mut out[2..])?;
+        Ok(len)
+    }
+
+    /// The data after type and length (RFC 4340 §5.8) into `b`, sized by
+    /// `buffer_len`: refuses what would not parse back as `self`.
+    fn emit_data(&self, b: &mut [u8]) -> Result<(), WireError> {
         match self {
             DccpOption::ChangeL { feature, value }
             | DccpOption::ConfirmL { feature, value }
@@ -635,7 +641,7 @@ impl DccpOption {
             | DccpOption::SlowReceiver
             | DccpOption::Multipath(_) => {}
         }
-        Ok(len)
+        Ok(())
     }
 }
 

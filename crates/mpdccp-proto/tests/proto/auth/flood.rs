@@ -8,12 +8,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mpdccp_proto::auth::gate::{Admission, Gate, GateConfig};
+use crate::common::gate_with_one_peer;
+use mpdccp_proto::auth::gate::Admission;
 use mpdccp_proto::auth::handshake::UNBOUND;
-use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
-use mpdccp_proto::auth::{
-    keypair, Initiator, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig,
-};
+use mpdccp_proto::auth::{keypair, Initiator, InitiatorConfig};
 use mpdccp_proto::Instant;
 use rand::{Rng, SeedableRng};
 
@@ -23,24 +21,7 @@ const LOAD_THRESHOLD: u32 = 1000;
 #[test]
 fn spoofed_init_flood_leaves_no_state_and_a_client_gets_in() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(100);
-    let (sp, spub) = keypair(&mut rng);
-    let (cp, cpub) = keypair(&mut rng);
-    let peer = Peer {
-        name: "cpe".into(),
-        public_key: cpub,
-        psk: None,
-        allowed_ips: vec![],
-    };
-    let responder = Responder::new(
-        ResponderConfig {
-            static_private: sp,
-            peers: PeerTable::new(vec![peer], PeerLimits::default()).unwrap(),
-            rate: RateLimitConfig::default(),
-            load_inits_per_sec: LOAD_THRESHOLD,
-        },
-        &mut rng,
-    );
-    let mut gate: Gate<SocketAddr> = Gate::new(responder, GateConfig::default());
+    let (mut gate, mut client, spub) = gate_with_one_peer(&mut rng, vec![], LOAD_THRESHOLD);
     // The attacker's Inits: its own key pair, the server's public key.
     let attacker_inits: Vec<_> = (0..50u64)
         .map(|i| {
@@ -53,11 +34,6 @@ fn spoofed_init_flood_leaves_no_state_and_a_client_gets_in() {
             a.start(&mut rng, i + 1, Instant::ZERO).unwrap()
         })
         .collect();
-    let mut client = Initiator::new(InitiatorConfig {
-        static_private: cp,
-        server_public: spub,
-        psk: None,
-    });
     let client_src: SocketAddr = "203.0.113.7:40000".parse().unwrap();
     let t0 = Instant::from_secs_f64(10.0);
     let mut cookies = 0u32;

@@ -8,13 +8,11 @@
 
 use std::net::SocketAddr;
 
+use crate::common::gate_with_one_peer;
 use mpdccp_proto::auth::framing;
-use mpdccp_proto::auth::gate::{Admission, Gate, GateConfig};
+use mpdccp_proto::auth::gate::Admission;
 use mpdccp_proto::auth::handshake::{INIT_LEN, UNBOUND};
-use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
-use mpdccp_proto::auth::{
-    keypair, Initiator, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig,
-};
+use mpdccp_proto::auth::Initiator;
 use mpdccp_proto::wire::mp::{KeyType, MpKey, MpOption};
 use mpdccp_proto::wire::option::DccpOption;
 use mpdccp_proto::wire::{DccpKind, DccpRepr, ResetCode};
@@ -72,30 +70,9 @@ fn message(repr: &DccpRepr) -> Vec<u8> {
 #[test]
 fn handshake_with_cookie_through_dccp_packets() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(21);
-    let (sp, spub) = keypair(&mut rng);
-    let (cp, cpub) = keypair(&mut rng);
-    let peer = Peer {
-        name: "cpe".into(),
-        public_key: cpub,
-        psk: None,
-        allowed_ips: vec!["10.0.1.0/24".parse().unwrap()],
-    };
-    let responder = Responder::new(
-        ResponderConfig {
-            static_private: sp,
-            peers: PeerTable::new(vec![peer], PeerLimits::default()).unwrap(),
-            rate: RateLimitConfig::default(),
-            // Every Init needs a cookie: the server is "under load".
-            load_inits_per_sec: 0,
-        },
-        &mut rng,
-    );
-    let mut gate: Gate<SocketAddr> = Gate::new(responder, GateConfig::default());
-    let mut client = Initiator::new(InitiatorConfig {
-        static_private: cp,
-        server_public: spub,
-        psk: None,
-    });
+    // Load threshold 0: every Init needs a cookie, the server is "under load".
+    let (mut gate, mut client, _) =
+        gate_with_one_peer(&mut rng, vec!["10.0.1.0/24".parse().unwrap()], 0);
     let src: SocketAddr = "192.0.2.5:5000".parse().unwrap();
     let now = Instant::from_millis(100);
     let request = |client: &mut Initiator, rng: &mut rand_chacha::ChaCha8Rng, unix| {

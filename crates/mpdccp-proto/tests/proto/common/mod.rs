@@ -6,11 +6,19 @@
 //! without delay for attacks at the endpoint.
 //!
 //! Also the two-path recorded session and the option reader of the RFC 9897
-//! tests (`rfc9897::conn`, `rfc9897::findings`).
+//! tests (`rfc9897::conn`, `rfc9897::findings`), and what more than one
+//! module builds the same way: clean links of given delays ([`links`]), a
+//! one-path bottleneck ([`bottleneck`]), the reorder tests' path views
+//! ([`views`]) and a handshake gate with one peer ([`gate_with_one_peer`]).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use mpdccp_proto::auth::gate::{Gate, GateConfig};
+use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable, KEY_LEN};
+use mpdccp_proto::auth::{
+    keypair, Initiator, InitiatorConfig, IpPrefix, RateLimitConfig, Responder, ResponderConfig,
+};
 use mpdccp_proto::conn::codec::Segment;
 use mpdccp_proto::harness::{
     assert_endpoint_timer_advanced, assert_timer_advanced, Harness, HarnessConfig, LinkSpec, Side,
@@ -18,8 +26,9 @@ use mpdccp_proto::harness::{
 use mpdccp_proto::wire::{DccpOption, DccpRepr, MpOption};
 use mpdccp_proto::{
     ConnStats, Connection, ConnectionConfig, Endpoint, EndpointConfig, Event, Instant, PathConfig,
-    PathId, PathState, Role,
+    PathId, PathState, PathView, Role,
 };
+use rand_chacha::ChaCha8Rng;
 
 /// Opens paths 0 and 1 from the client, one after the other, and lets both
 /// handshakes finish.
@@ -107,6 +116,15 @@ pub struct Delivery {
     pub gap: Duration,
     pub drain: Duration,
 }
+
+/// The hostile tests' traffic: 40 packets of 200 B each way, 2 ms apart.
+pub const TRAFFIC: Delivery = Delivery {
+    n: 40,
+    tag: 0x5a,
+    len: 200,
+    gap: Duration::from_millis(2),
+    drain: Duration::from_millis(300),
+};
 
 /// Sends numbered packets each way and checks every one arrives exactly
 /// once.
@@ -297,20 +315,76 @@ impl EpNet {
     }
 }
 
+/// Clean links (no loss, no rate limit), one a path, with the one-way
+/// delays `delay_ms`.
+pub fn links(delay_ms: &[u64]) -> Vec<LinkSpec> {
+    delay_ms
+        .iter()
+        .map(|&d| LinkSpec {
+            delay: Duration::from_millis(d),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// One opened path of 10 ms and `rate_bps` with a 6 kB bottleneck buffer,
+/// so the delay a packet sees is mostly the connection's own send queue.
+pub fn bottleneck(client: ConnectionConfig, rate_bps: u64) -> Harness {
+    let mut h = Harness::new(HarnessConfig {
+        client,
+        paths: vec![LinkSpec {
+            delay: Duration::from_millis(10),
+            rate_bps: Some(rate_bps),
+            buffer_bytes: 6_000,
+            ..Default::default()
+        }],
+        seed: 3,
+        ..Default::default()
+    });
+    h.open_paths(1, Duration::from_millis(500));
+    h
+}
+
+/// A server behind the handshake gate with one peer, "cpe" (inner
+/// prefixes `allowed_ips`), answering Inits with a cookie above
+/// `load_inits_per_sec`, and that peer's client. Keys from `rng`, the
+/// server's first. Returns the gate, the client and the server's public key.
+pub fn gate_with_one_peer(
+    rng: &mut ChaCha8Rng,
+    allowed_ips: Vec<IpPrefix>,
+    load_inits_per_sec: u32,
+) -> (Gate<SocketAddr>, Initiator, [u8; KEY_LEN]) {
+    let (sp, spub) = keypair(rng);
+    let (cp, cpub) = keypair(rng);
+    let peer = Peer {
+        name: "cpe".into(),
+        public_key: cpub,
+        psk: None,
+        allowed_ips,
+    };
+    let responder = Responder::new(
+        ResponderConfig {
+            static_private: sp,
+            peers: PeerTable::new(vec![peer], PeerLimits::default()).unwrap(),
+            rate: RateLimitConfig::default(),
+            load_inits_per_sec,
+        },
+        rng,
+    );
+    let gate = Gate::new(responder, GateConfig::default());
+    let client = Initiator::new(InitiatorConfig {
+        static_private: cp,
+        server_public: spub,
+        psk: None,
+    });
+    (gate, client, spub)
+}
+
 /// A recorded (`h.record`) session over two clean paths of 10 and 20 ms,
 /// both subflows established.
 pub fn two_paths(seed: u64) -> Harness {
     let mut h = Harness::new(HarnessConfig {
-        paths: vec![
-            LinkSpec {
-                delay: Duration::from_millis(10),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(20),
-                ..Default::default()
-            },
-        ],
+        paths: links(&[10, 20]),
         seed,
         ..Default::default()
     });
@@ -318,6 +392,20 @@ pub fn two_paths(seed: u64) -> Harness {
     h.open_paths(2, Duration::from_millis(300));
     assert_eq!(h.server.paths().len(), 2);
     h
+}
+
+/// Path views with the given one-way delays (ms) and twice that as the
+/// smoothed RTT, all active (the reorder tests' paths).
+pub fn views(owd_ms: &[u64]) -> Vec<PathView> {
+    owd_ms
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| PathView {
+            owd: Some(Duration::from_millis(d)),
+            srtt: Some(Duration::from_millis(2 * d)),
+            ..PathView::new(PathId(i as u32))
+        })
+        .collect()
 }
 
 /// The Multipath options of one of our own packets, in order.

@@ -3,23 +3,15 @@
 
 use std::time::Duration;
 
+use crate::common;
 use mpdccp_proto::conn::PacketType;
-use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::{Event, PathId};
 
 fn two_path_session() -> Harness {
     let mut h = Harness::new(HarnessConfig {
-        paths: vec![
-            LinkSpec {
-                delay: Duration::from_millis(10),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(25),
-                ..Default::default()
-            },
-        ],
+        paths: common::links(&[10, 25]),
         ..Default::default()
     });
     h.record = true;

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use crate::common;
 use mpdccp_proto::conn::SendQueueConfig;
 use mpdccp_proto::conn::{CoDelConfig, DEFAULT_SEND_QUEUE_FLOWS};
-use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::Side;
 use mpdccp_proto::{Connection, ConnectionConfig, Event, Instant, Role, SendError};
 
 const RATE_BPS: u64 = 2_000_000;
@@ -157,18 +158,7 @@ struct Outcome {
 }
 
 fn run(flows: usize) -> Outcome {
-    let mut h = Harness::new(HarnessConfig {
-        client: config(flows),
-        paths: vec![LinkSpec {
-            delay: Duration::from_millis(10),
-            rate_bps: Some(RATE_BPS),
-            buffer_bytes: 6_000,
-            ..Default::default()
-        }],
-        seed: 3,
-        ..Default::default()
-    });
-    h.open_paths(1, Duration::from_millis(500));
+    let mut h = common::bottleneck(config(flows), RATE_BPS);
     const PKT: usize = 1000;
     let gap = Duration::from_secs_f64(PKT as f64 * 8.0 / (2 * RATE_BPS) as f64);
     let start = h.now;

@@ -2,33 +2,22 @@
 
 use std::time::Duration;
 
-use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use crate::common;
+use mpdccp_proto::harness::{Harness, HarnessConfig, Side};
 use mpdccp_proto::sched::SchedulerConfig;
 use mpdccp_proto::{Event, PathId, PathState};
 
-fn two_paths() -> HarnessConfig {
+/// Three clean paths of 10, 30 and 20 ms.
+fn three_paths() -> HarnessConfig {
     HarnessConfig {
-        paths: vec![
-            LinkSpec {
-                delay: Duration::from_millis(10),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(30),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(20),
-                ..Default::default()
-            },
-        ],
+        paths: common::links(&[10, 30, 20]),
         ..Default::default()
     }
 }
 
 #[test]
 fn handshake_then_two_joins() {
-    let mut h = Harness::new(two_paths());
+    let mut h = Harness::new(three_paths());
     h.open_path(0);
     h.drive_for(Duration::from_millis(200));
     assert!(h.client.is_established(), "client established");
@@ -61,7 +50,7 @@ fn handshake_then_two_joins() {
 
 #[test]
 fn data_over_two_paths_is_delivered_exactly_once() {
-    let mut cfg = two_paths();
+    let mut cfg = three_paths();
     // Round robin so that both paths carry data whatever their RTTs.
     for c in [&mut cfg.client, &mut cfg.server] {
         c.scheduler =
@@ -116,7 +105,7 @@ fn data_over_two_paths_is_delivered_exactly_once() {
 
 #[test]
 fn gso_batches_carry_equal_size_datagrams_and_deliver_exactly_once() {
-    let mut cfg = two_paths();
+    let mut cfg = three_paths();
     cfg.client.max_gso_segments = 8;
     let mut h = Harness::new(cfg);
     h.open_paths(2, Duration::from_millis(200));

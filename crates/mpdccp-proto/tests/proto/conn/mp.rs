@@ -4,20 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::common::links;
 use mpdccp_proto::conn::MpConfig;
 use mpdccp_proto::conn::PacketType;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::mp::subtype as mp;
 use mpdccp_proto::{ConnError, ConnectionConfig, Event, PathId, PathState};
-
-fn links(n: usize, delay_ms: &[u64]) -> Vec<LinkSpec> {
-    (0..n)
-        .map(|i| LinkSpec {
-            delay: Duration::from_millis(delay_ms[i % delay_ms.len()]),
-            ..Default::default()
-        })
-        .collect()
-}
 
 fn established(paths: Vec<LinkSpec>) -> Harness {
     let mut h = Harness::new(HarnessConfig {
@@ -51,7 +43,7 @@ fn pump(h: &mut Harness, side: Side, n: u32, gap: Duration) {
 
 #[test]
 fn forged_join_hmac_is_rejected_and_the_connection_is_unharmed() {
-    let mut h = established(links(2, &[10, 20]));
+    let mut h = established(links(&[10, 20]));
     // Corrupt the client's MP_HMAC (HMAC(d-keyA, RA‖RB)) in the join's Ack.
     h.tamper = Some(Box::new(|side, path, bytes| {
         if side == Side::Client
@@ -82,7 +74,7 @@ fn forged_join_hmac_is_rejected_and_the_connection_is_unharmed() {
 
 #[test]
 fn forged_response_hmac_is_rejected_by_the_client() {
-    let mut h = established(links(2, &[10, 20]));
+    let mut h = established(links(&[10, 20]));
     h.tamper = Some(Box::new(|side, path, bytes| {
         if side == Side::Server
             && path == PathId(1)
@@ -104,7 +96,7 @@ fn forged_response_hmac_is_rejected_by_the_client() {
 
 #[test]
 fn join_with_unknown_connection_identifier_is_reset() {
-    let mut h = established(links(2, &[10, 20]));
+    let mut h = established(links(&[10, 20]));
     let real = h.server.local_ci();
     h.tamper = Some(Box::new(move |side, path, bytes| {
         if side == Side::Client && inspect::packet_type(bytes) == Some(PacketType::Request) {
@@ -135,7 +127,7 @@ fn join_with_unknown_connection_identifier_is_reset() {
 #[test]
 fn joins_beyond_max_paths_get_reset_too_busy() {
     let mut h = Harness::new(HarnessConfig {
-        paths: links(3, &[10, 15, 20]),
+        paths: links(&[10, 15, 20]),
         server: ConnectionConfig {
             mp: MpConfig {
                 max_paths: 2,
@@ -166,7 +158,7 @@ fn joins_beyond_max_paths_get_reset_too_busy() {
 #[test]
 fn falls_back_to_plain_dccp_when_the_server_is_not_multipath() {
     let mut h = Harness::new(HarnessConfig {
-        paths: links(2, &[10, 20]),
+        paths: links(&[10, 20]),
         server: ConnectionConfig {
             multipath: false,
             ..Default::default()
@@ -201,7 +193,7 @@ fn falls_back_to_plain_dccp_when_the_server_is_not_multipath() {
 fn mp_seq_wraps_at_48_bits() {
     let start = (1u64 << 48) - 10;
     let mut h = Harness::new(HarnessConfig {
-        paths: links(2, &[10, 12]),
+        paths: links(&[10, 12]),
         client: ConnectionConfig {
             mp: MpConfig {
                 initial_seq: Some(start),
@@ -232,7 +224,7 @@ fn mp_seq_wraps_at_48_bits() {
 
 #[test]
 fn mp_prio_moves_cpf_traffic_off_a_standby_path() {
-    let mut h = established(links(2, &[10, 30]));
+    let mut h = established(links(&[10, 30]));
     h.open_path(1);
     h.drive_for(Duration::from_millis(300));
     // CPF prefers the 10 ms path while both are primary.
@@ -262,7 +254,7 @@ fn mp_prio_moves_cpf_traffic_off_a_standby_path() {
 
 #[test]
 fn addaddr_and_removeaddr_are_confirmed_under_20_percent_loss() {
-    let mut paths = links(2, &[10, 20]);
+    let mut paths = links(&[10, 20]);
     let mut h = established(paths.clone());
     for p in &mut paths {
         p.loss = 0.2;
@@ -310,7 +302,7 @@ fn addaddr_and_removeaddr_are_confirmed_under_20_percent_loss() {
 
 #[test]
 fn forged_addaddr_hmac_is_ignored() {
-    let mut h = established(links(1, &[10]));
+    let mut h = established(links(&[10]));
     h.tamper = Some(Box::new(|side, path, bytes| {
         if side == Side::Client {
             if let Some(r) = inspect::find_mp_suboption(bytes, mp::ADDADDR) {
@@ -335,7 +327,7 @@ fn forged_addaddr_hmac_is_ignored() {
 
 #[test]
 fn join_completes_when_the_servers_confirming_ack_is_lost() {
-    let mut h = established(links(2, &[10, 20]));
+    let mut h = established(links(&[10, 20]));
     // Drop the server's first Ack on path 1 (the 4th handshake packet).
     let mut dropped = false;
     h.tamper = Some(Box::new(move |side, path, bytes| {

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{addrs, emit, inject, open_two_paths};
+use common::{addrs, emit, inject, last_genuine, open_two_paths};
 use mpdccp_proto::conn::codec::{PacketType, ResetCode, Segment};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::wire::option::kind;
@@ -29,25 +29,12 @@ fn session() -> Harness {
     h
 }
 
-/// Sequence and acknowledgement numbers of the last genuine packet `from`
-/// sent on `path`.
-fn last_numbers(h: &Harness, from: Side, path: usize) -> (u64, Option<u64>) {
-    let w = h
-        .wire
-        .iter()
-        .rev()
-        .find(|w| w.from == from && w.path == PathId(path as u32))
-        .expect("traffic on the path");
-    let s = Segment::parse(&w.bytes, None).expect("genuine packet parses");
-    (s.seq, s.ack)
-}
-
 /// A pure Ack from the client that the server finds in-window (`valid`)
 /// or far outside its sequence window, with `opts` appended to its
 /// options (zero-padded) and a correct checksum.
 fn client_ack(h: &Harness, opts: &[u8], valid: bool) -> Vec<u8> {
-    let (cseq, _) = last_numbers(h, Side::Client, PATH);
-    let (sseq, _) = last_numbers(h, Side::Server, PATH);
+    let (cseq, _) = last_genuine(h, Side::Client, PATH);
+    let (sseq, _) = last_genuine(h, Side::Server, PATH);
     let seq = if valid { cseq + 1 } else { cseq + (1 << 30) };
     let mut s = Segment::new(PacketType::Ack, seq);
     s.ack = Some(sseq);
@@ -160,7 +147,7 @@ fn rule_breaks_outside_the_sequence_window_are_counted_not_reset() {
 #[test]
 fn options_table_3_ignores_on_data_are_ignored_and_counted() {
     let mut h = session();
-    let (cseq, _) = last_numbers(&h, Side::Client, PATH);
+    let (cseq, _) = last_genuine(&h, Side::Client, PATH);
     // A DCCP-Data packet (no acknowledgement) with Change L(Ack Ratio):
     // RFC 4340 Table 3 says feature negotiation on Data is ignored.
     let mut s = Segment::new(PacketType::Data, cseq + 1);

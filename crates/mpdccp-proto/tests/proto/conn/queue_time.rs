@@ -5,28 +5,18 @@
 
 use std::time::Duration;
 
+use crate::common;
 use mpdccp_proto::conn::CoDelConfig;
 use mpdccp_proto::conn::SendQueueConfig;
-use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use mpdccp_proto::harness::{Harness, Side};
 use mpdccp_proto::{ConnectionConfig, Event, Instant};
 
 const RATE_BPS: u64 = 2_000_000;
 const PKT: usize = 1000;
 
+/// The one path, opened.
 fn harness(client: ConnectionConfig) -> Harness {
-    let mut h = Harness::new(HarnessConfig {
-        client,
-        paths: vec![LinkSpec {
-            delay: Duration::from_millis(10),
-            rate_bps: Some(RATE_BPS),
-            buffer_bytes: 6_000,
-            ..Default::default()
-        }],
-        seed: 3,
-        ..Default::default()
-    });
-    h.open_paths(1, Duration::from_millis(500));
-    h
+    common::bottleneck(client, RATE_BPS)
 }
 
 /// A big packet queue, so only the time limits under test bound it.

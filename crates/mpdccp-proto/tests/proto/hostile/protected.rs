@@ -10,7 +10,9 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery};
+use common::{
+    assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery, TRAFFIC,
+};
 use mpdccp_proto::conn::codec::{MpRemoveAddr, PacketType, ResetCode, Segment};
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 
@@ -135,14 +137,6 @@ fn strike(h: &mut Harness, forge: Forge, to: Side) -> u64 {
     h.drive_for(Duration::from_millis(300));
     sent
 }
-
-const TRAFFIC: Delivery = Delivery {
-    n: 40,
-    tag: 0x5a,
-    len: 200,
-    gap: Duration::from_millis(2),
-    drain: Duration::from_millis(300),
-};
 
 #[test]
 fn every_forged_packet_type_is_dropped_counted_and_changes_nothing() {

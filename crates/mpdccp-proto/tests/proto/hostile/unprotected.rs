@@ -16,19 +16,13 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery};
+use common::{
+    assert_delivers, emit, inject, last_genuine, open_paths, open_two_paths, Delivery, TRAFFIC,
+};
 use mpdccp_proto::conn::codec::{PacketType, Segment};
 use mpdccp_proto::conn::LossConfig;
 use mpdccp_proto::harness::{inspect, Harness, HarnessConfig, LinkSpec, Side};
 use mpdccp_proto::{ConnectionConfig, Instant, PathId};
-
-const TRAFFIC: Delivery = Delivery {
-    n: 40,
-    tag: 0x5a,
-    len: 200,
-    gap: Duration::from_millis(2),
-    drain: Duration::from_millis(300),
-};
 
 #[test]
 fn a_closereq_to_the_server_is_answered_with_a_sync_and_changes_nothing() {

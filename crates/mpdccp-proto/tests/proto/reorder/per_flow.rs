@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::common::views;
 use mpdccp_proto::reorder::{
     self, Delivered, FastLoss, PathReceiveState, PerFlow, Reorder, ReorderConfig, ReorderItem,
     ReorderKind, MAX_FLOWS, MAX_GAPS,
@@ -36,19 +37,6 @@ fn udp(sport: u16, len: usize) -> Vec<u8> {
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     p[22..24].copy_from_slice(&5000u16.to_be_bytes());
     p
-}
-
-/// Path views with the given one-way delays (ms), all active.
-fn views(owd_ms: &[u64]) -> Vec<PathView> {
-    owd_ms
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| PathView {
-            owd: Some(ms(d)),
-            srtt: Some(ms(2 * d)),
-            ..PathView::new(PathId(i as u32))
-        })
-        .collect()
 }
 
 fn push(r: &mut dyn Reorder, now: Instant, seq: u64, path: u32, flow: u16, paths: &[PathView]) {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::common::views;
 use mpdccp_proto::reorder::{
     self, Delivered, FastLoss, PathReceiveState, Reorder, ReorderConfig, ReorderItem, ReorderKind,
 };
@@ -28,19 +29,6 @@ fn item(seq: u64, path: u32, now: Instant) -> ReorderItem {
         arrival: now,
         payload: vec![seq as u8; 100],
     }
-}
-
-/// Path views with the given one-way delays (ms), all active.
-fn views(owd_ms: &[u64]) -> Vec<PathView> {
-    owd_ms
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| PathView {
-            owd: Some(ms(d)),
-            srtt: Some(ms(2 * d)),
-            ..PathView::new(PathId(i as u32))
-        })
-        .collect()
 }
 
 fn push(r: &mut dyn Reorder, now: Instant, seq: u64, path: u32, paths: &[PathView]) {

@@ -216,12 +216,7 @@ fn request_without_an_agreeable_key_type_falls_back() {
 #[test]
 fn too_busy_reset_on_a_join_leaves_the_other_subflows_open() {
     let mut h = Harness::new(HarnessConfig {
-        paths: (0..3)
-            .map(|i| LinkSpec {
-                delay: Duration::from_millis(10 + 5 * i),
-                ..Default::default()
-            })
-            .collect(),
+        paths: common::links(&[10, 15, 20]),
         server: mpdccp_proto::ConnectionConfig {
             mp: MpConfig {
                 max_paths: 2,

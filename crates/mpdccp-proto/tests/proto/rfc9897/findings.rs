@@ -7,7 +7,7 @@ use crate::common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{emit, inject, mp_options, open_paths, two_paths};
+use common::{emit, inject, last_genuine, mp_options, open_paths, two_paths};
 use mpdccp_proto::conn::codec::{FeatOpt, MpAddAddr, ResetCode, Segment};
 use mpdccp_proto::conn::keys::{self, ConnKeys};
 use mpdccp_proto::conn::{Event, PacketType};
@@ -207,15 +207,7 @@ fn f8_an_address_id_keeps_its_ip_but_may_change_its_port() {
 /// carrying the MP options `opts` in this order (bytes by the wire layer,
 /// not the connection's codec).
 fn client_ack_with(h: &Harness, path: usize, k: u64, opts: &[MpOption]) -> Vec<u8> {
-    let last = |from: Side| {
-        let w = h
-            .wire
-            .iter()
-            .rev()
-            .find(|w| w.from == from && w.path == PathId(path as u32))
-            .expect("traffic on the path");
-        Segment::parse(&w.bytes, None).expect("genuine").seq
-    };
+    let last = |from: Side| last_genuine(h, from, path).0;
     let mut s = Segment::new(PacketType::Ack, last(Side::Client) + k);
     s.ack = Some(last(Side::Server));
     let mut b = emit(&s, path, Side::Client);

@@ -15,7 +15,8 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::Duration;
 
-use mpdccp_proto::harness::{Harness, HarnessConfig, LinkSpec, Side};
+use crate::common;
+use mpdccp_proto::harness::{Harness, HarnessConfig, Side};
 use mpdccp_proto::wire::checksum;
 use mpdccp_proto::wire::mp::subtype;
 use mpdccp_proto::wire::udp_encap::IPPROTO_UDP;
@@ -46,16 +47,7 @@ fn record(seen: &mut Seen, dccp: &[u8]) {
 #[test]
 fn a_whole_two_path_session_round_trips_through_udccp() {
     let mut h = Harness::new(HarnessConfig {
-        paths: vec![
-            LinkSpec {
-                delay: Duration::from_millis(10),
-                ..Default::default()
-            },
-            LinkSpec {
-                delay: Duration::from_millis(20),
-                ..Default::default()
-            },
-        ],
+        paths: common::links(&[10, 20]),
         ..Default::default()
     });
     let seen = Rc::new(RefCell::new(Seen::default()));
