@@ -1283,6 +1283,7 @@ fn tcp_meta(tx: &TcpSender, rx: &TcpReceiver, m: &mut serde_json::Map<String, se
     );
     m.insert("tcp_tlp_count".into(), tx.stats.tlp_count.into());
     m.insert("tcp_dsack_count".into(), tx.stats.dsack_count.into());
+    m.insert("tcp_undo_count".into(), tx.stats.undo_count.into());
     m.insert(
         "tcp_spurious_lost_pkts".into(),
         tx.stats.spurious_lost_pkts.into(),

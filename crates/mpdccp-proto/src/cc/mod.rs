@@ -345,8 +345,22 @@ pub struct CcSnapshot {
 /// Read-only view over all paths of a connection, for coupled controllers.
 pub type CoupledView<'a> = &'a [CcSnapshot];
 
+/// A boxed copy of a controller. A transport that finds a window
+/// reduction was caused by a spurious retransmission restores the copy it
+/// took before the reduction (RFC 3708 §3; Linux `tcp_try_undo_dsack`).
+/// Every controller that is `Clone` has it.
+pub trait CcClone {
+    fn clone_box(&self) -> Box<dyn CongestionController>;
+}
+
+impl<T: CongestionController + Clone + 'static> CcClone for T {
+    fn clone_box(&self) -> Box<dyn CongestionController> {
+        Box::new(self.clone())
+    }
+}
+
 /// The congestion-control trait. See the module docs for the call order.
-pub trait CongestionController: Send + Debug {
+pub trait CongestionController: Send + Debug + CcClone {
     /// The name used in config and results (a [`CcKind`] name).
     fn name(&self) -> &'static str;
 

@@ -77,6 +77,25 @@ pub struct TcpStats {
     /// Segments declared lost whose first transmission was delivered
     /// before any retransmission (reordering taken for loss).
     pub spurious_lost_pkts: u64,
+    /// Window reductions undone because DSACKs showed every retransmission
+    /// of the episode spurious (RFC 3708 §3).
+    pub undo_count: u64,
+}
+
+/// The controller as it was before a loss episode's reduction, kept until
+/// DSACKs show whether the episode's retransmissions were all spurious
+/// (RFC 3708 §3, Linux `tcp_try_undo_dsack`: `undo_marker`,
+/// `undo_retrans`). RACK mode only, as Linux pairs it with RACK.
+#[derive(Debug)]
+struct Undo {
+    prior: Box<dyn CongestionController>,
+    /// `snd_una` when the episode began (Linux `undo_marker`): only a
+    /// DSACK above it reports one of the episode's retransmissions.
+    marker: u64,
+    /// Retransmissions of the episode not yet reported duplicate.
+    retrans: u32,
+    /// The episode's recovery ended; late DSACKs may still undo it.
+    ended: bool,
 }
 
 /// The sending side of an inner TCP flow (always backlogged between start and stop).
@@ -117,6 +136,7 @@ pub struct TcpSender {
     recovery_point: Option<u64>,
     /// SACKed segments above `snd_una`.
     sacked_count: u64,
+    undo: Option<Undo>,
     /// Newly delivered segments of one ack, for RACK (reused).
     delivered: Vec<(u64, Instant, bool)>,
     pub stats: TcpStats,
@@ -165,6 +185,7 @@ impl TcpSender {
             tlp_high_rxt: None,
             recovery_point: None,
             sacked_count: 0,
+            undo: None,
             delivered: Vec::new(),
             stats: TcpStats::default(),
         }
@@ -251,6 +272,9 @@ impl TcpSender {
             s.retransmitted = true;
             self.lost_pending -= 1;
             self.stats.retransmitted_pkts += 1;
+            if let Some(u) = self.undo.as_mut() {
+                u.retrans += 1;
+            }
         }
         self.pipe += 1;
         self.stats.sent_pkts += 1;
@@ -361,6 +385,8 @@ impl TcpSender {
             return;
         }
         self.stats.rto_count += 1;
+        // A timeout is not undone (Linux undoes it only by F-RTO).
+        self.undo = None;
         self.cc.on_rto(now);
         let mut newly_lost = 0;
         for s in self.segs.iter_mut() {
@@ -398,6 +424,9 @@ impl TcpSender {
         let dsack = is_dsack(ack);
         if dsack {
             self.stats.dsack_count += 1;
+            if let Some(&(a, b)) = ack.ranges().first() {
+                self.undo_if_all_spurious(a, b);
+            }
         }
         self.delivered.clear();
         let cum = ack.seq.min(self.next_seq);
@@ -586,6 +615,47 @@ impl TcpSender {
             largest_lost_sent_time,
             delivered_pkts: self.rate.delivered_pkts(),
         };
+        self.remember_for_undo();
         self.cc.on_loss(now, &ev, &[]);
+    }
+
+    /// A loss episode begins (or goes on): keep the controller as it is
+    /// before its first reduction. Only a window-based controller: a
+    /// paced one (BBR) hardly reduces on loss, and Linux's BBR undo keeps
+    /// its model (`bbr_undo_cwnd`), where a copy would roll it back.
+    fn remember_for_undo(&mut self) {
+        if self.detection != LossDetection::Rack || self.cc.pacing_rate_bytes_per_s().is_some() {
+            return;
+        }
+        if self.undo.as_ref().is_none_or(|u| u.ended) {
+            self.undo = Some(Undo {
+                prior: self.cc.clone_box(),
+                marker: self.snd_una,
+                retrans: 0,
+                ended: false,
+            });
+        }
+    }
+
+    /// A DSACK for segments `a..b` came in. When they lie in the episode
+    /// (at or above its marker), that many of its retransmissions were
+    /// duplicates; when none is left, the reduction was for reordering:
+    /// restore the controller (RFC 3708 §3 with RFC 4015's response, as
+    /// Linux `tcp_check_dsack` and `tcp_undo_cwnd_reduction`).
+    fn undo_if_all_spurious(&mut self, a: u64, b: u64) {
+        let Some(u) = self.undo.as_mut() else {
+            return;
+        };
+        if u.retrans == 0 || a < u.marker {
+            return;
+        }
+        let dup = u32::try_from(b.saturating_sub(a)).unwrap_or(u32::MAX).max(1);
+        u.retrans = u.retrans.saturating_sub(dup);
+        if u.retrans == 0 {
+            if let Some(u) = self.undo.take() {
+                self.cc = u.prior;
+                self.stats.undo_count += 1;
+            }
+        }
     }
 }

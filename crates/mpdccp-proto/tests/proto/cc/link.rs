@@ -725,6 +725,12 @@ fn bbr_fills_the_link_without_filling_the_buffer_but_loss_based_controllers_do()
 #[derive(Debug)]
 struct Boxed(Box<dyn CongestionController>);
 
+impl Clone for Boxed {
+    fn clone(&self) -> Self {
+        Boxed(self.0.clone_box())
+    }
+}
+
 impl CongestionController for Boxed {
     fn name(&self) -> &'static str {
         self.0.name()

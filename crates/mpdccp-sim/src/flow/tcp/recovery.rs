@@ -87,6 +87,9 @@ impl TcpSender {
         let exiting_recovery = self.recovery_point.is_some_and(|p| self.snd_una >= p);
         if exiting_recovery {
             self.recovery_point = None;
+            if let Some(u) = self.undo.as_mut() {
+                u.ended = true;
+            }
         }
         self.rack.update_reo_wnd(&ReoWndInput {
             dsack,

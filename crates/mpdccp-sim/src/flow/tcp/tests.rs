@@ -42,6 +42,9 @@ fn reno_recovers_from_random_loss_without_stalling() {
         // 10 ms, so the link (10 Mbit/s) should stay mostly busy.
         assert!(o.goodput_mbps >= 5.0, "{d:?}: {} Mbit/s", o.goodput_mbps);
         assert!(stats(&o).lost_pkts > 0);
+        // Real losses: no retransmission comes back duplicate, so no
+        // reduction is undone.
+        assert_eq!(stats(&o).undo_count, 0, "{d:?}: {:?}", stats(&o));
     }
 }
 
@@ -128,4 +131,30 @@ fn tail_loss_probe_repairs_a_tail_loss() {
         unreachable!()
     };
     assert_eq!(rx.delivered_in_order(), tx.next_seq(), "{st:?}");
+}
+
+/// A lone segment now and then arrives 40 ms late on a 20 ms path (one
+/// of a tunnel's detours to a slower path): more than RACK's reordering
+/// window can ever grow to (SRTT, RFC 8985 §6.2 Step 4), so each is
+/// retransmitted. The DSACK for the late original proves the
+/// retransmission spurious and the sender restores its window (RFC 3708
+/// §3, as Linux does), so CUBIC keeps the link full. Without the undo
+/// each detour cost CUBIC's 30 % reduction: 28.5 Mbit/s here against
+/// 29.7 with it (40 kB buffer, a third of the BDP plus a bit).
+#[test]
+fn a_reduction_for_a_spurious_retransmission_is_undone() {
+    let net = Net {
+        mbps: 30.0,
+        delay_ms: 10.0,
+        secs: 20,
+        buffer_bytes: 40_000,
+        detour: Some((2000, Duration::from_millis(40))),
+        ..Net::default()
+    };
+    let o = testnet::run(testnet::tcp("cubic", 1400, LossDetection::Rack, &net), &net);
+    let st = stats(&o);
+    println!("{:.1} Mbit/s {st:?}", o.goodput_mbps);
+    assert!(st.spurious_lost_pkts + st.retransmitted_pkts > 0, "{st:?}");
+    assert!(st.undo_count >= 10, "{st:?}");
+    assert!(o.goodput_mbps >= 29.2, "{} Mbit/s {st:?}", o.goodput_mbps);
 }
