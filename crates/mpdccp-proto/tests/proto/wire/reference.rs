@@ -58,6 +58,15 @@ fn parse(profile: WireProfile, opt: &[u8]) -> MpOption {
         .unwrap_or_else(|e| panic!("{profile}: {e} for {opt:02x?}"))
 }
 
+/// The captured MP options of frame `frame`, in wire order.
+fn options_of(lines: &[Line], frame: u32) -> Vec<Vec<u8>> {
+    lines
+        .iter()
+        .filter(|o| !o.pkt && o.frame == frame)
+        .map(|o| o.bytes.clone())
+        .collect()
+}
+
 /// The client's addresses in both captures are 10.0.x.1.
 fn from_client(l: &Line) -> bool {
     l.src.octets()[3] == 1
@@ -119,12 +128,7 @@ fn captured_packets_as_repr_in_their_profile() {
                     _ => None,
                 })
                 .collect();
-            let want: Vec<Vec<u8>> = lines
-                .iter()
-                .filter(|o| !o.pkt && o.frame == l.frame)
-                .map(|o| o.bytes.clone())
-                .collect();
-            assert_eq!(mp, want, "{file} frame {}", l.frame);
+            assert_eq!(mp, options_of(&lines, l.frame), "{file} frame {}", l.frame);
             let payload = &l.bytes[hl..];
             let mut again = vec![0u8; r.buffer_len(payload.len())];
             r.emit(&mut again, payload, Some(addrs)).expect("re-emit");
@@ -158,12 +162,7 @@ fn captured_packets_checksum_and_options() {
                     opt.encode_in(profile).expect("emit")
                 })
                 .collect();
-            let want: Vec<Vec<u8>> = lines
-                .iter()
-                .filter(|o| !o.pkt && o.frame == l.frame)
-                .map(|o| o.bytes.clone())
-                .collect();
-            assert_eq!(mp, want, "{file} frame {}", l.frame);
+            assert_eq!(mp, options_of(&lines, l.frame), "{file} frame {}", l.frame);
         }
     }
 }
