@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
 use mpdccp_proto::wire::option::parse_options;
-use mpdccp_proto::wire::{udp_encap, DccpRepr, MpOption, Packet, PacketType};
+use mpdccp_proto::wire::{udp_encap, DccpRepr, MpOption, Packet, PacketType, WireProfile};
 
 fuzz_target!(|data: &[u8]| {
     let v4 = (
@@ -39,16 +39,21 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = udp_encap::unframe(data, Some(v6));
-    let _ = MpOption::parse(data);
     let mut ignored = 0;
-    for ty in [PacketType::Request, PacketType::Data, PacketType::Ack] {
-        let _ = parse_options(data, ty, &mut ignored);
-    }
-    if let Ok((r, hl)) = DccpRepr::parse(data, None) {
-        let mut again = vec![0u8; r.buffer_len(data.len() - hl)];
-        r.emit(&mut again, &data[hl..], None)
-            .expect("parsed Repr must re-emit");
-        let (r2, _) = DccpRepr::parse(&again, None).expect("re-emitted bytes must parse");
-        assert_eq!(r, r2);
+    // Every wire profile: option 46 in RFC 9897's and the reference
+    // kernels' layouts.
+    for profile in WireProfile::ALL {
+        let _ = MpOption::parse_in(data, profile);
+        for ty in [PacketType::Request, PacketType::Data, PacketType::Ack] {
+            let _ = parse_options(data, ty, &mut ignored, profile);
+        }
+        if let Ok((r, hl)) = DccpRepr::parse_in(data, None, profile) {
+            let mut again = vec![0u8; r.buffer_len(data.len() - hl)];
+            r.emit(&mut again, &data[hl..], None)
+                .expect("parsed Repr must re-emit");
+            let (r2, _) =
+                DccpRepr::parse_in(&again, None, profile).expect("re-emitted bytes must parse");
+            assert_eq!(r, r2);
+        }
     }
 });

@@ -6,13 +6,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mpdccp_proto::wire::{capture, WireProfile};
+use mpdccp_proto::wire::{capture, MpOption, WireProfile};
 
 fuzz_target!(|data: &[u8]| {
     for p in WireProfile::ALL {
-        if let Ok(opt) = p.parse_mp(data) {
-            if let Ok(bytes) = p.encode_mp(&opt) {
-                assert_eq!(p.parse_mp(&bytes[2..]).as_ref(), Ok(&opt));
+        if let Ok(opt) = MpOption::parse_in(data, p) {
+            if let Ok(bytes) = opt.encode_in(p) {
+                assert_eq!(MpOption::parse_in(&bytes[2..], p).as_ref(), Ok(&opt));
             }
             let _ = p.addr_hmac_message(&opt);
         }

@@ -5,8 +5,8 @@
 //! All bytes are read and written by `wire`: [`Segment::parse`] walks a
 //! [`Packet`] view and its lazy [`crate::wire::OptionIter`] (MP_SEQ and the
 //! Ack Vector are read without allocating; the rarer control sub-options go
-//! through [`WireProfile::parse_mp`]), and [`Segment::emit`] writes each
-//! option with [`DccpOption::emit`] / [`WireProfile::emit_mp`], the fixed
+//! through [`MpOption::parse_in`]), and [`Segment::emit`] writes each
+//! option with [`DccpOption::emit`] / [`MpOption::emit_in`], the fixed
 //! header with [`DccpRepr::emit`] and the checksum with
 //! [`Packet::fill_checksum`]. Option 46 follows the connection's wire
 //! profile ([`Segment::parse_in`], [`Segment::emit_in`]; RFC 9897 for
@@ -370,7 +370,7 @@ impl<'a> Segment<'a> {
             self.mp.seq = Some(seq);
             return Ok(());
         }
-        match profile.parse_mp(o.data) {
+        match MpOption::parse_in(o.data, profile) {
             Ok(MpOption::Hmac(h)) => {
                 hmacs.after = after;
                 hmacs.place(&mut self.mp, h);

@@ -1,7 +1,7 @@
 //! The multipath part of [`super::codec`]: the MP sub-options one packet
 //! carries ([`MpOpts`]) and how they are read from and written to option
 //! 46 in the connection's wire profile (RFC 9897 §3.2 by default, a
-//! reference kernel's layout otherwise, `wire/profile.rs`).
+//! reference kernel's layout otherwise) by the one codec, `wire/mp_codec.rs`.
 
 use std::net::IpAddr;
 
@@ -208,7 +208,7 @@ pub fn confirm_len(items: &[ConfirmItem], profile: WireProfile) -> usize {
     for c in items {
         c.push_wire(&mut v, profile);
     }
-    profile.mp_buffer_len(&MpOption::Confirm(v))
+    MpOption::Confirm(v).buffer_len_in(profile)
 }
 
 /// The MP sub-options of one packet.
@@ -375,7 +375,7 @@ struct MpWriter<'b> {
 
 impl MpWriter<'_> {
     fn put(&mut self, o: MpOption) -> Option<()> {
-        self.p += self.profile.emit_mp(&o, self.buf.get_mut(self.p..)?).ok()?;
+        self.p += o.emit_in(self.buf.get_mut(self.p..)?, self.profile).ok()?;
         Some(())
     }
     /// The reference's ADDADDR/REMOVEADDR carry no nonce (docs/INTEROP.md).

@@ -31,6 +31,7 @@ pub mod ackvec;
 pub mod capture;
 pub mod checksum;
 pub mod mp;
+mod mp_codec;
 pub mod option;
 pub mod packet;
 pub mod packet_type;

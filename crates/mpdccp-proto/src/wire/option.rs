@@ -12,7 +12,7 @@
 use super::ackvec::{self, AckVector};
 use super::mp::{self, MpOption};
 use super::packet_type::PacketType;
-use super::WireError;
+use super::{WireError, WireProfile};
 
 /// Option type numbers (§5.8 Table 3; 46 from RFC 9897).
 pub mod kind {
@@ -288,8 +288,14 @@ impl<'a> RawOption<'a> {
         }
     }
 
-    /// Convert to the owned form, checking the lengths Table 3 fixes.
+    /// Convert to the owned form, checking the lengths Table 3 fixes;
+    /// option 46 in the RFC 9897 layout.
     pub fn to_option(&self) -> Result<DccpOption, WireError> {
+        self.to_option_in(WireProfile::Rfc9897)
+    }
+
+    /// [`RawOption::to_option`] with option 46 in `profile`'s layout.
+    pub fn to_option_in(&self, profile: WireProfile) -> Result<DccpOption, WireError> {
         let k = self.kind;
         let d = self.data;
         let bad = WireError::BadOptionValue { kind: k };
@@ -351,7 +357,7 @@ impl<'a> RawOption<'a> {
                 2 | 4 => DccpOption::ElapsedTime(be(d) as u32),
                 _ => return Err(bad),
             },
-            kind::MULTIPATH => DccpOption::Multipath(MpOption::parse(d)?),
+            kind::MULTIPATH => DccpOption::Multipath(MpOption::parse_in(d, profile)?),
             _ => DccpOption::Unknown {
                 kind: k,
                 data: d.to_vec(),
@@ -473,11 +479,12 @@ impl OptionRules {
 /// Parse an options area into owned options for a packet of type `ty`.
 /// Padding is dropped; options the RFC says to ignore on `ty` are dropped
 /// and counted in `*ignored`. Known options with bad lengths are Option
-/// Errors (§5.8).
+/// Errors (§5.8). Option 46 is read in `profile`'s layout.
 pub fn parse_options(
     area: &[u8],
     ty: PacketType,
     ignored: &mut u64,
+    profile: WireProfile,
 ) -> Result<Vec<DccpOption>, WireError> {
     // Every option takes at least one byte; most take far more. A quarter
     // of the area bounds the common case without over-reserving.
@@ -489,7 +496,7 @@ pub fn parse_options(
             match rules.check(&raw)? {
                 OptionVerdict::Skip => {}
                 OptionVerdict::Mandatory => out.push(DccpOption::Mandatory),
-                OptionVerdict::Use => out.push(raw.to_option()?),
+                OptionVerdict::Use => out.push(raw.to_option_in(profile)?),
             }
         }
         rules.finish()
@@ -520,8 +527,13 @@ impl DccpOption {
         }
     }
 
-    /// Encoded length in bytes.
+    /// Encoded length in bytes (option 46 in the RFC 9897 layout).
     pub fn buffer_len(&self) -> usize {
+        self.buffer_len_in(WireProfile::Rfc9897)
+    }
+
+    /// Encoded length in bytes, option 46 in `profile`'s layout.
+    pub fn buffer_len_in(&self, profile: WireProfile) -> usize {
         match self {
             DccpOption::Padding | DccpOption::Mandatory | DccpOption::SlowReceiver => 1,
             DccpOption::ChangeL { feature, value }
@@ -544,7 +556,7 @@ impl DccpOption {
                     6
                 }
             }
-            DccpOption::Multipath(m) => m.buffer_len(),
+            DccpOption::Multipath(m) => m.buffer_len_in(profile),
             DccpOption::Unknown { kind, data } => {
                 if *kind < 32 {
                     1
@@ -555,10 +567,17 @@ impl DccpOption {
         }
     }
 
-    /// Emit into `buf`; returns bytes written.
+    /// Emit into `buf` (option 46 in the RFC 9897 layout); returns bytes
+    /// written.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        self.emit_in(buf, WireProfile::Rfc9897)
+    }
+
+    /// Emit into `buf`, option 46 in `profile`'s layout; returns bytes
+    /// written.
+    pub fn emit_in(&self, buf: &mut [u8], profile: WireProfile) -> Result<usize, WireError> {
         if let DccpOption::Multipath(m) = self {
-            return m.emit(buf);
+            return m.emit_in(buf, profile);
         }
         let len = self.buffer_len();
         let k = self.kind();
@@ -673,17 +692,26 @@ fn min_bytes(n: u64) -> usize {
 }
 
 /// Total encoded length of `opts`, padded to a multiple of 4 (§5.8:
-/// options are padded so Data Offset stays a whole number of words).
-pub fn options_len(opts: &[DccpOption]) -> usize {
-    let n: usize = opts.iter().map(|o| o.buffer_len()).sum();
+/// options are padded so Data Offset stays a whole number of words),
+/// option 46 in `profile`'s layout.
+pub fn options_len(opts: &[DccpOption], profile: WireProfile) -> usize {
+    let n: usize = opts.iter().map(|o| o.buffer_len_in(profile)).sum();
     (n + 3) & !3
 }
 
-/// Emit `opts` followed by Padding up to a 4-byte boundary.
-pub fn emit_options(opts: &[DccpOption], buf: &mut [u8]) -> Result<usize, WireError> {
+/// Emit `opts` followed by Padding up to a 4-byte boundary, option 46 in
+/// `profile`'s layout.
+pub fn emit_options(
+    opts: &[DccpOption],
+    buf: &mut [u8],
+    profile: WireProfile,
+) -> Result<usize, WireError> {
     let mut off = 0;
     for o in opts {
-        off += o.emit(buf.get_mut(off..).ok_or(WireError::BufferTooSmall)?)?;
+        off += o.emit_in(
+            buf.get_mut(off..).ok_or(WireError::BufferTooSmall)?,
+            profile,
+        )?;
     }
     let padded = (off + 3) & !3;
     buf.get_mut(off..padded)

@@ -25,7 +25,7 @@
 
 use super::option::{self, DccpOption, OptionIter};
 pub use super::packet_type::PacketType;
-use super::{checksum, AckVectorRef, IpPair, WireError, MAX_HEADER_LEN, SEQ_MASK};
+use super::{checksum, AckVectorRef, IpPair, WireError, WireProfile, MAX_HEADER_LEN, SEQ_MASK};
 
 /// DCCP-Reset codes (RFC 4340 §5.6 Table 2, plus 13 from RFC 9897 for
 /// MP_FAST_CLOSE). Reserved and CCID-specific codes are kept as `Other`.
@@ -186,6 +186,9 @@ pub struct DccpRepr {
     pub short_seq: bool,
     /// Options in wire order (Padding dropped on parse; see [`option`]).
     pub options: Vec<DccpOption>,
+    /// The layout option 46 is read and written in: RFC 9897 by default,
+    /// a reference kernel's for tests and fuzzing that speak to one.
+    pub profile: WireProfile,
 }
 
 impl Default for DccpRepr {
@@ -199,6 +202,7 @@ impl Default for DccpRepr {
             cscov: 0,
             short_seq: false,
             options: Vec::new(),
+            profile: WireProfile::Rfc9897,
         }
     }
 }
@@ -536,18 +540,30 @@ impl DccpRepr {
     /// Parse untrusted bytes. `addrs` = `Some((src_ip, dst_ip))` verifies
     /// the checksum over that pseudo-header; `None` skips it (e.g. when a
     /// lower layer already did). Returns the Repr and the header length
-    /// (the payload is `bytes[header_len..]`).
+    /// (the payload is `bytes[header_len..]`). Option 46 is read in the
+    /// RFC 9897 layout.
     pub fn parse(bytes: &[u8], addrs: Option<IpPair>) -> Result<(DccpRepr, usize), WireError> {
-        let mut ignored = 0;
-        Self::parse_with_stats(bytes, addrs, &mut ignored)
+        Self::parse_in(bytes, addrs, WireProfile::Rfc9897)
     }
 
-    /// As [`DccpRepr::parse`], adding the number of options ignored under
-    /// the RFC's per-type rules to `*options_ignored`.
+    /// [`DccpRepr::parse`] with option 46 read in `profile`'s layout (the
+    /// Repr keeps the profile, so `emit` writes the same layout back).
+    pub fn parse_in(
+        bytes: &[u8],
+        addrs: Option<IpPair>,
+        profile: WireProfile,
+    ) -> Result<(DccpRepr, usize), WireError> {
+        let mut ignored = 0;
+        Self::parse_with_stats(bytes, addrs, &mut ignored, profile)
+    }
+
+    /// As [`DccpRepr::parse_in`], adding the number of options ignored
+    /// under the RFC's per-type rules to `*options_ignored`.
     pub fn parse_with_stats(
         bytes: &[u8],
         addrs: Option<IpPair>,
         options_ignored: &mut u64,
+        profile: WireProfile,
     ) -> Result<(DccpRepr, usize), WireError> {
         let p = Packet::new_checked(bytes)?;
         if let Some(a) = addrs {
@@ -556,17 +572,19 @@ impl DccpRepr {
             // Still enforce §9.2's coverage rule: it is structural.
             checksum::coverage_len(p.header_len(), bytes.len(), p.cscov())?;
         }
-        Self::from_packet(&p, options_ignored).map(|r| (r, p.header_len()))
+        Self::from_packet(&p, options_ignored, profile).map(|r| (r, p.header_len()))
     }
 
-    /// Build the Repr from a checked packet (no checksum verification).
+    /// Build the Repr from a checked packet (no checksum verification),
+    /// option 46 in `profile`'s layout.
     pub fn from_packet<T: AsRef<[u8]>>(
         p: &Packet<T>,
         options_ignored: &mut u64,
+        profile: WireProfile,
     ) -> Result<DccpRepr, WireError> {
         let ty = p.packet_type();
         let kind = p.kind();
-        let options = option::parse_options(p.options_area(), ty, options_ignored)?;
+        let options = option::parse_options(p.options_area(), ty, options_ignored, profile)?;
         Ok(DccpRepr {
             src_port: p.src_port(),
             dst_port: p.dst_port(),
@@ -576,6 +594,7 @@ impl DccpRepr {
             cscov: p.cscov(),
             short_seq: p.short_seq(),
             options,
+            profile,
         })
     }
 
@@ -586,7 +605,8 @@ impl DccpRepr {
         } else {
             field::HEADER_LONG
         };
-        g + self.packet_type().subheader_len(self.short_seq) + option::options_len(&self.options)
+        g + self.packet_type().subheader_len(self.short_seq)
+            + option::options_len(&self.options, self.profile)
     }
 
     /// Bytes `emit` writes for a payload of `payload_len` bytes.
@@ -670,7 +690,7 @@ impl DccpRepr {
             }
             _ => {}
         }
-        let n = option::emit_options(&self.options, &mut b[off..hl])?;
+        let n = option::emit_options(&self.options, &mut b[off..hl], self.profile)?;
         debug_assert_eq!(off + n, hl);
         b[hl..].copy_from_slice(payload);
         if let Some(a) = addrs {

@@ -24,6 +24,10 @@
 //! reverse. IPv6 addresses are copied as they are (the reference has no
 //! IPv6 subflows, so this is untested against it).
 //!
+//! Both layouts are read and written by the one codec of option 46,
+//! `mp_codec.rs` ([`MpOption::parse_in`], [`MpOption::emit_in`]), which
+//! asks the profile the questions below.
+//!
 //! In the Rust form ([`MpOption`]) an address is always the real address
 //! and absent fields are `None`/0: `Key { ci: 0 }` for K510 (there is no CI
 //! on its wire), `nonce: None` for the reference ADDADDR/REMOVEADDR. Emit
@@ -31,16 +35,17 @@
 //! rather than dropping it silently.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::str::FromStr;
 
-use super::mp::{subtype, KeyType, MpKey, MpOption, MP_OPTION_TYPE};
-use super::WireError;
+use super::mp::KeyType;
+#[cfg(doc)]
+use super::{MpOption, WireError};
 
 /// Which layout of option 46 a connection speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WireProfile {
-    /// RFC 9897 as published: [`MpOption::parse`] / [`MpOption::emit`].
+    /// RFC 9897 as published.
     #[default]
     Rfc9897,
     /// Telekom mp-dccp branch `mpdccp_v03_k4.14` (2024-03): CIs in MP_KEY
@@ -88,186 +93,16 @@ impl WireProfile {
         self == WireProfile::Rfc9897
     }
 
-    /// Key data length of a key type byte in the reference layouts: only
-    /// plain keys (type 0, 8 bytes) exist there (the reference offers and
-    /// accepts nothing else); any other type cannot be delimited.
-    fn reference_key_len(key_type: u8) -> Option<usize> {
-        (key_type == KeyType::Plain.to_u8()).then_some(8)
-    }
-
-    /// Parse the body of option 46 (the bytes after type and length).
-    pub fn parse_mp(self, body: &[u8]) -> Result<MpOption, WireError> {
-        if self == WireProfile::Rfc9897 {
-            return MpOption::parse(body);
+    /// The key type of a Key Type byte in this layout (RFC 9897 §3.2.4):
+    /// 0 and 255 in RFC 9897; only plain keys (type 0) in the reference
+    /// layouts (the reference offers and accepts nothing else). `None`
+    /// means the key cannot be delimited.
+    pub fn key_type(self, v: u8) -> Option<KeyType> {
+        match (self, KeyType::from_u8(v)?) {
+            (_, KeyType::Plain) => Some(KeyType::Plain),
+            (WireProfile::Rfc9897, t) => Some(t),
+            _ => None,
         }
-        MpOption::parse_with(body, &|st, rest, bad| self.parse_single(st, rest, bad))
-    }
-
-    /// One sub-option other than MP_CONFIRM in a reference layout: its
-    /// MP_OPT `st` and the bytes after it.
-    fn parse_single(self, st: u8, rest: &[u8], bad: WireError) -> Result<MpOption, WireError> {
-        match st {
-            subtype::KEY => self.parse_key(rest).ok_or(bad),
-            subtype::ADDADDR => parse_ref_addaddr(rest).ok_or(bad),
-            subtype::REMOVEADDR => match rest {
-                [addr_id] => Ok(MpOption::RemoveAddr {
-                    addr_id: *addr_id,
-                    nonce: None,
-                }),
-                _ => Err(bad),
-            },
-            // MP_JOIN, MP_FAST_CLOSE, MP_SEQ, MP_HMAC, MP_RTT, MP_PRIO,
-            // MP_CLOSE: the same bytes as RFC 9897.
-            _ => MpOption::parse_single(st, rest, bad),
-        }
-    }
-
-    fn parse_key(self, rest: &[u8]) -> Option<MpOption> {
-        let (ci, mut r) = if self.key_has_ci() {
-            if rest.len() < 5 {
-                return None;
-            }
-            let ci = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]);
-            (ci, &rest[5..])
-        } else {
-            (0, rest)
-        };
-        let mut keys = Vec::with_capacity(r.len() / 9 + 1);
-        while let Some((&kt, after)) = r.split_first() {
-            let n = Self::reference_key_len(kt)?;
-            if after.len() < n {
-                return None;
-            }
-            keys.push(MpKey {
-                key_type: KeyType::Plain,
-                data: after[..n].to_vec(),
-            });
-            r = &after[n..];
-        }
-        (!keys.is_empty()).then_some(MpOption::Key { ci, keys })
-    }
-
-    /// Encoded length of the whole option (type, length, MP_OPT, body).
-    pub fn mp_buffer_len(self, opt: &MpOption) -> usize {
-        if self == WireProfile::Rfc9897 {
-            return opt.buffer_len();
-        }
-        match opt {
-            MpOption::Confirm(items) => {
-                3 + items.iter().map(|i| self.mp_buffer_len(i)).sum::<usize>()
-            }
-            MpOption::Key { keys, .. } => {
-                let ci = if self.key_has_ci() { 5 } else { 0 };
-                3 + ci + keys.iter().map(|k| 1 + k.data.len()).sum::<usize>()
-            }
-            MpOption::AddAddr { addr, port, .. } => {
-                let a = if addr.is_ipv4() { 4 } else { 16 };
-                4 + a + port.map_or(0, |_| 2)
-            }
-            MpOption::RemoveAddr { .. } => 4,
-            other => other.buffer_len(),
-        }
-    }
-
-    /// Check that `opt` can be written in this profile.
-    pub fn validate_mp(self, opt: &MpOption) -> Result<(), WireError> {
-        if self == WireProfile::Rfc9897 {
-            return opt.validate();
-        }
-        if self.mp_buffer_len(opt) > 255 {
-            return Err(WireError::OptionsTooLong);
-        }
-        match opt {
-            MpOption::Confirm(items) => {
-                for i in items {
-                    if matches!(i, MpOption::Confirm(_)) {
-                        return Err(WireError::FieldOutOfRange);
-                    }
-                    self.validate_mp(i)?;
-                }
-                Ok(())
-            }
-            MpOption::Key { ci, keys } => {
-                let no_ci = !self.key_has_ci() && *ci != 0;
-                let bad_key = keys
-                    .iter()
-                    .any(|k| Self::reference_key_len(k.key_type.to_u8()) != Some(k.data.len()));
-                if keys.is_empty() || no_ci || bad_key {
-                    return Err(WireError::FieldOutOfRange);
-                }
-                Ok(())
-            }
-            MpOption::AddAddr { nonce: Some(_), .. }
-            | MpOption::RemoveAddr { nonce: Some(_), .. } => Err(WireError::FieldOutOfRange),
-            other => other.validate(),
-        }
-    }
-
-    /// Emit the whole option (46, length, MP_OPT, body) into `buf`; returns
-    /// the number of bytes written.
-    pub fn emit_mp(self, opt: &MpOption, buf: &mut [u8]) -> Result<usize, WireError> {
-        if self == WireProfile::Rfc9897 {
-            return opt.emit(buf);
-        }
-        self.validate_mp(opt)?;
-        let len = self.mp_buffer_len(opt);
-        let out = buf.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
-        let body = |out: &mut [u8]| {
-            out[0] = MP_OPTION_TYPE;
-            out[1] = len as u8; // ≤ 255, checked by validate_mp
-            out[2] = opt.subtype();
-        };
-        match opt {
-            MpOption::Confirm(items) => {
-                body(out);
-                let mut off = 3;
-                for i in items {
-                    off += self.emit_mp(i, &mut out[off..])?;
-                }
-            }
-            MpOption::Key { ci, keys } => {
-                body(out);
-                let mut off = 3;
-                if self.key_has_ci() {
-                    out[3] = 0;
-                    out[4..8].copy_from_slice(&ci.to_be_bytes());
-                    off = 8;
-                }
-                for k in keys {
-                    out[off] = k.key_type.to_u8();
-                    out[off + 1..off + 1 + k.data.len()].copy_from_slice(&k.data);
-                    off += 1 + k.data.len();
-                }
-            }
-            MpOption::AddAddr {
-                addr_id,
-                addr,
-                port,
-                ..
-            } => {
-                body(out);
-                out[3] = *addr_id;
-                let a = ref_addr_bytes(*addr);
-                out[4..4 + a.len()].copy_from_slice(&a);
-                if let Some(p) = port {
-                    out[4 + a.len()..].copy_from_slice(&p.to_be_bytes());
-                }
-            }
-            MpOption::RemoveAddr { addr_id, .. } => {
-                body(out);
-                out[3] = *addr_id;
-            }
-            other => return other.emit(out),
-        }
-        Ok(len)
-    }
-
-    /// `opt` as a complete option, bytes included (for splicing into a
-    /// packet, see [`super::profile_keys`] users).
-    pub fn encode_mp(self, opt: &MpOption) -> Result<Vec<u8>, WireError> {
-        let mut v = vec![0u8; self.mp_buffer_len(opt)];
-        self.emit_mp(opt, &mut v)?;
-        Ok(v)
     }
 }
 
@@ -287,33 +122,6 @@ impl FromStr for WireProfile {
                 format!("unknown wire profile {s:?} (rfc9897, reference-k4.14, reference-k5.10)")
             })
     }
-}
-
-/// The reference's MP_ADDADDR body: `id(1) addr(4|16) [port(2)]`, the IPv4
-/// address byte-reversed on the wire.
-fn parse_ref_addaddr(rest: &[u8]) -> Option<MpOption> {
-    let (addr_len, port) = match rest.len() {
-        5 => (4, false),
-        7 => (4, true),
-        17 => (16, false),
-        19 => (16, true),
-        _ => return None,
-    };
-    let a = &rest[1..1 + addr_len];
-    let addr = if addr_len == 4 {
-        IpAddr::V4(Ipv4Addr::new(a[3], a[2], a[1], a[0]))
-    } else {
-        let mut b = [0u8; 16];
-        b.copy_from_slice(a);
-        IpAddr::V6(Ipv6Addr::from(b))
-    };
-    let port = port.then(|| u16::from_be_bytes([rest[1 + addr_len], rest[2 + addr_len]]));
-    Some(MpOption::AddAddr {
-        addr_id: rest[0],
-        nonce: None,
-        addr,
-        port,
-    })
 }
 
 /// The address bytes as the (x86) reference writes them into MP_ADDADDR

@@ -328,7 +328,7 @@ pub fn check_capture(
         }
         let mut opts = Vec::new();
         for o in p.options().flatten().filter(|o| o.kind == 46) {
-            match profile.parse_mp(o.data) {
+            match MpOption::parse_in(o.data, profile) {
                 Ok(m) => opts.push(m),
                 Err(_) => s.bad_mp.push((c.frame, hex(o.data))),
             }

@@ -163,7 +163,7 @@ impl Subflow {
         self.gss = (self.gss + 1) & ((1 << 48) - 1);
         let mut opts = Vec::new();
         for m in mp {
-            opts.extend(self.profile.encode_mp(m).map_err(io::Error::other)?);
+            opts.extend(m.encode_in(self.profile).map_err(io::Error::other)?);
         }
         for (k, d) in raw_opts {
             opts.push(*k);
@@ -313,7 +313,7 @@ fn decode(profile: WireProfile, p: &Packet<&[u8]>, bytes: &[u8]) -> Rx {
     let mut mp = Vec::new();
     for o in p.options().flatten() {
         if o.kind == 46 {
-            mp.push(profile.parse_mp(o.data).map_err(|_| super::hex(o.data)));
+            mp.push(MpOption::parse_in(o.data, profile).map_err(|_| super::hex(o.data)));
         } else if o.kind >= 32 {
             options.push((o.kind, o.data.to_vec()));
         }

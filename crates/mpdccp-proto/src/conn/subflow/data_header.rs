@@ -68,7 +68,7 @@ impl Subflow {
     pub(crate) fn plan_data(&self, now: Instant, ctx: &EmitCtx, av_cells: usize) -> DataPlan {
         let profile = ctx.profile;
         let mp_seq = if ctx.mp_on {
-            profile.mp_buffer_len(&MpOption::Seq(0))
+            MpOption::Seq(0).buffer_len_in(profile)
         } else {
             0
         };
@@ -82,11 +82,12 @@ impl Subflow {
                 .is_none_or(|t| now - t >= ctx.mp_rtt_interval);
         // Only read when MP_RTT is due (now and then).
         let rtt_len = if rtt_due {
-            profile.mp_buffer_len(&MpOption::Rtt {
+            MpOption::Rtt {
                 rtt_type: crate::wire::mp::RttType::from_u8(0),
                 rtt_ms: 0,
                 age_ms: 0,
-            })
+            }
+            .buffer_len_in(profile)
         } else {
             0
         };
@@ -116,10 +117,10 @@ impl Subflow {
         p.rtt = rtt_due && take(rtt_len, &mut used);
         let prio_due = ctx.mp_on && self.prio_due(now);
         // In the authenticated modes MP_PRIO brings its MP_HMAC.
-        let prio_len = profile.mp_buffer_len(&MpOption::Prio(0))
+        let prio_len = MpOption::Prio(0).buffer_len_in(profile)
             + match ctx.keys {
                 Some(crate::conn::keys::ConnKeys::Derived { .. }) => {
-                    profile.mp_buffer_len(&MpOption::Hmac([0; 20]))
+                    MpOption::Hmac([0; 20]).buffer_len_in(profile)
                 }
                 _ => 0,
             };

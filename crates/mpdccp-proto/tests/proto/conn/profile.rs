@@ -87,7 +87,7 @@ fn decode(h: &Harness, profile: WireProfile) -> Seen {
         let from_client = r.from == Side::Client;
         let mut opts = Vec::new();
         for o in p.options().flatten().filter(|o| o.kind == 46) {
-            match profile.parse_mp(o.data) {
+            match MpOption::parse_in(o.data, profile) {
                 Ok(m) => opts.push(m),
                 Err(e) => s.bad.push(format!("{ty:?} {:02x?}: {e:?}", o.data)),
             }

@@ -11,7 +11,8 @@ use mpdccp_proto::wire::mp::HMAC_LEN;
 use mpdccp_proto::wire::option::{ignored_on, parse_options};
 use mpdccp_proto::wire::{
     udccp, udp_encap, AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, KeyType,
-    MpKey, MpOption, Packet, PacketType, ResetCode, RttType, WireError, MAX_HEADER_LEN, SEQ_MASK,
+    MpKey, MpOption, Packet, PacketType, ResetCode, RttType, WireError, WireProfile,
+    MAX_HEADER_LEN, SEQ_MASK,
 };
 use proptest::prelude::*;
 
@@ -156,7 +157,7 @@ fn normalise(ty: PacketType, opts: Vec<DccpOption>, room: usize) -> Vec<DccpOpti
         out.push(o.clone());
     }
     // Trim to fit, never leaving a dangling Mandatory.
-    while mpdccp_proto::wire::option::options_len(&out) > room
+    while mpdccp_proto::wire::option::options_len(&out, WireProfile::Rfc9897) > room
         || matches!(out.last(), Some(DccpOption::Mandatory))
     {
         out.pop();
@@ -213,7 +214,7 @@ prop_compose! {
         // Coverage must fit the packet (§9.2): 0 or 1..=1 + payload/4.
         let max_cov = (1 + payload.len() / 4).min(15) as u8;
         let cscov = cscov_seed % (max_cov + 1);
-        (DccpRepr { src_port: ports.0, dst_port: ports.1, seq, kind, ccval, cscov, short_seq, options }, payload)
+        (DccpRepr { src_port: ports.0, dst_port: ports.1, seq, kind, ccval, cscov, short_seq, options, profile: WireProfile::Rfc9897 }, payload)
     }
 }
 
@@ -256,8 +257,12 @@ fn hammer(bytes: &[u8], addrs: (IpAddr, IpAddr)) {
     let _ = udp_encap::unframe(bytes, Some(addrs));
     let _ = MpOption::parse(bytes);
     let mut ignored = 0;
-    for ty in [PacketType::Request, PacketType::Data, PacketType::Ack] {
-        let _ = parse_options(bytes, ty, &mut ignored);
+    for profile in WireProfile::ALL {
+        let _ = MpOption::parse_in(bytes, profile);
+        let _ = DccpRepr::parse_in(bytes, None, profile);
+        for ty in [PacketType::Request, PacketType::Data, PacketType::Ack] {
+            let _ = parse_options(bytes, ty, &mut ignored, profile);
+        }
     }
 }
 

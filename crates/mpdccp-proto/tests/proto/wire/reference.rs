@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use mpdccp_proto::wire::capture;
 use mpdccp_proto::wire::mp::{subtype, HMAC_LEN};
 use mpdccp_proto::wire::profile_keys::{reference_token, JoinHmac, PlainKeys};
-use mpdccp_proto::wire::{MpKey, MpOption, Packet, WireError, WireProfile};
+use mpdccp_proto::wire::{DccpOption, DccpRepr, MpKey, MpOption, Packet, WireError, WireProfile};
 
 /// One `opt` or `pkt` line of a vector file.
 struct Line {
@@ -54,9 +54,17 @@ fn load(name: &str) -> Vec<Line> {
 fn parse(profile: WireProfile, opt: &[u8]) -> MpOption {
     assert_eq!(opt[0], 46);
     assert_eq!(usize::from(opt[1]), opt.len());
-    profile
-        .parse_mp(&opt[2..])
+    MpOption::parse_in(&opt[2..], profile)
         .unwrap_or_else(|e| panic!("{profile}: {e} for {opt:02x?}"))
+}
+
+/// The captured MP options of frame `frame`, in wire order.
+fn options_of(lines: &[Line], frame: u32) -> Vec<Vec<u8>> {
+    lines
+        .iter()
+        .filter(|o| !o.pkt && o.frame == frame)
+        .map(|o| o.bytes.clone())
+        .collect()
 }
 
 /// The client's addresses in both captures are 10.0.x.1.
@@ -69,7 +77,7 @@ fn roundtrip_all(profile: WireProfile, file: &str) -> usize {
     let mut n = 0;
     for l in lines.iter().filter(|l| !l.pkt) {
         let opt = parse(profile, &l.bytes);
-        let again = profile.encode_mp(&opt).expect("emit");
+        let again = opt.encode_in(profile).expect("emit");
         assert_eq!(
             again, l.bytes,
             "frame {} {:?} did not re-emit identical",
@@ -95,6 +103,41 @@ fn every_captured_option_reemits_byte_identical() {
 /// Whole handshake/close packets: the checksum verifies over the captured
 /// IPv4 pseudo-header (RFC 4340 §9), and the options area holds exactly
 /// the captured MP options, each re-emitted identical in place.
+/// `DccpRepr` speaks the reference layouts too: each captured packet
+/// parses in its profile (checksum verified) with exactly the captured MP
+/// options, keeps the profile, and re-emits (canonically: the kernel's
+/// Padding between options is dropped) to bytes that parse back to the
+/// same Repr.
+#[test]
+fn captured_packets_as_repr_in_their_profile() {
+    for (profile, file) in [
+        (WireProfile::ReferenceK510, "reference-k510.txt"),
+        (WireProfile::ReferenceK414, "reference-k414.txt"),
+    ] {
+        let lines = load(file);
+        for l in lines.iter().filter(|l| l.pkt) {
+            let addrs = (IpAddr::V4(l.src), IpAddr::V4(l.dst));
+            let (r, hl) = DccpRepr::parse_in(&l.bytes, Some(addrs), profile)
+                .unwrap_or_else(|e| panic!("{file} frame {}: {e}", l.frame));
+            assert_eq!(r.profile, profile);
+            let mp: Vec<Vec<u8>> = r
+                .options
+                .iter()
+                .filter_map(|o| match o {
+                    DccpOption::Multipath(m) => Some(m.encode_in(profile).expect("emit")),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(mp, options_of(&lines, l.frame), "{file} frame {}", l.frame);
+            let payload = &l.bytes[hl..];
+            let mut again = vec![0u8; r.buffer_len(payload.len())];
+            r.emit(&mut again, payload, Some(addrs)).expect("re-emit");
+            let (r2, _) = DccpRepr::parse_in(&again, Some(addrs), profile).expect("parse back");
+            assert_eq!(r2, r, "{file} frame {}", l.frame);
+        }
+    }
+}
+
 #[test]
 fn captured_packets_checksum_and_options() {
     // k5.10 has one more: the client's first Ack with the third MP_KEY.
@@ -115,16 +158,11 @@ fn captured_packets_checksum_and_options() {
                 .map(|o| o.expect("well-formed options"))
                 .filter(|o| o.kind == 46)
                 .map(|o| {
-                    let opt = profile.parse_mp(o.data).expect("parse");
-                    profile.encode_mp(&opt).expect("emit")
+                    let opt = MpOption::parse_in(o.data, profile).expect("parse");
+                    opt.encode_in(profile).expect("emit")
                 })
                 .collect();
-            let want: Vec<Vec<u8>> = lines
-                .iter()
-                .filter(|o| !o.pkt && o.frame == l.frame)
-                .map(|o| o.bytes.clone())
-                .collect();
-            assert_eq!(mp, want, "{file} frame {}", l.frame);
+            assert_eq!(mp, options_of(&lines, l.frame), "{file} frame {}", l.frame);
         }
     }
 }
@@ -280,7 +318,7 @@ fn reference_addaddr_is_byte_reversed_ipv4_without_nonce() {
     }
     // RFC 9897 reads the same 5 bytes as the draft's nonce-less form with
     // the address as written: 3.2.0.10 — which is why a switch is needed.
-    match WireProfile::Rfc9897.parse_mp(&wire[2..]).unwrap() {
+    match MpOption::parse_in(&wire[2..], WireProfile::Rfc9897).unwrap() {
         MpOption::AddAddr { addr, .. } => assert_eq!(addr, IpAddr::V4(Ipv4Addr::new(3, 2, 0, 10))),
         o => panic!("{o:?}"),
     }
@@ -293,13 +331,10 @@ fn profiles_refuse_fields_they_cannot_carry() {
         keys: vec![MpKey::plain(1)],
     };
     assert_eq!(
-        WireProfile::ReferenceK510.encode_mp(&key),
+        key.encode_in(WireProfile::ReferenceK510),
         Err(WireError::FieldOutOfRange)
     );
-    assert_eq!(
-        WireProfile::ReferenceK414.encode_mp(&key).unwrap().len(),
-        17
-    );
+    assert_eq!(key.encode_in(WireProfile::ReferenceK414).unwrap().len(), 17);
     let add = MpOption::AddAddr {
         addr_id: 1,
         nonce: Some(9),
@@ -307,14 +342,14 @@ fn profiles_refuse_fields_they_cannot_carry() {
         port: None,
     };
     for p in [WireProfile::ReferenceK414, WireProfile::ReferenceK510] {
-        assert_eq!(p.encode_mp(&add), Err(WireError::FieldOutOfRange));
+        assert_eq!(add.encode_in(p), Err(WireError::FieldOutOfRange));
         let rm = MpOption::RemoveAddr {
             addr_id: 1,
             nonce: Some(1),
         };
-        assert_eq!(p.encode_mp(&rm), Err(WireError::FieldOutOfRange));
+        assert_eq!(rm.encode_in(p), Err(WireError::FieldOutOfRange));
     }
-    assert_eq!(WireProfile::Rfc9897.encode_mp(&add).unwrap().len(), 12);
+    assert_eq!(add.encode_in(WireProfile::Rfc9897).unwrap().len(), 12);
     assert_eq!(
         "reference-k4.14".parse::<WireProfile>(),
         Ok(WireProfile::ReferenceK414)
@@ -341,10 +376,14 @@ fn truncated_and_mutated_options_never_panic() {
                     }
                 }
                 for c in cases {
-                    if let Ok(o) = p.parse_mp(&c) {
+                    if let Ok(o) = MpOption::parse_in(&c, p) {
                         parsed += 1;
-                        if let Ok(b) = p.encode_mp(&o) {
-                            assert_eq!(p.parse_mp(&b[2..]).as_ref(), Ok(&o), "{p} {c:02x?}");
+                        if let Ok(b) = o.encode_in(p) {
+                            assert_eq!(
+                                MpOption::parse_in(&b[2..], p).as_ref(),
+                                Ok(&o),
+                                "{p} {c:02x?}"
+                            );
                         }
                     }
                 }
@@ -395,8 +434,8 @@ fn capture_reader_finds_the_vendored_options_in_the_original_pcapng() {
             for o in p.options() {
                 let o = o.expect("well-formed option");
                 if o.kind == 46 {
-                    let mp = profile.parse_mp(o.data).expect("MP option");
-                    found.push((c.frame as u32, profile.encode_mp(&mp).unwrap()));
+                    let mp = MpOption::parse_in(o.data, profile).expect("MP option");
+                    found.push((c.frame as u32, mp.encode_in(profile).unwrap()));
                 }
             }
         }

@@ -9,7 +9,7 @@ use mpdccp_proto::wire::option::parse_options;
 use mpdccp_proto::wire::{
     udp_encap, AckState, AckVector, AckVectorBuilder, DccpKind, DccpOption, DccpRepr, FeatureNum,
     FeatureValue, KeyType, MpKey, MpOption, Packet, PacketType, ResetCode, RttType, WireError,
-    WireStats,
+    WireProfile, WireStats,
 };
 
 const V4: (IpAddr, IpAddr) = (
@@ -252,7 +252,7 @@ fn checksum_coverage_limits_what_is_protected() {
 
 fn opts(area: &[u8], ty: PacketType) -> Result<Vec<DccpOption>, WireError> {
     let mut ignored = 0;
-    parse_options(area, ty, &mut ignored)
+    parse_options(area, ty, &mut ignored, WireProfile::Rfc9897)
 }
 
 #[test]
@@ -446,6 +446,7 @@ fn option_length_and_mandatory_rules() {
         &[32, 4, 1, 2, 41, 6, 0, 0, 0, 1, 43, 4, 0, 1, 1, 2],
         PacketType::Data,
         &mut ignored,
+        WireProfile::Rfc9897,
     )
     .unwrap();
     assert_eq!(o, vec![DccpOption::Timestamp(1), DccpOption::SlowReceiver]);
