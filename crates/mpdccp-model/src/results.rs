@@ -27,11 +27,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use mpdccp_proto::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::Scenario;
+
+mod dist;
+use dist::Dist;
 
 /// What the one-way delay measures (written to `meta.owd_convention`).
 pub const OWD_CONVENTION: &str =
@@ -179,87 +181,6 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
         round6(bytes as f64 * 8.0 / secs / 1e6)
     } else {
         0.0
-    }
-}
-
-/// An HDR histogram of durations in microseconds, plus exact min/max/sum.
-#[derive(Clone, Debug)]
-struct Dist {
-    hist: Histogram<u64>,
-    min_ns: u64,
-    max_ns: u64,
-    sum_ns: u128,
-    n: u64,
-}
-
-impl Dist {
-    fn new() -> Self {
-        Dist {
-            // 3 significant digits, auto-resizing: creation cannot fail for
-            // sigfig 3 (valid range is 0..=5).
-            hist: Histogram::new(3).unwrap_or_else(|_| unreachable!("sigfig 3 is valid")),
-            min_ns: u64::MAX,
-            max_ns: 0,
-            sum_ns: 0,
-            n: 0,
-        }
-    }
-
-    fn record(&mut self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        // Capped at ~11.6 days so bucket arithmetic can never overflow;
-        // `record` grows the histogram, `saturating_record` would not.
-        let us = (ns / 1000).min(1_000_000_000_000);
-        if self.hist.record(us).is_err() {
-            self.hist.saturating_record(us);
-        }
-        self.min_ns = self.min_ns.min(ns);
-        self.max_ns = self.max_ns.max(ns);
-        self.sum_ns += ns as u128;
-        self.n += 1;
-    }
-
-    fn summary(&self) -> LatencyMs {
-        if self.n == 0 {
-            return LatencyMs::default();
-        }
-        let ms = |ns: u64| ns as f64 / 1e6;
-        let q = |quantile: f64| {
-            let us = self
-                .hist
-                .median_equivalent(self.hist.value_at_quantile(quantile));
-            let ns = us.saturating_mul(1000).clamp(self.min_ns, self.max_ns);
-            round6(ms(ns))
-        };
-        LatencyMs {
-            p50: q(0.50),
-            p95: q(0.95),
-            p99: q(0.99),
-            max: round6(ms(self.max_ns)),
-            mean: round6(self.sum_ns as f64 / self.n as f64 / 1e6),
-            min: round6(ms(self.min_ns)),
-            samples: self.n,
-        }
-    }
-
-    /// The empirical CDF as `(ms, fraction ≤ it)` points, one per histogram
-    /// bucket holding samples (bucket tops clamped to the exact min and max).
-    fn cdf_ms(&self) -> Vec<(f64, f64)> {
-        if self.n == 0 {
-            return Vec::new();
-        }
-        let total = self.hist.len().max(1) as f64;
-        let mut seen = 0u64;
-        let mut out = vec![(round6(self.min_ns as f64 / 1e6), 0.0)];
-        for v in self.hist.iter_recorded() {
-            seen += v.count_since_last_iteration();
-            let ns = v
-                .value_iterated_to()
-                .saturating_mul(1000)
-                .clamp(self.min_ns, self.max_ns);
-            out.push((round6(ns as f64 / 1e6), seen as f64 / total));
-        }
-        out
     }
 }
 
@@ -580,6 +501,39 @@ impl Recorder {
         });
         if let Some(b) = bin_of(now, &mut self.path_bins[path]) {
             b.delivered_bytes += bytes as u64;
+        }
+    }
+
+    /// A datagram came out of the path: [`Recorder::path_delivered`],
+    /// [`Recorder::path_rtt`] and [`Recorder::path_queue_delay`] at once,
+    /// finding the windows and the bin once (the simulator's per-packet
+    /// call); an unknown path counts as those three ignored events.
+    pub fn path_delivery(
+        &mut self,
+        path: usize,
+        now: Instant,
+        bytes: usize,
+        rtt: Duration,
+        queue_delay: Duration,
+    ) {
+        if path >= self.paths.len() {
+            self.ignored_events += 3;
+            return;
+        }
+        each_slot(&mut self.paths[path], &self.windows, now, |a| {
+            a.delivered_pkts += 1;
+            a.delivered_bytes += bytes as u64;
+            a.rtt.record(rtt);
+            a.queue_delay.record(queue_delay);
+        });
+        if let Some(b) = bin_of(now, &mut self.path_bins[path]) {
+            b.delivered_bytes += bytes as u64;
+            b.rtt_sum_ns += rtt.as_nanos();
+            b.rtt_n += 1;
+            let ns = u64::try_from(queue_delay.as_nanos()).unwrap_or(u64::MAX);
+            b.qd_sum_ns += ns as u128;
+            b.qd_n += 1;
+            b.qd_max_ns = b.qd_max_ns.max(ns);
         }
     }
 
@@ -969,6 +923,28 @@ to_s = 2
         r.send_queue_delay(ms(1100), Duration::from_millis(40));
         r.path_lost(1, ms(1700), 2);
         r.path_sample(0, ms(1234), 12.5, Some(Duration::from_millis(11)), 3000);
+    }
+
+    #[test]
+    fn path_delivery_records_what_its_three_calls_record() {
+        let (mut one, mut three) = (recorder(), recorder());
+        for i in 0..3000u64 {
+            // Across the window's start and the run's end (a bin beyond it).
+            let t = Instant::from_micros(700_000 + 517 * i);
+            let (rtt, qd) = (
+                Duration::from_micros(9_000 + 37 * (i % 101)),
+                Duration::from_micros(i * i % 50_000),
+            );
+            let (path, bytes) = (i as usize % 3, 1000 + i as usize % 500);
+            one.path_delivery(path, t, bytes, rtt, qd);
+            three.path_delivered(path, t, bytes);
+            three.path_rtt(path, t, rtt);
+            three.path_queue_delay(path, t, qd);
+        }
+        let (s1, t1) = one.finish(BTreeMap::new());
+        let (s3, t3) = three.finish(BTreeMap::new());
+        assert_eq!(s1.to_json(), s3.to_json());
+        assert_eq!(t1.to_csv(), t3.to_csv());
     }
 
     #[test]

@@ -40,6 +40,9 @@ const FIELDS_AT: usize = 24;
 /// blocks: a TCP ack stays [`ACK_BYTES`]).
 const FIXED_HEADER_BYTES: usize = FIELDS_AT + 8 + 8 + 4 + 8 + 4;
 
+/// End of the longest encoding (every range): nothing is written beyond.
+const RANGES_END: usize = FIXED_HEADER_BYTES + 8 * MAX_ACK_RANGES;
+
 /// The inner transport a flow's packets say they are (the IP protocol
 /// field): the tunnel's `per-flow` reordering treats TCP apart.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -120,33 +123,63 @@ impl FlowPkt {
         &self.sack[..usize::from(self.sack_len).min(MAX_ACK_RANGES)]
     }
 
-    /// Encode into `buf` (cleared first) at full wire size, as a packet of
-    /// `transport`. Ranges are offsets from `seq` (a DSACK block lies below
-    /// it).
-    pub fn encode(&self, transport: Transport, buf: &mut Vec<u8>) {
-        buf.clear();
+    /// Encode into `buf` (replacing its contents) at full wire size, as a
+    /// packet of `transport`. Ranges are offsets from `seq` (a DSACK block
+    /// lies below it).
+    pub fn encode(&self, transport: Transport, buf: &mut EncodeBuf) {
+        let buf = &mut buf.0;
         let flow = self.flow.to_be_bytes();
+        let ranges = self.ranges();
+        let head_end = FIXED_HEADER_BYTES + 8 * ranges.len();
+        let len = (self.len as usize).max(HEADER_BYTES).max(head_end);
+        // Only the header is written: the padding is still zero (see
+        // `EncodeBuf`), so only the ranges area a previous ack may have
+        // left is cleared — not a data packet's ~1 400 zeros.
+        buf.resize(len, 0);
+        buf[head_end..len.min(RANGES_END)].fill(0);
         // IPv4 header: version 4, IHL 5; bytes 1..4 carry the kind and the
         // flow and byte 8 (TTL) the number of ranges (fields the flow hash
         // does not read); no fragment bits (6..8); the protocol at 9;
         // addresses at 12..20.
-        let ranges = self.ranges();
-        buf.extend_from_slice(&[0x45, self.kind_byte(), flow[0], flow[1], 0, 0, 0, 0]);
         let proto = transport.ip_protocol();
-        buf.extend_from_slice(&[ranges.len() as u8, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        // Ports: the flow number both ways.
-        buf.extend_from_slice(&[flow[0], flow[1], flow[0], flow[1]]);
-        buf.extend_from_slice(&self.seq.to_be_bytes());
-        buf.extend_from_slice(&self.sent_at.as_nanos().to_be_bytes());
-        buf.extend_from_slice(&self.len.to_be_bytes());
-        buf.extend_from_slice(&self.chunk.to_be_bytes());
-        buf.extend_from_slice(&self.ack_delay_us.to_be_bytes());
-        for &(a, b) in ranges {
-            buf.extend_from_slice(&(a.wrapping_sub(self.seq) as u32).to_be_bytes());
-            buf.extend_from_slice(&(b.wrapping_sub(self.seq) as u32).to_be_bytes());
+        buf[..FIELDS_AT].copy_from_slice(&[
+            0x45,
+            self.kind_byte(),
+            flow[0],
+            flow[1],
+            0,
+            0,
+            0,
+            0,
+            ranges.len() as u8,
+            proto,
+            0,
+            0,
+            10,
+            0,
+            0,
+            1,
+            10,
+            0,
+            0,
+            2,
+            // Ports: the flow number both ways.
+            flow[0],
+            flow[1],
+            flow[0],
+            flow[1],
+        ]);
+        let f = FIELDS_AT;
+        buf[f..f + 8].copy_from_slice(&self.seq.to_be_bytes());
+        buf[f + 8..f + 16].copy_from_slice(&self.sent_at.as_nanos().to_be_bytes());
+        buf[f + 16..f + 20].copy_from_slice(&self.len.to_be_bytes());
+        buf[f + 20..f + 28].copy_from_slice(&self.chunk.to_be_bytes());
+        buf[f + 28..f + 32].copy_from_slice(&self.ack_delay_us.to_be_bytes());
+        for (k, &(a, b)) in ranges.iter().enumerate() {
+            let at = FIXED_HEADER_BYTES + 8 * k;
+            buf[at..at + 4].copy_from_slice(&(a.wrapping_sub(self.seq) as u32).to_be_bytes());
+            buf[at + 4..at + 8].copy_from_slice(&(b.wrapping_sub(self.seq) as u32).to_be_bytes());
         }
-        let len = (self.len as usize).max(HEADER_BYTES).max(buf.len());
-        buf.resize(len, 0);
     }
 
     fn kind_byte(&self) -> u8 {
@@ -158,50 +191,149 @@ impl FlowPkt {
 
     /// Decode a packet delivered by the tunnel; `None` if it is not one of ours.
     pub fn decode(b: &[u8]) -> Option<FlowPkt> {
-        if b.len() < FIXED_HEADER_BYTES || b[0] != 0x45 {
-            return None;
-        }
-        let u64_at = |i: usize| -> u64 {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[i..i + 8]);
-            u64::from_be_bytes(a)
-        };
-        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let kind = match b[1] {
-            0 => PktKind::Data,
-            1 => PktKind::Ack,
-            _ => return None,
-        };
-        let f = FIELDS_AT;
-        let seq = u64_at(f);
-        let n = usize::from(b[8]).min(MAX_ACK_RANGES);
-        if b.len() < FIXED_HEADER_BYTES + 8 * n {
-            return None;
-        }
+        let h = Head::decode(b)?;
         let mut sack = [(0, 0); MAX_ACK_RANGES];
-        for (k, s) in sack.iter_mut().take(n).enumerate() {
+        for (k, s) in sack.iter_mut().take(h.ranges).enumerate() {
             let at = FIXED_HEADER_BYTES + 8 * k;
             // Offsets are signed 32-bit (two's complement) from `seq`.
-            let off = |x: u32| seq.wrapping_add(i64::from(x as i32) as u64);
-            *s = (off(u32_at(at)), off(u32_at(at + 4)));
+            let off = |x: u32| h.seq.wrapping_add(i64::from(x as i32) as u64);
+            *s = (off(u32_at(b, at)), off(u32_at(b, at + 4)));
         }
         Some(FlowPkt {
             flow: u16::from_be_bytes([b[2], b[3]]),
-            kind,
-            seq,
-            sent_at: Instant::from_nanos(u64_at(f + 8)),
-            len: u32_at(f + 16),
-            chunk: u64_at(f + 20),
-            ack_delay_us: u32_at(f + 28),
-            sack_len: n as u8,
+            kind: h.kind,
+            seq: h.seq,
+            sent_at: h.sent_at,
+            len: h.len,
+            chunk: u64_at(b, FIELDS_AT + 20),
+            ack_delay_us: u32_at(b, FIELDS_AT + 28),
+            sack_len: h.ranges as u8,
             sack,
         })
     }
 }
 
+/// Where packets are encoded: only [`FlowPkt::encode`] writes it, and no
+/// encoding writes past `RANGES_END` (the padding is zeros, and `resize`
+/// zeroes what it adds), so past the header it holds zeros.
+#[derive(Debug, Default)]
+pub struct EncodeBuf(Vec<u8>);
+
+impl std::ops::Deref for EncodeBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// The fixed fields of an encoded packet that tell what it is, read
+/// without copying its ranges; `None` exactly when
+/// [`FlowPkt::decode`] would give `None`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Head {
+    pub kind: PktKind,
+    pub seq: u64,
+    pub sent_at: Instant,
+    pub len: u32,
+    ranges: usize,
+}
+
+impl Head {
+    pub fn decode(b: &[u8]) -> Option<Head> {
+        if b.len() < FIXED_HEADER_BYTES || b[0] != 0x45 {
+            return None;
+        }
+        let kind = match b[1] {
+            0 => PktKind::Data,
+            1 => PktKind::Ack,
+            _ => return None,
+        };
+        let ranges = usize::from(b[8]).min(MAX_ACK_RANGES);
+        if b.len() < FIXED_HEADER_BYTES + 8 * ranges {
+            return None;
+        }
+        Some(Head {
+            kind,
+            seq: u64_at(b, FIELDS_AT),
+            sent_at: Instant::from_nanos(u64_at(b, FIELDS_AT + 8)),
+            len: u32_at(b, FIELDS_AT + 16),
+            ranges,
+        })
+    }
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i..i + 8]);
+    u64::from_be_bytes(a)
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The encoding built from scratch each time (the former `encode`).
+    fn encode_fresh(p: &FlowPkt, transport: Transport) -> Vec<u8> {
+        let flow = p.flow.to_be_bytes();
+        let ranges = p.ranges();
+        let mut buf = vec![0x45, p.kind_byte(), flow[0], flow[1], 0, 0, 0, 0];
+        let proto = transport.ip_protocol();
+        buf.extend_from_slice(&[ranges.len() as u8, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        buf.extend_from_slice(&[flow[0], flow[1], flow[0], flow[1]]);
+        buf.extend_from_slice(&p.seq.to_be_bytes());
+        buf.extend_from_slice(&p.sent_at.as_nanos().to_be_bytes());
+        buf.extend_from_slice(&p.len.to_be_bytes());
+        buf.extend_from_slice(&p.chunk.to_be_bytes());
+        buf.extend_from_slice(&p.ack_delay_us.to_be_bytes());
+        for &(a, b) in ranges {
+            buf.extend_from_slice(&(a.wrapping_sub(p.seq) as u32).to_be_bytes());
+            buf.extend_from_slice(&(b.wrapping_sub(p.seq) as u32).to_be_bytes());
+        }
+        let len = (p.len as usize).max(HEADER_BYTES).max(buf.len());
+        buf.resize(len, 0);
+        buf
+    }
+
+    #[test]
+    fn reusing_the_buffer_encodes_what_a_fresh_one_would() {
+        let mut buf = EncodeBuf::default();
+        let mut x = 7u64;
+        for k in 0..2000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = [40, 64, 80, 120, 1400, 1460, 1496][(x >> 33) as usize % 7];
+            let mut p = if (x >> 40).is_multiple_of(2) {
+                FlowPkt::data((x >> 20) as u16 % 3, k, Instant::from_micros(k), len)
+            } else {
+                FlowPkt::ack(1, 1000 + k, Instant::from_micros(k), len)
+            };
+            if p.kind == PktKind::Ack {
+                p.sack_len = ((x >> 50) % (MAX_ACK_RANGES as u64 + 1)) as u8;
+                for r in 0..usize::from(p.sack_len) {
+                    p.sack[r] = (p.seq + 3 * r as u64 + 1, p.seq + 3 * r as u64 + 2);
+                }
+                p.ack_delay_us = (x >> 8) as u32;
+            }
+            let t = if x & 1 == 0 {
+                Transport::Tcp
+            } else {
+                Transport::Udp
+            };
+            p.encode(t, &mut buf);
+            assert_eq!(&buf[..], &encode_fresh(&p, t)[..], "packet {k}");
+            let h = Head::decode(&buf).unwrap();
+            let d = FlowPkt::decode(&buf).unwrap();
+            assert_eq!(
+                (h.kind, h.seq, h.sent_at, h.len),
+                (d.kind, d.seq, d.sent_at, d.len)
+            );
+        }
+    }
 
     #[test]
     fn round_trips_at_full_size() {
@@ -214,7 +346,7 @@ mod tests {
             (123_456_900, 123_456_901),
         ]);
         p.sack_len = 3;
-        let mut buf = Vec::new();
+        let mut buf = EncodeBuf::default();
         p.encode(Transport::Udp, &mut buf);
         assert_eq!(buf.len(), 1400);
         assert_eq!(FlowPkt::decode(&buf), Some(p));
@@ -252,7 +384,9 @@ mod tests {
         q.encode(Transport::Udp, &mut buf);
         assert_eq!(buf.len(), FIXED_HEADER_BYTES + 8 * MAX_ACK_RANGES);
         assert_eq!(FlowPkt::decode(&buf), Some(q));
-        buf[0] = 0x60;
-        assert_eq!(FlowPkt::decode(&buf), None);
+        let mut bytes = buf.to_vec();
+        bytes[0] = 0x60;
+        assert_eq!(FlowPkt::decode(&bytes), None);
+        assert_eq!(Head::decode(&bytes), None);
     }
 }

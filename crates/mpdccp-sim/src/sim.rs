@@ -38,7 +38,7 @@ use crate::flow::quic_rx::QuicReceiver;
 use crate::flow::tcp::TcpSender;
 use crate::flow::tcp_rx::{TcpReceiver, DELAYED_ACK_TIMEOUT};
 use crate::flow::{Cbr, SeqSink};
-use crate::packet::{FlowPkt, PktKind, Transport};
+use crate::packet::{EncodeBuf, FlowPkt, Head, PktKind, Transport};
 use crate::pool::BufPool;
 use crate::queue::{EventQueue, Target};
 use crate::SimError;
@@ -242,7 +242,7 @@ pub struct Simulation {
     flow_free: Vec<u32>,
     rec: Recorder,
     tx_buf: Vec<u8>,
-    scratch: Vec<u8>,
+    scratch: EncodeBuf,
     established_at: Option<Instant>,
     conn_events: Vec<ConnEventRecord>,
     paths_added: bool,
@@ -335,7 +335,7 @@ impl Simulation {
             flow_free: Vec::new(),
             rec,
             tx_buf: vec![0; TRANSMIT_BUF_BYTES],
-            scratch: Vec::with_capacity(2048),
+            scratch: EncodeBuf::default(),
             established_at: None,
             conn_events: Vec::new(),
             paths_added: false,
@@ -657,9 +657,8 @@ impl Simulation {
             // latest sojourn in the reverse direction (propagation delay there
             // until a packet has gone that way).
             let back = p.last_sojourn[1 - dir].unwrap_or_else(|| p.delay(now));
-            self.rec.path_delivered(path, now, w.len as usize);
-            self.rec.path_rtt(path, now, sojourn + back);
-            self.rec.path_queue_delay(path, now, queue_delay);
+            self.rec
+                .path_delivery(path, now, w.len as usize, sojourn + back, queue_delay);
         }
         let receiver = if dir == 0 { Side::Server } else { Side::Client };
         match w.payload {
@@ -685,13 +684,13 @@ impl Simulation {
             Payload::Flow(k) => {
                 let pkt = self.flow_pool[k as usize];
                 self.flow_free.push(k);
-                self.on_flow_packet(pkt);
+                self.on_flow_packet(&pkt);
             }
         }
     }
 
     /// A flow packet reached its destination (via tunnel or link).
-    fn on_flow_packet(&mut self, pkt: FlowPkt) {
+    fn on_flow_packet(&mut self, pkt: &FlowPkt) {
         let now = self.now;
         let i = usize::from(pkt.flow);
         if i >= self.flows.len() {
@@ -707,13 +706,13 @@ impl Simulation {
                         (!a.duplicate, a.out_of_order, None)
                     }
                     Sink::Tcp(r) => {
-                        let mut ack = pkt;
-                        let a = r.handle_data(&pkt, &mut ack);
+                        let mut ack = *pkt;
+                        let a = r.handle_data(pkt, &mut ack);
                         (a.new, a.out_of_order, Some((ack, a.ack_now)))
                     }
                     Sink::Quic(r) => {
-                        let mut ack = pkt;
-                        let a = r.handle_data(now, &pkt, &mut ack);
+                        let mut ack = *pkt;
+                        let a = r.handle_data(now, pkt, &mut ack);
                         (a.new, a.out_of_order, Some((ack, a.ack_now)))
                     }
                 };
@@ -746,11 +745,11 @@ impl Simulation {
             }
             PktKind::Ack => match &mut self.flows[i].source {
                 Source::Tcp(tx) => {
-                    tx.handle_ack(now, &pkt);
+                    tx.handle_ack(now, pkt);
                     self.pump_flow(i);
                 }
                 Source::Quic(tx) => {
-                    tx.handle_ack(now, &pkt);
+                    tx.handle_ack(now, pkt);
                     self.pump_flow(i);
                 }
                 _ => {}
@@ -880,7 +879,7 @@ impl Simulation {
             let Some(start) = d.len().checked_sub(len) else {
                 continue;
             };
-            let Some(pkt) = FlowPkt::decode(&d[start..]) else {
+            let Some(pkt) = Head::decode(&d[start..]) else {
                 continue;
             };
             if pkt.kind == PktKind::Data && pkt.len as usize == len {
@@ -932,7 +931,7 @@ impl Simulation {
                     let pkt = FlowPkt::decode(&data);
                     nodes[side as usize].conn.recycle_delivered(data);
                     if let Some(pkt) = pkt {
-                        self.on_flow_packet(pkt);
+                        self.on_flow_packet(&pkt);
                     }
                 }
                 other => {

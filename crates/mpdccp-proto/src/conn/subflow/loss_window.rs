@@ -21,6 +21,9 @@ pub const LOSS_WINDOW: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug, Default)]
 pub struct LossWindow {
     snaps: VecDeque<(u64, u64, u64)>,
+    /// The `now` of the last `note`: a note at the same instant finds its
+    /// second's snapshot taken and the old ones already forgotten.
+    last_note: Option<Instant>,
 }
 
 /// The ratio and the counts it came from.
@@ -39,6 +42,11 @@ impl LossWindow {
     /// Records the cumulative counters at `now` if no snapshot of this
     /// second exists, and forgets snapshots older than the window.
     pub fn note(&mut self, now: Instant, sent_total: u64, lost_total: u64) {
+        // Every scheduling turn notes each path: most at an instant noted already.
+        if self.last_note == Some(now) {
+            return;
+        }
+        self.last_note = Some(now);
         let sec = now.as_secs_f64() as u64;
         if self.snaps.back().is_none_or(|s| s.0 < sec) {
             self.snaps.push_back((sec, sent_total, lost_total));
@@ -108,6 +116,20 @@ mod tests {
         assert_eq!((r.sent_pkts, r.lost_pkts), (1099, 55), "{r:?}");
         assert!((r.ratio.unwrap() - 0.05).abs() < 0.001, "{r:?}");
         assert!(w.snaps.len() <= 12, "bounded: {}", w.snaps.len());
+    }
+
+    /// A second note at the same instant changes nothing, whatever the
+    /// counters say (the first one took the snapshot of that second).
+    #[test]
+    fn a_note_at_a_noted_instant_changes_nothing() {
+        let (mut once, mut twice) = (LossWindow::default(), LossWindow::default());
+        for ms in (0..25_000u64).step_by(7) {
+            let t = at(ms as f64 / 1e3);
+            once.note(t, ms, ms / 50);
+            twice.note(t, ms, ms / 50);
+            twice.note(t, ms + 3, ms / 50 + 1);
+        }
+        assert_eq!(once.snaps, twice.snaps);
     }
 
     #[test]
