@@ -649,7 +649,9 @@ impl TcpSender {
         if u.retrans == 0 || a < u.marker {
             return;
         }
-        let dup = u32::try_from(b.saturating_sub(a)).unwrap_or(u32::MAX).max(1);
+        let dup = u32::try_from(b.saturating_sub(a))
+            .unwrap_or(u32::MAX)
+            .max(1);
         u.retrans = u.retrans.saturating_sub(dup);
         if u.retrans == 0 {
             if let Some(u) = self.undo.take() {
