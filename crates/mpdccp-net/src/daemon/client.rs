@@ -214,6 +214,35 @@ struct Client {
     i_retiring: [usize; MAX_POLLED_PATHS],
 }
 
+impl PathRt {
+    /// Path `i` of `config` before its first dial: no socket, not usable.
+    fn from_config(config: &ClientConfig, i: usize, backoff: Duration) -> PathRt {
+        let p = &config.path[i];
+        let remote = p
+            .remote
+            .or(config.server)
+            .expect("validated: remote or server is set");
+        PathRt {
+            name: config.path_name(i),
+            iface: p.interface.clone(),
+            remote,
+            target: remote,
+            source: p.source,
+            priority: p.priority,
+            transport: p.transport,
+            usable: false,
+            socket: None,
+            batch: SendBatch::new(BATCH),
+            id: None,
+            established: false,
+            next_try: Instant::ZERO,
+            backoff,
+            lost: 0,
+            retiring: None,
+        }
+    }
+}
+
 impl Client {
     fn new(
         config: &ClientConfig,
@@ -224,34 +253,8 @@ impl Client {
     ) -> anyhow::Result<Client> {
         let base_backoff = Duration::from_millis(config.rejoin_backoff_ms.max(1));
         let seed = super::os_seed(config.seed);
-        let paths = config
-            .path
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PathRt {
-                name: config.path_name(i),
-                iface: p.interface.clone(),
-                remote: p
-                    .remote
-                    .or(config.server)
-                    .expect("validated: remote or server is set"),
-                target: p
-                    .remote
-                    .or(config.server)
-                    .expect("validated: remote or server is set"),
-                source: p.source,
-                priority: p.priority,
-                transport: p.transport,
-                usable: false,
-                socket: None,
-                batch: SendBatch::new(BATCH),
-                id: None,
-                established: false,
-                next_try: Instant::ZERO,
-                backoff: base_backoff,
-                lost: 0,
-                retiring: None,
-            })
+        let paths = (0..config.path.len())
+            .map(|i| PathRt::from_config(config, i, base_backoff))
             .collect();
         let offload = config.tunnel.offload;
         let tun = Arc::new(tun);
