@@ -298,7 +298,7 @@ impl Active {
             self.stats.duplicates += 1;
             return;
         }
-        self.progress.note(item.path, seq);
+        self.progress.note(item.path, seq, now);
         if seq == next && self.mode != ActiveMode::DelayEqualization {
             // The common case: in order, nothing to hold, no wait to compute.
             if self.mode == ActiveMode::Adaptive {

@@ -91,6 +91,11 @@ struct Gap {
     since: Instant,
     /// Given up at this time.
     deadline: Instant,
+    /// The hold bound when it opened: the silence it is waited for after
+    /// the last sign that a path behind it is still delivering.
+    wait: Duration,
+    /// Waited for past its first deadline ([`PerFlow::still_coming`]).
+    extended: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -319,7 +324,7 @@ impl PerFlow {
             return false;
         }
         if flow.spread(now) {
-            return self.missing_in(lo, seq);
+            return self.missing_in(lo, seq, flow.tcp);
         }
         self.one_path_detours
             && !flow.tcp
@@ -329,14 +334,18 @@ impl PerFlow {
                 .is_some_and(|s8| self.missing_count(lo, seq).saturating_mul(16) >= s8)
     }
 
-    /// True when an MP_SEQ in `[lo, hi)` is missing.
-    fn missing_in(&self, lo: u64, hi: u64) -> bool {
+    /// True when an MP_SEQ in `[lo, hi)` is missing that a flow waits for:
+    /// a TCP flow does not wait past a gap's first deadline
+    /// ([`Self::still_coming`]: its RACK reordering window absorbs the
+    /// late packet, RFC 8985 §6.2, while a longer hold only delays it).
+    fn missing_in(&self, lo: u64, hi: u64, tcp: bool) -> bool {
         lo < hi
             && self
                 .gaps
                 .range(..hi)
-                .next_back()
-                .is_some_and(|(_, g)| g.end > lo)
+                .rev()
+                .take_while(|(_, g)| g.end > lo)
+                .any(|(_, g)| !(tcp && g.extended))
     }
 
     fn recompute_floor(&mut self) {
@@ -363,6 +372,8 @@ impl PerFlow {
                     end: seq,
                     since: g.since,
                     deadline: g.deadline,
+                    wait: g.wait,
+                    extended: g.extended,
                 },
             );
         }
@@ -395,6 +406,8 @@ impl PerFlow {
     }
 
     /// Give up gaps whose deadline passed, and the lowest ones over the cap.
+    /// A gap behind a path that is still delivering older numbers is
+    /// waited for longer ([`Self::still_coming`]).
     fn expire_gaps(&mut self, now: Instant) {
         let due: Vec<u64> = self
             .gaps
@@ -403,6 +416,9 @@ impl PerFlow {
             .map(|(&s, _)| s)
             .collect();
         for s in due {
+            if self.still_coming(s, now) {
+                continue;
+            }
             if let Some(g) = self.gaps.remove(&s) {
                 self.stats.gaps_timed_out += g.end - s;
                 self.given_up_to = self.given_up_to.max(g.end);
@@ -415,6 +431,43 @@ impl PerFlow {
                 self.given_up_to = self.given_up_to.max(g.end);
             }
         }
+    }
+
+    /// A due gap that a path may still deliver: some path whose highest
+    /// delivered MP_SEQ is below the gap's top kept delivering after the
+    /// gap opened — each path delivers in order, so the missing number may
+    /// sit in that path's queue (a lone detour to a slower path whose
+    /// queue just grew: its latency estimate lags the queue, and a QUIC
+    /// inner flow takes the packet the hold gave up on as lost, RFC 9002
+    /// §6.1). Waited for until that path falls silent for the gap's
+    /// `wait`, at most `max_timeout` after it opened; the packets held
+    /// behind it wait as long. A real loss on the fast path is still found
+    /// at once when the slower path delivers past it (fast loss).
+    fn still_coming(&mut self, start: u64, now: Instant) -> bool {
+        let Some(g) = self.gaps.get(&start) else {
+            return false;
+        };
+        let Some(last) = self.progress.behind_and_moving(g.end, g.since) else {
+            return false;
+        };
+        let deadline = (last + g.wait).min(g.since + self.max_timeout);
+        if deadline <= now {
+            return false;
+        }
+        let end = g.end;
+        if let Some(g) = self.gaps.get_mut(&start) {
+            g.deadline = deadline;
+            g.extended = true;
+        }
+        self.stats.gaps_extended += 1;
+        for k in &self.holding {
+            if let Some(f) = self.flows.get_mut(k).filter(|f| !f.tcp) {
+                for (_, h) in f.held.range_mut(end..) {
+                    h.deadline = h.deadline.max(deadline);
+                }
+            }
+        }
+        true
     }
 
     /// The flow `key` belongs in, making room in the table if needed.
@@ -460,7 +513,7 @@ impl PerFlow {
                 break;
             };
             let lo = flow.last.map_or(floor, |l| l.saturating_add(1));
-            let blocked = self.missing_in(lo, seq);
+            let blocked = self.missing_in(lo, seq, flow.tcp);
             if blocked && h.deadline > now && !force {
                 break;
             }
@@ -619,13 +672,15 @@ impl PerFlow {
                             end: seq,
                             since: now,
                             deadline: now + wait,
+                            wait,
+                            extended: false,
                         },
                     );
                 }
                 self.top = Some(seq);
             }
         }
-        self.progress.note(item.path, seq);
+        self.progress.note(item.path, seq, now);
         if let Some(b) = self.progress.fast_loss_bound(self.fast_loss, paths, rx) {
             self.lose_below(b);
         }

@@ -86,6 +86,9 @@ pub struct ReorderStats {
     /// Gaps declared lost early (fast loss detection), in missing sequence
     /// numbers.
     pub gaps_fast_lost: u64,
+    /// Times a due gap was waited for longer because a path that may still
+    /// carry it kept delivering older numbers (`per-flow`).
+    pub gaps_extended: u64,
     /// Deliveries forced because the buffer cap was reached.
     pub overflow_releases: u64,
     /// Packets currently held.

@@ -7,20 +7,39 @@
 
 use super::{FastLoss, PathReceiveState};
 use crate::path::{PathId, PathState, PathView};
+use crate::time::Instant;
 
-/// The highest MP_SEQ each path delivered, kept in `PathId` order.
+/// The highest MP_SEQ each path delivered and when it last delivered
+/// anything, kept in `PathId` order.
 #[derive(Clone, Debug, Default)]
 pub(super) struct PathProgress {
-    highest: Vec<(PathId, u64)>,
+    highest: Vec<(PathId, u64, Instant)>,
 }
 
 impl PathProgress {
-    /// Records that `path` delivered `seq`.
-    pub(super) fn note(&mut self, path: PathId, seq: u64) {
-        match self.highest.binary_search_by_key(&path, |(p, _)| *p) {
-            Ok(i) => self.highest[i].1 = self.highest[i].1.max(seq),
-            Err(i) => self.highest.insert(i, (path, seq)),
+    /// Records that `path` delivered `seq` at `now`.
+    pub(super) fn note(&mut self, path: PathId, seq: u64, now: Instant) {
+        match self.highest.binary_search_by_key(&path, |(p, _, _)| *p) {
+            Ok(i) => {
+                let e = &mut self.highest[i];
+                e.1 = e.1.max(seq);
+                e.2 = e.2.max(now);
+            }
+            Err(i) => self.highest.insert(i, (path, seq, now)),
         }
+    }
+
+    /// The last time a path that may still deliver an MP_SEQ below `end`
+    /// (its highest delivered is below `end − 1`: a path delivers in
+    /// order) delivered anything after `since` — the last sign that the
+    /// missing number can still be in flight behind that path's queue.
+    /// `None` when no such path delivered since `since`.
+    pub(super) fn behind_and_moving(&self, end: u64, since: Instant) -> Option<Instant> {
+        self.highest
+            .iter()
+            .filter(|(_, h, at)| h.saturating_add(1) < end && *at > since)
+            .map(|(_, _, at)| *at)
+            .max()
     }
 
     /// Forgets paths the connection no longer has (closed subflows are
@@ -30,7 +49,7 @@ impl PathProgress {
     pub(super) fn forget_gone(&mut self, paths: &[PathView]) {
         if self.highest.len() > paths.len() + 16 {
             self.highest
-                .retain(|(p, _)| paths.iter().any(|v| v.id == *p));
+                .retain(|(p, _, _)| paths.iter().any(|v| v.id == *p));
         }
     }
 
@@ -46,17 +65,17 @@ impl PathProgress {
         hint: usize,
         cursor: &mut usize,
     ) -> (Option<u64>, bool) {
-        while self.highest.get(*cursor).is_some_and(|(p, _)| *p < path) {
+        while self.highest.get(*cursor).is_some_and(|(p, _, _)| *p < path) {
             *cursor += 1;
         }
         let own = match self.highest.get(*cursor) {
-            Some(&(p, h)) if p == path => Some(h),
+            Some(&(p, h, _)) if p == path => Some(h),
             // Not in PathId order after all: search.
             _ => self
                 .highest
                 .iter()
-                .find(|(p, _)| *p == path)
-                .map(|(_, h)| *h),
+                .find(|(p, _, _)| *p == path)
+                .map(|(_, h, _)| *h),
         };
         let r = rx
             .get(hint)

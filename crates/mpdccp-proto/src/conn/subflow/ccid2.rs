@@ -116,6 +116,13 @@ impl Subflow {
             lost: false,
         });
         self.tx.pipe += 1;
+        self.tx.pipe_bytes += u64::from(bytes);
+        let m = self.tx.mean_sent_bytes;
+        self.tx.mean_sent_bytes = if m > 0.0 {
+            m + (f64::from(bytes) - m) / 16.0
+        } else {
+            f64::from(bytes)
+        };
         if app_limited {
             self.tx.rate.on_app_limited(self.tx.pipe);
         }
@@ -242,7 +249,7 @@ impl Subflow {
                 {
                     b.on_rate_sample(
                         now,
-                        rs.delivery_rate_pkts_per_s(),
+                        rs.delivery_rate_bytes_per_s(),
                         min_rtt,
                         rs.is_app_limited,
                     );
@@ -292,6 +299,7 @@ impl Subflow {
         };
         let sent = &mut self.tx.sent;
         let pipe = &mut self.tx.pipe;
+        let pipe_bytes = &mut self.tx.pipe_bytes;
         let rate = &mut self.tx.rate;
         let top = &mut self.tx.top_acked;
         // Runs arrive newest first, so each run's start index is at most
@@ -317,6 +325,7 @@ impl Subflow {
                 }
                 s.acked = true;
                 *pipe = pipe.saturating_sub(1);
+                *pipe_bytes = pipe_bytes.saturating_sub(u64::from(s.bytes));
                 acked.pkts += 1;
                 acked.bytes += s.bytes as u64;
                 rate.on_packet_delivered(now, &s.rate);
@@ -409,6 +418,7 @@ impl Subflow {
         }
         if lost > 0 {
             self.tx.pipe = self.tx.pipe.saturating_sub(lost);
+            self.tx.pipe_bytes = self.tx.pipe_bytes.saturating_sub(lost_bytes);
             self.tx.lost_total += lost as u64;
             self.stats.lost_pkts += lost as u64;
             self.tx.loss_rate = (self.tx.loss_rate + lost as f64 / 64.0).min(1.0);
@@ -481,6 +491,7 @@ impl Subflow {
         let lost = self.tx.sent.iter().filter(|s| !s.acked && !s.lost).count() as u64;
         self.tx.sent.clear();
         self.tx.pipe = 0;
+        self.tx.pipe_bytes = 0;
         self.tx.lost_total += lost;
         self.stats.lost_pkts += lost;
         self.stats.rto_lost_pkts += lost;

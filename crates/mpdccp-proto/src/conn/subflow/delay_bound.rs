@@ -75,9 +75,9 @@ use std::time::Duration;
 
 use crate::time::Instant;
 
-/// Packets beyond `bw × (min_rtt + target)`: the Ack Ratio's (2) and one
-/// delayed acknowledgement's worth, so ack clocking alone never idles the
-/// link.
+/// Full-sized packets beyond `bw × (min_rtt + target)`: the Ack Ratio's
+/// (2) and one delayed acknowledgement's worth, so ack clocking alone
+/// never idles the link.
 pub const HEADROOM_PKTS: u32 = 3;
 
 /// The bound never goes below this (RFC 5681's largest initial window).
@@ -131,11 +131,21 @@ pub fn flight_for_controller(pipe: u32, cwnd: u32, bound: Option<u32>) -> u32 {
     }
 }
 
+/// Packet sizes the bound converts bytes with.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketSizes {
+    /// Mean size of the packets in flight (of those sent lately when none
+    /// is), bytes.
+    pub mean: f64,
+    /// A full-sized packet (the path's MSS), bytes.
+    pub full: f64,
+}
+
 #[derive(Clone, Debug)]
 pub struct DelayBound {
     /// Fixed target; `None` = `min_rtt / 4` within 1–5 ms.
     target: Option<Duration>,
-    /// Max delivery rate (packets/s) of the current slot and of the one
+    /// Max delivery rate (bytes/s) of the current slot and of the one
     /// before it; the slot started at `slot_start`.
     cur: f64,
     prev: f64,
@@ -185,7 +195,7 @@ impl DelayBound {
         }
     }
 
-    /// A delivery-rate sample, packets per second (app-limited ones too:
+    /// A delivery-rate sample, bytes per second (app-limited ones too:
     /// the filter keeps the maximum, which they can only raise). Only a
     /// sample the window limited (not `app_limited`) opens the bound to
     /// 2 × BDP as a new maximum: a path the scheduler feeds only to spill
@@ -198,26 +208,37 @@ impl DelayBound {
     pub fn on_rate_sample(
         &mut self,
         now: Instant,
-        pkts_per_s: f64,
+        bytes_per_s: f64,
         min_rtt: Duration,
         app_limited: bool,
     ) {
-        if !(pkts_per_s.is_finite() && pkts_per_s > 0.0) {
+        if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
             return;
         }
         self.advance(now, min_rtt);
-        self.rising = !app_limited && pkts_per_s > self.cur.max(self.prev);
-        self.cur = self.cur.max(pkts_per_s);
+        self.rising = !app_limited && bytes_per_s > self.cur.max(self.prev);
+        self.cur = self.cur.max(bytes_per_s);
     }
 
-    /// The bound at `now`, packets, with `active_paths` Active paths on
-    /// the connection; `None` without a recent rate sample or with fewer
-    /// than `MIN_ACTIVE_PATHS` (then only the controller's window applies).
+    /// The bound at `now` in packets of `sizes.mean` bytes, with
+    /// `active_paths` Active paths on the connection; `None` without a
+    /// recent rate sample or with fewer than `MIN_ACTIVE_PATHS` (then only
+    /// the controller's window applies).
+    ///
+    /// Why bytes: the link drains bytes. In packets, a 1 Mbit/s stream of
+    /// 200-byte datagrams beside a bulk flow doubled the packet rate of a
+    /// 5 Mbit/s path (990 packets/s where 446 full-sized ones fit), and the
+    /// bound then let 28 packets into flight, which stood as 20–40 ms of
+    /// queue whenever most of them were the bulk flow's (the `drop` mix).
+    /// The headroom stays [`HEADROOM_PKTS`] full-sized packets: counted in
+    /// the mean size it would shrink to a few hundred bytes on a path
+    /// carrying an inner TCP's acks (about 80 bytes each).
     pub fn bound_pkts(
         &mut self,
         now: Instant,
         min_rtt: Option<Duration>,
         active_paths: usize,
+        sizes: PacketSizes,
     ) -> Option<u32> {
         let min_rtt = min_rtt?;
         self.advance(now, min_rtt);
@@ -236,9 +257,10 @@ impl DelayBound {
             // in-flight bound (draft-ietf-ccwg-bbr-02 §4.6.4.2 cwnd_gain).
             target = target.max(min_rtt * RISING_GAIN_RTTS);
         }
-        let pkts = (bw * (min_rtt + target).as_secs_f64()).ceil();
+        let headroom = f64::from(HEADROOM_PKTS) * sizes.full;
+        let bytes = bw * (min_rtt + target).as_secs_f64() + headroom;
         // Saturating float → int conversion; huge rates mean no bound.
-        let pkts = (pkts as u32).saturating_add(HEADROOM_PKTS);
+        let pkts = (bytes / sizes.mean.max(1.0)).ceil() as u32;
         Some(pkts.max(MIN_BOUND_PKTS))
     }
 }
@@ -251,6 +273,13 @@ mod tests {
         Duration::from_millis(v)
     }
 
+    /// Full-sized packets: the rates below are packets/s × MSS.
+    const MSS: f64 = 1400.0;
+    const FULL: PacketSizes = PacketSizes {
+        mean: MSS,
+        full: MSS,
+    };
+
     fn at(v: u64) -> Instant {
         Instant::ZERO + ms(v)
     }
@@ -260,14 +289,14 @@ mod tests {
         // 30 Mbit/s of 1400 B packets = 2678.6 pkt/s, min RTT 16 ms,
         // target 4 ms: 53.6 → 54 + 3 headroom.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 2678.6, ms(16), false);
-        b.on_rate_sample(at(5), 2678.6, ms(16), false); // settled: not a new maximum
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
+        b.on_rate_sample(at(0), 2678.6 * MSS, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6 * MSS, ms(16), false); // settled: not a new maximum
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2, FULL), Some(57));
         // A fixed 10 ms target: 2678.6 × 0.026 = 69.6 → 70 + 3.
         let mut b = DelayBound::new(ms(10), false);
-        b.on_rate_sample(at(0), 2678.6, ms(16), false);
-        b.on_rate_sample(at(5), 2678.6, ms(16), false);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(73));
+        b.on_rate_sample(at(0), 2678.6 * MSS, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6 * MSS, ms(16), false);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2, FULL), Some(73));
     }
 
     #[test]
@@ -275,18 +304,18 @@ mod tests {
         let mut b = DelayBound::new(Duration::ZERO, false);
         // Slot = max(5 × 20 ms, 500 ms) = 500 ms; target 5 ms; bound =
         // rate × 25 ms + 3.
-        b.on_rate_sample(at(0), 4000.0, ms(20), false);
-        b.on_rate_sample(at(250), 1000.0, ms(20), false);
-        assert_eq!(b.bound_pkts(at(300), Some(ms(20)), 2), Some(103));
+        b.on_rate_sample(at(0), 4000.0 * MSS, ms(20), false);
+        b.on_rate_sample(at(250), 1000.0 * MSS, ms(20), false);
+        assert_eq!(b.bound_pkts(at(300), Some(ms(20)), 2, FULL), Some(103));
         // Next slot: the peak is still in the previous one — 37 RTTs
         // after it (a 5–10 RTT filter would have forgotten it by now).
-        b.on_rate_sample(at(750), 1000.0, ms(20), false);
-        assert_eq!(b.bound_pkts(at(750), Some(ms(20)), 2), Some(103));
+        b.on_rate_sample(at(750), 1000.0 * MSS, ms(20), false);
+        assert_eq!(b.bound_pkts(at(750), Some(ms(20)), 2, FULL), Some(103));
         // Two slots later only the recent samples count.
-        b.on_rate_sample(at(1050), 1000.0, ms(20), false);
-        assert_eq!(b.bound_pkts(at(1050), Some(ms(20)), 2), Some(28));
+        b.on_rate_sample(at(1050), 1000.0 * MSS, ms(20), false);
+        assert_eq!(b.bound_pkts(at(1050), Some(ms(20)), 2, FULL), Some(28));
         // Silence for two whole slots: no estimate, no bound.
-        assert_eq!(b.bound_pkts(at(2500), Some(ms(20)), 2), None);
+        assert_eq!(b.bound_pkts(at(2500), Some(ms(20)), 2, FULL), None);
     }
 
     #[test]
@@ -296,21 +325,21 @@ mod tests {
         // × 0.020 = 53.6 → 54 + 3), none without an Active path; a fixed
         // target is kept.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 2678.6, ms(16), false);
-        b.on_rate_sample(at(5), 2678.6, ms(16), false);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(57));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 0), None);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), Some(57));
+        b.on_rate_sample(at(0), 2678.6 * MSS, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6 * MSS, ms(16), false);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1, FULL), Some(57));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 0, FULL), None);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2, FULL), Some(57));
         let mut b = DelayBound::new(ms(10), false);
-        b.on_rate_sample(at(0), 2678.6, ms(16), false);
-        b.on_rate_sample(at(5), 2678.6, ms(16), false);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(73));
+        b.on_rate_sample(at(0), 2678.6 * MSS, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6 * MSS, ms(16), false);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1, FULL), Some(73));
         // The BBR family: the same on one path, none from two on.
         let mut b = DelayBound::new(Duration::ZERO, true);
-        b.on_rate_sample(at(0), 2678.6, ms(16), false);
-        b.on_rate_sample(at(5), 2678.6, ms(16), false);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1), Some(57));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2), None);
+        b.on_rate_sample(at(0), 2678.6 * MSS, ms(16), false);
+        b.on_rate_sample(at(5), 2678.6 * MSS, ms(16), false);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 1, FULL), Some(57));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(16)), 2, FULL), None);
     }
 
     #[test]
@@ -319,15 +348,15 @@ mod tests {
         // 12.5 ms of queue in the link's FIFO, where a real-time flow
         // waits; capped at 5 ms: 1785.7 pkt/s × 0.055 = 98.2 → 99 + 3.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 1785.7, ms(50), false);
-        b.on_rate_sample(at(5), 1785.7, ms(50), false);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 1), Some(102));
-        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2), Some(102));
+        b.on_rate_sample(at(0), 1785.7 * MSS, ms(50), false);
+        b.on_rate_sample(at(5), 1785.7 * MSS, ms(50), false);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 1, FULL), Some(102));
+        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2, FULL), Some(102));
         // A fixed target is the operator's: not capped.
         let mut b = DelayBound::new(ms(20), false);
-        b.on_rate_sample(at(0), 1785.7, ms(50), false);
-        b.on_rate_sample(at(5), 1785.7, ms(50), false);
-        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2), Some(128));
+        b.on_rate_sample(at(0), 1785.7 * MSS, ms(50), false);
+        b.on_rate_sample(at(5), 1785.7 * MSS, ms(50), false);
+        assert_eq!(b.bound_pkts(at(10), Some(ms(50)), 2, FULL), Some(128));
     }
 
     #[test]
@@ -336,27 +365,27 @@ mod tests {
         // 45 ms + 3, or rate × 80 ms + 3 while the newest sample is a new
         // maximum.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 1000.0, ms(40), false);
-        assert_eq!(b.bound_pkts(at(0), Some(ms(40)), 2), Some(83));
-        b.on_rate_sample(at(40), 1000.0, ms(40), false);
-        assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2), Some(48));
-        b.on_rate_sample(at(80), 2000.0, ms(40), false);
-        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(163));
+        b.on_rate_sample(at(0), 1000.0 * MSS, ms(40), false);
+        assert_eq!(b.bound_pkts(at(0), Some(ms(40)), 2, FULL), Some(83));
+        b.on_rate_sample(at(40), 1000.0 * MSS, ms(40), false);
+        assert_eq!(b.bound_pkts(at(40), Some(ms(40)), 2, FULL), Some(48));
+        b.on_rate_sample(at(80), 2000.0 * MSS, ms(40), false);
+        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2, FULL), Some(163));
         // Below the peak again: the plain target (2000 × 0.045 = 90 + 3).
-        b.on_rate_sample(at(120), 1900.0, ms(40), false);
-        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(93));
+        b.on_rate_sample(at(120), 1900.0 * MSS, ms(40), false);
+        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2, FULL), Some(93));
     }
 
     #[test]
     fn no_bound_without_samples_and_never_below_the_floor() {
         let mut b = DelayBound::new(Duration::ZERO, false);
-        assert_eq!(b.bound_pkts(at(0), Some(ms(20)), 2), None);
-        b.on_rate_sample(at(0), 1.0, ms(20), false);
-        assert_eq!(b.bound_pkts(at(1), None, 2), None);
-        assert_eq!(b.bound_pkts(at(1), Some(ms(20)), 2), Some(MIN_BOUND_PKTS));
+        assert_eq!(b.bound_pkts(at(0), Some(ms(20)), 2, FULL), None);
+        b.on_rate_sample(at(0), 1.0 * MSS, ms(20), false);
+        assert_eq!(b.bound_pkts(at(1), None, 2, FULL), None);
+        assert_eq!(b.bound_pkts(at(1), Some(ms(20)), 2, FULL), Some(MIN_BOUND_PKTS));
         b.on_rate_sample(at(2), f64::NAN, ms(20), false);
         b.on_rate_sample(at(2), f64::INFINITY, ms(20), false);
-        assert_eq!(b.bound_pkts(at(3), Some(ms(20)), 2), Some(MIN_BOUND_PKTS));
+        assert_eq!(b.bound_pkts(at(3), Some(ms(20)), 2, FULL), Some(MIN_BOUND_PKTS));
     }
 
     #[test]
@@ -382,11 +411,39 @@ mod tests {
         // min RTT 40 ms, target 5 ms: rate × 45 ms + 3; a window-limited
         // new maximum opens it to rate × 80 ms + 3, an app-limited one not.
         let mut b = DelayBound::new(Duration::ZERO, false);
-        b.on_rate_sample(at(0), 1000.0, ms(40), false);
-        b.on_rate_sample(at(40), 1000.0, ms(40), false);
-        b.on_rate_sample(at(80), 2000.0, ms(40), true);
-        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2), Some(93));
-        b.on_rate_sample(at(120), 2500.0, ms(40), false);
-        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2), Some(203));
+        b.on_rate_sample(at(0), 1000.0 * MSS, ms(40), false);
+        b.on_rate_sample(at(40), 1000.0 * MSS, ms(40), false);
+        b.on_rate_sample(at(80), 2000.0 * MSS, ms(40), true);
+        assert_eq!(b.bound_pkts(at(80), Some(ms(40)), 2, FULL), Some(93));
+        b.on_rate_sample(at(120), 2500.0 * MSS, ms(40), false);
+        assert_eq!(b.bound_pkts(at(120), Some(ms(40)), 2, FULL), Some(203));
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// Mixed sizes: the bound is bytes (`bw × (min_rtt + target)` plus
+    /// three full-sized packets) in packets of the mean size in flight.
+    /// A 5 Mbit/s path (625 000 B/s), min RTT 20 ms, target 5 ms: 15 625
+    /// + 4 200 bytes. All full-sized: 14.2 → 15 packets; half of them
+    /// 228-byte real-time datagrams (mean 814 B): 24.4 → 25.
+    #[test]
+    fn the_bound_is_bytes_in_packets_of_the_mean_size() {
+        let t = Instant::ZERO;
+        let mut b = DelayBound::new(Duration::ZERO, false);
+        b.on_rate_sample(t, 625_000.0, Duration::from_millis(20), false);
+        b.on_rate_sample(t, 625_000.0, Duration::from_millis(20), false);
+        let full = |mean| PacketSizes { mean, full: 1400.0 };
+        let rtt = Some(Duration::from_millis(20));
+        assert_eq!(b.bound_pkts(t, rtt, 2, full(1400.0)), Some(15));
+        assert_eq!(b.bound_pkts(t, rtt, 2, full(814.0)), Some(25));
+        // A path carrying 80-byte acks keeps three full packets of
+        // headroom: 4 200 bytes are 52.5 acks.
+        let mut acks = DelayBound::new(Duration::ZERO, false);
+        acks.on_rate_sample(t, 8_000.0, Duration::from_millis(20), false);
+        acks.on_rate_sample(t, 8_000.0, Duration::from_millis(20), false);
+        assert_eq!(acks.bound_pkts(t, rtt, 2, full(80.0)), Some(55));
     }
 }

@@ -20,6 +20,12 @@ pub(crate) struct Sender {
     pub(super) sent: VecDeque<Sent>,
     /// Packets in flight (sent, neither acknowledged nor lost).
     pub(super) pipe: u32,
+    /// Mean size of the data packets sent lately, bytes (EWMA, gain 1/16;
+    /// 0 before the first): the queue-delay bound's packet size
+    /// (`delay_bound.rs`).
+    pub(super) mean_sent_bytes: f64,
+    /// Bytes of the packets in `pipe`.
+    pub(super) pipe_bytes: u64,
     pub(super) top_acked: [u64; 3],
     pub(super) cc: Box<dyn CongestionController>,
     pub(super) rtt: RttEstimator,
@@ -55,6 +61,8 @@ impl Sender {
         Sender {
             sent: VecDeque::new(),
             pipe: 0,
+            mean_sent_bytes: 0.0,
+            pipe_bytes: 0,
             top_acked: [0; 3],
             cc,
             rtt: RttEstimator::new(

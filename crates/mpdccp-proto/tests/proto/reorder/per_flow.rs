@@ -146,6 +146,99 @@ fn the_hold_is_bounded_by_the_paths_latency_difference() {
 }
 
 #[test]
+fn a_gap_behind_a_path_still_delivering_older_numbers_is_waited_for() {
+    // One-way 8 and 20 ms: bound 17 ms. Path 1 carries 1, 2 and 4; its
+    // queue grows, so they arrive long after the numbers around them.
+    let paths = views(&[8, 20]);
+    let mut r = reorder::build(&config(|_| {}));
+    push(r.as_mut(), at(0), 0, 1, BULK, &paths);
+    // 1 and 2 are missing when 3 arrives (gap opened at 2 ms, due at 19);
+    // 4 is missing when 5 arrives (due at 21).
+    push(r.as_mut(), at(2), 3, 0, BULK, &paths);
+    push(r.as_mut(), at(4), 5, 0, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(4))), [0]);
+    // Path 1 delivers 1 at 15 ms: it is behind the gaps and moving.
+    push(r.as_mut(), at(15), 1, 1, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(15))), [1]);
+    // At the bound both gaps are due, but path 1 may still carry them: they
+    // are waited for until it has been silent for the bound (15 + 17).
+    r.handle_timeout(at(21));
+    assert!(drain(r.as_mut(), at(21)).is_empty());
+    assert_eq!(r.poll_timeout(), Some(at(32)));
+    push(r.as_mut(), at(30), 2, 1, BULK, &paths);
+    push(r.as_mut(), at(31), 4, 1, BULK, &paths);
+    let got = drain(r.as_mut(), at(31));
+    assert_eq!(seqs(&got), [2, 3, 4, 5]);
+    assert!(got.iter().all(|d| !d.after_gap));
+    let st = r.stats();
+    assert_eq!((st.gaps_timed_out, st.late), (0, 0));
+    assert!(st.gaps_extended >= 2, "{st:?}");
+}
+
+/// A TCP flow does not wait past the bound for such a gap: its RACK
+/// reordering window absorbs the late packet (RFC 8985 §6.2), a longer
+/// hold would only delay it. A UDP flow beside it still waits.
+#[test]
+fn a_tcp_flow_does_not_wait_for_a_gap_past_the_bound() {
+    let paths = views(&[8, 20]);
+    let mut r = reorder::build(&config(|_| {}));
+    let tcp = |seq: u64, path: u32, now: u64| {
+        let mut payload = udp(BULK, 100);
+        payload[9] = 6;
+        ReorderItem {
+            seq,
+            path: PathId(path),
+            arrival: at(now),
+            payload,
+        }
+    };
+    r.push(at(0), tcp(0, 1, 0), &paths, &[]);
+    push(r.as_mut(), at(0), 1, 1, RT, &paths);
+    drain(r.as_mut(), at(0));
+    // 2 (a third flow's) and 3 (UDP) are missing; 4 (TCP) and 5 (UDP)
+    // arrive on path 0 and wait (both flows are spread over the paths).
+    r.push(at(2), tcp(4, 0, 2), &paths, &[]);
+    push(r.as_mut(), at(2), 5, 0, RT, &paths);
+    assert!(drain(r.as_mut(), at(2)).is_empty());
+    // Path 1 is behind and moving: it delivers 2 at 15 ms.
+    push(r.as_mut(), at(15), 2, 1, 3333, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(15))), [2]);
+    // At the bound (2 + 17) the TCP packet goes; the UDP one still waits.
+    r.handle_timeout(at(19));
+    assert_eq!(seqs(&drain(r.as_mut(), at(19))), [4]);
+    push(r.as_mut(), at(25), 3, 1, RT, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(25))), [3, 5]);
+}
+
+#[test]
+fn a_gap_behind_a_path_that_fell_silent_is_given_up() {
+    let paths = views(&[8, 20]);
+    let mut r = reorder::build(&config(|_| {}));
+    push(r.as_mut(), at(0), 0, 1, BULK, &paths);
+    push(r.as_mut(), at(2), 3, 0, BULK, &paths);
+    drain(r.as_mut(), at(2));
+    // Path 1 delivers 1 at 15 ms, then nothing: 2 is given up 17 ms
+    // after that last sign of life, and 3 goes after the gap.
+    push(r.as_mut(), at(15), 1, 1, BULK, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(15))), [1]);
+    r.handle_timeout(at(31));
+    assert!(drain(r.as_mut(), at(31)).is_empty());
+    r.handle_timeout(at(32));
+    let got = drain(r.as_mut(), at(32));
+    assert_eq!(seqs(&got), [3]);
+    assert!(got[0].after_gap);
+    assert_eq!(r.stats().gaps_timed_out, 1);
+    // Waiting never exceeds max_timeout after the gap opened.
+    let mut r = reorder::build(&config(|c| c.max_timeout = ms(25)));
+    push(r.as_mut(), at(0), 0, 1, BULK, &paths);
+    push(r.as_mut(), at(2), 3, 0, BULK, &paths);
+    push(r.as_mut(), at(15), 1, 1, BULK, &paths);
+    drain(r.as_mut(), at(15));
+    r.handle_timeout(at(27));
+    assert_eq!(seqs(&drain(r.as_mut(), at(27))), [3]);
+}
+
+#[test]
 fn fast_loss_detection_releases_a_flow_before_its_deadline() {
     let paths = views(&[8, 12]);
     let mut r = reorder::build(&config(|c| c.fast_loss = FastLoss::Fifo));
