@@ -28,6 +28,7 @@
 //! [`profile_keys`] (the reference kernel's layouts and derivations).
 
 pub mod ackvec;
+mod builder;
 pub mod capture;
 pub mod checksum;
 pub mod mp;
@@ -38,15 +39,18 @@ pub mod packet_type;
 pub mod pcap;
 pub mod profile;
 pub mod profile_keys;
+mod repr;
 pub mod seq;
 pub mod udccp;
 pub mod udp_encap;
 
 pub use ackvec::{AckState, AckVector, AckVectorBuilder, AckVectorIter, AckVectorRef};
+pub use builder::{Finish, Header, PacketBuilder};
 pub use mp::{KeyType, MpKey, MpOption, RttType};
 pub use option::{DccpOption, FeatureNum, FeatureValue, OptionIter, RawOption};
-pub use packet::{DccpKind, DccpRepr, Packet, PacketType, ResetCode};
+pub use packet::{DccpKind, Packet, PacketType, ResetCode};
 pub use profile::WireProfile;
+pub use repr::DccpRepr;
 
 use std::fmt;
 use std::net::IpAddr;
