@@ -106,7 +106,7 @@ impl FeatOpt {
     }
 
     /// The option as `wire` writes it.
-    fn to_option(&self) -> DccpOption {
+    fn to_option(self) -> DccpOption {
         let value = match (self.has_value, self.feature.nn_len()) {
             (false, _) => FeatureValue::Empty,
             (true, Some(_)) => FeatureValue::NonNegotiable(self.value),

@@ -53,21 +53,20 @@ impl<'b> PacketBuilder<'b> {
 
     /// Appends one option.
     pub fn option(&mut self, o: &DccpOption) -> Result<(), WireError> {
-        let b = self
-            .buf
-            .get_mut(self.end..)
-            .ok_or(WireError::BufferTooSmall)?;
-        self.end += o.emit_in(b, self.profile)?;
-        Ok(())
+        self.put(|b, profile| o.emit_in(b, profile))
     }
 
     /// Appends one MP option (RFC 9897 §3.2) in the builder's profile.
     pub fn mp(&mut self, o: &MpOption) -> Result<(), WireError> {
-        let b = self
-            .buf
-            .get_mut(self.end..)
-            .ok_or(WireError::BufferTooSmall)?;
-        self.end += o.emit_in(b, self.profile)?;
+        self.put(|b, profile| o.emit_in(b, profile))
+    }
+
+    fn put(
+        &mut self,
+        emit: impl FnOnce(&mut [u8], WireProfile) -> Result<usize, WireError>,
+    ) -> Result<(), WireError> {
+        let room = self.buf.get_mut(self.end..);
+        self.end += emit(room.ok_or(WireError::BufferTooSmall)?, self.profile)?;
         Ok(())
     }
 
