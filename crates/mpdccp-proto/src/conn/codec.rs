@@ -3,12 +3,12 @@
 //! [`Segment`] holds the header fields and exactly the options the
 //! connection acts on, in fixed-size fields (no option `Vec` per packet).
 //! All bytes are read and written by `wire`: [`Segment::parse`] walks a
-//! [`Packet`] view and its lazy [`crate::wire::OptionIter`] (MP_SEQ and the
+//! [`Packet`] view's options with [`OptionRules::walk`] (MP_SEQ and the
 //! Ack Vector are read without allocating; the rarer control sub-options go
-//! through [`MpOption::parse_in`]), and [`Segment::emit`] writes each
-//! option with [`DccpOption::emit`] / [`MpOption::emit_in`], the fixed
-//! header with [`DccpRepr::emit`] and the checksum with
-//! [`Packet::fill_checksum`]. Option 46 follows the connection's wire
+//! through [`MpOption::parse_in`], MP_HMACs are paired by `wire`'s
+//! `HmacPairing`), and [`Segment::emit`] appends its options to a
+//! [`PacketBuilder`], which writes the fixed header, payload and checksum,
+//! as for [`DccpRepr::emit`]. Option 46 follows the connection's wire
 //! profile ([`Segment::parse_in`], [`Segment::emit_in`]; RFC 9897 for
 //! [`Segment::parse`] / [`Segment::emit`]); the MP half is `codec_mp.rs`.
 
