@@ -3,25 +3,27 @@
 //! [`Segment`] holds the header fields and exactly the options the
 //! connection acts on, in fixed-size fields (no option `Vec` per packet).
 //! All bytes are read and written by `wire`: [`Segment::parse`] walks a
-//! [`Packet`] view and its lazy [`crate::wire::OptionIter`] (MP_SEQ and the
+//! [`Packet`] view's options with [`OptionRules::walk`] (MP_SEQ and the
 //! Ack Vector are read without allocating; the rarer control sub-options go
-//! through [`MpOption::parse_in`]), and [`Segment::emit`] writes each
-//! option with [`DccpOption::emit`] / [`MpOption::emit_in`], the fixed
-//! header with [`DccpRepr::emit`] and the checksum with
-//! [`Packet::fill_checksum`]. Option 46 follows the connection's wire
+//! through [`MpOption::parse_in`], MP_HMACs are paired by `wire`'s
+//! `HmacPairing`), and [`Segment::emit`] appends its options to a
+//! [`PacketBuilder`], which writes the fixed header, payload and checksum,
+//! as for [`DccpRepr::emit`]. Option 46 follows the connection's wire
 //! profile ([`Segment::parse_in`], [`Segment::emit_in`]; RFC 9897 for
 //! [`Segment::parse`] / [`Segment::emit`]); the MP half is `codec_mp.rs`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::wire::mp::subtype;
+use crate::wire::mp::HmacPairing;
 pub use crate::wire::mp::{KeyType, MpKey};
 use crate::wire::option::{kind, OptionRules, OptionVerdict};
 pub use crate::wire::{
     AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpOption, OptionIter,
     Packet, PacketType, RawOption, ResetCode, WireError, WireProfile,
 };
-use codec_mp::{absorb_mp, emit_mp, HmacPlacement};
+use crate::wire::{Finish, Header, PacketBuilder};
+use codec_mp::{absorb_mp, emit_mp};
 pub use codec_mp::{
     confirm_len, ConfirmItem, KeyOffer, MpAddAddr, MpJoin, MpOpts, MpRemoveAddr, MpRtt,
     MAX_CONFIRMS,
@@ -100,6 +102,22 @@ impl FeatOpt {
             has_value: !list.is_empty(),
             list_buf,
             n_list: n as u8,
+        }
+    }
+
+    /// The option as `wire` writes it.
+    fn to_option(self) -> DccpOption {
+        let value = match (self.has_value, self.feature.nn_len()) {
+            (false, _) => FeatureValue::Empty,
+            (true, Some(_)) => FeatureValue::NonNegotiable(self.value),
+            (true, None) => FeatureValue::ServerPriority(self.list()),
+        };
+        let feature = self.feature;
+        match self.kind {
+            kind::CHANGE_L => DccpOption::ChangeL { feature, value },
+            kind::CONFIRM_L => DccpOption::ConfirmL { feature, value },
+            kind::CHANGE_R => DccpOption::ChangeR { feature, value },
+            _ => DccpOption::ConfirmR { feature, value },
         }
     }
 
@@ -274,20 +292,19 @@ impl<'a> Segment<'a> {
         let fixed = if s.short_seq { 12 } else { 16 } + s.ptype.subheader_len(s.short_seq);
         let area = data.get(fixed..hl).ok_or(WireError::BadDataOffset)?;
         let mut rules = OptionRules::new(s.ptype);
-        let mut hmacs = HmacPlacement::default();
-        let walked = (|| {
-            for o in OptionIter::new(area) {
-                let o = o?;
-                match rules.check(&o)? {
-                    OptionVerdict::Use => s.absorb(&o, &mut hmacs, profile)?,
-                    OptionVerdict::Mandatory => hmacs.after = None,
-                    OptionVerdict::Skip => {}
-                }
+        let mut hmacs = HmacPairing::default();
+        let walked = rules.walk(area, |o, verdict| match verdict {
+            OptionVerdict::Use => s.absorb(&o, &mut hmacs, profile),
+            _ => {
+                hmacs.other(None);
+                Ok(())
             }
-            rules.finish()
-        })();
+        });
         s.option_error = walked.err();
-        let strays = hmacs.finish(&mut s.mp);
+        let (lone, strays) = hmacs.finish();
+        if lone.is_some() {
+            s.mp.hmac = lone;
+        }
         s.ignored_opts = u8::try_from(rules.ignored)
             .unwrap_or(u8::MAX)
             .saturating_add(strays);
@@ -300,11 +317,12 @@ impl<'a> Segment<'a> {
     fn absorb(
         &mut self,
         o: &RawOption<'a>,
-        hmacs: &mut HmacPlacement,
+        hmacs: &mut HmacPairing,
         profile: WireProfile,
     ) -> Result<(), WireError> {
-        // Any option but an MP_HMAC ends the adjacency of the one before.
-        let after = hmacs.after.take();
+        if o.kind != kind::MULTIPATH {
+            hmacs.other(None);
+        }
         match o.kind {
             kind::CHANGE_L | kind::CONFIRM_L | kind::CHANGE_R | kind::CONFIRM_R => {
                 self.absorb_feature(o)?
@@ -320,7 +338,7 @@ impl<'a> Segment<'a> {
                 }
                 _ => self.bad_opts = self.bad_opts.saturating_add(1),
             },
-            kind::MULTIPATH => self.absorb_multipath(o, hmacs, after, profile)?,
+            kind::MULTIPATH => self.absorb_multipath(o, hmacs, profile)?,
             // Not acted on, but a length Table 3 forbids is still an
             // invalid option (§5.8). These are rare: the check's copy of a
             // cookie or drop record costs nothing on the data path.
@@ -357,34 +375,27 @@ impl<'a> Segment<'a> {
     }
 
     /// One MP option (RFC 9897 §3.2): MP_SEQ on the fast path, the others
-    /// through the profile's parser. `after` is the MP option just before
-    /// this one, which an MP_HMAC here protects.
+    /// through the profile's parser; an MP_HMAC is filed under the option
+    /// `hmacs` pairs it with.
     fn absorb_multipath(
         &mut self,
         o: &RawOption<'a>,
-        hmacs: &mut HmacPlacement,
-        after: Option<u8>,
+        hmacs: &mut HmacPairing,
         profile: WireProfile,
     ) -> Result<(), WireError> {
         if let Some(seq) = o.mp_seq() {
+            hmacs.other(Some(subtype::SEQ));
             self.mp.seq = Some(seq);
             return Ok(());
         }
         match MpOption::parse_in(o.data, profile) {
             Ok(MpOption::Hmac(h)) => {
-                hmacs.after = after;
-                hmacs.place(&mut self.mp, h);
+                if let Some(t) = hmacs.hmac(&h) {
+                    self.mp.file_hmac(t, h);
+                }
             }
             Ok(m) => {
-                if matches!(
-                    m,
-                    MpOption::Join { .. }
-                        | MpOption::AddAddr { .. }
-                        | MpOption::RemoveAddr { .. }
-                        | MpOption::Prio(_)
-                ) {
-                    hmacs.after = o.data.first().copied();
-                }
+                hmacs.other(Some(m.subtype()));
                 absorb_mp(&mut self.mp, m)
             }
             // RFC 9897 §3.2.4 / §3.6: an MP_KEY we cannot read (a reserved
@@ -393,6 +404,7 @@ impl<'a> Segment<'a> {
             // closed subflow), not an Option Error: a key-less MP_KEY says
             // so.
             Err(_) if o.data.first() == Some(&subtype::KEY) => {
+                hmacs.other(None);
                 self.mp.key = Some(KeyOffer::default());
                 self.bad_opts = self.bad_opts.saturating_add(1);
             }
@@ -415,10 +427,8 @@ impl<'a> Segment<'a> {
         addrs: (IpAddr, IpAddr),
         profile: WireProfile,
     ) -> Option<usize> {
-        let total = self.emit_parts(buf, profile, 0, 0)?;
-        let mut pkt = Packet::new_unchecked(&mut buf[..total]);
-        pkt.fill_checksum(addrs).ok()?;
-        Some(total)
+        let addrs = Some(addrs);
+        self.build(buf, profile, Finish::Plain { addrs })
     }
 
     /// As [`Segment::emit_in`] for a packet about to be sealed (payload
@@ -434,96 +444,43 @@ impl<'a> Segment<'a> {
         gap: usize,
         tail: usize,
     ) -> Option<usize> {
-        self.emit_parts(buf, profile, gap, tail)
+        self.build(buf, profile, Finish::Sealed { gap, tail })
     }
 
-    /// Header and payload (`gap` bytes after the header, `tail` bytes of
-    /// room after it) with the checksum field zero; returns header +
-    /// payload length.
-    fn emit_parts(
-        &mut self,
-        buf: &mut [u8],
-        profile: WireProfile,
-        gap: usize,
-        tail: usize,
-    ) -> Option<usize> {
-        let fixed = 16 + self.ptype.subheader_len(false);
-        // Options first, right after the fixed header.
-        let mut p = fixed;
+    /// The options in their fixed order (features, Ack Vector, Elapsed
+    /// Time, then the MP ones), then header and payload, through `wire`'s
+    /// one [`PacketBuilder`]. Always X=1 (48-bit numbers).
+    fn build(&mut self, buf: &mut [u8], profile: WireProfile, how: Finish) -> Option<usize> {
+        let mut b = PacketBuilder::new(buf, self.ptype, false, profile);
         for f in self.feats() {
-            let value = match (f.has_value, f.feature.nn_len()) {
-                (false, _) => FeatureValue::Empty,
-                (true, Some(_)) => FeatureValue::NonNegotiable(f.value),
-                (true, None) => FeatureValue::ServerPriority(f.list()),
-            };
-            let (feature, value) = (f.feature, value);
-            let o = match f.kind {
-                kind::CHANGE_L => DccpOption::ChangeL { feature, value },
-                kind::CONFIRM_L => DccpOption::ConfirmL { feature, value },
-                kind::CHANGE_R => DccpOption::ChangeR { feature, value },
-                _ => DccpOption::ConfirmR { feature, value },
-            };
-            p += o.emit(buf.get_mut(p..)?).ok()?;
+            b.option(&f.to_option()).ok()?;
         }
         if let Some(av) = self.ack_vector_out.take() {
             let o = DccpOption::AckVector(av);
-            let r = buf.get_mut(p..).and_then(|b| o.emit(b).ok());
+            let r = b.option(&o);
             if let DccpOption::AckVector(av) = o {
                 self.ack_vector_out = Some(av);
             }
-            p += r?;
+            r.ok()?;
         }
         if let (Some(e), true) = (self.elapsed_10us, self.ptype.has_ack()) {
-            p += DccpOption::ElapsedTime(e).emit(buf.get_mut(p..)?).ok()?;
+            b.option(&DccpOption::ElapsedTime(e)).ok()?;
         }
-        p = emit_mp(&self.mp, buf, p, profile)?;
-        let hl = p.div_ceil(4) * 4;
-        let total = hl + self.payload.len();
-        if hl > crate::wire::MAX_HEADER_LEN || buf.len() < total + gap + tail {
-            return None;
-        }
-        buf[p..hl].fill(0); // Padding options
-        buf[hl + gap..total + gap].copy_from_slice(self.payload);
-        self.emit_fixed(&mut buf[..fixed])?;
-        let mut pkt = Packet::new_unchecked(&mut buf[..hl]);
-        pkt.set_data_offset((hl / 4) as u8);
-        pkt.set_checksum(0);
-        Some(total)
+        emit_mp(&self.mp, &mut b).ok()?;
+        b.finish(&self.header(), self.payload, how).ok()
     }
 
-    /// The fixed header (no options, no payload) into `b`. The data path's
-    /// types are written directly, the bytes `DccpRepr::emit` writes for
-    /// them: a `DccpRepr` with its checks costs more than the header.
-    fn emit_fixed(&self, b: &mut [u8]) -> Option<()> {
-        if !matches!(
-            self.ptype,
-            PacketType::Data | PacketType::Ack | PacketType::DataAck
-        ) {
-            let repr = DccpRepr {
-                src_port: self.src_port,
-                dst_port: self.dst_port,
-                seq: self.seq & crate::wire::SEQ_MASK,
-                kind: self.kind(),
-                ..DccpRepr::default()
-            };
-            return repr.emit(b, &[], None).ok().map(|_| ());
+    /// The fixed header as sent: X=1, numbers cut to 48 bits.
+    fn header(&self) -> Header {
+        Header {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            seq: self.seq & crate::wire::SEQ_MASK,
+            kind: self.kind(),
+            ccval: 0,
+            cscov: 0,
+            short_seq: false,
         }
-        let be48 = |v: u64| -> [u8; 6] {
-            let w = (v & crate::wire::SEQ_MASK).to_be_bytes();
-            [w[2], w[3], w[4], w[5], w[6], w[7]]
-        };
-        b.fill(0);
-        b[0..2].copy_from_slice(&self.src_port.to_be_bytes());
-        b[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
-        b[4] = (b.len() / 4) as u8;
-        // Type and X = 1 (48-bit numbers), then Reserved and the sequence.
-        b[8] = ((self.ptype as u8) << 1) | 1;
-        b[10..16].copy_from_slice(&be48(self.seq));
-        if self.ptype.has_ack() {
-            // Reserved(16) then the 48-bit acknowledgement number.
-            b[18..24].copy_from_slice(&be48(self.ack.unwrap_or(0)));
-        }
-        Some(())
     }
 
     fn kind(&self) -> DccpKind {

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use crate::wire::mp::{subtype, RttType};
-use crate::wire::{MpKey, MpOption, WireProfile};
+use crate::wire::{MpKey, MpOption, PacketBuilder, WireError, WireProfile};
 
 /// The MP_KEY option (RFC 9897 §3.2.4): the connection identifier and the
 /// keys offered, each `wire`'s [`MpKey`] (the one key type, any key type);
@@ -245,6 +245,18 @@ pub struct MpOpts {
 }
 
 impl MpOpts {
+    /// Keeps MP_HMAC `h` under the sub-option it protects (RFC 9897
+    /// §3.2.6, paired by `wire`'s [`crate::wire::mp::HmacPairing`]).
+    pub(super) fn file_hmac(&mut self, protects: u8, h: [u8; 20]) {
+        match protects {
+            subtype::JOIN => self.hmac = Some(h),
+            subtype::ADDADDR => self.addaddr_hmac = Some(h),
+            subtype::REMOVEADDR => self.removeaddr_hmac = Some(h),
+            subtype::PRIO => self.prio_hmac = Some(h),
+            _ => {}
+        }
+    }
+
     pub fn confirms(&self) -> &[ConfirmItem] {
         &self.confirms[..self.n_confirms as usize]
     }
@@ -259,46 +271,6 @@ impl MpOpts {
     }
 }
 
-/// RFC 9897 §3.2.6 while parsing: "an MP_HMAC MUST directly follow its
-/// associated multipath option"; one that follows nothing "MUST be
-/// ignored", unless it is the single MP_HMAC of a packet with no protected
-/// option (a join's third packet). Padding does not break adjacency
-/// (as [`crate::wire::mp::associate_hmacs`]).
-#[derive(Default)]
-pub(super) struct HmacPlacement {
-    /// The protected sub-option (JOIN, ADDADDR, REMOVEADDR) just read.
-    pub(super) after: Option<u8>,
-    strays: u8,
-    first_stray: Option<[u8; 20]>,
-}
-
-impl HmacPlacement {
-    /// Files MP_HMAC `h` under the option it follows.
-    pub(super) fn place(&mut self, m: &mut MpOpts, h: [u8; 20]) {
-        match self.after.take() {
-            Some(subtype::JOIN) => m.hmac = Some(h),
-            Some(subtype::ADDADDR) => m.addaddr_hmac = Some(h),
-            Some(subtype::REMOVEADDR) => m.removeaddr_hmac = Some(h),
-            Some(subtype::PRIO) => m.prio_hmac = Some(h),
-            _ => {
-                self.strays = self.strays.saturating_add(1);
-                self.first_stray.get_or_insert(h);
-            }
-        }
-    }
-
-    /// After the last option: keeps a lone MP_HMAC, returns how many
-    /// strays were ignored.
-    pub(super) fn finish(self, m: &mut MpOpts) -> u8 {
-        let protected = m.join.is_some() || m.addaddr.is_some() || m.removeaddr.is_some();
-        if self.strays == 1 && !protected {
-            m.hmac = self.first_stray;
-            return 0;
-        }
-        self.strays
-    }
-}
-
 /// Folds one parsed MP sub-option into `m`.
 pub(super) fn absorb_mp(m: &mut MpOpts, o: MpOption) {
     match o {
@@ -310,7 +282,7 @@ pub(super) fn absorb_mp(m: &mut MpOpts, o: MpOption) {
                 nonce,
             })
         }
-        // Placed by `HmacPlacement` before this is reached.
+        // Filed by `MpOpts::file_hmac` under the option it protects.
         MpOption::Hmac(_) => {}
         MpOption::Seq(s) => m.seq = Some(s),
         MpOption::Rtt {
@@ -355,121 +327,106 @@ pub(super) fn absorb_mp(m: &mut MpOpts, o: MpOption) {
     }
 }
 
-/// Emits the MP sub-options of `m` at `buf[p..]` with `wire`; returns the
-/// new offset. The order is fixed: handshake options, then those of data
-/// and paths, then the closing ones and MP_CONFIRM.
-pub(super) fn emit_mp(m: &MpOpts, buf: &mut [u8], p: usize, profile: WireProfile) -> Option<usize> {
-    let mut w = MpWriter { buf, p, profile };
-    emit_handshake_opts(m, &mut w)?;
-    emit_path_opts(m, &mut w)?;
-    emit_closing_opts(m, &mut w)?;
-    Some(w.p)
+/// Appends the MP sub-options of `m` to the packet `b` builds. The order
+/// is fixed: handshake options, then those of data and paths, then the
+/// closing ones and MP_CONFIRM.
+pub(super) fn emit_mp(m: &MpOpts, b: &mut PacketBuilder<'_>) -> Result<(), WireError> {
+    emit_handshake_opts(m, b)?;
+    emit_path_opts(m, b)?;
+    emit_closing_opts(m, b)
 }
 
-/// Writes MP options one after the other into a packet's option space.
-struct MpWriter<'b> {
-    buf: &'b mut [u8],
-    p: usize,
-    profile: WireProfile,
-}
-
-impl MpWriter<'_> {
-    fn put(&mut self, o: MpOption) -> Option<()> {
-        self.p += o.emit_in(self.buf.get_mut(self.p..)?, self.profile).ok()?;
-        Some(())
-    }
-    /// The reference's ADDADDR/REMOVEADDR carry no nonce (docs/INTEROP.md).
-    fn nonce(&self, n: u32) -> Option<u32> {
-        self.profile.addr_nonce().then_some(n)
-    }
+/// The reference's ADDADDR/REMOVEADDR carry no nonce (docs/INTEROP.md).
+fn addr_nonce(b: &PacketBuilder<'_>, n: u32) -> Option<u32> {
+    b.profile().addr_nonce().then_some(n)
 }
 
 /// MP_KEY, MP_EXP, MP_JOIN and a join's MP_HMAC (RFC 9897 §3.2.6: each
 /// MP_HMAC directly after the option it protects; `hmac` alone, a join's
 /// third packet, where it stands).
-fn emit_handshake_opts(m: &MpOpts, w: &mut MpWriter<'_>) -> Option<()> {
+fn emit_handshake_opts(m: &MpOpts, w: &mut PacketBuilder<'_>) -> Result<(), WireError> {
     if let Some(k) = &m.key {
         let keys = k.keys.clone();
-        w.put(MpOption::Key { ci: k.ci, keys })?;
+        w.mp(&MpOption::Key { ci: k.ci, keys })?;
     }
     if let Some(e) = &m.exp {
-        w.put(MpOption::Exp(e.clone()))?;
+        w.mp(&MpOption::Exp(e.clone()))?;
     }
     if let Some(j) = m.join {
-        w.put(MpOption::Join {
+        w.mp(&MpOption::Join {
             addr_id: j.addr_id,
             ci: j.token,
             nonce: j.nonce,
         })?;
     }
     if let Some(h) = m.hmac {
-        w.put(MpOption::Hmac(h))?;
+        w.mp(&MpOption::Hmac(h))?;
     }
-    Some(())
+    Ok(())
 }
 
 /// MP_SEQ, MP_RTT, and the path manager's MP_ADDADDR, MP_REMOVEADDR and
 /// MP_PRIO, each with its MP_HMAC right after it.
-fn emit_path_opts(m: &MpOpts, w: &mut MpWriter<'_>) -> Option<()> {
+fn emit_path_opts(m: &MpOpts, w: &mut PacketBuilder<'_>) -> Result<(), WireError> {
     if let Some(s) = m.seq {
-        w.put(MpOption::Seq(s & crate::wire::SEQ_MASK))?;
+        w.mp(&MpOption::Seq(s & crate::wire::SEQ_MASK))?;
     }
     if let Some(r) = m.rtt {
-        w.put(MpOption::Rtt {
+        w.mp(&MpOption::Rtt {
             rtt_type: RttType::from_u8(r.kind),
             rtt_ms: r.rtt_ms,
             age_ms: r.age_ms,
         })?;
     }
     if let Some(a) = m.addaddr {
-        let nonce = w.nonce(a.nonce);
-        w.put(MpOption::AddAddr {
+        let nonce = addr_nonce(w, a.nonce);
+        w.mp(&MpOption::AddAddr {
             addr_id: a.addr_id,
             nonce,
             addr: a.ip,
             port: a.port,
         })?;
         if let Some(h) = m.addaddr_hmac {
-            w.put(MpOption::Hmac(h))?;
+            w.mp(&MpOption::Hmac(h))?;
         }
     }
     if let Some(r) = m.removeaddr {
-        let nonce = w.nonce(r.nonce);
-        w.put(MpOption::RemoveAddr {
+        let nonce = addr_nonce(w, r.nonce);
+        w.mp(&MpOption::RemoveAddr {
             addr_id: r.addr_id,
             nonce,
         })?;
         if let Some(h) = m.removeaddr_hmac {
-            w.put(MpOption::Hmac(h))?;
+            w.mp(&MpOption::Hmac(h))?;
         }
     }
     if let Some(pr) = m.prio {
-        w.put(MpOption::Prio(pr))?;
+        w.mp(&MpOption::Prio(pr))?;
         if let Some(h) = m.prio_hmac {
-            w.put(MpOption::Hmac(h))?;
+            w.mp(&MpOption::Hmac(h))?;
         }
     }
-    Some(())
+    Ok(())
 }
 
 /// MP_CLOSE, MP_FAST_CLOSE and MP_CONFIRM.
-fn emit_closing_opts(m: &MpOpts, w: &mut MpWriter<'_>) -> Option<()> {
+fn emit_closing_opts(m: &MpOpts, w: &mut PacketBuilder<'_>) -> Result<(), WireError> {
     if let Some(k) = m.close {
-        w.put(MpOption::Close {
+        w.mp(&MpOption::Close {
             key_data: k.to_vec(),
         })?;
     }
     if let Some(k) = m.fast_close {
-        w.put(MpOption::FastClose {
+        w.mp(&MpOption::FastClose {
             key_data: k.to_vec(),
         })?;
     }
     if m.n_confirms > 0 {
         let mut items = Vec::with_capacity(2 * m.confirms().len());
         for c in m.confirms() {
-            c.push_wire(&mut items, w.profile);
+            c.push_wire(&mut items, w.profile());
         }
-        w.put(MpOption::Confirm(items))?;
+        w.mp(&MpOption::Confirm(items))?;
     }
-    Some(())
+    Ok(())
 }

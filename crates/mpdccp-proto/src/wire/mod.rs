@@ -11,7 +11,9 @@
 //! * smoltcp style: [`Packet`] is a zero-copy view over a buffer
 //!   (`Packet::new_checked` validates lengths once, accessors then index
 //!   freely); [`DccpRepr`] is the owned, validated high-level form with
-//!   `parse` / `emit` / `buffer_len`.
+//!   `parse` / `emit` / `buffer_len`. Every packet is written by one
+//!   [`PacketBuilder`] (`builder.rs`), for `DccpRepr` and the
+//!   connection's compact `Segment` alike.
 //! * The hot Data/Ack path need not allocate: [`Packet::options`] iterates
 //!   options lazily as [`RawOption`]s, and [`Packet::mp_seq`] /
 //!   [`Packet::ack_vector`] read the two fields the data path needs without
@@ -21,13 +23,15 @@
 //!   options padded to a 32-bit boundary with Padding), so `emit(parse(b))`
 //!   need not equal `b`.
 //!
-//! Module map: [`packet`] (generic header, §5), [`option`] (§5.8, §6),
+//! Module map: [`packet`] (generic header, §5), `builder` (transmit),
+//! `repr` ([`DccpRepr`]), [`option`] (§5.8, §6),
 //! [`ackvec`] (§11.4), [`mp`] (RFC 9897 §3), [`checksum`] (§9), [`seq`]
 //! (§7.1, §7.6), [`udp_encap`] (RFC 6773), [`udccp`] (U-DCCP), [`pcap`], [`capture`] (reading
 //! pcap/pcapng back), [`profile`] and
 //! [`profile_keys`] (the reference kernel's layouts and derivations).
 
 pub mod ackvec;
+mod builder;
 pub mod capture;
 pub mod checksum;
 pub mod mp;
@@ -38,15 +42,18 @@ pub mod packet_type;
 pub mod pcap;
 pub mod profile;
 pub mod profile_keys;
+mod repr;
 pub mod seq;
 pub mod udccp;
 pub mod udp_encap;
 
 pub use ackvec::{AckState, AckVector, AckVectorBuilder, AckVectorIter, AckVectorRef};
+pub use builder::{Finish, Header, PacketBuilder};
 pub use mp::{KeyType, MpKey, MpOption, RttType};
 pub use option::{DccpOption, FeatureNum, FeatureValue, OptionIter, RawOption};
-pub use packet::{DccpKind, DccpRepr, Packet, PacketType, ResetCode};
+pub use packet::{DccpKind, Packet, PacketType, ResetCode};
 pub use profile::WireProfile;
+pub use repr::DccpRepr;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -215,7 +222,7 @@ pub type IpPair = (IpAddr, IpAddr);
 /// Upper bound on the options area: Data Offset is 8 bits counting 32-bit
 /// words (§5.1), so a header — and a fortiori its options — is at most 1020
 /// bytes; the real room is 1020 minus the generic header and sub-header,
-/// which `DccpRepr::emit` enforces ([`WireError::OptionsTooLong`]).
+/// which [`PacketBuilder::finish`] enforces ([`WireError::OptionsTooLong`]).
 pub const MAX_OPTIONS_LEN: usize = 1020;
 
 /// Largest DCCP header in bytes (Data Offset = 255 words, §5.1).

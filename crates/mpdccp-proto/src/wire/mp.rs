@@ -47,7 +47,7 @@
 //!   replay, which is what §3.2.9 says the nonce is for
 //!   ([`MpOption::hmac_message`]).
 //! * **MP_HMAC** (5) directly follows the option it protects (§3.2.6);
-//!   [`associate_hmacs`] pairs them on receipt.
+//!   [`HmacPairing`] pairs them on receipt.
 //! * **MP_FAST_CLOSE** (2) and **MP_CLOSE** (10): variable-length Key Data,
 //!   at least 1 byte (8 with a plain-text key).
 //! * **MP_PRIO** (9): `resvd(4 bits) | prio(4 bits)`; reserved bits are
@@ -301,12 +301,54 @@ impl MpOption {
     }
 }
 
-/// The sub-options MP_HMAC authenticates (RFC 9897 §3.2.6).
-fn needs_hmac(o: &MpOption) -> bool {
-    matches!(
-        o,
-        MpOption::Join { .. } | MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. }
-    )
+/// RFC 9897 §3.2.6 on receipt, the one place that decides which option an
+/// MP_HMAC protects: "an MP_HMAC MUST directly follow its associated
+/// multipath option"; one that follows nothing "MUST be ignored", unless
+/// it is the single MP_HMAC of a packet without a protected option (the
+/// third packet of an MP_JOIN handshake). An MP_HMAC after MP_PRIO is the
+/// authenticated modes' extension (`Subflow::prio_authentic`), not a stray.
+/// Both packet models walk their options through it: the connection's
+/// `Segment::parse` and [`associate_hmacs`]. Padding and options skipped
+/// for the packet type are not shown to it (RFC 4340 §5.8.1 lets Padding
+/// stand anywhere); any other option breaks adjacency.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HmacPairing {
+    /// The sub-option an MP_HMAC here would protect.
+    after: Option<u8>,
+    /// An MP_JOIN, MP_ADDADDR or MP_REMOVEADDR was seen.
+    protected: bool,
+    strays: u8,
+    first_stray: Option<[u8; HMAC_LEN]>,
+}
+
+impl HmacPairing {
+    /// The next option is not an MP_HMAC; `mp_subtype` is its sub-option
+    /// when it is an MP option read without error.
+    pub fn other(&mut self, mp_subtype: Option<u8>) {
+        use subtype::{ADDADDR, JOIN, PRIO, REMOVEADDR};
+        self.after = mp_subtype.filter(|t| matches!(*t, JOIN | ADDADDR | REMOVEADDR | PRIO));
+        self.protected |= self.after.is_some_and(|t| t != PRIO);
+    }
+
+    /// The next option is MP_HMAC `h`: returns the sub-option it protects,
+    /// or `None` for a stray (ignored unless it is the lone one).
+    pub fn hmac(&mut self, h: &[u8; HMAC_LEN]) -> Option<u8> {
+        let t = self.after.take();
+        if t.is_none() {
+            self.strays = self.strays.saturating_add(1);
+            self.first_stray.get_or_insert(*h);
+        }
+        t
+    }
+
+    /// After the last option: the lone MP_HMAC of a join's third packet,
+    /// and how many strays are ignored.
+    pub fn finish(self) -> (Option<[u8; HMAC_LEN]>, u8) {
+        if self.strays == 1 && !self.protected {
+            return (self.first_stray, 0);
+        }
+        (None, self.strays)
+    }
 }
 
 /// The MP_HMACs of one packet, paired with what they protect (RFC 9897
@@ -325,46 +367,42 @@ pub struct HmacAssociation<'a> {
     pub ignored: usize,
 }
 
-/// Pairs each MP_HMAC with the option it protects: "an MP_HMAC MUST
-/// directly follow its associated multipath option" and validation "MUST be
-/// carried out according to the sending sequence" (RFC 9897 §3.2.6).
-/// `options` are a packet's DCCP options in wire order; Padding between two
-/// options does not break adjacency (RFC 4340 §5.8.1 lets it stand
-/// anywhere), any other option does.
+/// Pairs each MP_HMAC of `options` (a packet's DCCP options in wire
+/// order) with the option it protects, by [`HmacPairing`].
 pub fn associate_hmacs(options: &[super::DccpOption]) -> HmacAssociation<'_> {
     use super::DccpOption;
-    let seq: Vec<Option<&MpOption>> = options
-        .iter()
-        .filter(|o| !matches!(o, DccpOption::Padding))
-        .map(|o| match o {
-            DccpOption::Multipath(m) => Some(m),
-            _ => None,
-        })
-        .collect();
+    let mut pairing = HmacPairing::default();
     let mut out = HmacAssociation::default();
-    let mut stray = Vec::new();
-    let mut i = 0;
-    while i < seq.len() {
-        match seq[i] {
-            Some(m) if needs_hmac(m) => {
-                let tag = match seq.get(i + 1) {
-                    Some(Some(MpOption::Hmac(h))) => {
-                        i += 1;
-                        Some(h)
+    let mut first_stray = None;
+    for o in options {
+        match o {
+            DccpOption::Padding => {}
+            DccpOption::Multipath(MpOption::Hmac(h)) => match pairing.hmac(h) {
+                Some(t) if t != subtype::PRIO => {
+                    if let Some(last) = out.protected.last_mut() {
+                        last.1 = Some(h);
                     }
-                    _ => None,
-                };
-                out.protected.push((m, tag));
+                }
+                Some(_) => {}
+                None => {
+                    first_stray.get_or_insert(h);
+                }
+            },
+            DccpOption::Multipath(m) => {
+                pairing.other(Some(m.subtype()));
+                if matches!(
+                    m,
+                    MpOption::Join { .. } | MpOption::AddAddr { .. } | MpOption::RemoveAddr { .. }
+                ) {
+                    out.protected.push((m, None));
+                }
             }
-            Some(MpOption::Hmac(h)) => stray.push(h),
-            _ => {}
+            _ => pairing.other(None),
         }
-        i += 1;
     }
-    if out.protected.is_empty() && stray.len() == 1 {
-        out.lone = stray.pop();
-    }
-    out.ignored = stray.len();
+    let (lone, ignored) = pairing.finish();
+    out.lone = lone.and(first_stray);
+    out.ignored = usize::from(ignored);
     out
 }
 

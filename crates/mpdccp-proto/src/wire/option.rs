@@ -416,7 +416,7 @@ pub enum OptionVerdict {
 /// §8.1.4), and Mandatory (§5.8.2) — before Mandatory or Padding, or as the
 /// last option, it is an Option Error; before an option we do not
 /// understand, a Mandatory Error. [`parse_options`] and the connection's
-/// [`crate::conn::codec::Segment::parse`] both go through it.
+/// [`crate::conn::codec::Segment::parse`] both walk with [`OptionRules::walk`].
 #[derive(Clone, Copy, Debug)]
 pub struct OptionRules {
     ty: PacketType,
@@ -464,6 +464,24 @@ impl OptionRules {
         Ok(OptionVerdict::Use)
     }
 
+    /// Walks the options `area` holds under these rules, handing `f` each
+    /// one to act on ([`OptionVerdict::Use`]) or a Mandatory; stops at the
+    /// first error, a malformed option or one `f` refuses.
+    pub fn walk<'a>(
+        &mut self,
+        area: &'a [u8],
+        mut f: impl FnMut(RawOption<'a>, OptionVerdict) -> Result<(), WireError>,
+    ) -> Result<(), WireError> {
+        for raw in OptionIter::new(area) {
+            let raw = raw?;
+            match self.check(&raw)? {
+                OptionVerdict::Skip => {}
+                v => f(raw, v)?,
+            }
+        }
+        self.finish()
+    }
+
     /// After the last option: a Mandatory with nothing after it is an
     /// Option Error (§5.8.2).
     pub fn finish(&self) -> Result<(), WireError> {
@@ -490,17 +508,13 @@ pub fn parse_options(
     // of the area bounds the common case without over-reserving.
     let mut out = Vec::with_capacity(area.len().min(64) / 4);
     let mut rules = OptionRules::new(ty);
-    let result = (|| {
-        for raw in OptionIter::new(area) {
-            let raw = raw?;
-            match rules.check(&raw)? {
-                OptionVerdict::Skip => {}
-                OptionVerdict::Mandatory => out.push(DccpOption::Mandatory),
-                OptionVerdict::Use => out.push(raw.to_option_in(profile)?),
-            }
-        }
-        rules.finish()
-    })();
+    let result = rules.walk(area, |raw, verdict| {
+        out.push(match verdict {
+            OptionVerdict::Mandatory => DccpOption::Mandatory,
+            _ => raw.to_option_in(profile)?,
+        });
+        Ok(())
+    });
     *ignored += u64::from(rules.ignored);
     result.map(|()| out)
 }
@@ -697,25 +711,4 @@ fn min_bytes(n: u64) -> usize {
 pub fn options_len(opts: &[DccpOption], profile: WireProfile) -> usize {
     let n: usize = opts.iter().map(|o| o.buffer_len_in(profile)).sum();
     (n + 3) & !3
-}
-
-/// Emit `opts` followed by Padding up to a 4-byte boundary, option 46 in
-/// `profile`'s layout.
-pub fn emit_options(
-    opts: &[DccpOption],
-    buf: &mut [u8],
-    profile: WireProfile,
-) -> Result<usize, WireError> {
-    let mut off = 0;
-    for o in opts {
-        off += o.emit_in(
-            buf.get_mut(off..).ok_or(WireError::BufferTooSmall)?,
-            profile,
-        )?;
-    }
-    let padded = (off + 3) & !3;
-    buf.get_mut(off..padded)
-        .ok_or(WireError::BufferTooSmall)?
-        .fill(kind::PADDING);
-    Ok(padded)
 }

@@ -23,9 +23,9 @@
 //! 32-bit Service Code (§5.2), Response an ack sub-header then a Service
 //! Code (§5.3), Reset an ack sub-header then Reset Code and Data 1–3 (§5.6).
 
-use super::option::{self, DccpOption, OptionIter};
+use super::option::{self, OptionIter};
 pub use super::packet_type::PacketType;
-use super::{checksum, AckVectorRef, IpPair, WireError, WireProfile, MAX_HEADER_LEN, SEQ_MASK};
+use super::{checksum, AckVectorRef, IpPair, WireError};
 
 /// DCCP-Reset codes (RFC 4340 §5.6 Table 2, plus 13 from RFC 9897 for
 /// MP_FAST_CLOSE). Reserved and CCID-specific codes are kept as `Other`.
@@ -92,7 +92,7 @@ impl ResetCode {
 
 /// The packet type together with its type-specific sub-header fields
 /// (§5.2–§5.6). Acknowledgement numbers are 48-bit (or 24-bit when the
-/// header uses X=0; see [`DccpRepr::short_seq`]).
+/// header uses X=0; see [`super::DccpRepr::short_seq`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DccpKind {
     /// §5.2: Service Code names the application-level service.
@@ -164,51 +164,8 @@ impl DccpKind {
     }
 }
 
-/// The owned, validated form of a DCCP header and its options.
-///
-/// The payload is not part of the Repr: `parse` reports where it starts
-/// ([`DccpRepr::parse`] returns the header length), and `emit` takes it as a
-/// separate slice so the caller can build packets without copying twice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DccpRepr {
-    pub src_port: u16,
-    pub dst_port: u16,
-    /// Sequence number: 48 bits, or 24 bits when `short_seq`.
-    pub seq: u64,
-    pub kind: DccpKind,
-    /// CCVal (§5.1), 4 bits, used by the half-connection's CCID.
-    pub ccval: u8,
-    /// Checksum Coverage (§9.2), 4 bits: 0 = whole packet, n = header plus
-    /// the first (n-1)*4 payload bytes.
-    pub cscov: u8,
-    /// X=0: 24-bit sequence and acknowledgement numbers (§5.1). Parsed on
-    /// every type; emit allows it only for Data, Ack and DataAck.
-    pub short_seq: bool,
-    /// Options in wire order (Padding dropped on parse; see [`option`]).
-    pub options: Vec<DccpOption>,
-    /// The layout option 46 is read and written in: RFC 9897 by default,
-    /// a reference kernel's for tests and fuzzing that speak to one.
-    pub profile: WireProfile,
-}
-
-impl Default for DccpRepr {
-    fn default() -> Self {
-        DccpRepr {
-            src_port: 0,
-            dst_port: 0,
-            seq: 0,
-            kind: DccpKind::Data,
-            ccval: 0,
-            cscov: 0,
-            short_seq: false,
-            options: Vec::new(),
-            profile: WireProfile::Rfc9897,
-        }
-    }
-}
-
 /// Byte ranges of the fixed header fields (§5.1).
-mod field {
+pub(super) mod field {
     use std::ops::Range;
     pub const SRC_PORT: Range<usize> = 0..2;
     pub const DST_PORT: Range<usize> = 2..4;
@@ -321,11 +278,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     fn generic_len(&self) -> usize {
-        if self.short_seq() {
-            field::HEADER_SHORT
-        } else {
-            field::HEADER_LONG
-        }
+        generic_len(self.short_seq())
     }
 
     /// Sequence number (48 bits, or 24 when X=0).
@@ -486,7 +439,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Compute and store the checksum (§9). The coverage must fit (checked
-    /// by `DccpRepr::emit`).
+    /// by `DccpRepr::emit` and the builder).
     pub fn fill_checksum(&mut self, addrs: IpPair) -> Result<(), WireError> {
         self.fill_checksum_proto(addrs, checksum::IPPROTO_DCCP)
     }
@@ -507,195 +460,16 @@ fn read_be(b: &[u8]) -> u64 {
     b.iter().fold(0u64, |a, &x| (a << 8) | u64::from(x))
 }
 
-fn write_be(b: &mut [u8], v: u64) {
+pub(super) fn write_be(b: &mut [u8], v: u64) {
     let n = b.len();
     b.copy_from_slice(&v.to_be_bytes()[8 - n..]);
 }
 
-impl DccpRepr {
-    pub fn packet_type(&self) -> PacketType {
-        self.kind.packet_type()
-    }
-
-    pub fn ack(&self) -> Option<u64> {
-        self.kind.ack()
-    }
-
-    /// The first MP_SEQ among the options.
-    pub fn mp_seq(&self) -> Option<u64> {
-        self.options.iter().find_map(|o| match o {
-            DccpOption::Multipath(super::MpOption::Seq(s)) => Some(*s),
-            _ => None,
-        })
-    }
-
-    /// The first Ack Vector among the options.
-    pub fn ack_vector(&self) -> Option<&super::AckVector> {
-        self.options.iter().find_map(|o| match o {
-            DccpOption::AckVector(av) => Some(av),
-            _ => None,
-        })
-    }
-
-    /// Parse untrusted bytes. `addrs` = `Some((src_ip, dst_ip))` verifies
-    /// the checksum over that pseudo-header; `None` skips it (e.g. when a
-    /// lower layer already did). Returns the Repr and the header length
-    /// (the payload is `bytes[header_len..]`). Option 46 is read in the
-    /// RFC 9897 layout.
-    pub fn parse(bytes: &[u8], addrs: Option<IpPair>) -> Result<(DccpRepr, usize), WireError> {
-        Self::parse_in(bytes, addrs, WireProfile::Rfc9897)
-    }
-
-    /// [`DccpRepr::parse`] with option 46 read in `profile`'s layout (the
-    /// Repr keeps the profile, so `emit` writes the same layout back).
-    pub fn parse_in(
-        bytes: &[u8],
-        addrs: Option<IpPair>,
-        profile: WireProfile,
-    ) -> Result<(DccpRepr, usize), WireError> {
-        let mut ignored = 0;
-        Self::parse_with_stats(bytes, addrs, &mut ignored, profile)
-    }
-
-    /// As [`DccpRepr::parse_in`], adding the number of options ignored
-    /// under the RFC's per-type rules to `*options_ignored`.
-    pub fn parse_with_stats(
-        bytes: &[u8],
-        addrs: Option<IpPair>,
-        options_ignored: &mut u64,
-        profile: WireProfile,
-    ) -> Result<(DccpRepr, usize), WireError> {
-        let p = Packet::new_checked(bytes)?;
-        if let Some(a) = addrs {
-            p.verify_checksum(a)?;
-        } else {
-            // Still enforce §9.2's coverage rule: it is structural.
-            checksum::coverage_len(p.header_len(), bytes.len(), p.cscov())?;
-        }
-        Self::from_packet(&p, options_ignored, profile).map(|r| (r, p.header_len()))
-    }
-
-    /// Build the Repr from a checked packet (no checksum verification),
-    /// option 46 in `profile`'s layout.
-    pub fn from_packet<T: AsRef<[u8]>>(
-        p: &Packet<T>,
-        options_ignored: &mut u64,
-        profile: WireProfile,
-    ) -> Result<DccpRepr, WireError> {
-        let ty = p.packet_type();
-        let kind = p.kind();
-        let options = option::parse_options(p.options_area(), ty, options_ignored, profile)?;
-        Ok(DccpRepr {
-            src_port: p.src_port(),
-            dst_port: p.dst_port(),
-            seq: p.seq(),
-            kind,
-            ccval: p.ccval(),
-            cscov: p.cscov(),
-            short_seq: p.short_seq(),
-            options,
-            profile,
-        })
-    }
-
-    /// Header length in bytes (generic header, sub-header, padded options).
-    pub fn header_len(&self) -> usize {
-        let g = if self.short_seq {
-            field::HEADER_SHORT
-        } else {
-            field::HEADER_LONG
-        };
-        g + self.packet_type().subheader_len(self.short_seq)
-            + option::options_len(&self.options, self.profile)
-    }
-
-    /// Bytes `emit` writes for a payload of `payload_len` bytes.
-    pub fn buffer_len(&self, payload_len: usize) -> usize {
-        self.header_len() + payload_len
-    }
-
-    /// Check the Repr can be encoded: field widths, X=0 only on
-    /// Data/Ack/DataAck, header ≤ 1020 bytes.
-    pub fn validate(&self) -> Result<(), WireError> {
-        let seq_max = if self.short_seq {
-            (1 << 24) - 1
-        } else {
-            SEQ_MASK
-        };
-        if self.seq > seq_max
-            || self.ack().is_some_and(|a| a > seq_max)
-            || self.ccval > 15
-            || self.cscov > 15
-        {
-            return Err(WireError::FieldOutOfRange);
-        }
-        if self.short_seq && !self.packet_type().allows_short_seq() {
-            return Err(WireError::ShortSeqNotAllowed);
-        }
-        if self.header_len() > MAX_HEADER_LEN {
-            return Err(WireError::OptionsTooLong);
-        }
-        Ok(())
-    }
-
-    /// Write header, options and `payload` into `buf` (which must hold
-    /// [`DccpRepr::buffer_len`] bytes) and, with `addrs`, the checksum.
-    /// Returns the number of bytes written.
-    pub fn emit(
-        &self,
-        buf: &mut [u8],
-        payload: &[u8],
-        addrs: Option<IpPair>,
-    ) -> Result<usize, WireError> {
-        self.validate()?;
-        let hl = self.header_len();
-        let total = hl + payload.len();
-        let out = buf.get_mut(..total).ok_or(WireError::BufferTooSmall)?;
-        checksum::coverage_len(hl, total, self.cscov)?;
-        out[..hl].fill(0);
-        let ty = self.packet_type();
-        let mut p = Packet::new_unchecked(&mut *out);
-        p.set_src_port(self.src_port);
-        p.set_dst_port(self.dst_port);
-        // hl ≤ 1020 (validate) so hl / 4 ≤ 255.
-        p.set_data_offset((hl / 4) as u8);
-        p.set_ccval_cscov(self.ccval, self.cscov);
-        let b = p.into_inner();
-        b[field::TYPE_X] = ((ty as u8) << 1) | u8::from(!self.short_seq);
-        let mut off = if self.short_seq {
-            write_be(&mut b[field::SEQ_SHORT], self.seq);
-            field::HEADER_SHORT
-        } else {
-            write_be(&mut b[field::SEQ_LONG], self.seq);
-            field::HEADER_LONG
-        };
-        if let Some(ack) = self.ack() {
-            if self.short_seq {
-                write_be(&mut b[off + 1..off + 4], ack);
-                off += 4;
-            } else {
-                write_be(&mut b[off + 2..off + 8], ack);
-                off += 8;
-            }
-        }
-        match self.kind {
-            DccpKind::Request { service_code } | DccpKind::Response { service_code, .. } => {
-                b[off..off + 4].copy_from_slice(&service_code.to_be_bytes());
-                off += 4;
-            }
-            DccpKind::Reset { code, data, .. } => {
-                b[off] = code.to_u8();
-                b[off + 1..off + 4].copy_from_slice(&data);
-                off += 4;
-            }
-            _ => {}
-        }
-        let n = option::emit_options(&self.options, &mut b[off..hl], self.profile)?;
-        debug_assert_eq!(off + n, hl);
-        b[hl..].copy_from_slice(payload);
-        if let Some(a) = addrs {
-            Packet::new_unchecked(&mut *b).fill_checksum(a)?;
-        }
-        Ok(total)
+/// Length of the generic header: 12 bytes with X=0, 16 with X=1 (§5.1).
+pub fn generic_len(short_seq: bool) -> usize {
+    if short_seq {
+        field::HEADER_SHORT
+    } else {
+        field::HEADER_LONG
     }
 }

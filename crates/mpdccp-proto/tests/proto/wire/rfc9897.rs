@@ -189,6 +189,11 @@ fn mp_hmac_pairs_with_the_option_it_directly_follows() {
     let opts = vec![mp(MpOption::Hmac(h1)), mp(MpOption::Hmac(h2))];
     let a = associate_hmacs(&opts);
     assert_eq!((a.lone, a.ignored), (None, 2));
+    // After MP_PRIO an MP_HMAC is the authenticated modes' tag, as the
+    // connection reads it (`wire::mp::HmacPairing`): neither lone nor a stray.
+    let opts = vec![mp(MpOption::Prio(1)), mp(MpOption::Hmac(h1))];
+    let a = associate_hmacs(&opts);
+    assert_eq!((a.protected.len(), a.lone, a.ignored), (0, None, 0));
 }
 
 /// §3.2.8: broadcast and multicast advertisements MUST be ignored.
