@@ -205,6 +205,13 @@ impl SendQueue {
     pub fn len(&self) -> usize {
         self.len
     }
+    /// A plain FIFO without CoDel: a packet appended (none dropped for
+    /// room) leaves the head and what shedding does to it unchanged (the
+    /// age limit reads the head alone; CoDel reads the backlog too, and
+    /// flow queues may serve the new packet's flow first).
+    pub fn appends_keep_head(&self) -> bool {
+        self.fq.is_none() && self.codel.is_none()
+    }
     pub fn bytes(&self) -> usize {
         self.bytes
     }
