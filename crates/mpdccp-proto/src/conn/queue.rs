@@ -137,6 +137,11 @@ impl SendQueue {
             return self.shed_flow_heads(now, hold);
         }
         let mut shed = Shed::default();
+        // Neither an age limit nor CoDel: nothing is ever shed (asked on
+        // every scheduling turn).
+        if self.max_delay.is_none() && self.codel.is_none() {
+            return shed;
+        }
         while let Some(head) = self.q.front() {
             let sojourn = now.saturating_duration_since(head.enqueued);
             let expired = self.max_delay.is_some_and(|m| sojourn > m);
