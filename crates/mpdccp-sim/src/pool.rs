@@ -49,13 +49,14 @@ impl std::fmt::Debug for BufPool {
 
 /// Length of `d` without its trailing zero bytes.
 pub(crate) fn trimmed_len(d: &[u8]) -> usize {
-    // 64-byte blocks from the end (an OR-fold the compiler vectorizes),
-    // then bytes.
+    // 256-, then 64-byte blocks from the end (OR-folds the compiler
+    // vectorizes; the wide one reduces to one byte four times less often:
+    // a data packet's padding is ~1 400 zeros), then words, then bytes.
     let mut end = d.len();
-    for block in d.rchunks_exact(64) {
-        if block.iter().fold(0u8, |a, &b| a | b) != 0 {
-            break;
-        }
+    while end >= 256 && zero_block::<256>(d, end) {
+        end -= 256;
+    }
+    while end >= 64 && zero_block::<64>(d, end) {
         end -= 64;
     }
     // Then 8-byte words: the last non-zero byte of a little-endian word is
@@ -73,6 +74,13 @@ pub(crate) fn trimmed_len(d: &[u8]) -> usize {
         end -= 1;
     }
     end
+}
+
+/// Whether the `N` bytes before `end` (at least `N`) are all zero; a
+/// fixed-size block, so the fold compiles to straight vector code.
+fn zero_block<const N: usize>(d: &[u8], end: usize) -> bool {
+    let block: Option<&[u8; N]> = d[end - N..end].try_into().ok();
+    block.is_some_and(|b| b.iter().fold(0u8, |a, &x| a | x) == 0)
 }
 
 impl BufPool {

@@ -790,6 +790,17 @@ impl Simulation {
                     if !first && pushed == 0 && idle {
                         break;
                     }
+                    // Likewise when that `None` held a full queue behind
+                    // full windows and the top-up only appended to it: the
+                    // connection says a repeat would find the same.
+                    let now = self.now;
+                    let blocked = self
+                        .nodes
+                        .as_ref()
+                        .is_some_and(|n| n[side as usize].conn.repoll_would_idle(now));
+                    if !first && blocked {
+                        break;
+                    }
                     first = false;
                     if self.drain_transmits(side) == 0 {
                         break;

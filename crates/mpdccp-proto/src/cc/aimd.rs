@@ -46,6 +46,9 @@ impl Aimd {
     /// RFC 7661 / RFC 4341 §5.1: a window idle for more than an RTO decays
     /// to its restart window. True when it did.
     pub fn validate_idle(&mut self, now: Instant) -> bool {
+        if !self.validation.may_be_idle() {
+            return false;
+        }
         match self.validation.check_idle(now, self.cwnd, self.ssthresh) {
             Some(r) => {
                 self.cwnd = r.cwnd.clamp(self.min_cwnd, self.max_cwnd);

@@ -219,6 +219,9 @@ impl CubicCore {
     /// `window_scale × cwnd`; a decay also starts a new epoch, so growth
     /// resumes from the decayed window towards W_max (RFC 9438 §4.2).
     pub fn validate_idle(&mut self, now: Instant) {
+        if !self.validation.may_be_idle() {
+            return;
+        }
         let scale = if self.window_scale > 0.0 {
             self.window_scale
         } else {

@@ -199,6 +199,13 @@ impl CwndValidation {
         self.initial_window.max(validated).min(cwnd)
     }
 
+    /// Whether [`Self::check_idle`] can act at all: only after an idle
+    /// start with nothing in flight (the callers skip building its
+    /// arguments otherwise; it is asked on every scheduling turn).
+    pub fn may_be_idle(&self) -> bool {
+        self.enabled && self.in_flight == 0 && self.last_send.is_some()
+    }
+
     /// The idle rule at `now` for a controller at `cwnd`: `Some` when the
     /// window must decay (and the idle period counts as ended, so the decay
     /// is applied once per idle period's RTOs).

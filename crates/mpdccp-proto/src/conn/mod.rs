@@ -292,6 +292,10 @@ pub struct Connection {
     last_now: Instant,
     /// A datagram built for a GSO batch that did not match its segment size.
     held: Option<(PathId, usize)>,
+    /// The last `poll_transmit`'s `None` found every path blocked
+    /// ([`Connection::repoll_would_idle`]): its instant and the count of
+    /// packets dropped for room then.
+    blocked_none: Option<(Instant, u64)>,
     /// Connection-level retransmission (`retransmit.rs`); none when off.
     retx: Option<retransmit::RetransmitStore>,
     /// Payload protection (`protection.rs`); `None` = payload in clear.
@@ -372,6 +376,7 @@ impl Connection {
             rr_next: 0,
             last_now: Instant::ZERO,
             held: None,
+            blocked_none: None,
             retx,
             scratch: scratch::Scratch::default(),
             protection: None,

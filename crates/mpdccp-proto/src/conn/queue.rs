@@ -137,6 +137,11 @@ impl SendQueue {
             return self.shed_flow_heads(now, hold);
         }
         let mut shed = Shed::default();
+        // Neither an age limit nor CoDel: nothing is ever shed (asked on
+        // every scheduling turn).
+        if self.max_delay.is_none() && self.codel.is_none() {
+            return shed;
+        }
         while let Some(head) = self.q.front() {
             let sojourn = now.saturating_duration_since(head.enqueued);
             let expired = self.max_delay.is_some_and(|m| sojourn > m);
@@ -204,6 +209,13 @@ impl SendQueue {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+    /// A plain FIFO without CoDel: a packet appended (none dropped for
+    /// room) leaves the head and what shedding does to it unchanged (the
+    /// age limit reads the head alone; CoDel reads the backlog too, and
+    /// flow queues may serve the new packet's flow first).
+    pub fn appends_keep_head(&self) -> bool {
+        self.fq.is_none() && self.codel.is_none()
     }
     pub fn bytes(&self) -> usize {
         self.bytes

@@ -32,6 +32,7 @@ impl Connection {
     /// The next packet to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.last_now = self.last_now.max(now);
+        self.blocked_none = None;
         // A datagram set aside by the previous GSO batch goes first.
         if let Some((path, n)) = self.held.take() {
             if buf.len() >= n {
@@ -50,11 +51,12 @@ impl Connection {
         {
             return None;
         }
-        self.schedule(now);
+        let all_blocked = self.schedule(now);
         // Built once for the paths' turns, and only when a path may send:
         // most calls find nothing, and a turn that sends nothing changes
         // none of its inputs (the next batch packet's does).
         let mut ctx: Option<EmitCtx> = None;
+        let mut owed_any = false;
         let n = self.paths.len();
         for k in 0..n {
             let i = (self.rr_next + k) % n;
@@ -62,6 +64,7 @@ impl Connection {
             if owed == Owed::Nothing {
                 continue;
             }
+            owed_any = true;
             let ctx = ctx.get_or_insert_with(|| self.emit_ctx());
             let Some(size) = self.emit_on(now, i, buf, owed, ctx) else {
                 continue;
@@ -83,7 +86,25 @@ impl Connection {
                 segment_size: (segments > 1).then_some(size),
             });
         }
+        if all_blocked && !owed_any && self.queue.appends_keep_head() {
+            let dropped = self.stats.send_queue.send_queue_dropped_oldest;
+            self.blocked_none = Some((now, dropped));
+        }
         None
+    }
+
+    /// Whether `poll_transmit(now)` would answer `None` again and change
+    /// nothing. Valid only when nothing but [`Connection::send`] was called
+    /// since the last `poll_transmit`: true when that poll answered `None`
+    /// at `now` with the send queue's head held, every path's window or
+    /// pacer full and nothing owed on any path, and the sends since only
+    /// appended to a plain FIFO. A repeat would then redo the same turn at
+    /// the same instant: the paths' refresh, the head's age check and the
+    /// blocked marks find what the first one left.
+    pub fn repoll_would_idle(&self, now: Instant) -> bool {
+        self.blocked_none.is_some_and(|(at, dropped)| {
+            at == now && dropped == self.stats.send_queue.send_queue_dropped_oldest
+        })
     }
 
     /// A GSO batch: after the first packet (`size` bytes at the start of
@@ -156,15 +177,16 @@ impl Connection {
     }
 
     /// Hands queued packets to paths as the scheduler decides; MP_SEQ is
-    /// assigned here, in application order.
-    pub(super) fn schedule(&mut self, now: Instant) {
+    /// assigned here, in application order. True when it held the head
+    /// because no path could take anything (the held turn below).
+    pub(super) fn schedule(&mut self, now: Instant) -> bool {
         // An idle window decays before it is scheduled by (cc::validation).
         self.note_active_paths();
         for p in &mut self.paths {
             p.refresh(now);
         }
         if self.queue.len() == 0 || !self.paths.iter().any(|p| p.is_usable()) {
-            return;
+            return false;
         }
         // Most calls find every window (or pacer) full. For a scheduler
         // that then holds, do exactly what the loop's first turn would:
@@ -174,14 +196,15 @@ impl Connection {
             && !self.paths.iter().any(|p| p.view_can_send(now))
         {
             self.shed_queue_head(now);
-            if self.queue.front().is_some() {
-                for p in &mut self.paths {
-                    if p.view_usable() {
-                        p.note_blocked(now);
-                    }
+            if self.queue.front().is_none() {
+                return false;
+            }
+            for p in &mut self.paths {
+                if p.view_usable() {
+                    p.note_blocked(now);
                 }
             }
-            return;
+            return true;
         }
         // Within this loop only the per-path queues change, so a view is
         // refreshed when its path takes a packet, not rebuilt for every path.
@@ -228,6 +251,7 @@ impl Connection {
             self.scheduler
                 .on_scheduled(now, &meta, &self.scratch.sched_out);
         }
+        false
     }
 
     /// Drops what the send queue's head has outlived (age limit, CoDel)
