@@ -10,13 +10,17 @@
 //! flow. Measured (docs/AGGREGATION.md, "Short bottleneck queues"): link
 //! queue p95 33 ms on both `equal` paths against a send-queue p95 of 4.5 ms.
 //!
-//! Rule: with `bw` the largest delivery rate (packets per second) sampled
-//! over the last 5–10 min-RTTs, at least 0.5–1 s, and `target` the
-//! tolerated standing queue,
+//! Rule: with `bw` the largest delivery rate (bytes per second) sampled
+//! over the last 5–10 min-RTTs, at least 0.5–1 s, `target` the tolerated
+//! standing queue, `mss` a full-sized packet and `mean` the mean size of
+//! the packets in flight,
 //!
 //! ```text
-//! usable window = min(cwnd, ceil(bw × (min_rtt + target)) + HEADROOM)
+//! usable window = min(cwnd, ceil((bw × (min_rtt + target) + HEADROOM × mss) / mean))
 //! ```
+//!
+//! in packets: the link drains bytes, so a stream of small datagrams
+//! beside a bulk flow does not inflate the bound ([`DelayBound::bound_pkts`]).
 //!
 //! — the in-flight bound of BBR (draft-ietf-ccwg-bbr-02 §4.6.4.2, inflight
 //! = bw × min_rtt × gain, with a max-filtered bw, §4.5.2.3) with the gain
@@ -382,10 +386,16 @@ mod tests {
         assert_eq!(b.bound_pkts(at(0), Some(ms(20)), 2, FULL), None);
         b.on_rate_sample(at(0), 1.0 * MSS, ms(20), false);
         assert_eq!(b.bound_pkts(at(1), None, 2, FULL), None);
-        assert_eq!(b.bound_pkts(at(1), Some(ms(20)), 2, FULL), Some(MIN_BOUND_PKTS));
+        assert_eq!(
+            b.bound_pkts(at(1), Some(ms(20)), 2, FULL),
+            Some(MIN_BOUND_PKTS)
+        );
         b.on_rate_sample(at(2), f64::NAN, ms(20), false);
         b.on_rate_sample(at(2), f64::INFINITY, ms(20), false);
-        assert_eq!(b.bound_pkts(at(3), Some(ms(20)), 2, FULL), Some(MIN_BOUND_PKTS));
+        assert_eq!(
+            b.bound_pkts(at(3), Some(ms(20)), 2, FULL),
+            Some(MIN_BOUND_PKTS)
+        );
     }
 
     #[test]
