@@ -296,6 +296,18 @@ mod tests {
             .find(|x| x["figure"].as_str().unwrap().contains("lost inside"))
             .unwrap();
         assert_eq!(lost_inside["met"], false);
+        // Nor does a run offered 1 Gbit/s (`MPDCCP_BENCH_UDP_MBPS`), all sent.
+        let mut lower = report.clone();
+        lower["tunnel_two_paths"]["udp_offered_mbps"] = json!(1000);
+        lower["tunnel_two_paths"]["udp_sent_mbps"] = json!(1000.0);
+        let g3 = judge(&lower);
+        let lower_inside = g3
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["figure"].as_str().unwrap().contains("lost inside"))
+            .unwrap();
+        assert_eq!(lower_inside["met"], false);
         let p99 = by("added RTT at light load")["value"].as_f64().unwrap();
         assert!((p99 - 40.0).abs() < 1e-6, "{p99}");
         assert_eq!(by("added RTT under")["met"], true);
