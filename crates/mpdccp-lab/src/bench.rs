@@ -387,6 +387,19 @@ fn wakeup_floor_us() -> Value {
 /// 1200-byte datagrams at 2 Gbit/s with < 1 % loss).
 const UDP_OFFERED_MBPS: u32 = 2000;
 
+/// The UDP rate of this run: `MPDCCP_BENCH_UDP_MBPS` (e.g. 1000, the
+/// protected-mode goal's rate) or [`UDP_OFFERED_MBPS`].
+fn udp_offered_mbps() -> anyhow::Result<u32> {
+    match std::env::var("MPDCCP_BENCH_UDP_MBPS") {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&m: &u32| m > 0)
+            .ok_or_else(|| anyhow::anyhow!("MPDCCP_BENCH_UDP_MBPS={v}: want Mbit/s > 0")),
+        Err(_) => Ok(UDP_OFFERED_MBPS),
+    }
+}
+
 /// iperf3's socket buffers in the UDP runs (`-w`).
 const UDP_SOCKET_BUFFER: &str = "4M";
 
@@ -535,7 +548,8 @@ fn cpu_sum(v: &[(f64, f64)]) -> f64 {
 /// The `udp_*` figures of [`measure`]: offered UDP to `dst`, where it was
 /// lost, and the CPU of the processes `pids` meanwhile.
 fn measure_udp(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::Result<Value> {
-    let rate = format!("{UDP_OFFERED_MBPS}M");
+    let offered = udp_offered_mbps()?;
+    let rate = format!("{offered}M");
     // Where UDP is lost: the client TUN's own queue (the kernel drops when
     // the daemon does not read fast enough) is counted apart from the
     // daemons' counters; the daemons' CPU tells whether they were the limit.
@@ -577,7 +591,7 @@ fn measure_udp(t: &mut Topology, dst: &str, secs: u32, pids: &[u32]) -> anyhow::
     let udp_loss = udp_lost_percent(&udp).unwrap_or(0.0);
     let udp_mbps = received_mbps(&udp);
     Ok(json!({
-        "udp_offered_mbps": UDP_OFFERED_MBPS,
+        "udp_offered_mbps": offered,
         "udp_received_mbps": udp_mbps,
         "udp_loss_percent": udp_loss,
         "udp_sent_datagrams": udp["end"]["sum"]["packets"],

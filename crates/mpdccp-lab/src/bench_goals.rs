@@ -62,10 +62,11 @@ impl Figures {
             udp_in_tunnel: f(&t["udp_lost_in_tunnel_percent"]),
             // The UDP goals hold at 2 Gbit/s offered: a run whose iperf3
             // could not send 95 % of that (CPU) does not meet them,
-            // whatever its loss.
+            // whatever its loss; nor does a run offered less
+            // (`MPDCCP_BENCH_UDP_MBPS`).
             udp_sent_enough: f(&t["udp_sent_mbps"])
                 .zip(f(&t["udp_offered_mbps"]))
-                .map(|(s, o)| s >= 0.95 * o),
+                .map(|(s, o)| s >= 0.95 * o && o >= 2000.0),
             // Added RTT: the tunnel's percentile minus the direct path's,
             // each from its own run (the direct path's own queue is not the
             // tunnel's doing).
@@ -295,6 +296,18 @@ mod tests {
             .find(|x| x["figure"].as_str().unwrap().contains("lost inside"))
             .unwrap();
         assert_eq!(lost_inside["met"], false);
+        // Nor does a run offered 1 Gbit/s (`MPDCCP_BENCH_UDP_MBPS`), all sent.
+        let mut lower = report.clone();
+        lower["tunnel_two_paths"]["udp_offered_mbps"] = json!(1000);
+        lower["tunnel_two_paths"]["udp_sent_mbps"] = json!(1000.0);
+        let g3 = judge(&lower);
+        let lower_inside = g3
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["figure"].as_str().unwrap().contains("lost inside"))
+            .unwrap();
+        assert_eq!(lower_inside["met"], false);
         let p99 = by("added RTT at light load")["value"].as_f64().unwrap();
         assert!((p99 - 40.0).abs() < 1e-6, "{p99}");
         assert_eq!(by("added RTT under")["met"], true);
