@@ -404,16 +404,16 @@ mod tests {
         // next round's sample is bound / min_rtt, 1.25× the last estimate.
         let mut b = DelayBound::new(Duration::ZERO, false);
         let rtt = ms(20);
-        let mut rate = 100.0; // pkts/s, far below capacity
+        let mut rate = 100.0 * MSS; // bytes/s, far below capacity
         let mut t = 0;
         for _ in 0..10 {
             b.on_rate_sample(at(t), rate, rtt, false);
-            let bound = b.bound_pkts(at(t), Some(rtt), 2).unwrap();
-            rate = f64::from(bound) / rtt.as_secs_f64();
+            let bound = b.bound_pkts(at(t), Some(rtt), 2, FULL).unwrap();
+            rate = f64::from(bound) * MSS / rtt.as_secs_f64();
             t += 20;
         }
         // 100 × 1.25^10 ≈ 931 pkt/s at least (plus the headroom's gain).
-        assert!(rate > 931.0, "{rate}");
+        assert!(rate > 931.0 * MSS, "{rate}");
     }
 
     #[test]
