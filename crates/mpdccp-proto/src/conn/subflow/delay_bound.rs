@@ -437,8 +437,8 @@ mod size_tests {
     /// Mixed sizes: the bound is bytes (`bw × (min_rtt + target)` plus
     /// three full-sized packets) in packets of the mean size in flight.
     /// A 5 Mbit/s path (625 000 B/s), min RTT 20 ms, target 5 ms: 15 625
-    /// + 4 200 bytes. All full-sized: 14.2 → 15 packets; half of them
-    /// 228-byte real-time datagrams (mean 814 B): 24.4 → 25.
+    /// bytes and 4 200 of headroom. All full-sized: 14.2 → 15 packets;
+    /// half of them 228-byte real-time datagrams (mean 814 B): 24.4 → 25.
     #[test]
     fn the_bound_is_bytes_in_packets_of_the_mean_size() {
         let t = Instant::ZERO;
