@@ -9,16 +9,17 @@ use std::time::Duration;
 
 use mpdccp_lab::netns::{self, spawn_in_netns, veth_pair, Netns};
 use mpdccp_net::raw::RawDccpSocket;
-use mpdccp_proto::wire::{DccpKind, DccpRepr, Packet};
+use mpdccp_proto::wire::{DccpKind, DccpRepr, Header, Packet};
 
 fn request(seq: u64) -> DccpRepr {
-    DccpRepr {
+    let header = Header {
         src_port: 40001,
         dst_port: 1337,
         seq,
         kind: DccpKind::Request { service_code: 42 },
-        ..Default::default()
-    }
+        ..Header::default()
+    };
+    DccpRepr::new(header, Vec::new())
 }
 
 fn bytes(r: &DccpRepr, payload: &[u8]) -> Vec<u8> {
@@ -39,15 +40,18 @@ fn exchange(a: &Netns, b: &Netns, addr_a: IpAddr, addr_b: IpAddr) {
         let d = s.recv(&mut buf)?;
         assert_eq!((d.src, d.dst), (addr_b, addr_a));
         let (req, hl) = DccpRepr::parse(&buf[d.start..d.end], Some((d.src, d.dst)))?;
-        assert_eq!(req.kind, DccpKind::Request { service_code: 42 });
+        assert_eq!(req.header.kind, DccpKind::Request { service_code: 42 });
         assert_eq!(&buf[d.start + hl..d.end], b"hello");
         let resp = DccpRepr {
-            src_port: 1337,
-            dst_port: req.src_port,
-            seq: 900,
-            kind: DccpKind::Response {
-                ack: req.seq,
-                service_code: 42,
+            header: Header {
+                src_port: 1337,
+                dst_port: req.header.src_port,
+                seq: 900,
+                kind: DccpKind::Response {
+                    ack: req.header.seq,
+                    service_code: 42,
+                },
+                ..Header::default()
             },
             ..Default::default()
         };
@@ -72,7 +76,7 @@ fn exchange(a: &Netns, b: &Netns, addr_a: IpAddr, addr_b: IpAddr) {
         let mut buf = [0u8; 2048];
         let d = c.recv(&mut buf)?;
         let (resp, _) = DccpRepr::parse(&buf[d.start..d.end], Some((d.src, d.dst)))?;
-        Ok(resp.kind)
+        Ok(resp.header.kind)
     });
     let kind = client.join().expect("client thread").expect("client");
     assert_eq!(

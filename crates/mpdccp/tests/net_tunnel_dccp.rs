@@ -25,7 +25,7 @@ use mpdccp_net::daemon::config::Transport;
 use mpdccp_net::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES, UDP_HEADER_BYTES};
 use mpdccp_net::raw::RawDccpSocket;
 use mpdccp_proto::sched::SchedulerKind;
-use mpdccp_proto::wire::{DccpKind, DccpRepr, Packet};
+use mpdccp_proto::wire::{DccpKind, DccpRepr, Header, Packet};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -147,10 +147,13 @@ fn tunnel_over_native_dccp_on_two_paths() {
     spawn_in_netns(t.client.name(), move || {
         let sock = RawDccpSocket::bind(from.into())?;
         let req = DccpRepr {
-            src_port: 0,
-            dst_port: 0,
-            seq: 1,
-            kind: DccpKind::Request { service_code: 0 },
+            header: Header {
+                src_port: 0,
+                dst_port: 0,
+                seq: 1,
+                kind: DccpKind::Request { service_code: 0 },
+                ..Header::default()
+            },
             ..Default::default()
         };
         let mut b = vec![0u8; req.buffer_len(0)];

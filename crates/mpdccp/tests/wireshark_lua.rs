@@ -16,8 +16,8 @@ use std::process::Command;
 use mpdccp_proto::wire::mp::KeyType;
 use mpdccp_proto::wire::pcap::PcapWriter;
 use mpdccp_proto::wire::{
-    checksum, udccp, udp_encap, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpKey,
-    MpOption, ResetCode, RttType,
+    checksum, udccp, udp_encap, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, Header,
+    MpKey, MpOption, ResetCode, RttType,
 };
 use mpdccp_proto::Instant;
 
@@ -212,10 +212,10 @@ fn expect_packet(dccp: &[u8], encap: &str) -> Vec<String> {
     let (repr, _) = DccpRepr::parse(dccp, None).expect("our own packet parses");
     let mut e = Expect::new();
     e.push("mpdccp.type", repr.packet_type() as u8);
-    e.push("mpdccp.seq", repr.seq);
-    e.push("mpdccp.srcport", repr.src_port);
+    e.push("mpdccp.seq", repr.header.seq);
+    e.push("mpdccp.srcport", repr.header.src_port);
     e.push("mpdccp.encap", encap);
-    if let DccpKind::Reset { code, .. } = repr.kind {
+    if let DccpKind::Reset { code, .. } = repr.header.kind {
         e.push("mpdccp.reset_code", code.to_u8());
     }
     for o in &repr.options {
@@ -361,15 +361,21 @@ fn lua_dissector_decodes_the_demo_capture_of_each_transport() {
 /// Every sub-option and field, hand-built with our encoder.
 fn all_suboption_packets() -> Vec<DccpRepr> {
     let base = DccpRepr {
-        src_port: 40_001,
-        dst_port: 5_001,
-        seq: 0x0000_8765_4321,
+        header: Header {
+            src_port: 40_001,
+            dst_port: 5_001,
+            seq: 0x0000_8765_4321,
+            ..Header::default()
+        },
         ..DccpRepr::default()
     };
     let v4 = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 23));
     let v6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 7, 0, 0, 0, 0, 0x42));
     let with = |kind: DccpKind, options: Vec<DccpOption>| DccpRepr {
-        kind,
+        header: Header {
+            kind,
+            ..base.header
+        },
         options,
         ..base.clone()
     };

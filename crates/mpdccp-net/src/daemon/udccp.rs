@@ -140,14 +140,17 @@ pub fn bind_listener(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpdccp_proto::wire::{DccpKind, DccpRepr};
+    use mpdccp_proto::wire::{DccpKind, DccpRepr, Header};
 
     fn packet(seq: u64, payload: usize) -> Vec<u8> {
         let r = DccpRepr {
-            src_port: 1,
-            dst_port: 2,
-            seq,
-            kind: DccpKind::DataAck { ack: 7 },
+            header: Header {
+                src_port: 1,
+                dst_port: 2,
+                seq,
+                kind: DccpKind::DataAck { ack: 7 },
+                ..Header::default()
+            },
             ..Default::default()
         };
         let mut b = vec![0u8; r.buffer_len(payload)];

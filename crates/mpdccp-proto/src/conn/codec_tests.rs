@@ -32,7 +32,7 @@ fn segment_and_dccp_repr_write_the_same_bytes() {
             options: vec![s.feats()[0].to_option()],
             ..DccpRepr::parse(&fast[..n.unwrap()], None).unwrap().0
         };
-        assert_eq!(repr.header(), s.header(), "{ptype:?}");
+        assert_eq!(repr.header, s.header(), "{ptype:?}");
         let mut slow = vec![0x55; 64];
         let m = repr.emit(&mut slow, s.payload, Some(v4())).unwrap();
         assert_eq!(fast[..n.unwrap()], slow[..m], "{ptype:?}");

@@ -108,11 +108,31 @@ impl<'b> PacketBuilder<'b> {
 pub struct Header {
     pub src_port: u16,
     pub dst_port: u16,
+    /// Sequence number: 48 bits, or 24 bits when `short_seq`.
     pub seq: u64,
     pub kind: DccpKind,
+    /// CCVal (§5.1), 4 bits, used by the half-connection's CCID.
     pub ccval: u8,
+    /// Checksum Coverage (§9.2), 4 bits: 0 = whole packet, n = header plus
+    /// the first (n-1)*4 payload bytes.
     pub cscov: u8,
+    /// X=0: 24-bit sequence and acknowledgement numbers (§5.1).
     pub short_seq: bool,
+}
+
+/// A Data packet from port 0 to port 0, sequence 0, 48-bit numbers.
+impl Default for Header {
+    fn default() -> Self {
+        Header {
+            src_port: 0,
+            dst_port: 0,
+            seq: 0,
+            kind: DccpKind::Data,
+            ccval: 0,
+            cscov: 0,
+            short_seq: false,
+        }
+    }
 }
 
 impl Header {

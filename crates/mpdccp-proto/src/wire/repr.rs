@@ -8,8 +8,8 @@ use super::builder::{Finish, Header, PacketBuilder};
 use super::option::{self, DccpOption};
 use super::packet::generic_len;
 use super::{
-    checksum, DccpKind, IpPair, MpOption, Packet, PacketType, WireError, WireProfile,
-    MAX_HEADER_LEN, SEQ_MASK,
+    checksum, IpPair, MpOption, Packet, PacketType, WireError, WireProfile, MAX_HEADER_LEN,
+    SEQ_MASK,
 };
 
 /// The owned, validated form of a DCCP header and its options.
@@ -19,19 +19,9 @@ use super::{
 /// separate slice so the caller can build packets without copying twice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DccpRepr {
-    pub src_port: u16,
-    pub dst_port: u16,
-    /// Sequence number: 48 bits, or 24 bits when `short_seq`.
-    pub seq: u64,
-    pub kind: DccpKind,
-    /// CCVal (§5.1), 4 bits, used by the half-connection's CCID.
-    pub ccval: u8,
-    /// Checksum Coverage (§9.2), 4 bits: 0 = whole packet, n = header plus
-    /// the first (n-1)*4 payload bytes.
-    pub cscov: u8,
-    /// X=0: 24-bit sequence and acknowledgement numbers (§5.1). Parsed on
-    /// every type; emit allows it only for Data, Ack and DataAck.
-    pub short_seq: bool,
+    /// Generic header and sub-header (§5.1–§5.6). X=0 (`short_seq`) is
+    /// parsed on every type; emit allows it only for Data, Ack and DataAck.
+    pub header: Header,
     /// Options in wire order (Padding dropped on parse; see [`option`]).
     pub options: Vec<DccpOption>,
     /// The layout option 46 is read and written in: RFC 9897 by default,
@@ -41,27 +31,26 @@ pub struct DccpRepr {
 
 impl Default for DccpRepr {
     fn default() -> Self {
-        DccpRepr {
-            src_port: 0,
-            dst_port: 0,
-            seq: 0,
-            kind: DccpKind::Data,
-            ccval: 0,
-            cscov: 0,
-            short_seq: false,
-            options: Vec::new(),
-            profile: WireProfile::Rfc9897,
-        }
+        DccpRepr::new(Header::default(), Vec::new())
     }
 }
 
 impl DccpRepr {
+    /// A Repr with option 46 in the RFC 9897 layout.
+    pub fn new(header: Header, options: Vec<DccpOption>) -> Self {
+        DccpRepr {
+            header,
+            options,
+            profile: WireProfile::Rfc9897,
+        }
+    }
+
     pub fn packet_type(&self) -> PacketType {
-        self.kind.packet_type()
+        self.header.kind.packet_type()
     }
 
     pub fn ack(&self) -> Option<u64> {
-        self.kind.ack()
+        self.header.kind.ack()
     }
 
     /// The first MP_SEQ among the options.
@@ -128,7 +117,7 @@ impl DccpRepr {
         let ty = p.packet_type();
         let kind = p.kind();
         let options = option::parse_options(p.options_area(), ty, options_ignored, profile)?;
-        Ok(DccpRepr {
+        let header = Header {
             src_port: p.src_port(),
             dst_port: p.dst_port(),
             seq: p.seq(),
@@ -136,6 +125,9 @@ impl DccpRepr {
             ccval: p.ccval(),
             cscov: p.cscov(),
             short_seq: p.short_seq(),
+        };
+        Ok(DccpRepr {
+            header,
             options,
             profile,
         })
@@ -143,8 +135,8 @@ impl DccpRepr {
 
     /// Header length in bytes (generic header, sub-header, padded options).
     pub fn header_len(&self) -> usize {
-        generic_len(self.short_seq)
-            + self.packet_type().subheader_len(self.short_seq)
+        generic_len(self.header.short_seq)
+            + self.packet_type().subheader_len(self.header.short_seq)
             + option::options_len(&self.options, self.profile)
     }
 
@@ -156,38 +148,25 @@ impl DccpRepr {
     /// Check the Repr can be encoded: field widths, X=0 only on
     /// Data/Ack/DataAck, header ≤ 1020 bytes.
     pub fn validate(&self) -> Result<(), WireError> {
-        let seq_max = if self.short_seq {
+        let seq_max = if self.header.short_seq {
             (1 << 24) - 1
         } else {
             SEQ_MASK
         };
-        if self.seq > seq_max
+        if self.header.seq > seq_max
             || self.ack().is_some_and(|a| a > seq_max)
-            || self.ccval > 15
-            || self.cscov > 15
+            || self.header.ccval > 15
+            || self.header.cscov > 15
         {
             return Err(WireError::FieldOutOfRange);
         }
-        if self.short_seq && !self.packet_type().allows_short_seq() {
+        if self.header.short_seq && !self.packet_type().allows_short_seq() {
             return Err(WireError::ShortSeqNotAllowed);
         }
         if self.header_len() > MAX_HEADER_LEN {
             return Err(WireError::OptionsTooLong);
         }
         Ok(())
-    }
-
-    /// The fixed part of the header, for [`PacketBuilder::finish`].
-    pub fn header(&self) -> Header {
-        Header {
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-            seq: self.seq,
-            kind: self.kind,
-            ccval: self.ccval,
-            cscov: self.cscov,
-            short_seq: self.short_seq,
-        }
     }
 
     /// Write header, options and `payload` into `buf` (which must hold
@@ -203,11 +182,12 @@ impl DccpRepr {
         let hl = self.header_len();
         let total = hl + payload.len();
         let out = buf.get_mut(..total).ok_or(WireError::BufferTooSmall)?;
-        checksum::coverage_len(hl, total, self.cscov)?;
-        let mut b = PacketBuilder::new(out, self.packet_type(), self.short_seq, self.profile);
+        checksum::coverage_len(hl, total, self.header.cscov)?;
+        let mut b =
+            PacketBuilder::new(out, self.packet_type(), self.header.short_seq, self.profile);
         for o in &self.options {
             b.option(o)?;
         }
-        b.finish(&self.header(), payload, Finish::Plain { addrs })
+        b.finish(&self.header, payload, Finish::Plain { addrs })
     }
 }

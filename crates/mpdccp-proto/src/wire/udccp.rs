@@ -179,7 +179,7 @@ fn restore(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{DccpKind, DccpRepr};
+    use crate::wire::{DccpKind, DccpRepr, Header};
     use std::net::{IpAddr, Ipv4Addr};
 
     fn addrs() -> IpPair {
@@ -191,12 +191,15 @@ mod tests {
 
     fn data_ack(ccval: u8) -> Vec<u8> {
         let r = DccpRepr {
-            src_port: 40_000,
-            dst_port: 6_774,
-            seq: 0x0123_4567_89ab,
-            ccval,
-            kind: DccpKind::DataAck {
-                ack: 0x0000_0000_0102,
+            header: Header {
+                src_port: 40_000,
+                dst_port: 6_774,
+                seq: 0x0123_4567_89ab,
+                ccval,
+                kind: DccpKind::DataAck {
+                    ack: 0x0000_0000_0102,
+                },
+                ..Header::default()
             },
             ..Default::default()
         };
@@ -245,9 +248,12 @@ mod tests {
     #[test]
     fn short_sequence_numbers_are_not_converted() {
         let r = DccpRepr {
-            short_seq: true,
-            seq: 5,
-            kind: DccpKind::Data,
+            header: Header {
+                short_seq: true,
+                seq: 5,
+                kind: DccpKind::Data,
+                ..Header::default()
+            },
             ..Default::default()
         };
         let mut b = vec![0u8; r.buffer_len(0)];

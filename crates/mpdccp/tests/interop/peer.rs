@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use mpdccp_net::raw::RawDccpSocket;
-use mpdccp_proto::wire::{DccpKind, DccpRepr, MpOption, Packet, PacketType, WireProfile};
+use mpdccp_proto::wire::{DccpKind, DccpRepr, Header, MpOption, Packet, PacketType, WireProfile};
 
 /// Option kinds (RFC 4340 §5.8).
 const CHANGE_L: u8 = 32;
@@ -177,10 +177,13 @@ impl Subflow {
             opts.push(0); // Padding (§5.8.1)
         }
         let repr = DccpRepr {
-            src_port: self.local_port,
-            dst_port: self.peer_port,
-            seq: self.gss,
-            kind,
+            header: Header {
+                src_port: self.local_port,
+                dst_port: self.peer_port,
+                seq: self.gss,
+                kind,
+                ..Header::default()
+            },
             ..Default::default()
         };
         let fixed = repr.header_len();

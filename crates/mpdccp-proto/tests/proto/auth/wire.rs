@@ -15,7 +15,7 @@ use mpdccp_proto::auth::handshake::{INIT_LEN, UNBOUND};
 use mpdccp_proto::auth::Initiator;
 use mpdccp_proto::wire::mp::{KeyType, MpKey, MpOption};
 use mpdccp_proto::wire::option::DccpOption;
-use mpdccp_proto::wire::{DccpKind, DccpRepr, ResetCode};
+use mpdccp_proto::wire::{DccpKind, DccpRepr, Header, ResetCode};
 use mpdccp_proto::Instant;
 use rand::SeedableRng;
 
@@ -27,14 +27,14 @@ fn roundtrip(repr: &DccpRepr) -> (DccpRepr, usize) {
 }
 
 fn packet(kind: DccpKind, mp: Vec<MpOption>) -> DccpRepr {
-    DccpRepr {
+    let header = Header {
         src_port: 5000,
         dst_port: 6773,
         seq: 77,
         kind,
-        options: mp.into_iter().map(DccpOption::Multipath).collect(),
-        ..DccpRepr::default()
-    }
+        ..Header::default()
+    };
+    DccpRepr::new(header, mp.into_iter().map(DccpOption::Multipath).collect())
 }
 
 /// MP_KEY key type 255 with the message's first 64 bytes, MP_EXP the rest.

@@ -11,7 +11,7 @@ use mpdccp_proto::auth::peers::{Peer, PeerLimits, PeerTable};
 use mpdccp_proto::auth::{keypair, InitiatorConfig, RateLimitConfig, Responder, ResponderConfig};
 use mpdccp_proto::conn::LifetimeConfig;
 use mpdccp_proto::wire::mp::{KeyType, MpKey};
-use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, FeatureNum, MpOption, ResetCode};
+use mpdccp_proto::wire::{DccpKind, DccpOption, DccpRepr, FeatureNum, Header, MpOption, ResetCode};
 use mpdccp_proto::{
     Connection, ConnectionConfig, Endpoint, EndpointConfig, Instant, PathConfig, PathId, Role,
 };
@@ -235,7 +235,12 @@ fn configured_peer_connects_with_derived_keys_and_key_type_255_only() {
         .wire
         .iter()
         .map(|(_, _, d)| parse(d))
-        .filter(|r| matches!(r.kind, DccpKind::Request { .. } | DccpKind::Response { .. }))
+        .filter(|r| {
+            matches!(
+                r.header.kind,
+                DccpKind::Request { .. } | DccpKind::Response { .. }
+            )
+        })
         .collect();
     assert_eq!(handshake.len(), 2);
     for r in &handshake {
@@ -299,7 +304,7 @@ fn under_load_a_cookie_round_trip_then_success() {
         .iter()
         .filter(|(c, _, _)| !c)
         .map(|(_, _, d)| parse(d))
-        .filter(|r| matches!(r.kind, DccpKind::Reset { .. }))
+        .filter(|r| matches!(r.header.kind, DccpKind::Reset { .. }))
         .collect();
     assert_eq!(resets.len(), 1);
     assert!(has_exp(&resets[0]));
@@ -327,7 +332,10 @@ fn sniffed_handshake_and_replayed_join_do_not_add_a_path() {
         .map(|(_, _, d)| d.clone())
         .take(2)
         .collect();
-    assert!(matches!(parse(&captured[0]).kind, DccpKind::Request { .. }));
+    assert!(matches!(
+        parse(&captured[0]).header.kind,
+        DccpKind::Request { .. }
+    ));
     let attacker: SocketAddr = "192.0.2.66:5555".parse().unwrap();
     let mut buf = [0u8; 2048];
     let now = w.now;
@@ -343,8 +351,10 @@ fn sniffed_handshake_and_replayed_join_do_not_add_a_path() {
     // The captured third packet, its numbers fixed up to fit this subflow
     // (the attacker sees the Response), its HMAC the victim's.
     let mut third = parse(&captured[1]);
-    third.seq = parse(&captured[0]).seq + 1;
-    third.kind = DccpKind::Ack { ack: response.seq };
+    third.header.seq = parse(&captured[0]).header.seq + 1;
+    third.header.kind = DccpKind::Ack {
+        ack: response.header.seq,
+    };
     let mut out = vec![0u8; third.buffer_len(0)];
     let n = third.emit(&mut out, &[], None).unwrap();
     w.ep.handle_datagram(now, attacker, &out[..n]);
@@ -409,7 +419,7 @@ fn open_mode_resets_are_rate_limited() {
     let t = c.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     // A Request turned into a Sync: a non-Request from an unknown remote.
     let mut r = parse(&buf[..t.size]);
-    r.kind = DccpKind::Sync { ack: 1 };
+    r.header.kind = DccpKind::Sync { ack: 1 };
     r.options.clear();
     let mut out = vec![0u8; r.buffer_len(0)];
     let n = r.emit(&mut out, &[], None).unwrap();
@@ -630,7 +640,7 @@ fn an_init_spent_first_by_an_attacker_opens_nothing_and_locks_no_one_out() {
     let (to, t) = w.ep.poll_transmit(now, &mut buf).expect("a Response");
     assert_eq!(to, attacker);
     let response = parse(&buf[..t.size]);
-    assert!(matches!(response.kind, DccpKind::Response { .. }));
+    assert!(matches!(response.header.kind, DccpKind::Response { .. }));
     let request = parse(&captured);
     for confirm in [None, Some(vec![4u8; 17])] {
         let mut options = Vec::new();
@@ -638,10 +648,15 @@ fn an_init_spent_first_by_an_attacker_opens_nothing_and_locks_no_one_out() {
             options.push(DccpOption::Multipath(MpOption::Exp(c)));
         }
         let ack = DccpRepr {
-            src_port: request.src_port,
-            dst_port: request.dst_port,
-            seq: request.seq + 1,
-            kind: DccpKind::Ack { ack: response.seq },
+            header: Header {
+                src_port: request.header.src_port,
+                dst_port: request.header.dst_port,
+                seq: request.header.seq + 1,
+                kind: DccpKind::Ack {
+                    ack: response.header.seq,
+                },
+                ..Header::default()
+            },
             options,
             ..DccpRepr::default()
         };
@@ -716,13 +731,16 @@ fn each_request_carries_a_new_init_and_a_late_response_still_counts() {
 fn forged_reset(w: &World, from: SocketAddr) -> Vec<u8> {
     let (r, ack) = last_client_packet(w, from);
     let reset = DccpRepr {
-        src_port: r.src_port,
-        dst_port: r.dst_port,
-        seq: r.seq + 1,
-        kind: DccpKind::Reset {
-            ack,
-            code: ResetCode::Closed,
-            data: [0; 3],
+        header: Header {
+            src_port: r.header.src_port,
+            dst_port: r.header.dst_port,
+            seq: r.header.seq + 1,
+            kind: DccpKind::Reset {
+                ack,
+                code: ResetCode::Closed,
+                data: [0; 3],
+            },
+            ..Header::default()
         },
         ..DccpRepr::default()
     };
@@ -837,7 +855,7 @@ fn last_client_packet(w: &World, from: SocketAddr) -> (DccpRepr, u64) {
         .find(|(c, f, _)| *c && *f == from)
         .expect("client traffic on the path");
     let r = parse(last);
-    let ack = match r.kind {
+    let ack = match r.header.kind {
         DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
         ref other => panic!("{other:?}"),
     };
@@ -849,10 +867,13 @@ fn last_client_packet(w: &World, from: SocketAddr) -> (DccpRepr, u64) {
 fn forged_ack(w: &World, from: SocketAddr, mp: Vec<MpOption>) -> Vec<u8> {
     let (r, ack) = last_client_packet(w, from);
     let forged = DccpRepr {
-        src_port: r.src_port,
-        dst_port: r.dst_port,
-        seq: r.seq + 1,
-        kind: DccpKind::Ack { ack },
+        header: Header {
+            src_port: r.header.src_port,
+            dst_port: r.header.dst_port,
+            seq: r.header.seq + 1,
+            kind: DccpKind::Ack { ack },
+            ..Header::default()
+        },
         options: mp.into_iter().map(DccpOption::Multipath).collect(),
         ..DccpRepr::default()
     };
@@ -942,10 +963,10 @@ fn mp_prio_is_authenticated_in_the_authenticated_mode() {
     // 1's subflow, so path 0 keeps its priority.
     let (r0, ack0) = last_client_packet(&w, addr(0, 0));
     let replay = rewrap(&genuine, |r| {
-        r.src_port = r0.src_port;
-        r.dst_port = r0.dst_port;
-        r.seq = r0.seq + 1;
-        r.kind = DccpKind::Ack { ack: ack0 };
+        r.header.src_port = r0.header.src_port;
+        r.header.dst_port = r0.header.dst_port;
+        r.header.seq = r0.header.seq + 1;
+        r.header.kind = DccpKind::Ack { ack: ack0 };
     });
     let now = w.now;
     w.ep.handle_datagram(now, addr(0, 0), &replay);

@@ -193,7 +193,7 @@ impl World {
             .find(|(p, _)| *p == path)
             .expect("client traffic on the path");
         let r = DccpRepr::parse(last, None).expect("a packet").0;
-        let ack = match r.kind {
+        let ack = match r.header.kind {
             DccpKind::Ack { ack }
             | DccpKind::DataAck { ack }
             | DccpKind::Sync { ack }
@@ -224,13 +224,13 @@ impl World {
             .find(|(p, _)| *p == path)
             .expect("server traffic on the path");
         let (mut r, _) = DccpRepr::parse(last, None).expect("a packet");
-        let ack = match r.kind {
+        let ack = match r.header.kind {
             DccpKind::Ack { ack } | DccpKind::DataAck { ack } => ack,
             ref other => panic!("{other:?}"),
         };
         r.options.clear();
-        r.seq += 1;
-        r.kind = kind(ack);
+        r.header.seq += 1;
+        r.header.kind = kind(ack);
         let mut out = vec![0u8; r.buffer_len(0)];
         let n = r.emit(&mut out, &[], None).unwrap();
         let now = self.now;
@@ -240,8 +240,8 @@ impl World {
     /// The on-path forger's Reset closes the server's half of path 1.
     fn close_server_half(&mut self) {
         self.forge(1, |r, ack| {
-            r.seq += 1;
-            r.kind = DccpKind::Reset {
+            r.header.seq += 1;
+            r.header.kind = DccpKind::Reset {
                 ack,
                 code: ResetCode::Closed,
                 data: [0; 3],
@@ -255,8 +255,8 @@ impl World {
     /// A mutated copy on path 1: numbers the client never used.
     fn stray(&mut self, k: u64) {
         self.forge(1, |r, ack| {
-            r.seq += 40 + k % 7;
-            r.kind = DccpKind::Ack { ack: ack + 60 };
+            r.header.seq += 40 + k % 7;
+            r.header.kind = DccpKind::Ack { ack: ack + 60 };
         });
     }
 
@@ -451,8 +451,8 @@ fn a_reset_no_connection_makes_the_client_probe_its_other_subflows() {
     let mut w = World::new();
     for path in 0..2 {
         w.forge(path, |r, ack| {
-            r.seq += 1;
-            r.kind = DccpKind::Reset {
+            r.header.seq += 1;
+            r.header.kind = DccpKind::Reset {
                 ack,
                 code: ResetCode::Closed,
                 data: [0; 3],

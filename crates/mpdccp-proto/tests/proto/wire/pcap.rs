@@ -9,8 +9,8 @@ use std::process::Command;
 
 use mpdccp_proto::wire::pcap::PcapWriter;
 use mpdccp_proto::wire::{
-    AckState, AckVectorBuilder, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, MpKey,
-    MpOption, ResetCode,
+    AckState, AckVectorBuilder, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, Header,
+    MpKey, MpOption, ResetCode,
 };
 use mpdccp_proto::Instant;
 
@@ -22,23 +22,38 @@ fn tshark_available() -> bool {
 }
 
 fn packets() -> Vec<(DccpRepr, Vec<u8>)> {
-    let base = DccpRepr {
+    let base = Header {
         src_port: 40_000,
         dst_port: 5_001,
         seq: 0x0000_1234_5678,
-        ..DccpRepr::default()
+        ..Header::default()
     };
+    let packet = |kind, options| DccpRepr::new(Header { kind, ..base }, options);
     let mut av = AckVectorBuilder::new(16);
     av.push_run(AckState::Received, 5);
     av.push_run(AckState::NotReceived, 2);
     av.push_run(AckState::Received, 70);
+    let response = Header {
+        src_port: 5_001,
+        dst_port: 40_000,
+        kind: DccpKind::Response {
+            ack: 0x1234_5678,
+            service_code: 0x4d50_4443,
+        },
+        ..base
+    };
+    let partly_covered = Header {
+        kind: DccpKind::Data,
+        cscov: 1,
+        ..base
+    };
     vec![
         (
-            DccpRepr {
-                kind: DccpKind::Request {
+            packet(
+                DccpKind::Request {
                     service_code: 0x4d50_4443,
                 },
-                options: vec![
+                vec![
                     DccpOption::ChangeR {
                         feature: FeatureNum::MultipathCapable,
                         value: FeatureValue::ServerPriority(vec![0]),
@@ -52,92 +67,51 @@ fn packets() -> Vec<(DccpRepr, Vec<u8>)> {
                         keys: vec![MpKey::plain(0x0102_0304_0506_0708)],
                     }),
                 ],
-                ..base.clone()
-            },
+            ),
             vec![],
         ),
         (
-            DccpRepr {
-                src_port: 5_001,
-                dst_port: 40_000,
-                kind: DccpKind::Response {
-                    ack: 0x1234_5678,
-                    service_code: 0x4d50_4443,
-                },
-                options: vec![DccpOption::ConfirmL {
+            DccpRepr::new(
+                response,
+                vec![DccpOption::ConfirmL {
                     feature: FeatureNum::MultipathCapable,
                     value: FeatureValue::ServerPriority(vec![0, 0]),
                 }],
-                ..base.clone()
-            },
+            ),
             vec![],
         ),
         (
-            DccpRepr {
-                kind: DccpKind::Ack { ack: 77 },
-                options: vec![DccpOption::AckVector(av.finish(0))],
-                ..base.clone()
-            },
+            packet(
+                DccpKind::Ack { ack: 77 },
+                vec![DccpOption::AckVector(av.finish(0))],
+            ),
             vec![],
         ),
         (
-            DccpRepr {
-                kind: DccpKind::DataAck { ack: 78 },
-                options: vec![DccpOption::Multipath(MpOption::Seq(0xabcd_ef01_2345))],
-                ..base.clone()
-            },
+            packet(
+                DccpKind::DataAck { ack: 78 },
+                vec![DccpOption::Multipath(MpOption::Seq(0xabcd_ef01_2345))],
+            ),
             vec![0x45; 100],
         ),
+        (DccpRepr::new(partly_covered, vec![]), vec![7; 33]),
+        (packet(DccpKind::CloseReq { ack: 5 }, vec![]), vec![]),
+        (packet(DccpKind::Close { ack: 6 }, vec![]), vec![]),
         (
-            DccpRepr {
-                kind: DccpKind::Data,
-                cscov: 1,
-                ..base.clone()
-            },
-            vec![7; 33],
-        ),
-        (
-            DccpRepr {
-                kind: DccpKind::CloseReq { ack: 5 },
-                ..base.clone()
-            },
-            vec![],
-        ),
-        (
-            DccpRepr {
-                kind: DccpKind::Close { ack: 6 },
-                ..base.clone()
-            },
-            vec![],
-        ),
-        (
-            DccpRepr {
-                kind: DccpKind::Reset {
+            packet(
+                DccpKind::Reset {
                     ack: 7,
                     code: ResetCode::MpFastClose,
                     data: [1, 2, 3],
                 },
-                options: vec![DccpOption::Multipath(MpOption::FastClose {
+                vec![DccpOption::Multipath(MpOption::FastClose {
                     key_data: vec![9; 8],
                 })],
-                ..base.clone()
-            },
+            ),
             vec![],
         ),
-        (
-            DccpRepr {
-                kind: DccpKind::Sync { ack: 8 },
-                ..base.clone()
-            },
-            vec![],
-        ),
-        (
-            DccpRepr {
-                kind: DccpKind::SyncAck { ack: 9 },
-                ..base.clone()
-            },
-            vec![],
-        ),
+        (packet(DccpKind::Sync { ack: 8 }, vec![]), vec![]),
+        (packet(DccpKind::SyncAck { ack: 9 }, vec![]), vec![]),
     ]
 }
 

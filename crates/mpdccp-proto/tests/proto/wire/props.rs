@@ -10,8 +10,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use mpdccp_proto::wire::mp::HMAC_LEN;
 use mpdccp_proto::wire::option::{ignored_on, parse_options};
 use mpdccp_proto::wire::{
-    udccp, udp_encap, AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, KeyType,
-    MpKey, MpOption, Packet, PacketType, ResetCode, RttType, WireError, WireProfile,
+    udccp, udp_encap, AckVector, DccpKind, DccpOption, DccpRepr, FeatureNum, FeatureValue, Header,
+    KeyType, MpKey, MpOption, Packet, PacketType, ResetCode, RttType, WireError, WireProfile,
     MAX_HEADER_LEN, SEQ_MASK,
 };
 use proptest::prelude::*;
@@ -214,7 +214,7 @@ prop_compose! {
         // Coverage must fit the packet (§9.2): 0 or 1..=1 + payload/4.
         let max_cov = (1 + payload.len() / 4).min(15) as u8;
         let cscov = cscov_seed % (max_cov + 1);
-        (DccpRepr { src_port: ports.0, dst_port: ports.1, seq, kind, ccval, cscov, short_seq, options, profile: WireProfile::Rfc9897 }, payload)
+        (DccpRepr { header: Header { src_port: ports.0, dst_port: ports.1, seq, kind, ccval, cscov, short_seq }, options, profile: WireProfile::Rfc9897 }, payload)
     }
 }
 
@@ -292,7 +292,7 @@ proptest! {
         prop_assert_eq!(p.mp_seq(), repr.mp_seq());
         prop_assert_eq!(p.ack_vector().map(|a| a.to_owned()), repr.ack_vector().cloned());
         prop_assert_eq!(p.ack(), repr.ack());
-        prop_assert_eq!(p.kind(), repr.kind);
+        prop_assert_eq!(p.kind(), repr.header.kind);
     }
 
     /// U-DCCP (draft-amend-…-01 §3.7/§3.8): DCCP → U-DCCP → DCCP gives the
@@ -304,7 +304,7 @@ proptest! {
         repr.emit(&mut buf, &payload, Some(addrs)).expect("emit");
         let mut u = buf.clone();
         let r = udccp::encode_in_place(&mut u, Some(addrs));
-        if repr.short_seq {
+        if repr.header.short_seq {
             prop_assert_eq!(r, Err(WireError::ShortSeqNotAllowed));
             return Ok(());
         }
@@ -313,13 +313,13 @@ proptest! {
         let mut back = vec![0u8; u.len()];
         prop_assert_eq!(udccp::decode(&u, &mut back, Some(addrs)), Ok(buf.len()));
         let (parsed, _) = DccpRepr::parse(&back, Some(addrs)).expect("restored parses");
-        prop_assert_eq!(&parsed, &DccpRepr { cscov: 0, ..repr.clone() });
-        if repr.cscov == 0 {
+        prop_assert_eq!(&parsed, &DccpRepr { header: Header { cscov: 0, ..repr.header }, ..repr.clone() });
+        if repr.header.cscov == 0 {
             prop_assert_eq!(&back, &buf);
         }
         // Any single corrupted byte is caught by the UDP checksum or the
         // Length check (never a panic, never a silently different packet).
-        let i = (repr.seq as usize) % u.len();
+        let i = (repr.header.seq as usize) % u.len();
         u[i] ^= 0x40;
         prop_assert!(udccp::decode(&u, &mut back, Some(addrs)).is_err());
     }

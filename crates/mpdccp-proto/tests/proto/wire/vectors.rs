@@ -8,8 +8,8 @@ use mpdccp_proto::wire::mp::HMAC_LEN;
 use mpdccp_proto::wire::option::parse_options;
 use mpdccp_proto::wire::{
     udp_encap, AckState, AckVector, AckVectorBuilder, DccpKind, DccpOption, DccpRepr, FeatureNum,
-    FeatureValue, KeyType, MpKey, MpOption, Packet, PacketType, ResetCode, RttType, WireError,
-    WireProfile, WireStats,
+    FeatureValue, Header, KeyType, MpKey, MpOption, Packet, PacketType, ResetCode, RttType,
+    WireError, WireProfile, WireStats,
 };
 
 const V4: (IpAddr, IpAddr) = (
@@ -49,10 +49,13 @@ fn request_bytes() -> Vec<u8> {
 #[test]
 fn request_layout_and_checksum_match_hand_computation() {
     let repr = DccpRepr {
-        src_port: 5000,
-        dst_port: 5001,
-        seq: 1,
-        kind: DccpKind::Request { service_code: 42 },
+        header: Header {
+            src_port: 5000,
+            dst_port: 5001,
+            seq: 1,
+            kind: DccpKind::Request { service_code: 42 },
+            ..Header::default()
+        },
         ..DccpRepr::default()
     };
     let mut buf = vec![0u8; repr.buffer_len(0)];
@@ -90,11 +93,14 @@ fn ipv6_checksum_matches_independent_sum() {
         IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2)),
     );
     let repr = DccpRepr {
-        src_port: 1,
-        dst_port: 2,
-        seq: 0xffff_ffff_ffff,
-        kind: DccpKind::DataAck {
-            ack: 0x8000_0000_0001,
+        header: Header {
+            src_port: 1,
+            dst_port: 2,
+            seq: 0xffff_ffff_ffff,
+            kind: DccpKind::DataAck {
+                ack: 0x8000_0000_0001,
+            },
+            ..Header::default()
         },
         ..DccpRepr::default()
     };
@@ -122,9 +128,9 @@ fn short_sequence_data_and_ack_parse() {
     ];
     let (r, hl) = DccpRepr::parse(&data, None).unwrap();
     assert_eq!(hl, 12);
-    assert!(r.short_seq);
-    assert_eq!(r.seq, 0x12_3456);
-    assert_eq!(r.kind, DccpKind::Data);
+    assert!(r.header.short_seq);
+    assert_eq!(r.header.seq, 0x12_3456);
+    assert_eq!(r.header.kind, DccpKind::Data);
     assert_eq!(&data[hl..], b"hi");
 
     // X=0 Ack: 4-byte ack sub-header, reserved 8 bits + 24-bit ack (§5.3).
@@ -132,8 +138,8 @@ fn short_sequence_data_and_ack_parse() {
         0, 1, 0, 2, 0x04, 0x00, 0, 0, 0x06, 0, 0, 9, 0x00, 0xab, 0xcd, 0xef,
     ];
     let (r, _) = DccpRepr::parse(&ack, None).unwrap();
-    assert_eq!(r.kind, DccpKind::Ack { ack: 0xab_cdef });
-    assert_eq!(r.seq, 9);
+    assert_eq!(r.header.kind, DccpKind::Ack { ack: 0xab_cdef });
+    assert_eq!(r.header.seq, 9);
 
     // Emitting X=0 round-trips for Data/Ack/DataAck.
     let mut buf = vec![0u8; r.buffer_len(0)];
@@ -151,7 +157,7 @@ fn reset_subheader_layout() {
     b[24..28].copy_from_slice(&[13, 1, 2, 3]);
     let (r, _) = DccpRepr::parse(&b, None).unwrap();
     assert_eq!(
-        r.kind,
+        r.header.kind,
         DccpKind::Reset {
             ack: 4,
             code: ResetCode::MpFastClose,
@@ -230,11 +236,12 @@ fn structural_rejections() {
 
 #[test]
 fn checksum_coverage_limits_what_is_protected() {
-    let repr = DccpRepr {
+    let header = Header {
         kind: DccpKind::Data,
         cscov: 2, // header + 4 payload bytes
-        ..DccpRepr::default()
+        ..Header::default()
     };
+    let repr = DccpRepr::new(header, Vec::new());
     let payload = [1u8; 12];
     let mut b = vec![0u8; repr.buffer_len(payload.len())];
     repr.emit(&mut b, &payload, Some(V4)).unwrap();
@@ -460,7 +467,10 @@ fn options_limit_is_enforced_on_emit() {
         data: vec![0; 253],
     };
     let mut repr = DccpRepr {
-        kind: DccpKind::Ack { ack: 1 },
+        header: Header {
+            kind: DccpKind::Ack { ack: 1 },
+            ..Header::default()
+        },
         options: vec![big.clone(); 3],
         ..DccpRepr::default()
     };
@@ -475,7 +485,10 @@ fn options_limit_is_enforced_on_emit() {
     );
     // Field ranges.
     let r = DccpRepr {
-        seq: 1 << 48,
+        header: Header {
+            seq: 1 << 48,
+            ..Header::default()
+        },
         ..DccpRepr::default()
     };
     assert_eq!(
@@ -483,8 +496,11 @@ fn options_limit_is_enforced_on_emit() {
         WireError::FieldOutOfRange
     );
     let r = DccpRepr {
-        kind: DccpKind::Sync { ack: 0 },
-        short_seq: true,
+        header: Header {
+            kind: DccpKind::Sync { ack: 0 },
+            short_seq: true,
+            ..Header::default()
+        },
         ..DccpRepr::default()
     };
     assert_eq!(
@@ -492,8 +508,11 @@ fn options_limit_is_enforced_on_emit() {
         WireError::ShortSeqNotAllowed
     );
     let r = DccpRepr {
-        short_seq: true,
-        seq: 1 << 24,
+        header: Header {
+            short_seq: true,
+            seq: 1 << 24,
+            ..Header::default()
+        },
         ..DccpRepr::default()
     };
     assert_eq!(
@@ -768,7 +787,10 @@ fn packet_view_reads_data_path_fields_without_repr() {
     let mut b = AckVectorBuilder::new(8);
     b.push_run(AckState::Received, 3);
     let repr = DccpRepr {
-        kind: DccpKind::DataAck { ack: 1000 },
+        header: Header {
+            kind: DccpKind::DataAck { ack: 1000 },
+            ..Header::default()
+        },
         options: vec![
             DccpOption::Timestamp(5),
             DccpOption::AckVector(b.finish(1)),
@@ -799,7 +821,10 @@ fn packet_view_reads_data_path_fields_without_repr() {
 #[test]
 fn udp_encapsulation_frames_and_checks() {
     let repr = DccpRepr {
-        kind: DccpKind::Data,
+        header: Header {
+            kind: DccpKind::Data,
+            ..Header::default()
+        },
         ..DccpRepr::default()
     };
     let payload = [9u8; 10];
