@@ -92,7 +92,7 @@ impl ResetCode {
 
 /// The packet type together with its type-specific sub-header fields
 /// (§5.2–§5.6). Acknowledgement numbers are 48-bit (or 24-bit when the
-/// header uses X=0; see [`super::DccpRepr::short_seq`]).
+/// header uses X=0; see [`super::Header::short_seq`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DccpKind {
     /// §5.2: Service Code names the application-level service.
