@@ -444,7 +444,7 @@ impl PerFlow {
     /// behind it wait as long. A real loss on the fast path is still found
     /// at once when the slower path delivers past it (fast loss).
     fn still_coming(&mut self, start: u64, now: Instant) -> bool {
-        let Some(g) = self.gaps.get(&start) else {
+        let Some(g) = self.gaps.get_mut(&start) else {
             return false;
         };
         let Some(last) = self.progress.behind_and_moving(g.end, g.since) else {
@@ -454,11 +454,9 @@ impl PerFlow {
         if deadline <= now {
             return false;
         }
+        g.deadline = deadline;
+        g.extended = true;
         let end = g.end;
-        if let Some(g) = self.gaps.get_mut(&start) {
-            g.deadline = deadline;
-            g.extended = true;
-        }
         self.stats.gaps_extended += 1;
         for k in &self.holding {
             if let Some(f) = self.flows.get_mut(k).filter(|f| !f.tcp) {

@@ -9,23 +9,38 @@ use super::{FastLoss, PathReceiveState};
 use crate::path::{PathId, PathState, PathView};
 use crate::time::Instant;
 
-/// The highest MP_SEQ each path delivered and when it last delivered
-/// anything, kept in `PathId` order.
+/// What one path delivered: its highest MP_SEQ and when it last
+/// delivered anything.
+#[derive(Clone, Copy, Debug)]
+struct PathMark {
+    path: PathId,
+    highest: u64,
+    last_at: Instant,
+}
+
+/// Every path's [`PathMark`], kept in `PathId` order.
 #[derive(Clone, Debug, Default)]
 pub(super) struct PathProgress {
-    highest: Vec<(PathId, u64, Instant)>,
+    marks: Vec<PathMark>,
 }
 
 impl PathProgress {
     /// Records that `path` delivered `seq` at `now`.
     pub(super) fn note(&mut self, path: PathId, seq: u64, now: Instant) {
-        match self.highest.binary_search_by_key(&path, |(p, _, _)| *p) {
+        match self.marks.binary_search_by_key(&path, |m| m.path) {
             Ok(i) => {
-                let e = &mut self.highest[i];
-                e.1 = e.1.max(seq);
-                e.2 = e.2.max(now);
+                let m = &mut self.marks[i];
+                m.highest = m.highest.max(seq);
+                m.last_at = m.last_at.max(now);
             }
-            Err(i) => self.highest.insert(i, (path, seq, now)),
+            Err(i) => self.marks.insert(
+                i,
+                PathMark {
+                    path,
+                    highest: seq,
+                    last_at: now,
+                },
+            ),
         }
     }
 
@@ -35,10 +50,10 @@ impl PathProgress {
     /// missing number can still be in flight behind that path's queue.
     /// `None` when no such path delivered since `since`.
     pub(super) fn behind_and_moving(&self, end: u64, since: Instant) -> Option<Instant> {
-        self.highest
+        self.marks
             .iter()
-            .filter(|(_, h, at)| h.saturating_add(1) < end && *at > since)
-            .map(|(_, _, at)| *at)
+            .filter(|m| m.highest.saturating_add(1) < end && m.last_at > since)
+            .map(|m| m.last_at)
             .max()
     }
 
@@ -47,15 +62,14 @@ impl PathProgress {
     /// interface does not grow the table without bound. Only past a slack,
     /// so callers passing a partial view lose nothing.
     pub(super) fn forget_gone(&mut self, paths: &[PathView]) {
-        if self.highest.len() > paths.len() + 16 {
-            self.highest
-                .retain(|(p, _, _)| paths.iter().any(|v| v.id == *p));
+        if self.marks.len() > paths.len() + 16 {
+            self.marks.retain(|m| paths.iter().any(|v| v.id == m.path));
         }
     }
 
     /// Highest MP_SEQ known delivered through `path` (own record and the
     /// connection's), and whether its DCCP sequence shows no hole. Lookups
-    /// are hinted: `cursor` walks `highest` (both in `PathId` order) and
+    /// are hinted: `cursor` walks `marks` (both in `PathId` order) and
     /// `hint` is where `path` probably is in `rx` (the connection lists
     /// paths in the same order in `paths` and `rx`).
     fn of(
@@ -65,17 +79,17 @@ impl PathProgress {
         hint: usize,
         cursor: &mut usize,
     ) -> (Option<u64>, bool) {
-        while self.highest.get(*cursor).is_some_and(|(p, _, _)| *p < path) {
+        while self.marks.get(*cursor).is_some_and(|m| m.path < path) {
             *cursor += 1;
         }
-        let own = match self.highest.get(*cursor) {
-            Some(&(p, h, _)) if p == path => Some(h),
+        let own = match self.marks.get(*cursor) {
+            Some(m) if m.path == path => Some(m.highest),
             // Not in PathId order after all: search.
             _ => self
-                .highest
+                .marks
                 .iter()
-                .find(|(p, _, _)| *p == path)
-                .map(|(_, h, _)| *h),
+                .find(|m| m.path == path)
+                .map(|m| m.highest),
         };
         let r = rx
             .get(hint)

@@ -116,13 +116,7 @@ impl Subflow {
             lost: false,
         });
         self.tx.pipe += 1;
-        self.tx.pipe_bytes += u64::from(bytes);
-        let m = self.tx.mean_sent_bytes;
-        self.tx.mean_sent_bytes = if m > 0.0 {
-            m + (f64::from(bytes) - m) / 16.0
-        } else {
-            f64::from(bytes)
-        };
+        self.tx.note_sent_bytes(bytes);
         if app_limited {
             self.tx.rate.on_app_limited(self.tx.pipe);
         }

@@ -540,16 +540,10 @@ impl Subflow {
         let min_rtt = self.tx.rtt.min_rtt();
         let active = self.active_paths;
         let full = f64::from(self.mss_bytes);
-        // The mean size of the packets in flight; of those sent lately
-        // when none is; a full one before any.
-        let mean = if self.tx.pipe > 0 {
-            self.tx.pipe_bytes as f64 / f64::from(self.tx.pipe)
-        } else if self.tx.mean_sent_bytes > 0.0 {
-            self.tx.mean_sent_bytes
-        } else {
-            full
+        let sizes = delay_bound::PacketSizes {
+            mean: self.tx.mean_packet_bytes(full),
+            full,
         };
-        let sizes = delay_bound::PacketSizes { mean, full };
         self.window_bound = self
             .delay_bound
             .as_mut()

@@ -87,6 +87,30 @@ impl Sender {
 
     /// The estimator's RTO doubled for each RTO in a row (at most 64×, at
     /// most [`RTO_MAX`]).
+    /// A data packet of `bytes` went into flight: the pipe's bytes and the
+    /// mean sent size (EWMA, gain 1/16) follow it.
+    pub(super) fn note_sent_bytes(&mut self, bytes: u32) {
+        self.pipe_bytes += u64::from(bytes);
+        let m = self.mean_sent_bytes;
+        self.mean_sent_bytes = if m > 0.0 {
+            m + (f64::from(bytes) - m) / 16.0
+        } else {
+            f64::from(bytes)
+        };
+    }
+
+    /// The mean size of the packets in flight; of those sent lately when
+    /// none is; `full` before any was sent.
+    pub(super) fn mean_packet_bytes(&self, full: f64) -> f64 {
+        if self.pipe > 0 {
+            self.pipe_bytes as f64 / f64::from(self.pipe)
+        } else if self.mean_sent_bytes > 0.0 {
+            self.mean_sent_bytes
+        } else {
+            full
+        }
+    }
+
     pub(super) fn rto(&self) -> Duration {
         let backoff = 1u32 << self.rto_count.min(6);
         (self.rtt.rto() * backoff).min(RTO_MAX)
