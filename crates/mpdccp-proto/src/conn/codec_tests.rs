@@ -39,6 +39,56 @@ fn segment_and_dccp_repr_write_the_same_bytes() {
     }
 }
 
+/// The parse direction: the connection's typed view and wire's owned list
+/// read the same bytes alike (header, features, Ack Vector, MP_SEQ,
+/// payload), for every packet type.
+#[test]
+fn segment_and_dccp_repr_parse_the_same_bytes() {
+    for ptype in (0..10).map(|t| PacketType::from_u8(t).unwrap()) {
+        let mut s = Segment::new(ptype, 0x1_ABCD_EF01_2345);
+        (s.src_port, s.dst_port) = (4242, 0xBEEF);
+        s.ack = ptype.has_ack().then_some(0x00FF_FFFF_FFFF_FFFF);
+        (s.service_code, s.reset_code) = (0x5EC0_0DE5, ResetCode::Aborted);
+        s.push_feat(kind::CHANGE_L, FeatureNum::AckRatio, Some(3));
+        s.push_feat(kind::CONFIRM_R, FeatureNum::Ccid, None);
+        if ptype.has_ack() {
+            s.ack_vector_out = Some(AckVector {
+                nonce: 0,
+                cells: vec![0x05, 0xC1, 0x03],
+            });
+        }
+        s.mp.seq = Some(0x1234_5678);
+        s.payload = b"payload";
+        let mut buf = [0u8; 256];
+        let n = s.emit(&mut buf, v4()).unwrap();
+        let seg = Segment::parse(&buf[..n], Some(v4())).unwrap();
+        let (repr, hl) = DccpRepr::parse(&buf[..n], Some(v4())).unwrap();
+        assert_eq!(seg.header(), repr.header, "{ptype:?}");
+        let feats: Vec<DccpOption> = seg.feats().iter().map(|f| f.to_option()).collect();
+        let repr_feats: Vec<DccpOption> = (repr.options.iter())
+            .filter(|o| {
+                matches!(
+                    o,
+                    DccpOption::ChangeL { .. }
+                        | DccpOption::ConfirmL { .. }
+                        | DccpOption::ChangeR { .. }
+                        | DccpOption::ConfirmR { .. }
+                )
+            })
+            .cloned()
+            .collect();
+        // RFC 4340 §5.8: no feature negotiation on a Data packet; both drop it.
+        let sent = if ptype == PacketType::Data { 0 } else { 2 };
+        assert_eq!((feats.len(), &feats), (sent, &repr_feats), "{ptype:?}");
+        let cells = repr.ack_vector().map(|av| &av.cells[..]);
+        assert_eq!(cells.is_some(), ptype.has_ack(), "{ptype:?}");
+        assert_eq!(seg.ack_vector, cells, "{ptype:?}");
+        assert_eq!(seg.mp.seq, repr.mp_seq(), "{ptype:?}");
+        assert_eq!(seg.payload, &buf[hl..n], "{ptype:?}");
+        assert_eq!((seg.bad_opts, seg.option_error), (0, None), "{ptype:?}");
+    }
+}
+
 #[test]
 fn round_trip_through_wire() {
     let mut s = Segment::new(PacketType::DataAck, 0xABCD_EF01_2345);
