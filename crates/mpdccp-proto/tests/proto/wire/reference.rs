@@ -395,7 +395,7 @@ fn truncated_and_mutated_options_never_panic() {
 }
 
 /// `../shared/reference-kernel` beside the checkout (or further up), as CI
-/// has it. `None` outside CI when it is absent; a failure under `CI`.
+/// has it. A failure when it is absent, with or without `CI`.
 fn reference_dir() -> Option<std::path::PathBuf> {
     let found = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
