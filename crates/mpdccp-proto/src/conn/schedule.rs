@@ -532,11 +532,14 @@ impl Connection {
         // `seal_data`.
         let sealing =
             self.protection.is_some() && (data.is_some() || self.control_sealed(i, seg.ptype));
+        let fill_checksum = self.config.fill_checksums;
         let emit = |seg: &mut Segment<'_>, buf: &mut [u8]| {
             if sealing {
                 seg.emit_for_sealing(buf, profile, COUNTER_LEN, PROTECTION_OVERHEAD - COUNTER_LEN)
-            } else {
+            } else if fill_checksum {
                 seg.emit_in(buf, addrs, profile)
+            } else {
+                seg.emit_without_checksum(buf, profile)
             }
         };
         let mut emitted = emit(seg, buf);
@@ -589,7 +592,12 @@ impl Connection {
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {
-        let r = s.emit_in(buf, addrs, self.config.wire_profile);
+        let profile = self.config.wire_profile;
+        let r = if self.config.fill_checksums {
+            s.emit_in(buf, addrs, profile)
+        } else {
+            s.emit_without_checksum(buf, profile)
+        };
         if r.is_none() {
             self.stats.traffic.tx_buffer_too_small += 1;
         }
