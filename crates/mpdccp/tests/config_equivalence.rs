@@ -121,6 +121,7 @@ fn assert_same_settings(
         rest(sim),
         ConnectionConfig {
             verify_checksums: false,
+            fill_checksums: false,
             ..d.clone()
         },
         "{what}: simulator"

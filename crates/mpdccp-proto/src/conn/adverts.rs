@@ -278,6 +278,7 @@ impl Connection {
     /// Sets the priority of a path for our scheduler and tells the peer
     /// with MP_PRIO (retransmitted until MP_CONFIRM).
     pub fn set_priority(&mut self, now: Instant, id: PathId, prio: u8) {
+        self.blocked_none = None;
         let Some(i) = self.idx(id) else { return };
         let prio = prio.min(crate::path::priority::MAX);
         let tell = self.negotiation.is_multipath();
@@ -287,6 +288,7 @@ impl Connection {
     /// Advertises a local address to the peer (MP_ADDADDR with nonce and
     /// MP_HMAC, retransmitted until confirmed). Returns its address id.
     pub fn advertise_address(&mut self, now: Instant, addr: SocketAddr) -> Result<u8, ConnError> {
+        self.blocked_none = None;
         if !self.negotiation.is_multipath() {
             return Err(if self.negotiation.is_pending() {
                 ConnError::NotEstablished
@@ -304,6 +306,7 @@ impl Connection {
 
     /// Withdraws an address advertised before (MP_REMOVEADDR).
     pub fn withdraw_address(&mut self, now: Instant, id: u8) -> Result<(), ConnError> {
+        self.blocked_none = None;
         let nonce = self.rng.gen();
         let Some(a) = self.addrs.adverts.iter_mut().find(|a| a.id == id) else {
             return Err(ConnError::Config(format!("no advertised address {id}")));

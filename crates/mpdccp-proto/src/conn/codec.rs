@@ -431,6 +431,16 @@ impl<'a> Segment<'a> {
         self.build(buf, profile, Finish::Plain { addrs })
     }
 
+    /// [`Segment::emit_in`] with the checksum field left zero (and not
+    /// computed), for a receiver that does not verify it.
+    pub(crate) fn emit_without_checksum(
+        &mut self,
+        buf: &mut [u8],
+        profile: WireProfile,
+    ) -> Option<usize> {
+        self.build(buf, profile, Finish::Plain { addrs: None })
+    }
+
     /// As [`Segment::emit_in`] for a packet about to be sealed (payload
     /// protection, `subflow/protect.rs`): the payload goes where the sealed
     /// frame's plaintext lies, `gap` bytes after the header (the counter),

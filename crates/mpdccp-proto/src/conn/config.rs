@@ -46,6 +46,11 @@ pub struct ConnectionConfig {
     pub multipath: bool,
     /// Verify DCCP checksums when the path's addresses are known.
     pub verify_checksums: bool,
+    /// Fill in the DCCP checksum of each unsealed packet sent (RFC 4340
+    /// §9); false only where no one reads it: the simulator's links never
+    /// corrupt a bit and its receivers do not verify (ns-3 leaves its
+    /// checksums off by default too). The field is then zero.
+    pub fill_checksums: bool,
     pub service_code: u32,
     /// Data packets of equal size `poll_transmit` may batch for one path
     /// (UDP GSO); 1 = one datagram per `Transmit`.
@@ -81,6 +86,7 @@ impl Default for ConnectionConfig {
             plpmtud: None,
             multipath: true,
             verify_checksums: true,
+            fill_checksums: true,
             service_code: SERVICE_CODE,
             max_gso_segments: 1,
             protect_payload: false,

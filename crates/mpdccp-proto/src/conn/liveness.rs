@@ -56,6 +56,7 @@ impl Connection {
     /// Reset "No Connection" and that path rejoins. Returns whether `old`
     /// was retired.
     pub fn retire_replaced(&mut self, new: PathId, old: PathId) -> bool {
+        self.blocked_none = None;
         let (Some(n), Some(o)) = (self.idx(new), self.idx(old)) else {
             return false;
         };
@@ -83,6 +84,7 @@ impl Connection {
     /// restarts each subflow's keepalive wait. Returns the subflows
     /// probed (none unless the connection is established).
     pub fn probe_paths(&mut self, now: Instant) -> usize {
+        self.blocked_none = None;
         if self.life.state() != ConnState::Established {
             return 0;
         }

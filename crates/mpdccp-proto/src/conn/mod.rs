@@ -294,7 +294,8 @@ pub struct Connection {
     held: Option<(PathId, usize)>,
     /// The last `poll_transmit`'s `None` found every path blocked
     /// ([`Connection::repoll_would_idle`]): its instant and the count of
-    /// packets dropped for room then.
+    /// packets dropped for room then. Every input but `send` clears it
+    /// (a datagram, a timer, a path or close call may free a window).
     blocked_none: Option<(Instant, u64)>,
     /// Connection-level retransmission (`retransmit.rs`); none when off.
     retx: Option<retransmit::RetransmitStore>,
@@ -424,6 +425,7 @@ impl Connection {
     /// handshake, later ones MP_JOIN). Server: normally not needed — a
     /// Request on an unknown path creates it.
     pub fn add_path(&mut self, now: Instant, id: PathId, cfg: PathConfig) -> Result<(), ConnError> {
+        self.blocked_none = None;
         if self.life.is_closing_or_closed() {
             return Err(ConnError::Closed);
         }
@@ -458,6 +460,7 @@ impl Connection {
 
     /// Graceful close of one subflow (DCCP-Close without MP_CLOSE).
     pub fn remove_path(&mut self, now: Instant, id: PathId) {
+        self.blocked_none = None;
         let Some(i) = self.idx(id) else { return };
         self.begin_subflow_close(now, i);
         self.reinject(i);
@@ -469,6 +472,7 @@ impl Connection {
     /// path's address id (RFC 9897 §3.2.9), so it closes its side at once
     /// instead of holding the subflow (and a `max_paths` slot).
     pub fn set_path_down(&mut self, now: Instant, id: PathId) {
+        self.blocked_none = None;
         let Some(i) = self.idx(id) else { return };
         let sf = &self.paths[i];
         let peer_knows = sf.peer_knows_us();
@@ -602,6 +606,7 @@ impl Connection {
 
     /// The receive path; `given`: `data` parsed without checksums.
     fn receive(&mut self, now: Instant, path: PathId, data: &[u8], given: Option<&Segment<'_>>) {
+        self.blocked_none = None;
         self.last_now = self.last_now.max(now);
         self.stats.traffic.rx_datagrams += 1;
         self.stats.traffic.rx_bytes += data.len() as u64;
@@ -680,6 +685,7 @@ impl Connection {
     /// deadline with no guard against one that does not move
     /// (`tests/proto/conn/timer_invariant.rs` drives varied sessions against this).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.blocked_none = None;
         self.last_now = self.last_now.max(now);
         self.reap();
         self.note_active_paths();
@@ -744,6 +750,7 @@ impl Connection {
 
     /// Graceful close: DCCP-Close with MP_CLOSE on every subflow.
     pub fn close(&mut self, now: Instant) {
+        self.blocked_none = None;
         if !self.life.begin_close(self.negotiation.is_multipath()) {
             return;
         }
@@ -757,6 +764,7 @@ impl Connection {
     /// Fast close: DCCP-Reset (code 13) with MP_FAST_CLOSE on every subflow;
     /// the connection is closed at once.
     pub fn fast_close(&mut self, _now: Instant) {
+        self.blocked_none = None;
         // Neither the queue nor the subflows read the state: marking it
         // first is the same as marking it after them.
         if !self.life.begin_fast_close("fast close") {

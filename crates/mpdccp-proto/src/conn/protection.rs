@@ -69,6 +69,7 @@ impl Connection {
     /// client when the Response gave it the keys); the peer must do the
     /// same with its side's keys.
     pub fn enable_payload_protection(&mut self, keys: SessionKeys) {
+        self.blocked_none = None;
         self.protection = Some(Box::new(Protection {
             keys,
             scratch: OpenScratch::default(),

@@ -94,13 +94,14 @@ impl Connection {
     }
 
     /// Whether `poll_transmit(now)` would answer `None` again and change
-    /// nothing. Valid only when nothing but [`Connection::send`] was called
-    /// since the last `poll_transmit`: true when that poll answered `None`
-    /// at `now` with the send queue's head held, every path's window or
-    /// pacer full and nothing owed on any path, and the sends since only
-    /// appended to a plain FIFO. A repeat would then redo the same turn at
-    /// the same instant: the paths' refresh, the head's age check and the
-    /// blocked marks find what the first one left.
+    /// nothing: true when the last `poll_transmit` answered `None` at `now`
+    /// with the send queue's head held, every path's window or pacer full
+    /// and nothing owed on any path, and since then only
+    /// [`Connection::send`] was called, appending to a plain FIFO (any
+    /// other input — a datagram, a timer, a path or close call — makes it
+    /// false until the next poll). A repeat would then redo the same turn
+    /// at the same instant: the paths' refresh, the head's age check and
+    /// the blocked marks find what the first one left.
     pub fn repoll_would_idle(&self, now: Instant) -> bool {
         self.blocked_none.is_some_and(|(at, dropped)| {
             at == now && dropped == self.stats.send_queue.send_queue_dropped_oldest
@@ -532,11 +533,14 @@ impl Connection {
         // `seal_data`.
         let sealing =
             self.protection.is_some() && (data.is_some() || self.control_sealed(i, seg.ptype));
+        let fill_checksum = self.config.fill_checksums;
         let emit = |seg: &mut Segment<'_>, buf: &mut [u8]| {
             if sealing {
                 seg.emit_for_sealing(buf, profile, COUNTER_LEN, PROTECTION_OVERHEAD - COUNTER_LEN)
-            } else {
+            } else if fill_checksum {
                 seg.emit_in(buf, addrs, profile)
+            } else {
+                seg.emit_without_checksum(buf, profile)
             }
         };
         let mut emitted = emit(seg, buf);
@@ -589,7 +593,12 @@ impl Connection {
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {
-        let r = s.emit_in(buf, addrs, self.config.wire_profile);
+        let profile = self.config.wire_profile;
+        let r = if self.config.fill_checksums {
+            s.emit_in(buf, addrs, profile)
+        } else {
+            s.emit_without_checksum(buf, profile)
+        };
         if r.is_none() {
             self.stats.traffic.tx_buffer_too_small += 1;
         }

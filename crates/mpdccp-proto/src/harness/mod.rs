@@ -454,7 +454,13 @@ impl Harness {
     fn transmit_one(&mut self, side: Side) -> bool {
         let now = self.now;
         let mut buf = std::mem::take(&mut self.buf);
+        // A driver may skip the poll on this promise (the simulator does).
+        let promised_idle = self.conn_ref(side).repoll_would_idle(now);
         let t = self.conn(side).poll_transmit(now, &mut buf);
+        assert!(
+            !(promised_idle && t.is_some()),
+            "{side:?}: repoll_would_idle({now:?}) promised None, poll_transmit sent"
+        );
         let Some(t) = t else {
             self.buf = buf;
             return false;
