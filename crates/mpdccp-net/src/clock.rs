@@ -71,9 +71,10 @@ struct SchedAttr {
 /// threads it spawns afterwards (Linux ≥ 6.12, EEVDF: `sched_runtime` of a
 /// `SCHED_OTHER` thread is its slice, 100 µs–100 ms). Why: a thread that
 /// wakes for a packet preempts the running task only if its slice is
-/// shorter; with the default (0.75 ms × CPUs' log) it waits for whatever
-/// runs to finish its slice, so on a busy host each wake-up costs up to a
-/// millisecond and more: the TUN ring and the path's window fill meanwhile.
+/// shorter (EEVDF's wake-up preemption); with the default (0.7 ms × (1 +
+/// log₂ CPUs), 1.4 ms on 2 CPUs) it may wait for whatever runs to finish
+/// its slice, on every wake-up of a busy host: the TUN ring and the path's
+/// window fill meanwhile.
 /// The slice requests an earlier deadline, not more CPU (nice decides
 /// that). Only in the normal class (a `SCHED_FIFO` thread is left as it
 /// is) and with the thread's nice kept; older kernels ignore the slice.

@@ -229,8 +229,6 @@ pub fn commit_transmit(
     batch.commit(len, to, segment_bytes);
 }
 
-/// The `auth` mode a connection runs in, as the configuration names it:
-/// open without a handshake key, protected with sealed payloads.
 /// `[tunnel] sched_slice_us` for this thread and those it spawns later;
 /// a kernel that refuses it leaves the default (logged at debug).
 pub(crate) fn request_sched_slice(us: u64) {
@@ -239,6 +237,8 @@ pub(crate) fn request_sched_slice(us: u64) {
     }
 }
 
+/// The `auth` mode a connection runs in, as the configuration names it:
+/// open without a handshake key, protected with sealed payloads.
 pub(crate) fn auth_mode_name(authenticated: bool, protected: bool) -> &'static str {
     match (authenticated, protected) {
         (false, _) => config::AuthMode::Open.name(),
