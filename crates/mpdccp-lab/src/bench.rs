@@ -750,6 +750,17 @@ fn bench_opts(
             .parse()
             .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_BUSY_POLL_US={b}: {e}"))?;
     }
+    // MPDCCP_BENCH_WINDOW_TARGET_MS: the daemons' `window_delay_target_ms`
+    // (the queue the window's delay bound tolerates; "off" = no bound).
+    if let Ok(t) = std::env::var("MPDCCP_BENCH_WINDOW_TARGET_MS") {
+        if t == "off" {
+            opts.tunnel.settings.window_delay_bound = false;
+        } else {
+            opts.tunnel.settings.window_delay_target_ms = t
+                .parse()
+                .map_err(|e| anyhow::anyhow!("MPDCCP_BENCH_WINDOW_TARGET_MS={t}: {e}"))?;
+        }
+    }
     opts.tunnel.socket_buffer_bytes = sock_buf;
     opts.tunnel.offload = offload;
     opts.tunnel.settings.aqm = aqm;

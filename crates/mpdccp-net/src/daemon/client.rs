@@ -107,6 +107,7 @@ fn no_answer_hint(reason: &str, was_connected: bool, authenticated: bool) -> &'s
 /// Runs the client until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ClientConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
+    super::request_sched_slice(config.tunnel.sched_slice_us);
     // A path whose interface does not exist is a typo far more often than
     // a modem that has not appeared yet; without this the client would
     // wait for it silently. (An interface that exists but is down is

@@ -212,6 +212,12 @@ pub struct TunnelConfig {
     /// instead of paying a wake-up (tens of µs on a VM). Costs a core
     /// while traffic flows; 0 = off (the default).
     pub busy_poll_us: u64,
+    /// The daemon's threads ask the kernel for this time slice, µs
+    /// (`clock::request_slice`, Linux ≥ 6.12): a thread woken by a packet
+    /// then preempts a long-running task at once instead of after its
+    /// slice, so the TUN ring and the path's window do not fill while it
+    /// waits; the CPU share is unchanged. 0 = the kernel's default.
+    pub sched_slice_us: u64,
 }
 
 /// `wire_profile` as its configuration name (`WireProfile::name` / `FromStr`).
@@ -253,6 +259,7 @@ impl Default for TunnelConfig {
             rtt_probe_interval_ms: 1_000,
             wire_profile: WireProfile::Rfc9897,
             busy_poll_us: 0,
+            sched_slice_us: 100,
         }
     }
 }

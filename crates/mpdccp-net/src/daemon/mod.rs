@@ -229,6 +229,14 @@ pub fn commit_transmit(
     batch.commit(len, to, segment_bytes);
 }
 
+/// `[tunnel] sched_slice_us` for this thread and those it spawns later;
+/// a kernel that refuses it leaves the default (logged at debug).
+pub(crate) fn request_sched_slice(us: u64) {
+    if let Err(e) = crate::clock::request_slice(Duration::from_micros(us)) {
+        tracing::debug!("sched_slice_us = {us} not applied: {e}");
+    }
+}
+
 /// The `auth` mode a connection runs in, as the configuration names it:
 /// open without a handshake key, protected with sealed payloads.
 pub(crate) fn auth_mode_name(authenticated: bool, protected: bool) -> &'static str {

@@ -21,6 +21,7 @@ use crate::raw::RawDccpSocket;
 /// Runs the server until SIGTERM/SIGINT (or `close` on the control socket).
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     clock::set_precise_timers();
+    super::request_sched_slice(config.tunnel.sched_slice_us);
     let n = config.workers.max(1);
     // The listening socket(s) first: a second server on this port fails
     // here, with the address in the error, before touching any TUN.
