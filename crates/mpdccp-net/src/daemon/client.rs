@@ -482,7 +482,7 @@ impl Client {
             .filter(|(_, p)| p.socket.is_some());
         let (k, p) = with_socket.next()?;
         let alone = with_socket.next().is_none() && self.paths.iter().all(|p| p.retiring.is_none());
-        (alone && matches!(p.socket, Some(PathLink::Udp(_)))).then_some(k)
+        (alone && p.socket.as_ref().is_some_and(|l| l.plain_udp().is_some())).then_some(k)
     }
 
     /// A TUN that fails to read (not merely empty) makes the standby thread pause;

@@ -84,6 +84,16 @@ impl PathLink {
         }
     }
 
+    /// The socket of a plain UDP path: it takes the core's transmit as the
+    /// core wrote it (the client's batched fast path). `None` for native
+    /// DCCP (sent at once) and U-DCCP (rewritten first).
+    pub fn plain_udp(&self) -> Option<&PathSocket> {
+        match self {
+            PathLink::Udp(s) => Some(s),
+            PathLink::Dccp(_) | PathLink::UDccp(_) => None,
+        }
+    }
+
     /// Datagrams the kernel dropped at a UDP socket (`SO_MEMINFO`); raw
     /// sockets report none.
     pub fn rx_drops(&self) -> Option<u64> {

@@ -74,9 +74,7 @@ impl PathRt {
     /// there as the core wrote it; U-DCCP rewrites it, native DCCP sends
     /// at once). A full batch is sent first.
     pub(super) fn send_slot(&mut self, stats: &mut DaemonStats) -> Option<&mut [u8]> {
-        let Some(PathLink::Udp(sock)) = &self.socket else {
-            return None;
-        };
+        let sock = self.socket.as_ref().and_then(|l| l.plain_udp())?;
         if self.batch.is_full() {
             super::super::flush_batch(sock, &mut self.batch, stats);
         }
