@@ -3,7 +3,7 @@
 
 use super::{
     ConnState, ConnTimer, Connection, Event, Fired, ResetCode, Role, Segment, SubState, Subflow,
-    TimerCtx, TimerTable,
+    TimerCtx, TimerSink,
 };
 use crate::path::{priority, PathId};
 use crate::time::Instant;
@@ -283,7 +283,7 @@ impl Connection {
     }
 
     /// Timers of [`Connection::check_liveness`], for `poll_timeout`.
-    pub(super) fn liveness_timers(&self, table: &mut TimerTable) {
+    pub(super) fn liveness_timers(&self, table: &mut impl TimerSink) {
         if self.life.state() != ConnState::Established {
             return;
         }

@@ -135,7 +135,7 @@ use queue::{PushOutcome, SendQueue};
 use queued::Queued;
 use seq::SEQ_MASK;
 use subflow::{Fired, SubState, Subflow, TimerCtx};
-use timer::TimerTable;
+use timer::{Earliest, TimerSink, TimerTable};
 
 /// Service Code carried in Requests (RFC 4340 §8.1.2): ASCII "MPDC".
 pub const SERVICE_CODE: u32 = 0x4D50_4443;
@@ -709,29 +709,34 @@ impl Connection {
 
     /// When [`Connection::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.next_timer().map(|(_, at)| at)
+        // Asked after every event: the minimum alone, not the table.
+        let mut earliest = Earliest::default();
+        self.collect_timers(&mut earliest);
+        debug_assert_eq!(earliest.0, self.next_timer().map(|(_, at)| at));
+        earliest.0
     }
 
     /// [`Connection::poll_timeout`] with the kind of deadline it is.
     pub fn next_timer(&self) -> Option<(ConnTimer, Instant)> {
-        self.timer_table().next()
+        let mut table = TimerTable::default();
+        self.collect_timers(&mut table);
+        table.next()
     }
 
-    /// Every deadline of the connection, one entry per kind (`timer.rs`).
-    fn timer_table(&self) -> TimerTable {
-        let mut table = TimerTable::default();
+    /// Offers every deadline of the connection to `sink`, each under its
+    /// kind (`timer.rs`).
+    fn collect_timers(&self, sink: &mut impl TimerSink) {
         let backlog = self.queue.len() > 0;
         for sf in &self.paths {
-            table.merge(ConnTimer::Subflow, sf.poll_timeout(backlog, self.last_now));
+            sink.merge(ConnTimer::Subflow, sf.poll_timeout(backlog, self.last_now));
         }
-        table.merge(ConnTimer::Advert, self.advert_timeout());
-        self.liveness_timers(&mut table);
-        table.merge(ConnTimer::Plpmtu, self.plpmtu_timeout());
-        table.merge(ConnTimer::Reorder, self.reorder.poll_timeout());
+        sink.merge(ConnTimer::Advert, self.advert_timeout());
+        self.liveness_timers(sink);
+        sink.merge(ConnTimer::Plpmtu, self.plpmtu_timeout());
+        sink.merge(ConnTimer::Reorder, self.reorder.poll_timeout());
         if backlog {
-            table.merge(ConnTimer::Scheduler, self.scheduler.poll_timeout());
+            sink.merge(ConnTimer::Scheduler, self.scheduler.poll_timeout());
         }
-        table
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -56,21 +56,44 @@ impl ConnTimer {
     ];
 }
 
-/// One deadline per [`ConnTimer`], filled in by `Connection::timer_table`.
+/// What `Connection::collect_timers` offers every deadline source to:
+/// the full table ([`TimerTable`]) or only its earliest entry
+/// ([`Earliest`], for `poll_timeout`, asked after every event).
+pub(crate) trait TimerSink {
+    /// Offers one source of kind `t` (`None`: not armed).
+    fn merge(&mut self, t: ConnTimer, at: Option<Instant>);
+}
+
+/// The earliest deadline offered, whatever its kind: the minimum of
+/// every entry of the [`TimerTable`] the same sources would fill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Earliest(pub(crate) Option<Instant>);
+
+impl TimerSink for Earliest {
+    fn merge(&mut self, _t: ConnTimer, at: Option<Instant>) {
+        if let Some(at) = at {
+            self.0 = Some(self.0.map_or(at, |e| e.min(at)));
+        }
+    }
+}
+
+/// One deadline per [`ConnTimer`], filled in by `Connection::collect_timers`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TimerTable {
     at: [Option<Instant>; ConnTimer::ALL.len()],
 }
 
-impl TimerTable {
+impl TimerSink for TimerTable {
     /// Lowers `t`'s entry to `at` (an entry is the earliest of its sources).
-    pub(crate) fn merge(&mut self, t: ConnTimer, at: Option<Instant>) {
+    fn merge(&mut self, t: ConnTimer, at: Option<Instant>) {
         if let Some(at) = at {
             let e = &mut self.at[t as usize];
             *e = Some(e.map_or(at, |e| e.min(at)));
         }
     }
+}
 
+impl TimerTable {
     #[cfg(test)]
     pub(crate) fn get(&self, t: ConnTimer) -> Option<Instant> {
         self.at[t as usize]
@@ -95,7 +118,7 @@ impl TimerTable {
 mod tests {
     use crate::time::Instant;
 
-    use super::{ConnTimer, TimerTable};
+    use super::{ConnTimer, Earliest, TimerSink, TimerTable};
 
     #[test]
     fn the_earliest_entry_wins_and_is_named() {
@@ -116,6 +139,25 @@ mod tests {
             t.next(),
             Some((ConnTimer::Subflow, Instant::from_millis(20)))
         );
+    }
+
+    #[test]
+    fn earliest_is_the_tables_earliest_entry() {
+        let offers = [
+            (ConnTimer::Keepalive, Some(Instant::from_millis(50))),
+            (ConnTimer::Subflow, None),
+            (ConnTimer::Reorder, Some(Instant::from_millis(30))),
+            (ConnTimer::Keepalive, Some(Instant::from_millis(20))),
+            (ConnTimer::Advert, Some(Instant::from_millis(40))),
+        ];
+        let (mut table, mut earliest) = (TimerTable::default(), Earliest::default());
+        assert_eq!(earliest.0, None);
+        for (t, at) in offers {
+            table.merge(t, at);
+            earliest.merge(t, at);
+            assert_eq!(earliest.0, table.next().map(|(_, at)| at));
+        }
+        assert_eq!(earliest.0, Some(Instant::from_millis(20)));
     }
 
     #[test]

@@ -169,8 +169,15 @@ pub struct Harness {
 
 /// After `handle_timeout(now)`, no deadline of `c` at or before `now`
 /// (every fired timer stopped, re-armed later, or turned into a packet
-/// owed to `poll_transmit`). Fails naming the deadline's kind.
+/// owed to `poll_transmit`). Fails naming the deadline's kind. Also
+/// checks that `poll_timeout` (the minimum alone) is `next_timer`'s
+/// deadline (the full table).
 pub fn assert_timer_advanced(side: Side, c: &Connection, now: Instant) {
+    assert_eq!(
+        c.poll_timeout(),
+        c.next_timer().map(|(_, t)| t),
+        "the {side:?}'s poll_timeout is not its earliest timer at {now:?}"
+    );
     if let Some((kind, t)) = c.next_timer().filter(|(_, t)| *t <= now) {
         panic!(
             "stuck timer: after handle_timeout({now:?}) the {side:?} asks to be woken at \
