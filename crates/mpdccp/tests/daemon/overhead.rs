@@ -145,6 +145,8 @@ fn measure(loss: f64, reorder: f64) -> (Vec<usize>, BTreeMap<String, (usize, usi
 
 #[test]
 fn data_packet_overhead_per_transport_and_family() {
+    // CPU-bound: kept off the cores the network tests measure.
+    let _serial = crate::support::serial();
     let tunnel = TunnelConfig::default();
     let plan = MtuPlan::new(tunnel.path_mtu, false, DEFAULT_OPTIONS_BUDGET_BYTES);
     // The bound is a guarantee, whatever the loss: the Ack Vector grows

@@ -16,6 +16,8 @@ fn reproduce(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
 
 #[test]
 fn three_seeds_give_every_numeric_check_an_interval_and_one_seed_none() {
+    // CPU-bound: kept off the cores the network tests measure.
+    let _serial = crate::support::serial();
     let root = std::env::temp_dir().join(format!("mpdccp-seeds-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let o = reproduce(&root.join("three"), &["--seeds", "3"]);

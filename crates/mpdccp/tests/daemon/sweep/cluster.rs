@@ -13,6 +13,8 @@ fn stderr(o: &std::process::Output) -> String {
 
 #[test]
 fn plan_cells_and_collect_equal_the_local_sweep_byte_for_byte() {
+    // CPU-bound: kept off the cores the network tests measure.
+    let _serial = crate::support::serial();
     let root = tmp("sweep-cluster");
     let (local, split) = (root.join("local"), root.join("split"));
     let mut args = sweep_args();
@@ -87,6 +89,8 @@ fn plan_cells_and_collect_equal_the_local_sweep_byte_for_byte() {
 
 #[test]
 fn an_invalid_value_stops_the_sweep_before_any_run() {
+    // CPU-bound: kept off the cores the network tests measure.
+    let _serial = crate::support::serial();
     let root = tmp("sweep-invalid");
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/e2-ccid5.toml");
     let out = root.join("out");
@@ -115,6 +119,8 @@ fn an_invalid_value_stops_the_sweep_before_any_run() {
 
 #[test]
 fn the_slurm_script_is_an_array_over_the_plan_and_runs_its_task() {
+    // CPU-bound: kept off the cores the network tests measure.
+    let _serial = crate::support::serial();
     let root = tmp("sweep-sbatch");
     let out = root.join("out");
     let mut args = sweep_args();

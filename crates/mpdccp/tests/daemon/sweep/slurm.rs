@@ -102,6 +102,8 @@ fn slurm_conf(dir: &Path, host: &str) -> String {
 #[test]
 #[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn a_job_array_on_a_one_node_slurm_cluster_equals_the_local_sweep() {
+    // CPU-bound: kept off the cores the network tests measure.
+    let _serial = crate::support::serial();
     let tools: Vec<Option<PathBuf>> = ["munged", "slurmctld", "slurmd", "sbatch", "sinfo"]
         .iter()
         .map(|t| which(t))
