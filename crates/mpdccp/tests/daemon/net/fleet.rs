@@ -334,6 +334,7 @@ fn hashed_to(router: &Netns, src: &str, iif: &str, sport: u16) -> String {
 #[test]
 #[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
+    let _serial = crate::support::serial();
     let test = "every_subflow_of_a_connection_lands_on_the_host_that_owns_it";
     if !require_root(test) || !require_tool(test, "ping") {
         return;
@@ -412,6 +413,7 @@ fn every_subflow_of_a_connection_lands_on_the_host_that_owns_it() {
 #[test]
 #[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn a_one_path_client_moves_to_its_owner_make_before_break() {
+    let _serial = crate::support::serial();
     let test = "a_one_path_client_moves_to_its_owner_make_before_break";
     if !require_root(test) || !require_tool(test, "ping") {
         return;
@@ -575,6 +577,7 @@ impl Fleet {
 #[test]
 #[ignore = "needs root (network namespaces): run as root with `cargo test -- --include-ignored`"]
 fn bird_announces_the_peer_prefix_from_the_serving_gateway_through_failure_and_drain() {
+    let _serial = crate::support::serial();
     let test = "bird_announces_the_peer_prefix_from_the_serving_gateway_through_failure_and_drain";
     if !require_root(test) || !require_tool(test, "ping") || !require_tool(test, "bird") {
         return;
