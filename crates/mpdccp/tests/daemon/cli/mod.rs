@@ -1,0 +1,5 @@
+//! The command line as an operator meets it: help, mistakes, pipes.
+
+mod help;
+mod mistakes;
+mod pipe;

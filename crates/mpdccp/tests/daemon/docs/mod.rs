@@ -1,0 +1,3 @@
+//! What the documentation shows, run as written.
+
+mod readme_example;
