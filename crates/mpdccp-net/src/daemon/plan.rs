@@ -1,7 +1,7 @@
 //! What a daemon runs, decided from its configuration alone before any
 //! device or socket is opened: the TUN's MTU plan and the core's
 //! `ConnectionConfig`. [`run_plan`] is the one place that configuration is
-//! built, for the client and the server alike; `tests/config_equivalence.rs`
+//! built, for the client and the server alike; `crates/mpdccp/tests/daemon/config_equivalence.rs`
 //! compares its output with the simulator's mapping of the same settings.
 
 use mpdccp_proto::conn::{Connection, ConnectionConfig, Role, PROTECTION_OVERHEAD};
