@@ -734,7 +734,7 @@ pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
         .collect();
     mpdccp_model::plot::plot_grouped_bars(
         file,
-        "Reduced aggregation matrix on the real tunnel (issue #25)",
+        "Reduced aggregation matrix on the real tunnel (docs/AGGREGATION.md)",
         "goodput, Mbit/s",
         &legend,
         &groups,

@@ -407,7 +407,7 @@ fn assemble(f: &Figures<'_>) -> Value {
     let cpu_pct = 100.0 * cpu_data / data_s;
     let server_conns = f.status["connections"].as_array().map(|a| a.len());
     json!({
-        "goal": "1000 concurrent clients on one server, server memory per client and CPU per Mbit/s reported (issue #14)",
+        "goal": "1000 concurrent clients on one server, server memory per client and CPU per Mbit/s reported",
         "clients_requested": f.opts.clients,
         "clients_connected": r.connected,
         "clients_connected_at_end": r.connected_at_end,
