@@ -431,14 +431,16 @@ impl<'a> Segment<'a> {
         self.build(buf, profile, Finish::Plain { addrs })
     }
 
-    /// [`Segment::emit_in`] with the checksum field left zero (and not
-    /// computed), for a receiver that does not verify it.
-    pub(crate) fn emit_without_checksum(
+    /// [`Segment::emit_in`], or with the checksum field left zero (and not
+    /// computed) when `addrs` is `None`, for a receiver that does not
+    /// verify it (`ConnectionConfig::fill_checksums`).
+    pub(crate) fn emit_plain(
         &mut self,
         buf: &mut [u8],
+        addrs: Option<(IpAddr, IpAddr)>,
         profile: WireProfile,
     ) -> Option<usize> {
-        self.build(buf, profile, Finish::Plain { addrs: None })
+        self.build(buf, profile, Finish::Plain { addrs })
     }
 
     /// As [`Segment::emit_in`] for a packet about to be sealed (payload

@@ -533,14 +533,12 @@ impl Connection {
         // `seal_data`.
         let sealing =
             self.protection.is_some() && (data.is_some() || self.control_sealed(i, seg.ptype));
-        let fill_checksum = self.config.fill_checksums;
+        let checksum_addrs = self.config.fill_checksums.then_some(addrs);
         let emit = |seg: &mut Segment<'_>, buf: &mut [u8]| {
             if sealing {
                 seg.emit_for_sealing(buf, profile, COUNTER_LEN, PROTECTION_OVERHEAD - COUNTER_LEN)
-            } else if fill_checksum {
-                seg.emit_in(buf, addrs, profile)
             } else {
-                seg.emit_without_checksum(buf, profile)
+                seg.emit_plain(buf, checksum_addrs, profile)
             }
         };
         let mut emitted = emit(seg, buf);
@@ -593,12 +591,8 @@ impl Connection {
         addrs: (IpAddr, IpAddr),
         buf: &mut [u8],
     ) -> Option<usize> {
-        let profile = self.config.wire_profile;
-        let r = if self.config.fill_checksums {
-            s.emit_in(buf, addrs, profile)
-        } else {
-            s.emit_without_checksum(buf, profile)
-        };
+        let checksum_addrs = self.config.fill_checksums.then_some(addrs);
+        let r = s.emit_plain(buf, checksum_addrs, self.config.wire_profile);
         if r.is_none() {
             self.stats.traffic.tx_buffer_too_small += 1;
         }
