@@ -884,8 +884,11 @@ fn measure_protected(
         auth: AuthMode::Protected,
         ..opts.clone()
     };
+    // The open run's helpers (iperf3 servers, …) stay in `procs` after the
+    // drained daemons, so the protected daemons land after them.
+    let protected_at = t.procs.len();
     t.start_tunnel(exe, &protected_opts)?;
-    let pids = daemon_pids(t, daemons_at);
+    let pids = daemon_pids(t, protected_at);
     let protected = measure(t, &SERVER_TUN_V4.to_string(), secs, &pids)?;
     let protected_status = t.status(true).unwrap_or(Value::Null);
     anyhow::ensure!(
