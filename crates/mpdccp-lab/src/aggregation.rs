@@ -183,6 +183,11 @@ pub struct Options {
     /// `KEY=VALUE` scenario overrides (`tunnel.cc=ccid5`) applied to every
     /// cell, so a setting is measured against the defaults in the same way.
     pub set: Vec<(String, String)>,
+    /// Runs of every measurement of a cell (tunnel, each path, MPTCP), in
+    /// interleaved rounds; a cell's figures are their medians. Why: one
+    /// real-tunnel run of 20 s moves by ±3 Mbit/s between repetitions
+    /// (docs/AGGREGATION.md), as much as the changes it should judge.
+    pub repeat: usize,
 }
 
 /// A simulator run of a scenario (the CLI passes `mpdccp_sim::run`).
@@ -398,6 +403,7 @@ pub fn run(
     }
     Ok(json!({
         "secs": opts.secs,
+        "repeat": opts.repeat.max(1),
         "steady_window_s": steady_window(opts.secs),
         "buffer_bytes": BUFFER_BYTES,
         "auth": opts.auth.name(),
@@ -411,8 +417,9 @@ pub fn run(
 #[derive(Default)]
 struct CellFindings {
     cell: serde_json::Map<String, Value>,
-    /// Each path alone (`--references`), by path name.
-    direct: serde_json::Map<String, Value>,
+    /// Every run's goodput by `via` ("tunnel", each path's name, "mptcp");
+    /// `None` for a run that failed.
+    runs: std::collections::BTreeMap<String, Vec<Option<f64>>>,
     /// The simulator's figure, by `via`.
     sims: serde_json::Map<String, Value>,
     /// The inner sender's own view (QUIC: losses it declared, cwnd).
@@ -438,28 +445,61 @@ fn run_cell(
     if opts.references {
         vias.extend(pair.paths.iter().map(|p| p.0));
     }
-    for via in vias {
-        let mut sc = scenario(pair, inner, via, opts.secs);
-        for (k, v) in &opts.set {
-            sc.apply_set(k, v)
-                .map_err(|e| anyhow::anyhow!("--set {k}={v}: {e}"))?;
+    let rounds = opts.repeat.max(1);
+    for round in 0..rounds {
+        let of = if rounds > 1 {
+            format!(" (run {} of {rounds})", round + 1)
+        } else {
+            String::new()
+        };
+        for via in &vias {
+            stop_if_interrupted(abort)?;
+            let mut sc = scenario(pair, inner, via, opts.secs);
+            for (k, v) in &opts.set {
+                sc.apply_set(k, v)
+                    .map_err(|e| anyhow::anyhow!("--set {k}={v}: {e}"))?;
+            }
+            progress(&format!("{} / {} / {via}{of}", pair.name, inner.name));
+            let got = testbed_run(opts, sc.clone(), abort);
+            f.record_testbed(inner, via, &got, progress);
+            // The simulator is deterministic: once per cell.
+            if let (Some(sim), 0) = (sim, round) {
+                let flow = &sc.flow[0];
+                let share = payload_share(flow.kind, flow.packet_bytes);
+                let s = sim(&sc).map(|s| steady_mbps(&s) * share);
+                f.sims.insert((*via).into(), json!(s.ok()));
+            }
         }
-        progress(&format!("{} / {} / {via}", pair.name, inner.name));
-        let got = testbed_run(opts, sc.clone(), abort);
-        f.record_testbed(inner, via, &got, progress);
-        if let Some(sim) = sim {
-            let flow = &sc.flow[0];
-            let share = payload_share(flow.kind, flow.packet_bytes);
-            let s = sim(&sc).map(|s| steady_mbps(&s) * share);
-            f.sims.insert(via.into(), json!(s.ok()));
+        if opts.references && inner.kind == FlowKind::Tcp {
+            stop_if_interrupted(abort)?;
+            progress(&format!("{} / {} / mptcp{of}", pair.name, inner.name));
+            f.record_mptcp(opts, pair, inner, progress);
         }
     }
     let CellFindings {
         mut cell,
-        direct,
+        runs,
         sims,
         inner_sender,
     } = f;
+    let mut direct = serde_json::Map::new();
+    for (via, got) in &runs {
+        let m = json!(median(got));
+        match via.as_str() {
+            "tunnel" => {
+                cell.insert("tunnel_mbps".into(), m);
+            }
+            "mptcp" => {
+                cell.insert("mptcp_mbps".into(), m);
+            }
+            path => {
+                direct.insert(path.into(), m);
+            }
+        }
+    }
+    if rounds > 1 {
+        cell.insert("runs_mbps".into(), json!(runs));
+    }
     let best = direct
         .values()
         .filter_map(Value::as_f64)
@@ -469,13 +509,33 @@ fn run_cell(
         cell.insert("inner_sender".into(), Value::Object(inner_sender));
     }
     cell.insert("best_single_mbps".into(), json!(best));
-    if opts.references && inner.kind == FlowKind::Tcp {
-        record_mptcp(opts, pair, inner, &mut cell, progress);
-    }
     if sim.is_some() {
         cell.insert("sim_mbps".into(), Value::Object(sims));
     }
     Ok(score(Value::Object(cell), inner.kind))
+}
+
+/// The median of the runs that produced a figure (`None` if none did).
+fn median(runs: &[Option<f64>]) -> Option<f64> {
+    let mut x: Vec<f64> = runs.iter().flatten().copied().collect();
+    if x.is_empty() {
+        return None;
+    }
+    x.sort_by(f64::total_cmp);
+    let n = x.len();
+    Some(if n % 2 == 1 {
+        x[n / 2]
+    } else {
+        (x[n / 2 - 1] + x[n / 2]) / 2.0
+    })
+}
+
+/// `Err("interrupted")` once `abort` is set (Ctrl-C), between runs.
+fn stop_if_interrupted(abort: &AtomicBool) -> anyhow::Result<()> {
+    if abort.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
 }
 
 impl CellFindings {
@@ -520,8 +580,9 @@ impl CellFindings {
             }
         };
         progress(&format!("  testbed {:.2} Mbit/s", mbps.unwrap_or(f64::NAN)));
+        self.runs.entry(via.into()).or_default().push(mbps);
         if via == "tunnel" {
-            cell.insert("tunnel_mbps".into(), json!(mbps));
+            // The last run's daemons stand for the cell.
             if let Some(d) = diag {
                 cell.insert("sender_daemon".into(), d);
             }
@@ -531,31 +592,32 @@ impl CellFindings {
             if let Err(e) = got {
                 cell.insert("error".into(), json!(format!("{e:#}")));
             }
-        } else {
-            self.direct.insert(via.into(), json!(mbps));
         }
     }
-}
 
-/// Kernel MPTCP over the same two paths, for comparison.
-fn record_mptcp(
-    opts: &Options,
-    pair: &Pair,
-    inner: &Inner,
-    cell: &mut serde_json::Map<String, Value>,
-    progress: &dyn Fn(&str),
-) {
-    progress(&format!("{} / {} / mptcp", pair.name, inner.name));
-    match mptcp_run(opts, pair, inner.up) {
-        Ok((m, joined)) => {
-            progress(&format!("  mptcp {m:.2} Mbit/s ({joined} joins)"));
-            cell.insert("mptcp_mbps".into(), json!(m));
-            cell.insert("mptcp_joined_subflows".into(), json!(joined));
-        }
-        Err(e) => {
-            progress(&format!("  mptcp failed: {e:#}"));
-            cell.insert("mptcp_error".into(), json!(format!("{e:#}")));
-        }
+    /// Kernel MPTCP over the same two paths, for comparison.
+    fn record_mptcp(
+        &mut self,
+        opts: &Options,
+        pair: &Pair,
+        inner: &Inner,
+        progress: &dyn Fn(&str),
+    ) {
+        let got = match mptcp_run(opts, pair, inner.up) {
+            Ok((m, joined)) => {
+                progress(&format!("  mptcp {m:.2} Mbit/s ({joined} joins)"));
+                self.cell
+                    .insert("mptcp_joined_subflows".into(), json!(joined));
+                Some(m)
+            }
+            Err(e) => {
+                progress(&format!("  mptcp failed: {e:#}"));
+                self.cell
+                    .insert("mptcp_error".into(), json!(format!("{e:#}")));
+                None
+            }
+        };
+        self.runs.entry("mptcp".into()).or_default().push(got);
     }
 }
 
@@ -619,6 +681,23 @@ fn f(v: &Value) -> String {
     v.as_f64().map_or("—".into(), |x| format!("{x:.1}"))
 }
 
+/// A cell's figure for `via`, with the range of its runs when repeated:
+/// `46.4 [41.3–47.3]`.
+fn f_runs(c: &Value, via: &str, v: &Value) -> String {
+    let got: Vec<f64> = c["runs_mbps"][via]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_f64)
+        .collect();
+    if got.len() < 2 {
+        return f(v);
+    }
+    let lo = got.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = got.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{} [{lo:.1}–{hi:.1}]", f(v))
+}
+
 fn r(v: &Value) -> String {
     v.as_f64().map_or("—".into(), |x| format!("{x:.2}"))
 }
@@ -649,15 +728,20 @@ pub fn markdown(report: &Value) -> String {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             c["pair"].as_str().unwrap_or(""),
             c["inner"].as_str().unwrap_or(""),
-            f(&c["tunnel_mbps"]),
-            f(&c["direct_mbps"]["dsl"]),
-            f(&c["direct_mbps"]["lte"]),
-            f(&c["mptcp_mbps"]),
+            f_runs(c, "tunnel", &c["tunnel_mbps"]),
+            f_runs(c, "dsl", &c["direct_mbps"]["dsl"]),
+            f_runs(c, "lte", &c["direct_mbps"]["lte"]),
+            f_runs(c, "mptcp", &c["mptcp_mbps"]),
             f(&c["capacity_sum_mbps"]),
             r(&c["ratio_best_single"]),
             r(&c["ratio_mptcp"]),
             r(&c["ratio_sum"]),
             goals.join(", ")
+        ));
+    }
+    if let Some(n) = report["repeat"].as_u64().filter(|&n| n > 1) {
+        out.push_str(&format!(
+            "\nEach figure is the median of {n} runs [min–max], the cell's measurements interleaved round by round.\n"
         ));
     }
     if let Some(set) = report["set"].as_array().filter(|s| !s.is_empty()) {
@@ -744,6 +828,22 @@ pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_runs_report_their_median_and_range() {
+        assert_eq!(
+            median(&[Some(41.3), None, Some(47.3), Some(44.2)]),
+            Some(44.2)
+        );
+        assert_eq!(median(&[Some(41.3), Some(47.3)]), Some(44.3));
+        assert_eq!(median(&[None, None]), None);
+        let c = json!({"pair": "50+10", "inner": "tcp-up", "tunnel_mbps": 44.2,
+                       "runs_mbps": {"tunnel": [41.3, null, 47.3, 44.2], "dsl": [48.2]},
+                       "direct_mbps": {"dsl": 48.2}});
+        let md = markdown(&json!({"repeat": 4, "cells": [c]}));
+        assert!(md.contains("| 44.2 [41.3–47.3] | 48.2 |"), "{md}");
+        assert!(md.contains("median of 4 runs"), "{md}");
+    }
 
     #[test]
     fn a_cell_is_scored_against_its_references_and_the_issues_goals() {

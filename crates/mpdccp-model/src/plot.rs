@@ -648,7 +648,7 @@ pub fn plot_grouped_bars_with_ranges(
         ranges,
         bar_w: 0.8 / k as f64,
     };
-    let y_max = bars.y_max(groups);
+    let y_max = bars.y_max(groups, if legend.len() > 1 { legend.len() } else { 0 });
     let n = groups.len().max(1);
     let root = BitMapBackend::new(file, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
@@ -717,7 +717,10 @@ struct BarLayout<'a> {
 
 impl BarLayout<'_> {
     /// The y axis' top: a quarter above the highest bar or error bar.
-    fn y_max(&self, groups: &[(String, Vec<f64>)]) -> f64 {
+    /// The y axis' top: the highest bar or range plus room for the legend
+    /// box in the upper right (`legend_rows` rows), which would otherwise
+    /// cover the last group's bars.
+    fn y_max(&self, groups: &[(String, Vec<f64>)], legend_rows: usize) -> f64 {
         let top = groups
             .iter()
             .enumerate()
@@ -729,7 +732,8 @@ impl BarLayout<'_> {
             .filter(|v| v.is_finite())
             .fold(0.0f64, f64::max);
         if top > 0.0 {
-            top * 1.25
+            // About 6 % of the plot's height per legend row.
+            top * (1.15 + 0.06 * legend_rows as f64)
         } else {
             1.0
         }

@@ -97,6 +97,11 @@ pub struct Args {
     /// With --aggregation: do not run the simulator beside the testbed.
     #[arg(long)]
     agg_no_sim: bool,
+    /// With --aggregation: runs of every measurement of a cell, interleaved
+    /// round by round (tunnel, each path, MPTCP); figures are medians and the
+    /// report shows each one's range.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+    agg_repeat: u16,
     /// The real-time video goal on the real tunnel (SCENARIO not needed):
     /// an 8 Mbit/s VP8 RTP stream from GStreamer (`gst-launch-1.0`) up
     /// through the tunnel (daemon defaults, authenticated) and over each
@@ -331,6 +336,7 @@ fn aggregation(args: &Args, exe: PathBuf, abort: &Arc<AtomicBool>) -> anyhow::Re
         auth: mpdccp_net::daemon::config::AuthMode::Authenticated,
         keep_dir: Some(out.join("runs")),
         set: super::sim::parse_sets(&args.set)?,
+        repeat: usize::from(args.agg_repeat),
     };
     let sim = |sc: &mpdccp_model::scenario::Scenario| {
         mpdccp_sim::run(sc, None, |_| {})
