@@ -1,5 +1,6 @@
 //! What the test modules share.
 
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 /// One network test at a time, crate-wide: the timing-sensitive tests
@@ -9,4 +10,9 @@ use std::sync::{Mutex, MutexGuard};
 pub fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `mpdccp` binary under test (Cargo builds it for the test binary).
+pub fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
 }

@@ -11,17 +11,13 @@
 //! Needs root, `tc`, `ping` and `iperf3`. Without them the test prints a
 //! skip notice, or fails when `CI` is set.
 
-use std::path::Path;
+use crate::support::exe;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, require_tool};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use mpdccp_net::daemon::config::TunnelConfig;
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 /// Rate of each path, Mbit/s.
 const PATH_MBPS: f64 = 20.0;

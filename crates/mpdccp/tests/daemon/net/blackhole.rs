@@ -16,17 +16,13 @@
 //! Needs root, `nft` and `tcpdump`. Without them the test prints a skip
 //! notice, or fails when `CI` is set.
 
-use std::path::Path;
+use crate::support::exe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mpdccp_lab::netns::{require_root, require_tool, Netns};
 use mpdccp_lab::probe;
 use mpdccp_lab::topo::{Topology, TunnelOpts};
 use mpdccp_proto::Instant;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 const ONE_WAY_A_MS: u64 = 5;
 const OUTAGE: Duration = Duration::from_secs(10);

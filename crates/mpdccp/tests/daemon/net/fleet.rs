@@ -17,8 +17,9 @@
 //!
 //! Needs root, `ping` and `bird`/`birdc`; without them each test fails.
 
+use crate::support::exe;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mpdccp_lab::fleet::{
@@ -29,10 +30,6 @@ use mpdccp_lab::netns::{require_root, require_tool, unique_prefix, veth_pair, Ne
 use mpdccp_lab::topo::{lab_private_key, wait_for};
 use mpdccp_net::daemon::keyfile::encode_key;
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 struct Fleet {
     dir: PathBuf,

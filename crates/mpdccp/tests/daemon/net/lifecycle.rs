@@ -11,8 +11,8 @@
 //! `CI` is set. The tests run one at a time (a lock) to keep timing
 //! meaningful.
 
+use crate::support::exe;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant as StdInstant};
 
 use mpdccp_lab::netns::{require_root, Proc};
@@ -22,10 +22,6 @@ use serde_json::Value;
 
 /// SIGTERM to exit, the bound the docs promise.
 const SIGTERM_EXIT: Duration = Duration::from_millis(500);
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 /// Starts one daemon from the config `start_tunnel` (or the test) wrote.
 fn spawn_daemon(t: &Topology, server: bool) -> Proc {

@@ -7,6 +7,7 @@ mod attacks;
 mod attacks_matrix;
 mod bench_peers;
 mod blackhole;
+mod common;
 mod fleet;
 mod lifecycle;
 mod loadgen;

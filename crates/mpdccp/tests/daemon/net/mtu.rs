@@ -14,17 +14,13 @@
 //! Needs root, `ping`, `iperf3` and `nft`. Without them the test prints a
 //! skip notice, or fails when `CI` is set.
 
-use std::path::Path;
+use crate::support::exe;
 use std::time::{Duration, Instant};
 
 use mpdccp_lab::iperf;
 use mpdccp_lab::netns::{require_root, require_tool, Netns};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 /// IPv4 + UDP in front of every DCCP packet, the core's data header bound.
 const OUTER: u32 = 20 + 8;

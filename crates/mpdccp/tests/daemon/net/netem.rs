@@ -3,14 +3,10 @@
 //! Needs root. Without it the test prints a skip notice, or fails when `CI`
 //! is set (CI runs as root, so a skip there would hide a broken setup).
 
-use std::path::Path;
+use crate::support::exe;
 
 use mpdccp_lab::netns::require_root;
 use mpdccp_lab::topo::Topology;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 /// Average RTT (ms) from `ping -c N -i 0.05` output.
 fn ping_avg_ms(out: &str) -> f64 {

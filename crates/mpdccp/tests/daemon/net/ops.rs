@@ -9,10 +9,10 @@
 //! `CI` is set. The tests run one at a time (a lock) to keep timing
 //! meaningful.
 
+use crate::support::exe;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
@@ -23,10 +23,6 @@ use mpdccp_lab::topo::{
     wait_for, Topology, TunnelOpts, CLIENT_TUN_V4, CLIENT_TUN_V6, SERVER_TUN_V4,
 };
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 fn tunnel() -> Topology {
     let mut t = Topology::emulated(exe(), 2, 5, 50).expect("topology");

@@ -9,16 +9,12 @@
 //! Needs root, `ping` and `iperf3`. Without them the test prints a skip
 //! notice, or fails when `CI` is set.
 
-use std::path::Path;
+use crate::support::exe;
 
 use mpdccp_lab::iperf;
 use mpdccp_lab::netns::{require_root, require_tool};
 use mpdccp_lab::topo::{Topology, TunnelOpts, SERVER_TUN_V4};
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(u64::MAX)

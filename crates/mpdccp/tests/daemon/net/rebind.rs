@@ -11,16 +11,13 @@
 //! Needs root, `nft` and `ping`. Without them the test prints a skip
 //! notice, or fails when `CI` is set.
 
+use crate::support::exe;
 use std::path::Path;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, require_tool, Netns};
 use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_PORT, SERVER_TUN_V4};
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(u64::MAX)

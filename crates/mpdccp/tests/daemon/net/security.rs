@@ -10,15 +10,12 @@
 // workspace's `unsafe_code = "deny"`.
 #![allow(unsafe_code)]
 
+use crate::support::exe;
 use std::path::Path;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, unique_prefix, Netns};
 use mpdccp_lab::topo::wait_for;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 fn server_config_workers(dir: &Path, tun: &str, listen: &str, workers: usize) -> String {
     format!(

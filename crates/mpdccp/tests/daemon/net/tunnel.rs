@@ -6,8 +6,8 @@
 //! is set. The tests share nothing (names carry pid and a counter), but each
 //! is heavy, so they run one at a time (a lock) to keep timing meaningful.
 
+use crate::support::exe;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, spawn_in_netns};
@@ -19,10 +19,6 @@ use mpdccp_lab::topo::{
 use mpdccp_net::daemon::config::DEFAULT_TUN_TXQUEUELEN;
 use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::Instant;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 fn two_paths(delay_ms: u32, rate_mbps: u32) -> Topology {
     Topology::emulated(exe(), 2, delay_ms, rate_mbps).expect("topology")

@@ -14,21 +14,17 @@
 //! Needs root. Without it the test prints a skip notice, or fails when `CI`
 //! is set.
 
-use std::path::Path;
+use super::common::stream_exactly_once;
+use crate::support::exe;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, spawn_in_netns};
-use mpdccp_lab::probe;
 use mpdccp_lab::topo::{wait_for, Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6};
 use mpdccp_net::daemon::config::Transport;
 use mpdccp_net::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES, UDP_HEADER_BYTES};
 use mpdccp_net::raw::RawDccpSocket;
 use mpdccp_proto::sched::SchedulerKind;
 use mpdccp_proto::wire::{DccpKind, DccpRepr, Header, Packet};
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 /// Two emulated paths (5 ms, 20 Mbit/s), as in `daemon/net/tunnel.rs`, and the
 /// tunnel up on them with round robin (both paths carry every other packet).
@@ -42,28 +38,6 @@ fn tunnel(transports: &[Transport]) -> Topology {
     t.start_tunnel(exe(), &opts)
         .expect("tunnel up on both paths");
     t
-}
-
-/// Upstream probe stream for 3 s at 8 Mbit/s: every packet exactly once,
-/// and both paths sent more than 500 data packets.
-fn stream_exactly_once(t: &Topology, port: u16) -> serde_json::Value {
-    let (s, _) = t
-        .start_probe_stream(false, 8_000_000, 3.0, port)
-        .expect("probe stream");
-    let (log, arr) = s.finish(Duration::from_millis(300)).expect("probe stream");
-    let tally = probe::tally(&arr, 1, log.sent.len() as u64);
-    assert!(log.sent.len() > 2500, "sent {}", log.sent.len());
-    assert_eq!(tally.duplicates, 0, "{tally:?}");
-    assert_eq!(tally.lost, 0, "{tally:?}");
-    assert_eq!(tally.delivered, log.sent.len() as u64);
-    let cst = t.status(false).expect("client status");
-    for p in cst["connections"][0]["paths"].as_array().expect("paths") {
-        assert!(
-            p["stats"]["tx_data_pkts"].as_u64().unwrap_or(0) > 500,
-            "{p}"
-        );
-    }
-    cst
 }
 
 #[test]

@@ -18,22 +18,19 @@
 //! Needs root (and tcpdump + tshark for the capture). Without root the
 //! tests print a skip notice, or fail when `CI` is set.
 
+use super::common::stream_exactly_once;
+use crate::support::exe;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, spawn_in_netns};
-use mpdccp_lab::probe;
 use mpdccp_lab::topo::{
     wait_for, Topology, TunnelOpts, SERVER_TUN_V4, SERVER_TUN_V6, SERVER_UDCCP_PORT,
 };
 use mpdccp_net::daemon::config::Transport;
 use mpdccp_net::mtu::{MtuPlan, DEFAULT_OPTIONS_BUDGET_BYTES, UDP_HEADER_BYTES};
 use mpdccp_proto::sched::SchedulerKind;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 /// The topology with both emulators up, the tunnel not yet started (so a
 /// capture can see the handshakes).
@@ -69,28 +66,6 @@ fn capture(t: &mut Topology, i: usize, file: &Path) -> usize {
 
 fn ping(t: &Topology, args: &[&str]) -> anyhow::Result<String> {
     t.client.output("ping", args)
-}
-
-/// Upstream probe stream for 3 s at 8 Mbit/s: every packet exactly once,
-/// and both paths sent more than 500 data packets.
-fn stream_exactly_once(t: &Topology, port: u16) -> serde_json::Value {
-    let (s, _) = t
-        .start_probe_stream(false, 8_000_000, 3.0, port)
-        .expect("probe stream");
-    let (log, arr) = s.finish(Duration::from_millis(300)).expect("probe stream");
-    let tally = probe::tally(&arr, 1, log.sent.len() as u64);
-    assert!(log.sent.len() > 2500, "sent {}", log.sent.len());
-    assert_eq!(tally.duplicates, 0, "{tally:?}");
-    assert_eq!(tally.lost, 0, "{tally:?}");
-    assert_eq!(tally.delivered, log.sent.len() as u64);
-    let cst = t.status(false).expect("client status");
-    for p in cst["connections"][0]["paths"].as_array().expect("paths") {
-        assert!(
-            p["stats"]["tx_data_pkts"].as_u64().unwrap_or(0) > 500,
-            "{p}"
-        );
-    }
-    cst
 }
 
 fn count(st: &serde_json::Value, k: &str) -> u64 {

@@ -8,8 +8,8 @@
 //! Needs root. Without it each test prints a skip notice, or fails when
 //! `CI` is set. One at a time (a lock): they measure loss on 2 cores.
 
+use crate::support::exe;
 use std::net::UdpSocket;
-use std::path::Path;
 use std::time::Duration;
 
 use mpdccp_lab::netns::{require_root, spawn_in_netns};
@@ -17,10 +17,6 @@ use mpdccp_lab::probe;
 use mpdccp_lab::topo::{Topology, TunnelOpts, CLIENT_TUN_V4};
 use mpdccp_net::daemon::config::AuthMode;
 use serde_json::Value;
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mpdccp"))
-}
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
