@@ -783,11 +783,19 @@ pub fn markdown(report: &Value) -> String {
 /// Grouped bars per cell: tunnel, each path alone, MPTCP, simulator.
 pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
     let legend = ["tunnel", "DSL alone", "LTE alone", "MPTCP", "sim tunnel"];
+    // Where each series' repeated runs are (`--agg-repeat`); the simulator
+    // runs once.
+    let runs_key = [
+        Some("tunnel"),
+        Some("dsl"),
+        Some("lte"),
+        Some("mptcp"),
+        None,
+    ];
     let nan = f64::NAN;
-    let groups: Vec<(String, Vec<f64>)> = report["cells"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let cells: Vec<&Value> = report["cells"].as_array().into_iter().flatten().collect();
+    let groups: Vec<(String, Vec<f64>)> = cells
+        .iter()
         .map(|c| {
             let v = |x: &Value| x.as_f64().unwrap_or(nan);
             (
@@ -806,6 +814,27 @@ pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
             )
         })
         .collect();
+    // The min–max of a series' runs, drawn as an error bar.
+    let ranges: Vec<Vec<Option<(f64, f64)>>> = cells
+        .iter()
+        .map(|c| {
+            runs_key
+                .iter()
+                .map(|k| {
+                    let got: Vec<f64> = c["runs_mbps"][(*k)?]
+                        .as_array()?
+                        .iter()
+                        .filter_map(Value::as_f64)
+                        .collect();
+                    (got.len() > 1).then(|| {
+                        let lo = got.iter().copied().fold(f64::INFINITY, f64::min);
+                        let hi = got.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        (lo, hi)
+                    })
+                })
+                .collect()
+        })
+        .collect();
     // A series no cell measured (no simulator, no references) is left out
     // rather than drawn as a row of "n/a" labels.
     let keep: Vec<usize> = (0..legend.len())
@@ -816,12 +845,17 @@ pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
         .into_iter()
         .map(|(name, v)| (name, keep.iter().map(|&j| v[j]).collect()))
         .collect();
-    mpdccp_model::plot::plot_grouped_bars(
+    let ranges: Vec<Vec<Option<(f64, f64)>>> = ranges
+        .into_iter()
+        .map(|r| keep.iter().map(|&j| r[j]).collect())
+        .collect();
+    mpdccp_model::plot::plot_grouped_bars_with_ranges(
         file,
         "Reduced aggregation matrix on the real tunnel (docs/AGGREGATION.md)",
-        "goodput, Mbit/s",
+        "goodput, Mbit/s (median; bars: min–max of the runs)",
         &legend,
         &groups,
+        &ranges,
     )
 }
 
@@ -843,6 +877,23 @@ mod tests {
         let md = markdown(&json!({"repeat": 4, "cells": [c]}));
         assert!(md.contains("| 44.2 [41.3–47.3] | 48.2 |"), "{md}");
         assert!(md.contains("median of 4 runs"), "{md}");
+    }
+
+    #[test]
+    fn repeated_runs_are_plotted_with_their_range() {
+        let c = json!({"pair": "50+10", "inner": "tcp-up", "tunnel_mbps": 47.4, "mptcp_mbps": 56.1,
+                       "runs_mbps": {"tunnel": [41.4, 47.4, 47.5], "dsl": [47.9, 48.1, 47.9],
+                                     "mptcp": [56.1, 56.1, 56.0]},
+                       "direct_mbps": {"dsl": 47.9, "lte": 9.6}});
+        let file = std::env::temp_dir().join(format!("mpdccp-agg-plot-{}.png", std::process::id()));
+        plot(&json!({"cells": [c]}), &file).expect("plot");
+        let png = std::fs::read(&file).expect("a PNG");
+        let _ = std::fs::remove_file(&file);
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 5_000,
+            "{} bytes",
+            png.len()
+        );
     }
 
     #[test]
