@@ -60,18 +60,6 @@ impl Default for FeatOpt {
     }
 }
 
-/// A `feats` slot at or past `n_feats` (never read). All-zero bits
-/// (`Ccid` is the first variant), so the 16 slots of every new segment,
-/// one per datagram in and out, are one memset instead of field stores.
-const UNUSED_FEAT: FeatOpt = FeatOpt {
-    kind: 0,
-    feature: FeatureNum::Ccid,
-    value: 0,
-    has_value: false,
-    list_buf: [0; MAX_FEAT_LIST],
-    n_list: 0,
-};
-
 impl FeatOpt {
     /// A one-value option (a non-negotiable value).
     pub fn with_value(kind: u8, feature: FeatureNum, value: u64) -> Self {
@@ -149,8 +137,10 @@ pub struct Segment<'a> {
     pub short_seq: bool,
     pub service_code: u32,
     pub reset_code: ResetCode,
-    pub feats: [FeatOpt; MAX_FEATS],
-    pub n_feats: u8,
+    /// Feature options, at most [`MAX_FEATS`]. A `Vec`, empty (no heap)
+    /// on almost every packet: an inline array made each segment, one per
+    /// datagram in and out, 512 bytes larger to zero and to move.
+    pub feats: Vec<FeatOpt>,
     /// Ack Vector cells (RFC 4340 §11.4) of a parsed packet.
     pub ack_vector: Option<&'a [u8]>,
     /// Ack Vector to emit (moved into the option while writing, then back).
@@ -186,8 +176,7 @@ impl<'a> Segment<'a> {
             short_seq: false,
             service_code: 0,
             reset_code: ResetCode::Unspecified,
-            feats: [UNUSED_FEAT; MAX_FEATS],
-            n_feats: 0,
+            feats: Vec::new(),
             ack_vector: None,
             ack_vector_out: None,
             mp: MpOpts::default(),
@@ -200,21 +189,20 @@ impl<'a> Segment<'a> {
     }
 
     pub fn feats(&self) -> &[FeatOpt] {
-        &self.feats[..self.n_feats as usize]
+        &self.feats
     }
 
     /// Adds a feature option; `value: None` is an empty value.
     pub fn push_feat(&mut self, kind: u8, feature: FeatureNum, value: Option<u64>) {
-        if (self.n_feats as usize) < MAX_FEATS {
-            self.feats[self.n_feats as usize] = FeatOpt {
+        if self.feats.len() < MAX_FEATS {
+            self.feats.push(FeatOpt {
                 list_buf: [0; MAX_FEAT_LIST],
                 n_list: 0,
                 kind,
                 feature,
                 value: value.unwrap_or(0),
                 has_value: value.is_some(),
-            };
-            self.n_feats += 1;
+            });
         }
     }
 
@@ -227,9 +215,8 @@ impl<'a> Segment<'a> {
 
     /// Adds `f` as it is (a Confirm built by the feature negotiation).
     pub fn push_feat_opt(&mut self, f: FeatOpt) {
-        if (self.n_feats as usize) < MAX_FEATS {
-            self.feats[self.n_feats as usize] = f;
-            self.n_feats += 1;
+        if self.feats.len() < MAX_FEATS {
+            self.feats.push(f);
         }
     }
 

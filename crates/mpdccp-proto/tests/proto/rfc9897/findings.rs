@@ -595,8 +595,7 @@ fn with_mp_capable(side: Side, ptype: PacketType, kind: u8, list: &'static [u8])
         let orig = bytes.clone();
         let mut s = Segment::parse(&orig, None).expect("our packet parses");
         if from == side && s.ptype == ptype {
-            let n = s.n_feats as usize;
-            for f in &mut s.feats[..n] {
+            for f in &mut s.feats {
                 if f.kind == kind && f.feature == FeatureNum::MultipathCapable {
                     *f = FeatOpt::with_list(kind, f.feature, list);
                 }
@@ -758,8 +757,7 @@ fn join_with_mp_capable(
         let orig = bytes.clone();
         let mut s = Segment::parse(&orig, None).expect("our packet parses");
         if s.ptype == ptype {
-            let feats: Vec<FeatOpt> = s.feats().to_vec();
-            s.n_feats = 0;
+            let feats: Vec<FeatOpt> = std::mem::take(&mut s.feats);
             for f in feats {
                 if f.kind == kind && f.feature == FeatureNum::MultipathCapable {
                     if let Some(l) = list {
