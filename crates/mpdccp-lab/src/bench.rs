@@ -674,6 +674,7 @@ fn peers(
         }
     }
     out["runs"] = Value::Object(runs);
+    out["goals_issue_22"] = crate::peers::goals(&out);
     Ok(out)
 }
 

@@ -287,6 +287,75 @@ pub fn ratios(ours: &Value, theirs: &Value) -> Value {
     Value::Object(m)
 }
 
+/// Issue #22's goals against wireguard-go, judged from one `peers` section
+/// (our one-path runs beside wireguard-go's, the like-for-like pair):
+/// protected TCP ≥ 1.2 × and CPU per Gbit/s ≤ wireguard-go's, UDP lost
+/// inside the tunnel < 1 % (protected at 1 Gbit/s offered, open at 2),
+/// latency idle and under load no higher than wireguard-go's in every
+/// mode. `met` is null where this run cannot judge the goal: no
+/// wireguard-go, a mode not run, another UDP rate offered, or iperf3
+/// sending under 95 % of the rate offered.
+pub fn goals(peers: &Value) -> Value {
+    let runs = &peers["runs"];
+    let wg = &runs["wireguard_go"];
+    let ratio = |run: &str, ptr: &str| {
+        let a = runs[run].pointer(ptr).and_then(Value::as_f64)?;
+        let b = wg.pointer(ptr).and_then(Value::as_f64)?;
+        (b > 0.0).then(|| a / b)
+    };
+    let judged = |figure: String, value: Option<f64>, goal: &str, met: Option<bool>| json!({"figure": figure, "value": value, "goal": goal, "met": met});
+    let mut out = Vec::new();
+    let prot = "mpdccp_one_path_protected";
+    let r = ratio(prot, "/tcp_mbps");
+    out.push(judged(
+        "protected, TCP 1 stream ÷ wireguard-go's".into(),
+        r,
+        ">= 1.2",
+        r.map(|r| r >= 1.2),
+    ));
+    let r = ratio(prot, "/tunnel_cores_per_gbps_tcp");
+    out.push(judged(
+        "protected, tunnel cores per Gbit/s ÷ wireguard-go's".into(),
+        r,
+        "<= 1",
+        r.map(|r| r <= 1.0),
+    ));
+    for (run, mode, mbps) in [
+        (prot, "protected", 1000.0),
+        ("mpdccp_one_path", "open", 2000.0),
+    ] {
+        let x = &runs[run];
+        let lost = x["udp_lost_in_tunnel_percent"].as_f64();
+        let offered = x["udp_offered_mbps"].as_f64();
+        let sent = x["udp_sent_mbps"].as_f64().unwrap_or(0.0);
+        let fair = offered == Some(mbps) && sent >= 0.95 * mbps;
+        out.push(judged(
+            format!(
+                "{mode}, UDP 1200 B at {:.0} Gbit/s offered: lost inside the tunnel, %",
+                mbps / 1000.0
+            ),
+            lost,
+            "< 1",
+            lost.filter(|_| fair).map(|l| l < 1.0),
+        ));
+    }
+    for (run, mode) in [("mpdccp_one_path", "open"), (prot, "protected")] {
+        for (ptr, what) in [
+            ("/ping_rtt_ms_idle/p50", "ping idle p50"),
+            ("/ping_rtt_ms_under_tcp_load/p50", "ping under TCP load p50"),
+        ] {
+            let r = ratio(run, ptr);
+            out.push(judged(
+                format!("{mode}, {what} ÷ wireguard-go's"),
+                r,
+                "<= 1",
+                r.map(|r| r <= 1.0),
+            ));
+        }
+    }
+    Value::Array(out)
+}
+
 /// The tunnels of a report's `peers` section in table order: (name, run).
 fn rows(peers: &Value) -> Vec<(String, &Value)> {
     let mut out = Vec::new();
@@ -373,12 +442,72 @@ pub fn table(peers: &Value) -> String {
     if let Some(why) = peers["wireguard_go_skipped"].as_str() {
         s.push_str(&format!("wireguard-go skipped: {why}\n"));
     }
+    let goals = peers["goals_issue_22"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !goals.is_empty() {
+        s.push_str("issue #22's goals (one path each):\n");
+    }
+    for g in goals {
+        let verdict = match g["met"].as_bool() {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not judged by this run",
+        };
+        s.push_str(&format!(
+            "  {:<62} {:>8}  goal {:<6} {verdict}\n",
+            g["figure"].as_str().unwrap_or(""),
+            cell(g["value"].as_f64()),
+            g["goal"].as_str().unwrap_or(""),
+        ));
+    }
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_22_goals_are_judged_only_where_the_run_can() {
+        let run = |tcp: f64, cpu: f64, offered: f64, sent: f64, lost: f64, idle: f64, load: f64| {
+            json!({"tcp_mbps": tcp, "tunnel_cores_per_gbps_tcp": cpu,
+                   "udp_offered_mbps": offered, "udp_sent_mbps": sent,
+                   "udp_lost_in_tunnel_percent": lost,
+                   "ping_rtt_ms_idle": {"p50": idle}, "ping_rtt_ms_under_tcp_load": {"p50": load}})
+        };
+        let peers = json!({"runs": {
+            // The quiet run of 2026-12-01 (README), protected at 1 Gbit/s.
+            "mpdccp_one_path_protected": run(2724.0, 0.544, 1000.0, 956.0, 14.5, 0.156, 1.59),
+            // iperf3 sent 1763 of 2000 Mbit/s: not judged.
+            "mpdccp_one_path": run(3204.0, 0.410, 2000.0, 1763.0, 5.06, 0.205, 1.03),
+            "wireguard_go": run(2424.0, 0.673, 2000.0, 1555.0, 0.0, 0.378, 1.32),
+        }});
+        let g = goals(&json!({"runs": peers["runs"], "goals_issue_22": null}));
+        let met = |prefix: &str| {
+            g.as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["figure"].as_str().unwrap().starts_with(prefix))
+                .unwrap_or_else(|| panic!("{prefix}"))["met"]
+                .clone()
+        };
+        assert_eq!(met("protected, TCP"), false, "2724 / 2424 = 1.12 < 1.2");
+        assert_eq!(met("protected, tunnel cores"), true);
+        assert_eq!(met("protected, UDP"), false, "956 of 1000 sent: judged");
+        assert_eq!(
+            met("open, UDP"),
+            Value::Null,
+            "1763 of 2000 sent: not judged"
+        );
+        assert_eq!(met("open, ping idle"), true);
+        assert_eq!(met("protected, ping under TCP load"), false);
+        // Without wireguard-go nothing relative is judged.
+        let alone = json!({"runs": {"mpdccp_one_path_protected": peers["runs"]["mpdccp_one_path_protected"]}});
+        let g = goals(&alone);
+        assert_eq!(g[0]["met"], Value::Null);
+    }
 
     #[test]
     fn ratios_divide_ours_by_theirs_and_null_on_zero() {
