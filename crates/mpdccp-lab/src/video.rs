@@ -52,6 +52,10 @@ pub const AFTER_IDLE: Duration = Duration::from_secs(2);
 /// The goal's delay factor: OWD p99 within 1.5 × the best path's.
 pub const GOAL_P99_FACTOR: f64 = 1.5;
 
+/// How often the tunnel cell samples the sending daemon's paths
+/// (`status-tunnel.csv`): a few samples per keyframe's round trips.
+const STATUS_EVERY: Duration = Duration::from_millis(10);
+
 /// What to run.
 pub struct Options {
     pub exe: PathBuf,
@@ -346,6 +350,13 @@ pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStat
         .recv_timeout(Duration::from_secs(5))
         .context("RTP relay not ready")?;
     let clip = encode_clip(&topo.dir, opts.play_s)?;
+    // The sending daemon's windows while the stream plays (the tunnel cell,
+    // when the packets are kept): which window a keyframe finds.
+    let sampler = (via.is_none() && opts.dump_dir.is_some()).then(|| {
+        let sock = topo.control_socket(false);
+        let a = abort.clone();
+        std::thread::spawn(move || sample_paths(&sock, &a))
+    });
     let (resumed, result) = play_clip(&topo, opts, &clip, port);
     // The last packets cross the paths (and the reordering timeout).
     std::thread::sleep(Duration::from_millis(500));
@@ -360,7 +371,11 @@ pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStat
     if sent.is_empty() {
         bail!("GStreamer sent no RTP packet");
     }
+    let status_csv = sampler.and_then(|h| h.join().ok());
     if let Some(dir) = &opts.dump_dir {
+        if let Some(csv) = status_csv {
+            std::fs::write(dir.join("status-tunnel.csv"), csv)?;
+        }
         let name = via.map_or("tunnel".to_string(), |i| sc.path[i].name.clone());
         std::fs::write(
             dir.join(format!("packets-{name}.csv")),
@@ -375,6 +390,38 @@ pub fn run_cell(opts: &Options, via: Option<usize>) -> anyhow::Result<(VideoStat
         Some(_) => Value::Null,
     };
     Ok((analyze(&sent, &got, &resumed), diagnosis))
+}
+
+/// Samples the daemon at `sock` every [`STATUS_EVERY`] until `abort`: one
+/// CSV line per path and sample, `t_ns` on the clock of `packets-*.csv`'s
+/// `sent_ns`.
+fn sample_paths(sock: &Path, abort: &AtomicBool) -> String {
+    let mut out = String::from(
+        "t_ns,path,state,cc_state,cwnd_pkts,in_flight_pkts,queued_pkts,srtt_ms,min_rtt_ms\n",
+    );
+    while !abort.load(Ordering::Relaxed) {
+        if let Ok(v) = mpdccp_net::daemon::ops::query(sock, "status") {
+            let t = clock::now().as_nanos();
+            let paths = v["connections"][0]["paths"].as_array().cloned();
+            for p in paths.unwrap_or_default() {
+                let n = |k: &str| p[k].as_f64().map_or(String::new(), |x| x.to_string());
+                let t_ = |k: &str| p[k].as_str().unwrap_or("").to_string();
+                out.push_str(&format!(
+                    "{t},{},{},{},{},{},{},{},{}\n",
+                    t_("name"),
+                    t_("state"),
+                    t_("cc_state"),
+                    n("cwnd_pkts"),
+                    n("in_flight_pkts"),
+                    n("queued_pkts"),
+                    n("srtt_ms"),
+                    n("min_rtt_ms"),
+                ));
+            }
+        }
+        std::thread::sleep(STATUS_EVERY);
+    }
+    out
 }
 
 /// Where the stream goes: the server's tunnel address after starting the

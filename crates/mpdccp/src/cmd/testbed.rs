@@ -107,7 +107,9 @@ pub struct Args {
     /// through the tunnel (daemon defaults, authenticated) and over each
     /// path alone; it plays, pauses, plays again. Loss, incomplete frames
     /// and one-way delay against the best path alone. Writes DIR/video.json,
-    /// DIR/VIDEO.md and each cell's packets (DIR/packets-VIA.csv).
+    /// DIR/VIDEO.md and each cell's packets (DIR/packets-VIA.csv), and the
+    /// sending daemon's windows every 10 ms while the tunnel cell plays
+    /// (DIR/status-tunnel.csv).
     #[arg(long)]
     video: bool,
     /// With --video: the path pair (`20+20` or `50+10`).
