@@ -154,10 +154,15 @@ impl Header {
             field::HEADER_LONG
         };
         if let Some(ack) = self.kind.ack() {
-            // Reserved(8) | Ack(24), or Reserved(16) | Ack(48).
-            let (skip, len) = if self.short_seq { (1, 4) } else { (2, 8) };
-            write_be(&mut b[off + skip..off + len], ack);
-            off += len;
+            // Reserved(8) | Ack(24), or Reserved(16) | Ack(48); a branch
+            // each, so that both copies have a fixed width (no memcpy call).
+            if self.short_seq {
+                write_be(&mut b[off + 1..off + 4], ack);
+                off += 4;
+            } else {
+                write_be(&mut b[off + 2..off + 8], ack);
+                off += 8;
+            }
         }
         match self.kind {
             DccpKind::Request { service_code } | DccpKind::Response { service_code, .. } => {

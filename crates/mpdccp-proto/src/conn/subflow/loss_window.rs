@@ -48,9 +48,16 @@ impl LossWindow {
         }
         self.last_note = Some(now);
         let sec = now.as_secs_f64() as u64;
-        if self.snaps.back().is_none_or(|s| s.0 < sec) {
-            self.snaps.push_back((sec, sent_total, lost_total));
+        // Most of the rest are in a second noted already. The newest
+        // snapshot is of the latest second noted (only a later second
+        // pushes one, and forgetting keeps the newest), and that note left
+        // every snapshot after the first inside its window, so a note in
+        // that second or an earlier one would push nothing and forget
+        // nothing.
+        if self.snaps.back().is_some_and(|s| s.0 >= sec) {
+            return;
         }
+        self.snaps.push_back((sec, sent_total, lost_total));
         let oldest = sec.saturating_sub(LOSS_WINDOW.as_secs());
         // Keep one snapshot at or before the window's start as its base.
         while self.snaps.len() > 1 && self.snaps[1].0 <= oldest {
@@ -130,6 +137,41 @@ mod tests {
             twice.note(t, ms + 3, ms / 50 + 1);
         }
         assert_eq!(once.snaps, twice.snaps);
+    }
+
+    /// The note as first written (no shortcut): push a second's first
+    /// snapshot, then forget what the window left behind.
+    fn note_in_full(w: &mut LossWindow, now: Instant, sent: u64, lost: u64) {
+        let sec = now.as_secs_f64() as u64;
+        if w.snaps.back().is_none_or(|s| s.0 < sec) {
+            w.snaps.push_back((sec, sent, lost));
+        }
+        let oldest = sec.saturating_sub(super::LOSS_WINDOW.as_secs());
+        while w.snaps.len() > 1 && w.snaps[1].0 <= oldest {
+            w.snaps.pop_front();
+        }
+    }
+
+    /// Notes at irregular instants, some repeated and some going back in
+    /// time, with counters changing between them: the shortcut for a
+    /// noted second keeps exactly the snapshots the full note keeps.
+    #[test]
+    fn a_note_in_a_noted_second_keeps_what_the_full_note_keeps() {
+        let (mut fast, mut full) = (LossWindow::default(), LossWindow::default());
+        let mut ms = 0u64;
+        for k in 0..20_000u64 {
+            // Forward in steps of 0..=2.3 s, every 7th step 3 s back.
+            ms = if k % 7 == 6 {
+                ms.saturating_sub(3_000)
+            } else {
+                ms + (k * 37 % 2_300)
+            };
+            let t = at(ms as f64 / 1e3);
+            fast.note(t, k, k / 9);
+            note_in_full(&mut full, t, k, k / 9);
+            assert_eq!(fast.snaps, full.snaps, "step {k} at {ms} ms");
+        }
+        assert!(full.snaps.len() > 5, "the window held several seconds");
     }
 
     #[test]
