@@ -681,21 +681,28 @@ fn f(v: &Value) -> String {
     v.as_f64().map_or("—".into(), |x| format!("{x:.1}"))
 }
 
+/// The min–max of a cell's runs over `via` (`--agg-repeat`), when it ran
+/// more than once.
+fn runs_range(c: &Value, via: &str) -> Option<(f64, f64)> {
+    let got: Vec<f64> = c["runs_mbps"][via]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    (got.len() > 1).then(|| {
+        let lo = got.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = got.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    })
+}
+
 /// A cell's figure for `via`, with the range of its runs when repeated:
 /// `46.4 [41.3–47.3]`.
 fn f_runs(c: &Value, via: &str, v: &Value) -> String {
-    let got: Vec<f64> = c["runs_mbps"][via]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_f64)
-        .collect();
-    if got.len() < 2 {
-        return f(v);
+    match runs_range(c, via) {
+        Some((lo, hi)) => format!("{} [{lo:.1}–{hi:.1}]", f(v)),
+        None => f(v),
     }
-    let lo = got.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = got.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{} [{lo:.1}–{hi:.1}]", f(v))
 }
 
 fn r(v: &Value) -> String {
@@ -817,23 +824,7 @@ pub fn plot(report: &Value, file: &Path) -> std::io::Result<()> {
     // The min–max of a series' runs, drawn as an error bar.
     let ranges: Vec<Vec<Option<(f64, f64)>>> = cells
         .iter()
-        .map(|c| {
-            runs_key
-                .iter()
-                .map(|k| {
-                    let got: Vec<f64> = c["runs_mbps"][(*k)?]
-                        .as_array()?
-                        .iter()
-                        .filter_map(Value::as_f64)
-                        .collect();
-                    (got.len() > 1).then(|| {
-                        let lo = got.iter().copied().fold(f64::INFINITY, f64::min);
-                        let hi = got.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        (lo, hi)
-                    })
-                })
-                .collect()
-        })
+        .map(|c| runs_key.iter().map(|k| runs_range(c, (*k)?)).collect())
         .collect();
     // A series no cell measured (no simulator, no references) is left out
     // rather than drawn as a row of "n/a" labels.
