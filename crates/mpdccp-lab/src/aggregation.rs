@@ -24,6 +24,7 @@ use mpdccp_model::results::Summary;
 use mpdccp_model::scenario::{Direction, FlowKind, FlowSpec, PathSpec, Scenario, WindowSpec};
 use serde_json::{json, Value};
 
+use crate::bench::stop_if_interrupted;
 use crate::testbed::{self, TestbedConfig};
 use crate::topo::Topology;
 
@@ -528,14 +529,6 @@ fn median(runs: &[Option<f64>]) -> Option<f64> {
     } else {
         (x[n / 2 - 1] + x[n / 2]) / 2.0
     })
-}
-
-/// `Err("interrupted")` once `abort` is set (Ctrl-C), between runs.
-fn stop_if_interrupted(abort: &AtomicBool) -> anyhow::Result<()> {
-    if abort.load(std::sync::atomic::Ordering::Relaxed) {
-        anyhow::bail!("interrupted");
-    }
-    Ok(())
 }
 
 impl CellFindings {

@@ -920,7 +920,7 @@ fn measure_protected(
 
 /// `Err("interrupted")` once `abort` is set (Ctrl-C), between the
 /// measurements.
-fn stop_if_interrupted(abort: &AtomicBool) -> anyhow::Result<()> {
+pub(crate) fn stop_if_interrupted(abort: &AtomicBool) -> anyhow::Result<()> {
     if abort.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted");
     }

@@ -53,8 +53,9 @@ pub const AFTER_IDLE: Duration = Duration::from_secs(2);
 pub const GOAL_P99_FACTOR: f64 = 1.5;
 
 /// How often the tunnel cell samples the sending daemon's paths
-/// (`status-tunnel.csv`): a few samples per keyframe's round trips.
-const STATUS_EVERY: Duration = Duration::from_millis(10);
+/// (`status-tunnel.csv`): as often as the daemon renews its status, no
+/// more (a query within that age reads the same snapshot again).
+const STATUS_EVERY: Duration = mpdccp_net::daemon::ops::SNAPSHOT_MAX_AGE;
 
 /// What to run.
 pub struct Options {

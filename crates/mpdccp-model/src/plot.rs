@@ -716,7 +716,6 @@ struct BarLayout<'a> {
 }
 
 impl BarLayout<'_> {
-    /// The y axis' top: a quarter above the highest bar or error bar.
     /// The y axis' top: the highest bar or range plus room for the legend
     /// box in the upper right (`legend_rows` rows), which would otherwise
     /// cover the last group's bars.

@@ -108,7 +108,7 @@ pub struct Args {
     /// path alone; it plays, pauses, plays again. Loss, incomplete frames
     /// and one-way delay against the best path alone. Writes DIR/video.json,
     /// DIR/VIDEO.md and each cell's packets (DIR/packets-VIA.csv), and the
-    /// sending daemon's windows every 10 ms while the tunnel cell plays
+    /// sending daemon's windows every 100 ms while the tunnel cell plays
     /// (DIR/status-tunnel.csv).
     #[arg(long)]
     video: bool,
