@@ -108,9 +108,13 @@ def report(role, direction, recv, sent, rtt, extra=None):
 # ---------------------------------------------------------------- TCP / MPTCP
 
 
-def tcp_socket(mptcp):
+def tcp_socket(mptcp, cc=None):
     proto = IPPROTO_MPTCP if mptcp else 0
-    return socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+    if cc:
+        # The sender's controller decides; an accepted socket inherits it.
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    return s
 
 
 def tcp_send(sock, secs, meter):
@@ -139,7 +143,7 @@ def tcp_recv(sock, meter, deadline):
 
 def tcp_server(a):
     host, port = a.listen.rsplit(":", 1)
-    ls = tcp_socket(a.mptcp)
+    ls = tcp_socket(a.mptcp, a.tcp_cc)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # MPTCP: every address, so the subflow that joins at the address the
     # server announced (ADD_ADDR) finds the listener.
@@ -170,13 +174,13 @@ def tcp_server(a):
                 pass
         except OSError:
             pass
-    report("server", direction, m.recv, sent, [], {"mptcp": a.mptcp})
+    report("server", direction, m.recv, sent, [], {"mptcp": a.mptcp, "tcp_cc": a.tcp_cc})
     conn.close()
 
 
 def tcp_client(a):
     host, port = a.connect.rsplit(":", 1)
-    s = tcp_socket(a.mptcp)
+    s = tcp_socket(a.mptcp, a.tcp_cc)
     s.settimeout(a.timeout)
     s.connect((host, int(port)))
     s.sendall((b"U" if a.direction == "up" else b"D") + ("%8.2f" % a.secs).encode())
@@ -195,7 +199,7 @@ def tcp_client(a):
     else:
         tcp_recv(s, m, time.monotonic() + a.secs + a.timeout)
         s.shutdown(socket.SHUT_WR)
-    report("client", a.direction, m.recv, sent, [], {"mptcp": a.mptcp})
+    report("client", a.direction, m.recv, sent, [], {"mptcp": a.mptcp, "tcp_cc": a.tcp_cc})
     s.close()
 
 
@@ -411,6 +415,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--mptcp", action="store_true")
     ap.add_argument("--cc", default="reno")
+    # Kernel TCP's controller (TCP_CONGESTION); none = the system default.
+    ap.add_argument("--tcp-cc")
     # quic-go's desired receive buffer (7 MiB); 0 = the kernel default.
     ap.add_argument("--rcvbuf", type=int, default=7 << 20)
     ap.add_argument("--datagram-bytes", type=int, default=1222)

@@ -58,6 +58,8 @@ pub struct Inner {
     pub name: &'static str,
     pub kind: FlowKind,
     pub up: bool,
+    /// Kernel TCP's controller (the MPTCP reference uses the same).
+    pub tcp_cc: &'static str,
 }
 
 pub const INNERS: &[Inner] = &[
@@ -65,21 +67,37 @@ pub const INNERS: &[Inner] = &[
         name: "tcp-up",
         kind: FlowKind::Tcp,
         up: true,
+        tcp_cc: "cubic",
     },
     Inner {
         name: "tcp-down",
         kind: FlowKind::Tcp,
         up: false,
+        tcp_cc: "cubic",
+    },
+    Inner {
+        name: "tcp-bbr-up",
+        kind: FlowKind::Tcp,
+        up: true,
+        tcp_cc: "bbr",
+    },
+    Inner {
+        name: "tcp-bbr-down",
+        kind: FlowKind::Tcp,
+        up: false,
+        tcp_cc: "bbr",
     },
     Inner {
         name: "quic-up",
         kind: FlowKind::Quic,
         up: true,
+        tcp_cc: "",
     },
     Inner {
         name: "quic-down",
         kind: FlowKind::Quic,
         up: false,
+        tcp_cc: "",
     },
 ];
 
@@ -119,7 +137,7 @@ pub fn scenario(pair: &Pair, inner: &Inner, via: &str, secs: f64) -> Scenario {
     let flow = FlowSpec {
         name: "bulk".into(),
         kind: inner.kind,
-        cc: (inner.kind == FlowKind::Tcp).then(|| "cubic".into()),
+        cc: (inner.kind == FlowKind::Tcp).then(|| inner.tcp_cc.into()),
         packet_bytes: if inner.kind == FlowKind::Tcp {
             TCP_PACKET
         } else {
@@ -324,7 +342,8 @@ pub fn emulated_pair(exe: &Path, pair: &Pair, secs: f64) -> anyhow::Result<(Topo
 /// second address (`ip mptcp endpoint … signal`), so the client joins a
 /// subflow over the second path. Returns the steady-window Mbit/s and the
 /// number of subflows the client joined.
-pub fn mptcp_run(opts: &Options, pair: &Pair, up: bool) -> anyhow::Result<(f64, u64)> {
+pub fn mptcp_run(opts: &Options, pair: &Pair, inner: &Inner) -> anyhow::Result<(f64, u64)> {
+    let up = inner.up;
     let (topo, sc) = emulated_pair(&opts.exe, pair, opts.secs)?;
     for i in 0..sc.path.len() {
         // One ack per segment, as through the tunnel (testbed).
@@ -354,7 +373,7 @@ pub fn mptcp_run(opts: &Options, pair: &Pair, up: bool) -> anyhow::Result<(f64, 
         ])?;
     }
     let server = SocketAddr::new(topo.paths[0].server_ip.into(), 5301);
-    let r = crate::flows::run_tcp_bulk(&topo, server, up, opts.secs, true)?;
+    let r = crate::flows::run_tcp_bulk(&topo, server, up, opts.secs, true, Some(inner.tcp_cc))?;
     let joined = netstat_counter(&topo.client, "MPJoinSynAckRx").unwrap_or(0);
     let (from, to) = steady_window(opts.secs);
     let t0 = r.recv.first().map_or(0.0, |s| s.0);
@@ -596,7 +615,7 @@ impl CellFindings {
         inner: &Inner,
         progress: &dyn Fn(&str),
     ) {
-        let got = match mptcp_run(opts, pair, inner.up) {
+        let got = match mptcp_run(opts, pair, inner) {
             Ok((m, joined)) => {
                 progress(&format!("  mptcp {m:.2} Mbit/s ({joined} joins)"));
                 self.cell
@@ -932,7 +951,8 @@ mod tests {
 
     #[test]
     fn cells_are_the_issues_paths_with_the_shared_tunnel_defaults() {
-        let sc = scenario(&PAIRS[1], &INNERS[3], "tunnel", 20.0);
+        let quic_down = INNERS.iter().find(|i| i.name == "quic-down").unwrap();
+        let sc = scenario(&PAIRS[1], quic_down, "tunnel", 20.0);
         sc.validate().unwrap();
         assert_eq!(sc.path[0].rate_mbps, Some(50.0));
         assert_eq!(sc.path[1].delay_ms, 40.0);
@@ -941,5 +961,10 @@ mod tests {
         assert_eq!(sc.window[0].from_s, 5.0);
         // The simulator counts IP packets, the testbed payload.
         assert!((payload_share(FlowKind::Tcp, 1400) - 1348.0 / 1400.0).abs() < 1e-12);
+        // The BBR cells run the simulator's inner TCP with BBR too.
+        let bbr = INNERS.iter().find(|i| i.name == "tcp-bbr-up").unwrap();
+        let sc = scenario(&PAIRS[0], bbr, "dsl", 20.0);
+        assert_eq!(sc.flow[0].cc.as_deref(), Some("bbr"));
+        assert_eq!(sc.flow[0].direction, Direction::Up);
     }
 }

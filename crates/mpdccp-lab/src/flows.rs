@@ -322,13 +322,15 @@ pub fn quic_payload_bytes(packet_bytes: usize) -> usize {
 
 /// Kernel TCP bulk transfer with the lab's script (`mptcp`: an
 /// IPPROTO_MPTCP socket), from the client's namespace to `server` (`up`)
-/// or back, for `secs`; returns the receiver's counts.
+/// or back, for `secs`, with the controller `tcp_cc` (the system's
+/// default when `None`); returns the receiver's counts.
 pub fn run_tcp_bulk(
     topo: &Topology,
     server: SocketAddr,
     up: bool,
     secs: f64,
     mptcp: bool,
+    tcp_cc: Option<&str>,
 ) -> anyhow::Result<FlowReport> {
     let py = script(&topo.dir)?.to_string_lossy().into_owned();
     let out = topo.dir.join("tcp-server.json");
@@ -351,6 +353,11 @@ pub fn run_tcp_bulk(
     if mptcp {
         sargs.push("--mptcp".into());
         cargs.push("--mptcp".into());
+    }
+    if let Some(cc) = tcp_cc {
+        for a in [&mut sargs, &mut cargs] {
+            a.extend(["--tcp-cc".into(), cc.into()]);
+        }
     }
     let child = Netns::command_in(topo.server.name(), "chrt")
         .args(["-f", FIFO_PRIO, PYTHON])

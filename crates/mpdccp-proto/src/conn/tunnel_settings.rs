@@ -115,6 +115,18 @@ pub struct TunnelSettings {
     /// when off, so older results' settings are unchanged.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_true"))]
     pub window_delay_bound: bool,
+    /// With `window_delay_bound` and `per-flow` reordering: an inner TCP
+    /// flow spread over paths, with no loss seen for 30 s, is delivered no
+    /// earlier than the slowest path it uses would deliver it (base
+    /// delays), so the simulator's inner BBR sees one RTT and keeps the
+    /// second path (`reorder/flow.rs`). Off by default: the receiver
+    /// cannot tell a loss-based flow whose losses it does not see (the
+    /// send queue's CoDel drops them), and kernel TCP CUBIC through the
+    /// real tunnel lost up to 17 % with it, while kernel BBR gained
+    /// nothing (docs/AGGREGATION.md "One RTT for a loss-free TCP flow").
+    /// Written out only when on.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_false"))]
+    pub equalise_tcp_delay: bool,
     /// The standing queue `window_delay_bound` tolerates on a path, ms;
     /// 0 = a quarter of the path's min RTT, within 1–5 ms. Written out only
     /// when set.
@@ -214,6 +226,7 @@ impl Default for TunnelSettings {
             cwnd_validation_peak: false,
             delay_aware_spill: true,
             window_delay_bound: true,
+            equalise_tcp_delay: false,
             window_delay_target_ms: 0.0,
         }
     }
@@ -307,6 +320,9 @@ impl TunnelSettings {
                 timeout,
                 // Only with short path queues (`ReorderConfig::one_path_detours`).
                 one_path_detours: self.window_delay_bound,
+                // Base delays stand for the paths' delays only while their
+                // queues are short.
+                equalise_spread_tcp: self.equalise_tcp_delay && self.window_delay_bound,
                 ..ReorderConfig::default()
             },
             mss_bytes: self.mss_bytes.unwrap_or(mss_bytes),

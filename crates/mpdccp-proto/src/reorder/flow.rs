@@ -39,6 +39,13 @@
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
 //!   packets any more.
+//! * A TCP flow spread over paths that saw no loss for
+//!   [`EQUALISE_LOSS_MEMORY`] is, with `ReorderConfig::equalise_spread_tcp`,
+//!   also delivered no earlier than its packet's arrival plus that path's
+//!   base one-way delay deficit to the slowest path the flow used, gap or
+//!   not: an inner BBR sees one RTT, and a probe that reaches the slower
+//!   path no longer reads to it as less bandwidth. A loss-limited flow is
+//!   left alone (its rate falls with its RTT).
 //! * Each held packet waits at most `min(max(max − min, 5/4 · extent) +
 //!   offset, max_timeout)`, the `active-adaptive` bound: `max − min` the
 //!   spread of the active paths' one-way latencies, `extent` the
@@ -102,7 +109,20 @@ struct Gap {
 struct Held {
     item: ReorderItem,
     deadline: Instant,
+    /// Not delivered before this (a spread TCP flow's delay equalisation,
+    /// [`PerFlow::equalised`]), blocked by a gap or not.
+    not_before: Instant,
 }
+
+/// Paths remembered per flow for delay equalisation.
+const PATHS_SEEN: usize = 8;
+/// A TCP flow delivered past a given-up gap within this long is not
+/// equalised ([`PerFlow::equalised`]): its controller is loss-limited, and
+/// under loss a loss-based TCP's rate falls with its RTT (Mathis et al.,
+/// CCR 1997: rate ∝ 1 / (RTT · √p)). Shorter memories let a flow flip in
+/// and out of equalisation (1 s: 31 of 48 subset cells, 10 s: 36, 30 s:
+/// 37, none: 33; main 34; docs/AGGREGATION.md).
+pub const EQUALISE_LOSS_MEMORY: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug, Default)]
 struct Flow {
@@ -129,6 +149,10 @@ struct Flow {
     tcp: bool,
     /// `PerFlow::arrived_bytes` after this flow's previous packet.
     bytes_mark: Option<u64>,
+    /// Last arrival per path (at most [`PATHS_SEEN`]).
+    paths_seen: Vec<(PathId, Instant)>,
+    /// Last delivery after a given-up gap.
+    last_loss: Option<Instant>,
     /// Connection bytes per byte of this flow (× 8, an EWMA with gain 1/8
     /// of the bytes that arrived since its previous packet over its
     /// packet's size): its share of the connection's bytes is
@@ -161,6 +185,33 @@ impl Flow {
 
     fn spread(&self, now: Instant) -> bool {
         self.spread_until.is_some_and(|t| t > now)
+    }
+
+    /// One of its packets was delivered (`after_gap`: past a given-up gap).
+    fn note_delivery(&mut self, after_gap: bool, now: Instant) {
+        if after_gap {
+            self.last_loss = Some(now);
+        }
+    }
+
+    /// A packet of it arrived on `path` at `now`.
+    fn saw_path(&mut self, path: PathId, now: Instant) {
+        if let Some(e) = self.paths_seen.iter_mut().find(|(p, _)| *p == path) {
+            e.1 = now;
+            return;
+        }
+        if self.paths_seen.len() >= PATHS_SEEN {
+            if let Some(oldest) = self
+                .paths_seen
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (p, t))| (*t, *p))
+                .map(|(i, _)| i)
+            {
+                self.paths_seen.swap_remove(oldest);
+            }
+        }
+        self.paths_seen.push((path, now));
     }
 
     /// A packet of `len` bytes arrived, `arrived` the connection's bytes so
@@ -208,6 +259,7 @@ pub struct PerFlow {
     drop_late: bool,
     fast_loss: FastLoss,
     one_path_detours: bool,
+    equalise: bool,
     dedup: DedupWindow,
     /// Every MP_SEQ below it arrived or was given up.
     floor: Option<u64>,
@@ -243,6 +295,7 @@ impl PerFlow {
             drop_late: config.drop_late,
             fast_loss: config.fast_loss,
             one_path_detours: config.one_path_detours,
+            equalise: config.equalise_spread_tcp,
             dedup: DedupWindow::new(config.dup_window()),
             floor: config.initial_seq,
             top: None,
@@ -512,7 +565,7 @@ impl PerFlow {
             };
             let lo = flow.last.map_or(floor, |l| l.saturating_add(1));
             let blocked = self.missing_in(lo, seq, flow.tcp);
-            if blocked && h.deadline > now && !force {
+            if ((blocked && h.deadline > now) || h.not_before > now) && !force {
                 break;
             }
             force = false;
@@ -530,6 +583,7 @@ impl PerFlow {
             self.held_pkts -= 1;
             self.held_bytes -= h.item.payload.len();
             let after_gap = blocked || self.given_up_to > lo;
+            flow.note_delivery(after_gap, now);
             self.deliver(h.item, now, after_gap);
         }
         if let Some(f) = self.flows.get_mut(&key) {
@@ -590,16 +644,23 @@ impl PerFlow {
         self.stats.late += 1;
         self.extent.late(now, item.seq);
         // Due at once: only the earlier packets of its flow keep it.
-        self.hold(key, item, now);
+        self.hold(key, item, now, now);
         None
     }
 
     /// Holds `item` in flow `key` until `deadline` (or its gaps close).
-    fn hold(&mut self, key: u64, item: ReorderItem, deadline: Instant) {
+    fn hold(&mut self, key: u64, item: ReorderItem, deadline: Instant, not_before: Instant) {
         self.held_pkts += 1;
         self.held_bytes += item.payload.len();
         if let Some(f) = self.flows.get_mut(&key) {
-            f.held.insert(item.seq, Held { item, deadline });
+            f.held.insert(
+                item.seq,
+                Held {
+                    item,
+                    deadline,
+                    not_before,
+                },
+            );
         }
         self.holding.insert(key);
     }
@@ -702,6 +763,7 @@ impl PerFlow {
             flow.spread_until = Some(now + SPREAD_MEMORY);
         }
         flow.last_path = Some(item.path);
+        flow.saw_path(item.path, now);
         let last = flow.last;
         let holding = !flow.held.is_empty();
         let lo = last.map_or(u64::MAX, |l| l.saturating_add(1));
@@ -716,17 +778,21 @@ impl PerFlow {
             self.deliver(item, now, true);
             return;
         }
-        let held_back = match self.flows.get(&key) {
-            Some(f) => self.holds(f, lo, seq, now),
-            None => false,
+        let (held_back, not_before) = match self.flows.get(&key) {
+            Some(f) => (
+                self.holds(f, lo, seq, now),
+                self.equalised(f, &item, now, paths),
+            ),
+            None => (false, now),
         };
-        if !holding && !held_back {
+        if !holding && !held_back && not_before <= now {
             let missing = self.missing_count(lo, seq);
+            let after_gap = last.is_some() && self.given_up_to > lo;
             if let Some(f) = self.flows.get_mut(&key) {
                 f.sample_stride(seq, missing);
                 f.last = Some(seq);
+                f.note_delivery(after_gap, now);
             }
-            let after_gap = last.is_some() && self.given_up_to > lo;
             self.deliver(item, now, after_gap);
             return;
         }
@@ -741,7 +807,48 @@ impl PerFlow {
             }
         }
         let deadline = item.arrival + self.hold_bound(now, paths);
-        self.hold(key, item, deadline);
+        self.hold(key, item, deadline, not_before);
+    }
+
+    /// When a packet of a TCP flow spread over paths may be delivered at
+    /// the earliest: its arrival plus its path's base one-way delay deficit
+    /// to the slowest active path the flow used within [`SPREAD_MEMORY`]
+    /// (`min_rtt / 2` each), unless the flow saw a loss within
+    /// [`EQUALISE_LOSS_MEMORY`]. An inner BBR then sees one RTT, not two:
+    /// with two, a probe that reaches the slower path lowers its rate
+    /// samples (more in flight, a longer RTT) and it reads the detour as
+    /// less bandwidth (docs/AGGREGATION.md, "An inner BBR sees one RTT").
+    fn equalised(
+        &self,
+        flow: &Flow,
+        item: &ReorderItem,
+        now: Instant,
+        paths: &[PathView],
+    ) -> Instant {
+        let lost_lately = flow
+            .last_loss
+            .is_some_and(|t| now.saturating_duration_since(t) < EQUALISE_LOSS_MEMORY);
+        if !self.equalise || !flow.tcp || !flow.spread(now) || lost_lately {
+            return item.arrival;
+        }
+        let base = |id: PathId| {
+            paths
+                .iter()
+                .find(|p| p.id == id && p.state == PathState::Active)
+                .and_then(|p| p.min_rtt)
+                .map(|r| r / 2)
+        };
+        let Some(own) = base(item.path) else {
+            return item.arrival;
+        };
+        let slowest = flow
+            .paths_seen
+            .iter()
+            .filter(|(_, t)| now.saturating_duration_since(*t) < SPREAD_MEMORY)
+            .filter_map(|(p, _)| base(*p))
+            .max()
+            .unwrap_or(own);
+        item.arrival + slowest.saturating_sub(own)
     }
 }
 
@@ -788,11 +895,22 @@ impl Reorder for PerFlow {
     fn poll_timeout(&self) -> Option<Instant> {
         // A held head goes at its own deadline or when the gaps below it
         // are given up, whichever is first.
+        // A head held for equalisation goes at its `not_before` when no
+        // gap blocks it, else at the later of the two.
+        let floor = self.floor.unwrap_or(0);
         let heads = self
             .holding
             .iter()
-            .filter_map(|k| self.flows.get(k)?.held.first_key_value())
-            .map(|(_, h)| h.deadline)
+            .filter_map(|k| {
+                let f = self.flows.get(k)?;
+                let (&seq, h) = f.held.first_key_value()?;
+                let lo = f.last.map_or(floor, |l| l.saturating_add(1));
+                Some(if self.missing_in(lo, seq, f.tcp) {
+                    h.deadline.max(h.not_before)
+                } else {
+                    h.not_before
+                })
+            })
             .min()?;
         let gaps = self.gaps.values().map(|g| g.deadline).min();
         Some(gaps.map_or(heads, |g| g.min(heads)))

@@ -37,7 +37,7 @@ mod passive;
 mod progress;
 
 pub use active::{Active, ActiveMode};
-pub use flow::{PerFlow, MAX_FLOWS, MAX_GAPS, SPREAD_MEMORY};
+pub use flow::{PerFlow, EQUALISE_LOSS_MEMORY, MAX_FLOWS, MAX_GAPS, SPREAD_MEMORY};
 pub use passive::Passive;
 
 use crate::path::{PathId, PathView};
@@ -219,6 +219,11 @@ pub struct ReorderConfig {
     /// off that path (measured: asym/quic 0.96 → 0.73 of the best path with
     /// this on and the bound off; 0.86 → 0.92 with both on).
     pub one_path_detours: bool,
+    /// `per-flow`: a TCP flow spread over paths that saw no loss for
+    /// [`EQUALISE_LOSS_MEMORY`] is delivered no earlier than the
+    /// slowest path it used would deliver it ([`PerFlow`]). Assumes short
+    /// path queues (the window delay bound): it adds base delays.
+    pub equalise_spread_tcp: bool,
 }
 
 /// When a gap may be declared lost before its deadline.

@@ -87,7 +87,8 @@ pub struct Args {
     /// With --aggregation: path pairs (`20+20`, `50+10`; repeatable; default both).
     #[arg(long = "agg-pair")]
     agg_pairs: Vec<String>,
-    /// With --aggregation: inner traffic (`tcp-up`, `tcp-down`, `quic-up`,
+    /// With --aggregation: inner traffic (`tcp-up`, `tcp-down` (kernel TCP
+    /// CUBIC), `tcp-bbr-up`, `tcp-bbr-down` (kernel TCP BBR), `quic-up`,
     /// `quic-down`; repeatable; default all).
     #[arg(long = "agg-inner")]
     agg_inners: Vec<String>,

@@ -617,3 +617,87 @@ fn a_late_packet_waits_behind_its_own_flows_held_packets() {
     r.handle_timeout(at(500));
     assert_eq!(seqs(&drain(r.as_mut(), at(500))), [5, 7, 9]);
 }
+
+/// Paths 0 and 1 with base RTTs 16 and 50 ms (one-way 8 and 25).
+fn fast_and_slow() -> Vec<PathView> {
+    let mut paths = views(&[8, 25]);
+    for p in &mut paths {
+        p.min_rtt = p.srtt;
+    }
+    paths
+}
+
+fn push_proto(
+    r: &mut dyn Reorder,
+    now: Instant,
+    seq: u64,
+    path: u32,
+    proto: u8,
+    paths: &[PathView],
+) {
+    let mut payload = udp(BULK, 100);
+    payload[9] = proto;
+    let item = ReorderItem {
+        seq,
+        path: PathId(path),
+        arrival: now,
+        payload,
+    };
+    r.push(now, item, paths, &[]);
+}
+
+/// A loss-free TCP flow spread over a 8 ms and a 25 ms path: its packet on
+/// the fast path is delivered 17 ms after it arrived (the slow path's base
+/// one-way delay), gap or not; its packets on the slow path at once. Off,
+/// or for a UDP flow, the same packet goes at once.
+#[test]
+fn a_loss_free_spread_tcp_flow_is_delivered_at_its_slowest_paths_base_delay() {
+    let paths = fast_and_slow();
+    for (equalise, proto, due) in [(true, 6, 18), (false, 6, 1), (true, 17, 1)] {
+        let mut r = reorder::build(&config(|c| c.equalise_spread_tcp = equalise));
+        push_proto(r.as_mut(), at(0), 0, 1, proto, &paths);
+        assert_eq!(seqs(&drain(r.as_mut(), at(0))), [0]);
+        // Now spread: the fast path's packet waits for its deficit.
+        push_proto(r.as_mut(), at(1), 1, 0, proto, &paths);
+        if due > 1 {
+            assert!(drain(r.as_mut(), at(due - 1)).is_empty());
+            assert_eq!(r.poll_timeout(), Some(at(due)), "woken when due");
+        }
+        let d = drain(r.as_mut(), at(due));
+        assert_eq!(seqs(&d), [1], "equalise {equalise}, protocol {proto}");
+        assert_eq!(d[0].held, ms(due - 1));
+        assert!(!d[0].after_gap);
+        // The slow path's packet: no deficit.
+        push_proto(r.as_mut(), at(30), 2, 1, proto, &paths);
+        assert_eq!(seqs(&drain(r.as_mut(), at(30))), [2]);
+    }
+}
+
+/// A TCP flow delivered past a given-up gap is loss-limited: for
+/// `EQUALISE_LOSS_MEMORY` its packets are not equalised (a loss-based
+/// TCP's rate falls with its RTT), then they are again.
+#[test]
+fn a_spread_tcp_flow_that_lost_a_packet_is_not_equalised() {
+    let paths = fast_and_slow();
+    let mut r = reorder::build(&config(|c| c.equalise_spread_tcp = true));
+    push_proto(r.as_mut(), at(0), 0, 1, 6, &paths);
+    push_proto(r.as_mut(), at(1), 1, 0, 6, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(18))), [0, 1]);
+    // 2 never comes: 3 waits for the gap's deadline and goes past it.
+    push_proto(r.as_mut(), at(20), 3, 0, 6, &paths);
+    let deadline = r.poll_timeout().expect("a gap is held");
+    let d = drain(r.as_mut(), deadline);
+    assert_eq!(seqs(&d), [3]);
+    assert!(d[0].after_gap);
+    // Spread still (both paths within a second), but lost lately: at once.
+    let t = deadline.as_nanos().div_ceil(1_000_000) + 10;
+    push_proto(r.as_mut(), at(t), 4, 1, 6, &paths);
+    push_proto(r.as_mut(), at(t + 1), 5, 0, 6, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(t + 1))), [4, 5]);
+    // After the loss memory, equalised again.
+    let later = t + reorder::EQUALISE_LOSS_MEMORY.as_millis() as u64;
+    push_proto(r.as_mut(), at(later), 6, 1, 6, &paths);
+    push_proto(r.as_mut(), at(later + 1), 7, 0, 6, &paths);
+    assert_eq!(seqs(&drain(r.as_mut(), at(later + 1))), [6]);
+    assert_eq!(seqs(&drain(r.as_mut(), at(later + 18))), [7]);
+}
