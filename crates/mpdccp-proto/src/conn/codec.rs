@@ -166,6 +166,9 @@ pub struct Segment<'a> {
 }
 
 impl<'a> Segment<'a> {
+    // Inlined so callers build it in place: one per datagram in and out,
+    // and `receive` otherwise copied the ~600 bytes from a temporary.
+    #[inline]
     pub fn new(ptype: PacketType, seq: u64) -> Self {
         Segment {
             ptype,

@@ -236,8 +236,10 @@ pub struct MpOpts {
     pub close: Option<[u8; 8]>,
     /// MP_FAST_CLOSE carries the receiver's key (RFC 9897 §3.2.3).
     pub fast_close: Option<[u8; 8]>,
-    pub confirms: [ConfirmItem; MAX_CONFIRMS],
-    pub n_confirms: u8,
+    /// At most [`MAX_CONFIRMS`]. A `Vec`, empty (no heap) on almost every
+    /// packet: an inline array made each `Segment` ~190 bytes larger to
+    /// build and move, one per datagram in and out.
+    confirms: Vec<ConfirmItem>,
     /// MP_EXP's body (RFC 9897 §3.2.12; at most 252 bytes, the wire
     /// parser's bound): the authenticated handshake's messages beyond key
     /// type 255's 64 bytes (docs/SECURITY.md §3). The first one is kept.
@@ -258,12 +260,11 @@ impl MpOpts {
     }
 
     pub fn confirms(&self) -> &[ConfirmItem] {
-        &self.confirms[..self.n_confirms as usize]
+        &self.confirms
     }
     pub fn push_confirm(&mut self, c: ConfirmItem) -> bool {
-        if (self.n_confirms as usize) < MAX_CONFIRMS {
-            self.confirms[self.n_confirms as usize] = c;
-            self.n_confirms += 1;
+        if self.confirms.len() < MAX_CONFIRMS {
+            self.confirms.push(c);
             true
         } else {
             false
@@ -421,7 +422,7 @@ fn emit_closing_opts(m: &MpOpts, w: &mut PacketBuilder<'_>) -> Result<(), WireEr
             key_data: k.to_vec(),
         })?;
     }
-    if m.n_confirms > 0 {
+    if !m.confirms.is_empty() {
         let mut items = Vec::with_capacity(2 * m.confirms().len());
         for c in m.confirms() {
             c.push_wire(&mut items, w.profile());

@@ -237,7 +237,7 @@ fn wire_counts(wire: &[WireRecord]) -> WireCounts {
             (m.prio.is_some(), "MP_PRIO"),
             (m.close.is_some(), "MP_CLOSE"),
             (m.fast_close.is_some(), "MP_FAST_CLOSE"),
-            (m.n_confirms > 0, "MP_CONFIRM"),
+            (!m.confirms().is_empty(), "MP_CONFIRM"),
         ] {
             if present {
                 *mp_opts.entry(name).or_default() += 1;
