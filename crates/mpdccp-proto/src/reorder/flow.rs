@@ -110,14 +110,14 @@ struct Held {
     item: ReorderItem,
     deadline: Instant,
     /// Not delivered before this (a spread TCP flow's delay equalisation,
-    /// [`PerFlow::equalised`]), blocked by a gap or not.
+    /// `PerFlow::equalised`), blocked by a gap or not.
     not_before: Instant,
 }
 
 /// Paths remembered per flow for delay equalisation.
 const PATHS_SEEN: usize = 8;
 /// A TCP flow delivered past a given-up gap within this long is not
-/// equalised ([`PerFlow::equalised`]): its controller is loss-limited, and
+/// equalised (`PerFlow::equalised`): its controller is loss-limited, and
 /// under loss a loss-based TCP's rate falls with its RTT (Mathis et al.,
 /// CCR 1997: rate ∝ 1 / (RTT · √p)). Shorter memories let a flow flip in
 /// and out of equalisation (1 s: 31 of 48 subset cells, 10 s: 36, 30 s:
