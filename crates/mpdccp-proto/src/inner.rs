@@ -76,6 +76,35 @@ impl<'a> InnerIp<'a> {
 /// IP protocol number of TCP.
 pub(crate) const TCP: u8 = 6;
 
+/// The sequence number of an inner TCP segment that carries data (RFC 9293
+/// §3.1: at byte 4 of the TCP header; the payload is what the IP length
+/// leaves after the IP and TCP headers, Data Offset × 4). `None` for a
+/// segment without payload (a pure ack, a SYN), a later fragment, a
+/// non-TCP or malformed packet (Data Offset below 5, a header that ends
+/// early). `per-flow` reordering counts a data segment that does not
+/// advance its flow's highest sequence number as the inner sender's
+/// retransmission: a loss the flow saw, wherever it happened.
+pub(crate) fn tcp_data_seq(p: &[u8]) -> Option<u32> {
+    let ip = InnerIp::parse(p)?;
+    let tcp = ip.l4.filter(|_| ip.proto == TCP)?;
+    let h = tcp.get(..20)?;
+    let data_offset = usize::from(h[12] >> 4) * 4;
+    if data_offset < 20 {
+        return None;
+    }
+    // Where the IP packet says it ends (IPv4 Total Length; IPv6 the fixed
+    // header plus Payload Length), no further than the bytes there are.
+    let declared = match ip.version {
+        4 => usize::from(u16::from_be_bytes([p[2], p[3]])),
+        _ => 40 + usize::from(u16::from_be_bytes([p[4], p[5]])),
+    };
+    let tcp_at = p.len() - tcp.len();
+    let payload = declared
+        .min(p.len())
+        .saturating_sub(tcp_at + data_offset);
+    (payload > 0).then(|| u32::from_be_bytes([h[4], h[5], h[6], h[7]]))
+}
+
 /// Seeded hash of an inner packet's flow: IP version, protocol, addresses
 /// and, where present, ports (TCP, UDP, UDP-Lite, DCCP, SCTP) or the ICMP
 /// echo identifier (so two pings are two flows). A fragment after the
@@ -144,5 +173,72 @@ impl Fnv {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 TCP segment: 20-byte IP header (Total Length set), a TCP
+    /// header of `data_offset` words, `payload` bytes.
+    fn tcp4(seq: u32, data_offset: u8, payload: usize) -> Vec<u8> {
+        let tcp_len = usize::from(data_offset) * 4;
+        let total = 20 + tcp_len.max(20) + payload;
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[9] = TCP;
+        p[12..20].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        p[20..24].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[32] = data_offset << 4;
+        p
+    }
+
+    #[test]
+    fn a_data_segment_gives_its_sequence_number() {
+        // Timestamps option: data offset 8 (32-byte header).
+        assert_eq!(tcp_data_seq(&tcp4(0xdead_beef, 8, 1448)), Some(0xdead_beef));
+        assert_eq!(tcp_data_seq(&tcp4(7, 5, 1)), Some(7));
+    }
+
+    #[test]
+    fn segments_without_data_or_malformed_give_none() {
+        // A pure ack: the IP length ends where the TCP header does.
+        assert_eq!(tcp_data_seq(&tcp4(7, 8, 0)), None);
+        // Data offset below 5 words is malformed (RFC 9293 §3.1).
+        assert_eq!(tcp_data_seq(&tcp4(7, 4, 100)), None);
+        // Truncated inside the TCP header.
+        assert_eq!(tcp_data_seq(&tcp4(7, 5, 100)[..30]), None);
+        // Total Length shorter than the headers: no payload, no panic.
+        let mut p = tcp4(7, 5, 100);
+        p[2..4].copy_from_slice(&30u16.to_be_bytes());
+        assert_eq!(tcp_data_seq(&p), None);
+        // Not TCP (UDP), and a later fragment (no TCP header in it).
+        let mut u = tcp4(7, 5, 100);
+        u[9] = 17;
+        assert_eq!(tcp_data_seq(&u), None);
+        let mut f = tcp4(7, 5, 100);
+        f[7] = 10;
+        assert_eq!(tcp_data_seq(&f), None);
+        assert_eq!(tcp_data_seq(&[]), None);
+        assert_eq!(tcp_data_seq(&[0x45; 19]), None);
+    }
+
+    #[test]
+    fn an_ipv6_segment_behind_an_extension_header_is_read() {
+        // IPv6, a destination-options header (8 bytes), TCP (20), 10 bytes.
+        let mut p = vec![0u8; 40 + 8 + 20 + 10];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&(8u16 + 20 + 10).to_be_bytes());
+        p[6] = 60;
+        p[40] = TCP;
+        p[48 + 4..48 + 8].copy_from_slice(&42u32.to_be_bytes());
+        p[48 + 12] = 5 << 4;
+        assert_eq!(tcp_data_seq(&p), Some(42));
+        // The same without payload.
+        p[4..6].copy_from_slice(&(8u16 + 20).to_be_bytes());
+        assert_eq!(tcp_data_seq(&p), None);
     }
 }

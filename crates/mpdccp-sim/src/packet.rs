@@ -9,7 +9,11 @@
 //! flow as it would for real traffic; then the fields below, padded with
 //! zeros to the packet's full size. (Before, the fields started at byte 1
 //! and the 5-tuple hash read sequence numbers and timestamps: every packet
-//! looked like a new flow.) Directly over a link the struct itself travels.
+//! looked like a new flow.) The IPv4 Total Length is the packet's size,
+//! and the sequence number's low 32 bits and a Data Offset (20-byte header
+//! for data, 60 for an ack) sit where a TCP header has them, so `per-flow`
+//! reordering tells a TCP flow's retransmissions as it does for kernel TCP.
+//! Directly over a link the struct itself travels.
 //! Every data packet carries its flow, sequence number and send time, so the
 //! sink measures one-way delay, loss and reordering exactly.
 
@@ -137,18 +141,19 @@ impl FlowPkt {
         // left is cleared — not a data packet's ~1 400 zeros.
         buf.resize(len, 0);
         buf[head_end..len.min(RANGES_END)].fill(0);
-        // IPv4 header: version 4, IHL 5; bytes 1..4 carry the kind and the
-        // flow and byte 8 (TTL) the number of ranges (fields the flow hash
-        // does not read); no fragment bits (6..8); the protocol at 9;
-        // addresses at 12..20.
+        // IPv4 header: version 4, IHL 5; byte 1 (TOS) the kind, 2..4 the
+        // Total Length, 4..6 (Identification) the flow and byte 8 (TTL)
+        // the number of ranges (fields the flow hash does not read); no
+        // fragment bits (6..8); the protocol at 9; addresses at 12..20.
         let proto = transport.ip_protocol();
+        let total = u16::try_from(len).unwrap_or(u16::MAX).to_be_bytes();
         buf[..FIELDS_AT].copy_from_slice(&[
             0x45,
             self.kind_byte(),
+            total[0],
+            total[1],
             flow[0],
             flow[1],
-            0,
-            0,
             0,
             0,
             ranges.len() as u8,
@@ -170,8 +175,9 @@ impl FlowPkt {
             flow[1],
         ]);
         let f = FIELDS_AT;
-        buf[f..f + 8].copy_from_slice(&self.seq.to_be_bytes());
+        buf[f..f + 8].copy_from_slice(&seq_bytes(self.seq));
         buf[f + 8..f + 16].copy_from_slice(&self.sent_at.as_nanos().to_be_bytes());
+        buf[f + 8] = self.data_offset_byte();
         buf[f + 16..f + 20].copy_from_slice(&self.len.to_be_bytes());
         buf[f + 20..f + 28].copy_from_slice(&self.chunk.to_be_bytes());
         buf[f + 28..f + 32].copy_from_slice(&self.ack_delay_us.to_be_bytes());
@@ -179,6 +185,18 @@ impl FlowPkt {
             let at = FIXED_HEADER_BYTES + 8 * k;
             buf[at..at + 4].copy_from_slice(&(a.wrapping_sub(self.seq) as u32).to_be_bytes());
             buf[at + 4..at + 8].copy_from_slice(&(b.wrapping_sub(self.seq) as u32).to_be_bytes());
+        }
+    }
+
+    /// Byte 12 of a TCP header (Data Offset, RFC 9293 §3.1) where `sent_at`'s
+    /// top byte would be (zero for the first 2.28 years of simulated time):
+    /// a data packet's header is 20 bytes, so its payload is what follows
+    /// 40; an ack's 60, so a TCP ack ([`ACK_BYTES`]) carries none.
+    fn data_offset_byte(&self) -> u8 {
+        debug_assert!(self.sent_at.as_nanos() >> SENT_AT_BITS == 0);
+        match self.kind {
+            PktKind::Data => 5 << 4,
+            PktKind::Ack => 15 << 4,
         }
     }
 
@@ -203,7 +221,7 @@ impl FlowPkt {
             *s = (off(u32_at(b, at)), off(u32_at(b, at + 4)));
         }
         Some(FlowPkt {
-            flow: u16::from_be_bytes([b[2], b[3]]),
+            flow: u16::from_be_bytes([b[4], b[5]]),
             kind: h.kind,
             seq: h.seq,
             sent_at: h.sent_at,
@@ -257,12 +275,29 @@ impl Head {
         }
         Some(Head {
             kind,
-            seq: u64_at(b, FIELDS_AT),
-            sent_at: Instant::from_nanos(u64_at(b, FIELDS_AT + 8)),
+            seq: seq_at(b, FIELDS_AT),
+            sent_at: Instant::from_nanos(u64_at(b, FIELDS_AT + 8) & ((1 << SENT_AT_BITS) - 1)),
             len: u32_at(b, FIELDS_AT + 16),
             ranges,
         })
     }
+}
+
+/// Bits of `sent_at` (nanoseconds) encoded: the byte above holds the
+/// TCP Data Offset.
+const SENT_AT_BITS: u32 = 56;
+
+/// A sequence number as a TCP header holds it: its low 32 bits where the
+/// TCP Sequence Number is (the receiver's `per-flow` reordering reads it
+/// there to tell retransmissions, `mpdccp_proto::reorder`), the high 32
+/// bits where the Acknowledgment Number is.
+fn seq_bytes(seq: u64) -> [u8; 8] {
+    let [h0, h1, h2, h3, l0, l1, l2, l3] = seq.to_be_bytes();
+    [l0, l1, l2, l3, h0, h1, h2, h3]
+}
+
+fn seq_at(b: &[u8], i: usize) -> u64 {
+    (u64::from(u32_at(b, i + 4)) << 32) | u64::from(u32_at(b, i))
 }
 
 fn u64_at(b: &[u8], i: usize) -> u64 {
@@ -283,12 +318,17 @@ mod tests {
     fn encode_fresh(p: &FlowPkt, transport: Transport) -> Vec<u8> {
         let flow = p.flow.to_be_bytes();
         let ranges = p.ranges();
-        let mut buf = vec![0x45, p.kind_byte(), flow[0], flow[1], 0, 0, 0, 0];
+        let head_end = FIXED_HEADER_BYTES + 8 * ranges.len();
+        let len = (p.len as usize).max(HEADER_BYTES).max(head_end) as u16;
+        let total = len.to_be_bytes();
+        let mut buf = vec![0x45, p.kind_byte(), total[0], total[1], flow[0], flow[1], 0, 0];
         let proto = transport.ip_protocol();
         buf.extend_from_slice(&[ranges.len() as u8, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
         buf.extend_from_slice(&[flow[0], flow[1], flow[0], flow[1]]);
-        buf.extend_from_slice(&p.seq.to_be_bytes());
-        buf.extend_from_slice(&p.sent_at.as_nanos().to_be_bytes());
+        buf.extend_from_slice(&(p.seq as u32).to_be_bytes());
+        buf.extend_from_slice(&((p.seq >> 32) as u32).to_be_bytes());
+        buf.push(if p.kind == PktKind::Data { 0x50 } else { 0xf0 });
+        buf.extend_from_slice(&p.sent_at.as_nanos().to_be_bytes()[1..]);
         buf.extend_from_slice(&p.len.to_be_bytes());
         buf.extend_from_slice(&p.chunk.to_be_bytes());
         buf.extend_from_slice(&p.ack_delay_us.to_be_bytes());

@@ -39,8 +39,8 @@
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
 //!   packets any more.
-//! * A TCP flow spread over paths that saw no loss for
-//!   [`EQUALISE_LOSS_MEMORY`] is, with `ReorderConfig::equalise_spread_tcp`,
+//! * A TCP flow spread over paths that saw no loss (no given-up gap, no
+//!   retransmission by its sender) for [`EQUALISE_LOSS_MEMORY`] is, with `ReorderConfig::equalise_spread_tcp`,
 //!   also delivered no earlier than its packet's arrival plus that path's
 //!   base one-way delay deficit to the slowest path the flow used, gap or
 //!   not: an inner BBR sees one RTT, and a probe that reaches the slower
@@ -116,7 +116,8 @@ struct Held {
 
 /// Paths remembered per flow for delay equalisation.
 const PATHS_SEEN: usize = 8;
-/// A TCP flow delivered past a given-up gap within this long is not
+/// A TCP flow delivered past a given-up gap, or whose sender retransmitted
+/// (`Flow::note_delivery`), within this long is not
 /// equalised (`PerFlow::equalised`): its controller is loss-limited, and
 /// under loss a loss-based TCP's rate falls with its RTT (Mathis et al.,
 /// CCR 1997: rate ∝ 1 / (RTT · √p)). Shorter memories let a flow flip in
@@ -151,8 +152,11 @@ struct Flow {
     bytes_mark: Option<u64>,
     /// Last arrival per path (at most [`PATHS_SEEN`]).
     paths_seen: Vec<(PathId, Instant)>,
-    /// Last delivery after a given-up gap.
+    /// Last delivery after a given-up gap, or of the inner sender's
+    /// retransmission.
     last_loss: Option<Instant>,
+    /// Highest inner TCP sequence number of a data segment delivered.
+    tcp_high: Option<u32>,
     /// Connection bytes per byte of this flow (× 8, an EWMA with gain 1/8
     /// of the bytes that arrived since its previous packet over its
     /// packet's size): its share of the connection's bytes is
@@ -187,11 +191,29 @@ impl Flow {
         self.spread_until.is_some_and(|t| t > now)
     }
 
-    /// One of its packets was delivered (`after_gap`: past a given-up gap).
-    fn note_delivery(&mut self, after_gap: bool, now: Instant) {
+    /// One of its packets, `payload`, was delivered in MP_SEQ order
+    /// (`after_gap`: past a given-up gap). A TCP data segment that does not
+    /// advance the flow's highest sequence number, arriving in MP_SEQ order,
+    /// was sent again by the inner sender: a loss the receiver's gaps miss
+    /// (a drop in the sending daemon's queue) or one the tunnel caused.
+    /// Returns whether it was such a retransmission.
+    fn note_delivery(&mut self, after_gap: bool, payload: &[u8], now: Instant) -> bool {
         if after_gap {
             self.last_loss = Some(now);
         }
+        let Some(seq) = inner::tcp_data_seq(payload) else {
+            return false;
+        };
+        // Serial number arithmetic (RFC 1982): at or before the highest.
+        let resent = self
+            .tcp_high
+            .is_some_and(|high| seq.wrapping_sub(high) as i32 <= 0);
+        if resent {
+            self.last_loss = Some(now);
+        } else {
+            self.tcp_high = Some(seq);
+        }
+        resent
     }
 
     /// A packet of it arrived on `path` at `now`.
@@ -583,7 +605,9 @@ impl PerFlow {
             self.held_pkts -= 1;
             self.held_bytes -= h.item.payload.len();
             let after_gap = blocked || self.given_up_to > lo;
-            flow.note_delivery(after_gap, now);
+            if flow.note_delivery(after_gap, &h.item.payload, now) {
+                self.stats.inner_tcp_resent += 1;
+            }
             self.deliver(h.item, now, after_gap);
         }
         if let Some(f) = self.flows.get_mut(&key) {
@@ -791,7 +815,9 @@ impl PerFlow {
             if let Some(f) = self.flows.get_mut(&key) {
                 f.sample_stride(seq, missing);
                 f.last = Some(seq);
-                f.note_delivery(after_gap, now);
+                if f.note_delivery(after_gap, &item.payload, now) {
+                    self.stats.inner_tcp_resent += 1;
+                }
             }
             self.deliver(item, now, after_gap);
             return;

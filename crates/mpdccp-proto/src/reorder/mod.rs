@@ -100,6 +100,11 @@ pub struct ReorderStats {
     /// Missing sequence numbers given up because the buffer cap forced
     /// delivery past them.
     pub gaps_overflow: u64,
+    /// Inner TCP data segments delivered in MP_SEQ order that did not
+    /// advance their flow's sequence number: the inner sender's
+    /// retransmissions (`per-flow` only; what the inner flows lost on the
+    /// way, including in the sending daemon's queue).
+    pub inner_tcp_resent: u64,
 }
 
 /// Per-path receiver-side facts the connection supplies with each push: the

@@ -701,3 +701,69 @@ fn a_spread_tcp_flow_that_lost_a_packet_is_not_equalised() {
     assert_eq!(seqs(&drain(r.as_mut(), at(later + 1))), [6]);
     assert_eq!(seqs(&drain(r.as_mut(), at(later + 18))), [7]);
 }
+
+/// An IPv4 TCP segment of flow `BULK` with sequence number `tcp_seq` and
+/// `data` payload bytes (a 20-byte TCP header; Total Length set).
+fn tcp_segment(tcp_seq: u32, data: usize) -> Vec<u8> {
+    let mut p = udp(BULK, 40 + data);
+    p[2..4].copy_from_slice(&((40 + data) as u16).to_be_bytes());
+    p[9] = 6;
+    p[24..28].copy_from_slice(&tcp_seq.to_be_bytes());
+    p[32] = 5 << 4;
+    p
+}
+
+fn push_segment(r: &mut dyn Reorder, now: Instant, seq: u64, path: u32, payload: Vec<u8>) {
+    let paths = fast_and_slow();
+    let item = ReorderItem {
+        seq,
+        path: PathId(path),
+        arrival: now,
+        payload,
+    };
+    r.push(now, item, &paths, &[]);
+}
+
+/// The receiver sees no gap when the inner TCP's packet was dropped before
+/// the tunnel (the sending daemon's FQ-CoDel): it sees the sender's
+/// retransmission, a data segment that does not advance the flow's TCP
+/// sequence number, arriving in MP_SEQ order. Such a flow is loss-limited
+/// and is not equalised; a segment reordered by the paths and put back in
+/// order by the hold, or a pure ack repeating a sequence number, is no
+/// retransmission.
+#[test]
+fn an_inner_tcp_retransmission_marks_the_flow_loss_limited() {
+    let mut r = reorder::build(&config(|c| c.equalise_spread_tcp = true));
+    let mss = 1448;
+    // Spread over both paths, loss-free: the fast path's segment waits
+    // its 17 ms deficit.
+    push_segment(r.as_mut(), at(0), 0, 1, tcp_segment(1000, mss));
+    push_segment(r.as_mut(), at(1), 1, 0, tcp_segment(2448, mss));
+    assert_eq!(seqs(&drain(r.as_mut(), at(1))), [0]);
+    assert_eq!(seqs(&drain(r.as_mut(), at(18))), [1]);
+    // Reordered by the paths: MP_SEQ 3 (TCP 5344) before 2 (TCP 3896).
+    push_segment(r.as_mut(), at(20), 3, 0, tcp_segment(5344, mss));
+    push_segment(r.as_mut(), at(21), 2, 1, tcp_segment(3896, mss));
+    // Pure acks repeat the sequence number without data.
+    push_segment(r.as_mut(), at(22), 4, 1, tcp_segment(6792, 0));
+    push_segment(r.as_mut(), at(23), 5, 1, tcp_segment(6792, 0));
+    assert_eq!(seqs(&drain(r.as_mut(), at(40))), [2, 3, 4, 5]);
+    assert_eq!(r.stats().inner_tcp_resent, 0);
+    // The inner sender resends 3896 (its original was dropped before the
+    // tunnel): no gap, but a retransmission.
+    push_segment(r.as_mut(), at(50), 6, 1, tcp_segment(3896, mss));
+    assert_eq!(seqs(&drain(r.as_mut(), at(50))), [6]);
+    assert_eq!(r.stats().inner_tcp_resent, 1);
+    // Now the fast path's segments go at once.
+    push_segment(r.as_mut(), at(60), 7, 0, tcp_segment(6792, mss));
+    let d = drain(r.as_mut(), at(60));
+    assert_eq!(seqs(&d), [7]);
+    assert!(!d[0].after_gap);
+    // After the loss memory, equalised again.
+    let later = 60 + reorder::EQUALISE_LOSS_MEMORY.as_millis() as u64;
+    push_segment(r.as_mut(), at(later), 8, 1, tcp_segment(8240, mss));
+    push_segment(r.as_mut(), at(later + 1), 9, 0, tcp_segment(9688, mss));
+    assert_eq!(seqs(&drain(r.as_mut(), at(later + 1))), [8]);
+    assert_eq!(seqs(&drain(r.as_mut(), at(later + 18))), [9]);
+    assert_eq!(r.stats().inner_tcp_resent, 1);
+}
