@@ -99,9 +99,7 @@ pub(crate) fn tcp_data_seq(p: &[u8]) -> Option<u32> {
         _ => 40 + usize::from(u16::from_be_bytes([p[4], p[5]])),
     };
     let tcp_at = p.len() - tcp.len();
-    let payload = declared
-        .min(p.len())
-        .saturating_sub(tcp_at + data_offset);
+    let payload = declared.min(p.len()).saturating_sub(tcp_at + data_offset);
     (payload > 0).then(|| u32::from_be_bytes([h[4], h[5], h[6], h[7]]))
 }
 

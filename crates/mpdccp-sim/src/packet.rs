@@ -321,7 +321,16 @@ mod tests {
         let head_end = FIXED_HEADER_BYTES + 8 * ranges.len();
         let len = (p.len as usize).max(HEADER_BYTES).max(head_end) as u16;
         let total = len.to_be_bytes();
-        let mut buf = vec![0x45, p.kind_byte(), total[0], total[1], flow[0], flow[1], 0, 0];
+        let mut buf = vec![
+            0x45,
+            p.kind_byte(),
+            total[0],
+            total[1],
+            flow[0],
+            flow[1],
+            0,
+            0,
+        ];
         let proto = transport.ip_protocol();
         buf.extend_from_slice(&[ranges.len() as u8, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
         buf.extend_from_slice(&[flow[0], flow[1], flow[0], flow[1]]);

@@ -39,8 +39,8 @@
 //!   between the flow's last delivered one and the packet's is missing;
 //!   MP_SEQs below the flow's last delivery cannot be its own in-order
 //!   packets any more.
-//! * A TCP flow spread over paths that saw no loss (no given-up gap, no
-//!   retransmission by its sender) for [`EQUALISE_LOSS_MEMORY`] is, with `ReorderConfig::equalise_spread_tcp`,
+//! * A TCP flow spread over paths that saw no loss (no given-up gap) for
+//!   [`EQUALISE_LOSS_MEMORY`] is, with `ReorderConfig::equalise_spread_tcp`,
 //!   also delivered no earlier than its packet's arrival plus that path's
 //!   base one-way delay deficit to the slowest path the flow used, gap or
 //!   not: an inner BBR sees one RTT, and a probe that reaches the slower
@@ -116,8 +116,7 @@ struct Held {
 
 /// Paths remembered per flow for delay equalisation.
 const PATHS_SEEN: usize = 8;
-/// A TCP flow delivered past a given-up gap, or whose sender retransmitted
-/// (`Flow::note_delivery`), within this long is not
+/// A TCP flow delivered past a given-up gap within this long is not
 /// equalised (`PerFlow::equalised`): its controller is loss-limited, and
 /// under loss a loss-based TCP's rate falls with its RTT (Mathis et al.,
 /// CCR 1997: rate ∝ 1 / (RTT · √p)). Shorter memories let a flow flip in
@@ -152,8 +151,7 @@ struct Flow {
     bytes_mark: Option<u64>,
     /// Last arrival per path (at most [`PATHS_SEEN`]).
     paths_seen: Vec<(PathId, Instant)>,
-    /// Last delivery after a given-up gap, or of the inner sender's
-    /// retransmission.
+    /// Last delivery after a given-up gap.
     last_loss: Option<Instant>,
     /// Highest inner TCP sequence number of a data segment delivered.
     tcp_high: Option<u32>,
@@ -192,11 +190,13 @@ impl Flow {
     }
 
     /// One of its packets, `payload`, was delivered in MP_SEQ order
-    /// (`after_gap`: past a given-up gap). A TCP data segment that does not
-    /// advance the flow's highest sequence number, arriving in MP_SEQ order,
-    /// was sent again by the inner sender: a loss the receiver's gaps miss
-    /// (a drop in the sending daemon's queue) or one the tunnel caused.
-    /// Returns whether it was such a retransmission.
+    /// (`after_gap`: past a given-up gap). Returns whether it was a TCP
+    /// data segment that does not advance the flow's highest sequence
+    /// number: sent again by the inner sender, for a loss the receiver's
+    /// gaps miss (a drop in the sending daemon's queue) or one the tunnel
+    /// caused (counted; equalisation does not read it: the simulator's
+    /// inner BBR retransmits too, docs/AGGREGATION.md "Retransmissions do
+    /// not tell BBR from CUBIC").
     fn note_delivery(&mut self, after_gap: bool, payload: &[u8], now: Instant) -> bool {
         if after_gap {
             self.last_loss = Some(now);
@@ -208,9 +208,7 @@ impl Flow {
         let resent = self
             .tcp_high
             .is_some_and(|high| seq.wrapping_sub(high) as i32 <= 0);
-        if resent {
-            self.last_loss = Some(now);
-        } else {
+        if !resent {
             self.tcp_high = Some(seq);
         }
         resent
@@ -857,6 +855,7 @@ impl PerFlow {
         if !self.equalise || !flow.tcp || !flow.spread(now) || lost_lately {
             return item.arrival;
         }
+
         let base = |id: PathId| {
             paths
                 .iter()
