@@ -99,6 +99,13 @@ pub struct TunnelSettings {
     /// of the best path, docs/AGGREGATION.md). Written out only when on.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_false"))]
     pub cwnd_validation_peak: bool,
+    /// Every path controller's initial window, packets (also the restart
+    /// window after idle, RFC 5681 §4.1 / RFC 7661); unset = each
+    /// controller's own (RFC 3390's 3 packets of ~1400 bytes for CCID2,
+    /// CUBIC and the coupled ones, 10 for the BBR family). Written out
+    /// only when set.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub initial_cwnd_pkts: Option<u32>,
     /// `acpf`: check, before spilling a packet to a slower path beyond its
     /// effective window, that it arrives there no later than by waiting for
     /// the fastest path (`sched/spill.rs`); `false` = spill blindly, as
@@ -224,6 +231,7 @@ impl Default for TunnelSettings {
             tolerate_random_loss: true,
             cwnd_validation: true,
             cwnd_validation_peak: false,
+            initial_cwnd_pkts: None,
             delay_aware_spill: true,
             window_delay_bound: true,
             equalise_tcp_delay: false,
@@ -249,6 +257,9 @@ impl TunnelSettings {
         }
         if !self.weights.is_empty() && self.weights.iter().all(|&w| w == 0) {
             return Err("`weights` are all zero".into());
+        }
+        if let Some(iw) = self.initial_cwnd_pkts.filter(|&w| !(1..=1000).contains(&w)) {
+            return Err(format!("`initial_cwnd_pkts` must be 1..=1000 (got {iw})"));
         }
         if self.send_queue_pkts == 0 {
             return Err("`send_queue_pkts` must be > 0".into());
@@ -297,6 +308,9 @@ impl TunnelSettings {
         let mut cc_config = d.cc_config.clone();
         cc_config.cwnd_validation = self.cwnd_validation;
         cc_config.cwnd_validation_peak = self.cwnd_validation_peak;
+        if self.initial_cwnd_pkts.is_some() {
+            cc_config.initial_cwnd_pkts = self.initial_cwnd_pkts;
+        }
         let mut mss_bytes = d.mss_bytes;
         if largest_packet_bytes > 0 {
             cc_config.mss_bytes = u32::try_from(largest_packet_bytes).unwrap_or(u32::MAX);

@@ -243,3 +243,28 @@ fn peak_rule_keeps_twice_the_pipe_ack_through_idle() {
         }
     }
 }
+
+/// `[tunnel] initial_cwnd_pkts` reaches the controllers' configuration (10
+/// instead of RFC 3390's 3 for 1400-byte packets) and bounds are checked.
+#[test]
+fn the_tunnel_setting_sets_every_controllers_initial_window() {
+    use mpdccp_proto::conn::TunnelSettings;
+    let mut s = TunnelSettings::default();
+    let c = s.connection_config(1400).cc_config;
+    assert_eq!(cc::Ccid2::new(&c).cwnd_pkts(), 3);
+    s.initial_cwnd_pkts = Some(10);
+    assert_eq!(s.validate(None), Ok(()));
+    let c = s.connection_config(1400).cc_config;
+    let controllers: Vec<Box<dyn CongestionController>> = vec![
+        Box::new(cc::Ccid2::new(&c)),
+        Box::new(cc::Cubic::new(&c)),
+        Box::new(cc::CoupledReno::lia(&c)),
+    ];
+    for ctl in &controllers {
+        assert_eq!(ctl.cwnd_pkts(), 10);
+    }
+    for bad in [0, 1001] {
+        s.initial_cwnd_pkts = Some(bad);
+        assert!(s.validate(None).is_err(), "{bad}");
+    }
+}
