@@ -201,7 +201,9 @@ impl Flow {
         if after_gap {
             self.last_loss = Some(now);
         }
-        let Some(seq) = inner::tcp_data_seq(payload) else {
+        // Only a TCP flow's packets are read again (the flow key already
+        // read the protocol).
+        let Some(seq) = self.tcp.then(|| inner::tcp_data_seq(payload)).flatten() else {
             return false;
         };
         // Serial number arithmetic (RFC 1982): at or before the highest.
