@@ -304,6 +304,7 @@ pub fn diagnosis(status: &Value) -> Value {
                     "full",
                     "overflow",
                     "retransmit",
+                    "resent",
                 ]
                 .iter()
                 .any(|w| leaf.contains(w));
