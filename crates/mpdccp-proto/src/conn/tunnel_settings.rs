@@ -308,9 +308,7 @@ impl TunnelSettings {
         let mut cc_config = d.cc_config.clone();
         cc_config.cwnd_validation = self.cwnd_validation;
         cc_config.cwnd_validation_peak = self.cwnd_validation_peak;
-        if self.initial_cwnd_pkts.is_some() {
-            cc_config.initial_cwnd_pkts = self.initial_cwnd_pkts;
-        }
+        cc_config.initial_cwnd_pkts = self.initial_cwnd_pkts.or(cc_config.initial_cwnd_pkts);
         let mut mss_bytes = d.mss_bytes;
         if largest_packet_bytes > 0 {
             cc_config.mss_bytes = u32::try_from(largest_packet_bytes).unwrap_or(u32::MAX);

@@ -857,7 +857,6 @@ impl PerFlow {
         if !self.equalise || !flow.tcp || !flow.spread(now) || lost_lately {
             return item.arrival;
         }
-
         let base = |id: PathId| {
             paths
                 .iter()
