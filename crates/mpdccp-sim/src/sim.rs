@@ -1134,6 +1134,12 @@ impl Simulation {
                 let stats = serde_json::to_value(node.conn.stats()).unwrap_or_default();
                 meta.insert((*key).into(), stats);
             }
+            // The receiver's reordering counters (held, given-up gaps, the
+            // inner TCP's retransmissions), as the daemon's status shows them.
+            for (key, node) in ["client_reorder", "server_reorder"].iter().zip(nodes) {
+                let stats = serde_json::to_value(node.conn.reorder_stats()).unwrap_or_default();
+                meta.insert((*key).into(), stats);
+            }
         }
         meta.insert(
             "conn_events".into(),
