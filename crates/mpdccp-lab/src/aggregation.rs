@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use mpdccp_model::results::Summary;
-use mpdccp_model::scenario::{Direction, FlowKind, FlowSpec, PathSpec, Scenario, WindowSpec};
+use mpdccp_model::scenario::{
+    Direction, FlowKind, FlowSpec, HyStartKind, PathSpec, Scenario, WindowSpec,
+};
 use serde_json::{json, Value};
 
 use crate::bench::stop_if_interrupted;
@@ -149,6 +151,10 @@ pub fn scenario(pair: &Pair, inner: &Inner, via: &str, secs: f64) -> Scenario {
             Direction::Down
         },
         via: via.into(),
+        // The testbed runs kernel TCP; the simulator models its CUBIC's
+        // slow-start exit (the ramp through the tunnel, docs/AGGREGATION.md).
+        hystart: (inner.kind == FlowKind::Tcp && inner.tcp_cc == "cubic")
+            .then_some(HyStartKind::Linux),
         ..FlowSpec::default()
     };
     Scenario {

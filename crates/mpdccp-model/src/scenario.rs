@@ -285,6 +285,10 @@ pub struct FlowSpec {
     /// `rack`, as Linux).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loss_detection: Option<LossDetection>,
+    /// `kind = "tcp"` with `cc = "cubic"`: how slow start ends (default
+    /// `rfc9406`, HyStart++; `linux`, kernel CUBIC's HyStart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hystart: Option<HyStartKind>,
 }
 
 impl Default for FlowSpec {
@@ -301,6 +305,7 @@ impl Default for FlowSpec {
             stop_s: None,
             direction: Direction::Up,
             loss_detection: None,
+            hystart: None,
         }
     }
 }
@@ -315,6 +320,20 @@ pub enum LossDetection {
     Rack,
     /// RFC 6675: a segment is lost once three segments above it are SACKed.
     Dupthresh,
+}
+
+/// How an inner TCP CUBIC sender leaves its initial slow start on a rising
+/// RTT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HyStartKind {
+    /// HyStart++ (RFC 9406): conservative slow start for up to five
+    /// rounds, resumed if the RTT falls back.
+    #[default]
+    Rfc9406,
+    /// Linux's HyStart (`tcp_cubic`'s default): slow start ends at the
+    /// first round whose RTT exceeds the smallest ever by the threshold.
+    Linux,
 }
 
 impl LossDetection {
@@ -585,6 +604,13 @@ impl Scenario {
                 "{what}: `loss_detection` applies to `kind = \"tcp\"` only"
             )));
         }
+        if f.hystart.is_some()
+            && (f.kind != FlowKind::Tcp || f.cc.as_deref().unwrap_or("cubic") != "cubic")
+        {
+            return Err(invalid(format!(
+                "{what}: `hystart` applies to `kind = \"tcp\"` with `cc = \"cubic\"` only"
+            )));
+        }
         check_time(&what, "start_s", f.start_s, dur)?;
         if !(f.start_free_ms.is_finite() && (0.0..=10_000.0).contains(&f.start_free_ms)) {
             return Err(invalid(format!(
@@ -677,6 +703,7 @@ const STRING_FIELDS: &[&str] = &[
     "notes",
     "direction",
     "loss_detection",
+    "hystart",
 ];
 
 fn parse_set_value(value: &str, force_string: bool) -> toml::Value {
@@ -1201,6 +1228,12 @@ to_s = 15
         assert!(flow("kind = \"quic\"\nloss_detection = \"rack\"").is_err());
         assert!(flow("kind = \"quic\"\nrate_mbps = 5").is_err());
         assert!(flow("kind = \"tcp\"\nloss_detection = \"fack\"").is_err());
+        // Linux's HyStart: TCP CUBIC only.
+        let linux = flow("kind = \"tcp\"\nhystart = \"linux\"").expect("tcp cubic");
+        assert_eq!(linux.flow[0].hystart, Some(HyStartKind::Linux));
+        assert!(flow("kind = \"tcp\"\ncc = \"bbr\"\nhystart = \"linux\"").is_err());
+        assert!(flow("kind = \"quic\"\nhystart = \"rfc9406\"").is_err());
+        assert!(flow("kind = \"tcp\"\nhystart = \"ack-train\"").is_err());
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub mod hystart {
     pub const CSS_ROUNDS: u32 = 5;
     /// Per-ack growth cap L without pacing (packets); infinite when paced.
     pub const L_NON_PACED: f64 = 8.0;
+    /// Linux's HyStart tests the delay only from this window on (packets;
+    /// `hystart_low_window`, Ha & Rhee 2011).
+    pub const LINUX_LOW_WINDOW: f64 = 16.0;
 }
 
 /// RFC 9406 §4.2: RttThresh = max(MIN_RTT_THRESH,
@@ -74,13 +77,26 @@ struct HyStart {
     samples: u32,
     /// L of RFC 9406 §4.2.
     limit_pkts: f64,
+    /// Linux's HyStart instead of RFC 9406 (`CcConfig::hystart_linux`),
+    /// with the smallest RTT seen since the flow began.
+    linux: bool,
+    min_rtt_ever: Option<Duration>,
 }
 
 impl HyStart {
     /// RFC 9406 §4.2, once per ack in slow start. Returns the window
     /// increase for `acked` packets, and whether to end slow start now
     /// (CSS_ROUNDS rounds of CSS completed).
-    fn on_ack(&mut self, new_round: bool, rtt: Option<Duration>, acked: f64) -> (f64, bool) {
+    fn on_ack(
+        &mut self,
+        new_round: bool,
+        rtt: Option<Duration>,
+        acked: f64,
+        cwnd: f64,
+    ) -> (f64, bool) {
+        if self.linux {
+            return self.on_ack_linux(new_round, rtt, acked, cwnd);
+        }
         if new_round {
             self.last_round_min_rtt = self.current_round_min_rtt;
             self.current_round_min_rtt = None;
@@ -129,6 +145,45 @@ impl HyStart {
             HyStartPhase::Css { .. } => (step / hystart::CSS_GROWTH_DIVISOR, false),
             _ => (step, false),
         }
+    }
+
+    /// The delay test of Linux's HyStart (Ha & Rhee, "Taming the
+    /// elephants", Computer Networks 2011; `tcp_cubic`'s default): the
+    /// smallest of a round's first `N_RTT_SAMPLE` RTTs against the
+    /// smallest RTT since the flow began, plus the same clamped eighth as
+    /// RFC 9406; from `LINUX_LOW_WINDOW` packets on. Slow start ends at
+    /// once (ssthresh = cwnd), with no conservative slow start to take
+    /// back a spurious rise — what kernel TCP through the tunnel does when
+    /// the first detours lengthen its RTT (docs/AGGREGATION.md, "The real
+    /// tunnel's TCP ramp"). The ACK-train test is not modelled.
+    fn on_ack_linux(
+        &mut self,
+        new_round: bool,
+        rtt: Option<Duration>,
+        acked: f64,
+        cwnd: f64,
+    ) -> (f64, bool) {
+        if new_round {
+            self.current_round_min_rtt = None;
+            self.samples = 0;
+        }
+        if let Some(rtt) = rtt {
+            self.min_rtt_ever = Some(self.min_rtt_ever.map_or(rtt, |m| m.min(rtt)));
+            if self.samples < hystart::N_RTT_SAMPLE {
+                self.current_round_min_rtt =
+                    Some(self.current_round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+                self.samples += 1;
+            }
+        }
+        if let (Some(cur), Some(ever)) = (self.current_round_min_rtt, self.min_rtt_ever) {
+            let enough = self.samples >= hystart::N_RTT_SAMPLE;
+            if enough && cwnd >= hystart::LINUX_LOW_WINDOW && cur >= ever + hystart_rtt_thresh(ever)
+            {
+                self.phase = HyStartPhase::Done;
+                return (0.0, true);
+            }
+        }
+        (acked.min(self.limit_pkts), false)
     }
 }
 
@@ -203,6 +258,8 @@ impl CubicCore {
                 } else {
                     hystart::L_NON_PACED
                 },
+                linux: config.hystart_linux,
+                min_rtt_ever: None,
             }),
             rounds: RoundTracker::default(),
             fast_convergence: config.cubic_fast_convergence,
@@ -278,10 +335,10 @@ impl CubicCore {
             let room = (self.ssthresh - self.cwnd).max(0.0);
             let increase = match &mut self.hystart {
                 Some(hs) if hs.phase != HyStartPhase::Done => {
-                    let (increase, exit) = hs.on_ack(new_round, ack.rtt, acked);
+                    let (increase, exit) = hs.on_ack(new_round, ack.rtt, acked, self.cwnd);
                     if exit {
                         // RFC 9406 §4.2: after CSS_ROUNDS, enter congestion
-                        // avoidance with ssthresh = cwnd.
+                        // avoidance with ssthresh = cwnd (Linux: at once).
                         self.ssthresh = self.cwnd;
                         self.cwnd_prior = self.cwnd;
                     }

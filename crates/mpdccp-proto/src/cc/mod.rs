@@ -177,6 +177,10 @@ pub struct CcConfig {
     pub pacing: bool,
     /// Use HyStart++ (RFC 9406) in CUBIC's initial slow start.
     pub hystart: bool,
+    /// With `hystart`: Linux's HyStart delay test instead (slow start ends
+    /// at the first RTT rise over the smallest RTT ever, no conservative
+    /// slow start; `cubic.rs`), to model kernel TCP's CUBIC.
+    pub hystart_linux: bool,
     /// CUBIC fast convergence (RFC 9438 §4.7, a SHOULD). The response
     /// function of RFC 9438 §5.1 (Tables 1–2) is derived without it.
     pub cubic_fast_convergence: bool,
@@ -215,6 +219,7 @@ impl Default for CcConfig {
             seed: 0,
             pacing: false,
             hystart: true,
+            hystart_linux: false,
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
             bbr_app_limited_probe: true,

@@ -5,7 +5,7 @@
 //! run.
 
 use mpdccp_model::link::Link;
-use mpdccp_model::scenario::{Direction, FlowKind, FlowSpec, Scenario};
+use mpdccp_model::scenario::{Direction, FlowKind, FlowSpec, HyStartKind, Scenario};
 use mpdccp_proto::cc::{CcConfig, CcKind, ControllerFactory};
 use mpdccp_proto::conn::{Connection, Role};
 use mpdccp_proto::Instant;
@@ -163,6 +163,7 @@ fn tcp_flow(s: &FlowShape, master: &mut ChaCha8Rng) -> Result<(Source, Sink), Si
         // The idle rule is the tunnel's (cc::validation);
         // the inner models stay as published.
         cwnd_validation: false,
+        hystart_linux: s.spec.hystart == Some(HyStartKind::Linux),
         ..CcConfig::default()
     };
     let cc = kind.build(&cc_cfg);

@@ -177,3 +177,61 @@ fn build_cc(
     use mpdccp_proto::cc::ControllerFactory;
     Ok(name.parse::<cc::CcKind>()?.build(config))
 }
+
+/// Slow start over rounds of a whole window: each round's packets sent at
+/// once and acknowledged one by one an RTT later (`rtt_ms(round)`).
+/// Returns the state and window after each round.
+fn slow_start_rounds(
+    linux: bool,
+    rounds: u32,
+    rtt_ms: impl Fn(u32) -> u64,
+) -> Vec<(&'static str, u32)> {
+    let mut c = cc::Cubic::new(&CcConfig {
+        hystart_linux: linux,
+        ..CcConfig::default()
+    });
+    let mut t = Instant::from_secs_f64(1.0);
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let w = c.cwnd_pkts();
+        let pkt = |seq| SentPacket {
+            seq,
+            bytes: 1400,
+            in_flight_pkts: w,
+            app_limited: false,
+        };
+        for seq in 0..u64::from(w) {
+            c.on_packet_sent(t, &pkt(seq));
+        }
+        let sent = t;
+        t += Duration::from_millis(rtt_ms(round));
+        for _ in 0..w {
+            let mut ack = ack_at(t, 1, rtt_ms(round));
+            ack.largest_acked_sent_time = sent;
+            c.on_ack(t, &ack, &[]);
+        }
+        out.push((c.state(), c.cwnd_pkts()));
+    }
+    out
+}
+
+/// Linux's HyStart (`hystart_linux`) ends slow start at the first round
+/// whose RTT exceeds the smallest ever by clamp(min RTT / 8, 4, 16) ms,
+/// with ssthresh = cwnd; HyStart++ (RFC 9406 §4.2)
+/// goes to conservative slow start instead and keeps growing.
+#[test]
+fn linux_hystart_leaves_slow_start_at_the_first_rtt_rise() {
+    // 20 ms for four rounds (3 → 48 packets), then 30 ms: a 10 ms rise,
+    // above the 4 ms threshold.
+    let rtt = |round: u32| if round < 4 { 20 } else { 30 };
+    let linux = slow_start_rounds(true, 6, rtt);
+    let rfc = slow_start_rounds(false, 6, rtt);
+    assert_eq!(linux[3], ("slow_start", 48));
+    assert_eq!(rfc[3], ("slow_start", 48));
+    // Round 5: the 8th sample of the round shows the rise; Linux stops
+    // there (48 + 8 acked before it), RFC 9406 continues at a quarter.
+    assert_eq!(linux[4].0, "congestion_avoidance");
+    assert!((55..=57).contains(&linux[4].1), "{:?}", linux[4]);
+    assert_eq!(rfc[4].0, "conservative_slow_start");
+    assert!(rfc[5].1 > linux[5].1 + 10, "{rfc:?} vs {linux:?}");
+}
