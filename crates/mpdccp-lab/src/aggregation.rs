@@ -778,7 +778,7 @@ pub fn markdown(report: &Value) -> String {
         ));
     }
     if cells.iter().any(|c| c["sim_mbps"].is_object()) {
-        out.push_str("\nSimulator vs testbed (Mbit/s, payload basis; agreement within 10 %):\n\n| pair | inner | via | testbed | simulator | diff | agrees |\n|---|---|---|---|---|---|---|\n");
+        out.push_str("\nSimulator vs testbed (Mbit/s, payload basis; agreement within 10 %; the simulator's TCP CUBIC leaves slow start as Linux's HyStart does, `hystart = \"linux\"`):\n\n| pair | inner | via | testbed | simulator | diff | agrees |\n|---|---|---|---|---|---|---|\n");
         let (mut n, mut ok) = (0, 0);
         for c in &cells {
             for (via, a) in c["sim_agreement"].as_object().into_iter().flatten() {
