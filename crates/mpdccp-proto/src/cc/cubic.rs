@@ -84,9 +84,10 @@ struct HyStart {
 }
 
 impl HyStart {
-    /// RFC 9406 §4.2, once per ack in slow start. Returns the window
-    /// increase for `acked` packets, and whether to end slow start now
-    /// (CSS_ROUNDS rounds of CSS completed).
+    /// RFC 9406 §4.2 (or Linux's test, [`HyStart::linux_exit`]), once per
+    /// ack in slow start at window `cwnd`. Returns the window increase for
+    /// `acked` packets, and whether to end slow start now (CSS_ROUNDS
+    /// rounds of CSS completed; Linux: the delay test fired).
     fn on_ack(
         &mut self,
         new_round: bool,
@@ -95,7 +96,12 @@ impl HyStart {
         cwnd: f64,
     ) -> (f64, bool) {
         if self.linux {
-            return self.on_ack_linux(new_round, rtt, acked, cwnd);
+            let exit = self.linux_exit(new_round, rtt, cwnd);
+            return if exit {
+                (0.0, true)
+            } else {
+                (acked.min(self.limit_pkts), false)
+            };
         }
         if new_round {
             self.last_round_min_rtt = self.current_round_min_rtt;
@@ -147,22 +153,17 @@ impl HyStart {
         }
     }
 
-    /// The delay test of Linux's HyStart (Ha & Rhee, "Taming the
-    /// elephants", Computer Networks 2011; `tcp_cubic`'s default): the
-    /// smallest of a round's first `N_RTT_SAMPLE` RTTs against the
-    /// smallest RTT since the flow began, plus the same clamped eighth as
-    /// RFC 9406; from `LINUX_LOW_WINDOW` packets on. Slow start ends at
-    /// once (ssthresh = cwnd), with no conservative slow start to take
-    /// back a spurious rise — what kernel TCP through the tunnel does when
-    /// the first detours lengthen its RTT (docs/AGGREGATION.md, "The real
-    /// tunnel's TCP ramp"). The ACK-train test is not modelled.
-    fn on_ack_linux(
-        &mut self,
-        new_round: bool,
-        rtt: Option<Duration>,
-        acked: f64,
-        cwnd: f64,
-    ) -> (f64, bool) {
+    /// Whether Linux's HyStart delay test (Ha & Rhee, "Taming the
+    /// elephants", Computer Networks 2011; `tcp_cubic`'s default) ends slow
+    /// start now: the smallest of a round's first `N_RTT_SAMPLE` RTTs
+    /// against the smallest RTT since the flow began, plus the same
+    /// clamped eighth as RFC 9406, from `LINUX_LOW_WINDOW` packets on. Slow
+    /// start then ends at once (ssthresh = cwnd), with no conservative slow
+    /// start to take back a spurious rise — what kernel TCP through the
+    /// tunnel does when the first detours lengthen its RTT
+    /// (docs/AGGREGATION.md, "The real tunnel's TCP ramp"). The ACK-train
+    /// test is not modelled.
+    fn linux_exit(&mut self, new_round: bool, rtt: Option<Duration>, cwnd: f64) -> bool {
         if new_round {
             self.current_round_min_rtt = None;
             self.samples = 0;
@@ -180,10 +181,10 @@ impl HyStart {
             if enough && cwnd >= hystart::LINUX_LOW_WINDOW && cur >= ever + hystart_rtt_thresh(ever)
             {
                 self.phase = HyStartPhase::Done;
-                return (0.0, true);
+                return true;
             }
         }
-        (acked.min(self.limit_pkts), false)
+        false
     }
 }
 
