@@ -162,6 +162,8 @@ pub struct Bbr3 {
     win: RecoveryWindow,
     delivered: u64,
     last_app_limited: bool,
+    /// `CcConfig::bbr_app_limited_probe`.
+    app_limited_probe: bool,
 }
 
 impl Bbr3 {
@@ -209,6 +211,7 @@ impl Bbr3 {
             win: RecoveryWindow::new(config),
             delivered: 0,
             last_app_limited: false,
+            app_limited_probe: config.bbr_app_limited_probe,
         };
         b.init_pacing_rate(Duration::from_millis(1));
         b
@@ -579,10 +582,20 @@ impl Bbr3 {
         // §4.3.4: ProbeRTT is scheduled by a 5 s window; min_rtt keeps 10 s.
         let probe_expired = self.probe_rtt_min_delay.is_some()
             && now > self.probe_rtt_min_stamp + PROBE_RTT_INTERVAL;
+        // An application-limited sample is what ProbeRTT would measure (no
+        // self-made queue): it re-confirms an equal minimum and, once the
+        // window expired, replaces it without the probe — CCID5's rule
+        // (`Bbr::update_min_rtt`, `CcConfig::bbr_app_limited_probe`).
+        let free_probe = self.app_limited_probe && ack.rate.is_some_and(|r| r.is_app_limited);
+        let mut probed = false;
         if let Some(rtt) = ack.rtt {
-            if self.probe_rtt_min_delay.is_none_or(|m| rtt < m) || probe_expired {
+            let at_min = self
+                .probe_rtt_min_delay
+                .is_none_or(|m| rtt < m || (free_probe && rtt == m));
+            if at_min || probe_expired {
                 self.probe_rtt_min_delay = Some(rtt);
                 self.probe_rtt_min_stamp = now;
+                probed = free_probe;
             }
         }
         let min_expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
@@ -592,7 +605,7 @@ impl Bbr3 {
                 self.min_rtt_stamp = self.probe_rtt_min_stamp;
             }
         }
-        if probe_expired && !self.idle_restart && self.state != Bbr3State::ProbeRtt {
+        if probe_expired && !probed && !self.idle_restart && self.state != Bbr3State::ProbeRtt {
             self.state = Bbr3State::ProbeRtt;
             self.save_cwnd();
             self.probe_rtt_done_stamp = None;

@@ -1072,6 +1072,40 @@ fn bbr3_probe_rtt_every_five_seconds_at_half_a_bdp() {
     assert!(max_cwnd_in > 4);
 }
 
+/// BBRv3 shares CCID5's free probe (`CcConfig::bbr_app_limited_probe`): a
+/// sender offering 4 of 20 Mbit/s never halves its window for ProbeRTT,
+/// while the draft's strict rule (`false`) probes every 5 s. (A one-path
+/// tunnel carrying TCP is mostly application limited; the aggregation
+/// scorecard's single/*/bbr3 cells lost 5–7 % to these probes.)
+#[test]
+fn bbr3_app_limited_path_refreshes_min_rtt_without_probe_rtt() {
+    let run = |free_probe: bool| {
+        let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
+        spec.source_rate_bytes_per_s = Some(4e6 / 8.0);
+        let mut cfg = config(Some(10));
+        cfg.bbr_app_limited_probe = free_probe;
+        let mut sim = Sim::new(cc::Bbr3::new(&cfg), spec);
+        let (mut entries, mut was_in) = (0, false);
+        sim.run_until(secs(25.0), |s| {
+            let now_in = s.cc.bbr_state() == cc::bbr3::Bbr3State::ProbeRtt;
+            entries += u32::from(now_in && !was_in);
+            was_in = now_in;
+        });
+        let min_rtt = sim.cc.min_rtt().expect("has a min RTT");
+        (entries, min_rtt)
+    };
+    let (free, free_rtt) = run(true);
+    let (strict, _) = run(false);
+    eprintln!("bbr3 app-limited 4/20 Mbit/s for 25 s: ProbeRTT entries {free} vs the draft's rule {strict}");
+    assert_eq!(free, 0, "an app-limited path must not enter ProbeRTT");
+    // The estimate stays the path's: 40 ms plus one 1500 B serialization.
+    assert!(
+        free_rtt >= Duration::from_millis(40) && free_rtt < Duration::from_millis(42),
+        "{free_rtt:?}"
+    );
+    assert!(strict >= 4, "the strict rule probes every 5 s: {strict}");
+}
+
 // ---------------------------------------------------------------------------
 // Several flows through one bottleneck: coupled subflows against a regular
 // flow (RFC 6356 §2 goal 2: a multipath connection takes no more than one
