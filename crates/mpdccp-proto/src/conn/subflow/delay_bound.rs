@@ -34,8 +34,8 @@
 //! pipe, so it grows by that factor each round (BBR's probing, not slow
 //! start's doubling) and never starves the path.
 //!
-//! The BBR family (`ccid5`, `bbr3`) is bounded only while one path is
-//! Active (`one_path_only`). Its own in-flight cap
+//! The BBR family (`ccid5`, `bbr3`) is bounded too, CCID5 only while one
+//! path is Active (`one_path_only`). Its own in-flight cap
 //! is `cwnd_gain × BDP` with `cwnd_gain = 2` (draft-ietf-ccwg-bbr §4.6.4.2;
 //! 2.25 while BBRv3 probes up), a whole extra BDP allowed in flight to ride
 //! out delayed and aggregated acks. Pacing keeps that BDP out of the queue
@@ -47,12 +47,16 @@
 //! against 24). The bound is the same in-flight cap with a gain of
 //! `1 + target / min_rtt`; inflight_hi/lo (§4.3.3, §4.5.10) only react to
 //! loss, which a 150 kB buffer delays by a whole buffer's worth of queue.
-//! With two or more paths the bound on the BBR family met the goal on
-//! `equal` (22 ms) but cost goodput elsewhere (trace/quic/ccid5 1.03 →
-//! 0.80 of the best path, lossy/tcp-cubic/ccid5 0.99 → 0.88: a paced
-//! path held at its recent max rate does not probe past it, and the
-//! filter forgets a swinging link's peak), so there it is left alone; on
-//! one path it cost nothing measurable (docs/AGGREGATION.md).
+//! With two or more paths (measured 2026-12-02, docs/AGGREGATION.md "The
+//! bound on BBRv3 with two paths"): BBRv3 bounded passes the real-time
+//! goal on `equal`, `asym`, `drop` and `three` (OWD p95 42 → 14 ms on
+//! `equal`) and loses no cell over three seeds but one by 2 %; CCID5
+//! bounded gains as many but loses others (trace/quic 16.5 → 14.6
+//! Mbit/s, asym/tcp-cubic 41.8 → 33.8): its PROBE_RTT holds 4 packets
+//! (BBRv3: half a BDP), and on a bounded, backlogged fast path that stall
+//! sends the inner flow's queue past CoDel's interval (asym, 60 s: 44.3
+//! Mbit/s with PROBE_RTT switched off against 33–38). So CCID5 keeps the
+//! bound to one path; on one path it cost nothing measurable.
 //!
 //! The default target is `min_rtt / 4`, at most `MAX_ADAPTIVE_TARGET`
 //! (5 ms), also while one path is Active. The link's drop-tail FIFO is
@@ -101,7 +105,7 @@ const MIN_SLOT: Duration = Duration::from_millis(500);
 /// `1 + target / min_rtt` per round.
 const RISING_GAIN_RTTS: u32 = 1;
 
-/// From this many Active paths on the BBR family is not bounded
+/// From this many Active paths on CCID5 is not bounded
 /// (`one_path_only`, see the module doc).
 pub const MIN_ACTIVE_PATHS: usize = 2;
 

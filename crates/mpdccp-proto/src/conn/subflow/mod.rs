@@ -219,10 +219,10 @@ impl Subflow {
             seq: SeqWindow::new(iss, conf.ack.seq_window_pkts),
             acks: AckDuty::new(conf.ack.ratio),
             tx: Sender::new(cc, conf),
-            // The BBR family only while one path is Active (`delay_bound.rs`).
+            // CCID5 only while one path is Active (`delay_bound.rs`).
             delay_bound: conf.window_delay_bound.map(|t| {
-                let paced = matches!(conf.cc, crate::cc::CcKind::Ccid5 | crate::cc::CcKind::Bbr3);
-                delay_bound::DelayBound::new(t, paced)
+                let one_path_only = matches!(conf.cc, crate::cc::CcKind::Ccid5);
+                delay_bound::DelayBound::new(t, one_path_only)
             }),
             window_bound: None,
             active_paths: 0,

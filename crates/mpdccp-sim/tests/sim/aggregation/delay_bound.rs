@@ -82,6 +82,25 @@ fn on_one_path_the_bbr_family_is_bounded_too() {
     assert!(best >= 0.9, "ratio to the path {best:.3}");
 }
 
+#[test]
+fn with_two_paths_bbr3_is_bounded_and_ccid5_is_not() {
+    // BBRv3 on `equal`: cwnd_gain 2 (2.25 probing up) let a second BDP
+    // stand in both links' buffers (OWD p95 42 ms when the bound left the
+    // BBR family alone with two paths); bounded it meets the goal and keeps
+    // the sum. CCID5 stays unbounded there: its 4-packet PROBE_RTT on a
+    // bounded, backlogged path cost other mixes more than the delay gained
+    // (docs/AGGREGATION.md, "The bound on BBRv3 with two paths").
+    let goal_ms = 24.0;
+    let bbr3 = cell_of("equal", "bbr3", true);
+    let p95 = bbr3.rt_owd_p95_ms.expect("the real-time flow's OWD");
+    assert!(p95 <= goal_ms, "bbr3 OWD p95 {p95:.1} ms ≤ {goal_ms} ms");
+    let sum = bbr3.ratio_sum.expect("a ratio to the sum");
+    assert!(sum >= 0.9, "bbr3 ratio to the sum {sum:.3}");
+    let ccid5 = cell_of("equal", "ccid5", true);
+    let p95 = ccid5.rt_owd_p95_ms.expect("the real-time flow's OWD");
+    assert!(p95 > 1.5 * goal_ms, "ccid5 unbounded: OWD p95 {p95:.1} ms");
+}
+
 /// `lossy` (30 Mbit/s 5 ms with 0.3 % random loss + 15 Mbit/s 25 ms): under
 /// the bound a CUBIC path's window froze at the bound (never window-limited
 /// above it), so each random loss cut it below the path's BDP and the path
