@@ -219,11 +219,7 @@ impl Subflow {
             seq: SeqWindow::new(iss, conf.ack.seq_window_pkts),
             acks: AckDuty::new(conf.ack.ratio),
             tx: Sender::new(cc, conf),
-            // CCID5 only while one path is Active (`delay_bound.rs`).
-            delay_bound: conf.window_delay_bound.map(|t| {
-                let one_path_only = matches!(conf.cc, crate::cc::CcKind::Ccid5);
-                delay_bound::DelayBound::new(t, one_path_only)
-            }),
+            delay_bound: conf.window_delay_bound.map(delay_bound::DelayBound::new),
             window_bound: None,
             active_paths: 0,
             hs: ControlRetx::new(conf.lifetime.handshake_rto),
