@@ -554,8 +554,6 @@ pub struct Bbr {
     idle_restart: bool,
     /// `CcConfig::bbr_app_limited_probe`.
     app_limited_probe: bool,
-    /// `CcConfig::bbr_probe_rtt_half_bdp`.
-    probe_rtt_half_bdp: bool,
 
     pacing_gain: f64,
     cwnd_gain: f64,
@@ -600,7 +598,6 @@ impl Bbr {
             probe_rtt_round_done: false,
             idle_restart: false,
             app_limited_probe: config.bbr_app_limited_probe,
-            probe_rtt_half_bdp: config.bbr_probe_rtt_half_bdp,
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
             pacing_rate: 0.0,
@@ -677,16 +674,6 @@ impl Bbr {
 
     fn inflight_pkts(&self, bw: f64, gain: f64) -> f64 {
         self.quantization_budget(self.bdp_pkts(bw, gain))
-    }
-
-    /// PROBE_RTT's window: 4 packets (§4.2.3.5), or half a BDP with
-    /// `CcConfig::bbr_probe_rtt_half_bdp`.
-    fn probe_rtt_cwnd(&self) -> u32 {
-        if !self.probe_rtt_half_bdp {
-            return MIN_PIPE_CWND_PKTS;
-        }
-        // Saturating float → int; at least the 4 packets.
-        (self.bdp_pkts(self.bw_bytes_per_s(), 0.5) as u32).max(MIN_PIPE_CWND_PKTS)
     }
 
     /// §4.2.3.6 BBRSaveCwnd.
@@ -915,13 +902,12 @@ impl Bbr {
             self.probe_rtt_done_stamp = None;
         }
         if self.mode == BbrMode::ProbeRtt {
-            let at_target = ack.in_flight_pkts <= self.probe_rtt_cwnd();
             // Hold for max(200 ms, one round).
             match probe_rtt_hold(
                 &mut self.probe_rtt_done_stamp,
                 &mut self.probe_rtt_round_done,
                 now,
-                at_target,
+                ack.in_flight_pkts <= MIN_PIPE_CWND_PKTS,
                 self.round.start,
             ) {
                 ProbeRttStep::HoldStarted => self.round.start_new(self.delivered),
@@ -1002,10 +988,7 @@ impl Bbr {
     fn bound_cwnd(&mut self) {
         self.win.clamp();
         if self.mode == BbrMode::ProbeRtt {
-            self.win.cwnd = self
-                .win
-                .cwnd
-                .min(self.probe_rtt_cwnd().max(self.win.min_cwnd));
+            self.win.cwnd = self.win.cwnd.min(MIN_PIPE_CWND_PKTS.max(self.win.min_cwnd));
         }
     }
 }

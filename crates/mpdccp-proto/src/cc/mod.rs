@@ -198,15 +198,6 @@ pub struct CcConfig {
     /// queue it does not build (see `bbr::Bbr::update_min_rtt`). `false` is Linux `tcp_bbr.c` exactly
     /// (the simulator's inner TCP `bbr`, a baseline, runs that).
     pub bbr_app_limited_probe: bool,
-    /// BBR (ccid5): PROBE_RTT holds half a BDP, BBRv3's window
-    /// (draft-ietf-ccwg-bbr §4.3.4.4), instead of 4 packets (the CCID5
-    /// draft's and Linux `tcp_bbr.c`'s). The tunnel sets it with the
-    /// window-delay bound: the bound keeps the self-made queue at its
-    /// target, which half a BDP drains as surely as 4 packets, while 4
-    /// packets stalled a bounded fast path for 200 ms (docs/AGGREGATION.md,
-    /// "The bound on the BBR family with two paths"). `false` keeps the
-    /// published runs' controller.
-    pub bbr_probe_rtt_half_bdp: bool,
     /// Congestion window validation after idle periods for the loss-based
     /// controllers (RFC 7661 / RFC 4341 §5.1, see [`validation`]): a window
     /// idle for more than an RTO decays to its restart window. `false` is
@@ -232,7 +223,6 @@ impl Default for CcConfig {
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
             bbr_app_limited_probe: true,
-            bbr_probe_rtt_half_bdp: false,
             cwnd_validation: true,
             cwnd_validation_peak: false,
         }

@@ -308,9 +308,6 @@ impl TunnelSettings {
         let mut cc_config = d.cc_config.clone();
         cc_config.cwnd_validation = self.cwnd_validation;
         cc_config.cwnd_validation_peak = self.cwnd_validation_peak;
-        // A bounded path's queue is the bound's target: CCID5's PROBE_RTT
-        // need not stall it at 4 packets (`CcConfig::bbr_probe_rtt_half_bdp`).
-        cc_config.bbr_probe_rtt_half_bdp = self.window_delay_bound;
         cc_config.initial_cwnd_pkts = self.initial_cwnd_pkts.or(cc_config.initial_cwnd_pkts);
         let mut mss_bytes = d.mss_bytes;
         if largest_packet_bytes > 0 {

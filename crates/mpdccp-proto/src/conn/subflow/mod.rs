@@ -219,7 +219,11 @@ impl Subflow {
             seq: SeqWindow::new(iss, conf.ack.seq_window_pkts),
             acks: AckDuty::new(conf.ack.ratio),
             tx: Sender::new(cc, conf),
-            delay_bound: conf.window_delay_bound.map(delay_bound::DelayBound::new),
+            // The BBR family only while one path is Active (`delay_bound.rs`).
+            delay_bound: conf.window_delay_bound.map(|t| {
+                let paced = matches!(conf.cc, crate::cc::CcKind::Ccid5 | crate::cc::CcKind::Bbr3);
+                delay_bound::DelayBound::new(t, paced)
+            }),
             window_bound: None,
             active_paths: 0,
             hs: ControlRetx::new(conf.lifetime.handshake_rto),
