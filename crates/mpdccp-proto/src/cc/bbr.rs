@@ -263,6 +263,24 @@ pub(crate) fn saved_cwnd(prior_cwnd: u32, cwnd: u32, in_recovery_or_probe_rtt: b
     }
 }
 
+/// The min-RTT filter update shared by BBRv1 and BBRv3: whether the
+/// sample `rtt` replaces the estimate `min` (`expired`: its window ran
+/// out). `free_probe` (`CcConfig::bbr_app_limited_probe` and an
+/// application-limited sample): the sender did not fill the pipe, so
+/// there is no self-made queue for PROBE_RTT to drain and the sample is
+/// what PROBE_RTT would measure; it then re-confirms an equal minimum (the
+/// draft's `<=` in BBRUpdateRTprop, §4.1.2.3; Linux's strict `<` needs
+/// timing noise to ever refresh). The caller skips PROBE_RTT when such a
+/// sample refreshed the filter.
+pub(crate) fn refreshes_min_rtt(
+    min: Option<Duration>,
+    rtt: Duration,
+    expired: bool,
+    free_probe: bool,
+) -> bool {
+    expired || min.is_none_or(|m| rtt < m || (free_probe && rtt == m))
+}
+
 /// What the PROBE_RTT hold decided for one ack (see [`probe_rtt_hold`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProbeRttStep {
@@ -874,22 +892,15 @@ impl Bbr {
         // (No estimate yet is not an expired one: a flow may start at any
         // `now`.)
         let expired = self.min_rtt.is_some() && now > self.min_rtt_stamp + MIN_RTT_WINDOW;
-        // An application-limited path probes for free: its sender did not
-        // fill the pipe, so there is no self-made queue for PROBE_RTT to
-        // drain and the sample already is what PROBE_RTT would measure. Such
-        // a sample re-confirms an equal minimum (the draft's `<=` in
-        // BBRUpdateRTprop, §4.1.2.3; Linux's strict `<` needs timing noise
-        // to ever refresh) and, once the filter expired, replaces it without
-        // the 200 ms at 4 packets. A backlogged path keeps Linux's rule. In
-        // a multipath tunnel this keeps an idle backup path from probing at
+        // An application-limited path probes for free (`refreshes_min_rtt`):
+        // once the filter expired such a sample replaces it without the
+        // 200 ms at 4 packets. A backlogged path keeps Linux's rule. In a
+        // multipath tunnel this keeps an idle backup path from probing at
         // the moment traffic moves onto it (E5: scenarios/README.md).
         let free_probe = self.app_limited_probe && ack.rate.is_some_and(|r| r.is_app_limited);
         let mut probed = false;
         if let Some(rtt) = ack.rtt {
-            let at_min = self
-                .min_rtt
-                .is_none_or(|m| rtt < m || (free_probe && rtt == m));
-            if at_min || expired {
+            if refreshes_min_rtt(self.min_rtt, rtt, expired, free_probe) {
                 self.min_rtt = Some(rtt);
                 self.min_rtt_stamp = now;
                 probed = free_probe;

@@ -22,8 +22,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bbr::{
     bdp_pkts, gained_pacing_rate, initial_pacing_rate, probe_rtt_hold, probe_rtt_hold_over,
-    reported_pacing_rate, send_quantum_pkts, BwFilter, FullPipe, ProbeRttStep, RecoveryWindow,
-    RoundCounter,
+    refreshes_min_rtt, reported_pacing_rate, send_quantum_pkts, BwFilter, FullPipe, ProbeRttStep,
+    RecoveryWindow, RoundCounter,
 };
 use super::{AckEvent, CcConfig, CongestionController, CoupledView, LossEvent, SentPacket};
 use crate::time::Instant;
@@ -582,17 +582,13 @@ impl Bbr3 {
         // §4.3.4: ProbeRTT is scheduled by a 5 s window; min_rtt keeps 10 s.
         let probe_expired = self.probe_rtt_min_delay.is_some()
             && now > self.probe_rtt_min_stamp + PROBE_RTT_INTERVAL;
-        // An application-limited sample is what ProbeRTT would measure (no
-        // self-made queue): it re-confirms an equal minimum and, once the
-        // window expired, replaces it without the probe — CCID5's rule
-        // (`Bbr::update_min_rtt`, `CcConfig::bbr_app_limited_probe`).
+        // An application-limited sample probes for free, as in CCID5
+        // (`refreshes_min_rtt`): once the window expired it replaces the
+        // minimum without halving the window for ProbeRTT.
         let free_probe = self.app_limited_probe && ack.rate.is_some_and(|r| r.is_app_limited);
         let mut probed = false;
         if let Some(rtt) = ack.rtt {
-            let at_min = self
-                .probe_rtt_min_delay
-                .is_none_or(|m| rtt < m || (free_probe && rtt == m));
-            if at_min || probe_expired {
+            if refreshes_min_rtt(self.probe_rtt_min_delay, rtt, probe_expired, free_probe) {
                 self.probe_rtt_min_delay = Some(rtt);
                 self.probe_rtt_min_stamp = now;
                 probed = free_probe;

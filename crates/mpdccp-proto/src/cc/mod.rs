@@ -192,11 +192,12 @@ pub struct CcConfig {
     /// be LIA; see `coupled::cubic_reno_crossover_window_pkts`). Default 0:
     /// no floor. (The former default, 100, had no source.)
     pub coupled_cubic_bdp_threshold_pkts: f64,
-    /// BBR (ccid5, bbr3): an application-limited RTT sample counts as a PROBE_RTT
-    /// measurement, so a path that does not fill its pipe never drops to
-    /// PROBE_RTT's window (4 packets; BBRv3 half a BDP) to re-measure a
-    /// queue it does not build (see `bbr::Bbr::update_min_rtt`). `false` is Linux `tcp_bbr.c` exactly
-    /// (the simulator's inner TCP `bbr`, a baseline, runs that).
+    /// BBR (ccid5, bbr3): an application-limited RTT sample counts as a
+    /// PROBE_RTT measurement, so a path that does not fill its pipe never
+    /// drops to PROBE_RTT's window (4 packets; BBRv3 half a BDP) to
+    /// re-measure a queue it does not build (see `bbr::refreshes_min_rtt`).
+    /// `false` is Linux `tcp_bbr.c` exactly (the simulator's inner TCP
+    /// `bbr`, a baseline, runs that).
     pub bbr_app_limited_probe: bool,
     /// Congestion window validation after idle periods for the loss-based
     /// controllers (RFC 7661 / RFC 4341 §5.1, see [`validation`]): a window

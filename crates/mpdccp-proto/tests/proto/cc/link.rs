@@ -828,6 +828,29 @@ fn bbr_enters_probe_rtt_after_ten_seconds_without_a_lower_rtt() {
     assert!(sim.cc.cwnd_pkts() > 4, "window restored");
 }
 
+/// A sender offering 4 of a 20 Mbit/s, 40 ms link for 25 s: how often it
+/// entered PROBE_RTT (`in_probe_rtt`), its smallest window after 2 s, and
+/// the controller at the end.
+fn app_limited_run<C: CongestionController>(
+    cc: C,
+    in_probe_rtt: impl Fn(&C) -> bool,
+) -> (u32, u32, C) {
+    let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
+    spec.source_rate_bytes_per_s = Some(4e6 / 8.0);
+    let mut sim = Sim::new(cc, spec);
+    let (mut entries, mut was_in) = (0, false);
+    let mut min_cwnd = u32::MAX;
+    sim.run_until(secs(25.0), |s| {
+        let now_in = in_probe_rtt(&s.cc);
+        entries += u32::from(now_in && !was_in);
+        was_in = now_in;
+        if s.now > secs(2.0) {
+            min_cwnd = min_cwnd.min(s.cc.cwnd_pkts());
+        }
+    });
+    (entries, min_cwnd, sim.cc)
+}
+
 /// An application-limited path probes for free (`CcConfig::bbr_app_limited_probe`):
 /// a sender offering 4 of 20 Mbit/s builds no queue, its RTT samples are
 /// what PROBE_RTT would measure, so it never drops to 4 packets — while
@@ -836,23 +859,12 @@ fn bbr_enters_probe_rtt_after_ten_seconds_without_a_lower_rtt() {
 #[test]
 fn bbr_app_limited_path_refreshes_min_rtt_without_probe_rtt() {
     let run = |free_probe: bool| {
-        let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
-        spec.source_rate_bytes_per_s = Some(4e6 / 8.0);
         let mut cfg = config(Some(10));
         cfg.bbr_app_limited_probe = free_probe;
-        let mut sim = Sim::new(cc::Bbr::new(&cfg), spec);
-        let (mut entries, mut was_in) = (0, false);
-        let mut min_cwnd = u32::MAX;
-        sim.run_until(secs(25.0), |s| {
-            let now_in = s.cc.mode() == cc::bbr::BbrMode::ProbeRtt;
-            entries += u32::from(now_in && !was_in);
-            was_in = now_in;
-            if s.now > secs(2.0) {
-                min_cwnd = min_cwnd.min(s.cc.cwnd_pkts());
-            }
+        let (entries, min_cwnd, cc) = app_limited_run(cc::Bbr::new(&cfg), |c| {
+            c.mode() == cc::bbr::BbrMode::ProbeRtt
         });
-        let min_rtt = sim.cc.min_rtt().expect("has a min RTT");
-        (entries, min_cwnd, min_rtt)
+        (entries, min_cwnd, cc.min_rtt().expect("has a min RTT"))
     };
     let (free, free_cwnd, free_rtt) = run(true);
     let (linux, linux_cwnd, _) = run(false);
@@ -1080,19 +1092,12 @@ fn bbr3_probe_rtt_every_five_seconds_at_half_a_bdp() {
 #[test]
 fn bbr3_app_limited_path_refreshes_min_rtt_without_probe_rtt() {
     let run = |free_probe: bool| {
-        let mut spec = LinkSpec::bottleneck(20.0, 40, 400);
-        spec.source_rate_bytes_per_s = Some(4e6 / 8.0);
         let mut cfg = config(Some(10));
         cfg.bbr_app_limited_probe = free_probe;
-        let mut sim = Sim::new(cc::Bbr3::new(&cfg), spec);
-        let (mut entries, mut was_in) = (0, false);
-        sim.run_until(secs(25.0), |s| {
-            let now_in = s.cc.bbr_state() == cc::bbr3::Bbr3State::ProbeRtt;
-            entries += u32::from(now_in && !was_in);
-            was_in = now_in;
+        let (entries, _, cc) = app_limited_run(cc::Bbr3::new(&cfg), |c| {
+            c.bbr_state() == cc::bbr3::Bbr3State::ProbeRtt
         });
-        let min_rtt = sim.cc.min_rtt().expect("has a min RTT");
-        (entries, min_rtt)
+        (entries, cc.min_rtt().expect("has a min RTT"))
     };
     let (free, free_rtt) = run(true);
     let (strict, _) = run(false);
