@@ -190,7 +190,7 @@ impl Bbr3 {
             delivered_in_round: 0,
             ce_in_round: 0,
             ecn_alpha: 0.0,
-            full_pipe: FullPipe::default(),
+            full_pipe: FullPipe::new(config.bbr_queue_fills_pipe),
             full_bw_reached: false,
             cycle_stamp: Instant::ZERO,
             bw_probe_wait: Duration::from_secs(2),

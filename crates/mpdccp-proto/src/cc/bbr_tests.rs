@@ -25,6 +25,10 @@ enum Source {
     Rate { pps: f64, bytes: u32 },
     /// Always a packet of `bytes` waiting.
     Backlogged { bytes: u32 },
+    /// An inner flow with a fixed window: `pkts` packets of `bytes`
+    /// outstanding end to end, a new one offered as each is delivered
+    /// (what an inner TCP in congestion avoidance hands a tunnel subflow).
+    Window { pkts: u64, bytes: u32 },
 }
 
 struct Loop<C: CongestionController> {
@@ -85,7 +89,9 @@ impl<C: CongestionController> Loop<C> {
 
     fn packet_bytes(&self) -> u32 {
         match self.source {
-            Source::Rate { bytes, .. } | Source::Backlogged { bytes } => bytes,
+            Source::Rate { bytes, .. }
+            | Source::Backlogged { bytes }
+            | Source::Window { bytes, .. } => bytes,
         }
     }
 
@@ -93,6 +99,7 @@ impl<C: CongestionController> Loop<C> {
         match self.source {
             Source::Rate { .. } => self.offered - self.sent,
             Source::Backlogged { .. } => u64::MAX,
+            Source::Window { pkts, .. } => (self.delivered_pkts + pkts).saturating_sub(self.sent),
         }
     }
 
@@ -381,4 +388,57 @@ fn bbr1_paces_sub_mss_packets_at_their_byte_rate() {
 #[test]
 fn bbr3_paces_sub_mss_packets_at_their_byte_rate() {
     sub_mss_data_paced_at_link_rate(Bbr3::new(&config()), "bbr3");
+}
+
+/// A subflow carrying an inner flow whose window, not the subflow, fills
+/// the link: 80 packets outstanding on a 20 Mbit/s, 30 ms path (BDP 54
+/// packets), so the link holds a 26-packet queue while the subflow sends
+/// each packet as it comes — app limited on every send, its window (2.89
+/// BDPs in STARTUP) never full. With `bbr_queue_fills_pipe` the queued
+/// samples count for the full-pipe test and the controller leaves STARTUP;
+/// with the drafts' rule it stays there for good, pacing at 2.89 × the
+/// link (what the real 20+20 tunnel's CCID5 subflow did). Either way the
+/// link stays full. A window below the BDP (no queue) keeps STARTUP under
+/// both rules: an app-limited flow that leaves the link idle has not
+/// found the pipe.
+fn leaves_startup_under_an_inner_window<C: CongestionController>(
+    make: impl Fn(&CcConfig) -> C,
+    name: &str,
+) {
+    let rtt = Duration::from_millis(30);
+    let link_mbps = 20.0;
+    for (window, queue_rule, leaves) in [(80, true, true), (80, false, false), (40, true, false)] {
+        let cfg = CcConfig {
+            bbr_queue_fills_pipe: queue_rule,
+            ..config()
+        };
+        let mut l = Loop::new(
+            make(&cfg),
+            rtt,
+            link_mbps,
+            Source::Window {
+                pkts: window,
+                bytes: MSS,
+            },
+        );
+        l.run(Instant::from_secs_f64(5.0));
+        let (bytes, _) = l.measure(Duration::from_secs(5));
+        let state = l.cc.state();
+        let what = format!("{name}, window {window}, queue rule {queue_rule}: {state}");
+        assert_eq!(state != "startup", leaves, "{what}");
+        if window * u64::from(MSS) * 8 > (link_mbps * 1e6 * rtt.as_secs_f64()) as u64 {
+            let mbps = bytes as f64 * 8.0 / 5.0 / 1e6;
+            assert!(mbps >= 0.95 * link_mbps, "{what}: {mbps:.1} Mbit/s");
+        }
+    }
+}
+
+#[test]
+fn bbr1_leaves_startup_when_an_inner_window_fills_the_link() {
+    leaves_startup_under_an_inner_window(Bbr::new, "ccid5");
+}
+
+#[test]
+fn bbr3_leaves_startup_when_an_inner_window_fills_the_link() {
+    leaves_startup_under_an_inner_window(Bbr3::new, "bbr3");
 }

@@ -199,6 +199,12 @@ pub struct CcConfig {
     /// `false` is Linux `tcp_bbr.c` exactly (the simulator's inner TCP
     /// `bbr`, a baseline, runs that).
     pub bbr_app_limited_probe: bool,
+    /// BBR (ccid5, bbr3): STARTUP's full-pipe test also counts a round
+    /// whose app-limited sample shows a queue (RTT ≥ 1.25 × min RTT), so a
+    /// subflow carrying an inner flow that fills the link leaves STARTUP
+    /// (see `bbr::FullPipe`). `false` is the drafts' and Linux's rule (the
+    /// simulator's inner TCP `bbr` runs that).
+    pub bbr_queue_fills_pipe: bool,
     /// Congestion window validation after idle periods for the loss-based
     /// controllers (RFC 7661 / RFC 4341 §5.1, see [`validation`]): a window
     /// idle for more than an RTO decays to its restart window. `false` is
@@ -224,6 +230,7 @@ impl Default for CcConfig {
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
             bbr_app_limited_probe: true,
+            bbr_queue_fills_pipe: true,
             cwnd_validation: true,
             cwnd_validation_peak: false,
         }

@@ -160,6 +160,7 @@ fn tcp_flow(s: &FlowShape, master: &mut ChaCha8Rng) -> Result<(Source, Sink), Si
         seed: master.next_u64(),
         // Inner TCP is a Linux baseline: tcp_bbr.c's PROBE_RTT.
         bbr_app_limited_probe: false,
+        bbr_queue_fills_pipe: false,
         // The idle rule is the tunnel's (cc::validation);
         // the inner models stay as published.
         cwnd_validation: false,
@@ -196,6 +197,7 @@ fn quic_flow(s: &FlowShape, master: &mut ChaCha8Rng) -> Result<(Source, Sink), S
         initial_cwnd_pkts: Some(INITIAL_WINDOW_PKTS),
         min_cwnd_pkts: MINIMUM_WINDOW_PKTS,
         bbr_app_limited_probe: false,
+        bbr_queue_fills_pipe: false,
         cwnd_validation: false,
         ..CcConfig::default()
     };
