@@ -10,7 +10,7 @@ use super::round::RoundTracker;
 use super::validation::CwndValidation;
 use super::{
     rfc3390_initial_window_pkts, AckEvent, CcConfig, CongestionController, CoupledView, LossEvent,
-    SentPacket,
+    SentPacket, SlowStartExit,
 };
 use crate::time::Instant;
 
@@ -77,7 +77,7 @@ struct HyStart {
     samples: u32,
     /// L of RFC 9406 §4.2.
     limit_pkts: f64,
-    /// Linux's HyStart instead of RFC 9406 (`CcConfig::hystart_linux`),
+    /// Linux's HyStart instead of RFC 9406 (`SlowStartExit::Linux`),
     /// with the smallest RTT seen since the flow began.
     linux: bool,
     min_rtt_ever: Option<Duration>,
@@ -249,7 +249,7 @@ impl CubicCore {
             cwnd_limited: false,
             last_send_time: None,
             srtt: Duration::ZERO,
-            hystart: config.hystart.then_some(HyStart {
+            hystart: (config.hystart != SlowStartExit::LossOnly).then_some(HyStart {
                 phase: HyStartPhase::SlowStart,
                 last_round_min_rtt: None,
                 current_round_min_rtt: None,
@@ -259,7 +259,7 @@ impl CubicCore {
                 } else {
                     hystart::L_NON_PACED
                 },
-                linux: config.hystart_linux,
+                linux: config.hystart == SlowStartExit::Linux,
                 min_rtt_ever: None,
             }),
             rounds: RoundTracker::default(),

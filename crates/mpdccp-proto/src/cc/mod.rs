@@ -175,12 +175,8 @@ pub struct CcConfig {
     /// cwnd/srtt × 2 in slow start and × 1.2 after (the Linux defaults).
     /// The BBR family always paces.
     pub pacing: bool,
-    /// Use HyStart++ (RFC 9406) in CUBIC's initial slow start.
-    pub hystart: bool,
-    /// With `hystart`: Linux's HyStart delay test instead (slow start ends
-    /// at the first RTT rise over the smallest RTT ever, no conservative
-    /// slow start; `cubic.rs`), to model kernel TCP's CUBIC.
-    pub hystart_linux: bool,
+    /// How CUBIC's initial slow start ends on a rising RTT.
+    pub hystart: SlowStartExit,
     /// CUBIC fast convergence (RFC 9438 §4.7, a SHOULD). The response
     /// function of RFC 9438 §5.1 (Tables 1–2) is derived without it.
     pub cubic_fast_convergence: bool,
@@ -225,8 +221,7 @@ impl Default for CcConfig {
             max_cwnd_pkts: 1_000_000,
             seed: 0,
             pacing: false,
-            hystart: true,
-            hystart_linux: false,
+            hystart: SlowStartExit::HyStartPlusPlus,
             cubic_fast_convergence: true,
             coupled_cubic_bdp_threshold_pkts: 0.0,
             bbr_app_limited_probe: true,
@@ -235,6 +230,21 @@ impl Default for CcConfig {
             cwnd_validation_peak: false,
         }
     }
+}
+
+/// CUBIC's slow-start exit on delay (`CcConfig::hystart`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlowStartExit {
+    /// Slow start ends at the first loss only.
+    LossOnly,
+    /// HyStart++ (RFC 9406): conservative slow start for up to five
+    /// rounds once the RTT rises, resumed if it falls back.
+    #[default]
+    HyStartPlusPlus,
+    /// Linux's HyStart delay test (slow start ends at the first RTT rise
+    /// over the smallest RTT ever, no conservative slow start;
+    /// `cubic.rs`), to model kernel TCP's CUBIC.
+    Linux,
 }
 
 /// One data packet handed to the network.

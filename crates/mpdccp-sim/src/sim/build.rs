@@ -6,7 +6,7 @@
 
 use mpdccp_model::link::Link;
 use mpdccp_model::scenario::{Direction, FlowKind, FlowSpec, HyStartKind, Scenario};
-use mpdccp_proto::cc::{CcConfig, CcKind, ControllerFactory};
+use mpdccp_proto::cc::{CcConfig, CcKind, ControllerFactory, SlowStartExit};
 use mpdccp_proto::conn::{Connection, Role};
 use mpdccp_proto::Instant;
 use rand::RngCore;
@@ -164,7 +164,10 @@ fn tcp_flow(s: &FlowShape, master: &mut ChaCha8Rng) -> Result<(Source, Sink), Si
         // The idle rule is the tunnel's (cc::validation);
         // the inner models stay as published.
         cwnd_validation: false,
-        hystart_linux: s.spec.hystart == Some(HyStartKind::Linux),
+        hystart: match s.spec.hystart.unwrap_or_default() {
+            HyStartKind::Rfc9406 => SlowStartExit::HyStartPlusPlus,
+            HyStartKind::Linux => SlowStartExit::Linux,
+        },
         ..CcConfig::default()
     };
     let cc = kind.build(&cc_cfg);

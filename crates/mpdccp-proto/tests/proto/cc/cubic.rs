@@ -59,7 +59,7 @@ fn ack_at(now: Instant, acked: u32, srtt_ms: u64) -> AckEvent {
 fn window_follows_the_cubic_curve_after_a_loss() {
     let mut c = cc::Cubic::new(&CcConfig {
         initial_cwnd_pkts: Some(100),
-        hystart: false,
+        hystart: cc::SlowStartExit::LossOnly,
         ..CcConfig::default()
     });
     let big = SentPacket {
@@ -187,7 +187,11 @@ fn slow_start_rounds(
     rtt_ms: impl Fn(u32) -> u64,
 ) -> Vec<(&'static str, u32)> {
     let mut c = cc::Cubic::new(&CcConfig {
-        hystart_linux: linux,
+        hystart: if linux {
+            cc::SlowStartExit::Linux
+        } else {
+            cc::SlowStartExit::HyStartPlusPlus
+        },
         ..CcConfig::default()
     });
     let mut t = Instant::from_secs_f64(1.0);
@@ -215,7 +219,7 @@ fn slow_start_rounds(
     out
 }
 
-/// Linux's HyStart (`hystart_linux`) ends slow start at the first round
+/// Linux's HyStart (`SlowStartExit::Linux`) ends slow start at the first round
 /// whose RTT exceeds the smallest ever by clamp(min RTT / 8, 4, 16) ms,
 /// with ssthresh = cwnd; HyStart++ (RFC 9406 §4.2)
 /// goes to conservative slow start instead and keeps growing.

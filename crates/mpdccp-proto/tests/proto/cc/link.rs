@@ -578,7 +578,7 @@ fn cubic_hystart_exits_slow_start_on_queue_delay_before_loss() {
     // Without HyStart++ the same run overflows the buffer in slow start.
     let mut plain = Sim::new(
         cc::Cubic::new(&CcConfig {
-            hystart: false,
+            hystart: cc::SlowStartExit::LossOnly,
             ..config(Some(10))
         }),
         spec,

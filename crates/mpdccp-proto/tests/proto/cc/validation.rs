@@ -13,8 +13,8 @@ const RTT: Duration = Duration::from_millis(100);
 
 fn config(validation: bool) -> CcConfig {
     CcConfig {
-        mss_bytes: 1400, // RFC 3390 initial window: 3 packets
-        hystart: false,  // CUBIC's slow start as Reno's, for equal numbers
+        mss_bytes: 1400,                      // RFC 3390 initial window: 3 packets
+        hystart: cc::SlowStartExit::LossOnly, // CUBIC's slow start as Reno's, for equal numbers
         cwnd_validation: validation,
         ..CcConfig::default()
     }
